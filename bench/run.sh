@@ -1,0 +1,441 @@
+#!/usr/bin/env bash
+# bench/run.sh — overhead of heaptrail next to heaptrack and no tracer, measured
+# side by side in one run on bench/malloc_loop.c (see bench/README.md).
+#
+#   bench/run.sh [--write] [--keep]
+#
+# Environment (defaults in brackets):
+#   BUILD=[/work/main/build]  where libheaptrail.so and the heaptrail binary are
+#   REPS=[5]                  timed repetitions per variant (interleaved)
+#   PAIRS=[3000000]           malloc/free pairs per thread
+#   HEAPTRACK_PAIRS=[PAIRS]   pairs per thread for the heaptrack runs
+#   THREADS=["1 2"]           thread counts to measure
+#   SEED=[1]                  seed of the size sequence
+#   WARMUP=[1]                untimed rounds before the timed ones
+#   CC=[gcc]                  compiler for malloc_loop
+#   TRACERS=["heaptrail heaptrack"]  tracers to run next to "none"
+#   HEAPTRAIL_ENV=[]          extra VAR=value words for the heaptrail runs,
+#                             e.g. HEAPTRAIL_ENV="HEAPTRAIL_ZSTD_LEVEL=3"
+set -euo pipefail
+
+die() { echo "run.sh: $*" >&2; exit 1; }
+note() { echo "run.sh: $*" >&2; }
+
+usage() {
+	sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'
+}
+
+WRITE=0
+KEEP=${KEEP:-0}
+ORIG_ARGS=("$@")
+while [[ $# -gt 0 ]]; do
+	case $1 in
+	--write) WRITE=1 ;;
+	--keep) KEEP=1 ;;
+	-h | --help) usage; exit 0 ;;
+	*) die "unknown argument '$1' (try --help)" ;;
+	esac
+	shift
+done
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+BUILD=${BUILD:-/work/main/build}
+REPS=${REPS:-5}
+PAIRS=${PAIRS:-3000000}
+HEAPTRACK_PAIRS=${HEAPTRACK_PAIRS:-$PAIRS}
+THREADS=${THREADS:-1 2}
+SEED=${SEED:-1}
+WARMUP=${WARMUP:-1}
+CC=${CC:-gcc}
+TRACERS=${TRACERS-heaptrail heaptrack}
+for w in $TRACERS; do
+	[[ $w == heaptrail || $w == heaptrack ]] || die "TRACERS may list heaptrail and heaptrack, got '$w'"
+done
+HEAPTRAIL_ENV=${HEAPTRAIL_ENV:-}
+read -r -a HT_ENV <<<"$HEAPTRAIL_ENV"
+for w in "${HT_ENV[@]}"; do
+	[[ $w == *=* ]] || die "HEAPTRAIL_ENV must hold VAR=value words, got '$w'"
+done
+
+for v in REPS PAIRS HEAPTRACK_PAIRS SEED WARMUP; do
+	[[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer, got '${!v}'"
+done
+((REPS >= 1)) || die "REPS must be >= 1"
+((PAIRS >= 1 && HEAPTRACK_PAIRS >= 1)) || die "PAIRS and HEAPTRACK_PAIRS must be >= 1"
+for t in $THREADS; do
+	[[ $t =~ ^[1-9][0-9]*$ ]] || die "THREADS must list positive integers, got '$t'"
+done
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/heaptrail-bench.XXXXXX")
+cleanup() {
+	if ((KEEP)); then
+		note "kept work directory $WORK"
+	else
+		rm -rf "$WORK"
+	fi
+}
+trap cleanup EXIT
+
+# ---------------------------------------------------------------- helpers
+
+now_ns() {
+	if [[ -n ${EPOCHREALTIME:-} ]]; then
+		local s=${EPOCHREALTIME/[.,]/}
+		echo "${s}000"
+	else
+		date +%s%N
+	fi
+}
+
+# median of the numbers given as arguments
+median() {
+	printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 }
+		END { if (NR == 0) print "nan";
+		      else if (NR % 2) print a[(NR + 1) / 2];
+		      else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+}
+
+# "min..max" of the numbers given as arguments
+range() {
+	printf '%s\n' "$@" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 }
+		END { printf "%.1f..%.1f\n", lo, hi }'
+}
+
+calc() { awk "BEGIN { printf \"$1\n\", $2 }"; }
+
+filesize() { stat -c %s "$1"; }
+
+# value of key ns_per_pair=... in malloc_loop's output line
+field() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" | tail -n 1; }
+
+# ---------------------------------------------------------------- build
+
+BIN=$WORK/malloc_loop
+$CC -std=gnu11 -O2 -Wall -Wextra -Wshadow -Wstrict-prototypes -Werror -pthread \
+	-o "$BIN" "$HERE/malloc_loop.c" || die "cannot build malloc_loop"
+
+# ---------------------------------------------------------------- tracers
+
+VARIANTS=(none)
+
+HT_LIB=$BUILD/libheaptrail.so
+HT_CLI=$BUILD/heaptrail
+if [[ " $TRACERS " != *" heaptrail "* ]]; then
+	:
+elif [[ -f $HT_LIB ]]; then
+	VARIANTS+=(heaptrail)
+	[[ -x $HT_CLI ]] || note "no $HT_CLI: heaptrail event counts will be estimated as 2*pairs*threads"
+else
+	note "heaptrail not built ($HT_LIB missing; set BUILD=...): skipping the heaptrail column"
+fi
+
+HK=
+HK_VERSION="heaptrack not run"
+if [[ " $TRACERS " == *" heaptrack "* ]]; then
+	HK=$(command -v heaptrack || true)
+	if [[ -z $HK && $EUID -eq 0 ]] && command -v apt-get >/dev/null; then
+		note "heaptrack missing, installing it with apt-get"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get install -y -q heaptrack >&2 ||
+			{ apt-get update -q >&2 && apt-get install -y -q heaptrack >&2; } ||
+			note "apt-get install heaptrack failed"
+		HK=$(command -v heaptrack || true)
+	fi
+	if [[ -n $HK ]]; then
+		VARIANTS+=(heaptrack)
+		HK_VERSION=$("$HK" --version 2>/dev/null | head -n 1 || echo heaptrack)
+	else
+		note "heaptrack not found (and not installable here): skipping the heaptrack column"
+		HK_VERSION="heaptrack not installed"
+	fi
+fi
+
+# ---------------------------------------------------------------- one run
+
+declare -A NS CPU RUNMS BYTES EVENTS EVSRC FAILED NPAIRS DROPPED
+
+pairs_for() { if [[ $1 == heaptrack ]]; then echo "$HEAPTRACK_PAIRS"; else echo "$PAIRS"; fi; }
+
+# heaptrail's exact event count, from `heaptrail stats --json FILE` key
+# "events"; prints "EVENTS DROPPED" (DROPPED from key "dropped", or 0)
+heaptrail_events() {
+	local json ev
+	[[ -x $HT_CLI ]] || return 1
+	json=$("$HT_CLI" stats --json "$1" 2>/dev/null) || return 1
+	if command -v python3 >/dev/null; then
+		python3 -c 'import json,sys
+d = json.load(sys.stdin)
+v = d.get("events") if isinstance(d, dict) else None
+if isinstance(v, dict):
+    v = v.get("total")
+if not isinstance(v, int):
+    sys.exit(1)
+dr = d.get("dropped", 0)
+print(v, dr if isinstance(dr, int) else 0)' <<<"$json" 2>/dev/null && return 0
+	fi
+	ev=$(grep -o '"events"[[:space:]]*:[[:space:]]*[0-9]\+' <<<"$json" | head -n 1 | grep -o '[0-9]\+$') || return 1
+	echo "$ev 0"
+}
+
+# heaptrack's event count: its '+' (allocation) and '-' (free) lines
+heaptrack_events() {
+	local dec
+	case $1 in
+	*.zst) dec="zstd -dc" ;;
+	*.gz) dec="gzip -dc" ;;
+	*) return 1 ;;
+	esac
+	$dec "$1" 2>/dev/null | LC_ALL=C grep -c '^[+-]'
+}
+
+# run VARIANT THREADS REP: run once, record the results under "VARIANT,THREADS"
+# (REP 0 is a warm-up and is not recorded).
+run_one() {
+	local v=$1 t=$2 rep=$3 key="$1,$2" n log trace t0 t1 ns ok=1
+	n=$(pairs_for "$v")
+	log=$WORK/$v-$t-$rep.log
+	trace=
+	t0=$(now_ns)
+	case $v in
+	none)
+		"$BIN" "$t" "$n" "$SEED" >"$log" 2>&1 || ok=0
+		;;
+	heaptrail)
+		trace=$WORK/$v-$t-$rep.ht
+		env "${HT_ENV[@]}" HEAPTRAIL_OUT="$trace" LD_PRELOAD="$HT_LIB" \
+			"$BIN" "$t" "$n" "$SEED" >"$log" 2>&1 || ok=0
+		if [[ ! -f $trace ]]; then
+			# tolerate a suffix added by the recorder (e.g. NAME.PID)
+			local f
+			for f in "$trace".*; do [[ -f $f ]] && trace=$f && break; done
+		fi
+		;;
+	heaptrack)
+		"$HK" -o "$WORK/$v-$t-$rep" "$BIN" "$t" "$n" "$SEED" >"$log" 2>&1 || ok=0
+		trace=
+		local f
+		for f in "$WORK/$v-$t-$rep".zst "$WORK/$v-$t-$rep".gz; do
+			[[ -f $f ]] && trace=$f && break
+		done
+		;;
+	esac
+	t1=$(now_ns)
+	ns=$(field ns_per_pair <"$log")
+	if ((!ok)) || [[ -z $ns ]]; then
+		note "$v with $t thread(s) failed (rep $rep); output:"
+		tail -n 20 "$log" | sed 's/^/    /' >&2
+		FAILED[$key]=1
+		return 0
+	fi
+	if [[ $v != none && ( -z $trace || ! -f $trace ) ]]; then
+		note "$v with $t thread(s) left no trace file (rep $rep)"
+		FAILED[$key]=1
+		return 0
+	fi
+	((rep > 0)) || return 0
+
+	NS[$key]+="$ns "
+	CPU[$key]+="$(field cpu_ns_per_pair <"$log") "
+	RUNMS[$key]+="$(calc %.1f "($t1 - $t0) / 1e6") "
+	NPAIRS[$key]=$n
+	if [[ -n $trace ]]; then
+		BYTES[$key]+="$(filesize "$trace") "
+		if [[ -z ${EVENTS[$key]:-} ]]; then # count once per variant
+			local ev='' dropped=0
+			case $v in
+			heaptrail)
+				read -r ev dropped < <(heaptrail_events "$trace" || true) || true
+				if [[ ${dropped:-0} =~ ^[1-9][0-9]*$ ]]; then
+					note "heaptrail dropped $dropped events with $t thread(s): its trace is incomplete"
+					DROPPED[$key]=$dropped
+				fi
+				;;
+			heaptrack) ev=$(heaptrack_events "$trace") || ev= ;;
+			esac
+			if [[ $ev =~ ^[0-9]+$ ]] && ((ev > 0)); then
+				EVENTS[$key]=$ev
+				EVSRC[$key]=counted
+			else
+				EVENTS[$key]=$((2 * n * t))
+				EVSRC[$key]=estimated
+			fi
+		fi
+	fi
+	if ((!KEEP)) && [[ -n $trace ]]; then rm -f "$trace"; fi
+}
+
+# ---------------------------------------------------------------- measure
+
+START_DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
+note "variants: ${VARIANTS[*]}; threads: $THREADS; reps: $REPS (+$WARMUP warm-up); pairs/thread: $PAIRS (heaptrack: $HEAPTRACK_PAIRS)"
+for t in $THREADS; do
+	for ((rep = 1 - WARMUP; rep <= REPS; rep++)); do
+		r=$rep
+		((r < 0)) && r=0
+		for v in "${VARIANTS[@]}"; do
+			[[ -n ${FAILED["$v,$t"]:-} ]] && continue
+			run_one "$v" "$t" "$r"
+		done
+		if ((rep > 0)); then note "threads=$t rep $rep/$REPS done"; fi
+	done
+done
+
+# ---------------------------------------------------------------- report
+
+declare -A MED
+TABLE=$WORK/table.md
+CHECKS=$WORK/checks.md
+RAW=$WORK/raw.md
+{
+	echo "| threads | tracer | pairs/thread | ns/pair (median) | min..max | added ns/pair | slowdown | CPU ns/pair | run time ms | trace bytes | events | bytes/event |"
+	echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	for t in $THREADS; do
+		for v in "${VARIANTS[@]}"; do
+			key="$v,$t"
+			if [[ -n ${FAILED[$key]:-} || -z ${NS[$key]:-} ]]; then
+				echo "| $t | $v | | failed | | | | | | | | |"
+				continue
+			fi
+			# shellcheck disable=SC2086
+			m=$(median ${NS[$key]})
+			MED[$key]=$m
+			# shellcheck disable=SC2086
+			rg=$(range ${NS[$key]})
+			# shellcheck disable=SC2086
+			rms=$(median ${RUNMS[$key]})
+			# shellcheck disable=SC2086
+			cpu=$(median ${CPU[$key]})
+			added="—" slow="1.00x" bytes="—" ev="—" bpe="—"
+			if [[ $v != none && -n ${MED["none,$t"]:-} ]]; then
+				added=$(calc %+.1f "$m - ${MED["none,$t"]}")
+				slow=$(calc %.2fx "$m / ${MED["none,$t"]}")
+			fi
+			if [[ -n ${BYTES[$key]:-} ]]; then
+				# shellcheck disable=SC2086
+				bytes=$(median ${BYTES[$key]})
+				bytes=${bytes%.*}
+				ev=${EVENTS[$key]}
+				[[ ${EVSRC[$key]} == estimated ]] && ev="~$ev"
+				bpe=$(calc %.2f "$bytes / ${EVENTS[$key]}")
+			fi
+			printf '| %s | %s | %s | %.1f | %s | %s | %s | %.1f | %.0f | %s | %s | %s |\n' \
+				"$t" "$v" "${NPAIRS[$key]}" "$m" "$rg" "$added" "$slow" "$cpu" "$rms" "$bytes" "$ev" "$bpe"
+		done
+	done
+} >"$TABLE"
+
+# Targets from the issue: heaptrail adds <= 15 ns per pair and slows the loop
+# by <= 1.6x, two threads scale like one (the 1-thread targets hold at 2
+# threads, and the 2-thread slowdown is within 15% of the 1-thread one), and
+# the trace is no larger than heaptrack's per event.
+verdict() { if awk "BEGIN { exit !($1) }"; then echo PASS; else echo FAIL; fi; }
+{
+	if [[ -z ${MED["none,1"]:-} ]]; then
+		echo "- no baseline, no checks"
+	elif [[ " ${VARIANTS[*]} " != *" heaptrail "* ]]; then
+		echo "- heaptrail was not measured (library not built), no checks"
+	else
+		for t in $THREADS; do
+			m=${MED["heaptrail,$t"]:-}
+			b=${MED["none,$t"]:-}
+			[[ -n $m && -n $b ]] || { echo "- $t thread(s): heaptrail failed, no checks"; continue; }
+			a=$(calc %.1f "$m - $b")
+			s=$(calc %.2f "$m / $b")
+			echo "- $t thread(s): heaptrail adds $a ns/pair (target <= 15): $(verdict "$a <= 15")"
+			echo "- $t thread(s): slowdown ${s}x (target <= 1.6x): $(verdict "$s <= 1.6")"
+			if [[ -n ${MED["heaptrack,$t"]:-} ]]; then
+				k=${MED["heaptrack,$t"]}
+				echo "- $t thread(s): heaptrack slowdown $(calc %.1fx "$k / $b"), heaptrail is $(calc %.1fx "$k / $m") faster"
+			fi
+			if [[ -n ${BYTES["heaptrail,$t"]:-} && -n ${BYTES["heaptrack,$t"]:-} ]]; then
+				# shellcheck disable=SC2086
+				x=$(calc %.3f "$(median ${BYTES["heaptrail,$t"]}) / ${EVENTS["heaptrail,$t"]}")
+				# shellcheck disable=SC2086
+				y=$(calc %.3f "$(median ${BYTES["heaptrack,$t"]}) / ${EVENTS["heaptrack,$t"]}")
+				echo "- $t thread(s): trace $x bytes/event vs heaptrack $y (target <=): $(verdict "$x <= $y")"
+			fi
+		done
+		if [[ -n ${MED["heaptrail,1"]:-} && -n ${MED["heaptrail,2"]:-} && -n ${MED["none,2"]:-} ]]; then
+			s1=$(calc %.3f "${MED["heaptrail,1"]} / ${MED["none,1"]}")
+			s2=$(calc %.3f "${MED["heaptrail,2"]} / ${MED["none,2"]}")
+			echo "- scaling: slowdown with 2 threads ${s2}x vs 1 thread ${s1}x (target: 2-thread slowdown <= 1.15 x 1-thread slowdown): $(verdict "$s2 <= 1.15 * $s1")"
+		fi
+	fi
+	if [[ -n ${MED["none,1"]:-} && -n ${MED["none,2"]:-} ]]; then
+		echo "- native scaling on this machine: $(calc %.1f "${MED["none,1"]}") ns/pair with 1 thread, $(calc %.1f "${MED["none,2"]}") with 2 (per-thread latency; equal values mean perfect scaling)"
+	fi
+	for t in $THREADS; do
+		if [[ -n ${DROPPED["heaptrail,$t"]:-} ]]; then
+			echo "- $t thread(s): heaptrail reported ${DROPPED["heaptrail,$t"]} dropped events: its numbers are not valid"
+		fi
+	done
+	if ((HEAPTRACK_PAIRS != PAIRS)) && [[ " ${VARIANTS[*]} " == *" heaptrack "* ]]; then
+		echo "- heaptrack ran $HEAPTRACK_PAIRS pairs/thread instead of $PAIRS (HEAPTRACK_PAIRS); its per-pair and per-event numbers are comparable, its trace bytes are not"
+	fi
+} >"$CHECKS"
+
+{
+	for t in $THREADS; do
+		for v in "${VARIANTS[@]}"; do
+			key="$v,$t"
+			[[ -n ${NS[$key]:-} ]] || continue
+			echo "- $v, $t thread(s): ns/pair ${NS[$key]% }; CPU ns/pair ${CPU[$key]% }; run ms ${RUNMS[$key]% }${BYTES[$key]:+; trace bytes ${BYTES[$key]% }}"
+		done
+	done
+} >"$RAW"
+
+echo
+cat "$TABLE"
+echo
+cat "$CHECKS"
+
+# ---------------------------------------------------------------- RESULTS.md
+
+if ((WRITE)); then
+	cmd="BUILD=$BUILD REPS=$REPS PAIRS=$PAIRS"
+	((HEAPTRACK_PAIRS != PAIRS)) && cmd+=" HEAPTRACK_PAIRS=$HEAPTRACK_PAIRS"
+	cmd+=" THREADS=\"$THREADS\" SEED=$SEED WARMUP=$WARMUP"
+	[[ $TRACERS != "heaptrail heaptrack" ]] && cmd+=" TRACERS=\"$TRACERS\""
+	[[ -n $HEAPTRAIL_ENV ]] && cmd+=" HEAPTRAIL_ENV=\"$HEAPTRAIL_ENV\""
+	cmd+=" bench/run.sh ${ORIG_ARGS[*]}"
+	cpu=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)
+	glibc=$(ldd --version 2>/dev/null | head -n 1 | sed 's/.* //')
+	ccv=$($CC --version | head -n 1)
+	rev=$(git -C "$HERE/.." rev-parse --short HEAD 2>/dev/null || echo "no commit")
+	if [[ -n $(git -C "$HERE/.." status --porcelain -- src include 2>/dev/null) ]]; then
+		rev+=" (with uncommitted changes in src/ or include/)"
+	fi
+	{
+		echo "# heaptrail overhead — results"
+		echo
+		echo "Produced by \`bench/run.sh --write\` (see bench/README.md for what is measured)."
+		echo "Regenerate with the same command; the file is overwritten."
+		echo
+		echo "- command: \`$cmd\`"
+		echo "- date: $START_DATE"
+		echo "- machine: nproc=$(nproc), CPU: ${cpu:-unknown}, kernel: $(uname -r) ($(uname -m))"
+		echo "- software: glibc $glibc, $ccv, $HK_VERSION, heaptrail at $rev"
+		echo "- workload: bench/malloc_loop.c, plain malloc(size)/free pairs, sizes uniform in 16..4096, seed $SEED, gcc -O2"
+		echo
+		echo "## malloc/free loop"
+		echo
+		echo "ns/pair is the per-thread latency of one malloc+free pair (wall time of the timed loop divided by pairs per thread),"
+		echo "median of $REPS interleaved runs (none, heaptrail, heaptrack, none, ...); min..max is the spread over those runs."
+		echo "CPU ns/pair is the CPU time of the traced process (all its threads, so heaptrail's writer thread too; not heaptrack's"
+		echo "separate interpreter process) over the timed loop, divided by all pairs of all threads."
+		echo "\"run time\" is the whole process as seen from the shell, including start-up, the tracer's final flush"
+		echo "and, for heaptrack, its interpreter and compressor. Events per trace are counted from the trace"
+		echo "(heaptrail: \`heaptrail stats --json\`; heaptrack: its + and - lines) where possible; \`~\` marks an estimate of 2 x pairs x threads."
+		echo
+		cat "$TABLE"
+		echo
+		echo "## Targets"
+		echo
+		cat "$CHECKS"
+		echo
+		echo "## Raw samples"
+		echo
+		cat "$RAW"
+	} >"$HERE/RESULTS.md"
+	note "wrote $HERE/RESULTS.md"
+fi

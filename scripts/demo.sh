@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Builds heaptrail, records the bundled demo program and summarizes it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh build
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$(nproc)" >/dev/null
+cc -O1 -g -pthread -Iinclude -o build/demo examples/demo.c
+build/heaptrail record -o build/demo.ht -- build/demo
+build/heaptrail stats build/demo.ht

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian packages heaptrail needs to build and test, if missing.
+# Usage: scripts/deps.sh [build|test|bench]   (default: build)
+set -euo pipefail
+what=${1:-build}
+pkgs=(gcc g++ make cmake pkg-config libzstd-dev libunwind-dev libdw-dev libelf-dev)
+case "$what" in
+  test) pkgs+=(python3 clang valgrind sqlite3 git zstd xz-utils) ;;
+  bench) pkgs+=(python3 heaptrack) ;;
+esac
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+  echo "heaptrail: missing Debian packages: ${missing[*]}" >&2
+  echo "heaptrail: run as root, or: sudo apt-get install ${missing[*]}" >&2
+  exit 1
+fi
+echo "heaptrail: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Builds heaptrail with warnings as errors and runs the whole test suite:
+# the normal build, then the tools again under ASan+UBSan (the preload
+# library is never sanitized: it is injected into other programs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh test
+jobs=$(nproc)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEAPTRAIL_WERROR=ON >/dev/null
+cmake --build build -j"$jobs"
+(cd build && ctest --output-on-failure -j"$jobs" --timeout 300)
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DHEAPTRAIL_WERROR=ON -DHEAPTRAIL_SANITIZE=ON >/dev/null
+cmake --build build-asan -j"$jobs"
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+   ctest --output-on-failure -j"$jobs" --timeout 300 -L analyzers)

@@ -1,0 +1,79 @@
+/* Shared analyzer helpers. */
+#define _GNU_SOURCE
+#include "analyze.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+struct ht_reader *ht_analyze__open(const char *path)
+{
+	char err[1024];
+	struct ht_reader *r = ht_reader__open(path, err, sizeof(err));
+	if (!r)
+		ht_error("%s", err);
+	return r;
+}
+
+int ht_analyze__next(struct ht_reader *r, struct ht_event *ev)
+{
+	static unsigned n;
+	if ((++n & 0xffff) == 0) {
+		uint64_t done, total;
+		ht_reader__progress(r, &done, &total);
+		ht_progress("reading", done, total);
+	}
+	int k = ht_reader__next(r, ev);
+	if (!k)
+		ht_progress_done();
+	return k;
+}
+
+int ht_analyze__finish(struct ht_reader *r, const char *path, int quiet_warnings)
+{
+	const char *w = ht_reader__warning(r);
+	const char *e = ht_reader__error(r);
+	if (w && !quiet_warnings)
+		ht_warning("%s: %s", path, w);
+	if (e) {
+		ht_error("%s: %s (results above cover the events before it)", path, e);
+		return HT_EXIT_DATA;
+	}
+	return HT_EXIT_OK;
+}
+
+int ht_parse_kinds(const char *list, uint64_t *mask)
+{
+	char *copy = strdup(list);
+	*mask = 0;
+	for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
+		if (!strcmp(tok, "alloc")) {
+			for (int k = 0; k < HT_EV_NR; k++)
+				if (ht_kind_descs[k].is_alloc || k == HT_EV_FREE)
+					*mask |= 1ull << k;
+			continue;
+		}
+		if (!strcmp(tok, "shm")) {
+			*mask |= 1ull << HT_EV_SHMGET | 1ull << HT_EV_SHMAT | 1ull << HT_EV_SHMDT |
+				 1ull << HT_EV_SHMCTL;
+			continue;
+		}
+		if (!strcmp(tok, "thread")) {
+			*mask |= 1ull << HT_EV_THREAD_START | 1ull << HT_EV_THREAD_EXIT |
+				 1ull << HT_EV_THREAD_NAME;
+			continue;
+		}
+		int k = ht_kind_parse(tok);
+		if (k <= 0) {
+			ht_error("unknown event kind '%s'; kinds are the names dump prints (malloc, free, "
+				 "mmap, ...) or alloc, shm, thread", tok);
+			free(copy);
+			return -1;
+		}
+		*mask |= 1ull << k;
+	}
+	free(copy);
+	return 0;
+}

@@ -1,0 +1,21 @@
+/* Helpers every analyzer shares: opening a trace with a one-line error,
+ * and the end-of-read report (error and exit code). */
+#ifndef HEAPTRAIL_ANALYZE_ANALYZE_H
+#define HEAPTRAIL_ANALYZE_ANALYZE_H
+
+#include "trace/reader.h"
+
+/* Opens path; on failure prints "heaptrail: error: <why>" and returns NULL
+ * (exit with HT_EXIT_DATA). */
+struct ht_reader *ht_analyze__open(const char *path);
+/* Next event, with a progress line on a terminal. */
+int ht_analyze__next(struct ht_reader *r, struct ht_event *ev);
+/* After the last event: prints the reader's warning and error (naming the
+ * file) on stderr; returns HT_EXIT_DATA if the trace had an error, else 0. */
+int ht_analyze__finish(struct ht_reader *r, const char *path, int quiet_warnings);
+
+/* Parses a comma-separated list of kind names into a bitmask (bit = kind);
+ * "alloc" expands to the malloc family.  Returns -1 naming the bad one. */
+int ht_parse_kinds(const char *list, uint64_t *mask);
+
+#endif

@@ -1,0 +1,183 @@
+/* heaptrail dump: every event, one line each. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/analyze.h"
+#include "cli/builtin.h"
+#include "common/json.h"
+#include "common/options.h"
+#include "common/util.h"
+
+struct dump_config {
+	const char *tids;  /* --tid: comma-separated thread ids (all) */
+	const char *kinds; /* --kind: comma-separated kinds (all) */
+	uint64_t from;     /* --from: start time, ns since start (0) */
+	uint64_t to;       /* --to: end time (end of trace) */
+	uint64_t limit;    /* --limit: stop after N events (no limit) */
+	int json;          /* --json: JSON lines */
+};
+
+static const char usage_text[] =
+	"usage: heaptrail dump [options] TRACE\n"
+	"\n"
+	"Prints the events of a trace in time order, one per line:\n"
+	"  TIME(s) TID SEQ KIND field=value ... [= result ...] [flags]\n"
+	"\fEXAMPLES\n"
+	"  heaptrail dump app.ht | less\n"
+	"  heaptrail dump --kind malloc,free --tid 4242 app.ht\n"
+	"  heaptrail dump --kind mmap,munmap,brk,sbrk,heap_break --from 1.5s --to 2s app.ht\n"
+	"  heaptrail dump --json app.ht | jq -c 'select(.kind==\"realloc\")'\n";
+
+static int tid_selected(const char *list, uint32_t tid)
+{
+	if (!list)
+		return 1;
+	const char *p = list;
+	while (*p) {
+		char *end;
+		unsigned long v = strtoul(p, &end, 10);
+		if ((uint32_t)v == tid)
+			return 1;
+		p = *end ? end + 1 : end;
+	}
+	return 0;
+}
+
+/* Walks the field names of a kind alongside its values. */
+static const char *next_name(const char **names, char *buf, size_t len)
+{
+	const char *p = *names;
+	size_t n = strcspn(p, ",");
+	if (n >= len)
+		n = len - 1;
+	memcpy(buf, p, n);
+	buf[n] = 0;
+	*names = p[n] ? p + n + 1 : p + n;
+	return buf;
+}
+
+static void print_text(const struct ht_event *e)
+{
+	const struct ht_kind_desc *d = &ht_kind_descs[e->kind];
+	printf("%llu.%09llu %u %llu %s", (unsigned long long)(e->time_ns / 1000000000ull),
+	       (unsigned long long)(e->time_ns % 1000000000ull), e->tid, (unsigned long long)e->seq,
+	       d->name);
+	const char *names = d->names;
+	int vi = 0;
+	for (const char *f = d->fields; *f; f++) {
+		char name[32];
+		next_name(&names, name, sizeof(name));
+		if (f - d->fields == d->result)
+			printf(" =");
+		if (*f == 'S') {
+			printf(" %s=\"%s\"", name, e->str ? e->str : "");
+			continue;
+		}
+		uint64_t v = e->v[vi++];
+		switch (*f) {
+		case 'p':
+			printf(" %s=0x%llx", name, (unsigned long long)v);
+			break;
+		case 's':
+			printf(" %s=%lld", name, (long long)v);
+			break;
+		case 'U':
+			if (e->usable)
+				printf(" %s=%llu", name, (unsigned long long)e->usable);
+			break;
+		default:
+			printf(" %s=%llu", name, (unsigned long long)v);
+		}
+	}
+	if (e->flags & HT_F_MMAPPED)
+		printf(" [mmapped]");
+	if (e->flags & HT_F_NONMAIN)
+		printf(" [non-main-arena]");
+	putchar('\n');
+}
+
+static void print_json(struct ht_json *j, const struct ht_event *e)
+{
+	const struct ht_kind_desc *d = &ht_kind_descs[e->kind];
+	ht_json__obj_begin(j, NULL);
+	ht_json__u64(j, "time_ns", e->time_ns);
+	ht_json__u64(j, "tid", e->tid);
+	ht_json__u64(j, "seq", e->seq);
+	ht_json__str(j, "kind", d->name);
+	const char *names = d->names;
+	int vi = 0;
+	for (const char *f = d->fields; *f; f++) {
+		char name[32];
+		next_name(&names, name, sizeof(name));
+		if (*f == 'S') {
+			ht_json__str(j, name, e->str ? e->str : "");
+			continue;
+		}
+		uint64_t v = e->v[vi++];
+		if (*f == 's')
+			ht_json__i64(j, name, (int64_t)v);
+		else if (*f == 'U')
+			ht_json__u64(j, name, e->usable);
+		else
+			ht_json__u64(j, name, v);
+	}
+	if (e->flags & HT_F_MMAPPED)
+		ht_json__bool(j, "mmapped", 1);
+	if (e->flags & HT_F_NONMAIN)
+		ht_json__bool(j, "non_main_arena", 1);
+	ht_json__obj_end(j);
+	ht_json__finish(j);
+}
+
+int cmd_dump(int argc, char **argv)
+{
+	struct dump_config cfg = {.to = UINT64_MAX};
+	const struct ht_option opts[] = {
+		{0, "tid", HT_OPT_STRING, &cfg.tids, "TIDS", "only these threads (comma-separated)"},
+		{'k', "kind", HT_OPT_STRING, &cfg.kinds, "KINDS", "only these kinds: malloc,free,... or alloc, shm, thread"},
+		{0, "from", HT_OPT_DURATION, &cfg.from, "TIME", "from this time since the start (0)"},
+		{0, "to", HT_OPT_DURATION, &cfg.to, "TIME", "up to this time (the end)"},
+		{'n', "limit", HT_OPT_U64, &cfg.limit, "N", "at most N events"},
+		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "one JSON object per line"},
+		{0},
+	};
+	int ret = HT_EXIT_USAGE;
+	struct ht_reader *r = NULL;
+	uint64_t kinds = ~0ull;
+	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
+	if (nargs != 1) {
+		ht_error("%s; usage: heaptrail dump [options] TRACE", nargs ? "one trace at a time" : "no trace given");
+		goto cleanup;
+	}
+	if (cfg.kinds && ht_parse_kinds(cfg.kinds, &kinds) < 0)
+		goto cleanup;
+	r = ht_analyze__open(argv[0]);
+	if (!r) {
+		ret = HT_EXIT_DATA;
+		goto cleanup;
+	}
+	struct ht_json j;
+	ht_json__init(&j, stdout, 0);
+	struct ht_event e;
+	uint64_t shown = 0;
+	while (ht_analyze__next(r, &e)) {
+		if (e.part == HT_PART_RELEASE)
+			continue; /* shown once, at its end, with its duration */
+		if (!(kinds >> e.kind & 1) || !tid_selected(cfg.tids, e.tid) || e.time_ns < cfg.from ||
+		    e.time_ns > cfg.to)
+			continue;
+		if (cfg.json)
+			print_json(&j, &e);
+		else
+			print_text(&e);
+		if (cfg.limit && ++shown >= cfg.limit)
+			break;
+	}
+	fflush(stdout);
+	ret = ht_analyze__finish(r, argv[0], 0);
+cleanup:
+	ht_reader__close(r);
+	return ret;
+}

@@ -1,0 +1,575 @@
+/* heaptrail stats: the summary of a trace. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/analyze.h"
+#include "analyze/livemap.h"
+#include "cli/builtin.h"
+#include "common/json.h"
+#include "common/options.h"
+#include "common/util.h"
+
+struct stats_config {
+	int json;      /* --json */
+	int quiet;     /* -q: no warnings about unclean traces */
+};
+
+/* Functions that count as calls (in calls/failed), in output order. */
+static const int call_kinds[] = {
+	HT_EV_MALLOC, HT_EV_FREE, HT_EV_CALLOC, HT_EV_REALLOC, HT_EV_REALLOCARRAY,
+	HT_EV_MEMALIGN, HT_EV_POSIX_MEMALIGN, HT_EV_ALIGNED_ALLOC, HT_EV_VALLOC, HT_EV_PVALLOC,
+	HT_EV_MALLOPT, HT_EV_MALLOC_TRIM, HT_EV_MMAP, HT_EV_MUNMAP, HT_EV_MREMAP, HT_EV_BRK,
+	HT_EV_SBRK, HT_EV_SHMGET, HT_EV_SHMAT, HT_EV_SHMDT, HT_EV_SHMCTL,
+};
+#define NCALL_KINDS (sizeof(call_kinds) / sizeof(call_kinds[0]))
+
+#define NSIZE_BUCKETS 65
+#define NLIFE_BUCKETS 10 /* <1us, <10us, ..., <10s, >=10s */
+
+struct thread_stat {
+	uint32_t tid;             /* thread */
+	char name[HT_MAX_STR + 1]; /* last name set */
+	uint64_t events;          /* events of the thread */
+	uint64_t allocations;     /* successful allocations */
+	uint64_t frees;           /* free() of non-NULL, realloc releasing a block */
+	uint64_t bytes_allocated; /* requested bytes */
+};
+
+#define BLOCK_FORGOTTEN 1u /* allocated before a heaptrail_reset() */
+
+struct stats {
+	uint64_t events, calls[HT_EV_NR], failed[HT_EV_NR], bytes_by[HT_EV_NR];
+	uint64_t free_null, bytes_allocated, usable_allocated;
+	uint64_t live_bytes, live_usable, live_blocks;
+	uint64_t peak_bytes, peak_usable, peak_blocks, peak_time;
+	uint64_t cross_thread_frees, unknown_frees, inversions;
+	uint64_t re_calls, re_moved, re_inplace, re_as_malloc, re_as_free, re_failed;
+	uint64_t mm_calls, mm_mapped, mm_unmapped, mm_peak;
+	int64_t mm_live;
+	uint64_t mmc_allocs, mmc_bytes;
+	uint64_t brk_initial, brk_final, brk_max, brk_events;
+	uint64_t size_hist[NSIZE_BUCKETS], life_hist[NLIFE_BUCKETS];
+	uint64_t thread_starts, thread_exits, forks, last_time;
+	struct thread_stat *threads;
+	size_t nthreads, capthreads;
+	struct { uint64_t t; uint32_t tid; char *label; } *marks;
+	size_t nmarks, capmarks;
+	struct ht_livemap live;
+};
+
+static struct thread_stat *thread_of(struct stats *s, uint32_t tid)
+{
+	/* Most events come from the thread of the previous one. */
+	static size_t last;
+	if (last < s->nthreads && s->threads[last].tid == tid)
+		return &s->threads[last];
+	for (size_t i = 0; i < s->nthreads; i++)
+		if (s->threads[i].tid == tid)
+			return &s->threads[last = i];
+	if (s->nthreads == s->capthreads) {
+		s->capthreads = s->capthreads ? s->capthreads * 2 : 16;
+		s->threads = realloc(s->threads, s->capthreads * sizeof(*s->threads));
+		if (!s->threads)
+			exit(1);
+	}
+	struct thread_stat *t = &s->threads[s->nthreads];
+	memset(t, 0, sizeof(*t));
+	t->tid = tid;
+	last = s->nthreads++;
+	return t;
+}
+
+static int size_bucket(uint64_t size)
+{
+	return size <= 1 ? 0 : 64 - __builtin_clzll(size - 1);
+}
+
+static void note_peak(struct stats *s, uint64_t t)
+{
+	if (s->live_bytes > s->peak_bytes) {
+		s->peak_bytes = s->live_bytes;
+		s->peak_blocks = s->live_blocks;
+		s->peak_time = t;
+	}
+	if (s->live_usable > s->peak_usable)
+		s->peak_usable = s->live_usable;
+}
+
+static void release(struct stats *s, const struct ht_event *e, uint64_t ptr,
+		    struct thread_stat *th)
+{
+	struct ht_block b;
+	if (!ht_livemap__del(&s->live, ptr, &b)) {
+		s->unknown_frees++;
+		return;
+	}
+	th->frees++;
+	if (b.aux & BLOCK_FORGOTTEN)
+		return;
+	s->live_bytes -= b.size;
+	s->live_usable -= b.usable;
+	s->live_blocks--;
+	if (b.tid != e->tid)
+		s->cross_thread_frees++;
+	uint64_t life = e->time_ns > b.time_ns ? e->time_ns - b.time_ns : 0;
+	int lb = 0;
+	for (uint64_t lim = 1000; lb < NLIFE_BUCKETS - 1 && life >= lim; lim *= 10)
+		lb++;
+	s->life_hist[lb]++;
+}
+
+static void acquire(struct stats *s, const struct ht_event *e, uint64_t ptr, uint64_t size,
+		    struct thread_stat *th)
+{
+	struct ht_block *old = ht_livemap__get(&s->live, ptr);
+	if (old) {
+		/* Address handed out while still live: the trace's order and
+		 * the program disagree.  Count it, and let the new block win. */
+		s->inversions++;
+		release(s, e, ptr, th);
+		th->frees--;
+	}
+	struct ht_block b = {ptr, size, e->usable, e->time_ns, e->tid, 0};
+	ht_livemap__put(&s->live, &b);
+	s->live_bytes += size;
+	s->live_usable += e->usable;
+	s->live_blocks++;
+	s->bytes_allocated += size;
+	s->usable_allocated += e->usable;
+	s->bytes_by[e->kind] += size;
+	s->size_hist[size_bucket(size)]++;
+	th->allocations++;
+	th->bytes_allocated += size;
+	if (e->flags & HT_F_MMAPPED) {
+		s->mmc_allocs++;
+		s->mmc_bytes += size;
+	}
+	note_peak(s, e->time_ns);
+}
+
+static void forget_all(struct stats *s)
+{
+	for (size_t i = 0; i < s->live.cap; i++)
+		if (s->live.slots[i].ptr)
+			s->live.slots[i].aux |= BLOCK_FORGOTTEN;
+	s->live_bytes = s->live_usable = s->live_blocks = 0;
+}
+
+static int is_failure(const struct ht_event *e)
+{
+	const struct ht_kind_desc *d = &ht_kind_descs[e->kind];
+	if (d->is_alloc) {
+		if (e->kind == HT_EV_POSIX_MEMALIGN)
+			return e->v[3] != 0;
+		/* realloc(p, 0) returning NULL is a free, not a failure */
+		if ((e->kind == HT_EV_REALLOC || e->kind == HT_EV_REALLOCARRAY) && ht_event__frees_old(e))
+			return 0;
+		return ht_event__result_ptr(e) == 0;
+	}
+	switch (e->kind) {
+	case HT_EV_MMAP:
+	case HT_EV_MREMAP:
+	case HT_EV_SHMAT:
+		return e->v[d->result] == (uint64_t)-1;
+	case HT_EV_SBRK:
+		return e->v[1] == (uint64_t)-1;
+	case HT_EV_MUNMAP:
+	case HT_EV_BRK:
+	case HT_EV_SHMDT:
+	case HT_EV_SHMCTL:
+	case HT_EV_SHMGET:
+		return (int64_t)e->v[d->result] < 0;
+	case HT_EV_MALLOPT:
+		return e->v[2] == 0; /* mallopt returns 1 on success */
+	default:
+		return 0;
+	}
+}
+
+static void add_event(struct stats *s, const struct ht_event *e)
+{
+	struct thread_stat *th = thread_of(s, e->tid);
+	if (e->part == HT_PART_RELEASE) {
+		/* the first half of a moving realloc/mremap: only the release */
+		if (e->kind == HT_EV_MREMAP)
+			return;
+		release(s, e, ht_event__old_ptr(e), th);
+		return;
+	}
+	s->events++;
+	th->events++;
+	s->last_time = e->time_ns;
+	const struct ht_kind_desc *d = &ht_kind_descs[e->kind];
+	if (e->kind != HT_EV_HEAP_BREAK && e->kind < HT_EV_HEAP_BREAK) {
+		s->calls[e->kind]++;
+		if (is_failure(e))
+			s->failed[e->kind]++;
+	}
+	switch (e->kind) {
+	case HT_EV_FREE:
+		if (!e->v[0])
+			s->free_null++;
+		else
+			release(s, e, e->v[0], th);
+		return;
+	case HT_EV_REALLOC:
+	case HT_EV_REALLOCARRAY: {
+		uint64_t old = ht_event__old_ptr(e), res = ht_event__result_ptr(e);
+		s->re_calls++;
+		if (!old)
+			s->re_as_malloc++;
+		if (ht_event__frees_old(e)) {
+			if (!res)
+				s->re_as_free++;
+			else if (res == old)
+				s->re_inplace++;
+			else
+				s->re_moved++;
+			if (ht_event__release_now(e))
+				release(s, e, old, th);
+		} else if (old && !res) {
+			s->re_failed++;
+		}
+		if (res)
+			acquire(s, e, res, ht_event__size(e), th);
+		return;
+	}
+	case HT_EV_MMAP:
+		s->mm_calls++;
+		if (e->v[6] != (uint64_t)-1) {
+			s->mm_mapped += e->v[1];
+			s->mm_live += (int64_t)e->v[1];
+		}
+		break;
+	case HT_EV_MUNMAP:
+		s->mm_calls++;
+		if (e->v[2] == 0) {
+			s->mm_unmapped += e->v[1];
+			s->mm_live -= (int64_t)e->v[1];
+		}
+		break;
+	case HT_EV_MREMAP:
+		s->mm_calls++;
+		if (e->v[5] != (uint64_t)-1)
+			s->mm_live += (int64_t)e->v[2] - (int64_t)e->v[1];
+		break;
+	case HT_EV_HEAP_BREAK:
+		if (!s->brk_events++)
+			s->brk_initial = e->v[0];
+		s->brk_final = e->v[0];
+		if (e->v[0] > s->brk_max)
+			s->brk_max = e->v[0];
+		return;
+	case HT_EV_THREAD_START:
+		s->thread_starts++;
+		return;
+	case HT_EV_THREAD_EXIT:
+		s->thread_exits++;
+		return;
+	case HT_EV_THREAD_NAME:
+		snprintf(th->name, sizeof(th->name), "%s", e->str ? e->str : "");
+		return;
+	case HT_EV_FORK:
+		s->forks++;
+		return;
+	case HT_EV_MARK:
+		if (s->nmarks == s->capmarks) {
+			s->capmarks = s->capmarks ? 2 * s->capmarks : 16;
+			s->marks = realloc(s->marks, s->capmarks * sizeof(*s->marks));
+			if (!s->marks)
+				exit(1);
+		}
+		s->marks[s->nmarks].t = e->time_ns;
+		s->marks[s->nmarks].tid = e->tid;
+		s->marks[s->nmarks].label = strdup(e->str ? e->str : "");
+		s->nmarks++;
+		return;
+	case HT_EV_CONTROL:
+		if (e->v[0] == HT_CTL_RESET)
+			forget_all(s);
+		return;
+	default:
+		break;
+	}
+	if (s->mm_live > 0 && (uint64_t)s->mm_live > s->mm_peak)
+		s->mm_peak = (uint64_t)s->mm_live;
+	if (d->is_alloc) {
+		uint64_t p = ht_event__result_ptr(e);
+		if (p)
+			acquire(s, e, p, ht_event__size(e), th);
+	}
+}
+
+static void print_json(struct stats *s, const struct ht_trace_info *in, const char *path,
+		       int complete)
+{
+	struct ht_json j;
+	ht_json__init(&j, stdout, 1);
+	ht_json__obj_begin(&j, NULL);
+	ht_json__str(&j, "trace", path);
+	ht_json__i64(&j, "pid", in->pid);
+	ht_json__str(&j, "command", in->cmdline);
+	ht_json__bool(&j, "complete", complete);
+	ht_json__bool(&j, "closed", in->closed);
+	ht_json__u64(&j, "duration_ns", in->duration_ns > s->last_time ? in->duration_ns : s->last_time);
+	ht_json__u64(&j, "events", s->events);
+	ht_json__u64(&j, "dropped", in->dropped);
+	ht_json__u64(&j, "threads", s->nthreads);
+	ht_json__obj_begin(&j, "calls");
+	for (size_t i = 0; i < NCALL_KINDS; i++)
+		ht_json__u64(&j, ht_kind_name(call_kinds[i]), s->calls[call_kinds[i]]);
+	ht_json__obj_end(&j);
+	ht_json__obj_begin(&j, "failed");
+	for (size_t i = 0; i < NCALL_KINDS; i++)
+		ht_json__u64(&j, ht_kind_name(call_kinds[i]), s->failed[call_kinds[i]]);
+	ht_json__obj_end(&j);
+	ht_json__u64(&j, "free_null", s->free_null);
+	ht_json__u64(&j, "bytes_allocated", s->bytes_allocated);
+	ht_json__u64(&j, "usable_bytes_allocated", s->usable_allocated);
+	ht_json__obj_begin(&j, "bytes_by_function");
+	for (size_t i = 0; i < NCALL_KINDS; i++)
+		if (ht_kind_descs[call_kinds[i]].is_alloc)
+			ht_json__u64(&j, ht_kind_name(call_kinds[i]), s->bytes_by[call_kinds[i]]);
+	ht_json__obj_end(&j);
+	ht_json__u64(&j, "peak_live_bytes", s->peak_bytes);
+	ht_json__u64(&j, "peak_live_usable_bytes", s->peak_usable);
+	ht_json__u64(&j, "peak_live_blocks", s->peak_blocks);
+	ht_json__u64(&j, "peak_time_ns", s->peak_time);
+	ht_json__u64(&j, "live_bytes_at_exit", s->live_bytes);
+	ht_json__u64(&j, "live_usable_bytes_at_exit", s->live_usable);
+	ht_json__u64(&j, "live_blocks_at_exit", s->live_blocks);
+	ht_json__u64(&j, "cross_thread_frees", s->cross_thread_frees);
+	ht_json__u64(&j, "unknown_frees", s->unknown_frees);
+	ht_json__u64(&j, "address_reuse_while_live", s->inversions);
+	ht_json__obj_begin(&j, "realloc");
+	ht_json__u64(&j, "calls", s->re_calls);
+	ht_json__u64(&j, "moved", s->re_moved);
+	ht_json__u64(&j, "in_place", s->re_inplace);
+	ht_json__u64(&j, "as_malloc", s->re_as_malloc);
+	ht_json__u64(&j, "as_free", s->re_as_free);
+	ht_json__u64(&j, "failed", s->re_failed);
+	ht_json__obj_end(&j);
+	ht_json__obj_begin(&j, "mmap");
+	ht_json__u64(&j, "calls", s->mm_calls);
+	ht_json__u64(&j, "bytes_mapped", s->mm_mapped);
+	ht_json__u64(&j, "bytes_unmapped", s->mm_unmapped);
+	ht_json__u64(&j, "live_mapped_bytes", s->mm_live > 0 ? (uint64_t)s->mm_live : 0);
+	ht_json__u64(&j, "peak_mapped_bytes", s->mm_peak);
+	ht_json__obj_end(&j);
+	ht_json__obj_begin(&j, "mmapped_chunks");
+	ht_json__u64(&j, "allocations", s->mmc_allocs);
+	ht_json__u64(&j, "bytes", s->mmc_bytes);
+	ht_json__obj_end(&j);
+	ht_json__obj_begin(&j, "heap_break");
+	ht_json__u64(&j, "initial", s->brk_initial);
+	ht_json__u64(&j, "final", s->brk_final);
+	ht_json__u64(&j, "max", s->brk_max);
+	ht_json__i64(&j, "growth_bytes", (int64_t)(s->brk_final - s->brk_initial));
+	ht_json__u64(&j, "changes", s->brk_events ? s->brk_events - 1 : 0);
+	ht_json__obj_end(&j);
+	ht_json__arr_begin(&j, "size_histogram");
+	for (int b = 0; b < NSIZE_BUCKETS; b++) {
+		if (!s->size_hist[b])
+			continue;
+		ht_json__obj_begin(&j, NULL);
+		ht_json__u64(&j, "min", b == 0 ? 0 : (1ull << (b - 1)) + 1);
+		ht_json__u64(&j, "max", b == 0 ? 1 : (b == 64 ? UINT64_MAX : 1ull << b));
+		ht_json__u64(&j, "count", s->size_hist[b]);
+		ht_json__obj_end(&j);
+	}
+	ht_json__arr_end(&j);
+	ht_json__arr_begin(&j, "lifetime_histogram");
+	uint64_t lim = 1000;
+	for (int b = 0; b < NLIFE_BUCKETS; b++, lim *= 10) {
+		ht_json__obj_begin(&j, NULL);
+		if (b == NLIFE_BUCKETS - 1)
+			ht_json__null(&j, "max_ns");
+		else
+			ht_json__u64(&j, "max_ns", lim);
+		ht_json__u64(&j, "count", s->life_hist[b]);
+		ht_json__obj_end(&j);
+	}
+	ht_json__arr_end(&j);
+	ht_json__arr_begin(&j, "per_thread");
+	for (size_t i = 0; i < s->nthreads; i++) {
+		struct thread_stat *t = &s->threads[i];
+		ht_json__obj_begin(&j, NULL);
+		ht_json__u64(&j, "tid", t->tid);
+		ht_json__str(&j, "name", t->name);
+		ht_json__u64(&j, "events", t->events);
+		ht_json__u64(&j, "allocations", t->allocations);
+		ht_json__u64(&j, "frees", t->frees);
+		ht_json__u64(&j, "bytes_allocated", t->bytes_allocated);
+		ht_json__obj_end(&j);
+	}
+	ht_json__arr_end(&j);
+	ht_json__arr_begin(&j, "marks");
+	for (size_t i = 0; i < s->nmarks; i++) {
+		ht_json__obj_begin(&j, NULL);
+		ht_json__u64(&j, "time_ns", s->marks[i].t);
+		ht_json__u64(&j, "tid", s->marks[i].tid);
+		ht_json__str(&j, "label", s->marks[i].label);
+		ht_json__obj_end(&j);
+	}
+	ht_json__arr_end(&j);
+	ht_json__u64(&j, "thread_starts", s->thread_starts);
+	ht_json__u64(&j, "thread_exits", s->thread_exits);
+	ht_json__u64(&j, "forks", s->forks);
+	ht_json__obj_end(&j);
+	ht_json__finish(&j);
+}
+
+static void print_text(struct stats *s, const struct ht_trace_info *in, const char *path)
+{
+	char b1[32], b2[32], b3[32];
+	printf("trace      %s\ncommand    %s (pid %d)\n", path, in->cmdline, in->pid);
+	printf("duration   %s, %llu events, %zu thread%s%s\n", ht_fmt_ns(b1, in->duration_ns),
+	       (unsigned long long)s->events, s->nthreads, s->nthreads == 1 ? "" : "s",
+	       in->closed ? "" : " (trace not closed cleanly)");
+	printf("\n%-16s %12s %10s %16s\n", "function", "calls", "failed", "bytes");
+	for (size_t i = 0; i < NCALL_KINDS; i++) {
+		int k = call_kinds[i];
+		if (!s->calls[k])
+			continue;
+		if (ht_kind_descs[k].is_alloc)
+			printf("%-16s %12llu %10llu %16llu\n", ht_kind_name(k),
+			       (unsigned long long)s->calls[k], (unsigned long long)s->failed[k],
+			       (unsigned long long)s->bytes_by[k]);
+		else
+			printf("%-16s %12llu %10llu %16s\n", ht_kind_name(k),
+			       (unsigned long long)s->calls[k], (unsigned long long)s->failed[k], "");
+	}
+	printf("\nallocated        %s requested, %s usable\n", ht_fmt_bytes(b1, s->bytes_allocated),
+	       ht_fmt_bytes(b2, s->usable_allocated));
+	printf("peak live heap   %s requested (%s usable) in %llu blocks, at %s\n",
+	       ht_fmt_bytes(b1, s->peak_bytes), ht_fmt_bytes(b2, s->peak_usable),
+	       (unsigned long long)s->peak_blocks, ht_fmt_ns(b3, s->peak_time));
+	printf("live at exit     %s in %llu blocks (see 'heaptrail leaks')\n",
+	       ht_fmt_bytes(b1, s->live_bytes), (unsigned long long)s->live_blocks);
+	printf("free(NULL)       %llu\nfrees elsewhere  %llu blocks freed by another thread than "
+	       "their allocator\n", (unsigned long long)s->free_null,
+	       (unsigned long long)s->cross_thread_frees);
+	if (s->unknown_frees)
+		printf("unknown frees    %llu (blocks allocated before recording started)\n",
+		       (unsigned long long)s->unknown_frees);
+	if (s->re_calls)
+		printf("realloc          %llu calls: %llu moved, %llu in place, %llu as malloc, %llu as "
+		       "free, %llu failed\n", (unsigned long long)s->re_calls,
+		       (unsigned long long)s->re_moved, (unsigned long long)s->re_inplace,
+		       (unsigned long long)s->re_as_malloc, (unsigned long long)s->re_as_free,
+		       (unsigned long long)s->re_failed);
+	printf("mmapped chunks   %llu allocations served by mmap, %s\n",
+	       (unsigned long long)s->mmc_allocs, ht_fmt_bytes(b1, s->mmc_bytes));
+	if (s->brk_events)
+		printf("heap break       grew %+lld bytes in %llu moves (max %s above start)\n",
+		       (long long)(s->brk_final - s->brk_initial),
+		       (unsigned long long)(s->brk_events - 1),
+		       ht_fmt_bytes(b1, s->brk_max - s->brk_initial));
+	if (s->mm_calls)
+		printf("program's mmaps  %llu calls, %s mapped, %s unmapped, peak %s\n",
+		       (unsigned long long)s->mm_calls, ht_fmt_bytes(b1, s->mm_mapped),
+		       ht_fmt_bytes(b2, s->mm_unmapped), ht_fmt_bytes(b3, s->mm_peak));
+
+	printf("\nsizes (requested bytes)\n");
+	uint64_t max = 1;
+	for (int b = 0; b < NSIZE_BUCKETS; b++)
+		if (s->size_hist[b] > max)
+			max = s->size_hist[b];
+	for (int b = 0; b < NSIZE_BUCKETS; b++) {
+		if (!s->size_hist[b])
+			continue;
+		char lo[32], hi[32];
+		ht_fmt_bytes(lo, b == 0 ? 0 : (1ull << (b - 1)) + 1);
+		ht_fmt_bytes(hi, b == 0 ? 1 : 1ull << (b < 64 ? b : 63));
+		int bar = (int)(40 * s->size_hist[b] / max);
+		printf("  %10s .. %-10s %12llu %.*s\n", lo, hi, (unsigned long long)s->size_hist[b],
+		       bar, "########################################");
+	}
+	static const char *life_names[NLIFE_BUCKETS] = {"< 1 us", "< 10 us", "< 100 us", "< 1 ms",
+							 "< 10 ms", "< 100 ms", "< 1 s", "< 10 s",
+							 "< 100 s", ">= 100 s"};
+	printf("\nlifetimes of freed blocks\n");
+	max = 1;
+	for (int b = 0; b < NLIFE_BUCKETS; b++)
+		if (s->life_hist[b] > max)
+			max = s->life_hist[b];
+	for (int b = 0; b < NLIFE_BUCKETS; b++) {
+		if (!s->life_hist[b])
+			continue;
+		int bar = (int)(40 * s->life_hist[b] / max);
+		printf("  %-10s %12llu %.*s\n", life_names[b], (unsigned long long)s->life_hist[b], bar,
+		       "########################################");
+	}
+	printf("\n%-8s %-16s %10s %10s %10s %12s\n", "tid", "name", "events", "allocs", "frees",
+	       "bytes");
+	for (size_t i = 0; i < s->nthreads; i++) {
+		struct thread_stat *t = &s->threads[i];
+		printf("%-8u %-16s %10llu %10llu %10llu %12llu\n", t->tid, t->name[0] ? t->name : "-",
+		       (unsigned long long)t->events, (unsigned long long)t->allocations,
+		       (unsigned long long)t->frees, (unsigned long long)t->bytes_allocated);
+	}
+	for (size_t i = 0; i < s->nmarks; i++)
+		printf("%s %s  mark \"%s\" (thread %u)\n", i ? "" : "\n", ht_fmt_ns(b1, s->marks[i].t),
+		       s->marks[i].label, s->marks[i].tid);
+}
+
+int cmd_stats(int argc, char **argv)
+{
+	struct stats_config cfg = {0};
+	const struct ht_option opts[] = {
+		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "print JSON (for scripts)"},
+		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no warning for traces not closed cleanly"},
+		{0},
+	};
+	static const char usage_text[] =
+		"usage: heaptrail stats [options] TRACE\n"
+		"\n"
+		"Summarizes a trace: calls and bytes per function, peak live heap and\n"
+		"when it happened, bytes still live at exit, size and lifetime\n"
+		"histograms, threads, cross-thread frees, reallocs, heap-break growth and\n"
+		"the program's own mmaps.\n"
+		"\fEXAMPLES\n"
+		"  heaptrail stats app.ht\n"
+		"  heaptrail stats --json app.ht | jq .peak_live_bytes\n";
+	int ret = HT_EXIT_USAGE;
+	struct ht_reader *r = NULL;
+	struct stats *s = calloc(1, sizeof(*s));
+	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
+	if (nargs != 1) {
+		ht_error("%s; usage: heaptrail stats [--json] TRACE", nargs ? "one trace at a time" : "no trace given");
+		goto cleanup;
+	}
+	r = ht_analyze__open(argv[0]);
+	if (!r) {
+		ret = HT_EXIT_DATA;
+		goto cleanup;
+	}
+	ht_livemap__init(&s->live);
+	if (ht_reader__info(r)->start_brk) {
+		s->brk_initial = s->brk_final = s->brk_max = ht_reader__info(r)->start_brk;
+		s->brk_events = 1;
+	}
+	struct ht_event e;
+	while (ht_analyze__next(r, &e))
+		add_event(s, &e);
+	int complete = ht_reader__error(r) == NULL;
+	if (cfg.json)
+		print_json(s, ht_reader__info(r), argv[0], complete);
+	else
+		print_text(s, ht_reader__info(r), argv[0]);
+	fflush(stdout);
+	ret = ht_analyze__finish(r, argv[0], cfg.quiet);
+cleanup:
+	ht_reader__close(r);
+	if (s) {
+		ht_livemap__free(&s->live);
+		for (size_t i = 0; i < s->nmarks; i++)
+			free(s->marks[i].label);
+		free(s->marks);
+		free(s->threads);
+		free(s);
+	}
+	return ret;
+}

@@ -1,0 +1,9 @@
+/* The subcommands: one cmd_<name> per command, each in its own file. */
+#ifndef HEAPTRAIL_CLI_BUILTIN_H
+#define HEAPTRAIL_CLI_BUILTIN_H
+
+int cmd_record(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
+int cmd_stats(int argc, char **argv);
+
+#endif

@@ -1,0 +1,277 @@
+/* heaptrail record: run a command under libheaptrail.so. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "builtin.h"
+#include "common/options.h"
+#include "common/util.h"
+#include "trace/reader.h"
+
+#ifndef HT_LIBDIR_REL
+#define HT_LIBDIR_REL "../lib/heaptrail"
+#endif
+
+/* Defaults are labelled by their flag. */
+struct record_config {
+	const char *output;      /* -o: trace path (heaptrail.<pid>.ht) */
+	int start_paused;        /* --start-paused */
+	int follow_exec;         /* --follow-exec */
+	int no_follow_fork;      /* --no-follow-fork */
+	uint64_t flush_interval; /* --flush-interval (100ms) */
+	uint64_t buffer_size;    /* --buffer-size (64K) */
+	int toggle_signal;       /* --toggle-signal */
+	int zstd_level;          /* --zstd-level (1) */
+	const char *clock;       /* --clock (tsc) */
+	int quiet;               /* -q */
+};
+
+static const char usage_text[] =
+	"usage: heaptrail record [options] [--] COMMAND [ARGS...]\n"
+	"\n"
+	"Runs COMMAND with the heaptrail recorder preloaded and writes every heap\n"
+	"call it makes (malloc family, mmap/munmap/mremap, brk/sbrk, SysV shm,\n"
+	"threads, forks) to a trace file.  The command's stdin, stdout and stderr\n"
+	"pass through; heaptrail exits with the command's exit status (128+N if a\n"
+	"signal N killed it).  Forked children write OUTPUT.<pid> of their own.\n"
+	"\fEXAMPLES\n"
+	"  heaptrail record -o app.ht -- ./app --its --args\n"
+	"  heaptrail record --start-paused -o app.ht ./app   # app calls heaptrail_start()\n"
+	"  heaptrail record --toggle-signal -o srv.ht ./server &  kill -USR2 $!\n"
+	"  LD_PRELOAD=/path/to/libheaptrail.so HEAPTRAIL_OUT=app.ht ./app   # without record\n"
+	"\n"
+	"Then: heaptrail stats app.ht, heaptrail dump app.ht | less\n";
+
+static int find_preload(char *out, size_t len)
+{
+	const char *env = getenv("HEAPTRAIL_PRELOAD");
+	if (env && *env) {
+		if (access(env, R_OK) == 0) {
+			snprintf(out, len, "%s", env);
+			return 0;
+		}
+		ht_error("HEAPTRAIL_PRELOAD=%s: %s", env, strerror(errno));
+		return -1;
+	}
+	char dir[PATH_MAX];
+	if (ht_self_dir(dir, sizeof(dir)) < 0) {
+		ht_error("cannot find where heaptrail runs from (/proc/self/exe unreadable)");
+		return -1;
+	}
+	/* The build tree keeps the library next to the binary; an installed
+	 * heaptrail finds it in <prefix>/lib/heaptrail. */
+	const char *cands[] = {"%s/libheaptrail.so", "%s/" HT_LIBDIR_REL "/libheaptrail.so",
+			       "%s/../lib/heaptrail/libheaptrail.so"};
+	for (size_t i = 0; i < sizeof(cands) / sizeof(cands[0]); i++) {
+		snprintf(out, len, cands[i], dir);
+		if (access(out, R_OK) == 0) {
+			char real[PATH_MAX];
+			if (realpath(out, real))
+				snprintf(out, len, "%s", real);
+			return 0;
+		}
+	}
+	ht_error("cannot find libheaptrail.so next to %s or in %s/%s; reinstall heaptrail or set "
+		 "HEAPTRAIL_PRELOAD to the library's path", dir, dir, HT_LIBDIR_REL);
+	return -1;
+}
+
+static void setenv_num(const char *name, unsigned long long v, const char *suffix)
+{
+	char buf[64];
+	snprintf(buf, sizeof(buf), "%llu%s", v, suffix);
+	setenv(name, buf, 1);
+}
+
+/* Lists the traces that forked children wrote: OUTPUT.<digits>[.<n>]. */
+static int count_child_traces(const char *output)
+{
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", output);
+	char *slash = strrchr(dir, '/');
+	const char *base = slash ? slash + 1 : output;
+	if (slash)
+		*slash = 0;
+	else
+		snprintf(dir, sizeof(dir), ".");
+	size_t blen = strlen(base);
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		if (strncmp(de->d_name, base, blen) || de->d_name[blen] != '.')
+			continue;
+		const char *p = de->d_name + blen + 1;
+		if (*p >= '0' && *p <= '9' && strspn(p, "0123456789.") == strlen(p))
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+static void summarize(const char *path)
+{
+	char err[512];
+	struct ht_reader *r = ht_reader__open(path, err, sizeof(err));
+	if (!r) {
+		fprintf(stderr, "heaptrail: no usable trace: %s\n", err);
+		return;
+	}
+	const struct ht_trace_info *in = ht_reader__info(r);
+	struct stat st;
+	char sz[32] = "?";
+	if (stat(path, &st) == 0)
+		ht_fmt_bytes(sz, (uint64_t)st.st_size);
+	int kids = count_child_traces(path);
+	char kidmsg[PATH_MAX + 100] = "";
+	if (kids)
+		snprintf(kidmsg, sizeof(kidmsg), ", and %d trace%s of forked children in %s.<pid>",
+			 kids, kids > 1 ? "s" : "", path);
+	fprintf(stderr, "heaptrail: wrote %llu events from %u thread%s to %s (%s)%s; see 'heaptrail stats %s'\n",
+		(unsigned long long)in->events_chunks, in->nthreads, in->nthreads == 1 ? "" : "s",
+		path, sz, kidmsg, path);
+	if (ht_reader__error(r))
+		fprintf(stderr, "heaptrail: warning: %s: %s\n", path, ht_reader__error(r));
+	ht_reader__close(r);
+}
+
+int cmd_record(int argc, char **argv)
+{
+	struct record_config cfg = {
+		.flush_interval = 100000000ull,
+		.buffer_size = 65536,
+		.zstd_level = 1,
+		.clock = "tsc",
+	};
+	const struct ht_option opts[] = {
+		{'o', "output", HT_OPT_STRING, &cfg.output, "FILE", "trace file (heaptrail.<pid>.ht); %p is the pid"},
+		{0, "start-paused", HT_OPT_FLAG, &cfg.start_paused, NULL, "record nothing until the program calls heaptrail_start()"},
+		{0, "follow-exec", HT_OPT_FLAG, &cfg.follow_exec, NULL, "trace programs the command execs, each to OUTPUT.<pid>"},
+		{0, "no-follow-fork", HT_OPT_FLAG, &cfg.no_follow_fork, NULL, "do not trace forked children"},
+		{0, "flush-interval", HT_OPT_DURATION, &cfg.flush_interval, "TIME", "write buffered events at least this often (100ms)"},
+		{0, "buffer-size", HT_OPT_SIZE, &cfg.buffer_size, "SIZE", "per-thread buffer (64K; 4K..512K)"},
+		{0, "toggle-signal", HT_OPT_FLAG, &cfg.toggle_signal, NULL, "SIGUSR2 pauses and resumes recording"},
+		{0, "zstd-level", HT_OPT_INT, &cfg.zstd_level, "N", "compression level, 0 = none (1)"},
+		{0, "clock", HT_OPT_STRING, &cfg.clock, "CLOCK", "tsc or monotonic (tsc)"},
+		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no summary line on stderr"},
+		{0},
+	};
+	int ret = HT_EXIT_USAGE;
+	int nargs = ht_parse_options(argc, argv, opts, usage_text, HT_OPT_STOP_AT_NONOPT);
+	if (nargs < 1) {
+		ht_error("no command to record; usage: heaptrail record [options] -- COMMAND [ARGS...]");
+		goto cleanup;
+	}
+	if (strcmp(cfg.clock, "tsc") && strcmp(cfg.clock, "monotonic")) {
+		ht_error("--clock=%s: expected tsc or monotonic", cfg.clock);
+		goto cleanup;
+	}
+	if (cfg.flush_interval < 1000000 || cfg.flush_interval > 60000000000ull) {
+		ht_error("--flush-interval must be between 1ms and 60s");
+		goto cleanup;
+	}
+	if (cfg.buffer_size < 4096 || cfg.buffer_size > 524288) {
+		ht_error("--buffer-size must be between 4K and 512K");
+		goto cleanup;
+	}
+	char lib[PATH_MAX];
+	if (find_preload(lib, sizeof(lib)) < 0) {
+		ret = HT_EXIT_DATA;
+		goto cleanup;
+	}
+	const char *out_tmpl = cfg.output ? cfg.output : "heaptrail.%p.ht";
+
+	/* The child expands %p itself (it knows its pid); we expand it the
+	 * same way after fork to find the file. */
+	pid_t pid = fork();
+	if (pid < 0) {
+		ht_error("fork: %s", strerror(errno));
+		ret = HT_EXIT_DATA;
+		goto cleanup;
+	}
+	if (pid == 0) {
+		char out[PATH_MAX];
+		size_t n = 0;
+		for (const char *p = out_tmpl; *p && n + 24 < sizeof(out); p++) {
+			if (p[0] == '%' && p[1] == 'p') {
+				n += (size_t)snprintf(out + n, sizeof(out) - n, "%d", (int)getpid());
+				p++;
+			} else {
+				out[n++] = *p;
+			}
+		}
+		out[n] = 0;
+		setenv("HEAPTRAIL_OUT", out, 1);
+		unsetenv("MTRACE_CTL_FILE");
+		unsetenv("HEAPTRAIL_TRACED_BY");
+		setenv("HEAPTRAIL_START_PAUSED", cfg.start_paused ? "1" : "0", 1);
+		setenv("HEAPTRAIL_FOLLOW_EXEC", cfg.follow_exec ? "1" : "0", 1);
+		setenv("HEAPTRAIL_FOLLOW_FORK", cfg.no_follow_fork ? "0" : "1", 1);
+		setenv_num("HEAPTRAIL_FLUSH_INTERVAL", cfg.flush_interval / 1000000, "ms");
+		setenv_num("HEAPTRAIL_BUFFER_SIZE", cfg.buffer_size, "");
+		setenv("HEAPTRAIL_TOGGLE_SIGNAL", cfg.toggle_signal ? "1" : "0", 1);
+		setenv_num("HEAPTRAIL_ZSTD_LEVEL", (unsigned long long)(cfg.zstd_level < 0 ? 0 : cfg.zstd_level), "");
+		setenv("HEAPTRAIL_CLOCK", cfg.clock, 1);
+		const char *pre = getenv("LD_PRELOAD");
+		char buf[PATH_MAX * 2];
+		if (pre && *pre)
+			snprintf(buf, sizeof(buf), "%s:%s", lib, pre);
+		else
+			snprintf(buf, sizeof(buf), "%s", lib);
+		setenv("LD_PRELOAD", buf, 1);
+		execvp(argv[0], argv);
+		int e = errno;
+		fprintf(stderr, "heaptrail: cannot run '%s': %s\n", argv[0], strerror(e));
+		_exit(e == ENOENT ? 127 : 126);
+	}
+	/* Like time(1): the terminal's ^C and ^\ go to the command; we wait. */
+	signal(SIGINT, SIG_IGN);
+	signal(SIGQUIT, SIG_IGN);
+	int status = 0;
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR) {
+			ht_error("waitpid: %s", strerror(errno));
+			ret = HT_EXIT_DATA;
+			goto cleanup;
+		}
+	}
+	char path[PATH_MAX];
+	size_t n = 0;
+	for (const char *p = out_tmpl; *p && n + 24 < sizeof(path); p++) {
+		if (p[0] == '%' && p[1] == 'p') {
+			n += (size_t)snprintf(path + n, sizeof(path) - n, "%d", (int)pid);
+			p++;
+		} else {
+			path[n++] = *p;
+		}
+	}
+	path[n] = 0;
+	if (WIFEXITED(status) && (WEXITSTATUS(status) == 127 || WEXITSTATUS(status) == 126) &&
+	    access(path, F_OK) != 0) {
+		ret = WEXITSTATUS(status); /* the command did not start */
+		goto cleanup;
+	}
+	if (!cfg.quiet) {
+		if (WIFSIGNALED(status))
+			fprintf(stderr, "heaptrail: %s was killed by signal %d (%s)\n", argv[0],
+				WTERMSIG(status), strsignal(WTERMSIG(status)));
+		if (access(path, F_OK) == 0)
+			summarize(path);
+		else
+			fprintf(stderr, "heaptrail: %s wrote no trace to %s (statically linked, or "
+					"setuid, or the path is not writable?)\n", argv[0], path);
+	}
+	ret = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+cleanup:
+	return ret;
+}

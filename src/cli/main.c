@@ -1,0 +1,63 @@
+/* heaptrail: one binary, one subcommand per job. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <string.h>
+
+#include "builtin.h"
+#include "common/util.h"
+
+#ifndef HT_VERSION_STRING
+#define HT_VERSION_STRING "dev"
+#endif
+
+struct cmd_struct {
+	const char *name;              /* as typed */
+	int (*fn)(int argc, char **argv); /* argv[0] is the name */
+	const char *summary;           /* one line for 'heaptrail help' */
+};
+
+static const struct cmd_struct commands[] = {
+	{"record", cmd_record, "run a command and record its heap calls to a trace"},
+	{"dump", cmd_dump, "print a trace's events, one per line"},
+	{"stats", cmd_stats, "summarize a trace: calls, bytes, peak, leaks, threads"},
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: heaptrail <command> [options] [args]\n\n"
+		   "Records every heap call a program makes, with little slowdown, and\n"
+		   "answers questions about the trace.\n\nCommands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+	fprintf(f, "\nRun 'heaptrail <command> --help' for a command's options.\n\n"
+		   "EXAMPLES\n"
+		   "  heaptrail record -o app.ht -- ./app --its --args\n"
+		   "  heaptrail stats app.ht\n"
+		   "  heaptrail dump --kind malloc,free app.ht | head\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") ||
+	    !strcmp(argv[1], "-h")) {
+		if (argc >= 3 && strcmp(argv[1], "help") == 0) {
+			for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+				if (!strcmp(argv[2], commands[i].name)) {
+					char *hargv[] = {argv[2], "--help", NULL};
+					return commands[i].fn(2, hargv);
+				}
+			}
+		}
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? HT_EXIT_USAGE : HT_EXIT_OK;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+		printf("heaptrail %s (trace format 1)\n", HT_VERSION_STRING);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(argv[1], commands[i].name))
+			return commands[i].fn(argc - 1, argv + 1);
+	ht_error("'%s' is not a heaptrail command; run 'heaptrail help' for the list", argv[1]);
+	return HT_EXIT_USAGE;
+}

@@ -1,0 +1,29 @@
+/* A small streaming JSON writer: correct escaping and commas, no DOM. */
+#ifndef HEAPTRAIL_COMMON_JSON_H
+#define HEAPTRAIL_COMMON_JSON_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+struct ht_json {
+	FILE *f;          /* output */
+	int depth;        /* nesting level */
+	int first[64];    /* no member written yet at this level */
+	int pretty;       /* indent output */
+};
+
+void ht_json__init(struct ht_json *j, FILE *f, int pretty);
+void ht_json__obj_begin(struct ht_json *j, const char *key); /* key NULL in arrays/top */
+void ht_json__obj_end(struct ht_json *j);
+void ht_json__arr_begin(struct ht_json *j, const char *key);
+void ht_json__arr_end(struct ht_json *j);
+void ht_json__u64(struct ht_json *j, const char *key, uint64_t v);
+void ht_json__i64(struct ht_json *j, const char *key, int64_t v);
+void ht_json__double(struct ht_json *j, const char *key, double v);
+void ht_json__str(struct ht_json *j, const char *key, const char *v);
+void ht_json__bool(struct ht_json *j, const char *key, int v);
+void ht_json__null(struct ht_json *j, const char *key);
+/* Ends the document with a newline. */
+void ht_json__finish(struct ht_json *j);
+
+#endif

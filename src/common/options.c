@@ -1,0 +1,149 @@
+/* Option parsing from per-command tables. */
+#define _GNU_SOURCE
+#include "options.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+void ht_print_usage(const char *usage, const struct ht_option *o)
+{
+	/* usage: "usage lines\n\nDESCRIPTION\n" then options, then EXAMPLES
+	 * after a "\f" separator. */
+	const char *ff = strchr(usage, '\f');
+	fwrite(usage, 1, ff ? (size_t)(ff - usage) : strlen(usage), stdout);
+	printf("\nOptions:\n");
+	for (; o->type != HT_OPT_END; o++) {
+		char left[64];
+		int n = snprintf(left, sizeof(left), "  %c%c%s--%s%s%s", o->short_name ? '-' : ' ',
+				 o->short_name ? o->short_name : ' ', o->short_name ? ", " : "  ",
+				 o->long_name, o->argh ? "=" : "", o->argh ? o->argh : "");
+		if (n < 30)
+			printf("%-30s %s\n", left, o->help);
+		else
+			printf("%s\n%-30s %s\n", left, "", o->help);
+	}
+	printf("  -h, --help                   show this help\n");
+	if (ff)
+		fputs(ff + 1, stdout);
+}
+
+static int set_value(const struct ht_option *o, const char *arg, const char *shown)
+{
+	switch (o->type) {
+	case HT_OPT_STRING:
+		*(const char **)o->value = arg;
+		return 0;
+	case HT_OPT_U64: {
+		char *end;
+		unsigned long long v = strtoull(arg, &end, 0);
+		if (end == arg || *end || *arg == '-')
+			break;
+		*(uint64_t *)o->value = v;
+		return 0;
+	}
+	case HT_OPT_INT: {
+		char *end;
+		long v = strtol(arg, &end, 0);
+		if (end == arg || *end)
+			break;
+		*(int *)o->value = (int)v;
+		return 0;
+	}
+	case HT_OPT_SIZE:
+		if (ht_parse_size(arg, (uint64_t *)o->value) == 0)
+			return 0;
+		break;
+	case HT_OPT_DURATION:
+		if (ht_parse_duration(arg, (uint64_t *)o->value) == 0)
+			return 0;
+		break;
+	default:
+		break;
+	}
+	const char *what = o->type == HT_OPT_SIZE ? "a size like 4096, 64K or 1M"
+			   : o->type == HT_OPT_DURATION ? "a duration like 1.5s, 200ms or 30us"
+							: "a number";
+	ht_error("%s: '%s' is not %s", shown, arg, what);
+	return -1;
+}
+
+int ht_parse_options(int argc, char **argv, const struct ht_option *opts, const char *usage,
+		     int flags)
+{
+	int nargs = 0;
+	int i;
+	const char *cmd = argv[0];
+	for (i = 1; i < argc; i++) {
+		char *a = argv[i];
+		if (!strcmp(a, "--")) {
+			i++;
+			break;
+		}
+		if (a[0] != '-' || a[1] == 0) {
+			if (flags & HT_OPT_STOP_AT_NONOPT)
+				break;
+			argv[nargs++] = a;
+			continue;
+		}
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			ht_print_usage(usage, opts);
+			exit(0);
+		}
+		const struct ht_option *o = NULL;
+		const char *val = NULL;
+		char shown[80];
+		if (a[1] == '-') {
+			const char *name = a + 2;
+			const char *eq = strchr(name, '=');
+			size_t len = eq ? (size_t)(eq - name) : strlen(name);
+			for (const struct ht_option *p = opts; p->type != HT_OPT_END; p++)
+				if (strlen(p->long_name) == len && !strncmp(p->long_name, name, len))
+					o = p;
+			snprintf(shown, sizeof(shown), "--%.*s", (int)len, name);
+			if (o && eq)
+				val = eq + 1;
+			if (o && eq && o->type == HT_OPT_FLAG) {
+				ht_error("%s takes no value; run 'heaptrail %s --help'", shown, cmd);
+				exit(HT_EXIT_USAGE);
+			}
+		} else {
+			for (const struct ht_option *p = opts; p->type != HT_OPT_END; p++)
+				if (p->short_name && p->short_name == a[1])
+					o = p;
+			snprintf(shown, sizeof(shown), "-%c", a[1]);
+			if (o && a[2]) {
+				if (o->type == HT_OPT_FLAG) {
+					ht_error("unknown option '%s' (flags cannot be combined); run "
+						 "'heaptrail %s --help'", a, cmd);
+					exit(HT_EXIT_USAGE);
+				}
+				val = a + 2;
+			}
+		}
+		if (!o) {
+			ht_error("unknown option '%s'; run 'heaptrail %s --help'", a, cmd);
+			exit(HT_EXIT_USAGE);
+		}
+		if (o->type == HT_OPT_FLAG) {
+			*(int *)o->value = 1;
+			continue;
+		}
+		if (!val) {
+			if (i + 1 >= argc) {
+				ht_error("%s needs a value (%s); run 'heaptrail %s --help'", shown,
+					 o->argh ? o->argh : "VALUE", cmd);
+				exit(HT_EXIT_USAGE);
+			}
+			val = argv[++i];
+		}
+		if (set_value(o, val, shown) < 0)
+			exit(HT_EXIT_USAGE);
+	}
+	for (; i < argc; i++)
+		argv[nargs++] = argv[i];
+	argv[nargs] = NULL;
+	return nargs;
+}

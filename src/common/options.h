@@ -1,0 +1,37 @@
+/* Command-line options of the subcommands: one table per command, parsed
+ * and printed (--help) from that table, perf style. */
+#ifndef HEAPTRAIL_COMMON_OPTIONS_H
+#define HEAPTRAIL_COMMON_OPTIONS_H
+
+#include <stdint.h>
+
+enum ht_opt_type {
+	HT_OPT_END = 0,   /* table terminator */
+	HT_OPT_FLAG,      /* int, set to 1 */
+	HT_OPT_STRING,    /* const char * */
+	HT_OPT_U64,       /* uint64_t, plain number */
+	HT_OPT_SIZE,      /* uint64_t, K/M/G suffixes */
+	HT_OPT_DURATION,  /* uint64_t ns, s/ms/us/ns suffixes */
+	HT_OPT_INT,       /* int */
+};
+
+struct ht_option {
+	char short_name;      /* 0 if none */
+	const char *long_name; /* without the dashes */
+	enum ht_opt_type type; /* how the value is parsed */
+	void *value;          /* where it goes */
+	const char *argh;     /* placeholder shown in --help, e.g. "FILE" */
+	const char *help;     /* one line; the default in parentheses */
+};
+
+#define HT_OPT_STOP_AT_NONOPT 1 /* first non-option ends parsing (record) */
+
+/* Parses argv[1..] (argv[0] is the command name).  Non-option arguments are
+ * moved to the front of argv, in order; returns their count.  On --help
+ * prints the usage and exits 0; on a bad option prints a one-line error
+ * naming it, and a hint to run --help, then exits 2. */
+int ht_parse_options(int argc, char **argv, const struct ht_option *opts, const char *usage,
+		     int flags);
+void ht_print_usage(const char *usage, const struct ht_option *opts);
+
+#endif

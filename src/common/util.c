@@ -1,0 +1,142 @@
+/* Messages, number formatting and parsing, progress. */
+#define _GNU_SOURCE
+#include "util.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+void ht_error(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("heaptrail: error: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+void ht_warning(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("heaptrail: warning: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+const char *ht_fmt_bytes(char *buf, uint64_t b)
+{
+	static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double v = (double)b;
+	int u = 0;
+	while (v >= 1024 && u < 4)
+		v /= 1024, u++;
+	if (u == 0)
+		snprintf(buf, 32, "%llu B", (unsigned long long)b);
+	else
+		snprintf(buf, 32, "%.1f %s", v, units[u]);
+	return buf;
+}
+
+const char *ht_fmt_ns(char *buf, uint64_t ns)
+{
+	if (ns >= 1000000000ull)
+		snprintf(buf, 32, "%.3f s", (double)ns / 1e9);
+	else if (ns >= 1000000)
+		snprintf(buf, 32, "%.3f ms", (double)ns / 1e6);
+	else if (ns >= 1000)
+		snprintf(buf, 32, "%.3f us", (double)ns / 1e3);
+	else
+		snprintf(buf, 32, "%llu ns", (unsigned long long)ns);
+	return buf;
+}
+
+int ht_parse_duration(const char *s, uint64_t *ns)
+{
+	char *end;
+	double v = strtod(s, &end);
+	if (end == s || v < 0)
+		return -1;
+	double mul = 1e9;
+	if (!*end || !strcmp(end, "s"))
+		mul = 1e9;
+	else if (!strcmp(end, "ms"))
+		mul = 1e6;
+	else if (!strcmp(end, "us"))
+		mul = 1e3;
+	else if (!strcmp(end, "ns"))
+		mul = 1;
+	else if (!strcmp(end, "m") || !strcmp(end, "min"))
+		mul = 60e9;
+	else
+		return -1;
+	*ns = (uint64_t)(v * mul + 0.5);
+	return 0;
+}
+
+int ht_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (end == s || *s == '-')
+		return -1;
+	uint64_t mul = 1;
+	switch (*end) {
+	case 'k': case 'K': mul = 1ull << 10; end++; break;
+	case 'm': case 'M': mul = 1ull << 20; end++; break;
+	case 'g': case 'G': mul = 1ull << 30; end++; break;
+	}
+	if (*end == 'i' && end[1] == 'B')
+		end += 2;
+	else if (*end == 'B')
+		end++;
+	if (*end)
+		return -1;
+	*out = v * mul;
+	return 0;
+}
+
+static int progress_shown;
+static struct timespec progress_last;
+
+void ht_progress(const char *what, uint64_t done, uint64_t total)
+{
+	if (!isatty(2))
+		return;
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	long ms = (now.tv_sec - progress_last.tv_sec) * 1000 +
+		  (now.tv_nsec - progress_last.tv_nsec) / 1000000;
+	if (progress_shown && ms < 100)
+		return;
+	progress_last = now;
+	progress_shown = 1;
+	double pct = total ? 100.0 * (double)done / (double)total : 0;
+	fprintf(stderr, "\r%s: %5.1f%%", what, pct);
+	fflush(stderr);
+}
+
+void ht_progress_done(void)
+{
+	if (progress_shown && isatty(2))
+		fprintf(stderr, "\r\033[K");
+	progress_shown = 0;
+}
+
+int ht_self_dir(char *buf, size_t len)
+{
+	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	char *slash = strrchr(buf, '/');
+	if (!slash)
+		return -1;
+	*slash = 0;
+	return 0;
+}

@@ -1,0 +1,32 @@
+/* Small helpers shared by the tools: messages, numbers, progress. */
+#ifndef HEAPTRAIL_COMMON_UTIL_H
+#define HEAPTRAIL_COMMON_UTIL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* Exit codes of every command. */
+enum { HT_EXIT_OK = 0, HT_EXIT_DATA = 1, HT_EXIT_USAGE = 2 };
+
+void ht_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void ht_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* "12.3 MiB" style; buf needs 32 bytes. */
+const char *ht_fmt_bytes(char *buf, uint64_t bytes);
+/* "1.234 s", "56.7 ms"; buf needs 32 bytes. */
+const char *ht_fmt_ns(char *buf, uint64_t ns);
+/* Parses "1.5s", "200ms", "30us", "100ns", "2m"; plain numbers are seconds.
+ * Returns 0 on success. */
+int ht_parse_duration(const char *s, uint64_t *ns);
+/* Parses "4096", "64K", "1M", "2G". Returns 0 on success. */
+int ht_parse_size(const char *s, uint64_t *out);
+
+/* A progress line on stderr, shown only when stderr is a terminal and at
+ * most ten times a second; ht_progress_done() clears it. */
+void ht_progress(const char *what, uint64_t done, uint64_t total);
+void ht_progress_done(void);
+
+/* Directory of the running executable (for finding libheaptrail.so). */
+int ht_self_dir(char *buf, size_t len);
+
+#endif

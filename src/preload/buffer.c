@@ -1,0 +1,357 @@
+/* Per-thread buffers, the lock-free hand-off queue to the writer, and the
+ * shared thread records.  Nothing here takes a lock or calls malloc: the
+ * buffer pool is one reserved mapping, the queue is an intrusive MPSC queue
+ * (one atomic exchange per push), the free list is a tagged Treiber stack. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "preload.h"
+
+#define HT_POOL_BUFS 4096u   /* buffers in flight at most */
+#define HT_THREAD_RECS 65536u /* thread records at most */
+
+__thread struct ht_tls ht_tls __attribute__((tls_model("initial-exec")));
+_Atomic int ht_on;
+_Atomic uint64_t ht_dropped;
+
+static uint8_t *pool;              /* HT_POOL_BUFS * buf_bytes reserved bytes */
+static size_t buf_bytes;           /* header + data of one buffer */
+static _Atomic uint32_t pool_used; /* buffers handed out by the bump allocator */
+static _Atomic uint64_t free_head; /* (tag << 32) | (index + 1) */
+
+static struct ht_buf q_stub;                 /* queue stub node */
+static _Atomic(struct ht_buf *) q_head = &q_stub; /* producers push here */
+static struct ht_buf *q_tail = &q_stub;      /* consumer (writer) side */
+
+static struct ht_thread *threads;          /* HT_THREAD_RECS records, mmapped */
+static _Atomic uint32_t threads_used;      /* records handed out */
+static _Atomic(struct ht_thread *) thread_list; /* newest first */
+
+static struct ht_buf *buf_at(uint32_t i)
+{
+	return (struct ht_buf *)(pool + (size_t)i * buf_bytes);
+}
+
+int ht_buf__pool_init(void)
+{
+	if (pool)
+		return 0;
+	buf_bytes = sizeof(struct ht_buf) + (size_t)ht_opt.buffer_size;
+	buf_bytes = (buf_bytes + 4095) & ~(size_t)4095;
+	void *p = mmap(NULL, HT_POOL_BUFS * buf_bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return -1;
+	void *t = mmap(NULL, HT_THREAD_RECS * sizeof(struct ht_thread),
+		       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (t == MAP_FAILED) {
+		munmap(p, HT_POOL_BUFS * buf_bytes);
+		return -1;
+	}
+	threads = t;
+	pool = p;
+	return 0;
+}
+
+/* In a forked child only the forking thread exists: every buffer and thread
+ * record of the parent is either the parent's business or dead. */
+void ht_buf__pool_reset_after_fork(void)
+{
+	atomic_store(&pool_used, 0);
+	atomic_store(&free_head, 0);
+	atomic_store(&q_stub.qnext, NULL);
+	atomic_store(&q_head, &q_stub);
+	q_tail = &q_stub;
+	atomic_store(&threads_used, 0);
+	atomic_store(&thread_list, NULL);
+}
+
+static void pause_briefly(void)
+{
+	struct timespec ts = {0, 200000};
+	nanosleep(&ts, NULL);
+}
+
+struct ht_buf *ht_buf__get(uint32_t tid, uint64_t first_seq)
+{
+	struct ht_buf *b = NULL;
+	for (;;) {
+		uint64_t head = atomic_load_explicit(&free_head, memory_order_acquire);
+		uint32_t idx = (uint32_t)head;
+		if (idx) {
+			struct ht_buf *cand = buf_at(idx - 1);
+			uint64_t next = ((head >> 32) + 1) << 32 | cand->free_next;
+			if (atomic_compare_exchange_weak(&free_head, &head, next)) {
+				b = cand;
+				break;
+			}
+			continue;
+		}
+		uint32_t n = atomic_load(&pool_used);
+		if (n < HT_POOL_BUFS) {
+			if (atomic_compare_exchange_weak(&pool_used, &n, n + 1)) {
+				b = buf_at(n);
+				b->index = n;
+				break;
+			}
+			continue;
+		}
+		/* Every buffer is waiting for the writer: wait for it rather
+		 * than lose events. */
+		pause_briefly();
+	}
+	atomic_store_explicit(&b->qnext, NULL, memory_order_relaxed);
+	b->tid = tid;
+	b->cap = (uint32_t)ht_opt.buffer_size;
+	b->first_seq = first_seq;
+	b->taken = 0;
+	b->taken_events = 0;
+	b->last = 0;
+	atomic_store_explicit(&b->commit, 0, memory_order_release);
+	return b;
+}
+
+void ht_buf__put(struct ht_buf *b)
+{
+	for (;;) {
+		uint64_t head = atomic_load(&free_head);
+		b->free_next = (uint32_t)head;
+		uint64_t next = ((head >> 32) + 1) << 32 | (b->index + 1);
+		if (atomic_compare_exchange_weak(&free_head, &head, next))
+			return;
+	}
+}
+
+/* Vyukov's intrusive MPSC queue: wait-free push, single consumer. */
+void ht_queue__push(struct ht_buf *b)
+{
+	atomic_store_explicit(&b->qnext, NULL, memory_order_relaxed);
+	struct ht_buf *prev = atomic_exchange_explicit(&q_head, b, memory_order_acq_rel);
+	atomic_store_explicit(&prev->qnext, b, memory_order_release);
+}
+
+struct ht_buf *ht_queue__pop(void)
+{
+	struct ht_buf *tail = q_tail;
+	struct ht_buf *next = atomic_load_explicit(&tail->qnext, memory_order_acquire);
+	if (tail == &q_stub) {
+		if (!next)
+			return NULL;
+		q_tail = next;
+		tail = next;
+		next = atomic_load_explicit(&next->qnext, memory_order_acquire);
+	}
+	if (next) {
+		q_tail = next;
+		return tail;
+	}
+	if (tail != atomic_load_explicit(&q_head, memory_order_acquire))
+		return NULL; /* a push is half-way; next round gets it */
+	ht_queue__push(&q_stub);
+	next = atomic_load_explicit(&tail->qnext, memory_order_acquire);
+	if (next) {
+		q_tail = next;
+		return tail;
+	}
+	return NULL;
+}
+
+struct ht_thread *ht_thread__first(void)
+{
+	return atomic_load_explicit(&thread_list, memory_order_acquire);
+}
+
+/* A record for a new thread: reuse one the writer has freed, else take a
+ * new one from the reserved array. */
+struct ht_thread *ht_thread__get(uint32_t tid)
+{
+	for (struct ht_thread *r = ht_thread__first(); r; r = r->next) {
+		int expect = HT_THR_FREE;
+		if (atomic_load_explicit(&r->state, memory_order_relaxed) == HT_THR_FREE &&
+		    atomic_compare_exchange_strong(&r->state, &expect, HT_THR_LIVE)) {
+			r->tid = tid;
+			return r;
+		}
+	}
+	uint32_t n = atomic_fetch_add(&threads_used, 1);
+	if (n >= HT_THREAD_RECS)
+		return NULL;
+	struct ht_thread *r = &threads[n];
+	r->tid = tid;
+	atomic_store(&r->cur, NULL);
+	atomic_store(&r->state, HT_THR_LIVE);
+	struct ht_thread *head = atomic_load(&thread_list);
+	do
+		r->next = head;
+	while (!atomic_compare_exchange_weak(&thread_list, &head, r));
+	return r;
+}
+
+static inline void commit(struct ht_tls *t)
+{
+	uint64_t bytes = (uint64_t)(t->pos - t->buf->data);
+	atomic_store_explicit(&t->buf->commit, (t->nev << HT_COMMIT_SHIFT) | bytes,
+			      memory_order_release);
+}
+
+/* Writes one record from its field values (already delta/zigzag coded),
+ * the timestamp field last. */
+static uint8_t *put_record(uint8_t *o, int kind_byte, const uint64_t *f, unsigned nf,
+			   const char *str, size_t slen)
+{
+	uint32_t tag = 0;
+	unsigned lens[HT_MAX_FIELDS + 1];
+	for (unsigned i = 0; i < nf; i++) {
+		lens[i] = ht_len_bytes(f[i]);
+		tag |= lens[i] << (4 * i);
+	}
+	*o++ = (uint8_t)kind_byte;
+	unsigned tb = ht_tag_bytes(nf - 1);
+	for (unsigned i = 0; i < tb; i++)
+		*o++ = (uint8_t)(tag >> (8 * i));
+	for (unsigned i = 0; i < nf; i++)
+		o = ht_put_field(o, f[i], lens[i]);
+	if (slen) {
+		memcpy(o, str, slen);
+		o += slen;
+	}
+	return o;
+}
+
+static void write_sync(struct ht_tls *t, uint64_t ts)
+{
+	uint64_t f[2] = {t->buf->first_seq, ts};
+	t->pos = put_record(t->pos, HT_EV_SYNC, f, 2, NULL, 0);
+	t->last_ts = ts;
+	t->last_ptr = 0;
+	t->nev = 0; /* SYNC is not counted as an event */
+	commit(t);
+}
+
+void ht_tls__refill(struct ht_tls *t, uint64_t ts)
+{
+	struct ht_buf *old = t->buf;
+	uint64_t seq = old ? old->first_seq + t->nev : t->next_seq;
+	struct ht_buf *b = ht_buf__get(t->tid, seq);
+	t->buf = b;
+	t->pos = b->data;
+	t->end = b->data + b->cap - HT_MAX_RECORD - HT_MAX_STR - 16;
+	if (t->rec)
+		atomic_store_explicit(&t->rec->cur, b, memory_order_release);
+	write_sync(t, ts);
+	if (old) {
+		ht_queue__push(old);
+		ht_writer__kick();
+	}
+}
+
+static void encode(struct ht_tls *t, int kind, int flags, uint64_t ts, const uint64_t *vals,
+		   const char *str);
+
+static uint32_t sys_gettid(void)
+{
+	return (uint32_t)syscall(SYS_gettid);
+}
+
+
+int ht_tls__prepare(struct ht_tls *t, uint64_t ts)
+{
+	if (t->state == 1)
+		return 1;
+	if (!ht_initialized)
+		ht_init();
+	if (!pool && ht_buf__pool_init() < 0)
+		return 0;
+	int fresh = t->state == 0;
+	t->guard++;
+	t->tid = sys_gettid();
+	t->rec = ht_thread__get(t->tid);
+	t->guard--;
+	if (!t->rec)
+		return 0;
+	t->buf = NULL;
+	t->nev = 0;
+	t->state = 1;
+	ht_register_thread_exit();
+	ht_writer__ensure_started();
+	ht_tls__refill(t, ts);
+	if (fresh) {
+		uint64_t v[1] = {t->creator};
+		encode(t, HT_EV_THREAD_START, 0, ts, v, NULL);
+	}
+	return 1;
+}
+
+void ht_tls__exit(struct ht_tls *t)
+{
+	if (t->state != 1)
+		return;
+	if (atomic_load_explicit(&ht_on, memory_order_relaxed))
+		ht_record(HT_EV_THREAD_EXIT, 0, ht_now(), NULL, NULL);
+	struct ht_buf *b = t->buf;
+	struct ht_thread *r = t->rec;
+	t->state = 2;
+	t->next_seq = b->first_seq + t->nev;
+	t->buf = NULL;
+	b->last = 1;
+	atomic_store_explicit(&r->cur, NULL, memory_order_release);
+	atomic_store_explicit(&r->state, HT_THR_EXITED, memory_order_release);
+	ht_queue__push(b);
+}
+
+/* The generic, table-driven encoder used for every kind but the hot
+ * malloc/free pair (see hooks.c).  The thread must be prepared. */
+static void encode(struct ht_tls *t, int kind, int flags, uint64_t ts, const uint64_t *vals,
+		   const char *str)
+{
+	if (HT_UNLIKELY(t->pos >= t->end))
+		ht_tls__refill(t, ts);
+	const struct ht_kind_desc *d = &ht_kind_descs[kind];
+	uint64_t f[HT_MAX_FIELDS + 1];
+	unsigned nf = 0;
+	size_t slen = 0;
+	int vi = 0;
+	for (const char *c = d->fields; *c; c++) {
+		switch (*c) {
+		case 's':
+			f[nf++] = ht_zigzag((int64_t)vals[vi++]);
+			break;
+		case 'p': {
+			uint64_t v = vals[vi++];
+			f[nf++] = ht_zigzag((int64_t)(v - t->last_ptr));
+			t->last_ptr = v;
+			break;
+		}
+		case 'S':
+			slen = str ? strnlen(str, HT_MAX_STR) : 0;
+			f[nf++] = slen;
+			break;
+		default: /* 'u', 'U', 'd' */
+			f[nf++] = vals[vi++];
+		}
+	}
+	f[nf++] = ts - t->last_ts;
+	t->last_ts = ts;
+	t->pos = put_record(t->pos, kind | flags, f, nf, str, slen);
+	t->nev++;
+	commit(t);
+}
+
+/* Records one event for the calling thread, unless it is inside the
+ * tracer already (a signal handler, or the tracer's own allocations). */
+void ht_record(int kind, int flags, uint64_t ts, const uint64_t *vals, const char *str)
+{
+	struct ht_tls *t = &ht_tls;
+	if (t->guard)
+		return;
+	t->guard++;
+	if (HT_LIKELY(t->state == 1) || ht_tls__prepare(t, ts))
+		encode(t, kind, flags, ts, vals, str);
+	t->guard--;
+}

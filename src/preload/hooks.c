@@ -1,0 +1,708 @@
+/* The interposed functions.  malloc and free are written out by hand: they
+ * are the hot path (one timestamp, a few varints, one release store).  The
+ * rest go through the table-driven ht_record().
+ *
+ * Timestamps: taken after the call for everything that hands out memory
+ * (malloc, mmap, ...), before the call for everything that gives it back
+ * (free, munmap, shmdt), so that "free(p) in T1, then malloc returns p in
+ * T2" is ordered correctly by timestamp (docs/FORMAT.md, "Ordering"). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/ipc.h>
+#include <sys/mman.h>
+#include <sys/shm.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "preload.h"
+
+/* glibc's own entry points: forwarding to these needs no dlsym. */
+extern void *__libc_malloc(size_t);
+extern void __libc_free(void *);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+extern void *__libc_valloc(size_t);
+extern void *__libc_pvalloc(size_t);
+extern int __libc_mallopt(int, int);
+extern void *__curbrk;
+
+/* Everything else is found with dlsym(RTLD_NEXT) once, at start-up. */
+static struct {
+	int (*malloc_trim)(size_t);
+	void *(*mmap)(void *, size_t, int, int, int, off_t);
+	void *(*mmap64)(void *, size_t, int, int, int, off64_t);
+	int (*munmap)(void *, size_t);
+	void *(*mremap)(void *, size_t, size_t, int, ...);
+	int (*brk)(void *);
+	void *(*sbrk)(intptr_t);
+	int (*shmget)(key_t, size_t, int);
+	void *(*shmat)(int, const void *, int);
+	int (*shmdt)(const void *);
+	int (*shmctl)(int, int, struct shmid_ds *);
+	int (*pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+	int (*pthread_setname_np)(pthread_t, const char *);
+	pid_t (*fork)(void);
+	int (*execve)(const char *, char *const[], char *const[]);
+	int (*execvpe)(const char *, char *const[], char *const[]);
+	int (*fexecve)(int, char *const[], char *const[]);
+	void (*_exit)(int) __attribute__((noreturn));
+	void (*_Exit)(int) __attribute__((noreturn));
+} real;
+
+#define RESOLVE(name) real.name = (__typeof__(real.name))dlsym(RTLD_NEXT, #name)
+
+void ht_hooks__resolve(void)
+{
+	ht_tls.guard++;
+	RESOLVE(malloc_trim);
+	RESOLVE(mmap);
+	RESOLVE(mmap64);
+	RESOLVE(munmap);
+	RESOLVE(mremap);
+	RESOLVE(brk);
+	RESOLVE(sbrk);
+	RESOLVE(shmget);
+	RESOLVE(shmat);
+	RESOLVE(shmdt);
+	RESOLVE(shmctl);
+	RESOLVE(pthread_create);
+	RESOLVE(pthread_setname_np);
+	RESOLVE(fork);
+	RESOLVE(execve);
+	RESOLVE(execvpe);
+	RESOLVE(fexecve);
+	RESOLVE(_exit);
+	RESOLVE(_Exit);
+	ht_tls.guard--;
+}
+
+static inline int tracing(const struct ht_tls *t)
+{
+	return HT_LIKELY(atomic_load_explicit(&ht_on, memory_order_relaxed)) && !t->guard;
+}
+
+/* ---- the hot path ------------------------------------------------------ */
+
+static _Atomic uintptr_t last_brk;
+
+/* After a call that may have moved the program break: one HEAP_BREAK event
+ * in the thread whose call moved it. */
+static __attribute__((noinline)) void note_brk(uintptr_t now)
+{
+	uintptr_t old = atomic_load_explicit(&last_brk, memory_order_relaxed);
+	if (old == now || !atomic_compare_exchange_strong(&last_brk, &old, now))
+		return;
+	uint64_t v[1] = {now};
+	ht_record(HT_EV_HEAP_BREAK, 0, ht_now(), v, NULL);
+}
+
+static inline void check_brk(void)
+{
+	uintptr_t b = (uintptr_t)__curbrk;
+	if (HT_UNLIKELY(b != atomic_load_explicit(&last_brk, memory_order_relaxed)))
+		note_brk(b);
+}
+
+/* glibc's chunk header: size | IS_MMAPPED (2) | NON_MAIN_ARENA (4). */
+static inline int chunk_flags(const void *p, uint64_t *usable)
+{
+	size_t h = ((const size_t *)p)[-1];
+	int mm = (h & 2) != 0;
+	*usable = (h & ~(size_t)7) - (mm ? 2 * sizeof(size_t) : sizeof(size_t));
+	return (mm ? HT_F_MMAPPED : 0) | ((h & 4) ? HT_F_NONMAIN : 0);
+}
+
+static inline void commit(struct ht_tls *t)
+{
+	atomic_store_explicit(&t->buf->commit,
+			      (t->nev << HT_COMMIT_SHIFT) | (uint64_t)(t->pos - t->buf->data),
+			      memory_order_release);
+}
+
+/* A timestamp delta too large for the fixed 2 bytes of a hot record. */
+static __attribute__((noinline)) uint8_t *put_tick(uint8_t *o, uint64_t delta)
+{
+	unsigned len = ht_len_bytes(delta);
+	o[0] = HT_EV_TICK;
+	o[1] = (uint8_t)len; /* ticks field; the record's own delta is 0 */
+	return ht_put_field(o + 2, delta, len);
+}
+
+/* malloc: fields size, ptr, slack, then the timestamp delta; written with
+ * unconditional 8-byte stores and branch-free lengths (format.h). */
+static inline void rec_malloc(struct ht_tls *t, uint64_t ts, size_t size, void *p)
+{
+	t->guard = 1;
+	if (HT_UNLIKELY(t->state != 1) && !ht_tls__prepare(t, ts))
+		goto out;
+	if (HT_UNLIKELY(t->pos >= t->end))
+		ht_tls__refill(t, ts);
+	uint64_t usable = size;
+	int flags = HT_LIKELY(p != NULL) ? chunk_flags(p, &usable) : 0;
+	uint64_t f0 = size;
+	uint64_t f1 = ht_zigzag((int64_t)((uintptr_t)p - t->last_ptr));
+	uint64_t f2 = usable > size ? usable - size : 0;
+	uint64_t f3 = ts - t->last_ts;
+	unsigned c0 = ht_len_bytes(f0), c1 = ht_len_bytes(f1), c2 = ht_len_bytes(f2);
+	uint32_t tag = c0 | c1 << 4 | c2 << 8 | 2 << 12;
+	uint8_t *o = t->pos;
+	if (HT_UNLIKELY(f3 > 0xffff)) {
+		o = put_tick(o, f3);
+		f3 = 0;
+	}
+	o[0] = (uint8_t)(HT_EV_MALLOC | flags);
+	o[1] = (uint8_t)tag;
+	o[2] = (uint8_t)(tag >> 8);
+	o = ht_put_field(o + 3, f0, c0);
+	o = ht_put_field(o, f1, c1);
+	o = ht_put_field(o, f2, c2);
+	o = ht_put_field(o, f3, 2);
+	t->last_ts = ts;
+	t->last_ptr = (uintptr_t)p;
+	t->pos = o;
+	t->nev++;
+	commit(t);
+out:
+	t->guard = 0;
+	check_brk();
+}
+
+/* free: fields ptr, then the timestamp delta. */
+static inline void rec_free(struct ht_tls *t, uint64_t ts, void *p)
+{
+	t->guard = 1;
+	if (HT_UNLIKELY(t->state != 1) && !ht_tls__prepare(t, ts))
+		goto out;
+	if (HT_UNLIKELY(t->pos >= t->end))
+		ht_tls__refill(t, ts);
+	uint64_t usable;
+	int flags = HT_LIKELY(p != NULL) ? chunk_flags(p, &usable) : 0;
+	uint64_t f0 = ht_zigzag((int64_t)((uintptr_t)p - t->last_ptr));
+	uint64_t f1 = ts - t->last_ts;
+	unsigned c0 = ht_len_bytes(f0);
+	uint8_t *o = t->pos;
+	if (HT_UNLIKELY(f1 > 0xffff)) {
+		o = put_tick(o, f1);
+		f1 = 0;
+	}
+	o[0] = (uint8_t)(HT_EV_FREE | flags);
+	o[1] = (uint8_t)(c0 | 2 << 4);
+	o = ht_put_field(o + 2, f0, c0);
+	o = ht_put_field(o, f1, 2);
+	t->last_ts = ts;
+	t->last_ptr = (uintptr_t)p;
+	t->pos = o;
+	t->nev++;
+	commit(t);
+out:
+	t->guard = 0;
+}
+
+HT_EXPORT void *malloc(size_t size)
+{
+	void *p = __libc_malloc(size);
+	struct ht_tls *t = &ht_tls;
+	if (tracing(t))
+		rec_malloc(t, ht_now(), size, p);
+	return p;
+}
+
+HT_EXPORT void free(void *p)
+{
+	struct ht_tls *t = &ht_tls;
+	if (tracing(t)) {
+		rec_free(t, ht_now(), p);
+		__libc_free(p);
+		check_brk();
+		return;
+	}
+	__libc_free(p);
+}
+
+/* ---- the rest of the malloc API ---------------------------------------- */
+
+static inline uint64_t slack(const void *p, uint64_t size, int *flags)
+{
+	uint64_t usable = 0;
+	*flags = p ? chunk_flags(p, &usable) : 0;
+	return usable > size ? usable - size : 0;
+}
+
+static void rec_alloc(int kind, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t size, void *p)
+{
+	int flags;
+	uint64_t s = slack(p, size, &flags);
+	uint64_t v[5];
+	uint64_t ts = ht_now();
+	switch (kind) {
+	case HT_EV_CALLOC:
+	case HT_EV_MEMALIGN:
+	case HT_EV_ALIGNED_ALLOC:
+		v[0] = a0, v[1] = a1, v[2] = (uintptr_t)p, v[3] = s;
+		break;
+	case HT_EV_VALLOC:
+	case HT_EV_PVALLOC:
+		v[0] = a0, v[1] = (uintptr_t)p, v[2] = s;
+		break;
+	case HT_EV_POSIX_MEMALIGN:
+		v[0] = a0, v[1] = a1, v[2] = (uintptr_t)p, v[3] = a2, v[4] = s;
+		break;
+	default:
+		return;
+	}
+	ht_record(kind, flags, ts, v, NULL);
+	check_brk();
+}
+
+HT_EXPORT void *calloc(size_t n, size_t size)
+{
+	void *p = __libc_calloc(n, size);
+	if (tracing(&ht_tls))
+		rec_alloc(HT_EV_CALLOC, n, size, 0, (uint64_t)n * size, p);
+	return p;
+}
+
+HT_EXPORT void *realloc(void *old, size_t size)
+{
+	struct ht_tls *t = &ht_tls;
+	if (!tracing(t))
+		return __libc_realloc(old, size);
+	uint64_t t0 = ht_now();
+	void *p = __libc_realloc(old, size);
+	uint64_t ts = ht_now();
+	int flags;
+	uint64_t v[5] = {(uintptr_t)old, size, (uintptr_t)p, slack(p, size, &flags), ts - t0};
+	ht_record(HT_EV_REALLOC, flags, ts, v, NULL);
+	check_brk();
+	return p;
+}
+
+HT_EXPORT void *reallocarray(void *old, size_t n, size_t size)
+{
+	size_t bytes;
+	if (__builtin_mul_overflow(n, size, &bytes)) {
+		errno = ENOMEM;
+		if (tracing(&ht_tls)) {
+			uint64_t ts = ht_now();
+			uint64_t v[6] = {(uintptr_t)old, n, size, 0, 0, 0};
+			ht_record(HT_EV_REALLOCARRAY, 0, ts, v, NULL);
+		}
+		return NULL;
+	}
+	struct ht_tls *t = &ht_tls;
+	if (!tracing(t))
+		return __libc_realloc(old, bytes);
+	uint64_t t0 = ht_now();
+	void *p = __libc_realloc(old, bytes);
+	uint64_t ts = ht_now();
+	int flags;
+	uint64_t v[6] = {(uintptr_t)old, n, size, (uintptr_t)p, slack(p, bytes, &flags), ts - t0};
+	ht_record(HT_EV_REALLOCARRAY, flags, ts, v, NULL);
+	check_brk();
+	return p;
+}
+
+HT_EXPORT void *memalign(size_t align, size_t size)
+{
+	void *p = __libc_memalign(align, size);
+	if (tracing(&ht_tls))
+		rec_alloc(HT_EV_MEMALIGN, align, size, 0, size, p);
+	return p;
+}
+
+HT_EXPORT void *aligned_alloc(size_t align, size_t size)
+{
+	void *p = __libc_memalign(align, size);
+	if (tracing(&ht_tls))
+		rec_alloc(HT_EV_ALIGNED_ALLOC, align, size, 0, size, p);
+	return p;
+}
+
+HT_EXPORT int posix_memalign(void **out, size_t align, size_t size)
+{
+	void *p = NULL;
+	int ret = 0;
+	/* glibc's checks: a power of two multiple of sizeof(void *). */
+	if (align % sizeof(void *) != 0 || (align & (align - 1)) != 0 || align == 0) {
+		ret = EINVAL;
+	} else {
+		p = __libc_memalign(align, size);
+		if (p)
+			*out = p;
+		else
+			ret = ENOMEM;
+	}
+	if (tracing(&ht_tls))
+		rec_alloc(HT_EV_POSIX_MEMALIGN, align, size, (uint64_t)(int64_t)ret, size, p);
+	return ret;
+}
+
+HT_EXPORT void *valloc(size_t size)
+{
+	void *p = __libc_valloc(size);
+	if (tracing(&ht_tls))
+		rec_alloc(HT_EV_VALLOC, size, 0, 0, size, p);
+	return p;
+}
+
+HT_EXPORT void *pvalloc(size_t size)
+{
+	void *p = __libc_pvalloc(size);
+	if (tracing(&ht_tls))
+		rec_alloc(HT_EV_PVALLOC, size, 0, 0, size, p);
+	return p;
+}
+
+HT_EXPORT int mallopt(int param, int value)
+{
+	int r = __libc_mallopt(param, value);
+	if (tracing(&ht_tls)) {
+		uint64_t v[3] = {(uint64_t)(int64_t)param, (uint64_t)(int64_t)value, (uint64_t)(int64_t)r};
+		ht_record(HT_EV_MALLOPT, 0, ht_now(), v, NULL);
+	}
+	return r;
+}
+
+HT_EXPORT int malloc_trim(size_t pad)
+{
+	if (!real.malloc_trim)
+		ht_hooks__resolve();
+	int r = real.malloc_trim ? real.malloc_trim(pad) : 0;
+	if (tracing(&ht_tls)) {
+		uint64_t v[2] = {pad, (uint64_t)(int64_t)r};
+		ht_record(HT_EV_MALLOC_TRIM, 0, ht_now(), v, NULL);
+		check_brk();
+	}
+	return r;
+}
+
+/* ---- the program's own mappings ---------------------------------------- */
+
+static void *sys_mmap(void *a, size_t l, int pr, int fl, int fd, off_t off)
+{
+	long r = syscall(SYS_mmap, a, l, pr, fl, fd, off);
+	return (void *)r;
+}
+
+static void rec_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off, void *r)
+{
+	uint64_t v[7] = {(uintptr_t)addr, len, (uint64_t)(int64_t)prot, (uint64_t)(int64_t)flags,
+			 (uint64_t)(int64_t)fd, (uint64_t)(int64_t)off, (uintptr_t)r};
+	ht_record(HT_EV_MMAP, 0, ht_now(), v, NULL);
+}
+
+HT_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	void *r = real.mmap ? real.mmap(addr, len, prot, flags, fd, off)
+			    : sys_mmap(addr, len, prot, flags, fd, off);
+	if (tracing(&ht_tls))
+		rec_mmap(addr, len, prot, flags, fd, off, r);
+	return r;
+}
+
+HT_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
+{
+	void *r = real.mmap64 ? real.mmap64(addr, len, prot, flags, fd, off)
+			      : sys_mmap(addr, len, prot, flags, fd, off);
+	if (tracing(&ht_tls))
+		rec_mmap(addr, len, prot, flags, fd, off, r);
+	return r;
+}
+
+HT_EXPORT int munmap(void *addr, size_t len)
+{
+	if (tracing(&ht_tls)) {
+		/* Recorded before the call: the range is free from then on. */
+		uint64_t ts = ht_now();
+		int r = real.munmap ? real.munmap(addr, len) : (int)syscall(SYS_munmap, addr, len);
+		uint64_t v[3] = {(uintptr_t)addr, len, (uint64_t)(int64_t)r};
+		ht_record(HT_EV_MUNMAP, 0, ts, v, NULL);
+		return r;
+	}
+	return real.munmap ? real.munmap(addr, len) : (int)syscall(SYS_munmap, addr, len);
+}
+
+HT_EXPORT void *mremap(void *old, size_t oldlen, size_t newlen, int flags, ...)
+{
+	void *newaddr = NULL;
+	if (flags & MREMAP_FIXED) {
+		va_list ap;
+		va_start(ap, flags);
+		newaddr = va_arg(ap, void *);
+		va_end(ap);
+	}
+	int on = tracing(&ht_tls);
+	uint64_t t0 = on ? ht_now() : 0;
+	void *r = real.mremap ? real.mremap(old, oldlen, newlen, flags, newaddr)
+			      : (void *)syscall(SYS_mremap, old, oldlen, newlen, flags, newaddr);
+	if (on) {
+		uint64_t ts = ht_now();
+		uint64_t v[7] = {(uintptr_t)old, oldlen, newlen, (uint64_t)(int64_t)flags,
+				 (uintptr_t)newaddr, (uintptr_t)r, ts - t0};
+		ht_record(HT_EV_MREMAP, 0, ts, v, NULL);
+	}
+	return r;
+}
+
+HT_EXPORT int brk(void *addr)
+{
+	if (!real.brk)
+		ht_hooks__resolve();
+	int r = real.brk(addr);
+	if (tracing(&ht_tls)) {
+		uint64_t v[2] = {(uintptr_t)addr, (uint64_t)(int64_t)r};
+		ht_record(HT_EV_BRK, 0, ht_now(), v, NULL);
+		check_brk();
+	}
+	return r;
+}
+
+HT_EXPORT void *sbrk(intptr_t incr)
+{
+	if (!real.sbrk)
+		ht_hooks__resolve();
+	void *r = real.sbrk(incr);
+	if (tracing(&ht_tls)) {
+		uint64_t v[2] = {(uint64_t)(int64_t)incr, (uintptr_t)r};
+		ht_record(HT_EV_SBRK, 0, ht_now(), v, NULL);
+		check_brk();
+	}
+	return r;
+}
+
+/* ---- SysV shared memory ------------------------------------------------- */
+
+HT_EXPORT int shmget(key_t key, size_t size, int flags)
+{
+	if (!real.shmget)
+		ht_hooks__resolve();
+	int r = real.shmget(key, size, flags);
+	if (tracing(&ht_tls)) {
+		uint64_t v[4] = {(uint64_t)(int64_t)key, size, (uint64_t)(int64_t)flags,
+				 (uint64_t)(int64_t)r};
+		ht_record(HT_EV_SHMGET, 0, ht_now(), v, NULL);
+	}
+	return r;
+}
+
+HT_EXPORT void *shmat(int id, const void *addr, int flags)
+{
+	if (!real.shmat)
+		ht_hooks__resolve();
+	void *r = real.shmat(id, addr, flags);
+	if (tracing(&ht_tls)) {
+		uint64_t v[4] = {(uint64_t)(int64_t)id, (uintptr_t)addr, (uint64_t)(int64_t)flags,
+				 (uintptr_t)r};
+		ht_record(HT_EV_SHMAT, 0, ht_now(), v, NULL);
+	}
+	return r;
+}
+
+HT_EXPORT int shmdt(const void *addr)
+{
+	if (!real.shmdt)
+		ht_hooks__resolve();
+	uint64_t ts = ht_now();
+	int r = real.shmdt(addr);
+	if (tracing(&ht_tls)) {
+		uint64_t v[2] = {(uintptr_t)addr, (uint64_t)(int64_t)r};
+		ht_record(HT_EV_SHMDT, 0, ts, v, NULL);
+	}
+	return r;
+}
+
+HT_EXPORT int shmctl(int id, int cmd, struct shmid_ds *buf)
+{
+	if (!real.shmctl)
+		ht_hooks__resolve();
+	int r = real.shmctl(id, cmd, buf);
+	if (tracing(&ht_tls)) {
+		uint64_t v[3] = {(uint64_t)(int64_t)id, (uint64_t)(int64_t)cmd, (uint64_t)(int64_t)r};
+		ht_record(HT_EV_SHMCTL, 0, ht_now(), v, NULL);
+	}
+	return r;
+}
+
+/* ---- threads ------------------------------------------------------------ */
+
+struct start_arg {
+	void *(*fn)(void *); /* the program's start routine */
+	void *arg;           /* its argument */
+	uint32_t creator;    /* tid of the creating thread */
+};
+
+static void *trampoline(void *a)
+{
+	struct start_arg s = *(struct start_arg *)a;
+	__libc_free(a);
+	struct ht_tls *t = &ht_tls;
+	t->creator = s.creator;
+	if (tracing(t)) {
+		t->guard++;
+		ht_tls__prepare(t, ht_now()); /* records THREAD_START */
+		t->guard--;
+	}
+	return s.fn(s.arg);
+}
+
+int ht_real_pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *),
+			   void *arg)
+{
+	if (!real.pthread_create)
+		ht_hooks__resolve();
+	return real.pthread_create(th, attr, fn, arg);
+}
+
+HT_EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *),
+			     void *arg)
+{
+	if (!real.pthread_create)
+		ht_hooks__resolve();
+	struct start_arg *s = __libc_malloc(sizeof(*s));
+	if (!s)
+		return real.pthread_create(th, attr, fn, arg);
+	s->fn = fn;
+	s->arg = arg;
+	s->creator = ht_tls.tid ? ht_tls.tid : (uint32_t)syscall(SYS_gettid);
+	int r = real.pthread_create(th, attr, trampoline, s);
+	if (r != 0)
+		__libc_free(s);
+	return r;
+}
+
+HT_EXPORT int pthread_setname_np(pthread_t th, const char *name)
+{
+	if (!real.pthread_setname_np)
+		ht_hooks__resolve();
+	int r = real.pthread_setname_np(th, name);
+	if (r == 0 && pthread_equal(th, pthread_self()) && tracing(&ht_tls))
+		ht_record(HT_EV_THREAD_NAME, 0, ht_now(), NULL, name);
+	return r;
+}
+
+/* ---- processes ---------------------------------------------------------- */
+
+HT_EXPORT pid_t fork(void)
+{
+	if (!real.fork)
+		ht_hooks__resolve();
+	pid_t r = real.fork();
+	if (r > 0 && tracing(&ht_tls)) {
+		uint64_t v[1] = {(uint64_t)(int64_t)r};
+		ht_record(HT_EV_FORK, 0, ht_now(), v, NULL);
+	}
+	return r;
+}
+
+static void before_exec(const char *path)
+{
+	if (ht_foreign_process())
+		return;
+	if (tracing(&ht_tls))
+		ht_record(HT_EV_EXEC, 0, ht_now(), NULL, path);
+	ht_writer__before_exec();
+}
+
+HT_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	if (!real.execve)
+		ht_hooks__resolve();
+	before_exec(path);
+	int r = real.execve(path, argv, envp);
+	int e = errno;
+	ht_writer__exec_failed();
+	errno = e;
+	return r;
+}
+
+HT_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	if (!real.execvpe)
+		ht_hooks__resolve();
+	before_exec(file);
+	int r = real.execvpe(file, argv, envp);
+	int e = errno;
+	ht_writer__exec_failed();
+	errno = e;
+	return r;
+}
+
+HT_EXPORT int execv(const char *path, char *const argv[])
+{
+	return execve(path, argv, environ);
+}
+
+HT_EXPORT int execvp(const char *file, char *const argv[])
+{
+	return execvpe(file, argv, environ);
+}
+
+HT_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	if (!real.fexecve)
+		ht_hooks__resolve();
+	before_exec("(fd)");
+	int r = real.fexecve(fd, argv, envp);
+	int e = errno;
+	ht_writer__exec_failed();
+	errno = e;
+	return r;
+}
+
+/* execl*: collect the variadic list into an array on the stack. */
+#define COLLECT_ARGS(first, envp_out)                                              \
+	va_list ap;                                                                \
+	size_t argc = 1;                                                           \
+	va_start(ap, first);                                                       \
+	while (va_arg(ap, const char *))                                           \
+		argc++;                                                            \
+	va_end(ap);                                                                \
+	const char *argv[argc + 1];                                                \
+	argv[0] = first;                                                           \
+	va_start(ap, first);                                                       \
+	for (size_t i = 1; i <= argc; i++)                                         \
+		argv[i] = va_arg(ap, const char *);                                \
+	envp_out;                                                                  \
+	va_end(ap)
+
+HT_EXPORT int execl(const char *path, const char *arg, ...)
+{
+	COLLECT_ARGS(arg, (void)0);
+	return execve(path, (char *const *)argv, environ);
+}
+
+HT_EXPORT int execlp(const char *file, const char *arg, ...)
+{
+	COLLECT_ARGS(arg, (void)0);
+	return execvpe(file, (char *const *)argv, environ);
+}
+
+HT_EXPORT int execle(const char *path, const char *arg, ...)
+{
+	char *const *envp;
+	COLLECT_ARGS(arg, envp = va_arg(ap, char *const *));
+	return execve(path, (char *const *)argv, envp);
+}
+
+HT_EXPORT void _exit(int status)
+{
+	if (!real._exit)
+		ht_hooks__resolve();
+	ht_writer__close(0);
+	real._exit(status);
+}
+
+HT_EXPORT void _Exit(int status)
+{
+	if (!real._Exit)
+		ht_hooks__resolve();
+	ht_writer__close(0);
+	real._Exit(status);
+}

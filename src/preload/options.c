@@ -1,0 +1,177 @@
+/* Options of the recorder, read from the environment through one table.
+ * Booleans take 1/true/yes/on and 0/false/no/off; sizes take K/M/G; times
+ * take ms/s.  A bad value is a warning on stderr and the default stays. */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "preload.h"
+
+struct ht_options ht_opt = {
+	.out = "heaptrail.%p.ht",
+	.start_paused = 0,
+	.follow_exec = 0,
+	.follow_fork = 1,
+	.flush_interval_ms = 100,
+	.buffer_size = 65536,
+	.toggle_signal = 0,
+	.zstd_level = 1,
+	.use_tsc = 1,
+	.quiet = 0,
+};
+
+enum opt_type { OPT_BOOL, OPT_INT, OPT_SIZE, OPT_MSEC, OPT_PATH, OPT_CLOCK };
+
+struct opt_desc {
+	const char *env;  /* environment variable */
+	enum opt_type type; /* how its value is parsed */
+	void *dst;        /* field of ht_opt */
+	long min, max;    /* accepted range for numbers */
+};
+
+static const struct opt_desc descs[] = {
+	{"HEAPTRAIL_OUT", OPT_PATH, ht_opt.out, 0, 0},
+	{"HEAPTRAIL_START_PAUSED", OPT_BOOL, &ht_opt.start_paused, 0, 1},
+	{"HEAPTRAIL_FOLLOW_EXEC", OPT_BOOL, &ht_opt.follow_exec, 0, 1},
+	{"HEAPTRAIL_FOLLOW_FORK", OPT_BOOL, &ht_opt.follow_fork, 0, 1},
+	{"HEAPTRAIL_FLUSH_INTERVAL", OPT_MSEC, &ht_opt.flush_interval_ms, 1, 60000},
+	{"HEAPTRAIL_BUFFER_SIZE", OPT_SIZE, &ht_opt.buffer_size, 4096, 1 << 19},
+	{"HEAPTRAIL_TOGGLE_SIGNAL", OPT_BOOL, &ht_opt.toggle_signal, 0, 1},
+	{"HEAPTRAIL_ZSTD_LEVEL", OPT_INT, &ht_opt.zstd_level, -7, 19},
+	{"HEAPTRAIL_CLOCK", OPT_CLOCK, &ht_opt.use_tsc, 0, 1},
+	{"HEAPTRAIL_QUIET", OPT_BOOL, &ht_opt.quiet, 0, 1},
+};
+
+/* stderr without stdio: stdio may allocate, and may be locked by the
+ * program when we are called. */
+void ht_msg(const char *fmt, ...)
+{
+	if (ht_opt.quiet)
+		return;
+	char buf[512];
+	int n = snprintf(buf, sizeof(buf), "heaptrail: ");
+	va_list ap;
+	va_start(ap, fmt);
+	int m = vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	if (m < 0)
+		return;
+	n += m;
+	if (n > (int)sizeof(buf) - 2)
+		n = (int)sizeof(buf) - 2;
+	buf[n++] = '\n';
+	ssize_t w = write(2, buf, (size_t)n);
+	(void)w;
+}
+
+static int parse_bool(const char *v, int *out)
+{
+	static const char *yes[] = {"1", "true", "yes", "on"};
+	static const char *no[] = {"0", "false", "no", "off"};
+	for (size_t i = 0; i < 4; i++) {
+		if (!strcasecmp(v, yes[i]))
+			return *out = 1, 0;
+		if (!strcasecmp(v, no[i]))
+			return *out = 0, 0;
+	}
+	return -1;
+}
+
+/* A number with an optional suffix: K/M/G (x1024) for sizes, ms/s for
+ * times (default unit ms). */
+static int parse_num(const char *v, enum opt_type type, long *out)
+{
+	char *end;
+	long long n = strtoll(v, &end, 10);
+	if (end == v)
+		return -1;
+	long long mul = 1;
+	if (type == OPT_SIZE) {
+		switch (*end) {
+		case 'k': case 'K': mul = 1024, end++; break;
+		case 'm': case 'M': mul = 1024 * 1024, end++; break;
+		case 'g': case 'G': mul = 1024LL * 1024 * 1024, end++; break;
+		}
+		if (*end == 'B' || *end == 'b' || (*end == 'i' && end[1] == 'B'))
+			end += (*end == 'i') ? 2 : 1;
+	} else if (type == OPT_MSEC) {
+		if (!strcmp(end, "ms"))
+			end += 2;
+		else if (!strcmp(end, "s"))
+			mul = 1000, end++;
+	}
+	if (*end)
+		return -1;
+	*out = (long)(n * mul);
+	return 0;
+}
+
+void ht_options__load(void)
+{
+	for (size_t i = 0; i < sizeof(descs) / sizeof(descs[0]); i++) {
+		const struct opt_desc *d = &descs[i];
+		const char *v = getenv(d->env);
+		if (!v && d->type == OPT_PATH)
+			v = getenv("MTRACE_CTL_FILE"); /* glibc tracer's name */
+		if (!v || !*v)
+			continue;
+		int ok = 0;
+		long n = 0;
+		switch (d->type) {
+		case OPT_PATH:
+			if (strlen(v) < sizeof(ht_opt.out)) {
+				strcpy(d->dst, v);
+				ok = 1;
+			}
+			break;
+		case OPT_BOOL: {
+			int b;
+			if (parse_bool(v, &b) == 0)
+				*(int *)d->dst = b, ok = 1;
+			break;
+		}
+		case OPT_CLOCK:
+			if (!strcasecmp(v, "tsc"))
+				*(int *)d->dst = 1, ok = 1;
+			else if (!strcasecmp(v, "monotonic"))
+				*(int *)d->dst = 0, ok = 1;
+			break;
+		case OPT_INT:
+		case OPT_SIZE:
+		case OPT_MSEC:
+			if (parse_num(v, d->type, &n) == 0 &&
+			    n >= d->min && n <= d->max) {
+				if (d->type == OPT_INT)
+					*(int *)d->dst = (int)n;
+				else
+					*(long *)d->dst = n;
+				ok = 1;
+			}
+			break;
+		}
+		if (!ok) {
+			if (d->type == OPT_BOOL)
+				ht_msg("warning: %s=%s is not a boolean (1/true/yes/on, 0/false/no/off); "
+				       "using the default", d->env, v);
+			else if (d->type == OPT_CLOCK)
+				ht_msg("warning: %s=%s: expected tsc or monotonic; using the default",
+				       d->env, v);
+			else if (d->type == OPT_PATH)
+				ht_msg("warning: %s is too long; using the default", d->env);
+			else
+				ht_msg("warning: %s=%s: expected a number from %ld to %ld%s; using the "
+				       "default", d->env, v, d->min, d->max,
+				       d->type == OPT_SIZE ? " (K/M/G suffixes)"
+				       : d->type == OPT_MSEC ? " ms (or with an ms/s suffix)" : "");
+		}
+	}
+#if !defined(__x86_64__) && !defined(__i386__)
+	ht_opt.use_tsc = 0;
+#endif
+	/* A buffer holds whole records, and offsets fit HT_COMMIT_SHIFT bits. */
+	ht_opt.buffer_size &= ~63L;
+}

@@ -1,0 +1,163 @@
+/* Internal interfaces of libheaptrail.so, grouped by the file that defines
+ * them.  Nothing here is exported: the library is built with
+ * -fvisibility=hidden and only the interposed functions and the public API
+ * of include/heaptrail.h are visible. */
+#ifndef HEAPTRAIL_PRELOAD_H
+#define HEAPTRAIL_PRELOAD_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../trace/format.h"
+
+#define HT_EXPORT __attribute__((visibility("default")))
+#define HT_LIKELY(x) __builtin_expect(!!(x), 1)
+#define HT_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ---- options.c ---------------------------------------------------------- */
+struct ht_options {
+	char out[4096];        /* HEAPTRAIL_OUT (or MTRACE_CTL_FILE): output path, %p = pid */
+	int start_paused;      /* HEAPTRAIL_START_PAUSED: record nothing until heaptrail_start() */
+	int follow_exec;       /* HEAPTRAIL_FOLLOW_EXEC: keep the tracer in exec'ed programs */
+	int follow_fork;       /* HEAPTRAIL_FOLLOW_FORK: forked children write NAME.PID */
+	long flush_interval_ms; /* HEAPTRAIL_FLUSH_INTERVAL: writer flush period */
+	long buffer_size;      /* HEAPTRAIL_BUFFER_SIZE: per-thread buffer bytes */
+	int toggle_signal;     /* HEAPTRAIL_TOGGLE_SIGNAL: SIGUSR2 pauses/resumes */
+	int zstd_level;        /* HEAPTRAIL_ZSTD_LEVEL: compression level, 0 = store raw */
+	int use_tsc;           /* HEAPTRAIL_CLOCK: 1 = tsc, 0 = monotonic */
+	int quiet;             /* HEAPTRAIL_QUIET: no messages on stderr */
+};
+
+extern struct ht_options ht_opt;
+
+void ht_options__load(void);
+void ht_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- buffer.c: per-thread buffers, the hand-off queue, thread records --- */
+
+/* A recorder buffer: written by one thread, read and recycled by the writer. */
+struct ht_buf {
+	_Atomic(struct ht_buf *) qnext; /* link in the hand-off queue */
+	uint32_t index;                 /* position in the buffer pool */
+	uint32_t free_next;             /* pool free list link (index + 1, 0 = end) */
+	uint32_t tid;                   /* owning thread */
+	uint32_t cap;                   /* usable bytes in data[] */
+	uint64_t first_seq;             /* sequence number of the first event */
+	_Atomic uint64_t commit;        /* (events << 20) | bytes, published by the owner */
+	uint32_t taken;                 /* writer: bytes already written out */
+	uint32_t taken_events;          /* writer: events already written out */
+	uint32_t last;                  /* set on the thread's final buffer */
+	uint32_t pad[5];                /* keep data[] 64-byte aligned */
+	uint8_t data[];                 /* the records */
+};
+
+#define HT_COMMIT_SHIFT 20
+#define HT_COMMIT_MASK ((1u << HT_COMMIT_SHIFT) - 1)
+
+/* A thread as the writer sees it; lives in the shared pool, not in TLS, so
+ * that it outlives the thread until the writer has drained it. */
+struct ht_thread {
+	_Atomic(struct ht_buf *) cur; /* buffer the thread writes now, or NULL */
+	_Atomic int state;            /* HT_THR_* */
+	uint32_t tid;                 /* kernel thread id */
+	struct ht_thread *next;       /* all records ever handed out */
+};
+
+enum { HT_THR_FREE = 0, HT_THR_LIVE = 1, HT_THR_EXITED = 2 };
+
+/* The hot per-thread state, in initial-exec TLS. */
+struct ht_tls {
+	uint8_t *pos;           /* next byte to write in buf->data */
+	uint8_t *end;           /* last position where a full record still fits */
+	uint64_t last_ts;       /* timestamp of the previous record */
+	uint64_t last_ptr;      /* pointer base for 'p' fields */
+	uint64_t nev;           /* events in the current buffer */
+	struct ht_buf *buf;     /* current buffer, NULL before the first event */
+	struct ht_thread *rec;  /* shared record of this thread */
+	uint32_t tid;           /* cached gettid() */
+	int guard;              /* >0 while inside the tracer: do not record */
+	int state;              /* 0 new, 1 active, 2 exited (key destructor ran) */
+	uint32_t creator;       /* tid of the pthread_create caller, 0 unknown */
+	uint64_t next_seq;      /* sequence number after the last buffer (exit) */
+};
+
+extern __thread struct ht_tls ht_tls __attribute__((tls_model("initial-exec")));
+
+/* 1 while events are recorded: started, not paused, not closed. */
+extern _Atomic int ht_on;
+/* Events that could not be recorded (tracer disabled by an error). */
+extern _Atomic uint64_t ht_dropped;
+
+int ht_buf__pool_init(void);
+void ht_buf__pool_reset_after_fork(void);
+struct ht_buf *ht_buf__get(uint32_t tid, uint64_t first_seq);
+void ht_buf__put(struct ht_buf *b);
+void ht_queue__push(struct ht_buf *b);
+struct ht_buf *ht_queue__pop(void);
+struct ht_thread *ht_thread__first(void);
+struct ht_thread *ht_thread__get(uint32_t tid);
+
+/* Starts a fresh buffer for the calling thread (first event, or full). */
+void ht_tls__refill(struct ht_tls *t, uint64_t ts);
+/* Called when the thread exits: final record, hand the buffer over. */
+void ht_tls__exit(struct ht_tls *t);
+/* Makes the thread's state fit for recording; 0 if it cannot record. */
+int ht_tls__prepare(struct ht_tls *t, uint64_t ts);
+/* Records a generic event from its field values (format.h field codes). */
+void ht_record(int kind, int flags, uint64_t ts, const uint64_t *vals,
+	       const char *str);
+
+/* ---- clock (inline: hot path) ------------------------------------------- */
+static inline uint64_t ht_now(void)
+{
+#ifdef HT_FAKE_CLOCK
+	static __thread uint64_t fake;
+	return fake += 100;
+#endif
+#if defined(__x86_64__) || defined(__i386__)
+	if (HT_LIKELY(ht_opt.use_tsc)) {
+		uint32_t lo, hi;
+		__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+		return ((uint64_t)hi << 32) | lo;
+	}
+#endif
+	extern uint64_t ht_mono_ns(void);
+	return ht_mono_ns();
+}
+uint64_t ht_mono_ns(void);
+
+/* ---- writer.c: the background writer thread and the output file -------- */
+int ht_writer__start(void);
+/* Flushes everything committed so far; waits up to timeout_ms. */
+void ht_writer__sync(int timeout_ms);
+/* Final flush, index, header patch; recording stops for good. */
+void ht_writer__close(int from_signal);
+/* In the child after fork: new file, new writer thread. */
+void ht_writer__after_fork_child(void);
+/* A full buffer was queued: wake the writer if it sleeps. */
+void ht_writer__kick(void);
+/* First event of a fork child: start its writer thread. */
+void ht_writer__ensure_started(void);
+/* Before exec: write everything and close the file as complete. */
+void ht_writer__before_exec(void);
+/* After a failed exec: go on recording into the same file. */
+void ht_writer__exec_failed(void);
+
+/* ---- init.c: start-up, fork, exit, signals ----------------------------- */
+extern _Atomic int ht_initialized; /* 1 once the constructor has run */
+void ht_init(void);
+int ht_is_root_image(void);
+/* Arms the per-thread destructor that records THREAD_EXIT. */
+void ht_register_thread_exit(void);
+/* 1 if this is a vfork child sharing the traced process's memory. */
+int ht_foreign_process(void);
+
+/* ---- hooks.c: forwarding targets resolved with dlsym(RTLD_NEXT) -------- */
+void ht_hooks__resolve(void);
+int ht_real_pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *),
+			   void *arg);
+
+#endif

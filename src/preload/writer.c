@@ -1,0 +1,637 @@
+/* The background writer: every flush interval (or on request) it drains the
+ * hand-off queue and the committed part of every live thread's buffer,
+ * compresses each piece into a chunk and appends it to the trace.  It is
+ * the only thread that touches the file.  Where no writer thread runs (a
+ * fork child before its first event, or pthread_create failed) the same
+ * round runs inline in the calling thread. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "preload.h"
+
+enum {
+	REQ_SYNC = 1,       /* flush now */
+	REQ_CLOSE = 2,      /* final flush, index, header; then exit */
+	REQ_FINALIZE = 4,   /* index and header, but go on (before exec) */
+	REQ_REOPEN = 8,     /* exec failed: mark the file open again */
+	REQ_DATA = 16,      /* a full buffer is waiting */
+};
+
+static struct {
+	int fd;                  /* trace file, -1 before open / after error */
+	char path[4200];         /* its name */
+	uint64_t off;            /* bytes written */
+	struct ht_file_header hdr; /* as written at offset 0 */
+	struct ht_index_entry *index; /* every chunk written */
+	size_t nindex, capindex; /* entries used / allocated */
+	ZSTD_CCtx *zc;           /* compression context (writer only) */
+	uint8_t *zbuf;           /* compression output */
+	size_t zcap;             /* its size */
+	uint64_t events;         /* events written */
+	uint32_t tids[4096];     /* distinct thread ids seen (for nthreads) */
+	uint32_t ntids;          /* entries in tids (saturates) */
+	uint64_t rounds;         /* flush rounds done */
+	int statm_fd;            /* /proc/self/statm, kept open for RSS */
+	int failed;              /* a write failed: recording stopped */
+	int closed;              /* REQ_CLOSE done */
+} w = {.fd = -1, .statm_fd = -1};
+
+static _Atomic uint32_t req_word;    /* pending REQ_* bits; futex word */
+static _Atomic uint32_t req_ticket;  /* requests made */
+static _Atomic uint32_t done_ticket; /* requests served; futex word */
+static int child_needs_writer;       /* fork child: start a writer on first event */
+static _Atomic int writer_waiting;   /* the writer sleeps on req_word */
+static _Atomic int running;        /* writer thread alive */
+static _Atomic int round_busy;     /* a round is being done (inline or thread) */
+static pthread_t writer_thread;
+
+uint64_t ht_mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts)
+{
+	return syscall(SYS_futex, addr, op, val, ts, NULL, 0);
+}
+
+/* ---- the file ------------------------------------------------------------ */
+
+static int write_all(const void *buf, size_t n)
+{
+	const uint8_t *p = buf;
+	while (n) {
+		ssize_t r = write(w.fd, p, n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		p += r;
+		n -= (size_t)r;
+		w.off += (uint64_t)r;
+	}
+	return 0;
+}
+
+static void fail(const char *what)
+{
+	if (w.failed)
+		return;
+	w.failed = 1;
+	ht_msg("cannot write %s (%s: %s); recording stopped, the program goes on", w.path, what,
+	       strerror(errno));
+	atomic_store(&ht_on, 0);
+	w.hdr.flags |= HT_FILE_F_DISK_FULL;
+	if (w.fd >= 0) {
+		ssize_t r = pwrite(w.fd, &w.hdr, sizeof(w.hdr), 0); /* best effort */
+		(void)r;
+	}
+}
+
+static void expand_path(char *out, size_t cap, const char *tmpl, pid_t pid, int *had_pid)
+{
+	size_t n = 0;
+	*had_pid = 0;
+	for (const char *p = tmpl; *p && n + 24 < cap; p++) {
+		if (p[0] == '%' && p[1] == 'p') {
+			n += (size_t)snprintf(out + n, cap - n, "%d", (int)pid);
+			*had_pid = 1;
+			p++;
+		} else {
+			out[n++] = *p;
+		}
+	}
+	out[n] = 0;
+}
+
+/* Creates the file without following a planted symlink (O_EXCL|O_NOFOLLOW),
+ * mode 0600.  The first image of the traced program may replace an old
+ * regular file of ours of the same name; every other process (fork
+ * children, exec'ed images) gets NAME.PID, NAME.PID.2, ... */
+static int open_output(void)
+{
+	pid_t pid = (pid_t)syscall(SYS_getpid);
+	int had_pid;
+	char base[4096];
+	expand_path(base, sizeof(base), ht_opt.out, pid, &had_pid);
+	int own_name = ht_is_root_image() || had_pid;
+	int replaced = 0;
+	for (int attempt = 0; attempt < 100; attempt++) {
+		if (own_name)
+			snprintf(w.path, sizeof(w.path), attempt ? "%s.%d" : "%s", base, attempt + 1);
+		else
+			snprintf(w.path, sizeof(w.path), attempt ? "%s.%d.%d" : "%s.%d", base,
+				 (int)pid, attempt + 1);
+		int fd = open(w.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0)
+			return fd;
+		if (errno != EEXIST)
+			break;
+		if (!own_name || attempt > 0)
+			continue; /* a sibling's file: take the next suffix */
+		struct stat st;
+		if (!replaced && lstat(w.path, &st) == 0 && S_ISREG(st.st_mode) &&
+		    st.st_uid == geteuid() && unlink(w.path) == 0) {
+			replaced = 1; /* an old trace of ours: take its name */
+			attempt--;
+			continue;
+		}
+		ht_msg("%s exists and is not a file of ours (a symlink, or another user's); not "
+		       "overwriting it: choose another output path", w.path);
+		return -1;
+	}
+	ht_msg("cannot create the trace file %s: %s", w.path, strerror(errno));
+	return -1;
+}
+
+static size_t read_small(const char *path, char *buf, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	size_t n = 0;
+	while (n < cap) {
+		ssize_t r = read(fd, buf + n, cap - n);
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	return n;
+}
+
+/* Field 47 of /proc/self/stat: the address where the heap begins. */
+static uint64_t start_brk(void)
+{
+	char buf[1024];
+	size_t n = read_small("/proc/self/stat", buf, sizeof(buf) - 1);
+	buf[n] = 0;
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	int field = 2;
+	for (; *p && field < 47; p++)
+		if (*p == ' ')
+			field++;
+	return strtoull(p, NULL, 10);
+}
+
+static int write_header(void)
+{
+	static char cmdline[8192];
+	static char exe[PATH_MAX];
+	size_t ncmd = read_small("/proc/self/cmdline", cmdline, sizeof(cmdline));
+	ssize_t nexe = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (nexe < 0)
+		nexe = 0;
+	exe[nexe] = 0;
+	struct ht_file_header *h = &w.hdr;
+	memset(h, 0, sizeof(*h));
+	memcpy(h->magic, HT_MAGIC, 8);
+	h->version = HT_VERSION;
+	h->header_size = sizeof(*h);
+	h->flags = ht_opt.use_tsc ? HT_FILE_F_TSC : 0;
+	h->pid = (int32_t)syscall(SYS_getpid);
+	h->ppid = (int32_t)getppid();
+	struct timespec rt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	h->start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
+	h->start_mono_ns = ht_mono_ns();
+	h->start_ts = ht_now();
+	h->ts_hz = ht_opt.use_tsc ? 0 : 1000000000u; /* TSC: fitted by readers */
+	h->start_brk = start_brk();
+	h->sec[HT_SEC_CMDLINE].offset = sizeof(*h);
+	h->sec[HT_SEC_CMDLINE].size = ncmd;
+	h->sec[HT_SEC_EXE].offset = sizeof(*h) + ncmd;
+	h->sec[HT_SEC_EXE].size = (uint64_t)nexe + 1;
+	h->sec[HT_SEC_CHUNKS].offset = sizeof(*h) + ncmd + (uint64_t)nexe + 1;
+	w.off = 0;
+	if (write_all(h, sizeof(*h)) < 0 || write_all(cmdline, ncmd) < 0 ||
+	    write_all(exe, (size_t)nexe + 1) < 0)
+		return -1;
+	return 0;
+}
+
+static int open_file(void)
+{
+	w.fd = open_output();
+	if (w.fd < 0)
+		return -1;
+	if (write_header() < 0) {
+		fail("header");
+		return -1;
+	}
+	w.statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	return 0;
+}
+
+/* ---- chunks -------------------------------------------------------------- */
+
+static void add_index(const struct ht_chunk_header *c, uint64_t offset)
+{
+	if (w.nindex == w.capindex) {
+		size_t cap = w.capindex ? w.capindex * 2 : 1024;
+		void *p = realloc(w.index, cap * sizeof(*w.index)); /* untraced: guard */
+		if (!p)
+			return;
+		w.index = p;
+		w.capindex = cap;
+	}
+	struct ht_index_entry *e = &w.index[w.nindex++];
+	memset(e, 0, sizeof(*e));
+	e->offset = offset;
+	e->tid = c->tid;
+	e->nevents = c->nevents;
+	e->first_seq = c->first_seq;
+	e->type = c->type;
+	e->flags = c->flags;
+}
+
+static void write_chunk(struct ht_chunk_header *c, const void *payload, size_t n, int compress)
+{
+	if (w.fd < 0 || w.failed)
+		return;
+#ifdef HT_DISCARD
+	if (c->type == HT_CHUNK_EVENTS)
+		return;
+#endif
+	c->magic = HT_CHUNK_MAGIC;
+	c->raw_size = (uint32_t)n;
+	const void *data = payload;
+	size_t len = n;
+	if (compress && ht_opt.zstd_level != 0 && w.zc) {
+		size_t bound = ZSTD_compressBound(n);
+		if (bound > w.zcap) {
+			free(w.zbuf);
+			w.zbuf = malloc(bound);
+			w.zcap = w.zbuf ? bound : 0;
+		}
+		if (w.zbuf) {
+			size_t r = ZSTD_compress2(w.zc, w.zbuf, w.zcap, payload, n);
+			if (!ZSTD_isError(r) && r < n) {
+				data = w.zbuf;
+				len = r;
+				c->flags |= HT_CHUNK_F_ZSTD;
+			}
+		}
+	}
+	c->comp_size = (uint32_t)len;
+	uint64_t at = w.off;
+	if (write_all(c, sizeof(*c)) < 0 || write_all(data, len) < 0) {
+		fail("write");
+		return;
+	}
+	add_index(c, at);
+}
+
+static void note_tid(uint32_t tid)
+{
+	for (uint32_t i = 0; i < w.ntids; i++)
+		if (w.tids[i] == tid)
+			return;
+	if (w.ntids < sizeof(w.tids) / sizeof(w.tids[0]))
+		w.tids[w.ntids++] = tid;
+}
+
+/* Writes what the owner has committed to b and not been written yet. */
+static void drain_buf(struct ht_buf *b)
+{
+	uint64_t c = atomic_load_explicit(&b->commit, memory_order_acquire);
+	uint32_t bytes = (uint32_t)(c & HT_COMMIT_MASK);
+	uint32_t nev = (uint32_t)(c >> HT_COMMIT_SHIFT);
+	if (bytes <= b->taken)
+		return;
+	struct ht_chunk_header h;
+	memset(&h, 0, sizeof(h));
+	h.type = HT_CHUNK_EVENTS;
+	h.flags = b->taken == 0 ? HT_CHUNK_F_SYNC : 0;
+	h.tid = b->tid;
+	h.first_seq = b->first_seq + b->taken_events;
+	h.nevents = nev - b->taken_events;
+	write_chunk(&h, b->data + b->taken, bytes - b->taken, 1);
+	w.events += h.nevents;
+	note_tid(b->tid);
+	b->taken = bytes;
+	b->taken_events = nev;
+}
+
+static uint64_t rss_kb(void)
+{
+	char buf[128];
+	if (w.statm_fd < 0)
+		return 0;
+	ssize_t n = pread(w.statm_fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	unsigned long size, res;
+	if (sscanf(buf, "%lu %lu", &size, &res) != 2)
+		return 0;
+	return (uint64_t)res * (uint64_t)(sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static void clock_chunk(void)
+{
+	struct ht_clock_sample s = {ht_now(), ht_mono_ns(), rss_kb()};
+	struct ht_chunk_header h;
+	memset(&h, 0, sizeof(h));
+	h.type = HT_CHUNK_CLOCK;
+	write_chunk(&h, &s, sizeof(s), 0);
+}
+
+static int thread_gone(uint32_t tid)
+{
+	return syscall(SYS_tgkill, (pid_t)w.hdr.pid, (pid_t)tid, 0) < 0 && errno == ESRCH;
+}
+
+static void finalize(void)
+{
+	if (w.fd < 0 || w.failed)
+		return;
+	w.hdr.sec[HT_SEC_CHUNKS].size = w.off - w.hdr.sec[HT_SEC_CHUNKS].offset;
+	struct ht_chunk_header h;
+	memset(&h, 0, sizeof(h));
+	h.type = HT_CHUNK_INDEX;
+	h.magic = HT_CHUNK_MAGIC;
+	h.raw_size = h.comp_size = (uint32_t)(w.nindex * sizeof(*w.index));
+	uint64_t at = w.off;
+	if (write_all(&h, sizeof(h)) < 0 || write_all(w.index, h.raw_size) < 0) {
+		fail("index");
+		return;
+	}
+	w.hdr.sec[HT_SEC_INDEX].offset = at;
+	w.hdr.sec[HT_SEC_INDEX].size = sizeof(h) + h.raw_size;
+	w.hdr.flags |= HT_FILE_F_CLOSED;
+	w.hdr.end_ts = ht_now();
+	w.hdr.end_mono_ns = ht_mono_ns();
+	w.hdr.events = w.events;
+	w.hdr.dropped = atomic_load(&ht_dropped);
+	w.hdr.nthreads = w.ntids;
+	if (pwrite(w.fd, &w.hdr, sizeof(w.hdr), 0) != (ssize_t)sizeof(w.hdr))
+		fail("header");
+}
+
+/* Reopens a finalized file for appending (exec failed): the index chunk
+ * stays where it is and a later close writes a new one after it. */
+static void unfinalize(void)
+{
+	if (w.fd < 0 || w.failed)
+		return;
+	w.hdr.flags &= ~(uint64_t)HT_FILE_F_CLOSED;
+	w.hdr.sec[HT_SEC_INDEX].size = 0;
+	w.hdr.sec[HT_SEC_INDEX].offset = 0;
+	w.hdr.sec[HT_SEC_CHUNKS].size = 0;
+	if (pwrite(w.fd, &w.hdr, sizeof(w.hdr), 0) != (ssize_t)sizeof(w.hdr))
+		fail("header");
+}
+
+static void do_round(uint32_t req)
+{
+	if (w.closed)
+		return;
+	if (w.fd < 0 && !w.failed && open_file() < 0) {
+		w.failed = 1;
+		atomic_store(&ht_on, 0);
+	}
+	if (req & REQ_REOPEN)
+		unfinalize();
+	if (w.fd >= 0 && !w.failed)
+		clock_chunk();
+	struct ht_buf *b;
+	while ((b = ht_queue__pop()) != NULL) {
+		drain_buf(b);
+		ht_buf__put(b);
+	}
+	int check_dead = (w.rounds++ % 16) == 0 || (req & REQ_CLOSE);
+	for (struct ht_thread *r = ht_thread__first(); r; r = r->next) {
+		int st = atomic_load_explicit(&r->state, memory_order_acquire);
+		if (st == HT_THR_FREE)
+			continue;
+		struct ht_buf *cur = atomic_load_explicit(&r->cur, memory_order_acquire);
+		if (cur)
+			drain_buf(cur);
+		if (st == HT_THR_EXITED && !cur) {
+			atomic_store(&r->state, HT_THR_FREE);
+		} else if (st == HT_THR_LIVE && check_dead && !(req & REQ_CLOSE) &&
+			   thread_gone(r->tid)) {
+			/* A thread that recorded after its exit destructor ran. */
+			atomic_store(&r->cur, NULL);
+			if (cur)
+				ht_buf__put(cur);
+			atomic_store(&r->state, HT_THR_FREE);
+		}
+	}
+	if (req & (REQ_CLOSE | REQ_FINALIZE))
+		finalize();
+	if (req & REQ_CLOSE) {
+		w.closed = 1;
+		if (w.fd >= 0)
+			close(w.fd);
+		w.fd = -1;
+	}
+}
+
+/* Runs one round in the caller's thread if no round is under way. */
+static int inline_round(uint32_t req)
+{
+	int expect = 0;
+	if (!atomic_compare_exchange_strong(&round_busy, &expect, 1))
+		return -1;
+	ht_tls.guard++;
+	do_round(req);
+	ht_tls.guard--;
+	atomic_store(&round_busy, 0);
+	return 0;
+}
+
+static void *writer_main(void *arg)
+{
+	(void)arg;
+	ht_tls.guard = 1; /* nothing this thread allocates is traced */
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	w.zc = ZSTD_createCCtx();
+	if (w.zc) {
+		ZSTD_CCtx_setParameter(w.zc, ZSTD_c_compressionLevel, ht_opt.zstd_level);
+		ZSTD_CCtx_setParameter(w.zc, ZSTD_c_checksumFlag, 1);
+	}
+	struct timespec iv = {ht_opt.flush_interval_ms / 1000,
+			      (ht_opt.flush_interval_ms % 1000) * 1000000};
+	/* A second clock sample soon after the first gives readers a rate
+	 * even for a run that dies young. */
+	struct timespec early = {0, 2000000};
+	int first = 1;
+	for (;;) {
+		atomic_store(&writer_waiting, 1);
+		if (!atomic_load(&req_word))
+			futex(&req_word, FUTEX_WAIT_PRIVATE, 0, first ? &early : &iv);
+		atomic_store(&writer_waiting, 0);
+		first = 0;
+		uint32_t ticket = atomic_load(&req_ticket);
+		uint32_t req = atomic_exchange(&req_word, 0);
+		while (atomic_exchange(&round_busy, 1))
+			sched_yield();
+		do_round(req);
+		atomic_store(&round_busy, 0);
+		atomic_store(&done_ticket, ticket);
+		futex(&done_ticket, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
+		if (req & REQ_CLOSE)
+			break;
+	}
+	atomic_store(&running, 0);
+	return NULL;
+}
+
+int ht_writer__start(void)
+{
+	if (atomic_load(&running))
+		return 0;
+	if (ht_buf__pool_init() < 0)
+		return -1;
+	if (w.fd < 0 && open_file() < 0)
+		return -1;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	atomic_store(&running, 1);
+	extern int ht_real_pthread_create(pthread_t *, const pthread_attr_t *,
+					  void *(*)(void *), void *);
+	if (ht_real_pthread_create(&writer_thread, &attr, writer_main, NULL) != 0) {
+		atomic_store(&running, 0);
+		pthread_attr_destroy(&attr);
+		return 0; /* rounds run inline */
+	}
+	pthread_attr_destroy(&attr);
+	return 0;
+}
+
+/* Asks the writer thread for a round with req and waits for it to finish;
+ * without a writer thread, does the round here. */
+static void request(uint32_t req, int timeout_ms)
+{
+	if (w.closed)
+		return;
+	if (!atomic_load(&running)) {
+		/* Wait for a round in progress elsewhere (bounded). */
+		for (int i = 0; i < timeout_ms * 10 && inline_round(req) < 0; i++) {
+			struct timespec ts = {0, 100000};
+			nanosleep(&ts, NULL);
+		}
+		return;
+	}
+	atomic_fetch_or(&req_word, req);
+	uint32_t mine = atomic_fetch_add(&req_ticket, 1) + 1;
+	futex(&req_word, FUTEX_WAKE_PRIVATE, 1, NULL);
+	uint64_t deadline = ht_mono_ns() + (uint64_t)timeout_ms * 1000000u;
+	for (;;) {
+		uint32_t done = atomic_load(&done_ticket);
+		if ((int32_t)(done - mine) >= 0 || !atomic_load(&running))
+			break;
+		if (ht_mono_ns() >= deadline)
+			break;
+		struct timespec ts = {0, 10000000};
+		futex(&done_ticket, FUTEX_WAIT_PRIVATE, done, &ts);
+	}
+}
+
+/* A thread handed over a full buffer: wake the writer if it sleeps, so
+ * that buffers come back soon and stay in cache.  One syscall per buffer
+ * (thousands of events), none while the writer is busy anyway. */
+void ht_writer__kick(void)
+{
+	if (atomic_load_explicit(&writer_waiting, memory_order_relaxed) &&
+	    !(atomic_fetch_or(&req_word, REQ_DATA) & REQ_DATA))
+		futex(&req_word, FUTEX_WAKE_PRIVATE, 1, NULL);
+}
+
+void ht_writer__sync(int timeout_ms)
+{
+	if (ht_foreign_process())
+		return;
+	request(REQ_SYNC, timeout_ms);
+}
+
+void ht_writer__close(int from_signal)
+{
+	if (ht_foreign_process() || w.closed)
+		return;
+	ht_tls.guard++;
+	atomic_store(&ht_on, 0);
+	request(REQ_CLOSE, from_signal ? 2000 : 10000);
+	if (!from_signal && atomic_load(&running) == 0 && writer_thread)
+		pthread_join(writer_thread, NULL), writer_thread = 0;
+	ht_tls.guard--;
+}
+
+void ht_writer__before_exec(void)
+{
+	if (ht_foreign_process())
+		return;
+	ht_tls.guard++;
+	request(REQ_FINALIZE, 5000);
+	ht_tls.guard--;
+}
+
+void ht_writer__exec_failed(void)
+{
+	if (ht_foreign_process())
+		return;
+	ht_tls.guard++;
+	request(REQ_REOPEN, 5000);
+	ht_tls.guard--;
+}
+
+/* In the forked child (atfork handler): the writer thread and the file
+ * are the parent's.  The child's file is created by its first round. */
+void ht_writer__after_fork_child(void)
+{
+	if (w.fd >= 0)
+		close(w.fd);
+	if (w.statm_fd >= 0)
+		close(w.statm_fd);
+	w.fd = -1;
+	w.statm_fd = -1;
+	w.off = 0;
+	w.nindex = 0;
+	w.events = 0;
+	w.ntids = 0;
+	w.rounds = 0;
+	w.closed = 0;
+	w.zc = NULL; /* the parent's context may be mid-use; leave it */
+	w.zbuf = NULL;
+	w.zcap = 0;
+	atomic_store(&req_word, 0);
+	atomic_store(&req_ticket, 0);
+	atomic_store(&done_ticket, 0);
+	child_needs_writer = 1;
+	atomic_store(&round_busy, 0);
+	atomic_store(&running, 0);
+	writer_thread = 0;
+	if (!atomic_load(&ht_on))
+		w.closed = 1; /* not followed: never write */
+}
+
+/* The child's writer starts with its first event (see ht_tls__prepare). */
+void ht_writer__ensure_started(void)
+{
+	if (!child_needs_writer || atomic_load(&running) || w.closed || w.failed)
+		return;
+	child_needs_writer = 0;
+	ht_writer__start();
+}

@@ -1,0 +1,246 @@
+/* heaptrail trace format (.ht): on-disk structures shared by the recorder
+ * (src/preload) and the reader (src/trace/reader.c).  docs/FORMAT.md is the
+ * prose version of this file; keep the two in step.
+ *
+ * File = header (struct ht_file_header, then cmdline/exe strings)
+ *      + a stream of chunks (struct ht_chunk_header + zstd frame)
+ *      + on a clean close: an index chunk and a patched header.
+ *
+ * Events live in per-thread byte streams.  A stream is cut into chunks by
+ * the recorder; every recorder buffer starts with an HT_EV_SYNC record that
+ * resets the delta state, so a reader can start decoding at any chunk whose
+ * HT_CHUNK_F_SYNC flag is set.  All integers are little endian.
+ */
+#ifndef HEAPTRAIL_TRACE_FORMAT_H
+#define HEAPTRAIL_TRACE_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define HT_MAGIC "HEAPTRL\0"       /* 8 bytes at offset 0 */
+#define HT_VERSION 1               /* bumped on any incompatible change */
+#define HT_CHUNK_MAGIC 0x4b435448u /* "HTCK" little endian */
+
+/* Sections of the file header, perf-style {offset,size} pairs.  CHUNKS and
+ * INDEX are zero-sized until a clean close patches them in. */
+enum ht_section {
+	HT_SEC_CMDLINE = 0, /* NUL-separated argv of the traced program */
+	HT_SEC_EXE,         /* path of the executable (readlink /proc/self/exe) */
+	HT_SEC_CHUNKS,      /* the chunk stream (size patched on close) */
+	HT_SEC_INDEX,       /* index chunk (patched on close; 0 = scan chunks) */
+	HT_SEC_NR = 8,      /* room for later sections; readers ignore unknown */
+};
+
+struct ht_section_ref {
+	uint64_t offset; /* byte offset in the file */
+	uint64_t size;   /* size in bytes; 0 = absent */
+};
+
+/* File flags. */
+#define HT_FILE_F_CLOSED 0x1     /* set when the recorder closed cleanly */
+#define HT_FILE_F_SAMPLED 0x2    /* events are a sample (counts scaled) */
+#define HT_FILE_F_TSC 0x4        /* timestamps are TSC ticks, else ns */
+#define HT_FILE_F_DISK_FULL 0x8  /* recording stopped on a write error */
+
+struct ht_file_header {
+	char magic[8];            /* HT_MAGIC */
+	uint32_t version;         /* HT_VERSION */
+	uint32_t header_size;     /* sizeof(struct ht_file_header) */
+	uint64_t flags;           /* HT_FILE_F_* */
+	int32_t pid;              /* traced process */
+	int32_t ppid;             /* its parent (fork children: the tracer's parent) */
+	uint64_t start_realtime_ns; /* CLOCK_REALTIME at start */
+	uint64_t start_mono_ns;   /* CLOCK_MONOTONIC at start */
+	uint64_t start_ts;        /* timestamp counter at start */
+	uint64_t ts_hz;           /* estimated timestamp ticks per second */
+	uint64_t end_ts;          /* timestamp at close (0 if not closed) */
+	uint64_t end_mono_ns;     /* CLOCK_MONOTONIC at close */
+	uint64_t events;          /* events written (0 if not closed) */
+	uint64_t dropped;         /* events lost (tracer disabled, disk full) */
+	uint32_t nthreads;        /* threads seen (0 if not closed) */
+	uint32_t sample_bytes;    /* mean bytes between samples, 0 = all */
+	uint64_t start_brk;       /* where the heap starts (kernel's start_brk) */
+	uint64_t reserved[5];     /* zero */
+	struct ht_section_ref sec[HT_SEC_NR];
+};
+
+/* Chunk types. */
+enum ht_chunk_type {
+	HT_CHUNK_EVENTS = 1, /* one thread's events */
+	HT_CHUNK_CLOCK = 2,  /* raw payload: struct ht_clock_sample */
+	HT_CHUNK_INDEX = 3,  /* raw payload: struct ht_index_entry[] */
+};
+
+#define HT_CHUNK_F_SYNC 0x1  /* payload starts with an HT_EV_SYNC record */
+#define HT_CHUNK_F_ZSTD 0x2  /* payload is one zstd frame (else raw) */
+
+struct ht_chunk_header {
+	uint32_t magic;      /* HT_CHUNK_MAGIC */
+	uint16_t type;       /* enum ht_chunk_type */
+	uint16_t flags;      /* HT_CHUNK_F_* */
+	uint32_t tid;        /* thread of an EVENTS chunk, 0 otherwise */
+	uint32_t nevents;    /* events in the payload */
+	uint32_t comp_size;  /* payload bytes in the file */
+	uint32_t raw_size;   /* payload bytes once decompressed */
+	uint64_t first_seq;  /* per-thread sequence number of the first event */
+};
+
+/* A (ts, monotonic ns) pair taken by the recorder's writer thread at every
+ * flush; readers fit ts -> ns from the first and last of them. */
+struct ht_clock_sample {
+	uint64_t ts;      /* timestamp counter */
+	uint64_t mono_ns; /* CLOCK_MONOTONIC */
+	uint64_t rss_kb;  /* resident set size of the process then */
+};
+
+struct ht_index_entry {
+	uint64_t offset;    /* of the chunk header */
+	uint32_t tid;       /* as in the chunk header */
+	uint32_t nevents;   /* as in the chunk header */
+	uint64_t first_seq; /* as in the chunk header */
+	uint16_t type;      /* as in the chunk header */
+	uint16_t flags;     /* as in the chunk header */
+	uint32_t reserved;  /* zero */
+};
+
+/* Largest chunk payload a reader accepts (a recorder buffer is 64 KiB). */
+#define HT_MAX_CHUNK_RAW (4u << 20)
+
+/* ---- Event records -------------------------------------------------------
+ * A record is laid out so that the recorder can write it without a single
+ * data-dependent branch:
+ *   kind byte   low 5 bits kind, high 3 bits flags
+ *   tag         4 bits per field: its length in bytes, 0..8 (a zero value
+ *               takes no bytes at all); fields in descriptor order, then
+ *               the timestamp delta, packed low nibble first into
+ *               ceil((nfields + 1) / 2) bytes
+ *   fields      each as that many little-endian bytes; descriptor order,
+ *               then the timestamp delta from the thread's previous record
+ *   string      for an 'S' field: its value is the length, the bytes follow
+ *               the fields
+ * Field codes (ht_kind_desc.fields):
+ *   'u' unsigned value           's' signed value, zigzag encoded
+ *   'p' pointer: zigzag of (value - previous pointer of the thread); the
+ *       thread's previous pointer becomes value
+ *   'U' usable-size slack: usable - requested size (0 when no block)
+ *   'S' string of at most HT_MAX_STR bytes (value = length)
+ *   'd' duration: timestamp ticks the call took (the record's timestamp is
+ *       its end; end - d is when it started)
+ * HT_EV_SYNC carries an absolute timestamp instead of a delta and resets the
+ * previous pointer to 0; its field is the sequence number of the next event.
+ * HT_EV_TICK only moves the thread's timestamp on: the recorder writes the
+ * timestamp delta of malloc and free records in a fixed 2 bytes (so that
+ * no record position waits for the clock) and puts a TICK before a record
+ * whose delta does not fit.  Neither SYNC nor TICK is an event.
+ */
+enum ht_kind {
+	HT_EV_SYNC = 0,           /* seq(u) ; ts is absolute */
+	HT_EV_MALLOC = 1,         /* size(u) -> ptr(p) usable(U) */
+	HT_EV_FREE = 2,           /* ptr(p) */
+	HT_EV_CALLOC = 3,         /* nmemb(u) size(u) -> ptr(p) usable(U) */
+	HT_EV_REALLOC = 4,        /* old(p) size(u) -> ptr(p) usable(U) dur(d) */
+	HT_EV_REALLOCARRAY = 5,   /* old(p) nmemb(u) size(u) -> ptr(p) usable(U) dur(d) */
+	HT_EV_MEMALIGN = 6,       /* align(u) size(u) -> ptr(p) usable(U) */
+	HT_EV_POSIX_MEMALIGN = 7, /* align(u) size(u) -> ptr(p) ret(s) usable(U) */
+	HT_EV_ALIGNED_ALLOC = 8,  /* align(u) size(u) -> ptr(p) usable(U) */
+	HT_EV_VALLOC = 9,         /* size(u) -> ptr(p) usable(U) */
+	HT_EV_PVALLOC = 10,       /* size(u) -> ptr(p) usable(U) */
+	HT_EV_MALLOPT = 11,       /* param(s) value(s) -> ret(s) */
+	HT_EV_MALLOC_TRIM = 12,   /* pad(u) -> ret(s) */
+	HT_EV_MMAP = 13,          /* addr(p) len(u) prot(s) flags(s) fd(s) off(s) -> ptr(p) */
+	HT_EV_MUNMAP = 14,        /* addr(p) len(u) -> ret(s) */
+	HT_EV_MREMAP = 15,        /* old(p) oldlen(u) newlen(u) flags(s) newaddr(p) -> ptr(p) dur(d) */
+	HT_EV_BRK = 16,           /* addr(p) -> ret(s) */
+	HT_EV_SBRK = 17,          /* incr(s) -> ptr(p) */
+	HT_EV_SHMGET = 18,        /* key(s) size(u) flags(s) -> id(s) */
+	HT_EV_SHMAT = 19,         /* id(s) addr(p) flags(s) -> ptr(p) */
+	HT_EV_SHMDT = 20,         /* addr(p) -> ret(s) */
+	HT_EV_SHMCTL = 21,        /* id(s) cmd(s) -> ret(s) */
+	HT_EV_HEAP_BREAK = 22,    /* new program break after the thread's last call (p) */
+	HT_EV_THREAD_START = 23,  /* creator tid(u) (0 = unknown / main) */
+	HT_EV_THREAD_EXIT = 24,   /* (none) */
+	HT_EV_THREAD_NAME = 25,   /* name(S) */
+	HT_EV_MARK = 26,          /* label(S) from heaptrail_mark() */
+	HT_EV_CONTROL = 27,       /* op(u): enum ht_control_op */
+	HT_EV_FORK = 28,          /* child pid(s), in the parent after fork() */
+	HT_EV_EXEC = 29,          /* path(S), just before an exec call */
+	HT_EV_TICK = 30,          /* ticks(u): advances the thread's timestamp; not an event */
+	HT_EV_NR = 31,
+};
+
+/* Flags in the high bits of the kind byte. */
+#define HT_KIND_MASK 0x1f
+#define HT_F_MMAPPED 0x20  /* glibc chunk header: block was mmapped */
+#define HT_F_NONMAIN 0x40  /* glibc chunk header: block is in a non-main arena */
+#define HT_F_SAMPLED 0x80  /* event kept by sampling (reserved) */
+
+enum ht_control_op {
+	HT_CTL_START = 1,  /* heaptrail_start() */
+	HT_CTL_STOP = 2,   /* heaptrail_stop() */
+	HT_CTL_PAUSE = 3,  /* heaptrail_pause() or SIGUSR2 */
+	HT_CTL_RESUME = 4, /* heaptrail_resume() or SIGUSR2 */
+	HT_CTL_RESET = 5,  /* heaptrail_reset(): analyzers forget earlier blocks */
+	HT_CTL_SYNC = 6,   /* heaptrail_sync(): a flush point */
+};
+
+#define HT_MAX_STR 255 /* longest string field */
+#define HT_MAX_FIELDS 7
+
+struct ht_kind_desc {
+	const char *name;   /* as printed by dump and used by --kind */
+	const char *fields; /* field codes, see above */
+	const char *names;  /* field names, comma separated (dump, JSON) */
+	int result;         /* index of the result field in fields, -1 none */
+	int is_alloc;       /* returns a heap block (has a usable-size slack) */
+};
+
+/* Defined in src/trace/kinds.c (linked into both the recorder and tools). */
+extern const struct ht_kind_desc ht_kind_descs[HT_EV_NR];
+
+/* Worst-case encoded size of one record, strings included, plus the 8
+ * bytes of slack the unconditional 8-byte field stores need. */
+#define HT_MAX_RECORD (1 + 4 + (HT_MAX_FIELDS + 1) * 8 + HT_MAX_STR + 8)
+
+/* Bytes needed for v (0..8), without a data-dependent branch.  LZCNT
+ * makes it three instructions; ht_lzcnt says whether the CPU has it (set
+ * once at start-up by the recorder; LZCNT decodes as BSR on CPUs without
+ * it, which would give wrong lengths). */
+extern int ht_lzcnt;
+static inline unsigned ht_len_bytes(uint64_t v)
+{
+#if defined(__x86_64__)
+	if (__builtin_expect(ht_lzcnt, 1)) {
+		uint64_t z;
+		__asm__("lzcnt %1, %0" : "=r"(z) : "rm"(v) : "cc");
+		return (unsigned)(71 - z) >> 3;
+	}
+#endif
+	unsigned n = (unsigned)(64 - __builtin_clzll(v | 1) + 7) >> 3;
+	return n - (v == 0);
+}
+
+/* Stores all 8 bytes of v (little endian host) and advances by len. */
+static inline uint8_t *ht_put_field(uint8_t *p, uint64_t v, unsigned len)
+{
+	memcpy(p, &v, 8);
+	return p + len;
+}
+
+static inline uint64_t ht_zigzag(int64_t v)
+{
+	return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+static inline int64_t ht_unzigzag(uint64_t v)
+{
+	return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+
+/* Bytes of the tag for a record of nfields descriptor fields. */
+static inline unsigned ht_tag_bytes(unsigned nfields)
+{
+	return (nfields + 2) / 2;
+}
+
+#endif

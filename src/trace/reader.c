@@ -1,0 +1,857 @@
+/* The trace reader: chunk discovery (index or scan), per-thread decoding,
+ * and a k-way merge of the thread streams by (timestamp, thread, seq). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "reader.h"
+
+struct chunk_ref {
+	uint64_t offset;    /* of the chunk header */
+	uint64_t first_seq; /* from the header */
+	uint32_t tid;       /* from the header */
+	uint32_t nevents;   /* from the header */
+	uint32_t comp_size; /* payload bytes in the file */
+	uint32_t raw_size;  /* payload bytes decoded */
+	uint16_t flags;     /* HT_CHUNK_F_* */
+};
+
+/* One thread's events, decoded one chunk at a time. */
+struct stream {
+	uint32_t tid;           /* thread */
+	struct chunk_ref *chunks; /* this thread's chunks, by first_seq */
+	size_t nchunks, next_chunk; /* count / next to decode */
+	uint8_t *buf;           /* decoded payload of the current chunk */
+	size_t cap;             /* its capacity */
+	const uint8_t *pos, *end; /* decode cursor */
+	uint64_t chunk_off;     /* file offset of the current chunk */
+	uint32_t chunk_events;  /* events decoded from the current chunk */
+	uint32_t chunk_expect;  /* events the current chunk's header announces */
+	uint64_t last_ts;       /* delta state: previous timestamp */
+	uint64_t last_ptr;      /* delta state: previous pointer */
+	uint64_t seq;           /* sequence number of the next event */
+	int synced;             /* delta state is valid */
+	int parked;             /* buffer released; re-decode from park_chunk */
+	size_t park_chunk;      /* chunk to re-decode when unparked */
+	int done;               /* no more events */
+	struct ht_event ev;     /* the next event (valid while !done) */
+	struct ht_event split;  /* ACQUIRE part waiting behind a RELEASE part */
+	int has_split;          /* split is pending */
+	char str[HT_MAX_STR + 1]; /* its string field */
+};
+
+struct ht_reader {
+	int fd;                    /* the trace */
+	char *path;                /* its name, for messages */
+	struct ht_file_header hdr; /* as read */
+	struct ht_trace_info info; /* what ht_reader__info returns */
+	char *cmdline, *exe;       /* strings of the header sections */
+	struct chunk_ref *chunks;  /* every event chunk, file order */
+	size_t nchunks, capchunks; /* count / allocated */
+	struct ht_clock_sample *clocks; /* clock chunks, file order */
+	size_t nclocks, capclocks; /* count / allocated */
+	uint64_t *rss_t, *rss_v;   /* RSS samples for ht_reader__rss_samples */
+	struct stream *streams;    /* one per thread */
+	size_t nstreams;           /* count */
+	struct stream **heap;      /* min-heap of streams with a next event */
+	size_t nheap;              /* entries in heap */
+	uint64_t base_ts;          /* timestamp of time_ns 0 */
+	double ts_per_ns;          /* fitted rate */
+	ZSTD_DCtx *dctx;           /* decompression context */
+	uint8_t *zbuf;             /* compressed payload buffer */
+	size_t zcap;               /* its capacity */
+	uint64_t done_bytes, total_bytes; /* progress */
+	char out_str[HT_MAX_STR + 1]; /* string of the last returned event */
+	char err[512];             /* first error, "" if none */
+	char warn[512];            /* first warning, "" if none */
+};
+
+static void set_err(struct ht_reader *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_err(struct ht_reader *r, const char *fmt, ...)
+{
+	if (r->err[0])
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r->err, sizeof(r->err), fmt, ap);
+	va_end(ap);
+}
+
+static void set_warn(struct ht_reader *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_warn(struct ht_reader *r, const char *fmt, ...)
+{
+	if (r->warn[0])
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r->warn, sizeof(r->warn), fmt, ap);
+	va_end(ap);
+}
+
+const char *ht_kind_name(int kind)
+{
+	if (kind < 0 || kind >= HT_EV_NR)
+		return "?";
+	return ht_kind_descs[kind].name;
+}
+
+int ht_kind_parse(const char *name)
+{
+	for (int k = 0; k < HT_EV_NR; k++)
+		if (!strcmp(ht_kind_descs[k].name, name))
+			return k;
+	return -1;
+}
+
+static int read_at(struct ht_reader *r, void *buf, size_t n, uint64_t off)
+{
+	size_t got = 0;
+	while (got < n) {
+		ssize_t k = pread(r->fd, (char *)buf + got, n - got, (off_t)(off + got));
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	return (int)(got == n ? 0 : -1) ;
+}
+
+static size_t read_at_most(struct ht_reader *r, void *buf, size_t n, uint64_t off)
+{
+	size_t got = 0;
+	while (got < n) {
+		ssize_t k = pread(r->fd, (char *)buf + got, n - got, (off_t)(off + got));
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	return got;
+}
+
+static void *grow(void *p, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return p;
+	size_t c = *cap ? *cap : 64;
+	while (c < need)
+		c *= 2;
+	void *q = realloc(p, c * elem);
+	if (!q) {
+		fprintf(stderr, "heaptrail: out of memory\n");
+		exit(1);
+	}
+	*cap = c;
+	return q;
+}
+
+static void add_chunk(struct ht_reader *r, const struct ht_chunk_header *h, uint64_t off)
+{
+	r->chunks = grow(r->chunks, &r->capchunks, r->nchunks + 1, sizeof(*r->chunks));
+	struct chunk_ref *c = &r->chunks[r->nchunks++];
+	c->offset = off;
+	c->first_seq = h->first_seq;
+	c->tid = h->tid;
+	c->nevents = h->nevents;
+	c->comp_size = h->comp_size;
+	c->raw_size = h->raw_size;
+	c->flags = h->flags;
+	r->total_bytes += h->comp_size;
+	r->info.events_chunks += h->nevents;
+}
+
+static void add_clock(struct ht_reader *r, uint64_t off, const struct ht_chunk_header *h)
+{
+	struct ht_clock_sample s;
+	if (h->comp_size != sizeof(s) || read_at(r, &s, sizeof(s), off + sizeof(*h)) < 0)
+		return;
+	r->clocks = grow(r->clocks, &r->capclocks, r->nclocks + 1, sizeof(*r->clocks));
+	r->clocks[r->nclocks++] = s;
+}
+
+static int check_chunk_header(struct ht_reader *r, const struct ht_chunk_header *h, uint64_t off)
+{
+	if (h->magic != HT_CHUNK_MAGIC) {
+		set_err(r, "offset %llu: not a chunk header (bad magic 0x%08x): the trace is corrupt "
+			   "from here", (unsigned long long)off, h->magic);
+		return -1;
+	}
+	if (h->type < HT_CHUNK_EVENTS || h->type > HT_CHUNK_INDEX) {
+		set_err(r, "offset %llu: unknown chunk type %u", (unsigned long long)off, h->type);
+		return -1;
+	}
+	if (h->type == HT_CHUNK_EVENTS &&
+	    (h->raw_size > HT_MAX_CHUNK_RAW || h->comp_size > HT_MAX_CHUNK_RAW ||
+	     (!(h->flags & HT_CHUNK_F_ZSTD) && h->comp_size != h->raw_size))) {
+		set_err(r, "offset %llu: chunk sizes out of range (%u stored, %u decoded)",
+			(unsigned long long)off, h->comp_size, h->raw_size);
+		return -1;
+	}
+	return 0;
+}
+
+/* Walks the chunk stream from the start; stops at the first bad header or
+ * at a truncated chunk (what came before stays usable). */
+static void scan_chunks(struct ht_reader *r)
+{
+	uint64_t off = r->hdr.sec[HT_SEC_CHUNKS].offset;
+	uint64_t size = r->info.file_size;
+	while (off < size) {
+		struct ht_chunk_header h;
+		size_t got = read_at_most(r, &h, sizeof(h), off);
+		if (got < sizeof(h)) {
+			set_err(r, "offset %llu: trace ends inside a chunk header (%zu of %zu bytes): "
+				   "the file is truncated", (unsigned long long)off, got, sizeof(h));
+			return;
+		}
+		if (check_chunk_header(r, &h, off) < 0)
+			return;
+		if (off + sizeof(h) + h.comp_size > size) {
+			set_err(r, "offset %llu: trace ends inside a chunk (%llu of %u bytes): the "
+				   "file is truncated", (unsigned long long)off,
+				(unsigned long long)(size - off - sizeof(h)), h.comp_size);
+			return;
+		}
+		if (h.type == HT_CHUNK_EVENTS)
+			add_chunk(r, &h, off);
+		else if (h.type == HT_CHUNK_CLOCK)
+			add_clock(r, off, &h);
+		off += sizeof(h) + h.comp_size;
+	}
+}
+
+/* Reads the index of a cleanly closed trace; 0 on success. */
+static int load_index(struct ht_reader *r)
+{
+	struct ht_section_ref s = r->hdr.sec[HT_SEC_INDEX];
+	struct ht_chunk_header h;
+	if (s.size < sizeof(h) || s.offset + s.size > r->info.file_size ||
+	    read_at(r, &h, sizeof(h), s.offset) < 0 || h.magic != HT_CHUNK_MAGIC ||
+	    h.type != HT_CHUNK_INDEX || h.comp_size != s.size - sizeof(h) ||
+	    h.comp_size % sizeof(struct ht_index_entry))
+		return -1;
+	size_t n = h.comp_size / sizeof(struct ht_index_entry);
+	struct ht_index_entry *e = malloc(n ? h.comp_size : 1);
+	if (!e || read_at(r, e, h.comp_size, s.offset + sizeof(h)) < 0) {
+		free(e);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct ht_chunk_header ch;
+		if (e[i].offset + sizeof(ch) > r->info.file_size ||
+		    read_at(r, &ch, sizeof(ch), e[i].offset) < 0 ||
+		    check_chunk_header(r, &ch, e[i].offset) < 0 || ch.tid != e[i].tid ||
+		    ch.first_seq != e[i].first_seq || ch.type != e[i].type ||
+		    e[i].offset + sizeof(ch) + ch.comp_size > r->info.file_size) {
+			r->err[0] = 0;
+			r->nchunks = 0;
+			r->nclocks = 0;
+			r->total_bytes = 0;
+			r->info.events_chunks = 0;
+			free(e);
+			return -1;
+		}
+		if (ch.type == HT_CHUNK_EVENTS)
+			add_chunk(r, &ch, e[i].offset);
+		else if (ch.type == HT_CHUNK_CLOCK)
+			add_clock(r, e[i].offset, &ch);
+	}
+	free(e);
+	return 0;
+}
+
+static void fit_clock(struct ht_reader *r)
+{
+	const struct ht_file_header *h = &r->hdr;
+	if (!(h->flags & HT_FILE_F_TSC)) {
+		r->ts_per_ns = 1.0;
+		return;
+	}
+	uint64_t t0 = h->start_ts, n0 = h->start_mono_ns, t1 = 0, n1 = 0;
+	for (size_t i = 0; i < r->nclocks; i++) {
+		if (r->clocks[i].mono_ns > n1 && r->clocks[i].ts > t0) {
+			t1 = r->clocks[i].ts;
+			n1 = r->clocks[i].mono_ns;
+		}
+	}
+	if ((h->flags & HT_FILE_F_CLOSED) && h->end_mono_ns > n1 && h->end_ts > t0) {
+		t1 = h->end_ts;
+		n1 = h->end_mono_ns;
+	}
+	if (n1 > n0 + 100000 && t1 > t0)
+		r->ts_per_ns = (double)(t1 - t0) / (double)(n1 - n0);
+	else
+		r->ts_per_ns = h->ts_hz ? (double)h->ts_hz / 1e9 : 1.0;
+}
+
+uint64_t ht_reader__ts_to_ns(const struct ht_reader *r, uint64_t ts)
+{
+	if (ts <= r->base_ts)
+		return 0;
+	return (uint64_t)((double)(ts - r->base_ts) / r->ts_per_ns);
+}
+
+static char *dup_section(struct ht_reader *r, int sec, int join)
+{
+	struct ht_section_ref s = r->hdr.sec[sec];
+	size_t n = s.size > 65536 ? 65536 : (size_t)s.size;
+	char *p = calloc(1, n + 1);
+	if (!p)
+		return NULL;
+	if (n && s.offset + n <= r->info.file_size)
+		read_at(r, p, n, s.offset);
+	if (join) {
+		for (size_t i = 0; i + 1 < n; i++)
+			if (!p[i])
+				p[i] = ' ';
+	}
+	while (n && (p[n - 1] == 0 || p[n - 1] == ' '))
+		p[--n] = 0;
+	return p;
+}
+
+static int cmp_chunk(const void *a, const void *b)
+{
+	const struct chunk_ref *x = a, *y = b;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	if (x->first_seq != y->first_seq)
+		return x->first_seq < y->first_seq ? -1 : 1;
+	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* ---- decoding ------------------------------------------------------------ */
+
+static int load_chunk(struct ht_reader *r, struct stream *s)
+{
+	struct chunk_ref *c = &s->chunks[s->next_chunk++];
+	if (c->first_seq != s->seq && s->synced) {
+		set_warn(r, "thread %u: events %llu..%llu are missing (a chunk was lost)", s->tid,
+			 (unsigned long long)s->seq, (unsigned long long)c->first_seq - 1);
+		s->synced = 0;
+	}
+	if (!(c->flags & HT_CHUNK_F_SYNC) && !s->synced)
+		return 0; /* cannot decode a continuation without its start */
+	s->buf = grow(s->buf, &s->cap, c->raw_size + 1, 1);
+	uint64_t poff = c->offset + sizeof(struct ht_chunk_header);
+	if (c->flags & HT_CHUNK_F_ZSTD) {
+		r->zbuf = grow(r->zbuf, &r->zcap, c->comp_size + 1, 1);
+		if (read_at(r, r->zbuf, c->comp_size, poff) < 0) {
+			set_err(r, "offset %llu: cannot read chunk payload", (unsigned long long)c->offset);
+			return -1;
+		}
+		size_t n = ZSTD_decompressDCtx(r->dctx, s->buf, c->raw_size, r->zbuf, c->comp_size);
+		if (ZSTD_isError(n) || n != c->raw_size) {
+			set_err(r, "offset %llu: chunk of thread %u does not decompress (%s): the trace "
+				   "is corrupt here", (unsigned long long)c->offset, c->tid,
+				ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short payload");
+			return -1;
+		}
+	} else if (read_at(r, s->buf, c->raw_size, poff) < 0) {
+		set_err(r, "offset %llu: cannot read chunk payload", (unsigned long long)c->offset);
+		return -1;
+	}
+	r->done_bytes += c->comp_size;
+	s->pos = s->buf;
+	s->end = s->buf + c->raw_size;
+	s->chunk_off = c->offset;
+	s->chunk_events = 0;
+	s->chunk_expect = c->nevents;
+	s->seq = c->first_seq;
+	return 1;
+}
+
+static int corrupt(struct ht_reader *r, struct stream *s, const char *what)
+{
+	set_err(r, "offset %llu: thread %u, event %llu: %s: the trace is corrupt here",
+		(unsigned long long)s->chunk_off, s->tid, (unsigned long long)s->seq, what);
+	s->done = 1;
+	return 0;
+}
+
+/* Decodes the stream's next event into s->ev; 0 when the stream ends. */
+static int decode_next(struct ht_reader *r, struct stream *s);
+
+/* Moves or frees: the call is delivered as RELEASE then ACQUIRE parts. */
+static int splits(const struct ht_event *e)
+{
+	if (!e->duration)
+		return 0;
+	if (e->kind == HT_EV_MREMAP)
+		return e->v[5] != (uint64_t)-1 && e->v[5] != e->v[0];
+	if (e->kind != HT_EV_REALLOC && e->kind != HT_EV_REALLOCARRAY)
+		return 0;
+	return ht_event__frees_old(e) && ht_event__result_ptr(e) != e->v[0];
+}
+
+static int stream_advance(struct ht_reader *r, struct stream *s)
+{
+	if (s->has_split) {
+		s->has_split = 0;
+		s->ev = s->split;
+		return 1;
+	}
+	if (!decode_next(r, s))
+		return 0;
+	if (splits(&s->ev)) {
+		s->split = s->ev;
+		s->split.part = HT_PART_ACQUIRE;
+		s->has_split = 1;
+		s->ev.part = HT_PART_RELEASE;
+		s->ev.ts -= s->ev.duration;
+	}
+	return 1;
+}
+
+static int decode_next(struct ht_reader *r, struct stream *s)
+{
+	for (;;) {
+		if (s->done)
+			return 0;
+		if (s->pos >= s->end) {
+			if (s->pos && s->chunk_events != s->chunk_expect)
+				return corrupt(r, s, "chunk holds fewer events than its header says");
+			if (s->next_chunk >= s->nchunks) {
+				s->done = 1;
+				free(s->buf);
+				s->buf = NULL;
+				s->cap = 0;
+				s->pos = s->end = NULL;
+				return 0;
+			}
+			int k = load_chunk(r, s);
+			if (k < 0) {
+				s->done = 1;
+				return 0;
+			}
+			if (k == 0) {
+				s->pos = s->end = NULL;
+				continue;
+			}
+		}
+		const uint8_t *p = s->pos;
+		uint8_t kb = *p++;
+		int kind = kb & HT_KIND_MASK;
+		if (kind >= HT_EV_NR)
+			return corrupt(r, s, "unknown event kind");
+		const struct ht_kind_desc *d = &ht_kind_descs[kind];
+		unsigned nf = (unsigned)strlen(d->fields);
+		unsigned tb = ht_tag_bytes(nf);
+		if ((size_t)(s->end - p) < tb)
+			return corrupt(r, s, "truncated record");
+		uint32_t tag = 0;
+		for (unsigned i = 0; i < tb; i++)
+			tag |= (uint32_t)*p++ << (8 * i);
+		uint64_t f[HT_MAX_FIELDS + 1];
+		for (unsigned i = 0; i <= nf; i++) {
+			unsigned len = (tag >> (4 * i)) & 15;
+			if (len > 8)
+				return corrupt(r, s, "bad field length");
+			if ((size_t)(s->end - p) < len)
+				return corrupt(r, s, "truncated field");
+			f[i] = 0;
+			memcpy(&f[i], p, len); /* little endian host */
+			p += len;
+		}
+		if (kind == HT_EV_TICK) {
+			if (!s->synced)
+				return corrupt(r, s, "event before any sync record");
+			s->last_ts += f[0] + f[1];
+			s->pos = p;
+			continue;
+		}
+		if (kind == HT_EV_SYNC) {
+			if (f[0] != s->seq)
+				return corrupt(r, s, "sync record disagrees with the chunk's sequence number");
+			s->last_ts = f[1];
+			s->last_ptr = 0;
+			s->synced = 1;
+			s->pos = p;
+			continue;
+		}
+		if (!s->synced)
+			return corrupt(r, s, "event before any sync record");
+		struct ht_event *e = &s->ev;
+		e->kind = (uint8_t)kind;
+		e->flags = kb & ~HT_KIND_MASK;
+		e->tid = s->tid;
+		e->seq = s->seq;
+		e->ts = s->last_ts + f[nf];
+		e->usable = 0;
+		e->duration = 0;
+		e->str = NULL;
+		e->nv = 0;
+		e->part = HT_PART_WHOLE;
+		uint64_t result_ptr = 0, slack = 0;
+		for (unsigned i = 0; i < nf; i++) {
+			uint64_t v = f[i];
+			switch (d->fields[i]) {
+			case 's':
+				v = (uint64_t)ht_unzigzag(v);
+				break;
+			case 'p':
+				v = s->last_ptr + (uint64_t)ht_unzigzag(v);
+				s->last_ptr = v;
+				if ((int)i == d->result)
+					result_ptr = v;
+				break;
+			case 'U':
+				slack = v;
+				break;
+			case 'd':
+				e->duration = v;
+				break;
+			case 'S':
+				if (v > HT_MAX_STR || (uint64_t)(s->end - p) < v)
+					return corrupt(r, s, "bad string length");
+				memcpy(s->str, p, v);
+				s->str[v] = 0;
+				p += v;
+				e->str = s->str;
+				continue; /* no value slot */
+			}
+			e->v[e->nv++] = v;
+		}
+		if (d->is_alloc && result_ptr)
+			e->usable = ht_event__size(e) + slack;
+		s->last_ts = e->ts;
+		s->pos = p;
+		s->seq++;
+		s->chunk_events++;
+		return 1;
+	}
+}
+
+uint64_t ht_event__size(const struct ht_event *e)
+{
+	switch (e->kind) {
+	case HT_EV_MALLOC:
+	case HT_EV_VALLOC:
+	case HT_EV_PVALLOC:
+		return e->nv > 0 ? e->v[0] : 0;
+	case HT_EV_CALLOC:
+		return e->nv > 1 ? e->v[0] * e->v[1] : 0;
+	case HT_EV_REALLOC:
+	case HT_EV_MEMALIGN:
+	case HT_EV_POSIX_MEMALIGN:
+	case HT_EV_ALIGNED_ALLOC:
+		return e->nv > 1 ? e->v[1] : 0;
+	case HT_EV_REALLOCARRAY:
+		return e->nv > 2 ? e->v[1] * e->v[2] : 0;
+	default:
+		return 0;
+	}
+}
+
+uint64_t ht_event__result_ptr(const struct ht_event *e)
+{
+	int i = ht_kind_descs[e->kind].result;
+	if (i < 0 || !ht_kind_descs[e->kind].is_alloc || i >= e->nv)
+		return 0;
+	return e->v[i];
+}
+
+uint64_t ht_event__old_ptr(const struct ht_event *e)
+{
+	if (e->kind == HT_EV_REALLOC || e->kind == HT_EV_REALLOCARRAY)
+		return e->v[0];
+	return 0;
+}
+
+/* glibc: realloc(p, n) releases p when it returns a new block or when n is
+ * 0 (it frees p and returns NULL). */
+int ht_event__frees_old(const struct ht_event *e)
+{
+	uint64_t old = ht_event__old_ptr(e);
+	if (!old)
+		return 0;
+	if (ht_event__result_ptr(e))
+		return 1;
+	uint64_t bytes;
+	if (e->kind == HT_EV_REALLOCARRAY && __builtin_mul_overflow(e->v[1], e->v[2], &bytes))
+		return 0; /* rejected before glibc saw it */
+	return ht_event__size(e) == 0;
+}
+
+/* ---- the merge ----------------------------------------------------------- */
+
+static int before(const struct stream *a, const struct stream *b)
+{
+	if (a->ev.ts != b->ev.ts)
+		return a->ev.ts < b->ev.ts;
+	if (a->tid != b->tid)
+		return a->tid < b->tid;
+	return a->ev.seq < b->ev.seq;
+}
+
+static void heap_down(struct ht_reader *r, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+		if (l < r->nheap && before(r->heap[l], r->heap[m]))
+			m = l;
+		if (l + 1 < r->nheap && before(r->heap[l + 1], r->heap[m]))
+			m = l + 1;
+		if (m == i)
+			return;
+		struct stream *t = r->heap[i];
+		r->heap[i] = r->heap[m];
+		r->heap[m] = t;
+		i = m;
+	}
+}
+
+/* With many threads, a stream whose first event lies in the future gives
+ * its decoded chunk back until the merge reaches it: memory then follows
+ * the threads alive at a time, not all threads of the trace. */
+static void park(struct stream *s)
+{
+	s->park_chunk = s->next_chunk - 1;
+	s->parked = 1;
+	free(s->buf);
+	s->buf = NULL;
+	s->cap = 0;
+	s->pos = s->end = NULL;
+}
+
+static int unpark_advance(struct ht_reader *r, struct stream *s)
+{
+	uint64_t want = s->ev.seq + 1;
+	s->parked = 0;
+	s->next_chunk = s->park_chunk;
+	s->synced = 0;
+	s->seq = s->chunks[s->park_chunk].first_seq;
+	while (decode_next(r, s))
+		if (s->ev.seq >= want)
+			goto found;
+	return 0;
+found:
+	if (splits(&s->ev)) {
+		s->split = s->ev;
+		s->split.part = HT_PART_ACQUIRE;
+		s->has_split = 1;
+		s->ev.part = HT_PART_RELEASE;
+		s->ev.ts -= s->ev.duration;
+	}
+	return 1;
+}
+
+int ht_reader__next(struct ht_reader *r, struct ht_event *ev)
+{
+	if (!r->nheap)
+		return 0;
+	struct stream *s = r->heap[0];
+	*ev = s->ev;
+	if (s->ev.str) {
+		memcpy(r->out_str, s->ev.str, strlen(s->ev.str) + 1);
+		ev->str = r->out_str;
+	}
+	ev->time_ns = ht_reader__ts_to_ns(r, ev->ts);
+	if (!(s->parked ? unpark_advance(r, s) : stream_advance(r, s)))
+		r->heap[0] = r->heap[--r->nheap];
+	heap_down(r, 0);
+	return 1;
+}
+
+/* ---- open/close ---------------------------------------------------------- */
+
+struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) < 0 || S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "%s: is a directory, not a heaptrail trace", path);
+		close(fd);
+		return NULL;
+	}
+	struct ht_reader *r = calloc(1, sizeof(*r));
+	if (!r) {
+		close(fd);
+		snprintf(err, errlen, "%s: out of memory", path);
+		return NULL;
+	}
+	r->fd = fd;
+	r->path = strdup(path);
+	r->info.file_size = (uint64_t)st.st_size;
+	if (st.st_size == 0) {
+		snprintf(err, errlen, "%s: empty file, not a heaptrail trace (was the program "
+				      "killed before it started?)", path);
+		goto fail;
+	}
+	size_t got = read_at_most(r, &r->hdr, sizeof(r->hdr), 0);
+	if (got < 8 || memcmp(r->hdr.magic, HT_MAGIC, 8) != 0) {
+		if (got >= 8 && !memcmp(r->hdr.magic, "HTWKLD", 6))
+			snprintf(err, errlen, "%s: is a heaptrail workload, not a trace: use "
+					      "'heaptrail replay' on it", path);
+		else
+			snprintf(err, errlen, "%s: not a heaptrail trace (bad magic); record one with "
+					      "'heaptrail record'", path);
+		goto fail;
+	}
+	if (got < sizeof(r->hdr)) {
+		snprintf(err, errlen, "%s: file ends inside the header (%zu of %zu bytes): truncated",
+			 path, got, sizeof(r->hdr));
+		goto fail;
+	}
+	if (r->hdr.version > HT_VERSION) {
+		snprintf(err, errlen, "%s: trace format version %u is newer than this heaptrail "
+				      "reads (%u): use a newer heaptrail", path, r->hdr.version, HT_VERSION);
+		goto fail;
+	}
+	if (r->hdr.version == 0 || r->hdr.header_size < sizeof(r->hdr) ||
+	    r->hdr.sec[HT_SEC_CHUNKS].offset < sizeof(r->hdr) ||
+	    r->hdr.sec[HT_SEC_CHUNKS].offset > r->info.file_size) {
+		snprintf(err, errlen, "%s: corrupt header (version %u, header size %u)", path,
+			 r->hdr.version, r->hdr.header_size);
+		goto fail;
+	}
+	r->cmdline = dup_section(r, HT_SEC_CMDLINE, 1);
+	r->exe = dup_section(r, HT_SEC_EXE, 0);
+	r->info.closed = (r->hdr.flags & HT_FILE_F_CLOSED) != 0;
+	if (r->info.closed && load_index(r) == 0) {
+		r->info.indexed = 1;
+	} else {
+		if (r->info.closed)
+			set_warn(r, "the index is damaged; chunks were scanned instead");
+		scan_chunks(r);
+	}
+	if (!r->info.closed)
+		set_warn(r, "the trace was not closed cleanly (the program was killed, crashed or "
+			    "exec'ed): it holds the events up to the last flush");
+	r->dctx = ZSTD_createDCtx();
+
+	/* Group the chunks by thread, in sequence order. */
+	qsort(r->chunks, r->nchunks, sizeof(*r->chunks), cmp_chunk);
+	for (size_t i = 0; i < r->nchunks; i++)
+		if (i == 0 || r->chunks[i].tid != r->chunks[i - 1].tid)
+			r->nstreams++;
+	r->streams = calloc(r->nstreams ? r->nstreams : 1, sizeof(*r->streams));
+	r->heap = calloc(r->nstreams ? r->nstreams : 1, sizeof(*r->heap));
+	size_t si = 0;
+	for (size_t i = 0; i < r->nchunks; i++) {
+		if (i > 0 && r->chunks[i].tid == r->chunks[i - 1].tid) {
+			r->streams[si - 1].nchunks++;
+			continue;
+		}
+		struct stream *s = &r->streams[si++];
+		s->tid = r->chunks[i].tid;
+		s->chunks = &r->chunks[i];
+		s->nchunks = 1;
+		s->seq = r->chunks[i].first_seq;
+	}
+	fit_clock(r);
+	r->base_ts = r->hdr.start_ts;
+	for (size_t i = 0; i < r->nstreams; i++) {
+		struct stream *s = &r->streams[i];
+		if (stream_advance(r, s)) {
+			r->heap[r->nheap++] = s;
+			if (s->ev.ts < r->base_ts)
+				r->base_ts = s->ev.ts; /* events before the recorder's start-up */
+			if (r->nstreams > 64 && !s->ev.str && !s->has_split)
+				park(s);
+		}
+	}
+	for (size_t i = r->nheap; i-- > 0;)
+		heap_down(r, i);
+
+	struct ht_trace_info *in = &r->info;
+	in->version = r->hdr.version;
+	in->pid = r->hdr.pid;
+	in->ppid = r->hdr.ppid;
+	in->start_brk = r->hdr.start_brk;
+	in->flags = r->hdr.flags;
+	in->start_realtime_ns = r->hdr.start_realtime_ns;
+	in->ts_per_ns = r->ts_per_ns;
+	in->events_hdr = r->hdr.events;
+	in->dropped = r->hdr.dropped;
+	in->nchunks = (uint32_t)r->nchunks;
+	in->nthreads = (uint32_t)r->nstreams;
+	in->cmdline = r->cmdline ? r->cmdline : "";
+	in->exe = r->exe ? r->exe : "";
+	if (in->closed && r->hdr.end_mono_ns > r->hdr.start_mono_ns)
+		in->duration_ns = r->hdr.end_mono_ns - r->hdr.start_mono_ns;
+	else if (r->nclocks)
+		in->duration_ns = r->clocks[r->nclocks - 1].mono_ns - r->hdr.start_mono_ns;
+	in->duration_ns += ht_reader__ts_to_ns(r, r->hdr.start_ts);
+
+	/* RSS samples, in time order. */
+	r->rss_t = calloc(r->nclocks + 1, sizeof(uint64_t));
+	r->rss_v = calloc(r->nclocks + 1, sizeof(uint64_t));
+	return r;
+fail:
+	ht_reader__close(r);
+	return NULL;
+}
+
+size_t ht_reader__rss_samples(const struct ht_reader *r, const uint64_t **time_ns,
+			      const uint64_t **rss_kb)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < r->nclocks; i++) {
+		if (!r->clocks[i].rss_kb)
+			continue;
+		r->rss_t[n] = ht_reader__ts_to_ns(r, r->clocks[i].ts);
+		r->rss_v[n] = r->clocks[i].rss_kb;
+		n++;
+	}
+	*time_ns = r->rss_t;
+	*rss_kb = r->rss_v;
+	return n;
+}
+
+void ht_reader__close(struct ht_reader *r)
+{
+	if (!r)
+		return;
+	if (r->fd >= 0)
+		close(r->fd);
+	for (size_t i = 0; i < r->nstreams; i++)
+		free(r->streams[i].buf);
+	free(r->streams);
+	free(r->heap);
+	free(r->chunks);
+	free(r->clocks);
+	free(r->rss_t);
+	free(r->rss_v);
+	free(r->zbuf);
+	free(r->cmdline);
+	free(r->exe);
+	free(r->path);
+	if (r->dctx)
+		ZSTD_freeDCtx(r->dctx);
+	free(r);
+}
+
+const struct ht_trace_info *ht_reader__info(const struct ht_reader *r)
+{
+	return &r->info;
+}
+
+const char *ht_reader__error(const struct ht_reader *r)
+{
+	return r->err[0] ? r->err : NULL;
+}
+
+const char *ht_reader__warning(const struct ht_reader *r)
+{
+	return r->warn[0] ? r->warn : NULL;
+}
+
+void ht_reader__progress(const struct ht_reader *r, uint64_t *done, uint64_t *total)
+{
+	*done = r->done_bytes;
+	*total = r->total_bytes;
+}

@@ -1,0 +1,110 @@
+/* Reading heaptrail traces: open, validate, stream events merged across
+ * threads by (timestamp, thread, sequence number).
+ *
+ * Memory is bounded by the number of threads (one decoded chunk each) and
+ * the chunk index, never by the number of events.  On a truncated or
+ * corrupt file the reader yields every event it could decode, then
+ * ht_reader__next() returns 0 and ht_reader__error() says what is wrong and
+ * at which offset. */
+#ifndef HEAPTRAIL_TRACE_READER_H
+#define HEAPTRAIL_TRACE_READER_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "format.h"
+
+struct ht_reader; /* opaque */
+
+/* One decoded event. */
+struct ht_event {
+	uint8_t kind;       /* enum ht_kind */
+	uint8_t flags;      /* HT_F_* from the kind byte */
+	uint32_t tid;       /* thread */
+	uint64_t seq;       /* per-thread sequence number, from 0 */
+	uint64_t ts;        /* raw timestamp (ticks) */
+	uint64_t time_ns;   /* nanoseconds since the start of the recording */
+	uint64_t v[HT_MAX_FIELDS]; /* field values in ht_kind_descs order ('S' excluded) */
+	int nv;             /* values in v */
+	uint64_t usable;    /* allocator's usable size of the result block, 0 if none */
+	uint64_t duration;  /* ticks the call took ('d' field), 0 if not recorded */
+	const char *str;    /* string field ('S'), NUL-terminated, else NULL */
+	uint8_t part;       /* HT_PART_*: how a realloc is split in time */
+};
+
+/* A realloc (or reallocarray, mremap) that moves or frees its block both
+ * gives memory back, some time after it starts, and hands memory out,
+ * before it ends.  The reader delivers such a call twice: the RELEASE part
+ * at its start time, the ACQUIRE part at its end time, so that merged
+ * order stays right when other threads reuse either address meanwhile. */
+enum {
+	HT_PART_WHOLE = 0,   /* an ordinary event */
+	HT_PART_RELEASE = 1, /* the old block/range is released (start time) */
+	HT_PART_ACQUIRE = 2, /* the result is handed out (end time); counts the call */
+};
+
+/* Accessors that name the fields of the malloc API kinds. */
+uint64_t ht_event__result_ptr(const struct ht_event *e); /* 0 if none */
+uint64_t ht_event__size(const struct ht_event *e);       /* requested bytes */
+uint64_t ht_event__old_ptr(const struct ht_event *e);    /* realloc's input */
+int ht_event__frees_old(const struct ht_event *e);       /* realloc released old */
+/* The call is counted on this event (not on a RELEASE part). */
+static inline int ht_event__is_call(const struct ht_event *e) { return e->part != 1; }
+/* Release old now: a whole event that frees old, or a RELEASE part. */
+static inline int ht_event__release_now(const struct ht_event *e)
+{
+	return e->part != 2 && ht_event__frees_old(e);
+}
+/* Hand out the result now: a whole event or an ACQUIRE part. */
+static inline int ht_event__acquire_now(const struct ht_event *e) { return e->part != 1; }
+
+struct ht_trace_info {
+	uint32_t version;      /* format version */
+	int32_t pid, ppid;     /* traced process and its parent */
+	uint64_t flags;        /* HT_FILE_F_* */
+	uint64_t start_realtime_ns; /* wall clock at start */
+	uint64_t duration_ns;  /* from the header (closed) or the last clock sample */
+	double ts_per_ns;      /* fitted timestamp rate */
+	uint64_t events_hdr;   /* event count from the header, 0 if not closed */
+	uint64_t events_chunks; /* events announced by the chunks found */
+	uint64_t dropped;      /* events the recorder could not record */
+	uint32_t nchunks;      /* event chunks found */
+	uint32_t nthreads;     /* distinct threads in the chunks */
+	int closed;            /* header says the recorder closed the file */
+	int indexed;           /* the index was used (else the chunks were scanned) */
+	const char *cmdline;   /* argv joined by spaces */
+	const char *exe;       /* executable path */
+	uint64_t file_size;    /* bytes */
+	uint64_t start_brk;    /* where the heap begins */
+};
+
+/* Returns NULL and fills err (a one-line message naming the file) if the
+ * file cannot be read as a trace at all. */
+struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen);
+void ht_reader__close(struct ht_reader *r);
+const struct ht_trace_info *ht_reader__info(const struct ht_reader *r);
+
+/* Next event in time order: 1 = *ev filled, 0 = end (or stopped at an
+ * error: check ht_reader__error). ev->str stays valid until the next call. */
+int ht_reader__next(struct ht_reader *r, struct ht_event *ev);
+
+/* NULL if everything read cleanly, else "offset N: what is wrong". */
+const char *ht_reader__error(const struct ht_reader *r);
+/* Warnings that do not stop reading (not closed cleanly, ...), or NULL. */
+const char *ht_reader__warning(const struct ht_reader *r);
+
+/* Progress: bytes of chunk payload consumed so far, of the total. */
+void ht_reader__progress(const struct ht_reader *r, uint64_t *done, uint64_t *total);
+
+/* RSS samples from the clock chunks (time_ns since start, rss in KiB). */
+size_t ht_reader__rss_samples(const struct ht_reader *r, const uint64_t **time_ns,
+			      const uint64_t **rss_kb);
+
+/* Converts a raw timestamp to ns since the start. */
+uint64_t ht_reader__ts_to_ns(const struct ht_reader *r, uint64_t ts);
+
+const char *ht_kind_name(int kind);
+/* Parses a kind name (as printed by dump); -1 if unknown. */
+int ht_kind_parse(const char *name);
+
+#endif

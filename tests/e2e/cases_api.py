@@ -1,0 +1,311 @@
+"""The interposed API, one program calling every function (tests/progs/api_all.c),
+the control API of heaptrail.h, peaks, leaks and histograms."""
+
+import os
+import shutil
+
+import htformat
+from htlib import (case, check, check_event_sum, check_histogram, eq, expect,
+                   expect_calls, fail, live_set_check, skip, thread)
+
+API_ALL_CALLS = {
+    "malloc": 1, "free": 9, "calloc": 1, "realloc": 3, "reallocarray": 2,
+    "memalign": 1, "posix_memalign": 2, "aligned_alloc": 1, "valloc": 1,
+    "pvalloc": 1, "mallopt": 1, "malloc_trim": 1, "mmap": 4, "munmap": 4,
+    "mremap": 1, "brk": 1, "sbrk": 3, "shmget": 1, "shmat": 1, "shmdt": 1,
+    "shmctl": 1,
+}
+API_ALL_FAILED = {"reallocarray": 1, "posix_memalign": 1, "mmap": 1, "munmap": 1}
+# Requested sizes of the successful allocations, in program order.
+API_ALL_SIZES = [100, 200, 50, 5000, 100, 100, 100, 128, 100, 100]
+# mmap 1 MiB + mmap64 64 KiB + mmap 8 KiB grown by mremap to 16 KiB.
+API_ALL_MAPPED = (1 << 20) + 65536 + 16384
+
+
+def said(run):
+    """The 'name: number' lines a test program says on stdout."""
+    out = {}
+    for line in run.stdout.splitlines():
+        k, sep, v = line.partition(": ")
+        if sep and v.strip().isdigit():
+            out[k] = int(v)
+    return out
+
+
+def check_api_all(t, s, run):
+    v = said(run)
+    expect_calls(s, API_ALL_CALLS)
+    expect_calls(s, API_ALL_FAILED, key="failed")
+    expect(s, complete=True, closed=True, threads=1, thread_starts=1, forks=0,
+           free_null=1, bytes_allocated=sum(API_ALL_SIZES),
+           usable_bytes_allocated=v["usable"], peak_live_bytes=5300,
+           peak_live_usable_bytes=v["peak_usable"], peak_live_blocks=8,
+           live_bytes_at_exit=0, live_blocks_at_exit=0, live_usable_bytes_at_exit=0,
+           cross_thread_frees=0, unknown_frees=0, marks=[],
+           # realloc counts reallocarray too: realloc(NULL, 50) and
+           # reallocarray(NULL, ...) act as malloc, the overflow fails
+           realloc__calls=5, realloc__as_malloc=2, realloc__as_free=1,
+           realloc__failed=1, realloc__moved=v["moved"], realloc__in_place=1 - v["moved"],
+           # mmap, munmap and mremap calls
+           mmap__calls=9, mmap__bytes_mapped=API_ALL_MAPPED,
+           mmap__bytes_unmapped=API_ALL_MAPPED, mmap__live_mapped_bytes=0,
+           mmap__peak_mapped_bytes=API_ALL_MAPPED,
+           mmapped_chunks__allocations=0, mmapped_chunks__bytes=0,
+           heap_break__final=v["brk"])
+    # The break moves four times: the heap's first growth, malloc_trim's
+    # shrink, sbrk(4096) and brk() back.
+    expect(s, heap_break__changes=4)
+    check(s["thread_exits"] in (0, 1), "thread_exits %d" % s["thread_exits"])
+    check_event_sum(s)
+    check_histogram(s, API_ALL_SIZES)
+    me = thread(s, tid=v["pid"])
+    eq(len(s["per_thread"]), 1, "per_thread entries")
+    eq(me["allocations"], len(API_ALL_SIZES), "per_thread allocations")
+    eq(me["bytes_allocated"], sum(API_ALL_SIZES), "per_thread bytes_allocated")
+    eq(me["events"], s["events"], "per_thread events")
+    check(s["duration_ns"] > 0, "duration_ns %r" % s["duration_ns"])
+
+
+@case()
+def test_api_all(t):
+    """Every interposed function, through heaptrail record."""
+    out = t.path("api.ht")
+    r = t.record(out, [t.prog("api_all")])
+    s = t.stats(out)
+    check_api_all(t, s, r)
+    # the stderr line gives the event count
+    line = r.trace_line
+    check(str(s["events"]) in line.replace(",", ""),
+          "the heaptrail line does not give the event count %d: %r" % (s["events"], line))
+
+
+@case()
+def test_api_all_preload(t):
+    """The same with LD_PRELOAD and HEAPTRAIL_OUT; and the dump agrees."""
+    out = t.path("api.ht")
+    r = t.traced(out, [t.prog("api_all")])
+    eq(r.heaptrail_lines(), [], "heaptrail lines on stderr of a direct run")
+    s = t.stats(out)
+    check_api_all(t, s, r)
+    evs = t.dump(out)
+    eq(len(evs), s["events"], "dump lines")
+    kinds = [e.kind for e in evs]
+    for k, n in API_ALL_CALLS.items():
+        eq(kinds.count(k), n, "dump %s lines" % k)
+    reuse, unknown, live = live_set_check(evs)
+    eq(reuse, [], "addresses allocated while live")
+    eq(unknown, [], "frees of unknown blocks")
+    eq(live, {}, "blocks live at the end")
+    # time order, sequence numbers per thread from 0 without gaps
+    times = [e.time_ns for e in evs]
+    eq(times, sorted(times), "dump time order")
+    eq([e.seq for e in evs], list(range(len(evs))), "sequence numbers of the one thread")
+
+
+@case()
+def test_api_all_mtrace_alias(t):
+    """MTRACE_CTL_FILE names the output when HEAPTRAIL_OUT is not set."""
+    out = t.path("mtrace.ht")
+    r = t.run([t.prog("api_all")], env={"LD_PRELOAD": t.preload, "MTRACE_CTL_FILE": out},
+              check_rc=0)
+    check(os.path.isfile(out), "no trace at %s" % out)
+    check_api_all(t, t.stats(out), r)
+
+
+@case()
+def test_out_pid_pattern(t):
+    """HEAPTRAIL_OUT=...%p... puts the pid in the name."""
+    r = t.traced(t.path("t.%p.ht"), [t.prog("api_all")])
+    pid = said(r)["pid"]
+    eq(sorted(os.listdir(t.dir)), ["t.%d.ht" % pid], "files written")
+    check_api_all(t, t.stats(t.path("t.%d.ht" % pid)), r)
+
+
+@case()
+def test_record_default_name(t):
+    """record without -o writes heaptrail.<pid>.ht in the current directory."""
+    r = t.record(None, [t.prog("api_all")])
+    pid = said(r)["pid"]
+    name = "heaptrail.%d.ht" % pid
+    eq(sorted(os.listdir(t.dir)), [name], "files written")
+    check(name in r.trace_line, "the heaptrail line does not name %s" % name)
+    check_api_all(t, t.stats(t.path(name)), r)
+
+
+@case()
+def test_oracle_cross_check(t):
+    """An independent decoder of the format (htformat.py) reads the same
+    events as the C reader: event counts per kind and per thread."""
+    if not shutil.which("zstd"):
+        skip("no zstd tool for the independent decoder")
+    for name, argv in (("api", [t.prog("api_all")]),
+                       ("threads", [t.prog("threads"), "3", "5000"]),
+                       ("raw", [t.prog("threads"), "2", "3000"])):
+        out = t.path(name + ".ht")
+        env = {"HEAPTRAIL_ZSTD_LEVEL": "0"} if name == "raw" else None
+        t.traced(out, argv, env=env)
+        s = t.stats(out)
+        tr = htformat.Trace(out)
+        eq(tr.error, None, "%s: independent decoder error" % name)
+        eq(tr.closed, s["closed"], "%s: closed" % name)
+        eq(len(tr.events), s["events"], "%s: events" % name)
+        eq(tr.events_hdr, s["events"], "%s: events in the header" % name)
+        for k in s["calls"]:
+            eq(tr.count(k), s["calls"][k], "%s: %s calls" % (name, k))
+        eq(len({e.tid for e in tr.events}), s["threads"], "%s: threads" % name)
+        eq(tr.count("thread_start"), s["thread_starts"], "%s: thread starts" % name)
+        eq(tr.count("thread_exit"), s["thread_exits"], "%s: thread exits" % name)
+        for p in s["per_thread"]:
+            eq(sum(1 for e in tr.events if e.tid == p["tid"]), p["events"],
+               "%s: events of thread %d" % (name, p["tid"]))
+
+
+# ---- the control API (include/heaptrail.h) -----------------------------------
+
+@case()
+def test_api_marks(t):
+    """marks, pause/resume, sync, stop/start: events while paused or
+    stopped are absent."""
+    out = t.path("marks.ht")
+    r = t.traced(out, [t.prog("api_marks"), "marks"])
+    eq(r.stdout, "traced\n", "stdout")
+    s = t.stats(out)
+    expect_calls(s, {"malloc": 6, "free": 6})
+    expect(s, complete=True, closed=True, bytes_allocated=3 * 10 + 2 * 30 + 50,
+           live_blocks_at_exit=0, unknown_frees=0)
+    eq([m["label"] for m in s["marks"]], ["phase1", "phase2"], "mark labels")
+    times = [m["time_ns"] for m in s["marks"]]
+    eq(times, sorted(times), "mark times in order")
+    evs = t.dump(out)
+    kinds = [e.kind for e in evs]
+    eq(kinds.count("mark"), 2, "mark lines in dump")
+    # sizes recorded: 10 (x3), 30 (x2), 50 (x1); never 20 or 40
+    sizes = sorted(e.args[0] for e in evs if e.kind == "malloc")
+    eq(sizes, [10, 10, 10, 30, 30, 50], "sizes of the recorded mallocs")
+    # phase1 mark before the 10-byte mallocs, phase2 before the 30-byte ones
+    i1 = kinds.index("mark")
+    i2 = kinds.index("mark", i1 + 1)
+    eq([e.args[0] for e in evs[i1:i2] if e.kind == "malloc"], [10, 10, 10],
+       "mallocs between the marks")
+
+
+@case()
+def test_api_start_paused(t):
+    out = t.path("paused.ht")
+    r = t.traced(out, [t.prog("api_marks"), "paused"], env={"HEAPTRAIL_START_PAUSED": "1"})
+    eq(r.stdout, "traced\n", "stdout")
+    s = t.stats(out)
+    expect_calls(s, {"malloc": 2, "free": 2})
+    expect(s, bytes_allocated=40, complete=True, closed=True)
+
+
+@case()
+def test_api_toggle_signal(t):
+    out = t.path("toggle.ht")
+    t.traced(out, [t.prog("api_marks"), "toggle"], env={"HEAPTRAIL_TOGGLE_SIGNAL": "1"})
+    s = t.stats(out)
+    expect_calls(s, {"malloc": 3, "free": 3})
+    expect(s, bytes_allocated=10 + 2 * 30, complete=True)
+
+
+@case()
+def test_api_untraced(t):
+    """A program built against heaptrail.h runs without the tracer."""
+    for mode in ("marks", "paused"):
+        r = t.run([t.prog("api_marks"), mode], check_rc=0)
+        eq(r.stdout, "untraced\n", "stdout of api_marks %s" % mode)
+    for prog in ("peak", "cxx_new"):
+        t.run([t.prog(prog)], check_rc=0)
+    t.run([t.prog("dl_main"), t.prog("libtpdl.so")], check_rc=0)
+
+
+@case()
+def test_bad_env_values(t):
+    """Bad option values: a warning naming the variable, defaults kept."""
+    out = t.path("bad.ht")
+    env = {"HEAPTRAIL_FLUSH_INTERVAL": "soon", "HEAPTRAIL_START_PAUSED": "perhaps",
+           "HEAPTRAIL_FOLLOW_FORK": "2"}
+    r = t.traced(out, [t.prog("forker")], env=env)
+    for var in env:
+        check(any(var in l for l in r.stderr.splitlines()),
+              "no warning about %s on stderr:\n%s" % (var, r.stderr))
+    s = t.stats(out)  # not paused: recorded
+    expect_calls(s, {"malloc": 15, "free": 15})
+    child = int(r.stdout.split("child: ")[1])
+    check(os.path.isfile(out + ".%d" % child), "fork child file missing (default follow)")
+
+
+# ---- peaks, leaks, histograms -------------------------------------------------
+
+PEAK_SIZES = [1000] * 10 + [5000] * 3 + [100] + [8] + [100] * 2 + [3000] * 3
+
+
+@case()
+def test_peak_and_leaks(t):
+    out = t.path("peak.ht")
+    t.traced(out, [t.prog("peak")])
+    s = t.stats(out)
+    expect_calls(s, {"malloc": 20, "free": 18})
+    expect(s, bytes_allocated=sum(PEAK_SIZES), peak_live_bytes=15000,
+           peak_live_blocks=10, live_bytes_at_exit=5100, live_blocks_at_exit=2,
+           unknown_frees=0, cross_thread_frees=0, complete=True, closed=True)
+    check(s["live_usable_bytes_at_exit"] >= 5100, "live_usable_bytes_at_exit")
+    check(s["peak_live_usable_bytes"] >= 15000, "peak_live_usable_bytes")
+    check(s["usable_bytes_allocated"] >= sum(PEAK_SIZES), "usable_bytes_allocated")
+    marks = {m["label"]: m["time_ns"] for m in s["marks"]}
+    eq(sorted(marks), ["a", "b", "c", "d"], "marks")
+    check(marks["b"] <= s["peak_time_ns"] <= marks["c"],
+          "peak_time_ns %d not between marks b (%d) and c (%d)"
+          % (s["peak_time_ns"], marks["b"], marks["c"]))
+    check_histogram(s, PEAK_SIZES)
+    # lifetimes: one per freed block
+    eq(sum(b["count"] for b in s["lifetime_histogram"]), 18, "lifetime_histogram total")
+    bounds = [b["max_ns"] for b in s["lifetime_histogram"]]
+    eq(bounds, sorted(bounds), "lifetime_histogram bucket order")
+    check_event_sum(s)
+
+
+@case()
+def test_huge(t):
+    out = t.path("huge.ht")
+    t.traced(out, [t.prog("huge")])
+    s = t.stats(out)
+    expect_calls(s, {"malloc": 3, "calloc": 1, "realloc": 1, "free": 2})
+    expect_calls(s, {"malloc": 1, "calloc": 1, "realloc": 1}, key="failed")
+    gib = 1 << 30
+    expect(s, bytes_allocated=10 + gib, peak_live_bytes=10 + gib, peak_live_blocks=2,
+           live_blocks_at_exit=0, live_bytes_at_exit=0, unknown_frees=0,
+           realloc__calls=1, realloc__failed=1, realloc__moved=0, realloc__in_place=0,
+           mmapped_chunks__allocations=1, mmap__calls=0)
+    check(gib <= s["mmapped_chunks"]["bytes"] <= gib + 8192,
+          "mmapped_chunks.bytes %d" % s["mmapped_chunks"]["bytes"])
+    check_histogram(s, [10, gib])
+
+
+@case()
+def test_cxx_new_delete(t):
+    """new/delete reach malloc/free; nothrow new of a huge size fails.
+    Counted after the mark "main": 10 x new Foo (24 bytes), new char[1000],
+    vector reserve (4000), a failed nothrow new (its std::bad_alloc, thrown
+    and caught inside libstdc++, allocates 136 bytes); and before main,
+    libstdc++'s emergency exception pool (one malloc of 72704 bytes,
+    GCC 12)."""
+    out = t.path("cxx.ht")
+    t.traced(out, [t.prog("cxx_new")])
+    evs = t.dump(out)
+    marks = [i for i, e in enumerate(evs) if e.kind == "mark"]
+    eq(len(marks), 2, "marks")
+    body = evs[marks[0]:marks[1]]
+    mallocs = [e.args[0] for e in body if e.kind == "malloc"]
+    eq(mallocs[:12], [24] * 10 + [1000, 4000], "operator new sizes")
+    eq(len(mallocs), 14, "mallocs in main: %r" % mallocs)
+    eq(sum(1 for e in body if e.kind == "free"), 13, "frees in main")
+    failed = [e for e in body if e.kind == "malloc" and e.result_ptr() == 0]
+    eq(len(failed), 1, "failed mallocs in main")
+    before = [e for e in evs[:marks[0]] if e.kind in ("malloc", "calloc", "realloc")]
+    eq([(e.kind, e.args[0]) for e in before], [("malloc", 72704)],
+       "allocations before main (libstdc++'s emergency pool)")
+    s = t.stats(out)
+    expect_calls(s, {"malloc": 15, "free": 13})
+    expect_calls(s, {"malloc": 1}, key="failed")
+    expect(s, unknown_frees=0, live_blocks_at_exit=1, live_bytes_at_exit=72704)

@@ -1,0 +1,306 @@
+"""Processes: fork, exec, dlopen, crashes, kill -9, ways to exit, and what
+`heaptrail record` passes through (status, stdin/stdout), the output file's
+mode and symlink safety."""
+
+import os
+import signal
+import subprocess
+import time
+
+from htlib import (GLIBC_DTV_CALLOCS_PER_THREAD, case, check, eq, expect, expect_calls,
+                   fail, file_mode, kill_quietly, live_set_check)
+
+
+def child_pid(run, name="child"):
+    for line in run.stdout.splitlines():
+        if line.startswith(name + ": "):
+            return int(line.split(": ")[1])
+    fail("no '%s: PID' line in the output:\n%s" % (name, run.describe()))
+
+
+@case()
+def test_fork(t):
+    """Parent and child both allocate; each writes its own complete file."""
+    out = t.path("fork.ht")
+    r = t.record(out, [t.prog("forker")])
+    child = child_pid(r)
+    eq(sorted(os.listdir(t.dir)), sorted(["fork.ht", "fork.ht.%d" % child]), "files")
+    s = t.stats(out)
+    expect_calls(s, {"malloc": 15, "free": 15})
+    expect(s, forks=1, complete=True, closed=True, threads=1, unknown_frees=0,
+           live_blocks_at_exit=0, bytes_allocated=10 * 64 + 5 * 128)
+    c = t.stats(out + ".%d" % child)
+    expect_calls(c, {"malloc": 7, "free": 10})
+    # the child frees 3 blocks its parent allocated before the fork
+    expect(c, forks=0, complete=True, closed=True, threads=1, unknown_frees=3,
+           live_blocks_at_exit=0, bytes_allocated=7 * 96)
+    eq(c["per_thread"][0]["tid"], child, "the child's thread is the child")
+
+
+@case()
+def test_fork_not_followed(t):
+    out = t.path("fork.ht")
+    r = t.traced(out, [t.prog("forker")], env={"HEAPTRAIL_FOLLOW_FORK": "0"})
+    child_pid(r)
+    eq(sorted(os.listdir(t.dir)), ["fork.ht"], "files")
+    s = t.stats(out)
+    expect_calls(s, {"malloc": 15, "free": 15})
+    expect(s, forks=1, complete=True, closed=True)
+
+
+@case()
+def test_exec_not_followed(t):
+    """Without HEAPTRAIL_FOLLOW_EXEC the exec'ed program runs untraced."""
+    out = t.path("exec.ht")
+    r = t.record(out, [t.prog("execer"), "parent"])
+    eq(child_pid(r, "parent"), child_pid(r, "child"), "exec keeps the pid")
+    eq(sorted(os.listdir(t.dir)), ["exec.ht"], "files")
+    s = t.stats(out)
+    expect_calls(s, {"malloc": 4, "free": 4})
+    expect(s, complete=True, closed=True, bytes_allocated=800)
+
+
+@case()
+def test_exec_followed(t):
+    """With HEAPTRAIL_FOLLOW_EXEC=1 the new image writes NAME.PID."""
+    out = t.path("exec.ht")
+    r = t.traced(out, [t.prog("execer"), "parent"], env={"HEAPTRAIL_FOLLOW_EXEC": "1"})
+    pid = child_pid(r, "parent")
+    eq(sorted(os.listdir(t.dir)), ["exec.ht", "exec.ht.%d" % pid], "files")
+    s = t.stats(out)
+    expect_calls(s, {"malloc": 4, "free": 4})
+    expect(s, complete=True, closed=True, bytes_allocated=800)
+    c = t.stats(out + ".%d" % pid)
+    expect_calls(c, {"malloc": 6, "free": 6})
+    expect(c, complete=True, closed=True, bytes_allocated=1800)
+
+
+@case()
+def test_exec_failed(t):
+    """A failed exec: the same file goes on and closes cleanly at exit."""
+    out = t.path("exec.ht")
+    t.traced(out, [t.prog("execer"), "parent-fail"])
+    eq(sorted(os.listdir(t.dir)), ["exec.ht"], "files")
+    s = t.stats(out)
+    expect_calls(s, {"malloc": 6, "free": 6})
+    expect(s, complete=True, closed=True, bytes_allocated=4 * 200 + 2 * 210)
+
+
+@case()
+def test_dlopen(t):
+    """dlopen/dlclose of a library that allocates in its constructor,
+    destructor and functions; the marks split the trace."""
+    out = t.path("dl.ht")
+    t.traced(out, [t.prog("dl_main"), t.prog("libtpdl.so")])
+    s = t.stats(out)
+    eq([m["label"] for m in s["marks"]], ["dlopen", "opened", "dlclose", "closed"], "marks")
+    expect(s, complete=True, closed=True, unknown_frees=0)
+    evs = t.dump(out)
+    at = {e.text[-1]: i for i, e in enumerate(evs) if e.kind == "mark"}
+    # exactly the library's calls between "opened" and "dlclose"
+    body = evs[at["opened"] + 1:at["dlclose"]]
+    eq([(e.kind, e.args[:2]) for e in body if e.kind != "free"],
+       [("malloc", [777])] * 5 + [("calloc", [3, 111])], "allocations in tpdl_work")
+    eq(sum(1 for e in body if e.kind == "free"), 6, "frees in the body")
+    eq({e.kind for e in body}, {"malloc", "calloc", "free"}, "kinds in the body")
+    # the constructor's two blocks inside dlopen, freed inside dlclose
+    opening = evs[at["dlopen"] + 1:at["opened"]]
+    ctor = [e.result_ptr() for e in opening if e.kind == "malloc" and e.args[0] == 555]
+    eq(len(ctor), 2, "constructor mallocs inside dlopen")
+    closing = evs[at["dlclose"] + 1:at["closed"]]
+    freed = {e.args[0] for e in closing if e.kind == "free"}
+    check(set(ctor) <= freed, "the destructor's frees are not inside dlclose")
+    reuse, unknown, live = live_set_check(evs)
+    eq((len(reuse), len(unknown)), (0, 0), "live-set replay (reuse, unknown)")
+    eq(len(live), s["live_blocks_at_exit"], "live blocks: replay vs stats")
+    eq(s["calls"]["malloc"], sum(1 for e in evs if e.kind == "malloc"), "stats vs dump mallocs")
+
+
+@case()
+def test_crash_abort(t):
+    out = t.path("abort.ht")
+    t.record(out, [t.prog("crash"), "abort"], rc=128 + signal.SIGABRT)
+    crashed(t, out)
+
+
+@case()
+def test_crash_segv(t):
+    out = t.path("segv.ht")
+    t.record(out, [t.prog("crash"), "segv"], rc=128 + signal.SIGSEGV)
+    crashed(t, out)
+    # the same without record: the shell-visible status is the signal
+    out2 = t.path("segv2.ht")
+    r = t.traced(out2, [t.prog("crash"), "segv"], rc=-signal.SIGSEGV)
+    crashed(t, out2)
+    check(r.rc == -signal.SIGSEGV, "killed by SIGSEGV")
+
+
+def crashed(t, out):
+    s = t.stats(out)
+    expect_calls(s, {"malloc": 20, "free": 5})
+    expect(s, complete=True, live_blocks_at_exit=15, live_bytes_at_exit=15 * 64,
+           bytes_allocated=20 * 64)
+
+
+@case()
+def test_exit_status(t):
+    """record exits with the program's status."""
+    out = t.path("x.ht")
+    t.record(out, [t.prog("crash"), "exit", "3"], rc=3)
+    crashed(t, out)
+    t.record(out, [t.prog("passthru"), "0"], rc=0)
+    t.record(out, [t.prog("passthru"), "42"], rc=42)
+    t.record(out, [t.prog("passthru"), "-%d" % signal.SIGTERM], rc=128 + signal.SIGTERM)
+    t.record(out, [t.prog("passthru"), "-%d" % signal.SIGKILL], rc=128 + signal.SIGKILL)
+
+
+@case()
+def test_record_stderr(t):
+    """record adds exactly one 'heaptrail:' line to stderr, however the
+    program ends."""
+    for argv, rc in (([t.prog("passthru"), "0"], 0),
+                     ([t.prog("passthru"), "3"], 3),
+                     ([t.prog("crash"), "abort"], 128 + signal.SIGABRT),
+                     ([t.prog("crash"), "segv"], 128 + signal.SIGSEGV),
+                     ([t.prog("passthru"), "-%d" % signal.SIGTERM], 128 + signal.SIGTERM),
+                     ([t.prog("passthru"), "-%d" % signal.SIGKILL], 128 + signal.SIGKILL)):
+        out = t.path("s.ht")
+        r = t.record(out, argv, rc=rc)
+        eq(r.heaptrail_lines(), [r.trace_line],
+           "'heaptrail:' lines of %s (exit %d)" % (" ".join(argv[1:]), rc))
+
+
+@case()
+def test_stdio_passthrough(t):
+    """stdin and stdout pass through byte for byte; the program's stderr too."""
+    data = bytes(range(256)) * 4096 + b"\0\n\r\x1b[0m end"
+    out = t.path("p.ht")
+    r = t.record(out, [t.prog("passthru"), "7"], stdin=data, rc=7)
+    check(r.out == data, "stdout differs from stdin (%d vs %d bytes)" % (len(r.out), len(data)))
+    lines = r.stderr.splitlines()
+    check("passthru: %d bytes" % len(data) in lines, "the program's stderr line is missing")
+    eq(len(lines), 2, "stderr lines (the program's and heaptrail's)")
+    r0 = t.run([t.prog("passthru"), "7"], stdin=data)
+    eq(r0.rc, 7, "untraced status")
+    check(r0.out == r.out, "traced and untraced stdout differ")
+
+
+@case()
+def test_kill9(t):
+    """kill -9 after the program said it was ready: every event older than
+    two flush intervals is in the file."""
+    for interval_ms, env in ((100, {}), (20, {"HEAPTRAIL_FLUSH_INTERVAL": "20"})):
+        out = t.path("kill%d.ht" % interval_ms)
+        e = t.base_env({"LD_PRELOAD": t.preload, "HEAPTRAIL_OUT": out})
+        e.update(env)
+        p = subprocess.Popen([t.prog("killme")], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=e, cwd=t.dir)
+        try:
+            line = p.stdout.readline().decode()
+            check(line.startswith("ready "), "killme said %r" % line)
+            time.sleep(3 * interval_ms / 1000.0 + 0.05)
+            p.kill()
+            p.wait(timeout=30)
+        finally:
+            kill_quietly(p.pid)
+            p.wait()
+        eq(p.returncode, -signal.SIGKILL, "killme status")
+        s = t.stats(out, rc=None)
+        expect_calls(s, {"malloc": 1000, "free": 400})
+        expect(s, closed=False, live_blocks_at_exit=600, bytes_allocated=40000)
+        rc = s["_run"].rc
+        # The writer may have been killed while appending its periodic
+        # clock record; then the tail is torn and the file is incomplete.
+        eq(rc, 0 if s["complete"] else 1, "stats exit status (complete=%s)" % s["complete"])
+
+
+@case()
+def test_kill9_record(t):
+    """record passes 128+9 through when the program is killed."""
+    out = t.path("k.ht")
+    p = subprocess.Popen([t.heaptrail, "record", "-o", out, "--", t.prog("killme")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=t.base_env(), cwd=t.dir)
+    try:
+        line = p.stdout.readline().decode()
+        check(line.startswith("ready "), "killme said %r" % line)
+        time.sleep(0.35)
+        os.kill(int(line.split()[1]), signal.SIGKILL)
+        _, err = p.communicate(timeout=30)
+    finally:
+        kill_quietly(p.pid)
+        p.wait()
+    eq(p.returncode, 128 + signal.SIGKILL, "record status")
+    hl = [l for l in err.decode().splitlines() if l.startswith("heaptrail:") and "k.ht" in l]
+    eq(len(hl), 1, "heaptrail lines on stderr naming the trace")
+    s = t.stats(out, rc=None)
+    expect_calls(s, {"malloc": 1000, "free": 400})
+
+
+@case()
+def test_exit_modes(t):
+    """_exit, _Exit, exit, atexit handlers, exit() from a thread."""
+    for mode, rc, calls in (("_exit", 5, {"malloc": 10, "free": 4}),
+                            ("_Exit", 6, {"malloc": 10, "free": 4}),
+                            ("exit", 0, {"malloc": 10, "free": 4}),
+                            ("atexit", 0, {"malloc": 11, "free": 5})):
+        out = t.path(mode + ".ht")
+        t.traced(out, [t.prog("exiter"), mode], rc=rc)
+        s = t.stats(out)
+        expect_calls(s, calls)
+        expect(s, complete=True, closed=True, live_blocks_at_exit=6,
+               live_bytes_at_exit=6 * 32)
+    out = t.path("thread-exit.ht")
+    t.traced(out, [t.prog("exiter"), "thread-exit"], rc=7)
+    s = t.stats(out)
+    expect_calls(s, {"malloc": 5, "free": 1, "calloc": GLIBC_DTV_CALLOCS_PER_THREAD})
+    expect(s, complete=True, closed=True, threads=2,
+           live_blocks_at_exit=4 + GLIBC_DTV_CALLOCS_PER_THREAD)
+
+
+@case()
+def test_output_mode_0600(t):
+    out = t.path("mode.ht")
+    old = os.umask(0)
+    try:
+        t.record(out, [t.prog("api_all")])
+    finally:
+        os.umask(old)
+    eq(oct(file_mode(out)), oct(0o600), "trace file mode")
+
+
+@case()
+def test_symlink_not_followed(t):
+    """A symlink planted at the output path is not followed: its target is
+    untouched, the program still runs."""
+    target = t.path("precious.txt")
+    with open(target, "w") as f:
+        f.write("precious\n")
+    os.chmod(target, 0o644)
+    out = t.path("trap.ht")
+    os.symlink(target, out)
+    r = t.run([t.heaptrail, "record", "-o", out, "--", t.prog("passthru"), "0"],
+              stdin=b"hello")
+    eq(r.rc, 0, "the program's status")
+    eq(r.out, b"hello", "the program's output")
+    with open(target) as f:
+        eq(f.read(), "precious\n", "symlink target content")
+    eq(oct(file_mode(target)), oct(0o644), "symlink target mode")
+    check(os.path.islink(out), "the symlink was replaced")
+    # a dangling symlink: nothing is created at its target
+    ghost = t.path("ghost.txt")
+    out2 = t.path("trap2.ht")
+    os.symlink(ghost, out2)
+    t.traced(out2, [t.prog("passthru"), "0"])
+    check(not os.path.exists(ghost), "a file was created through a dangling symlink")
+
+
+@case()
+def test_old_trace_replaced(t):
+    """An old regular file at the output path is replaced by the new trace."""
+    out = t.path("old.ht")
+    with open(out, "wb") as f:
+        f.write(b"junk" * 1000)
+    t.traced(out, [t.prog("crash"), "exit", "0"])
+    s = t.stats(out)
+    expect_calls(s, {"malloc": 20, "free": 5})

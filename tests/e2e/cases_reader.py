@@ -1,0 +1,175 @@
+"""The analyzers on bad input: missing, empty, directory, random bytes,
+truncated and corrupted traces, and usage errors.  Data errors exit 1 with
+one line naming the file (and for a trace, the offset); usage errors exit 2;
+nothing crashes."""
+
+import os
+import random
+import struct
+
+import htformat
+from htlib import case, check, eq, expect_calls, fail
+
+HEADER_SIZE = htformat.HEADER.size
+CHUNK_SIZE = htformat.CHUNK.size
+
+
+def error_lines(run, path):
+    """The stderr lines that name the file."""
+    return [l for l in run.stderr.splitlines() if path in l]
+
+
+def data_error(t, args, path, what):
+    r = t.tool(args)
+    eq(r.rc, 1, "%s: exit status of `heaptrail %s`:\n%s" % (what, " ".join(args), r.describe()))
+    check(r.rc < 128, "crashed")
+    lines = error_lines(r, path)
+    eq(len(lines), 1, "%s: lines on stderr naming %s:\n%s" % (what, path, r.stderr))
+    return r, lines[0]
+
+
+@case()
+def test_bad_files(t):
+    missing = t.path("missing.ht")
+    empty = t.path("empty.ht")
+    open(empty, "wb").close()
+    directory = t.path("dir.ht")
+    os.mkdir(directory)
+    rnd = t.path("random.ht")
+    with open(rnd, "wb") as f:
+        f.write(random.Random(7).randbytes(100000))
+    magic_only = t.path("magic.ht")
+    with open(magic_only, "wb") as f:
+        f.write(htformat.MAGIC + b"\0" * 16)
+    text = t.path("text.ht")
+    with open(text, "w") as f:
+        f.write("this is not a trace\n" * 100)
+    for path in (missing, empty, directory, rnd, magic_only, text):
+        for cmd in (["stats", path], ["stats", path, "--json"], ["dump", path]):
+            data_error(t, cmd, path, os.path.basename(path))
+
+
+def good_trace(t):
+    out = t.path("good.ht")
+    t.traced(out, [t.prog("threads"), "3", "20000"])
+    s = t.stats(out)
+    return out, s
+
+
+def chunk_offsets(path):
+    """(offset, header tuple) of every chunk, from the header's chunk section."""
+    with open(path, "rb") as f:
+        data = f.read()
+    tr = htformat.Trace(path)
+    pos = tr.sections[htformat.SEC_CHUNKS][0]
+    res = []
+    while pos + CHUNK_SIZE <= len(data):
+        h = htformat.CHUNK.unpack_from(data, pos)
+        if h[0] != htformat.CHUNK_MAGIC:
+            break
+        res.append((pos, h))
+        pos += CHUNK_SIZE + h[5]
+    return data, res
+
+
+@case()
+def test_truncated(t):
+    """Truncated copies of a good trace: partial results, complete=false,
+    exit 1, a one-line error naming the file and an offset."""
+    out, full = good_trace(t)
+    data, chunks = chunk_offsets(out)
+    events = [c for c in chunks if c[1][1] == htformat.CHUNK_EVENTS]
+    check(len(events) >= 4, "the trace has only %d event chunks" % len(events))
+    mid = events[len(events) // 2][0]
+    cuts = {
+        "inside the header": HEADER_SIZE // 2,
+        "after the header": chunks[0][0],
+        "inside a chunk header": mid + CHUNK_SIZE // 2,
+        "inside a chunk payload": mid + CHUNK_SIZE + events[len(events) // 2][1][5] // 2,
+        "at a chunk boundary": mid,
+        "before the index": chunks[-1][0] if chunks[-1][1][1] == htformat.CHUNK_INDEX
+        else len(data) - 1,
+        "one byte short": len(data) - 1,
+    }
+    for what, size in sorted(cuts.items(), key=lambda kv: kv[1]):
+        path = t.path("cut-%d.ht" % size)
+        with open(path, "wb") as f:
+            f.write(data[:size])
+        if size < HEADER_SIZE:
+            data_error(t, ["stats", path, "--json"], path, what)
+            continue
+        s = t.stats(path, rc=1)
+        eq(s["complete"], False, "%s (%d bytes): complete" % (what, size))
+        r = s["_run"]
+        lines = error_lines(r, path)
+        eq(len(lines), 1, "%s: error lines naming the file:\n%s" % (what, r.stderr))
+        check(any(ch.isdigit() for ch in lines[0].replace(path, "")),
+              "%s: the error gives no offset: %r" % (what, lines[0]))
+        check(s["events"] <= full["events"], "%s: more events than the whole" % what)
+        check(s["calls"]["malloc"] <= full["calls"]["malloc"], "%s: mallocs" % what)
+        if size > mid + CHUNK_SIZE:
+            check(s["events"] > 0, "%s: no partial results" % what)
+        if size >= chunks[-1][0] and chunks[-1][1][1] == htformat.CHUNK_INDEX:
+            # only the index is missing: every event is there
+            eq(s["events"], full["events"], "%s: events" % what)
+            expect_calls(s, {k: v for k, v in full["calls"].items() if v})
+        # dump prints what it could read, then fails the same way
+        r = t.tool(["dump", path])
+        eq(r.rc, 1, "%s: dump exit status" % what)
+        eq(len([l for l in r.stdout.splitlines() if l.strip()]), s["events"],
+           "%s: dump lines vs stats events" % what)
+        eq(len(error_lines(r, path)), 1, "%s: dump error lines" % what)
+
+
+@case()
+def test_corrupt_chunk(t):
+    """A flipped byte in a chunk: detected (exit 1, one line with the file
+    and an offset) where the format can tell, never a crash."""
+    out, full = good_trace(t)
+    data, chunks = chunk_offsets(out)
+    events = [c for c in chunks if c[1][1] == htformat.CHUNK_EVENTS]
+    off, h = events[len(events) // 2]
+
+    def variant(name, pos, xor):
+        b = bytearray(data)
+        b[pos] ^= xor
+        path = t.path(name + ".ht")
+        with open(path, "wb") as f:
+            f.write(b)
+        return path
+
+    # detectable: chunk magic, chunk type, sizes that disagree with the payload
+    for name, pos in (("magic", off), ("type", off + 4), ("comp_size", off + 16 + 1),
+                      ("raw_size", off + 20)):
+        path = variant(name, pos, 0x40)
+        s = t.stats(path, rc=1)
+        eq(s["complete"], False, "%s flipped: complete" % name)
+        lines = error_lines(s["_run"], path)
+        eq(len(lines), 1, "%s flipped: error lines naming the file:\n%s"
+           % (name, s["_run"].stderr))
+        check(s["events"] < full["events"] or name == "type",
+              "%s flipped: all events read" % name)
+    # inside the payload: maybe detected, maybe not; never a crash
+    rng = random.Random(11)
+    for i in range(8):
+        pos = off + CHUNK_SIZE + rng.randrange(h[5])
+        path = variant("payload%d" % i, pos, 1 << rng.randrange(8))
+        for cmd in (["stats", path, "--json"], ["dump", path]):
+            r = t.tool(cmd)
+            check(r.rc in (0, 1), "payload flip at %d: `%s` exit %d:\n%s"
+                  % (pos, " ".join(cmd), r.rc, r.stderr[-2000:]))
+            if r.rc == 1:
+                eq(len(error_lines(r, path)), 1, "payload flip: error lines")
+
+
+@case()
+def test_usage_errors(t):
+    out, _ = good_trace(t)
+    for args in ([], ["frobnicate"], ["stats"], ["dump"], ["stats", out, "--nope"],
+                 ["dump", out, "--kind", "nosuchkind"], ["dump", out, "--tid", "abc"],
+                 ["dump", out, "--from", "later"], ["stats", out, out, "--json", "--x"]):
+        r = t.tool(args)
+        eq(r.rc, 2, "`heaptrail %s` exit status:\n%s" % (" ".join(args), r.describe()))
+        check(r.stderr.strip() != "", "`heaptrail %s`: no message" % " ".join(args))
+    r = t.tool(["record"])
+    eq(r.rc, 2, "`heaptrail record` without a command")

@@ -1,0 +1,150 @@
+"""Threads: per-thread counts and names, cross-thread frees, a thread that
+ends before main, and the pointer hand-off ordering test."""
+
+import htlib
+from htlib import (GLIBC_DTV_CALLOCS_PER_THREAD, GLIBC_THREAD_EXIT_FREE_NULLS, case,
+                   check, check_event_sum, eq, expect, expect_calls, live_set_check,
+                   thread)
+
+
+@case()
+def test_threads(t):
+    """4 named threads x 10000 malloc/free pairs."""
+    n, m = 4, 10000
+    out = t.path("threads.ht")
+    t.record(out, [t.prog("threads"), n, m])
+    s = t.stats(out)
+    nulls = n * GLIBC_THREAD_EXIT_FREE_NULLS
+    expect_calls(s, {"malloc": n * m, "free": n * m + nulls,
+                     "calloc": n * GLIBC_DTV_CALLOCS_PER_THREAD})
+    expect(s, complete=True, closed=True, threads=n + 1, thread_starts=n + 1,
+           thread_exits=n, free_null=nulls, unknown_frees=0, cross_thread_frees=0,
+           live_blocks_at_exit=n * GLIBC_DTV_CALLOCS_PER_THREAD)
+    eq(len(s["per_thread"]), n + 1, "per_thread entries")
+    total = 0
+    for i in range(n):
+        p = thread(s, name="worker-%d" % i)
+        eq(p["allocations"], m, "allocations of worker-%d" % i)
+        check(p["frees"] in (m, m + GLIBC_THREAD_EXIT_FREE_NULLS),
+              "frees of worker-%d: %d" % (i, p["frees"]))
+        # thread_start, thread_name, m pairs, thread_exit, glibc's free(NULL)s
+        eq(p["events"], 2 * m + 3 + GLIBC_THREAD_EXIT_FREE_NULLS,
+           "events of worker-%d" % i)
+        want = sum(16 + (k + i) % 256 for k in range(m))
+        eq(p["bytes_allocated"], want, "bytes_allocated of worker-%d" % i)
+        total += p["events"]
+    main = [p for p in s["per_thread"] if not p["name"].startswith("worker-")]
+    eq(len(main), 1, "one thread besides the workers")
+    eq(main[0]["allocations"], n * GLIBC_DTV_CALLOCS_PER_THREAD, "allocations of main")
+    eq(total + main[0]["events"], s["events"], "per_thread events add up")
+    # events: the calls, the thread records and the names
+    check_event_sum(s, extra=n)  # n thread_name records
+
+
+@case()
+def test_threads_dump_filters(t):
+    """dump --tid / --kind / --from / --to on a multi-threaded trace."""
+    out = t.path("threads.ht")
+    t.traced(out, [t.prog("threads"), 3, 2000])
+    s = t.stats(out)
+    every = t.dump(out)
+    eq(len(every), s["events"], "dump lines")
+    times = [e.time_ns for e in every]
+    eq(times, sorted(times), "dump is in time order")
+    w1 = thread(s, name="worker-1")
+    mine = t.dump(out, ["--tid", str(w1["tid"])])
+    eq({e.tid for e in mine}, {w1["tid"]}, "tids with --tid")
+    eq(len(mine), w1["events"], "events with --tid")
+    eq([e.seq for e in mine], list(range(len(mine))), "sequence numbers of one thread")
+    mf = t.dump(out, ["--kind", "malloc,free"])
+    eq({e.kind for e in mf}, {"malloc", "free"}, "kinds with --kind malloc,free")
+    eq(len(mf), s["calls"]["malloc"] + s["calls"]["free"], "events with --kind malloc,free")
+    names = t.dump(out, ["--kind", "thread_name"])
+    eq(sorted(e.text[-1] for e in names), ["worker-0", "worker-1", "worker-2"],
+       "thread names in dump")
+    # a time window: the middle third of the events
+    lo = every[len(every) // 3].time_ns
+    hi = every[2 * len(every) // 3].time_ns
+    win = t.dump(out, ["--from", str(lo), "--to", str(hi)])
+    want = [e.line for e in every if lo <= e.time_ns <= hi]
+    check(len(win) > 0, "no events in the window")
+    eq(len(win), len(want), "events with --from %d --to %d" % (lo, hi))
+    check(all(lo <= e.time_ns <= hi for e in win), "events outside the window")
+    both = t.dump(out, ["--tid", str(w1["tid"]), "--kind", "malloc"])
+    eq(len(both), 2000, "mallocs of worker-1")
+
+
+@case()
+def test_cross_thread_frees(t):
+    n = 5000
+    out = t.path("xfree.ht")
+    t.traced(out, [t.prog("xfree"), n])
+    s = t.stats(out)
+    nulls = 2 * GLIBC_THREAD_EXIT_FREE_NULLS
+    expect_calls(s, {"malloc": 2 * n, "free": 2 * n + nulls,
+                     "calloc": 2 * GLIBC_DTV_CALLOCS_PER_THREAD})
+    expect(s, cross_thread_frees=2 * n, unknown_frees=0, free_null=nulls,
+           bytes_allocated=n * 32 + n * 48 + dtv_bytes(t, out),
+           live_blocks_at_exit=2 * GLIBC_DTV_CALLOCS_PER_THREAD, threads=3,
+           complete=True, closed=True)
+
+
+def dtv_bytes(t, out):
+    """Bytes of glibc's DTV callocs (nmemb x size as dump shows them)."""
+    return sum(e.args[0] * e.args[1] for e in t.dump(out, ["--kind", "calloc"]))
+
+
+@case()
+def test_ctor_thread(t):
+    """A thread started and joined by a constructor: it ends before main."""
+    out = t.path("ctor.ht")
+    t.traced(out, [t.prog("ctor_thread")])
+    s = t.stats(out)
+    expect_calls(s, {"malloc": 5, "free": 5 + GLIBC_THREAD_EXIT_FREE_NULLS,
+                     "calloc": GLIBC_DTV_CALLOCS_PER_THREAD})
+    expect(s, threads=2, thread_starts=2, thread_exits=1, unknown_frees=0,
+           complete=True, closed=True, bytes_allocated=3 * 48 + 2 * 80 + dtv_bytes(t, out))
+    early = thread(s, name="ctor-thread")
+    eq(early["allocations"], 3, "allocations of ctor-thread")
+    eq(early["bytes_allocated"], 3 * 48, "bytes of ctor-thread")
+    evs = t.dump(out, ["--kind", "malloc,thread_exit"])
+    exit_i = [i for i, e in enumerate(evs) if e.kind == "thread_exit"]
+    eq(len(exit_i), 1, "thread_exit lines")
+    eq([e.args[0] for e in evs[exit_i[0]:] if e.kind == "malloc"], [80, 80],
+       "mallocs after the early thread ended (main's)")
+
+
+def handoff(t, env, rounds=1000000):
+    out = t.path("handoff.ht")
+    t.traced(out, [t.prog("handoff"), rounds], env=env, timeout=240)
+    s = t.stats(out, timeout=240)
+    nulls = 2 * GLIBC_THREAD_EXIT_FREE_NULLS
+    expect_calls(s, {"malloc": 2 * rounds, "free": 2 * rounds + nulls,
+                     "calloc": 2 * GLIBC_DTV_CALLOCS_PER_THREAD})
+    expect(s, cross_thread_frees=2 * rounds, unknown_frees=0, free_null=nulls,
+           live_blocks_at_exit=2 * GLIBC_DTV_CALLOCS_PER_THREAD, complete=True,
+           closed=True, threads=3)
+    evs = t.dump(out, ["--kind", "malloc,free,calloc"], timeout=300)
+    eq(len(evs), s["calls"]["malloc"] + s["calls"]["free"] + s["calls"]["calloc"],
+       "dump lines")
+    reuse, unknown, live = live_set_check(evs)
+    if reuse or unknown:
+        ex = reuse[0] if reuse else (None, unknown[0])
+        htlib.fail("merged trace out of order: %d allocations of a live address, %d frees "
+                   "of a block not live; first: %r then %r" % (
+                       len(reuse), len(unknown), ex[0], ex[1]))
+    eq(len(live), 2 * GLIBC_DTV_CALLOCS_PER_THREAD, "blocks live at the end (the DTVs)")
+
+
+@case(timeout=300, labels=("slow",))
+def test_handoff(t):
+    """Two threads hand 1M blocks each to each other through lock-free
+    slots; the merged trace never shows an address allocated while live."""
+    handoff(t, None)
+
+
+@case(timeout=300, labels=("slow",))
+def test_handoff_no_tcache(t):
+    """The same without glibc's tcache: freed blocks go straight back to the
+    arena, so the other thread's next malloc often returns them."""
+    handoff(t, {"GLIBC_TUNABLES": "glibc.malloc.tcache_count=0"})

@@ -1,0 +1,471 @@
+"""Helpers for the heaptrail end-to-end tests (stdlib only).
+
+A test case is a function `test_NAME(t)` in a module `cases_*.py`, taking a
+`T` (below): it runs programs under the tracer, reads the traces back with
+`heaptrail stats --json` and `heaptrail dump`, and asserts exact numbers.
+tests/e2e/run.py finds the cases and runs one of them; tests/CMakeLists.txt
+registers each case with ctest.
+"""
+
+import glob
+import json
+import os
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77  # ctest SKIP_RETURN_CODE
+
+# Every function the recorder interposes, as named in stats' "calls".
+CALL_KINDS = [
+    "malloc", "free", "calloc", "realloc", "reallocarray", "memalign",
+    "posix_memalign", "aligned_alloc", "valloc", "pvalloc", "mallopt",
+    "malloc_trim", "mmap", "munmap", "mremap", "brk", "sbrk", "shmget",
+    "shmat", "shmdt", "shmctl",
+]
+
+# Kinds that hand out a heap block, and the index of the block's address
+# among the values dump prints (arguments first, then results).
+ALLOC_KINDS = {
+    "malloc", "calloc", "realloc", "reallocarray", "memalign",
+    "posix_memalign", "aligned_alloc", "valloc", "pvalloc",
+}
+
+# glibc 2.36 calls free(NULL) twice in every thread that ends through
+# pthread_exit or a return from its start routine, after the thread's
+# TSD destructors have run (__libc_thread_freeres).  The recorder sees
+# these calls like any other: tests account for them explicitly.
+GLIBC_THREAD_EXIT_FREE_NULLS = 2
+
+# glibc allocates the DTV of every new thread with calloc, in the thread
+# that calls pthread_create; it is kept with the cached thread stack and
+# never freed before the process ends.
+GLIBC_DTV_CALLOCS_PER_THREAD = 1
+
+
+def case(timeout=60, labels=()):
+    """Decorator: sets the ctest TIMEOUT and LABELS of a case."""
+    def deco(fn):
+        fn.ht_case = {"timeout": timeout, "labels": ("e2e",) + tuple(labels)}
+        return fn
+    return deco
+
+
+class Failure(Exception):
+    pass
+
+
+class Skipped(Exception):
+    pass
+
+
+def skip(why):
+    raise Skipped(why)
+
+
+def fail(msg):
+    raise Failure(msg)
+
+
+def check(cond, msg):
+    if not cond:
+        raise Failure(msg)
+
+
+def eq(actual, expected, what):
+    if actual != expected:
+        raise Failure("%s: got %r, expected %r" % (what, actual, expected))
+
+
+class Run:
+    """Result of a program run: rc, stdout, stderr (bytes) and timing."""
+
+    def __init__(self, argv, rc, out, err, secs):
+        self.argv = argv
+        self.rc = rc
+        self.out = out
+        self.err = err
+        self.secs = secs
+
+    @property
+    def stdout(self):
+        return self.out.decode("utf-8", "replace")
+
+    @property
+    def stderr(self):
+        return self.err.decode("utf-8", "replace")
+
+    def heaptrail_lines(self):
+        return [l for l in self.stderr.splitlines() if l.startswith("heaptrail:")]
+
+    def describe(self):
+        return "%s: exit %s\n--- stdout\n%s\n--- stderr\n%s" % (
+            " ".join(self.argv), self.rc, self.stdout[-3000:], self.stderr[-3000:])
+
+
+class T:
+    """The context of one test case."""
+
+    def __init__(self, build_dir, progs_dir, name, keep=False):
+        self.build_dir = os.path.abspath(build_dir)
+        self.progs_dir = os.path.abspath(progs_dir)
+        self.heaptrail = os.path.join(self.build_dir, "heaptrail")
+        self.preload = os.path.join(self.build_dir, "libheaptrail.so")
+        self.name = name
+        self.keep = keep
+        self.dir = tempfile.mkdtemp(prefix="ht-%s-" % name)
+        self.log = []
+
+    # ---- paths ----------------------------------------------------------
+    def prog(self, name):
+        p = os.path.join(self.progs_dir, name)
+        check(os.access(p, os.X_OK), "test program %s is not built" % p)
+        return p
+
+    def path(self, *parts):
+        return os.path.join(self.dir, *parts)
+
+    def note(self, msg):
+        self.log.append(msg)
+
+    # ---- running --------------------------------------------------------
+    def base_env(self, extra=None):
+        env = dict(os.environ)
+        for k in list(env):
+            if k.startswith("HEAPTRAIL_") or k in ("MTRACE_CTL_FILE", "LD_PRELOAD",
+                                                  "GLIBC_TUNABLES"):
+                del env[k]
+        env["LC_ALL"] = "C"
+        if extra:
+            for k, v in extra.items():
+                if v is None:
+                    env.pop(k, None)
+                else:
+                    env[k] = v
+        return env
+
+    def run(self, argv, env=None, stdin=None, timeout=60, cwd=None, check_rc=None):
+        """Runs argv with a clean environment plus env; returns a Run."""
+        argv = [str(a) for a in argv]
+        t0 = time.monotonic()
+        try:
+            p = subprocess.run(argv, input=stdin if stdin is not None else b"",
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env=self.base_env(env), timeout=timeout,
+                               cwd=cwd or self.dir)
+        except subprocess.TimeoutExpired as e:
+            fail("%s: did not finish within %ss\n--- stderr\n%s" % (
+                " ".join(argv), timeout, (e.stderr or b"").decode("utf-8", "replace")))
+        r = Run(argv, p.returncode, p.stdout, p.stderr, time.monotonic() - t0)
+        self.note(r.describe())
+        if check_rc is not None and r.rc != check_rc:
+            fail("expected exit %d from %s" % (check_rc, r.describe()))
+        return r
+
+    def record(self, out, argv, env=None, stdin=None, timeout=60, rc=0):
+        """heaptrail record -o OUT -- argv; checks the exit status and the
+        one 'heaptrail:' line on stderr naming OUT."""
+        cmd = [self.heaptrail, "record"]
+        if out is not None:
+            cmd += ["-o", out]
+        r = self.run(cmd + ["--"] + list(argv), env=env, stdin=stdin, timeout=timeout)
+        if rc is not None and r.rc != rc:
+            fail("expected exit %s from %s" % (rc, r.describe()))
+        # Exactly one 'heaptrail:' line is the contract; test_record_stderr
+        # checks that.  Here: exactly one of them names the trace.
+        lines = r.heaptrail_lines()
+        name = os.path.basename(out) if out is not None else ".ht"
+        naming = [l for l in lines if name in l]
+        check(len(naming) == 1, "expected one 'heaptrail:' line naming %s on stderr, got %d:\n%s"
+              % (name, len(naming), r.describe()))
+        r.trace_line = naming[0]
+        return r
+
+    def traced(self, out, argv, env=None, stdin=None, timeout=60, rc=0):
+        """Runs argv with LD_PRELOAD=libheaptrail.so and HEAPTRAIL_OUT=out."""
+        e = {"LD_PRELOAD": self.preload, "HEAPTRAIL_OUT": out}
+        e.update(env or {})
+        r = self.run(argv, env=e, stdin=stdin, timeout=timeout)
+        if rc is not None and r.rc != rc:
+            fail("expected exit %s from %s" % (rc, r.describe()))
+        return r
+
+    # ---- reading traces -------------------------------------------------
+    def tool(self, args, timeout=120):
+        return self.run([self.heaptrail] + list(args), timeout=timeout)
+
+    def stats(self, path, rc=0, timeout=120):
+        """heaptrail stats --json PATH, parsed.  Checks the exit status and
+        that every key of the contract is there."""
+        r = self.tool(["stats", path, "--json"], timeout=timeout)
+        if rc is not None and r.rc != rc:
+            fail("expected exit %s from %s" % (rc, r.describe()))
+        try:
+            s = json.loads(r.stdout)
+        except ValueError as e:
+            fail("stats --json printed no JSON (%s):\n%s" % (e, r.describe()))
+        check_stats_keys(s)
+        s["_run"] = r
+        return s
+
+    def dump(self, path, args=(), rc=0, timeout=300):
+        """heaptrail dump PATH ARGS, parsed into DumpEvents."""
+        r = self.tool(["dump", path] + list(args), timeout=timeout)
+        if rc is not None and r.rc != rc:
+            fail("expected exit %s from %s" % (rc, r.describe()))
+        evs = []
+        for n, line in enumerate(r.stdout.splitlines(), 1):
+            if not line.strip() or line.startswith("#"):
+                continue
+            try:
+                evs.append(DumpEvent(line))
+            except (ValueError, IndexError) as e:
+                fail("%s: dump line %d not understood (%s): %r" % (path, n, e, line))
+        return evs
+
+    def cleanup(self, ok):
+        if ok and not self.keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# ---- stats -------------------------------------------------------------------
+
+STATS_KEYS = [
+    "events", "threads", "duration_ns", "complete", "closed", "calls", "failed",
+    "free_null", "bytes_allocated", "usable_bytes_allocated", "peak_live_bytes",
+    "peak_live_usable_bytes", "peak_live_blocks", "peak_time_ns",
+    "live_bytes_at_exit", "live_blocks_at_exit", "live_usable_bytes_at_exit",
+    "cross_thread_frees", "unknown_frees", "realloc", "mmap", "mmapped_chunks",
+    "heap_break", "size_histogram", "lifetime_histogram", "per_thread", "marks",
+    "thread_starts", "thread_exits", "forks",
+]
+SUBKEYS = {
+    "realloc": ["calls", "moved", "in_place", "as_malloc", "as_free", "failed"],
+    "mmap": ["calls", "bytes_mapped", "bytes_unmapped", "live_mapped_bytes",
+             "peak_mapped_bytes"],
+    "mmapped_chunks": ["allocations", "bytes"],
+    "heap_break": ["initial", "final", "growth_bytes", "changes"],
+}
+
+
+def check_stats_keys(s):
+    check(isinstance(s, dict), "stats --json: not an object")
+    missing = [k for k in STATS_KEYS if k not in s]
+    check(not missing, "stats --json lacks %s" % missing)
+    for k in ("calls", "failed"):
+        miss = [c for c in CALL_KINDS if c not in s[k]]
+        check(not miss, "stats --json %s lacks %s" % (k, miss))
+    for k, subs in SUBKEYS.items():
+        miss = [c for c in subs if c not in s[k]]
+        check(not miss, "stats --json %s lacks %s" % (k, miss))
+    check(isinstance(s["complete"], bool) and isinstance(s["closed"], bool),
+          "complete/closed are not booleans")
+    for b in s["size_histogram"]:
+        check({"min", "max", "count"} <= set(b), "size_histogram bucket %r" % b)
+    for b in s["lifetime_histogram"]:
+        check({"max_ns", "count"} <= set(b), "lifetime_histogram bucket %r" % b)
+    for p in s["per_thread"]:
+        check({"tid", "name", "events", "allocations", "frees", "bytes_allocated"} <= set(p),
+              "per_thread entry %r" % p)
+    for m in s["marks"]:
+        check({"time_ns", "tid", "label"} <= set(m), "marks entry %r" % m)
+
+
+def expect_calls(s, expected, key="calls"):
+    """Every function's count: those in expected must match, all others 0."""
+    bad = []
+    for k in CALL_KINDS:
+        want = expected.get(k, 0)
+        if s[key][k] != want:
+            bad.append("%s %s=%s (expected %s)" % (key, k, s[key][k], want))
+    extra = set(expected) - set(CALL_KINDS)
+    check(not extra, "unknown kinds in the expectation: %s" % extra)
+    check(not bad, "; ".join(bad))
+
+
+def expect(s, **fields):
+    """Top-level (or dotted via __) stats fields."""
+    bad = []
+    for k, want in fields.items():
+        v = s
+        for part in k.split("__"):
+            v = v[part]
+        if v != want:
+            bad.append("%s=%r (expected %r)" % (k.replace("__", "."), v, want))
+    check(not bad, "stats: " + "; ".join(bad))
+
+
+def thread(s, tid=None, name=None):
+    for p in s["per_thread"]:
+        if (tid is None or p["tid"] == tid) and (name is None or p["name"] == name):
+            return p
+    fail("no per_thread entry with tid=%s name=%s in %r" % (tid, name, s["per_thread"]))
+
+
+def check_histogram(s, sizes):
+    """size_histogram must count exactly the given allocation sizes."""
+    total = 0
+    for b in s["size_histogram"]:
+        want = sum(1 for x in sizes if b["min"] <= x <= b["max"])
+        check(b["count"] == want, "size_histogram bucket [%d, %d]: count %d, expected %d"
+              % (b["min"], b["max"], b["count"], want))
+        total += b["count"]
+    eq(total, len(sizes), "size_histogram total")
+
+
+def check_event_sum(s, extra=0):
+    """events = every call + the thread/mark/fork/heap-break records."""
+    calls = sum(s["calls"][k] for k in CALL_KINDS)
+    want = (calls + s["thread_starts"] + s["thread_exits"] + len(s["marks"]) +
+            s["forks"] + s["heap_break"]["changes"] + extra)
+    eq(s["events"], want, "events (calls %d + thread starts %d + exits %d + marks %d + "
+       "forks %d + heap_break changes %d + %d other)" % (
+           calls, s["thread_starts"], s["thread_exits"], len(s["marks"]), s["forks"],
+           s["heap_break"]["changes"], extra))
+
+
+# ---- dump --------------------------------------------------------------------
+
+_NUM = re.compile(r"^[-+]?(0x[0-9a-fA-F]+|\d+)$")
+_TOKEN = re.compile(r'[^\s=]+="[^"]*"|"[^"]*"|\S+')
+
+
+def _num(tok):
+    if tok in ("NULL", "(nil)", "nil"):
+        return 0
+    if tok.startswith("-0x"):
+        return -int(tok[1:], 16)
+    return int(tok, 0)
+
+
+def _time_ns(tok):
+    """dump's time column: integer ns, or seconds with a fraction."""
+    if "." not in tok:
+        return int(tok)
+    sec, frac = tok.split(".", 1)
+    return int(sec) * 1000000000 + int((frac + "000000000")[:9])
+
+
+class DumpEvent:
+    """One line of `heaptrail dump`: TIME_NS TID SEQ KIND args... = result.
+
+    args and res hold the numbers (key=value tokens are reduced to their
+    value, text that is no number is kept in text)."""
+    __slots__ = ("time_ns", "tid", "seq", "kind", "args", "res", "text", "fields", "line")
+
+    def __init__(self, line):
+        self.line = line
+        toks = _TOKEN.findall(line)
+        self.time_ns = _time_ns(toks[0])
+        self.tid = int(toks[1])
+        self.seq = int(toks[2])
+        self.kind = toks[3]
+        self.args = []
+        self.res = []
+        self.text = []
+        self.fields = {}
+        cur = self.args
+        for tok in toks[4:]:
+            if tok == "=":
+                cur = self.res
+                continue
+            name = None
+            if "=" in tok and not tok.startswith("="):
+                name, tok = tok.split("=", 1)
+            if len(tok) >= 2 and tok[0] == tok[-1] == '"':
+                self.text.append(tok[1:-1])
+                if name:
+                    self.fields[name] = tok[1:-1]
+                continue
+            tok = tok.strip(",()[]")
+            if _NUM.match(tok) or tok in ("NULL", "(nil)", "nil"):
+                cur.append(_num(tok))
+                if name:
+                    self.fields[name] = cur[-1]
+            else:
+                self.text.append(tok)
+                if name:
+                    self.fields[name] = tok
+
+    def result_ptr(self):
+        return self.res[0] if self.res else 0
+
+    def freed_ptr(self):
+        """The block this event gives back (free, realloc's old block)."""
+        if self.kind == "free":
+            return self.args[0] if self.args else 0
+        if self.kind in ("realloc", "reallocarray"):
+            old = self.args[0]
+            new = self.result_ptr()
+            size = self.args[1] if self.kind == "realloc" else self.args[1] * self.args[2]
+            if old and (new or size == 0):
+                return old
+        return 0
+
+    def __repr__(self):
+        return self.line
+
+
+def live_set_check(events):
+    """Replays malloc-family events in dump order.  Returns (reuse,
+    unknown, live): allocations of an address that was still live, frees of
+    addresses not live, and the blocks live at the end."""
+    live = {}
+    reuse = []
+    unknown = []
+    for e in events:
+        k = e.kind
+        if k == "free":
+            p = e.freed_ptr()
+            if p:
+                if p in live:
+                    del live[p]
+                else:
+                    unknown.append(e)
+        elif k in ALLOC_KINDS:
+            old = e.freed_ptr()
+            new = e.result_ptr()
+            if k in ("realloc", "reallocarray") and old and old == new:
+                if old not in live:
+                    unknown.append(e)
+                live[new] = e
+                continue
+            if old:
+                if old in live:
+                    del live[old]
+                else:
+                    unknown.append(e)
+            if new and not (k == "posix_memalign" and len(e.res) > 1 and e.res[1] != 0):
+                if new in live:
+                    reuse.append((live[new], e))
+                live[new] = e
+    return reuse, unknown, live
+
+
+# ---- files -------------------------------------------------------------------
+
+def files_like(pattern):
+    return sorted(glob.glob(pattern))
+
+
+def file_mode(path):
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+def which(name, candidates=()):
+    for c in candidates:
+        if os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    return shutil.which(name)
+
+
+def kill_quietly(pid, sig=signal.SIGKILL):
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,76 @@
+/* The control API of include/heaptrail.h.  Usage: api_marks MODE.
+ *   marks:  mark "phase1"; 3 x malloc(10)/free; pause; 100 x malloc(20)/free
+ *           (not recorded); resume; mark "phase2"; 2 x malloc(30)/free;
+ *           sync; stop; 50 x malloc(40)/free (not recorded); start;
+ *           1 x malloc(50)/free.  Recorded: malloc 6, free 6, marks 2.
+ *   paused: (run with HEAPTRAIL_START_PAUSED=1) 5 x malloc(10)/free (not
+ *           recorded); start; 2 x malloc(20)/free.  Recorded: malloc 2.
+ *   toggle: (run with HEAPTRAIL_TOGGLE_SIGNAL=1) 1 x malloc(10)/free;
+ *           raise(SIGUSR2); 50 x malloc(20)/free (not recorded);
+ *           raise(SIGUSR2); 2 x malloc(30)/free.  Recorded: malloc 3.
+ * Without the tracer every mode runs the same and says "untraced" on
+ * stdout at the end; with it, "traced". */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <heaptrail.h>
+
+#include "tp.h"
+
+static void pairs(int n, size_t size)
+{
+	for (int i = 0; i < n; i++)
+		free(tp_keep(malloc(size)));
+}
+
+static int active(void)
+{
+	return heaptrail_active ? heaptrail_active() : 0;
+}
+
+int main(int argc, char **argv)
+{
+	TP_CHECK(argc == 2);
+	const char *m = argv[1];
+	int traced = heaptrail_active != NULL;
+	if (!strcmp(m, "marks")) {
+		TP_CHECK(active() == traced);
+		HEAPTRAIL_MARK("phase1");
+		pairs(3, 10);
+		HEAPTRAIL_PAUSE();
+		TP_CHECK(active() == 0);
+		pairs(100, 20);
+		HEAPTRAIL_RESUME();
+		TP_CHECK(active() == traced);
+		HEAPTRAIL_MARK("phase2");
+		pairs(2, 30);
+		HEAPTRAIL_SYNC();
+		HEAPTRAIL_STOP();
+		TP_CHECK(active() == 0);
+		pairs(50, 40);
+		HEAPTRAIL_START();
+		TP_CHECK(active() == traced);
+		pairs(1, 50);
+	} else if (!strcmp(m, "paused")) {
+		TP_CHECK(active() == 0);
+		pairs(5, 10);
+		HEAPTRAIL_START();
+		TP_CHECK(active() == traced);
+		pairs(2, 20);
+	} else if (!strcmp(m, "toggle")) {
+		TP_CHECK(traced); /* without the tracer SIGUSR2 would kill us */
+		pairs(1, 10);
+		raise(SIGUSR2);
+		TP_CHECK(active() == 0);
+		pairs(50, 20);
+		raise(SIGUSR2);
+		TP_CHECK(active() == 1);
+		pairs(2, 30);
+	} else {
+		return TP_FAIL_STATUS;
+	}
+	tp_write(1, traced ? "traced\n" : "untraced\n");
+	return 0;
+}

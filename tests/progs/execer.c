@@ -1,0 +1,47 @@
+/* exec: Usage: execer parent | parent-fail | child.
+ * parent: 4 x malloc(200)/free, then execv("/proc/self/exe", "child").
+ * parent-fail: 4 x malloc(200)/free, an execv of a missing file (fails),
+ *   then 2 x malloc(210)/free, exit 0.
+ * child: 6 x malloc(300)/free, exit 0.  Each image says "NAME: PID" on
+ * stdout. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tp.h"
+
+static void pairs(int n, size_t size)
+{
+	for (int i = 0; i < n; i++) {
+		void *p = tp_keep(malloc(size));
+		TP_CHECK(p);
+		free(p);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	TP_CHECK(argc == 2);
+	if (!strcmp(argv[1], "child")) {
+		pairs(6, 300);
+		tp_say_num("child", (unsigned long long)getpid());
+		return 0;
+	}
+	pairs(4, 200);
+	if (!strcmp(argv[1], "parent")) {
+		tp_say_num("parent", (unsigned long long)getpid());
+		char *args[] = {argv[0], "child", NULL};
+		execv("/proc/self/exe", args);
+		tp_write(2, "execer: execv failed\n");
+		return TP_FAIL_STATUS;
+	}
+	TP_CHECK(!strcmp(argv[1], "parent-fail"));
+	char *args[] = {"nope", NULL};
+	errno = 0;
+	TP_CHECK(execv("/nonexistent/heaptrail-test", args) == -1 && errno == ENOENT);
+	pairs(2, 210);
+	tp_say_num("parent", (unsigned long long)getpid());
+	return 0;
+}
