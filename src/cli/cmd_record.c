@@ -213,7 +213,8 @@ int cmd_record(int argc, char **argv)
 		out[n] = 0;
 		setenv("HEAPTRAIL_OUT", out, 1);
 		unsetenv("MTRACE_CTL_FILE");
-		unsetenv("HEAPTRAIL_TRACED_BY");
+		unsetenv("HEAPTRAIL_ROOT");
+		unsetenv("HEAPTRAIL_IMAGE");
 		setenv("HEAPTRAIL_START_PAUSED", cfg.start_paused ? "1" : "0", 1);
 		setenv("HEAPTRAIL_FOLLOW_EXEC", cfg.follow_exec ? "1" : "0", 1);
 		setenv("HEAPTRAIL_FOLLOW_FORK", cfg.no_follow_fork ? "0" : "1", 1);

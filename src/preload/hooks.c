@@ -610,12 +610,22 @@ static void before_exec(const char *path)
 	ht_writer__before_exec();
 }
 
+#define EXEC_ENV(envp)                                                          \
+	size_t n_env_ = 0;                                                       \
+	while ((envp) && (envp)[n_env_])                                         \
+		n_env_++;                                                        \
+	char *env_out_[n_env_ + 2];                                              \
+	char env_entry_[4200];                                                   \
+	char *const *env_ = ht_foreign_process() ? (envp)                        \
+			    : ht_exec_env(envp, env_out_, n_env_ + 2, env_entry_, sizeof(env_entry_))
+
 HT_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
 	if (!real.execve)
 		ht_hooks__resolve();
+	EXEC_ENV(envp);
 	before_exec(path);
-	int r = real.execve(path, argv, envp);
+	int r = real.execve(path, argv, env_);
 	int e = errno;
 	ht_writer__exec_failed();
 	errno = e;
@@ -626,8 +636,9 @@ HT_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	if (!real.execvpe)
 		ht_hooks__resolve();
+	EXEC_ENV(envp);
 	before_exec(file);
-	int r = real.execvpe(file, argv, envp);
+	int r = real.execvpe(file, argv, env_);
 	int e = errno;
 	ht_writer__exec_failed();
 	errno = e;
@@ -648,8 +659,9 @@ HT_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	if (!real.fexecve)
 		ht_hooks__resolve();
+	EXEC_ENV(envp);
 	before_exec("(fd)");
-	int r = real.fexecve(fd, argv, envp);
+	int r = real.fexecve(fd, argv, env_);
 	int e = errno;
 	ht_writer__exec_failed();
 	errno = e;

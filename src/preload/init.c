@@ -21,11 +21,39 @@ static int exit_key_ok;          /* exit_key was created */
 static pid_t traced_pid;         /* the process this state belongs to */
 static int disabled;             /* setuid program, or a fork child not followed */
 static int paused_by_user;       /* heaptrail_pause()/SIGUSR2 in effect */
-static int root_image = 1;       /* the first traced image (not a child) */
+static int root_image = 1;       /* the traced process itself (not a child) */
+static int image_index;          /* execs of the traced process before this image */
+static char saved_preload[4096]; /* LD_PRELOAD as we found it */
 
 int ht_is_root_image(void)
 {
 	return root_image;
+}
+
+int ht_image_index(void)
+{
+	return image_index;
+}
+
+/* The environment for an exec by the traced process itself: the tracer
+ * goes on in the new image even when children are not followed.  Returns
+ * envp unchanged when nothing is to be added; else fills out (n+2 slots). */
+char *const *ht_exec_env(char *const envp[], char **out, size_t cap, char *entry, size_t elen)
+{
+	if (ht_opt.follow_exec || !root_image || disabled || !saved_preload[0] || !envp)
+		return envp;
+	snprintf(entry, elen, "LD_PRELOAD=%s", saved_preload);
+	size_t n = 0;
+	for (size_t i = 0; envp[i]; i++) {
+		if (!strncmp(envp[i], "LD_PRELOAD=", 11))
+			continue;
+		if (n + 2 >= cap)
+			return envp;
+		out[n++] = envp[i];
+	}
+	out[n++] = entry;
+	out[n] = NULL;
+	return out;
 }
 
 int ht_foreign_process(void)
@@ -50,16 +78,50 @@ static void set_recording(int on)
 	atomic_store(&ht_on, on && !disabled && !paused_by_user);
 }
 
-/* Removes libheaptrail.so from LD_PRELOAD so that exec'ed programs run
- * untraced unless HEAPTRAIL_FOLLOW_EXEC asks otherwise. */
+/* The environment is edited in place, never through setenv/unsetenv: a
+ * program may define its own (bash does), and they may allocate. */
+extern void *__libc_malloc(size_t);
+
+static void env_set(const char *name, char *entry)
+{
+	size_t len = strlen(name), n = 0;
+	for (; environ && environ[n]; n++) {
+		if (!strncmp(environ[n], name, len) && environ[n][len] == '=') {
+			environ[n] = entry;
+			return;
+		}
+	}
+	char **e = __libc_malloc((n + 2) * sizeof(char *));
+	if (!e)
+		return;
+	for (size_t i = 0; i < n; i++)
+		e[i] = environ[i];
+	e[n] = entry;
+	e[n + 1] = NULL;
+	environ = e;
+}
+
+static void env_remove(const char *name)
+{
+	size_t len = strlen(name), o = 0;
+	for (size_t i = 0; environ && environ[i]; i++)
+		if (strncmp(environ[i], name, len) || environ[i][len] != '=')
+			environ[o++] = environ[i];
+	if (environ)
+		environ[o] = NULL;
+}
+
+/* Removes libheaptrail.so from LD_PRELOAD so that programs started by the
+ * traced one run untraced unless HEAPTRAIL_FOLLOW_EXEC asks otherwise. */
 static void strip_ld_preload(void)
 {
+	static char entry[4200];
 	const char *v = getenv("LD_PRELOAD");
 	if (!v)
 		return;
-	char out[4096];
-	size_t n = 0;
+	size_t n = (size_t)snprintf(entry, sizeof(entry), "LD_PRELOAD=");
 	const char *p = v;
+	int kept = 0;
 	while (*p) {
 		size_t len = strcspn(p, ": ");
 		const char *base = p;
@@ -68,21 +130,21 @@ static void strip_ld_preload(void)
 				base = p + i + 1;
 		size_t blen = (size_t)(p + len - base);
 		int ours = blen >= 15 && !strncmp(base, "libheaptrail.so", 15);
-		if (len && !ours && n + len + 2 < sizeof(out)) {
-			if (n)
-				out[n++] = ':';
-			memcpy(out + n, p, len);
+		if (len && !ours && n + len + 2 < sizeof(entry)) {
+			if (kept++)
+				entry[n++] = ':';
+			memcpy(entry + n, p, len);
 			n += len;
 		}
 		p += len;
 		while (*p == ':' || *p == ' ')
 			p++;
 	}
-	out[n] = 0;
-	if (n)
-		setenv("LD_PRELOAD", out, 1);
+	entry[n] = 0;
+	if (kept)
+		env_set("LD_PRELOAD", entry);
 	else
-		unsetenv("LD_PRELOAD");
+		env_remove("LD_PRELOAD");
 }
 
 /* Cheap, idempotent part of start-up: safe from the first malloc call,
@@ -102,8 +164,14 @@ void ht_init(void)
 		disabled = 1; /* setuid/setgid: never trace, never write files */
 	}
 	paused_by_user = ht_opt.start_paused;
-	if (getenv("HEAPTRAIL_TRACED_BY"))
-		root_image = 0; /* an exec'ed descendant of a traced program */
+	/* The traced process keeps its role across its own execs (a shim or
+	 * wrapper that execs the real program); other processes that run
+	 * the tracer are children. */
+	const char *root = getenv("HEAPTRAIL_ROOT");
+	if (root && atoi(root) != traced_pid)
+		root_image = 0;
+	const char *img = getenv("HEAPTRAIL_IMAGE");
+	image_index = img ? atoi(img) : 0;
 	set_recording(1);
 	ht_tls.guard--;
 }
@@ -114,6 +182,7 @@ static void after_fork_child(void)
 	t->guard++;
 	traced_pid = (pid_t)syscall(SYS_getpid);
 	root_image = 0;
+	image_index = 0;
 	/* The parent's buffers are the parent's to write. */
 	t->state = 0;
 	t->buf = NULL;
@@ -189,13 +258,18 @@ __attribute__((constructor(101))) static void ht_constructor(void)
 	if (!exit_key_ok && pthread_key_create(&exit_key, thread_exit_dtor) == 0)
 		exit_key_ok = 1;
 	ht_hooks__resolve();
-	if (!ht_opt.follow_exec) {
-		strip_ld_preload();
-	} else if (root_image) {
-		char pid[24];
-		snprintf(pid, sizeof(pid), "%d", (int)traced_pid);
-		setenv("HEAPTRAIL_TRACED_BY", pid, 1);
+	const char *pre = getenv("LD_PRELOAD");
+	if (pre && strlen(pre) < sizeof(saved_preload))
+		strcpy(saved_preload, pre);
+	if (root_image) {
+		static char root_entry[48], image_entry[48];
+		snprintf(root_entry, sizeof(root_entry), "HEAPTRAIL_ROOT=%d", (int)traced_pid);
+		env_set("HEAPTRAIL_ROOT", root_entry);
+		snprintf(image_entry, sizeof(image_entry), "HEAPTRAIL_IMAGE=%d", image_index + 1);
+		env_set("HEAPTRAIL_IMAGE", image_entry);
 	}
+	if (!ht_opt.follow_exec)
+		strip_ld_preload();
 	if (!disabled) {
 		pthread_atfork(NULL, NULL, after_fork_child);
 		install_signals();

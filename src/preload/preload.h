@@ -150,6 +150,8 @@ void ht_writer__exec_failed(void);
 extern _Atomic int ht_initialized; /* 1 once the constructor has run */
 void ht_init(void);
 int ht_is_root_image(void);
+int ht_image_index(void);
+char *const *ht_exec_env(char *const envp[], char **out, size_t cap, char *entry, size_t elen);
 /* Arms the per-thread destructor that records THREAD_EXIT. */
 void ht_register_thread_exit(void);
 /* 1 if this is a vfork child sharing the traced process's memory. */

@@ -579,12 +579,23 @@ void ht_writer__close(int from_signal)
 	ht_tls.guard--;
 }
 
+/* The traced process execs: its trace becomes OUT.exec<N> and the new
+ * image (traced too) writes OUT, so that OUT is the program a wrapper or a
+ * shim finally runs. */
+static char exec_path[sizeof(w.path) + 32];
+
 void ht_writer__before_exec(void)
 {
 	if (ht_foreign_process())
 		return;
 	ht_tls.guard++;
 	request(REQ_FINALIZE, 5000);
+	exec_path[0] = 0;
+	if (ht_is_root_image() && w.fd >= 0 && !w.failed) {
+		snprintf(exec_path, sizeof(exec_path), "%s.exec%d", w.path, ht_image_index() + 1);
+		if (rename(w.path, exec_path) < 0)
+			exec_path[0] = 0;
+	}
 	ht_tls.guard--;
 }
 
@@ -593,6 +604,8 @@ void ht_writer__exec_failed(void)
 	if (ht_foreign_process())
 		return;
 	ht_tls.guard++;
+	if (exec_path[0] && rename(exec_path, w.path) == 0)
+		exec_path[0] = 0;
 	request(REQ_REOPEN, 5000);
 	ht_tls.guard--;
 }
