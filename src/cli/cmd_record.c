@@ -14,6 +14,7 @@
 #include "builtin.h"
 #include "common/options.h"
 #include "common/util.h"
+#include "trace/compact.h"
 #include "trace/reader.h"
 
 #ifndef HT_LIBDIR_REL
@@ -32,6 +33,8 @@ struct record_config {
 	int zstd_level;          /* --zstd-level (1) */
 	const char *clock;       /* --clock (tsc) */
 	int quiet;               /* -q */
+	int no_compact;          /* --no-compact */
+	int compact_level;       /* --compact-level (3) */
 };
 
 static const char usage_text[] =
@@ -91,8 +94,10 @@ static void setenv_num(const char *name, unsigned long long v, const char *suffi
 	setenv(name, buf, 1);
 }
 
-/* Lists the traces that forked children wrote: OUTPUT.<digits>[.<n>]. */
-static int count_child_traces(const char *output)
+/* Visits the traces that children and earlier images wrote next to
+ * output: OUTPUT.<pid>[.<n>] and OUTPUT.exec<n>; returns their count. */
+static int for_each_child_trace(const char *output, void (*fn)(const char *path, void *arg),
+				void *arg)
 {
 	char dir[PATH_MAX];
 	snprintf(dir, sizeof(dir), "%s", output);
@@ -112,8 +117,16 @@ static int count_child_traces(const char *output)
 		if (strncmp(de->d_name, base, blen) || de->d_name[blen] != '.')
 			continue;
 		const char *p = de->d_name + blen + 1;
-		if (*p >= '0' && *p <= '9' && strspn(p, "0123456789.") == strlen(p))
+		if (!strncmp(p, "exec", 4))
+			p += 4;
+		if (*p >= '0' && *p <= '9' && strspn(p, "0123456789.") == strlen(p)) {
 			n++;
+			if (fn) {
+				char full[PATH_MAX + 256];
+				snprintf(full, sizeof(full), "%s/%s", dir, de->d_name);
+				fn(full, arg);
+			}
+		}
 	}
 	closedir(d);
 	return n;
@@ -132,11 +145,11 @@ static void summarize(const char *path)
 	char sz[32] = "?";
 	if (stat(path, &st) == 0)
 		ht_fmt_bytes(sz, (uint64_t)st.st_size);
-	int kids = count_child_traces(path);
+	int kids = for_each_child_trace(path, NULL, NULL);
 	char kidmsg[PATH_MAX + 100] = "";
 	if (kids)
-		snprintf(kidmsg, sizeof(kidmsg), ", and %d trace%s of forked children in %s.<pid>",
-			 kids, kids > 1 ? "s" : "", path);
+		snprintf(kidmsg, sizeof(kidmsg), ", and %d trace%s of child processes and earlier "
+			 "exec images in %s.*", kids, kids > 1 ? "s" : "", path);
 	fprintf(stderr, "heaptrail: wrote %llu events from %u thread%s to %s (%s)%s; see 'heaptrail stats %s'\n",
 		(unsigned long long)in->events_chunks, in->nthreads, in->nthreads == 1 ? "" : "s",
 		path, sz, kidmsg, path);
@@ -145,13 +158,22 @@ static void summarize(const char *path)
 	ht_reader__close(r);
 }
 
+static void compact_one(const char *path, void *arg)
+{
+	const struct record_config *cfg = arg;
+	char err[512];
+	if (ht_trace__compact(path, cfg->compact_level, NULL, err, sizeof(err)) < 0)
+		ht_warning("could not compact the trace (it stays readable, only larger): %s", err);
+}
+
 int cmd_record(int argc, char **argv)
 {
 	struct record_config cfg = {
 		.flush_interval = 100000000ull,
 		.buffer_size = 65536,
-		.zstd_level = 1,
+		.zstd_level = 0,
 		.clock = "tsc",
+		.compact_level = 3,
 	};
 	const struct ht_option opts[] = {
 		{'o', "output", HT_OPT_STRING, &cfg.output, "FILE", "trace file (heaptrail.<pid>.ht); %p is the pid"},
@@ -161,7 +183,9 @@ int cmd_record(int argc, char **argv)
 		{0, "flush-interval", HT_OPT_DURATION, &cfg.flush_interval, "TIME", "write buffered events at least this often (100ms)"},
 		{0, "buffer-size", HT_OPT_SIZE, &cfg.buffer_size, "SIZE", "per-thread buffer (64K; 4K..512K)"},
 		{0, "toggle-signal", HT_OPT_FLAG, &cfg.toggle_signal, NULL, "SIGUSR2 pauses and resumes recording"},
-		{0, "zstd-level", HT_OPT_INT, &cfg.zstd_level, "N", "compression level, 0 = none (1)"},
+		{0, "zstd-level", HT_OPT_INT, &cfg.zstd_level, "N", "compress while recording at this zstd level (0: raw, compacted after the run)"},
+		{0, "no-compact", HT_OPT_FLAG, &cfg.no_compact, NULL, "leave the trace as the recorder wrote it"},
+		{0, "compact-level", HT_OPT_INT, &cfg.compact_level, "N", "zstd level of the compaction after the run (3)"},
 		{0, "clock", HT_OPT_STRING, &cfg.clock, "CLOCK", "tsc or monotonic (tsc)"},
 		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no summary line on stderr"},
 		{0},
@@ -178,6 +202,11 @@ int cmd_record(int argc, char **argv)
 	}
 	if (cfg.flush_interval < 1000000 || cfg.flush_interval > 60000000000ull) {
 		ht_error("--flush-interval must be between 1ms and 60s");
+		goto cleanup;
+	}
+	if (cfg.compact_level < 1 || cfg.compact_level > 19 || cfg.zstd_level < 0 ||
+	    cfg.zstd_level > 19) {
+		ht_error("--zstd-level takes 0..19 and --compact-level 1..19");
 		goto cleanup;
 	}
 	if (cfg.buffer_size < 4096 || cfg.buffer_size > 524288) {
@@ -261,6 +290,10 @@ int cmd_record(int argc, char **argv)
 	    access(path, F_OK) != 0) {
 		ret = WEXITSTATUS(status); /* the command did not start */
 		goto cleanup;
+	}
+	if (access(path, F_OK) == 0 && !cfg.no_compact && cfg.zstd_level == 0) {
+		compact_one(path, &cfg);
+		for_each_child_trace(path, compact_one, &cfg);
 	}
 	if (!cfg.quiet) {
 		if (WIFSIGNALED(status))

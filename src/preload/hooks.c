@@ -126,15 +126,6 @@ static inline void commit(struct ht_tls *t)
 			      memory_order_release);
 }
 
-/* A timestamp delta too large for the fixed 2 bytes of a hot record. */
-static __attribute__((noinline)) uint8_t *put_tick(uint8_t *o, uint64_t delta)
-{
-	unsigned len = ht_len_bytes(delta);
-	o[0] = HT_EV_TICK;
-	o[1] = (uint8_t)len; /* ticks field; the record's own delta is 0 */
-	return ht_put_field(o + 2, delta, len);
-}
-
 /* malloc: fields size, ptr, slack, then the timestamp delta; written with
  * unconditional 8-byte stores and branch-free lengths (format.h). */
 static inline void rec_malloc(struct ht_tls *t, uint64_t ts, size_t size, void *p)
@@ -150,20 +141,17 @@ static inline void rec_malloc(struct ht_tls *t, uint64_t ts, size_t size, void *
 	uint64_t f1 = ht_zigzag((int64_t)((uintptr_t)p - t->last_ptr));
 	uint64_t f2 = usable > size ? usable - size : 0;
 	uint64_t f3 = ts - t->last_ts;
-	unsigned c0 = ht_len_bytes(f0), c1 = ht_len_bytes(f1), c2 = ht_len_bytes(f2);
-	uint32_t tag = c0 | c1 << 4 | c2 << 8 | 2 << 12;
+	unsigned c0 = ht_len_bytes(f0), c1 = ht_len_bytes(f1), c2 = ht_len_bytes(f2),
+		 c3 = ht_len_bytes(f3);
+	uint32_t tag = c0 | c1 << 4 | c2 << 8 | c3 << 12;
 	uint8_t *o = t->pos;
-	if (HT_UNLIKELY(f3 > 0xffff)) {
-		o = put_tick(o, f3);
-		f3 = 0;
-	}
 	o[0] = (uint8_t)(HT_EV_MALLOC | flags);
 	o[1] = (uint8_t)tag;
 	o[2] = (uint8_t)(tag >> 8);
 	o = ht_put_field(o + 3, f0, c0);
 	o = ht_put_field(o, f1, c1);
 	o = ht_put_field(o, f2, c2);
-	o = ht_put_field(o, f3, 2);
+	o = ht_put_field(o, f3, c3);
 	t->last_ts = ts;
 	t->last_ptr = (uintptr_t)p;
 	t->pos = o;
@@ -186,16 +174,12 @@ static inline void rec_free(struct ht_tls *t, uint64_t ts, void *p)
 	int flags = HT_LIKELY(p != NULL) ? chunk_flags(p, &usable) : 0;
 	uint64_t f0 = ht_zigzag((int64_t)((uintptr_t)p - t->last_ptr));
 	uint64_t f1 = ts - t->last_ts;
-	unsigned c0 = ht_len_bytes(f0);
+	unsigned c0 = ht_len_bytes(f0), c1 = ht_len_bytes(f1);
 	uint8_t *o = t->pos;
-	if (HT_UNLIKELY(f1 > 0xffff)) {
-		o = put_tick(o, f1);
-		f1 = 0;
-	}
 	o[0] = (uint8_t)(HT_EV_FREE | flags);
-	o[1] = (uint8_t)(c0 | 2 << 4);
+	o[1] = (uint8_t)(c0 | c1 << 4);
 	o = ht_put_field(o + 2, f0, c0);
-	o = ht_put_field(o, f1, 2);
+	o = ht_put_field(o, f1, c1);
 	t->last_ts = ts;
 	t->last_ptr = (uintptr_t)p;
 	t->pos = o;

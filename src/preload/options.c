@@ -19,7 +19,7 @@ struct ht_options ht_opt = {
 	.flush_interval_ms = 100,
 	.buffer_size = 65536,
 	.toggle_signal = 0,
-	.zstd_level = 1,
+	.zstd_level = 0, /* raw: heaptrail record compacts after the run */
 	.use_tsc = 1,
 	.quiet = 0,
 };

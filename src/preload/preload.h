@@ -26,7 +26,7 @@ struct ht_options {
 	long flush_interval_ms; /* HEAPTRAIL_FLUSH_INTERVAL: writer flush period */
 	long buffer_size;      /* HEAPTRAIL_BUFFER_SIZE: per-thread buffer bytes */
 	int toggle_signal;     /* HEAPTRAIL_TOGGLE_SIGNAL: SIGUSR2 pauses/resumes */
-	int zstd_level;        /* HEAPTRAIL_ZSTD_LEVEL: compression level, 0 = store raw */
+	int zstd_level;        /* HEAPTRAIL_ZSTD_LEVEL: compress while recording (0 = raw) */
 	int use_tsc;           /* HEAPTRAIL_CLOCK: 1 = tsc, 0 = monotonic */
 	int quiet;             /* HEAPTRAIL_QUIET: no messages on stderr */
 };
@@ -120,7 +120,16 @@ static inline uint64_t ht_now(void)
 #if defined(__x86_64__) || defined(__i386__)
 	if (HT_LIKELY(ht_opt.use_tsc)) {
 		uint32_t lo, hi;
+#if defined(HT_CLOCK_RDTSCP)
+		uint32_t aux;
+		__asm__ volatile("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux));
+#elif defined(HT_CLOCK_LFENCE)
+		__asm__ volatile("lfence; rdtsc" : "=a"(lo), "=d"(hi));
+#elif defined(HT_CLOCK_NV)
+		__asm__("rdtsc" : "=a"(lo), "=d"(hi));
+#else
 		__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+#endif
 		return ((uint64_t)hi << 32) | lo;
 	}
 #endif

@@ -129,10 +129,8 @@ struct ht_index_entry {
  *       its end; end - d is when it started)
  * HT_EV_SYNC carries an absolute timestamp instead of a delta and resets the
  * previous pointer to 0; its field is the sequence number of the next event.
- * HT_EV_TICK only moves the thread's timestamp on: the recorder writes the
- * timestamp delta of malloc and free records in a fixed 2 bytes (so that
- * no record position waits for the clock) and puts a TICK before a record
- * whose delta does not fit.  Neither SYNC nor TICK is an event.
+ * HT_EV_TICK only moves the thread's timestamp on (reserved for recorders
+ * that keep the delta field narrow).  Neither SYNC nor TICK is an event.
  */
 enum ht_kind {
 	HT_EV_SYNC = 0,           /* seq(u) ; ts is absolute */

@@ -1,0 +1,347 @@
+/* Compaction: rewrites a trace with each thread's consecutive event chunks
+ * merged into large zstd frames.  The recorder writes small raw chunks
+ * (cheapest for the traced program); `heaptrail record` compacts after the
+ * program has exited, `heaptrail compact` does it on demand. */
+#define _GNU_SOURCE
+#include "compact.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#define MERGE_LIMIT (1u << 20) /* raw bytes per merged chunk */
+
+struct pending {
+	uint32_t tid;        /* thread of the chunk being built */
+	uint64_t first_seq;  /* its first event */
+	uint32_t nevents;    /* events so far */
+	uint16_t flags;      /* HT_CHUNK_F_SYNC if it starts a buffer */
+	uint8_t *raw;        /* payload so far */
+	size_t len, cap;     /* bytes used / allocated */
+	int active;          /* something is pending */
+};
+
+struct compactor {
+	int in, out;                    /* files */
+	uint64_t in_size, off;          /* input size, output offset */
+	ZSTD_CCtx *zc;                  /* compression context */
+	ZSTD_DCtx *dc;                  /* to open compressed input chunks */
+	uint8_t *zbuf, *cbuf;           /* scratch */
+	size_t zcap, ccap;              /* their sizes */
+	struct pending *pend;           /* one per thread */
+	size_t npend, cappend;          /* count / allocated */
+	struct ht_index_entry *index;   /* chunks written */
+	size_t nindex, capindex;        /* count / allocated */
+	uint64_t events;                /* events copied */
+	char *err;                      /* message buffer */
+	size_t errlen;                  /* its size */
+	int failed;                     /* a write failed */
+};
+
+static void *grow(void *p, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return p;
+	size_t c = *cap ? *cap : 16;
+	while (c < need)
+		c *= 2;
+	void *q = realloc(p, c * elem);
+	if (!q) {
+		fprintf(stderr, "heaptrail: out of memory\n");
+		exit(1);
+	}
+	*cap = c;
+	return q;
+}
+
+static int out_write(struct compactor *c, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	while (n) {
+		ssize_t w = write(c->out, b, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (!c->failed)
+				snprintf(c->err, c->errlen, "write: %s", strerror(errno));
+			c->failed = 1;
+			return -1;
+		}
+		b += w;
+		n -= (size_t)w;
+		c->off += (uint64_t)w;
+	}
+	return 0;
+}
+
+static void emit(struct compactor *c, struct ht_chunk_header *h, const void *payload, size_t n,
+		 int compress, int level)
+{
+	const void *data = payload;
+	size_t len = n;
+	h->magic = HT_CHUNK_MAGIC;
+	h->raw_size = (uint32_t)n;
+	h->flags &= (uint16_t)~HT_CHUNK_F_ZSTD;
+	if (compress) {
+		size_t bound = ZSTD_compressBound(n);
+		c->cbuf = grow(c->cbuf, &c->ccap, bound, 1);
+		ZSTD_CCtx_setParameter(c->zc, ZSTD_c_compressionLevel, level);
+		ZSTD_CCtx_setParameter(c->zc, ZSTD_c_checksumFlag, 1);
+		size_t r = ZSTD_compress2(c->zc, c->cbuf, c->ccap, payload, n);
+		if (!ZSTD_isError(r) && r < n) {
+			data = c->cbuf;
+			len = r;
+			h->flags |= HT_CHUNK_F_ZSTD;
+		}
+	}
+	h->comp_size = (uint32_t)len;
+	uint64_t at = c->off;
+	if (out_write(c, h, sizeof(*h)) < 0 || out_write(c, data, len) < 0)
+		return;
+	c->index = grow(c->index, &c->capindex, c->nindex + 1, sizeof(*c->index));
+	struct ht_index_entry *e = &c->index[c->nindex++];
+	memset(e, 0, sizeof(*e));
+	e->offset = at;
+	e->tid = h->tid;
+	e->nevents = h->nevents;
+	e->first_seq = h->first_seq;
+	e->type = h->type;
+	e->flags = h->flags;
+}
+
+static void flush_pending(struct compactor *c, struct pending *p, int level)
+{
+	if (!p->active)
+		return;
+	struct ht_chunk_header h;
+	memset(&h, 0, sizeof(h));
+	h.type = HT_CHUNK_EVENTS;
+	h.flags = p->flags;
+	h.tid = p->tid;
+	h.nevents = p->nevents;
+	h.first_seq = p->first_seq;
+	emit(c, &h, p->raw, p->len, 1, level);
+	c->events += p->nevents;
+	p->active = 0;
+	p->len = 0;
+}
+
+static struct pending *pending_of(struct compactor *c, uint32_t tid)
+{
+	for (size_t i = 0; i < c->npend; i++)
+		if (c->pend[i].tid == tid)
+			return &c->pend[i];
+	c->pend = grow(c->pend, &c->cappend, c->npend + 1, sizeof(*c->pend));
+	struct pending *p = &c->pend[c->npend++];
+	memset(p, 0, sizeof(*p));
+	p->tid = tid;
+	return p;
+}
+
+static int read_at(int fd, void *buf, size_t n, uint64_t off)
+{
+	size_t got = 0;
+	while (got < n) {
+		ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+int ht_trace__compact(const char *path, int level, struct ht_compact_result *res, char *err,
+		      size_t errlen)
+{
+	struct compactor c;
+	memset(&c, 0, sizeof(c));
+	c.err = err;
+	c.errlen = errlen;
+	c.out = -1;
+	int ret = -1;
+	char tmp[4200];
+	struct ht_file_header hdr;
+	struct stat st;
+	snprintf(tmp, sizeof(tmp), "%s.compact.%d", path, (int)getpid());
+	c.in = open(path, O_RDONLY | O_CLOEXEC);
+	if (c.in < 0 || fstat(c.in, &st) < 0) {
+		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		tmp[0] = 0;
+		goto cleanup;
+	}
+	c.in_size = (uint64_t)st.st_size;
+	if (c.in_size < sizeof(hdr) || read_at(c.in, &hdr, sizeof(hdr), 0) < 0 ||
+	    memcmp(hdr.magic, HT_MAGIC, 8) || hdr.version != HT_VERSION ||
+	    hdr.sec[HT_SEC_CHUNKS].offset > c.in_size ||
+	    hdr.sec[HT_SEC_CHUNKS].offset < sizeof(hdr)) {
+		snprintf(err, errlen, "%s: not a heaptrail trace of format version %d", path,
+			 HT_VERSION);
+		tmp[0] = 0;
+		goto cleanup;
+	}
+	c.out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (c.out < 0) {
+		snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+		tmp[0] = 0; /* not ours to remove */
+		goto cleanup;
+	}
+	c.zc = ZSTD_createCCtx();
+	c.dc = ZSTD_createDCtx();
+	/* Header and the strings that follow it, unchanged for now. */
+	uint64_t start = hdr.sec[HT_SEC_CHUNKS].offset;
+	uint8_t *head = malloc(start);
+	if (!head || read_at(c.in, head, start, 0) < 0) {
+		free(head);
+		snprintf(err, errlen, "%s: cannot read the header", path);
+		goto cleanup;
+	}
+	out_write(&c, head, start);
+	free(head);
+
+	uint64_t off = start, stop = c.in_size;
+	if ((hdr.flags & HT_FILE_F_CLOSED) && hdr.sec[HT_SEC_INDEX].size)
+		stop = hdr.sec[HT_SEC_INDEX].offset; /* the old index is dropped */
+	int truncated = 0;
+	/* Pass 1: where the chunks are.  Clock chunks are copied at once. */
+	struct ref {
+		uint64_t off;        /* chunk header offset */
+		struct ht_chunk_header h; /* its header */
+	} *refs = NULL;
+	size_t nrefs = 0, caprefs = 0;
+	while (off + sizeof(struct ht_chunk_header) <= stop && !c.failed) {
+		struct ht_chunk_header h;
+		if (read_at(c.in, &h, sizeof(h), off) < 0 || h.magic != HT_CHUNK_MAGIC ||
+		    h.comp_size > HT_MAX_CHUNK_RAW || h.raw_size > HT_MAX_CHUNK_RAW ||
+		    off + sizeof(h) + h.comp_size > c.in_size) {
+			truncated = 1;
+			break;
+		}
+		if (h.type == HT_CHUNK_EVENTS) {
+			refs = grow(refs, &caprefs, nrefs + 1, sizeof(*refs));
+			refs[nrefs].off = off;
+			refs[nrefs++].h = h;
+		} else if (h.type == HT_CHUNK_CLOCK) {
+			c.zbuf = grow(c.zbuf, &c.zcap, h.comp_size + 1, 1);
+			if (read_at(c.in, c.zbuf, h.comp_size, off + sizeof(h)) == 0)
+				emit(&c, &h, c.zbuf, h.comp_size, 0, level);
+		}
+		off += sizeof(h) + h.comp_size;
+	}
+	/* Pass 2: each thread's chunks in sequence order, merged into runs. */
+	for (size_t i = 1; i < nrefs; i++) {
+		struct ref x = refs[i];
+		size_t k = i;
+		while (k > 0 && (refs[k - 1].h.tid > x.h.tid ||
+				 (refs[k - 1].h.tid == x.h.tid &&
+				  (refs[k - 1].h.first_seq > x.h.first_seq ||
+				   (refs[k - 1].h.first_seq == x.h.first_seq && refs[k - 1].off > x.off))))) {
+			refs[k] = refs[k - 1];
+			k--;
+		}
+		refs[k] = x;
+	}
+	struct pending *p = NULL;
+	for (size_t i = 0; i < nrefs && !c.failed; i++) {
+		struct ht_chunk_header h = refs[i].h;
+		c.zbuf = grow(c.zbuf, &c.zcap, h.comp_size + 1, 1);
+		if (read_at(c.in, c.zbuf, h.comp_size, refs[i].off + sizeof(h)) < 0) {
+			truncated = 1;
+			break;
+		}
+		if (p && p->tid != h.tid)
+			flush_pending(&c, p, level);
+		p = pending_of(&c, h.tid);
+		/* Merge only what continues the pending run exactly. */
+		if (p->active && (h.first_seq != p->first_seq + p->nevents ||
+				  p->len + h.raw_size > MERGE_LIMIT))
+			flush_pending(&c, p, level);
+		if (!p->active) {
+			if (!(h.flags & HT_CHUNK_F_SYNC)) {
+				/* A continuation without its start (damaged input):
+				 * copy it as it is. */
+				emit(&c, &h, c.zbuf, h.comp_size, 0, level);
+				c.events += h.nevents;
+				continue;
+			}
+			p->active = 1;
+			p->first_seq = h.first_seq;
+			p->nevents = 0;
+			p->flags = HT_CHUNK_F_SYNC;
+		}
+		p->raw = grow(p->raw, &p->cap, p->len + h.raw_size, 1);
+		if (h.flags & HT_CHUNK_F_ZSTD) {
+			size_t n = ZSTD_decompressDCtx(c.dc, p->raw + p->len, h.raw_size, c.zbuf,
+						       h.comp_size);
+			if (ZSTD_isError(n) || n != h.raw_size) {
+				truncated = 1;
+				break;
+			}
+		} else {
+			memcpy(p->raw + p->len, c.zbuf, h.raw_size);
+		}
+		p->len += h.raw_size;
+		p->nevents += h.nevents;
+	}
+	free(refs);
+	for (size_t i = 0; i < c.npend; i++)
+		flush_pending(&c, &c.pend[i], level);
+	/* New index and header. */
+	struct ht_chunk_header ih;
+	memset(&ih, 0, sizeof(ih));
+	ih.magic = HT_CHUNK_MAGIC;
+	ih.type = HT_CHUNK_INDEX;
+	ih.raw_size = ih.comp_size = (uint32_t)(c.nindex * sizeof(*c.index));
+	hdr.sec[HT_SEC_CHUNKS].size = c.off - start;
+	uint64_t at = c.off;
+	out_write(&c, &ih, sizeof(ih));
+	out_write(&c, c.index, ih.raw_size);
+	if (!truncated && (hdr.flags & HT_FILE_F_CLOSED)) {
+		hdr.sec[HT_SEC_INDEX].offset = at;
+		hdr.sec[HT_SEC_INDEX].size = sizeof(ih) + ih.raw_size;
+	} else {
+		/* Not closed cleanly: keep saying so; readers scan. */
+		hdr.sec[HT_SEC_INDEX].offset = 0;
+		hdr.sec[HT_SEC_INDEX].size = 0;
+	}
+	if (c.failed || pwrite(c.out, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr) ||
+	    fsync(c.out) < 0) {
+		if (!c.failed)
+			snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+		goto cleanup;
+	}
+	if (rename(tmp, path) < 0) {
+		snprintf(err, errlen, "cannot replace %s: %s", path, strerror(errno));
+		goto cleanup;
+	}
+	tmp[0] = 0;
+	if (res) {
+		res->in_bytes = c.in_size;
+		res->out_bytes = c.off;
+		res->events = c.events;
+		res->truncated = truncated;
+	}
+	ret = 0;
+cleanup:
+	if (c.in >= 0)
+		close(c.in);
+	if (c.out >= 0)
+		close(c.out);
+	if (tmp[0])
+		unlink(tmp);
+	for (size_t i = 0; i < c.npend; i++)
+		free(c.pend[i].raw);
+	free(c.pend);
+	free(c.index);
+	free(c.zbuf);
+	free(c.cbuf);
+	ZSTD_freeCCtx(c.zc);
+	ZSTD_freeDCtx(c.dc);
+	return ret;
+}

@@ -1,0 +1,23 @@
+/* Rewriting a trace with large compressed chunks (see compact.c). */
+#ifndef HEAPTRAIL_TRACE_COMPACT_H
+#define HEAPTRAIL_TRACE_COMPACT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format.h"
+
+struct ht_compact_result {
+	uint64_t in_bytes;  /* size before */
+	uint64_t out_bytes; /* size after */
+	uint64_t events;    /* events carried over */
+	int truncated;      /* the input ended in a damaged or partial chunk */
+};
+
+/* Rewrites path in place (through a temporary file and rename) with each
+ * thread's consecutive chunks merged and zstd-compressed at level.  Events,
+ * their order and the header stay the same.  Returns 0, or -1 with err. */
+int ht_trace__compact(const char *path, int level, struct ht_compact_result *res, char *err,
+		      size_t errlen);
+
+#endif
