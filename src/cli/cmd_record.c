@@ -220,6 +220,15 @@ int cmd_record(int argc, char **argv)
 	}
 	const char *out_tmpl = cfg.output ? cfg.output : "heaptrail.%p.ht";
 
+	/* An old trace of ours at the output path goes first, so that a
+	 * command that fails to start is not reported with stale numbers.
+	 * (Anything else there, a symlink say, is left for the recorder to
+	 * refuse.) */
+	if (!strstr(out_tmpl, "%p")) {
+		struct stat st;
+		if (lstat(out_tmpl, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid())
+			unlink(out_tmpl);
+	}
 	/* The child expands %p itself (it knows its pid); we expand it the
 	 * same way after fork to find the file. */
 	pid_t pid = fork();

@@ -525,8 +525,8 @@ int ht_writer__start(void)
  * without a writer thread, does the round here. */
 static void request(uint32_t req, int timeout_ms)
 {
-	if (w.closed)
-		return;
+	if (w.closed || child_needs_writer)
+		return; /* closed, or a fork child that recorded nothing */
 	if (!atomic_load(&running)) {
 		/* Wait for a round in progress elsewhere (bounded). */
 		for (int i = 0; i < timeout_ms * 10 && inline_round(req) < 0; i++) {
