@@ -1,5 +1,7 @@
 /* heaptrail dump: every event, one line each. */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,18 +32,43 @@ static const char usage_text[] =
 	"  heaptrail dump --kind mmap,munmap,brk,sbrk,heap_break --from 1.5s --to 2s app.ht\n"
 	"  heaptrail dump --json app.ht | jq -c 'select(.kind==\"realloc\")'\n";
 
-static int tid_selected(const char *list, uint32_t tid)
+#define DUMP_MAX_TIDS 256
+
+/* Parses --tid: thread ids separated by commas; -1 with a message if bad. */
+static int parse_tids(const char *list, uint32_t *tids, size_t *n)
 {
-	if (!list)
-		return 1;
 	const char *p = list;
+	*n = 0;
 	while (*p) {
 		char *end;
+		errno = 0;
 		unsigned long v = strtoul(p, &end, 10);
-		if ((uint32_t)v == tid)
-			return 1;
+		if (end == p || (*end && *end != ',') || errno || v == 0 || v > UINT32_MAX ||
+		    *p == '-' || *p == '+') {
+			ht_error("--tid: '%s' is not a list of thread ids (example: --tid 4242,4243)", list);
+			return -1;
+		}
+		if (*n == DUMP_MAX_TIDS) {
+			ht_error("--tid: at most %d thread ids", DUMP_MAX_TIDS);
+			return -1;
+		}
+		tids[(*n)++] = (uint32_t)v;
 		p = *end ? end + 1 : end;
 	}
+	if (!*n) {
+		ht_error("--tid: no thread id given (example: --tid 4242,4243)");
+		return -1;
+	}
+	return 0;
+}
+
+static int tid_selected(const uint32_t *tids, size_t n, uint32_t tid)
+{
+	if (!n)
+		return 1;
+	for (size_t i = 0; i < n; i++)
+		if (tids[i] == tid)
+			return 1;
 	return 0;
 }
 
@@ -153,6 +180,10 @@ int cmd_dump(int argc, char **argv)
 	}
 	if (cfg.kinds && ht_parse_kinds(cfg.kinds, &kinds) < 0)
 		goto cleanup;
+	uint32_t tids[DUMP_MAX_TIDS];
+	size_t ntids = 0;
+	if (cfg.tids && parse_tids(cfg.tids, tids, &ntids) < 0)
+		goto cleanup;
 	r = ht_analyze__open(argv[0]);
 	if (!r) {
 		ret = HT_EXIT_DATA;
@@ -165,7 +196,7 @@ int cmd_dump(int argc, char **argv)
 	while (ht_analyze__next(r, &e)) {
 		if (e.part == HT_PART_RELEASE)
 			continue; /* shown once, at its end, with its duration */
-		if (!(kinds >> e.kind & 1) || !tid_selected(cfg.tids, e.tid) || e.time_ns < cfg.from ||
+		if (!(kinds >> e.kind & 1) || !tid_selected(tids, ntids, e.tid) || e.time_ns < cfg.from ||
 		    e.time_ns > cfg.to)
 			continue;
 		if (cfg.json)

@@ -44,6 +44,7 @@ struct stats {
 	uint64_t free_null, bytes_allocated, usable_allocated;
 	uint64_t live_bytes, live_usable, live_blocks;
 	uint64_t peak_bytes, peak_usable, peak_blocks, peak_time;
+	uint64_t max_blocks; /* the most blocks live at once */
 	uint64_t cross_thread_frees, unknown_frees, inversions;
 	uint64_t re_calls, re_moved, re_inplace, re_as_malloc, re_as_free, re_failed;
 	uint64_t mm_calls, mm_mapped, mm_unmapped, mm_peak;
@@ -93,6 +94,8 @@ static void note_peak(struct stats *s, uint64_t t)
 		s->peak_blocks = s->live_blocks;
 		s->peak_time = t;
 	}
+	if (s->live_blocks > s->max_blocks)
+		s->max_blocks = s->live_blocks;
 	if (s->live_usable > s->peak_usable)
 		s->peak_usable = s->live_usable;
 }
@@ -252,8 +255,14 @@ static void add_event(struct stats *s, const struct ht_event *e)
 		break;
 	case HT_EV_MREMAP:
 		s->mm_calls++;
-		if (e->v[5] != (uint64_t)-1)
+		if (e->v[5] != (uint64_t)-1) {
+			/* growth counts as mapped, shrinking as unmapped */
+			if (e->v[2] > e->v[1])
+				s->mm_mapped += e->v[2] - e->v[1];
+			else
+				s->mm_unmapped += e->v[1] - e->v[2];
 			s->mm_live += (int64_t)e->v[2] - (int64_t)e->v[1];
+		}
 		break;
 	case HT_EV_HEAP_BREAK:
 		if (!s->brk_events++)
@@ -335,7 +344,8 @@ static void print_json(struct stats *s, const struct ht_trace_info *in, const ch
 	ht_json__obj_end(&j);
 	ht_json__u64(&j, "peak_live_bytes", s->peak_bytes);
 	ht_json__u64(&j, "peak_live_usable_bytes", s->peak_usable);
-	ht_json__u64(&j, "peak_live_blocks", s->peak_blocks);
+	ht_json__u64(&j, "peak_live_blocks", s->max_blocks);
+	ht_json__u64(&j, "live_blocks_at_peak", s->peak_blocks);
 	ht_json__u64(&j, "peak_time_ns", s->peak_time);
 	ht_json__u64(&j, "live_bytes_at_exit", s->live_bytes);
 	ht_json__u64(&j, "live_usable_bytes_at_exit", s->live_usable);
@@ -446,7 +456,8 @@ static void print_text(struct stats *s, const struct ht_trace_info *in, const ch
 	printf("peak live heap   %s requested (%s usable) in %llu blocks, at %s\n",
 	       ht_fmt_bytes(b1, s->peak_bytes), ht_fmt_bytes(b2, s->peak_usable),
 	       (unsigned long long)s->peak_blocks, ht_fmt_ns(b3, s->peak_time));
-	printf("live at exit     %s in %llu blocks (see 'heaptrail leaks')\n",
+	printf("most live blocks %llu\n", (unsigned long long)s->max_blocks);
+	printf("live at exit     %s in %llu blocks\n",
 	       ht_fmt_bytes(b1, s->live_bytes), (unsigned long long)s->live_blocks);
 	printf("free(NULL)       %llu\nfrees elsewhere  %llu blocks freed by another thread than "
 	       "their allocator\n", (unsigned long long)s->free_null,

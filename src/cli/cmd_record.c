@@ -132,7 +132,9 @@ static int for_each_child_trace(const char *output, void (*fn)(const char *path,
 	return n;
 }
 
-static void summarize(const char *path)
+/* The one line record adds to stderr: how the command ended, if by a
+ * signal, and what the trace holds. */
+static void summarize(const char *path, const char *prefix)
 {
 	char err[512];
 	struct ht_reader *r = ht_reader__open(path, err, sizeof(err));
@@ -150,8 +152,8 @@ static void summarize(const char *path)
 	if (kids)
 		snprintf(kidmsg, sizeof(kidmsg), ", and %d trace%s of child processes and earlier "
 			 "exec images in %s.*", kids, kids > 1 ? "s" : "", path);
-	fprintf(stderr, "heaptrail: wrote %llu events from %u thread%s to %s (%s)%s; see 'heaptrail stats %s'\n",
-		(unsigned long long)in->events_chunks, in->nthreads, in->nthreads == 1 ? "" : "s",
+	fprintf(stderr, "heaptrail: %swrote %llu events from %u thread%s to %s (%s)%s; see 'heaptrail stats %s'\n",
+		prefix, (unsigned long long)in->events_chunks, in->nthreads, in->nthreads == 1 ? "" : "s",
 		path, sz, kidmsg, path);
 	if (ht_reader__error(r))
 		fprintf(stderr, "heaptrail: warning: %s: %s\n", path, ht_reader__error(r));
@@ -305,14 +307,15 @@ int cmd_record(int argc, char **argv)
 		for_each_child_trace(path, compact_one, &cfg);
 	}
 	if (!cfg.quiet) {
+		char how[PATH_MAX + 100] = "";
 		if (WIFSIGNALED(status))
-			fprintf(stderr, "heaptrail: %s was killed by signal %d (%s)\n", argv[0],
-				WTERMSIG(status), strsignal(WTERMSIG(status)));
+			snprintf(how, sizeof(how), "%s was killed by signal %d (%s); ", argv[0],
+				 WTERMSIG(status), strsignal(WTERMSIG(status)));
 		if (access(path, F_OK) == 0)
-			summarize(path);
+			summarize(path, how);
 		else
-			fprintf(stderr, "heaptrail: %s wrote no trace to %s (statically linked, or "
-					"setuid, or the path is not writable?)\n", argv[0], path);
+			fprintf(stderr, "heaptrail: %s%s wrote no trace to %s (statically linked, or "
+					"setuid, or the path is not writable?)\n", how, argv[0], path);
 	}
 	ret = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 cleanup:

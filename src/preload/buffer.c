@@ -17,7 +17,10 @@
 #define HT_THREAD_RECS 65536u /* thread records at most */
 
 __thread struct ht_tls ht_tls __attribute__((tls_model("initial-exec")));
-_Atomic int ht_on;
+/* Starts at 1 so that calls made before our constructor (other libraries'
+ * constructors, such as libstdc++'s emergency pool) are recorded: the first
+ * of them runs ht_init(), which sets the real state. */
+_Atomic int ht_on = 1;
 _Atomic uint64_t ht_dropped;
 
 static uint8_t *pool;              /* HT_POOL_BUFS * buf_bytes reserved bytes */
@@ -260,12 +263,17 @@ static uint32_t sys_gettid(void)
 }
 
 
-int ht_tls__prepare(struct ht_tls *t, uint64_t ts)
+int ht_tls__prepare(struct ht_tls *t, uint64_t *ts)
 {
 	if (t->state == 1)
 		return 1;
-	if (!ht_initialized)
+	if (!ht_initialized) {
 		ht_init();
+		/* the options may have changed the clock, or paused recording */
+		if (!atomic_load_explicit(&ht_on, memory_order_relaxed))
+			return 0;
+		*ts = ht_now();
+	}
 	if (!pool && ht_buf__pool_init() < 0)
 		return 0;
 	int fresh = t->state == 0;
@@ -280,10 +288,10 @@ int ht_tls__prepare(struct ht_tls *t, uint64_t ts)
 	t->state = 1;
 	ht_register_thread_exit();
 	ht_writer__ensure_started();
-	ht_tls__refill(t, ts);
+	ht_tls__refill(t, *ts);
 	if (fresh) {
 		uint64_t v[1] = {t->creator};
-		encode(t, HT_EV_THREAD_START, 0, ts, v, NULL);
+		encode(t, HT_EV_THREAD_START, 0, *ts, v, NULL);
 	}
 	return 1;
 }
@@ -351,7 +359,7 @@ void ht_record(int kind, int flags, uint64_t ts, const uint64_t *vals, const cha
 	if (t->guard)
 		return;
 	t->guard++;
-	if (HT_LIKELY(t->state == 1) || ht_tls__prepare(t, ts))
+	if (HT_LIKELY(t->state == 1) || ht_tls__prepare(t, &ts))
 		encode(t, kind, flags, ts, vals, str);
 	t->guard--;
 }

@@ -131,7 +131,7 @@ static inline void commit(struct ht_tls *t)
 static inline void rec_malloc(struct ht_tls *t, uint64_t ts, size_t size, void *p)
 {
 	t->guard = 1;
-	if (HT_UNLIKELY(t->state != 1) && !ht_tls__prepare(t, ts))
+	if (HT_UNLIKELY(t->state != 1) && !ht_tls__prepare(t, &ts))
 		goto out;
 	if (HT_UNLIKELY(t->pos >= t->end))
 		ht_tls__refill(t, ts);
@@ -166,7 +166,7 @@ out:
 static inline void rec_free(struct ht_tls *t, uint64_t ts, void *p)
 {
 	t->guard = 1;
-	if (HT_UNLIKELY(t->state != 1) && !ht_tls__prepare(t, ts))
+	if (HT_UNLIKELY(t->state != 1) && !ht_tls__prepare(t, &ts))
 		goto out;
 	if (HT_UNLIKELY(t->pos >= t->end))
 		ht_tls__refill(t, ts);
@@ -202,7 +202,7 @@ HT_EXPORT void free(void *p)
 {
 	struct ht_tls *t = &ht_tls;
 	if (tracing(t)) {
-		rec_free(t, ht_now(), p);
+		rec_free(t, ht_now_release(), p);
 		__libc_free(p);
 		check_brk();
 		return;
@@ -258,7 +258,7 @@ HT_EXPORT void *realloc(void *old, size_t size)
 	struct ht_tls *t = &ht_tls;
 	if (!tracing(t))
 		return __libc_realloc(old, size);
-	uint64_t t0 = ht_now();
+	uint64_t t0 = ht_now_release();
 	void *p = __libc_realloc(old, size);
 	uint64_t ts = ht_now();
 	int flags;
@@ -283,7 +283,7 @@ HT_EXPORT void *reallocarray(void *old, size_t n, size_t size)
 	struct ht_tls *t = &ht_tls;
 	if (!tracing(t))
 		return __libc_realloc(old, bytes);
-	uint64_t t0 = ht_now();
+	uint64_t t0 = ht_now_release();
 	void *p = __libc_realloc(old, bytes);
 	uint64_t ts = ht_now();
 	int flags;
@@ -529,8 +529,9 @@ static void *trampoline(void *a)
 	struct ht_tls *t = &ht_tls;
 	t->creator = s.creator;
 	if (tracing(t)) {
+		uint64_t ts = ht_now();
 		t->guard++;
-		ht_tls__prepare(t, ht_now()); /* records THREAD_START */
+		ht_tls__prepare(t, &ts); /* records THREAD_START */
 		t->guard--;
 	}
 	return s.fn(s.arg);

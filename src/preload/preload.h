@@ -104,8 +104,9 @@ struct ht_thread *ht_thread__get(uint32_t tid);
 void ht_tls__refill(struct ht_tls *t, uint64_t ts);
 /* Called when the thread exits: final record, hand the buffer over. */
 void ht_tls__exit(struct ht_tls *t);
-/* Makes the thread's state fit for recording; 0 if it cannot record. */
-int ht_tls__prepare(struct ht_tls *t, uint64_t ts);
+/* Makes the thread's state fit for recording; 0 if it cannot record.
+ * Retakes *ts when it had to run ht_init() first (the clock may change). */
+int ht_tls__prepare(struct ht_tls *t, uint64_t *ts);
 /* Records a generic event from its field values (format.h field codes). */
 void ht_record(int kind, int flags, uint64_t ts, const uint64_t *vals,
 	       const char *str);
@@ -137,6 +138,22 @@ static inline uint64_t ht_now(void)
 	return ht_mono_ns();
 }
 uint64_t ht_mono_ns(void);
+
+/* A timestamp taken only after every earlier load has completed: for the
+ * start of a call that releases a block.  Plain RDTSC may execute before
+ * the load that brought the pointer from another thread, which would put
+ * free(p) before the malloc that returned p (docs/FORMAT.md, "Ordering"). */
+static inline uint64_t ht_now_release(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	if (HT_LIKELY(ht_opt.use_tsc)) {
+		uint32_t lo, hi;
+		__asm__ volatile("lfence; rdtsc" : "=a"(lo), "=d"(hi)::"memory");
+		return ((uint64_t)hi << 32) | lo;
+	}
+#endif
+	return ht_now();
+}
 
 /* ---- writer.c: the background writer thread and the output file -------- */
 int ht_writer__start(void);

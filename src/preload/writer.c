@@ -5,6 +5,7 @@
  * fork child before its first event, or pthread_create failed) the same
  * round runs inline in the calling thread. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -44,10 +45,11 @@ static struct {
 	uint32_t tids[4096];     /* distinct thread ids seen (for nthreads) */
 	uint32_t ntids;          /* entries in tids (saturates) */
 	uint64_t rounds;         /* flush rounds done */
-	int statm_fd;            /* /proc/self/statm, kept open for RSS */
+	dev_t dev;               /* identity of the trace file, to notice */
+	ino_t ino;               /* that the program closed or reused w.fd */
 	int failed;              /* a write failed: recording stopped */
 	int closed;              /* REQ_CLOSE done */
-} w = {.fd = -1, .statm_fd = -1};
+} w = {.fd = -1};
 
 static _Atomic uint32_t req_word;    /* pending REQ_* bits; futex word */
 static _Atomic uint32_t req_ticket;  /* requests made */
@@ -227,16 +229,64 @@ static int write_header(void)
 	return 0;
 }
 
+/* The lowest descriptor the trace file is moved to: programs take low
+ * numbers for themselves (dup2(x, 3) in shells and spawners). */
+#define HT_FD_MIN 1000
+
+/* Moves fd out of the way of the program if the limit allows it. */
+static int fd_move_high(int fd)
+{
+	int hi = fcntl(fd, F_DUPFD_CLOEXEC, HT_FD_MIN);
+	if (hi < 0)
+		return fd;
+	close(fd);
+	return hi;
+}
+
+static int fd_is_ours(int fd)
+{
+	struct stat st;
+	return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == w.dev && st.st_ino == w.ino;
+}
+
+/* The program may close every descriptor it does not know (daemons,
+ * close_range() before exec) and open its own files, which then get the
+ * number of ours.  Checked before each round writes: if w.fd is no longer
+ * our file, reopen it by name (the same file, or recording stops) and never
+ * write to what the program has put in its place. */
+static int check_fd(void)
+{
+	if (w.fd < 0 || w.failed || fd_is_ours(w.fd))
+		return w.fd >= 0 && !w.failed ? 0 : -1;
+	w.fd = -1; /* not ours any more: never touch it */
+	int fd = open(w.path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0 && fd_is_ours(fd) && lseek(fd, (off_t)w.off, SEEK_SET) == (off_t)w.off) {
+		w.fd = fd_move_high(fd);
+		ht_msg("the program closed the trace file's descriptor; reopened %s", w.path);
+		return 0;
+	}
+	if (fd >= 0)
+		close(fd);
+	errno = EBADF;
+	fail("the program closed its descriptor and the file could not be reopened");
+	return -1;
+}
+
 static int open_file(void)
 {
-	w.fd = open_output();
-	if (w.fd < 0)
+	int fd = open_output();
+	if (fd < 0)
 		return -1;
+	w.fd = fd_move_high(fd);
+	struct stat st;
+	if (fstat(w.fd, &st) == 0) {
+		w.dev = st.st_dev;
+		w.ino = st.st_ino;
+	}
 	if (write_header() < 0) {
 		fail("header");
 		return -1;
 	}
-	w.statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
 	return 0;
 }
 
@@ -333,10 +383,8 @@ static void drain_buf(struct ht_buf *b)
 static uint64_t rss_kb(void)
 {
 	char buf[128];
-	if (w.statm_fd < 0)
-		return 0;
-	ssize_t n = pread(w.statm_fd, buf, sizeof(buf) - 1, 0);
-	if (n <= 0)
+	size_t n = read_small("/proc/self/statm", buf, sizeof(buf) - 1);
+	if (!n)
 		return 0;
 	buf[n] = 0;
 	unsigned long size, res;
@@ -408,6 +456,7 @@ static void do_round(uint32_t req)
 		w.failed = 1;
 		atomic_store(&ht_on, 0);
 	}
+	check_fd();
 	if (req & REQ_REOPEN)
 		unfinalize();
 	if (w.fd >= 0 && !w.failed)
@@ -440,7 +489,7 @@ static void do_round(uint32_t req)
 		finalize();
 	if (req & REQ_CLOSE) {
 		w.closed = 1;
-		if (w.fd >= 0)
+		if (fd_is_ours(w.fd))
 			close(w.fd);
 		w.fd = -1;
 	}
@@ -459,10 +508,26 @@ static int inline_round(uint32_t req)
 	return 0;
 }
 
+/* glibc's count of the process's threads (for libthread_db), this one
+ * included; NULL on a libc without it. */
+static volatile unsigned int *nptl_nthreads;
+
+/* When the program's last thread ends with pthread_exit() (main too),
+ * glibc ends the process with exit(0) -- but this thread counts, so the
+ * process would live on.  The writer does what glibc would have done. */
+static void exit_if_alone(void)
+{
+	if (!nptl_nthreads || *nptl_nthreads != 1)
+		return;
+	do_round(REQ_CLOSE);
+	exit(0);
+}
+
 static void *writer_main(void *arg)
 {
 	(void)arg;
 	ht_tls.guard = 1; /* nothing this thread allocates is traced */
+	nptl_nthreads = dlsym(RTLD_DEFAULT, "__nptl_nthreads");
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
@@ -488,6 +553,8 @@ static void *writer_main(void *arg)
 		while (atomic_exchange(&round_busy, 1))
 			sched_yield();
 		do_round(req);
+		if (!(req & REQ_CLOSE))
+			exit_if_alone(); /* keeps round_busy: no other round again */
 		atomic_store(&round_busy, 0);
 		atomic_store(&done_ticket, ticket);
 		futex(&done_ticket, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
@@ -621,12 +688,9 @@ void ht_writer__exec_failed(void)
  * are the parent's.  The child's file is created by its first round. */
 void ht_writer__after_fork_child(void)
 {
-	if (w.fd >= 0)
+	if (fd_is_ours(w.fd))
 		close(w.fd);
-	if (w.statm_fd >= 0)
-		close(w.statm_fd);
 	w.fd = -1;
-	w.statm_fd = -1;
 	w.off = 0;
 	w.nindex = 0;
 	w.events = 0;

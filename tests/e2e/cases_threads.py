@@ -1,9 +1,8 @@
 """Threads: per-thread counts and names, cross-thread frees, a thread that
 ends before main, and the pointer hand-off ordering test."""
 
-import htlib
-from htlib import (GLIBC_DTV_CALLOCS_PER_THREAD, GLIBC_THREAD_EXIT_FREE_NULLS, case,
-                   check, check_event_sum, eq, expect, expect_calls, live_set_check,
+from htlib import (GLIBC_DTV_CALLOCS_PER_THREAD, GLIBC_THREAD_EXIT_FREE_NULLS, Failure,
+                   case, check, check_event_sum, dump_live_check, eq, expect, expect_calls,
                    thread)
 
 
@@ -65,7 +64,7 @@ def test_threads_dump_filters(t):
     # a time window: the middle third of the events
     lo = every[len(every) // 3].time_ns
     hi = every[2 * len(every) // 3].time_ns
-    win = t.dump(out, ["--from", str(lo), "--to", str(hi)])
+    win = t.dump(out, ["--from", "%dns" % lo, "--to", "%dns" % hi])
     want = [e.line for e in every if lo <= e.time_ns <= hi]
     check(len(win) > 0, "no events in the window")
     eq(len(win), len(want), "events with --from %d --to %d" % (lo, hi))
@@ -76,17 +75,26 @@ def test_threads_dump_filters(t):
 
 @case()
 def test_cross_thread_frees(t):
+    """A thread's blocks freed by main, main's blocks freed by a thread.
+    The second thread reuses the first one's cached stack: glibc then
+    allocates no DTV but frees the old DTV's slots, one free(NULL) per
+    slot, in the creating thread."""
     n = 5000
     out = t.path("xfree.ht")
     t.traced(out, [t.prog("xfree"), n])
     s = t.stats(out)
-    nulls = 2 * GLIBC_THREAD_EXIT_FREE_NULLS
-    expect_calls(s, {"malloc": 2 * n, "free": 2 * n + nulls,
-                     "calloc": 2 * GLIBC_DTV_CALLOCS_PER_THREAD})
+    dtv = t.dump(out, ["--kind", "calloc"])
+    eq(len(dtv), GLIBC_DTV_CALLOCS_PER_THREAD, "DTV callocs (the second thread reuses)")
+    slots = dtv[0].args[0] - 2  # glibc: calloc(slots + 2, sizeof(dtv_t))
+    nulls = 2 * GLIBC_THREAD_EXIT_FREE_NULLS + slots
+    expect_calls(s, {"malloc": 2 * n, "free": 2 * n + nulls, "calloc": 1})
     expect(s, cross_thread_frees=2 * n, unknown_frees=0, free_null=nulls,
            bytes_allocated=n * 32 + n * 48 + dtv_bytes(t, out),
-           live_blocks_at_exit=2 * GLIBC_DTV_CALLOCS_PER_THREAD, threads=3,
-           complete=True, closed=True)
+           live_blocks_at_exit=1, threads=3, complete=True, closed=True)
+    main = s["per_thread"][0]
+    creating = t.dump(out, ["--tid", str(main["tid"]), "--kind", "free"])
+    eq(sum(1 for e in creating if e.args[0] == 0), slots,
+       "free(NULL)s in main (the reused DTV's slots)")
 
 
 def dtv_bytes(t, out):
@@ -118,33 +126,68 @@ def handoff(t, env, rounds=1000000):
     out = t.path("handoff.ht")
     t.traced(out, [t.prog("handoff"), rounds], env=env, timeout=240)
     s = t.stats(out, timeout=240)
+    problems = []
     nulls = 2 * GLIBC_THREAD_EXIT_FREE_NULLS
-    expect_calls(s, {"malloc": 2 * rounds, "free": 2 * rounds + nulls,
-                     "calloc": 2 * GLIBC_DTV_CALLOCS_PER_THREAD})
-    expect(s, cross_thread_frees=2 * rounds, unknown_frees=0, free_null=nulls,
-           live_blocks_at_exit=2 * GLIBC_DTV_CALLOCS_PER_THREAD, complete=True,
-           closed=True, threads=3)
-    evs = t.dump(out, ["--kind", "malloc,free,calloc"], timeout=300)
-    eq(len(evs), s["calls"]["malloc"] + s["calls"]["free"] + s["calls"]["calloc"],
-       "dump lines")
-    reuse, unknown, live = live_set_check(evs)
-    if reuse or unknown:
-        ex = reuse[0] if reuse else (None, unknown[0])
-        htlib.fail("merged trace out of order: %d allocations of a live address, %d frees "
-                   "of a block not live; first: %r then %r" % (
-                       len(reuse), len(unknown), ex[0], ex[1]))
-    eq(len(live), 2 * GLIBC_DTV_CALLOCS_PER_THREAD, "blocks live at the end (the DTVs)")
+    dtvs = 2 * GLIBC_DTV_CALLOCS_PER_THREAD
+    try:
+        expect_calls(s, {"malloc": 2 * rounds, "free": 2 * rounds + nulls, "calloc": dtvs})
+    except Failure as e:
+        problems.append(str(e))
+    want = dict(cross_thread_frees=2 * rounds, unknown_frees=0, free_null=nulls,
+                live_blocks_at_exit=dtvs, complete=True, closed=True, threads=3)
+    if "address_reuse_while_live" in s:  # beyond the contract; checked if there
+        want["address_reuse_while_live"] = 0
+    try:
+        expect(s, **want)
+    except Failure as e:
+        problems.append(str(e))
+    c = dump_live_check(t, out, ["--kind", "malloc,free,calloc"])
+    if c.events != s["calls"]["malloc"] + s["calls"]["free"] + s["calls"]["calloc"]:
+        problems.append("dump: %d lines, stats: %d calls" % (
+            c.events, s["calls"]["malloc"] + s["calls"]["free"] + s["calls"]["calloc"]))
+    if c.reuse or c.unknown:
+        problems.append("dump: merged trace out of order: " + c.summary())
+    if len(c.live) != dtvs:
+        problems.append("dump: %d blocks live at the end, expected %d (the DTVs)"
+                        % (len(c.live), dtvs))
+    check(not problems, "\n".join(problems))
 
 
-@case(timeout=300, labels=("slow",))
+@case(timeout=300, labels=("slow",), locks=("cpu",))
 def test_handoff(t):
     """Two threads hand 1M blocks each to each other through lock-free
     slots; the merged trace never shows an address allocated while live."""
     handoff(t, None)
 
 
-@case(timeout=300, labels=("slow",))
+@case(timeout=300, labels=("slow",), locks=("cpu",))
 def test_handoff_no_tcache(t):
     """The same without glibc's tcache: freed blocks go straight back to the
     arena, so the other thread's next malloc often returns them."""
     handoff(t, {"GLIBC_TUNABLES": "glibc.malloc.tcache_count=0"})
+
+
+@case()
+def test_thread_churn(t):
+    """300 short-lived threads one after the other: every one is there,
+    with its name and its counts.  Each new thread after the first reuses
+    the cached stack of the one before: glibc frees the old DTV's slots
+    (one free(NULL) each) instead of allocating a new DTV."""
+    n = 300
+    out = t.path("churn.ht")
+    t.traced(out, [t.prog("churn"), n], timeout=60)
+    s = t.stats(out)
+    dtv = t.dump(out, ["--kind", "calloc"])
+    eq(len(dtv), 1, "DTV callocs")
+    slots = dtv[0].args[0] - 2
+    nulls = n * GLIBC_THREAD_EXIT_FREE_NULLS + (n - 1) * slots
+    expect_calls(s, {"malloc": 10 * n, "free": 10 * n + nulls, "calloc": 1})
+    expect(s, threads=n + 1, thread_starts=n + 1, thread_exits=n, free_null=nulls,
+           unknown_frees=0, cross_thread_frees=0, live_blocks_at_exit=1,
+           complete=True, closed=True, bytes_allocated=10 * n * 33 + dtv_bytes(t, out))
+    eq(len(s["per_thread"]), n + 1, "per_thread entries")
+    names = sorted(p["name"] for p in s["per_thread"] if p["name"].startswith("churn-"))
+    eq(names, sorted("churn-%d" % i for i in range(n)), "thread names")
+    for p in s["per_thread"]:
+        if p["name"].startswith("churn-"):
+            eq((p["allocations"], p["bytes_allocated"]), (10, 330), "counts of %s" % p["name"])

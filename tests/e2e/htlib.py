@@ -15,7 +15,6 @@ import shutil
 import signal
 import stat
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -48,10 +47,14 @@ GLIBC_THREAD_EXIT_FREE_NULLS = 2
 GLIBC_DTV_CALLOCS_PER_THREAD = 1
 
 
-def case(timeout=60, labels=()):
-    """Decorator: sets the ctest TIMEOUT and LABELS of a case."""
+def case(timeout=60, labels=(), locks=()):
+    """Decorator: sets the ctest TIMEOUT, LABELS and RESOURCE_LOCK of a case.
+    Cases that keep both cores busy take the lock "cpu"; cases whose timing
+    matters (kill -9 after N flush intervals) take it too, so that they
+    never run next to the busy ones."""
     def deco(fn):
-        fn.ht_case = {"timeout": timeout, "labels": ("e2e",) + tuple(labels)}
+        fn.ht_case = {"timeout": timeout, "labels": ("e2e",) + tuple(labels),
+                      "locks": tuple(locks)}
         return fn
     return deco
 
@@ -105,7 +108,21 @@ class Run:
 
     def describe(self):
         return "%s: exit %s\n--- stdout\n%s\n--- stderr\n%s" % (
-            " ".join(self.argv), self.rc, self.stdout[-3000:], self.stderr[-3000:])
+            " ".join(self.argv), self.rc, self.stdout[:600], self.stderr[-2000:])
+
+
+class _Soft:
+    def __init__(self, t):
+        self.t = t
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, typ, val, tb):
+        if typ is Failure:
+            self.t.problems.append(str(val))
+            return True
+        return False
 
 
 class T:
@@ -120,6 +137,12 @@ class T:
         self.keep = keep
         self.dir = tempfile.mkdtemp(prefix="ht-%s-" % name)
         self.log = []
+        self.problems = []
+
+    def soft(self):
+        """with t.soft(): a failed check inside is noted and the case goes
+        on; the case fails at its end with every noted problem."""
+        return _Soft(self)
 
     # ---- paths ----------------------------------------------------------
     def prog(self, name):
@@ -167,13 +190,13 @@ class T:
             fail("expected exit %d from %s" % (check_rc, r.describe()))
         return r
 
-    def record(self, out, argv, env=None, stdin=None, timeout=60, rc=0):
+    def record(self, out, argv, env=None, stdin=None, timeout=60, rc=0, cwd=None):
         """heaptrail record -o OUT -- argv; checks the exit status and the
         one 'heaptrail:' line on stderr naming OUT."""
         cmd = [self.heaptrail, "record"]
         if out is not None:
             cmd += ["-o", out]
-        r = self.run(cmd + ["--"] + list(argv), env=env, stdin=stdin, timeout=timeout)
+        r = self.run(cmd + ["--"] + list(argv), env=env, stdin=stdin, timeout=timeout, cwd=cwd)
         if rc is not None and r.rc != rc:
             fail("expected exit %s from %s" % (rc, r.describe()))
         # Exactly one 'heaptrail:' line is the contract; test_record_stderr
@@ -238,7 +261,7 @@ class T:
 STATS_KEYS = [
     "events", "threads", "duration_ns", "complete", "closed", "calls", "failed",
     "free_null", "bytes_allocated", "usable_bytes_allocated", "peak_live_bytes",
-    "peak_live_usable_bytes", "peak_live_blocks", "peak_time_ns",
+    "peak_live_usable_bytes", "peak_live_blocks", "live_blocks_at_peak", "peak_time_ns",
     "live_bytes_at_exit", "live_blocks_at_exit", "live_usable_bytes_at_exit",
     "cross_thread_frees", "unknown_frees", "realloc", "mmap", "mmapped_chunks",
     "heap_break", "size_histogram", "lifetime_histogram", "per_thread", "marks",
@@ -411,40 +434,118 @@ class DumpEvent:
         return self.line
 
 
+class _Quick:
+    """A malloc, calloc or free line of dump, parsed with as little work as
+    possible (the hand-off test reads millions of them)."""
+    __slots__ = ("kind", "line", "ptr")
+
+    def __init__(self, kind, parts, line):
+        self.kind = kind
+        self.line = line
+        if kind == "free":
+            self.ptr = int(parts[4].rpartition("=")[2], 16)
+        else:
+            self.ptr = int(parts[parts.index("=") + 1].rpartition("=")[2], 16)
+
+    def freed_ptr(self):
+        return self.ptr if self.kind == "free" else 0
+
+    def result_ptr(self):
+        return 0 if self.kind == "free" else self.ptr
+
+    def __repr__(self):
+        return self.line.rstrip("\n")
+
+
+def quick_events(lines):
+    """DumpEvent-like objects from dump lines; fast for malloc/calloc/free."""
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 4 or line.startswith("#"):
+            continue
+        kind = parts[3]
+        if kind in ("malloc", "calloc", "free"):
+            yield _Quick(kind, parts, line)
+        else:
+            yield DumpEvent(line)
+
+
+class LiveCheck:
+    """Result of live_set_check: counts and the first few examples."""
+
+    def __init__(self):
+        self.reuse = 0          # allocations of an address that was live
+        self.unknown = 0        # frees of an address that was not live
+        self.examples = []      # (what, earlier event or None, event)
+        self.live = {}          # address -> event that allocated it
+        self.events = 0
+
+    def note(self, what, before, e):
+        if len(self.examples) < 5:
+            self.examples.append((what, before, e))
+
+    def summary(self):
+        lines = ["%d allocations of a live address, %d frees of a block not live"
+                 % (self.reuse, self.unknown)]
+        for what, before, e in self.examples:
+            lines.append("  %s: %r%s" % (what, e, (" (allocated by %r)" % before)
+                                         if before is not None else ""))
+        return "\n".join(lines)
+
+
 def live_set_check(events):
-    """Replays malloc-family events in dump order.  Returns (reuse,
-    unknown, live): allocations of an address that was still live, frees of
-    addresses not live, and the blocks live at the end."""
-    live = {}
-    reuse = []
-    unknown = []
+    """Replays malloc-family events in dump order and checks that no address
+    is handed out while live and no free names a block not live."""
+    c = LiveCheck()
+    live = c.live
     for e in events:
+        c.events += 1
         k = e.kind
         if k == "free":
             p = e.freed_ptr()
             if p:
-                if p in live:
-                    del live[p]
-                else:
-                    unknown.append(e)
-        elif k in ALLOC_KINDS:
-            old = e.freed_ptr()
-            new = e.result_ptr()
-            if k in ("realloc", "reallocarray") and old and old == new:
-                if old not in live:
-                    unknown.append(e)
-                live[new] = e
-                continue
-            if old:
-                if old in live:
-                    del live[old]
-                else:
-                    unknown.append(e)
-            if new and not (k == "posix_memalign" and len(e.res) > 1 and e.res[1] != 0):
-                if new in live:
-                    reuse.append((live[new], e))
-                live[new] = e
-    return reuse, unknown, live
+                if live.pop(p, None) is None:
+                    c.unknown += 1
+                    c.note("free of a block not live", None, e)
+            continue
+        if k not in ALLOC_KINDS:
+            continue
+        old = e.freed_ptr()
+        new = e.result_ptr()
+        if k == "posix_memalign" and len(e.res) > 1 and e.res[1] != 0:
+            new = 0
+        if old and old == new:  # realloc in place
+            if old not in live:
+                c.unknown += 1
+                c.note("realloc of a block not live", None, e)
+            live[new] = e
+            continue
+        if old and live.pop(old, None) is None:
+            c.unknown += 1
+            c.note("realloc of a block not live", None, e)
+        if new:
+            if new in live:
+                c.reuse += 1
+                c.note("address allocated while live", live[new], e)
+            live[new] = e
+    return c
+
+
+def dump_live_check(t, path, args=(), timeout=300):
+    """Streams `heaptrail dump PATH ARGS` through live_set_check."""
+    cmd = [t.heaptrail, "dump", path] + list(args)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=t.base_env(), text=True, bufsize=1 << 20)
+    try:
+        c = live_set_check(quick_events(p.stdout))
+        err = p.stderr.read()
+        rc = p.wait(timeout=timeout)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    check(rc == 0, "%s: exit %d\n%s" % (" ".join(cmd), rc, err))
+    return c
 
 
 # ---- files -------------------------------------------------------------------

@@ -51,8 +51,9 @@ def main():
     cases = all_cases()
     if a.list:
         for name, f in cases.items():
-            meta = getattr(f, "ht_case", {"timeout": 60, "labels": ("e2e",)})
-            print("%s %d %s" % (name, meta["timeout"], ",".join(meta["labels"])))
+            meta = getattr(f, "ht_case", {"timeout": 60, "labels": ("e2e",), "locks": ()})
+            print("%s %d %s %s" % (name, meta["timeout"], ",".join(meta["labels"]),
+                                   ",".join(meta["locks"]) or "-"))
         return 0
     if not a.build_dir or not a.progs_dir:
         ap.error("--build-dir and --progs-dir are needed")
@@ -67,6 +68,8 @@ def main():
         ok = False
         try:
             cases[name](t)
+            if t.problems:
+                raise htlib.Failure("\n".join(t.problems))
             ok = True
             passed += 1
             print("PASS %s (%.1fs)" % (name, time.monotonic() - t0))

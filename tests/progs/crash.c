@@ -1,4 +1,5 @@
 /* Dies after known allocations: 20 x malloc(64), 5 of them freed, then
+ * abort(), a write through NULL, or exit(N).
  * Usage: crash abort | segv | exit N. */
 #define _GNU_SOURCE
 #include <signal.h>

@@ -1,9 +1,10 @@
-// new/delete reach malloc/free.  After the mark "main" the trace holds
-// exactly: 10 x operator new(24) + delete, new char[1000] + delete[],
-// vector<int>::reserve(1000) (operator new(4000)) + its delete, and one
-// nothrow operator new that fails: malloc 13 (1 failed), free 12.
-// (libstdc++ allocates its emergency exception pool before main: that is
-// before the mark.)
+// new/delete reach malloc/free.  Between the marks "main" and "end" the
+// trace holds exactly: 10 x operator new(24) + delete, new char[1000] +
+// delete[], vector<int>::reserve(1000) (operator new(4000)) + its delete,
+// and one nothrow operator new that fails (libstdc++ throws and catches a
+// std::bad_alloc inside it: one more malloc(136) + free): malloc 14
+// (1 failed), free 13.  Before main, libstdc++ allocates its emergency
+// exception pool (one malloc of 72704 bytes with GCC 12).
 #include <cstdint>
 #include <new>
 #include <vector>

@@ -5,7 +5,11 @@
  *   atexit:      the same, an atexit handler that does malloc(11)/free,
  *                then return 0 from main
  *   thread-exit: main mallocs 2 x 16 and waits in pthread_join; a thread
- *                does 3 x malloc(64), frees 1 and calls exit(7). */
+ *                does 3 x malloc(64), frees 1 and calls exit(7).
+ *   main-pthread-exit: main mallocs 2 x 16, starts a thread and ends with
+ *                pthread_exit; the thread does 3 x malloc(64)/free after
+ *                main has ended and returns: the process exits 0 when the
+ *                last thread ends. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdlib.h>
@@ -38,6 +42,17 @@ static void *exiting_thread(void *arg)
 	exit(7);
 }
 
+static pthread_t main_thread;
+
+static void *last_thread(void *arg)
+{
+	(void)arg;
+	pthread_join(main_thread, NULL); /* returns once main has ended */
+	for (int i = 0; i < 3; i++)
+		free(tp_keep(malloc(64)));
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	TP_CHECK(argc == 2);
@@ -49,6 +64,14 @@ int main(int argc, char **argv)
 		TP_CHECK(pthread_create(&t, NULL, exiting_thread, NULL) == 0);
 		pthread_join(t, NULL);
 		return TP_FAIL_STATUS; /* not reached */
+	}
+	if (!strcmp(m, "main-pthread-exit")) {
+		tp_keep(malloc(16));
+		tp_keep(malloc(16));
+		main_thread = pthread_self();
+		pthread_t t;
+		TP_CHECK(pthread_create(&t, NULL, last_thread, NULL) == 0);
+		pthread_exit(NULL);
 	}
 	if (!strcmp(m, "atexit"))
 		TP_CHECK(atexit(at_exit_handler) == 0);
