@@ -19,6 +19,9 @@
  * All threads (even when THREADS is 1, the work runs in a spawned thread,
  * so that one and two threads use the same kind of glibc arena) wait on a
  * barrier, then each reads CLOCK_MONOTONIC before and after its loop.
+ * THREADS 0 runs one loop in main instead: the process never creates a
+ * thread, like most command-line programs (and a tracer may know that no
+ * pointer can come from another thread).
  * wall_ns is the span from the earliest start to the latest end.
  *
  * Output, one line on stdout:
@@ -144,7 +147,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: malloc_loop [THREADS [PAIRS_PER_THREAD [SEED]]]\n"
-		"  THREADS           worker threads (default 1, max %u)\n"
+		"  THREADS           worker threads (default 1, max %u); 0: the loop runs in main\n"
 		"  PAIRS_PER_THREAD  malloc/free pairs per thread (default 3000000)\n"
 		"  SEED              seed of the size sequence (default 1)\n"
 		"prints: pairs=<total> threads=<T> wall_ns=<ns> ns_per_pair=<wall/pairs per thread>\n",
@@ -169,14 +172,15 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if ((argc > 1 && parse_u64(argv[1], "THREADS", 1, MAX_THREADS, &threads)) ||
+	if ((argc > 1 && parse_u64(argv[1], "THREADS", 0, MAX_THREADS, &threads)) ||
 	    (argc > 2 && parse_u64(argv[2], "PAIRS_PER_THREAD", 1, UINT64_C(1) << 34, &pairs)) ||
 	    (argc > 3 && parse_u64(argv[3], "SEED", 0, UINT64_MAX, &seed)))
 		return 2;
 
 	/* Bookkeeping comes from mmap too, so the only heap calls made by this
 	 * program (besides libc/libpthread internals) are the timed ones. */
-	size_t wbytes = sizeof(*workers) * threads + sizeof(*tids) * threads;
+	uint64_t nw = threads ? threads : 1; /* loops to run */
+	size_t wbytes = sizeof(*workers) * nw + sizeof(*tids) * nw;
 	void *mem = mmap(NULL, wbytes, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (mem == MAP_FAILED) {
@@ -184,14 +188,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	workers = mem;
-	tids = (pthread_t *)(workers + threads);
+	tids = (pthread_t *)(workers + nw);
 
-	if (pthread_barrier_init(&start, NULL, (unsigned)threads)) {
+	if (pthread_barrier_init(&start, NULL, (unsigned)nw)) {
 		fprintf(stderr, "malloc_loop: pthread_barrier_init failed\n");
 		return 1;
 	}
 
-	for (t = 0; t < threads; t++) {
+	for (t = 0; t < nw; t++) {
 		struct worker *w = &workers[t];
 		memset(w, 0, sizeof(*w));
 		w->index = t;
@@ -213,8 +217,11 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	for (t = 0; t < threads; t++) {
-		pthread_join(tids[t], NULL);
+	if (!threads)
+		worker_main(&workers[0]);
+	for (t = 0; t < nw; t++) {
+		if (threads)
+			pthread_join(tids[t], NULL);
 		if (workers[t].error) {
 			fprintf(stderr, "malloc_loop: thread %u: malloc failed\n", t);
 			rc = 1;
@@ -233,11 +240,11 @@ int main(int argc, char **argv)
 
 	printf("pairs=%" PRIu64 " threads=%" PRIu64 " wall_ns=%" PRIu64 " ns_per_pair=%.3f"
 	       " cpu_ns=%" PRIu64 " cpu_ns_per_pair=%.3f\n",
-	       pairs * threads, threads, wall, (double)wall / (double)pairs,
-	       cpu, (double)cpu / (double)(pairs * threads));
+	       pairs * nw, threads, wall, (double)wall / (double)pairs,
+	       cpu, (double)cpu / (double)(pairs * nw));
 
 	pthread_barrier_destroy(&start);
-	for (t = 0; t < threads; t++)
+	for (t = 0; t < nw; t++)
 		munmap(workers[t].sizes, workers[t].sizes_bytes);
 	munmap(mem, wbytes);
 	return rc;

@@ -9,7 +9,8 @@
 #   REPS=[5]                  timed repetitions per variant (interleaved)
 #   PAIRS=[3000000]           malloc/free pairs per thread
 #   HEAPTRACK_PAIRS=[PAIRS]   pairs per thread for the heaptrack runs
-#   THREADS=["1 2"]           thread counts to measure
+#   THREADS=["0 1 2"]         thread counts to measure; 0 = the loop runs in
+#                             main and the process never creates a thread
 #   SEED=[1]                  seed of the size sequence
 #   WARMUP=[1]                untimed rounds before the timed ones
 #   CC=[gcc]                  compiler for malloc_loop
@@ -43,7 +44,7 @@ BUILD=${BUILD:-/work/main/build}
 REPS=${REPS:-5}
 PAIRS=${PAIRS:-3000000}
 HEAPTRACK_PAIRS=${HEAPTRACK_PAIRS:-$PAIRS}
-THREADS=${THREADS:-1 2}
+THREADS=${THREADS:-0 1 2}
 SEED=${SEED:-1}
 WARMUP=${WARMUP:-1}
 CC=${CC:-gcc}
@@ -63,7 +64,7 @@ done
 ((REPS >= 1)) || die "REPS must be >= 1"
 ((PAIRS >= 1 && HEAPTRACK_PAIRS >= 1)) || die "PAIRS and HEAPTRACK_PAIRS must be >= 1"
 for t in $THREADS; do
-	[[ $t =~ ^[1-9][0-9]*$ ]] || die "THREADS must list positive integers, got '$t'"
+	[[ $t =~ ^[0-9]+$ ]] || die "THREADS must list integers >= 0, got '$t'"
 done
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/heaptrail-bench.XXXXXX")
@@ -108,6 +109,12 @@ filesize() { stat -c %s "$1"; }
 # value of key ns_per_pair=... in malloc_loop's output line
 field() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" | tail -n 1; }
 
+# microseconds during which some task waited for a CPU (Linux PSI), or empty
+cpu_wait_us() {
+	[[ -r /proc/pressure/cpu ]] || return 0
+	sed -n 's/^some .*total=\([0-9]*\).*/\1/p' /proc/pressure/cpu
+}
+
 # ---------------------------------------------------------------- build
 
 BIN=$WORK/malloc_loop
@@ -120,11 +127,19 @@ VARIANTS=(none)
 
 HT_LIB=$BUILD/libheaptrail.so
 HT_CLI=$BUILD/heaptrail
+HT_COMPACT=0
 if [[ " $TRACERS " != *" heaptrail "* ]]; then
 	:
 elif [[ -f $HT_LIB ]]; then
 	VARIANTS+=(heaptrail)
 	[[ -x $HT_CLI ]] || note "no $HT_CLI: heaptrail event counts will be estimated as 2*pairs*threads"
+	# The recorder writes raw chunks; `heaptrail compact` shrinks them after
+	# the run (`heaptrail record` does the same when the program exits).
+	if [[ -x $HT_CLI ]] && "$HT_CLI" compact --help >/dev/null 2>&1; then
+		HT_COMPACT=1
+	else
+		note "no 'heaptrail compact': heaptrail traces are measured as recorded"
+	fi
 else
 	note "heaptrail not built ($HT_LIB missing; set BUILD=...): skipping the heaptrail column"
 fi
@@ -152,7 +167,7 @@ fi
 
 # ---------------------------------------------------------------- one run
 
-declare -A NS CPU RUNMS BYTES EVENTS EVSRC FAILED NPAIRS DROPPED
+declare -A NS CPU RUNMS POSTMS RAWBYTES BYTES EVENTS EVSRC FAILED NPAIRS DROPPED
 
 pairs_for() { if [[ $1 == heaptrack ]]; then echo "$HEAPTRACK_PAIRS"; else echo "$PAIRS"; fi; }
 
@@ -195,10 +210,17 @@ run_one() {
 	n=$(pairs_for "$v")
 	log=$WORK/$v-$t-$rep.log
 	trace=
+	local w0 w1
+	w0=$(cpu_wait_us)
 	t0=$(now_ns)
 	case $v in
 	none)
 		"$BIN" "$t" "$n" "$SEED" >"$log" 2>&1 || ok=0
+		w1=$(cpu_wait_us)
+		if [[ -n $w0 && -n $w1 ]] && ((rep > 0)); then
+			NONE_WAIT_US=$((NONE_WAIT_US + w1 - w0))
+			NONE_RUN_NS=$((NONE_RUN_NS + $(now_ns) - t0))
+		fi
 		;;
 	heaptrail)
 		trace=$WORK/$v-$t-$rep.ht
@@ -220,6 +242,19 @@ run_one() {
 		;;
 	esac
 	t1=$(now_ns)
+	local post_ms='' raw_bytes=''
+	if [[ $v == heaptrail && -n $trace && -f $trace ]] && ((HT_COMPACT)); then
+		raw_bytes=$(filesize "$trace")
+		local c0
+		c0=$(now_ns)
+		if ! "$HT_CLI" compact -q "$trace" >>"$log" 2>&1; then
+			note "heaptrail compact failed on the $t-thread trace (rep $rep); output:"
+			tail -n 5 "$log" | sed 's/^/    /' >&2
+			FAILED[$key]=1
+			return 0
+		fi
+		post_ms=$(calc %.1f "($(now_ns) - $c0) / 1e6")
+	fi
 	ns=$(field ns_per_pair <"$log")
 	if ((!ok)) || [[ -z $ns ]]; then
 		note "$v with $t thread(s) failed (rep $rep); output:"
@@ -238,6 +273,8 @@ run_one() {
 	CPU[$key]+="$(field cpu_ns_per_pair <"$log") "
 	RUNMS[$key]+="$(calc %.1f "($t1 - $t0) / 1e6") "
 	NPAIRS[$key]=$n
+	[[ -n $post_ms ]] && POSTMS[$key]+="$post_ms "
+	[[ -n $raw_bytes ]] && RAWBYTES[$key]+="$raw_bytes "
 	if [[ -n $trace ]]; then
 		BYTES[$key]+="$(filesize "$trace") "
 		if [[ -z ${EVENTS[$key]:-} ]]; then # count once per variant
@@ -256,7 +293,7 @@ run_one() {
 				EVENTS[$key]=$ev
 				EVSRC[$key]=counted
 			else
-				EVENTS[$key]=$((2 * n * t))
+				EVENTS[$key]=$((2 * n * (t ? t : 1)))
 				EVSRC[$key]=estimated
 			fi
 		fi
@@ -267,6 +304,10 @@ run_one() {
 # ---------------------------------------------------------------- measure
 
 START_DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
+# CPU contention while the untraced runs ran: with THREADS <= nproc they leave
+# a CPU free for everybody, so any wait for a CPU is somebody else's load.
+NONE_WAIT_US=0
+NONE_RUN_NS=0
 note "variants: ${VARIANTS[*]}; threads: $THREADS; reps: $REPS (+$WARMUP warm-up); pairs/thread: $PAIRS (heaptrack: $HEAPTRACK_PAIRS)"
 for t in $THREADS; do
 	for ((rep = 1 - WARMUP; rep <= REPS; rep++)); do
@@ -280,6 +321,15 @@ for t in $THREADS; do
 	done
 done
 
+# share of the untraced runs' time during which some task waited for a CPU
+CONTENTION=
+if ((NONE_RUN_NS > 0)) && [[ -r /proc/pressure/cpu ]]; then
+	CONTENTION=$(calc %.1f "100 * $NONE_WAIT_US * 1000 / $NONE_RUN_NS")
+	if awk "BEGIN { exit !($CONTENTION > 5) }"; then
+		note "CPU contention: some task waited for a CPU ${CONTENTION}% of the time during the untraced runs: expect noisy numbers"
+	fi
+fi
+
 # ---------------------------------------------------------------- report
 
 declare -A MED
@@ -287,13 +337,13 @@ TABLE=$WORK/table.md
 CHECKS=$WORK/checks.md
 RAW=$WORK/raw.md
 {
-	echo "| threads | tracer | pairs/thread | ns/pair (median) | min..max | added ns/pair | slowdown | CPU ns/pair | run time ms | trace bytes | events | bytes/event |"
-	echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	echo "| threads | tracer | pairs/thread | ns/pair (median) | min..max | added ns/pair | slowdown | CPU ns/pair | run time ms | post-run ms | trace bytes | events | bytes/event |"
+	echo "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	for t in $THREADS; do
 		for v in "${VARIANTS[@]}"; do
 			key="$v,$t"
 			if [[ -n ${FAILED[$key]:-} || -z ${NS[$key]:-} ]]; then
-				echo "| $t | $v | | failed | | | | | | | | |"
+				echo "| $t | $v | | failed | | | | | | | | | |"
 				continue
 			fi
 			# shellcheck disable=SC2086
@@ -305,7 +355,11 @@ RAW=$WORK/raw.md
 			rms=$(median ${RUNMS[$key]})
 			# shellcheck disable=SC2086
 			cpu=$(median ${CPU[$key]})
-			added="—" slow="1.00x" bytes="—" ev="—" bpe="—"
+			added="—" slow="1.00x" bytes="—" ev="—" bpe="—" post="—"
+			if [[ -n ${POSTMS[$key]:-} ]]; then
+				# shellcheck disable=SC2086
+				post=$(calc %.0f "$(median ${POSTMS[$key]})")
+			fi
 			if [[ $v != none && -n ${MED["none,$t"]:-} ]]; then
 				added=$(calc %+.1f "$m - ${MED["none,$t"]}")
 				slow=$(calc %.2fx "$m / ${MED["none,$t"]}")
@@ -318,8 +372,8 @@ RAW=$WORK/raw.md
 				[[ ${EVSRC[$key]} == estimated ]] && ev="~$ev"
 				bpe=$(calc %.2f "$bytes / ${EVENTS[$key]}")
 			fi
-			printf '| %s | %s | %s | %.1f | %s | %s | %s | %.1f | %.0f | %s | %s | %s |\n' \
-				"$t" "$v" "${NPAIRS[$key]}" "$m" "$rg" "$added" "$slow" "$cpu" "$rms" "$bytes" "$ev" "$bpe"
+			printf '| %s | %s | %s | %.1f | %s | %s | %s | %.1f | %.0f | %s | %s | %s | %s |\n' \
+				"$t" "$v" "${NPAIRS[$key]}" "$m" "$rg" "$added" "$slow" "$cpu" "$rms" "$post" "$bytes" "$ev" "$bpe"
 		done
 	done
 } >"$TABLE"
@@ -333,7 +387,7 @@ verdict() { if awk "BEGIN { exit !($1) }"; then echo PASS; else echo FAIL; fi; }
 	if [[ -z ${MED["none,1"]:-} ]]; then
 		echo "- no baseline, no checks"
 	elif [[ " ${VARIANTS[*]} " != *" heaptrail "* ]]; then
-		echo "- heaptrail was not measured (library not built), no checks"
+		echo "- heaptrail was not measured (not built, or not in TRACERS), no checks"
 	else
 		for t in $THREADS; do
 			m=${MED["heaptrail,$t"]:-}
@@ -341,18 +395,24 @@ verdict() { if awk "BEGIN { exit !($1) }"; then echo PASS; else echo FAIL; fi; }
 			[[ -n $m && -n $b ]] || { echo "- $t thread(s): heaptrail failed, no checks"; continue; }
 			a=$(calc %.1f "$m - $b")
 			s=$(calc %.2f "$m / $b")
-			echo "- $t thread(s): heaptrail adds $a ns/pair (target <= 15): $(verdict "$a <= 15")"
-			echo "- $t thread(s): slowdown ${s}x (target <= 1.6x): $(verdict "$s <= 1.6")"
+			tl="$t thread(s)"
+			((t == 0)) && tl="main thread only"
+			echo "- $tl: heaptrail adds $a ns/pair (target <= 15): $(verdict "$a <= 15")"
+			echo "- $tl: slowdown ${s}x (target <= 1.6x): $(verdict "$s <= 1.6")"
 			if [[ -n ${MED["heaptrack,$t"]:-} ]]; then
 				k=${MED["heaptrack,$t"]}
-				echo "- $t thread(s): heaptrack slowdown $(calc %.1fx "$k / $b"), heaptrail is $(calc %.1fx "$k / $m") faster"
+				echo "- $tl: heaptrack slowdown $(calc %.1fx "$k / $b"), heaptrail is $(calc %.1fx "$k / $m") faster"
+			fi
+			if [[ -n ${RAWBYTES["heaptrail,$t"]:-} ]]; then
+				# shellcheck disable=SC2086
+				echo "- $tl: heaptrail's trace as recorded (raw, before \`heaptrail compact\`): $(calc %.2f "$(median ${RAWBYTES["heaptrail,$t"]}) / ${EVENTS["heaptrail,$t"]}") bytes/event"
 			fi
 			if [[ -n ${BYTES["heaptrail,$t"]:-} && -n ${BYTES["heaptrack,$t"]:-} ]]; then
 				# shellcheck disable=SC2086
 				x=$(calc %.3f "$(median ${BYTES["heaptrail,$t"]}) / ${EVENTS["heaptrail,$t"]}")
 				# shellcheck disable=SC2086
 				y=$(calc %.3f "$(median ${BYTES["heaptrack,$t"]}) / ${EVENTS["heaptrack,$t"]}")
-				echo "- $t thread(s): trace $x bytes/event vs heaptrack $y (target <=): $(verdict "$x <= $y")"
+				echo "- $tl: trace $x bytes/event vs heaptrack $y (target <=): $(verdict "$x <= $y")"
 			fi
 		done
 		if [[ -n ${MED["heaptrail,1"]:-} && -n ${MED["heaptrail,2"]:-} && -n ${MED["none,2"]:-} ]]; then
@@ -360,6 +420,9 @@ verdict() { if awk "BEGIN { exit !($1) }"; then echo PASS; else echo FAIL; fi; }
 			s2=$(calc %.3f "${MED["heaptrail,2"]} / ${MED["none,2"]}")
 			echo "- scaling: slowdown with 2 threads ${s2}x vs 1 thread ${s1}x (target: 2-thread slowdown <= 1.15 x 1-thread slowdown): $(verdict "$s2 <= 1.15 * $s1")"
 		fi
+	fi
+	if [[ -n $CONTENTION ]]; then
+		echo "- CPU contention from other processes: during the untraced runs some task waited for a CPU ${CONTENTION}% of the time (Linux PSI; above ~5% expect noisy numbers)"
 	fi
 	if [[ -n ${MED["none,1"]:-} && -n ${MED["none,2"]:-} ]]; then
 		echo "- native scaling on this machine: $(calc %.1f "${MED["none,1"]}") ns/pair with 1 thread, $(calc %.1f "${MED["none,2"]}") with 2 (per-thread latency; equal values mean perfect scaling)"
@@ -379,7 +442,7 @@ verdict() { if awk "BEGIN { exit !($1) }"; then echo PASS; else echo FAIL; fi; }
 		for v in "${VARIANTS[@]}"; do
 			key="$v,$t"
 			[[ -n ${NS[$key]:-} ]] || continue
-			echo "- $v, $t thread(s): ns/pair ${NS[$key]% }; CPU ns/pair ${CPU[$key]% }; run ms ${RUNMS[$key]% }${BYTES[$key]:+; trace bytes ${BYTES[$key]% }}"
+			echo "- $v, $t thread(s): ns/pair ${NS[$key]% }; CPU ns/pair ${CPU[$key]% }; run ms ${RUNMS[$key]% }${POSTMS[$key]:+; post-run ms ${POSTMS[$key]% }}${RAWBYTES[$key]:+; raw trace bytes ${RAWBYTES[$key]% }}${BYTES[$key]:+; trace bytes ${BYTES[$key]% }}"
 		done
 	done
 } >"$RAW"
@@ -424,7 +487,9 @@ if ((WRITE)); then
 		echo "CPU ns/pair is the CPU time of the traced process (all its threads, so heaptrail's writer thread too; not heaptrack's"
 		echo "separate interpreter process) over the timed loop, divided by all pairs of all threads."
 		echo "\"run time\" is the whole process as seen from the shell, including start-up, the tracer's final flush"
-		echo "and, for heaptrack, its interpreter and compressor. Events per trace are counted from the trace"
+		echo "and, for heaptrack, its interpreter and compressor. \"post-run\" is \`heaptrail compact\` on the raw trace"
+		echo "the recorder wrote (what \`heaptrail record\` does when the program exits); trace bytes are after it."
+		echo "Events per trace are counted from the trace"
 		echo "(heaptrail: \`heaptrail stats --json\`; heaptrack: its + and - lines) where possible; \`~\` marks an estimate of 2 x pairs x threads."
 		echo
 		cat "$TABLE"

@@ -21,6 +21,7 @@ __thread struct ht_tls ht_tls __attribute__((tls_model("initial-exec")));
  * constructors, such as libstdc++'s emergency pool) are recorded: the first
  * of them runs ht_init(), which sets the real state. */
 _Atomic int ht_on = 1;
+_Atomic int ht_multithreaded;
 _Atomic uint64_t ht_dropped;
 
 static uint8_t *pool;              /* HT_POOL_BUFS * buf_bytes reserved bytes */

@@ -550,6 +550,10 @@ HT_EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*
 {
 	if (!real.pthread_create)
 		ht_hooks__resolve();
+	/* from now on a block may be freed by another thread than its
+	 * allocator: releases take ordered timestamps (preload.h) */
+	if (!atomic_load_explicit(&ht_multithreaded, memory_order_relaxed))
+		atomic_store(&ht_multithreaded, 1);
 	struct start_arg *s = __libc_malloc(sizeof(*s));
 	if (!s)
 		return real.pthread_create(th, attr, fn, arg);

@@ -88,6 +88,9 @@ extern __thread struct ht_tls ht_tls __attribute__((tls_model("initial-exec")));
 
 /* 1 while events are recorded: started, not paused, not closed. */
 extern _Atomic int ht_on;
+/* Set for good by the first pthread_create(): releases need ordered
+ * timestamps from then on (ht_now_release). */
+extern _Atomic int ht_multithreaded;
 /* Events that could not be recorded (tracer disabled by an error). */
 extern _Atomic uint64_t ht_dropped;
 
@@ -142,11 +145,14 @@ uint64_t ht_mono_ns(void);
 /* A timestamp taken only after every earlier load has completed: for the
  * start of a call that releases a block.  Plain RDTSC may execute before
  * the load that brought the pointer from another thread, which would put
- * free(p) before the malloc that returned p (docs/FORMAT.md, "Ordering"). */
+ * free(p) before the malloc that returned p (docs/FORMAT.md, "Ordering").
+ * The LFENCE costs ~14 ns in a tight loop, so a process that never
+ * created a thread (no other thread can hand it a pointer) goes without. */
 static inline uint64_t ht_now_release(void)
 {
-#if defined(__x86_64__) || defined(__i386__)
-	if (HT_LIKELY(ht_opt.use_tsc)) {
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(HT_NO_RELEASE_FENCE)
+	if (HT_LIKELY(ht_opt.use_tsc) &&
+	    atomic_load_explicit(&ht_multithreaded, memory_order_relaxed)) {
 		uint32_t lo, hi;
 		__asm__ volatile("lfence; rdtsc" : "=a"(lo), "=d"(hi)::"memory");
 		return ((uint64_t)hi << 32) | lo;

@@ -6,7 +6,7 @@ import shutil
 
 import htformat
 from htlib import (case, check, check_event_sum, check_histogram, eq, expect,
-                   expect_calls, live_set_check, skip, thread)
+                   expect_calls, live_set_check, skip, thread, which)
 
 API_ALL_CALLS = {
     "malloc": 1, "free": 9, "calloc": 1, "realloc": 3, "reallocarray": 2,
@@ -83,7 +83,7 @@ def check_api_all(t, s, run):
         check(s["duration_ns"] > 0, "duration_ns %r" % s["duration_ns"])
 
 
-@case()
+@case(labels=("analyzers",))
 def test_api_all(t):
     """Every interposed function, through heaptrail record."""
     out = t.path("api.ht")
@@ -147,7 +147,7 @@ def test_record_default_name(t):
     expect_calls(t.stats(t.path(name)), API_ALL_CALLS)
 
 
-@case()
+@case(labels=("analyzers",))
 def test_oracle_cross_check(t):
     """An independent decoder of the format (htformat.py) reads the same
     events as the C reader: event counts per kind and per thread."""
@@ -255,7 +255,7 @@ def test_bad_env_values(t):
 PEAK_SIZES = [1000] * 10 + [5000] * 3 + [100] + [8] + [100] * 2 + [3000] * 3
 
 
-@case()
+@case(labels=("analyzers",))
 def test_peak_and_leaks(t):
     out = t.path("peak.ht")
     t.traced(out, [t.prog("peak")])
@@ -286,7 +286,7 @@ def test_peak_and_leaks(t):
     check_event_sum(s)
 
 
-@case()
+@case(labels=("analyzers",))
 def test_huge(t):
     out = t.path("huge.ht")
     t.traced(out, [t.prog("huge")])
@@ -330,7 +330,7 @@ def test_cxx_new_delete(t):
     expect(s, unknown_frees=0, live_blocks_at_exit=1, live_bytes_at_exit=72704)
 
 
-@case()
+@case(labels=("analyzers",))
 def test_reallocs(t):
     """realloc up to 1 MiB (into mmapped chunks) and back down."""
     out = t.path("r.ht")
@@ -349,3 +349,50 @@ def test_reallocs(t):
     c = live_set_check(t.dump(out))
     check(c.reuse == 0 and c.unknown == 0, c.summary())
     eq(c.live, {}, "blocks live at the end (dump replay)")
+
+
+def valgrind_summary(text):
+    """The heap summary and leak summary numbers of a valgrind memcheck run."""
+    import re
+    num = lambda s: int(s.replace(",", ""))
+    out = {}
+    m = re.search(r"in use at exit: ([\d,]+) bytes in ([\d,]+) blocks", text)
+    check(m is not None, "valgrind printed no heap summary:\n%s" % text[-2000:])
+    out["in_use_bytes"], out["in_use_blocks"] = num(m.group(1)), num(m.group(2))
+    m = re.search(r"total heap usage: ([\d,]+) allocs, ([\d,]+) frees, ([\d,]+) bytes allocated",
+                  text)
+    out["allocs"], out["frees"], out["bytes"] = (num(m.group(i)) for i in (1, 2, 3))
+    m = re.search(r"definitely lost: ([\d,]+) bytes in ([\d,]+) blocks", text)
+    out["lost_bytes"], out["lost_blocks"] = (num(m.group(1)), num(m.group(2))) if m else (0, 0)
+    return out
+
+
+@case(timeout=120)
+def test_valgrind_agrees(t):
+    """valgrind's memcheck, run on the same programs without the tracer,
+    counts the same allocations, frees, bytes and leaks as stats does.
+    (Single-threaded programs: valgrind's own preload changes the size of
+    glibc's per-thread DTV allocations, and its freeres frees them.)"""
+    vg = which("valgrind")
+    if not vg:
+        skip("valgrind is not installed (scripts/deps.sh test installs it)")
+    for prog, leaked in (("peak", (5100, 2)), ("reallocs", (0, 0))):
+        r = t.run([vg, "--leak-check=full", "--errors-for-leak-kinds=none", "--error-exitcode=99", t.prog(prog)], timeout=90)
+        eq(r.rc, 0, "%s under valgrind: status" % prog)
+        v = valgrind_summary(r.stderr)
+        out = t.path(prog + ".ht")
+        t.traced(out, [t.prog(prog)])
+        s = t.stats(out)
+        allocs = sum(s["calls"][k] - s["failed"][k] for k in
+                     ("malloc", "calloc", "realloc", "reallocarray", "memalign",
+                      "posix_memalign", "aligned_alloc", "valloc", "pvalloc"))
+        with t.soft():
+            eq(s["live_bytes_at_exit"], v["in_use_bytes"], "%s: live bytes at exit vs valgrind" % prog)
+            eq(s["live_blocks_at_exit"], v["in_use_blocks"], "%s: live blocks vs valgrind" % prog)
+            eq((v["lost_bytes"], v["lost_blocks"]), leaked, "%s: valgrind's definitely lost" % prog)
+            eq(s["bytes_allocated"], v["bytes"], "%s: bytes allocated vs valgrind" % prog)
+            # valgrind counts every realloc as one alloc and one free
+            eq(allocs, v["allocs"], "%s: allocations vs valgrind" % prog)
+            frees = s["calls"]["free"] - s["free_null"] + s["calls"]["realloc"] + \
+                s["calls"]["reallocarray"] - s["realloc"]["as_malloc"] - s["realloc"]["failed"]
+            eq(frees, v["frees"], "%s: frees vs valgrind" % prog)

@@ -40,7 +40,7 @@ def test_threads(t):
     check_event_sum(s, extra=n)  # n thread_name records
 
 
-@case()
+@case(labels=("analyzers",))
 def test_threads_dump_filters(t):
     """dump --tid / --kind / --from / --to on a multi-threaded trace."""
     out = t.path("threads.ht")
@@ -73,7 +73,7 @@ def test_threads_dump_filters(t):
     eq(len(both), 2000, "mallocs of worker-1")
 
 
-@case()
+@case(labels=("analyzers",))
 def test_cross_thread_frees(t):
     """A thread's blocks freed by main, main's blocks freed by a thread.
     The second thread reuses the first one's cached stack: glibc then
