@@ -727,6 +727,21 @@ struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
 		if (r->info.closed)
 			set_warn(r, "the index is damaged; chunks were scanned instead");
 		scan_chunks(r);
+		/* A closed trace says where its chunks and index end: a scan
+		 * that stops cleanly before that, at a chunk boundary, read a
+		 * cut file. */
+		uint64_t end = 0;
+		for (int i = HT_SEC_CHUNKS; i <= HT_SEC_INDEX; i++)
+			if (r->hdr.sec[i].offset + r->hdr.sec[i].size > end)
+				end = r->hdr.sec[i].offset + r->hdr.sec[i].size;
+		if (r->info.closed && end > r->info.file_size)
+			set_err(r, "offset %llu: the file ends before its %s (the header says it "
+				   "ends at %llu): the file is truncated",
+				(unsigned long long)r->info.file_size,
+				r->info.file_size >= r->hdr.sec[HT_SEC_CHUNKS].offset +
+							     r->hdr.sec[HT_SEC_CHUNKS].size
+					? "index" : "last chunk",
+				(unsigned long long)end);
 	}
 	if (!r->info.closed)
 		set_warn(r, "the trace was not closed cleanly (the program was killed, crashed or "

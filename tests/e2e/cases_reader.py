@@ -5,18 +5,17 @@ nothing crashes."""
 
 import os
 import random
-import struct
 
 import htformat
-from htlib import case, check, eq, expect_calls, fail
+from htlib import Failure, case, check, eq, expect_calls
 
 HEADER_SIZE = htformat.HEADER.size
 CHUNK_SIZE = htformat.CHUNK.size
 
 
 def error_lines(run, path):
-    """The stderr lines that name the file."""
-    return [l for l in run.stderr.splitlines() if path in l]
+    """The error lines on stderr that name the file (warnings aside)."""
+    return [l for l in run.stderr.splitlines() if path in l and "error" in l.lower()]
 
 
 def data_error(t, args, path, what):
@@ -91,34 +90,43 @@ def test_truncated(t):
         else len(data) - 1,
         "one byte short": len(data) - 1,
     }
+    problems = []
     for what, size in sorted(cuts.items(), key=lambda kv: kv[1]):
-        path = t.path("cut-%d.ht" % size)
-        with open(path, "wb") as f:
-            f.write(data[:size])
-        if size < HEADER_SIZE:
-            data_error(t, ["stats", path, "--json"], path, what)
-            continue
-        s = t.stats(path, rc=1)
-        eq(s["complete"], False, "%s (%d bytes): complete" % (what, size))
-        r = s["_run"]
-        lines = error_lines(r, path)
-        eq(len(lines), 1, "%s: error lines naming the file:\n%s" % (what, r.stderr))
-        check(any(ch.isdigit() for ch in lines[0].replace(path, "")),
-              "%s: the error gives no offset: %r" % (what, lines[0]))
-        check(s["events"] <= full["events"], "%s: more events than the whole" % what)
-        check(s["calls"]["malloc"] <= full["calls"]["malloc"], "%s: mallocs" % what)
-        if size > mid + CHUNK_SIZE:
-            check(s["events"] > 0, "%s: no partial results" % what)
-        if size >= chunks[-1][0] and chunks[-1][1][1] == htformat.CHUNK_INDEX:
-            # only the index is missing: every event is there
-            eq(s["events"], full["events"], "%s: events" % what)
-            expect_calls(s, {k: v for k, v in full["calls"].items() if v})
-        # dump prints what it could read, then fails the same way
-        r = t.tool(["dump", path])
-        eq(r.rc, 1, "%s: dump exit status" % what)
-        eq(len([l for l in r.stdout.splitlines() if l.strip()]), s["events"],
-           "%s: dump lines vs stats events" % what)
-        eq(len(error_lines(r, path)), 1, "%s: dump error lines" % what)
+        try:
+            check_cut(t, data, chunks, mid, full, what, size)
+        except Failure as e:
+            problems.append("cut %s (%d of %d bytes): %s" % (what, size, len(data), e))
+    check(not problems, "\n".join(problems))
+
+
+def check_cut(t, data, chunks, mid, full, what, size):
+    path = t.path("cut-%d.ht" % size)
+    with open(path, "wb") as f:
+        f.write(data[:size])
+    if size < HEADER_SIZE:
+        data_error(t, ["stats", path, "--json"], path, what)
+        return
+    s = t.stats(path, rc=1)
+    eq(s["complete"], False, "%s (%d bytes): complete" % (what, size))
+    r = s["_run"]
+    lines = error_lines(r, path)
+    eq(len(lines), 1, "%s: error lines naming the file:\n%s" % (what, r.stderr))
+    check(any(ch.isdigit() for ch in lines[0].replace(path, "")),
+          "%s: the error gives no offset: %r" % (what, lines[0]))
+    check(s["events"] <= full["events"], "%s: more events than the whole" % what)
+    check(s["calls"]["malloc"] <= full["calls"]["malloc"], "%s: mallocs" % what)
+    if size > mid + CHUNK_SIZE:
+        check(s["events"] > 0, "%s: no partial results" % what)
+    if size >= chunks[-1][0] and chunks[-1][1][1] == htformat.CHUNK_INDEX:
+        # only the index is missing: every event is there
+        eq(s["events"], full["events"], "%s: events" % what)
+        expect_calls(s, {k: v for k, v in full["calls"].items() if v})
+    # dump prints what it could read, then fails the same way
+    r = t.tool(["dump", path])
+    eq(r.rc, 1, "%s: dump exit status" % what)
+    eq(len([l for l in r.stdout.splitlines() if l.strip()]), s["events"],
+       "%s: dump lines vs stats events" % what)
+    eq(len(error_lines(r, path)), 1, "%s: dump error lines" % what)
 
 
 @case()
@@ -168,8 +176,10 @@ def test_usage_errors(t):
     for args in ([], ["frobnicate"], ["stats"], ["dump"], ["stats", out, "--nope"],
                  ["dump", out, "--kind", "nosuchkind"], ["dump", out, "--tid", "abc"],
                  ["dump", out, "--from", "later"], ["stats", out, out, "--json", "--x"]):
-        r = t.tool(args)
-        eq(r.rc, 2, "`heaptrail %s` exit status:\n%s" % (" ".join(args), r.describe()))
-        check(r.stderr.strip() != "", "`heaptrail %s`: no message" % " ".join(args))
-    r = t.tool(["record"])
-    eq(r.rc, 2, "`heaptrail record` without a command")
+        with t.soft():
+            r = t.tool(args)
+            eq(r.rc, 2, "`heaptrail %s` exit status" % " ".join(args))
+            check(r.stderr.strip() != "", "`heaptrail %s`: no message" % " ".join(args))
+    with t.soft():
+        r = t.tool(["record"])
+        eq(r.rc, 2, "`heaptrail record` without a command")
