@@ -41,6 +41,7 @@ struct thread_stat {
 
 struct stats {
 	uint64_t events, calls[HT_EV_NR], failed[HT_EV_NR], bytes_by[HT_EV_NR];
+	uint64_t ts_taken; /* events that read the clock (the rest are dated by their thread) */
 	uint64_t free_null, bytes_allocated, usable_allocated;
 	uint64_t live_bytes, live_usable, live_blocks;
 	uint64_t peak_bytes, peak_usable, peak_blocks, peak_time;
@@ -202,6 +203,7 @@ static void add_event(struct stats *s, const struct ht_event *e)
 		return;
 	}
 	s->events++;
+	s->ts_taken += e->ts_taken;
 	th->events++;
 	s->last_time = e->time_ns;
 	const struct ht_kind_desc *d = &ht_kind_descs[e->kind];
@@ -324,6 +326,7 @@ static void print_json(struct stats *s, const struct ht_trace_info *in, const ch
 	ht_json__bool(&j, "closed", in->closed);
 	ht_json__u64(&j, "duration_ns", in->duration_ns > s->last_time ? in->duration_ns : s->last_time);
 	ht_json__u64(&j, "events", s->events);
+	ht_json__u64(&j, "timestamps_taken", s->ts_taken);
 	ht_json__u64(&j, "dropped", in->dropped);
 	ht_json__u64(&j, "threads", s->nthreads);
 	ht_json__obj_begin(&j, "calls");

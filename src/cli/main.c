@@ -5,6 +5,7 @@
 
 #include "builtin.h"
 #include "common/util.h"
+#include "trace/format.h"
 
 #ifndef HT_VERSION_STRING
 #define HT_VERSION_STRING "dev"
@@ -53,7 +54,7 @@ int main(int argc, char **argv)
 		return argc < 2 ? HT_EXIT_USAGE : HT_EXIT_OK;
 	}
 	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
-		printf("heaptrail %s (trace format 1)\n", HT_VERSION_STRING);
+		printf("heaptrail %s (trace format %d)\n", HT_VERSION_STRING, HT_VERSION);
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)

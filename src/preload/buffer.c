@@ -22,6 +22,7 @@ __thread struct ht_tls ht_tls __attribute__((tls_model("initial-exec")));
  * of them runs ht_init(), which sets the real state. */
 _Atomic int ht_on = 1;
 _Atomic int ht_multithreaded;
+_Atomic uint32_t ht_epoch;
 _Atomic uint64_t ht_dropped;
 
 static uint8_t *pool;              /* HT_POOL_BUFS * buf_bytes reserved bytes */
@@ -246,6 +247,7 @@ void ht_tls__refill(struct ht_tls *t, uint64_t ts)
 	t->buf = b;
 	t->pos = b->data;
 	t->end = b->data + b->cap - HT_MAX_RECORD - HT_MAX_STR - 16;
+	t->ts_left = (uint32_t)ht_opt.ts_every;
 	if (t->rec)
 		atomic_store_explicit(&t->rec->cur, b, memory_order_release);
 	write_sync(t, ts);
@@ -316,9 +318,19 @@ void ht_tls__exit(struct ht_tls *t)
 
 /* The generic, table-driven encoder used for every kind but the hot
  * malloc/free pair (see hooks.c).  The thread must be prepared. */
+/* Events after which every thread's next malloc/free takes the clock: they
+ * mark points that other threads synchronize with (pthread_join, a mark the
+ * program sets between phases), so that events after them in other
+ * threads are not dated before them. */
+#define EPOCH_KINDS                                                                      \
+	(1u << HT_EV_THREAD_START | 1u << HT_EV_THREAD_EXIT | 1u << HT_EV_THREAD_NAME |  \
+	 1u << HT_EV_MARK | 1u << HT_EV_CONTROL | 1u << HT_EV_FORK | 1u << HT_EV_EXEC)
+
 static void encode(struct ht_tls *t, int kind, int flags, uint64_t ts, const uint64_t *vals,
 		   const char *str)
 {
+	if ((1u << kind) & EPOCH_KINDS)
+		atomic_fetch_add_explicit(&ht_epoch, 1, memory_order_relaxed);
 	if (HT_UNLIKELY(t->pos >= t->end))
 		ht_tls__refill(t, ts);
 	const struct ht_kind_desc *d = &ht_kind_descs[kind];
@@ -345,7 +357,7 @@ static void encode(struct ht_tls *t, int kind, int flags, uint64_t ts, const uin
 			f[nf++] = vals[vi++];
 		}
 	}
-	f[nf++] = ts - t->last_ts;
+	f[nf++] = ts - t->last_ts + 1; /* 0 would mean "no timestamp" */
 	t->last_ts = ts;
 	t->pos = put_record(t->pos, kind | flags, f, nf, str, slen);
 	t->nev++;

@@ -126,21 +126,55 @@ static inline void commit(struct ht_tls *t)
 			      memory_order_release);
 }
 
-/* malloc: fields size, ptr, slack, then the timestamp delta; written with
- * unconditional 8-byte stores and branch-free lengths (format.h). */
-static inline void rec_malloc(struct ht_tls *t, uint64_t ts, size_t size, void *p)
+/* Whether this malloc/free takes the clock: every ts_every-th call of the
+ * thread, the first one after an epoch tick of the writer, and any call on
+ * a block glibc mmapped (rare, and slow anyway).  The others store no
+ * timestamp; readers date them by the thread's previous sample and order
+ * them across threads by address causality (docs/FORMAT.md, "Timestamps").
+ * RDTSC costs 8-13 ns here, as much as the rest of the record. */
+static inline int ts_due(struct ht_tls *t, int flags)
+{
+	uint32_t e = atomic_load_explicit(&ht_epoch, memory_order_relaxed);
+	return (--t->ts_left == 0) | (e != t->epoch) | (flags & HT_F_MMAPPED);
+}
+
+/* The timestamp field of a sampled hot-path record: delta + 1 (0 = none). */
+static inline uint64_t ts_field(struct ht_tls *t, uint64_t ts)
+{
+	uint64_t f = ts - t->last_ts + 1;
+	t->last_ts = ts;
+	t->ts_left = (uint32_t)ht_opt.ts_every;
+	t->epoch = atomic_load_explicit(&ht_epoch, memory_order_relaxed);
+	return f;
+}
+
+/* Makes the thread ready to record a hot-path event; 0 if it cannot. */
+static inline int hot_ready(struct ht_tls *t, int release)
+{
+	if (HT_UNLIKELY(t->state != 1)) {
+		uint64_t ts = ht_now();
+		if (!ht_tls__prepare(t, &ts))
+			return 0;
+	}
+	if (HT_UNLIKELY(t->pos >= t->end))
+		ht_tls__refill(t, release ? ht_now_release() : ht_now());
+	return 1;
+}
+
+/* malloc: fields size, ptr, slack, then the timestamp; written with
+ * unconditional 8-byte stores and branch-free lengths (format.h).  The
+ * clock, when due, is read after the real malloc returned. */
+static inline void rec_malloc(struct ht_tls *t, size_t size, void *p)
 {
 	t->guard = 1;
-	if (HT_UNLIKELY(t->state != 1) && !ht_tls__prepare(t, &ts))
+	if (!hot_ready(t, 0))
 		goto out;
-	if (HT_UNLIKELY(t->pos >= t->end))
-		ht_tls__refill(t, ts);
 	uint64_t usable = size;
 	int flags = HT_LIKELY(p != NULL) ? chunk_flags(p, &usable) : 0;
 	uint64_t f0 = size;
 	uint64_t f1 = ht_zigzag((int64_t)((uintptr_t)p - t->last_ptr));
 	uint64_t f2 = usable > size ? usable - size : 0;
-	uint64_t f3 = ts - t->last_ts;
+	uint64_t f3 = HT_UNLIKELY(ts_due(t, flags)) ? ts_field(t, ht_now()) : 0;
 	unsigned c0 = ht_len_bytes(f0), c1 = ht_len_bytes(f1), c2 = ht_len_bytes(f2),
 		 c3 = ht_len_bytes(f3);
 	uint32_t tag = c0 | c1 << 4 | c2 << 8 | c3 << 12;
@@ -152,7 +186,6 @@ static inline void rec_malloc(struct ht_tls *t, uint64_t ts, size_t size, void *
 	o = ht_put_field(o, f1, c1);
 	o = ht_put_field(o, f2, c2);
 	o = ht_put_field(o, f3, c3);
-	t->last_ts = ts;
 	t->last_ptr = (uintptr_t)p;
 	t->pos = o;
 	t->nev++;
@@ -162,25 +195,23 @@ out:
 	check_brk();
 }
 
-/* free: fields ptr, then the timestamp delta. */
-static inline void rec_free(struct ht_tls *t, uint64_t ts, void *p)
+/* free: fields ptr, then the timestamp, read (when due) before the real
+ * free releases the block. */
+static inline void rec_free(struct ht_tls *t, void *p)
 {
 	t->guard = 1;
-	if (HT_UNLIKELY(t->state != 1) && !ht_tls__prepare(t, &ts))
+	if (!hot_ready(t, 1))
 		goto out;
-	if (HT_UNLIKELY(t->pos >= t->end))
-		ht_tls__refill(t, ts);
 	uint64_t usable;
 	int flags = HT_LIKELY(p != NULL) ? chunk_flags(p, &usable) : 0;
 	uint64_t f0 = ht_zigzag((int64_t)((uintptr_t)p - t->last_ptr));
-	uint64_t f1 = ts - t->last_ts;
+	uint64_t f1 = HT_UNLIKELY(ts_due(t, flags)) ? ts_field(t, ht_now_release()) : 0;
 	unsigned c0 = ht_len_bytes(f0), c1 = ht_len_bytes(f1);
 	uint8_t *o = t->pos;
 	o[0] = (uint8_t)(HT_EV_FREE | flags);
 	o[1] = (uint8_t)(c0 | c1 << 4);
 	o = ht_put_field(o + 2, f0, c0);
 	o = ht_put_field(o, f1, c1);
-	t->last_ts = ts;
 	t->last_ptr = (uintptr_t)p;
 	t->pos = o;
 	t->nev++;
@@ -194,7 +225,7 @@ HT_EXPORT void *malloc(size_t size)
 	void *p = __libc_malloc(size);
 	struct ht_tls *t = &ht_tls;
 	if (tracing(t))
-		rec_malloc(t, ht_now(), size, p);
+		rec_malloc(t, size, p);
 	return p;
 }
 
@@ -202,7 +233,7 @@ HT_EXPORT void free(void *p)
 {
 	struct ht_tls *t = &ht_tls;
 	if (tracing(t)) {
-		rec_free(t, ht_now_release(), p);
+		rec_free(t, p);
 		__libc_free(p);
 		check_brk();
 		return;

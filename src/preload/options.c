@@ -21,6 +21,7 @@ struct ht_options ht_opt = {
 	.toggle_signal = 0,
 	.zstd_level = 0, /* raw: heaptrail record compacts after the run */
 	.use_tsc = 1,
+	.ts_every = 16,
 	.quiet = 0,
 };
 
@@ -43,6 +44,7 @@ static const struct opt_desc descs[] = {
 	{"HEAPTRAIL_TOGGLE_SIGNAL", OPT_BOOL, &ht_opt.toggle_signal, 0, 1},
 	{"HEAPTRAIL_ZSTD_LEVEL", OPT_INT, &ht_opt.zstd_level, -7, 19},
 	{"HEAPTRAIL_CLOCK", OPT_CLOCK, &ht_opt.use_tsc, 0, 1},
+	{"HEAPTRAIL_TIMESTAMP_EVERY", OPT_INT, &ht_opt.ts_every, 1, 65536},
 	{"HEAPTRAIL_QUIET", OPT_BOOL, &ht_opt.quiet, 0, 1},
 };
 

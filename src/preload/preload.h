@@ -28,6 +28,7 @@ struct ht_options {
 	int toggle_signal;     /* HEAPTRAIL_TOGGLE_SIGNAL: SIGUSR2 pauses/resumes */
 	int zstd_level;        /* HEAPTRAIL_ZSTD_LEVEL: compress while recording (0 = raw) */
 	int use_tsc;           /* HEAPTRAIL_CLOCK: 1 = tsc, 0 = monotonic */
+	int ts_every;          /* HEAPTRAIL_TIMESTAMP_EVERY: malloc/free take the clock every Nth call */
 	int quiet;             /* HEAPTRAIL_QUIET: no messages on stderr */
 };
 
@@ -82,6 +83,8 @@ struct ht_tls {
 	int state;              /* 0 new, 1 active, 2 exited (key destructor ran) */
 	uint32_t creator;       /* tid of the pthread_create caller, 0 unknown */
 	uint64_t next_seq;      /* sequence number after the last buffer (exit) */
+	uint32_t ts_left;       /* malloc/free calls until the next clock sample */
+	uint32_t epoch;         /* ht_epoch when this thread last took the clock */
 };
 
 extern __thread struct ht_tls ht_tls __attribute__((tls_model("initial-exec")));
@@ -91,6 +94,10 @@ extern _Atomic int ht_on;
 /* Set for good by the first pthread_create(): releases need ordered
  * timestamps from then on (ht_now_release). */
 extern _Atomic int ht_multithreaded;
+/* Bumped by the writer thread every HT_EPOCH_MS: the first malloc/free of a
+ * thread after a bump takes the clock, so that sampled timestamps are never
+ * older than one epoch (docs/FORMAT.md, "Timestamps"). */
+extern _Atomic uint32_t ht_epoch;
 /* Events that could not be recorded (tracer disabled by an error). */
 extern _Atomic uint64_t ht_dropped;
 

@@ -536,20 +536,31 @@ static void *writer_main(void *arg)
 		ZSTD_CCtx_setParameter(w.zc, ZSTD_c_compressionLevel, ht_opt.zstd_level);
 		ZSTD_CCtx_setParameter(w.zc, ZSTD_c_checksumFlag, 1);
 	}
-	struct timespec iv = {ht_opt.flush_interval_ms / 1000,
-			      (ht_opt.flush_interval_ms % 1000) * 1000000};
+	/* The writer wakes every epoch (or flush interval, if shorter) to
+	 * move ht_epoch on, and does a flush round once a flush interval has
+	 * passed or when asked. */
+	long period_ms = ht_opt.flush_interval_ms < HT_EPOCH_MS ? ht_opt.flush_interval_ms
+								 : HT_EPOCH_MS;
+	struct timespec iv = {period_ms / 1000, (period_ms % 1000) * 1000000};
 	/* A second clock sample soon after the first gives readers a rate
 	 * even for a run that dies young. */
 	struct timespec early = {0, 2000000};
 	int first = 1;
+	uint64_t last_round = ht_mono_ns();
 	for (;;) {
 		atomic_store(&writer_waiting, 1);
 		if (!atomic_load(&req_word))
 			futex(&req_word, FUTEX_WAIT_PRIVATE, 0, first ? &early : &iv);
 		atomic_store(&writer_waiting, 0);
-		first = 0;
+		atomic_fetch_add_explicit(&ht_epoch, 1, memory_order_relaxed);
 		uint32_t ticket = atomic_load(&req_ticket);
 		uint32_t req = atomic_exchange(&req_word, 0);
+		uint64_t now = ht_mono_ns();
+		if (!req && !first &&
+		    now - last_round < (uint64_t)ht_opt.flush_interval_ms * 1000000 - 500000)
+			continue; /* an epoch tick only */
+		first = 0;
+		last_round = now;
 		while (atomic_exchange(&round_busy, 1))
 			sched_yield();
 		do_round(req);

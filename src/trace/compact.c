@@ -178,11 +178,11 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 	}
 	c.in_size = (uint64_t)st.st_size;
 	if (c.in_size < sizeof(hdr) || read_at(c.in, &hdr, sizeof(hdr), 0) < 0 ||
-	    memcmp(hdr.magic, HT_MAGIC, 8) || hdr.version != HT_VERSION ||
+	    memcmp(hdr.magic, HT_MAGIC, 8) || hdr.version < HT_VERSION_MIN || hdr.version > HT_VERSION ||
 	    hdr.sec[HT_SEC_CHUNKS].offset > c.in_size ||
 	    hdr.sec[HT_SEC_CHUNKS].offset < sizeof(hdr)) {
-		snprintf(err, errlen, "%s: not a heaptrail trace of format version %d", path,
-			 HT_VERSION);
+		snprintf(err, errlen, "%s: not a heaptrail trace of format version %d..%d", path,
+			 HT_VERSION_MIN, HT_VERSION);
 		tmp[0] = 0;
 		goto cleanup;
 	}

@@ -19,7 +19,12 @@
 #include <string.h>
 
 #define HT_MAGIC "HEAPTRL\0"       /* 8 bytes at offset 0 */
-#define HT_VERSION 1               /* bumped on any incompatible change */
+#define HT_VERSION 2               /* bumped on any incompatible change */
+#define HT_VERSION_MIN 1           /* oldest version readers still decode */
+
+/* The recorder's writer thread ticks an epoch this often; a thread's first
+ * malloc/free after a tick takes the clock (see "timestamp" below). */
+#define HT_EPOCH_MS 10
 #define HT_CHUNK_MAGIC 0x4b435448u /* "HTCK" little endian */
 
 /* Sections of the file header, perf-style {offset,size} pairs.  CHUNKS and
@@ -127,6 +132,12 @@ struct ht_index_entry {
  *   'S' string of at most HT_MAX_STR bytes (value = length)
  *   'd' duration: timestamp ticks the call took (the record's timestamp is
  *       its end; end - d is when it started)
+ * timestamp   (version 2) 0 = not taken: the event is dated by the thread's
+ *             previous timestamp; else the delta from it, plus 1.  The
+ *             recorder takes the clock on every event but malloc and free,
+ *             and on those every HEAPTRAIL_TIMESTAMP_EVERY-th call, on the
+ *             first call after an epoch tick and on mmapped blocks.
+ *             (version 1: always the delta.)
  * HT_EV_SYNC carries an absolute timestamp instead of a delta and resets the
  * previous pointer to 0; its field is the sequence number of the next event.
  * HT_EV_TICK only moves the thread's timestamp on (reserved for recorders

@@ -43,6 +43,8 @@ struct stream {
 	int done;               /* no more events */
 	struct ht_event ev;     /* the next event (valid while !done) */
 	struct ht_event split;  /* ACQUIRE part waiting behind a RELEASE part */
+	uint64_t held_on;       /* address whose release this stream waits for, 0 none */
+	int forced;             /* deliver the head event even if its address is live */
 	int has_split;          /* split is pending */
 	char str[HT_MAX_STR + 1]; /* its string field */
 };
@@ -69,6 +71,14 @@ struct ht_reader {
 	size_t zcap;               /* its capacity */
 	uint64_t done_bytes, total_bytes; /* progress */
 	char out_str[HT_MAX_STR + 1]; /* string of the last returned event */
+	int causal;                /* hold allocations of live addresses (format 2, >1 thread) */
+	uint64_t *live;            /* open-addressing set of live block addresses */
+	size_t live_cap, live_n;   /* slots (power of two) / used */
+	struct stream **held;      /* streams waiting for a release */
+	size_t nheld;              /* entries in held */
+	uint64_t hold_ticks;       /* longest wait before an allocation is let through */
+	uint64_t last_out_ts;      /* timestamp of the last delivered event */
+	uint64_t forced_out;       /* allocations delivered while their address was live */
 	char err[512];             /* first error, "" if none */
 	char warn[512];            /* first warning, "" if none */
 };
@@ -462,10 +472,11 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 			memcpy(&f[i], p, len); /* little endian host */
 			p += len;
 		}
+		int v2 = r->hdr.version >= 2;
 		if (kind == HT_EV_TICK) {
 			if (!s->synced)
 				return corrupt(r, s, "event before any sync record");
-			s->last_ts += f[0] + f[1];
+			s->last_ts += f[0] + (v2 && f[1] ? f[1] - 1 : f[1]);
 			s->pos = p;
 			continue;
 		}
@@ -485,7 +496,8 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 		e->flags = kb & ~HT_KIND_MASK;
 		e->tid = s->tid;
 		e->seq = s->seq;
-		e->ts = s->last_ts + f[nf];
+		e->ts_taken = !v2 || f[nf] != 0;
+		e->ts = s->last_ts + (v2 && f[nf] ? f[nf] - 1 : f[nf]);
 		e->usable = 0;
 		e->duration = 0;
 		e->str = NULL;
@@ -645,20 +657,209 @@ found:
 	return 1;
 }
 
+/* ---- causal order: the set of live block addresses ----------------------- */
+
+static size_t live_slot(const struct ht_reader *r, uint64_t a)
+{
+	uint64_t h = a * 0x9e3779b97f4a7c15ull;
+	return (size_t)(h >> 20) & (r->live_cap - 1);
+}
+
+static int live_has(const struct ht_reader *r, uint64_t a)
+{
+	if (!r->live_n)
+		return 0;
+	for (size_t i = live_slot(r, a);; i = (i + 1) & (r->live_cap - 1)) {
+		if (r->live[i] == a)
+			return 1;
+		if (!r->live[i])
+			return 0;
+	}
+}
+
+static void live_add(struct ht_reader *r, uint64_t a)
+{
+	if ((r->live_n + 1) * 2 > r->live_cap) {
+		size_t ncap = r->live_cap ? r->live_cap * 2 : 1024;
+		uint64_t *old = r->live, *nl = calloc(ncap, sizeof(*nl));
+		if (!nl)
+			return; /* out of memory: order by time alone */
+		size_t ocap = r->live_cap;
+		r->live = nl;
+		r->live_cap = ncap;
+		for (size_t i = 0; i < ocap; i++) {
+			if (!old[i])
+				continue;
+			size_t j = live_slot(r, old[i]);
+			while (nl[j])
+				j = (j + 1) & (ncap - 1);
+			nl[j] = old[i];
+		}
+		free(old);
+	}
+	size_t i = live_slot(r, a);
+	for (; r->live[i]; i = (i + 1) & (r->live_cap - 1))
+		if (r->live[i] == a)
+			return;
+	r->live[i] = a;
+	r->live_n++;
+}
+
+/* Removes a; later entries of its probe run move back (no tombstones). */
+static void live_del(struct ht_reader *r, uint64_t a)
+{
+	if (!r->live_n)
+		return;
+	size_t m = r->live_cap - 1, i = live_slot(r, a);
+	for (; r->live[i] != a; i = (i + 1) & m)
+		if (!r->live[i])
+			return;
+	r->live[i] = 0;
+	r->live_n--;
+	for (size_t j = (i + 1) & m; r->live[j]; j = (j + 1) & m) {
+		size_t k = live_slot(r, r->live[j]);
+		/* move j to the hole at i unless its home lies in (i, j] */
+		if ((j > i && (k <= i || k > j)) || (j < i && (k <= i && k > j))) {
+			r->live[i] = r->live[j];
+			r->live[j] = 0;
+			i = j;
+		}
+	}
+}
+
+/* The heap block an event hands out now, 0 if none.  A realloc that stays
+ * in place hands out nothing new. */
+static uint64_t acquired_block(const struct ht_event *e)
+{
+	if (!ht_kind_descs[e->kind].is_alloc || !ht_event__acquire_now(e))
+		return 0;
+	uint64_t p = ht_event__result_ptr(e);
+	return p == ht_event__old_ptr(e) ? 0 : p;
+}
+
+/* The heap block an event gives back now, 0 if none. */
+static uint64_t released_block(const struct ht_event *e)
+{
+	if (e->kind == HT_EV_FREE)
+		return e->nv ? e->v[0] : 0;
+	if (ht_event__release_now(e) && ht_event__result_ptr(e) != ht_event__old_ptr(e))
+		return ht_event__old_ptr(e);
+	return 0;
+}
+
+static void heap_up(struct ht_reader *r, size_t i)
+{
+	while (i > 0) {
+		size_t p = (i - 1) / 2;
+		if (!before(r->heap[i], r->heap[p]))
+			return;
+		struct stream *t = r->heap[i];
+		r->heap[i] = r->heap[p];
+		r->heap[p] = t;
+		i = p;
+	}
+}
+
+static void unhold(struct ht_reader *r, size_t i, int forced)
+{
+	struct stream *s = r->held[i];
+	r->held[i] = r->held[--r->nheld];
+	s->held_on = 0;
+	s->forced = forced;
+	r->heap[r->nheap++] = s;
+	heap_up(r, r->nheap - 1);
+}
+
+/* A held allocation whose release has not come within hold_ticks of its
+ * own time never will (an untraced free, a paused recording): let the
+ * oldest one through.  Also when nothing else is left to deliver. */
+static void unhold_overdue(struct ht_reader *r)
+{
+	while (r->nheld) {
+		size_t oldest = 0;
+		for (size_t i = 1; i < r->nheld; i++)
+			if (r->held[i]->ev.ts < r->held[oldest]->ev.ts)
+				oldest = i;
+		if (r->nheap && r->heap[0]->ev.ts <= r->held[oldest]->ev.ts + r->hold_ticks)
+			return;
+		r->forced_out++;
+		unhold(r, oldest, 1);
+	}
+}
+
+/* Keeps the live set in step with a delivered event. */
+static void track_live(struct ht_reader *r, const struct ht_event *e)
+{
+	if (e->kind == HT_EV_CONTROL && e->nv && e->v[0] != HT_CTL_SYNC && e->v[0] != HT_CTL_PAUSE) {
+		/* frees were not recorded while paused or stopped */
+		r->live_n = 0;
+		if (r->live)
+			memset(r->live, 0, r->live_cap * sizeof(*r->live));
+		return;
+	}
+	uint64_t rel = released_block(e), acq = acquired_block(e);
+	if (rel)
+		live_del(r, rel);
+	if (acq)
+		live_add(r, acq);
+	/* wake the streams that wait for this address to change; each checks
+	 * again when it comes first */
+	for (size_t i = r->nheld; i-- > 0;)
+		if (r->held[i]->held_on && (r->held[i]->held_on == rel || r->held[i]->held_on == acq))
+			unhold(r, i, 0);
+}
+
+/* The address an event without a timestamp of its own must wait for, 0 if
+ * it can be delivered now: an allocation of a block that is still live
+ * waits for its release, a free of a block not yet live for its
+ * allocation (both happened in another thread, and the free's timestamp
+ * there, or the allocation's here, is only a lower bound).  Events with
+ * their own timestamp are ordered by it (docs/FORMAT.md, "Ordering"). */
+static uint64_t must_wait(const struct ht_reader *r, const struct ht_event *e)
+{
+	if (e->ts_taken)
+		return 0;
+	uint64_t a = acquired_block(e);
+	if (a)
+		return live_has(r, a) ? a : 0;
+	a = released_block(e);
+	return a && !live_has(r, a) ? a : 0;
+}
+
 int ht_reader__next(struct ht_reader *r, struct ht_event *ev)
 {
-	if (!r->nheap)
-		return 0;
-	struct stream *s = r->heap[0];
+	struct stream *s;
+	for (;;) {
+		if (r->nheld)
+			unhold_overdue(r);
+		if (!r->nheap)
+			return 0;
+		s = r->heap[0];
+		if (!r->causal || s->forced)
+			break;
+		uint64_t a = must_wait(r, &s->ev);
+		if (!a)
+			break;
+		s->held_on = a;
+		r->held[r->nheld++] = s;
+		r->heap[0] = r->heap[--r->nheap];
+		heap_down(r, 0);
+	}
+	s->forced = 0;
 	*ev = s->ev;
 	if (s->ev.str) {
 		memcpy(r->out_str, s->ev.str, strlen(s->ev.str) + 1);
 		ev->str = r->out_str;
 	}
+	if (ev->ts < r->last_out_ts)
+		ev->ts = r->last_out_ts; /* a held allocation: after what it waited for */
+	r->last_out_ts = ev->ts;
 	ev->time_ns = ht_reader__ts_to_ns(r, ev->ts);
 	if (!(s->parked ? unpark_advance(r, s) : stream_advance(r, s)))
 		r->heap[0] = r->heap[--r->nheap];
 	heap_down(r, 0);
+	if (r->causal)
+		track_live(r, ev);
 	return 1;
 }
 
@@ -755,6 +956,12 @@ struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
 			r->nstreams++;
 	r->streams = calloc(r->nstreams ? r->nstreams : 1, sizeof(*r->streams));
 	r->heap = calloc(r->nstreams ? r->nstreams : 1, sizeof(*r->heap));
+	r->held = calloc(r->nstreams ? r->nstreams : 1, sizeof(*r->held));
+	if (!r->streams || !r->heap || !r->held) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		goto fail;
+	}
+	r->causal = r->hdr.version >= 2 && r->nstreams > 1;
 	size_t si = 0;
 	for (size_t i = 0; i < r->nchunks; i++) {
 		if (i > 0 && r->chunks[i].tid == r->chunks[i - 1].tid) {
@@ -768,6 +975,9 @@ struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
 		s->seq = r->chunks[i].first_seq;
 	}
 	fit_clock(r);
+	/* An event without its own timestamp happened before its thread's
+	 * next epoch tick; four ticks leave room for a late writer thread. */
+	r->hold_ticks = (uint64_t)(4.0 * HT_EPOCH_MS * 1e6 * r->ts_per_ns);
 	r->base_ts = r->hdr.start_ts;
 	for (size_t i = 0; i < r->nstreams; i++) {
 		struct stream *s = &r->streams[i];
@@ -837,6 +1047,8 @@ void ht_reader__close(struct ht_reader *r)
 		free(r->streams[i].buf);
 	free(r->streams);
 	free(r->heap);
+	free(r->held);
+	free(r->live);
 	free(r->chunks);
 	free(r->clocks);
 	free(r->rss_t);

@@ -1,8 +1,16 @@
 /* Reading heaptrail traces: open, validate, stream events merged across
  * threads by (timestamp, thread, sequence number).
  *
- * Memory is bounded by the number of threads (one decoded chunk each) and
- * the chunk index, never by the number of events.  On a truncated or
+ * Memory is bounded by the number of threads (one decoded chunk each), the
+ * chunk index and, for multi-threaded traces of format 2, the set of live
+ * block addresses, never by the number of events.
+ *
+ * Causal order: malloc/free events without a timestamp of their own are
+ * dated by their thread's previous one, which may put an allocation before
+ * the free (in another thread) of the block it reuses.  The merge holds
+ * such an allocation back until the free has been delivered, so that an
+ * address is never handed out while it is still live (docs/FORMAT.md,
+ * "Ordering").  On a truncated or
  * corrupt file the reader yields every event it could decode, then
  * ht_reader__next() returns 0 and ht_reader__error() says what is wrong and
  * at which offset. */
@@ -30,6 +38,7 @@ struct ht_event {
 	uint64_t duration;  /* ticks the call took ('d' field), 0 if not recorded */
 	const char *str;    /* string field ('S'), NUL-terminated, else NULL */
 	uint8_t part;       /* HT_PART_*: how a realloc is split in time */
+	uint8_t ts_taken;   /* 1: ts was read at this call; 0: the thread's previous one (sampled) */
 };
 
 /* A realloc (or reallocarray, mremap) that moves or frees its block both

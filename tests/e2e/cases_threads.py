@@ -191,3 +191,40 @@ def test_thread_churn(t):
     for p in s["per_thread"]:
         if p["name"].startswith("churn-"):
             eq((p["allocations"], p["bytes_allocated"]), (10, 330), "counts of %s" % p["name"])
+
+
+@case()
+def test_timestamps_sampled(t):
+    """malloc and free read the clock every HEAPTRAIL_TIMESTAMP_EVERY-th call
+    of a thread (default 16), on the first call after an epoch tick and after
+    thread starts and exits; every other event reads it each time.  The
+    reader still delivers a causally ordered, time-ordered stream."""
+    n, m = 3, 20000
+    argv = [t.prog("threads"), n, m]
+    every1 = t.path("every1.ht")
+    t.traced(every1, argv, env={"HEAPTRAIL_TIMESTAMP_EVERY": "1"})
+    s1 = t.stats(every1)
+    eq(s1["timestamps_taken"], s1["events"], "timestamps with HEAPTRAIL_TIMESTAMP_EVERY=1")
+
+    out = t.path("sampled.ht")
+    t.traced(out, argv)
+    s = t.stats(out)
+    for k in ("malloc", "free", "calloc"):
+        eq(s["calls"][k], s1["calls"][k], "%s calls, sampled vs every call" % k)
+    hot = s["calls"]["malloc"] + s["calls"]["free"]
+    other = s["events"] - hot
+    # each thread's countdown alone gives hot/16 samples (less one per
+    # thread); epoch ticks (every 10 ms, and at each of the `other` thread
+    # events) add at most one per thread each
+    ticks = s["duration_ns"] // 10000000 + 1 + other
+    low = hot // 16 - (n + 1)
+    high = hot // 16 + other + (n + 1) * ticks
+    check(low <= s["timestamps_taken"] <= high,
+          "timestamps_taken=%d of %d events, expected %d..%d" % (
+              s["timestamps_taken"], s["events"], low, high))
+    evs = t.dump(out)
+    back = [(a.line, b.line) for a, b in zip(evs, evs[1:]) if b.time_ns < a.time_ns]
+    check(not back, "dump goes back in time: %r" % back[:3])
+    c = dump_live_check(t, out, ["--kind", "malloc,free,calloc"])
+    check(not c.reuse and not c.unknown, "merged trace out of order: " + c.summary())
+    eq(c.events, hot + s["calls"]["calloc"], "malloc/free/calloc lines in dump")

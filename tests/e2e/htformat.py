@@ -187,15 +187,18 @@ class Trace:
                     raise FormatError("bad or truncated field")
                 f.append(int.from_bytes(buf[pos:pos + ln], "little"))
                 pos += ln
+            # format 2: a timestamp field of 0 means "not taken" (the event
+            # keeps the thread's previous timestamp), else delta + 1
+            dt = f[nf] - 1 if self.version >= 2 and f[nf] else f[nf]
             if kind == TICK:
-                st[0] = (st[0] + f[0] + f[1]) & MASK64
+                st[0] = (st[0] + f[0] + dt) & MASK64
                 continue
             if kind == 0:
                 if f[0] != st[2]:
                     raise FormatError("sync sequence %d, expected %d" % (f[0], st[2]))
                 st[0], st[1] = f[1], 0
                 continue
-            st[0] = (st[0] + f[nf]) & MASK64
+            st[0] = (st[0] + dt) & MASK64
             vals = []
             s = None
             for i, c in enumerate(fields):

@@ -1,0 +1,183 @@
+/* libFuzzer target for the trace reader (src/trace/reader.c).
+ *
+ * Each input is taken as a whole .ht file: it is written to a memfd, opened
+ * through /proc/self/fd/N with ht_reader__open, read to the end with
+ * ht_reader__next, and closed.  Every event goes through the accessors the
+ * analyzers use (ht_event__size, __result_ptr, __old_ptr, __frees_old, the
+ * part helpers), and the reader's promises that do not depend on the input
+ * being valid are checked: a failed open fills err, events are well formed
+ * (kind, value count, string), errors read "offset N: ...".  A broken
+ * promise aborts, which libFuzzer reports like a crash.
+ *
+ * With HT_FUZZ_STRICT_COUNT=1 in the environment one more promise is
+ * checked: a read that ends without an error and without a warning has
+ * delivered every event the chunks announce (calls counted once, a split
+ * realloc's RELEASE part not counted), i.e. no event was dropped silently.
+ * It is off by default while the reader breaks it (see
+ * tests/fuzz/regressions/logic-*).
+ *
+ * Build (clang): see tests/fuzz/run.sh or tests/fuzz/CMakeLists.txt.
+ * Without clang, tests/fuzz/run_corpus.c runs the same function over the
+ * corpus and the saved regressions. */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "trace/reader.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Events read from one input at most: a 4 MiB chunk of 2-byte records
+ * decodes to 2M events, and an index may list it many times.  Past this
+ * the input is read no further (the rest is the same code again). */
+#define FUZZ_MAX_EVENTS (4u << 20)
+
+static void broken(const char *what, const char *detail)
+{
+	fprintf(stderr, "fuzz_reader: broken reader promise: %s%s%s\n", what,
+		detail ? ": " : "", detail ? detail : "");
+	abort();
+}
+
+/* One memfd for the whole run, rewritten for every input. */
+static int input_fd = -1;
+static char input_path[64];
+
+static int put_input(const uint8_t *data, size_t size)
+{
+	if (input_fd < 0) {
+		input_fd = memfd_create("ht-fuzz-input", MFD_CLOEXEC);
+		if (input_fd < 0) {
+			perror("fuzz_reader: memfd_create");
+			exit(2);
+		}
+		snprintf(input_path, sizeof(input_path), "/proc/self/fd/%d", input_fd);
+	}
+	if (ftruncate(input_fd, 0) < 0) {
+		perror("fuzz_reader: ftruncate");
+		exit(2);
+	}
+	size_t done = 0;
+	while (done < size) {
+		ssize_t k = pwrite(input_fd, data + done, size - done, (off_t)done);
+		if (k <= 0) {
+			perror("fuzz_reader: pwrite");
+			exit(2);
+		}
+		done += (size_t)k;
+	}
+	return 0;
+}
+
+static volatile uint64_t sink; /* keeps the accessor calls */
+static int strict_count = -1;  /* HT_FUZZ_STRICT_COUNT, read once */
+
+static void check_event(const struct ht_event *ev)
+{
+	if (ev->kind >= HT_EV_NR || ev->kind == HT_EV_SYNC || ev->kind == HT_EV_TICK)
+		broken("event of a kind that is no event", ht_kind_name(ev->kind));
+	if (ev->nv < 0 || ev->nv > HT_MAX_FIELDS)
+		broken("value count out of range", NULL);
+	if (ev->part > HT_PART_ACQUIRE)
+		broken("unknown part", NULL);
+	if (ev->str && strnlen(ev->str, HT_MAX_STR + 1) > HT_MAX_STR)
+		broken("string field longer than HT_MAX_STR", NULL);
+	const char *fields = ht_kind_descs[ev->kind].fields;
+	int nvals = 0, has_str = 0;
+	for (const char *c = fields; *c; c++)
+		if (*c == 'S')
+			has_str = 1;
+		else
+			nvals++;
+	if (ev->nv != nvals)
+		broken("value count differs from the kind's descriptor", ht_kind_name(ev->kind));
+	if (has_str != (ev->str != NULL))
+		broken("string present iff the kind has an 'S' field", ht_kind_name(ev->kind));
+	if (!ht_kind_descs[ev->kind].is_alloc && ev->usable)
+		broken("usable size on a kind that hands out no heap block", ht_kind_name(ev->kind));
+	if (ht_kind_parse(ht_kind_name(ev->kind)) != ev->kind)
+		broken("kind name does not parse back", ht_kind_name(ev->kind));
+
+	uint64_t x = ht_event__size(ev);
+	x ^= ht_event__result_ptr(ev);
+	x ^= ht_event__old_ptr(ev);
+	x ^= (uint64_t)ht_event__frees_old(ev);
+	x ^= (uint64_t)ht_event__is_call(ev) << 1;
+	x ^= (uint64_t)ht_event__release_now(ev) << 2;
+	x ^= (uint64_t)ht_event__acquire_now(ev) << 3;
+	x ^= ev->usable ^ ev->duration ^ ev->time_ns;
+	if (ev->str)
+		x ^= strlen(ev->str);
+	sink ^= x;
+}
+
+static void check_message(const char *what, const char *msg, int want_offset)
+{
+	if (!msg)
+		return;
+	size_t n = strnlen(msg, 4096);
+	if (n == 0 || n >= 4096)
+		broken(what, "empty or unterminated message");
+	if (want_offset && strncmp(msg, "offset ", 7) != 0)
+		broken("error does not start with \"offset N:\"", msg);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	put_input(data, size);
+
+	char err[512];
+	memset(err, 0x5a, sizeof(err));
+	struct ht_reader *r = ht_reader__open(input_path, err, sizeof(err));
+	if (!r) {
+		if (!memchr(err, 0, sizeof(err)) || err[0] == 0)
+			broken("open failed without a message", NULL);
+		return 0;
+	}
+
+	const struct ht_trace_info *in = ht_reader__info(r);
+	if (!in->cmdline || !in->exe)
+		broken("info strings are NULL", NULL);
+	sink ^= strlen(in->cmdline) + strlen(in->exe) + in->duration_ns + in->nthreads;
+	sink ^= ht_reader__ts_to_ns(r, 0);
+
+	struct ht_event ev;
+	uint64_t n = 0, calls = 0;
+	while (n < FUZZ_MAX_EVENTS && ht_reader__next(r, &ev)) {
+		check_event(&ev);
+		n++;
+		calls += ht_event__is_call(&ev);
+	}
+	if (n < FUZZ_MAX_EVENTS && ht_reader__next(r, &ev))
+		broken("next yields an event after it said the end", NULL);
+
+	const char *error = ht_reader__error(r), *warning = ht_reader__warning(r);
+	check_message("error", error, 1);
+	check_message("warning", warning, 0);
+	if (strict_count < 0) {
+		const char *e = getenv("HT_FUZZ_STRICT_COUNT");
+		strict_count = e && *e && strcmp(e, "0") != 0;
+	}
+	if (strict_count && !error && !warning && n < FUZZ_MAX_EVENTS &&
+	    calls != in->events_chunks) {
+		char msg[128];
+		snprintf(msg, sizeof(msg), "%llu events delivered, the chunks announce %llu",
+			 (unsigned long long)calls, (unsigned long long)in->events_chunks);
+		broken("events dropped without an error or a warning", msg);
+	}
+
+	uint64_t done, total;
+	ht_reader__progress(r, &done, &total);
+	const uint64_t *t, *v;
+	size_t ns = ht_reader__rss_samples(r, &t, &v);
+	for (size_t i = 0; i < ns; i++)
+		sink ^= t[i] ^ v[i];
+	sink ^= done ^ total ^ n;
+
+	ht_reader__close(r);
+	return 0;
+}
