@@ -32,6 +32,7 @@ struct record_config {
 	int toggle_signal;       /* --toggle-signal */
 	int zstd_level;          /* --zstd-level (1) */
 	const char *clock;       /* --clock (tsc) */
+	int timestamp_every;     /* --timestamp-every (16) */
 	int quiet;               /* -q */
 	int no_compact;          /* --no-compact */
 	int compact_level;       /* --compact-level (3) */
@@ -175,6 +176,7 @@ int cmd_record(int argc, char **argv)
 		.buffer_size = 65536,
 		.zstd_level = 0,
 		.clock = "tsc",
+		.timestamp_every = 16,
 		.compact_level = 3,
 	};
 	const struct ht_option opts[] = {
@@ -189,6 +191,8 @@ int cmd_record(int argc, char **argv)
 		{0, "no-compact", HT_OPT_FLAG, &cfg.no_compact, NULL, "leave the trace as the recorder wrote it"},
 		{0, "compact-level", HT_OPT_INT, &cfg.compact_level, "N", "zstd level of the compaction after the run (3)"},
 		{0, "clock", HT_OPT_STRING, &cfg.clock, "CLOCK", "tsc or monotonic (tsc)"},
+		{0, "timestamp-every", HT_OPT_INT, &cfg.timestamp_every, "N",
+		 "malloc/free read the clock every Nth call of a thread, and after each 10ms tick; 1 = every call (16)"},
 		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no summary line on stderr"},
 		{0},
 	};
@@ -209,6 +213,10 @@ int cmd_record(int argc, char **argv)
 	if (cfg.compact_level < 1 || cfg.compact_level > 19 || cfg.zstd_level < 0 ||
 	    cfg.zstd_level > 19) {
 		ht_error("--zstd-level takes 0..19 and --compact-level 1..19");
+		goto cleanup;
+	}
+	if (cfg.timestamp_every < 1 || cfg.timestamp_every > 65536) {
+		ht_error("--timestamp-every takes 1..65536 (1 dates every call)");
 		goto cleanup;
 	}
 	if (cfg.buffer_size < 4096 || cfg.buffer_size > 524288) {
@@ -263,6 +271,7 @@ int cmd_record(int argc, char **argv)
 		setenv("HEAPTRAIL_TOGGLE_SIGNAL", cfg.toggle_signal ? "1" : "0", 1);
 		setenv_num("HEAPTRAIL_ZSTD_LEVEL", (unsigned long long)(cfg.zstd_level < 0 ? 0 : cfg.zstd_level), "");
 		setenv("HEAPTRAIL_CLOCK", cfg.clock, 1);
+		setenv_num("HEAPTRAIL_TIMESTAMP_EVERY", (unsigned long long)cfg.timestamp_every, "");
 		const char *pre = getenv("LD_PRELOAD");
 		char buf[PATH_MAX * 2];
 		if (pre && *pre)
