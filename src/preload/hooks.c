@@ -119,6 +119,17 @@ static inline int chunk_flags(const void *p, uint64_t *usable)
 	return (mm ? HT_F_MMAPPED : 0) | ((h & 4) ? HT_F_NONMAIN : 0);
 }
 
+/* The 'U' field of a record (format.h): 0 whenever glibc's rounding
+ * explains the usable size, so that it takes no bytes. */
+static inline uint64_t ht_slack(const void *p, uint64_t size, uint64_t usable, int flags)
+{
+	if (!p)
+		return 0;
+	if (flags & HT_F_MMAPPED)
+		return usable - size;
+	return ht_zigzag((int64_t)(usable - ht_glibc_usable(size)));
+}
+
 static inline void commit(struct ht_tls *t)
 {
 	atomic_store_explicit(&t->buf->commit,
@@ -173,7 +184,7 @@ static inline void rec_malloc(struct ht_tls *t, size_t size, void *p)
 	int flags = HT_LIKELY(p != NULL) ? chunk_flags(p, &usable) : 0;
 	uint64_t f0 = size;
 	uint64_t f1 = ht_zigzag((int64_t)((uintptr_t)p - t->last_ptr));
-	uint64_t f2 = usable > size ? usable - size : 0;
+	uint64_t f2 = ht_slack(p, size, usable, flags);
 	uint64_t f3 = HT_UNLIKELY(ts_due(t, flags)) ? ts_field(t, ht_now()) : 0;
 	unsigned c0 = ht_len_bytes(f0), c1 = ht_len_bytes(f1), c2 = ht_len_bytes(f2),
 		 c3 = ht_len_bytes(f3);
@@ -247,7 +258,7 @@ static inline uint64_t slack(const void *p, uint64_t size, int *flags)
 {
 	uint64_t usable = 0;
 	*flags = p ? chunk_flags(p, &usable) : 0;
-	return usable > size ? usable - size : 0;
+	return ht_slack(p, size, usable, *flags);
 }
 
 static void rec_alloc(int kind, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t size, void *p)

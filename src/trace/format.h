@@ -128,7 +128,11 @@ struct ht_index_entry {
  *   'u' unsigned value           's' signed value, zigzag encoded
  *   'p' pointer: zigzag of (value - previous pointer of the thread); the
  *       thread's previous pointer becomes value
- *   'U' usable-size slack: usable - requested size (0 when no block)
+ *   'U' usable-size slack (version 2): for a block glibc did not mmap,
+ *       zigzag(usable - ht_glibc_usable(requested)), 0 in the common case
+ *       where glibc's rounding alone explains the usable size; for an
+ *       mmapped block usable - requested; 0 when there is no block.
+ *       (version 1: usable - requested, or 0 when not larger)
  *   'S' string of at most HT_MAX_STR bytes (value = length)
  *   'd' duration: timestamp ticks the call took (the record's timestamp is
  *       its end; end - d is when it started)
@@ -239,6 +243,15 @@ static inline uint8_t *ht_put_field(uint8_t *p, uint64_t v, unsigned len)
 static inline uint64_t ht_zigzag(int64_t v)
 {
 	return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+/* The usable size glibc gives a request of n bytes from an arena chunk:
+ * n plus the 8-byte size field, rounded up to 16, at least 32 bytes, less
+ * the size field (mod 2^64 for absurd n, the same on both sides). */
+static inline uint64_t ht_glibc_usable(uint64_t n)
+{
+	uint64_t c = (n + 8 + 15) & ~(uint64_t)15;
+	return (c < 32 ? 32 : c) - 8;
 }
 
 static inline int64_t ht_unzigzag(uint64_t v)

@@ -533,8 +533,13 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 			}
 			e->v[e->nv++] = v;
 		}
-		if (d->is_alloc && result_ptr)
-			e->usable = ht_event__size(e) + slack;
+		if (d->is_alloc && result_ptr) {
+			uint64_t req = ht_event__size(e);
+			if (!v2 || (e->flags & HT_F_MMAPPED))
+				e->usable = req + slack;
+			else
+				e->usable = ht_glibc_usable(req) + (uint64_t)ht_unzigzag(slack);
+		}
 		s->last_ts = e->ts;
 		s->pos = p;
 		s->seq++;
