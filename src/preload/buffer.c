@@ -316,8 +316,6 @@ void ht_tls__exit(struct ht_tls *t)
 	ht_queue__push(b);
 }
 
-/* The generic, table-driven encoder used for every kind but the hot
- * malloc/free pair (see hooks.c).  The thread must be prepared. */
 /* Events after which every thread's next malloc/free takes the clock: they
  * mark points that other threads synchronize with (pthread_join, a mark the
  * program sets between phases), so that events after them in other
@@ -326,6 +324,8 @@ void ht_tls__exit(struct ht_tls *t)
 	(1u << HT_EV_THREAD_START | 1u << HT_EV_THREAD_EXIT | 1u << HT_EV_THREAD_NAME |  \
 	 1u << HT_EV_MARK | 1u << HT_EV_CONTROL | 1u << HT_EV_FORK | 1u << HT_EV_EXEC)
 
+/* The generic, table-driven encoder used for every kind but the hot
+ * malloc/free pair (see hooks.c).  The thread must be prepared. */
 static void encode(struct ht_tls *t, int kind, int flags, uint64_t ts, const uint64_t *vals,
 		   const char *str)
 {

@@ -78,7 +78,6 @@ struct ht_reader {
 	size_t nheld;              /* entries in held */
 	uint64_t hold_ticks;       /* longest wait before an allocation is let through */
 	uint64_t last_out_ts;      /* timestamp of the last delivered event */
-	uint64_t forced_out;       /* allocations delivered while their address was live */
 	char err[512];             /* first error, "" if none */
 	char warn[512];            /* first warning, "" if none */
 };
@@ -787,7 +786,6 @@ static void unhold_overdue(struct ht_reader *r)
 				oldest = i;
 		if (r->nheap && r->heap[0]->ev.ts <= r->held[oldest]->ev.ts + r->hold_ticks)
 			return;
-		r->forced_out++;
 		unhold(r, oldest, 1);
 	}
 }
