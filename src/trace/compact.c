@@ -14,6 +14,8 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "columns.h"
+
 #define MERGE_LIMIT (1u << 20) /* raw bytes per merged chunk */
 
 struct pending {
@@ -41,6 +43,10 @@ struct compactor {
 	char *err;                      /* message buffer */
 	size_t errlen;                  /* its size */
 	int failed;                     /* a write failed */
+	uint32_t version;               /* of the input */
+	int columns;                    /* column-code event chunks (version >= 2) */
+	uint8_t *vbuf;                  /* scratch: a payload decompressed or decoded back */
+	size_t vcap;                    /* its size */
 };
 
 static void *grow(void *p, size_t *cap, size_t need, size_t elem)
@@ -125,7 +131,23 @@ static void flush_pending(struct compactor *c, struct pending *p, int level)
 	h.tid = p->tid;
 	h.nevents = p->nevents;
 	h.first_seq = p->first_seq;
-	emit(c, &h, p->raw, p->len, 1, level);
+	uint8_t *cols = NULL;
+	size_t ncols = c->columns ? ht_columns__encode(p->raw, p->len, c->version, &cols) : 0;
+	if (ncols) {
+		/* Decode it back before trusting it with the events. */
+		const char *why;
+		c->vbuf = grow(c->vbuf, &c->vcap, p->len + 1, 1);
+		if (ht_columns__decode(cols, ncols, c->version, c->vbuf, p->len, &why) != p->len ||
+		    memcmp(c->vbuf, p->raw, p->len) != 0)
+			ncols = 0;
+	}
+	if (ncols) {
+		h.flags |= HT_CHUNK_F_COLUMNS;
+		emit(c, &h, cols, ncols, 1, level);
+	} else {
+		emit(c, &h, p->raw, p->len, 1, level);
+	}
+	free(cols);
 	c->events += p->nevents;
 	p->active = 0;
 	p->len = 0;
@@ -192,6 +214,12 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 		tmp[0] = 0; /* not ours to remove */
 		goto cleanup;
 	}
+	/* Column coding needs version 2's timestamps and usable sizes; the
+	 * output says version 3, which readers need to know the columns. */
+	c.version = hdr.version;
+	c.columns = hdr.version >= 2;
+	if (c.columns)
+		hdr.version = HT_VERSION;
 	c.zc = ZSTD_createCCtx();
 	c.dc = ZSTD_createDCtx();
 	/* Header and the strings that follow it, unchanged for now. */
@@ -260,7 +288,8 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 		p = pending_of(&c, h.tid);
 		/* Merge only what continues the pending run exactly. */
 		if (p->active && (h.first_seq != p->first_seq + p->nevents ||
-				  p->len + h.raw_size > MERGE_LIMIT))
+				  p->len + h.raw_size > MERGE_LIMIT ||
+				  (h.flags & HT_CHUNK_F_COLUMNS)))
 			flush_pending(&c, p, level);
 		if (!p->active) {
 			if (!(h.flags & HT_CHUNK_F_SYNC)) {
@@ -275,18 +304,33 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 			p->nevents = 0;
 			p->flags = HT_CHUNK_F_SYNC;
 		}
-		p->raw = grow(p->raw, &p->cap, p->len + h.raw_size, 1);
+		/* The payload as stored, decompressed, in c.vbuf. */
+		c.vbuf = grow(c.vbuf, &c.vcap, h.raw_size + 1, 1);
 		if (h.flags & HT_CHUNK_F_ZSTD) {
-			size_t n = ZSTD_decompressDCtx(c.dc, p->raw + p->len, h.raw_size, c.zbuf,
-						       h.comp_size);
+			size_t n = ZSTD_decompressDCtx(c.dc, c.vbuf, h.raw_size, c.zbuf, h.comp_size);
 			if (ZSTD_isError(n) || n != h.raw_size) {
 				truncated = 1;
 				break;
 			}
 		} else {
-			memcpy(p->raw + p->len, c.zbuf, h.raw_size);
+			memcpy(c.vbuf, c.zbuf, h.raw_size);
 		}
-		p->len += h.raw_size;
+		size_t rawlen = h.raw_size;
+		if (h.flags & HT_CHUNK_F_COLUMNS) {
+			const char *why;
+			size_t nrec = ht_columns__rec_bytes(c.vbuf, h.raw_size);
+			p->raw = grow(p->raw, &p->cap, p->len + nrec + 1, 1);
+			rawlen = ht_columns__decode(c.vbuf, h.raw_size, c.version, p->raw + p->len,
+						    nrec, &why);
+			if (!rawlen) {
+				truncated = 1;
+				break;
+			}
+		} else {
+			p->raw = grow(p->raw, &p->cap, p->len + rawlen + 1, 1);
+			memcpy(p->raw + p->len, c.vbuf, rawlen);
+		}
+		p->len += rawlen;
 		p->nevents += h.nevents;
 	}
 	free(refs);
@@ -341,6 +385,7 @@ cleanup:
 	free(c.index);
 	free(c.zbuf);
 	free(c.cbuf);
+	free(c.vbuf);
 	ZSTD_freeCCtx(c.zc);
 	ZSTD_freeDCtx(c.dc);
 	return ret;

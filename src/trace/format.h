@@ -19,7 +19,7 @@
 #include <string.h>
 
 #define HT_MAGIC "HEAPTRL\0"       /* 8 bytes at offset 0 */
-#define HT_VERSION 2               /* bumped on any incompatible change */
+#define HT_VERSION 3               /* bumped on any incompatible change */
 #define HT_VERSION_MIN 1           /* oldest version readers still decode */
 
 /* The recorder's writer thread ticks an epoch this often; a thread's first
@@ -79,6 +79,10 @@ enum ht_chunk_type {
 
 #define HT_CHUNK_F_SYNC 0x1  /* payload starts with an HT_EV_SYNC record */
 #define HT_CHUNK_F_ZSTD 0x2  /* payload is one zstd frame (else raw) */
+#define HT_CHUNK_F_COLUMNS 0x4 /* (version 3) the (decompressed) payload is
+				* column-coded records: struct ht_col_header,
+				* then the columns (docs/FORMAT.md, "Column
+				* coding"); raw_size is the size of that */
 
 struct ht_chunk_header {
 	uint32_t magic;      /* HT_CHUNK_MAGIC */
@@ -107,6 +111,28 @@ struct ht_index_entry {
 	uint16_t type;      /* as in the chunk header */
 	uint16_t flags;     /* as in the chunk header */
 	uint32_t reserved;  /* zero */
+};
+
+/* Columns of a column-coded chunk, in the order they follow the header. */
+enum ht_col {
+	HT_COL_KIND = 0, /* the kind byte of every record */
+	HT_COL_UINT,     /* 'u' fields, LEB128 */
+	HT_COL_PTR,      /* 'p' fields as pointer codes, LEB128 */
+	HT_COL_TIME,     /* the timestamp field, LEB128 */
+	HT_COL_SLACK,    /* 'U' fields, LEB128 */
+	HT_COL_OTHER,    /* 's', 'd' fields and string lengths, LEB128 */
+	HT_COL_STR,      /* string bytes */
+	HT_COL_NR,
+};
+
+#define HT_COL_MAGIC 0x4c4f4348u /* "HCOL" little endian */
+#define HT_COL_MRU 4             /* recent allocations a pointer code can name */
+
+struct ht_col_header {
+	uint32_t magic;          /* HT_COL_MAGIC */
+	uint32_t rec_bytes;      /* bytes of the records the columns decode to */
+	uint32_t nrec;           /* records, SYNC and TICK included */
+	uint32_t len[HT_COL_NR]; /* bytes of each column */
 };
 
 /* Largest chunk payload a reader accepts (a recorder buffer is 64 KiB). */
@@ -257,6 +283,15 @@ static inline uint64_t ht_glibc_usable(uint64_t n)
 static inline int64_t ht_unzigzag(uint64_t v)
 {
 	return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+
+/* The usable size of a block from its request and its 'U' field. */
+static inline uint64_t ht_usable_of(uint32_t version, unsigned kind_flags, uint64_t req,
+				    uint64_t slack)
+{
+	if (version < 2 || (kind_flags & HT_F_MMAPPED))
+		return req + slack;
+	return ht_glibc_usable(req) + (uint64_t)ht_unzigzag(slack);
 }
 
 /* Bytes of the tag for a record of nfields descriptor fields. */

@@ -12,6 +12,8 @@
 #include <zstd.h>
 
 #include "reader.h"
+#include "columns.h"
+#include "record.h"
 
 struct chunk_ref {
 	uint64_t offset;    /* of the chunk header */
@@ -69,6 +71,8 @@ struct ht_reader {
 	ZSTD_DCtx *dctx;           /* decompression context */
 	uint8_t *zbuf;             /* compressed payload buffer */
 	size_t zcap;               /* its capacity */
+	uint8_t *cbuf;             /* a column-coded payload before decoding */
+	size_t ccap;               /* its capacity */
 	uint64_t done_bytes, total_bytes; /* progress */
 	char out_str[HT_MAX_STR + 1]; /* string of the last returned event */
 	int causal;                /* hold allocations of live addresses (format 2, >1 thread) */
@@ -350,7 +354,17 @@ static int load_chunk(struct ht_reader *r, struct stream *s)
 	}
 	if (!(c->flags & HT_CHUNK_F_SYNC) && !s->synced)
 		return 0; /* cannot decode a continuation without its start */
-	s->buf = grow(s->buf, &s->cap, c->raw_size + 1, 1);
+	/* The payload, decompressed: into the stream's buffer, or for a
+	 * column-coded chunk into cbuf, to be decoded from there. */
+	int cols = (c->flags & HT_CHUNK_F_COLUMNS) != 0;
+	uint8_t *dst;
+	if (cols) {
+		r->cbuf = grow(r->cbuf, &r->ccap, c->raw_size + 1, 1);
+		dst = r->cbuf;
+	} else {
+		s->buf = grow(s->buf, &s->cap, c->raw_size + 1, 1);
+		dst = s->buf;
+	}
 	uint64_t poff = c->offset + sizeof(struct ht_chunk_header);
 	if (c->flags & HT_CHUNK_F_ZSTD) {
 		r->zbuf = grow(r->zbuf, &r->zcap, c->comp_size + 1, 1);
@@ -358,20 +372,34 @@ static int load_chunk(struct ht_reader *r, struct stream *s)
 			set_err(r, "offset %llu: cannot read chunk payload", (unsigned long long)c->offset);
 			return -1;
 		}
-		size_t n = ZSTD_decompressDCtx(r->dctx, s->buf, c->raw_size, r->zbuf, c->comp_size);
+		size_t n = ZSTD_decompressDCtx(r->dctx, dst, c->raw_size, r->zbuf, c->comp_size);
 		if (ZSTD_isError(n) || n != c->raw_size) {
 			set_err(r, "offset %llu: chunk of thread %u does not decompress (%s): the trace "
 				   "is corrupt here", (unsigned long long)c->offset, c->tid,
 				ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short payload");
 			return -1;
 		}
-	} else if (read_at(r, s->buf, c->raw_size, poff) < 0) {
+	} else if (read_at(r, dst, c->raw_size, poff) < 0) {
 		set_err(r, "offset %llu: cannot read chunk payload", (unsigned long long)c->offset);
 		return -1;
 	}
+	size_t len = c->raw_size;
+	if (cols) {
+		const char *why = "not column-coded";
+		size_t want = ht_columns__rec_bytes(r->cbuf, c->raw_size);
+		s->buf = grow(s->buf, &s->cap, want + 1, 1);
+		len = want ? ht_columns__decode(r->cbuf, c->raw_size, r->hdr.version, s->buf, want,
+						&why)
+			   : 0;
+		if (!len) {
+			set_err(r, "offset %llu: column-coded chunk of thread %u: %s: the trace is "
+				   "corrupt here", (unsigned long long)c->offset, c->tid, why);
+			return -1;
+		}
+	}
 	r->done_bytes += c->comp_size;
 	s->pos = s->buf;
-	s->end = s->buf + c->raw_size;
+	s->end = s->buf + len;
 	s->chunk_off = c->offset;
 	s->chunk_events = 0;
 	s->chunk_expect = c->nevents;
@@ -447,30 +475,16 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 				continue;
 			}
 		}
-		const uint8_t *p = s->pos;
-		uint8_t kb = *p++;
-		int kind = kb & HT_KIND_MASK;
-		if (kind >= HT_EV_NR)
-			return corrupt(r, s, "unknown event kind");
+		struct ht_rec rec;
+		const char *why = NULL;
+		size_t used = ht_rec__parse(&rec, s->pos, s->end, &why);
+		if (!used)
+			return corrupt(r, s, why);
+		const uint8_t *p = s->pos + used;
+		int kind = rec.kind;
 		const struct ht_kind_desc *d = &ht_kind_descs[kind];
-		unsigned nf = (unsigned)strlen(d->fields);
-		unsigned tb = ht_tag_bytes(nf);
-		if ((size_t)(s->end - p) < tb)
-			return corrupt(r, s, "truncated record");
-		uint32_t tag = 0;
-		for (unsigned i = 0; i < tb; i++)
-			tag |= (uint32_t)*p++ << (8 * i);
-		uint64_t f[HT_MAX_FIELDS + 1];
-		for (unsigned i = 0; i <= nf; i++) {
-			unsigned len = (tag >> (4 * i)) & 15;
-			if (len > 8)
-				return corrupt(r, s, "bad field length");
-			if ((size_t)(s->end - p) < len)
-				return corrupt(r, s, "truncated field");
-			f[i] = 0;
-			memcpy(&f[i], p, len); /* little endian host */
-			p += len;
-		}
+		unsigned nf = rec.nf;
+		const uint64_t *f = rec.f;
 		int v2 = r->hdr.version >= 2;
 		if (kind == HT_EV_TICK) {
 			if (!s->synced)
@@ -492,7 +506,7 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 			return corrupt(r, s, "event before any sync record");
 		struct ht_event *e = &s->ev;
 		e->kind = (uint8_t)kind;
-		e->flags = kb & ~HT_KIND_MASK;
+		e->flags = rec.kb & ~HT_KIND_MASK;
 		e->tid = s->tid;
 		e->seq = s->seq;
 		e->ts_taken = !v2 || f[nf] != 0;
@@ -522,11 +536,8 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 				e->duration = v;
 				break;
 			case 'S':
-				if (v > HT_MAX_STR || (uint64_t)(s->end - p) < v)
-					return corrupt(r, s, "bad string length");
-				memcpy(s->str, p, v);
+				memcpy(s->str, rec.str, v); /* v <= HT_MAX_STR: checked by the parse */
 				s->str[v] = 0;
-				p += v;
 				e->str = s->str;
 				continue; /* no value slot */
 			}
@@ -534,10 +545,7 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 		}
 		if (d->is_alloc && result_ptr) {
 			uint64_t req = ht_event__size(e);
-			if (!v2 || (e->flags & HT_F_MMAPPED))
-				e->usable = req + slack;
-			else
-				e->usable = ht_glibc_usable(req) + (uint64_t)ht_unzigzag(slack);
+			e->usable = ht_usable_of(r->hdr.version, e->flags, req, slack);
 		}
 		s->last_ts = e->ts;
 		s->pos = p;
@@ -1057,6 +1065,7 @@ void ht_reader__close(struct ht_reader *r)
 	free(r->rss_t);
 	free(r->rss_v);
 	free(r->zbuf);
+	free(r->cbuf);
 	free(r->cmdline);
 	free(r->exe);
 	free(r->path);

@@ -17,7 +17,7 @@ HEADER = struct.Struct("<8sIIQiiQQQQQQQQIIQ5Q16Q")
 CHUNK = struct.Struct("<IHHIIIIQ")
 CHUNK_MAGIC = 0x4B435448
 CHUNK_EVENTS, CHUNK_CLOCK, CHUNK_INDEX = 1, 2, 3
-F_SYNC, F_ZSTD = 1, 2
+F_SYNC, F_ZSTD, F_COLUMNS = 1, 2, 4
 FILE_F_CLOSED = 1
 SEC_CMDLINE, SEC_EXE, SEC_CHUNKS, SEC_INDEX = 0, 1, 2, 3
 
@@ -143,6 +143,12 @@ class Trace:
                 self.error = "offset %d: payload size %d, header says %d" % (
                     pos, len(payload), rsize)
                 return
+            if ctype == CHUNK_EVENTS and cflags & F_COLUMNS:
+                try:
+                    payload = columns_to_records(payload, self.version)
+                except FormatError as e:
+                    self.error = "offset %d: %s" % (pos, e)
+                    return
             if ctype == CHUNK_CLOCK:
                 self.clock.append(struct.unpack_from("<QQQ", payload, 0))
             elif ctype == CHUNK_EVENTS:
@@ -223,6 +229,144 @@ class Trace:
 
     def count(self, name):
         return sum(1 for e in self.events if e.name == name)
+
+
+# ---- column-coded chunks (format 3, docs/FORMAT.md "Column coding") ----
+COL_HEADER = struct.Struct("<III7I")
+COL_MAGIC = 0x4C4F4348
+COL_MRU = 4
+ALLOC_KINDS = {1, 3, 4, 5, 6, 7, 8, 9, 10}
+
+
+def _request(kind, f):
+    """Requested bytes of an allocation record from its raw fields."""
+    if kind in (1, 9, 10):
+        return f[0]
+    if kind == 3:
+        return (f[0] * f[1]) & MASK64
+    if kind == 5:
+        return (f[1] * f[2]) & MASK64
+    return f[1]
+
+
+def _usable(version, kb, req, slack):
+    if version < 2 or kb & 0x20:
+        return (req + slack) & MASK64
+    c = (req + 8 + 15) & ~15 & MASK64
+    return (max(c, 32) - 8 + _unzigzag(slack)) & MASK64
+
+
+def _zigzag(v):
+    v = (v + (1 << 63)) % (1 << 64) - (1 << 63)  # as int64
+    return ((v << 1) ^ (v >> 63)) & MASK64
+
+
+def _leb(col):
+    data, pos = col
+    v = shift = 0
+    while True:
+        if pos[0] >= len(data) or shift > 63:
+            raise FormatError("column ends early")
+        b = data[pos[0]]
+        pos[0] += 1
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return v & MASK64
+
+
+def _field_bytes(v):
+    return v.to_bytes((v.bit_length() + 7) // 8, "little")
+
+
+def columns_to_records(payload, version):
+    """Turns a column-coded payload back into the recorder's records."""
+    if len(payload) < COL_HEADER.size:
+        raise FormatError("column header truncated")
+    h = COL_HEADER.unpack_from(payload, 0)
+    if h[0] != COL_MAGIC:
+        raise FormatError("bad column magic")
+    rec_bytes, nrec, lens = h[1], h[2], h[3:]
+    cols, pos = [], COL_HEADER.size
+    for n in lens:
+        cols.append((payload[pos:pos + n], [0]))
+        pos += n
+    if pos != len(payload):
+        raise FormatError("column lengths do not add up")
+    kinds, uints, ptrs, times, slacks, others, strs = cols
+    live, lifo, mru, last_ptr = {}, {}, [0] * COL_MRU, 0
+    out = bytearray()
+    for _ in range(nrec):
+        if kinds[1][0] >= len(kinds[0]):
+            raise FormatError("kind column ends early")
+        kb = kinds[0][kinds[1][0]]
+        kinds[1][0] += 1
+        kind = kb & 0x1F
+        if kind >= len(KINDS):
+            raise FormatError("unknown kind %d" % kind)
+        fields, result = KINDS[kind][1], KINDS[kind][2]
+        f = [0] * (len(fields) + 1)
+        s = b""
+        for i, c in enumerate(fields):
+            if c == "p":
+                continue
+            f[i] = _leb({"u": uints, "U": slacks}.get(c, others))
+            if c == "S":
+                s = strs[0][strs[1][0]:strs[1][0] + f[i]]
+                strs[1][0] += f[i]
+        f[len(fields)] = _leb(times)
+        is_alloc = kind in ALLOC_KINDS
+        usable = 0
+        if is_alloc:
+            usable = _usable(version, kb, _request(kind, f), f[fields.index("U")])
+        vals = list(f)
+        for i, c in enumerate(fields):
+            if c != "p":
+                continue
+            code = _leb(ptrs)
+            res = is_alloc and i == result
+            if res and code == 0:
+                stack = lifo.get(usable)
+                if not stack:
+                    raise FormatError("pointer code names an empty LIFO")
+                v = stack.pop()
+            elif not res and code < COL_MRU:
+                v = mru[code]
+                if not v:
+                    raise FormatError("pointer code names an empty MRU slot")
+            else:
+                v = (last_ptr + _unzigzag(code - (1 if res else COL_MRU))) & MASK64
+            f[i] = _zigzag(v - last_ptr)
+            last_ptr = vals[i] = v
+            if res and v:
+                live[v] = usable
+                if mru[0] != v:
+                    mru = [v] + mru[:-1]
+        if kind == 0:
+            last_ptr = 0
+        freed = None
+        if kind == 2:
+            freed = vals[0]
+        elif kind in (4, 5):
+            old, new = vals[0], vals[result]
+            size = vals[1] if kind == 4 else vals[1] * vals[2]
+            if old and new != old and (new or size == 0):
+                freed = old
+        if freed in live:
+            lifo.setdefault(live.pop(freed), []).append(freed)
+        # back to the recorder's layout
+        tag = 0
+        body = bytearray()
+        for i, v in enumerate(f):
+            b = _field_bytes(v)
+            tag |= len(b) << (4 * i)
+            body += b
+        out.append(kb)
+        out += tag.to_bytes((len(fields) + 2) // 2, "little")
+        out += body + s
+    if len(out) != rec_bytes or any(c[1][0] != len(c[0]) for c in cols):
+        raise FormatError("columns do not decode to %d bytes" % rec_bytes)
+    return bytes(out)
 
 
 def _decompress(frames):

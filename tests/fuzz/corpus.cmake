@@ -37,6 +37,8 @@ set(HT_FUZZ_SOURCES
   ${HT_FUZZ_DIR}/run_corpus.c
   ${HT_FUZZ_DIR}/fuzz_reader.c
   ${PROJECT_SOURCE_DIR}/src/trace/reader.c
+  ${PROJECT_SOURCE_DIR}/src/trace/record.c
+  ${PROJECT_SOURCE_DIR}/src/trace/columns.c
   ${PROJECT_SOURCE_DIR}/src/trace/kinds.c)
 
 set(HT_FUZZ_SAN -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all)

@@ -32,7 +32,7 @@ CLOCK = struct.Struct("<QQQ")                       # 24 bytes
 CHUNK_MAGIC = 0x4B435448
 F_CLOSED, F_TSC = 0x1, 0x4
 C_EVENTS, C_CLOCK, C_INDEX = 1, 2, 3
-CF_SYNC, CF_ZSTD = 1, 2
+CF_SYNC, CF_ZSTD, CF_COLUMNS = 1, 2, 4
 
 # kind -> field codes, as in src/trace/kinds.c
 KINDS = {
@@ -284,6 +284,34 @@ def flip(data, off, bit):
     return bytes(b)
 
 
+def raw_columns(data):
+    """The trace with its first column-coded chunk stored without zstd, so
+    that mutations reach the column decoder; no index (the reader scans).
+    Needs the zstd tool."""
+    import subprocess
+    h = list(HEADER.unpack_from(data, 0))
+    out = bytearray(data[: h[22 + 4]])
+    done = False
+    for off, t, f, cs in chunk_offsets(data):
+        hdr = list(CHUNK.unpack_from(data, off))
+        payload = data[off + 32: off + 32 + cs]
+        if t == C_INDEX:
+            continue
+        if not done and t == C_EVENTS and f & CF_COLUMNS:
+            if f & CF_ZSTD:
+                payload = subprocess.run(["zstd", "-d", "-c", "-q"], input=payload,
+                                         stdout=subprocess.PIPE, check=True).stdout
+            hdr[2] = f & ~CF_ZSTD
+            hdr[5] = hdr[6] = len(payload)
+            done = True
+        out += CHUNK.pack(*hdr) + payload
+    h[3] &= ~F_CLOSED
+    h[22 + 5] = 0
+    h[22 + 6] = h[22 + 7] = 0
+    out[: HEADER.size] = HEADER.pack(*h)
+    return bytes(out)
+
+
 def chunk_offsets(data):
     h = HEADER.unpack_from(data, 0)
     off = h[22 + 4]
@@ -341,9 +369,12 @@ def main():
         with open(path, "rb") as f:
             data = f.read()
         seeds["real-" + base] = data
-        if base.startswith(("api_all_nocompact", "api_all.", "threads.", "execfail")):
+        if base.startswith(("api_all_nocompact", "api_all.", "threads.", "execfail",
+                            "v3-api_all.")):
             for k, v in damaged(base.replace(".ht", ""), data).items():
                 seeds[k + ".ht"] = v
+        if base.startswith("v3-"):
+            seeds["rawcols-" + base] = raw_columns(data)
     for name, data in sorted(seeds.items()):
         with open(os.path.join(outdir, name), "wb") as f:
             f.write(data)

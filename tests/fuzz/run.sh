@@ -2,7 +2,7 @@
 # Builds the reader fuzzer with clang (libFuzzer + ASan + UBSan) and runs it.
 #
 #   tests/fuzz/run.sh [SECONDS]       fuzz for SECONDS (default 60)
-#   tests/fuzz/run.sh --coverage      line coverage of src/trace/reader.c
+#   tests/fuzz/run.sh --coverage      line coverage of the reader (src/trace/reader.c, columns.c, ...)
 #                                     over the corpus, the regressions and
 #                                     the working corpus of earlier runs
 #
@@ -54,7 +54,8 @@ case "${1:-}" in
 esac
 
 mkdir -p "$BUILD/work" "$HERE/regressions"
-SOURCES="$HERE/fuzz_reader.c $SRC/src/trace/reader.c $SRC/src/trace/kinds.c"
+READER_SOURCES="$SRC/src/trace/reader.c $SRC/src/trace/record.c $SRC/src/trace/columns.c $SRC/src/trace/kinds.c"
+SOURCES="$HERE/fuzz_reader.c $READER_SOURCES"
 INC="-I$SRC/src -I$SRC/include"
 NOSAN_FLAG=
 [ -n "$NO_SAN" ] && NOSAN_FLAG="-fno-sanitize=$NO_SAN"
@@ -71,7 +72,7 @@ if [ "$MODE" = coverage ]; then
 	COV=$(command -v llvm-cov || command -v llvm-cov-14)
 	"$PROFDATA" merge -sparse "$BUILD"/cov-*.profraw -o "$BUILD/cov.profdata"
 	"$COV" report "$BUILD/run_corpus_cov" -instr-profile="$BUILD/cov.profdata" \
-		"$SRC/src/trace/reader.c" "$SRC/src/trace/kinds.c"
+		$READER_SOURCES
 	"$COV" show "$BUILD/run_corpus_cov" -instr-profile="$BUILD/cov.profdata" \
 		"$SRC/src/trace/reader.c" -format=text >"$BUILD/reader.c.cov.txt"
 	echo "annotated source: $BUILD/reader.c.cov.txt (lines marked 0 never ran)"

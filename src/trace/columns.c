@@ -1,0 +1,586 @@
+/* Column coding of event records (columns.h, docs/FORMAT.md "Column
+ * coding").
+ *
+ * The recorder writes each record as kind byte, length tag and fields, with
+ * pointers as deltas from the thread's previous pointer: cheap to write,
+ * but a mix zstd compresses poorly.  Here every field goes to the column of
+ * its type, and every pointer becomes a code that is 0 whenever a small
+ * model of the allocator guesses it:
+ *   - a block an allocation returns is guessed to be the block of the same
+ *     usable size freed last (what tcache, fastbins and a top chunk that
+ *     keeps its start all do), from one LIFO of freed addresses per usable
+ *     size;
+ *   - any other pointer (free, realloc's input, munmap, ...) is guessed to
+ *     be one of the HT_COL_MRU blocks allocated last.
+ * A miss stores the recorder's own delta.  Encoder and decoder update the
+ * model from the same decoded values in the same order, so the decoder
+ * makes the same guesses and gives back the recorder's bytes exactly.  The
+ * model lives for one chunk: a chunk decodes on its own. */
+#include "columns.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "reader.h"
+#include "record.h"
+
+/* ---- columns --------------------------------------------------------------- */
+
+struct wcol {
+	uint8_t *p;  /* bytes */
+	size_t len;  /* used */
+	size_t cap;  /* allocated */
+};
+
+static int wcol_reserve(struct wcol *c, size_t more)
+{
+	if (c->len + more <= c->cap)
+		return 0;
+	size_t cap = c->cap ? c->cap : 4096;
+	while (cap < c->len + more)
+		cap *= 2;
+	uint8_t *p = realloc(c->p, cap);
+	if (!p)
+		return -1;
+	c->p = p;
+	c->cap = cap;
+	return 0;
+}
+
+static int wcol_u64(struct wcol *c, uint64_t v)
+{
+	if (wcol_reserve(c, 10) < 0)
+		return -1;
+	while (v >= 0x80) {
+		c->p[c->len++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	c->p[c->len++] = (uint8_t)v;
+	return 0;
+}
+
+static int wcol_bytes(struct wcol *c, const void *p, size_t n)
+{
+	if (wcol_reserve(c, n + 1) < 0)
+		return -1;
+	if (n)
+		memcpy(c->p + c->len, p, n);
+	c->len += n;
+	return 0;
+}
+
+struct rcol {
+	const uint8_t *p;   /* next byte */
+	const uint8_t *end; /* end of the column */
+};
+
+static int rcol_u64(struct rcol *c, uint64_t *v)
+{
+	uint64_t x = 0;
+	for (unsigned shift = 0; shift < 64; shift += 7) {
+		if (c->p >= c->end)
+			return -1;
+		uint8_t b = *c->p++;
+		x |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*v = x;
+			return 0;
+		}
+	}
+	return -1; /* more than 10 bytes */
+}
+
+/* ---- the model --------------------------------------------------------------- */
+
+struct live_slot {
+	uint64_t addr;   /* block address, 0 = empty slot */
+	uint64_t usable; /* its usable size */
+};
+
+struct lifo_head {
+	uint64_t usable; /* the size class */
+	uint32_t top;    /* newest node + 1, 0 = empty stack */
+	uint32_t used;   /* slot holds a size class */
+};
+
+struct lifo_node {
+	uint64_t addr; /* a freed block */
+	uint32_t next; /* older node + 1, 0 = none */
+};
+
+struct model {
+	uint32_t version;            /* of the trace: how 'U' reads */
+	uint64_t last_ptr;           /* base of the records' 'p' deltas */
+	uint64_t mru[HT_COL_MRU];    /* blocks allocated last, newest first */
+	struct live_slot *live;      /* live blocks: open addressing */
+	unsigned live_lg;            /* log2 of its capacity */
+	size_t live_n;               /* slots used */
+	struct lifo_head *heads;     /* freed blocks by usable size */
+	unsigned heads_lg;           /* log2 of its capacity */
+	size_t heads_n;              /* slots used */
+	struct lifo_node *nodes;     /* the stacks' nodes */
+	size_t nodes_n, nodes_cap;   /* used / allocated */
+	int oom;                     /* an allocation failed */
+};
+
+static size_t hash(uint64_t x, unsigned lg)
+{
+	return (size_t)((x * 0x9E3779B97F4A7C15ull) >> (64 - lg));
+}
+
+static int model_init(struct model *m, uint32_t version)
+{
+	memset(m, 0, sizeof(*m));
+	m->version = version;
+	m->live_lg = m->heads_lg = 10;
+	m->live = calloc((size_t)1 << m->live_lg, sizeof(*m->live));
+	m->heads = calloc((size_t)1 << m->heads_lg, sizeof(*m->heads));
+	return m->live && m->heads ? 0 : -1;
+}
+
+static void model_free(struct model *m)
+{
+	free(m->live);
+	free(m->heads);
+	free(m->nodes);
+}
+
+static size_t live_find(const struct model *m, uint64_t addr)
+{
+	size_t mask = ((size_t)1 << m->live_lg) - 1;
+	for (size_t i = hash(addr, m->live_lg);; i = (i + 1) & mask) {
+		if (m->live[i].addr == addr)
+			return i;
+		if (!m->live[i].addr)
+			return (size_t)-1;
+	}
+}
+
+static void live_insert(struct live_slot *t, unsigned lg, uint64_t addr, uint64_t usable)
+{
+	size_t mask = ((size_t)1 << lg) - 1;
+	size_t i = hash(addr, lg);
+	while (t[i].addr && t[i].addr != addr)
+		i = (i + 1) & mask;
+	t[i].addr = addr;
+	t[i].usable = usable;
+}
+
+static void live_put(struct model *m, uint64_t addr, uint64_t usable)
+{
+	if ((m->live_n + 1) * 2 > ((size_t)1 << m->live_lg)) {
+		unsigned lg = m->live_lg + 1;
+		struct live_slot *t = calloc((size_t)1 << lg, sizeof(*t));
+		if (!t) {
+			m->oom = 1;
+			return;
+		}
+		for (size_t i = 0; i < ((size_t)1 << m->live_lg); i++)
+			if (m->live[i].addr)
+				live_insert(t, lg, m->live[i].addr, m->live[i].usable);
+		free(m->live);
+		m->live = t;
+		m->live_lg = lg;
+	}
+	if (live_find(m, addr) == (size_t)-1)
+		m->live_n++;
+	live_insert(m->live, m->live_lg, addr, usable);
+}
+
+/* Linear probing: deleting shifts the later members of the cluster back. */
+static void live_del(struct model *m, size_t i)
+{
+	size_t mask = ((size_t)1 << m->live_lg) - 1;
+	m->live[i].addr = 0;
+	m->live_n--;
+	for (size_t j = (i + 1) & mask; m->live[j].addr; j = (j + 1) & mask) {
+		size_t home = hash(m->live[j].addr, m->live_lg);
+		/* Move j to the hole if its home is not in (i, j]. */
+		if (((j - home) & mask) >= ((j - i) & mask)) {
+			m->live[i] = m->live[j];
+			m->live[j].addr = 0;
+			i = j;
+		}
+	}
+}
+
+static struct lifo_head *head_find(const struct model *m, uint64_t usable)
+{
+	size_t mask = ((size_t)1 << m->heads_lg) - 1;
+	for (size_t i = hash(usable, m->heads_lg);; i = (i + 1) & mask) {
+		if (!m->heads[i].used)
+			return NULL;
+		if (m->heads[i].usable == usable)
+			return &m->heads[i];
+	}
+}
+
+static struct lifo_head *head_get(struct model *m, uint64_t usable)
+{
+	struct lifo_head *h = head_find(m, usable);
+	if (h)
+		return h;
+	if ((m->heads_n + 1) * 2 > ((size_t)1 << m->heads_lg)) {
+		unsigned lg = m->heads_lg + 1;
+		struct lifo_head *t = calloc((size_t)1 << lg, sizeof(*t));
+		if (!t) {
+			m->oom = 1;
+			return NULL;
+		}
+		for (size_t i = 0; i < ((size_t)1 << m->heads_lg); i++) {
+			if (!m->heads[i].used)
+				continue;
+			size_t k = hash(m->heads[i].usable, lg);
+			while (t[k].used)
+				k = (k + 1) & (((size_t)1 << lg) - 1);
+			t[k] = m->heads[i];
+		}
+		free(m->heads);
+		m->heads = t;
+		m->heads_lg = lg;
+	}
+	size_t mask = ((size_t)1 << m->heads_lg) - 1;
+	size_t i = hash(usable, m->heads_lg);
+	while (m->heads[i].used)
+		i = (i + 1) & mask;
+	m->heads[i].used = 1;
+	m->heads[i].usable = usable;
+	m->heads[i].top = 0;
+	m->heads_n++;
+	return &m->heads[i];
+}
+
+static uint64_t lifo_top(const struct model *m, uint64_t usable)
+{
+	const struct lifo_head *h = head_find(m, usable);
+	return h && h->top ? m->nodes[h->top - 1].addr : 0;
+}
+
+static void lifo_pop(struct model *m, uint64_t usable)
+{
+	struct lifo_head *h = head_find(m, usable);
+	if (h && h->top)
+		h->top = m->nodes[h->top - 1].next;
+}
+
+static void lifo_push(struct model *m, uint64_t usable, uint64_t addr)
+{
+	struct lifo_head *h = head_get(m, usable);
+	if (!h)
+		return;
+	if (m->nodes_n == m->nodes_cap) {
+		size_t cap = m->nodes_cap ? m->nodes_cap * 2 : 1024;
+		struct lifo_node *n = cap < UINT32_MAX ? realloc(m->nodes, cap * sizeof(*n)) : NULL;
+		if (!n) {
+			m->oom = 1;
+			return;
+		}
+		m->nodes = n;
+		m->nodes_cap = cap;
+	}
+	m->nodes[m->nodes_n].addr = addr;
+	m->nodes[m->nodes_n].next = h->top;
+	h->top = (uint32_t)++m->nodes_n;
+}
+
+/* The usable size of the block an allocation record returns: the key of
+ * the LIFOs.  Reads no 'p' field. */
+static uint64_t alloc_usable(const struct model *m, const struct ht_rec *rec)
+{
+	const struct ht_kind_desc *d = &ht_kind_descs[rec->kind];
+	struct ht_event e;
+	memset(&e, 0, sizeof(e));
+	e.kind = rec->kind;
+	e.nv = rec->nf;
+	uint64_t slack = 0;
+	for (unsigned i = 0; i < rec->nf; i++) {
+		e.v[i] = rec->f[i];
+		if (d->fields[i] == 'U')
+			slack = rec->f[i];
+	}
+	return ht_usable_of(m->version, rec->kb & ~HT_KIND_MASK, ht_event__size(&e), slack);
+}
+
+/* Pointer codes: a result is 0 when it is the top of its LIFO, else the
+ * recorder's delta + 1; any other pointer is j < HT_COL_MRU when it is
+ * mru[j], else the delta + HT_COL_MRU. */
+static int ptr_encode(struct model *m, int is_result, uint64_t usable, uint64_t v, uint64_t *code)
+{
+	uint64_t delta = ht_zigzag((int64_t)(v - m->last_ptr));
+	if (is_result) {
+		if (v && lifo_top(m, usable) == v) {
+			*code = 0;
+			lifo_pop(m, usable);
+		} else if (delta > UINT64_MAX - 1) {
+			return -1;
+		} else {
+			*code = delta + 1;
+		}
+	} else {
+		unsigned j = 0;
+		while (j < HT_COL_MRU && !(v && m->mru[j] == v))
+			j++;
+		if (j < HT_COL_MRU)
+			*code = j;
+		else if (delta > UINT64_MAX - HT_COL_MRU)
+			return -1;
+		else
+			*code = delta + HT_COL_MRU;
+	}
+	return 0;
+}
+
+static int ptr_decode(struct model *m, int is_result, uint64_t usable, uint64_t code, uint64_t *v)
+{
+	if (is_result) {
+		if (code == 0) {
+			*v = lifo_top(m, usable);
+			if (!*v)
+				return -1;
+			lifo_pop(m, usable);
+		} else {
+			*v = m->last_ptr + (uint64_t)ht_unzigzag(code - 1);
+		}
+	} else if (code < HT_COL_MRU) {
+		*v = m->mru[code];
+		if (!*v)
+			return -1;
+	} else {
+		*v = m->last_ptr + (uint64_t)ht_unzigzag(code - HT_COL_MRU);
+	}
+	return 0;
+}
+
+/* After a pointer field's value is known, on both sides. */
+static void ptr_seen(struct model *m, int is_result, uint64_t usable, uint64_t v)
+{
+	m->last_ptr = v;
+	if (!is_result || !v)
+		return;
+	live_put(m, v, usable);
+	if (m->mru[0] != v) {
+		memmove(&m->mru[1], &m->mru[0], (HT_COL_MRU - 1) * sizeof(m->mru[0]));
+		m->mru[0] = v;
+	}
+}
+
+static void release(struct model *m, uint64_t addr)
+{
+	size_t i = addr ? live_find(m, addr) : (size_t)-1;
+	if (i == (size_t)-1)
+		return;
+	uint64_t usable = m->live[i].usable;
+	live_del(m, i);
+	lifo_push(m, usable, addr);
+}
+
+/* After a whole record, on both sides; vals are its field values with the
+ * pointers decoded. */
+static void record_seen(struct model *m, const struct ht_rec *rec, const uint64_t *vals)
+{
+	if (rec->kind == HT_EV_SYNC) {
+		m->last_ptr = 0;
+	} else if (rec->kind == HT_EV_FREE) {
+		release(m, vals[0]);
+	} else if (rec->kind == HT_EV_REALLOC || rec->kind == HT_EV_REALLOCARRAY) {
+		struct ht_event e;
+		memset(&e, 0, sizeof(e));
+		e.kind = rec->kind;
+		e.nv = rec->nf;
+		memcpy(e.v, vals, rec->nf * sizeof(vals[0]));
+		if (ht_event__frees_old(&e) && ht_event__result_ptr(&e) != vals[0])
+			release(m, vals[0]);
+	}
+}
+
+/* Column of a field code (not 'p', which has its own pass). */
+static enum ht_col column_of(char code)
+{
+	switch (code) {
+	case 'u':
+		return HT_COL_UINT;
+	case 'U':
+		return HT_COL_SLACK;
+	case 'p':
+		return HT_COL_PTR;
+	default:
+		return HT_COL_OTHER; /* 's', 'd', 'S' (its length) */
+	}
+}
+
+/* ---- encoding ------------------------------------------------------------------ */
+
+size_t ht_columns__encode(const uint8_t *recs, size_t n, uint32_t version, uint8_t **out)
+{
+	struct wcol col[HT_COL_NR];
+	struct model m;
+	size_t ret = 0;
+	uint32_t nrec = 0;
+	memset(col, 0, sizeof(col));
+	memset(&m, 0, sizeof(m));
+	*out = NULL;
+	if (n > HT_MAX_CHUNK_RAW || model_init(&m, version) < 0)
+		goto cleanup;
+	for (const uint8_t *p = recs, *end = recs + n; p < end; nrec++) {
+		struct ht_rec rec;
+		const char *why;
+		size_t used = ht_rec__parse(&rec, p, end, &why);
+		if (!used)
+			goto cleanup;
+		p += used;
+		const struct ht_kind_desc *d = &ht_kind_descs[rec.kind];
+		uint64_t vals[HT_MAX_FIELDS + 1];
+		int err = wcol_bytes(&col[HT_COL_KIND], &rec.kb, 1);
+		for (unsigned i = 0; i < rec.nf; i++) {
+			vals[i] = rec.f[i];
+			if (d->fields[i] == 'p')
+				continue;
+			err |= wcol_u64(&col[column_of(d->fields[i])], rec.f[i]);
+			if (d->fields[i] == 'S')
+				err |= wcol_bytes(&col[HT_COL_STR], rec.str, (size_t)rec.f[i]);
+		}
+		err |= wcol_u64(&col[HT_COL_TIME], rec.f[rec.nf]);
+		uint64_t usable = d->is_alloc ? alloc_usable(&m, &rec) : 0;
+		for (unsigned i = 0; i < rec.nf; i++) {
+			if (d->fields[i] != 'p')
+				continue;
+			int res = d->is_alloc && (int)i == d->result;
+			uint64_t v = m.last_ptr + (uint64_t)ht_unzigzag(rec.f[i]), code;
+			if (ptr_encode(&m, res, usable, v, &code) < 0)
+				goto cleanup;
+			err |= wcol_u64(&col[HT_COL_PTR], code);
+			ptr_seen(&m, res, usable, v);
+			vals[i] = v;
+		}
+		record_seen(&m, &rec, vals);
+		if (err || m.oom)
+			goto cleanup;
+	}
+	struct ht_col_header h = {.magic = HT_COL_MAGIC, .rec_bytes = (uint32_t)n, .nrec = nrec};
+	size_t total = sizeof(h);
+	for (int c = 0; c < HT_COL_NR; c++) {
+		h.len[c] = (uint32_t)col[c].len;
+		total += col[c].len;
+	}
+	uint8_t *buf = malloc(total);
+	if (!buf)
+		goto cleanup;
+	memcpy(buf, &h, sizeof(h));
+	size_t at = sizeof(h);
+	for (int c = 0; c < HT_COL_NR; c++) {
+		if (col[c].len)
+			memcpy(buf + at, col[c].p, col[c].len);
+		at += col[c].len;
+	}
+	*out = buf;
+	ret = total;
+cleanup:
+	for (int c = 0; c < HT_COL_NR; c++)
+		free(col[c].p);
+	model_free(&m);
+	return ret;
+}
+
+/* ---- decoding ------------------------------------------------------------------ */
+
+size_t ht_columns__rec_bytes(const uint8_t *in, size_t n)
+{
+	struct ht_col_header h;
+	if (n < sizeof(h))
+		return 0;
+	memcpy(&h, in, sizeof(h));
+	if (h.magic != HT_COL_MAGIC || h.rec_bytes > HT_MAX_CHUNK_RAW)
+		return 0;
+	return h.rec_bytes;
+}
+
+size_t ht_columns__decode(const uint8_t *in, size_t n, uint32_t version, uint8_t *out, size_t cap,
+			  const char **why)
+{
+	struct ht_col_header h;
+	struct rcol col[HT_COL_NR];
+	struct model m;
+	size_t ret = 0, at = 0;
+	*why = "column header out of range";
+	if (model_init(&m, version) < 0) {
+		*why = "out of memory";
+		goto cleanup;
+	}
+	if (!ht_columns__rec_bytes(in, n))
+		goto cleanup;
+	memcpy(&h, in, sizeof(h));
+	size_t off = sizeof(h);
+	for (int c = 0; c < HT_COL_NR; c++) {
+		if (h.len[c] > n - off)
+			goto cleanup;
+		col[c].p = in + off;
+		col[c].end = in + off + h.len[c];
+		off += h.len[c];
+	}
+	if (off != n || h.rec_bytes > cap || h.nrec > h.rec_bytes)
+		goto cleanup;
+	*why = "column data does not decode";
+	for (uint32_t r = 0; r < h.nrec; r++) {
+		struct ht_rec rec;
+		uint64_t vals[HT_MAX_FIELDS + 1];
+		uint8_t tmp[HT_MAX_RECORD];
+		if (col[HT_COL_KIND].p >= col[HT_COL_KIND].end)
+			goto cleanup;
+		rec.kb = *col[HT_COL_KIND].p++;
+		rec.kind = rec.kb & HT_KIND_MASK;
+		if (rec.kind >= HT_EV_NR)
+			goto cleanup;
+		const struct ht_kind_desc *d = &ht_kind_descs[rec.kind];
+		rec.nf = (uint8_t)strlen(d->fields);
+		rec.str = NULL;
+		for (unsigned i = 0; i < rec.nf; i++) {
+			rec.f[i] = 0;
+			if (d->fields[i] == 'p')
+				continue;
+			if (rcol_u64(&col[column_of(d->fields[i])], &rec.f[i]) < 0)
+				goto cleanup;
+			vals[i] = rec.f[i];
+			if (d->fields[i] == 'S') {
+				struct rcol *s = &col[HT_COL_STR];
+				if (rec.f[i] > HT_MAX_STR || (uint64_t)(s->end - s->p) < rec.f[i])
+					goto cleanup;
+				rec.str = s->p;
+				s->p += rec.f[i];
+			}
+		}
+		if (rcol_u64(&col[HT_COL_TIME], &rec.f[rec.nf]) < 0)
+			goto cleanup;
+		uint64_t usable = d->is_alloc ? alloc_usable(&m, &rec) : 0;
+		for (unsigned i = 0; i < rec.nf; i++) {
+			if (d->fields[i] != 'p')
+				continue;
+			int res = d->is_alloc && (int)i == d->result;
+			uint64_t code, v;
+			if (rcol_u64(&col[HT_COL_PTR], &code) < 0 ||
+			    ptr_decode(&m, res, usable, code, &v) < 0)
+				goto cleanup;
+			rec.f[i] = ht_zigzag((int64_t)(v - m.last_ptr));
+			ptr_seen(&m, res, usable, v);
+			vals[i] = v;
+		}
+		record_seen(&m, &rec, vals);
+		if (m.oom) {
+			*why = "out of memory";
+			goto cleanup;
+		}
+		size_t len = ht_rec__encode(&rec, tmp);
+		if (len > h.rec_bytes - at)
+			goto cleanup;
+		memcpy(out + at, tmp, len);
+		at += len;
+	}
+	for (int c = 0; c < HT_COL_NR; c++)
+		if (col[c].p != col[c].end)
+			goto cleanup;
+	if (at != h.rec_bytes)
+		goto cleanup;
+	ret = at;
+cleanup:
+	model_free(&m);
+	return ret;
+}

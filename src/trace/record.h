@@ -1,0 +1,30 @@
+/* One event record taken apart into its raw field values and put back
+ * together, byte for byte (format.h describes the layout).  The reader
+ * decodes with it and the column codec (columns.c) moves records between
+ * the recorder's layout and its own. */
+#ifndef HEAPTRAIL_TRACE_RECORD_H
+#define HEAPTRAIL_TRACE_RECORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format.h"
+
+struct ht_rec {
+	uint8_t kb;                    /* kind byte: kind and HT_F_* flags */
+	uint8_t kind;                  /* kb & HT_KIND_MASK, < HT_EV_NR */
+	uint8_t nf;                    /* descriptor fields of the kind */
+	uint64_t f[HT_MAX_FIELDS + 1]; /* raw field values as stored, then the timestamp field */
+	const uint8_t *str;            /* bytes of the 'S' field (its value is the length), or NULL */
+};
+
+/* Takes apart the record at p (at most end - p bytes).  Returns the bytes
+ * it takes, or 0 with *why set to what is wrong ("truncated record", ...). */
+size_t ht_rec__parse(struct ht_rec *rec, const uint8_t *p, const uint8_t *end, const char **why);
+
+/* Writes rec in the recorder's layout (field lengths as short as the values
+ * allow, which is what the recorder writes); returns the bytes written.
+ * out needs HT_MAX_RECORD bytes. */
+size_t ht_rec__encode(const struct ht_rec *rec, uint8_t *out);
+
+#endif
