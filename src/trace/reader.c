@@ -310,7 +310,10 @@ uint64_t ht_reader__ts_to_ns(const struct ht_reader *r, uint64_t ts)
 {
 	if (ts <= r->base_ts)
 		return 0;
-	return (uint64_t)((double)(ts - r->base_ts) / r->ts_per_ns);
+	double ns = (double)(ts - r->base_ts) / r->ts_per_ns;
+	if (!(ns < 18446744073709549568.0)) /* the largest double below 2^64; NaN too */
+		return UINT64_MAX;
+	return (uint64_t)ns;
 }
 
 static char *dup_section(struct ht_reader *r, int sec, int join)
@@ -352,8 +355,17 @@ static int load_chunk(struct ht_reader *r, struct stream *s)
 			 (unsigned long long)s->seq, (unsigned long long)c->first_seq - 1);
 		s->synced = 0;
 	}
-	if (!(c->flags & HT_CHUNK_F_SYNC) && !s->synced)
-		return 0; /* cannot decode a continuation without its start */
+	if (!(c->flags & HT_CHUNK_F_SYNC) && !s->synced) {
+		/* A continuation without its start cannot be decoded.  After a
+		 * lost chunk that was said already; a thread whose first chunk
+		 * is a continuation has lost its start without a word. */
+		if (c == &s->chunks[0])
+			set_warn(r, "offset %llu: thread %u: events %llu..%llu are skipped: their "
+				    "chunk continues one that is missing", (unsigned long long)c->offset,
+				 s->tid, (unsigned long long)c->first_seq,
+				 (unsigned long long)(c->first_seq + c->nevents - 1));
+		return 0;
+	}
 	/* The payload, decompressed: into the stream's buffer, or for a
 	 * column-coded chunk into cbuf, to be decoded from there. */
 	int cols = (c->flags & HT_CHUNK_F_COLUMNS) != 0;
@@ -470,10 +482,9 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 				s->done = 1;
 				return 0;
 			}
-			if (k == 0) {
+			if (k == 0)
 				s->pos = s->end = NULL;
-				continue;
-			}
+			continue; /* an empty chunk ends here too */
 		}
 		struct ht_rec rec;
 		const char *why = NULL;
@@ -639,7 +650,12 @@ static void heap_down(struct ht_reader *r, size_t i)
  * the threads alive at a time, not all threads of the trace. */
 static void park(struct stream *s)
 {
-	s->park_chunk = s->next_chunk - 1;
+	/* Re-decoding must start where the delta state starts: at the
+	 * thread's last chunk with a SYNC record at or before this one. */
+	size_t k = s->next_chunk ? s->next_chunk - 1 : 0;
+	while (k > 0 && !(s->chunks[k].flags & HT_CHUNK_F_SYNC))
+		k--;
+	s->park_chunk = k;
 	s->parked = 1;
 	free(s->buf);
 	s->buf = NULL;
@@ -961,7 +977,8 @@ struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
 	r->dctx = ZSTD_createDCtx();
 
 	/* Group the chunks by thread, in sequence order. */
-	qsort(r->chunks, r->nchunks, sizeof(*r->chunks), cmp_chunk);
+	if (r->nchunks > 1)
+		qsort(r->chunks, r->nchunks, sizeof(*r->chunks), cmp_chunk);
 	for (size_t i = 0; i < r->nchunks; i++)
 		if (i == 0 || r->chunks[i].tid != r->chunks[i - 1].tid)
 			r->nstreams++;

@@ -183,3 +183,32 @@ def test_usage_errors(t):
     with t.soft():
         r = t.tool(["record"])
         eq(r.rc, 2, "`heaptrail record` without a command")
+
+
+@case()
+def test_reader_regressions(t):
+    """Inputs that once made the reader lose events or misread
+    (tests/fuzz/regressions/logic-*): every event comes back, or a warning
+    says which were skipped."""
+    reg = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz", "regressions")
+
+    def stats(name):
+        path = os.path.join(reg, name)
+        events = sum(h[4] for _, h in chunk_offsets(path)[1] if h[1] == htformat.CHUNK_EVENTS)
+        return t.stats(path), events
+
+    # more than 64 threads, one starting in a continuation chunk: parked
+    # and re-decoded from its SYNC chunk, nothing lost
+    s, announced = stats("logic-parked-stream-loses-events.ht")
+    eq(s["events"], announced, "parked stream: events")
+    eq(s["events"], 67, "parked stream: events")
+    # an empty chunk after a full one: no stale record decoded again
+    s, announced = stats("logic-empty-chunk-decodes-stale-bytes.ht")
+    eq(s["complete"], True, "empty chunk: complete")
+    eq(s["events"], announced, "empty chunk: events")
+    # a thread whose first chunk lost its SYNC flag: skipped, with a warning
+    path = os.path.join(reg, "logic-chunk-without-sync-flag-dropped-silently.ht")
+    s = t.stats(path)
+    eq(s["events"], 0, "chunk without its start: events")
+    check("skipped" in s["_run"].stderr and "offset" in s["_run"].stderr,
+          "chunk without its start: no warning that says so:\n" + s["_run"].stderr)

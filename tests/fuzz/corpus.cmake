@@ -12,25 +12,23 @@
 #
 # Then `ctest -R fuzz.corpus` (about a second).  Options (cache):
 #   HT_FUZZ_NO_SANITIZE      sanitizer checks left out (comma-separated);
-#                            the default leaves out the two undefined-
-#                            behaviour reports that are known and open in
-#                            src/trace/reader.c (regressions/ubsan-*).
-#                            Set it to "" once they are fixed.
+#                            empty by default: set it to keep a newly
+#                            found report quiet while it is being fixed.
 #   HT_FUZZ_STRICT_COUNT     also fail when the reader drops events without
 #                            an error or a warning (regressions/logic-*);
-#                            OFF while that is open.
+#                            ON.
 #   HT_FUZZ_VALGRIND         add `fuzz.corpus.valgrind`: the same run,
 #                            without sanitizers, under valgrind memcheck,
 #                            which sees reads of uninitialised memory that
-#                            ASan does not (regressions/uninit-*); OFF while
-#                            that is open.
+#                            ASan does not (regressions/uninit-*); OFF by
+#                            default (slow).
 include_guard(GLOBAL)
 include(CheckCSourceCompiles)
 
 set(HT_FUZZ_DIR ${PROJECT_SOURCE_DIR}/tests/fuzz)
-set(HT_FUZZ_NO_SANITIZE "nonnull-attribute,float-cast-overflow" CACHE STRING
-  "Sanitizer checks the fuzz corpus run leaves out (known open reader issues)")
-option(HT_FUZZ_STRICT_COUNT "fuzz.corpus: fail on events dropped without a message" OFF)
+set(HT_FUZZ_NO_SANITIZE "" CACHE STRING
+  "Sanitizer checks the fuzz corpus run leaves out (none: the known reader issues are fixed)")
+option(HT_FUZZ_STRICT_COUNT "fuzz.corpus: fail on events dropped without a message" ON)
 option(HT_FUZZ_VALGRIND "Add fuzz.corpus.valgrind (valgrind memcheck over the corpus)" OFF)
 
 set(HT_FUZZ_SOURCES

@@ -12,9 +12,8 @@
  * With HT_FUZZ_STRICT_COUNT=1 in the environment one more promise is
  * checked: a read that ends without an error and without a warning has
  * delivered every event the chunks announce (calls counted once, a split
- * realloc's RELEASE part not counted), i.e. no event was dropped silently.
- * It is off by default while the reader breaks it (see
- * tests/fuzz/regressions/logic-*).
+ * realloc's RELEASE part not counted), i.e. no event was dropped silently
+ * (tests/fuzz/regressions/logic-*).  fuzz.corpus sets it; run.sh too.
  *
  * Build (clang): see tests/fuzz/run.sh or tests/fuzz/CMakeLists.txt.
  * Without clang, tests/fuzz/run_corpus.c runs the same function over the
