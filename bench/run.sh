@@ -461,9 +461,11 @@ if ((WRITE)); then
 	[[ $TRACERS != "heaptrail heaptrack" ]] && cmd+=" TRACERS=\"$TRACERS\""
 	[[ -n $HEAPTRAIL_ENV ]] && cmd+=" HEAPTRAIL_ENV=\"$HEAPTRAIL_ENV\""
 	cmd+=" bench/run.sh ${ORIG_ARGS[*]}"
-	cpu=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1)
-	glibc=$(ldd --version 2>/dev/null | head -n 1 | sed 's/.* //')
-	ccv=$($CC --version | head -n 1)
+	# (|| true: with pipefail, head closing the pipe early fails the
+	# pipeline with SIGPIPE and set -e would end the script here)
+	cpu=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1 || true)
+	glibc=$(ldd --version 2>/dev/null | head -n 1 | sed 's/.* //' || true)
+	ccv=$($CC --version | head -n 1 || true)
 	rev=$(git -C "$HERE/.." rev-parse --short HEAD 2>/dev/null || echo "no commit")
 	if [[ -n $(git -C "$HERE/.." status --porcelain -- src include 2>/dev/null) ]]; then
 		rev+=" (with uncommitted changes in src/ or include/)"
