@@ -324,6 +324,7 @@ static void print_json(struct stats *s, const struct ht_trace_info *in, const ch
 	ht_json__str(&j, "command", in->cmdline);
 	ht_json__bool(&j, "complete", complete);
 	ht_json__bool(&j, "closed", in->closed);
+	ht_json__bool(&j, "orphaned", in->orphaned);
 	ht_json__u64(&j, "duration_ns", in->duration_ns > s->last_time ? in->duration_ns : s->last_time);
 	ht_json__u64(&j, "events", s->events);
 	ht_json__u64(&j, "timestamps_taken", s->ts_taken);

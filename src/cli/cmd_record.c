@@ -32,6 +32,7 @@ struct record_config {
 	int toggle_signal;       /* --toggle-signal */
 	int zstd_level;          /* --zstd-level (1) */
 	const char *clock;       /* --clock (tsc) */
+	const char *writer;      /* --writer (process) */
 	int timestamp_every;     /* --timestamp-every (16) */
 	int quiet;               /* -q */
 	int no_compact;          /* --no-compact */
@@ -176,6 +177,7 @@ int cmd_record(int argc, char **argv)
 		.buffer_size = 65536,
 		.zstd_level = 0,
 		.clock = "tsc",
+		.writer = "process",
 		.timestamp_every = 16,
 		.compact_level = 3,
 	};
@@ -191,6 +193,8 @@ int cmd_record(int argc, char **argv)
 		{0, "no-compact", HT_OPT_FLAG, &cfg.no_compact, NULL, "leave the trace as the recorder wrote it"},
 		{0, "compact-level", HT_OPT_INT, &cfg.compact_level, "N", "zstd level of the compaction after the run (3)"},
 		{0, "clock", HT_OPT_STRING, &cfg.clock, "CLOCK", "tsc or monotonic (tsc)"},
+		{0, "writer", HT_OPT_STRING, &cfg.writer, "KIND",
+		 "process: a helper process writes the trace, and saves every event if the program is killed; thread: a thread of the program (process)"},
 		{0, "timestamp-every", HT_OPT_INT, &cfg.timestamp_every, "N",
 		 "malloc/free read the clock every Nth call of a thread, and after each 10ms tick; 1 = every call (16)"},
 		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no summary line on stderr"},
@@ -200,6 +204,10 @@ int cmd_record(int argc, char **argv)
 	int nargs = ht_parse_options(argc, argv, opts, usage_text, HT_OPT_STOP_AT_NONOPT);
 	if (nargs < 1) {
 		ht_error("no command to record; usage: heaptrail record [options] -- COMMAND [ARGS...]");
+		goto cleanup;
+	}
+	if (strcmp(cfg.writer, "process") && strcmp(cfg.writer, "thread")) {
+		ht_error("--writer=%s: expected process or thread", cfg.writer);
 		goto cleanup;
 	}
 	if (strcmp(cfg.clock, "tsc") && strcmp(cfg.clock, "monotonic")) {
@@ -271,6 +279,7 @@ int cmd_record(int argc, char **argv)
 		setenv("HEAPTRAIL_TOGGLE_SIGNAL", cfg.toggle_signal ? "1" : "0", 1);
 		setenv_num("HEAPTRAIL_ZSTD_LEVEL", (unsigned long long)(cfg.zstd_level < 0 ? 0 : cfg.zstd_level), "");
 		setenv("HEAPTRAIL_CLOCK", cfg.clock, 1);
+		setenv("HEAPTRAIL_WRITER", cfg.writer, 1);
 		setenv_num("HEAPTRAIL_TIMESTAMP_EVERY", (unsigned long long)cfg.timestamp_every, "");
 		const char *pre = getenv("LD_PRELOAD");
 		char buf[PATH_MAX * 2];

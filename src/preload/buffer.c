@@ -22,21 +22,33 @@ __thread struct ht_tls ht_tls __attribute__((tls_model("initial-exec")));
  * of them runs ht_init(), which sets the real state. */
 _Atomic int ht_on = 1;
 _Atomic int ht_multithreaded;
-_Atomic uint32_t ht_epoch;
+static _Atomic uint32_t epoch_before_pool;
+_Atomic uint32_t *ht_epoch_p = &epoch_before_pool;
 _Atomic uint64_t ht_dropped;
 
-static uint8_t *pool;              /* HT_POOL_BUFS * buf_bytes reserved bytes */
+/* Everything the writer shares with the traced threads lives in one
+ * MAP_SHARED mapping, so that the writer can be a helper process as well as
+ * a thread (writer.c): this header, the queue stub, the thread records, the
+ * writer's state and index, then the buffers.  Addresses are the same in
+ * the helper, a fork of the traced process. */
+struct ht_shm {
+	_Atomic uint32_t epoch;               /* ht_epoch: bumped by the writer */
+	_Atomic uint32_t pool_used;           /* buffers handed out by the bump allocator */
+	_Atomic uint64_t free_head;           /* free list: (tag << 32) | (index + 1) */
+	_Atomic(struct ht_buf *) q_head;      /* hand-off queue: producers push here */
+	struct ht_buf *q_tail;                /* hand-off queue: consumer (writer) side */
+	_Atomic uint32_t threads_used;        /* thread records handed out */
+	_Atomic(struct ht_thread *) thread_list; /* all thread records, newest first */
+};
+
+static uint8_t *region;            /* the shared mapping */
+static size_t region_bytes;        /* its size */
+static struct ht_shm *shm;         /* at its start */
+static struct ht_buf *q_stub;      /* queue stub node, after the header */
+static struct ht_thread *threads;  /* HT_THREAD_RECS records */
+static uint8_t *writer_area;       /* HT_WRITER_AREA + HT_INDEX_AREA bytes */
+static uint8_t *pool;              /* HT_POOL_BUFS * buf_bytes bytes */
 static size_t buf_bytes;           /* header + data of one buffer */
-static _Atomic uint32_t pool_used; /* buffers handed out by the bump allocator */
-static _Atomic uint64_t free_head; /* (tag << 32) | (index + 1) */
-
-static struct ht_buf q_stub;                 /* queue stub node */
-static _Atomic(struct ht_buf *) q_head = &q_stub; /* producers push here */
-static struct ht_buf *q_tail = &q_stub;      /* consumer (writer) side */
-
-static struct ht_thread *threads;          /* HT_THREAD_RECS records, mmapped */
-static _Atomic uint32_t threads_used;      /* records handed out */
-static _Atomic(struct ht_thread *) thread_list; /* newest first */
 
 static struct ht_buf *buf_at(uint32_t i)
 {
@@ -45,36 +57,50 @@ static struct ht_buf *buf_at(uint32_t i)
 
 int ht_buf__pool_init(void)
 {
-	if (pool)
+	if (region)
 		return 0;
 	buf_bytes = sizeof(struct ht_buf) + (size_t)ht_opt.buffer_size;
 	buf_bytes = (buf_bytes + 4095) & ~(size_t)4095;
-	void *p = mmap(NULL, HT_POOL_BUFS * buf_bytes, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	size_t head = 4096; /* struct ht_shm, then the queue stub */
+	size_t thr = ((size_t)HT_THREAD_RECS * sizeof(struct ht_thread) + 4095) & ~(size_t)4095;
+	size_t bytes = head + thr + HT_WRITER_AREA + HT_INDEX_AREA + HT_POOL_BUFS * buf_bytes;
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
 		return -1;
-	void *t = mmap(NULL, HT_THREAD_RECS * sizeof(struct ht_thread),
-		       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (t == MAP_FAILED) {
-		munmap(p, HT_POOL_BUFS * buf_bytes);
-		return -1;
-	}
-	threads = t;
-	pool = p;
+	region = p;
+	region_bytes = bytes;
+	shm = p;
+	q_stub = (struct ht_buf *)(region + 2048);
+	threads = (struct ht_thread *)(region + head);
+	writer_area = region + head + thr;
+	pool = writer_area + HT_WRITER_AREA + HT_INDEX_AREA;
+	atomic_store(&shm->q_head, q_stub);
+	shm->q_tail = q_stub;
+	atomic_store(&shm->epoch, atomic_load(ht_epoch_p));
+	ht_epoch_p = &shm->epoch;
 	return 0;
 }
 
-/* In a forked child only the forking thread exists: every buffer and thread
- * record of the parent is either the parent's business or dead. */
+void *ht_buf__writer_area(size_t *index_bytes)
+{
+	*index_bytes = HT_INDEX_AREA;
+	return region ? writer_area : NULL;
+}
+
+/* In a forked child only the forking thread exists, and the mapping is
+ * still shared with the parent: leave it to the parent (and its writer)
+ * and start afresh with a mapping of the child's own. */
 void ht_buf__pool_reset_after_fork(void)
 {
-	atomic_store(&pool_used, 0);
-	atomic_store(&free_head, 0);
-	atomic_store(&q_stub.qnext, NULL);
-	atomic_store(&q_head, &q_stub);
-	q_tail = &q_stub;
-	atomic_store(&threads_used, 0);
-	atomic_store(&thread_list, NULL);
+	if (!region)
+		return;
+	uint32_t e = atomic_load(ht_epoch_p);
+	munmap(region, region_bytes);
+	region = NULL;
+	shm = NULL;
+	atomic_store(&epoch_before_pool, e);
+	ht_epoch_p = &epoch_before_pool;
 }
 
 static void pause_briefly(void)
@@ -87,20 +113,20 @@ struct ht_buf *ht_buf__get(uint32_t tid, uint64_t first_seq)
 {
 	struct ht_buf *b = NULL;
 	for (;;) {
-		uint64_t head = atomic_load_explicit(&free_head, memory_order_acquire);
+		uint64_t head = atomic_load_explicit(&shm->free_head, memory_order_acquire);
 		uint32_t idx = (uint32_t)head;
 		if (idx) {
 			struct ht_buf *cand = buf_at(idx - 1);
 			uint64_t next = ((head >> 32) + 1) << 32 | cand->free_next;
-			if (atomic_compare_exchange_weak(&free_head, &head, next)) {
+			if (atomic_compare_exchange_weak(&shm->free_head, &head, next)) {
 				b = cand;
 				break;
 			}
 			continue;
 		}
-		uint32_t n = atomic_load(&pool_used);
+		uint32_t n = atomic_load(&shm->pool_used);
 		if (n < HT_POOL_BUFS) {
-			if (atomic_compare_exchange_weak(&pool_used, &n, n + 1)) {
+			if (atomic_compare_exchange_weak(&shm->pool_used, &n, n + 1)) {
 				b = buf_at(n);
 				b->index = n;
 				break;
@@ -125,10 +151,10 @@ struct ht_buf *ht_buf__get(uint32_t tid, uint64_t first_seq)
 void ht_buf__put(struct ht_buf *b)
 {
 	for (;;) {
-		uint64_t head = atomic_load(&free_head);
+		uint64_t head = atomic_load(&shm->free_head);
 		b->free_next = (uint32_t)head;
 		uint64_t next = ((head >> 32) + 1) << 32 | (b->index + 1);
-		if (atomic_compare_exchange_weak(&free_head, &head, next))
+		if (atomic_compare_exchange_weak(&shm->free_head, &head, next))
 			return;
 	}
 }
@@ -137,31 +163,31 @@ void ht_buf__put(struct ht_buf *b)
 void ht_queue__push(struct ht_buf *b)
 {
 	atomic_store_explicit(&b->qnext, NULL, memory_order_relaxed);
-	struct ht_buf *prev = atomic_exchange_explicit(&q_head, b, memory_order_acq_rel);
+	struct ht_buf *prev = atomic_exchange_explicit(&shm->q_head, b, memory_order_acq_rel);
 	atomic_store_explicit(&prev->qnext, b, memory_order_release);
 }
 
 struct ht_buf *ht_queue__pop(void)
 {
-	struct ht_buf *tail = q_tail;
+	struct ht_buf *tail = shm->q_tail;
 	struct ht_buf *next = atomic_load_explicit(&tail->qnext, memory_order_acquire);
-	if (tail == &q_stub) {
+	if (tail == q_stub) {
 		if (!next)
 			return NULL;
-		q_tail = next;
+		shm->q_tail = next;
 		tail = next;
 		next = atomic_load_explicit(&next->qnext, memory_order_acquire);
 	}
 	if (next) {
-		q_tail = next;
+		shm->q_tail = next;
 		return tail;
 	}
-	if (tail != atomic_load_explicit(&q_head, memory_order_acquire))
+	if (tail != atomic_load_explicit(&shm->q_head, memory_order_acquire))
 		return NULL; /* a push is half-way; next round gets it */
-	ht_queue__push(&q_stub);
+	ht_queue__push(q_stub);
 	next = atomic_load_explicit(&tail->qnext, memory_order_acquire);
 	if (next) {
-		q_tail = next;
+		shm->q_tail = next;
 		return tail;
 	}
 	return NULL;
@@ -169,7 +195,7 @@ struct ht_buf *ht_queue__pop(void)
 
 struct ht_thread *ht_thread__first(void)
 {
-	return atomic_load_explicit(&thread_list, memory_order_acquire);
+	return shm ? atomic_load_explicit(&shm->thread_list, memory_order_acquire) : NULL;
 }
 
 /* A record for a new thread: reuse one the writer has freed, else take a
@@ -184,17 +210,17 @@ struct ht_thread *ht_thread__get(uint32_t tid)
 			return r;
 		}
 	}
-	uint32_t n = atomic_fetch_add(&threads_used, 1);
+	uint32_t n = atomic_fetch_add(&shm->threads_used, 1);
 	if (n >= HT_THREAD_RECS)
 		return NULL;
 	struct ht_thread *r = &threads[n];
 	r->tid = tid;
 	atomic_store(&r->cur, NULL);
 	atomic_store(&r->state, HT_THR_LIVE);
-	struct ht_thread *head = atomic_load(&thread_list);
+	struct ht_thread *head = atomic_load(&shm->thread_list);
 	do
 		r->next = head;
-	while (!atomic_compare_exchange_weak(&thread_list, &head, r));
+	while (!atomic_compare_exchange_weak(&shm->thread_list, &head, r));
 	return r;
 }
 
@@ -277,7 +303,7 @@ int ht_tls__prepare(struct ht_tls *t, uint64_t *ts)
 			return 0;
 		*ts = ht_now();
 	}
-	if (!pool && ht_buf__pool_init() < 0)
+	if (!region && ht_buf__pool_init() < 0)
 		return 0;
 	int fresh = t->state == 0;
 	t->guard++;
@@ -330,7 +356,7 @@ static void encode(struct ht_tls *t, int kind, int flags, uint64_t ts, const uin
 		   const char *str)
 {
 	if ((1u << kind) & EPOCH_KINDS)
-		atomic_fetch_add_explicit(&ht_epoch, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(ht_epoch_p, 1, memory_order_relaxed);
 	if (HT_UNLIKELY(t->pos >= t->end))
 		ht_tls__refill(t, ts);
 	const struct ht_kind_desc *d = &ht_kind_descs[kind];

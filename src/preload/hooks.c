@@ -145,7 +145,7 @@ static inline void commit(struct ht_tls *t)
  * RDTSC costs 8-13 ns here, as much as the rest of the record. */
 static inline int ts_due(struct ht_tls *t, int flags)
 {
-	uint32_t e = atomic_load_explicit(&ht_epoch, memory_order_relaxed);
+	uint32_t e = atomic_load_explicit(ht_epoch_p, memory_order_relaxed);
 	return (--t->ts_left == 0) | (e != t->epoch) | (flags & HT_F_MMAPPED);
 }
 
@@ -155,7 +155,7 @@ static inline uint64_t ts_field(struct ht_tls *t, uint64_t ts)
 	uint64_t f = ts - t->last_ts + 1;
 	t->last_ts = ts;
 	t->ts_left = (uint32_t)ht_opt.ts_every;
-	t->epoch = atomic_load_explicit(&ht_epoch, memory_order_relaxed);
+	t->epoch = atomic_load_explicit(ht_epoch_p, memory_order_relaxed);
 	return f;
 }
 

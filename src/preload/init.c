@@ -188,11 +188,11 @@ static void after_fork_child(void)
 	t->buf = NULL;
 	t->rec = NULL;
 	t->creator = 0;
-	ht_buf__pool_reset_after_fork();
 	if (!ht_opt.follow_fork)
 		disabled = 1;
 	set_recording(1);
 	ht_writer__after_fork_child();
+	ht_buf__pool_reset_after_fork();
 	t->guard--;
 }
 

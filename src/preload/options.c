@@ -23,9 +23,10 @@ struct ht_options ht_opt = {
 	.use_tsc = 1,
 	.ts_every = 16,
 	.quiet = 0,
+	.writer_process = 1,
 };
 
-enum opt_type { OPT_BOOL, OPT_INT, OPT_SIZE, OPT_MSEC, OPT_PATH, OPT_CLOCK };
+enum opt_type { OPT_BOOL, OPT_INT, OPT_SIZE, OPT_MSEC, OPT_PATH, OPT_CLOCK, OPT_WRITER };
 
 struct opt_desc {
 	const char *env;  /* environment variable */
@@ -46,6 +47,7 @@ static const struct opt_desc descs[] = {
 	{"HEAPTRAIL_CLOCK", OPT_CLOCK, &ht_opt.use_tsc, 0, 1},
 	{"HEAPTRAIL_TIMESTAMP_EVERY", OPT_INT, &ht_opt.ts_every, 1, 65536},
 	{"HEAPTRAIL_QUIET", OPT_BOOL, &ht_opt.quiet, 0, 1},
+	{"HEAPTRAIL_WRITER", OPT_WRITER, &ht_opt.writer_process, 0, 1},
 };
 
 /* stderr without stdio: stdio may allocate, and may be locked by the
@@ -142,6 +144,12 @@ void ht_options__load(void)
 			else if (!strcasecmp(v, "monotonic"))
 				*(int *)d->dst = 0, ok = 1;
 			break;
+		case OPT_WRITER:
+			if (!strcasecmp(v, "process"))
+				*(int *)d->dst = 1, ok = 1;
+			else if (!strcasecmp(v, "thread"))
+				*(int *)d->dst = 0, ok = 1;
+			break;
 		case OPT_INT:
 		case OPT_SIZE:
 		case OPT_MSEC:
@@ -161,6 +169,9 @@ void ht_options__load(void)
 				       "using the default", d->env, v);
 			else if (d->type == OPT_CLOCK)
 				ht_msg("warning: %s=%s: expected tsc or monotonic; using the default",
+				       d->env, v);
+			else if (d->type == OPT_WRITER)
+				ht_msg("warning: %s=%s: expected process or thread; using the default",
 				       d->env, v);
 			else if (d->type == OPT_PATH)
 				ht_msg("warning: %s is too long; using the default", d->env);

@@ -30,6 +30,7 @@ struct ht_options {
 	int use_tsc;           /* HEAPTRAIL_CLOCK: 1 = tsc, 0 = monotonic */
 	int ts_every;          /* HEAPTRAIL_TIMESTAMP_EVERY: malloc/free take the clock every Nth call */
 	int quiet;             /* HEAPTRAIL_QUIET: no messages on stderr */
+	int writer_process;    /* HEAPTRAIL_WRITER: 1 = helper process, 0 = thread */
 };
 
 extern struct ht_options ht_opt;
@@ -97,12 +98,18 @@ extern _Atomic int ht_multithreaded;
 /* Bumped by the writer thread every HT_EPOCH_MS: the first malloc/free of a
  * thread after a bump takes the clock, so that sampled timestamps are never
  * older than one epoch (docs/FORMAT.md, "Timestamps"). */
-extern _Atomic uint32_t ht_epoch;
+extern _Atomic uint32_t *ht_epoch_p;
 /* Events that could not be recorded (tracer disabled by an error). */
 extern _Atomic uint64_t ht_dropped;
 
 int ht_buf__pool_init(void);
 void ht_buf__pool_reset_after_fork(void);
+#define HT_WRITER_AREA (64u << 10) /* the writer's state (writer.c) */
+#define HT_INDEX_AREA (64u << 20)  /* the writer's chunk index: 2M chunks */
+/* The writer's part of the shared mapping: HT_WRITER_AREA bytes for its
+ * state, then *index_bytes (HT_INDEX_AREA) for its chunk index; NULL
+ * before the mapping exists. */
+void *ht_buf__writer_area(size_t *index_bytes);
 struct ht_buf *ht_buf__get(uint32_t tid, uint64_t first_seq);
 void ht_buf__put(struct ht_buf *b);
 void ht_queue__push(struct ht_buf *b);

@@ -1,9 +1,23 @@
 /* The background writer: every flush interval (or on request) it drains the
  * hand-off queue and the committed part of every live thread's buffer,
- * compresses each piece into a chunk and appends it to the trace.  It is
- * the only thread that touches the file.  Where no writer thread runs (a
- * fork child before its first event, or pthread_create failed) the same
- * round runs inline in the calling thread. */
+ * compresses each piece into a chunk and appends it to the trace.
+ *
+ * By default the writer is a helper process (HEAPTRAIL_WRITER=process): a
+ * fork of the traced process made with a raw clone() that sends no SIGCHLD
+ * (wait() in the program never sees it), sharing the buffers through the
+ * MAP_SHARED mapping of buffer.c.  The traced process then keeps a single
+ * thread if it had one, so glibc's malloc keeps its single-thread fast
+ * path, and when the process dies (kill -9, _exit, a crash) the helper
+ * still writes every event it committed and closes the file.  The helper
+ * uses no libc lock and no malloc: it may have been cloned while another
+ * thread held one.  HEAPTRAIL_WRITER=thread (or a failed clone) runs the
+ * same loop in a thread instead.  Where no writer runs (a fork child before
+ * its first event, or the helper died) the same round runs inline in the
+ * calling thread.
+ *
+ * The trace file is flock()ed (exclusive) from creation until the writer
+ * has closed it, so that a reader can wait for a helper that is still
+ * writing after the program ended (ht_trace__wait_writer). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -15,10 +29,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_createCCtx_advanced: no malloc */
 #include <zstd.h>
 
 #include "preload.h"
@@ -29,18 +48,20 @@ enum {
 	REQ_FINALIZE = 4,   /* index and header, but go on (before exec) */
 	REQ_REOPEN = 8,     /* exec failed: mark the file open again */
 	REQ_DATA = 16,      /* a full buffer is waiting */
+	REQ_EXIT = 32,      /* the helper ends after this round (exec) */
+	REQ_ORPHAN = 64,    /* with REQ_CLOSE: the traced process is gone */
 };
 
-static struct {
+/* The writer's state, in the shared mapping (ht_buf__writer_area): the
+ * helper, an inline round in the process and a later helper all see it. */
+struct wstate {
+	int inited;              /* set up (the mapping starts zeroed) */
 	int fd;                  /* trace file, -1 before open / after error */
 	char path[4200];         /* its name */
 	uint64_t off;            /* bytes written */
 	struct ht_file_header hdr; /* as written at offset 0 */
-	struct ht_index_entry *index; /* every chunk written */
-	size_t nindex, capindex; /* entries used / allocated */
-	ZSTD_CCtx *zc;           /* compression context (writer only) */
-	uint8_t *zbuf;           /* compression output */
-	size_t zcap;             /* its size */
+	size_t nindex;           /* chunks in the index */
+	int index_full;          /* more chunks than the index holds: no index */
 	uint64_t events;         /* events written */
 	uint32_t tids[4096];     /* distinct thread ids seen (for nthreads) */
 	uint32_t ntids;          /* entries in tids (saturates) */
@@ -49,16 +70,82 @@ static struct {
 	ino_t ino;               /* that the program closed or reused w.fd */
 	int failed;              /* a write failed: recording stopped */
 	int closed;              /* REQ_CLOSE done */
-} w = {.fd = -1};
+	_Atomic uint32_t req_word;    /* pending REQ_* bits; futex word */
+	_Atomic uint32_t req_ticket;  /* requests made */
+	_Atomic uint32_t done_ticket; /* requests served; futex word */
+	_Atomic int writer_waiting;   /* the writer sleeps on req_word */
+	_Atomic int running;          /* a writer (helper or thread) is alive */
+	_Atomic int round_busy;       /* a round is being done */
+	_Atomic uint32_t queued;      /* buffers handed over so far */
+};
+_Static_assert(sizeof(struct wstate) <= HT_WRITER_AREA, "writer state too large");
 
-static _Atomic uint32_t req_word;    /* pending REQ_* bits; futex word */
-static _Atomic uint32_t req_ticket;  /* requests made */
-static _Atomic uint32_t done_ticket; /* requests served; futex word */
-static int child_needs_writer;       /* fork child: start a writer on first event */
-static _Atomic int writer_waiting;   /* the writer sleeps on req_word */
-static _Atomic int running;        /* writer thread alive */
-static _Atomic int round_busy;     /* a round is being done (inline or thread) */
-static pthread_t writer_thread;
+static struct wstate *ws;              /* in the shared mapping; NULL before it */
+static struct ht_index_entry *windex;  /* the chunk index, after the state */
+static size_t index_cap;               /* entries it holds */
+#define w (*ws)
+
+/* Per process (and per helper, which has its own copies). */
+static ZSTD_CCtx *zc;             /* compression context (writer only) */
+static uint8_t *zbuf;             /* compression output */
+static size_t zcap;               /* its size */
+static int child_needs_writer;    /* fork child: start a writer on first event */
+static int child_disabled;        /* fork child that is not followed */
+static pthread_t writer_thread;   /* the writer thread, if that is the writer */
+static pid_t helper_pid;          /* the helper process, if that is the writer */
+static pid_t parent_pid;          /* in the helper: the traced process */
+static int proc_fd = -1;          /* the traced process's descriptor of the file */
+
+/* Maps the writer's state; 0 when it is there. */
+static int attach(void)
+{
+	if (ws)
+		return 0;
+	size_t ib;
+	void *a = ht_buf__writer_area(&ib);
+	if (!a) {
+		if (ht_buf__pool_init() < 0)
+			return -1;
+		a = ht_buf__writer_area(&ib);
+	}
+	ws = a;
+	windex = (struct ht_index_entry *)((uint8_t *)a + HT_WRITER_AREA);
+	index_cap = ib / sizeof(*windex);
+	if (!w.inited) {
+		w.fd = -1;
+		w.inited = 1;
+	}
+	return 0;
+}
+
+/* zstd's memory, from mmap: the helper must not call malloc. */
+static void *z_alloc(void *opaque, size_t n)
+{
+	(void)opaque;
+	size_t total = n + 16;
+	uint8_t *p = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	memcpy(p, &total, sizeof(total));
+	return p + 16;
+}
+
+static void z_free(void *opaque, void *q)
+{
+	(void)opaque;
+	if (!q)
+		return;
+	uint8_t *p = (uint8_t *)q - 16;
+	size_t total;
+	memcpy(&total, p, sizeof(total));
+	munmap(p, total);
+}
+
+static const char *errstr(int e)
+{
+	const char *d = strerrordesc_np(e); /* no locale, no lock */
+	return d ? d : "unknown error";
+}
 
 uint64_t ht_mono_ns(void)
 {
@@ -67,6 +154,7 @@ uint64_t ht_mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Shared (not _PRIVATE) futexes: the waiter may be another process. */
 static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts)
 {
 	return syscall(SYS_futex, addr, op, val, ts, NULL, 0);
@@ -96,7 +184,7 @@ static void fail(const char *what)
 		return;
 	w.failed = 1;
 	ht_msg("cannot write %s (%s: %s); recording stopped, the program goes on", w.path, what,
-	       strerror(errno));
+	       errstr(errno));
 	atomic_store(&ht_on, 0);
 	w.hdr.flags |= HT_FILE_F_DISK_FULL;
 	if (w.fd >= 0) {
@@ -157,7 +245,7 @@ static int open_output(void)
 		       "overwriting it: choose another output path", w.path);
 		return -1;
 	}
-	ht_msg("cannot create the trace file %s: %s", w.path, strerror(errno));
+	ht_msg("cannot create the trace file %s: %s", w.path, errstr(errno));
 	return -1;
 }
 
@@ -278,6 +366,10 @@ static int open_file(void)
 	if (fd < 0)
 		return -1;
 	w.fd = fd_move_high(fd);
+	proc_fd = w.fd;
+	/* Held (through every copy of the descriptor) until the writer has
+	 * closed the file: readers wait on it (ht_trace__wait_writer). */
+	flock(w.fd, LOCK_EX | LOCK_NB);
 	struct stat st;
 	if (fstat(w.fd, &st) == 0) {
 		w.dev = st.st_dev;
@@ -294,15 +386,11 @@ static int open_file(void)
 
 static void add_index(const struct ht_chunk_header *c, uint64_t offset)
 {
-	if (w.nindex == w.capindex) {
-		size_t cap = w.capindex ? w.capindex * 2 : 1024;
-		void *p = realloc(w.index, cap * sizeof(*w.index)); /* untraced: guard */
-		if (!p)
-			return;
-		w.index = p;
-		w.capindex = cap;
+	if (w.nindex == index_cap) {
+		w.index_full = 1; /* readers scan the chunks instead */
+		return;
 	}
-	struct ht_index_entry *e = &w.index[w.nindex++];
+	struct ht_index_entry *e = &windex[w.nindex++];
 	memset(e, 0, sizeof(*e));
 	e->offset = offset;
 	e->tid = c->tid;
@@ -324,17 +412,17 @@ static void write_chunk(struct ht_chunk_header *c, const void *payload, size_t n
 	c->raw_size = (uint32_t)n;
 	const void *data = payload;
 	size_t len = n;
-	if (compress && ht_opt.zstd_level != 0 && w.zc) {
+	if (compress && ht_opt.zstd_level != 0 && zc) {
 		size_t bound = ZSTD_compressBound(n);
-		if (bound > w.zcap) {
-			free(w.zbuf);
-			w.zbuf = malloc(bound);
-			w.zcap = w.zbuf ? bound : 0;
+		if (bound > zcap) {
+			z_free(NULL, zbuf);
+			zbuf = z_alloc(NULL, bound);
+			zcap = zbuf ? bound : 0;
 		}
-		if (w.zbuf) {
-			size_t r = ZSTD_compress2(w.zc, w.zbuf, w.zcap, payload, n);
+		if (zbuf) {
+			size_t r = ZSTD_compress2(zc, zbuf, zcap, payload, n);
 			if (!ZSTD_isError(r) && r < n) {
-				data = w.zbuf;
+				data = zbuf;
 				len = r;
 				c->flags |= HT_CHUNK_F_ZSTD;
 			}
@@ -382,8 +470,9 @@ static void drain_buf(struct ht_buf *b)
 
 static uint64_t rss_kb(void)
 {
-	char buf[128];
-	size_t n = read_small("/proc/self/statm", buf, sizeof(buf) - 1);
+	char buf[128], path[64];
+	snprintf(path, sizeof(path), "/proc/%d/statm", (int)w.hdr.pid);
+	size_t n = read_small(path, buf, sizeof(buf) - 1);
 	if (!n)
 		return 0;
 	buf[n] = 0;
@@ -407,7 +496,7 @@ static int thread_gone(uint32_t tid)
 	return syscall(SYS_tgkill, (pid_t)w.hdr.pid, (pid_t)tid, 0) < 0 && errno == ESRCH;
 }
 
-static void finalize(void)
+static void finalize(int orphan)
 {
 	if (w.fd < 0 || w.failed)
 		return;
@@ -416,15 +505,17 @@ static void finalize(void)
 	memset(&h, 0, sizeof(h));
 	h.type = HT_CHUNK_INDEX;
 	h.magic = HT_CHUNK_MAGIC;
-	h.raw_size = h.comp_size = (uint32_t)(w.nindex * sizeof(*w.index));
+	h.raw_size = h.comp_size = (uint32_t)(w.nindex * sizeof(*windex));
 	uint64_t at = w.off;
-	if (write_all(&h, sizeof(h)) < 0 || write_all(w.index, h.raw_size) < 0) {
-		fail("index");
-		return;
+	if (!w.index_full) {
+		if (write_all(&h, sizeof(h)) < 0 || write_all(windex, h.raw_size) < 0) {
+			fail("index");
+			return;
+		}
+		w.hdr.sec[HT_SEC_INDEX].offset = at;
+		w.hdr.sec[HT_SEC_INDEX].size = sizeof(h) + h.raw_size;
 	}
-	w.hdr.sec[HT_SEC_INDEX].offset = at;
-	w.hdr.sec[HT_SEC_INDEX].size = sizeof(h) + h.raw_size;
-	w.hdr.flags |= HT_FILE_F_CLOSED;
+	w.hdr.flags |= HT_FILE_F_CLOSED | (orphan ? HT_FILE_F_ORPHANED : 0);
 	w.hdr.end_ts = ht_now();
 	w.hdr.end_mono_ns = ht_mono_ns();
 	w.hdr.events = w.events;
@@ -486,7 +577,7 @@ static void do_round(uint32_t req)
 		}
 	}
 	if (req & (REQ_CLOSE | REQ_FINALIZE))
-		finalize();
+		finalize(!!(req & REQ_ORPHAN));
 	if (req & REQ_CLOSE) {
 		w.closed = 1;
 		if (fd_is_ours(w.fd))
@@ -499,12 +590,12 @@ static void do_round(uint32_t req)
 static int inline_round(uint32_t req)
 {
 	int expect = 0;
-	if (!atomic_compare_exchange_strong(&round_busy, &expect, 1))
+	if (!atomic_compare_exchange_strong(&w.round_busy, &expect, 1))
 		return -1;
 	ht_tls.guard++;
 	do_round(req);
 	ht_tls.guard--;
-	atomic_store(&round_busy, 0);
+	atomic_store(&w.round_busy, 0);
 	return 0;
 }
 
@@ -513,14 +604,70 @@ static int inline_round(uint32_t req)
 static volatile unsigned int *nptl_nthreads;
 
 /* When the program's last thread ends with pthread_exit() (main too),
- * glibc ends the process with exit(0) -- but this thread counts, so the
- * process would live on.  The writer does what glibc would have done. */
+ * glibc ends the process with exit(0) -- but a writer thread counts, so
+ * the process would live on.  The writer does what glibc would have done.
+ * (A helper process is not a thread of the program: nothing to do.) */
 static void exit_if_alone(void)
 {
 	if (!nptl_nthreads || *nptl_nthreads != 1)
 		return;
 	do_round(REQ_CLOSE);
 	exit(0);
+}
+
+static void compressor_init(void)
+{
+	if (ht_opt.zstd_level == 0)
+		return;
+	ZSTD_customMem mem = {z_alloc, z_free, NULL};
+	zc = ZSTD_createCCtx_advanced(mem);
+	if (zc) {
+		ZSTD_CCtx_setParameter(zc, ZSTD_c_compressionLevel, ht_opt.zstd_level);
+		ZSTD_CCtx_setParameter(zc, ZSTD_c_checksumFlag, 1);
+	}
+}
+
+/* The writer's loop, in the helper process or in the writer thread.  It
+ * wakes every epoch (or flush interval, if shorter) to move ht_epoch on,
+ * and does a flush round once a flush interval has passed or when asked.
+ * The helper also ends the recording when the traced process is gone. */
+static void writer_loop(int helper)
+{
+	long period_ms = ht_opt.flush_interval_ms < HT_EPOCH_MS ? ht_opt.flush_interval_ms
+								 : HT_EPOCH_MS;
+	struct timespec iv = {period_ms / 1000, (period_ms % 1000) * 1000000};
+	/* A second clock sample soon after the first gives readers a rate
+	 * even for a run that dies young. */
+	struct timespec early = {0, 2000000};
+	int first = 1;
+	uint64_t last_round = ht_mono_ns();
+	for (;;) {
+		atomic_store(&w.writer_waiting, 1);
+		if (!atomic_load(&w.req_word))
+			futex(&w.req_word, FUTEX_WAIT, 0, first ? &early : &iv);
+		atomic_store(&w.writer_waiting, 0);
+		atomic_fetch_add_explicit(ht_epoch_p, 1, memory_order_relaxed);
+		uint32_t ticket = atomic_load(&w.req_ticket);
+		uint32_t req = atomic_exchange(&w.req_word, 0);
+		if (helper && getppid() != parent_pid)
+			req |= REQ_CLOSE | REQ_ORPHAN; /* killed, _exit, crashed: write it all */
+		uint64_t now = ht_mono_ns();
+		if (!req && !first &&
+		    now - last_round < (uint64_t)ht_opt.flush_interval_ms * 1000000 - 500000)
+			continue; /* an epoch tick only */
+		first = 0;
+		last_round = now;
+		while (atomic_exchange(&w.round_busy, 1))
+			sched_yield();
+		do_round(req);
+		if (!helper && !(req & REQ_CLOSE))
+			exit_if_alone(); /* keeps round_busy: no other round again */
+		atomic_store(&w.round_busy, 0);
+		atomic_store(&w.done_ticket, ticket);
+		futex(&w.done_ticket, FUTEX_WAKE, INT_MAX, NULL);
+		if (req & (REQ_CLOSE | REQ_EXIT))
+			break;
+	}
 }
 
 static void *writer_main(void *arg)
@@ -531,67 +678,73 @@ static void *writer_main(void *arg)
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	w.zc = ZSTD_createCCtx();
-	if (w.zc) {
-		ZSTD_CCtx_setParameter(w.zc, ZSTD_c_compressionLevel, ht_opt.zstd_level);
-		ZSTD_CCtx_setParameter(w.zc, ZSTD_c_checksumFlag, 1);
-	}
-	/* The writer wakes every epoch (or flush interval, if shorter) to
-	 * move ht_epoch on, and does a flush round once a flush interval has
-	 * passed or when asked. */
-	long period_ms = ht_opt.flush_interval_ms < HT_EPOCH_MS ? ht_opt.flush_interval_ms
-								 : HT_EPOCH_MS;
-	struct timespec iv = {period_ms / 1000, (period_ms % 1000) * 1000000};
-	/* A second clock sample soon after the first gives readers a rate
-	 * even for a run that dies young. */
-	struct timespec early = {0, 2000000};
-	int first = 1;
-	uint64_t last_round = ht_mono_ns();
-	for (;;) {
-		atomic_store(&writer_waiting, 1);
-		if (!atomic_load(&req_word))
-			futex(&req_word, FUTEX_WAIT_PRIVATE, 0, first ? &early : &iv);
-		atomic_store(&writer_waiting, 0);
-		atomic_fetch_add_explicit(&ht_epoch, 1, memory_order_relaxed);
-		uint32_t ticket = atomic_load(&req_ticket);
-		uint32_t req = atomic_exchange(&req_word, 0);
-		uint64_t now = ht_mono_ns();
-		if (!req && !first &&
-		    now - last_round < (uint64_t)ht_opt.flush_interval_ms * 1000000 - 500000)
-			continue; /* an epoch tick only */
-		first = 0;
-		last_round = now;
-		while (atomic_exchange(&round_busy, 1))
-			sched_yield();
-		do_round(req);
-		if (!(req & REQ_CLOSE))
-			exit_if_alone(); /* keeps round_busy: no other round again */
-		atomic_store(&round_busy, 0);
-		atomic_store(&done_ticket, ticket);
-		futex(&done_ticket, FUTEX_WAKE_PRIVATE, INT_MAX, NULL);
-		if (req & REQ_CLOSE)
-			break;
-	}
-	atomic_store(&running, 0);
+	compressor_init();
+	writer_loop(0);
+	atomic_store(&w.running, 0);
 	return NULL;
+}
+
+/* The helper process: a copy of the traced process that only runs the
+ * writer's loop.  Every signal is blocked (a Ctrl-C for the program's
+ * process group must not end it before the program's trace is written);
+ * it ends when the program closes the trace or is gone. */
+static __attribute__((noreturn)) void helper_main(void)
+{
+	ht_tls.guard = 1; /* (every signal is blocked: see start_helper) */
+	prctl(PR_SET_NAME, "heaptrail-write", 0, 0, 0);
+	/* Only the trace's descriptor is ours; holding the program's (a pipe
+	 * its reader waits to see closed, a socket) would keep them open past
+	 * the program's end.  (So the helper has no stderr for messages.) */
+	if (w.fd > 0)
+		close_range(0, (unsigned)w.fd - 1, 0);
+	close_range((unsigned)w.fd + 1, ~0u, 0);
+	compressor_init();
+	writer_loop(1);
+	atomic_store(&w.running, 0);
+	syscall(SYS_exit_group, 0);
+	__builtin_unreachable();
+}
+
+/* clone() without CLONE_VM is fork() without glibc's fork: no atfork
+ * handlers of the program run, and an exit signal of 0 keeps the helper
+ * out of the program's wait() and SIGCHLD. */
+static int start_helper(void)
+{
+	parent_pid = (pid_t)syscall(SYS_getpid);
+	/* Blocked before the clone, so that the helper never runs a moment
+	 * with signals open (a signal for the process group right after
+	 * start would end it). */
+	sigset_t all, old;
+	sigfillset(&all);
+	syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, sizeof(long));
+	long pid = syscall(SYS_clone, 0L, NULL, NULL, NULL, NULL);
+	if (pid == 0)
+		helper_main();
+	int e = errno;
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, sizeof(long));
+	errno = e;
+	if (pid < 0)
+		return -1;
+	helper_pid = (pid_t)pid;
+	return 0;
 }
 
 int ht_writer__start(void)
 {
-	if (atomic_load(&running))
-		return 0;
-	if (ht_buf__pool_init() < 0)
+	if (attach() < 0)
 		return -1;
+	if (atomic_load(&w.running))
+		return 0;
 	if (w.fd < 0 && open_file() < 0)
 		return -1;
+	atomic_store(&w.running, 1);
+	if (ht_opt.writer_process && start_helper() == 0)
+		return 0;
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
-	atomic_store(&running, 1);
-	extern int ht_real_pthread_create(pthread_t *, const pthread_attr_t *,
-					  void *(*)(void *), void *);
 	if (ht_real_pthread_create(&writer_thread, &attr, writer_main, NULL) != 0) {
-		atomic_store(&running, 0);
+		atomic_store(&w.running, 0);
 		pthread_attr_destroy(&attr);
 		return 0; /* rounds run inline */
 	}
@@ -599,33 +752,76 @@ int ht_writer__start(void)
 	return 0;
 }
 
-/* Asks the writer thread for a round with req and waits for it to finish;
- * without a writer thread, does the round here. */
+/* Whether the writer is alive; notices a helper that died (killed on its
+ * own) so that rounds go on inline. */
+static int writer_alive(void)
+{
+	if (!atomic_load(&w.running))
+		return 0;
+	if (helper_pid > 0) {
+		int st;
+		pid_t r = waitpid(helper_pid, &st, WNOHANG | __WCLONE);
+		if (r == helper_pid || (r < 0 && errno == ECHILD)) {
+			helper_pid = 0;
+			if (atomic_load(&w.running)) {
+				/* died without saying so: mid-round, perhaps */
+				atomic_store(&w.running, 0);
+				atomic_store(&w.round_busy, 0);
+			}
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* Reaps an ended helper (it has no exit signal: only we wait for it). */
+static void reap_helper(int timeout_ms)
+{
+	for (int i = 0; helper_pid > 0 && i < timeout_ms; i++) {
+		pid_t r = waitpid(helper_pid, NULL, WNOHANG | __WCLONE);
+		if (r == helper_pid || (r < 0 && errno == ECHILD)) {
+			helper_pid = 0;
+			break;
+		}
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* Asks the writer for a round with req and waits for it to finish;
+ * without a writer, does the round here. */
 static void request(uint32_t req, int timeout_ms)
 {
-	if (w.closed || child_needs_writer)
+	if (!ws || w.closed || child_needs_writer)
 		return; /* closed, or a fork child that recorded nothing */
-	if (!atomic_load(&running)) {
+	int saved = errno;
+	if (!writer_alive()) {
 		/* Wait for a round in progress elsewhere (bounded). */
 		for (int i = 0; i < timeout_ms * 10 && inline_round(req) < 0; i++) {
 			struct timespec ts = {0, 100000};
 			nanosleep(&ts, NULL);
 		}
+		errno = saved;
 		return;
 	}
-	atomic_fetch_or(&req_word, req);
-	uint32_t mine = atomic_fetch_add(&req_ticket, 1) + 1;
-	futex(&req_word, FUTEX_WAKE_PRIVATE, 1, NULL);
+	atomic_fetch_or(&w.req_word, req);
+	uint32_t mine = atomic_fetch_add(&w.req_ticket, 1) + 1;
+	futex(&w.req_word, FUTEX_WAKE, 1, NULL);
 	uint64_t deadline = ht_mono_ns() + (uint64_t)timeout_ms * 1000000u;
 	for (;;) {
-		uint32_t done = atomic_load(&done_ticket);
-		if ((int32_t)(done - mine) >= 0 || !atomic_load(&running))
+		uint32_t done = atomic_load(&w.done_ticket);
+		if ((int32_t)(done - mine) >= 0)
 			break;
+		if (!writer_alive()) {
+			inline_round(req & ~(uint32_t)REQ_EXIT);
+			break;
+		}
 		if (ht_mono_ns() >= deadline)
 			break;
 		struct timespec ts = {0, 10000000};
-		futex(&done_ticket, FUTEX_WAIT_PRIVATE, done, &ts);
+		futex(&w.done_ticket, FUTEX_WAIT, done, &ts);
 	}
+	errno = saved;
 }
 
 /* A thread handed over a full buffer: every HT_KICK_BUFFERS buffers, wake
@@ -634,15 +830,14 @@ static void request(uint32_t req, int timeout_ms)
  * writer for every 64 KiB cost the traced thread ~10 ns per malloc/free
  * pair on a 2-CPU machine, every 16th about 1 ns (bench/RESULTS.md). */
 #define HT_KICK_BUFFERS 16
-static _Atomic uint32_t queued; /* buffers handed over so far */
 
 void ht_writer__kick(void)
 {
-	if (atomic_fetch_add_explicit(&queued, 1, memory_order_relaxed) % HT_KICK_BUFFERS)
+	if (!ws || atomic_fetch_add_explicit(&w.queued, 1, memory_order_relaxed) % HT_KICK_BUFFERS)
 		return;
-	if (atomic_load_explicit(&writer_waiting, memory_order_relaxed) &&
-	    !(atomic_fetch_or(&req_word, REQ_DATA) & REQ_DATA))
-		futex(&req_word, FUTEX_WAKE_PRIVATE, 1, NULL);
+	if (atomic_load_explicit(&w.writer_waiting, memory_order_relaxed) &&
+	    !(atomic_fetch_or(&w.req_word, REQ_DATA) & REQ_DATA))
+		futex(&w.req_word, FUTEX_WAKE, 1, NULL);
 }
 
 void ht_writer__sync(int timeout_ms)
@@ -652,29 +847,44 @@ void ht_writer__sync(int timeout_ms)
 	request(REQ_SYNC, timeout_ms);
 }
 
+/* Our copy of the trace's descriptor, once the writer is done with the
+ * file: the last copy closed releases the readers' lock. */
+static void close_proc_fd(void)
+{
+	if (proc_fd >= 0 && fd_is_ours(proc_fd))
+		close(proc_fd);
+	proc_fd = -1;
+}
+
 void ht_writer__close(int from_signal)
 {
-	if (ht_foreign_process() || w.closed)
+	if (ht_foreign_process() || !ws || w.closed)
 		return;
 	ht_tls.guard++;
 	atomic_store(&ht_on, 0);
 	request(REQ_CLOSE, from_signal ? 2000 : 10000);
-	if (!from_signal && atomic_load(&running) == 0 && writer_thread)
+	if (!from_signal && atomic_load(&w.running) == 0 && writer_thread)
 		pthread_join(writer_thread, NULL), writer_thread = 0;
+	reap_helper(from_signal ? 100 : 1000);
+	if (w.closed)
+		close_proc_fd();
 	ht_tls.guard--;
 }
 
 /* The traced process execs: its trace becomes OUT.exec<N> and the new
  * image (traced too) writes OUT, so that OUT is the program a wrapper or a
  * shim finally runs. */
-static char exec_path[sizeof(w.path) + 32];
+static char exec_path[4200 + 32];
 
 void ht_writer__before_exec(void)
 {
-	if (ht_foreign_process())
+	if (ht_foreign_process() || !ws)
 		return;
 	ht_tls.guard++;
-	request(REQ_FINALIZE, 5000);
+	/* A helper ends after finalizing: the new image has a writer of its
+	 * own, and if the exec fails a new helper takes over. */
+	request(REQ_FINALIZE | (helper_pid > 0 ? REQ_EXIT : 0), 5000);
+	reap_helper(1000);
 	exec_path[0] = 0;
 	if (ht_is_root_image() && w.fd >= 0 && !w.failed) {
 		snprintf(exec_path, sizeof(exec_path), "%s.exec%d", w.path, ht_image_index() + 1);
@@ -686,46 +896,43 @@ void ht_writer__before_exec(void)
 
 void ht_writer__exec_failed(void)
 {
-	if (ht_foreign_process())
+	if (ht_foreign_process() || !ws)
 		return;
 	ht_tls.guard++;
 	if (exec_path[0] && rename(exec_path, w.path) == 0)
 		exec_path[0] = 0;
+	if (!writer_alive() && !w.closed && !w.failed)
+		ht_writer__start();
 	request(REQ_REOPEN, 5000);
 	ht_tls.guard--;
 }
 
-/* In the forked child (atfork handler): the writer thread and the file
- * are the parent's.  The child's file is created by its first round. */
+/* In the forked child (atfork handler, before buffer.c drops the shared
+ * mapping): the writer and the file are the parent's.  The child's file
+ * is created by its first round, in a mapping of its own. */
 void ht_writer__after_fork_child(void)
 {
-	if (fd_is_ours(w.fd))
-		close(w.fd);
-	w.fd = -1;
-	w.off = 0;
-	w.nindex = 0;
-	w.events = 0;
-	w.ntids = 0;
-	w.rounds = 0;
-	w.closed = 0;
-	w.zc = NULL; /* the parent's context may be mid-use; leave it */
-	w.zbuf = NULL;
-	w.zcap = 0;
-	atomic_store(&req_word, 0);
-	atomic_store(&req_ticket, 0);
-	atomic_store(&done_ticket, 0);
-	child_needs_writer = 1;
-	atomic_store(&round_busy, 0);
-	atomic_store(&running, 0);
+	if (proc_fd >= 0 && ws && fd_is_ours(proc_fd))
+		close(proc_fd); /* the parent's lock must not live on in the child */
+	proc_fd = -1;
+	ws = NULL;
+	windex = NULL;
+	zc = NULL; /* the parent's context may be mid-use; leave it */
+	zbuf = NULL;
+	zcap = 0;
+	helper_pid = 0;
 	writer_thread = 0;
-	if (!atomic_load(&ht_on))
-		w.closed = 1; /* not followed: never write */
+	child_needs_writer = 1;
+	if (!atomic_load(&ht_on)) {
+		child_disabled = 1; /* not followed: never write */
+		child_needs_writer = 0;
+	}
 }
 
 /* The child's writer starts with its first event (see ht_tls__prepare). */
 void ht_writer__ensure_started(void)
 {
-	if (!child_needs_writer || atomic_load(&running) || w.closed || w.failed)
+	if (!child_needs_writer || child_disabled)
 		return;
 	child_needs_writer = 0;
 	ht_writer__start();

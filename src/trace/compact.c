@@ -15,6 +15,7 @@
 #include <zstd.h>
 
 #include "columns.h"
+#include "reader.h"
 
 #define MERGE_LIMIT (1u << 20) /* raw bytes per merged chunk */
 
@@ -208,6 +209,19 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 		tmp[0] = 0;
 		goto cleanup;
 	}
+	if (ht_trace__wait_writer(c.in, hdr.pid, HT_WAIT_WRITER_MS) != 0) {
+		snprintf(err, errlen, "%s: still being written by the recorder (the program %d "
+				      "runs); compact it when it has ended", path, (int)hdr.pid);
+		tmp[0] = 0;
+		goto cleanup;
+	}
+	/* The writer may have finished meanwhile: the header and size now. */
+	if (fstat(c.in, &st) < 0 || read_at(c.in, &hdr, sizeof(hdr), 0) < 0) {
+		snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+		tmp[0] = 0;
+		goto cleanup;
+	}
+	c.in_size = (uint64_t)st.st_size;
 	c.out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (c.out < 0) {
 		snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));

@@ -47,6 +47,8 @@ struct ht_section_ref {
 #define HT_FILE_F_SAMPLED 0x2    /* events are a sample (counts scaled) */
 #define HT_FILE_F_TSC 0x4        /* timestamps are TSC ticks, else ns */
 #define HT_FILE_F_DISK_FULL 0x8  /* recording stopped on a write error */
+#define HT_FILE_F_ORPHANED 0x10  /* closed by the writer process after the traced
+				  * process ended without closing (killed, crashed) */
 
 struct ht_file_header {
 	char magic[8];            /* HT_MAGIC */

@@ -7,7 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -892,6 +895,25 @@ int ht_reader__next(struct ht_reader *r, struct ht_event *ev)
 
 /* ---- open/close ---------------------------------------------------------- */
 
+int ht_trace__wait_writer(int fd, int32_t pid, int timeout_ms)
+{
+	if (flock(fd, LOCK_SH | LOCK_NB) == 0)
+		return flock(fd, LOCK_UN), 0;
+	if (errno != EWOULDBLOCK)
+		return 0; /* no locks here (some network file systems): read */
+	/* A recorder holds the file.  While the program runs, read what is
+	 * there; once it has ended, its writer is finishing the file. */
+	if (pid > 0 && (kill(pid, 0) == 0 || errno == EPERM))
+		return 1;
+	for (int waited = 0; waited < timeout_ms; waited += 5) {
+		struct timespec ts = {0, 5000000};
+		nanosleep(&ts, NULL);
+		if (flock(fd, LOCK_SH | LOCK_NB) == 0)
+			return flock(fd, LOCK_UN), 0;
+	}
+	return 1;
+}
+
 struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
 {
 	struct stat st;
@@ -928,6 +950,12 @@ struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
 			snprintf(err, errlen, "%s: not a heaptrail trace (bad magic); record one with "
 					      "'heaptrail record'", path);
 		goto fail;
+	}
+	if (got == sizeof(r->hdr) && ht_trace__wait_writer(fd, r->hdr.pid, HT_WAIT_WRITER_MS) == 0) {
+		/* the writer finished meanwhile: read what it left */
+		if (fstat(fd, &st) == 0)
+			r->info.file_size = (uint64_t)st.st_size;
+		got = read_at_most(r, &r->hdr, sizeof(r->hdr), 0);
 	}
 	if (got < sizeof(r->hdr)) {
 		snprintf(err, errlen, "%s: file ends inside the header (%zu of %zu bytes): truncated",
@@ -971,6 +999,11 @@ struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
 					? "index" : "last chunk",
 				(unsigned long long)end);
 	}
+	r->info.orphaned = (r->hdr.flags & HT_FILE_F_ORPHANED) != 0;
+	if (r->info.orphaned)
+		set_warn(r, "the program ended without shutting the tracer down (killed, or ended "
+			    "by a signal it did not catch); its writer process saved every event "
+			    "it had recorded");
 	if (!r->info.closed)
 		set_warn(r, "the trace was not closed cleanly (the program was killed, crashed or "
 			    "exec'ed): it holds the events up to the last flush");

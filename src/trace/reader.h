@@ -80,6 +80,7 @@ struct ht_trace_info {
 	uint32_t nchunks;      /* event chunks found */
 	uint32_t nthreads;     /* distinct threads in the chunks */
 	int closed;            /* header says the recorder closed the file */
+	int orphaned;          /* closed by the writer process after the program died */
 	int indexed;           /* the index was used (else the chunks were scanned) */
 	const char *cmdline;   /* argv joined by spaces */
 	const char *exe;       /* executable path */
@@ -87,8 +88,19 @@ struct ht_trace_info {
 	uint64_t start_brk;    /* where the heap begins */
 };
 
+/* How long a reader waits for a recorder's writer process that is still
+ * finishing the trace of a program that has ended. */
+#define HT_WAIT_WRITER_MS 30000
+
+/* If a recorder still holds the trace open on fd (its flock): returns 1 at
+ * once while the traced process pid runs (the trace is being written; read
+ * what is there), else waits up to timeout_ms for the writer to finish.
+ * Returns 0 when no writer holds the file (any more). */
+int ht_trace__wait_writer(int fd, int32_t pid, int timeout_ms);
+
 /* Returns NULL and fills err (a one-line message naming the file) if the
- * file cannot be read as a trace at all. */
+ * file cannot be read as a trace at all.  Waits for the writer first (see
+ * ht_trace__wait_writer). */
 struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen);
 void ht_reader__close(struct ht_reader *r);
 const struct ht_trace_info *ht_reader__info(const struct ht_reader *r);

@@ -266,10 +266,16 @@ def test_stdio_passthrough(t):
 
 @case(locks=("cpu",))
 def test_kill9(t):
-    """kill -9 after the program said it was ready: every event older than
-    two flush intervals is in the file."""
-    for interval_ms, env in ((100, {}), (20, {"HEAPTRAIL_FLUSH_INTERVAL": "20"})):
-        out = t.path("kill%d.ht" % interval_ms)
+    """kill -9 after the program said it was ready.  With the writer process
+    (the default) every event is in the file and the writer closes it,
+    marked orphaned; with a writer thread (HEAPTRAIL_WRITER=thread), every
+    event older than two flush intervals, and the file is not closed."""
+    for name, interval_ms, env in (
+            ("process", 100, {}),
+            ("process-20ms", 20, {"HEAPTRAIL_FLUSH_INTERVAL": "20"}),
+            ("thread", 100, {"HEAPTRAIL_WRITER": "thread"}),
+            ("thread-20ms", 20, {"HEAPTRAIL_WRITER": "thread", "HEAPTRAIL_FLUSH_INTERVAL": "20"})):
+        out = t.path("kill-%s.ht" % name)
         e = t.base_env({"LD_PRELOAD": t.preload, "HEAPTRAIL_OUT": out})
         e.update(env)
         p = subprocess.Popen([t.prog("killme")], stdout=subprocess.PIPE,
@@ -286,7 +292,13 @@ def test_kill9(t):
         eq(p.returncode, -signal.SIGKILL, "killme status")
         s = t.stats(out, rc=None)
         expect_calls(s, {"malloc": 1000, "free": 400})
-        expect(s, closed=False, live_blocks_at_exit=600, bytes_allocated=40000)
+        expect(s, live_blocks_at_exit=600, bytes_allocated=40000)
+        if name.startswith("process"):
+            expect(s, closed=True, orphaned=True, complete=True)
+            check("writer process saved every event" in s["_run"].stderr,
+                  "%s: no warning that the program was killed:\n%s" % (name, s["_run"].stderr))
+            continue
+        expect(s, closed=False, orphaned=False)
         rc = s["_run"].rc
         # The writer may have been killed while appending its periodic
         # clock record; then the tail is torn and the file is incomplete.
@@ -436,3 +448,44 @@ def test_fork_storm(t):
         c = t.stats(t.path(f))
         expect(c, complete=True, closed=True, threads=1)
         expect_calls(c, {"malloc": 3, "free": 3})
+
+
+@case()
+def test_writer_invisible(t):
+    """The writer process is no child the program can wait for or get a
+    SIGCHLD from; the forked child's trace is complete too."""
+    for writer in ("process", "thread"):
+        out = t.path("wait-%s.ht" % writer)
+        r = t.traced(out, [t.prog("waiter")], env={"HEAPTRAIL_WRITER": writer}, rc=None)
+        eq(r.rc, 0, "%s: waiter saw the writer: %s" % (writer, r.stdout.strip()))
+        s = t.stats(out)
+        expect(s, complete=True, closed=True, orphaned=False, forks=1)
+        children = [f for f in os.listdir(t.dir) if f.startswith("wait-%s.ht." % writer)]
+        eq(len(children), 1, "%s: child traces" % writer)
+        c = t.stats(t.path(children[0]))
+        expect(c, complete=True, closed=True)
+        eq(c["calls"]["malloc"], 1, "%s: the child's mallocs" % writer)
+
+
+@case(locks=("cpu",))
+def test_writer_survives_group_signal(t):
+    """A signal for the program's whole process group (what a shell or a
+    supervisor sends) that the tracer does not catch (SIGUSR2): the program
+    dies without closing its trace, and the writer process, which blocks
+    every signal, lives on to write all of it."""
+    out = t.path("usr2.ht")
+    e = t.base_env({"LD_PRELOAD": t.preload, "HEAPTRAIL_OUT": out})
+    p = subprocess.Popen([t.prog("killme")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=e, cwd=t.dir, start_new_session=True)
+    try:
+        line = p.stdout.readline().decode()
+        check(line.startswith("ready "), "killme said %r" % line)
+        os.killpg(p.pid, signal.SIGUSR2)
+        p.wait(timeout=30)
+    finally:
+        kill_quietly(p.pid)
+        p.wait()
+    eq(p.returncode, -signal.SIGUSR2, "killme status")
+    s = t.stats(out)
+    expect_calls(s, {"malloc": 1000, "free": 400})
+    expect(s, complete=True, closed=True, orphaned=True)
