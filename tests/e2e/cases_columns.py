@@ -23,19 +23,6 @@ def raw_and_compacted(t, name, argv):
     return raw, packed
 
 
-def chunks(data, start):
-    """(offset, header) of every chunk from start."""
-    out = []
-    pos = start
-    while pos + CHUNK_SIZE <= len(data):
-        h = htformat.CHUNK.unpack_from(data, pos)
-        if h[0] != htformat.CHUNK_MAGIC:
-            break
-        out.append((pos, h))
-        pos += CHUNK_SIZE + h[5]
-    return out
-
-
 @case(timeout=120)
 def test_columns_roundtrip(t):
     """Every kind (api_all), threads, reallocs: after compaction the chunks
@@ -52,7 +39,7 @@ def test_columns_roundtrip(t):
         eq(b.version, 3, "%s: version of the compacted trace" % name)
         with open(packed, "rb") as f:
             data = f.read()
-        cols = [h for _, h in chunks(data, b.sections[htformat.SEC_CHUNKS][0])
+        cols = [h for _, h in htformat.chunk_headers(data, b.sections[htformat.SEC_CHUNKS][0])
                 if h[1] == htformat.CHUNK_EVENTS and h[2] & htformat.F_COLUMNS]
         check(cols, "%s: no column-coded chunk in the compacted trace" % name)
         eq(len(b.events), len(a.events), "%s: events" % name)
@@ -97,7 +84,7 @@ def rewrite_raw_column_chunk(t, packed, name, edit):
     start = tr.sections[htformat.SEC_CHUNKS][0]
     out = bytearray(data[:start])
     done = False
-    for pos, h in chunks(data, start):
+    for pos, h in htformat.chunk_headers(data, start):
         magic, ctype, cflags, tid, nev, csize, rsize, seq = h
         payload = data[pos + CHUNK_SIZE:pos + CHUNK_SIZE + csize]
         if ctype == htformat.CHUNK_INDEX:

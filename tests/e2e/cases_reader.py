@@ -60,15 +60,7 @@ def chunk_offsets(path):
     with open(path, "rb") as f:
         data = f.read()
     tr = htformat.Trace(path)
-    pos = tr.sections[htformat.SEC_CHUNKS][0]
-    res = []
-    while pos + CHUNK_SIZE <= len(data):
-        h = htformat.CHUNK.unpack_from(data, pos)
-        if h[0] != htformat.CHUNK_MAGIC:
-            break
-        res.append((pos, h))
-        pos += CHUNK_SIZE + h[5]
-    return data, res
+    return data, htformat.chunk_headers(data, tr.sections[htformat.SEC_CHUNKS][0])
 
 
 @case()

@@ -231,6 +231,20 @@ class Trace:
         return sum(1 for e in self.events if e.name == name)
 
 
+def chunk_headers(data, start):
+    """(offset, header tuple) of every chunk of the file's bytes from start,
+    up to the end or the first bad chunk magic."""
+    out = []
+    pos = start
+    while pos + CHUNK.size <= len(data):
+        h = CHUNK.unpack_from(data, pos)
+        if h[0] != CHUNK_MAGIC:
+            break
+        out.append((pos, h))
+        pos += CHUNK.size + h[5]
+    return out
+
+
 # ---- column-coded chunks (format 3, docs/FORMAT.md "Column coding") ----
 COL_HEADER = struct.Struct("<III7I")
 COL_MAGIC = 0x4C4F4348
