@@ -27,9 +27,9 @@
 /* ---- columns --------------------------------------------------------------- */
 
 struct wcol {
-	uint8_t *p;  /* bytes */
-	size_t len;  /* used */
-	size_t cap;  /* allocated */
+	uint8_t *p; /* bytes */
+	size_t len; /* used */
+	size_t cap; /* allocated */
 };
 
 static int wcol_reserve(struct wcol *c, size_t more)
@@ -93,14 +93,14 @@ static int rcol_u64(struct rcol *c, uint64_t *v)
 /* ---- the model --------------------------------------------------------------- */
 
 struct live_slot {
-	uint64_t addr;   /* block address, 0 = empty slot */
+	uint64_t addr;	 /* block address, 0 = empty slot */
 	uint64_t usable; /* its usable size */
 };
 
 struct lifo_head {
 	uint64_t usable; /* the size class */
-	uint32_t top;    /* newest node + 1, 0 = empty stack */
-	uint32_t used;   /* slot holds a size class */
+	uint32_t top;	 /* newest node + 1, 0 = empty stack */
+	uint32_t used;	 /* slot holds a size class */
 };
 
 struct lifo_node {
@@ -109,18 +109,18 @@ struct lifo_node {
 };
 
 struct model {
-	uint32_t version;            /* of the trace: how 'U' reads */
-	uint64_t last_ptr;           /* base of the records' 'p' deltas */
-	uint64_t mru[HT_COL_MRU];    /* blocks allocated last, newest first */
-	struct live_slot *live;      /* live blocks: open addressing */
-	unsigned live_lg;            /* log2 of its capacity */
-	size_t live_n;               /* slots used */
-	struct lifo_head *heads;     /* freed blocks by usable size */
-	unsigned heads_lg;           /* log2 of its capacity */
-	size_t heads_n;              /* slots used */
-	struct lifo_node *nodes;     /* the stacks' nodes */
-	size_t nodes_n, nodes_cap;   /* used / allocated */
-	int oom;                     /* an allocation failed */
+	uint32_t version;	   /* of the trace: how 'U' reads */
+	uint64_t last_ptr;	   /* base of the records' 'p' deltas */
+	uint64_t mru[HT_COL_MRU];  /* blocks allocated last, newest first */
+	struct live_slot *live;	   /* live blocks: open addressing */
+	unsigned live_lg;	   /* log2 of its capacity */
+	size_t live_n;		   /* slots used */
+	struct lifo_head *heads;   /* freed blocks by usable size */
+	unsigned heads_lg;	   /* log2 of its capacity */
+	size_t heads_n;		   /* slots used */
+	struct lifo_node *nodes;   /* the stacks' nodes */
+	size_t nodes_n, nodes_cap; /* used / allocated */
+	int oom;		   /* an allocation failed */
 };
 
 static size_t hash(uint64_t x, unsigned lg)

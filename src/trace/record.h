@@ -11,11 +11,11 @@
 #include "format.h"
 
 struct ht_rec {
-	uint8_t kb;                    /* kind byte: kind and HT_F_* flags */
-	uint8_t kind;                  /* kb & HT_KIND_MASK, < HT_EV_NR */
-	uint8_t nf;                    /* descriptor fields of the kind */
+	uint8_t kb;		       /* kind byte: kind and HT_F_* flags */
+	uint8_t kind;		       /* kb & HT_KIND_MASK, < HT_EV_NR */
+	uint8_t nf;		       /* descriptor fields of the kind */
 	uint64_t f[HT_MAX_FIELDS + 1]; /* raw field values as stored, then the timestamp field */
-	const uint8_t *str;            /* bytes of the 'S' field (its value is the length), or NULL */
+	const uint8_t *str; /* bytes of the 'S' field (its value is the length), or NULL */
 };
 
 /* Takes apart the record at p (at most end - p bytes).  Returns the bytes
