@@ -23,7 +23,7 @@ def raw_and_compacted(t, name, argv):
     return raw, packed
 
 
-@case(timeout=120)
+@case(timeout=120, labels=("analyzers",))
 def test_columns_roundtrip(t):
     """Every kind (api_all), threads, reallocs: after compaction the chunks
     are column-coded, the file says version 3, and every event is the same
@@ -113,7 +113,7 @@ def rewrite_raw_column_chunk(t, packed, name, edit):
     return path
 
 
-@case(timeout=120)
+@case(timeout=120, labels=("analyzers",))
 def test_columns_damaged(t):
     """A column chunk stored raw decodes like the compressed one; a wrong
     length or damaged column data gives exit 1 and one error line with the
