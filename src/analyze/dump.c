@@ -122,6 +122,8 @@ static void print_text(const struct ht_event *e)
 		printf(" [mmapped]");
 	if (e->flags & HT_F_NONMAIN)
 		printf(" [non-main-arena]");
+	if (e->stack)
+		printf(" stack=%u", e->stack);
 	putchar('\n');
 }
 
@@ -154,6 +156,8 @@ static void print_json(struct ht_json *j, const struct ht_event *e)
 		ht_json__bool(j, "mmapped", 1);
 	if (e->flags & HT_F_NONMAIN)
 		ht_json__bool(j, "non_main_arena", 1);
+	if (e->stack)
+		ht_json__u64(j, "stack", e->stack);
 	ht_json__obj_end(j);
 	ht_json__finish(j);
 }

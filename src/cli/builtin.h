@@ -6,5 +6,6 @@ int cmd_record(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
 int cmd_compact(int argc, char **argv);
+int cmd_leaks(int argc, char **argv);
 
 #endif

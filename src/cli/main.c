@@ -21,6 +21,7 @@ static const struct cmd_struct commands[] = {
 	{"record", cmd_record, "run a command and record its heap calls to a trace"},
 	{"dump", cmd_dump, "print a trace's events, one per line"},
 	{"stats", cmd_stats, "summarize a trace: calls, bytes, peak, leaks, threads"},
+	{"leaks", cmd_leaks, "blocks never freed, grouped by the stack that allocated them"},
 	{"compact", cmd_compact, "recompress a trace into large zstd chunks (record does it)"},
 };
 

@@ -233,17 +233,22 @@ static inline void commit(struct ht_tls *t)
 
 /* Writes one record from its field values (already delta/zigzag coded),
  * the timestamp field last. */
-static uint8_t *put_record(uint8_t *o, int kind_byte, const uint64_t *f, unsigned nf,
-			   const char *str, size_t slen)
+static uint8_t *put_record(uint8_t *o, int kind, int flags, const uint64_t *f, unsigned nf,
+			   const void *str, size_t slen)
 {
 	uint32_t tag = 0;
-	unsigned lens[HT_MAX_FIELDS + 1];
+	unsigned lens[HT_MAX_FIELDS + 2];
 	for (unsigned i = 0; i < nf; i++) {
 		lens[i] = ht_len_bytes(f[i]);
 		tag |= lens[i] << (4 * i);
 	}
-	*o++ = (uint8_t)kind_byte;
-	unsigned tb = ht_tag_bytes(nf - 1);
+	if (kind >= 32) {
+		*o++ = (uint8_t)(HT_EV_EXT | flags);
+		*o++ = (uint8_t)(kind - 32);
+	} else {
+		*o++ = (uint8_t)(kind | flags);
+	}
+	unsigned tb = (nf + 1) / 2; /* a nibble per value */
 	for (unsigned i = 0; i < tb; i++)
 		*o++ = (uint8_t)(tag >> (8 * i));
 	for (unsigned i = 0; i < nf; i++)
@@ -258,7 +263,7 @@ static uint8_t *put_record(uint8_t *o, int kind_byte, const uint64_t *f, unsigne
 static void write_sync(struct ht_tls *t, uint64_t ts)
 {
 	uint64_t f[2] = {t->buf->first_seq, ts};
-	t->pos = put_record(t->pos, HT_EV_SYNC, f, 2, NULL, 0);
+	t->pos = put_record(t->pos, HT_EV_SYNC, 0, f, 2, NULL, 0);
 	t->last_ts = ts;
 	t->last_ptr = 0;
 	t->nev = 0; /* SYNC is not counted as an event */
@@ -284,7 +289,7 @@ void ht_tls__refill(struct ht_tls *t, uint64_t ts)
 }
 
 static void encode(struct ht_tls *t, int kind, int flags, uint64_t ts, const uint64_t *vals,
-		   const char *str);
+		   const char *str, uint32_t stack);
 
 static uint32_t sys_gettid(void)
 {
@@ -320,7 +325,7 @@ int ht_tls__prepare(struct ht_tls *t, uint64_t *ts)
 	ht_tls__refill(t, *ts);
 	if (fresh) {
 		uint64_t v[1] = {t->creator};
-		encode(t, HT_EV_THREAD_START, 0, *ts, v, NULL);
+		encode(t, HT_EV_THREAD_START, 0, *ts, v, NULL, 0);
 	}
 	return 1;
 }
@@ -331,6 +336,7 @@ void ht_tls__exit(struct ht_tls *t)
 		return;
 	if (atomic_load_explicit(&ht_on, memory_order_relaxed))
 		ht_record(HT_EV_THREAD_EXIT, 0, ht_now(), NULL, NULL);
+	ht_stack__thread_exit(t);
 	struct ht_buf *b = t->buf;
 	struct ht_thread *r = t->rec;
 	t->state = 2;
@@ -350,12 +356,20 @@ void ht_tls__exit(struct ht_tls *t)
 	(1u << HT_EV_THREAD_START | 1u << HT_EV_THREAD_EXIT | 1u << HT_EV_THREAD_NAME |  \
 	 1u << HT_EV_MARK | 1u << HT_EV_CONTROL | 1u << HT_EV_FORK | 1u << HT_EV_EXEC)
 
+/* Events that carry a stack with --stacks: whatever hands out memory. */
+#define STACK_KINDS                                                                      \
+	(1u << HT_EV_MALLOC | 1u << HT_EV_CALLOC | 1u << HT_EV_REALLOC |                  \
+	 1u << HT_EV_REALLOCARRAY | 1u << HT_EV_MEMALIGN | 1u << HT_EV_POSIX_MEMALIGN |  \
+	 1u << HT_EV_ALIGNED_ALLOC | 1u << HT_EV_VALLOC | 1u << HT_EV_PVALLOC |           \
+	 1u << HT_EV_MMAP | 1u << HT_EV_MREMAP | 1u << HT_EV_BRK | 1u << HT_EV_SBRK |      \
+	 1u << HT_EV_SHMAT)
+
 /* The generic, table-driven encoder used for every kind but the hot
  * malloc/free pair (see hooks.c).  The thread must be prepared. */
 static void encode(struct ht_tls *t, int kind, int flags, uint64_t ts, const uint64_t *vals,
-		   const char *str)
+		   const char *str, uint32_t stack)
 {
-	if ((1u << kind) & EPOCH_KINDS)
+	if (kind < 32 && ((1u << kind) & EPOCH_KINDS))
 		atomic_fetch_add_explicit(ht_epoch_p, 1, memory_order_relaxed);
 	if (HT_UNLIKELY(t->pos >= t->end))
 		ht_tls__refill(t, ts);
@@ -385,7 +399,11 @@ static void encode(struct ht_tls *t, int kind, int flags, uint64_t ts, const uin
 	}
 	f[nf++] = ts - t->last_ts + 1; /* 0 would mean "no timestamp" */
 	t->last_ts = ts;
-	t->pos = put_record(t->pos, kind | flags, f, nf, str, slen);
+	if (stack) {
+		f[nf++] = stack;
+		flags |= HT_F_STACK;
+	}
+	t->pos = put_record(t->pos, kind, flags, f, nf, str, slen);
 	t->nev++;
 	commit(t);
 }
@@ -398,7 +416,29 @@ void ht_record(int kind, int flags, uint64_t ts, const uint64_t *vals, const cha
 	if (t->guard)
 		return;
 	t->guard++;
-	if (HT_LIKELY(t->state == 1) || ht_tls__prepare(t, &ts))
-		encode(t, kind, flags, ts, vals, str);
+	if (HT_LIKELY(t->state == 1) || ht_tls__prepare(t, &ts)) {
+		uint32_t stack = 0;
+		if (HT_UNLIKELY(ht_opt.stack_depth) && kind < 32 && ((1u << kind) & STACK_KINDS))
+			stack = ht_stack__capture(t);
+		encode(t, kind, flags, ts, vals, str, stack);
+	}
 	t->guard--;
+}
+
+/* A pseudo-record (FRAME, MODULE, ...): not an event, no timestamp.  The
+ * thread must be prepared and inside the tracer. */
+void ht_meta__write(struct ht_tls *t, int kind, const uint64_t *vals, const void *str,
+		    size_t slen)
+{
+	if (HT_UNLIKELY(t->pos >= t->end))
+		ht_tls__refill(t, ht_now());
+	unsigned nf = (unsigned)strlen(ht_kind_descs[kind].fields);
+	uint64_t f[HT_MAX_FIELDS + 1];
+	for (unsigned i = 0; i < nf; i++)
+		f[i] = vals[i];
+	f[nf++] = 0; /* undated */
+	if (slen > HT_MAX_STR)
+		slen = HT_MAX_STR;
+	t->pos = put_record(t->pos, kind, 0, f, nf, str, slen);
+	commit(t);
 }

@@ -231,12 +231,26 @@ out:
 	t->guard = 0;
 }
 
+/* malloc with its stack (record --stacks): the generic path, which unwinds. */
+static __attribute__((noinline)) void rec_malloc_stacked(size_t size, void *p)
+{
+	uint64_t usable = size;
+	int flags = p ? chunk_flags(p, &usable) : 0;
+	uint64_t v[3] = {size, (uintptr_t)p, ht_slack(p, size, usable, flags)};
+	ht_record(HT_EV_MALLOC, flags, ht_now(), v, NULL);
+	check_brk();
+}
+
 HT_EXPORT void *malloc(size_t size)
 {
 	void *p = __libc_malloc(size);
 	struct ht_tls *t = &ht_tls;
-	if (tracing(t))
-		rec_malloc(t, size, p);
+	if (tracing(t)) {
+		if (HT_UNLIKELY(ht_opt.stack_depth))
+			rec_malloc_stacked(size, p);
+		else
+			rec_malloc(t, size, p);
+	}
 	return p;
 }
 

@@ -184,6 +184,7 @@ static void after_fork_child(void)
 	root_image = 0;
 	image_index = 0;
 	/* The parent's buffers are the parent's to write. */
+	ht_stack__after_fork_child(t);
 	t->state = 0;
 	t->buf = NULL;
 	t->rec = NULL;

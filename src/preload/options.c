@@ -24,6 +24,7 @@ struct ht_options ht_opt = {
 	.ts_every = 16,
 	.quiet = 0,
 	.writer_process = 1,
+	.stack_depth = 0,
 };
 
 enum opt_type { OPT_BOOL, OPT_INT, OPT_SIZE, OPT_MSEC, OPT_PATH, OPT_CLOCK, OPT_WRITER };
@@ -48,6 +49,7 @@ static const struct opt_desc descs[] = {
 	{"HEAPTRAIL_TIMESTAMP_EVERY", OPT_INT, &ht_opt.ts_every, 1, 65536},
 	{"HEAPTRAIL_QUIET", OPT_BOOL, &ht_opt.quiet, 0, 1},
 	{"HEAPTRAIL_WRITER", OPT_WRITER, &ht_opt.writer_process, 0, 1},
+	{"HEAPTRAIL_STACKS", OPT_INT, &ht_opt.stack_depth, 0, 256},
 };
 
 /* stderr without stdio: stdio may allocate, and may be locked by the

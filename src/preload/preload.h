@@ -31,6 +31,7 @@ struct ht_options {
 	int ts_every;          /* HEAPTRAIL_TIMESTAMP_EVERY: malloc/free take the clock every Nth call */
 	int quiet;             /* HEAPTRAIL_QUIET: no messages on stderr */
 	int writer_process;    /* HEAPTRAIL_WRITER: 1 = helper process, 0 = thread */
+	int stack_depth;       /* HEAPTRAIL_STACKS: frames per allocation stack, 0 = none */
 };
 
 extern struct ht_options ht_opt;
@@ -86,6 +87,7 @@ struct ht_tls {
 	uint64_t next_seq;      /* sequence number after the last buffer (exit) */
 	uint32_t ts_left;       /* malloc/free calls until the next clock sample */
 	uint32_t epoch;         /* ht_epoch when this thread last took the clock */
+	struct ht_stacks *stacks; /* the thread's call-path tables (stacks.c), or NULL */
 };
 
 extern __thread struct ht_tls ht_tls __attribute__((tls_model("initial-exec")));
@@ -124,9 +126,21 @@ void ht_tls__exit(struct ht_tls *t);
 /* Makes the thread's state fit for recording; 0 if it cannot record.
  * Retakes *ts when it had to run ht_init() first (the clock may change). */
 int ht_tls__prepare(struct ht_tls *t, uint64_t *ts);
-/* Records a generic event from its field values (format.h field codes). */
+/* Records a generic event from its field values (format.h field codes);
+ * with --stacks, allocations carry their stack. */
 void ht_record(int kind, int flags, uint64_t ts, const uint64_t *vals,
 	       const char *str);
+/* Writes a pseudo-record (FRAME, MODULE, ...): not an event, no time. */
+void ht_meta__write(struct ht_tls *t, int kind, const uint64_t *vals, const void *str,
+		    size_t slen);
+
+/* ---- stacks.c: stacks for record --stacks ------------------------------- */
+struct ht_stacks;
+/* Unwinds the caller of the traced function and returns its stack node,
+ * writing FRAME (and MODULE) records for what the thread has not seen. */
+uint32_t ht_stack__capture(struct ht_tls *t);
+void ht_stack__thread_exit(struct ht_tls *t);
+void ht_stack__after_fork_child(struct ht_tls *t);
 
 /* ---- clock (inline: hot path) ------------------------------------------- */
 static inline uint64_t ht_now(void)

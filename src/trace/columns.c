@@ -431,6 +431,10 @@ size_t ht_columns__encode(const uint8_t *recs, size_t n, uint32_t version, uint8
 		const struct ht_kind_desc *d = &ht_kind_descs[rec.kind];
 		uint64_t vals[HT_MAX_FIELDS + 1];
 		int err = wcol_bytes(&col[HT_COL_KIND], &rec.kb, 1);
+		if (rec.kind >= 32) {
+			uint8_t ext = (uint8_t)(rec.kind - 32);
+			err |= wcol_bytes(&col[HT_COL_KIND], &ext, 1);
+		}
 		for (unsigned i = 0; i < rec.nf; i++) {
 			vals[i] = rec.f[i];
 			if (d->fields[i] == 'p')
@@ -440,6 +444,8 @@ size_t ht_columns__encode(const uint8_t *recs, size_t n, uint32_t version, uint8
 				err |= wcol_bytes(&col[HT_COL_STR], rec.str, (size_t)rec.f[i]);
 		}
 		err |= wcol_u64(&col[HT_COL_TIME], rec.f[rec.nf]);
+		if (rec.has_stack)
+			err |= wcol_u64(&col[HT_COL_OTHER], rec.f[rec.nf + 1]);
 		uint64_t usable = d->is_alloc ? alloc_usable(&m, &rec) : 0;
 		for (unsigned i = 0; i < rec.nf; i++) {
 			if (d->fields[i] != 'p')
@@ -527,9 +533,16 @@ size_t ht_columns__decode(const uint8_t *in, size_t n, uint32_t version, uint8_t
 		if (col[HT_COL_KIND].p >= col[HT_COL_KIND].end)
 			goto cleanup;
 		rec.kb = *col[HT_COL_KIND].p++;
-		rec.kind = rec.kb & HT_KIND_MASK;
-		if (rec.kind >= HT_EV_NR)
+		unsigned kind = rec.kb & HT_KIND_MASK;
+		if (kind == HT_EV_EXT) {
+			if (col[HT_COL_KIND].p >= col[HT_COL_KIND].end)
+				goto cleanup;
+			kind = 32u + *col[HT_COL_KIND].p++;
+		}
+		if (kind >= HT_EV_NR)
 			goto cleanup;
+		rec.kind = (uint8_t)kind;
+		rec.has_stack = (rec.kb & HT_F_STACK) != 0;
 		const struct ht_kind_desc *d = &ht_kind_descs[rec.kind];
 		rec.nf = (uint8_t)strlen(d->fields);
 		rec.str = NULL;
@@ -549,6 +562,8 @@ size_t ht_columns__decode(const uint8_t *in, size_t n, uint32_t version, uint8_t
 			}
 		}
 		if (rcol_u64(&col[HT_COL_TIME], &rec.f[rec.nf]) < 0)
+			goto cleanup;
+		if (rec.has_stack && rcol_u64(&col[HT_COL_OTHER], &rec.f[rec.nf + 1]) < 0)
 			goto cleanup;
 		uint64_t usable = d->is_alloc ? alloc_usable(&m, &rec) : 0;
 		for (unsigned i = 0; i < rec.nf; i++) {

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #define HT_MAGIC "HEAPTRL\0"       /* 8 bytes at offset 0 */
-#define HT_VERSION 3               /* bumped on any incompatible change */
+#define HT_VERSION 4               /* bumped on any incompatible change */
 #define HT_VERSION_MIN 1           /* oldest version readers still decode */
 
 /* The recorder's writer thread ticks an epoch this often; a thread's first
@@ -207,14 +207,30 @@ enum ht_kind {
 	HT_EV_FORK = 28,          /* child pid(s), in the parent after fork() */
 	HT_EV_EXEC = 29,          /* path(S), just before an exec call */
 	HT_EV_TICK = 30,          /* ticks(u): advances the thread's timestamp; not an event */
-	HT_EV_NR = 31,
+	HT_EV_EXT = 31,           /* escape (version 4): the kind is 32 + the next byte */
+	/* Extended kinds (version 4), written as HT_EV_EXT and a byte.  None of
+	 * them is an event (no sequence number): they describe stacks and the
+	 * modules their addresses belong to. */
+	HT_EV_FRAME = 32,         /* id(u) parent(u) ip(u): stack node id of this thread =
+				   * the return address ip called from node parent (0 = root) */
+	HT_EV_MODULE = 33,        /* base(u) lo(u) hi(u) path(S): an object mapped at load
+				   * bias base, its segments spanning [lo, hi) */
+	HT_EV_BUILD_ID = 34,      /* base(u) id(S): the GNU build-id of the module at base */
+	HT_EV_MODULE_GONE = 35,   /* base(u): the module at base was unmapped (dlclose) */
+	HT_EV_NR = 36,
 };
+
+/* Whether a kind is an event (has a sequence number), not a pseudo-record. */
+static inline int ht_kind_is_event(unsigned kind)
+{
+	return kind != 0 && kind != 30 && kind < 31;
+}
 
 /* Flags in the high bits of the kind byte. */
 #define HT_KIND_MASK 0x1f
 #define HT_F_MMAPPED 0x20  /* glibc chunk header: block was mmapped */
 #define HT_F_NONMAIN 0x40  /* glibc chunk header: block is in a non-main arena */
-#define HT_F_SAMPLED 0x80  /* event kept by sampling (reserved) */
+#define HT_F_STACK 0x80    /* (version 4) a stack node id follows the timestamp field */
 
 enum ht_control_op {
 	HT_CTL_START = 1,  /* heaptrail_start() */
@@ -241,7 +257,7 @@ extern const struct ht_kind_desc ht_kind_descs[HT_EV_NR];
 
 /* Worst-case encoded size of one record, strings included, plus the 8
  * bytes of slack the unconditional 8-byte field stores need. */
-#define HT_MAX_RECORD (1 + 4 + (HT_MAX_FIELDS + 1) * 8 + HT_MAX_STR + 8)
+#define HT_MAX_RECORD (2 + 5 + (HT_MAX_FIELDS + 2) * 8 + HT_MAX_STR + 8)
 
 /* Bytes needed for v (0..8), without a data-dependent branch.  LZCNT
  * makes it three instructions; ht_lzcnt says whether the CPU has it (set

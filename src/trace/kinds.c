@@ -37,4 +37,9 @@ const struct ht_kind_desc ht_kind_descs[HT_EV_NR] = {
 	[HT_EV_FORK] = {"fork", "s", "child", -1, 0},
 	[HT_EV_EXEC] = {"exec", "S", "path", -1, 0},
 	[HT_EV_TICK] = {"tick", "u", "ticks", -1, 0},
+	[HT_EV_EXT] = {"ext", "", "", -1, 0}, /* an escape, never a kind of its own */
+	[HT_EV_FRAME] = {"frame", "uuu", "id,parent,ip", -1, 0},
+	[HT_EV_MODULE] = {"module", "uuuS", "base,lo,hi,path", -1, 0},
+	[HT_EV_BUILD_ID] = {"build_id", "uS", "base,id", -1, 0},
+	[HT_EV_MODULE_GONE] = {"module_gone", "u", "base", -1, 0},
 };

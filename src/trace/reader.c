@@ -51,7 +51,15 @@ struct stream {
 	uint64_t held_on;       /* address whose release this stream waits for, 0 none */
 	int forced;             /* deliver the head event even if its address is live */
 	int has_split;          /* split is pending */
+	uint32_t *nodes;        /* this thread's stack node ids -> the reader's */
+	size_t nnodes, capnodes; /* ids defined (1..nnodes) / allocated */
 	char str[HT_MAX_STR + 1]; /* its string field */
+};
+
+/* A stack node, interned across threads: a return address and its caller. */
+struct node {
+	uint64_t ip;     /* return address */
+	uint32_t parent; /* caller's node, 0 = outermost */
 };
 
 struct ht_reader {
@@ -81,6 +89,12 @@ struct ht_reader {
 	int causal;                /* hold allocations of live addresses (format 2, >1 thread) */
 	uint64_t *live;            /* open-addressing set of live block addresses */
 	size_t live_cap, live_n;   /* slots (power of two) / used */
+	struct node *nodes;        /* stack nodes, index = id (0 unused) */
+	size_t nnodes, capnodes;   /* used (id 0 included) / allocated */
+	uint32_t *node_hash;       /* open addressing: (parent, ip) -> id, 0 empty */
+	size_t node_hcap;          /* slots (power of two) */
+	struct ht_module *mods;    /* modules seen, in order */
+	size_t nmods, capmods;     /* count / allocated */
 	struct stream **held;      /* streams waiting for a release */
 	size_t nheld;              /* entries in held */
 	uint64_t hold_ticks;       /* longest wait before an allocation is let through */
@@ -168,6 +182,12 @@ static void *grow(void *p, size_t *cap, size_t need, size_t elem)
 	}
 	*cap = c;
 	return q;
+}
+
+static size_t hash_node(uint32_t parent, uint64_t ip)
+{
+	uint64_t h = (ip ^ ((uint64_t)parent << 32 | parent)) * 0x9E3779B97F4A7C15ull;
+	return (size_t)(h ^ (h >> 29));
 }
 
 static void add_chunk(struct ht_reader *r, const struct ht_chunk_header *h, uint64_t off)
@@ -464,6 +484,115 @@ static int stream_advance(struct ht_reader *r, struct stream *s)
 	return 1;
 }
 
+static uint32_t node_intern(struct ht_reader *r, uint32_t parent, uint64_t ip)
+{
+	if (!r->nnodes) {
+		r->nodes = grow(r->nodes, &r->capnodes, 1024, sizeof(*r->nodes));
+		r->nodes[0].ip = 0;
+		r->nodes[0].parent = 0;
+		r->nnodes = 1;
+	}
+	if (r->nnodes * 2 >= r->node_hcap) {
+		size_t cap = r->node_hcap ? r->node_hcap * 2 : 4096;
+		uint32_t *h = calloc(cap, sizeof(*h));
+		if (!h) {
+			fprintf(stderr, "heaptrail: out of memory\n");
+			exit(1);
+		}
+		for (size_t id = 1; id < r->nnodes; id++) {
+			size_t i = hash_node(r->nodes[id].parent, r->nodes[id].ip) & (cap - 1);
+			while (h[i])
+				i = (i + 1) & (cap - 1);
+			h[i] = (uint32_t)id;
+		}
+		free(r->node_hash);
+		r->node_hash = h;
+		r->node_hcap = cap;
+	}
+	size_t mask = r->node_hcap - 1;
+	size_t i = hash_node(parent, ip) & mask;
+	for (; r->node_hash[i]; i = (i + 1) & mask) {
+		const struct node *n = &r->nodes[r->node_hash[i]];
+		if (n->ip == ip && n->parent == parent)
+			return r->node_hash[i];
+	}
+	r->nodes = grow(r->nodes, &r->capnodes, r->nnodes + 1, sizeof(*r->nodes));
+	uint32_t id = (uint32_t)r->nnodes++;
+	r->nodes[id].ip = ip;
+	r->nodes[id].parent = parent;
+	r->node_hash[i] = id;
+	return id;
+}
+
+static struct ht_module *module_at(struct ht_reader *r, uint64_t base)
+{
+	for (size_t i = r->nmods; i-- > 0;)
+		if (r->mods[i].base == base)
+			return &r->mods[i];
+	return NULL;
+}
+
+/* FRAME, MODULE, BUILD_ID, MODULE_GONE: what stacks need, not events. */
+static int meta_record(struct ht_reader *r, struct stream *s, const struct ht_rec *rec)
+{
+	const uint64_t *f = rec->f;
+	switch (rec->kind) {
+	case HT_EV_FRAME: {
+		/* Ids are handed out in order: a new one is the next; one seen
+		 * before (a stream decoded again) is defined the same way. */
+		if (f[0] == 0 || f[0] > s->nnodes + 1 || f[1] >= f[0])
+			return corrupt(r, s, "stack frame record out of order"), -1;
+		uint32_t parent = f[1] ? s->nodes[f[1] - 1] : 0;
+		uint32_t id = node_intern(r, parent, f[2]);
+		if (f[0] == s->nnodes + 1) {
+			s->nodes = grow(s->nodes, &s->capnodes, s->nnodes + 1, sizeof(*s->nodes));
+			s->nnodes++;
+		}
+		s->nodes[f[0] - 1] = id;
+		break;
+	}
+	case HT_EV_MODULE: {
+		struct ht_module *m = module_at(r, f[0]);
+		size_t len = (size_t)f[3];
+		if (m && m->path && strlen(m->path) == len && !memcmp(m->path, rec->str, len) &&
+		    !m->gone)
+			break; /* seen from another thread */
+		r->mods = grow(r->mods, &r->capmods, r->nmods + 1, sizeof(*r->mods));
+		m = &r->mods[r->nmods++];
+		memset(m, 0, sizeof(*m));
+		m->base = f[0];
+		m->lo = f[1];
+		m->hi = f[2];
+		char *path = malloc(len + 1);
+		if (!path) {
+			fprintf(stderr, "heaptrail: out of memory\n");
+			exit(1);
+		}
+		memcpy(path, rec->str, len);
+		path[len] = 0;
+		m->path = path;
+		break;
+	}
+	case HT_EV_BUILD_ID: {
+		struct ht_module *m = module_at(r, f[0]);
+		if (m && f[1] <= sizeof(m->build_id)) {
+			memcpy(m->build_id, rec->str, (size_t)f[1]);
+			m->build_id_len = (size_t)f[1];
+		}
+		break;
+	}
+	case HT_EV_MODULE_GONE: {
+		struct ht_module *m = module_at(r, f[0]);
+		if (m)
+			m->gone = 1;
+		break;
+	}
+	default:
+		break; /* HT_EV_EXT itself cannot be a kind */
+	}
+	return 0;
+}
+
 static int decode_next(struct ht_reader *r, struct stream *s)
 {
 	for (;;) {
@@ -518,6 +647,12 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 		}
 		if (!s->synced)
 			return corrupt(r, s, "event before any sync record");
+		if (kind >= 32) {
+			if (meta_record(r, s, &rec) < 0)
+				return 0;
+			s->pos = p;
+			continue;
+		}
 		struct ht_event *e = &s->ev;
 		e->kind = (uint8_t)kind;
 		e->flags = rec.kb & ~HT_KIND_MASK;
@@ -530,6 +665,9 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 		e->str = NULL;
 		e->nv = 0;
 		e->part = HT_PART_WHOLE;
+		e->stack = 0;
+		if (rec.has_stack && f[nf + 1] && f[nf + 1] <= s->nnodes)
+			e->stack = s->nodes[f[nf + 1] - 1];
 		uint64_t result_ptr = 0, slack = 0;
 		for (unsigned i = 0; i < nf; i++) {
 			uint64_t v = f[i];
@@ -1104,9 +1242,16 @@ void ht_reader__close(struct ht_reader *r)
 		return;
 	if (r->fd >= 0)
 		close(r->fd);
-	for (size_t i = 0; i < r->nstreams; i++)
+	for (size_t i = 0; i < r->nstreams; i++) {
 		free(r->streams[i].buf);
+		free(r->streams[i].nodes);
+	}
 	free(r->streams);
+	free(r->nodes);
+	free(r->node_hash);
+	for (size_t i = 0; i < r->nmods; i++)
+		free((char *)r->mods[i].path);
+	free(r->mods);
 	free(r->heap);
 	free(r->held);
 	free(r->live);
@@ -1143,4 +1288,33 @@ void ht_reader__progress(const struct ht_reader *r, uint64_t *done, uint64_t *to
 {
 	*done = r->done_bytes;
 	*total = r->total_bytes;
+}
+
+uint64_t ht_reader__node_ip(const struct ht_reader *r, uint32_t node)
+{
+	return node && node < r->nnodes ? r->nodes[node].ip : 0;
+}
+
+uint32_t ht_reader__node_parent(const struct ht_reader *r, uint32_t node)
+{
+	return node && node < r->nnodes ? r->nodes[node].parent : 0;
+}
+
+size_t ht_reader__nnodes(const struct ht_reader *r)
+{
+	return r->nnodes;
+}
+
+size_t ht_reader__stack(const struct ht_reader *r, uint32_t node, uint64_t *ips, size_t max)
+{
+	size_t n = 0;
+	for (; node && node < r->nnodes && n < max; node = r->nodes[node].parent)
+		ips[n++] = r->nodes[node].ip;
+	return n;
+}
+
+size_t ht_reader__modules(const struct ht_reader *r, const struct ht_module **mods)
+{
+	*mods = r->mods;
+	return r->nmods;
 }

@@ -39,6 +39,17 @@ struct ht_event {
 	const char *str;    /* string field ('S'), NUL-terminated, else NULL */
 	uint8_t part;       /* HT_PART_*: how a realloc is split in time */
 	uint8_t ts_taken;   /* 1: ts was read at this call; 0: the thread's previous one (sampled) */
+	uint32_t stack;     /* stack node of the call (record --stacks), 0 if none */
+};
+
+/* A module (executable, shared object) the recorder saw mapped. */
+struct ht_module {
+	uint64_t base;          /* load bias: runtime address = file address + base */
+	uint64_t lo, hi;        /* its mapped segments span [lo, hi) */
+	const char *path;       /* as the loader named it */
+	uint8_t build_id[64];   /* GNU build-id, if the module has one */
+	size_t build_id_len;    /* its length, 0 if none */
+	int gone;               /* unmapped later (dlclose) */
 };
 
 /* A realloc (or reallocarray, mremap) that moves or frees its block both
@@ -120,6 +131,18 @@ void ht_reader__progress(const struct ht_reader *r, uint64_t *done, uint64_t *to
 /* RSS samples from the clock chunks (time_ns since start, rss in KiB). */
 size_t ht_reader__rss_samples(const struct ht_reader *r, const uint64_t **time_ns,
 			      const uint64_t **rss_kb);
+
+/* Stacks (record --stacks): an event's stack is a node; a node is a return
+ * address and the node of its caller, up to 0.  Node ids are the reader's
+ * own (the same call path in two threads is one node).  Complete once the
+ * events that use them have been read. */
+uint64_t ht_reader__node_ip(const struct ht_reader *r, uint32_t node);
+uint32_t ht_reader__node_parent(const struct ht_reader *r, uint32_t node);
+size_t ht_reader__nnodes(const struct ht_reader *r); /* ids are < this */
+/* The return addresses of node's stack, innermost first; returns how many. */
+size_t ht_reader__stack(const struct ht_reader *r, uint32_t node, uint64_t *ips, size_t max);
+/* Every module recorded so far. */
+size_t ht_reader__modules(const struct ht_reader *r, const struct ht_module **mods);
 
 /* Converts a raw timestamp to ns since the start. */
 uint64_t ht_reader__ts_to_ns(const struct ht_reader *r, uint64_t ts);

@@ -12,13 +12,21 @@ size_t ht_rec__parse(struct ht_rec *rec, const uint8_t *p, const uint8_t *end, c
 	}
 	uint8_t kb = *p++;
 	unsigned kind = kb & HT_KIND_MASK;
+	if (kind == HT_EV_EXT) {
+		if (p >= end) {
+			*why = "truncated record";
+			return 0;
+		}
+		kind = 32u + *p++;
+	}
 	if (kind >= HT_EV_NR) {
 		*why = "unknown event kind";
 		return 0;
 	}
 	const struct ht_kind_desc *d = &ht_kind_descs[kind];
 	unsigned nf = (unsigned)strlen(d->fields);
-	unsigned tb = ht_tag_bytes(nf);
+	unsigned nv = nf + 1 + ((kb & HT_F_STACK) != 0); /* fields, timestamp, stack */
+	unsigned tb = (nv + 1) / 2;
 	if ((size_t)(end - p) < tb) {
 		*why = "truncated record";
 		return 0;
@@ -29,8 +37,9 @@ size_t ht_rec__parse(struct ht_rec *rec, const uint8_t *p, const uint8_t *end, c
 	rec->kb = kb;
 	rec->kind = (uint8_t)kind;
 	rec->nf = (uint8_t)nf;
+	rec->has_stack = (kb & HT_F_STACK) != 0;
 	rec->str = NULL;
-	for (unsigned i = 0; i <= nf; i++) {
+	for (unsigned i = 0; i < nv; i++) {
 		unsigned len = (tag >> (4 * i)) & 15;
 		if (len > 8) {
 			*why = "bad field length";
@@ -72,13 +81,16 @@ size_t ht_rec__encode(const struct ht_rec *rec, uint8_t *out)
 {
 	const struct ht_kind_desc *d = &ht_kind_descs[rec->kind];
 	unsigned nf = rec->nf;
-	unsigned tb = ht_tag_bytes(nf);
+	unsigned nv = nf + 1 + (rec->has_stack != 0);
+	unsigned tb = (nv + 1) / 2;
 	uint8_t *p = out;
 	*p++ = rec->kb;
+	if (rec->kind >= 32)
+		*p++ = (uint8_t)(rec->kind - 32);
 	uint8_t *tag = p;
 	memset(tag, 0, tb);
 	p += tb;
-	for (unsigned i = 0; i <= nf; i++) {
+	for (unsigned i = 0; i < nv; i++) {
 		unsigned len = len_bytes(rec->f[i]);
 		tag[i / 2] |= (uint8_t)(len << (4 * (i % 2)));
 		uint64_t v = rec->f[i];

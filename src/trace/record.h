@@ -11,11 +11,12 @@
 #include "format.h"
 
 struct ht_rec {
-	uint8_t kb;		       /* kind byte: kind and HT_F_* flags */
-	uint8_t kind;		       /* kb & HT_KIND_MASK, < HT_EV_NR */
-	uint8_t nf;		       /* descriptor fields of the kind */
-	uint64_t f[HT_MAX_FIELDS + 1]; /* raw field values as stored, then the timestamp field */
-	const uint8_t *str; /* bytes of the 'S' field (its value is the length), or NULL */
+	uint8_t kb;                    /* kind byte: kind (31 = escape) and HT_F_* flags */
+	uint8_t kind;                  /* the kind, < HT_EV_NR (32 + escape byte for extended ones) */
+	uint8_t nf;                    /* descriptor fields of the kind */
+	uint8_t has_stack;             /* kb has HT_F_STACK: f[nf + 1] is a stack node id */
+	uint64_t f[HT_MAX_FIELDS + 2]; /* raw field values as stored, the timestamp field, the stack */
+	const uint8_t *str;            /* bytes of the 'S' field (its value is the length), or NULL */
 };
 
 /* Takes apart the record at p (at most end - p bytes).  Returns the bytes

@@ -36,7 +36,8 @@ def test_columns_roundtrip(t):
         raw, packed = raw_and_compacted(t, name, argv)
         a, b = htformat.Trace(raw), htformat.Trace(packed)
         eq(b.error, None, "%s: Python decoder on the compacted trace" % name)
-        eq(b.version, 3, "%s: version of the compacted trace" % name)
+        check(b.version >= 3, "%s: version %d of the compacted trace (column coding is 3)"
+              % (name, b.version))
         with open(packed, "rb") as f:
             data = f.read()
         cols = [h for _, h in htformat.chunk_headers(data, b.sections[htformat.SEC_CHUNKS][0])

@@ -54,7 +54,14 @@ KINDS = [
     ("fork", "s", -1),
     ("exec", "S", -1),
     ("tick", "u", -1),
+    ("ext", "", -1),          # 31: an escape (format 4): the kind is 32 + the next byte
+    ("frame", "uuu", -1),     # 32: stack node id, parent, return address
+    ("module", "uuuS", -1),   # 33: base, lo, hi, path
+    ("build_id", "uS", -1),   # 34: base, id bytes
+    ("module_gone", "u", -1), # 35: base
 ]
+EXT = 31
+F_STACK = 0x80
 TICK = 30
 KIND_NAMES = [k[0] for k in KINDS]
 MASK64 = (1 << 64) - 1
@@ -177,17 +184,23 @@ class Trace:
             kb = buf[pos]
             pos += 1
             kind = kb & 0x1F
+            if kind == EXT:
+                if pos >= len(buf):
+                    raise FormatError("truncated record")
+                kind = 32 + buf[pos]
+                pos += 1
             if kind >= len(KINDS):
                 raise FormatError("unknown kind %d" % kind)
             name, fields, result = KINDS[kind]
             nf = len(fields)
-            tb = (nf + 2) // 2
+            nvals = nf + 1 + (1 if kb & F_STACK else 0)  # fields, timestamp, stack
+            tb = (nvals + 1) // 2
             if pos + tb > len(buf):
                 raise FormatError("truncated record tag")
             tag = int.from_bytes(buf[pos:pos + tb], "little")
             pos += tb
             f = []
-            for i in range(nf + 1):
+            for i in range(nvals):
                 ln = (tag >> (4 * i)) & 15
                 if ln > 8 or pos + ln > len(buf):
                     raise FormatError("bad or truncated field")
@@ -195,6 +208,12 @@ class Trace:
                 pos += ln
             # format 2: a timestamp field of 0 means "not taken" (the event
             # keeps the thread's previous timestamp), else delta + 1
+            if kind >= 32:
+                # pseudo-records (stacks, modules): not events; skip their strings
+                for c in fields:
+                    if c == "S":
+                        pos += f[fields.index(c)]
+                continue
             dt = f[nf] - 1 if self.version >= 2 and f[nf] else f[nf]
             if kind == TICK:
                 st[0] = (st[0] + f[0] + dt) & MASK64
@@ -316,6 +335,11 @@ def columns_to_records(payload, version):
         kb = kinds[0][kinds[1][0]]
         kinds[1][0] += 1
         kind = kb & 0x1F
+        if kind == EXT:
+            if kinds[1][0] >= len(kinds[0]):
+                raise FormatError("kind column ends early")
+            kind = 32 + kinds[0][kinds[1][0]]
+            kinds[1][0] += 1
         if kind >= len(KINDS):
             raise FormatError("unknown kind %d" % kind)
         fields, result = KINDS[kind][1], KINDS[kind][2]
@@ -329,6 +353,8 @@ def columns_to_records(payload, version):
                 s = strs[0][strs[1][0]:strs[1][0] + f[i]]
                 strs[1][0] += f[i]
         f[len(fields)] = _leb(times)
+        if kb & F_STACK:
+            f.append(_leb(others))
         is_alloc = kind in ALLOC_KINDS
         usable = 0
         if is_alloc:
@@ -376,7 +402,9 @@ def columns_to_records(payload, version):
             tag |= len(b) << (4 * i)
             body += b
         out.append(kb)
-        out += tag.to_bytes((len(fields) + 2) // 2, "little")
+        if kind >= 32:
+            out.append(kind - 32)
+        out += tag.to_bytes((len(f) + 1) // 2, "little")
         out += body + s
     if len(out) != rec_bytes or any(c[1][0] != len(c[0]) for c in cols):
         raise FormatError("columns do not decode to %d bytes" % rec_bytes)

@@ -77,7 +77,7 @@ static int strict_count = -1;  /* HT_FUZZ_STRICT_COUNT, read once */
 
 static void check_event(const struct ht_event *ev)
 {
-	if (ev->kind >= HT_EV_NR || ev->kind == HT_EV_SYNC || ev->kind == HT_EV_TICK)
+	if (!ht_kind_is_event(ev->kind))
 		broken("event of a kind that is no event", ht_kind_name(ev->kind));
 	if (ev->nv < 0 || ev->nv > HT_MAX_FIELDS)
 		broken("value count out of range", NULL);

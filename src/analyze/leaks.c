@@ -1,0 +1,476 @@
+/* heaptrail leaks: the blocks a program never freed, grouped by the stack
+ * that allocated them, biggest first (like memleak and valgrind's leak
+ * summary).  The stacks come from `record --stacks`; addresses resolve
+ * offline (src/symbols). */
+#define _GNU_SOURCE
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/analyze.h"
+#include "analyze/livemap.h"
+#include "common/json.h"
+#include "common/options.h"
+#include "common/util.h"
+#include "symbols/symbolize.h"
+
+#define MAX_DEPTH 256 /* frames printed per stack */
+
+/* One configuration per run; each default is labelled by its flag. */
+struct leaks_config {
+	uint64_t top;            /* --top (20): groups shown */
+	int json;                /* --json */
+	uint64_t older;          /* --older (0): only blocks at least this old */
+	uint64_t at;             /* --at (the end): the time to report at */
+	const char *suppressions; /* --suppressions FILE */
+	const char *sysroot;     /* --sysroot */
+	const char *debug_dir;   /* --debug-dir */
+};
+
+static const char usage_text[] =
+	"usage: heaptrail leaks [options] TRACE\n"
+	"\n"
+	"Lists the heap blocks the program never freed, grouped by the stack that\n"
+	"allocated them, most bytes first.  Record with --stacks to see the stacks.\n"
+	"\fEXAMPLES\n"
+	"  heaptrail record --stacks -o app.ht -- ./app && heaptrail leaks app.ht\n"
+	"  heaptrail leaks --older 10s --top 5 app.ht       # blocks alive for 10 s or more\n"
+	"  heaptrail leaks --at 2.5s app.ht                 # what was live 2.5 s in\n"
+	"  heaptrail leaks --suppressions known.supp --json app.ht | jq .leaked_bytes\n"
+	"SUPPRESSIONS\n"
+	"  One pattern a line (fnmatch: '*' and '?'), optionally after \"leak:\" as in\n"
+	"  LeakSanitizer's files; '#' starts a comment.  A group whose stack has a\n"
+	"  frame whose function, source file or module contains a match is left out\n"
+	"  and counted as suppressed.\n";
+
+struct group {
+	uint32_t stack;    /* stack node, 0 = none recorded */
+	uint64_t bytes;    /* requested bytes */
+	uint64_t blocks;   /* blocks */
+	int suppressed;    /* matched a suppression */
+	uint64_t key;      /* hash of its symbolized frames */
+};
+
+struct leaks {
+	struct ht_livemap live;   /* blocks, aux = stack node */
+	struct group *groups;     /* by stack */
+	size_t ngroups, capgroups; /* count / allocated */
+	char **patterns;          /* suppressions */
+	size_t npatterns;         /* count */
+	uint64_t end_ns;          /* the time reported at */
+};
+
+static int load_suppressions(struct leaks *l, const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		ht_error("cannot read suppressions %s: %m", path);
+		return -1;
+	}
+	char line[1024];
+	size_t cap = 0;
+	while (fgets(line, sizeof(line), f)) {
+		char *p = line;
+		p[strcspn(p, "#\r\n")] = 0;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (!strncmp(p, "leak:", 5))
+			p += 5;
+		size_t n = strlen(p);
+		while (n && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+			p[--n] = 0;
+		if (!n)
+			continue;
+		if (l->npatterns == cap) {
+			cap = cap ? cap * 2 : 16;
+			l->patterns = realloc(l->patterns, cap * sizeof(*l->patterns));
+			if (!l->patterns)
+				exit(1);
+		}
+		/* LSan matches anywhere in the name: so does a pattern here */
+		if (asprintf(&l->patterns[l->npatterns++], "*%s*", p) < 0)
+			exit(1);
+	}
+	fclose(f);
+	return 0;
+}
+
+static int frame_suppressed(const struct leaks *l, const struct ht_frame *f)
+{
+	for (size_t i = 0; i < l->npatterns; i++) {
+		const char *p = l->patterns[i];
+		if ((f->function && !fnmatch(p, f->function, 0)) || (f->file && !fnmatch(p, f->file, 0)) ||
+		    (f->module && !fnmatch(p, f->module, 0)))
+			return 1;
+	}
+	return 0;
+}
+
+static void release(struct leaks *l, uint64_t ptr)
+{
+	if (ptr)
+		ht_livemap__del(&l->live, ptr, NULL);
+}
+
+static void acquire(struct leaks *l, const struct ht_event *e, uint64_t ptr)
+{
+	struct ht_block b = {ptr, ht_event__size(e), e->usable, e->time_ns, e->tid, e->stack};
+	ht_livemap__put(&l->live, &b);
+}
+
+/* What an event does to the live blocks (the same rules as stats). */
+static void add_event(struct leaks *l, const struct ht_event *e)
+{
+	if (e->part == HT_PART_RELEASE) {
+		if (e->kind != HT_EV_MREMAP)
+			release(l, ht_event__old_ptr(e));
+		return;
+	}
+	switch (e->kind) {
+	case HT_EV_FREE:
+		release(l, e->v[0]);
+		return;
+	case HT_EV_CONTROL:
+		if (e->v[0] == HT_CTL_RESET) { /* heaptrail_reset(): forget what came before */
+			ht_livemap__free(&l->live);
+			ht_livemap__init(&l->live);
+		}
+		return;
+	case HT_EV_REALLOC:
+	case HT_EV_REALLOCARRAY:
+		if (ht_event__release_now(e))
+			release(l, ht_event__old_ptr(e));
+		break;
+	default:
+		break;
+	}
+	if (ht_kind_descs[e->kind].is_alloc) {
+		uint64_t p = ht_event__result_ptr(e);
+		if (p)
+			acquire(l, e, p);
+	}
+}
+
+static struct group *group_of(struct leaks *l, uint32_t stack, size_t *hash, size_t hcap)
+{
+	size_t k = (size_t)((stack + 1) * 0x9E3779B97F4A7C15ull >> 17) & (hcap - 1);
+	for (; hash[k]; k = (k + 1) & (hcap - 1))
+		if (l->groups[hash[k] - 1].stack == stack)
+			return &l->groups[hash[k] - 1];
+	if (l->ngroups == l->capgroups) {
+		l->capgroups = l->capgroups ? l->capgroups * 2 : 256;
+		l->groups = realloc(l->groups, l->capgroups * sizeof(*l->groups));
+		if (!l->groups)
+			exit(1);
+	}
+	struct group *g = &l->groups[l->ngroups++];
+	memset(g, 0, sizeof(*g));
+	g->stack = stack;
+	hash[k] = l->ngroups;
+	return g;
+}
+
+static int by_bytes(const void *a, const void *b)
+{
+	const struct group *x = a, *y = b;
+	if (x->bytes != y->bytes)
+		return x->bytes < y->bytes ? 1 : -1;
+	if (x->blocks != y->blocks)
+		return x->blocks < y->blocks ? 1 : -1;
+	return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
+/* Groups the blocks still live, old enough, by stack. */
+static void group_blocks(struct leaks *l, uint64_t older)
+{
+	size_t hcap = 1024;
+	while (hcap < 2 * l->live.count + 2)
+		hcap *= 2;
+	size_t *hash = calloc(hcap, sizeof(*hash));
+	if (!hash)
+		exit(1);
+	for (size_t i = 0; i < l->live.cap; i++) {
+		const struct ht_block *b = &l->live.slots[i];
+		if (!b->ptr)
+			continue;
+		if (older && (b->time_ns > l->end_ns || l->end_ns - b->time_ns < older))
+			continue;
+		struct group *g = group_of(l, b->aux, hash, hcap);
+		g->bytes += b->size;
+		g->blocks++;
+	}
+	free(hash);
+	qsort(l->groups, l->ngroups, sizeof(*l->groups), by_bytes);
+}
+
+/* The frames of a stack, inlined calls expanded, innermost first. */
+static size_t stack_frames(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t node,
+			   struct ht_frame *out, size_t max)
+{
+	uint64_t ips[MAX_DEPTH];
+	size_t n = ht_reader__stack(r, node, ips, MAX_DEPTH), k = 0;
+	for (size_t i = 0; i < n && k < max; i++) {
+		const struct ht_frame *f;
+		size_t nf = ht_symbolizer__resolve(sym, ips[i], &f);
+		for (size_t j = 0; j < nf && k < max; j++)
+			if (!f[j].module || strncmp(f[j].module, "libheaptrail.so", 15))
+				out[k++] = f[j]; /* the tracer's own wrappers are noise */
+	}
+	return k;
+}
+
+static uint64_t hash_str(uint64_t h, const char *s)
+{
+	for (; s && *s; s++)
+		h = (h ^ (uint8_t)*s) * 0x100000001B3ull;
+	return (h ^ 0xff) * 0x100000001B3ull;
+}
+
+/* What a reader sees of a frame: function, file, line, module. */
+static uint64_t hash_frames(const struct ht_frame *f, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull ^ n;
+	for (size_t i = 0; i < n; i++) {
+		h = hash_str(h, f[i].function);
+		h = hash_str(h, f[i].file);
+		h = hash_str(h, f[i].module);
+		h = (h ^ (uint64_t)f[i].line ^ ((uint64_t)f[i].inlined << 32)) * 0x100000001B3ull;
+		if (!f[i].function && !f[i].file)
+			h = (h ^ f[i].offset) * 0x100000001B3ull;
+	}
+	return h;
+}
+
+static int by_key(const void *a, const void *b)
+{
+	const struct group *x = a, *y = b;
+	return x->key < y->key ? -1 : x->key > y->key;
+}
+
+/* Stacks that differ only in addresses that resolve alike (an unrolled
+ * loop's call sites, a function duplicated by the compiler) are one group
+ * to a reader: merged. */
+static void merge_alike(struct leaks *l, struct ht_reader *r, struct ht_symbolizer *sym,
+			struct ht_frame *frames, size_t max)
+{
+	for (size_t i = 0; i < l->ngroups; i++) {
+		size_t n = stack_frames(r, sym, l->groups[i].stack, frames, max);
+		l->groups[i].key = l->groups[i].stack ? hash_frames(frames, n) : 0;
+	}
+	qsort(l->groups, l->ngroups, sizeof(*l->groups), by_key);
+	size_t o = 0;
+	for (size_t i = 0; i < l->ngroups; i++) {
+		if (o && l->groups[o - 1].key == l->groups[i].key && l->groups[i].key) {
+			l->groups[o - 1].bytes += l->groups[i].bytes;
+			l->groups[o - 1].blocks += l->groups[i].blocks;
+			continue;
+		}
+		l->groups[o++] = l->groups[i];
+	}
+	l->ngroups = o;
+	qsort(l->groups, l->ngroups, sizeof(*l->groups), by_bytes);
+}
+
+static void print_frame_text(const struct ht_frame *f)
+{
+	printf("\t");
+	if (f->function)
+		printf("%s", f->function);
+	else if (f->module)
+		printf("%s+0x%llx", f->module, (unsigned long long)f->offset);
+	else
+		printf("0x%llx", (unsigned long long)f->ip);
+	if (f->file)
+		printf(" %s:%d", f->file, f->line);
+	if (f->function && f->module)
+		printf(" [%s]", f->module);
+	if (f->inlined)
+		printf(" (inlined)");
+	printf("\n");
+}
+
+static void print_frame_json(struct ht_json *j, const struct ht_frame *f)
+{
+	char addr[32];
+	ht_json__obj_begin(j, NULL);
+	if (f->function)
+		ht_json__str(j, "function", f->function);
+	else
+		ht_json__null(j, "function");
+	if (f->file)
+		ht_json__str(j, "file", f->file);
+	else
+		ht_json__null(j, "file");
+	ht_json__u64(j, "line", (uint64_t)f->line);
+	if (f->module)
+		ht_json__str(j, "module", f->module);
+	else
+		ht_json__null(j, "module");
+	snprintf(addr, sizeof(addr), "0x%llx", (unsigned long long)f->offset);
+	ht_json__str(j, "offset", addr);
+	ht_json__bool(j, "inlined", f->inlined);
+	ht_json__obj_end(j);
+}
+
+static int report(struct leaks *l, struct ht_reader *r, const struct leaks_config *cfg,
+		  const char *path)
+{
+	const struct ht_module *mods;
+	size_t nmods = ht_reader__modules(r, &mods);
+	struct ht_symbol_opts so = {cfg->sysroot, cfg->debug_dir};
+	struct ht_symbolizer *sym = ht_symbolizer__new(mods, nmods, &so);
+	if (!sym) {
+		ht_error("cannot set up symbolization (libdw)");
+		return HT_EXIT_DATA;
+	}
+	const char *prob = ht_symbolizer__problems(sym);
+	if (prob)
+		ht_warning("some stacks will show addresses only:\n%s", prob);
+	static struct ht_frame frames[MAX_DEPTH * 4];
+	merge_alike(l, r, sym, frames, MAX_DEPTH * 4);
+	uint64_t bytes = 0, blocks = 0, sup_bytes = 0, sup_blocks = 0, nostack = 0;
+	size_t shown = 0, kept = 0;
+	for (size_t i = 0; i < l->ngroups; i++) {
+		struct group *g = &l->groups[i];
+		if (l->npatterns && g->stack) {
+			size_t n = stack_frames(r, sym, g->stack, frames, MAX_DEPTH * 4);
+			for (size_t k = 0; k < n && !g->suppressed; k++)
+				g->suppressed = frame_suppressed(l, &frames[k]);
+		}
+		if (g->suppressed) {
+			sup_bytes += g->bytes;
+			sup_blocks += g->blocks;
+			continue;
+		}
+		bytes += g->bytes;
+		blocks += g->blocks;
+		kept++;
+		if (!g->stack)
+			nostack += g->blocks;
+	}
+	const struct ht_trace_info *in = ht_reader__info(r);
+	char b1[32];
+	if (cfg->json) {
+		struct ht_json j;
+		ht_json__init(&j, stdout, 1);
+		ht_json__obj_begin(&j, NULL);
+		ht_json__str(&j, "trace", path);
+		ht_json__i64(&j, "pid", in->pid);
+		ht_json__str(&j, "command", in->cmdline);
+		ht_json__u64(&j, "at_ns", l->end_ns);
+		ht_json__u64(&j, "leaked_bytes", bytes);
+		ht_json__u64(&j, "leaked_blocks", blocks);
+		ht_json__u64(&j, "suppressed_bytes", sup_bytes);
+		ht_json__u64(&j, "suppressed_blocks", sup_blocks);
+		ht_json__u64(&j, "blocks_without_stack", nostack);
+		ht_json__arr_begin(&j, "groups");
+		for (size_t i = 0; i < l->ngroups && shown < cfg->top; i++) {
+			const struct group *g = &l->groups[i];
+			if (g->suppressed)
+				continue;
+			shown++;
+			ht_json__obj_begin(&j, NULL);
+			ht_json__u64(&j, "bytes", g->bytes);
+			ht_json__u64(&j, "blocks", g->blocks);
+			ht_json__arr_begin(&j, "stack");
+			size_t n = stack_frames(r, sym, g->stack, frames, MAX_DEPTH * 4);
+			for (size_t k = 0; k < n; k++)
+				print_frame_json(&j, &frames[k]);
+			ht_json__arr_end(&j);
+			ht_json__obj_end(&j);
+		}
+		ht_json__arr_end(&j);
+		ht_json__obj_end(&j);
+		ht_json__finish(&j);
+	} else {
+		printf("%s (pid %d): %s in %llu blocks not freed", in->cmdline, in->pid,
+		       ht_fmt_bytes(b1, bytes), (unsigned long long)blocks);
+		if (cfg->at != UINT64_MAX)
+			printf(" at %s", ht_fmt_ns(b1, l->end_ns));
+		else
+			printf(" at exit");
+		if (cfg->older)
+			printf(", allocated at least %s before", ht_fmt_ns(b1, cfg->older));
+		printf(", from %zu stacks", kept);
+		if (sup_blocks)
+			printf(" (%llu blocks, %s suppressed)", (unsigned long long)sup_blocks,
+			       ht_fmt_bytes(b1, sup_bytes));
+		printf("\n");
+		for (size_t i = 0; i < l->ngroups && shown < cfg->top; i++) {
+			const struct group *g = &l->groups[i];
+			if (g->suppressed)
+				continue;
+			shown++;
+			printf("\n%llu bytes in %llu allocations from stack\n",
+			       (unsigned long long)g->bytes, (unsigned long long)g->blocks);
+			size_t n = stack_frames(r, sym, g->stack, frames, MAX_DEPTH * 4);
+			for (size_t k = 0; k < n; k++)
+				print_frame_text(&frames[k]);
+			if (!g->stack)
+				printf("\t(no stack: record with --stacks to see where these were "
+				       "allocated)\n");
+		}
+		if (kept > shown)
+			printf("\n... and %zu more stacks (--top to see more)\n", kept - shown);
+	}
+	ht_symbolizer__free(sym);
+	return HT_EXIT_OK;
+}
+
+int cmd_leaks(int argc, char **argv)
+{
+	struct leaks_config cfg = {.top = 20, .at = UINT64_MAX};
+	const struct ht_option opts[] = {
+		{'n', "top", HT_OPT_U64, &cfg.top, "N", "show the N biggest groups (20)"},
+		{0, "older", HT_OPT_DURATION, &cfg.older, "TIME", "only blocks allocated at least TIME before the end (or --at)"},
+		{0, "at", HT_OPT_DURATION, &cfg.at, "TIME", "report what was live at TIME since the start (the end)"},
+		{0, "suppressions", HT_OPT_STRING, &cfg.suppressions, "FILE", "leave out stacks matching these patterns"},
+		{0, "sysroot", HT_OPT_STRING, &cfg.sysroot, "DIR", "find the traced modules under DIR (another machine's files)"},
+		{0, "debug-dir", HT_OPT_STRING, &cfg.debug_dir, "DIR", "also look for separate debug files in DIR"},
+		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "JSON: leaked_bytes, leaked_blocks, groups[{bytes, blocks, stack[]}]"},
+		{0},
+	};
+	int ret = HT_EXIT_USAGE;
+	struct ht_reader *r = NULL;
+	struct leaks l;
+	memset(&l, 0, sizeof(l));
+	ht_livemap__init(&l.live);
+	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
+	if (nargs != 1) {
+		ht_error("%s; usage: heaptrail leaks [options] TRACE",
+			 nargs ? "one trace at a time" : "no trace given");
+		goto cleanup;
+	}
+	if (cfg.suppressions && load_suppressions(&l, cfg.suppressions) < 0)
+		goto cleanup;
+	r = ht_analyze__open(argv[0]);
+	if (!r) {
+		ret = HT_EXIT_DATA;
+		goto cleanup;
+	}
+	struct ht_event e;
+	l.end_ns = 0;
+	while (ht_analyze__next(r, &e)) {
+		if (e.time_ns > cfg.at)
+			break;
+		add_event(&l, &e);
+		l.end_ns = e.time_ns;
+	}
+	if (cfg.at != UINT64_MAX)
+		l.end_ns = cfg.at;
+	ret = ht_analyze__finish(r, argv[0], 0);
+	group_blocks(&l, cfg.older);
+	int rr = report(&l, r, &cfg, argv[0]);
+	if (!ret)
+		ret = rr;
+	fflush(stdout);
+cleanup:
+	ht_reader__close(r);
+	ht_livemap__free(&l.live);
+	for (size_t i = 0; i < l.npatterns; i++)
+		free(l.patterns[i]);
+	free(l.patterns);
+	free(l.groups);
+	return ret;
+}

@@ -1,0 +1,368 @@
+/* Offline symbolization with elfutils libdwfl (symbolize.h).
+ *
+ * Every recorded module is reported to one offline Dwfl at its load bias,
+ * from its path (under --sysroot if given); separate debug files are found
+ * the standard way (.gnu_debuglink, /usr/lib/debug/.build-id, and
+ * --debug-dir).  An address is looked up as ip - 1, inside the call
+ * instruction, so that the line is the call's and not the next one's.
+ * Inlined calls come from the DWARF scopes around the address: each
+ * DW_TAG_inlined_subroutine is a frame, located at the innermost line for
+ * the first and at the call site (DW_AT_call_file/line) of the one inside
+ * it for the others. */
+#define _GNU_SOURCE
+#include "symbolize.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+
+/* libstdc++'s demangler (linked in for it). */
+extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+
+struct mod_ref {
+	uint64_t lo, hi;     /* runtime extent */
+	uint64_t base;       /* load bias */
+	const char *name;    /* file name without directory */
+};
+
+struct cache_slot {
+	uint64_t ip;    /* 0 = empty */
+	uint32_t first; /* index of its first frame */
+	uint32_t n;     /* frames */
+};
+
+struct ht_symbolizer {
+	Dwfl *dwfl;                 /* every module, reported offline */
+	Dwfl_Callbacks cb;          /* its callbacks */
+	char *debug_path;           /* libdwfl's search path for debug files */
+	struct mod_ref *mods;       /* the recorded modules, by lo */
+	size_t nmods;               /* count */
+	struct ht_frame *frames;    /* every frame resolved so far */
+	size_t nframes, capframes;  /* count / allocated */
+	struct cache_slot *cache;   /* ip -> frames, open addressing */
+	size_t cache_cap, cache_n;  /* slots (power of two) / used */
+	char **strs;                /* interned strings */
+	size_t nstrs, capstrs;      /* count / allocated */
+	char *problems;             /* for ht_symbolizer__problems */
+	size_t problems_len;        /* its length */
+};
+
+static void *xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n ? n : 1);
+	if (!p) {
+		fprintf(stderr, "heaptrail: out of memory\n");
+		exit(1);
+	}
+	return p;
+}
+
+/* Strings live as long as the symbolizer (libdw's may not). */
+static const char *keep(struct ht_symbolizer *s, const char *str)
+{
+	if (!str)
+		return NULL;
+	/* the same pointer as last time is common: a small check saves memory */
+	if (s->nstrs && !strcmp(s->strs[s->nstrs - 1], str))
+		return s->strs[s->nstrs - 1];
+	if (s->nstrs == s->capstrs) {
+		s->capstrs = s->capstrs ? s->capstrs * 2 : 256;
+		s->strs = xrealloc(s->strs, s->capstrs * sizeof(*s->strs));
+	}
+	char *c = strdup(str);
+	if (!c) {
+		fprintf(stderr, "heaptrail: out of memory\n");
+		exit(1);
+	}
+	s->strs[s->nstrs++] = c;
+	return c;
+}
+
+static const char *demangled(struct ht_symbolizer *s, const char *name)
+{
+	if (!name)
+		return NULL;
+	if (name[0] == '_' && name[1] == 'Z') {
+		int status = -1;
+		char *d = __cxa_demangle(name, NULL, NULL, &status);
+		if (d && status == 0) {
+			const char *k = keep(s, d);
+			free(d);
+			return k;
+		}
+		free(d);
+	}
+	return keep(s, name);
+}
+
+static void problem(struct ht_symbolizer *s, const char *fmt, const char *a, const char *b)
+{
+	char line[1024];
+	int n = snprintf(line, sizeof(line), fmt, a, b);
+	if (n <= 0)
+		return;
+	if ((size_t)n >= sizeof(line))
+		n = sizeof(line) - 1;
+	s->problems = xrealloc(s->problems, s->problems_len + (size_t)n + 2);
+	memcpy(s->problems + s->problems_len, line, (size_t)n);
+	s->problems_len += (size_t)n;
+	s->problems[s->problems_len++] = '\n';
+	s->problems[s->problems_len] = 0;
+}
+
+static void hex(char *out, const uint8_t *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		sprintf(out + 2 * i, "%02x", b[i]);
+	out[2 * n] = 0;
+}
+
+struct ht_symbolizer *ht_symbolizer__new(const struct ht_module *mods, size_t nmods,
+					 const struct ht_symbol_opts *opts)
+{
+	struct ht_symbolizer *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	const char *dd = opts && opts->debug_dir ? opts->debug_dir : NULL;
+	if (asprintf(&s->debug_path, "+:.debug:/usr/lib/debug%s%s", dd ? ":" : "", dd ? dd : "") < 0)
+		s->debug_path = NULL;
+	s->cb.find_elf = dwfl_build_id_find_elf;
+	s->cb.find_debuginfo = dwfl_standard_find_debuginfo;
+	s->cb.section_address = dwfl_offline_section_address;
+	s->cb.debuginfo_path = &s->debug_path;
+	s->dwfl = dwfl_begin(&s->cb);
+	s->mods = calloc(nmods ? nmods : 1, sizeof(*s->mods));
+	if (!s->dwfl || !s->mods) {
+		ht_symbolizer__free(s);
+		return NULL;
+	}
+	dwfl_report_begin(s->dwfl);
+	for (size_t i = 0; i < nmods; i++) {
+		const struct ht_module *m = &mods[i];
+		if (!m->path || m->gone)
+			continue;
+		const char *slash = strrchr(m->path, '/');
+		struct mod_ref *r = &s->mods[s->nmods++];
+		r->lo = m->lo;
+		r->hi = m->hi;
+		r->base = m->base;
+		r->name = keep(s, slash ? slash + 1 : m->path);
+		if (m->path[0] != '/')
+			continue; /* [vdso] and friends: no file */
+		char file[4096];
+		snprintf(file, sizeof(file), "%s%s", opts && opts->sysroot ? opts->sysroot : "",
+			 m->path);
+		Dwfl_Module *dm = dwfl_report_elf(s->dwfl, r->name, file, -1, m->base, true);
+		if (!dm) {
+			problem(s, "%s: %s", file, dwfl_errmsg(-1));
+			continue;
+		}
+		const unsigned char *bits;
+		GElf_Addr vaddr;
+		int len = dwfl_module_build_id(dm, &bits, &vaddr);
+		if (m->build_id_len && len > 0 &&
+		    ((size_t)len != m->build_id_len || memcmp(bits, m->build_id, (size_t)len))) {
+			char want[129], got[129];
+			hex(want, m->build_id, m->build_id_len);
+			hex(got, bits, (size_t)len < 64 ? (size_t)len : 64);
+			problem(s, "%s: not the file that was traced (build-id %s)", file, got);
+			(void)want;
+		}
+	}
+	dwfl_report_end(s->dwfl, NULL, NULL);
+	/* the recorded modules by address, for module+offset */
+	for (size_t i = 1; i < s->nmods; i++) {
+		struct mod_ref x = s->mods[i];
+		size_t k = i;
+		while (k > 0 && s->mods[k - 1].lo > x.lo) {
+			s->mods[k] = s->mods[k - 1];
+			k--;
+		}
+		s->mods[k] = x;
+	}
+	return s;
+}
+
+void ht_symbolizer__free(struct ht_symbolizer *s)
+{
+	if (!s)
+		return;
+	if (s->dwfl)
+		dwfl_end(s->dwfl);
+	for (size_t i = 0; i < s->nstrs; i++)
+		free(s->strs[i]);
+	free(s->strs);
+	free(s->frames);
+	free(s->cache);
+	free(s->mods);
+	free(s->debug_path);
+	free(s->problems);
+	free(s);
+}
+
+const char *ht_symbolizer__problems(const struct ht_symbolizer *s)
+{
+	return s->problems;
+}
+
+static const struct mod_ref *mod_of(const struct ht_symbolizer *s, uint64_t ip)
+{
+	const struct mod_ref *best = NULL;
+	for (size_t lo = 0, hi = s->nmods; lo < hi;) {
+		size_t mid = (lo + hi) / 2;
+		if (s->mods[mid].lo <= ip) {
+			best = &s->mods[mid];
+			lo = mid + 1;
+		} else {
+			hi = mid;
+		}
+	}
+	return best && ip < best->hi ? best : NULL;
+}
+
+static struct ht_frame *new_frame(struct ht_symbolizer *s, uint64_t ip, const struct mod_ref *m)
+{
+	if (s->nframes == s->capframes) {
+		s->capframes = s->capframes ? s->capframes * 2 : 1024;
+		s->frames = xrealloc(s->frames, s->capframes * sizeof(*s->frames));
+	}
+	struct ht_frame *f = &s->frames[s->nframes++];
+	memset(f, 0, sizeof(*f));
+	f->ip = ip;
+	f->module = m ? m->name : NULL;
+	f->offset = m ? ip - m->base : ip;
+	return f;
+}
+
+/* The name of a subprogram or inlined subroutine DIE: its linkage name
+ * demangled when it has one (C++), else its name. */
+static const char *die_function(struct ht_symbolizer *s, Dwarf_Die *die)
+{
+	Dwarf_Attribute a;
+	const char *n = NULL;
+	if (dwarf_attr_integrate(die, DW_AT_linkage_name, &a) ||
+	    dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &a))
+		n = dwarf_formstring(&a);
+	if (!n && dwarf_attr_integrate(die, DW_AT_name, &a))
+		n = dwarf_formstring(&a);
+	return n ? demangled(s, n) : NULL;
+}
+
+static void resolve_into(struct ht_symbolizer *s, uint64_t ip)
+{
+	const struct mod_ref *m = mod_of(s, ip);
+	uint64_t addr = ip ? ip - 1 : 0;
+	Dwfl_Module *dm = m ? dwfl_addrmodule(s->dwfl, addr) : NULL;
+	if (!dm) {
+		new_frame(s, ip, m);
+		return;
+	}
+	const char *file = NULL;
+	int line = 0;
+	Dwfl_Line *dl = dwfl_module_getsrc(dm, addr);
+	if (dl) {
+		int col;
+		file = keep(s, dwfl_lineinfo(dl, NULL, &line, &col, NULL, NULL));
+	}
+	GElf_Off off;
+	GElf_Sym sym;
+	const char *symname = dwfl_module_addrinfo(dm, addr, &off, &sym, NULL, NULL, NULL);
+	Dwarf_Addr bias = 0;
+	Dwarf_Die *cu = dwfl_module_addrdie(dm, addr, &bias);
+	Dwarf_Die *scopes = NULL;
+	int nscopes = cu ? dwarf_getscopes(cu, addr - bias, &scopes) : 0;
+	if (nscopes > 0) {
+		/* dwarf_getscopes continues an inlined instance with its abstract
+		 * origin's scopes; the concrete ones (the function it was
+		 * inlined into) come from the innermost DIE. */
+		Dwarf_Die inner = scopes[0], *concrete = NULL;
+		int n = dwarf_getscopes_die(&inner, &concrete);
+		free(scopes);
+		scopes = concrete;
+		nscopes = n > 0 ? n : 0;
+	}
+	Dwarf_Files *files = NULL;
+	size_t nfiles = 0;
+	if (cu && dwarf_getsrcfiles(cu, &files, &nfiles) != 0)
+		files = NULL;
+	int made = 0;
+	for (int i = 0; i < nscopes; i++) {
+		int tag = dwarf_tag(&scopes[i]);
+		if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram)
+			continue;
+		struct ht_frame *f = new_frame(s, ip, m);
+		f->function = die_function(s, &scopes[i]);
+		f->file = file;
+		f->line = line;
+		made++;
+		if (tag == DW_TAG_subprogram) {
+			if (!f->function)
+				f->function = demangled(s, symname);
+			break;
+		}
+		f->inlined = 1;
+		/* the next frame out is located at this call site */
+		Dwarf_Attribute a;
+		Dwarf_Word w;
+		file = NULL;
+		line = 0;
+		if (files && dwarf_attr(&scopes[i], DW_AT_call_file, &a) && dwarf_formudata(&a, &w) == 0)
+			file = keep(s, dwarf_filesrc(files, (size_t)w, NULL, NULL));
+		if (dwarf_attr(&scopes[i], DW_AT_call_line, &a) && dwarf_formudata(&a, &w) == 0)
+			line = (int)w;
+	}
+	free(scopes);
+	if (!made) {
+		/* no DWARF: the ELF symbol, and the line if there was one */
+		struct ht_frame *f = new_frame(s, ip, m);
+		f->function = demangled(s, symname);
+		f->file = file;
+		f->line = line;
+	}
+}
+
+size_t ht_symbolizer__resolve(struct ht_symbolizer *s, uint64_t ip,
+			      const struct ht_frame **frames)
+{
+	if (s->cache_n * 2 >= s->cache_cap) {
+		size_t cap = s->cache_cap ? s->cache_cap * 2 : 4096;
+		struct cache_slot *c = calloc(cap, sizeof(*c));
+		if (!c) {
+			fprintf(stderr, "heaptrail: out of memory\n");
+			exit(1);
+		}
+		for (size_t i = 0; i < s->cache_cap; i++) {
+			if (!s->cache[i].ip)
+				continue;
+			size_t k = (size_t)(s->cache[i].ip * 0x9E3779B97F4A7C15ull >> 20) & (cap - 1);
+			while (c[k].ip)
+				k = (k + 1) & (cap - 1);
+			c[k] = s->cache[i];
+		}
+		free(s->cache);
+		s->cache = c;
+		s->cache_cap = cap;
+	}
+	uint64_t key = ip ? ip : 1;
+	size_t mask = s->cache_cap - 1;
+	size_t k = (size_t)(key * 0x9E3779B97F4A7C15ull >> 20) & mask;
+	for (; s->cache[k].ip; k = (k + 1) & mask) {
+		if (s->cache[k].ip == key) {
+			*frames = &s->frames[s->cache[k].first];
+			return s->cache[k].n;
+		}
+	}
+	size_t first = s->nframes;
+	resolve_into(s, ip);
+	s->cache[k].ip = key;
+	s->cache[k].first = (uint32_t)first;
+	s->cache[k].n = (uint32_t)(s->nframes - first);
+	s->cache_n++;
+	*frames = &s->frames[first];
+	return s->nframes - first;
+}

@@ -1,0 +1,44 @@
+/* Offline symbolization: return addresses of recorded stacks to function,
+ * source file and line (inlined calls as frames of their own), from the
+ * module maps the recorder wrote and the modules' DWARF (elfutils libdwfl).
+ * C++ names are demangled.  Results are cached per address. */
+#ifndef HEAPTRAIL_SYMBOLS_SYMBOLIZE_H
+#define HEAPTRAIL_SYMBOLS_SYMBOLIZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trace/reader.h"
+
+struct ht_symbolizer; /* opaque */
+
+struct ht_symbol_opts {
+	const char *sysroot;   /* prefix for module paths (another machine's files), or NULL */
+	const char *debug_dir; /* extra directory of separate debug files, or NULL */
+};
+
+/* One frame of a resolved address. */
+struct ht_frame {
+	uint64_t ip;          /* the return address */
+	const char *function; /* demangled name, NULL if unknown */
+	const char *file;     /* source file, NULL if unknown */
+	int line;             /* source line, 0 if unknown */
+	const char *module;   /* module file name (no directory), NULL if no module */
+	uint64_t offset;      /* ip in the module's file addresses (module+0xoffset) */
+	int inlined;          /* inlined into the frame after it */
+};
+
+struct ht_symbolizer *ht_symbolizer__new(const struct ht_module *mods, size_t nmods,
+					 const struct ht_symbol_opts *opts);
+void ht_symbolizer__free(struct ht_symbolizer *s);
+
+/* The frames of return address ip, innermost (most inlined) first; at
+ * least one.  *frames stays valid until the next call. */
+size_t ht_symbolizer__resolve(struct ht_symbolizer *s, uint64_t ip,
+			      const struct ht_frame **frames);
+
+/* Modules whose file could not be opened or whose build-id differs from
+ * the recorded one: a line each, for a warning; NULL if none. */
+const char *ht_symbolizer__problems(const struct ht_symbolizer *s);
+
+#endif
