@@ -33,6 +33,7 @@ struct record_config {
 	int zstd_level;          /* --zstd-level (1) */
 	const char *clock;       /* --clock (tsc) */
 	const char *writer;      /* --writer (process) */
+	int stacks;              /* --stacks[=DEPTH] (off; 64 when given without DEPTH) */
 	int timestamp_every;     /* --timestamp-every (16) */
 	int quiet;               /* -q */
 	int no_compact;          /* --no-compact */
@@ -49,11 +50,12 @@ static const char usage_text[] =
 	"signal N killed it).  Forked children write OUTPUT.<pid> of their own.\n"
 	"\fEXAMPLES\n"
 	"  heaptrail record -o app.ht -- ./app --its --args\n"
+	"  heaptrail record --stacks -o app.ht -- ./app && heaptrail leaks app.ht\n"
 	"  heaptrail record --start-paused -o app.ht ./app   # app calls heaptrail_start()\n"
 	"  heaptrail record --toggle-signal -o srv.ht ./server &  kill -USR2 $!\n"
 	"  LD_PRELOAD=/path/to/libheaptrail.so HEAPTRAIL_OUT=app.ht ./app   # without record\n"
 	"\n"
-	"Then: heaptrail stats app.ht, heaptrail dump app.ht | less\n";
+	"Then: heaptrail stats app.ht, heaptrail leaks app.ht, heaptrail dump app.ht | less\n";
 
 static int find_preload(char *out, size_t len)
 {
@@ -193,6 +195,8 @@ int cmd_record(int argc, char **argv)
 		{0, "no-compact", HT_OPT_FLAG, &cfg.no_compact, NULL, "leave the trace as the recorder wrote it"},
 		{0, "compact-level", HT_OPT_INT, &cfg.compact_level, "N", "zstd level of the compaction after the run (3)"},
 		{0, "clock", HT_OPT_STRING, &cfg.clock, "CLOCK", "tsc or monotonic (tsc)"},
+		{0, "stacks", HT_OPT_OPT_INT, &cfg.stacks, "DEPTH",
+		 "record the call stack of every allocation, up to DEPTH frames (64); see heaptrail leaks"},
 		{0, "writer", HT_OPT_STRING, &cfg.writer, "KIND",
 		 "process: a helper process writes the trace, and saves every event if the program is killed; thread: a thread of the program (process)"},
 		{0, "timestamp-every", HT_OPT_INT, &cfg.timestamp_every, "N",
@@ -204,6 +208,12 @@ int cmd_record(int argc, char **argv)
 	int nargs = ht_parse_options(argc, argv, opts, usage_text, HT_OPT_STOP_AT_NONOPT);
 	if (nargs < 1) {
 		ht_error("no command to record; usage: heaptrail record [options] -- COMMAND [ARGS...]");
+		goto cleanup;
+	}
+	if (cfg.stacks == -1)
+		cfg.stacks = 64;
+	if (cfg.stacks < 0 || cfg.stacks > 256) {
+		ht_error("--stacks=%d: the depth goes from 1 to 256", cfg.stacks);
 		goto cleanup;
 	}
 	if (strcmp(cfg.writer, "process") && strcmp(cfg.writer, "thread")) {
@@ -280,6 +290,7 @@ int cmd_record(int argc, char **argv)
 		setenv_num("HEAPTRAIL_ZSTD_LEVEL", (unsigned long long)(cfg.zstd_level < 0 ? 0 : cfg.zstd_level), "");
 		setenv("HEAPTRAIL_CLOCK", cfg.clock, 1);
 		setenv("HEAPTRAIL_WRITER", cfg.writer, 1);
+		setenv_num("HEAPTRAIL_STACKS", (unsigned long long)cfg.stacks, "");
 		setenv_num("HEAPTRAIL_TIMESTAMP_EVERY", (unsigned long long)cfg.timestamp_every, "");
 		const char *pre = getenv("LD_PRELOAD");
 		char buf[PATH_MAX * 2];

@@ -17,9 +17,11 @@ void ht_print_usage(const char *usage, const struct ht_option *o)
 	printf("\nOptions:\n");
 	for (; o->type != HT_OPT_END; o++) {
 		char left[64];
-		int n = snprintf(left, sizeof(left), "  %c%c%s--%s%s%s", o->short_name ? '-' : ' ',
+		int opt = o->type == HT_OPT_OPT_INT;
+		int n = snprintf(left, sizeof(left), "  %c%c%s--%s%s%s%s%s", o->short_name ? '-' : ' ',
 				 o->short_name ? o->short_name : ' ', o->short_name ? ", " : "  ",
-				 o->long_name, o->argh ? "=" : "", o->argh ? o->argh : "");
+				 o->long_name, opt && o->argh ? "[" : "", o->argh ? "=" : "",
+				 o->argh ? o->argh : "", opt && o->argh ? "]" : "");
 		if (n < 30)
 			printf("%-30s %s\n", left, o->help);
 		else
@@ -44,7 +46,8 @@ static int set_value(const struct ht_option *o, const char *arg, const char *sho
 		*(uint64_t *)o->value = v;
 		return 0;
 	}
-	case HT_OPT_INT: {
+	case HT_OPT_INT:
+	case HT_OPT_OPT_INT: {
 		char *end;
 		long v = strtol(arg, &end, 0);
 		if (end == arg || *end)
@@ -129,6 +132,10 @@ int ht_parse_options(int argc, char **argv, const struct ht_option *opts, const 
 		}
 		if (o->type == HT_OPT_FLAG) {
 			*(int *)o->value = 1;
+			continue;
+		}
+		if (o->type == HT_OPT_OPT_INT && !val) {
+			*(int *)o->value = -1; /* "the default" */
 			continue;
 		}
 		if (!val) {

@@ -13,6 +13,7 @@ enum ht_opt_type {
 	HT_OPT_SIZE,      /* uint64_t, K/M/G suffixes */
 	HT_OPT_DURATION,  /* uint64_t ns, s/ms/us/ns suffixes */
 	HT_OPT_INT,       /* int */
+	HT_OPT_OPT_INT,   /* int, value optional: --name sets -1, --name=N sets N */
 };
 
 struct ht_option {

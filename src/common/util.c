@@ -73,6 +73,8 @@ int ht_parse_duration(const char *s, uint64_t *ns)
 		mul = 1;
 	else if (!strcmp(end, "m") || !strcmp(end, "min"))
 		mul = 60e9;
+	else if (!strcmp(end, "h"))
+		mul = 3600e9;
 	else
 		return -1;
 	*ns = (uint64_t)(v * mul + 0.5);

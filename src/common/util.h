@@ -15,7 +15,7 @@ void ht_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *ht_fmt_bytes(char *buf, uint64_t bytes);
 /* "1.234 s", "56.7 ms"; buf needs 32 bytes. */
 const char *ht_fmt_ns(char *buf, uint64_t ns);
-/* Parses "1.5s", "200ms", "30us", "100ns", "2m"; plain numbers are seconds.
+/* Parses "1.5s", "200ms", "30us", "100ns", "2m", "1h"; plain numbers are seconds.
  * Returns 0 on success. */
 int ht_parse_duration(const char *s, uint64_t *ns);
 /* Parses "4096", "64K", "1M", "2G". Returns 0 on success. */

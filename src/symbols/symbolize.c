@@ -144,8 +144,8 @@ struct ht_symbolizer *ht_symbolizer__new(const struct ht_module *mods, size_t nm
 	dwfl_report_begin(s->dwfl);
 	for (size_t i = 0; i < nmods; i++) {
 		const struct ht_module *m = &mods[i];
-		if (!m->path || m->gone)
-			continue;
+		if (!m->path)
+			continue; /* (a module dlclose'd since still resolves its addresses) */
 		const char *slash = strrchr(m->path, '/');
 		struct mod_ref *r = &s->mods[s->nmods++];
 		r->lo = m->lo;

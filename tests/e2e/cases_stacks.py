@@ -1,0 +1,185 @@
+"""Stacks and leaks: `record --stacks` and `heaptrail leaks` on tests/progs/
+leaky.c, whose leaks sit at known lines (LEAK: markers): the right
+function, file and line for each, exact bytes and blocks, and the same
+totals as valgrind's "definitely lost"."""
+
+import json
+import os
+import re
+import shutil
+
+from htlib import case, check, eq, fail
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROGS_SRC = os.path.join(HERE, "..", "progs")
+
+# site -> (bytes, blocks, innermost function, inlined)
+SITES = {
+    "direct": (300, 3, "leak_direct", False),
+    "helper_alloc": (250, 1, "xalloc", False),
+    "inline": (64, 1, "leak_inline", True),
+    "thread": (77, 1, "leak_thread", False),
+    "lib": (123, 1, "leaklib_inner", False),
+}
+
+
+def marker_lines(name):
+    """LEAK:<site> marker -> line number, in tests/progs/<name>."""
+    lines = {}
+    with open(os.path.join(PROGS_SRC, name)) as f:
+        for no, text in enumerate(f, 1):
+            m = re.search(r"LEAK:(\w+)", text)
+            if m:
+                lines[m.group(1)] = no
+    return lines
+
+
+def record_leaky(t, name, stacks=True):
+    out = t.path(name + ".ht")
+    args = ["--stacks"] if stacks else []
+    r = t.run([t.heaptrail, "record", "-q", "-o", out] + args + ["--", t.prog("leaky"),
+                                                                   t.prog("libleaklib.so")])
+    eq(r.rc, 0, "record leaky:\n" + r.describe())
+    return out
+
+
+def leaks_json(t, path, *args):
+    r = t.tool(["leaks", "--json", "--top", "1000"] + list(args) + [path])
+    eq(r.rc, 0, "leaks --json:\n" + r.describe())
+    try:
+        return json.loads(r.stdout)
+    except ValueError as e:
+        fail("leaks --json is not JSON (%s):\n%s" % (e, r.stdout[:2000]))
+
+
+def own_site(g):
+    """The group's innermost frame, if it is in leaky or its library."""
+    st = g["stack"]
+    if st and st[0]["module"] in ("leaky", "libleaklib.so"):
+        return st[0]
+    return None
+
+
+def find_group(j, function):
+    hits = [g for g in j["groups"] if own_site(g) and own_site(g)["function"] == function]
+    eq(len(hits), 1, "groups whose innermost frame is %s" % function)
+    return hits[0]
+
+
+@case(timeout=120)
+def test_leaks_sites(t):
+    """Every leak site of leaky: its function, file and line, the frames
+    around it (the helper's caller, the function an inline call sits in,
+    main through a library without frame pointers), exact bytes and
+    blocks; the freed block is not reported."""
+    out = record_leaky(t, "leaky")
+    j = leaks_json(t, out)
+    lines = marker_lines("leaky.c")
+    lines.update({"lib": marker_lines("leaklib.c")["lib"]})
+    for site, (size, blocks, fn, inlined) in SITES.items():
+        g = find_group(j, fn)
+        eq((g["bytes"], g["blocks"]), (size, blocks), "%s: bytes, blocks" % site)
+        f0 = g["stack"][0]
+        src = "leaklib.c" if site == "lib" else "leaky.c"
+        eq(os.path.basename(f0["file"] or ""), src, "%s: file" % site)
+        eq(f0["line"], lines[site], "%s: line" % site)
+        eq(f0["inlined"], inlined, "%s: inlined" % site)
+    fns = lambda g: [f["function"] for f in g["stack"]]
+    g = find_group(j, "xalloc")
+    eq(fns(g)[1:3], ["leak_helper", "main"], "helper: callers")
+    eq(g["stack"][1]["line"], lines["helper_call"], "helper: line of the call")
+    g = find_group(j, "leak_inline")
+    eq(fns(g)[1], "outer", "inline: the function it was inlined into")
+    eq(g["stack"][1]["line"], lines["outer_call"], "inline: line of the inlined call")
+    eq(g["stack"][1]["inlined"], False, "inline: outer is a real frame")
+    g = find_group(j, "leaklib_inner")
+    eq(fns(g)[1], "leaklib_leak", "library: caller inside the library")
+    check("main" in fns(g), "library: the stack does not reach main "
+          "(unwinding through code without frame pointers): %s" % fns(g))
+    mainf = [f for f in g["stack"] if f["function"] == "main"][0]
+    eq(mainf["line"], lines["lib_call"], "library: main's line")
+    g = find_group(j, "leak_thread")
+    check(any(f["function"] == "start_thread" for f in g["stack"]),
+          "thread: its stack starts in start_thread: %s" % fns(g))
+    # the malloc(10) that is freed is nowhere
+    check(not any(g["bytes"] == 10 and own_site(g) for g in j["groups"]),
+          "a freed block is reported")
+    # the text report says the same, memleak style
+    r = t.tool(["leaks", out])
+    eq(r.rc, 0, "leaks")
+    check("300 bytes in 3 allocations from stack" in r.stdout, "text report:\n" + r.stdout)
+    check(re.search(r"leak_direct .*leaky\.c:%d \[leaky\]" % lines["direct"], r.stdout),
+          "text report: the leak_direct frame:\n" + r.stdout)
+
+
+@case(timeout=180)
+def test_leaks_match_valgrind(t):
+    """The program's own leaks (innermost frame in leaky or its library)
+    add up to valgrind's "definitely lost", bytes and blocks."""
+    vg = shutil.which("valgrind")
+    check(vg, "valgrind is not installed (scripts/deps.sh test installs it)")
+    r = t.run([vg, "--leak-check=full", t.prog("leaky"), t.prog("libleaklib.so")], timeout=150)
+    eq(r.rc, 0, "valgrind leaky:\n" + r.describe())
+    m = re.search(r"definitely lost: ([\d,]+) bytes in ([\d,]+) blocks", r.stderr)
+    check(m, "no 'definitely lost' line from valgrind:\n" + r.stderr[-3000:])
+    vbytes, vblocks = (int(x.replace(",", "")) for x in m.groups())
+    j = leaks_json(t, record_leaky(t, "leaky"))
+    own = [g for g in j["groups"] if own_site(g)]
+    eq((sum(g["bytes"] for g in own), sum(g["blocks"] for g in own)), (vbytes, vblocks),
+       "the program's leaks vs valgrind's definitely lost")
+    eq(vbytes, sum(s[0] for s in SITES.values()), "valgrind's total vs the sites")
+
+
+@case(timeout=120)
+def test_leaks_options(t):
+    """--suppressions, --older, --at, and a trace without stacks."""
+    out = record_leaky(t, "leaky")
+    full = leaks_json(t, out)
+    supp = t.path("known.supp")
+    with open(supp, "w") as f:
+        f.write("# known\nleak:leak_direct\n\n  leaklib_*  \n")
+    s = leaks_json(t, out, "--suppressions", supp)
+    eq((s["suppressed_bytes"], s["suppressed_blocks"]), (300 + 123, 4), "suppressed")
+    eq(s["leaked_bytes"], full["leaked_bytes"] - 423, "leaked bytes after suppression")
+    check(not any(own_site(g) and own_site(g)["function"] in ("leak_direct", "leaklib_inner")
+                  for g in s["groups"]), "a suppressed group is listed")
+    # nothing is an hour old
+    o = leaks_json(t, out, "--older", "1h")
+    eq((o["leaked_bytes"], o["leaked_blocks"], o["groups"]), (0, 0, []), "--older 1h")
+    # at the time of the helper's malloc(250): the direct leaks and that
+    # one, not those that come after it
+    d = t.tool(["dump", "--json", "--kind", "malloc", out])
+    at = [json.loads(l)["time_ns"] for l in d.stdout.splitlines()
+          if json.loads(l).get("size") == 250]
+    eq(len(at), 1, "mallocs of 250 bytes")
+    a = leaks_json(t, out, "--at", "%dns" % at[0])
+    names = {own_site(g)["function"] for g in a["groups"] if own_site(g)}
+    eq(names, {"leak_direct", "xalloc"}, "program leaks live at the helper's malloc")
+    # without --stacks: the same blocks, in one group without a stack
+    plain = record_leaky(t, "plain", stacks=False)
+    p = leaks_json(t, plain)
+    eq(p["blocks_without_stack"], p["leaked_blocks"], "blocks without stack")
+    eq(len(p["groups"]), 1, "groups without stacks")
+    eq(p["groups"][0]["stack"], [], "the group's stack")
+    eq((p["leaked_bytes"], p["leaked_blocks"]), (full["leaked_bytes"], full["leaked_blocks"]),
+       "the same leaks with and without stacks")
+    r = t.tool(["leaks", plain])
+    check("record with --stacks" in r.stdout, "no hint to record stacks:\n" + r.stdout)
+
+
+@case()
+def test_leaks_usage_errors(t):
+    """Bad arguments: exit 2 and a message that says what to do."""
+    out = record_leaky(t, "leaky")
+    for args, what in ((["leaks"], "no trace given"),
+                       (["leaks", out, out], "one trace at a time"),
+                       (["leaks", "--top"], "needs a value"),
+                       (["leaks", "--older", "soon", out], "--older"),
+                       (["leaks", "--suppressions", t.path("missing.supp"), out],
+                        "cannot read suppressions")):
+        r = t.tool(args)
+        eq(r.rc, 2, "exit status of %s" % args)
+        check(what in r.stderr, "%s: stderr does not say %r:\n%s" % (args, what, r.stderr))
+    r = t.tool(["record", "--stacks=999", "--", "/bin/true"])
+    eq(r.rc, 2, "record --stacks=999")
+    check("--stacks" in r.stderr, "record --stacks=999: " + r.stderr)
