@@ -117,12 +117,12 @@ struct ht_index_entry {
 
 /* Columns of a column-coded chunk, in the order they follow the header. */
 enum ht_col {
-	HT_COL_KIND = 0, /* the kind byte of every record */
+	HT_COL_KIND = 0, /* the kind byte of every record (and an escape's byte) */
 	HT_COL_UINT,     /* 'u' fields, LEB128 */
 	HT_COL_PTR,      /* 'p' fields as pointer codes, LEB128 */
 	HT_COL_TIME,     /* the timestamp field, LEB128 */
 	HT_COL_SLACK,    /* 'U' fields, LEB128 */
-	HT_COL_OTHER,    /* 's', 'd' fields and string lengths, LEB128 */
+	HT_COL_OTHER,    /* 's', 'd' fields, string lengths, stack ids, LEB128 */
 	HT_COL_STR,      /* string bytes */
 	HT_COL_NR,
 };
@@ -143,13 +143,13 @@ struct ht_col_header {
 /* ---- Event records -------------------------------------------------------
  * A record is laid out so that the recorder can write it without a single
  * data-dependent branch:
- *   kind byte   low 5 bits kind, high 3 bits flags
- *   tag         4 bits per field: its length in bytes, 0..8 (a zero value
+ *   kind byte   low 5 bits kind, high 3 bits flags; kind 31 (version 4)
+ *               is an escape: the kind is 32 + the next byte
+ *   tag         4 bits per value: its length in bytes, 0..8 (a zero value
  *               takes no bytes at all); fields in descriptor order, then
- *               the timestamp delta, packed low nibble first into
- *               ceil((nfields + 1) / 2) bytes
- *   fields      each as that many little-endian bytes; descriptor order,
- *               then the timestamp delta from the thread's previous record
+ *               the timestamp field, then with HT_F_STACK the stack node
+ *               id, packed low nibble first into ceil(nvalues / 2) bytes
+ *   fields      each as that many little-endian bytes, in that order
  *   string      for an 'S' field: its value is the length, the bytes follow
  *               the fields
  * Field codes (ht_kind_desc.fields):
