@@ -236,11 +236,11 @@ static inline void commit(struct ht_tls *t)
 static uint8_t *put_record(uint8_t *o, int kind, int flags, const uint64_t *f, unsigned nf,
 			   const void *str, size_t slen)
 {
-	uint32_t tag = 0;
+	uint64_t tag = 0; /* up to 9 nibbles (7 fields, timestamp, stack) */
 	unsigned lens[HT_MAX_FIELDS + 2];
 	for (unsigned i = 0; i < nf; i++) {
 		lens[i] = ht_len_bytes(f[i]);
-		tag |= lens[i] << (4 * i);
+		tag |= (uint64_t)lens[i] << (4 * i);
 	}
 	if (kind >= 32) {
 		*o++ = (uint8_t)(HT_EV_EXT | flags);
@@ -374,7 +374,7 @@ static void encode(struct ht_tls *t, int kind, int flags, uint64_t ts, const uin
 	if (HT_UNLIKELY(t->pos >= t->end))
 		ht_tls__refill(t, ts);
 	const struct ht_kind_desc *d = &ht_kind_descs[kind];
-	uint64_t f[HT_MAX_FIELDS + 1];
+	uint64_t f[HT_MAX_FIELDS + 2]; /* fields, timestamp, stack */
 	unsigned nf = 0;
 	size_t slen = 0;
 	int vi = 0;

@@ -31,9 +31,9 @@ size_t ht_rec__parse(struct ht_rec *rec, const uint8_t *p, const uint8_t *end, c
 		*why = "truncated record";
 		return 0;
 	}
-	uint32_t tag = 0;
+	uint64_t tag = 0; /* up to 9 nibbles (7 fields, timestamp, stack) */
 	for (unsigned i = 0; i < tb; i++)
-		tag |= (uint32_t)*p++ << (8 * i);
+		tag |= (uint64_t)*p++ << (8 * i);
 	rec->kb = kb;
 	rec->kind = (uint8_t)kind;
 	rec->nf = (uint8_t)nf;

@@ -183,3 +183,35 @@ def test_leaks_usage_errors(t):
     r = t.tool(["record", "--stacks=999", "--", "/bin/true"])
     eq(r.rc, 2, "record --stacks=999")
     check("--stacks" in r.stderr, "record --stacks=999: " + r.stderr)
+
+
+@case(timeout=120, labels=("analyzers",))
+def test_stacks_every_kind(t):
+    """Every interposed function with --stacks (api_all): the same calls
+    as without; a stack on every record that hands out memory (the malloc
+    family, mmap, mremap, brk, sbrk, shmat) and on nothing else; the
+    Python decoder reads the raw and the compacted trace alike."""
+    import htformat
+    plain = t.path("plain.ht")
+    t.record(plain, [t.prog("api_all")])
+    for compact in (False, True):
+        out = t.path("stacks%d.ht" % compact)
+        args = ["--stacks"] + ([] if compact else ["--no-compact"])
+        r = t.run([t.heaptrail, "record", "-q", "-o", out] + args + ["--", t.prog("api_all")])
+        eq(r.rc, 0, "record --stacks api_all:\n" + r.describe())
+        s, p = t.stats(out), t.stats(plain)
+        eq(s["calls"], p["calls"], "calls with and without stacks")
+        eq(s["events"], p["events"], "events with and without stacks")
+        d = t.tool(["dump", "--json", out])
+        eq(d.rc, 0, "dump")
+        stacked = {"malloc", "calloc", "realloc", "reallocarray", "memalign", "posix_memalign",
+                   "aligned_alloc", "valloc", "pvalloc", "mmap", "mremap", "brk", "sbrk", "shmat"}
+        for line in d.stdout.splitlines():
+            e = json.loads(line)
+            if e["kind"] in stacked:
+                check(e.get("stack", 0) > 0, "no stack on %s" % line)
+            else:
+                check("stack" not in e, "a stack on %s" % line)
+        tr = htformat.Trace(out)
+        eq(tr.error, None, "Python decoder (compacted=%s)" % compact)
+        eq(len(tr.events), s["events"], "Python decoder: events")

@@ -370,10 +370,10 @@ def main():
             data = f.read()
         seeds["real-" + base] = data
         if base.startswith(("api_all_nocompact", "api_all.", "threads.", "execfail",
-                            "v3-api_all.")):
+                            "v3-api_all.", "v4-leaky.")):
             for k, v in damaged(base.replace(".ht", ""), data).items():
                 seeds[k + ".ht"] = v
-        if base.startswith("v3-"):
+        if base.startswith(("v3-", "v4-")):
             seeds["rawcols-" + base] = raw_columns(data)
     for name, data in sorted(seeds.items()):
         with open(os.path.join(outdir, name), "wb") as f:
