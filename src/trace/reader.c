@@ -329,14 +329,19 @@ static void fit_clock(struct ht_reader *r)
 		r->ts_per_ns = h->ts_hz ? (double)h->ts_hz / 1e9 : 1.0;
 }
 
+/* A double as uint64_t, saturating (a damaged clock gives absurd rates). */
+static uint64_t sat_u64(double v)
+{
+	if (!(v < 18446744073709549568.0)) /* the largest double below 2^64; NaN too */
+		return UINT64_MAX;
+	return v > 0 ? (uint64_t)v : 0;
+}
+
 uint64_t ht_reader__ts_to_ns(const struct ht_reader *r, uint64_t ts)
 {
 	if (ts <= r->base_ts)
 		return 0;
-	double ns = (double)(ts - r->base_ts) / r->ts_per_ns;
-	if (!(ns < 18446744073709549568.0)) /* the largest double below 2^64; NaN too */
-		return UINT64_MAX;
-	return (uint64_t)ns;
+	return sat_u64((double)(ts - r->base_ts) / r->ts_per_ns);
 }
 
 static char *dup_section(struct ht_reader *r, int sec, int join)
@@ -1176,7 +1181,7 @@ struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
 	fit_clock(r);
 	/* An event without its own timestamp happened before its thread's
 	 * next epoch tick; four ticks leave room for a late writer thread. */
-	r->hold_ticks = (uint64_t)(4.0 * HT_EPOCH_MS * 1e6 * r->ts_per_ns);
+	r->hold_ticks = sat_u64(4.0 * HT_EPOCH_MS * 1e6 * r->ts_per_ns);
 	r->base_ts = r->hdr.start_ts;
 	for (size_t i = 0; i < r->nstreams; i++) {
 		struct stream *s = &r->streams[i];
