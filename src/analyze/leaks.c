@@ -9,13 +9,14 @@
 #include <string.h>
 
 #include "analyze/analyze.h"
+#include "analyze/blocks.h"
 #include "analyze/livemap.h"
 #include "common/json.h"
 #include "common/options.h"
 #include "common/util.h"
 #include "symbols/symbolize.h"
 
-#define MAX_DEPTH 256 /* frames printed per stack */
+#define MAX_FRAMES 1024 /* frames printed per stack, inlined ones included */
 
 /* One configuration per run; each default is labelled by its flag. */
 struct leaks_config {
@@ -107,51 +108,6 @@ static int frame_suppressed(const struct leaks *l, const struct ht_frame *f)
 	return 0;
 }
 
-static void release(struct leaks *l, uint64_t ptr)
-{
-	if (ptr)
-		ht_livemap__del(&l->live, ptr, NULL);
-}
-
-static void acquire(struct leaks *l, const struct ht_event *e, uint64_t ptr)
-{
-	struct ht_block b = {ptr, ht_event__size(e), e->usable, e->time_ns, e->tid, e->stack};
-	ht_livemap__put(&l->live, &b);
-}
-
-/* What an event does to the live blocks (the same rules as stats). */
-static void add_event(struct leaks *l, const struct ht_event *e)
-{
-	if (e->part == HT_PART_RELEASE) {
-		if (e->kind != HT_EV_MREMAP)
-			release(l, ht_event__old_ptr(e));
-		return;
-	}
-	switch (e->kind) {
-	case HT_EV_FREE:
-		release(l, e->v[0]);
-		return;
-	case HT_EV_CONTROL:
-		if (e->v[0] == HT_CTL_RESET) { /* heaptrail_reset(): forget what came before */
-			ht_livemap__free(&l->live);
-			ht_livemap__init(&l->live);
-		}
-		return;
-	case HT_EV_REALLOC:
-	case HT_EV_REALLOCARRAY:
-		if (ht_event__release_now(e))
-			release(l, ht_event__old_ptr(e));
-		break;
-	default:
-		break;
-	}
-	if (ht_kind_descs[e->kind].is_alloc) {
-		uint64_t p = ht_event__result_ptr(e);
-		if (p)
-			acquire(l, e, p);
-	}
-}
-
 static struct group *group_of(struct leaks *l, uint32_t stack, size_t *hash, size_t hcap)
 {
 	size_t k = (size_t)((stack + 1) * 0x9E3779B97F4A7C15ull >> 17) & (hcap - 1);
@@ -204,22 +160,6 @@ static void group_blocks(struct leaks *l, uint64_t older)
 	qsort(l->groups, l->ngroups, sizeof(*l->groups), by_bytes);
 }
 
-/* The frames of a stack, inlined calls expanded, innermost first. */
-static size_t stack_frames(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t node,
-			   struct ht_frame *out, size_t max)
-{
-	uint64_t ips[MAX_DEPTH];
-	size_t n = ht_reader__stack(r, node, ips, MAX_DEPTH), k = 0;
-	for (size_t i = 0; i < n && k < max; i++) {
-		const struct ht_frame *f;
-		size_t nf = ht_symbolizer__resolve(sym, ips[i], &f);
-		for (size_t j = 0; j < nf && k < max; j++)
-			if (!f[j].module || strncmp(f[j].module, "libheaptrail.so", 15))
-				out[k++] = f[j]; /* the tracer's own wrappers are noise */
-	}
-	return k;
-}
-
 static uint64_t hash_str(uint64_t h, const char *s)
 {
 	for (; s && *s; s++)
@@ -255,7 +195,7 @@ static void merge_alike(struct leaks *l, struct ht_reader *r, struct ht_symboliz
 			struct ht_frame *frames, size_t max)
 {
 	for (size_t i = 0; i < l->ngroups; i++) {
-		size_t n = stack_frames(r, sym, l->groups[i].stack, frames, max);
+		size_t n = ht_blocks__frames(r, sym, l->groups[i].stack, frames, max);
 		l->groups[i].key = l->groups[i].stack ? hash_frames(frames, n) : 0;
 	}
 	qsort(l->groups, l->ngroups, sizeof(*l->groups), by_key);
@@ -316,25 +256,17 @@ static void print_frame_json(struct ht_json *j, const struct ht_frame *f)
 static int report(struct leaks *l, struct ht_reader *r, const struct leaks_config *cfg,
 		  const char *path)
 {
-	const struct ht_module *mods;
-	size_t nmods = ht_reader__modules(r, &mods);
-	struct ht_symbol_opts so = {cfg->sysroot, cfg->debug_dir};
-	struct ht_symbolizer *sym = ht_symbolizer__new(mods, nmods, &so);
-	if (!sym) {
-		ht_error("cannot set up symbolization (libdw)");
+	struct ht_symbolizer *sym = ht_blocks__symbolizer(r, cfg->sysroot, cfg->debug_dir);
+	if (!sym)
 		return HT_EXIT_DATA;
-	}
-	const char *prob = ht_symbolizer__problems(sym);
-	if (prob)
-		ht_warning("some stacks will show addresses only:\n%s", prob);
-	static struct ht_frame frames[MAX_DEPTH * 4];
-	merge_alike(l, r, sym, frames, MAX_DEPTH * 4);
+	static struct ht_frame frames[MAX_FRAMES];
+	merge_alike(l, r, sym, frames, MAX_FRAMES);
 	uint64_t bytes = 0, blocks = 0, sup_bytes = 0, sup_blocks = 0, nostack = 0;
 	size_t shown = 0, kept = 0;
 	for (size_t i = 0; i < l->ngroups; i++) {
 		struct group *g = &l->groups[i];
 		if (l->npatterns && g->stack) {
-			size_t n = stack_frames(r, sym, g->stack, frames, MAX_DEPTH * 4);
+			size_t n = ht_blocks__frames(r, sym, g->stack, frames, MAX_FRAMES);
 			for (size_t k = 0; k < n && !g->suppressed; k++)
 				g->suppressed = frame_suppressed(l, &frames[k]);
 		}
@@ -374,7 +306,7 @@ static int report(struct leaks *l, struct ht_reader *r, const struct leaks_confi
 			ht_json__u64(&j, "bytes", g->bytes);
 			ht_json__u64(&j, "blocks", g->blocks);
 			ht_json__arr_begin(&j, "stack");
-			size_t n = stack_frames(r, sym, g->stack, frames, MAX_DEPTH * 4);
+			size_t n = ht_blocks__frames(r, sym, g->stack, frames, MAX_FRAMES);
 			for (size_t k = 0; k < n; k++)
 				print_frame_json(&j, &frames[k]);
 			ht_json__arr_end(&j);
@@ -404,7 +336,7 @@ static int report(struct leaks *l, struct ht_reader *r, const struct leaks_confi
 			shown++;
 			printf("\n%llu bytes in %llu allocations from stack\n",
 			       (unsigned long long)g->bytes, (unsigned long long)g->blocks);
-			size_t n = stack_frames(r, sym, g->stack, frames, MAX_DEPTH * 4);
+			size_t n = ht_blocks__frames(r, sym, g->stack, frames, MAX_FRAMES);
 			for (size_t k = 0; k < n; k++)
 				print_frame_text(&frames[k]);
 			if (!g->stack)
@@ -454,7 +386,7 @@ int cmd_leaks(int argc, char **argv)
 	while (ht_analyze__next(r, &e)) {
 		if (e.time_ns > cfg.at)
 			break;
-		add_event(&l, &e);
+		ht_blocks__event(&l.live, &e, NULL);
 		l.end_ns = e.time_ns;
 	}
 	if (cfg.at != UINT64_MAX)

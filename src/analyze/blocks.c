@@ -1,0 +1,89 @@
+/* Live blocks and stacks for the analyzers (blocks.h). */
+#define _GNU_SOURCE
+#include "blocks.h"
+
+#include <string.h>
+
+#include "common/util.h"
+
+#define MAX_DEPTH 256 /* return addresses read per stack */
+
+static void release(struct ht_livemap *live, const struct ht_event *e, uint64_t ptr,
+		    const struct ht_block_cbs *cbs)
+{
+	struct ht_block b;
+	if (ptr && ht_livemap__del(live, ptr, &b) && cbs && cbs->release)
+		cbs->release(cbs->ctx, e, &b);
+}
+
+void ht_blocks__event(struct ht_livemap *live, const struct ht_event *e,
+		      const struct ht_block_cbs *cbs)
+{
+	if (e->part == HT_PART_RELEASE) {
+		if (e->kind != HT_EV_MREMAP)
+			release(live, e, ht_event__old_ptr(e), cbs);
+		return;
+	}
+	switch (e->kind) {
+	case HT_EV_FREE:
+		release(live, e, e->v[0], cbs);
+		return;
+	case HT_EV_CONTROL:
+		if (e->v[0] == HT_CTL_RESET) { /* heaptrail_reset(): forget what came before */
+			ht_livemap__free(live);
+			ht_livemap__init(live);
+		}
+		return;
+	case HT_EV_REALLOC:
+	case HT_EV_REALLOCARRAY:
+		if (ht_event__release_now(e))
+			release(live, e, ht_event__old_ptr(e), cbs);
+		break;
+	default:
+		break;
+	}
+	if (!ht_kind_descs[e->kind].is_alloc)
+		return;
+	uint64_t p = ht_event__result_ptr(e);
+	if (!p)
+		return;
+	struct ht_block b = {p, ht_event__size(e), e->usable, e->time_ns, e->tid, e->stack};
+	struct ht_block *old = ht_livemap__get(live, p);
+	if (old) /* handed out while live: the trace and the program disagree */
+		release(live, e, p, cbs);
+	ht_livemap__put(live, &b);
+	if (cbs && cbs->acquire)
+		cbs->acquire(cbs->ctx, e, &b);
+}
+
+struct ht_symbolizer *ht_blocks__symbolizer(struct ht_reader *r, const char *sysroot,
+					    const char *debug_dir)
+{
+	const struct ht_module *mods;
+	size_t nmods = ht_reader__modules(r, &mods);
+	struct ht_symbol_opts so = {sysroot, debug_dir};
+	struct ht_symbolizer *sym = ht_symbolizer__new(mods, nmods, &so);
+	if (!sym) {
+		ht_error("cannot set up symbolization (libdw)");
+		return NULL;
+	}
+	const char *prob = ht_symbolizer__problems(sym);
+	if (prob)
+		ht_warning("some stacks will show addresses only:\n%s", prob);
+	return sym;
+}
+
+size_t ht_blocks__frames(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t node,
+			 struct ht_frame *out, size_t max)
+{
+	uint64_t ips[MAX_DEPTH];
+	size_t n = ht_reader__stack(r, node, ips, MAX_DEPTH), k = 0;
+	for (size_t i = 0; i < n && k < max; i++) {
+		const struct ht_frame *f;
+		size_t nf = ht_symbolizer__resolve(sym, ips[i], &f);
+		for (size_t j = 0; j < nf && k < max; j++)
+			if (!f[j].module || strncmp(f[j].module, "libheaptrail.so", 15))
+				out[k++] = f[j]; /* the tracer's own wrappers are noise */
+	}
+	return k;
+}

@@ -1,0 +1,36 @@
+/* What analyzers share about heap blocks and their stacks: following the
+ * live blocks through a trace (the same rules as stats: realloc's parts,
+ * heaptrail_reset), and turning a recorded stack into symbolized frames. */
+#ifndef HEAPTRAIL_ANALYZE_BLOCKS_H
+#define HEAPTRAIL_ANALYZE_BLOCKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "analyze/livemap.h"
+#include "symbols/symbolize.h"
+#include "trace/reader.h"
+
+/* Called for each block an event releases (b as it was allocated) and
+ * each it hands out; either may be NULL. */
+struct ht_block_cbs {
+	void (*release)(void *ctx, const struct ht_event *e, const struct ht_block *b);
+	void (*acquire)(void *ctx, const struct ht_event *e, const struct ht_block *b);
+	void *ctx; /* passed to both */
+};
+
+/* Applies e to the live blocks (aux = the allocation's stack node). */
+void ht_blocks__event(struct ht_livemap *live, const struct ht_event *e,
+		      const struct ht_block_cbs *cbs);
+
+/* A symbolizer for the trace's modules, with a warning on stderr for the
+ * modules that cannot be read; NULL (after an error message) on failure. */
+struct ht_symbolizer *ht_blocks__symbolizer(struct ht_reader *r, const char *sysroot,
+					    const char *debug_dir);
+
+/* The frames of a stack node, inlined calls expanded, innermost first,
+ * without the tracer's own frames; returns how many (at most max). */
+size_t ht_blocks__frames(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t node,
+			 struct ht_frame *out, size_t max);
+
+#endif
