@@ -43,6 +43,7 @@ struct stream {
 	uint64_t last_ptr;      /* delta state: previous pointer */
 	uint64_t seq;           /* sequence number of the next event */
 	int synced;             /* delta state is valid */
+	int gap_said;           /* a warning covers the events being skipped */
 	int parked;             /* buffer released; re-decode from park_chunk */
 	size_t park_chunk;      /* chunk to re-decode when unparked */
 	int done;               /* no more events */
@@ -382,16 +383,19 @@ static int load_chunk(struct ht_reader *r, struct stream *s)
 		set_warn(r, "thread %u: events %llu..%llu are missing (a chunk was lost)", s->tid,
 			 (unsigned long long)s->seq, (unsigned long long)c->first_seq - 1);
 		s->synced = 0;
+		s->gap_said = 1;
 	}
 	if (!(c->flags & HT_CHUNK_F_SYNC) && !s->synced) {
 		/* A continuation without its start cannot be decoded.  After a
-		 * lost chunk that was said already; a thread whose first chunk
-		 * is a continuation has lost its start without a word. */
-		if (c == &s->chunks[0])
+		 * lost chunk that was said already; otherwise (a thread's first
+		 * chunk, or one after a chunk that held no SYNC) say it now. */
+		if (!s->gap_said) {
+			s->gap_said = 1;
 			set_warn(r, "offset %llu: thread %u: events %llu..%llu are skipped: their "
 				    "chunk continues one that is missing", (unsigned long long)c->offset,
 				 s->tid, (unsigned long long)c->first_seq,
 				 (unsigned long long)(c->first_seq + c->nevents - 1));
+		}
 		return 0;
 	}
 	/* The payload, decompressed: into the stream's buffer, or for a
@@ -647,6 +651,7 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 			s->last_ts = f[1];
 			s->last_ptr = 0;
 			s->synced = 1;
+			s->gap_said = 0;
 			s->pos = p;
 			continue;
 		}
