@@ -68,8 +68,8 @@ struct ht_symbolizer *ht_blocks__symbolizer(struct ht_reader *r, const char *sys
 		return NULL;
 	}
 	const char *prob = ht_symbolizer__problems(sym);
-	if (prob)
-		ht_warning("some stacks will show addresses only:\n%s", prob);
+	if (prob) /* (one line per module, the last ends in a newline) */
+		ht_warning("some stacks will show addresses only:\n%.*s", (int)strlen(prob) - 1, prob);
 	return sym;
 }
 

@@ -215,3 +215,107 @@ def test_stacks_every_kind(t):
         tr = htformat.Trace(out)
         eq(tr.error, None, "Python decoder (compacted=%s)" % compact)
         eq(len(tr.events), s["events"], "Python decoder: events")
+
+
+def folded(t, path, *args):
+    r = t.tool(["flamegraph", "--folded"] + list(args) + [path])
+    eq(r.rc, 0, "flamegraph --folded %s:\n%s" % (" ".join(args), r.describe()))
+    out = {}
+    for line in r.stdout.splitlines():
+        m = re.match(r"^(\S(?:.*\S)?) (\d+)$", line)
+        check(m, "not a folded line (frames;... VALUE): %r" % line)
+        frames = m.group(1).split(";")
+        check(all(frames), "an empty frame in %r" % line)
+        check(m.group(1) not in out, "the same stack twice: %r" % line)
+        out[m.group(1)] = int(m.group(2))
+    return out
+
+
+@case(timeout=120)
+def test_flamegraph_folded(t):
+    """Folded stacks as flamegraph.pl reads them ('a;b;c VALUE', outermost
+    first, each stack once), for every metric, with totals that agree with
+    stats and leaks; --reverse puts the allocating function first; --thread
+    keeps one thread's blocks."""
+    out = record_leaky(t, "leaky")
+    s = t.stats(out)
+    lk = leaks_json(t, out)
+    alloc = folded(t, out)  # --metric allocated
+    eq(sum(alloc.values()), s["bytes_allocated"], "allocated: total vs stats bytes_allocated")
+    leaked = folded(t, out, "--metric", "leaked")
+    eq(sum(leaked.values()), lk["leaked_bytes"], "leaked: total vs leaks")
+    direct = [k for k in leaked if k.endswith(";main;leak_direct")]
+    eq(len(direct), 1, "leaked: the leak_direct stack")
+    eq(leaked[direct[0]], 300, "leaked: leak_direct bytes")
+    check(any(k.endswith(";main;outer;leak_inline") for k in leaked),
+          "leaked: the inlined call as a frame of its own: %s" % list(leaked))
+    peak = folded(t, out, "--metric", "peak")
+    eq(sum(peak.values()), s["peak_live_bytes"], "peak: total vs stats peak_live_bytes")
+    d = t.tool(["dump", "--json", out])
+    acquired = 0
+    for line in d.stdout.splitlines():
+        e = json.loads(line)
+        if e["kind"] in ("malloc", "calloc", "realloc", "reallocarray", "memalign",
+                         "posix_memalign", "aligned_alloc", "valloc", "pvalloc") and e.get("ptr"):
+            acquired += 1
+    calls = folded(t, out, "--metric", "allocations")
+    eq(sum(calls.values()), acquired, "allocations: total vs the allocations in dump")
+    temp = folded(t, out, "--metric", "temporary")
+    main_temp = [v for k, v in temp.items() if k.endswith("__libc_start_call_main;main")]
+    eq(main_temp, [1], "temporary: main's malloc(10) freed at once")
+    rev = folded(t, out, "--reverse", "--metric", "leaked")
+    check(any(k.startswith("leak_direct;main;") for k in rev), "--reverse: %s" % list(rev))
+    eq(sum(rev.values()), sum(leaked.values()), "--reverse: the same total")
+    tids = {json.loads(l)["tid"] for l in d.stdout.splitlines()
+            if json.loads(l)["kind"] == "malloc" and json.loads(l).get("size") == 77}
+    eq(len(tids), 1, "the thread of malloc(77)")
+    th = folded(t, out, "--thread", str(tids.pop()), "--metric", "leaked")
+    check(th and all("start_thread" in k for k in th), "--thread: %s" % list(th))
+
+
+@case(timeout=120)
+def test_flamegraph_svg(t):
+    """The SVG is well-formed and self-contained (its script inline, no
+    external reference), has one frame (title, rect, text) per node of the
+    folded stacks' tree, each as wide as its share of the total."""
+    import xml.etree.ElementTree as ET
+    out = record_leaky(t, "leaky")
+    svg = t.path("leaks.svg")
+    r = t.tool(["flamegraph", "-o", svg, "--metric", "allocated", out])
+    eq(r.rc, 0, "flamegraph -o:\n" + r.describe())
+    fl = folded(t, out, "--metric", "allocated")
+    with open(svg) as f:
+        text = f.read()
+    check("<script" in text and "function zoom" in text and "function search" in text,
+          "no zoom/search script in the SVG")
+    check(not re.search(r'(href|src)="', text), "the SVG refers to something outside it")
+    root = ET.fromstring(text)
+    ns = {"s": "http://www.w3.org/2000/svg"}
+    total = int(root.get("data-total"))
+    fw = float(root.get("data-fw"))
+    eq(total, sum(fl.values()), "total in the SVG vs folded")
+    # the tree of the folded stacks: path -> value
+    tree = {}
+    for stack, v in fl.items():
+        frames = stack.split(";")
+        for i in range(1, len(frames) + 1):
+            key = tuple(frames[:i])
+            tree[key] = tree.get(key, 0) + v
+    want = sorted((k[-1], v) for k, v in tree.items() if v * fw / total >= 0.1)
+    got = []
+    for g in root.findall(".//s:g[@class='f']", ns):
+        title = g.find("s:title", ns).text
+        rect = g.find("s:rect", ns)
+        name = title[:title.rindex(" (")]
+        value = int(re.search(r"\((\d+) bytes", title).group(1))
+        check(abs(float(rect.get("width")) - value * fw / total) < 0.02,
+              "frame %s: width %s for %d of %d bytes" % (name, rect.get("width"), value, total))
+        check(g.find("s:text", ns) is not None, "frame %s has no text element" % name)
+        got.append((name, value))
+    eq(sorted(got), want, "frames in the SVG vs the folded stacks' tree")
+    for args, what in ((["--metric", "bogus", out], "--metric"),
+                       (["--width", "5", out], "--width"),
+                       ([], "no trace given")):
+        r = t.tool(["flamegraph"] + args)
+        eq(r.rc, 2, "flamegraph %s" % args)
+        check(what in r.stderr, "flamegraph %s: %s" % (args, r.stderr))

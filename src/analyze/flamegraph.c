@@ -1,0 +1,646 @@
+/* heaptrail flamegraph: memory flame graphs from the stacks of a trace
+ * (record --stacks), as folded stacks (flamegraph.pl, speedscope, inferno)
+ * or as a self-contained interactive SVG written here (click to zoom,
+ * search, tooltips with bytes and counts). */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/analyze.h"
+#include "analyze/blocks.h"
+#include "common/options.h"
+#include "common/util.h"
+
+#define MAX_FRAMES 1024
+
+/* One configuration per run; each default is labelled by its flag. */
+struct fg_config {
+	const char *out;       /* -o, --output (stdout) */
+	int folded;            /* --folded: text, not SVG */
+	const char *metric;    /* --metric (allocated) */
+	int reverse;           /* --reverse: callers of the allocating functions */
+	uint64_t tid;          /* --thread (all) */
+	const char *title;     /* --title (the metric and the command) */
+	uint64_t width;        /* --width (1200) */
+	const char *sysroot;   /* --sysroot */
+	const char *debug_dir; /* --debug-dir */
+};
+
+enum metric { M_ALLOCATED, M_ALLOCATIONS, M_LEAKED, M_PEAK, M_TEMPORARY };
+
+static const struct {
+	const char *name;  /* as --metric takes it */
+	const char *unit;  /* of the values */
+	const char *title; /* default title */
+} metrics[] = {
+	[M_ALLOCATED] = {"allocated", "bytes", "Bytes allocated"},
+	[M_ALLOCATIONS] = {"allocations", "allocations", "Allocation calls"},
+	[M_LEAKED] = {"leaked", "bytes", "Bytes never freed"},
+	[M_PEAK] = {"peak", "bytes", "Bytes live at the peak of the heap"},
+	[M_TEMPORARY] = {"temporary", "allocations", "Temporary allocations (freed before the thread's next allocation)"},
+};
+
+static const char usage_text[] =
+	"usage: heaptrail flamegraph [options] TRACE\n"
+	"\n"
+	"A flame graph of where memory is allocated, from a trace recorded with\n"
+	"--stacks: an interactive SVG (click a frame to zoom, Search to highlight,\n"
+	"hover for bytes and counts), or folded stacks for flamegraph.pl,\n"
+	"speedscope and inferno.\n"
+	"\n"
+	"Metrics: allocated (bytes, every allocation), allocations (calls),\n"
+	"leaked (bytes never freed), peak (bytes live when the heap peaked),\n"
+	"temporary (allocations freed before their thread's next allocation).\n"
+	"\fEXAMPLES\n"
+	"  heaptrail flamegraph -o alloc.svg app.ht\n"
+	"  heaptrail flamegraph -o leaks.svg --metric leaked app.ht\n"
+	"  heaptrail flamegraph --folded --metric allocated app.ht > app.folded\n"
+	"  heaptrail flamegraph --reverse --metric peak -o peak-callers.svg app.ht\n";
+
+/* ---- per-stack values ------------------------------------------------------ */
+
+struct node_val {
+	uint32_t node;  /* stack node + 1 (0 = empty slot) */
+	uint64_t value; /* of the metric */
+	uint64_t count; /* allocations behind it */
+};
+
+struct vals {
+	struct node_val *slots; /* open addressing */
+	size_t cap, n;          /* slots / used */
+};
+
+static void vals_add(struct vals *v, uint32_t node, uint64_t value, uint64_t count)
+{
+	if ((v->n + 1) * 2 > v->cap) {
+		size_t cap = v->cap ? v->cap * 2 : 1024;
+		struct node_val *s = calloc(cap, sizeof(*s));
+		if (!s)
+			exit(1);
+		for (size_t i = 0; i < v->cap; i++) {
+			if (!v->slots[i].node)
+				continue;
+			size_t k = (v->slots[i].node * 0x9E3779B1u) & (cap - 1);
+			while (s[k].node)
+				k = (k + 1) & (cap - 1);
+			s[k] = v->slots[i];
+		}
+		free(v->slots);
+		v->slots = s;
+		v->cap = cap;
+	}
+	size_t k = ((node + 1) * 0x9E3779B1u) & (v->cap - 1);
+	while (v->slots[k].node && v->slots[k].node != node + 1)
+		k = (k + 1) & (v->cap - 1);
+	if (!v->slots[k].node) {
+		v->slots[k].node = node + 1;
+		v->n++;
+	}
+	v->slots[k].value += value;
+	v->slots[k].count += count;
+}
+
+struct last_alloc {
+	uint32_t tid;  /* thread */
+	uint64_t ptr;  /* its latest allocation, 0 after it was freed */
+};
+
+struct collect {
+	enum metric metric;          /* what is summed */
+	uint64_t tid;                /* only this thread's allocations, 0 = all */
+	struct vals vals;            /* per stack */
+	struct last_alloc *last;     /* per thread, for temporary */
+	size_t nlast, caplast;       /* count / allocated */
+	uint64_t live, peak;         /* live bytes, their maximum */
+	uint64_t events, peak_event; /* events seen; the one that made the peak */
+};
+
+static struct last_alloc *last_of(struct collect *c, uint32_t tid)
+{
+	for (size_t i = 0; i < c->nlast; i++)
+		if (c->last[i].tid == tid)
+			return &c->last[i];
+	if (c->nlast == c->caplast) {
+		c->caplast = c->caplast ? c->caplast * 2 : 16;
+		c->last = realloc(c->last, c->caplast * sizeof(*c->last));
+		if (!c->last)
+			exit(1);
+	}
+	c->last[c->nlast].tid = tid;
+	c->last[c->nlast].ptr = 0;
+	return &c->last[c->nlast++];
+}
+
+static void on_acquire(void *ctx, const struct ht_event *e, const struct ht_block *b)
+{
+	struct collect *c = ctx;
+	c->live += b->size;
+	if (c->live > c->peak) {
+		c->peak = c->live;
+		c->peak_event = c->events;
+	}
+	last_of(c, e->tid)->ptr = b->ptr;
+	if (c->tid && b->tid != c->tid)
+		return;
+	if (c->metric == M_ALLOCATED)
+		vals_add(&c->vals, b->aux, b->size, 1);
+	else if (c->metric == M_ALLOCATIONS)
+		vals_add(&c->vals, b->aux, 1, 1);
+}
+
+static void on_release(void *ctx, const struct ht_event *e, const struct ht_block *b)
+{
+	struct collect *c = ctx;
+	c->live -= b->size;
+	struct last_alloc *l = last_of(c, e->tid);
+	if (l->ptr == b->ptr && b->tid == e->tid) {
+		if (c->metric == M_TEMPORARY && (!c->tid || b->tid == c->tid))
+			vals_add(&c->vals, b->aux, 1, 1);
+		l->ptr = 0;
+	}
+}
+
+static void sum_live(struct collect *c, const struct ht_livemap *live)
+{
+	for (size_t i = 0; i < live->cap; i++) {
+		const struct ht_block *b = &live->slots[i];
+		if (b->ptr && (!c->tid || b->tid == c->tid))
+			vals_add(&c->vals, b->aux, b->size, 1);
+	}
+}
+
+/* Reads the trace: its first stop events (UINT64_MAX: all). */
+static int read_trace(const char *path, struct collect *c, struct ht_livemap *live,
+		      uint64_t stop, struct ht_reader **keep)
+{
+	struct ht_reader *r = ht_analyze__open(path);
+	if (!r)
+		return HT_EXIT_DATA;
+	struct ht_block_cbs cbs = {on_release, on_acquire, c};
+	struct ht_event e;
+	while (c->events < stop && ht_analyze__next(r, &e)) {
+		c->events++;
+		ht_blocks__event(live, &e, &cbs);
+	}
+	int ret = ht_analyze__finish(r, path, stop != UINT64_MAX);
+	*keep = r;
+	return ret;
+}
+
+/* ---- folded stacks ------------------------------------------------------------- */
+
+struct folded {
+	char *stack;    /* frames joined by ';', outermost first (or reversed) */
+	uint64_t value; /* of the metric */
+	uint64_t count; /* allocations */
+};
+
+static void frame_label(char *buf, size_t len, const struct ht_frame *f)
+{
+	if (f->function)
+		snprintf(buf, len, "%s", f->function);
+	else if (f->module)
+		snprintf(buf, len, "%s+0x%llx", f->module, (unsigned long long)f->offset);
+	else
+		snprintf(buf, len, "0x%llx", (unsigned long long)f->ip);
+	for (char *p = buf; *p; p++)
+		if (*p == ';' || *p == '\n')
+			*p = ':'; /* the folded format's separators */
+}
+
+static int by_stack(const void *a, const void *b)
+{
+	return strcmp(((const struct folded *)a)->stack, ((const struct folded *)b)->stack);
+}
+
+/* One folded line per distinct symbolized stack, sorted, values summed. */
+static struct folded *fold(struct ht_reader *r, struct ht_symbolizer *sym, const struct vals *v,
+			   int reverse, size_t *nout)
+{
+	static struct ht_frame frames[MAX_FRAMES];
+	struct folded *out = calloc(v->n ? v->n : 1, sizeof(*out));
+	size_t n = 0;
+	if (!out)
+		exit(1);
+	for (size_t i = 0; i < v->cap; i++) {
+		const struct node_val *nv = &v->slots[i];
+		if (!nv->node || !nv->value)
+			continue;
+		size_t nf = nv->node > 1 ? ht_blocks__frames(r, sym, nv->node - 1, frames, MAX_FRAMES) : 0;
+		size_t cap = 64, len = 0;
+		char *s = malloc(cap);
+		if (!s)
+			exit(1);
+		s[0] = 0;
+		if (!nf)
+			len = (size_t)snprintf(s, cap, "[no stack]");
+		for (size_t k = 0; k < nf; k++) {
+			char label[512];
+			frame_label(label, sizeof(label), &frames[reverse ? k : nf - 1 - k]);
+			size_t l = strlen(label);
+			while (len + l + 2 > cap) {
+				cap *= 2;
+				s = realloc(s, cap);
+				if (!s)
+					exit(1);
+			}
+			if (k)
+				s[len++] = ';';
+			memcpy(s + len, label, l + 1);
+			len += l;
+		}
+		out[n].stack = s;
+		out[n].value = nv->value;
+		out[n].count = nv->count;
+		n++;
+	}
+	qsort(out, n, sizeof(*out), by_stack);
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (o && !strcmp(out[o - 1].stack, out[i].stack)) {
+			out[o - 1].value += out[i].value;
+			out[o - 1].count += out[i].count;
+			free(out[i].stack);
+			continue;
+		}
+		out[o++] = out[i];
+	}
+	*nout = o;
+	return out;
+}
+
+/* ---- the SVG ----------------------------------------------------------------- */
+
+struct tnode {
+	const char *name;   /* frame label (points into a folded stack) */
+	size_t namelen;     /* its length */
+	uint64_t value;     /* inclusive */
+	uint64_t count;     /* inclusive */
+	int child, next;    /* first child, next sibling: indexes, -1 none */
+};
+
+struct tree {
+	struct tnode *n; /* n[0] is the root */
+	size_t len, cap; /* used / allocated */
+};
+
+static int tree_child(struct tree *t, int parent, const char *name, size_t len)
+{
+	int prev = -1;
+	for (int c = t->n[parent].child; c >= 0; prev = c, c = t->n[c].next) {
+		int cmp = strncmp(t->n[c].name, name, len < t->n[c].namelen ? len : t->n[c].namelen);
+		if (!cmp && t->n[c].namelen == len)
+			return c;
+		if (cmp > 0 || (!cmp && t->n[c].namelen > len))
+			break; /* children are kept sorted by name */
+	}
+	if (t->len == t->cap) {
+		t->cap = t->cap ? t->cap * 2 : 1024;
+		t->n = realloc(t->n, t->cap * sizeof(*t->n));
+		if (!t->n)
+			exit(1);
+	}
+	int id = (int)t->len++;
+	t->n[id] = (struct tnode){name, len, 0, 0, -1, -1};
+	if (prev < 0) {
+		t->n[id].next = t->n[parent].child;
+		t->n[parent].child = id;
+	} else {
+		t->n[id].next = t->n[prev].next;
+		t->n[prev].next = id;
+	}
+	return id;
+}
+
+static void xml_text(FILE *f, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n && s[i]; i++) {
+		switch (s[i]) {
+		case '<': fputs("&lt;", f); break;
+		case '>': fputs("&gt;", f); break;
+		case '&': fputs("&amp;", f); break;
+		case '"': fputs("&quot;", f); break;
+		default: fputc(s[i], f);
+		}
+	}
+}
+
+static unsigned name_hash(const char *s, size_t n)
+{
+	unsigned h = 2166136261u;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (uint8_t)s[i]) * 16777619u;
+	return h;
+}
+
+#define FRAME_H 16
+#define PAD_TOP 44
+#define PAD_SIDE 10
+#define PAD_BOTTOM 24
+
+struct svg {
+	FILE *f;           /* output */
+	struct tree *t;    /* frames */
+	double scale;      /* pixels per unit of value */
+	int height;        /* of the image */
+	const char *unit;  /* of the values */
+	uint64_t total;    /* root value */
+	int drawn;         /* frames written */
+};
+
+static int max_depth(const struct tree *t, int id, int d)
+{
+	int m = d;
+	for (int c = t->n[id].child; c >= 0; c = t->n[c].next) {
+		int x = max_depth(t, c, d + 1);
+		if (x > m)
+			m = x;
+	}
+	return m;
+}
+
+static void draw(struct svg *s, int id, double x, int depth)
+{
+	const struct tnode *n = &s->t->n[id];
+	double w = (double)n->value * s->scale;
+	if (id) {
+		if (w < 0.1)
+			return; /* too narrow to see, as flamegraph.pl does */
+		double y = s->height - PAD_BOTTOM - (double)depth * FRAME_H;
+		unsigned h = name_hash(n->name, n->namelen);
+		/* the memory palette: greens and blues */
+		int r = 0, g = 140 + (int)(h % 100), b = 60 + (int)((h >> 8) % 140);
+		char amount[32];
+		ht_fmt_bytes(amount, n->value);
+		fprintf(s->f, "<g class=\"f\" data-x=\"%.6f\" data-w=\"%.6f\" data-d=\"%d\"><title>",
+			(x - PAD_SIDE) / s->scale / (double)s->total,
+			(double)n->value / (double)s->total, depth);
+		xml_text(s->f, n->name, n->namelen);
+		if (!strcmp(s->unit, "bytes"))
+			fprintf(s->f, " (%llu bytes, %s, %llu allocations, %.2f%%)",
+				(unsigned long long)n->value, amount, (unsigned long long)n->count,
+				100.0 * (double)n->value / (double)s->total);
+		else
+			fprintf(s->f, " (%llu %s, %.2f%%)", (unsigned long long)n->value, s->unit,
+				100.0 * (double)n->value / (double)s->total);
+		fprintf(s->f, "</title><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" "
+			      "fill=\"rgb(%d,%d,%d)\" rx=\"2\"/><text x=\"%.2f\" y=\"%.1f\">",
+			x, y - FRAME_H, w, FRAME_H - 1, r, g, b, x + 3, y - 4.5);
+		size_t fit = w > 20 ? (size_t)((w - 6) / 7) : 0;
+		if (fit >= n->namelen) {
+			xml_text(s->f, n->name, n->namelen);
+		} else if (fit > 2) {
+			xml_text(s->f, n->name, fit - 2);
+			fputs("..", s->f);
+		}
+		fputs("</text></g>\n", s->f);
+		s->drawn++;
+	}
+	double cx = x;
+	for (int c = n->child; c >= 0; c = s->t->n[c].next) {
+		draw(s, c, cx, depth + (id ? 1 : 0));
+		cx += (double)s->t->n[c].value * s->scale;
+	}
+}
+
+static const char svg_script[] =
+	"<script type=\"text/ecmascript\"><![CDATA[\n"
+	"var W, frames, details, matchedtxt;\n"
+	"function init(evt) {\n"
+	"  frames = Array.prototype.slice.call(document.querySelectorAll('g.f'));\n"
+	"  details = document.getElementById('details');\n"
+	"  matchedtxt = document.getElementById('matched');\n"
+	"  W = +document.documentElement.getAttribute('data-fw');\n"
+	"  frames.forEach(function (g) {\n"
+	"    g.addEventListener('click', function () { zoom(g); });\n"
+	"    g.addEventListener('mouseover', function () {\n"
+	"      details.textContent = g.querySelector('title').textContent; });\n"
+	"    g.addEventListener('mouseout', function () { details.textContent = ' '; });\n"
+	"  });\n"
+	"}\n"
+	"function place(g, x0, w0) {\n"
+	"  var x = +g.getAttribute('data-x'), w = +g.getAttribute('data-w');\n"
+	"  var r = g.querySelector('rect'), t = g.querySelector('text');\n"
+	"  var nx = (x - x0) / w0, nw = w / w0;\n"
+	"  if (nx < 0) { nw += nx; nx = 0; }\n"
+	"  if (nx + nw > 1) nw = 1 - nx;\n"
+	"  if (nw <= 0 || nx >= 1) { g.style.display = 'none'; return; }\n"
+	"  g.style.display = '';\n"
+	"  r.setAttribute('x', 10 + nx * W); r.setAttribute('width', nw * W);\n"
+	"  t.setAttribute('x', 13 + nx * W);\n"
+	"  var name = g.querySelector('title').textContent.replace(/ \\(.*$/, '');\n"
+	"  var fit = Math.floor((nw * W - 6) / 7);\n"
+	"  t.textContent = fit >= name.length ? name : fit > 2 ? name.substr(0, fit - 2) + '..' : '';\n"
+	"}\n"
+	"function zoom(g) {\n"
+	"  var x0 = +g.getAttribute('data-x'), w0 = +g.getAttribute('data-w');\n"
+	"  var d0 = +g.getAttribute('data-d');\n"
+	"  frames.forEach(function (f) {\n"
+	"    var x = +f.getAttribute('data-x'), w = +f.getAttribute('data-w');\n"
+	"    var d = +f.getAttribute('data-d');\n"
+	"    if (d < d0 && x <= x0 + 1e-9 && x + w >= x0 + w0 - 1e-9) place(f, x, w); /* an ancestor: full width */\n"
+	"    else if (d < d0) f.style.display = 'none';\n"
+	"    else place(f, x0, w0);\n"
+	"  });\n"
+	"  document.getElementById('unzoom').style.opacity = 1;\n"
+	"}\n"
+	"function unzoom() {\n"
+	"  frames.forEach(function (f) { place(f, 0, 1); });\n"
+	"  document.getElementById('unzoom').style.opacity = 0;\n"
+	"}\n"
+	"function search() {\n"
+	"  var term = prompt('Search for (a regular expression):', '');\n"
+	"  if (term === null) return;\n"
+	"  var re = new RegExp(term), hit = 0, seen = [];\n"
+	"  frames.forEach(function (f) {\n"
+	"    var name = f.querySelector('title').textContent.replace(/ \\(.*$/, '');\n"
+	"    var r = f.querySelector('rect');\n"
+	"    if (!r.getAttribute('data-fill')) r.setAttribute('data-fill', r.getAttribute('fill'));\n"
+	"    if (term !== '' && re.test(name)) {\n"
+	"      r.setAttribute('fill', 'rgb(230,0,230)');\n"
+	"      var x = +f.getAttribute('data-x'), w = +f.getAttribute('data-w');\n"
+	"      if (!seen.some(function (s) { return x >= s[0] && x + w <= s[1] + 1e-9; })) {\n"
+	"        seen.push([x, x + w]); hit += w; }\n"
+	"    } else r.setAttribute('fill', r.getAttribute('data-fill'));\n"
+	"  });\n"
+	"  matchedtxt.textContent = term === '' ? ' ' : 'Matched: ' + (100 * hit).toFixed(1) + '%';\n"
+	"}\n"
+	"]]></script>\n";
+
+static int write_svg(FILE *f, const struct folded *fl, size_t n, const char *title,
+		     const char *unit, uint64_t width)
+{
+	struct tree t = {0};
+	t.cap = 1024;
+	t.n = malloc(t.cap * sizeof(*t.n));
+	if (!t.n)
+		exit(1);
+	t.n[0] = (struct tnode){"all", 3, 0, 0, -1, -1};
+	t.len = 1;
+	for (size_t i = 0; i < n; i++) {
+		int cur = 0;
+		t.n[0].value += fl[i].value;
+		t.n[0].count += fl[i].count;
+		for (const char *p = fl[i].stack; *p;) {
+			const char *e = strchr(p, ';');
+			size_t len = e ? (size_t)(e - p) : strlen(p);
+			cur = tree_child(&t, cur, p, len);
+			t.n[cur].value += fl[i].value;
+			t.n[cur].count += fl[i].count;
+			p += len + (e ? 1 : 0);
+		}
+	}
+	int depth = max_depth(&t, 0, 0);
+	struct svg s = {f, &t, 0, PAD_TOP + PAD_BOTTOM + (depth + 1) * FRAME_H, unit,
+			t.n[0].value, 0};
+	double fw = (double)width - 2 * PAD_SIDE;
+	s.scale = t.n[0].value ? fw / (double)t.n[0].value : 0;
+	fprintf(f, "<?xml version=\"1.0\" standalone=\"no\"?>\n"
+		   "<svg version=\"1.1\" width=\"%llu\" height=\"%d\" onload=\"init(evt)\" "
+		   "viewBox=\"0 0 %llu %d\" xmlns=\"http://www.w3.org/2000/svg\" "
+		   "data-fw=\"%.2f\" data-total=\"%llu\" data-unit=\"%s\">\n",
+		(unsigned long long)width, s.height, (unsigned long long)width, s.height, fw,
+		(unsigned long long)t.n[0].value, unit);
+	fputs("<style>text { font-family: Verdana, sans-serif; font-size: 12px; fill: #000; }\n"
+	      "g.f:hover rect { stroke: #000; stroke-width: 0.5; cursor: pointer; }\n"
+	      "#title { font-size: 17px; }\n"
+	      ".btn { cursor: pointer; fill: #124; }</style>\n", f);
+	fputs(svg_script, f);
+	fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%llu\" height=\"%d\" fill=\"#f4f8f4\"/>\n",
+		(unsigned long long)width, s.height);
+	fprintf(f, "<text id=\"title\" x=\"%.1f\" y=\"24\" text-anchor=\"middle\">",
+		(double)width / 2);
+	xml_text(f, title, strlen(title));
+	fprintf(f, "</text>\n<text id=\"unzoom\" class=\"btn\" x=\"%d\" y=\"24\" "
+		   "style=\"opacity:0\" onclick=\"unzoom()\">Reset Zoom</text>\n"
+		   "<text id=\"search\" class=\"btn\" x=\"%llu\" y=\"24\" text-anchor=\"end\" "
+		   "onclick=\"search()\">Search</text>\n"
+		   "<text id=\"details\" x=\"%d\" y=\"%d\"> </text>\n"
+		   "<text id=\"matched\" x=\"%llu\" y=\"%d\" text-anchor=\"end\"> </text>\n",
+		PAD_SIDE, (unsigned long long)width - PAD_SIDE, PAD_SIDE, s.height - 6,
+		(unsigned long long)width - PAD_SIDE, s.height - 6);
+	fputs("<g id=\"frames\">\n", f);
+	draw(&s, 0, PAD_SIDE, 0);
+	fputs("</g>\n</svg>\n", f);
+	free(t.n);
+	return s.drawn;
+}
+
+/* ---- the command --------------------------------------------------------------- */
+
+int cmd_flamegraph(int argc, char **argv)
+{
+	struct fg_config cfg = {.metric = "allocated", .width = 1200};
+	const struct ht_option opts[] = {
+		{'o', "output", HT_OPT_STRING, &cfg.out, "FILE", "write here (standard output)"},
+		{0, "folded", HT_OPT_FLAG, &cfg.folded, NULL, "folded stacks, one 'a;b;c VALUE' line each, not SVG"},
+		{'m', "metric", HT_OPT_STRING, &cfg.metric, "METRIC", "allocated, allocations, leaked, peak or temporary (allocated)"},
+		{0, "reverse", HT_OPT_FLAG, &cfg.reverse, NULL, "the allocating functions at the root, their callers above"},
+		{0, "thread", HT_OPT_U64, &cfg.tid, "TID", "only blocks this thread allocated (all)"},
+		{0, "title", HT_OPT_STRING, &cfg.title, "TEXT", "the SVG's title (the metric)"},
+		{0, "width", HT_OPT_U64, &cfg.width, "PIXELS", "the SVG's width (1200)"},
+		{0, "sysroot", HT_OPT_STRING, &cfg.sysroot, "DIR", "find the traced modules under DIR"},
+		{0, "debug-dir", HT_OPT_STRING, &cfg.debug_dir, "DIR", "also look for separate debug files in DIR"},
+		{0},
+	};
+	int ret = HT_EXIT_USAGE;
+	struct ht_reader *r = NULL;
+	struct ht_symbolizer *sym = NULL;
+	struct folded *fl = NULL;
+	size_t nfl = 0;
+	FILE *out = stdout;
+	struct collect c;
+	struct ht_livemap live;
+	memset(&c, 0, sizeof(c));
+	ht_livemap__init(&live);
+	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
+	if (nargs != 1) {
+		ht_error("%s; usage: heaptrail flamegraph [options] TRACE",
+			 nargs ? "one trace at a time" : "no trace given");
+		goto cleanup;
+	}
+	int m = -1;
+	for (size_t i = 0; i < sizeof(metrics) / sizeof(metrics[0]); i++)
+		if (!strcmp(cfg.metric, metrics[i].name))
+			m = (int)i;
+	if (m < 0) {
+		ht_error("--metric=%s: expected allocated, allocations, leaked, peak or temporary",
+			 cfg.metric);
+		goto cleanup;
+	}
+	if (cfg.width < 100 || cfg.width > 100000) {
+		ht_error("--width=%llu: expected 100 to 100000 pixels", (unsigned long long)cfg.width);
+		goto cleanup;
+	}
+	c.metric = (enum metric)m;
+	c.tid = cfg.tid;
+	ret = read_trace(argv[0], &c, &live, UINT64_MAX, &r);
+	if (!r)
+		goto cleanup;
+	if (c.metric == M_LEAKED) {
+		sum_live(&c, &live);
+	} else if (c.metric == M_PEAK) {
+		/* again, up to the event that made the peak */
+		uint64_t stop = c.peak_event;
+		ht_reader__close(r);
+		r = NULL;
+		ht_livemap__free(&live);
+		ht_livemap__init(&live);
+		free(c.vals.slots);
+		memset(&c.vals, 0, sizeof(c.vals));
+		c.events = c.live = c.peak = 0;
+		c.nlast = 0;
+		int r2 = read_trace(argv[0], &c, &live, stop, &r);
+		if (!r)
+			goto cleanup;
+		if (!ret)
+			ret = r2;
+		sum_live(&c, &live);
+	}
+	sym = ht_blocks__symbolizer(r, cfg.sysroot, cfg.debug_dir);
+	if (!sym) {
+		ret = HT_EXIT_DATA;
+		goto cleanup;
+	}
+	fl = fold(r, sym, &c.vals, cfg.reverse, &nfl);
+	if (cfg.out && !(out = fopen(cfg.out, "w"))) {
+		ht_error("cannot write %s: %m", cfg.out);
+		out = stdout;
+		ret = HT_EXIT_DATA;
+		goto cleanup;
+	}
+	if (cfg.folded) {
+		for (size_t i = 0; i < nfl; i++)
+			fprintf(out, "%s %llu\n", fl[i].stack, (unsigned long long)fl[i].value);
+	} else {
+		char title[512];
+		const struct ht_trace_info *in = ht_reader__info(r);
+		snprintf(title, sizeof(title), "%s%s: %s", cfg.title ? cfg.title : metrics[m].title,
+			 cfg.reverse ? " (callers)" : "", in->cmdline ? in->cmdline : "");
+		int drawn = write_svg(out, fl, nfl, title, metrics[m].unit, cfg.width);
+		if (cfg.out)
+			fprintf(stderr, "heaptrail: wrote %s: %d frames from %zu stacks\n", cfg.out,
+				drawn, nfl);
+	}
+	if (!nfl)
+		ht_warning("%s: nothing to show for --metric=%s%s", argv[0], metrics[m].name,
+			   ht_reader__nnodes(r) ? "" : " (no stacks: record with --stacks)");
+	if (ferror(out) || (out != stdout && fclose(out) != 0)) {
+		ht_error("cannot write %s", cfg.out ? cfg.out : "standard output");
+		ret = HT_EXIT_DATA;
+	}
+	out = stdout;
+cleanup:
+	if (out != stdout)
+		fclose(out);
+	for (size_t i = 0; i < nfl; i++)
+		free(fl[i].stack);
+	free(fl);
+	ht_symbolizer__free(sym);
+	ht_reader__close(r);
+	ht_livemap__free(&live);
+	free(c.vals.slots);
+	free(c.last);
+	return ret;
+}
