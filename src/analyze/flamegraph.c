@@ -9,6 +9,7 @@
 
 #include "analyze/analyze.h"
 #include "analyze/blocks.h"
+#include "analyze/stackstats.h"
 #include "common/options.h"
 #include "common/util.h"
 
@@ -58,134 +59,27 @@ static const char usage_text[] =
 	"  heaptrail flamegraph --folded --metric allocated app.ht > app.folded\n"
 	"  heaptrail flamegraph --reverse --metric peak -o peak-callers.svg app.ht\n";
 
-/* ---- per-stack values ------------------------------------------------------ */
-
-struct node_val {
-	uint32_t node;  /* stack node + 1 (0 = empty slot) */
-	uint64_t value; /* of the metric */
-	uint64_t count; /* allocations behind it */
-};
-
-struct vals {
-	struct node_val *slots; /* open addressing */
-	size_t cap, n;          /* slots / used */
-};
-
-static void vals_add(struct vals *v, uint32_t node, uint64_t value, uint64_t count)
+/* The metric's value of a stack, and the allocations behind it. */
+static void metric_of(enum metric m, const struct ht_stackstat *st, uint64_t *value,
+		      uint64_t *count)
 {
-	if ((v->n + 1) * 2 > v->cap) {
-		size_t cap = v->cap ? v->cap * 2 : 1024;
-		struct node_val *s = calloc(cap, sizeof(*s));
-		if (!s)
-			exit(1);
-		for (size_t i = 0; i < v->cap; i++) {
-			if (!v->slots[i].node)
-				continue;
-			size_t k = (v->slots[i].node * 0x9E3779B1u) & (cap - 1);
-			while (s[k].node)
-				k = (k + 1) & (cap - 1);
-			s[k] = v->slots[i];
-		}
-		free(v->slots);
-		v->slots = s;
-		v->cap = cap;
+	switch (m) {
+	case M_ALLOCATED:
+		*value = st->alloc_bytes, *count = st->alloc_calls;
+		break;
+	case M_ALLOCATIONS:
+		*value = *count = st->alloc_calls;
+		break;
+	case M_LEAKED:
+		*value = st->end_bytes, *count = st->end_blocks;
+		break;
+	case M_PEAK:
+		*value = st->peak_bytes, *count = st->peak_blocks;
+		break;
+	case M_TEMPORARY:
+		*value = *count = st->temp_calls;
+		break;
 	}
-	size_t k = ((node + 1) * 0x9E3779B1u) & (v->cap - 1);
-	while (v->slots[k].node && v->slots[k].node != node + 1)
-		k = (k + 1) & (v->cap - 1);
-	if (!v->slots[k].node) {
-		v->slots[k].node = node + 1;
-		v->n++;
-	}
-	v->slots[k].value += value;
-	v->slots[k].count += count;
-}
-
-struct last_alloc {
-	uint32_t tid;  /* thread */
-	uint64_t ptr;  /* its latest allocation, 0 after it was freed */
-};
-
-struct collect {
-	enum metric metric;          /* what is summed */
-	uint64_t tid;                /* only this thread's allocations, 0 = all */
-	struct vals vals;            /* per stack */
-	struct last_alloc *last;     /* per thread, for temporary */
-	size_t nlast, caplast;       /* count / allocated */
-	uint64_t live, peak;         /* live bytes, their maximum */
-	uint64_t events, peak_event; /* events seen; the one that made the peak */
-};
-
-static struct last_alloc *last_of(struct collect *c, uint32_t tid)
-{
-	for (size_t i = 0; i < c->nlast; i++)
-		if (c->last[i].tid == tid)
-			return &c->last[i];
-	if (c->nlast == c->caplast) {
-		c->caplast = c->caplast ? c->caplast * 2 : 16;
-		c->last = realloc(c->last, c->caplast * sizeof(*c->last));
-		if (!c->last)
-			exit(1);
-	}
-	c->last[c->nlast].tid = tid;
-	c->last[c->nlast].ptr = 0;
-	return &c->last[c->nlast++];
-}
-
-static void on_acquire(void *ctx, const struct ht_event *e, const struct ht_block *b)
-{
-	struct collect *c = ctx;
-	c->live += b->size;
-	if (c->live > c->peak) {
-		c->peak = c->live;
-		c->peak_event = c->events;
-	}
-	last_of(c, e->tid)->ptr = b->ptr;
-	if (c->tid && b->tid != c->tid)
-		return;
-	if (c->metric == M_ALLOCATED)
-		vals_add(&c->vals, b->aux, b->size, 1);
-	else if (c->metric == M_ALLOCATIONS)
-		vals_add(&c->vals, b->aux, 1, 1);
-}
-
-static void on_release(void *ctx, const struct ht_event *e, const struct ht_block *b)
-{
-	struct collect *c = ctx;
-	c->live -= b->size;
-	struct last_alloc *l = last_of(c, e->tid);
-	if (l->ptr == b->ptr && b->tid == e->tid) {
-		if (c->metric == M_TEMPORARY && (!c->tid || b->tid == c->tid))
-			vals_add(&c->vals, b->aux, 1, 1);
-		l->ptr = 0;
-	}
-}
-
-static void sum_live(struct collect *c, const struct ht_livemap *live)
-{
-	for (size_t i = 0; i < live->cap; i++) {
-		const struct ht_block *b = &live->slots[i];
-		if (b->ptr && (!c->tid || b->tid == c->tid))
-			vals_add(&c->vals, b->aux, b->size, 1);
-	}
-}
-
-/* Reads the trace: its first stop events (UINT64_MAX: all). */
-static int read_trace(const char *path, struct collect *c, struct ht_livemap *live,
-		      uint64_t stop, struct ht_reader **keep)
-{
-	struct ht_reader *r = ht_analyze__open(path);
-	if (!r)
-		return HT_EXIT_DATA;
-	struct ht_block_cbs cbs = {on_release, on_acquire, c};
-	struct ht_event e;
-	while (c->events < stop && ht_analyze__next(r, &e)) {
-		c->events++;
-		ht_blocks__event(live, &e, &cbs);
-	}
-	int ret = ht_analyze__finish(r, path, stop != UINT64_MAX);
-	*keep = r;
-	return ret;
 }
 
 /* ---- folded stacks ------------------------------------------------------------- */
@@ -215,19 +109,23 @@ static int by_stack(const void *a, const void *b)
 }
 
 /* One folded line per distinct symbolized stack, sorted, values summed. */
-static struct folded *fold(struct ht_reader *r, struct ht_symbolizer *sym, const struct vals *v,
-			   int reverse, size_t *nout)
+static struct folded *fold(struct ht_reader *r, struct ht_symbolizer *sym,
+			   const struct ht_stackstats *ss, enum metric m, int reverse, size_t *nout)
 {
 	static struct ht_frame frames[MAX_FRAMES];
-	struct folded *out = calloc(v->n ? v->n : 1, sizeof(*out));
+	struct folded *out = calloc(ss->n ? ss->n : 1, sizeof(*out));
 	size_t n = 0;
 	if (!out)
 		exit(1);
-	for (size_t i = 0; i < v->cap; i++) {
-		const struct node_val *nv = &v->slots[i];
-		if (!nv->node || !nv->value)
+	for (size_t i = 0; i < ss->cap; i++) {
+		const struct ht_stackstat *st = &ss->slots[i];
+		uint64_t value = 0, count = 0;
+		if (!st->node)
 			continue;
-		size_t nf = nv->node > 1 ? ht_blocks__frames(r, sym, nv->node - 1, frames, MAX_FRAMES) : 0;
+		metric_of(m, st, &value, &count);
+		if (!value)
+			continue;
+		size_t nf = st->node > 1 ? ht_blocks__frames(r, sym, st->node - 1, frames, MAX_FRAMES) : 0;
 		size_t cap = 64, len = 0;
 		char *s = malloc(cap);
 		if (!s)
@@ -251,8 +149,8 @@ static struct folded *fold(struct ht_reader *r, struct ht_symbolizer *sym, const
 			len += l;
 		}
 		out[n].stack = s;
-		out[n].value = nv->value;
-		out[n].count = nv->count;
+		out[n].value = value;
+		out[n].count = count;
 		n++;
 	}
 	qsort(out, n, sizeof(*out), by_stack);
@@ -550,10 +448,8 @@ int cmd_flamegraph(int argc, char **argv)
 	struct folded *fl = NULL;
 	size_t nfl = 0;
 	FILE *out = stdout;
-	struct collect c;
-	struct ht_livemap live;
-	memset(&c, 0, sizeof(c));
-	ht_livemap__init(&live);
+	struct ht_stackstats ss;
+	memset(&ss, 0, sizeof(ss));
 	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
 	if (nargs != 1) {
 		ht_error("%s; usage: heaptrail flamegraph [options] TRACE",
@@ -573,37 +469,15 @@ int cmd_flamegraph(int argc, char **argv)
 		ht_error("--width=%llu: expected 100 to 100000 pixels", (unsigned long long)cfg.width);
 		goto cleanup;
 	}
-	c.metric = (enum metric)m;
-	c.tid = cfg.tid;
-	ret = read_trace(argv[0], &c, &live, UINT64_MAX, &r);
+	ret = ht_stackstats__collect(argv[0], (uint32_t)cfg.tid, m == M_PEAK, &ss, &r);
 	if (!r)
 		goto cleanup;
-	if (c.metric == M_LEAKED) {
-		sum_live(&c, &live);
-	} else if (c.metric == M_PEAK) {
-		/* again, up to the event that made the peak */
-		uint64_t stop = c.peak_event;
-		ht_reader__close(r);
-		r = NULL;
-		ht_livemap__free(&live);
-		ht_livemap__init(&live);
-		free(c.vals.slots);
-		memset(&c.vals, 0, sizeof(c.vals));
-		c.events = c.live = c.peak = 0;
-		c.nlast = 0;
-		int r2 = read_trace(argv[0], &c, &live, stop, &r);
-		if (!r)
-			goto cleanup;
-		if (!ret)
-			ret = r2;
-		sum_live(&c, &live);
-	}
 	sym = ht_blocks__symbolizer(r, cfg.sysroot, cfg.debug_dir);
 	if (!sym) {
 		ret = HT_EXIT_DATA;
 		goto cleanup;
 	}
-	fl = fold(r, sym, &c.vals, cfg.reverse, &nfl);
+	fl = fold(r, sym, &ss, (enum metric)m, cfg.reverse, &nfl);
 	if (cfg.out && !(out = fopen(cfg.out, "w"))) {
 		ht_error("cannot write %s: %m", cfg.out);
 		out = stdout;
@@ -639,8 +513,6 @@ cleanup:
 	free(fl);
 	ht_symbolizer__free(sym);
 	ht_reader__close(r);
-	ht_livemap__free(&live);
-	free(c.vals.slots);
-	free(c.last);
+	ht_stackstats__free(&ss);
 	return ret;
 }

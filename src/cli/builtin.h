@@ -8,5 +8,6 @@ int cmd_stats(int argc, char **argv);
 int cmd_compact(int argc, char **argv);
 int cmd_leaks(int argc, char **argv);
 int cmd_flamegraph(int argc, char **argv);
+int cmd_top(int argc, char **argv);
 
 #endif

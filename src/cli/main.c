@@ -22,6 +22,7 @@ static const struct cmd_struct commands[] = {
 	{"dump", cmd_dump, "print a trace's events, one per line"},
 	{"stats", cmd_stats, "summarize a trace: calls, bytes, peak, leaks, threads"},
 	{"leaks", cmd_leaks, "blocks never freed, grouped by the stack that allocated them"},
+	{"top", cmd_top, "biggest contributors: at the peak, most calls, most temporary, largest"},
 	{"flamegraph", cmd_flamegraph, "flame graph of allocations by stack: interactive SVG or folded"},
 	{"compact", cmd_compact, "recompress a trace into large zstd chunks (record does it)"},
 };

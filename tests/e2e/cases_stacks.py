@@ -319,3 +319,37 @@ def test_flamegraph_svg(t):
         r = t.tool(["flamegraph"] + args)
         eq(r.rc, 2, "flamegraph %s" % args)
         check(what in r.stderr, "flamegraph %s: %s" % (args, r.stderr))
+
+
+@case(timeout=120)
+def test_top(t):
+    """top: the peak's contributors add up to stats' peak, calls to the
+    allocations, main's malloc(10)/free is the one temporary allocation, the
+    biggest single allocations in order; --by function sums stacks."""
+    out = record_leaky(t, "leaky")
+    s = t.stats(out)
+    r = t.tool(["top", "--json", "--top", "1000", out])
+    eq(r.rc, 0, "top --json:\n" + r.describe())
+    j = json.loads(r.stdout)
+    eq(j["peak"]["bytes"], s["peak_live_bytes"], "peak bytes")
+    eq(sum(x["bytes"] for x in j["peak"]["entries"]), s["peak_live_bytes"], "peak entries")
+    eq(sum(x["blocks"] for x in j["peak"]["entries"]), s["peak_live_blocks"], "peak blocks")
+    flat = folded(t, out, "--metric", "allocations")
+    eq(sum(x["calls"] for x in j["calls"]["entries"]), sum(flat.values()), "calls")
+    temp = j["temporary"]["entries"]
+    eq([(x["count"], x["stack"][0]["function"]) for x in temp], [(1, "main")], "temporary")
+    sizes = [x["bytes"] for x in j["largest"]]
+    eq(sizes, sorted(sizes, reverse=True), "largest: biggest first")
+    d = t.tool(["dump", "--json", "--kind", "alloc", out])
+    biggest = max(json.loads(l).get("size", 0) for l in d.stdout.splitlines())
+    eq(sizes[0], biggest, "largest: the biggest allocation")
+    f = json.loads(t.tool(["top", "--json", "--by", "function", "--top", "1000", out]).stdout)
+    rows = [x for x in f["calls"]["entries"] if x["function"][0]["function"] == "leak_direct"]
+    eq([x["calls"] for x in rows], [3], "--by function: leak_direct's calls")
+    r = t.tool(["top", out])
+    eq(r.rc, 0, "top")
+    check("held the most at the peak" in r.stdout and "leak_direct (leaky.c:" in r.stdout,
+          "text output:\n" + r.stdout)
+    r = t.tool(["top", "--by", "module", out])
+    eq(r.rc, 2, "top --by module")
+    check("--by" in r.stderr, r.stderr)

@@ -1,0 +1,309 @@
+/* heaptrail top: the biggest contributors, from a trace recorded with
+ * --stacks: what held the most memory at the peak of the heap, what
+ * allocates most often, what allocates only to free at once, and the
+ * biggest single allocations; by stack or by allocating function. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/analyze.h"
+#include "analyze/blocks.h"
+#include "analyze/stackstats.h"
+#include "common/json.h"
+#include "common/options.h"
+#include "common/util.h"
+
+#define MAX_FRAMES 1024
+
+/* One configuration per run; each default is labelled by its flag. */
+struct top_config {
+	uint64_t top;          /* -n, --top (10): entries per table */
+	const char *by;        /* --by (stack): stack or function */
+	uint64_t depth;        /* --depth (3): frames shown per entry */
+	uint64_t tid;          /* --thread (all) */
+	int json;              /* --json */
+	const char *sysroot;   /* --sysroot */
+	const char *debug_dir; /* --debug-dir */
+};
+
+static const char usage_text[] =
+	"usage: heaptrail top [options] TRACE\n"
+	"\n"
+	"The biggest contributors of a trace recorded with --stacks: the stacks (or\n"
+	"functions) that held the most memory when the heap peaked, that allocate\n"
+	"most often, that make the most temporary allocations (freed before the\n"
+	"thread allocates again), and the biggest single allocations.\n"
+	"\fEXAMPLES\n"
+	"  heaptrail top app.ht\n"
+	"  heaptrail top --by function --top 20 app.ht\n"
+	"  heaptrail top --json app.ht | jq '.peak.entries[0]'\n";
+
+enum table { T_PEAK, T_CALLS, T_TEMP, T_NTABLES };
+
+static const char *const table_key[T_NTABLES] = {"peak", "calls", "temporary"};
+
+/* A row: a stack, or all the stacks of one allocating function. */
+struct entry {
+	uint32_t node;       /* a stack (with --by function: its first) */
+	uint64_t key;        /* hash of the function, --by function */
+	uint64_t value[T_NTABLES]; /* bytes at the peak, calls, temporary calls */
+	uint64_t bytes;      /* bytes allocated */
+	uint64_t blocks;     /* blocks live at the peak */
+};
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (; s && *s; s++)
+		h = (h ^ (uint8_t)*s) * 0x100000001B3ull;
+	return h | 1;
+}
+
+static enum table sort_table;
+
+static int by_value(const void *a, const void *b)
+{
+	const struct entry *x = a, *y = b;
+	if (x->value[sort_table] != y->value[sort_table])
+		return x->value[sort_table] < y->value[sort_table] ? 1 : -1;
+	return x->node < y->node ? -1 : x->node > y->node;
+}
+
+static int by_key(const void *a, const void *b)
+{
+	const struct entry *x = a, *y = b;
+	return x->key < y->key ? -1 : x->key > y->key;
+}
+
+/* The frame that names a stack --by function: its innermost. */
+static const char *function_of(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t node,
+			       char *buf, size_t len)
+{
+	static struct ht_frame f[MAX_FRAMES];
+	size_t n = node ? ht_blocks__frames(r, sym, node, f, MAX_FRAMES) : 0;
+	if (!n)
+		snprintf(buf, len, "[no stack]");
+	else if (f[0].function)
+		snprintf(buf, len, "%s", f[0].function);
+	else
+		snprintf(buf, len, "%s+0x%llx", f[0].module ? f[0].module : "?",
+			 (unsigned long long)f[0].offset);
+	return buf;
+}
+
+static void print_where(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t node,
+			uint64_t depth, int by_function)
+{
+	static struct ht_frame f[MAX_FRAMES];
+	size_t n = node ? ht_blocks__frames(r, sym, node, f, MAX_FRAMES) : 0;
+	if (!n) {
+		printf("[no stack: record with --stacks]\n");
+		return;
+	}
+	if (by_function)
+		depth = 1;
+	for (size_t i = 0; i < n && i < depth; i++) {
+		if (i)
+			printf(" <- ");
+		if (f[i].function)
+			printf("%s", f[i].function);
+		else
+			printf("%s+0x%llx", f[i].module ? f[i].module : "?",
+			       (unsigned long long)f[i].offset);
+		if (f[i].file)
+			printf(" (%s:%d)", strrchr(f[i].file, '/') ? strrchr(f[i].file, '/') + 1
+								  : f[i].file, f[i].line);
+	}
+	printf("\n");
+}
+
+static void json_stack(struct ht_json *j, struct ht_reader *r, struct ht_symbolizer *sym,
+		       uint32_t node, int by_function)
+{
+	static struct ht_frame f[MAX_FRAMES];
+	size_t n = node ? ht_blocks__frames(r, sym, node, f, MAX_FRAMES) : 0;
+	if (by_function && n > 1)
+		n = 1;
+	ht_json__arr_begin(j, by_function ? "function" : "stack");
+	for (size_t i = 0; i < n; i++) {
+		char off[32];
+		ht_json__obj_begin(j, NULL);
+		if (f[i].function)
+			ht_json__str(j, "function", f[i].function);
+		else
+			ht_json__null(j, "function");
+		if (f[i].file)
+			ht_json__str(j, "file", f[i].file);
+		else
+			ht_json__null(j, "file");
+		ht_json__u64(j, "line", (uint64_t)f[i].line);
+		if (f[i].module)
+			ht_json__str(j, "module", f[i].module);
+		else
+			ht_json__null(j, "module");
+		snprintf(off, sizeof(off), "0x%llx", (unsigned long long)f[i].offset);
+		ht_json__str(j, "offset", off);
+		ht_json__bool(j, "inlined", f[i].inlined);
+		ht_json__obj_end(j);
+	}
+	ht_json__arr_end(j);
+}
+
+int cmd_top(int argc, char **argv)
+{
+	struct top_config cfg = {.top = 10, .by = "stack", .depth = 3};
+	const struct ht_option opts[] = {
+		{'n', "top", HT_OPT_U64, &cfg.top, "N", "entries per table (10)"},
+		{0, "by", HT_OPT_STRING, &cfg.by, "WHAT", "stack, or function: the function that called the allocator (stack)"},
+		{0, "depth", HT_OPT_U64, &cfg.depth, "N", "frames shown per stack in the text output (3)"},
+		{0, "thread", HT_OPT_U64, &cfg.tid, "TID", "only blocks this thread allocated (all)"},
+		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "JSON: peak, calls, temporary, largest"},
+		{0, "sysroot", HT_OPT_STRING, &cfg.sysroot, "DIR", "find the traced modules under DIR"},
+		{0, "debug-dir", HT_OPT_STRING, &cfg.debug_dir, "DIR", "also look for separate debug files in DIR"},
+		{0},
+	};
+	int ret = HT_EXIT_USAGE;
+	struct ht_reader *r = NULL;
+	struct ht_symbolizer *sym = NULL;
+	struct ht_stackstats ss;
+	struct entry *e = NULL;
+	size_t ne = 0;
+	memset(&ss, 0, sizeof(ss));
+	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
+	if (nargs != 1) {
+		ht_error("%s; usage: heaptrail top [options] TRACE",
+			 nargs ? "one trace at a time" : "no trace given");
+		goto cleanup;
+	}
+	int by_function = !strcmp(cfg.by, "function");
+	if (!by_function && strcmp(cfg.by, "stack")) {
+		ht_error("--by=%s: expected stack or function", cfg.by);
+		goto cleanup;
+	}
+	ret = ht_stackstats__collect(argv[0], (uint32_t)cfg.tid, 1, &ss, &r);
+	if (!r)
+		goto cleanup;
+	sym = ht_blocks__symbolizer(r, cfg.sysroot, cfg.debug_dir);
+	if (!sym) {
+		ret = HT_EXIT_DATA;
+		goto cleanup;
+	}
+	e = calloc(ss.n ? ss.n : 1, sizeof(*e));
+	if (!e)
+		exit(HT_EXIT_DATA);
+	for (size_t i = 0; i < ss.cap; i++) {
+		const struct ht_stackstat *st = &ss.slots[i];
+		if (!st->node)
+			continue;
+		struct entry *x = &e[ne++];
+		x->node = st->node - 1;
+		x->value[T_PEAK] = st->peak_bytes;
+		x->value[T_CALLS] = st->alloc_calls;
+		x->value[T_TEMP] = st->temp_calls;
+		x->bytes = st->alloc_bytes;
+		x->blocks = st->peak_blocks;
+	}
+	if (by_function) {
+		/* one row per allocating function: sum the stacks that share it */
+		char buf[1024];
+		for (size_t i = 0; i < ne; i++)
+			e[i].key = hash_str(function_of(r, sym, e[i].node, buf, sizeof(buf)));
+		qsort(e, ne, sizeof(*e), by_key);
+		size_t o = 0;
+		for (size_t i = 0; i < ne; i++) {
+			if (o && e[o - 1].key == e[i].key) {
+				for (int t = 0; t < T_NTABLES; t++)
+					e[o - 1].value[t] += e[i].value[t];
+				e[o - 1].bytes += e[i].bytes;
+				e[o - 1].blocks += e[i].blocks;
+				continue;
+			}
+			e[o++] = e[i];
+		}
+		ne = o;
+	}
+	const struct ht_trace_info *in = ht_reader__info(r);
+	char b1[32], b2[32];
+	struct ht_json j;
+	if (cfg.json) {
+		ht_json__init(&j, stdout, 1);
+		ht_json__obj_begin(&j, NULL);
+		ht_json__str(&j, "trace", argv[0]);
+		ht_json__str(&j, "by", by_function ? "function" : "stack");
+	} else {
+		printf("%s (pid %d): the heap peaked at %s at %s\n", in->cmdline, in->pid,
+		       ht_fmt_bytes(b1, ss.peak_bytes), ht_fmt_ns(b2, ss.peak_time_ns));
+	}
+	static const char *const heading[T_NTABLES] = {
+		"held the most at the peak", "most allocation calls",
+		"most temporary allocations (freed before the thread's next allocation)"};
+	for (int t = 0; t < T_NTABLES; t++) {
+		sort_table = (enum table)t;
+		qsort(e, ne, sizeof(*e), by_value);
+		if (cfg.json) {
+			ht_json__obj_begin(&j, table_key[t]);
+			if (t == T_PEAK) {
+				ht_json__u64(&j, "bytes", ss.peak_bytes);
+				ht_json__u64(&j, "time_ns", ss.peak_time_ns);
+			}
+			ht_json__arr_begin(&j, "entries");
+		} else {
+			printf("\n%s:\n", heading[t]);
+		}
+		for (size_t i = 0; i < ne && i < cfg.top && e[i].value[t]; i++) {
+			if (cfg.json) {
+				ht_json__obj_begin(&j, NULL);
+				if (t == T_PEAK) {
+					ht_json__u64(&j, "bytes", e[i].value[t]);
+					ht_json__u64(&j, "blocks", e[i].blocks);
+				} else {
+					ht_json__u64(&j, t == T_CALLS ? "calls" : "count", e[i].value[t]);
+					ht_json__u64(&j, "bytes_allocated", e[i].bytes);
+				}
+				json_stack(&j, r, sym, e[i].node, by_function);
+				ht_json__obj_end(&j);
+				continue;
+			}
+			if (t == T_PEAK)
+				printf("  %10s in %6llu blocks  ", ht_fmt_bytes(b1, e[i].value[t]),
+				       (unsigned long long)e[i].blocks);
+			else
+				printf("  %10llu calls, %9s  ", (unsigned long long)e[i].value[t],
+				       ht_fmt_bytes(b1, e[i].bytes));
+			print_where(r, sym, e[i].node, cfg.depth, by_function);
+		}
+		if (cfg.json) {
+			ht_json__arr_end(&j);
+			ht_json__obj_end(&j);
+		}
+	}
+	if (cfg.json) {
+		ht_json__arr_begin(&j, "largest");
+		for (size_t i = 0; i < ss.nbig && i < cfg.top; i++) {
+			ht_json__obj_begin(&j, NULL);
+			ht_json__u64(&j, "bytes", ss.big[i].size);
+			ht_json__u64(&j, "time_ns", ss.big[i].time_ns);
+			ht_json__u64(&j, "tid", ss.big[i].tid);
+			json_stack(&j, r, sym, ss.big[i].node, by_function);
+			ht_json__obj_end(&j);
+		}
+		ht_json__arr_end(&j);
+		ht_json__obj_end(&j);
+		ht_json__finish(&j);
+	} else {
+		printf("\nbiggest single allocations:\n");
+		for (size_t i = 0; i < ss.nbig && i < cfg.top; i++) {
+			printf("  %10s at %9s, thread %u  ", ht_fmt_bytes(b1, ss.big[i].size),
+			       ht_fmt_ns(b2, ss.big[i].time_ns), ss.big[i].tid);
+			print_where(r, sym, ss.big[i].node, cfg.depth, by_function);
+		}
+	}
+	fflush(stdout);
+cleanup:
+	free(e);
+	ht_symbolizer__free(sym);
+	ht_reader__close(r);
+	ht_stackstats__free(&ss);
+	return ret;
+}
