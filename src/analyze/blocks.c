@@ -4,6 +4,7 @@
 
 #include <string.h>
 
+#include "common/json.h"
 #include "common/util.h"
 
 #define MAX_DEPTH 256 /* return addresses read per stack */
@@ -86,4 +87,27 @@ size_t ht_blocks__frames(struct ht_reader *r, struct ht_symbolizer *sym, uint32_
 				out[k++] = f[j]; /* the tracer's own wrappers are noise */
 	}
 	return k;
+}
+
+void ht_blocks__json_frame(struct ht_json *j, const struct ht_frame *f)
+{
+	char addr[32];
+	ht_json__obj_begin(j, NULL);
+	if (f->function)
+		ht_json__str(j, "function", f->function);
+	else
+		ht_json__null(j, "function");
+	if (f->file)
+		ht_json__str(j, "file", f->file);
+	else
+		ht_json__null(j, "file");
+	ht_json__u64(j, "line", (uint64_t)f->line);
+	if (f->module)
+		ht_json__str(j, "module", f->module);
+	else
+		ht_json__null(j, "module");
+	snprintf(addr, sizeof(addr), "0x%llx", (unsigned long long)f->offset);
+	ht_json__str(j, "offset", addr);
+	ht_json__bool(j, "inlined", f->inlined);
+	ht_json__obj_end(j);
 }

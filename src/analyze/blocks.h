@@ -33,4 +33,8 @@ struct ht_symbolizer *ht_blocks__symbolizer(struct ht_reader *r, const char *sys
 size_t ht_blocks__frames(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t node,
 			 struct ht_frame *out, size_t max);
 
+/* A frame as JSON: function, file, line, module, offset, inlined. */
+struct ht_json;
+void ht_blocks__json_frame(struct ht_json *j, const struct ht_frame *f);
+
 #endif

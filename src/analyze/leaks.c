@@ -230,28 +230,6 @@ static void print_frame_text(const struct ht_frame *f)
 	printf("\n");
 }
 
-static void print_frame_json(struct ht_json *j, const struct ht_frame *f)
-{
-	char addr[32];
-	ht_json__obj_begin(j, NULL);
-	if (f->function)
-		ht_json__str(j, "function", f->function);
-	else
-		ht_json__null(j, "function");
-	if (f->file)
-		ht_json__str(j, "file", f->file);
-	else
-		ht_json__null(j, "file");
-	ht_json__u64(j, "line", (uint64_t)f->line);
-	if (f->module)
-		ht_json__str(j, "module", f->module);
-	else
-		ht_json__null(j, "module");
-	snprintf(addr, sizeof(addr), "0x%llx", (unsigned long long)f->offset);
-	ht_json__str(j, "offset", addr);
-	ht_json__bool(j, "inlined", f->inlined);
-	ht_json__obj_end(j);
-}
 
 static int report(struct leaks *l, struct ht_reader *r, const struct leaks_config *cfg,
 		  const char *path)
@@ -308,7 +286,7 @@ static int report(struct leaks *l, struct ht_reader *r, const struct leaks_confi
 			ht_json__arr_begin(&j, "stack");
 			size_t n = ht_blocks__frames(r, sym, g->stack, frames, MAX_FRAMES);
 			for (size_t k = 0; k < n; k++)
-				print_frame_json(&j, &frames[k]);
+				ht_blocks__json_frame(&j, &frames[k]);
 			ht_json__arr_end(&j);
 			ht_json__obj_end(&j);
 		}

@@ -126,27 +126,8 @@ static void json_stack(struct ht_json *j, struct ht_reader *r, struct ht_symboli
 	if (by_function && n > 1)
 		n = 1;
 	ht_json__arr_begin(j, by_function ? "function" : "stack");
-	for (size_t i = 0; i < n; i++) {
-		char off[32];
-		ht_json__obj_begin(j, NULL);
-		if (f[i].function)
-			ht_json__str(j, "function", f[i].function);
-		else
-			ht_json__null(j, "function");
-		if (f[i].file)
-			ht_json__str(j, "file", f[i].file);
-		else
-			ht_json__null(j, "file");
-		ht_json__u64(j, "line", (uint64_t)f[i].line);
-		if (f[i].module)
-			ht_json__str(j, "module", f[i].module);
-		else
-			ht_json__null(j, "module");
-		snprintf(off, sizeof(off), "0x%llx", (unsigned long long)f[i].offset);
-		ht_json__str(j, "offset", off);
-		ht_json__bool(j, "inlined", f[i].inlined);
-		ht_json__obj_end(j);
-	}
+	for (size_t i = 0; i < n; i++)
+		ht_blocks__json_frame(j, &f[i]);
 	ht_json__arr_end(j);
 }
 
