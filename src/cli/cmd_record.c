@@ -34,6 +34,7 @@ struct record_config {
 	const char *clock;       /* --clock (tsc) */
 	const char *writer;      /* --writer (process) */
 	int stacks;              /* --stacks[=DEPTH] (off; 64 when given without DEPTH) */
+	const char *unwind;      /* --unwind (auto) */
 	int timestamp_every;     /* --timestamp-every (16) */
 	int quiet;               /* -q */
 	int no_compact;          /* --no-compact */
@@ -180,6 +181,7 @@ int cmd_record(int argc, char **argv)
 		.zstd_level = 0,
 		.clock = "tsc",
 		.writer = "process",
+		.unwind = "auto",
 		.timestamp_every = 16,
 		.compact_level = 3,
 	};
@@ -197,6 +199,8 @@ int cmd_record(int argc, char **argv)
 		{0, "clock", HT_OPT_STRING, &cfg.clock, "CLOCK", "tsc or monotonic (tsc)"},
 		{0, "stacks", HT_OPT_OPT_INT, &cfg.stacks, "DEPTH",
 		 "record the call stack of every allocation, up to DEPTH frames (64); see heaptrail leaks"},
+		{0, "unwind", HT_OPT_STRING, &cfg.unwind, "HOW",
+		 "auto: frame pointers where functions keep them, libunwind elsewhere; dwarf: libunwind only (auto)"},
 		{0, "writer", HT_OPT_STRING, &cfg.writer, "KIND",
 		 "process: a helper process writes the trace, and saves every event if the program is killed; thread: a thread of the program (process)"},
 		{0, "timestamp-every", HT_OPT_INT, &cfg.timestamp_every, "N",
@@ -214,6 +218,10 @@ int cmd_record(int argc, char **argv)
 		cfg.stacks = 64;
 	if (cfg.stacks < 0 || cfg.stacks > 256) {
 		ht_error("--stacks=%d: the depth goes from 1 to 256", cfg.stacks);
+		goto cleanup;
+	}
+	if (strcmp(cfg.unwind, "auto") && strcmp(cfg.unwind, "dwarf")) {
+		ht_error("--unwind=%s: expected auto or dwarf", cfg.unwind);
 		goto cleanup;
 	}
 	if (strcmp(cfg.writer, "process") && strcmp(cfg.writer, "thread")) {
@@ -291,6 +299,7 @@ int cmd_record(int argc, char **argv)
 		setenv("HEAPTRAIL_CLOCK", cfg.clock, 1);
 		setenv("HEAPTRAIL_WRITER", cfg.writer, 1);
 		setenv_num("HEAPTRAIL_STACKS", (unsigned long long)cfg.stacks, "");
+		setenv("HEAPTRAIL_UNWIND", cfg.unwind, 1);
 		setenv_num("HEAPTRAIL_TIMESTAMP_EVERY", (unsigned long long)cfg.timestamp_every, "");
 		const char *pre = getenv("LD_PRELOAD");
 		char buf[PATH_MAX * 2];

@@ -25,9 +25,10 @@ struct ht_options ht_opt = {
 	.quiet = 0,
 	.writer_process = 1,
 	.stack_depth = 0,
+	.unwind_fp = 1,
 };
 
-enum opt_type { OPT_BOOL, OPT_INT, OPT_SIZE, OPT_MSEC, OPT_PATH, OPT_CLOCK, OPT_WRITER };
+enum opt_type { OPT_BOOL, OPT_INT, OPT_SIZE, OPT_MSEC, OPT_PATH, OPT_CLOCK, OPT_WRITER, OPT_UNWIND };
 
 struct opt_desc {
 	const char *env;  /* environment variable */
@@ -50,6 +51,7 @@ static const struct opt_desc descs[] = {
 	{"HEAPTRAIL_QUIET", OPT_BOOL, &ht_opt.quiet, 0, 1},
 	{"HEAPTRAIL_WRITER", OPT_WRITER, &ht_opt.writer_process, 0, 1},
 	{"HEAPTRAIL_STACKS", OPT_INT, &ht_opt.stack_depth, 0, 256},
+	{"HEAPTRAIL_UNWIND", OPT_UNWIND, &ht_opt.unwind_fp, 0, 1},
 };
 
 /* stderr without stdio: stdio may allocate, and may be locked by the
@@ -146,6 +148,12 @@ void ht_options__load(void)
 			else if (!strcasecmp(v, "monotonic"))
 				*(int *)d->dst = 0, ok = 1;
 			break;
+		case OPT_UNWIND:
+			if (!strcasecmp(v, "auto"))
+				*(int *)d->dst = 1, ok = 1;
+			else if (!strcasecmp(v, "dwarf"))
+				*(int *)d->dst = 0, ok = 1;
+			break;
 		case OPT_WRITER:
 			if (!strcasecmp(v, "process"))
 				*(int *)d->dst = 1, ok = 1;
@@ -171,6 +179,9 @@ void ht_options__load(void)
 				       "using the default", d->env, v);
 			else if (d->type == OPT_CLOCK)
 				ht_msg("warning: %s=%s: expected tsc or monotonic; using the default",
+				       d->env, v);
+			else if (d->type == OPT_UNWIND)
+				ht_msg("warning: %s=%s: expected auto or dwarf; using the default",
 				       d->env, v);
 			else if (d->type == OPT_WRITER)
 				ht_msg("warning: %s=%s: expected process or thread; using the default",

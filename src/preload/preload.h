@@ -32,6 +32,7 @@ struct ht_options {
 	int quiet;             /* HEAPTRAIL_QUIET: no messages on stderr */
 	int writer_process;    /* HEAPTRAIL_WRITER: 1 = helper process, 0 = thread */
 	int stack_depth;       /* HEAPTRAIL_STACKS: frames per allocation stack, 0 = none */
+	int unwind_fp;         /* HEAPTRAIL_UNWIND: 1 = frame pointers where modules keep them (auto), 0 = libunwind only (dwarf) */
 };
 
 extern struct ht_options ht_opt;

@@ -21,6 +21,8 @@
 #include <elf.h>
 #include <libunwind.h>
 #include <link.h>
+#include <pthread.h>
+#include <sys/ucontext.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -49,6 +51,8 @@ struct ht_stacks {
 	unsigned leaves_lg;      /* log2 of its slots */
 	uint32_t next_id;        /* ids handed out */
 	uint32_t nleaves;        /* leaves stored */
+	uintptr_t stack_hi;      /* top of the thread's stack; 0: no frame-pointer walk */
+	struct walk_cache *walk; /* the hybrid walk's caches, or NULL */
 };
 
 /* ---- memory without malloc --------------------------------------------- */
@@ -113,9 +117,14 @@ static int grow_leaves(struct ht_stacks *s)
 /* ---- modules ------------------------------------------------------------- */
 
 struct mod {
-	uint64_t lo, hi; /* extent of its PT_LOAD segments */
-	uint64_t base;   /* load bias */
+	uint64_t lo, hi;        /* extent of its PT_LOAD segments */
+	uint64_t base;          /* load bias */
+	int fp;                 /* FP_NONE, FP_SOME or FP_ALL of its functions keep frame pointers */
+	const uint8_t *eh_hdr;  /* its .eh_frame_hdr, NULL if none usable */
+	uint32_t nfde;          /* entries of its search table */
 };
+
+enum { FP_NONE = 0, FP_SOME = 1, FP_ALL = 2 };
 
 struct mod_list {
 	size_t n;          /* modules */
@@ -128,11 +137,11 @@ static _Atomic(struct mod_list *) mods;
 static _Atomic int mods_busy; /* a refresh is under way */
 static uint64_t self_lo, self_hi; /* libheaptrail.so: frames to skip */
 
-static int known(uint64_t ip)
+static const struct mod *module_of(uint64_t ip)
 {
 	struct mod_list *l = atomic_load_explicit(&mods, memory_order_acquire);
 	if (!l)
-		return 0;
+		return NULL;
 	size_t lo = 0, hi = l->n;
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
@@ -141,9 +150,191 @@ static int known(uint64_t ip)
 		else if (ip >= l->m[mid].hi)
 			lo = mid + 1;
 		else
-			return 1;
+			return &l->m[mid];
+	}
+	return NULL;
+}
+
+/* ---- which modules keep frame pointers ------------------------------------
+ * Read from the call-frame information the module carries for its
+ * exception handling (.eh_frame, found through PT_GNU_EH_FRAME): code built
+ * with frame pointers makes rbp the CFA register in the prologue of every
+ * function that calls another (DW_CFA_def_cfa_register r6).  A module
+ * counts as keeping frame pointers when at least 95% of up to 256 of its
+ * functions, taken evenly, do; its frames are then walked through the rbp
+ * chain, the others with libunwind. */
+
+static uint64_t uleb(const uint8_t **p, const uint8_t *end)
+{
+	uint64_t v = 0;
+	for (unsigned shift = 0; *p < end && shift < 64; shift += 7) {
+		uint8_t b = *(*p)++;
+		v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80))
+			break;
+	}
+	return v;
+}
+
+/* Bytes of a DW_EH_PE-encoded value of fixed size, 0 if not fixed. */
+static unsigned enc_size(uint8_t enc)
+{
+	switch (enc & 0x0f) {
+	case 0x00: return 8;
+	case 0x02: case 0x0a: return 2;
+	case 0x03: case 0x0b: return 4;
+	case 0x04: case 0x0c: return 8;
+	default: return 0;
+	}
+}
+
+/* Whether the CFA instructions in [p, end) make rbp the CFA register; -1
+ * when they cannot be read. */
+static int cfa_on_rbp(const uint8_t *p, const uint8_t *end)
+{
+	while (p < end) {
+		uint8_t op = *p++;
+		switch (op >> 6) {
+		case 1: continue; /* advance_loc */
+		case 2: uleb(&p, end); continue; /* offset */
+		case 3: continue; /* restore */
+		}
+		switch (op) {
+		case 0x00: case 0x0a: case 0x0b: break; /* nop, remember/restore_state */
+		case 0x02: p += 1; break;
+		case 0x03: p += 2; break;
+		case 0x04: p += 4; break;
+		case 0x05: case 0x09: case 0x14: uleb(&p, end); uleb(&p, end); break;
+		case 0x06: case 0x07: case 0x08: case 0x0e: case 0x13: case 0x2e: uleb(&p, end); break;
+		case 0x0c: case 0x12:
+			if (uleb(&p, end) == 6)
+				return 1;
+			uleb(&p, end);
+			break;
+		case 0x0d:
+			if (uleb(&p, end) == 6)
+				return 1;
+			break;
+		case 0x0f: { uint64_t n = uleb(&p, end); p += n; break; }
+		case 0x10: case 0x16: { uleb(&p, end); uint64_t n = uleb(&p, end); p += n; break; }
+		case 0x11: case 0x15: uleb(&p, end); uleb(&p, end); break;
+		default: return -1;
+		}
 	}
 	return 0;
+}
+
+/* One FDE: does its function keep rbp as frame pointer?  -1: unreadable. */
+static int fde_fp(const uint8_t *fde)
+{
+	uint32_t len, cie_off;
+	memcpy(&len, fde, 4);
+	if (len == 0 || len == 0xffffffffu)
+		return -1;
+	const uint8_t *end = fde + 4 + len;
+	memcpy(&cie_off, fde + 4, 4);
+	const uint8_t *cie = fde + 4 - cie_off;
+	uint32_t clen;
+	memcpy(&clen, cie, 4);
+	if (clen == 0 || clen == 0xffffffffu)
+		return -1;
+	const uint8_t *cend = cie + 4 + clen, *p = cie + 8;
+	uint8_t version = *p++;
+	const char *aug = (const char *)p;
+	p += strnlen(aug, 16) + 1;
+	uleb(&p, cend); /* code alignment */
+	uleb(&p, cend); /* data alignment (sleb, skipped alike) */
+	if (version == 1)
+		p++;
+	else
+		uleb(&p, cend);
+	uint8_t fde_enc = 0;
+	if (aug[0] == 'z') {
+		uint64_t alen = uleb(&p, cend);
+		const uint8_t *a = p;
+		for (const char *c = aug + 1; *c && a < p + alen; c++) {
+			if (*c == 'R')
+				fde_enc = *a++;
+			else if (*c == 'L')
+				a++;
+			else if (*c == 'P') {
+				unsigned n = enc_size(*a);
+				if (!n)
+					return -1;
+				a += 1 + n;
+			} else if (*c != 'S')
+				return -1;
+		}
+		p += alen;
+	}
+	int r = cfa_on_rbp(p, cend); /* the CIE's own instructions */
+	if (r)
+		return r;
+	unsigned n = enc_size(fde_enc);
+	if (!n)
+		return -1;
+	p = fde + 8 + 2 * n;
+	if (aug[0] == 'z') {
+		uint64_t alen = uleb(&p, end);
+		p += alen;
+	}
+	return cfa_on_rbp(p, end);
+}
+
+/* The search table of a module's .eh_frame_hdr: version 1, a 4-byte FDE
+ * count, pairs of 4-byte offsets from the header (what GNU ld writes). */
+static const uint8_t *eh_table(const struct dl_phdr_info *info, uint32_t *count)
+{
+	const uint8_t *hdr = NULL;
+	for (int i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_GNU_EH_FRAME)
+			hdr = (const uint8_t *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+	if (!hdr || hdr[0] != 1 || (hdr[2] & 0x0f) != 0x03 || hdr[3] != 0x3b || !enc_size(hdr[1]))
+		return NULL;
+	memcpy(count, hdr + 4 + enc_size(hdr[1]), 4);
+	return hdr;
+}
+
+/* FP_ALL when every one of up to 256 of its functions, taken evenly,
+ * keeps rbp as frame pointer, FP_NONE when none does, else FP_SOME (the
+ * walk then asks function by function). */
+static int module_fp(const uint8_t *hdr, uint32_t count)
+{
+	if (!hdr || !count)
+		return FP_NONE;
+	const uint8_t *table = hdr + 8 + enc_size(hdr[1]);
+	unsigned sample = count < 256 ? count : 256, yes = 0;
+	for (unsigned k = 0; k < sample; k++) {
+		int32_t off;
+		memcpy(&off, table + 8 * ((uint64_t)k * count / sample) + 4, 4);
+		int r = fde_fp(hdr + off);
+		if (r < 0)
+			return FP_NONE;
+		yes += (unsigned)r;
+	}
+	return yes == sample ? FP_ALL : yes ? FP_SOME : FP_NONE;
+}
+
+/* Whether the function of return address ip in module m keeps rbp as
+ * frame pointer: its FDE, found in the search table. */
+static int function_fp(const struct mod *m, uint64_t ip)
+{
+	const uint8_t *hdr = m->eh_hdr;
+	const uint8_t *table = hdr + 8 + enc_size(hdr[1]);
+	int64_t want = (int64_t)(ip - 1 - (uint64_t)(uintptr_t)hdr);
+	uint32_t lo = 0, hi = m->nfde;
+	while (hi - lo > 1) {
+		uint32_t mid = (lo + hi) / 2;
+		int32_t loc;
+		memcpy(&loc, table + 8 * (uint64_t)mid, 4);
+		if ((int64_t)loc <= want)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	int32_t off;
+	memcpy(&off, table + 8 * (uint64_t)lo + 4, 4);
+	return fde_fp(hdr + off) == 1;
 }
 
 struct scan {
@@ -201,7 +392,17 @@ static int on_module(struct dl_phdr_info *info, size_t size, void *arg)
 		self_lo = lo;
 		self_hi = hi;
 	}
-	struct mod m = {lo, hi, info->dlpi_addr};
+	struct mod m = {lo, hi, info->dlpi_addr, FP_NONE, NULL, 0};
+	int seen = 0;
+	for (size_t i = 0; sc->old && i < sc->old->n; i++) {
+		if (sc->old->m[i].lo == lo && sc->old->m[i].base == m.base) {
+			seen = 1;
+			m.fp = sc->old->m[i].fp;
+		}
+	}
+	m.eh_hdr = eh_table(info, &m.nfde);
+	if (!seen)
+		m.fp = ht_opt.unwind_fp ? module_fp(m.eh_hdr, m.nfde) : FP_NONE;
 	/* insert sorted */
 	size_t k = sc->next->n++;
 	while (k > 0 && sc->next->m[k - 1].lo > lo) {
@@ -209,10 +410,6 @@ static int on_module(struct dl_phdr_info *info, size_t size, void *arg)
 		k--;
 	}
 	sc->next->m[k] = m;
-	int seen = 0;
-	for (size_t i = 0; sc->old && i < sc->old->n; i++)
-		if (sc->old->m[i].lo == lo && sc->old->m[i].base == m.base)
-			seen = 1;
 	if (!seen) {
 		const char *path = info->dlpi_name;
 		char exe[512];
@@ -269,7 +466,7 @@ static uint32_t node_get(struct ht_tls *t, struct ht_stacks *s, uint32_t parent,
 	for (; s->nodes[k].id; k = (k + 1) & mask)
 		if (s->nodes[k].ip == ip && s->nodes[k].parent == parent)
 			return s->nodes[k].id;
-	if (!known(ip))
+	if (!module_of(ip))
 		modules_refresh(t);
 	uint32_t id = ++s->next_id;
 	s->nodes[k].ip = ip;
@@ -280,6 +477,201 @@ static uint32_t node_get(struct ht_tls *t, struct ht_stacks *s, uint32_t parent,
 	return id;
 }
 
+/* ---- the walk ---------------------------------------------------------------
+ * Frame by frame: through the rbp chain while the functions keep frame
+ * pointers (a load or two a frame), with libunwind through those that do
+ * not (glibc's, libstdc++'s, the C start-up's), back to the rbp chain as
+ * soon as a function keeps one again.  The libunwind stretches are cached
+ * per thread by where they start (return address and stack pointer) with
+ * the stack slots each return address was read from: a later walk that
+ * finds the same addresses in the same slots takes the cached frames
+ * without unwinding (the bottom of every stack, __libc_start_main and
+ * _start or start_thread and clone, costs a few loads after the first). */
+
+#define CONT_SLOTS 64  /* cached stretches per thread */
+#define CONT_FRAMES 16 /* frames per cached stretch */
+#define IPC_SLOTS 1024 /* cached frame-pointer answers per thread */
+
+struct cont_entry {
+	uint64_t rip, rsp;             /* where the stretch starts (rip already recorded) */
+	uint32_t n;                    /* frames it adds */
+	int end;                       /* the stack ends after them */
+	uint64_t resume_fp;            /* else: the rbp of the last, whose function keeps one */
+	uint64_t ips[CONT_FRAMES];     /* the frames */
+	uint64_t slots[CONT_FRAMES];   /* where each was read */
+};
+
+struct walk_cache {
+	struct cont_entry cont[CONT_SLOTS]; /* direct-mapped by (rip, rsp) */
+	struct {
+		uint64_t ip;  /* a return address, 0 = empty */
+		uint8_t fp;   /* its function keeps a frame pointer */
+	} ipc[IPC_SLOTS];                   /* direct-mapped by ip */
+};
+
+static int frame_keeps_fp_slow(struct walk_cache *wc, uint64_t ip, size_t k);
+
+static inline __attribute__((always_inline)) int frame_keeps_fp(struct walk_cache *wc,
+								 uint64_t ip)
+{
+	size_t k = (size_t)((ip * 0x9E3779B97F4A7C15ull) >> 54) & (IPC_SLOTS - 1);
+	if (HT_LIKELY(wc->ipc[k].ip == ip))
+		return wc->ipc[k].fp;
+	return frame_keeps_fp_slow(wc, ip, k);
+}
+
+static __attribute__((noinline)) int frame_keeps_fp_slow(struct walk_cache *wc, uint64_t ip,
+							 size_t k)
+{
+	const struct mod *m = module_of(ip);
+	int fp = !m || m->fp == FP_NONE ? 0 : m->fp == FP_ALL ? 1 : function_fp(m, ip);
+	wc->ipc[k].ip = ip;
+	wc->ipc[k].fp = (uint8_t)fp;
+	return fp;
+}
+
+/* libunwind from the frame of return address rip (whose function keeps no
+ * frame pointer), its stack pointer rsp and rbp, until a function keeps
+ * one again (*resume = its rbp) or the stack ends (*resume = 0). */
+static int dwarf_stretch(struct walk_cache *wc, uint64_t rip, uint64_t rsp, uint64_t rbp,
+			 uint64_t *ips, uint64_t *slots, int max, uint64_t *resume)
+{
+	unw_context_t uc;
+	unw_cursor_t cur;
+	*resume = 0;
+	if (unw_getcontext(&uc) != 0)
+		return 0;
+	uc.uc_mcontext.gregs[REG_RIP] = (greg_t)rip;
+	uc.uc_mcontext.gregs[REG_RSP] = (greg_t)rsp;
+	uc.uc_mcontext.gregs[REG_RBP] = (greg_t)rbp;
+	if (unw_init_local(&cur, &uc) < 0)
+		return 0;
+	int n = 0;
+	while (n < max && unw_step(&cur) > 0) {
+		unw_word_t ip, sp, bp;
+		if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || !ip ||
+		    unw_get_reg(&cur, UNW_REG_SP, &sp) < 0)
+			break;
+		ips[n] = ip;
+		slots[n] = sp - 8; /* the return address sat just below the caller's stack pointer */
+		n++;
+		if (frame_keeps_fp(wc, ip) && unw_get_reg(&cur, UNW_X86_64_RBP, &bp) == 0) {
+			*resume = bp;
+			break;
+		}
+	}
+	return n;
+}
+
+static int cont_valid(const struct cont_entry *c, uintptr_t lo, uintptr_t hi)
+{
+	for (uint32_t i = 0; i < c->n; i++) {
+		if (c->slots[i] < lo || c->slots[i] + 8 > hi || (c->slots[i] & 7) ||
+		    *(const uint64_t *)(uintptr_t)c->slots[i] != c->ips[i])
+			return 0;
+	}
+	return 1;
+}
+
+static __attribute__((noinline)) int hybrid_walk(struct ht_stacks *s, uint64_t *ips, int depth)
+{
+	struct walk_cache *wc = s->walk;
+	uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
+	uintptr_t lo = fp, hi = s->stack_hi;
+	int n = 0;
+	while (n < depth && fp >= lo && fp + 16 <= hi && !(fp & 7)) {
+		uintptr_t next = ((const uintptr_t *)fp)[0], ret = ((const uintptr_t *)fp)[1];
+		if (!ret)
+			break;
+		if (ret >= self_lo && ret < self_hi) {
+			fp = next; /* the tracer's own frames keep frame pointers */
+			continue;
+		}
+		ips[n++] = ret;
+		if (frame_keeps_fp(wc, ret)) {
+			if (next <= fp)
+				break;
+			fp = next;
+			continue;
+		}
+		/* a function without frame pointer: libunwind, or the cache */
+		uint64_t rsp = fp + 16;
+		struct cont_entry *c = &wc->cont[mix(ret ^ (rsp << 7)) & (CONT_SLOTS - 1)];
+		if (!(c->rip == ret && c->rsp == rsp && cont_valid(c, lo, hi))) {
+			uint64_t resume;
+			c->rip = ret;
+			c->rsp = rsp;
+			c->n = (uint32_t)dwarf_stretch(wc, ret, rsp, next, c->ips, c->slots, CONT_FRAMES,
+						       &resume);
+			c->end = !resume && c->n < CONT_FRAMES;
+			c->resume_fp = resume;
+			if (!resume && c->n == CONT_FRAMES) {
+				/* longer than a cached stretch: the rest uncached */
+				c->rip = 0;
+				for (uint32_t i = 0; i < CONT_FRAMES && n < depth; i++)
+					ips[n++] = c->ips[i];
+				uint64_t more[HT_MAX_DEPTH], sl[HT_MAX_DEPTH];
+				int m = depth > n ? dwarf_stretch(wc, c->ips[CONT_FRAMES - 1],
+								  c->slots[CONT_FRAMES - 1] + 8, 0, more,
+								  sl, depth - n, &resume)
+						  : 0;
+				for (int i = 0; i < m; i++)
+					ips[n++] = more[i];
+				if (!resume)
+					break;
+				fp = resume;
+				continue;
+			}
+		}
+		for (uint32_t i = 0; i < c->n && n < depth; i++)
+			ips[n++] = c->ips[i];
+		if (c->end || !c->resume_fp)
+			break;
+		fp = c->resume_fp;
+
+	}
+	return n;
+}
+
+/* The top of the calling thread's stack, for the frame-pointer walk. */
+static uintptr_t stack_top(void)
+{
+	pthread_attr_t a;
+	void *addr;
+	size_t size;
+	uintptr_t hi = 0;
+	if (pthread_getattr_np(pthread_self(), &a) == 0) {
+		if (pthread_attr_getstack(&a, &addr, &size) == 0)
+			hi = (uintptr_t)addr + size;
+		pthread_attr_destroy(&a);
+	}
+	return hi;
+}
+
+/* A 64-bit hash of a stack: four independent lanes (the multiplies
+ * overlap), mixed at the end.  The leaf cache trusts it: two different
+ * stacks of one thread with the same hash would share a node (odds about
+ * n^2 / 2^65 for n distinct stacks). */
+static uint64_t hash_ips(const uint64_t *ips, int n)
+{
+	uint64_t a = 0x9E3779B97F4A7C15ull ^ (uint64_t)n, b = 0xC2B2AE3D27D4EB4Full,
+		 c = 0x165667B19E3779F9ull, d = 0x27D4EB2F165667C5ull;
+	int j = 0;
+	for (; j + 4 <= n; j += 4) {
+		a = (a ^ ips[j]) * 0x100000001B3ull;
+		b = (b ^ ips[j + 1]) * 0x100000001B3ull;
+		c = (c ^ ips[j + 2]) * 0x100000001B3ull;
+		d = (d ^ ips[j + 3]) * 0x100000001B3ull;
+	}
+	for (; j < n; j++)
+		a = (a ^ ips[j]) * 0x9E3779B97F4A7C15ull;
+	uint64_t h = a ^ (b << 17 | b >> 47) ^ (c << 31 | c >> 33) ^ (d << 47 | d >> 17);
+	h ^= h >> 29;
+	h *= 0xBF58476D1CE4E5B9ull;
+	h ^= h >> 32;
+	return h ? h : 1;
+}
+
 uint32_t ht_stack__capture(struct ht_tls *t)
 {
 	struct ht_stacks *s = t->stacks;
@@ -287,28 +679,29 @@ uint32_t ht_stack__capture(struct ht_tls *t)
 		s = map(sizeof(*s));
 		if (!s || grow_nodes(s) < 0 || grow_leaves(s) < 0)
 			return 0;
+		if (ht_opt.unwind_fp && (s->walk = map(sizeof(*s->walk))) != NULL)
+			s->stack_hi = stack_top();
 		t->stacks = s;
 	}
 	if (!atomic_load_explicit(&mods, memory_order_acquire))
 		modules_refresh(t); /* the first stack of the process */
-	void *ips[HT_MAX_DEPTH + SKIP_SLACK];
+	uint64_t ips[HT_MAX_DEPTH + SKIP_SLACK];
 	int depth = ht_opt.stack_depth > HT_MAX_DEPTH ? HT_MAX_DEPTH : ht_opt.stack_depth;
-	int n = unw_backtrace(ips, depth + SKIP_SLACK);
-	int i = 0;
-	while (i < n && (uint64_t)(uintptr_t)ips[i] >= self_lo &&
-	       (uint64_t)(uintptr_t)ips[i] < self_hi)
-		i++;
-	n -= i;
-	if (n > depth)
-		n = depth;
+	int n = 0;
+	if (s->stack_hi) {
+		n = hybrid_walk(s, ips, depth);
+	} else {
+		void *raw[HT_MAX_DEPTH + SKIP_SLACK];
+		int m = unw_backtrace(raw, depth + SKIP_SLACK), i = 0;
+		while (i < m && (uint64_t)(uintptr_t)raw[i] >= self_lo &&
+		       (uint64_t)(uintptr_t)raw[i] < self_hi)
+			i++;
+		for (; i < m && n < depth; i++)
+			ips[n++] = (uint64_t)(uintptr_t)raw[i];
+	}
 	if (n <= 0)
 		return 0;
-	void **st = ips + i;
-	uint64_t h = (uint64_t)n;
-	for (int j = 0; j < n; j++)
-		h = (h ^ (uint64_t)(uintptr_t)st[j]) * 0x100000001B3ull + (h >> 23);
-	if (!h)
-		h = 1;
+	uint64_t h = hash_ips(ips, n);
 	size_t mask = ((size_t)1 << s->leaves_lg) - 1;
 	size_t k = mix(h) & mask;
 	for (; s->leaves[k].id; k = (k + 1) & mask)
@@ -317,7 +710,7 @@ uint32_t ht_stack__capture(struct ht_tls *t)
 	/* A new call path: its nodes, outermost first. */
 	uint32_t node = 0;
 	for (int j = n - 1; j >= 0; j--) {
-		node = node_get(t, s, node, (uint64_t)(uintptr_t)st[j]);
+		node = node_get(t, s, node, ips[j]);
 		if (!node)
 			return 0;
 	}
@@ -345,6 +738,8 @@ void ht_stack__thread_exit(struct ht_tls *t)
 		munmap(s->nodes, ((size_t)1 << s->nodes_lg) * sizeof(*s->nodes));
 	if (s->leaves)
 		munmap(s->leaves, ((size_t)1 << s->leaves_lg) * sizeof(*s->leaves));
+	if (s->walk)
+		munmap(s->walk, sizeof(*s->walk));
 	munmap(s, sizeof(*s));
 }
 

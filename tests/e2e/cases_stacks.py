@@ -353,3 +353,27 @@ def test_top(t):
     r = t.tool(["top", "--by", "module", out])
     eq(r.rc, 2, "top --by module")
     check("--by" in r.stderr, r.stderr)
+
+
+@case(timeout=120)
+def test_unwind_modes_agree(t):
+    """The frame-pointer walk (HEAPTRAIL_UNWIND=auto, the default: rbp chain
+    where functions keep it, libunwind through those that do not, cached)
+    gives the same stacks as libunwind alone (dwarf), for leaky (built with
+    frame pointers) through its library (built without) and glibc's
+    start-up and thread frames (without)."""
+    groups = {}
+    for mode in ("auto", "dwarf"):
+        out = t.path("%s.ht" % mode)
+        r = t.run([t.heaptrail, "record", "-q", "--stacks", "-o", out, "--",
+                   t.prog("leaky"), t.prog("libleaklib.so")], env={"HEAPTRAIL_UNWIND": mode})
+        eq(r.rc, 0, "record (%s):\n%s" % (mode, r.describe()))
+        j = leaks_json(t, out)
+        groups[mode] = sorted((g["bytes"], g["blocks"],
+                               tuple((f["function"], f["line"]) for f in g["stack"]))
+                              for g in j["groups"])
+    eq(groups["auto"], groups["dwarf"], "leak groups, frame pointers vs libunwind")
+    r = t.run([t.prog("leaky")], env={"LD_PRELOAD": t.preload, "HEAPTRAIL_OUT": t.path("x.ht"),
+                                      "HEAPTRAIL_STACKS": "8", "HEAPTRAIL_UNWIND": "sideways"})
+    check("HEAPTRAIL_UNWIND=sideways" in r.stderr and "auto or dwarf" in r.stderr,
+          "no warning for a bad HEAPTRAIL_UNWIND:\n" + r.stderr)
