@@ -503,6 +503,12 @@ if ((WRITE)); then
 		echo "## Raw samples"
 		echo
 		cat "$RAW"
-	} >"$HERE/RESULTS.md"
+	} >"$WORK/results.md"
+	# keep the section bench/run_stacks.sh writes
+	if [[ -f $HERE/RESULTS.md ]] && grep -q '<!-- stacks:begin' "$HERE/RESULTS.md"; then
+		echo >>"$WORK/results.md"
+		sed -n '/<!-- stacks:begin/,/<!-- stacks:end -->/p' "$HERE/RESULTS.md" >>"$WORK/results.md"
+	fi
+	cp "$WORK/results.md" "$HERE/RESULTS.md"
 	note "wrote $HERE/RESULTS.md"
 fi

@@ -172,14 +172,19 @@ static inline int hot_ready(struct ht_tls *t, int release)
 	return 1;
 }
 
-/* malloc: fields size, ptr, slack, then the timestamp; written with
- * unconditional 8-byte stores and branch-free lengths (format.h).  The
- * clock, when due, is read after the real malloc returned. */
-static inline void rec_malloc(struct ht_tls *t, size_t size, void *p)
+/* malloc: fields size, ptr, slack, then the timestamp, then (with
+ * --stacks) the stack node; written with unconditional 8-byte stores and
+ * branch-free lengths (format.h).  The clock, when due, is read after the
+ * real malloc returned.  stack is a constant 0 on the fast path. */
+static inline __attribute__((always_inline)) void rec_malloc_with(struct ht_tls *t, size_t size,
+								  void *p, int stacked)
 {
 	t->guard = 1;
 	if (!hot_ready(t, 0))
 		goto out;
+	uint64_t stack = stacked ? ht_stack__capture(t) : 0;
+	if (stacked && HT_UNLIKELY(t->pos >= t->end)) /* the capture wrote frames */
+		ht_tls__refill(t, ht_now());
 	uint64_t usable = size;
 	int flags = HT_LIKELY(p != NULL) ? chunk_flags(p, &usable) : 0;
 	uint64_t f0 = size;
@@ -190,13 +195,26 @@ static inline void rec_malloc(struct ht_tls *t, size_t size, void *p)
 		 c3 = ht_len_bytes(f3);
 	uint32_t tag = c0 | c1 << 4 | c2 << 8 | c3 << 12;
 	uint8_t *o = t->pos;
-	o[0] = (uint8_t)(HT_EV_MALLOC | flags);
-	o[1] = (uint8_t)tag;
-	o[2] = (uint8_t)(tag >> 8);
-	o = ht_put_field(o + 3, f0, c0);
-	o = ht_put_field(o, f1, c1);
-	o = ht_put_field(o, f2, c2);
-	o = ht_put_field(o, f3, c3);
+	if (stacked && stack) {
+		unsigned c4 = ht_len_bytes(stack);
+		o[0] = (uint8_t)(HT_EV_MALLOC | flags | HT_F_STACK);
+		o[1] = (uint8_t)tag;
+		o[2] = (uint8_t)(tag >> 8);
+		o[3] = (uint8_t)c4;
+		o = ht_put_field(o + 4, f0, c0);
+		o = ht_put_field(o, f1, c1);
+		o = ht_put_field(o, f2, c2);
+		o = ht_put_field(o, f3, c3);
+		o = ht_put_field(o, stack, c4);
+	} else {
+		o[0] = (uint8_t)(HT_EV_MALLOC | flags);
+		o[1] = (uint8_t)tag;
+		o[2] = (uint8_t)(tag >> 8);
+		o = ht_put_field(o + 3, f0, c0);
+		o = ht_put_field(o, f1, c1);
+		o = ht_put_field(o, f2, c2);
+		o = ht_put_field(o, f3, c3);
+	}
 	t->last_ptr = (uintptr_t)p;
 	t->pos = o;
 	t->nev++;
@@ -204,6 +222,11 @@ static inline void rec_malloc(struct ht_tls *t, size_t size, void *p)
 out:
 	t->guard = 0;
 	check_brk();
+}
+
+static inline void rec_malloc(struct ht_tls *t, size_t size, void *p)
+{
+	rec_malloc_with(t, size, p, 0);
 }
 
 /* free: fields ptr, then the timestamp, read (when due) before the real
@@ -231,14 +254,10 @@ out:
 	t->guard = 0;
 }
 
-/* malloc with its stack (record --stacks): the generic path, which unwinds. */
-static __attribute__((noinline)) void rec_malloc_stacked(size_t size, void *p)
+/* malloc with its stack (record --stacks), out of the fast path. */
+static __attribute__((noinline)) void rec_malloc_stacked(struct ht_tls *t, size_t size, void *p)
 {
-	uint64_t usable = size;
-	int flags = p ? chunk_flags(p, &usable) : 0;
-	uint64_t v[3] = {size, (uintptr_t)p, ht_slack(p, size, usable, flags)};
-	ht_record(HT_EV_MALLOC, flags, ht_now(), v, NULL);
-	check_brk();
+	rec_malloc_with(t, size, p, 1);
 }
 
 HT_EXPORT void *malloc(size_t size)
@@ -247,7 +266,7 @@ HT_EXPORT void *malloc(size_t size)
 	struct ht_tls *t = &ht_tls;
 	if (tracing(t)) {
 		if (HT_UNLIKELY(ht_opt.stack_depth))
-			rec_malloc_stacked(size, p);
+			rec_malloc_stacked(t, size, p);
 		else
 			rec_malloc(t, size, p);
 	}
