@@ -48,7 +48,8 @@ void ht_blocks__event(struct ht_livemap *live, const struct ht_event *e,
 	uint64_t p = ht_event__result_ptr(e);
 	if (!p)
 		return;
-	struct ht_block b = {p, ht_event__size(e), e->usable, e->time_ns, e->tid, e->stack};
+	struct ht_block b = {p, ht_event__size(e), e->usable, e->time_ns, e->tid, e->stack,
+			     e->weight, 0};
 	struct ht_block *old = ht_livemap__get(live, p);
 	if (old) /* handed out while live: the trace and the program disagree */
 		release(live, e, p, cbs);

@@ -153,8 +153,8 @@ static void group_blocks(struct leaks *l, uint64_t older)
 		if (older && (b->time_ns > l->end_ns || l->end_ns - b->time_ns < older))
 			continue;
 		struct group *g = group_of(l, b->aux, hash, hcap);
-		g->bytes += b->size;
-		g->blocks++;
+		g->bytes += b->size * b->weight;
+		g->blocks += b->weight;
 	}
 	free(hash);
 	qsort(l->groups, l->ngroups, sizeof(*l->groups), by_bytes);

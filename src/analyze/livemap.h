@@ -13,6 +13,8 @@ struct ht_block {
 	uint64_t time_ns; /* when allocated */
 	uint32_t tid;     /* allocating thread */
 	uint32_t aux;     /* caller's data (stack id, kind, flags) */
+	uint32_t weight;  /* allocations it stands for (sampled traces), else 1 */
+	uint32_t pad;     /* zero */
 };
 
 struct ht_livemap {

@@ -88,7 +88,8 @@ static void note_big(struct ht_stackstats *s, const struct ht_event *e, const st
 static void on_acquire(void *ctx, const struct ht_event *e, const struct ht_block *b)
 {
 	struct pass *p = ctx;
-	p->live += b->size;
+	uint64_t w = b->weight;
+	p->live += b->size * w;
 	if (p->live > p->peak) {
 		p->peak = p->live;
 		p->peak_event = p->events;
@@ -99,19 +100,19 @@ static void on_acquire(void *ctx, const struct ht_event *e, const struct ht_bloc
 	if (p->second || (p->tid && b->tid != p->tid))
 		return;
 	struct ht_stackstat *st = stat_of(p->s, b->aux);
-	st->alloc_bytes += b->size;
-	st->alloc_calls++;
+	st->alloc_bytes += b->size * w;
+	st->alloc_calls += w;
 	note_big(p->s, e, b);
 }
 
 static void on_release(void *ctx, const struct ht_event *e, const struct ht_block *b)
 {
 	struct pass *p = ctx;
-	p->live -= b->size;
+	p->live -= b->size * b->weight;
 	struct last_alloc *l = last_of(p, e->tid);
 	if (l->ptr == b->ptr && b->tid == e->tid) {
 		if (!p->second && (!p->tid || b->tid == p->tid))
-			stat_of(p->s, b->aux)->temp_calls++;
+			stat_of(p->s, b->aux)->temp_calls += b->weight;
 		l->ptr = 0;
 	}
 }
@@ -124,11 +125,11 @@ static void add_live(struct pass *p, const struct ht_livemap *live, int at_peak)
 			continue;
 		struct ht_stackstat *st = stat_of(p->s, b->aux);
 		if (at_peak) {
-			st->peak_bytes += b->size;
-			st->peak_blocks++;
+			st->peak_bytes += b->size * b->weight;
+			st->peak_blocks += b->weight;
 		} else {
-			st->end_bytes += b->size;
-			st->end_blocks++;
+			st->end_bytes += b->size * b->weight;
+			st->end_blocks += b->weight;
 		}
 	}
 }

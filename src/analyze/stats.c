@@ -109,19 +109,22 @@ static void release(struct stats *s, const struct ht_event *e, uint64_t ptr,
 		s->unknown_frees++;
 		return;
 	}
-	th->frees++;
+	uint64_t w = b.weight; /* > 1 for a sampled allocation */
+	th->frees += w;
+	if (e->kind == HT_EV_FREE)
+		s->calls[HT_EV_FREE] += w - 1; /* the call itself was counted once */
 	if (b.aux & BLOCK_FORGOTTEN)
 		return;
-	s->live_bytes -= b.size;
-	s->live_usable -= b.usable;
-	s->live_blocks--;
+	s->live_bytes -= b.size * w;
+	s->live_usable -= b.usable * w;
+	s->live_blocks -= w;
 	if (b.tid != e->tid)
-		s->cross_thread_frees++;
+		s->cross_thread_frees += w;
 	uint64_t life = e->time_ns > b.time_ns ? e->time_ns - b.time_ns : 0;
 	int lb = 0;
 	for (uint64_t lim = 1000; lb < NLIFE_BUCKETS - 1 && life >= lim; lim *= 10)
 		lb++;
-	s->life_hist[lb]++;
+	s->life_hist[lb] += w;
 }
 
 static void acquire(struct stats *s, const struct ht_event *e, uint64_t ptr, uint64_t size,
@@ -132,23 +135,24 @@ static void acquire(struct stats *s, const struct ht_event *e, uint64_t ptr, uin
 		/* Address handed out while still live: the trace's order and
 		 * the program disagree.  Count it, and let the new block win. */
 		s->inversions++;
+		th->frees -= old->weight;
 		release(s, e, ptr, th);
-		th->frees--;
 	}
-	struct ht_block b = {ptr, size, e->usable, e->time_ns, e->tid, 0};
+	struct ht_block b = {ptr, size, e->usable, e->time_ns, e->tid, 0, e->weight, 0};
 	ht_livemap__put(&s->live, &b);
-	s->live_bytes += size;
-	s->live_usable += e->usable;
-	s->live_blocks++;
-	s->bytes_allocated += size;
-	s->usable_allocated += e->usable;
-	s->bytes_by[e->kind] += size;
-	s->size_hist[size_bucket(size)]++;
-	th->allocations++;
-	th->bytes_allocated += size;
+	uint64_t w = e->weight; /* > 1 for a sampled allocation */
+	s->live_bytes += size * w;
+	s->live_usable += e->usable * w;
+	s->live_blocks += w;
+	s->bytes_allocated += size * w;
+	s->usable_allocated += e->usable * w;
+	s->bytes_by[e->kind] += size * w;
+	s->size_hist[size_bucket(size)] += w;
+	th->allocations += w;
+	th->bytes_allocated += size * w;
 	if (e->flags & HT_F_MMAPPED) {
-		s->mmc_allocs++;
-		s->mmc_bytes += size;
+		s->mmc_allocs += w;
+		s->mmc_bytes += size * w;
 	}
 	note_peak(s, e->time_ns);
 }
@@ -208,7 +212,7 @@ static void add_event(struct stats *s, const struct ht_event *e)
 	s->last_time = e->time_ns;
 	const struct ht_kind_desc *d = &ht_kind_descs[e->kind];
 	if (e->kind != HT_EV_HEAP_BREAK && e->kind < HT_EV_HEAP_BREAK) {
-		s->calls[e->kind]++;
+		s->calls[e->kind] += e->weight;
 		if (is_failure(e))
 			s->failed[e->kind]++;
 	}
@@ -325,6 +329,8 @@ static void print_json(struct stats *s, const struct ht_trace_info *in, const ch
 	ht_json__bool(&j, "complete", complete);
 	ht_json__bool(&j, "closed", in->closed);
 	ht_json__bool(&j, "orphaned", in->orphaned);
+	ht_json__bool(&j, "sampled", (in->flags & HT_FILE_F_SAMPLED) != 0);
+	ht_json__u64(&j, "sample_bytes", in->sample_bytes);
 	ht_json__u64(&j, "duration_ns", in->duration_ns > s->last_time ? in->duration_ns : s->last_time);
 	ht_json__u64(&j, "events", s->events);
 	ht_json__u64(&j, "timestamps_taken", s->ts_taken);

@@ -35,6 +35,7 @@ struct record_config {
 	const char *writer;      /* --writer (process) */
 	int stacks;              /* --stacks[=DEPTH] (off; 64 when given without DEPTH) */
 	const char *unwind;      /* --unwind (auto) */
+	uint64_t sample_bytes;   /* --sample-bytes (0: every allocation) */
 	int timestamp_every;     /* --timestamp-every (16) */
 	int quiet;               /* -q */
 	int no_compact;          /* --no-compact */
@@ -52,6 +53,7 @@ static const char usage_text[] =
 	"\fEXAMPLES\n"
 	"  heaptrail record -o app.ht -- ./app --its --args\n"
 	"  heaptrail record --stacks -o app.ht -- ./app && heaptrail leaks app.ht\n"
+	"  heaptrail record --stacks --sample-bytes 512K -o srv.ht -- ./server   # always-on\n"
 	"  heaptrail record --start-paused -o app.ht ./app   # app calls heaptrail_start()\n"
 	"  heaptrail record --toggle-signal -o srv.ht ./server &  kill -USR2 $!\n"
 	"  LD_PRELOAD=/path/to/libheaptrail.so HEAPTRAIL_OUT=app.ht ./app   # without record\n"
@@ -199,6 +201,8 @@ int cmd_record(int argc, char **argv)
 		{0, "clock", HT_OPT_STRING, &cfg.clock, "CLOCK", "tsc or monotonic (tsc)"},
 		{0, "stacks", HT_OPT_OPT_INT, &cfg.stacks, "DEPTH",
 		 "record the call stack of every allocation, up to DEPTH frames (64); see heaptrail leaks"},
+		{0, "sample-bytes", HT_OPT_SIZE, &cfg.sample_bytes, "N",
+		 "record one allocation every N bytes on average (Poisson; K/M/G), and their frees; analyzers scale the totals (0: all)"},
 		{0, "unwind", HT_OPT_STRING, &cfg.unwind, "HOW",
 		 "auto: frame pointers where functions keep them, libunwind elsewhere; dwarf: libunwind only (auto)"},
 		{0, "writer", HT_OPT_STRING, &cfg.writer, "KIND",
@@ -218,6 +222,10 @@ int cmd_record(int argc, char **argv)
 		cfg.stacks = 64;
 	if (cfg.stacks < 0 || cfg.stacks > 256) {
 		ht_error("--stacks=%d: the depth goes from 1 to 256", cfg.stacks);
+		goto cleanup;
+	}
+	if (cfg.sample_bytes > (1u << 30)) {
+		ht_error("--sample-bytes: at most 1G");
 		goto cleanup;
 	}
 	if (strcmp(cfg.unwind, "auto") && strcmp(cfg.unwind, "dwarf")) {
@@ -300,6 +308,7 @@ int cmd_record(int argc, char **argv)
 		setenv("HEAPTRAIL_WRITER", cfg.writer, 1);
 		setenv_num("HEAPTRAIL_STACKS", (unsigned long long)cfg.stacks, "");
 		setenv("HEAPTRAIL_UNWIND", cfg.unwind, 1);
+		setenv_num("HEAPTRAIL_SAMPLE_BYTES", (unsigned long long)cfg.sample_bytes, "");
 		setenv_num("HEAPTRAIL_TIMESTAMP_EVERY", (unsigned long long)cfg.timestamp_every, "");
 		const char *pre = getenv("LD_PRELOAD");
 		char buf[PATH_MAX * 2];

@@ -408,6 +408,27 @@ static void encode(struct ht_tls *t, int kind, int flags, uint64_t ts, const uin
 	commit(t);
 }
 
+/* With --sample-bytes: whether to record this allocation-kind event. */
+static int sampled(struct ht_tls *t, int kind, const uint64_t *vals)
+{
+	const struct ht_kind_desc *d = &ht_kind_descs[kind];
+	uint64_t p = vals[d->result];
+	switch (kind) {
+	case HT_EV_REALLOC:
+		return ht_sample__realloc(t, vals[0], vals[1], p);
+	case HT_EV_REALLOCARRAY:
+		return ht_sample__realloc(t, vals[0], vals[1] * vals[2], p);
+	case HT_EV_CALLOC:
+		return ht_sample__alloc(t, vals[0] * vals[1], p);
+	case HT_EV_MALLOC:
+	case HT_EV_VALLOC:
+	case HT_EV_PVALLOC:
+		return ht_sample__alloc(t, vals[0], p);
+	default: /* the memalign family: align, size */
+		return ht_sample__alloc(t, vals[1], p);
+	}
+}
+
 /* Records one event for the calling thread, unless it is inside the
  * tracer already (a signal handler, or the tracer's own allocations). */
 void ht_record(int kind, int flags, uint64_t ts, const uint64_t *vals, const char *str)
@@ -417,6 +438,11 @@ void ht_record(int kind, int flags, uint64_t ts, const uint64_t *vals, const cha
 		return;
 	t->guard++;
 	if (HT_LIKELY(t->state == 1) || ht_tls__prepare(t, &ts)) {
+		if (HT_UNLIKELY(ht_opt.sample_bytes) && kind < 32 && ht_kind_descs[kind].is_alloc &&
+		    !sampled(t, kind, vals)) {
+			t->guard--;
+			return;
+		}
 		uint32_t stack = 0;
 		if (HT_UNLIKELY(ht_opt.stack_depth) && kind < 32 && ((1u << kind) & STACK_KINDS))
 			stack = ht_stack__capture(t);

@@ -254,10 +254,18 @@ out:
 	t->guard = 0;
 }
 
-/* malloc with its stack (record --stacks), out of the fast path. */
-static __attribute__((noinline)) void rec_malloc_stacked(struct ht_tls *t, size_t size, void *p)
+/* malloc with its stack (record --stacks) or sampled (--sample-bytes),
+ * out of the fast path. */
+static __attribute__((noinline)) void rec_malloc_slow(struct ht_tls *t, size_t size, void *p)
 {
-	rec_malloc_with(t, size, p, 1);
+	if (ht_opt.sample_bytes && !ht_sample__alloc(t, size, (uintptr_t)p)) {
+		check_brk();
+		return;
+	}
+	if (ht_opt.stack_depth)
+		rec_malloc_with(t, size, p, 1);
+	else
+		rec_malloc_with(t, size, p, 0);
 }
 
 HT_EXPORT void *malloc(size_t size)
@@ -265,8 +273,8 @@ HT_EXPORT void *malloc(size_t size)
 	void *p = __libc_malloc(size);
 	struct ht_tls *t = &ht_tls;
 	if (tracing(t)) {
-		if (HT_UNLIKELY(ht_opt.stack_depth))
-			rec_malloc_stacked(t, size, p);
+		if (HT_UNLIKELY(ht_opt.slow_malloc))
+			rec_malloc_slow(t, size, p);
 		else
 			rec_malloc(t, size, p);
 	}
@@ -277,6 +285,11 @@ HT_EXPORT void free(void *p)
 {
 	struct ht_tls *t = &ht_tls;
 	if (tracing(t)) {
+		if (HT_UNLIKELY(ht_opt.sample_bytes) && !ht_sample__free((uintptr_t)p)) {
+			__libc_free(p); /* a block that was not sampled */
+			check_brk();
+			return;
+		}
 		rec_free(t, p);
 		__libc_free(p);
 		check_brk();

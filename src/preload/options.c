@@ -26,6 +26,7 @@ struct ht_options ht_opt = {
 	.writer_process = 1,
 	.stack_depth = 0,
 	.unwind_fp = 1,
+	.sample_bytes = 0,
 };
 
 enum opt_type { OPT_BOOL, OPT_INT, OPT_SIZE, OPT_MSEC, OPT_PATH, OPT_CLOCK, OPT_WRITER, OPT_UNWIND };
@@ -52,6 +53,7 @@ static const struct opt_desc descs[] = {
 	{"HEAPTRAIL_WRITER", OPT_WRITER, &ht_opt.writer_process, 0, 1},
 	{"HEAPTRAIL_STACKS", OPT_INT, &ht_opt.stack_depth, 0, 256},
 	{"HEAPTRAIL_UNWIND", OPT_UNWIND, &ht_opt.unwind_fp, 0, 1},
+	{"HEAPTRAIL_SAMPLE_BYTES", OPT_SIZE, &ht_opt.sample_bytes, 0, 1L << 30},
 };
 
 /* stderr without stdio: stdio may allocate, and may be locked by the
@@ -200,4 +202,9 @@ void ht_options__load(void)
 #endif
 	/* A buffer holds whole records, and offsets fit HT_COMMIT_SHIFT bits. */
 	ht_opt.buffer_size &= ~63L;
+	if (ht_opt.sample_bytes && ht_sample__init() < 0) {
+		ht_msg("warning: no memory for sampling; recording every allocation");
+		ht_opt.sample_bytes = 0;
+	}
+	ht_opt.slow_malloc = ht_opt.stack_depth || ht_opt.sample_bytes;
 }

@@ -33,6 +33,8 @@ struct ht_options {
 	int writer_process;    /* HEAPTRAIL_WRITER: 1 = helper process, 0 = thread */
 	int stack_depth;       /* HEAPTRAIL_STACKS: frames per allocation stack, 0 = none */
 	int unwind_fp;         /* HEAPTRAIL_UNWIND: 1 = frame pointers where modules keep them (auto), 0 = libunwind only (dwarf) */
+	long sample_bytes;     /* HEAPTRAIL_SAMPLE_BYTES: record allocations every ~N bytes, 0 = all */
+	int slow_malloc;       /* stacks or sampling: malloc leaves the fast path (derived) */
 };
 
 extern struct ht_options ht_opt;
@@ -89,6 +91,8 @@ struct ht_tls {
 	uint32_t ts_left;       /* malloc/free calls until the next clock sample */
 	uint32_t epoch;         /* ht_epoch when this thread last took the clock */
 	struct ht_stacks *stacks; /* the thread's call-path tables (stacks.c), or NULL */
+	int64_t sample_left;    /* bytes until the next sampled allocation (sample.c) */
+	uint64_t rng;           /* the sampler's random state */
 };
 
 extern __thread struct ht_tls ht_tls __attribute__((tls_model("initial-exec")));
@@ -134,6 +138,15 @@ void ht_record(int kind, int flags, uint64_t ts, const uint64_t *vals,
 /* Writes a pseudo-record (FRAME, MODULE, ...): not an event, no time. */
 void ht_meta__write(struct ht_tls *t, int kind, const uint64_t *vals, const void *str,
 		    size_t slen);
+
+/* ---- sample.c: record --sample-bytes ----------------------------------- */
+int ht_sample__init(void);
+/* Whether to record an allocation of size bytes that returned p. */
+int ht_sample__alloc(struct ht_tls *t, uint64_t size, uint64_t p);
+/* Whether to record the free of p (it was sampled). */
+int ht_sample__free(uint64_t p);
+/* Whether to record realloc(old, size) that returned p. */
+int ht_sample__realloc(struct ht_tls *t, uint64_t old, uint64_t size, uint64_t p);
 
 /* ---- stacks.c: stacks for record --stacks ------------------------------- */
 struct ht_stacks;

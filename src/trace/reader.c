@@ -2,6 +2,7 @@
  * and a k-way merge of the thread streams by (timestamp, thread, seq). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -705,9 +706,12 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 			}
 			e->v[e->nv++] = v;
 		}
+		e->weight = 1;
 		if (d->is_alloc && result_ptr) {
 			uint64_t req = ht_event__size(e);
 			e->usable = ht_usable_of(r->hdr.version, e->flags, req, slack);
+			if (r->hdr.flags & HT_FILE_F_SAMPLED)
+				e->weight = ht_sample_weight(req, result_ptr, r->hdr.sample_bytes);
 		}
 		s->last_ts = e->ts;
 		s->pos = p;
@@ -1206,6 +1210,7 @@ struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
 	in->pid = r->hdr.pid;
 	in->ppid = r->hdr.ppid;
 	in->start_brk = r->hdr.start_brk;
+	in->sample_bytes = (r->hdr.flags & HT_FILE_F_SAMPLED) ? r->hdr.sample_bytes : 0;
 	in->flags = r->hdr.flags;
 	in->start_realtime_ns = r->hdr.start_realtime_ns;
 	in->ts_per_ns = r->ts_per_ns;
@@ -1327,4 +1332,19 @@ size_t ht_reader__modules(const struct ht_reader *r, const struct ht_module **mo
 {
 	*mods = r->mods;
 	return r->nmods;
+}
+
+uint32_t ht_sample_weight(uint64_t size, uint64_t ptr, uint64_t sample_bytes)
+{
+	if (!sample_bytes)
+		return 1;
+	double p = -expm1(-(double)(size ? size : 1) / (double)sample_bytes);
+	double w = p > 0 ? 1.0 / p : 1.0;
+	if (w > 4e9)
+		w = 4e9;
+	uint64_t h = (ptr >> 4) * 0x9E3779B97F4A7C15ull;
+	h ^= h >> 31;
+	double u = (double)(h >> 11) / 9007199254740992.0;
+	uint32_t k = (uint32_t)w;
+	return k + (u < w - (double)k);
 }

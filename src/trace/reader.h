@@ -40,6 +40,7 @@ struct ht_event {
 	uint8_t part;       /* HT_PART_*: how a realloc is split in time */
 	uint8_t ts_taken;   /* 1: ts was read at this call; 0: the thread's previous one (sampled) */
 	uint32_t stack;     /* stack node of the call (record --stacks), 0 if none */
+	uint32_t weight;    /* allocations this one stands for: 1, more in a sampled trace */
 };
 
 /* A module (executable, shared object) the recorder saw mapped. */
@@ -97,6 +98,7 @@ struct ht_trace_info {
 	const char *exe;       /* executable path */
 	uint64_t file_size;    /* bytes */
 	uint64_t start_brk;    /* where the heap begins */
+	uint64_t sample_bytes; /* record --sample-bytes (HT_FILE_F_SAMPLED in flags), else 0 */
 };
 
 /* How long a reader waits for a recorder's writer process that is still
@@ -143,6 +145,12 @@ size_t ht_reader__nnodes(const struct ht_reader *r); /* ids are < this */
 size_t ht_reader__stack(const struct ht_reader *r, uint32_t node, uint64_t *ips, size_t max);
 /* Every module recorded so far. */
 size_t ht_reader__modules(const struct ht_reader *r, const struct ht_module **mods);
+
+/* The weight of a sampled allocation of size bytes at ptr, in a trace
+ * sampled every sample_bytes (record --sample-bytes): 1 / (1 - exp(-size /
+ * sample_bytes)), rounded up or down at random (a fixed function of ptr)
+ * so that sums stay unbiased in whole numbers. */
+uint32_t ht_sample_weight(uint64_t size, uint64_t ptr, uint64_t sample_bytes);
 
 /* Converts a raw timestamp to ns since the start. */
 uint64_t ht_reader__ts_to_ns(const struct ht_reader *r, uint64_t ts);

@@ -58,7 +58,7 @@ target_include_directories(ht_fuzz_run_corpus PRIVATE
   ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
 target_compile_options(ht_fuzz_run_corpus PRIVATE -g -O1 -fno-omit-frame-pointer ${HT_FUZZ_SAN})
 target_link_options(ht_fuzz_run_corpus PRIVATE ${HT_FUZZ_SAN})
-target_link_libraries(ht_fuzz_run_corpus PRIVATE PkgConfig::ZSTD)
+target_link_libraries(ht_fuzz_run_corpus PRIVATE PkgConfig::ZSTD m)
 
 add_test(NAME fuzz.corpus
   COMMAND ht_fuzz_run_corpus -t 60 ${HT_FUZZ_DIR}/corpus ${HT_FUZZ_DIR}/regressions)
@@ -76,7 +76,7 @@ if(HT_FUZZ_VALGRIND)
   target_include_directories(ht_fuzz_run_corpus_plain PRIVATE
     ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
   target_compile_options(ht_fuzz_run_corpus_plain PRIVATE -g -O1)
-  target_link_libraries(ht_fuzz_run_corpus_plain PRIVATE PkgConfig::ZSTD)
+  target_link_libraries(ht_fuzz_run_corpus_plain PRIVATE PkgConfig::ZSTD m)
   add_test(NAME fuzz.corpus.valgrind
     COMMAND ${HT_VALGRIND} -q --error-exitcode=1 --track-origins=yes
       $<TARGET_FILE:ht_fuzz_run_corpus_plain> -t 300

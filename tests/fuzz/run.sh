@@ -62,7 +62,7 @@ if [ "$MODE" = coverage ]; then
 	# A plain (not libFuzzer) build with clang's source-based coverage,
 	# driven by run_corpus.
 	$CC -g -O0 -fprofile-instr-generate -fcoverage-mapping $INC \
-		-o "$BUILD/run_corpus_cov" "$HERE/run_corpus.c" $SOURCES -lzstd
+		-o "$BUILD/run_corpus_cov" "$HERE/run_corpus.c" $SOURCES -lzstd -lm
 	rm -f "$BUILD"/cov-*.profraw
 	LLVM_PROFILE_FILE="$BUILD/cov-%p.profraw" "$BUILD/run_corpus_cov" \
 		"$HERE/corpus" "$HERE/regressions" "$BUILD/work" 2>/dev/null | tail -1
@@ -81,7 +81,7 @@ echo "building $BUILD/fuzz_reader with $CC"
 $CC -g -O1 -fno-omit-frame-pointer \
 	-fsanitize=fuzzer,address,undefined,float-cast-overflow \
 	-fno-sanitize-recover=all $NOSAN_FLAG $INC \
-	-o "$BUILD/fuzz_reader" $SOURCES -lzstd
+	-o "$BUILD/fuzz_reader" $SOURCES -lzstd -lm
 
 LOG="$BUILD/fuzz-$(date +%Y%m%d-%H%M%S).log"
 before=$(ls "$HERE/regressions" | wc -l)
