@@ -24,6 +24,7 @@ struct leaks_config {
 	int json;                /* --json */
 	uint64_t older;          /* --older (0): only blocks at least this old */
 	uint64_t at;             /* --at (the end): the time to report at */
+	uint64_t interval;       /* --interval (0: none): also report every TIME */
 	const char *suppressions; /* --suppressions FILE */
 	const char *sysroot;     /* --sysroot */
 	const char *debug_dir;   /* --debug-dir */
@@ -38,6 +39,7 @@ static const char usage_text[] =
 	"  heaptrail record --stacks -o app.ht -- ./app && heaptrail leaks app.ht\n"
 	"  heaptrail leaks --older 10s --top 5 app.ht       # blocks alive for 10 s or more\n"
 	"  heaptrail leaks --at 2.5s app.ht                 # what was live 2.5 s in\n"
+	"  heaptrail leaks --interval 1s --top 3 app.ht     # and every second, to see growth\n"
 	"  heaptrail leaks --suppressions known.supp --json app.ht | jq .leaked_bytes\n"
 	"SUPPRESSIONS\n"
 	"  One pattern a line (fnmatch: '*' and '?'), optionally after \"leak:\" as in\n"
@@ -60,6 +62,15 @@ struct leaks {
 	char **patterns;          /* suppressions */
 	size_t npatterns;         /* count */
 	uint64_t end_ns;          /* the time reported at */
+	struct snap *snaps;       /* --interval: the groups at each step */
+	size_t nsnaps, capsnaps;  /* count / allocated */
+};
+
+/* The groups at one --interval step. */
+struct snap {
+	uint64_t at;          /* time since the start */
+	struct group *groups; /* as group_blocks left them */
+	size_t n;             /* count */
 };
 
 static int load_suppressions(struct leaks *l, const char *path)
@@ -160,6 +171,30 @@ static void group_blocks(struct leaks *l, uint64_t older)
 	qsort(l->groups, l->ngroups, sizeof(*l->groups), by_bytes);
 }
 
+/* --interval: keeps the groups live at time at. */
+static void snapshot(struct leaks *l, uint64_t at, uint64_t older)
+{
+	uint64_t end = l->end_ns;
+	l->end_ns = at;
+	l->ngroups = 0;
+	group_blocks(l, older);
+	if (l->nsnaps == l->capsnaps) {
+		l->capsnaps = l->capsnaps ? l->capsnaps * 2 : 16;
+		l->snaps = realloc(l->snaps, l->capsnaps * sizeof(*l->snaps));
+		if (!l->snaps)
+			exit(1);
+	}
+	struct snap *s = &l->snaps[l->nsnaps++];
+	s->at = at;
+	s->n = l->ngroups;
+	s->groups = malloc((s->n ? s->n : 1) * sizeof(*s->groups));
+	if (!s->groups)
+		exit(1);
+	memcpy(s->groups, l->groups, s->n * sizeof(*s->groups));
+	l->ngroups = 0;
+	l->end_ns = end;
+}
+
 static uint64_t hash_str(uint64_t h, const char *s)
 {
 	for (; s && *s; s++)
@@ -231,16 +266,20 @@ static void print_frame_text(const struct ht_frame *f)
 }
 
 
-static int report(struct leaks *l, struct ht_reader *r, const struct leaks_config *cfg,
-		  const char *path)
+struct totals {
+	uint64_t bytes, blocks;         /* reported */
+	uint64_t sup_bytes, sup_blocks; /* suppressed */
+	uint64_t nostack;               /* blocks without a stack */
+	size_t kept;                    /* groups reported */
+};
+
+static struct ht_frame frames[MAX_FRAMES];
+
+/* Merges alike groups, marks the suppressed ones, adds up the rest. */
+static struct totals summarize(struct leaks *l, struct ht_reader *r, struct ht_symbolizer *sym)
 {
-	struct ht_symbolizer *sym = ht_blocks__symbolizer(r, cfg->sysroot, cfg->debug_dir);
-	if (!sym)
-		return HT_EXIT_DATA;
-	static struct ht_frame frames[MAX_FRAMES];
+	struct totals t = {0};
 	merge_alike(l, r, sym, frames, MAX_FRAMES);
-	uint64_t bytes = 0, blocks = 0, sup_bytes = 0, sup_blocks = 0, nostack = 0;
-	size_t shown = 0, kept = 0;
 	for (size_t i = 0; i < l->ngroups; i++) {
 		struct group *g = &l->groups[i];
 		if (l->npatterns && g->stack) {
@@ -249,16 +288,101 @@ static int report(struct leaks *l, struct ht_reader *r, const struct leaks_confi
 				g->suppressed = frame_suppressed(l, &frames[k]);
 		}
 		if (g->suppressed) {
-			sup_bytes += g->bytes;
-			sup_blocks += g->blocks;
+			t.sup_bytes += g->bytes;
+			t.sup_blocks += g->blocks;
 			continue;
 		}
-		bytes += g->bytes;
-		blocks += g->blocks;
-		kept++;
+		t.bytes += g->bytes;
+		t.blocks += g->blocks;
+		t.kept++;
 		if (!g->stack)
-			nostack += g->blocks;
+			t.nostack += g->blocks;
 	}
+	return t;
+}
+
+static void json_groups(struct ht_json *j, struct leaks *l, struct ht_reader *r,
+			struct ht_symbolizer *sym, uint64_t top)
+{
+	size_t shown = 0;
+	ht_json__arr_begin(j, "groups");
+	for (size_t i = 0; i < l->ngroups && shown < top; i++) {
+		const struct group *g = &l->groups[i];
+		if (g->suppressed)
+			continue;
+		shown++;
+		ht_json__obj_begin(j, NULL);
+		ht_json__u64(j, "bytes", g->bytes);
+		ht_json__u64(j, "blocks", g->blocks);
+		ht_json__arr_begin(j, "stack");
+		size_t n = ht_blocks__frames(r, sym, g->stack, frames, MAX_FRAMES);
+		for (size_t k = 0; k < n; k++)
+			ht_blocks__json_frame(j, &frames[k]);
+		ht_json__arr_end(j);
+		ht_json__obj_end(j);
+	}
+	ht_json__arr_end(j);
+}
+
+/* --interval: each step in turn, its groups in l->groups meanwhile. */
+static void report_intervals(struct leaks *l, struct ht_reader *r, struct ht_symbolizer *sym,
+			     const struct leaks_config *cfg, struct ht_json *j)
+{
+	struct group *keep = l->groups;
+	size_t nkeep = l->ngroups;
+	char b1[32], b2[32];
+	if (j)
+		ht_json__arr_begin(j, "intervals");
+	for (size_t s = 0; s < l->nsnaps; s++) {
+		l->groups = l->snaps[s].groups;
+		l->ngroups = l->snaps[s].n;
+		struct totals t = summarize(l, r, sym);
+		if (j) {
+			ht_json__obj_begin(j, NULL);
+			ht_json__u64(j, "at_ns", l->snaps[s].at);
+			ht_json__u64(j, "leaked_bytes", t.bytes);
+			ht_json__u64(j, "leaked_blocks", t.blocks);
+			json_groups(j, l, r, sym, cfg->top);
+			ht_json__obj_end(j);
+		} else {
+			printf("at %s: %s in %llu blocks live, from %zu stacks\n",
+			       ht_fmt_ns(b1, l->snaps[s].at), ht_fmt_bytes(b2, t.bytes),
+			       (unsigned long long)t.blocks, t.kept);
+			size_t shown = 0;
+			for (size_t i = 0; i < l->ngroups && shown < cfg->top; i++) {
+				const struct group *g = &l->groups[i];
+				if (g->suppressed)
+					continue;
+				shown++;
+				size_t n = ht_blocks__frames(r, sym, g->stack, frames, MAX_FRAMES);
+				printf("  %10s in %6llu blocks  ", ht_fmt_bytes(b1, g->bytes),
+				       (unsigned long long)g->blocks);
+				for (size_t k = 0; k < n && k < 2; k++)
+					printf("%s%s", k ? " <- " : "",
+					       frames[k].function ? frames[k].function : "?");
+				printf("%s\n", n ? "" : "[no stack]");
+			}
+			printf("\n");
+		}
+		l->snaps[s].groups = l->groups; /* merging may have moved them */
+		l->snaps[s].n = l->ngroups;
+	}
+	if (j)
+		ht_json__arr_end(j);
+	l->groups = keep;
+	l->ngroups = nkeep;
+}
+
+static int report(struct leaks *l, struct ht_reader *r, const struct leaks_config *cfg,
+		  const char *path)
+{
+	struct ht_symbolizer *sym = ht_blocks__symbolizer(r, cfg->sysroot, cfg->debug_dir);
+	if (!sym)
+		return HT_EXIT_DATA;
+	struct totals t = summarize(l, r, sym);
+	uint64_t bytes = t.bytes, blocks = t.blocks, sup_bytes = t.sup_bytes,
+		 sup_blocks = t.sup_blocks, nostack = t.nostack;
+	size_t shown = 0, kept = t.kept;
 	const struct ht_trace_info *in = ht_reader__info(r);
 	char b1[32];
 	if (cfg->json) {
@@ -274,26 +398,14 @@ static int report(struct leaks *l, struct ht_reader *r, const struct leaks_confi
 		ht_json__u64(&j, "suppressed_bytes", sup_bytes);
 		ht_json__u64(&j, "suppressed_blocks", sup_blocks);
 		ht_json__u64(&j, "blocks_without_stack", nostack);
-		ht_json__arr_begin(&j, "groups");
-		for (size_t i = 0; i < l->ngroups && shown < cfg->top; i++) {
-			const struct group *g = &l->groups[i];
-			if (g->suppressed)
-				continue;
-			shown++;
-			ht_json__obj_begin(&j, NULL);
-			ht_json__u64(&j, "bytes", g->bytes);
-			ht_json__u64(&j, "blocks", g->blocks);
-			ht_json__arr_begin(&j, "stack");
-			size_t n = ht_blocks__frames(r, sym, g->stack, frames, MAX_FRAMES);
-			for (size_t k = 0; k < n; k++)
-				ht_blocks__json_frame(&j, &frames[k]);
-			ht_json__arr_end(&j);
-			ht_json__obj_end(&j);
-		}
-		ht_json__arr_end(&j);
+		json_groups(&j, l, r, sym, cfg->top);
+		if (l->nsnaps)
+			report_intervals(l, r, sym, cfg, &j);
 		ht_json__obj_end(&j);
 		ht_json__finish(&j);
 	} else {
+		if (l->nsnaps)
+			report_intervals(l, r, sym, cfg, NULL);
 		printf("%s (pid %d): %s in %llu blocks not freed", in->cmdline, in->pid,
 		       ht_fmt_bytes(b1, bytes), (unsigned long long)blocks);
 		if (cfg->at != UINT64_MAX)
@@ -335,6 +447,7 @@ int cmd_leaks(int argc, char **argv)
 		{'n', "top", HT_OPT_U64, &cfg.top, "N", "show the N biggest groups (20)"},
 		{0, "older", HT_OPT_DURATION, &cfg.older, "TIME", "only blocks allocated at least TIME before the end (or --at)"},
 		{0, "at", HT_OPT_DURATION, &cfg.at, "TIME", "report what was live at TIME since the start (the end)"},
+		{0, "interval", HT_OPT_DURATION, &cfg.interval, "TIME", "also what was live every TIME, to see it grow (off)"},
 		{0, "suppressions", HT_OPT_STRING, &cfg.suppressions, "FILE", "leave out stacks matching these patterns"},
 		{0, "sysroot", HT_OPT_STRING, &cfg.sysroot, "DIR", "find the traced modules under DIR (another machine's files)"},
 		{0, "debug-dir", HT_OPT_STRING, &cfg.debug_dir, "DIR", "also look for separate debug files in DIR"},
@@ -361,9 +474,14 @@ int cmd_leaks(int argc, char **argv)
 	}
 	struct ht_event e;
 	l.end_ns = 0;
+	uint64_t next_at = cfg.interval;
 	while (ht_analyze__next(r, &e)) {
 		if (e.time_ns > cfg.at)
 			break;
+		while (cfg.interval && e.time_ns > next_at && next_at <= cfg.at) {
+			snapshot(&l, next_at, cfg.older);
+			next_at += cfg.interval;
+		}
 		ht_blocks__event(&l.live, &e, NULL);
 		l.end_ns = e.time_ns;
 	}
@@ -382,5 +500,8 @@ cleanup:
 		free(l.patterns[i]);
 	free(l.patterns);
 	free(l.groups);
+	for (size_t i = 0; i < l.nsnaps; i++)
+		free(l.snaps[i].groups);
+	free(l.snaps);
 	return ret;
 }

@@ -155,6 +155,18 @@ def test_leaks_options(t):
     a = leaks_json(t, out, "--at", "%dns" % at[0])
     names = {own_site(g)["function"] for g in a["groups"] if own_site(g)}
     eq(names, {"leak_direct", "xalloc"}, "program leaks live at the helper's malloc")
+    # --interval: every step, what was live then
+    iv = leaks_json(t, out, "--interval", "%dns" % at[0])
+    check(iv["intervals"], "no intervals")
+    eq(iv["intervals"][0]["at_ns"], at[0], "the first interval's time")
+    first = {own_site(g)["function"] for g in iv["intervals"][0]["groups"] if own_site(g)}
+    eq(first, {"leak_direct", "xalloc"}, "program leaks live at the first interval")
+    steps = [x["at_ns"] for x in iv["intervals"]]
+    eq(steps, [at[0] * (i + 1) for i in range(len(steps))], "interval times")
+    check(all(a["leaked_bytes"] <= b["leaked_bytes"] for a, b in
+              zip(iv["intervals"], iv["intervals"][1:])), "leaky only grows")
+    eq((iv["leaked_bytes"], iv["leaked_blocks"]), (full["leaked_bytes"], full["leaked_blocks"]),
+       "the totals at the end, with --interval")
     # without --stacks: the same blocks, in one group without a stack
     plain = record_leaky(t, "plain", stacks=False)
     p = leaks_json(t, plain)
