@@ -258,6 +258,15 @@ out:
  * out of the fast path. */
 static __attribute__((noinline)) void rec_malloc_slow(struct ht_tls *t, size_t size, void *p)
 {
+	if (HT_UNLIKELY(!ht_initialized)) {
+		/* an allocation before our constructor (another library's):
+		 * read the options first, they may ask for its stack */
+		t->guard++;
+		ht_init();
+		t->guard--;
+		if (!tracing(t))
+			return;
+	}
 	if (ht_opt.sample_bytes && !ht_sample__alloc(t, size, (uintptr_t)p)) {
 		check_brk();
 		return;

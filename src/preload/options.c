@@ -27,6 +27,7 @@ struct ht_options ht_opt = {
 	.stack_depth = 0,
 	.unwind_fp = 1,
 	.sample_bytes = 0,
+	.slow_malloc = 1, /* until the options are read: see rec_malloc_slow */
 };
 
 enum opt_type { OPT_BOOL, OPT_INT, OPT_SIZE, OPT_MSEC, OPT_PATH, OPT_CLOCK, OPT_WRITER, OPT_UNWIND };

@@ -422,3 +422,46 @@ def test_sampling(t):
     eq(s["live_blocks_at_exit"], e["live_blocks_at_exit"], "live blocks at exit")
     r = t.tool(["record", "--sample-bytes", "2G", "--", "/bin/true"])
     eq(r.rc, 2, "record --sample-bytes 2G")
+
+
+@case(timeout=120)
+def test_symbols_offline(t):
+    """Stacks resolve from the files the trace names, moved elsewhere too
+    (--sysroot: a trace from another machine with its files copied here);
+    C++ names come out demangled."""
+    app = os.path.join(t.dir, "opt", "app")
+    os.makedirs(app)
+    for f in ("leaky", "libleaklib.so"):
+        shutil.copy(t.prog(f), os.path.join(app, f))
+    out = t.path("moved.ht")
+    r = t.run([t.heaptrail, "record", "-q", "--stacks", "-o", out, "--",
+               os.path.join(app, "leaky"), os.path.join(app, "libleaklib.so")])
+    eq(r.rc, 0, "record:\n" + r.describe())
+    sysroot = t.path("sysroot")
+    os.makedirs(os.path.dirname(sysroot + app))
+    os.rename(app, sysroot + app)  # the program is no longer where it ran
+
+    def direct(args):
+        r = t.tool(["leaks", "--json", "--top", "1000"] + args + [out])
+        eq(r.rc, 0, "leaks %s:\n%s" % (args, r.describe()))
+        gs = [g for g in json.loads(r.stdout)["groups"]
+              if g["stack"] and g["stack"][0]["module"] == "leaky" and g["bytes"] == 300]
+        eq(len(gs), 1, "the leak_direct group (%s)" % args)
+        return gs[0]["stack"][0], r.stderr
+
+    f, err = direct([])
+    eq(f["function"], None, "without the files: no function")
+    check(re.match(r"0x[0-9a-f]+$", f["offset"]), "without the files: module+offset")
+    check(os.path.join(app, "leaky") in err, "no warning naming the missing file:\n" + err)
+    f, err = direct(["--sysroot", sysroot])
+    eq(f["function"], "leak_direct", "with --sysroot")
+    eq(f["line"], marker_lines("leaky.c")["direct"], "with --sysroot: line")
+    # C++
+    cx = t.path("cxx.ht")
+    r = t.run([t.heaptrail, "record", "-q", "--stacks", "-o", cx, "--", t.prog("cxx_new")])
+    eq(r.rc, 0, "record cxx_new:\n" + r.describe())
+    fl = folded(t, cx, "--metric", "allocations")
+    check(any(k.endswith(";main;operator new(unsigned long)") and v == 11 for k, v in fl.items()),
+          "operator new, demangled, 11 calls from main: %s" % list(fl))
+    check(any("std::vector<int, std::allocator<int> >::reserve(unsigned long)" in k for k in fl),
+          "vector<int>::reserve, demangled: %s" % list(fl))
