@@ -465,3 +465,37 @@ def test_symbols_offline(t):
           "operator new, demangled, 11 calls from main: %s" % list(fl))
     check(any("std::vector<int, std::allocator<int> >::reserve(unsigned long)" in k for k in fl),
           "vector<int>::reserve, demangled: %s" % list(fl))
+
+
+@case(timeout=120)
+def test_leaks_cxx(t):
+    """C++ leaks (tests/progs/leaky_cxx.cpp): new in a member function,
+    demangled, at its line; a leaked std::vector and its storage; the
+    program's groups add up to valgrind's definitely + indirectly lost."""
+    out = t.path("cxx.ht")
+    r = t.run([t.heaptrail, "record", "-q", "--stacks", "-o", out, "--", t.prog("leaky_cxx")])
+    eq(r.rc, 0, "record:\n" + r.describe())
+    j = leaks_json(t, out)
+    lines = marker_lines("leaky_cxx.cpp")
+
+    def in_prog(g):
+        return [f for f in g["stack"] if f["module"] == "leaky_cxx"]
+    make = [g for g in j["groups"] if in_prog(g) and in_prog(g)[0]["function"] == "shop::Factory::make(long)"]
+    eq(len(make), 1, "the Factory::make group")
+    g = make[0]
+    eq((g["bytes"], g["blocks"]), (4 * 48, 4), "Factory::make: bytes, blocks")
+    eq(g["stack"][0]["function"], "operator new(unsigned long)", "innermost: operator new")
+    eq(in_prog(g)[0]["line"], lines["cxx_new"], "Factory::make: line")
+    vec = [g for g in j["groups"] if in_prog(g) and not in_prog(g)[0]["function"].startswith("shop::")]
+    eq(sorted(g["bytes"] for g in vec), [24, 400], "the vector and its storage")
+    check(all(f["line"] == lines["cxx_vector"] for g in vec for f in in_prog(g)
+              if f["function"] == "main"), "the vector's line in main")
+    vg = shutil.which("valgrind")
+    check(vg, "valgrind is not installed (scripts/deps.sh test installs it)")
+    r = t.run([vg, "--leak-check=full", t.prog("leaky_cxx")], timeout=100)
+    d = re.search(r"definitely lost: ([\d,]+) bytes", r.stderr)
+    i = re.search(r"indirectly lost: ([\d,]+) bytes", r.stderr)
+    check(d and i, "valgrind's summary:\n" + r.stderr[-2000:])
+    lost = int(d.group(1).replace(",", "")) + int(i.group(1).replace(",", ""))
+    eq(sum(g["bytes"] for g in j["groups"] if in_prog(g)), lost,
+       "the program's groups vs valgrind's definitely + indirectly lost")
