@@ -13,6 +13,7 @@
 #   REPS=[3]                  timed repetitions per variant
 #   PAIRS=[1000000]           malloc/free pairs per run
 #   DEPTHS=["10 30 60"]       stack depths measured
+#   TREE_LEVELS=["16 20"]     depths of bench/stack_tree.c's call tree (2^N stacks)
 #   CC=[gcc]                  compiler for stack_loop (-O2 -fno-omit-frame-pointer)
 # --write puts the results in bench/RESULTS.md, between the "stacks" markers.
 set -euo pipefail
@@ -40,6 +41,7 @@ HK=$(command -v heaptrack || true)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/heaptrail-bench-stacks.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 $CC -O2 -fno-omit-frame-pointer -o "$WORK/stack_loop" "$HERE/stack_loop.c"
+$CC -O2 -g -fno-omit-frame-pointer -o "$WORK/stack_tree" "$HERE/stack_tree.c"
 
 ns_of() { sed -n 's/.*ns_per_pair=\([0-9.]*\).*/\1/p'; }
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
@@ -89,6 +91,15 @@ ANALYZE=$WORK/analyze
 		/usr/bin/time -f "%e %M" -o "$WORK/t" "$HT" $cmd "$WORK/ht-$deep.ht" >/dev/null 2>&1 || true
 		read -r secs kb <"$WORK/t"
 		echo "- \`heaptrail ${cmd/$WORK\//}\` on the depth-$deep trace (${EV[heaptrail,$deep]} events): $secs s, max RSS $((kb / 1024)) MiB"
+	done
+	# many distinct stacks: 2^LEVELS paths through a binary call tree
+	for levels in ${TREE_LEVELS:-16 20}; do
+		"$HT" record -q --stacks -o "$WORK/tree-$levels.ht" -- "$WORK/stack_tree" "$levels" 2 >/dev/null
+		for cmd in "leaks" "top" "flamegraph --folded"; do
+			/usr/bin/time -f "%e %M" -o "$WORK/t" "$HT" $cmd "$WORK/tree-$levels.ht" >/dev/null 2>&1 || true
+			read -r secs kb <"$WORK/t"
+			echo "- \`heaptrail $cmd\` on a trace of $((1 << levels)) distinct stacks (bench/stack_tree.c $levels 2, $((2 << levels)) allocations): $secs s, max RSS $((kb / 1024)) MiB"
+		done
 	done
 } >"$ANALYZE"
 
