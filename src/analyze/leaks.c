@@ -168,7 +168,8 @@ static void group_blocks(struct leaks *l, uint64_t older)
 		g->blocks += b->weight;
 	}
 	free(hash);
-	qsort(l->groups, l->ngroups, sizeof(*l->groups), by_bytes);
+	if (l->ngroups > 1) /* (groups is NULL when there are none) */
+		qsort(l->groups, l->ngroups, sizeof(*l->groups), by_bytes);
 }
 
 /* --interval: keeps the groups live at time at. */
@@ -233,7 +234,8 @@ static void merge_alike(struct leaks *l, struct ht_reader *r, struct ht_symboliz
 		size_t n = ht_blocks__frames(r, sym, l->groups[i].stack, frames, max);
 		l->groups[i].key = l->groups[i].stack ? hash_frames(frames, n) : 0;
 	}
-	qsort(l->groups, l->ngroups, sizeof(*l->groups), by_key);
+	if (l->ngroups > 1) /* (groups is NULL when there are none) */
+		qsort(l->groups, l->ngroups, sizeof(*l->groups), by_key);
 	size_t o = 0;
 	for (size_t i = 0; i < l->ngroups; i++) {
 		if (o && l->groups[o - 1].key == l->groups[i].key && l->groups[i].key) {
@@ -244,7 +246,8 @@ static void merge_alike(struct leaks *l, struct ht_reader *r, struct ht_symboliz
 		l->groups[o++] = l->groups[i];
 	}
 	l->ngroups = o;
-	qsort(l->groups, l->ngroups, sizeof(*l->groups), by_bytes);
+	if (l->ngroups > 1) /* (groups is NULL when there are none) */
+		qsort(l->groups, l->ngroups, sizeof(*l->groups), by_bytes);
 }
 
 static void print_frame_text(const struct ht_frame *f)

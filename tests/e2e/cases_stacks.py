@@ -66,7 +66,7 @@ def find_group(j, function):
     return hits[0]
 
 
-@case(timeout=120)
+@case(timeout=120, labels=("analyzers",))
 def test_leaks_sites(t):
     """Every leak site of leaky: its function, file and line, the frames
     around it (the helper's caller, the function an inline call sits in,
@@ -130,7 +130,7 @@ def test_leaks_match_valgrind(t):
     eq(vbytes, sum(s[0] for s in SITES.values()), "valgrind's total vs the sites")
 
 
-@case(timeout=120)
+@case(timeout=120, labels=("analyzers",))
 def test_leaks_options(t):
     """--suppressions, --older, --at, and a trace without stacks."""
     out = record_leaky(t, "leaky")
@@ -243,7 +243,7 @@ def folded(t, path, *args):
     return out
 
 
-@case(timeout=120)
+@case(timeout=120, labels=("analyzers",))
 def test_flamegraph_folded(t):
     """Folded stacks as flamegraph.pl reads them ('a;b;c VALUE', outermost
     first, each stack once), for every metric, with totals that agree with
@@ -285,7 +285,7 @@ def test_flamegraph_folded(t):
     check(th and all("start_thread" in k for k in th), "--thread: %s" % list(th))
 
 
-@case(timeout=120)
+@case(timeout=120, labels=("analyzers",))
 def test_flamegraph_svg(t):
     """The SVG is well-formed and self-contained (its script inline, no
     external reference), has one frame (title, rect, text) per node of the
@@ -333,7 +333,7 @@ def test_flamegraph_svg(t):
         check(what in r.stderr, "flamegraph %s: %s" % (args, r.stderr))
 
 
-@case(timeout=120)
+@case(timeout=120, labels=("analyzers",))
 def test_top(t):
     """top: the peak's contributors add up to stats' peak, calls to the
     allocations, main's malloc(10)/free is the one temporary allocation, the
