@@ -456,6 +456,27 @@ def test_symbols_offline(t):
     f, err = direct(["--sysroot", sysroot])
     eq(f["function"], "leak_direct", "with --sysroot")
     eq(f["line"], marker_lines("leaky.c")["direct"], "with --sysroot: line")
+    # separate debug information, found by build-id under --debug-dir
+    stripped = t.path("stripped")
+    os.makedirs(stripped)
+    exe = os.path.join(stripped, "leaky")
+    shutil.copy(t.prog("leaky"), exe)
+    notes = t.run(["readelf", "-n", exe]).stdout
+    bid = re.search(r"Build ID: ([0-9a-f]+)", notes).group(1)
+    dbg = t.path("debug", ".build-id", bid[:2])
+    os.makedirs(dbg)
+    eq(t.run(["objcopy", "--only-keep-debug", exe, os.path.join(dbg, bid[2:] + ".debug")]).rc, 0,
+       "objcopy")
+    eq(t.run(["strip", "-g", exe]).rc, 0, "strip")
+    out = t.path("stripped.ht")
+    eq(t.run([t.heaptrail, "record", "-q", "--stacks", "-o", out, "--", exe]).rc, 0, "record")
+    r = t.tool(["leaks", "--json", out])
+    g = [g for g in json.loads(r.stdout)["groups"] if g["bytes"] == 300][0]
+    eq((g["stack"][0]["function"], g["stack"][0]["file"]), ("leak_direct", None),
+       "stripped: the symbol, no line")
+    r = t.tool(["leaks", "--json", "--debug-dir", t.path("debug"), out])
+    g = [g for g in json.loads(r.stdout)["groups"] if g["bytes"] == 300][0]
+    eq(g["stack"][0]["line"], marker_lines("leaky.c")["direct"], "--debug-dir: the line")
     # C++
     cx = t.path("cxx.ht")
     r = t.run([t.heaptrail, "record", "-q", "--stacks", "-o", cx, "--", t.prog("cxx_new")])
