@@ -51,7 +51,8 @@ struct ht_stacks {
 	unsigned leaves_lg;      /* log2 of its slots */
 	uint32_t next_id;        /* ids handed out */
 	uint32_t nleaves;        /* leaves stored */
-	uintptr_t stack_hi;      /* top of the thread's stack; 0: no frame-pointer walk */
+	uintptr_t stack_lo;      /* bottom of the thread's stack */
+	uintptr_t stack_hi;      /* its top; 0: no frame-pointer walk */
 	struct walk_cache *walk; /* the hybrid walk's caches, or NULL */
 };
 
@@ -633,16 +634,18 @@ static __attribute__((noinline)) int hybrid_walk(struct ht_stacks *s, uint64_t *
 	return n;
 }
 
-/* The top of the calling thread's stack, for the frame-pointer walk. */
-static uintptr_t stack_top(void)
+/* The calling thread's stack, for the frame-pointer walk; 0 if unknown. */
+static uintptr_t stack_bounds(uintptr_t *lo)
 {
 	pthread_attr_t a;
 	void *addr;
 	size_t size;
 	uintptr_t hi = 0;
 	if (pthread_getattr_np(pthread_self(), &a) == 0) {
-		if (pthread_attr_getstack(&a, &addr, &size) == 0)
+		if (pthread_attr_getstack(&a, &addr, &size) == 0) {
+			*lo = (uintptr_t)addr;
 			hi = (uintptr_t)addr + size;
+		}
 		pthread_attr_destroy(&a);
 	}
 	return hi;
@@ -680,7 +683,7 @@ uint32_t ht_stack__capture(struct ht_tls *t)
 		if (!s || grow_nodes(s) < 0 || grow_leaves(s) < 0)
 			return 0;
 		if (ht_opt.unwind_fp && (s->walk = map(sizeof(*s->walk))) != NULL)
-			s->stack_hi = stack_top();
+			s->stack_hi = stack_bounds(&s->stack_lo);
 		t->stacks = s;
 	}
 	if (!atomic_load_explicit(&mods, memory_order_acquire))
@@ -688,9 +691,13 @@ uint32_t ht_stack__capture(struct ht_tls *t)
 	uint64_t ips[HT_MAX_DEPTH + SKIP_SLACK];
 	int depth = ht_opt.stack_depth > HT_MAX_DEPTH ? HT_MAX_DEPTH : ht_opt.stack_depth;
 	int n = 0;
-	if (s->stack_hi) {
+	uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+	if (s->stack_hi && here >= s->stack_lo && here < s->stack_hi) {
 		n = hybrid_walk(s, ips, depth);
 	} else {
+		/* no frame-pointer walk, or not on the thread's own stack (a signal
+		 * handler's alternate stack, a coroutine's): libunwind alone, so
+		 * that nothing reads outside the stack we are on */
 		void *raw[HT_MAX_DEPTH + SKIP_SLACK];
 		int m = unw_backtrace(raw, depth + SKIP_SLACK), i = 0;
 		while (i < m && (uint64_t)(uintptr_t)raw[i] >= self_lo &&
