@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "blocks.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "common/json.h"
@@ -88,6 +89,17 @@ size_t ht_blocks__frames(struct ht_reader *r, struct ht_symbolizer *sym, uint32_
 				out[k++] = f[j]; /* the tracer's own wrappers are noise */
 	}
 	return k;
+}
+
+const char *ht_blocks__frame_name(char *buf, size_t len, const struct ht_frame *f)
+{
+	if (f->function)
+		snprintf(buf, len, "%s", f->function);
+	else if (f->module)
+		snprintf(buf, len, "%s+0x%llx", f->module, (unsigned long long)f->offset);
+	else
+		snprintf(buf, len, "0x%llx", (unsigned long long)f->ip);
+	return buf;
 }
 
 void ht_blocks__json_frame(struct ht_json *j, const struct ht_frame *f)

@@ -33,6 +33,10 @@ struct ht_symbolizer *ht_blocks__symbolizer(struct ht_reader *r, const char *sys
 size_t ht_blocks__frames(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t node,
 			 struct ht_frame *out, size_t max);
 
+/* The name a report gives a frame: its function, else module+0xOFFSET (the
+ * offset in the module's file), else 0xADDRESS.  Returns buf. */
+const char *ht_blocks__frame_name(char *buf, size_t len, const struct ht_frame *f);
+
 /* A frame as JSON: function, file, line, module, offset, inlined. */
 struct ht_json;
 void ht_blocks__json_frame(struct ht_json *j, const struct ht_frame *f);

@@ -92,12 +92,7 @@ struct folded {
 
 static void frame_label(char *buf, size_t len, const struct ht_frame *f)
 {
-	if (f->function)
-		snprintf(buf, len, "%s", f->function);
-	else if (f->module)
-		snprintf(buf, len, "%s+0x%llx", f->module, (unsigned long long)f->offset);
-	else
-		snprintf(buf, len, "0x%llx", (unsigned long long)f->ip);
+	ht_blocks__frame_name(buf, len, f);
 	for (char *p = buf; *p; p++)
 		if (*p == ';' || *p == '\n')
 			*p = ':'; /* the folded format's separators */

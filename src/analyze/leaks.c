@@ -252,13 +252,8 @@ static void merge_alike(struct leaks *l, struct ht_reader *r, struct ht_symboliz
 
 static void print_frame_text(const struct ht_frame *f)
 {
-	printf("\t");
-	if (f->function)
-		printf("%s", f->function);
-	else if (f->module)
-		printf("%s+0x%llx", f->module, (unsigned long long)f->offset);
-	else
-		printf("0x%llx", (unsigned long long)f->ip);
+	char name[1024];
+	printf("\t%s", ht_blocks__frame_name(name, sizeof(name), f));
 	if (f->file)
 		printf(" %s:%d", f->file, f->line);
 	if (f->function && f->module)
@@ -360,9 +355,10 @@ static void report_intervals(struct leaks *l, struct ht_reader *r, struct ht_sym
 				size_t n = ht_blocks__frames(r, sym, g->stack, frames, MAX_FRAMES);
 				printf("  %10s in %6llu blocks  ", ht_fmt_bytes(b1, g->bytes),
 				       (unsigned long long)g->blocks);
+				char name[1024];
 				for (size_t k = 0; k < n && k < 2; k++)
 					printf("%s%s", k ? " <- " : "",
-					       frames[k].function ? frames[k].function : "?");
+					       ht_blocks__frame_name(name, sizeof(name), &frames[k]));
 				printf("%s\n", n ? "" : "[no stack]");
 			}
 			printf("\n");

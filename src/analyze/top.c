@@ -84,11 +84,8 @@ static const char *function_of(struct ht_reader *r, struct ht_symbolizer *sym, u
 	size_t n = node ? ht_blocks__frames(r, sym, node, f, MAX_FRAMES) : 0;
 	if (!n)
 		snprintf(buf, len, "[no stack]");
-	else if (f[0].function)
-		snprintf(buf, len, "%s", f[0].function);
 	else
-		snprintf(buf, len, "%s+0x%llx", f[0].module ? f[0].module : "?",
-			 (unsigned long long)f[0].offset);
+		ht_blocks__frame_name(buf, len, &f[0]);
 	return buf;
 }
 
@@ -104,13 +101,8 @@ static void print_where(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t
 	if (by_function)
 		depth = 1;
 	for (size_t i = 0; i < n && i < depth; i++) {
-		if (i)
-			printf(" <- ");
-		if (f[i].function)
-			printf("%s", f[i].function);
-		else
-			printf("%s+0x%llx", f[i].module ? f[i].module : "?",
-			       (unsigned long long)f[i].offset);
+		char name[1024];
+		printf("%s%s", i ? " <- " : "", ht_blocks__frame_name(name, sizeof(name), &f[i]));
 		if (f[i].file)
 			printf(" (%s:%d)", strrchr(f[i].file, '/') ? strrchr(f[i].file, '/') + 1
 								  : f[i].file, f[i].line);
