@@ -196,21 +196,14 @@ static void snapshot(struct leaks *l, uint64_t at, uint64_t older)
 	l->end_ns = end;
 }
 
-static uint64_t hash_str(uint64_t h, const char *s)
-{
-	for (; s && *s; s++)
-		h = (h ^ (uint8_t)*s) * 0x100000001B3ull;
-	return (h ^ 0xff) * 0x100000001B3ull;
-}
-
 /* What a reader sees of a frame: function, file, line, module. */
 static uint64_t hash_frames(const struct ht_frame *f, size_t n)
 {
 	uint64_t h = 0xcbf29ce484222325ull ^ n;
 	for (size_t i = 0; i < n; i++) {
-		h = hash_str(h, f[i].function);
-		h = hash_str(h, f[i].file);
-		h = hash_str(h, f[i].module);
+		h = ht_hash_str(h, f[i].function);
+		h = ht_hash_str(h, f[i].file);
+		h = ht_hash_str(h, f[i].module);
 		h = (h ^ (uint64_t)f[i].line ^ ((uint64_t)f[i].inlined << 32)) * 0x100000001B3ull;
 		if (!f[i].function && !f[i].file)
 			h = (h ^ f[i].offset) * 0x100000001B3ull;

@@ -52,14 +52,6 @@ struct entry {
 	uint64_t blocks;     /* blocks live at the peak */
 };
 
-static uint64_t hash_str(const char *s)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (; s && *s; s++)
-		h = (h ^ (uint8_t)*s) * 0x100000001B3ull;
-	return h | 1;
-}
-
 static enum table sort_table;
 
 static int by_value(const void *a, const void *b)
@@ -181,7 +173,8 @@ int cmd_top(int argc, char **argv)
 		/* one row per allocating function: sum the stacks that share it */
 		char buf[1024];
 		for (size_t i = 0; i < ne; i++)
-			e[i].key = hash_str(function_of(r, sym, e[i].node, buf, sizeof(buf)));
+			e[i].key = ht_hash_str(0xcbf29ce484222325ull,
+					       function_of(r, sym, e[i].node, buf, sizeof(buf)));
 		qsort(e, ne, sizeof(*e), by_key);
 		size_t o = 0;
 		for (size_t i = 0; i < ne; i++) {

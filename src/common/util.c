@@ -81,6 +81,13 @@ int ht_parse_duration(const char *s, uint64_t *ns)
 	return 0;
 }
 
+uint64_t ht_hash_str(uint64_t h, const char *s)
+{
+	for (; s && *s; s++)
+		h = (h ^ (uint8_t)*s) * 0x100000001B3ull;
+	return (h ^ 0xff) * 0x100000001B3ull;
+}
+
 int ht_parse_size(const char *s, uint64_t *out)
 {
 	char *end;

@@ -18,6 +18,8 @@ const char *ht_fmt_ns(char *buf, uint64_t ns);
 /* Parses "1.5s", "200ms", "30us", "100ns", "2m", "1h"; plain numbers are seconds.
  * Returns 0 on success. */
 int ht_parse_duration(const char *s, uint64_t *ns);
+/* FNV-1a of a string (NULL counts as empty) on top of h, its end mixed in. */
+uint64_t ht_hash_str(uint64_t h, const char *s);
 /* Parses "4096", "64K", "1M", "2G". Returns 0 on success. */
 int ht_parse_size(const char *s, uint64_t *out);
 
