@@ -24,6 +24,9 @@ static const struct cmd_struct commands[] = {
 	{"leaks", cmd_leaks, "blocks never freed, grouped by the stack that allocated them"},
 	{"top", cmd_top, "biggest contributors: at the peak, most calls, most temporary, largest"},
 	{"flamegraph", cmd_flamegraph, "flame graph of allocations by stack: interactive SVG or folded"},
+	{"convert", cmd_convert, "turn a trace into a workload for replay (also: trace2wl OUT.wl TRACE)"},
+	{"replay", cmd_replay, "run a workload under any allocator and tunables, timed (also: trace_run)"},
+	{"compare", cmd_compare, "replay a workload under several allocators/tunables: table and RSS chart"},
 	{"compact", cmd_compact, "recompress a trace into large zstd chunks (record does it)"},
 };
 
@@ -43,6 +46,12 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+	/* the names of glibc's tools: trace2wl OUT.wl TRACE, trace_run WL */
+	const char *base = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+	if (!strcmp(base, "trace2wl"))
+		return cmd_convert(argc, argv);
+	if (!strcmp(base, "trace_run"))
+		return cmd_replay(argc, argv);
 	if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") ||
 	    !strcmp(argv[1], "-h")) {
 		if (argc >= 3 && strcmp(argv[1], "help") == 0) {

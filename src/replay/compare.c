@@ -1,0 +1,576 @@
+/* heaptrail compare: one workload replayed under several allocators and
+ * tunable sets, several times each, interleaved (run 1 of each, then run 2
+ * of each, ...) so that a slow minute on a shared machine hits them all
+ * alike.  Each run is a `heaptrail replay` child that hands its result
+ * back through a pipe.  One table of medians and spreads, one SVG of RSS
+ * over time (the median run of each), or JSON. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/builtin.h"
+#include "common/json.h"
+#include "common/options.h"
+#include "common/util.h"
+#include "replay.h"
+
+struct compare_config {
+	const char *allocators;  /* --allocators LIST (glibc) */
+	const char *tunables;    /* --tunables SET[;SET...]: glibc with each set */
+	int reps;                /* --reps N (5) */
+	const char *out;         /* -o FILE: the SVG (WORKLOAD-compare.svg) */
+	int json;                /* --json */
+	const char *touch;       /* --touch (page) */
+	int threads_as_one;      /* --threads-as-one */
+	uint64_t trim_interval;  /* --trim-interval N */
+	int repeat;              /* --repeat K */
+	uint64_t rss_interval;   /* --rss-interval */
+};
+
+/* One allocator/tunables combination and its runs. */
+struct variant {
+	char *label;                    /* as shown */
+	char *allocator;                /* --allocator */
+	char *tunables;                 /* --tunable, or NULL */
+	struct ht_replay_result *res;   /* reps results */
+	struct ht_rss_sample **rss;     /* their samples */
+	int nres;                       /* runs done */
+};
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Median, min and max of a field over a variant's runs. */
+struct spread {
+	double med, min, max;
+};
+
+static struct spread spread_of(double *v, int n)
+{
+	struct spread s = {0, 0, 0};
+	if (!n)
+		return s;
+	qsort(v, (size_t)n, sizeof(double), cmp_dbl);
+	s.min = v[0];
+	s.max = v[n - 1];
+	s.med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+	return s;
+}
+
+#define FIELD_SPREAD(var, expr)                                  \
+	({                                                       \
+		double _v[var->nres ? var->nres : 1];            \
+		for (int _i = 0; _i < var->nres; _i++) {         \
+			const struct ht_replay_result *r = &var->res[_i]; \
+			_v[_i] = (double)(expr);                 \
+		}                                                \
+		spread_of(_v, var->nres);                        \
+	})
+
+static uint64_t call_cycles(const struct ht_replay_result *r)
+{
+	uint64_t t = 0;
+	for (int f = 0; f < HT_FN_NR; f++)
+		t += r->call_cycles[f];
+	return t;
+}
+
+/* The run whose wall time is the median: its RSS curve is drawn. */
+static int median_run(const struct variant *v)
+{
+	uint64_t w[v->nres ? v->nres : 1];
+	for (int i = 0; i < v->nres; i++)
+		w[i] = v->res[i].wall_usec;
+	qsort(w, (size_t)v->nres, sizeof(uint64_t), cmp_u64);
+	uint64_t med = w[v->nres / 2];
+	for (int i = 0; i < v->nres; i++)
+		if (v->res[i].wall_usec == med)
+			return i;
+	return 0;
+}
+
+/* Runs one replay child; 0 with its result, -1 with a message. */
+static int run_one(const struct compare_config *cfg, const struct variant *v, const char *workload,
+		   struct ht_replay_result *res, struct ht_rss_sample **rss)
+{
+	int pfd[2];
+	if (pipe2(pfd, O_CLOEXEC)) {
+		ht_error("compare: pipe: %s", strerror(errno));
+		return -1;
+	}
+	char touch[64], trim[64], rep[32], rssi[64];
+	snprintf(touch, sizeof(touch), "--touch=%s", cfg->touch);
+	snprintf(trim, sizeof(trim), "--trim-interval=%" PRIu64, cfg->trim_interval);
+	snprintf(rep, sizeof(rep), "--repeat=%d", cfg->repeat);
+	snprintf(rssi, sizeof(rssi), "--rss-interval=%" PRIu64 "ns", cfg->rss_interval);
+	char *av[20];
+	int n = 0;
+	av[n++] = "heaptrail";
+	av[n++] = "replay";
+	av[n++] = "--result-fd=3";
+	av[n++] = "--allocator";
+	av[n++] = v->allocator;
+	if (v->tunables) {
+		av[n++] = "--tunable";
+		av[n++] = v->tunables;
+	}
+	av[n++] = touch;
+	av[n++] = trim;
+	av[n++] = rep;
+	av[n++] = rssi;
+	if (cfg->threads_as_one)
+		av[n++] = "--threads-as-one";
+	av[n++] = "--";
+	av[n++] = (char *)workload;
+	av[n] = NULL;
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		ht_error("compare: fork: %s", strerror(errno));
+		close(pfd[0]);
+		close(pfd[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		if (dup2(pfd[1], 3) < 0)
+			_exit(127);
+		execv("/proc/self/exe", av);
+		_exit(127);
+	}
+	close(pfd[1]);
+	size_t got = 0;
+	ssize_t k;
+	while (got < sizeof(*res) && (k = read(pfd[0], (char *)res + got, sizeof(*res) - got)) != 0) {
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			break;
+		got += (size_t)k;
+	}
+	*rss = NULL;
+	if (got == sizeof(*res) && res->nrss) {
+		size_t want = res->nrss * sizeof(**rss), have = 0;
+		*rss = malloc(want);
+		while (*rss && have < want && (k = read(pfd[0], (char *)*rss + have, want - have)) != 0) {
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k < 0)
+				break;
+			have += (size_t)k;
+		}
+		if (have != want)
+			got = 0;
+	}
+	close(pfd[0]);
+	int st;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (got != sizeof(*res) || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		ht_error("compare: the replay under %s failed (%s %d); run it alone to see why: "
+			 "heaptrail replay --allocator %s%s%s %s",
+			 v->label, WIFEXITED(st) ? "exit status" : "signal",
+			 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), v->allocator,
+			 v->tunables ? " --tunable " : "", v->tunables ? v->tunables : "", workload);
+		free(*rss);
+		*rss = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- the chart ---- */
+
+static const char *const colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+				     "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+
+static void xml_text(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '<')
+			fputs("&lt;", f);
+		else if (*s == '>')
+			fputs("&gt;", f);
+		else if (*s == '&')
+			fputs("&amp;", f);
+		else if (*s == '"')
+			fputs("&quot;", f);
+		else
+			fputc(*s, f);
+	}
+}
+
+static double nice_step(double range, int ticks)
+{
+	double raw = range / ticks, p = 1;
+	while (p * 10 <= raw)
+		p *= 10;
+	while (p > raw)
+		p /= 10;
+	double steps[] = {1, 2, 5, 10};
+	for (int i = 0; i < 4; i++)
+		if (p * steps[i] >= raw)
+			return p * steps[i];
+	return p * 10;
+}
+
+static int write_svg(const char *path, struct variant *vs, int nv, const char *workload,
+		     uint64_t ideal)
+{
+	char *tmp = NULL;
+	if (asprintf(&tmp, "%s.tmp-%d", path, (int)getpid()) < 0)
+		return -1;
+	FILE *f = fopen(tmp, "w");
+	if (!f) {
+		ht_error("cannot write %s: %s", path, strerror(errno));
+		free(tmp);
+		return -1;
+	}
+	const int W = 900, H = 480, L = 80, R = 200, T = 50, B = 50;
+	double xmax = 1, ymax = (double)ideal / 1024;
+	for (int i = 0; i < nv; i++) {
+		if (!vs[i].nres)
+			continue;
+		int m = median_run(&vs[i]);
+		const struct ht_replay_result *r = &vs[i].res[m];
+		for (uint32_t k = 0; k < r->nrss; k++) {
+			if (vs[i].rss[m][k].ms > xmax)
+				xmax = vs[i].rss[m][k].ms;
+			if (vs[i].rss[m][k].kb > ymax)
+				ymax = vs[i].rss[m][k].kb;
+		}
+	}
+	double ymib = ymax / 1024, ystep = nice_step(ymib > 0 ? ymib : 1, 5), xstep = nice_step(xmax, 6);
+	ymib = ystep * (double)(int)(ymib / ystep + 1);
+	ymax = ymib * 1024;
+	xmax = xstep * (double)(int)(xmax / xstep + (xmax / xstep == (int)(xmax / xstep) ? 0 : 1));
+	double pw = W - L - R, ph = H - T - B;
+#define X(ms) (L + (double)(ms) / xmax * pw)
+#define Y(kb) (T + ph - (double)(kb) / ymax * ph)
+	fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+		   "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+		   "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n",
+		W, H, W, H);
+	fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+	fprintf(f, "<text x=\"%d\" y=\"24\" font-size=\"16\">RSS over time: ", L);
+	xml_text(f, workload);
+	fprintf(f, "</text>\n");
+	for (double y = 0; y <= ymib + 1e-9; y += ystep) {
+		fprintf(f, "<line x1=\"%d\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", L,
+			L + pw, Y(y * 1024), Y(y * 1024));
+		fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n", L - 6,
+			Y(y * 1024) + 4, y);
+	}
+	for (double x = 0; x <= xmax + 1e-9; x += xstep)
+		fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%g</text>\n", X(x), T + (int)ph + 18,
+			x);
+	fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">time since the start of the replay (ms)</text>\n",
+		L + (int)pw / 2, H - 10);
+	fprintf(f, "<text transform=\"translate(18,%d) rotate(-90)\" text-anchor=\"middle\">RSS (MiB)</text>\n",
+		T + (int)ph / 2);
+	fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"#444\"/>\n",
+		L, T, pw, ph);
+	if (ideal) {
+		fprintf(f, "<line x1=\"%d\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#888\" "
+			   "stroke-dasharray=\"6,4\"><title>ideal: peak of live requested bytes</title></line>\n",
+			L, L + pw, Y((double)ideal / 1024), Y((double)ideal / 1024));
+		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#666\">ideal</text>\n", L + pw + 6,
+			Y((double)ideal / 1024) + 4);
+	}
+	for (int i = 0; i < nv; i++) {
+		if (!vs[i].nres)
+			continue;
+		int m = median_run(&vs[i]);
+		const struct ht_replay_result *r = &vs[i].res[m];
+		const char *col = colors[i % 8];
+		fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", col);
+		for (uint32_t k = 0; k < r->nrss; k++)
+			fprintf(f, "%.1f,%.1f ", X(vs[i].rss[m][k].ms), Y(vs[i].rss[m][k].kb));
+		fprintf(f, "\"><title>");
+		xml_text(f, vs[i].label);
+		fprintf(f, ": peak %" PRIu64 " KiB</title></polyline>\n", r->rss_peak_kb);
+		fprintf(f, "<rect x=\"%.0f\" y=\"%d\" width=\"14\" height=\"4\" fill=\"%s\"/>\n", L + pw + 10,
+			T + 20 * i + 24, col);
+		fprintf(f, "<text x=\"%.0f\" y=\"%d\">", L + pw + 30, T + 20 * i + 30);
+		xml_text(f, vs[i].label);
+		fprintf(f, "</text>\n");
+	}
+#undef X
+#undef Y
+	fprintf(f, "</svg>\n");
+	if (fclose(f) || rename(tmp, path)) {
+		ht_error("cannot write %s: %s", path, strerror(errno));
+		unlink(tmp);
+		free(tmp);
+		return -1;
+	}
+	free(tmp);
+	return 0;
+}
+
+/* ---- output ---- */
+
+static void print_table(struct variant *vs, int nv)
+{
+	uint64_t any[HT_FN_NR] = {0};
+	for (int i = 0; i < nv; i++)
+		for (int r = 0; r < vs[i].nres; r++)
+			for (int f = 0; f < HT_FN_NR; f++)
+				any[f] += vs[i].res[r].calls[f];
+	printf("%-28s %22s %12s %12s %9s", "allocator", "wall ms (min..max)", "call Mcycles",
+	       "Max RSS KiB", "RSS/ideal");
+	for (int f = 0; f < HT_FN_NR; f++)
+		if (any[f])
+			printf(" %*s", f == HT_FN_POSIX_MEMALIGN || f == HT_FN_REALLOCARRAY ? 14 : 8,
+			       ht_wl_fn_names[f]);
+	printf("\n");
+	for (int i = 0; i < nv; i++) {
+		struct variant *v = &vs[i];
+		struct spread wall = FIELD_SPREAD(v, r->wall_usec / 1000.0);
+		struct spread cyc = FIELD_SPREAD(v, call_cycles(r) / 1e6);
+		struct spread rss = FIELD_SPREAD(v, r->maxrss_end_kb);
+		uint64_t ideal = v->nres ? v->res[0].ideal_bytes : 0;
+		char wbuf[64];
+		snprintf(wbuf, sizeof(wbuf), "%.1f (%.1f..%.1f)", wall.med, wall.min, wall.max);
+		printf("%-28s %22s %12.2f %12.0f ", v->label, wbuf, cyc.med, rss.med);
+		if (ideal)
+			printf("%9.2f", rss.med * 1024 / (double)ideal);
+		else
+			printf("%9s", "-");
+		for (int f = 0; f < HT_FN_NR; f++) {
+			if (!any[f])
+				continue;
+			struct spread a = FIELD_SPREAD(v, ht_replay__avg(r, f));
+			printf(" %*.1f", f == HT_FN_POSIX_MEMALIGN || f == HT_FN_REALLOCARRAY ? 14 : 8, a.med);
+		}
+		printf("\n");
+	}
+	printf("\nmedians of %d run%s each, interleaved; per-function columns: average cycles per "
+	       "call; RSS/ideal: Max RSS over the peak of live requested bytes\n",
+	       nv && vs[0].nres ? vs[0].nres : 0, nv && vs[0].nres == 1 ? "" : "s");
+}
+
+static void print_json(struct variant *vs, int nv, const char *workload, const char *svg)
+{
+	struct ht_json j;
+	ht_json__init(&j, stdout, 1);
+	ht_json__obj_begin(&j, NULL);
+	ht_json__str(&j, "workload", workload);
+	if (svg)
+		ht_json__str(&j, "chart", svg);
+	ht_json__arr_begin(&j, "results");
+	for (int i = 0; i < nv; i++) {
+		struct variant *v = &vs[i];
+		ht_json__obj_begin(&j, NULL);
+		ht_json__str(&j, "allocator", v->allocator);
+		ht_json__str(&j, "label", v->label);
+		if (v->tunables)
+			ht_json__str(&j, "tunables", v->tunables);
+		else
+			ht_json__null(&j, "tunables");
+		ht_json__str(&j, "allocator_library", v->nres ? v->res[0].allocator : "");
+		ht_json__u64(&j, "runs", (uint64_t)v->nres);
+		struct spread s;
+#define MED(key, expr)                               \
+	s = FIELD_SPREAD(v, expr);                   \
+	ht_json__double(&j, key, s.med);
+		MED("wall_usec", r->wall_usec);
+		ht_json__double(&j, "wall_usec_min", s.min);
+		ht_json__double(&j, "wall_usec_max", s.max);
+		MED("cycles", r->cycles);
+		MED("cpu_usec", r->user_usec);
+		MED("total_call_cycles", call_cycles(r));
+		ht_json__double(&j, "total_call_cycles_min", s.min);
+		ht_json__double(&j, "total_call_cycles_max", s.max);
+		MED("max_rss_kb", r->maxrss_end_kb);
+		ht_json__double(&j, "max_rss_kb_min", s.min);
+		ht_json__double(&j, "max_rss_kb_max", s.max);
+		MED("rss_peak_kb", r->rss_peak_kb);
+		uint64_t ideal = v->nres ? v->res[0].ideal_bytes : 0;
+		ht_json__u64(&j, "max_ideal_rss_bytes", ideal);
+		MED("rss_ideal_ratio", ideal ? (double)r->maxrss_end_kb * 1024 / (double)ideal : 0);
+		ht_json__obj_begin(&j, "calls");
+		for (int f = 0; f < HT_FN_NR; f++)
+			ht_json__u64(&j, ht_wl_fn_names[f], v->nres ? v->res[0].calls[f] : 0);
+		ht_json__obj_end(&j);
+		ht_json__obj_begin(&j, "avg_cycles");
+		for (int f = 0; f < HT_FN_NR; f++) {
+			MED(ht_wl_fn_names[f], ht_replay__avg(r, f));
+		}
+		ht_json__obj_end(&j);
+		ht_json__obj_begin(&j, "p99_cycles");
+		for (int f = 0; f < HT_FN_NR; f++)
+			if (v->nres && v->res[0].calls[f]) {
+				MED(ht_wl_fn_names[f], r->pct_cycles[f][1]);
+			}
+		ht_json__obj_end(&j);
+#undef MED
+		ht_json__obj_end(&j);
+	}
+	ht_json__arr_end(&j);
+	ht_json__obj_end(&j);
+	ht_json__finish(&j);
+}
+
+/* Splits LIST at sep into the variants. */
+static int add_variants(struct variant **vs, int *nv, const char *list, char sep, int tunables)
+{
+	char *copy = strdup(list), *save = NULL;
+	char seps[2] = {sep, 0};
+	for (char *tok = strtok_r(copy, seps, &save); tok; tok = strtok_r(NULL, seps, &save)) {
+		*vs = realloc(*vs, (size_t)(*nv + 1) * sizeof(**vs));
+		struct variant *v = &(*vs)[(*nv)++];
+		memset(v, 0, sizeof(*v));
+		if (tunables) {
+			v->allocator = strdup("glibc");
+			v->tunables = strdup(tok);
+			if (asprintf(&v->label, "glibc %s", tok) < 0)
+				v->label = NULL;
+		} else {
+			v->allocator = strdup(tok);
+			v->label = strdup(tok);
+		}
+	}
+	free(copy);
+	return 0;
+}
+
+int cmd_compare(int argc, char **argv)
+{
+	struct compare_config cfg = {.allocators = "glibc", .reps = 5, .touch = "page", .repeat = 1,
+				     .rss_interval = 10000000};
+	const struct ht_option opts[] = {
+		{'a', "allocators", HT_OPT_STRING, &cfg.allocators, "LIST",
+		 "comma-separated: glibc, jemalloc, tcmalloc, mimalloc or .so paths (glibc)"},
+		{'t', "tunables", HT_OPT_STRING, &cfg.tunables, "SET[;SET...]",
+		 "also glibc with each set of tunables, e.g. glibc.malloc.arena_max=1 (none)"},
+		{'n', "reps", HT_OPT_INT, &cfg.reps, "N", "runs of each, interleaved (5)"},
+		{'o', "output", HT_OPT_STRING, &cfg.out, "FILE",
+		 "the SVG chart of RSS over time (WORKLOAD-compare.svg)"},
+		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "print JSON (for scripts)"},
+		{0, "touch", HT_OPT_STRING, &cfg.touch, "none|page|all", "as for replay (page)"},
+		{0, "threads-as-one", HT_OPT_FLAG, &cfg.threads_as_one, NULL, "as for replay"},
+		{0, "trim-interval", HT_OPT_U64, &cfg.trim_interval, "N", "as for replay (0)"},
+		{0, "repeat", HT_OPT_INT, &cfg.repeat, "K", "as for replay (1)"},
+		{0, "rss-interval", HT_OPT_DURATION, &cfg.rss_interval, "TIME", "as for replay (10ms)"},
+		{0},
+	};
+	static const char usage_text[] =
+		"usage: heaptrail compare [options] WORKLOAD\n"
+		"\n"
+		"Replays one workload under several allocators (and glibc tunable sets),\n"
+		"several runs each, interleaved.  Prints one table of medians and spreads:\n"
+		"wall time, time in calls, Max RSS, RSS over ideal, average cycles per\n"
+		"call; writes an SVG chart of RSS over time per allocator.\n"
+		"\fEXAMPLES\n"
+		"  heaptrail compare --allocators glibc,jemalloc,tcmalloc,mimalloc app.wl\n"
+		"  heaptrail compare -t 'glibc.malloc.arena_max=1;glibc.malloc.mmap_threshold=65536' app.wl\n"
+		"  heaptrail compare --json -a glibc,mimalloc app.wl | jq '.results[].wall_usec'\n";
+	int ret = HT_EXIT_USAGE;
+	struct variant *vs = NULL;
+	int nv = 0;
+	char *svg = NULL;
+	struct ht_workload *w = NULL;
+	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
+	if (nargs != 1) {
+		ht_error("%s; usage: heaptrail compare [options] WORKLOAD",
+			 nargs ? "one workload at a time" : "no workload given");
+		goto cleanup;
+	}
+	if (cfg.reps < 1 || cfg.repeat < 1) {
+		ht_error("--reps and --repeat take a count of 1 or more");
+		goto cleanup;
+	}
+	if (strcmp(cfg.touch, "none") && strcmp(cfg.touch, "page") && strcmp(cfg.touch, "all")) {
+		ht_error("--touch '%s': give none, page or all", cfg.touch);
+		goto cleanup;
+	}
+	add_variants(&vs, &nv, cfg.allocators, ',', 0);
+	if (cfg.tunables)
+		add_variants(&vs, &nv, cfg.tunables, ';', 1);
+	if (!nv) {
+		ht_error("nothing to compare: --allocators is empty");
+		goto cleanup;
+	}
+	char err[1024], lib[PATH_MAX];
+	for (int i = 0; i < nv; i++) {
+		if (ht_allocator_lookup(vs[i].allocator, lib, sizeof(lib), err, sizeof(err))) {
+			ht_error("%s", err);
+			goto cleanup;
+		}
+	}
+	ret = HT_EXIT_DATA;
+	const char *wl = argv[0];
+	w = ht_workload__load(wl, err, sizeof(err)); /* a clear error before any run */
+	if (!w) {
+		ht_error("%s", err);
+		goto cleanup;
+	}
+	if (cfg.out) {
+		svg = strdup(cfg.out);
+	} else {
+		const char *base = strrchr(wl, '/') ? strrchr(wl, '/') + 1 : wl;
+		size_t n = strlen(base);
+		if (n > 3 && !strcmp(base + n - 3, ".wl"))
+			n -= 3;
+		if (asprintf(&svg, "%.*s-compare.svg", (int)n, base) < 0)
+			svg = NULL;
+	}
+	for (int i = 0; i < nv; i++) {
+		vs[i].res = calloc((size_t)cfg.reps, sizeof(*vs[i].res));
+		vs[i].rss = calloc((size_t)cfg.reps, sizeof(*vs[i].rss));
+	}
+	int total = cfg.reps * nv, done = 0;
+	for (int rep = 0; rep < cfg.reps; rep++) {
+		for (int i = 0; i < nv; i++) {
+			ht_progress("compare: runs", (uint64_t)done, (uint64_t)total);
+			struct variant *v = &vs[i];
+			if (run_one(&cfg, v, wl, &v->res[v->nres], &v->rss[v->nres])) {
+				ht_progress_done();
+				goto cleanup;
+			}
+			v->nres++;
+			done++;
+		}
+	}
+	ht_progress_done();
+	if (svg && write_svg(svg, vs, nv, wl, w->ideal_peak_bytes))
+		goto cleanup;
+	if (cfg.json) {
+		print_json(vs, nv, wl, svg);
+	} else {
+		print_table(vs, nv);
+		if (svg)
+			printf("RSS over time: %s\n", svg);
+	}
+	fflush(stdout);
+	ret = HT_EXIT_OK;
+cleanup:
+	for (int i = 0; i < nv; i++) {
+		for (int r = 0; r < vs[i].nres; r++)
+			free(vs[i].rss[r]);
+		free(vs[i].rss);
+		free(vs[i].res);
+		free(vs[i].label);
+		free(vs[i].allocator);
+		free(vs[i].tunables);
+	}
+	free(vs);
+	free(svg);
+	ht_workload__free(w);
+	return ret;
+}

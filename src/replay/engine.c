@@ -1,0 +1,804 @@
+/* The replay engine: one thread per traced thread, each running its op
+ * stream against the allocator of this process, timing every call with
+ * the TSC.
+ *
+ * Hand-offs: a thread publishes its op count only after the ops some other
+ * thread waits for (the loader knows them all: they are the WAIT ops'
+ * arguments), with a full barrier there and nowhere else, so an op nobody
+ * waits for costs one compare.  A waiter spins on the count for a while,
+ * then sleeps on a futex the publisher wakes when it sees a sleeper.
+ * Everything the engine keeps (slot table, statistics, RSS samples) is
+ * mmap'ed, so that the allocator under test sees only the workload's calls
+ * (and pthread_create's). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
+#include "common/util.h"
+#include "replay.h"
+
+const double ht_replay_pcts[HT_NPCT] = {50, 99, 99.9};
+
+/* ---- the clock ---- */
+
+/* Start of a call: plain RDTSC (7.5 ns here); its end: RDTSCP (13 ns),
+ * which waits for the call's instructions to finish. */
+static inline uint64_t tsc_begin(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	return __rdtsc();
+#else
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+#endif
+}
+
+static inline uint64_t tsc(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	unsigned aux;
+	return __rdtscp(&aux);
+#else
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+#endif
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- latency histograms: 16 sub-buckets per power of two ---- */
+
+#define NBUCKETS 976
+
+static inline unsigned bucket(uint64_t v)
+{
+	if (v < 32)
+		return (unsigned)v;
+	unsigned e = 63 - (unsigned)__builtin_clzll(v);
+	return 32 + (e - 5) * 16 + (unsigned)((v >> (e - 4)) & 15);
+}
+
+static uint64_t bucket_value(unsigned b)
+{
+	if (b < 32)
+		return b;
+	unsigned e = (b - 32) / 16 + 5, sub = (b - 32) % 16;
+	uint64_t lo = (16ull + sub) << (e - 4);
+	return lo + (1ull << (e - 4)) / 2; /* the middle of the bucket */
+}
+
+/* Per function statistics of a thread. */
+struct fnstat {
+	uint64_t cycles;            /* cycles inside them */
+	uint64_t hist[NBUCKETS];    /* calls by cycles */
+};
+
+/* ---- threads ---- */
+
+/* A replay thread.  The first cache line is what other threads read. */
+struct rthread {
+	_Alignas(64) _Atomic uint64_t progress; /* ops done, published at waited counts */
+	_Atomic uint32_t sleepers;   /* threads asleep on wake */
+	_Atomic uint32_t wake;       /* futex word, bumped at each publish with sleepers */
+	_Alignas(64) const uint8_t *start, *end; /* its stream */
+	const uint8_t *p;            /* cursor (--threads-as-one resumes here) */
+	uint64_t done;               /* ops done */
+	const uint64_t *pub;         /* ascending counts other threads wait for */
+	uint64_t npub, ipub;         /* their number, the next one */
+	uint32_t idx;                /* index in the workload */
+	int started;                 /* spawned */
+	pthread_t pt;                /* its pthread (not thread 0) */
+	uint64_t wait_cycles;        /* blocked in waits */
+	uint64_t waits, waits_blocked; /* waits run, of which blocked */
+	uint64_t t_begin, t_end;     /* TSC at its first and last op */
+	uint64_t busy;               /* cycles running ops, summed over repeats */
+	uint64_t since_trim;         /* ops since the last --trim-interval trim */
+	uint64_t trims;              /* those trims */
+	struct fnstat *fn;           /* HT_FN_NR entries */
+	/* --threads-as-one */
+	uint32_t wait_on;            /* blocked on this thread */
+	uint64_t wait_for;           /* until it has done this many ops */
+};
+
+/* The run. */
+struct engine {
+	const struct ht_workload *w;   /* what runs */
+	const struct ht_replay_config *cfg; /* how */
+	struct rthread *t;             /* nthreads */
+	void **slots;                  /* the slot table */
+	uint64_t *extent;              /* per slot (mmap workloads): length of its map */
+	enum ht_touch touch;           /* --touch */
+	long page;                     /* page size */
+	uint64_t *pubs;                /* storage of the rthreads' pub arrays */
+	uint32_t *ready;               /* --threads-as-one: threads ready to run */
+	uint32_t nready;               /* how many */
+	size_t pubs_len;               /* its bytes */
+};
+
+static void *map_zero(size_t n)
+{
+	void *p = mmap(NULL, n ? n : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static long futex(_Atomic uint32_t *addr, int op, uint32_t val)
+{
+	return syscall(SYS_futex, addr, op, val, NULL, NULL, 0);
+}
+
+static inline uint64_t getv(const uint8_t **pp)
+{
+	const uint8_t *p = *pp;
+	uint64_t v = *p & 0x7f;
+	for (int shift = 7; *p++ & 0x80; shift += 7)
+		v |= (uint64_t)(*p & 0x7f) << shift;
+	*pp = p;
+	return v;
+}
+
+static inline void touch_mem(const struct engine *g, void *ptr, uint64_t n)
+{
+	if (!ptr || !n)
+		return;
+	if (g->touch == HT_TOUCH_ALL) {
+		memset(ptr, 0xa5, n);
+	} else if (g->touch == HT_TOUCH_PAGE) {
+		volatile char *c = ptr;
+		for (uint64_t i = 0; i < n; i += (uint64_t)g->page)
+			c[i] = 1;
+	}
+}
+
+static inline void account(struct rthread *t, int fn, uint64_t c)
+{
+	struct fnstat *s = &t->fn[fn];
+	s->cycles += c; /* calls: the histogram's sum, at the end */
+	s->hist[bucket(c)]++;
+}
+
+/* After op number t->done: publish it if someone waits for it. */
+static inline void publish(struct rthread *t)
+{
+	if (t->ipub < t->npub && t->pub[t->ipub] == t->done) {
+		t->ipub++;
+		/* seq_cst: the store must be visible before sleepers is read */
+		atomic_store(&t->progress, t->done);
+		if (atomic_load(&t->sleepers)) {
+			atomic_fetch_add(&t->wake, 1);
+			futex(&t->wake, FUTEX_WAKE_PRIVATE, INT_MAX);
+		}
+	}
+}
+
+static void wait_for(struct rthread *me, struct rthread *o, uint64_t count)
+{
+	me->waits++;
+	if (atomic_load_explicit(&o->progress, memory_order_acquire) >= count)
+		return;
+	me->waits_blocked++;
+	uint64_t t0 = tsc_begin();
+	for (int i = 0; i < 4000; i++) {
+#if defined(__x86_64__) || defined(__i386__)
+		_mm_pause();
+#endif
+		if (atomic_load_explicit(&o->progress, memory_order_acquire) >= count)
+			goto done;
+	}
+	for (;;) {
+		atomic_fetch_add(&o->sleepers, 1);
+		uint32_t wv = atomic_load(&o->wake);
+		if (atomic_load(&o->progress) >= count) {
+			atomic_fetch_sub(&o->sleepers, 1);
+			break;
+		}
+		futex(&o->wake, FUTEX_WAIT_PRIVATE, wv);
+		atomic_fetch_sub(&o->sleepers, 1);
+		if (atomic_load_explicit(&o->progress, memory_order_acquire) >= count)
+			break;
+	}
+done:
+	me->wait_cycles += tsc() - t0;
+}
+
+static void *thread_main(void *arg);
+
+/* The call of one op, timed.  Returns 1 to go on, 0 when blocked on a wait
+ * (--threads-as-one: me->wait_on/wait_for say on what). */
+static int run_ops(struct engine *g, struct rthread *me, int serial)
+{
+	void **slots = g->slots;
+	const uint8_t *p = me->p, *end = me->end;
+	uint64_t trim_every = g->cfg->trim_interval;
+	while (p < end) {
+		const uint8_t *at = p;
+		int op = *p++;
+		uint64_t t0, t1, s, o, n, m;
+		void *r;
+		switch (op) {
+		case HT_WL_MALLOC:
+			s = getv(&p), n = getv(&p);
+			t0 = tsc_begin();
+			r = malloc(n);
+			t1 = tsc();
+			account(me, HT_FN_MALLOC, t1 - t0);
+			goto store;
+		case HT_WL_CALLOC:
+			s = getv(&p), m = getv(&p), n = getv(&p);
+			t0 = tsc_begin();
+			r = calloc(m, n);
+			t1 = tsc();
+			account(me, HT_FN_CALLOC, t1 - t0);
+			if (__builtin_mul_overflow(m, n, &n))
+				n = 0;
+			goto store;
+		case HT_WL_MEMALIGN:
+			s = getv(&p), m = getv(&p), n = getv(&p);
+			t0 = tsc_begin();
+			r = memalign(m, n);
+			t1 = tsc();
+			account(me, HT_FN_MEMALIGN, t1 - t0);
+			goto store;
+		case HT_WL_POSIX_MEMALIGN:
+			s = getv(&p), m = getv(&p), n = getv(&p);
+			t0 = tsc_begin();
+			if (posix_memalign(&r, m, n))
+				r = NULL;
+			t1 = tsc();
+			account(me, HT_FN_POSIX_MEMALIGN, t1 - t0);
+			goto store;
+		case HT_WL_ALIGNED_ALLOC:
+			s = getv(&p), m = getv(&p), n = getv(&p);
+			t0 = tsc_begin();
+			r = aligned_alloc(m, n);
+			t1 = tsc();
+			account(me, HT_FN_ALIGNED_ALLOC, t1 - t0);
+			goto store;
+		case HT_WL_VALLOC:
+			s = getv(&p), n = getv(&p);
+			t0 = tsc_begin();
+			r = valloc(n);
+			t1 = tsc();
+			account(me, HT_FN_VALLOC, t1 - t0);
+			goto store;
+		case HT_WL_PVALLOC:
+			s = getv(&p), n = getv(&p);
+			t0 = tsc_begin();
+			r = pvalloc(n);
+			t1 = tsc();
+			account(me, HT_FN_PVALLOC, t1 - t0);
+		store:
+			if (s) {
+				slots[s - 1] = r;
+				touch_mem(g, r, n);
+			} else {
+				free(r); /* failed in the trace, not here */
+			}
+			break;
+		case HT_WL_REALLOC:
+		case HT_WL_REALLOCARRAY: {
+			s = getv(&p), o = getv(&p);
+			m = op == HT_WL_REALLOCARRAY ? getv(&p) : 1;
+			n = getv(&p);
+			void *old = o ? slots[o - 1] : NULL;
+			t0 = tsc_begin();
+			r = op == HT_WL_REALLOC ? realloc(old, n) : reallocarray(old, m, n);
+			t1 = tsc();
+			account(me, op == HT_WL_REALLOC ? HT_FN_REALLOC : HT_FN_REALLOCARRAY, t1 - t0);
+			if (__builtin_mul_overflow(m, n, &n))
+				n = 0;
+			if (!r && n)
+				r = old; /* failed here: the old block stays */
+			if (o && o != s)
+				slots[o - 1] = NULL;
+			if (s) {
+				slots[s - 1] = r;
+				if (r != old)
+					touch_mem(g, r, n);
+			} else if (r && r != old) {
+				free(r); /* realloc(p, 0): freed in the trace */
+			}
+			break;
+		}
+		case HT_WL_FREE:
+			s = getv(&p);
+			r = s ? slots[s - 1] : NULL;
+			t0 = tsc_begin();
+			free(r);
+			t1 = tsc();
+			account(me, HT_FN_FREE, t1 - t0);
+			if (s)
+				slots[s - 1] = NULL;
+			break;
+		case HT_WL_MALLOPT:
+			m = getv(&p), n = getv(&p);
+			t0 = tsc_begin();
+			mallopt((int)(int64_t)((m >> 1) ^ -(m & 1)), (int)(int64_t)((n >> 1) ^ -(n & 1)));
+			t1 = tsc();
+			account(me, HT_FN_MALLOPT, t1 - t0);
+			break;
+		case HT_WL_MALLOC_TRIM:
+			n = getv(&p);
+			t0 = tsc_begin();
+			malloc_trim(n);
+			t1 = tsc();
+			account(me, HT_FN_MALLOC_TRIM, t1 - t0);
+			break;
+		case HT_WL_MMAP: {
+			s = getv(&p), n = getv(&p);
+			int prot = (int)getv(&p), flags = (int)getv(&p);
+			t0 = tsc_begin();
+			r = mmap(NULL, n, prot, flags, -1, 0);
+			t1 = tsc();
+			account(me, HT_FN_MMAP, t1 - t0);
+			if (r == MAP_FAILED)
+				r = NULL;
+			slots[s - 1] = r;
+			g->extent[s - 1] = r ? n : 0;
+			if (prot & PROT_WRITE)
+				touch_mem(g, r, n);
+			break;
+		}
+		case HT_WL_MUNMAP: {
+			s = getv(&p), o = getv(&p), n = getv(&p);
+			uint64_t last = getv(&p);
+			char *base = slots[s - 1];
+			t0 = tsc_begin();
+			if (base)
+				munmap(base + o, n);
+			t1 = tsc();
+			account(me, HT_FN_MUNMAP, t1 - t0);
+			if (last) {
+				slots[s - 1] = NULL;
+				g->extent[s - 1] = 0;
+			} else if (base) {
+				g->extent[s - 1] |= 1ull << 63; /* no longer whole */
+			}
+			break;
+		}
+		case HT_WL_MREMAP: {
+			s = getv(&p), o = getv(&p);
+			m = getv(&p), n = getv(&p);
+			int flags = (int)getv(&p);
+			void *old = slots[o - 1];
+			t0 = tsc_begin();
+			r = old ? mremap(old, m, n, flags) : MAP_FAILED;
+			t1 = tsc();
+			account(me, HT_FN_MREMAP, t1 - t0);
+			if (r == MAP_FAILED) {
+				r = old; /* stays where it was */
+				n = m;
+			}
+			slots[o - 1] = NULL;
+			g->extent[o - 1] = 0;
+			slots[s - 1] = r;
+			g->extent[s - 1] = r ? n : 0;
+			break;
+		}
+		case HT_WL_WAIT: {
+			uint64_t j = getv(&p), count = getv(&p);
+			struct rthread *o2 = &g->t[j];
+			if (serial) {
+				me->waits++;
+				if (o2->done < count) {
+					me->waits_blocked++;
+					me->wait_on = (uint32_t)j;
+					me->wait_for = count;
+					me->p = at;
+					return 0;
+				}
+			} else {
+				wait_for(me, o2, count);
+			}
+			break;
+		}
+		case HT_WL_SPAWN: {
+			struct rthread *c = &g->t[getv(&p)];
+			c->started = 1;
+			if (serial) {
+				g->ready[g->nready++] = c->idx;
+			} else {
+				int err = pthread_create(&c->pt, NULL, thread_main, c);
+				if (err) {
+					ht_error("replay: cannot start thread %u: %s", c->idx, strerror(err));
+					exit(HT_EXIT_DATA);
+				}
+			}
+			break;
+		}
+		default:
+			__builtin_unreachable(); /* the loader checked every op */
+		}
+		me->done++;
+		publish(me);
+		if (trim_every && ++me->since_trim >= trim_every) {
+			me->since_trim = 0;
+			me->trims++;
+			malloc_trim(0);
+		}
+	}
+	me->p = p;
+	return 1;
+}
+
+static struct engine *current; /* the run thread_main works for */
+
+static void *thread_main(void *arg)
+{
+	struct rthread *me = arg;
+	uint64_t waited = me->wait_cycles;
+	me->t_begin = tsc();
+	run_ops(current, me, 0);
+	me->t_end = tsc();
+	me->busy += me->t_end - me->t_begin - (me->wait_cycles - waited);
+	return NULL;
+}
+
+/* --threads-as-one: every thread's ops in this thread, each thread as far
+ * as its waits allow, then the next one ready. */
+static void run_serial(struct engine *g)
+{
+	uint32_t n = g->w->nthreads, nblocked = 0;
+	uint32_t *blocked = map_zero(n * sizeof(uint32_t));
+	g->ready = map_zero(n * sizeof(uint32_t));
+	if (!g->ready || !blocked) {
+		ht_error("replay: out of memory");
+		exit(HT_EXIT_DATA);
+	}
+	g->nready = 0;
+	g->t[0].started = 1;
+	g->ready[g->nready++] = 0;
+	uint64_t t0 = tsc_begin();
+	while (g->nready) {
+		struct rthread *me = &g->t[g->ready[--g->nready]];
+		run_ops(g, me, 1); /* its spawns join the ready ones */
+		if (me->p < me->end)
+			blocked[nblocked++] = me->idx;
+		for (uint32_t k = 0; k < nblocked;) {
+			struct rthread *b = &g->t[blocked[k]];
+			if (g->t[b->wait_on].done >= b->wait_for) {
+				g->ready[g->nready++] = blocked[k];
+				blocked[k] = blocked[--nblocked];
+			} else {
+				k++;
+			}
+		}
+	}
+	uint64_t t1 = tsc();
+	g->t[0].busy += t1 - t0;
+	munmap(g->ready, n * sizeof(uint32_t));
+	munmap(blocked, n * sizeof(uint32_t));
+	g->ready = NULL;
+}
+
+/* ---- RSS over time ---- */
+
+/* The side thread that samples RSS. */
+struct sampler {
+	int fd;                     /* /proc/self/statm, opened once */
+	_Atomic int stop;           /* set when the run ends */
+	uint64_t interval_ns;       /* doubles when the buffer fills */
+	uint64_t t0;                /* start, ns */
+	struct ht_rss_sample *s;    /* samples */
+	uint32_t n, cap;            /* count, capacity */
+	uint64_t peak_kb;           /* largest sample */
+	long page_kb;               /* KiB per page */
+};
+
+static uint64_t read_rss_kb(struct sampler *sp)
+{
+	char buf[128];
+	ssize_t k = pread(sp->fd, buf, sizeof(buf) - 1, 0);
+	if (k <= 0)
+		return 0;
+	buf[k] = 0;
+	unsigned long long size, res;
+	if (sscanf(buf, "%llu %llu", &size, &res) != 2)
+		return 0;
+	return res * (uint64_t)sp->page_kb;
+}
+
+static void sample(struct sampler *sp)
+{
+	uint64_t kb = read_rss_kb(sp);
+	if (kb > sp->peak_kb)
+		sp->peak_kb = kb;
+	if (sp->n == sp->cap) {
+		/* full: keep every other sample, sample half as often */
+		for (uint32_t i = 0; i < sp->n / 2; i++)
+			sp->s[i] = sp->s[2 * i];
+		sp->n /= 2;
+		sp->interval_ns *= 2;
+	}
+	sp->s[sp->n].ms = (uint32_t)((now_ns() - sp->t0) / 1000000);
+	sp->s[sp->n].kb = (uint32_t)kb;
+	sp->n++;
+}
+
+static void *sampler_main(void *arg)
+{
+	struct sampler *sp = arg;
+	uint64_t next = sp->t0;
+	while (!atomic_load(&sp->stop)) {
+		sample(sp);
+		next += sp->interval_ns;
+		struct timespec ts = {(time_t)(next / 1000000000ull), (long)(next % 1000000000ull)};
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+			;
+	}
+	return NULL;
+}
+
+/* ---- the run ---- */
+
+static void percentiles(const uint64_t *hist, uint64_t total, uint64_t *out)
+{
+	for (int k = 0; k < HT_NPCT; k++) {
+		uint64_t want = (uint64_t)((double)total * ht_replay_pcts[k] / 100.0 + 0.999999);
+		if (want == 0)
+			want = 1;
+		uint64_t acc = 0;
+		out[k] = 0;
+		for (unsigned b = 0; b < NBUCKETS && total; b++) {
+			acc += hist[b];
+			if (acc >= want) {
+				out[k] = bucket_value(b);
+				break;
+			}
+		}
+	}
+}
+
+/* The counts other threads wait for, per thread, ascending. */
+static int index_waits(struct engine *g)
+{
+	const struct ht_workload *w = g->w;
+	uint32_t n = w->nthreads;
+	uint64_t total = 0;
+	uint64_t *cnt = map_zero(n * sizeof(uint64_t));
+	if (!cnt)
+		return -1;
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint32_t i = 0; i < n; i++) {
+			const uint8_t *p = w->threads[i].ops, *end = p + w->threads[i].nbytes;
+			uint64_t a[HT_WL_MAX_ARGS];
+			int op;
+			while ((op = ht_wl_decode(&p, end, a))) {
+				if (op != HT_WL_WAIT)
+					continue;
+				if (pass == 0) {
+					cnt[a[0]]++;
+					total++;
+				} else {
+					struct rthread *o = &g->t[a[0]];
+					((uint64_t *)o->pub)[o->npub++] = a[1];
+				}
+			}
+		}
+		if (pass == 0) {
+			g->pubs_len = (total ? total : 1) * sizeof(uint64_t);
+			g->pubs = map_zero(g->pubs_len);
+			if (!g->pubs)
+				return -1;
+			uint64_t off = 0;
+			for (uint32_t i = 0; i < n; i++) {
+				g->t[i].pub = g->pubs + off;
+				off += cnt[i];
+			}
+		}
+	}
+	munmap(cnt, n * sizeof(uint64_t));
+	for (uint32_t i = 0; i < n; i++) {
+		/* sort and drop duplicates: insertion sort is fine, they
+		 * arrive nearly sorted (each waiter's counts ascend) */
+		uint64_t *a = (uint64_t *)g->t[i].pub;
+		uint64_t m = g->t[i].npub, k = 0;
+		for (uint64_t x = 1; x < m; x++) {
+			uint64_t v = a[x], y = x;
+			while (y > 0 && a[y - 1] > v) {
+				a[y] = a[y - 1];
+				y--;
+			}
+			a[y] = v;
+		}
+		for (uint64_t x = 0; x < m; x++)
+			if (!k || a[k - 1] != a[x])
+				a[k++] = a[x];
+		g->t[i].npub = k;
+	}
+	return 0;
+}
+
+static void reset_threads(struct engine *g)
+{
+	for (uint32_t i = 0; i < g->w->nthreads; i++) {
+		struct rthread *t = &g->t[i];
+		atomic_store(&t->progress, 0);
+		t->p = t->start;
+		t->done = 0;
+		t->ipub = 0;
+		t->started = 0;
+		t->since_trim = 0;
+	}
+}
+
+/* Between repetitions: what the workload left allocated goes (untimed). */
+static void release_leftovers(struct engine *g)
+{
+	for (uint64_t s = 0; s < g->w->nslots; s++) {
+		if (!g->slots[s])
+			continue;
+		if (g->extent && g->extent[s]) {
+			if (!(g->extent[s] >> 63))
+				munmap(g->slots[s], g->extent[s]);
+			g->extent[s] = 0;
+		} else {
+			free(g->slots[s]);
+		}
+		g->slots[s] = NULL;
+	}
+}
+
+int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *cfg,
+		   struct ht_replay_result *res, struct ht_rss_sample **rss)
+{
+	int ret = -1;
+	struct engine g = {.w = w, .cfg = cfg, .page = sysconf(_SC_PAGESIZE)};
+	struct sampler sp = {.fd = -1};
+	pthread_t spt;
+	int sampling = 0;
+	size_t tlen = w->nthreads * sizeof(struct rthread);
+	size_t flen = (size_t)w->nthreads * HT_FN_NR * sizeof(struct fnstat);
+	size_t slen = (w->nslots ? w->nslots : 1) * sizeof(void *);
+	memset(res, 0, sizeof(*res));
+	*rss = NULL;
+	g.touch = !cfg->touch || !strcmp(cfg->touch, "page") ? HT_TOUCH_PAGE
+		  : !strcmp(cfg->touch, "none")		      ? HT_TOUCH_NONE
+							      : HT_TOUCH_ALL;
+	g.t = map_zero(tlen);
+	struct fnstat *fn = map_zero(flen);
+	g.slots = map_zero(slen);
+	if (w->flags & HT_WL_F_MMAP)
+		g.extent = map_zero((w->nslots ? w->nslots : 1) * sizeof(uint64_t));
+	if (!g.t || !fn || !g.slots || ((w->flags & HT_WL_F_MMAP) && !g.extent)) {
+		ht_error("replay: cannot map memory for %llu slots and %u threads",
+			 (unsigned long long)w->nslots, w->nthreads);
+		goto out;
+	}
+	for (uint32_t i = 0; i < w->nthreads; i++) {
+		struct rthread *t = &g.t[i];
+		t->idx = i;
+		t->start = t->p = w->threads[i].ops;
+		t->end = t->start + w->threads[i].nbytes;
+		t->fn = fn + (size_t)i * HT_FN_NR;
+	}
+	if (index_waits(&g)) {
+		ht_error("replay: out of memory indexing the waits");
+		goto out;
+	}
+	if (!cfg->no_mlock) {
+		/* the engine's own memory stays out of the measurement */
+		if (mlock(g.slots, slen) || mlock(g.t, tlen) || mlock(fn, flen) ||
+		    mlock(g.pubs, g.pubs_len))
+			ht_warning("replay: cannot lock the workload in memory (%s); raise 'ulimit -l' or "
+				   "pass --no-mlock to silence this",
+				   strerror(errno));
+	}
+	/* RSS sampler */
+	sp.page_kb = g.page / 1024;
+	sp.cap = 1u << 16;
+	sp.s = map_zero(sp.cap * sizeof(*sp.s));
+	sp.interval_ns = cfg->rss_interval_ns ? cfg->rss_interval_ns : 10000000;
+	sp.fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	current = &g;
+
+	struct rusage ru0, ru1;
+	getrusage(RUSAGE_SELF, &ru0);
+	res->maxrss_start_kb = (uint64_t)ru0.ru_maxrss;
+	res->rss_start_kb = sp.fd >= 0 ? read_rss_kb(&sp) : 0;
+	uint64_t ns0 = now_ns();
+	sp.t0 = ns0;
+	if (sp.fd >= 0 && sp.s && pthread_create(&spt, NULL, sampler_main, &sp) == 0)
+		sampling = 1;
+	uint64_t c0 = tsc();
+	int repeat = cfg->repeat > 0 ? cfg->repeat : 1;
+	for (int rep = 0; rep < repeat; rep++) {
+		if (rep) {
+			release_leftovers(&g);
+			reset_threads(&g);
+		}
+		if (cfg->threads_as_one) {
+			run_serial(&g);
+		} else {
+			g.t[0].started = 1;
+			thread_main(&g.t[0]);
+			for (uint32_t i = 1; i < w->nthreads; i++)
+				pthread_join(g.t[i].pt, NULL);
+		}
+	}
+	uint64_t c1 = tsc();
+	uint64_t ns1 = now_ns();
+	getrusage(RUSAGE_SELF, &ru1);
+	if (sampling) {
+		atomic_store(&sp.stop, 1);
+		pthread_join(spt, NULL);
+		sample(&sp); /* the end state */
+	}
+
+	res->cycles = c1 - c0;
+	res->wall_usec = (ns1 - ns0) / 1000;
+	res->tsc_per_ns = ns1 > ns0 ? (double)(c1 - c0) / (double)(ns1 - ns0) : 0;
+	res->user_usec = (uint64_t)((ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) * 1000000 +
+				    (ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec));
+	res->sys_usec = (uint64_t)((ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) * 1000000 +
+				   (ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec));
+	res->maxrss_end_kb = (uint64_t)ru1.ru_maxrss;
+	res->rss_peak_kb = sp.peak_kb;
+	res->ideal_bytes = w->ideal_peak_bytes;
+	res->nthreads = w->nthreads;
+	res->repeat = (uint32_t)repeat;
+	static uint64_t hist[NBUCKETS];
+	for (int f = 0; f < HT_FN_NR; f++) {
+		memset(hist, 0, sizeof(hist));
+		for (uint32_t i = 0; i < w->nthreads; i++) {
+			const struct fnstat *s = &g.t[i].fn[f];
+			res->call_cycles[f] += s->cycles;
+			for (unsigned b = 0; b < NBUCKETS; b++) {
+				hist[b] += s->hist[b];
+				res->calls[f] += s->hist[b];
+			}
+		}
+		percentiles(hist, res->calls[f], res->pct_cycles[f]);
+	}
+	for (uint32_t i = 0; i < w->nthreads; i++) {
+		res->waits += g.t[i].waits;
+		res->waits_blocked += g.t[i].waits_blocked;
+		res->wait_cycles += g.t[i].wait_cycles;
+		res->busy_cycles += g.t[i].busy;
+		res->trims += g.t[i].trims;
+	}
+	res->ops = w->nops * (uint64_t)repeat;
+	if (sampling && sp.n) {
+		*rss = malloc(sp.n * sizeof(**rss));
+		if (*rss) {
+			memcpy(*rss, sp.s, sp.n * sizeof(**rss));
+			res->nrss = sp.n;
+		}
+		res->rss_interval_us = (uint32_t)(sp.interval_ns / 1000);
+	}
+	ret = 0;
+out:
+	if (sp.fd >= 0)
+		close(sp.fd);
+	if (sp.s)
+		munmap(sp.s, sp.cap * sizeof(*sp.s));
+	/* the slot table and the blocks stay: the process ends next */
+	if (g.t)
+		munmap(g.t, tlen);
+	if (fn)
+		munmap(fn, flen);
+	if (g.pubs)
+		munmap(g.pubs, g.pubs_len);
+	return ret;
+}

@@ -1,0 +1,86 @@
+/* Replay: runs a workload (workload.h) and measures it; shared by the
+ * replay and compare commands. */
+#ifndef HEAPTRAIL_REPLAY_REPLAY_H
+#define HEAPTRAIL_REPLAY_REPLAY_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "workload.h"
+
+enum ht_touch { HT_TOUCH_NONE, HT_TOUCH_PAGE, HT_TOUCH_ALL };
+
+/* Percentiles reported per function. */
+#define HT_NPCT 3
+extern const double ht_replay_pcts[HT_NPCT]; /* 50, 99, 99.9 */
+
+/* What one replay measured.  compare gets it from its replay children as
+ * raw bytes over a pipe (the same binary on both ends), followed by nrss
+ * samples. */
+struct ht_replay_result {
+	uint64_t calls[HT_FN_NR];          /* calls made per function */
+	uint64_t call_cycles[HT_FN_NR];    /* TSC cycles inside them */
+	uint64_t pct_cycles[HT_FN_NR][HT_NPCT]; /* percentiles of one call's cycles */
+	uint64_t cycles;                   /* TSC cycles from start to end */
+	uint64_t wall_usec;                /* wall time from start to end */
+	uint64_t user_usec, sys_usec;      /* CPU time of the process over the run */
+	uint64_t maxrss_start_kb;          /* ru_maxrss before the first op */
+	uint64_t maxrss_end_kb;            /* ru_maxrss after the last */
+	uint64_t rss_start_kb;             /* RSS before the first op */
+	uint64_t rss_peak_kb;              /* peak of the sampled RSS */
+	uint64_t ideal_bytes;              /* the workload's peak of live requested bytes */
+	uint64_t ops;                      /* ops run, waits and spawns included */
+	uint64_t waits;                    /* waits run */
+	uint64_t waits_blocked;            /* of which found the other thread behind */
+	uint64_t wait_cycles;              /* cycles spent blocked in them */
+	uint64_t busy_cycles;              /* cycles the threads spent running ops, summed */
+	uint64_t trims;                    /* malloc_trim calls from --trim-interval */
+	double tsc_per_ns;                 /* TSC rate measured over the run */
+	uint32_t nthreads;                 /* threads run */
+	uint32_t repeat;                   /* times the workload ran */
+	uint32_t nrss;                     /* RSS samples that follow */
+	uint32_t rss_interval_us;          /* sampling interval at the end of the run */
+	char allocator[256];               /* the library that served malloc ("glibc" if none) */
+};
+
+/* One RSS sample. */
+struct ht_rss_sample {
+	uint32_t ms; /* since the start of the run */
+	uint32_t kb; /* resident set */
+};
+
+/* Options of a replay, labelled by their flag. */
+struct ht_replay_config {
+	const char *allocator;     /* --allocator (glibc) */
+	const char *tunables;      /* --tunable: GLIBC_TUNABLES entries */
+	const char *mallopts;      /* --mallopt PARAM=VALUE,... */
+	uint64_t trim_interval;    /* --trim-interval N (0: never) */
+	int threads_as_one;        /* --threads-as-one */
+	int repeat;                /* --repeat K (1) */
+	const char *touch;         /* --touch none|page|all (page) */
+	uint64_t rss_interval_ns;  /* --rss-interval (10ms) */
+	int no_mlock;              /* --no-mlock */
+	int json;                  /* --json */
+	const char *rss_csv;       /* --rss-csv FILE */
+	int result_fd;             /* --result-fd N (compare), -1 if none */
+};
+
+/* The library file of an allocator name (jemalloc, tcmalloc, mimalloc) or
+ * path; NULL for glibc.  On failure returns -1 with a message in err. */
+int ht_allocator_lookup(const char *name, char *path, size_t pathlen, char *err, size_t errlen);
+
+/* Runs w in this process with cfg; fills res and *rss (malloc'ed, res->nrss
+ * entries).  Returns 0, or -1 with a message printed. */
+int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *cfg,
+		   struct ht_replay_result *res, struct ht_rss_sample **rss);
+
+/* Text output in the glibc trace_run order and wording, then the extras. */
+void ht_replay__print_text(FILE *f, const struct ht_replay_result *res, const struct ht_workload *w);
+/* JSON output (replay --json). */
+void ht_replay__print_json(FILE *f, const struct ht_replay_result *res,
+			   const struct ht_rss_sample *rss, const char *workload);
+
+/* Average cycles of a function's calls (0 if none). */
+double ht_replay__avg(const struct ht_replay_result *res, int fn);
+
+#endif
