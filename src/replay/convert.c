@@ -659,16 +659,13 @@ static void print_summary(const struct conv *c, const char *out, const char *in,
 	       out, c->nth, c->nth == 1 ? "" : "s", nops, ncalls, c->waits, c->nslots,
 	       ht_fmt_bytes(b1, c->peak));
 	if (c->skipped_frees || c->skipped_reallocs)
-		printf("skipped %" PRIu64 " free%s and %" PRIu64 " realloc%s of blocks allocated before "
-		       "recording began\n",
+		printf("skipped %" PRIu64 " free%s and %" PRIu64 " realloc%s of addresses not live (blocks "
+		       "allocated before recording began)\n",
 		       c->skipped_frees, c->skipped_frees == 1 ? "" : "s", c->skipped_reallocs,
 		       c->skipped_reallocs == 1 ? "" : "s");
 	if (c->skipped_maps)
 		printf("skipped %" PRIu64 " mmap/munmap/mremap call%s on file, shared or foreign maps\n",
 		       c->skipped_maps, c->skipped_maps == 1 ? "" : "s");
-	if (c->inversions)
-		printf("warning: %" PRIu64 " address%s handed out while still live in the trace\n",
-		       c->inversions, c->inversions == 1 ? "" : "es");
 }
 
 static char *source_text(const char *in, const struct ht_trace_info *info, const struct conv *c)
@@ -768,6 +765,13 @@ int cmd_convert(int argc, char **argv)
 	}
 	if (!cfg.quiet)
 		print_summary(&c, out, in, info, cfg.json);
+	if (c.nth > 1 && (c.inversions || c.skipped_frees || c.skipped_reallocs) && !cfg.quiet)
+		ht_warning("%s: %" PRIu64 " frees or reallocs of addresses not live and %" PRIu64
+			   " addresses handed out while live: blocks from before the recording, or "
+			   "blocks passed along chains of three or more threads, which sampled "
+			   "timestamps cannot order; for an exact workload record with "
+			   "--timestamp-every=1 (docs/FORMAT.md, \"Ordering guarantee\")",
+			   in, c.skipped_frees + c.skipped_reallocs, c.inversions);
 	ret = ht_analyze__finish(r, in, cfg.quiet);
 cleanup:
 	if (c.w)

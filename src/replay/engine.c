@@ -116,6 +116,7 @@ struct rthread {
 	uint64_t busy;               /* cycles running ops, summed over repeats */
 	uint64_t since_trim;         /* ops since the last --trim-interval trim */
 	uint64_t trims;              /* those trims */
+	uint64_t slot_errors;        /* empty slots freed, live ones overwritten */
 	struct fnstat *fn;           /* HT_FN_NR entries */
 	/* --threads-as-one */
 	uint32_t wait_on;            /* blocked on this thread */
@@ -290,6 +291,7 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 			account(me, HT_FN_PVALLOC, t1 - t0);
 		store:
 			if (s) {
+				me->slot_errors += slots[s - 1] != NULL;
 				slots[s - 1] = r;
 				touch_mem(g, r, n);
 			} else {
@@ -302,13 +304,13 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 			m = op == HT_WL_REALLOCARRAY ? getv(&p) : 1;
 			n = getv(&p);
 			void *old = o ? slots[o - 1] : NULL;
+			me->slot_errors += (o && !old) + (s && s != o && slots[s - 1]);
 			t0 = tsc_begin();
 			r = op == HT_WL_REALLOC ? realloc(old, n) : reallocarray(old, m, n);
 			t1 = tsc();
 			account(me, op == HT_WL_REALLOC ? HT_FN_REALLOC : HT_FN_REALLOCARRAY, t1 - t0);
-			if (__builtin_mul_overflow(m, n, &n))
-				n = 0;
-			if (!r && n)
+			int overflow = __builtin_mul_overflow(m, n, &n);
+			if (!r && (n || overflow))
 				r = old; /* failed here: the old block stays */
 			if (o && o != s)
 				slots[o - 1] = NULL;
@@ -324,6 +326,7 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 		case HT_WL_FREE:
 			s = getv(&p);
 			r = s ? slots[s - 1] : NULL;
+			me->slot_errors += s && !r;
 			t0 = tsc_begin();
 			free(r);
 			t1 = tsc();
@@ -777,6 +780,7 @@ int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *c
 		res->wait_cycles += g.t[i].wait_cycles;
 		res->busy_cycles += g.t[i].busy;
 		res->trims += g.t[i].trims;
+		res->slot_errors += g.t[i].slot_errors;
 	}
 	res->ops = w->nops * (uint64_t)repeat;
 	if (sampling && sp.n) {

@@ -246,6 +246,9 @@ void ht_replay__print_text(FILE *f, const struct ht_replay_result *res, const st
 		res->tsc_per_ns > 0 ? (double)res->wait_cycles / res->tsc_per_ns / 1e6 : 0.0);
 	if (res->repeat > 1)
 		fprintf(f, "repeated: %u times\n", res->repeat);
+	if (res->slot_errors)
+		fprintf(f, "warning: %s ops found their slot in the wrong state (an allocation failed "
+			   "here that succeeded in the trace?)\n", comma(a, res->slot_errors));
 	if (res->trims)
 		fprintf(f, "malloc_trim (--trim-interval): %s calls\n", comma(a, res->trims));
 	fprintf(f, "replay bookkeeping: %.1f ns/op (time in the engine, touching included, that is "
@@ -267,6 +270,11 @@ void ht_replay__print_json(FILE *f, const struct ht_replay_result *res,
 	ht_json__obj_begin(&j, NULL);
 	ht_json__str(&j, "workload", workload);
 	ht_json__str(&j, "allocator_library", res->allocator);
+	const char *tun = getenv("GLIBC_TUNABLES");
+	if (tun)
+		ht_json__str(&j, "glibc_tunables", tun);
+	else
+		ht_json__null(&j, "glibc_tunables");
 	ht_json__u64(&j, "threads", res->nthreads);
 	ht_json__u64(&j, "repeat", res->repeat);
 	ht_json__u64(&j, "cycles", res->cycles);
@@ -303,6 +311,7 @@ void ht_replay__print_json(FILE *f, const struct ht_replay_result *res,
 	ht_json__u64(&j, "busy_cycles", res->busy_cycles);
 	ht_json__double(&j, "bookkeeping_ns_per_op", bookkeeping_ns(res));
 	ht_json__u64(&j, "trim_calls", res->trims);
+	ht_json__u64(&j, "slot_errors", res->slot_errors);
 	ht_json__double(&j, "tsc_per_ns", res->tsc_per_ns);
 	ht_json__obj_begin(&j, "rss");
 	ht_json__u64(&j, "interval_us", res->rss_interval_us);

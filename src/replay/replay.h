@@ -35,6 +35,9 @@ struct ht_replay_result {
 	uint64_t wait_cycles;              /* cycles spent blocked in them */
 	uint64_t busy_cycles;              /* cycles the threads spent running ops, summed */
 	uint64_t trims;                    /* malloc_trim calls from --trim-interval */
+	uint64_t slot_errors;              /* an empty slot freed or a live one overwritten:
+					    * a block the replay lost track of (0 unless
+					    * an allocation failed here but not in the trace) */
 	double tsc_per_ns;                 /* TSC rate measured over the run */
 	uint32_t nthreads;                 /* threads run */
 	uint32_t repeat;                   /* times the workload ran */

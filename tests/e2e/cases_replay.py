@@ -1,0 +1,414 @@
+"""convert, replay and compare (docs/convert.md, replay.md, compare.md,
+WORKLOAD.md): traces of programs written for the tests become workloads
+that replay with exactly the traced calls and peak, under every allocator,
+and bad workloads give clear errors."""
+
+import json
+import os
+import re
+import struct
+import xml.etree.ElementTree as ET
+
+from htlib import case, check, eq, expect, fail
+
+WL_FNS = ["malloc", "calloc", "realloc", "reallocarray", "free", "memalign", "posix_memalign",
+          "aligned_alloc", "valloc", "pvalloc", "mallopt", "malloc_trim", "mmap", "munmap",
+          "mremap"]
+ALLOCATORS = ["jemalloc", "tcmalloc", "mimalloc"]
+# glibc, for the ring: every free goes back to the one arena at once, so the
+# next malloc of the size, in any thread, gets the same address
+RING_TUNABLES = "glibc.malloc.tcache_count=0:glibc.malloc.arena_max=1"
+
+
+def said(run):
+    out = {}
+    for line in run.stdout.splitlines():
+        k, sep, v = line.partition(": ")
+        if sep and v.strip().isdigit():
+            out[k] = int(v)
+    return out
+
+
+def jrun(t, args, rc=0, timeout=120):
+    r = t.tool(args, timeout=timeout)
+    if r.rc != rc:
+        fail("expected exit %d from %s" % (rc, r.describe()))
+    try:
+        return json.loads(r.stdout), r
+    except ValueError as e:
+        fail("no JSON from %s (%s)" % (r.describe(), e))
+
+
+def convert(t, wl, trace, extra=()):
+    j, r = jrun(t, ["convert", "--json"] + list(extra) + [wl, trace])
+    return j
+
+
+def replay(t, wl, extra=(), rc=0, timeout=120):
+    j, r = jrun(t, ["replay", "--json"] + list(extra) + [wl], rc=rc, timeout=timeout)
+    return j
+
+
+def traced_calls(s):
+    return {f: s["calls"].get(f, 0) for f in WL_FNS}
+
+
+def check_replay(t, s, j, what, times=1):
+    """replay --json j against stats s: the same calls, the same peak."""
+    want = {f: n * times for f, n in traced_calls(s).items()}
+    with t.soft():
+        eq({f: j["calls"][f] for f in WL_FNS}, want, "%s: calls" % what)
+    with t.soft():
+        eq(j["max_ideal_rss_bytes"], s["peak_live_bytes"], "%s: max_ideal_rss_bytes" % what)
+    with t.soft():
+        eq(j["slot_errors"], 0, "%s: slot_errors" % what)
+    for k in ("avg_cycles", "wall_usec", "max_rss_kb", "cycles", "total_call_cycles"):
+        check(k in j, "%s: no %s in replay --json" % (what, k))
+    with t.soft():
+        for f in WL_FNS:
+            if j["calls"][f]:
+                check(j["avg_cycles"][f] > 0, "%s: avg_cycles.%s is 0" % (what, f))
+
+
+def record_exact(t, trace, argv, env=None, timeout=120):
+    """record with every malloc and free dated: the merged order of blocks
+    handed between threads is then exact (docs/FORMAT.md, "Ordering
+    guarantee"; sampled timestamps can leave a free of a block another
+    thread is still reallocating out of place)."""
+    return t.run([t.heaptrail, "record", "--timestamp-every=1", "-o", trace, "--"] + argv,
+                 env=env, timeout=timeout, check_rc=0)
+
+
+def prodcons(t, n=3000):
+    trace = t.path("pc.ht")
+    r = record_exact(t, trace, [t.prog("prodcons"), str(n)])
+    s = t.stats(trace)
+    wl = t.path("pc.wl")
+    c = convert(t, wl, trace)
+    return trace, wl, s, c, said(r)
+
+
+@case(timeout=180, labels=("analyzers",))
+def test_replay_prodcons(t):
+    """Two producers hand blocks made by every allocation function to a
+    consumer that reallocs and frees them: the workload replays with
+    exactly the traced calls per function and the traced peak as ideal
+    RSS, threaded and --threads-as-one, with no slot ever found in the
+    wrong state (under ASan in the sanitizer build)."""
+    trace, wl, s, c, prog = prodcons(t)
+    n = 3000
+    # the program's own calls, plus glibc's: a DTV calloc per thread and
+    # two free(NULL) at each thread's exit
+    with t.soft():
+        expect(s, threads=4, unknown_frees=0)
+        for f in ("memalign", "posix_memalign", "aligned_alloc", "valloc", "realloc", "malloc"):
+            eq(s["calls"][f], prog[f], "stats calls.%s vs the program's count" % f)
+        eq(s["calls"]["calloc"], prog["calloc"] + 3, "stats calls.calloc")
+        eq(s["calls"]["free"], prog["free"] + 6, "stats calls.free")
+        eq(prog["malloc"] + prog["calloc"] + prog["memalign"] + prog["posix_memalign"] +
+           prog["aligned_alloc"] + prog["valloc"], 2 * n, "blocks the producers made")
+    with t.soft():
+        eq({f: c["calls"].get(f, 0) for f in WL_FNS}, traced_calls(s), "convert: calls")
+        expect(c, threads=4, spawns=3, skipped_frees=0, skipped_reallocs=0, inversions=0,
+               max_ideal_rss_bytes=s["peak_live_bytes"])
+        check(c["waits"] >= 2 * n, "only %d waits for %d hand-offs" % (c["waits"], 2 * n))
+        # the slot table follows the live set, not the number of blocks
+        check(c["slots"] <= s["peak_live_blocks"] + 8,
+              "%d slots for a peak of %d live blocks" % (c["slots"], s["peak_live_blocks"]))
+    j = replay(t, wl)
+    check_replay(t, s, j, "replay")
+    with t.soft():
+        eq(j["threads"], 4, "threads")
+        check(j["waits"] == c["waits"], "waits run %d, in the workload %d" % (j["waits"], c["waits"]))
+    j1 = replay(t, wl, ["--threads-as-one"])
+    check_replay(t, s, j1, "replay --threads-as-one")
+    j3 = replay(t, wl, ["--repeat", "3", "--touch", "all"])
+    check_replay(t, s, j3, "replay --repeat 3", times=3)
+
+
+@case(timeout=180, labels=("analyzers",))
+def test_replay_ring_chain(t):
+    """One address passed along a ring of three threads (each block freed
+    by another thread than its allocator, its address reused by the third)
+    for 6000 steps: recorded with every call dated, the merged order is
+    exact at any depth; the workload has a wait on every hand-off and
+    replays all calls with no slot ever in the wrong state.  Recorded with
+    sampled timestamps, convert says the order cannot be trusted and how
+    to record instead."""
+    steps = 6000
+    trace = t.path("ring.ht")
+    env = {"GLIBC_TUNABLES": RING_TUNABLES}
+    record_exact(t, trace, [t.prog("ring"), str(steps)], env=env)
+    s = t.stats(trace)
+    with t.soft():
+        expect(s, unknown_frees=0, cross_thread_frees=steps // 2)
+        eq(s["calls"]["malloc"], steps // 2, "mallocs")
+    # the chain: consecutive blocks at one address, allocated by three
+    # different threads in turn (A, C, B, A, ...)
+    evs = [e for e in t.dump(trace, ["--kind", "malloc,free"]) if e.kind in ("malloc", "free")]
+    owners = {}
+    chain = 0
+    longest = 0
+    last_alloc_tid = {}
+    for e in evs:
+        if e.kind == "malloc":
+            p = e.fields.get("ptr")
+            prev = last_alloc_tid.get(p)
+            chain = chain + 1 if prev is not None and prev != e.tid else 0
+            longest = max(longest, chain)
+            last_alloc_tid[p] = e.tid
+            owners[p] = e.tid
+    check(longest >= 100, "no chain of reuses across threads (longest %d): is the address "
+          "reused? (tunables %s)" % (longest, RING_TUNABLES))
+    wl = t.path("ring.wl")
+    c = convert(t, wl, trace)
+    with t.soft():
+        expect(c, skipped_frees=0, inversions=0, max_ideal_rss_bytes=s["peak_live_bytes"])
+        check(c["waits"] >= steps - 10, "%d waits for %d hand-offs" % (c["waits"], steps))
+        check(c["slots"] <= 4, "%d slots for one live block at a time" % c["slots"])
+    j = replay(t, wl)
+    check_replay(t, s, j, "replay")
+    # the same program with sampled timestamps: convert warns
+    sampled = t.path("ring-sampled.ht")
+    t.run([t.heaptrail, "record", "-o", sampled, "--", t.prog("ring"), str(steps)], env=env,
+          check_rc=0)
+    r = t.tool(["convert", t.path("s.wl"), sampled])
+    eq(r.rc, 0, "convert of the sampled ring: exit status")
+    if "skipped" in r.stdout:
+        check("--timestamp-every=1" in r.stderr,
+              "convert skipped frees of a multi-threaded trace without saying how to record:\n"
+              + r.describe())
+
+
+@case(timeout=240, labels=("replay",), locks=("cpu",))
+def test_replay_allocators(t):
+    """The same workload under jemalloc, tcmalloc and mimalloc: malloc
+    really comes from each library, and the calls are the traced ones."""
+    trace, wl, s, c, prog = prodcons(t, 2000)
+    for a in ALLOCATORS:
+        j = replay(t, wl, ["--allocator", a])
+        check_replay(t, s, j, "replay --allocator " + a)
+        with t.soft():
+            check(a in os.path.basename(j["allocator_library"]),
+                  "--allocator %s: malloc came from %s" % (a, j["allocator_library"]))
+    j = replay(t, wl, ["--tunable", "glibc.malloc.arena_max=1", "--mallopt",
+                       "M_MMAP_THRESHOLD=64K,M_TRIM_THRESHOLD=128K", "--trim-interval", "500"])
+    check_replay(t, s, j, "replay --tunable --mallopt")
+    with t.soft():
+        eq(j["glibc_tunables"], "glibc.malloc.arena_max=1", "GLIBC_TUNABLES in the replay")
+        check("libc.so" in j["allocator_library"], "glibc replay: malloc from %s" % j["allocator_library"])
+        check(j["trim_calls"] > 0, "--trim-interval made no malloc_trim call")
+    # a library that is no allocator
+    lib = t.preload  # libheaptrail.so: defines malloc, but is a tracer
+    r = t.tool(["replay", "--allocator", "/etc/hostname", wl])
+    with t.soft():
+        check(r.rc != 0 and "/etc/hostname" in r.stderr, "a non-library as allocator:\n" + r.describe())
+    r = t.tool(["replay", "--allocator", "nosuchalloc", wl])
+    with t.soft():
+        check(r.rc == 2 and "unknown allocator 'nosuchalloc'" in r.stderr, r.describe())
+    del lib
+
+
+@case(timeout=120, labels=("analyzers",))
+def test_replay_text_and_aliases(t):
+    """trace2wl OUT IN and trace_run WL behave like the glibc tools: the
+    summary lines in their order and wording, numbers with commas."""
+    trace = t.path("pc.ht")
+    record_exact(t, trace, [t.prog("prodcons"), "500"])
+    s = t.stats(trace)
+    wl = t.path("pc.wl")
+    t.run([os.path.join(t.build_dir, "trace2wl"), wl, trace], check_rc=0)
+    r = t.run([os.path.join(t.build_dir, "trace_run"), wl], check_rc=0)
+    lines = r.stdout.splitlines()
+    pats = [r"^[\d,]+ cycles$", r"^[\d,]+ usec wall time$", r"^[\d,]+ usec across 4 threads$",
+            r"^[\d,]+ Kb Max RSS \([\d,]+ -> [\d,]+\)$", r"^[\d,]+ Kb Max Ideal RSS$", r"^$",
+            r"^Avg malloc time: +[\d,]+ in +[\d,]+ calls$",
+            r"^Avg calloc time: +[\d,]+ in +[\d,]+ calls$",
+            r"^Avg realloc time: +[\d,]+ in +[\d,]+ calls$",
+            r"^Avg free time: +[\d,]+ in +[\d,]+ calls$", r"^Total call time: [\d,]+ cycles$"]
+    for i, p in enumerate(pats):
+        check(i < len(lines) and re.match(p, lines[i]),
+              "line %d of trace_run: %r does not match %r" % (i + 1, lines[i] if i < len(lines) else None, p))
+    calls = {m.group(1): int(m.group(2).replace(",", "")) for m in
+             (re.match(r"^Avg (\w+) time: +[\d,]+ in +([\d,]+) calls$", l) for l in lines) if m}
+    eq(calls, {f: s["calls"][f] for f in ("malloc", "calloc", "realloc", "free")}, "trace_run calls")
+    ideal = int(re.match(r"^([\d,]+)", lines[4]).group(1).replace(",", ""))
+    eq(ideal, (s["peak_live_bytes"] + 1023) // 1024, "Kb Max Ideal RSS")
+    check(any(l.startswith("memalign ") for l in lines), "no percentile line for memalign")
+
+
+@case(timeout=120, labels=("analyzers",))
+def test_convert_mmap(t):
+    """convert --mmap: the program's own anonymous maps are replayed too
+    (api_all maps, remaps and unmaps)."""
+    trace = t.path("api.ht")
+    t.record(trace, [t.prog("api_all")])
+    s = t.stats(trace)
+    plain = convert(t, t.path("a.wl"), trace)
+    eq(plain["calls"].get("mmap", 0), 0, "mmaps without --mmap")
+    wl = t.path("m.wl")
+    c = convert(t, wl, trace, ["--mmap"])
+    with t.soft():
+        check(c["calls"].get("mmap", 0) >= 2, "mmaps converted: %r" % c["calls"])
+        check(c["calls"].get("munmap", 0) >= 2, "munmaps converted: %r" % c["calls"])
+        eq(c["calls"].get("mremap", 0), 1, "mremaps converted")
+        eq(c["failed_maps"], 2, "failed mmap family calls")
+    j = replay(t, wl)
+    with t.soft():
+        eq({f: j["calls"][f] for f in WL_FNS}, {f: c["calls"].get(f, 0) for f in WL_FNS},
+           "replayed calls")
+        eq(j["slot_errors"], 0, "slot_errors")
+        eq(j["max_ideal_rss_bytes"], s["peak_live_bytes"], "ideal")
+
+
+def wl_bytes(t):
+    trace = t.path("pc.ht")
+    record_exact(t, trace, [t.prog("prodcons"), "200"])
+    wl = t.path("good.wl")
+    convert(t, wl, trace)
+    with open(wl, "rb") as f:
+        return trace, wl, f.read()
+
+
+def bad(t, args, rc, *needles):
+    r = t.tool(args)
+    with t.soft():
+        eq(r.rc, rc, "exit status of heaptrail %s" % " ".join(args))
+        errs = [l for l in r.stderr.splitlines() if l.startswith("heaptrail: error:")]
+        eq(len(errs), 1, "one error line from heaptrail %s:\n%s" % (" ".join(args), r.stderr))
+        for n in needles:
+            check(n in r.stderr, "%r not in the error of heaptrail %s:\n%s" % (n, " ".join(args), r.stderr))
+        check(r.stdout == "", "output despite the error: %r" % r.stdout[:200])
+    return r
+
+
+@case(timeout=120, labels=("analyzers",))
+def test_replay_bad_input(t):
+    """Missing, empty, truncated, corrupted, newer-version workloads, a
+    trace given to replay, a directory: one error line naming the file and
+    the problem, exit 1 (2 for usage); convert leaves no file behind."""
+    trace, wl, data = wl_bytes(t)
+
+    def write(name, b):
+        p = t.path(name)
+        with open(p, "wb") as f:
+            f.write(b)
+        return p
+
+    bad(t, ["replay", t.path("nope.wl")], 1, "nope.wl", "No such file")
+    bad(t, ["replay", write("empty.wl", b"")], 1, "empty.wl", "empty")
+    bad(t, ["replay", trace], 1, "pc.ht", "trace, not a workload", "convert")
+    bad(t, ["replay", t.dir], 1, "directory")
+    bad(t, ["replay", write("junk.wl", b"hello world, not a workload" * 10)], 1, "bad magic")
+    for cut in (20, 100, 200, len(data) // 2, len(data) - 1):
+        bad(t, ["replay", write("cut%d.wl" % cut, data[:cut])], 1, "cut%d.wl" % cut)
+    newer = bytearray(data)
+    struct.pack_into("<I", newer, 8, 2)
+    bad(t, ["replay", write("newer.wl", bytes(newer))], 1, "version 2")
+    # an op byte in the first block changed to something no op is
+    ops = bytearray(data)
+    ops[128 + 16] = 0x7f
+    bad(t, ["replay", write("badop.wl", bytes(ops))], 1, "badop.wl", "malformed op")
+    # a wait that can never be met: thread 1 waits for more ops than
+    # thread 0 has (patch the first WAIT's count)
+    bad(t, ["replay"], 2, "no workload given")
+    bad(t, ["replay", "--touch", "some", wl], 2, "--touch")
+    bad(t, ["replay", "--mallopt", "M_BOGUS=1", wl], 2, "M_BOGUS")
+    bad(t, ["compare", "-a", "glibc,nosuch", wl], 2, "nosuch")
+    bad(t, ["compare", write("empty2.wl", b"")], 1, "empty2.wl")
+    # convert
+    bad(t, ["convert", t.path("x.wl")], 2, "need an output workload and a trace")
+    bad(t, ["convert", t.path("x.wl"), t.path("missing.ht")], 1, "missing.ht")
+    bad(t, ["convert", t.path("x.wl"), wl], 1, "good.wl")
+    bad(t, ["convert", trace, wl], 2, "is a trace; the workload comes first")
+    bad(t, ["convert", t.path("nodir", "x.wl"), trace], 1, "cannot create")
+    with open(trace, "rb") as f:
+        tdata = f.read()
+    bad(t, ["convert", t.path("t.wl"), write("trunc.ht", tdata[:len(tdata) // 2])], 1, "trunc.ht")
+    leftovers = [f for f in os.listdir(t.dir) if f.startswith(("x.wl", "t.wl"))]
+    eq(leftovers, [], "files convert left behind")
+    sampled = t.path("sampled.ht")
+    t.run([t.heaptrail, "record", "--sample-bytes=4096", "-o", sampled, "--",
+           t.prog("prodcons"), "50"], check_rc=0)
+    bad(t, ["convert", t.path("sm.wl"), sampled], 1, "sampled trace", "--sample-bytes")
+    # the good one still loads
+    replay(t, wl)
+
+
+@case(timeout=240, labels=("replay",), locks=("cpu",))
+def test_compare(t):
+    """compare: interleaved runs of each allocator, one table, JSON with the
+    replay fields per allocator, an SVG with one RSS curve per allocator."""
+    trace, wl, s, c, prog = prodcons(t, 1500)
+    svg = t.path("chart.svg")
+    j, r = jrun(t, ["compare", "--json", "-a", "glibc,jemalloc", "-t",
+                    "glibc.malloc.arena_max=1", "-n", "2", "-o", svg, wl], timeout=200)
+    res = j["results"]
+    eq([x["allocator"] for x in res], ["glibc", "jemalloc", "glibc"], "allocators")
+    with t.soft():
+        eq(res[2]["tunables"], "glibc.malloc.arena_max=1", "tunables of the third")
+    for x in res:
+        with t.soft():
+            eq(x["runs"], 2, "runs")
+            eq({f: x["calls"][f] for f in WL_FNS}, traced_calls(s), "%s: calls" % x["label"])
+            eq(x["max_ideal_rss_bytes"], s["peak_live_bytes"], "ideal")
+            for k in ("wall_usec", "max_rss_kb", "avg_cycles", "rss_ideal_ratio"):
+                check(k in x, "no %s" % k)
+            check(x["wall_usec_min"] <= x["wall_usec"] <= x["wall_usec_max"], "spread")
+    check("jemalloc" in res[1]["allocator_library"], "jemalloc run used %s" % res[1]["allocator_library"])
+    root = ET.parse(svg).getroot()
+    lines = [e for e in root.iter() if e.tag.endswith("polyline")]
+    eq(len(lines), 3, "RSS curves in the chart")
+    r = t.tool(["compare", "-a", "glibc,mimalloc", "-n", "1", wl], timeout=200)
+    eq(r.rc, 0, "compare exit status:\n" + r.describe())
+    check(re.search(r"^glibc\s", r.stdout, re.M) and re.search(r"^mimalloc\s", r.stdout, re.M),
+          "table rows:\n" + r.stdout)
+    check(os.path.exists(t.path("pc-compare.svg")), "default chart pc-compare.svg not written")
+
+
+def real_roundtrip(t, name, argv, stdin=None, timeout=180, threads=1):
+    trace = t.path(name + ".ht")
+    t.run([t.heaptrail, "record", "--timestamp-every=1", "-o", trace, "--"] + argv, stdin=stdin,
+          timeout=timeout, check_rc=0)
+    s = t.stats(trace)
+    check(s["threads"] >= threads, "%s: %d threads" % (name, s["threads"]))
+    wl = t.path(name + ".wl")
+    r = t.tool(["convert", "--json", wl, trace], timeout=timeout)
+    eq(r.rc, 0, "convert exit status:\n" + r.describe())
+    c = json.loads(r.stdout)
+    for a in ["glibc"] + ALLOCATORS:
+        j = replay(t, wl, ["--allocator", a], timeout=timeout)
+        with t.soft():
+            eq({f: j["calls"][f] for f in WL_FNS}, {f: c["calls"].get(f, 0) for f in WL_FNS},
+               "%s under %s: calls" % (name, a))
+            eq(j["slot_errors"], 0, "%s under %s: slot_errors" % (name, a))
+            eq(j["max_ideal_rss_bytes"], c["max_ideal_rss_bytes"], "ideal")
+    return s, c
+
+
+@case(timeout=300, labels=("real", "replay"), locks=("cpu",))
+def test_replay_real_sqlite3(t):
+    """sqlite3 on a script: recorded, converted, replayed under the four
+    allocators with the traced calls."""
+    from cases_real import SQL
+    sqlite = "/usr/bin/sqlite3"
+    if not os.path.exists(sqlite):
+        fail("sqlite3 is not installed (scripts/deps.sh test installs it)")
+    s, c = real_roundtrip(t, "sqlite", [sqlite, t.path("db.sqlite")], stdin=SQL.encode())
+    with t.soft():
+        eq({f: c["calls"].get(f, 0) for f in WL_FNS}, traced_calls(s), "convert: calls")
+        eq(c["skipped_frees"], 0, "skipped frees")
+
+
+@case(timeout=300, labels=("real", "replay"), locks=("cpu",))
+def test_replay_real_xz_threads(t):
+    """xz -T2 compressing 24 MB: a multi-threaded Debian program, recorded,
+    converted, replayed under the four allocators."""
+    data = t.path("input.bin")
+    with open(data, "wb") as f:
+        for i in range(24 * 1024):
+            f.write((b"%08d heaptrail replay " % i) * 32 + os.urandom(256))
+    s, c = real_roundtrip(t, "xz", ["/usr/bin/xz", "-T2", "-k", "-f", "-3", data], threads=3)
+    with t.soft():
+        check(c["threads"] >= 3, "xz: %d threads in the workload" % c["threads"])
+        eq(c["skipped_frees"], 0, "xz: skipped frees")
