@@ -41,7 +41,8 @@ static void usage(FILE *f)
 		   "EXAMPLES\n"
 		   "  heaptrail record -o app.ht -- ./app --its --args\n"
 		   "  heaptrail stats app.ht\n"
-		   "  heaptrail dump --kind malloc,free app.ht | head\n");
+		   "  heaptrail dump --kind malloc,free app.ht | head\n"
+		   "  heaptrail convert app.wl app.ht && heaptrail compare -a glibc,jemalloc app.wl\n");
 }
 
 int main(int argc, char **argv)
