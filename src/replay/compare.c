@@ -331,7 +331,11 @@ static void print_table(struct variant *vs, int nv)
 		for (int r = 0; r < vs[i].nres; r++)
 			for (int f = 0; f < HT_FN_NR; f++)
 				any[f] += vs[i].res[r].calls[f];
-	printf("%-28s %22s %12s %12s %9s", "allocator", "wall ms (min..max)", "call Mcycles",
+	int lw = 9;
+	for (int i = 0; i < nv; i++)
+		if ((int)strlen(vs[i].label) > lw)
+			lw = (int)strlen(vs[i].label);
+	printf("%-*s %22s %12s %12s %9s", lw, "allocator", "wall ms (min..max)", "call Mcycles",
 	       "Max RSS KiB", "RSS/ideal");
 	for (int f = 0; f < HT_FN_NR; f++)
 		if (any[f])
@@ -346,7 +350,7 @@ static void print_table(struct variant *vs, int nv)
 		uint64_t ideal = v->nres ? v->res[0].ideal_bytes : 0;
 		char wbuf[64];
 		snprintf(wbuf, sizeof(wbuf), "%.1f (%.1f..%.1f)", wall.med, wall.min, wall.max);
-		printf("%-28s %22s %12.2f %12.0f ", v->label, wbuf, cyc.med, rss.med);
+		printf("%-*s %22s %12.2f %12.0f ", lw, v->label, wbuf, cyc.med, rss.med);
 		if (ideal)
 			printf("%9.2f", rss.med * 1024 / (double)ideal);
 		else
@@ -362,6 +366,15 @@ static void print_table(struct variant *vs, int nv)
 	printf("\nmedians of %d run%s each, interleaved; per-function columns: average cycles per "
 	       "call; RSS/ideal: Max RSS over the peak of live requested bytes\n",
 	       nv && vs[0].nres ? vs[0].nres : 0, nv && vs[0].nres == 1 ? "" : "s");
+}
+
+/* Whole numbers as integers (every digit), the rest as doubles. */
+static void json_num(struct ht_json *j, const char *key, double v)
+{
+	if (v >= 0 && v < 9007199254740992.0 && v == (double)(uint64_t)v)
+		ht_json__u64(j, key, (uint64_t)v);
+	else
+		ht_json__double(j, key, v);
 }
 
 static void print_json(struct variant *vs, int nv, const char *workload, const char *svg)
@@ -387,18 +400,18 @@ static void print_json(struct variant *vs, int nv, const char *workload, const c
 		struct spread s;
 #define MED(key, expr)                               \
 	s = FIELD_SPREAD(v, expr);                   \
-	ht_json__double(&j, key, s.med);
+	json_num(&j, key, s.med);
 		MED("wall_usec", r->wall_usec);
-		ht_json__double(&j, "wall_usec_min", s.min);
-		ht_json__double(&j, "wall_usec_max", s.max);
+		json_num(&j, "wall_usec_min", s.min);
+		json_num(&j, "wall_usec_max", s.max);
 		MED("cycles", r->cycles);
 		MED("cpu_usec", r->user_usec);
 		MED("total_call_cycles", call_cycles(r));
-		ht_json__double(&j, "total_call_cycles_min", s.min);
-		ht_json__double(&j, "total_call_cycles_max", s.max);
+		json_num(&j, "total_call_cycles_min", s.min);
+		json_num(&j, "total_call_cycles_max", s.max);
 		MED("max_rss_kb", r->maxrss_end_kb);
-		ht_json__double(&j, "max_rss_kb_min", s.min);
-		ht_json__double(&j, "max_rss_kb_max", s.max);
+		json_num(&j, "max_rss_kb_min", s.min);
+		json_num(&j, "max_rss_kb_max", s.max);
 		MED("rss_peak_kb", r->rss_peak_kb);
 		uint64_t ideal = v->nres ? v->res[0].ideal_bytes : 0;
 		ht_json__u64(&j, "max_ideal_rss_bytes", ideal);
@@ -460,7 +473,7 @@ int cmd_compare(int argc, char **argv)
 		 "also glibc with each set of tunables, e.g. glibc.malloc.arena_max=1 (none)"},
 		{'n', "reps", HT_OPT_INT, &cfg.reps, "N", "runs of each, interleaved (5)"},
 		{'o', "output", HT_OPT_STRING, &cfg.out, "FILE",
-		 "the SVG chart of RSS over time (WORKLOAD-compare.svg)"},
+		 "the SVG chart of RSS over time (NAME-compare.svg here, for NAME.wl)"},
 		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "print JSON (for scripts)"},
 		{0, "touch", HT_OPT_STRING, &cfg.touch, "none|page|all", "as for replay (page)"},
 		{0, "threads-as-one", HT_OPT_FLAG, &cfg.threads_as_one, NULL, "as for replay"},

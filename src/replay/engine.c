@@ -403,14 +403,15 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 			uint64_t j = getv(&p), count = getv(&p);
 			struct rthread *o2 = &g->t[j];
 			if (serial) {
-				me->waits++;
 				if (o2->done < count) {
+					/* counted when it passes, on the way back */
 					me->waits_blocked++;
 					me->wait_on = (uint32_t)j;
 					me->wait_for = count;
 					me->p = at;
 					return 0;
 				}
+				me->waits++;
 			} else {
 				wait_for(me, o2, count);
 			}
@@ -704,7 +705,8 @@ int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *c
 		/* the engine's own memory stays out of the measurement */
 		if (mlock(g.slots, slen) || mlock(g.t, tlen) || mlock(fn, flen) ||
 		    mlock(g.pubs, g.pubs_len))
-			ht_warning("replay: cannot lock the workload in memory (%s); raise 'ulimit -l' or "
+			ht_warning("replay: cannot lock the workload and the slot table in memory (%s); "
+				   "their page faults may land in the measurement: raise 'ulimit -l' or "
 				   "pass --no-mlock to silence this",
 				   strerror(errno));
 	}

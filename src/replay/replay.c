@@ -476,9 +476,8 @@ int cmd_replay(int argc, char **argv)
 	}
 	if (cfg.mallopts)
 		apply_mallopts(cfg.mallopts, 0);
-	if (!cfg.no_mlock && ht_workload__mlock(w) && !cfg.json && result_fd < 0)
-		ht_warning("replay: cannot lock the workload in memory (%s); raise 'ulimit -l' or pass "
-			   "--no-mlock", strerror(errno));
+	if (!cfg.no_mlock)
+		ht_workload__mlock(w); /* the engine warns if locking fails */
 	struct ht_replay_result res;
 	if (ht_replay__run(w, &cfg, &res, &rss))
 		goto cleanup;
