@@ -703,8 +703,8 @@ int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *c
 	}
 	if (!cfg->no_mlock) {
 		/* the engine's own memory stays out of the measurement */
-		if (mlock(g.slots, slen) || mlock(g.t, tlen) || mlock(fn, flen) ||
-		    mlock(g.pubs, g.pubs_len))
+		if (mlock(w->map, w->map_len) || mlock(g.slots, slen) || mlock(g.t, tlen) ||
+		    mlock(fn, flen) || mlock(g.pubs, g.pubs_len))
 			ht_warning("replay: cannot lock the workload and the slot table in memory (%s); "
 				   "their page faults may land in the measurement: raise 'ulimit -l' or "
 				   "pass --no-mlock to silence this",

@@ -476,8 +476,6 @@ int cmd_replay(int argc, char **argv)
 	}
 	if (cfg.mallopts)
 		apply_mallopts(cfg.mallopts, 0);
-	if (!cfg.no_mlock)
-		ht_workload__mlock(w); /* the engine warns if locking fails */
 	struct ht_replay_result res;
 	if (ht_replay__run(w, &cfg, &res, &rss))
 		goto cleanup;
