@@ -49,7 +49,13 @@ struct cthread {
 	size_t fq_cap;       /* ring capacity (a power of two) */
 	uint64_t pending;    /* slot + 1 of a moving realloc between its two parts;
 			      * UINT64_MAX: its block was unknown */
+	uint64_t fresh, fresh_end; /* new slots reserved for this thread: [fresh, fresh_end) */
 };
+
+/* New slots are handed to a thread SLOT_GROUP at a time, so that the
+ * threads of a replay do not share cache lines of the slot table (8
+ * pointers a line). */
+#define SLOT_GROUP 8
 
 /* An anonymous map of the program (--mmap). */
 struct region {
@@ -203,8 +209,8 @@ static void fq_push(struct cthread *t, uint64_t slot)
 }
 
 /* A slot for a new block of thread t: one it freed itself (the latest),
- * else the oldest one another thread freed (after waiting for that free),
- * else a new one. */
+ * else one of its group of new slots, else the oldest one another thread
+ * freed (after waiting for that free), else a new group. */
 static uint64_t take_slot(struct conv *c, uint32_t t)
 {
 	struct cthread *ct = &c->th[t];
@@ -212,6 +218,12 @@ static uint64_t take_slot(struct conv *c, uint32_t t)
 		c->free_slots--;
 		ct->fq_len--;
 		return ct->fq[(ct->fq_head + ct->fq_len) & (ct->fq_cap - 1)];
+	}
+	if (ct->fresh < ct->fresh_end) {
+		uint64_t s = ct->fresh++;
+		c->owner[s] = t;
+		c->at[s] = 0;
+		return s;
 	}
 	if (c->free_slots) {
 		for (uint32_t k = 0; k < c->nth; k++) {
@@ -228,16 +240,24 @@ static uint64_t take_slot(struct conv *c, uint32_t t)
 			return s;
 		}
 	}
-	if (c->nslots == c->capslots) {
-		c->capslots = c->capslots ? 2 * c->capslots : 1024;
-		c->owner = xrealloc(c->owner, c->capslots * sizeof(*c->owner));
-		c->at = xrealloc(c->at, c->capslots * sizeof(*c->at));
-		if (c->cfg->mmap)
-			c->mbytes = xrealloc(c->mbytes, c->capslots * sizeof(*c->mbytes));
+	if (ct->fresh == ct->fresh_end) {
+		/* the first slot of a group starts a cache line of the table */
+		c->nslots = (c->nslots + SLOT_GROUP - 1) / SLOT_GROUP * SLOT_GROUP;
+		if (c->nslots + SLOT_GROUP > c->capslots) {
+			c->capslots = c->capslots ? 2 * c->capslots : 1024;
+			c->owner = xrealloc(c->owner, c->capslots * sizeof(*c->owner));
+			c->at = xrealloc(c->at, c->capslots * sizeof(*c->at));
+			if (c->cfg->mmap)
+				c->mbytes = xrealloc(c->mbytes, c->capslots * sizeof(*c->mbytes));
+		}
+		ct->fresh = c->nslots;
+		ct->fresh_end = c->nslots + SLOT_GROUP;
+		c->nslots += SLOT_GROUP;
 	}
-	c->owner[c->nslots] = t;
-	c->at[c->nslots] = 0;
-	return c->nslots++;
+	uint64_t s = ct->fresh++;
+	c->owner[s] = t;
+	c->at[s] = 0;
+	return s;
 }
 
 /* After thread t's op on slot s: the next user waits for this op. */

@@ -113,7 +113,8 @@ def test_replay_prodcons(t):
                max_ideal_rss_bytes=s["peak_live_bytes"])
         check(c["waits"] >= 2 * n, "only %d waits for %d hand-offs" % (c["waits"], 2 * n))
         # the slot table follows the live set, not the number of blocks
-        check(c["slots"] <= s["peak_live_blocks"] + 8,
+        # (new slots go to a thread 8 at a time: a cache line of the table)
+        check(c["slots"] <= s["peak_live_blocks"] + 8 * 4,
               "%d slots for a peak of %d live blocks" % (c["slots"], s["peak_live_blocks"]))
     j = replay(t, wl)
     check_replay(t, s, j, "replay")
@@ -131,7 +132,7 @@ def test_replay_ring_chain(t):
     """One address passed along a ring of three threads (each block freed
     by another thread than its allocator, its address reused by the third)
     for 6000 steps: recorded with every call dated, the merged order is
-    exact at any depth; the workload has a wait on every hand-off and
+    exact at any depth; the workload has a wait before every free and
     replays all calls with no slot ever in the wrong state.  Recorded with
     sampled timestamps, convert says the order cannot be trusted and how
     to record instead."""
@@ -164,8 +165,10 @@ def test_replay_ring_chain(t):
     c = convert(t, wl, trace)
     with t.soft():
         expect(c, skipped_frees=0, inversions=0, max_ideal_rss_bytes=s["peak_live_bytes"])
-        check(c["waits"] >= steps - 10, "%d waits for %d hand-offs" % (c["waits"], steps))
-        check(c["slots"] <= 4, "%d slots for one live block at a time" % c["slots"])
+        # every free waits for the malloc of another thread (reused slots
+        # may add more, but a thread takes its own new slots first)
+        check(c["waits"] >= steps // 2, "%d waits for %d frees" % (c["waits"], steps // 2))
+        check(c["slots"] <= 8 * 4, "%d slots for one live block at a time" % c["slots"])
     j = replay(t, wl)
     check_replay(t, s, j, "replay")
     # the same program with sampled timestamps: convert warns
