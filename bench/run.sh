@@ -509,6 +509,11 @@ if ((WRITE)); then
 		echo >>"$WORK/results.md"
 		sed -n '/<!-- stacks:begin/,/<!-- stacks:end -->/p' "$HERE/RESULTS.md" >>"$WORK/results.md"
 	fi
+	# and the one bench/run_replay.sh writes
+	if [[ -f $HERE/RESULTS.md ]] && grep -q '<!-- replay:begin' "$HERE/RESULTS.md"; then
+		echo >>"$WORK/results.md"
+		sed -n '/<!-- replay:begin/,/<!-- replay:end -->/p' "$HERE/RESULTS.md" >>"$WORK/results.md"
+	fi
 	cp "$WORK/results.md" "$HERE/RESULTS.md"
 	note "wrote $HERE/RESULTS.md"
 fi

@@ -193,6 +193,16 @@ static void need(struct conv *c, uint32_t t, uint32_t j, uint64_t count)
 
 /* ---- slots ---- */
 
+/* Another thread's freed slot is taken only if this one already waited
+ * for the free, or the free is this many ops of its thread old. */
+#define STEAL_AGE 256
+
+static uint64_t known_of(const struct conv *c, uint32_t t, uint32_t j)
+{
+	const struct cthread *ct = &c->th[t];
+	return t == j ? UINT64_MAX : j < ct->nknown ? ct->known[j] : 0;
+}
+
 static void fq_push(struct cthread *t, uint64_t slot)
 {
 	if (t->fq_len == t->fq_cap) {
@@ -210,7 +220,8 @@ static void fq_push(struct cthread *t, uint64_t slot)
 
 /* A slot for a new block of thread t: one it freed itself (the latest),
  * else one of its group of new slots, else the oldest one another thread
- * freed (after waiting for that free), else a new group. */
+ * freed if that needs no new wait or the free is old (STEAL_AGE), else a
+ * new group. */
 static uint64_t take_slot(struct conv *c, uint32_t t)
 {
 	struct cthread *ct = &c->th[t];
@@ -232,6 +243,13 @@ static uint64_t take_slot(struct conv *c, uint32_t t)
 			if (!o->fq_len)
 				continue;
 			uint64_t s = o->fq[o->fq_head];
+			/* a slot freed a while ago: the wait for its free is
+			 * met long before it comes, or is one the thread has
+			 * already made; else rather a new group */
+			uint32_t ow = c->owner[s];
+			if (c->at[s] > known_of(c, t, ow) &&
+			    ht_wl_writer__nops(c->w, ow) - c->at[s] < STEAL_AGE)
+				continue;
 			o->fq_head = (o->fq_head + 1) & (o->fq_cap - 1);
 			o->fq_len--;
 			c->free_slots--;

@@ -367,6 +367,11 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 			s = getv(&p), o = getv(&p), n = getv(&p);
 			uint64_t last = getv(&p);
 			char *base = slots[s - 1];
+			uint64_t ext = g->extent[s - 1] & ~(1ull << 63);
+			if (o >= ext)
+				base = NULL; /* past a map that a failed mremap left short */
+			else if (n > ext - o)
+				n = ext - o;
 			t0 = tsc_begin();
 			if (base)
 				munmap(base + o, n);

@@ -379,9 +379,125 @@ struct simth {
 	uint32_t waiters;        /* head of the list of threads waiting on this one, +1 */
 };
 
+/* What a slot holds: the engine frees heap blocks and unmaps maps. */
+enum { SLOT_EMPTY, SLOT_HEAP, SLOT_MAP };
+
+/* A range munmap has taken out of a map. */
+struct hole {
+	uint64_t lo, hi; /* offsets in the map */
+	uint64_t next;   /* the slot's next hole, +1 */
+};
+
+/* The slots during the simulation. */
+struct simslots {
+	uint8_t *state;     /* per slot: SLOT_* */
+	uint64_t *extent;   /* per slot (mmap workloads): length of its map */
+	uint64_t *holes;    /* per slot (mmap workloads): its first hole, +1 */
+	struct hole *h;     /* the holes */
+	size_t nh, caph;    /* count, capacity */
+	uint32_t *owner;    /* per slot: the thread that used it last */
+	uint64_t *at;       /* per slot: that thread's op count after it */
+	uint64_t *kkey;     /* hash: (thread << 32 | other) + 1, 0 if free */
+	uint64_t *kval;     /* ops of the other thread this one has waited for */
+	size_t kcap, kn;    /* capacity (a power of two), entries */
+};
+
+/* The entry of (t, j) in the hash, or the free one where it goes. */
+static size_t known_find(const struct simslots *m, uint32_t t, uint32_t j)
+{
+	uint64_t key = ((uint64_t)t << 32 | j) + 1;
+	size_t mask = m->kcap - 1, i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+	while (m->kkey[i] && m->kkey[i] != key)
+		i = (i + 1) & mask;
+	return i;
+}
+
+/* Thread t has seen thread j do count ops (a wait, or j spawned it). */
+static int known_raise(struct simslots *m, uint32_t t, uint32_t j, uint64_t count)
+{
+	if (2 * (m->kn + 1) > m->kcap) {
+		size_t ocap = m->kcap;
+		uint64_t *ok = m->kkey, *ov = m->kval;
+		m->kcap = ocap ? 2 * ocap : 64;
+		m->kkey = calloc(m->kcap, sizeof(uint64_t));
+		m->kval = calloc(m->kcap, sizeof(uint64_t));
+		if (!m->kkey || !m->kval) {
+			free(ok);
+			free(ov);
+			return -1;
+		}
+		for (size_t i = 0; i < ocap; i++) {
+			if (ok[i]) {
+				size_t k = known_find(m, (uint32_t)((ok[i] - 1) >> 32), (uint32_t)(ok[i] - 1));
+				m->kkey[k] = ok[i];
+				m->kval[k] = ov[i];
+			}
+		}
+		free(ok);
+		free(ov);
+	}
+	size_t i = known_find(m, t, j);
+	if (!m->kkey[i]) {
+		m->kkey[i] = ((uint64_t)t << 32 | j) + 1;
+		m->kn++;
+	}
+	if (m->kval[i] < count)
+		m->kval[i] = count;
+	return 0;
+}
+
+/* Ops of thread j that thread t has seen done. */
+static uint64_t known(const struct simslots *m, uint32_t t, uint32_t j)
+{
+	if (!m->kcap)
+		return 0;
+	size_t i = known_find(m, t, j);
+	return m->kkey[i] ? m->kval[i] : 0;
+}
+
+/* Checks that [lo, lo + len) of the map in slot k is still mapped (else
+ * 1) and, if add, takes it out: a new hole, or one grown to it, so that a
+ * map unmapped piece by piece in order keeps one hole.  -1: no memory. */
+static int add_hole(struct simslots *m, uint64_t k, uint64_t lo, uint64_t len, int add)
+{
+	struct hole *left = NULL; /* the hole that ends at lo */
+	uint64_t *right = NULL;   /* the link to the one that starts at lo + len */
+	for (uint64_t *link = &m->holes[k]; *link; link = &m->h[*link - 1].next) {
+		struct hole *x = &m->h[*link - 1];
+		if (lo < x->hi && x->lo < lo + len)
+			return 1;
+		if (x->hi == lo)
+			left = x;
+		else if (x->lo == lo + len)
+			right = link;
+	}
+	if (!add)
+		return 0;
+	if (left && right) {
+		left->hi = m->h[*right - 1].hi;
+		*right = m->h[*right - 1].next; /* merged into left */
+	} else if (left) {
+		left->hi = lo + len;
+	} else if (right) {
+		m->h[*right - 1].lo = lo;
+	} else {
+		if (m->nh == m->caph) {
+			size_t ncap = m->caph ? 2 * m->caph : 64;
+			struct hole *nh = realloc(m->h, ncap * sizeof(*nh));
+			if (!nh)
+				return -1;
+			m->h = nh;
+			m->caph = ncap;
+		}
+		m->h[m->nh++] = (struct hole){lo, lo + len, m->holes[k]};
+		m->holes[k] = m->nh;
+	}
+	return 0;
+}
+
 /* One op against the slot states; -1 with a message if it breaks a rule. */
-static int sim_slot(struct src *s, struct ht_workload *w, uint8_t *live, uint64_t *extent,
-		    uint32_t ti, uint64_t opno, int op, const uint64_t *a)
+static int sim_slot(struct src *s, struct ht_workload *w, struct simslots *m, uint32_t ti,
+		    uint64_t opno, int op, const uint64_t *a)
 {
 #define SLOT_OK(v) ((v) <= w->nslots)
 #define BAD(...) fail(s, "thread %u op %llu (%s): " __VA_ARGS__)
@@ -406,8 +522,9 @@ static int sim_slot(struct src *s, struct ht_workload *w, uint8_t *live, uint64_
 		return BAD("slot %llu out of range (the workload has %llu)", ti, on, nm,
 			   (unsigned long long)(SLOT_OK(res) ? old : res) - 1,
 			   (unsigned long long)w->nslots);
-	if (op == HT_WL_MMAP || op == HT_WL_MUNMAP || op == HT_WL_MREMAP) {
-		if (!extent)
+	int map = op == HT_WL_MMAP || op == HT_WL_MUNMAP || op == HT_WL_MREMAP;
+	if (map) {
+		if (!(w->flags & HT_WL_F_MMAP))
 			return BAD("an mmap op in a workload without the mmap flag", ti, on, nm);
 		if (op == HT_WL_MUNMAP && !old)
 			return BAD("munmap of NULL", ti, on, nm);
@@ -415,29 +532,63 @@ static int sim_slot(struct src *s, struct ht_workload *w, uint8_t *live, uint64_
 			return BAD("mremap of NULL or with flags other than MREMAP_MAYMOVE", ti, on, nm);
 		if (op == HT_WL_MMAP && (!(a[3] & 0x20) || (a[3] & 0x10) || !(a[3] & 0x02)))
 			return BAD("not an anonymous private map without MAP_FIXED", ti, on, nm);
+		/* the engine stores the result in its slot, failed or not */
+		if (op != HT_WL_MUNMAP && !res)
+			return BAD("no slot for the result", ti, on, nm);
+	}
+	/* the engine runs the threads in parallel: the thread that used a
+	 * slot last must be this one, or one it has waited for since */
+	for (int k = 0; k < 2; k++) {
+		uint64_t v = k ? res : old;
+		if (!v || (k && res == old))
+			continue;
+		uint32_t j = m->owner[v - 1];
+		if (j != ti && m->at[v - 1] > known(m, ti, j))
+			return BAD("slot %llu was last used by thread %u at its op %llu, and this "
+				   "thread does not wait for that", ti, on, nm,
+				   (unsigned long long)v - 1, j, (unsigned long long)m->at[v - 1] - 1);
+		m->owner[v - 1] = ti;
+		m->at[v - 1] = opno + 1;
 	}
 	if (old) {
-		if (!live[old - 1])
+		uint8_t st = m->state[old - 1];
+		if (st == SLOT_EMPTY)
 			return BAD("slot %llu is empty", ti, on, nm, (unsigned long long)old - 1);
+		if (st != (map ? SLOT_MAP : SLOT_HEAP))
+			return BAD("slot %llu holds %s", ti, on, nm, (unsigned long long)old - 1,
+				   map ? "a heap block, not a map" : "a map, not a heap block");
 		if (op == HT_WL_MUNMAP) {
-			if (a[1] > extent[old - 1] || a[2] > extent[old - 1] - a[1])
+			uint64_t lo = a[1], len = a[2];
+			if (lo > m->extent[old - 1] || len > m->extent[old - 1] - lo)
 				return BAD("unmaps past the end of the map", ti, on, nm);
-			if (a[3])
-				live[old - 1] = 0;
+			/* unmapped once, a range may be someone else's map now */
+			int r = len ? add_hole(m, old - 1, lo, len, !a[3]) : 0;
+			if (r > 0)
+				return BAD("unmaps a range of the map already unmapped", ti, on, nm);
+			if (r < 0)
+				return fail(s, "out of memory checking the munmaps");
+			if (a[3]) {
+				m->state[old - 1] = SLOT_EMPTY;
+				m->holes[old - 1] = 0;
+			}
 			return 0;
 		}
-		if (op == HT_WL_MREMAP && a[2] > extent[old - 1])
-			return BAD("old length past the end of the map", ti, on, nm);
+		if (op == HT_WL_MREMAP && (m->holes[old - 1] || a[2] > m->extent[old - 1]))
+			return BAD("remaps a map with holes, or past its end", ti, on, nm);
 		if (res != old)
-			live[old - 1] = 0;
+			m->state[old - 1] = SLOT_EMPTY;
 	}
 	if (res && res != old) {
-		if (live[res - 1])
+		if (m->state[res - 1])
 			return BAD("slot %llu is still live", ti, on, nm, (unsigned long long)res - 1);
-		live[res - 1] = 1;
 	}
-	if (res && extent)
-		extent[res - 1] = op == HT_WL_MMAP ? a[1] : op == HT_WL_MREMAP ? a[3] : 0;
+	if (res) {
+		m->state[res - 1] = map ? SLOT_MAP : SLOT_HEAP;
+		if (w->flags & HT_WL_F_MMAP) {
+			m->extent[res - 1] = op == HT_WL_MMAP ? a[1] : op == HT_WL_MREMAP ? a[3] : 0;
+			m->holes[res - 1] = 0;
+		}
+	}
 	return 0;
 #undef BAD
 #undef SLOT_OK
@@ -449,20 +600,25 @@ static int sim_slot(struct src *s, struct ht_workload *w, uint8_t *live, uint64_
 static int simulate(struct src *s, struct ht_workload *w)
 {
 	int ret = -1;
-	size_t n = w->nthreads;
+	size_t n = w->nthreads, ns = w->nslots;
 	struct simth *t = calloc(n, sizeof(*t));
 	uint32_t *ready = calloc(n, sizeof(*ready));
-	uint8_t *live = w->nslots ? calloc(w->nslots, 1) : NULL;
-	uint64_t *extent = NULL;
-	if ((w->flags & HT_WL_F_MMAP) && w->nslots)
-		extent = calloc(w->nslots, sizeof(*extent));
-	if (!t || !ready || (w->nslots && !live) || ((w->flags & HT_WL_F_MMAP) && w->nslots && !extent)) {
+	struct simslots m = {0};
+	int mm = (w->flags & HT_WL_F_MMAP) && ns;
+	if (ns) {
+		m.state = calloc(ns, 1);
+		m.owner = calloc(ns, sizeof(*m.owner));
+		m.at = calloc(ns, sizeof(*m.at));
+	}
+	if (mm) {
+		m.extent = calloc(ns, sizeof(*m.extent));
+		m.holes = calloc(ns, sizeof(*m.holes));
+	}
+	if (!t || !ready || (ns && (!m.state || !m.owner || !m.at)) ||
+	    (mm && (!m.extent || !m.holes))) {
 		fail(s, "out of memory checking %llu slots", (unsigned long long)w->nslots);
 		goto out;
 	}
-	static uint64_t noextent;
-	if ((w->flags & HT_WL_F_MMAP) && !w->nslots)
-		extent = &noextent;
 	for (size_t i = 0; i < n; i++) {
 		t[i].p = w->threads[i].ops;
 		t[i].end = t[i].p + w->threads[i].nbytes;
@@ -487,7 +643,9 @@ static int simulate(struct src *s, struct ht_workload *w)
 				goto out;
 			}
 			if (op == HT_WL_WAIT) {
-				if (a[0] >= n || a[0] == i || a[1] > w->threads[a[0]].nops) {
+				/* a wait for 0 ops would keep the engine from
+				 * publishing the thread's later counts */
+				if (a[0] >= n || a[0] == i || !a[1] || a[1] > w->threads[a[0]].nops) {
 					fail(s, "thread %u op %llu: wait for thread %llu op %llu, which does not exist",
 					     i, (unsigned long long)c->done, (unsigned long long)a[0],
 					     (unsigned long long)a[1]);
@@ -501,6 +659,10 @@ static int simulate(struct src *s, struct ht_workload *w)
 					t[a[0]].waiters = i + 1;
 					break;
 				}
+				if (known_raise(&m, i, (uint32_t)a[0], a[1])) {
+					fail(s, "out of memory checking the waits");
+					goto out;
+				}
 			} else if (op == HT_WL_SPAWN) {
 				if (a[0] >= n || a[0] == 0 || t[a[0]].started) {
 					fail(s, "thread %u op %llu: spawns thread %llu, which %s", i,
@@ -510,7 +672,12 @@ static int simulate(struct src *s, struct ht_workload *w)
 				}
 				t[a[0]].started = 1;
 				ready[nready++] = (uint32_t)a[0];
-			} else if (sim_slot(s, w, live, extent, i, c->done, op, a)) {
+				/* what its creator did so far comes before it */
+				if (c->done && known_raise(&m, (uint32_t)a[0], i, c->done)) {
+					fail(s, "out of memory checking the waits");
+					goto out;
+				}
+			} else if (sim_slot(s, w, &m, i, c->done, op, a)) {
 				goto out;
 			}
 			c->done++;
@@ -554,9 +721,14 @@ static int simulate(struct src *s, struct ht_workload *w)
 out:
 	free(t);
 	free(ready);
-	free(live);
-	if (extent != &noextent)
-		free(extent);
+	free(m.state);
+	free(m.extent);
+	free(m.holes);
+	free(m.h);
+	free(m.owner);
+	free(m.at);
+	free(m.kkey);
+	free(m.kval);
 	return ret;
 }
 
@@ -669,6 +841,14 @@ static struct ht_workload *load(struct src *s)
 			"and the op section %llu bytes", (unsigned long long)nops,
 		     (unsigned long long)total, (unsigned long long)w->nops,
 		     (unsigned long long)sec[HT_WL_SEC_OPS][1]);
+		goto bad;
+	}
+	/* each slot is filled by an op, give or take the groups of 8 new
+	 * slots convert hands each thread: this bounds what the check
+	 * allocates */
+	if (w->nslots > nops + 8 * (uint64_t)w->nthreads) {
+		fail(s, "corrupt: %llu slots for %llu ops", (unsigned long long)w->nslots,
+		     (unsigned long long)nops);
 		goto bad;
 	}
 	w->map_len = total ? total : 1;

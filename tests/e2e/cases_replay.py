@@ -113,8 +113,9 @@ def test_replay_prodcons(t):
                max_ideal_rss_bytes=s["peak_live_bytes"])
         check(c["waits"] >= 2 * n, "only %d waits for %d hand-offs" % (c["waits"], 2 * n))
         # the slot table follows the live set, not the number of blocks
-        # (new slots go to a thread 8 at a time: a cache line of the table)
-        check(c["slots"] <= s["peak_live_blocks"] + 8 * 4,
+        # (new slots go to a thread 8 at a time, a cache line of the table,
+        # and a slot another thread freed is reused once 256 ops old)
+        check(c["slots"] <= s["peak_live_blocks"] + 8 * 4 + 256,
               "%d slots for a peak of %d live blocks" % (c["slots"], s["peak_live_blocks"]))
     j = replay(t, wl)
     check_replay(t, s, j, "replay")

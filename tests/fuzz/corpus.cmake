@@ -1,23 +1,30 @@
-# The fuzz corpus regression run, for any C compiler (no clang, no libFuzzer
-# needed): builds tests/fuzz/run_corpus.c together with the fuzz target
-# (tests/fuzz/fuzz_reader.c) and the reader sources, with ASan+UBSan where
-# the compiler has them, and registers the ctest test `fuzz.corpus`, which
-# feeds every file of tests/fuzz/corpus/ and tests/fuzz/regressions/ to the
-# reader.
+# The fuzz corpus regression runs, for any C compiler (no clang, no libFuzzer
+# needed): builds tests/fuzz/run_corpus.c together with each fuzz target and
+# the sources it tests, with ASan+UBSan where the compiler has them, and
+# registers two ctest tests:
+#
+#   fuzz.corpus            tests/fuzz/fuzz_reader.c and the trace reader:
+#                          every file of tests/fuzz/corpus/ and
+#                          tests/fuzz/regressions/
+#   fuzz.workload_corpus   tests/fuzz/fuzz_workload.c and the workload
+#                          loader (src/replay/workload.c): every file of
+#                          tests/fuzz/corpus_workload/ and
+#                          tests/fuzz/regressions_workload/
 #
 # Include it from a CMakeLists.txt in which testing is enabled, e.g. in
 # tests/CMakeLists.txt:
 #
 #   include(${PROJECT_SOURCE_DIR}/tests/fuzz/corpus.cmake)
 #
-# Then `ctest -R fuzz.corpus` (about a second).  Options (cache):
+# Then `ctest -R fuzz` (about a second each).  Options (cache):
 #   HT_FUZZ_NO_SANITIZE      sanitizer checks left out (comma-separated);
 #                            empty by default: set it to keep a newly
 #                            found report quiet while it is being fixed.
 #   HT_FUZZ_STRICT_COUNT     also fail when the reader drops events without
 #                            an error or a warning (regressions/logic-*);
 #                            ON.
-#   HT_FUZZ_VALGRIND         add `fuzz.corpus.valgrind`: the same run,
+#   HT_FUZZ_VALGRIND         add `fuzz.corpus.valgrind` and
+#                            `fuzz.workload_corpus.valgrind`: the same runs,
 #                            without sanitizers, under valgrind memcheck,
 #                            which sees reads of uninitialised memory that
 #                            ASan does not (regressions/uninit-*); OFF by
@@ -53,6 +60,12 @@ if(NOT HT_FUZZ_HAVE_SANITIZERS)
   set(HT_FUZZ_SAN "")
 endif()
 
+# the workload loader's run
+set(HT_FUZZ_WL_SOURCES
+  ${HT_FUZZ_DIR}/run_corpus.c
+  ${HT_FUZZ_DIR}/fuzz_workload.c
+  ${PROJECT_SOURCE_DIR}/src/replay/workload.c)
+
 add_executable(ht_fuzz_run_corpus ${HT_FUZZ_SOURCES})
 target_include_directories(ht_fuzz_run_corpus PRIVATE
   ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
@@ -68,7 +81,25 @@ if(HT_FUZZ_STRICT_COUNT)
   list(APPEND HT_FUZZ_ENV "HT_FUZZ_STRICT_COUNT=1")
 endif()
 set_tests_properties(fuzz.corpus PROPERTIES ENVIRONMENT "${HT_FUZZ_ENV}" TIMEOUT 300
-  LABELS fuzz)
+  LABELS "fuzz;analyzers")
+
+add_executable(ht_fuzz_run_wl_corpus ${HT_FUZZ_WL_SOURCES})
+target_include_directories(ht_fuzz_run_wl_corpus PRIVATE
+  ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
+target_compile_options(ht_fuzz_run_wl_corpus PRIVATE -g -O1 -fno-omit-frame-pointer ${HT_FUZZ_SAN})
+target_link_options(ht_fuzz_run_wl_corpus PRIVATE ${HT_FUZZ_SAN})
+target_link_libraries(ht_fuzz_run_wl_corpus PRIVATE m)
+add_test(NAME fuzz.workload_corpus
+  COMMAND ht_fuzz_run_wl_corpus -t 60 ${HT_FUZZ_DIR}/corpus_workload
+    ${HT_FUZZ_DIR}/regressions_workload)
+# No allocation above 2 GiB, as under libFuzzer's -rss_limit_mb=2048: the
+# loader's memory must follow the file's size
+# (regressions_workload/oom-slot-count-from-header.wl).  Label analyzers
+# too: scripts/test.sh runs that label in the ASan build.
+set(HT_FUZZ_WL_ENV "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:max_allocation_size_mb=2048"
+  "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
+set_tests_properties(fuzz.workload_corpus PROPERTIES ENVIRONMENT "${HT_FUZZ_WL_ENV}" TIMEOUT 300
+  LABELS "fuzz;analyzers")
 
 if(HT_FUZZ_VALGRIND)
   find_program(HT_VALGRIND valgrind REQUIRED)
@@ -82,4 +113,15 @@ if(HT_FUZZ_VALGRIND)
       $<TARGET_FILE:ht_fuzz_run_corpus_plain> -t 300
       ${HT_FUZZ_DIR}/corpus ${HT_FUZZ_DIR}/regressions)
   set_tests_properties(fuzz.corpus.valgrind PROPERTIES TIMEOUT 600 LABELS fuzz)
+
+  add_executable(ht_fuzz_run_wl_corpus_plain ${HT_FUZZ_WL_SOURCES})
+  target_include_directories(ht_fuzz_run_wl_corpus_plain PRIVATE
+    ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
+  target_compile_options(ht_fuzz_run_wl_corpus_plain PRIVATE -g -O1)
+  target_link_libraries(ht_fuzz_run_wl_corpus_plain PRIVATE m)
+  add_test(NAME fuzz.workload_corpus.valgrind
+    COMMAND ${HT_VALGRIND} -q --error-exitcode=1 --track-origins=yes
+      $<TARGET_FILE:ht_fuzz_run_wl_corpus_plain> -t 300
+      ${HT_FUZZ_DIR}/corpus_workload ${HT_FUZZ_DIR}/regressions_workload)
+  set_tests_properties(fuzz.workload_corpus.valgrind PROPERTIES TIMEOUT 600 LABELS fuzz)
 endif()

@@ -1,21 +1,29 @@
 #!/bin/sh
-# Builds the reader fuzzer with clang (libFuzzer + ASan + UBSan) and runs it.
+# Builds a fuzzer with clang (libFuzzer + ASan + UBSan) and runs it.
 #
-#   tests/fuzz/run.sh [SECONDS]       fuzz for SECONDS (default 60)
-#   tests/fuzz/run.sh --coverage      line coverage of the reader (src/trace/reader.c, columns.c, ...)
-#                                     over the corpus, the regressions and
+#   tests/fuzz/run.sh [TARGET] [SECONDS]   fuzz for SECONDS (default 60)
+#   tests/fuzz/run.sh [TARGET] --coverage  line coverage of the target's sources
+#                                     over its corpus, its regressions and
 #                                     the working corpus of earlier runs
 #
+# TARGET is one of
+#   reader     (the default) the trace reader, src/trace/reader.c, columns.c, ...
+#              (fuzz_reader.c; corpus/, regressions/, ht.dict)
+#   workload   the workload loader, src/replay/workload.c (fuzz_workload.c;
+#              corpus_workload/, regressions_workload/, wl.dict)
+#
 # Inputs that crash, hang (> 10 s) or run out of memory (> 2 GiB) are
-# written to tests/fuzz/regressions/ as crash-*, timeout-*, oom-*; rename
+# written to the target's regressions directory (tests/fuzz/regressions/ or
+# tests/fuzz/regressions_workload/) as crash-*, timeout-*, oom-*; rename
 # each after what it triggers once it is understood.  Every file there is
-# replayed by the corpus regression test (tests/fuzz/run_corpus.c).
+# replayed by the corpus regression tests (tests/fuzz/run_corpus.c).
 #
 # Environment:
-#   FUZZ_BUILD_DIR   where the binary and the working corpus live
-#                    (default ${TMPDIR:-/tmp}/heaptrail-fuzz); the working
-#                    corpus grows from run to run, the seed corpus in
-#                    tests/fuzz/corpus/ is never written
+#   FUZZ_BUILD_DIR   where the binaries and the working corpora live
+#                    (default ${TMPDIR:-/tmp}/heaptrail-fuzz; the working
+#                    corpus is work/ for the reader, work_workload/ for the
+#                    workload loader); the working corpus grows from run to
+#                    run, the seed corpus in tests/fuzz/ is never written
 #   FUZZ_JOBS        parallel fuzzing processes (default 1)
 #   FUZZ_KEEP_GOING=1
 #                    go on after a crash (libFuzzer's -ignore_crashes and
@@ -41,6 +49,13 @@ NO_SAN=${HT_FUZZ_NO_SANITIZE-}
 export HT_FUZZ_STRICT_COUNT=${HT_FUZZ_STRICT_COUNT-1}
 MODE=fuzz
 SECONDS_=60
+TARGET=reader
+case "${1:-}" in
+reader | workload)
+	TARGET=$1
+	shift
+	;;
+esac
 case "${1:-}" in
 --coverage) MODE=coverage ;;
 -h | --help)
@@ -48,12 +63,34 @@ case "${1:-}" in
 	exit 0
 	;;
 '') ;;
+*[!0-9]*)
+	echo "usage: $0 [reader|workload] [SECONDS|--coverage]" >&2
+	exit 2
+	;;
 *) SECONDS_=$1 ;;
 esac
 
-mkdir -p "$BUILD/work" "$HERE/regressions"
-READER_SOURCES="$SRC/src/trace/reader.c $SRC/src/trace/record.c $SRC/src/trace/columns.c $SRC/src/trace/kinds.c"
-SOURCES="$HERE/fuzz_reader.c $READER_SOURCES"
+if [ "$TARGET" = workload ]; then
+	FUZZER=fuzz_workload
+	TARGET_SOURCES="$SRC/src/replay/workload.c"
+	MAIN_SOURCE="$SRC/src/replay/workload.c"
+	CORPUS="$HERE/corpus_workload"
+	REGRESSIONS="$HERE/regressions_workload"
+	DICT="$HERE/wl.dict"
+	WORK="$BUILD/work_workload"
+	LIBS="-lm"
+else
+	FUZZER=fuzz_reader
+	TARGET_SOURCES="$SRC/src/trace/reader.c $SRC/src/trace/record.c $SRC/src/trace/columns.c $SRC/src/trace/kinds.c"
+	MAIN_SOURCE="$SRC/src/trace/reader.c"
+	CORPUS="$HERE/corpus"
+	REGRESSIONS="$HERE/regressions"
+	DICT="$HERE/ht.dict"
+	WORK="$BUILD/work"
+	LIBS="-lzstd -lm"
+fi
+mkdir -p "$WORK" "$REGRESSIONS"
+SOURCES="$HERE/$FUZZER.c $TARGET_SOURCES"
 INC="-I$SRC/src -I$SRC/include"
 NOSAN_FLAG=
 [ -n "$NO_SAN" ] && NOSAN_FLAG="-fno-sanitize=$NO_SAN"
@@ -61,30 +98,31 @@ NOSAN_FLAG=
 if [ "$MODE" = coverage ]; then
 	# A plain (not libFuzzer) build with clang's source-based coverage,
 	# driven by run_corpus.
+	COVBIN="$BUILD/run_corpus_cov_$TARGET"
 	$CC -g -O0 -fprofile-instr-generate -fcoverage-mapping $INC \
-		-o "$BUILD/run_corpus_cov" "$HERE/run_corpus.c" $SOURCES -lzstd -lm
+		-o "$COVBIN" "$HERE/run_corpus.c" $SOURCES $LIBS
 	rm -f "$BUILD"/cov-*.profraw
-	LLVM_PROFILE_FILE="$BUILD/cov-%p.profraw" "$BUILD/run_corpus_cov" \
-		"$HERE/corpus" "$HERE/regressions" "$BUILD/work" 2>/dev/null | tail -1
+	LLVM_PROFILE_FILE="$BUILD/cov-%p.profraw" "$COVBIN" \
+		"$CORPUS" "$REGRESSIONS" "$WORK" 2>/dev/null | tail -1
 	PROFDATA=$(command -v llvm-profdata || command -v llvm-profdata-14)
 	COV=$(command -v llvm-cov || command -v llvm-cov-14)
 	"$PROFDATA" merge -sparse "$BUILD"/cov-*.profraw -o "$BUILD/cov.profdata"
-	"$COV" report "$BUILD/run_corpus_cov" -instr-profile="$BUILD/cov.profdata" \
-		$READER_SOURCES
-	"$COV" show "$BUILD/run_corpus_cov" -instr-profile="$BUILD/cov.profdata" \
-		"$SRC/src/trace/reader.c" -format=text >"$BUILD/reader.c.cov.txt"
-	echo "annotated source: $BUILD/reader.c.cov.txt (lines marked 0 never ran)"
+	"$COV" report "$COVBIN" -instr-profile="$BUILD/cov.profdata" $TARGET_SOURCES
+	ANNOTATED="$BUILD/$(basename "$MAIN_SOURCE").cov.txt"
+	"$COV" show "$COVBIN" -instr-profile="$BUILD/cov.profdata" \
+		"$MAIN_SOURCE" -format=text >"$ANNOTATED"
+	echo "annotated source: $ANNOTATED (lines marked 0 never ran)"
 	exit 0
 fi
 
-echo "building $BUILD/fuzz_reader with $CC"
+echo "building $BUILD/$FUZZER with $CC"
 $CC -g -O1 -fno-omit-frame-pointer \
 	-fsanitize=fuzzer,address,undefined,float-cast-overflow \
 	-fno-sanitize-recover=all $NOSAN_FLAG $INC \
-	-o "$BUILD/fuzz_reader" $SOURCES -lzstd -lm
+	-o "$BUILD/$FUZZER" $SOURCES $LIBS
 
-LOG="$BUILD/fuzz-$(date +%Y%m%d-%H%M%S).log"
-before=$(ls "$HERE/regressions" | wc -l)
+LOG="$BUILD/$FUZZER-$(date +%Y%m%d-%H%M%S).log"
+before=$(ls "$REGRESSIONS" | wc -l)
 echo "fuzzing for ${SECONDS_}s with $JOBS job(s); log: $LOG"
 # One job: plain libFuzzer, which stops at the first crash.  More: fork
 # mode (which saves every crashing seed of the corpus as well).
@@ -95,17 +133,17 @@ MODEFLAGS=
 # shellcheck disable=SC2086
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
-"$BUILD/fuzz_reader" $MODEFLAGS \
+"$BUILD/$FUZZER" $MODEFLAGS \
 	-max_total_time="$SECONDS_" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
-	-dict="$HERE/ht.dict" -artifact_prefix="$HERE/regressions/" -print_final_stats=1 \
-	${FUZZ_ARGS:-} "$BUILD/work" "$HERE/corpus" "$HERE/regressions" >"$LOG" 2>&1 || true
+	-dict="$DICT" -artifact_prefix="$REGRESSIONS/" -print_final_stats=1 \
+	${FUZZ_ARGS:-} "$WORK" "$CORPUS" "$REGRESSIONS" >"$LOG" 2>&1 || true
 
 echo "last status (executions, coverage): $(grep -E '^#[0-9]+.*cov: ' "$LOG" | tail -1)"
-after=$(ls "$HERE/regressions" | wc -l)
+after=$(ls "$REGRESSIONS" | wc -l)
 crashes=$(grep -c -E '^==[0-9]+==ERROR|runtime error|ERROR: libFuzzer' "$LOG" || true)
-echo "reports in the log: $crashes; files in tests/fuzz/regressions: $before -> $after"
+echo "reports in the log: $crashes; files in tests/fuzz/$(basename "$REGRESSIONS"): $before -> $after"
 if [ "$after" -gt "$before" ]; then
 	echo "new inputs (stack traces in $LOG):"
-	ls -t "$HERE/regressions" | head -n $((after - before)) | head -n 20
+	ls -t "$REGRESSIONS" | head -n $((after - before)) | head -n 20
 	exit 1
 fi

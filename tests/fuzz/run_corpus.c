@@ -1,12 +1,13 @@
-/* Runs the fuzz target's function (fuzz_reader.c) over files, without
- * libFuzzer: a plain main that any C compiler builds, so that the seed
- * corpus and the saved crash inputs are checked on every test run.
+/* Runs a fuzz target's function (fuzz_reader.c or fuzz_workload.c, linked
+ * in) over files, without libFuzzer: a plain main that any C compiler
+ * builds, so that the seed corpus and the saved crash inputs are checked
+ * on every test run (corpus.cmake).
  *
  *   run_corpus [-v] [-t SECONDS] PATH...
  *
  * A PATH that is a directory stands for every regular file in it (sorted;
  * dot files and README* skipped).  Each file is read and handed to
- * LLVMFuzzerTestOneInput.  A crash or a broken reader promise aborts the
+ * LLVMFuzzerTestOneInput.  A crash or a broken promise aborts the
  * process (with ASan/UBSan: after the sanitizer's report); the name of the
  * file being run is printed first, so the report says which one.  A file
  * that takes longer than SECONDS (default 30) is reported as a hang.
@@ -106,7 +107,8 @@ static int run_dir(const char *dir)
 		nn++;
 	}
 	closedir(d);
-	qsort(names, nn, sizeof(*names), cmp_str);
+	if (nn > 1) /* an empty directory: names is NULL */
+		qsort(names, nn, sizeof(*names), cmp_str);
 	int bad = 0;
 	for (size_t i = 0; i < nn; i++) {
 		struct stat st;
