@@ -945,8 +945,3 @@ void ht_workload__free(struct ht_workload *w)
 	free(w->source);
 	free(w);
 }
-
-int ht_workload__mlock(struct ht_workload *w)
-{
-	return mlock(w->map, w->map_len) ? -errno : 0;
-}

@@ -100,8 +100,6 @@ struct ht_workload *ht_workload__load(const char *path, char *err, size_t errlen
 struct ht_workload *ht_workload__load_mem(const uint8_t *data, size_t len, const char *name,
 					  char *err, size_t errlen);
 void ht_workload__free(struct ht_workload *w);
-/* Locks the streams in memory; 0 or -errno. */
-int ht_workload__mlock(struct ht_workload *w);
 
 /* Decodes one op at *p (< end): returns the op and its arguments, moves *p;
  * 0 at a malformed op.  The engine uses the unchecked twin in replay.c. */
