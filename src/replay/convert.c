@@ -459,63 +459,10 @@ static void rg_remove(struct conv *c, size_t i)
 #define MAP_FIXED_ 0x10
 #define MAP_FIXED_NOREPLACE_ 0x100000
 
-static void on_mmap(struct conv *c, uint32_t t, const struct ht_event *e)
+/* Thread t unmaps [addr, addr + len) of the maps replayed: a MUNMAP per
+ * map it touches.  Returns how many it touched. */
+static int unmap_range(struct conv *c, uint32_t t, uint64_t addr, uint64_t len)
 {
-	uint64_t len = e->v[1], flags = e->v[3], res = e->v[6];
-	if (res == (uint64_t)-1 || !len) {
-		c->failed_maps++;
-		return;
-	}
-	if (!(flags & MAP_ANON_) || !(flags & MAP_PRIVATE_)) {
-		c->skipped_maps++;
-		return;
-	}
-	len = PAGE_UP(len);
-	/* a fixed map replaces what was there */
-	for (size_t i = rg_find(c, res); i < c->nrg && c->rg[i].start < res + len;) {
-		struct region *r = &c->rg[i];
-		uint64_t lo = r->start > res ? r->start : res;
-		uint64_t hi = r->end < res + len ? r->end : res + len;
-		uint64_t a[4] = {r->slot + 1, lo - r->base, hi - lo, 0};
-		c->mbytes[r->slot] -= hi - lo;
-		a[3] = c->mbytes[r->slot] == 0;
-		need(c, t, c->owner[r->slot], c->at[r->slot]);
-		emit(c, t, HT_WL_MUNMAP, a);
-		if (a[3])
-			freed(c, t, r->slot);
-		else
-			touched(c, t, r->slot);
-		if (lo == r->start && hi == r->end) {
-			rg_remove(c, i);
-		} else if (lo == r->start) {
-			r->start = hi;
-		} else if (hi == r->end) {
-			r->end = lo;
-			i++;
-		} else {
-			struct region tail = *r;
-			tail.start = hi;
-			r->end = lo;
-			rg_insert(c, tail);
-			i += 2;
-		}
-	}
-	uint64_t a[4] = {0, len, e->v[2], flags & ~(uint64_t)(MAP_FIXED_ | MAP_FIXED_NOREPLACE_)};
-	uint64_t s = take_slot(c, t);
-	a[0] = s + 1;
-	emit(c, t, HT_WL_MMAP, a);
-	touched(c, t, s);
-	c->mbytes[s] = len;
-	rg_insert(c, (struct region){res, res + len, res, s});
-}
-
-static void on_munmap(struct conv *c, uint32_t t, const struct ht_event *e)
-{
-	uint64_t addr = e->v[0], len = PAGE_UP(e->v[1]);
-	if ((int64_t)e->v[2] != 0) {
-		c->failed_maps++;
-		return;
-	}
 	int any = 0;
 	for (size_t i = rg_find(c, addr); i < c->nrg && c->rg[i].start < addr + len;) {
 		struct region *r = &c->rg[i];
@@ -526,7 +473,7 @@ static void on_munmap(struct conv *c, uint32_t t, const struct ht_event *e)
 		a[3] = c->mbytes[r->slot] == 0;
 		need(c, t, c->owner[r->slot], c->at[r->slot]);
 		emit(c, t, HT_WL_MUNMAP, a);
-		any = 1;
+		any++;
 		uint64_t slot = r->slot;
 		if (lo == r->start && hi == r->end) {
 			rg_remove(c, i);
@@ -547,6 +494,39 @@ static void on_munmap(struct conv *c, uint32_t t, const struct ht_event *e)
 		else
 			touched(c, t, slot);
 	}
+	return any;
+}
+
+static void on_mmap(struct conv *c, uint32_t t, const struct ht_event *e)
+{
+	uint64_t len = e->v[1], flags = e->v[3], res = e->v[6];
+	if (res == (uint64_t)-1 || !len) {
+		c->failed_maps++;
+		return;
+	}
+	if (!(flags & MAP_ANON_) || !(flags & MAP_PRIVATE_)) {
+		c->skipped_maps++;
+		return;
+	}
+	len = PAGE_UP(len);
+	unmap_range(c, t, res, len); /* a fixed map replaces what was there */
+	uint64_t a[4] = {0, len, e->v[2], flags & ~(uint64_t)(MAP_FIXED_ | MAP_FIXED_NOREPLACE_)};
+	uint64_t s = take_slot(c, t);
+	a[0] = s + 1;
+	emit(c, t, HT_WL_MMAP, a);
+	touched(c, t, s);
+	c->mbytes[s] = len;
+	rg_insert(c, (struct region){res, res + len, res, s});
+}
+
+static void on_munmap(struct conv *c, uint32_t t, const struct ht_event *e)
+{
+	uint64_t addr = e->v[0], len = PAGE_UP(e->v[1]);
+	if ((int64_t)e->v[2] != 0) {
+		c->failed_maps++;
+		return;
+	}
+	int any = unmap_range(c, t, addr, len);
 	if (!any)
 		c->skipped_maps++; /* not one of the maps replayed */
 }

@@ -9,6 +9,7 @@ import re
 import struct
 import xml.etree.ElementTree as ET
 
+from cases_api import said
 from htlib import case, check, eq, expect, fail
 
 WL_FNS = ["malloc", "calloc", "realloc", "reallocarray", "free", "memalign", "posix_memalign",
@@ -18,15 +19,6 @@ ALLOCATORS = ["jemalloc", "tcmalloc", "mimalloc"]
 # glibc, for the ring: every free goes back to the one arena at once, so the
 # next malloc of the size, in any thread, gets the same address
 RING_TUNABLES = "glibc.malloc.tcache_count=0:glibc.malloc.arena_max=1"
-
-
-def said(run):
-    out = {}
-    for line in run.stdout.splitlines():
-        k, sep, v = line.partition(": ")
-        if sep and v.strip().isdigit():
-            out[k] = int(v)
-    return out
 
 
 def jrun(t, args, rc=0, timeout=120):
