@@ -82,14 +82,6 @@ static struct spread spread_of(double *v, int n)
 		spread_of(_v, var->nres);                        \
 	})
 
-static uint64_t call_cycles(const struct ht_replay_result *r)
-{
-	uint64_t t = 0;
-	for (int f = 0; f < HT_FN_NR; f++)
-		t += r->call_cycles[f];
-	return t;
-}
-
 /* The run whose wall time is the median: its RSS curve is drawn. */
 static int median_run(const struct variant *v)
 {
@@ -345,7 +337,7 @@ static void print_table(struct variant *vs, int nv)
 	for (int i = 0; i < nv; i++) {
 		struct variant *v = &vs[i];
 		struct spread wall = FIELD_SPREAD(v, r->wall_usec / 1000.0);
-		struct spread cyc = FIELD_SPREAD(v, call_cycles(r) / 1e6);
+		struct spread cyc = FIELD_SPREAD(v, ht_replay__call_cycles(r) / 1e6);
 		struct spread rss = FIELD_SPREAD(v, r->maxrss_end_kb);
 		uint64_t ideal = v->nres ? v->res[0].ideal_bytes : 0;
 		char wbuf[64];
@@ -406,7 +398,7 @@ static void print_json(struct variant *vs, int nv, const char *workload, const c
 		json_num(&j, "wall_usec_max", s.max);
 		MED("cycles", r->cycles);
 		MED("cpu_usec", r->user_usec);
-		MED("total_call_cycles", call_cycles(r));
+		MED("total_call_cycles", ht_replay__call_cycles(r));
 		json_num(&j, "total_call_cycles_min", s.min);
 		json_num(&j, "total_call_cycles_max", s.max);
 		MED("max_rss_kb", r->maxrss_end_kb);

@@ -185,7 +185,7 @@ double ht_replay__avg(const struct ht_replay_result *res, int fn)
 	return res->calls[fn] ? (double)res->call_cycles[fn] / (double)res->calls[fn] : 0;
 }
 
-static uint64_t total_call_cycles(const struct ht_replay_result *res)
+uint64_t ht_replay__call_cycles(const struct ht_replay_result *res)
 {
 	uint64_t t = 0;
 	for (int f = 0; f < HT_FN_NR; f++)
@@ -196,7 +196,7 @@ static uint64_t total_call_cycles(const struct ht_replay_result *res)
 /* Engine time per op that is neither a call nor a wait, in ns. */
 static double bookkeeping_ns(const struct ht_replay_result *res)
 {
-	uint64_t calls = total_call_cycles(res);
+	uint64_t calls = ht_replay__call_cycles(res);
 	if (!res->ops || res->tsc_per_ns <= 0 || res->busy_cycles < calls)
 		return 0;
 	return (double)(res->busy_cycles - calls) / res->tsc_per_ns / (double)res->ops;
@@ -226,7 +226,7 @@ void ht_replay__print_text(FILE *f, const struct ht_replay_result *res, const st
 		fprintf(f, glibc_lines[i].label, comma(a, (uint64_t)(ht_replay__avg(res, fn) + 0.5)),
 			comma(b, res->calls[fn]));
 	}
-	fprintf(f, "Total call time: %s cycles\n", comma(a, total_call_cycles(res)));
+	fprintf(f, "Total call time: %s cycles\n", comma(a, ht_replay__call_cycles(res)));
 	fprintf(f, "\n");
 	fprintf(f, "%-15s %12s %11s %9s %9s %9s\n", "function", "calls", "avg cycles", "p50", "p99",
 		"p99.9");
@@ -287,7 +287,7 @@ void ht_replay__print_json(FILE *f, const struct ht_replay_result *res,
 	ht_json__u64(&j, "rss_start_kb", res->rss_start_kb);
 	ht_json__u64(&j, "rss_peak_kb", res->rss_peak_kb);
 	ht_json__u64(&j, "max_ideal_rss_bytes", res->ideal_bytes);
-	ht_json__u64(&j, "total_call_cycles", total_call_cycles(res));
+	ht_json__u64(&j, "total_call_cycles", ht_replay__call_cycles(res));
 	ht_json__obj_begin(&j, "calls");
 	for (int fn = 0; fn < HT_FN_NR; fn++)
 		ht_json__u64(&j, ht_wl_fn_names[fn], res->calls[fn]);

@@ -85,5 +85,7 @@ void ht_replay__print_json(FILE *f, const struct ht_replay_result *res,
 
 /* Average cycles of a function's calls (0 if none). */
 double ht_replay__avg(const struct ht_replay_result *res, int fn);
+/* Cycles inside all timed calls. */
+uint64_t ht_replay__call_cycles(const struct ht_replay_result *res);
 
 #endif
