@@ -609,8 +609,8 @@ static void on_event(struct conv *c, const struct ht_event *e)
 		on_realloc(c, t, e);
 		break;
 	case HT_EV_MALLOPT:
-		a[0] = (e->v[0] << 1) ^ (uint64_t)((int64_t)e->v[0] >> 63);
-		a[1] = (e->v[1] << 1) ^ (uint64_t)((int64_t)e->v[1] >> 63);
+		a[0] = ht_zigzag((int64_t)e->v[0]);
+		a[1] = ht_zigzag((int64_t)e->v[1]);
 		emit(c, t, HT_WL_MALLOPT, a);
 		break;
 	case HT_EV_MALLOC_TRIM:

@@ -31,6 +31,7 @@
 
 #include "common/util.h"
 #include "replay.h"
+#include "trace/format.h"
 
 const double ht_replay_pcts[HT_NPCT] = {50, 99, 99.9};
 
@@ -337,7 +338,7 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 		case HT_WL_MALLOPT:
 			m = getv(&p), n = getv(&p);
 			t0 = tsc_begin();
-			mallopt((int)(int64_t)((m >> 1) ^ -(m & 1)), (int)(int64_t)((n >> 1) ^ -(n & 1)));
+			mallopt((int)ht_unzigzag(m), (int)ht_unzigzag(n));
 			t1 = tsc();
 			account(me, HT_FN_MALLOPT, t1 - t0);
 			break;

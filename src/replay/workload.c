@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "trace/format.h"
+
 const char *const ht_wl_fn_names[HT_FN_NR] = {
 	"malloc", "calloc", "realloc", "reallocarray", "free", "memalign", "posix_memalign",
 	"aligned_alloc", "valloc", "pvalloc", "mallopt", "malloc_trim", "mmap", "munmap", "mremap",
@@ -223,7 +225,7 @@ void ht_wl_writer__op(struct ht_wl_writer *w, uint32_t thread, int op, const uin
 	uint8_t *o = t->buf + t->len, *start = o;
 	*o++ = (uint8_t)op;
 	for (int i = 0; i < nargs; i++)
-		o = ht_wl_put(o, args[i]);
+		o = ht_leb128_put(o, args[i]);
 	t->len += (size_t)(o - start);
 	t->nbytes += (size_t)(o - start);
 	t->nops++;

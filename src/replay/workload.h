@@ -125,15 +125,4 @@ int ht_wl_writer__close(struct ht_wl_writer *w, uint64_t nslots, uint64_t ideal_
 /* Drops everything written (error paths). */
 void ht_wl_writer__abort(struct ht_wl_writer *w);
 
-/* LEB128 */
-static inline uint8_t *ht_wl_put(uint8_t *o, uint64_t v)
-{
-	while (v >= 0x80) {
-		*o++ = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	*o++ = (uint8_t)v;
-	return o;
-}
-
 #endif

@@ -51,11 +51,7 @@ static int wcol_u64(struct wcol *c, uint64_t v)
 {
 	if (wcol_reserve(c, 10) < 0)
 		return -1;
-	while (v >= 0x80) {
-		c->p[c->len++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	c->p[c->len++] = (uint8_t)v;
+	c->len = (size_t)(ht_leb128_put(c->p + c->len, v) - c->p);
 	return 0;
 }
 

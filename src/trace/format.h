@@ -303,6 +303,19 @@ static inline int64_t ht_unzigzag(uint64_t v)
 	return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
 }
 
+/* Unsigned LEB128 (column chunks, workloads): 7 bits a byte, the low ones
+ * first, the high bit set on every byte but the last; at most 10 bytes.
+ * Returns the byte after the last one written. */
+static inline uint8_t *ht_leb128_put(uint8_t *o, uint64_t v)
+{
+	while (v >= 0x80) {
+		*o++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*o++ = (uint8_t)v;
+	return o;
+}
+
 /* The usable size of a block from its request and its 'U' field. */
 static inline uint64_t ht_usable_of(uint32_t version, unsigned kind_flags, uint64_t req,
 				    uint64_t slack)
