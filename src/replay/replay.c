@@ -330,26 +330,31 @@ void ht_replay__print_json(FILE *f, const struct ht_replay_result *res,
 
 /* ---- the command ---- */
 
+/* Adds value to the ':'-separated list in the environment variable name,
+ * before what is there (first) or after it; nothing if value is empty. */
+static int env_add(const char *name, const char *value, int first)
+{
+	if (!value || !value[0])
+		return 0;
+	const char *old = getenv(name);
+	const char *sep = old && *old ? ":" : "";
+	char *v = NULL;
+	if (asprintf(&v, "%s%s%s", first ? value : old ? old : "", sep,
+		     first ? old ? old : "" : value) < 0)
+		return -1;
+	setenv(name, v, 1);
+	free(v);
+	return 0;
+}
+
 /* Re-executes this replay with LD_PRELOAD=lib (if any) and GLIBC_TUNABLES
  * set; returns only on failure. */
 static void reexec(char **saved, int nsaved, const char *lib, const char *tunables)
 {
-	if (lib && lib[0]) {
-		const char *old = getenv("LD_PRELOAD");
-		char *v = NULL;
-		if (asprintf(&v, "%s%s%s", lib, old && *old ? ":" : "", old && *old ? old : "") < 0)
-			return;
-		setenv("LD_PRELOAD", v, 1);
-		free(v);
-	}
-	if (tunables && tunables[0]) {
-		const char *old = getenv("GLIBC_TUNABLES");
-		char *v = NULL;
-		if (asprintf(&v, "%s%s%s", old && *old ? old : "", old && *old ? ":" : "", tunables) < 0)
-			return;
-		setenv("GLIBC_TUNABLES", v, 1);
-		free(v);
-	}
+	/* the allocator before any other preload; the tunables after the
+	 * user's, so that they win */
+	if (env_add("LD_PRELOAD", lib, 1) || env_add("GLIBC_TUNABLES", tunables, 0))
+		return;
 	setenv(CHILD_ENV, lib && lib[0] ? lib : "glibc", 1);
 	char **av = calloc((size_t)nsaved + 3, sizeof(char *));
 	av[0] = "heaptrail";
@@ -444,13 +449,7 @@ int cmd_replay(int argc, char **argv)
 			goto cleanup;
 		}
 #endif
-		/* the workload is checked before the re-exec, for a clear error */
-		w = ht_workload__load(argv[0], err, sizeof(err));
-		if (!w) {
-			ht_error("%s", err);
-			ret = HT_EXIT_DATA;
-			goto cleanup;
-		}
+		/* the child loads (and checks) the workload, once */
 		fflush(NULL);
 		reexec(saved, nsaved, lib, cfg.tunables);
 		ret = HT_EXIT_DATA;
