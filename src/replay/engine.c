@@ -109,7 +109,6 @@ struct rthread {
 	const uint64_t *pub;         /* ascending counts other threads wait for */
 	uint64_t npub, ipub;         /* their number, the next one */
 	uint32_t idx;                /* index in the workload */
-	int started;                 /* spawned */
 	pthread_t pt;                /* its pthread (not thread 0) */
 	uint64_t wait_cycles;        /* blocked in waits */
 	uint64_t waits, waits_blocked; /* waits run, of which blocked */
@@ -425,7 +424,6 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 		}
 		case HT_WL_SPAWN: {
 			struct rthread *c = &g->t[getv(&p)];
-			c->started = 1;
 			if (serial) {
 				g->ready[g->nready++] = c->idx;
 			} else {
@@ -477,7 +475,6 @@ static void run_serial(struct engine *g)
 		exit(HT_EXIT_DATA);
 	}
 	g->nready = 0;
-	g->t[0].started = 1;
 	g->ready[g->nready++] = 0;
 	uint64_t t0 = tsc_begin();
 	while (g->nready) {
@@ -648,7 +645,6 @@ static void reset_threads(struct engine *g)
 		t->p = t->start;
 		t->done = 0;
 		t->ipub = 0;
-		t->started = 0;
 		t->since_trim = 0;
 	}
 }
@@ -742,7 +738,6 @@ int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *c
 		if (cfg->threads_as_one) {
 			run_serial(&g);
 		} else {
-			g.t[0].started = 1;
 			thread_main(&g.t[0]);
 			for (uint32_t i = 1; i < w->nthreads; i++)
 				pthread_join(g.t[i].pt, NULL);
