@@ -464,7 +464,7 @@ int cmd_flamegraph(int argc, char **argv)
 		ht_error("--width=%llu: expected 100 to 100000 pixels", (unsigned long long)cfg.width);
 		goto cleanup;
 	}
-	ret = ht_stackstats__collect(argv[0], (uint32_t)cfg.tid, m == M_PEAK, &ss, &r);
+	ret = ht_stackstats__collect(argv[0], (uint32_t)cfg.tid, &ss, &r);
 	if (!r)
 		goto cleanup;
 	sym = ht_blocks__symbolizer(r, cfg.sysroot, cfg.debug_dir);

@@ -40,37 +40,27 @@ static struct ht_stackstat *stat_of(struct ht_stackstats *s, uint32_t node)
 	return &s->slots[k];
 }
 
-struct last_alloc {
+struct ht_stackstats_last {
 	uint32_t tid; /* thread */
 	uint64_t ptr; /* its latest allocation, 0 once freed */
 };
 
-struct pass {
-	struct ht_stackstats *s;  /* filled */
-	uint32_t tid;             /* 0 = every thread */
-	int second;               /* the pass up to the peak */
-	struct last_alloc *last;  /* per thread */
-	size_t nlast, caplast;    /* count / allocated */
-	uint64_t live;            /* bytes live now */
-	uint64_t peak;            /* the most so far */
-	uint64_t events;          /* read so far */
-	uint64_t peak_event;      /* events read when it peaked */
-};
-
-static struct last_alloc *last_of(struct pass *p, uint32_t tid)
+static struct ht_stackstats_last *last_of(struct ht_stackstats *s, uint32_t tid)
 {
-	for (size_t i = 0; i < p->nlast; i++)
-		if (p->last[i].tid == tid)
-			return &p->last[i];
-	if (p->nlast == p->caplast) {
-		p->caplast = p->caplast ? p->caplast * 2 : 16;
-		p->last = realloc(p->last, p->caplast * sizeof(*p->last));
-		if (!p->last)
+	for (size_t i = 0; i < s->nlast; i++)
+		if (s->last[i].tid == tid)
+			return &s->last[i];
+	if (s->nlast == s->caplast) {
+		s->caplast = s->caplast ? s->caplast * 2 : 16;
+		s->last = realloc(s->last, s->caplast * sizeof(*s->last));
+		if (!s->last) {
+			ht_error("out of memory");
 			exit(HT_EXIT_DATA);
+		}
 	}
-	p->last[p->nlast].tid = tid;
-	p->last[p->nlast].ptr = 0;
-	return &p->last[p->nlast++];
+	s->last[s->nlast].tid = tid;
+	s->last[s->nlast].ptr = 0;
+	return &s->last[s->nlast++];
 }
 
 static void note_big(struct ht_stackstats *s, const struct ht_event *e, const struct ht_block *b)
@@ -85,102 +75,117 @@ static void note_big(struct ht_stackstats *s, const struct ht_event *e, const st
 	s->big[k] = (struct ht_big_alloc){b->size, e->time_ns, e->tid, b->aux};
 }
 
+/* Before a stack's live bytes change: if this is their first change since
+ * the latest peak, what they are now is what they were at that peak. */
+static void snapshot(const struct ht_stackstats *s, struct ht_stackstat *st)
+{
+	if (st->snap_peak != s->npeaks) {
+		st->snap_bytes = st->live_bytes;
+		st->snap_blocks = st->live_blocks;
+		st->snap_peak = s->npeaks;
+	}
+}
+
 static void on_acquire(void *ctx, const struct ht_event *e, const struct ht_block *b)
 {
-	struct pass *p = ctx;
+	struct ht_stackstats *s = ctx;
 	uint64_t w = b->weight;
-	p->live += b->size * w;
-	if (p->live > p->peak) {
-		p->peak = p->live;
-		p->peak_event = p->events;
-		if (!p->second)
-			p->s->peak_time_ns = e->time_ns;
+	if (!s->tid || b->tid == s->tid) {
+		struct ht_stackstat *st = stat_of(s, b->aux);
+		snapshot(s, st);
+		st->live_bytes += b->size * w;
+		st->live_blocks += w;
+		st->alloc_bytes += b->size * w;
+		st->alloc_calls += w;
+		note_big(s, e, b);
 	}
-	last_of(p, e->tid)->ptr = b->ptr;
-	if (p->second || (p->tid && b->tid != p->tid))
-		return;
-	struct ht_stackstat *st = stat_of(p->s, b->aux);
-	st->alloc_bytes += b->size * w;
-	st->alloc_calls += w;
-	note_big(p->s, e, b);
+	last_of(s, e->tid)->ptr = b->ptr;
+	s->live += b->size * w;
+	if (s->live > s->peak_bytes) { /* a new peak: every stack's snapshot is stale */
+		s->peak_bytes = s->live;
+		s->peak_time_ns = e->time_ns;
+		s->npeaks++;
+	}
 }
 
 static void on_release(void *ctx, const struct ht_event *e, const struct ht_block *b)
 {
-	struct pass *p = ctx;
-	p->live -= b->size * b->weight;
-	struct last_alloc *l = last_of(p, e->tid);
-	if (l->ptr == b->ptr && b->tid == e->tid) {
-		if (!p->second && (!p->tid || b->tid == p->tid))
-			stat_of(p->s, b->aux)->temp_calls += b->weight;
+	struct ht_stackstats *s = ctx;
+	uint64_t w = b->weight;
+	s->live -= b->size * w;
+	struct ht_stackstats_last *l = last_of(s, e->tid);
+	int temp = l->ptr == b->ptr && b->tid == e->tid;
+	if (temp)
 		l->ptr = 0;
-	}
+	if (s->tid && b->tid != s->tid)
+		return;
+	struct ht_stackstat *st = stat_of(s, b->aux);
+	snapshot(s, st);
+	st->live_bytes -= b->size * w;
+	st->live_blocks -= w;
+	st->temp_calls += temp ? w : 0;
 }
 
-static void add_live(struct pass *p, const struct ht_livemap *live, int at_peak)
-{
-	for (size_t i = 0; i < live->cap; i++) {
-		const struct ht_block *b = &live->slots[i];
-		if (!b->ptr || (p->tid && b->tid != p->tid))
-			continue;
-		struct ht_stackstat *st = stat_of(p->s, b->aux);
-		if (at_peak) {
-			st->peak_bytes += b->size * b->weight;
-			st->peak_blocks += b->weight;
-		} else {
-			st->end_bytes += b->size * b->weight;
-			st->end_blocks += b->weight;
-		}
-	}
-}
-
-static int one_pass(const char *path, struct pass *p, uint64_t stop, struct ht_reader **rp)
-{
-	struct ht_livemap live;
-	ht_livemap__init(&live);
-	struct ht_reader *r = ht_analyze__open(path);
-	if (!r) {
-		ht_livemap__free(&live);
-		return HT_EXIT_DATA;
-	}
-	struct ht_block_cbs cbs = {on_release, on_acquire, p};
-	struct ht_event e;
-	while (p->events < stop && ht_analyze__next(r, &e)) {
-		p->events++;
-		ht_blocks__event(&live, &e, &cbs);
-	}
-	int ret = ht_analyze__finish(r, path, p->second);
-	add_live(p, &live, p->second);
-	ht_livemap__free(&live);
-	*rp = r;
-	return ret;
-}
-
-int ht_stackstats__collect(const char *path, uint32_t tid, int want_peak,
-			   struct ht_stackstats *s, struct ht_reader **rp)
+void ht_stackstats__init(struct ht_stackstats *s, uint32_t tid)
 {
 	memset(s, 0, sizeof(*s));
-	struct pass p = {.s = s, .tid = tid};
-	*rp = NULL;
-	int ret = one_pass(path, &p, UINT64_MAX, rp);
-	s->peak_bytes = p.peak;
-	if (*rp && want_peak && p.peak_event) {
-		ht_reader__close(*rp);
-		*rp = NULL;
-		uint64_t stop = p.peak_event;
-		free(p.last);
-		p = (struct pass){.s = s, .tid = tid, .second = 1};
-		int r2 = one_pass(path, &p, stop, rp);
-		if (!ret)
-			ret = r2;
+	s->tid = tid;
+	ht_livemap__init(&s->blocks);
+}
+
+void ht_stackstats__event(struct ht_stackstats *s, const struct ht_event *e)
+{
+	if (e->kind == HT_EV_CONTROL && e->v[0] == HT_CTL_RESET) {
+		/* heaptrail_reset(): the blocks so far are forgotten (blocks.c) */
+		for (size_t i = 0; i < s->cap; i++) {
+			struct ht_stackstat *st = &s->slots[i];
+			if (!st->node)
+				continue;
+			snapshot(s, st);
+			st->live_bytes = st->live_blocks = 0;
+		}
+		s->live = 0;
 	}
-	free(p.last);
-	return ret;
+	struct ht_block_cbs cbs = {on_release, on_acquire, s};
+	ht_blocks__event(&s->blocks, e, &cbs);
+}
+
+void ht_stackstats__finish(struct ht_stackstats *s)
+{
+	for (size_t i = 0; i < s->cap; i++) {
+		struct ht_stackstat *st = &s->slots[i];
+		if (!st->node)
+			continue;
+		int changed = st->snap_peak == s->npeaks && s->npeaks;
+		st->peak_bytes = changed ? st->snap_bytes : st->live_bytes;
+		st->peak_blocks = changed ? st->snap_blocks : st->live_blocks;
+		st->end_bytes = st->live_bytes;
+		st->end_blocks = st->live_blocks;
+	}
+	ht_livemap__free(&s->blocks);
+	ht_livemap__init(&s->blocks);
+}
+
+int ht_stackstats__collect(const char *path, uint32_t tid, struct ht_stackstats *s,
+			   struct ht_reader **rp)
+{
+	ht_stackstats__init(s, tid);
+	*rp = ht_analyze__open(path);
+	if (!*rp)
+		return HT_EXIT_DATA;
+	struct ht_event e;
+	while (ht_analyze__next(*rp, &e))
+		ht_stackstats__event(s, &e);
+	ht_stackstats__finish(s);
+	return ht_analyze__finish(*rp, path, 0);
 }
 
 void ht_stackstats__free(struct ht_stackstats *s)
 {
+	ht_livemap__free(&s->blocks);
 	free(s->slots);
+	free(s->last);
 	s->slots = NULL;
-	s->cap = s->n = 0;
+	s->last = NULL;
+	s->cap = s->n = s->nlast = s->caplast = 0;
 }

@@ -1,22 +1,32 @@
-/* Per-stack totals of a trace, for the stack analyzers (flamegraph, top):
- * bytes and calls allocated, temporary allocations, what was live at the
- * peak of the heap and at the end, and the biggest single allocations. */
+/* Per-stack totals of a trace, for the stack analyzers (flamegraph, top,
+ * report): bytes and calls allocated, temporary allocations, what was live
+ * at the peak of the heap and at the end, and the biggest single
+ * allocations.  One pass over the trace: what each stack held at the peak
+ * is kept by a lazy snapshot (a stack's live bytes are saved the first
+ * time they change after a new peak), so the collector can be fed from a
+ * pass that other collectors share. */
 #ifndef HEAPTRAIL_ANALYZE_STACKSTATS_H
 #define HEAPTRAIL_ANALYZE_STACKSTATS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "analyze/livemap.h"
 #include "trace/reader.h"
 
 struct ht_stackstat {
 	uint32_t node;         /* stack node + 1 (0 = empty slot) */
+	uint32_t snap_peak;    /* peak number snap_* were saved for */
 	uint64_t alloc_bytes;  /* requested by its allocations */
 	uint64_t alloc_calls;  /* allocations that returned a block */
 	uint64_t temp_calls;   /* freed before their thread's next allocation */
-	uint64_t peak_bytes;   /* live when the heap peaked */
+	uint64_t live_bytes;   /* live now (while collecting) */
+	uint64_t live_blocks;  /* blocks of those */
+	uint64_t snap_bytes;   /* live_bytes when the peak snap_peak was reached */
+	uint64_t snap_blocks;  /* live_blocks then */
+	uint64_t peak_bytes;   /* live when the heap peaked (after finish) */
 	uint64_t peak_blocks;  /* blocks of those */
-	uint64_t end_bytes;    /* live at the end */
+	uint64_t end_bytes;    /* live at the end (after finish) */
 	uint64_t end_blocks;   /* blocks of those */
 };
 
@@ -29,6 +39,8 @@ struct ht_big_alloc {
 
 #define HT_BIG_ALLOCS 64 /* biggest single allocations kept */
 
+struct ht_stackstats_last; /* per thread: its latest allocation (temporaries) */
+
 struct ht_stackstats {
 	struct ht_stackstat *slots; /* open addressing by node */
 	size_t cap, n;              /* slots / used */
@@ -36,15 +48,29 @@ struct ht_stackstats {
 	uint64_t peak_time_ns;      /* when */
 	struct ht_big_alloc big[HT_BIG_ALLOCS]; /* the biggest, biggest first */
 	size_t nbig;                /* entries used */
+	/* collection state */
+	uint32_t tid;               /* only blocks this thread allocated (0 = all) */
+	uint32_t npeaks;            /* times a new peak was reached */
+	uint64_t live;              /* bytes live now, all threads */
+	struct ht_livemap blocks;   /* the live blocks (aux = stack node) */
+	struct ht_stackstats_last *last; /* per thread */
+	size_t nlast, caplast;      /* entries used / allocated */
 };
 
-/* Reads path (twice when want_peak: the second time up to the peak) and
- * fills *s; only blocks thread tid allocated, unless tid is 0.  Returns
- * the exit status (0, or HT_EXIT_DATA for a damaged or unreadable trace:
- * *rp is NULL if it could not be opened) and leaves the reader in *rp for
- * the stacks. */
-int ht_stackstats__collect(const char *path, uint32_t tid, int want_peak,
-			   struct ht_stackstats *s, struct ht_reader **rp);
+/* Starts collecting; only blocks thread tid allocated, unless tid is 0
+ * (the peak is always that of the whole heap). */
+void ht_stackstats__init(struct ht_stackstats *s, uint32_t tid);
+/* Feeds one event, in the reader's order. */
+void ht_stackstats__event(struct ht_stackstats *s, const struct ht_event *e);
+/* After the last event: fills peak_* and end_* of every stack. */
+void ht_stackstats__finish(struct ht_stackstats *s);
 void ht_stackstats__free(struct ht_stackstats *s);
+
+/* Reads path and fills *s (init, every event, finish).  Returns the exit
+ * status (0, or HT_EXIT_DATA for a damaged or unreadable trace: *rp is
+ * NULL if it could not be opened) and leaves the reader in *rp for the
+ * stacks. */
+int ht_stackstats__collect(const char *path, uint32_t tid, struct ht_stackstats *s,
+			   struct ht_reader **rp);
 
 #endif

@@ -146,7 +146,7 @@ int cmd_top(int argc, char **argv)
 		ht_error("--by=%s: expected stack or function", cfg.by);
 		goto cleanup;
 	}
-	ret = ht_stackstats__collect(argv[0], (uint32_t)cfg.tid, 1, &ss, &r);
+	ret = ht_stackstats__collect(argv[0], (uint32_t)cfg.tid, &ss, &r);
 	if (!r)
 		goto cleanup;
 	sym = ht_blocks__symbolizer(r, cfg.sysroot, cfg.debug_dir);
