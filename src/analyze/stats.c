@@ -6,6 +6,7 @@
 
 #include "analyze/analyze.h"
 #include "analyze/livemap.h"
+#include "analyze/stats.h"
 #include "cli/builtin.h"
 #include "common/json.h"
 #include "common/options.h"
@@ -25,43 +26,9 @@ static const int call_kinds[] = {
 };
 #define NCALL_KINDS (sizeof(call_kinds) / sizeof(call_kinds[0]))
 
-#define NSIZE_BUCKETS 65
-#define NLIFE_BUCKETS 10 /* <1us, <10us, ..., <10s, >=10s */
-
-struct thread_stat {
-	uint32_t tid;             /* thread */
-	char name[HT_MAX_STR + 1]; /* last name set */
-	uint64_t events;          /* events of the thread */
-	uint64_t allocations;     /* successful allocations */
-	uint64_t frees;           /* free() of non-NULL, realloc releasing a block */
-	uint64_t bytes_allocated; /* requested bytes */
-};
-
 #define BLOCK_FORGOTTEN 1u /* allocated before a heaptrail_reset() */
 
-struct stats {
-	uint64_t events, calls[HT_EV_NR], failed[HT_EV_NR], bytes_by[HT_EV_NR];
-	uint64_t ts_taken; /* events that read the clock (the rest are dated by their thread) */
-	uint64_t free_null, bytes_allocated, usable_allocated;
-	uint64_t live_bytes, live_usable, live_blocks;
-	uint64_t peak_bytes, peak_usable, peak_blocks, peak_time;
-	uint64_t max_blocks; /* the most blocks live at once */
-	uint64_t cross_thread_frees, unknown_frees, inversions;
-	uint64_t re_calls, re_moved, re_inplace, re_as_malloc, re_as_free, re_failed;
-	uint64_t mm_calls, mm_mapped, mm_unmapped, mm_peak;
-	int64_t mm_live;
-	uint64_t mmc_allocs, mmc_bytes;
-	uint64_t brk_initial, brk_final, brk_max, brk_events;
-	uint64_t size_hist[NSIZE_BUCKETS], life_hist[NLIFE_BUCKETS];
-	uint64_t thread_starts, thread_exits, forks, last_time;
-	struct thread_stat *threads;
-	size_t nthreads, capthreads;
-	struct { uint64_t t; uint32_t tid; char *label; } *marks;
-	size_t nmarks, capmarks;
-	struct ht_livemap live;
-};
-
-static struct thread_stat *thread_of(struct stats *s, uint32_t tid)
+static struct ht_stats_thread *thread_of(struct ht_stats *s, uint32_t tid)
 {
 	/* Most events come from the thread of the previous one. */
 	static size_t last;
@@ -76,7 +43,7 @@ static struct thread_stat *thread_of(struct stats *s, uint32_t tid)
 		if (!s->threads)
 			exit(1);
 	}
-	struct thread_stat *t = &s->threads[s->nthreads];
+	struct ht_stats_thread *t = &s->threads[s->nthreads];
 	memset(t, 0, sizeof(*t));
 	t->tid = tid;
 	last = s->nthreads++;
@@ -88,7 +55,7 @@ static int size_bucket(uint64_t size)
 	return size <= 1 ? 0 : 64 - __builtin_clzll(size - 1);
 }
 
-static void note_peak(struct stats *s, uint64_t t)
+static void note_peak(struct ht_stats *s, uint64_t t)
 {
 	if (s->live_bytes > s->peak_bytes) {
 		s->peak_bytes = s->live_bytes;
@@ -101,8 +68,8 @@ static void note_peak(struct stats *s, uint64_t t)
 		s->peak_usable = s->live_usable;
 }
 
-static void release(struct stats *s, const struct ht_event *e, uint64_t ptr,
-		    struct thread_stat *th)
+static void release(struct ht_stats *s, const struct ht_event *e, uint64_t ptr,
+		    struct ht_stats_thread *th)
 {
 	struct ht_block b;
 	if (!ht_livemap__del(&s->live, ptr, &b)) {
@@ -122,13 +89,13 @@ static void release(struct stats *s, const struct ht_event *e, uint64_t ptr,
 		s->cross_thread_frees += w;
 	uint64_t life = e->time_ns > b.time_ns ? e->time_ns - b.time_ns : 0;
 	int lb = 0;
-	for (uint64_t lim = 1000; lb < NLIFE_BUCKETS - 1 && life >= lim; lim *= 10)
+	for (uint64_t lim = 1000; lb < HT_STATS_LIFE_BUCKETS - 1 && life >= lim; lim *= 10)
 		lb++;
 	s->life_hist[lb] += w;
 }
 
-static void acquire(struct stats *s, const struct ht_event *e, uint64_t ptr, uint64_t size,
-		    struct thread_stat *th)
+static void acquire(struct ht_stats *s, const struct ht_event *e, uint64_t ptr, uint64_t size,
+		    struct ht_stats_thread *th)
 {
 	struct ht_block *old = ht_livemap__get(&s->live, ptr);
 	if (old) {
@@ -157,7 +124,7 @@ static void acquire(struct stats *s, const struct ht_event *e, uint64_t ptr, uin
 	note_peak(s, e->time_ns);
 }
 
-static void forget_all(struct stats *s)
+static void forget_all(struct ht_stats *s)
 {
 	for (size_t i = 0; i < s->live.cap; i++)
 		if (s->live.slots[i].ptr)
@@ -196,9 +163,9 @@ static int is_failure(const struct ht_event *e)
 	}
 }
 
-static void add_event(struct stats *s, const struct ht_event *e)
+void ht_stats__event(struct ht_stats *s, const struct ht_event *e)
 {
-	struct thread_stat *th = thread_of(s, e->tid);
+	struct ht_stats_thread *th = thread_of(s, e->tid);
 	if (e->part == HT_PART_RELEASE) {
 		/* the first half of a moving realloc/mremap: only the release */
 		if (e->kind == HT_EV_MREMAP)
@@ -317,222 +284,247 @@ static void add_event(struct stats *s, const struct ht_event *e)
 	}
 }
 
-static void print_json(struct stats *s, const struct ht_trace_info *in, const char *path,
-		       int complete)
+struct ht_stats *ht_stats__new(const struct ht_trace_info *in)
 {
-	struct ht_json j;
-	ht_json__init(&j, stdout, 1);
-	ht_json__obj_begin(&j, NULL);
-	ht_json__str(&j, "trace", path);
-	ht_json__i64(&j, "pid", in->pid);
-	ht_json__str(&j, "command", in->cmdline);
-	ht_json__bool(&j, "complete", complete);
-	ht_json__bool(&j, "closed", in->closed);
-	ht_json__bool(&j, "orphaned", in->orphaned);
-	ht_json__bool(&j, "sampled", (in->flags & HT_FILE_F_SAMPLED) != 0);
-	ht_json__u64(&j, "sample_bytes", in->sample_bytes);
-	ht_json__u64(&j, "duration_ns", in->duration_ns > s->last_time ? in->duration_ns : s->last_time);
-	ht_json__u64(&j, "events", s->events);
-	ht_json__u64(&j, "timestamps_taken", s->ts_taken);
-	ht_json__u64(&j, "dropped", in->dropped);
-	ht_json__u64(&j, "threads", s->nthreads);
-	ht_json__obj_begin(&j, "calls");
-	for (size_t i = 0; i < NCALL_KINDS; i++)
-		ht_json__u64(&j, ht_kind_name(call_kinds[i]), s->calls[call_kinds[i]]);
-	ht_json__obj_end(&j);
-	ht_json__obj_begin(&j, "failed");
-	for (size_t i = 0; i < NCALL_KINDS; i++)
-		ht_json__u64(&j, ht_kind_name(call_kinds[i]), s->failed[call_kinds[i]]);
-	ht_json__obj_end(&j);
-	ht_json__u64(&j, "free_null", s->free_null);
-	ht_json__u64(&j, "bytes_allocated", s->bytes_allocated);
-	ht_json__u64(&j, "usable_bytes_allocated", s->usable_allocated);
-	ht_json__obj_begin(&j, "bytes_by_function");
-	for (size_t i = 0; i < NCALL_KINDS; i++)
-		if (ht_kind_descs[call_kinds[i]].is_alloc)
-			ht_json__u64(&j, ht_kind_name(call_kinds[i]), s->bytes_by[call_kinds[i]]);
-	ht_json__obj_end(&j);
-	ht_json__u64(&j, "peak_live_bytes", s->peak_bytes);
-	ht_json__u64(&j, "peak_live_usable_bytes", s->peak_usable);
-	ht_json__u64(&j, "peak_live_blocks", s->max_blocks);
-	ht_json__u64(&j, "live_blocks_at_peak", s->peak_blocks);
-	ht_json__u64(&j, "peak_time_ns", s->peak_time);
-	ht_json__u64(&j, "live_bytes_at_exit", s->live_bytes);
-	ht_json__u64(&j, "live_usable_bytes_at_exit", s->live_usable);
-	ht_json__u64(&j, "live_blocks_at_exit", s->live_blocks);
-	ht_json__u64(&j, "cross_thread_frees", s->cross_thread_frees);
-	ht_json__u64(&j, "unknown_frees", s->unknown_frees);
-	ht_json__u64(&j, "address_reuse_while_live", s->inversions);
-	ht_json__obj_begin(&j, "realloc");
-	ht_json__u64(&j, "calls", s->re_calls);
-	ht_json__u64(&j, "moved", s->re_moved);
-	ht_json__u64(&j, "in_place", s->re_inplace);
-	ht_json__u64(&j, "as_malloc", s->re_as_malloc);
-	ht_json__u64(&j, "as_free", s->re_as_free);
-	ht_json__u64(&j, "failed", s->re_failed);
-	ht_json__obj_end(&j);
-	ht_json__obj_begin(&j, "mmap");
-	ht_json__u64(&j, "calls", s->mm_calls);
-	ht_json__u64(&j, "bytes_mapped", s->mm_mapped);
-	ht_json__u64(&j, "bytes_unmapped", s->mm_unmapped);
-	ht_json__u64(&j, "live_mapped_bytes", s->mm_live > 0 ? (uint64_t)s->mm_live : 0);
-	ht_json__u64(&j, "peak_mapped_bytes", s->mm_peak);
-	ht_json__obj_end(&j);
-	ht_json__obj_begin(&j, "mmapped_chunks");
-	ht_json__u64(&j, "allocations", s->mmc_allocs);
-	ht_json__u64(&j, "bytes", s->mmc_bytes);
-	ht_json__obj_end(&j);
-	ht_json__obj_begin(&j, "heap_break");
-	ht_json__u64(&j, "initial", s->brk_initial);
-	ht_json__u64(&j, "final", s->brk_final);
-	ht_json__u64(&j, "max", s->brk_max);
-	ht_json__i64(&j, "growth_bytes", (int64_t)(s->brk_final - s->brk_initial));
-	ht_json__u64(&j, "changes", s->brk_events ? s->brk_events - 1 : 0);
-	ht_json__obj_end(&j);
-	ht_json__arr_begin(&j, "size_histogram");
-	for (int b = 0; b < NSIZE_BUCKETS; b++) {
-		if (!s->size_hist[b])
-			continue;
-		ht_json__obj_begin(&j, NULL);
-		ht_json__u64(&j, "min", b == 0 ? 0 : (1ull << (b - 1)) + 1);
-		ht_json__u64(&j, "max", b == 0 ? 1 : (b == 64 ? UINT64_MAX : 1ull << b));
-		ht_json__u64(&j, "count", s->size_hist[b]);
-		ht_json__obj_end(&j);
+	struct ht_stats *s = calloc(1, sizeof(*s));
+	if (!s) {
+		ht_error("out of memory");
+		exit(HT_EXIT_DATA);
 	}
-	ht_json__arr_end(&j);
-	ht_json__arr_begin(&j, "lifetime_histogram");
-	uint64_t lim = 1000;
-	for (int b = 0; b < NLIFE_BUCKETS; b++, lim *= 10) {
-		ht_json__obj_begin(&j, NULL);
-		if (b == NLIFE_BUCKETS - 1)
-			ht_json__null(&j, "max_ns");
-		else
-			ht_json__u64(&j, "max_ns", lim);
-		ht_json__u64(&j, "count", s->life_hist[b]);
-		ht_json__obj_end(&j);
+	ht_livemap__init(&s->live);
+	if (in->start_brk) {
+		s->brk_initial = s->brk_final = s->brk_max = in->start_brk;
+		s->brk_events = 1;
 	}
-	ht_json__arr_end(&j);
-	ht_json__arr_begin(&j, "per_thread");
-	for (size_t i = 0; i < s->nthreads; i++) {
-		struct thread_stat *t = &s->threads[i];
-		ht_json__obj_begin(&j, NULL);
-		ht_json__u64(&j, "tid", t->tid);
-		ht_json__str(&j, "name", t->name);
-		ht_json__u64(&j, "events", t->events);
-		ht_json__u64(&j, "allocations", t->allocations);
-		ht_json__u64(&j, "frees", t->frees);
-		ht_json__u64(&j, "bytes_allocated", t->bytes_allocated);
-		ht_json__obj_end(&j);
-	}
-	ht_json__arr_end(&j);
-	ht_json__arr_begin(&j, "marks");
-	for (size_t i = 0; i < s->nmarks; i++) {
-		ht_json__obj_begin(&j, NULL);
-		ht_json__u64(&j, "time_ns", s->marks[i].t);
-		ht_json__u64(&j, "tid", s->marks[i].tid);
-		ht_json__str(&j, "label", s->marks[i].label);
-		ht_json__obj_end(&j);
-	}
-	ht_json__arr_end(&j);
-	ht_json__u64(&j, "thread_starts", s->thread_starts);
-	ht_json__u64(&j, "thread_exits", s->thread_exits);
-	ht_json__u64(&j, "forks", s->forks);
-	ht_json__obj_end(&j);
-	ht_json__finish(&j);
+	return s;
 }
 
-static void print_text(struct stats *s, const struct ht_trace_info *in, const char *path)
+void ht_stats__delete(struct ht_stats *s)
+{
+	if (!s)
+		return;
+	ht_livemap__free(&s->live);
+	for (size_t i = 0; i < s->nmarks; i++)
+		free(s->marks[i].label);
+	free(s->marks);
+	free(s->threads);
+	free(s);
+}
+
+void ht_stats__json(const struct ht_stats *s, struct ht_json *j, const struct ht_trace_info *in,
+		    const char *path, int complete)
+{
+	ht_json__obj_begin(j, NULL);
+	ht_json__str(j, "trace", path);
+	ht_json__i64(j, "pid", in->pid);
+	ht_json__str(j, "command", in->cmdline);
+	ht_json__bool(j, "complete", complete);
+	ht_json__bool(j, "closed", in->closed);
+	ht_json__bool(j, "orphaned", in->orphaned);
+	ht_json__bool(j, "sampled", (in->flags & HT_FILE_F_SAMPLED) != 0);
+	ht_json__u64(j, "sample_bytes", in->sample_bytes);
+	ht_json__u64(j, "duration_ns", in->duration_ns > s->last_time ? in->duration_ns : s->last_time);
+	ht_json__u64(j, "events", s->events);
+	ht_json__u64(j, "timestamps_taken", s->ts_taken);
+	ht_json__u64(j, "dropped", in->dropped);
+	ht_json__u64(j, "threads", s->nthreads);
+	ht_json__obj_begin(j, "calls");
+	for (size_t i = 0; i < NCALL_KINDS; i++)
+		ht_json__u64(j, ht_kind_name(call_kinds[i]), s->calls[call_kinds[i]]);
+	ht_json__obj_end(j);
+	ht_json__obj_begin(j, "failed");
+	for (size_t i = 0; i < NCALL_KINDS; i++)
+		ht_json__u64(j, ht_kind_name(call_kinds[i]), s->failed[call_kinds[i]]);
+	ht_json__obj_end(j);
+	ht_json__u64(j, "free_null", s->free_null);
+	ht_json__u64(j, "bytes_allocated", s->bytes_allocated);
+	ht_json__u64(j, "usable_bytes_allocated", s->usable_allocated);
+	ht_json__obj_begin(j, "bytes_by_function");
+	for (size_t i = 0; i < NCALL_KINDS; i++)
+		if (ht_kind_descs[call_kinds[i]].is_alloc)
+			ht_json__u64(j, ht_kind_name(call_kinds[i]), s->bytes_by[call_kinds[i]]);
+	ht_json__obj_end(j);
+	ht_json__u64(j, "peak_live_bytes", s->peak_bytes);
+	ht_json__u64(j, "peak_live_usable_bytes", s->peak_usable);
+	ht_json__u64(j, "peak_live_blocks", s->max_blocks);
+	ht_json__u64(j, "live_blocks_at_peak", s->peak_blocks);
+	ht_json__u64(j, "peak_time_ns", s->peak_time);
+	ht_json__u64(j, "live_bytes_at_exit", s->live_bytes);
+	ht_json__u64(j, "live_usable_bytes_at_exit", s->live_usable);
+	ht_json__u64(j, "live_blocks_at_exit", s->live_blocks);
+	ht_json__u64(j, "cross_thread_frees", s->cross_thread_frees);
+	ht_json__u64(j, "unknown_frees", s->unknown_frees);
+	ht_json__u64(j, "address_reuse_while_live", s->inversions);
+	ht_json__obj_begin(j, "realloc");
+	ht_json__u64(j, "calls", s->re_calls);
+	ht_json__u64(j, "moved", s->re_moved);
+	ht_json__u64(j, "in_place", s->re_inplace);
+	ht_json__u64(j, "as_malloc", s->re_as_malloc);
+	ht_json__u64(j, "as_free", s->re_as_free);
+	ht_json__u64(j, "failed", s->re_failed);
+	ht_json__obj_end(j);
+	ht_json__obj_begin(j, "mmap");
+	ht_json__u64(j, "calls", s->mm_calls);
+	ht_json__u64(j, "bytes_mapped", s->mm_mapped);
+	ht_json__u64(j, "bytes_unmapped", s->mm_unmapped);
+	ht_json__u64(j, "live_mapped_bytes", s->mm_live > 0 ? (uint64_t)s->mm_live : 0);
+	ht_json__u64(j, "peak_mapped_bytes", s->mm_peak);
+	ht_json__obj_end(j);
+	ht_json__obj_begin(j, "mmapped_chunks");
+	ht_json__u64(j, "allocations", s->mmc_allocs);
+	ht_json__u64(j, "bytes", s->mmc_bytes);
+	ht_json__obj_end(j);
+	ht_json__obj_begin(j, "heap_break");
+	ht_json__u64(j, "initial", s->brk_initial);
+	ht_json__u64(j, "final", s->brk_final);
+	ht_json__u64(j, "max", s->brk_max);
+	ht_json__i64(j, "growth_bytes", (int64_t)(s->brk_final - s->brk_initial));
+	ht_json__u64(j, "changes", s->brk_events ? s->brk_events - 1 : 0);
+	ht_json__obj_end(j);
+	ht_json__arr_begin(j, "size_histogram");
+	for (int b = 0; b < HT_STATS_SIZE_BUCKETS; b++) {
+		if (!s->size_hist[b])
+			continue;
+		ht_json__obj_begin(j, NULL);
+		ht_json__u64(j, "min", b == 0 ? 0 : (1ull << (b - 1)) + 1);
+		ht_json__u64(j, "max", b == 0 ? 1 : (b == 64 ? UINT64_MAX : 1ull << b));
+		ht_json__u64(j, "count", s->size_hist[b]);
+		ht_json__obj_end(j);
+	}
+	ht_json__arr_end(j);
+	ht_json__arr_begin(j, "lifetime_histogram");
+	uint64_t lim = 1000;
+	for (int b = 0; b < HT_STATS_LIFE_BUCKETS; b++, lim *= 10) {
+		ht_json__obj_begin(j, NULL);
+		if (b == HT_STATS_LIFE_BUCKETS - 1)
+			ht_json__null(j, "max_ns");
+		else
+			ht_json__u64(j, "max_ns", lim);
+		ht_json__u64(j, "count", s->life_hist[b]);
+		ht_json__obj_end(j);
+	}
+	ht_json__arr_end(j);
+	ht_json__arr_begin(j, "per_thread");
+	for (size_t i = 0; i < s->nthreads; i++) {
+		const struct ht_stats_thread *t = &s->threads[i];
+		ht_json__obj_begin(j, NULL);
+		ht_json__u64(j, "tid", t->tid);
+		ht_json__str(j, "name", t->name);
+		ht_json__u64(j, "events", t->events);
+		ht_json__u64(j, "allocations", t->allocations);
+		ht_json__u64(j, "frees", t->frees);
+		ht_json__u64(j, "bytes_allocated", t->bytes_allocated);
+		ht_json__obj_end(j);
+	}
+	ht_json__arr_end(j);
+	ht_json__arr_begin(j, "marks");
+	for (size_t i = 0; i < s->nmarks; i++) {
+		ht_json__obj_begin(j, NULL);
+		ht_json__u64(j, "time_ns", s->marks[i].t);
+		ht_json__u64(j, "tid", s->marks[i].tid);
+		ht_json__str(j, "label", s->marks[i].label);
+		ht_json__obj_end(j);
+	}
+	ht_json__arr_end(j);
+	ht_json__u64(j, "thread_starts", s->thread_starts);
+	ht_json__u64(j, "thread_exits", s->thread_exits);
+	ht_json__u64(j, "forks", s->forks);
+	ht_json__obj_end(j);
+}
+
+void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_trace_info *in,
+		    const char *path)
 {
 	char b1[32], b2[32], b3[32];
-	printf("trace      %s\ncommand    %s (pid %d)\n", path, in->cmdline, in->pid);
-	printf("duration   %s, %llu events, %zu thread%s%s\n", ht_fmt_ns(b1, in->duration_ns),
+	fprintf(f, "trace      %s\ncommand    %s (pid %d)\n", path, in->cmdline, in->pid);
+	fprintf(f, "duration   %s, %llu events, %zu thread%s%s\n", ht_fmt_ns(b1, in->duration_ns),
 	       (unsigned long long)s->events, s->nthreads, s->nthreads == 1 ? "" : "s",
 	       in->closed ? "" : " (trace not closed cleanly)");
-	printf("\n%-16s %12s %10s %16s\n", "function", "calls", "failed", "bytes");
+	fprintf(f, "\n%-16s %12s %10s %16s\n", "function", "calls", "failed", "bytes");
 	for (size_t i = 0; i < NCALL_KINDS; i++) {
 		int k = call_kinds[i];
 		if (!s->calls[k])
 			continue;
 		if (ht_kind_descs[k].is_alloc)
-			printf("%-16s %12llu %10llu %16llu\n", ht_kind_name(k),
+			fprintf(f, "%-16s %12llu %10llu %16llu\n", ht_kind_name(k),
 			       (unsigned long long)s->calls[k], (unsigned long long)s->failed[k],
 			       (unsigned long long)s->bytes_by[k]);
 		else
-			printf("%-16s %12llu %10llu %16s\n", ht_kind_name(k),
+			fprintf(f, "%-16s %12llu %10llu %16s\n", ht_kind_name(k),
 			       (unsigned long long)s->calls[k], (unsigned long long)s->failed[k], "");
 	}
-	printf("\nallocated        %s requested, %s usable\n", ht_fmt_bytes(b1, s->bytes_allocated),
+	fprintf(f, "\nallocated        %s requested, %s usable\n", ht_fmt_bytes(b1, s->bytes_allocated),
 	       ht_fmt_bytes(b2, s->usable_allocated));
-	printf("peak live heap   %s requested (%s usable) in %llu blocks, at %s\n",
+	fprintf(f, "peak live heap   %s requested (%s usable) in %llu blocks, at %s\n",
 	       ht_fmt_bytes(b1, s->peak_bytes), ht_fmt_bytes(b2, s->peak_usable),
 	       (unsigned long long)s->peak_blocks, ht_fmt_ns(b3, s->peak_time));
-	printf("most live blocks %llu\n", (unsigned long long)s->max_blocks);
-	printf("live at exit     %s in %llu blocks\n",
+	fprintf(f, "most live blocks %llu\n", (unsigned long long)s->max_blocks);
+	fprintf(f, "live at exit     %s in %llu blocks\n",
 	       ht_fmt_bytes(b1, s->live_bytes), (unsigned long long)s->live_blocks);
-	printf("free(NULL)       %llu\nfrees elsewhere  %llu blocks freed by another thread than "
+	fprintf(f, "free(NULL)       %llu\nfrees elsewhere  %llu blocks freed by another thread than "
 	       "their allocator\n", (unsigned long long)s->free_null,
 	       (unsigned long long)s->cross_thread_frees);
 	if (s->unknown_frees)
-		printf("unknown frees    %llu (blocks allocated before recording started)\n",
+		fprintf(f, "unknown frees    %llu (blocks allocated before recording started)\n",
 		       (unsigned long long)s->unknown_frees);
 	if (s->re_calls)
-		printf("realloc          %llu calls: %llu moved, %llu in place, %llu as malloc, %llu as "
+		fprintf(f, "realloc          %llu calls: %llu moved, %llu in place, %llu as malloc, %llu as "
 		       "free, %llu failed\n", (unsigned long long)s->re_calls,
 		       (unsigned long long)s->re_moved, (unsigned long long)s->re_inplace,
 		       (unsigned long long)s->re_as_malloc, (unsigned long long)s->re_as_free,
 		       (unsigned long long)s->re_failed);
-	printf("mmapped chunks   %llu allocations served by mmap, %s\n",
+	fprintf(f, "mmapped chunks   %llu allocations served by mmap, %s\n",
 	       (unsigned long long)s->mmc_allocs, ht_fmt_bytes(b1, s->mmc_bytes));
 	if (s->brk_events)
-		printf("heap break       grew %+lld bytes in %llu moves (max %s above start)\n",
+		fprintf(f, "heap break       grew %+lld bytes in %llu moves (max %s above start)\n",
 		       (long long)(s->brk_final - s->brk_initial),
 		       (unsigned long long)(s->brk_events - 1),
 		       ht_fmt_bytes(b1, s->brk_max - s->brk_initial));
 	if (s->mm_calls)
-		printf("program's mmaps  %llu calls, %s mapped, %s unmapped, peak %s\n",
+		fprintf(f, "program's mmaps  %llu calls, %s mapped, %s unmapped, peak %s\n",
 		       (unsigned long long)s->mm_calls, ht_fmt_bytes(b1, s->mm_mapped),
 		       ht_fmt_bytes(b2, s->mm_unmapped), ht_fmt_bytes(b3, s->mm_peak));
 
-	printf("\nsizes (requested bytes)\n");
+	fprintf(f, "\nsizes (requested bytes)\n");
 	uint64_t max = 1;
-	for (int b = 0; b < NSIZE_BUCKETS; b++)
+	for (int b = 0; b < HT_STATS_SIZE_BUCKETS; b++)
 		if (s->size_hist[b] > max)
 			max = s->size_hist[b];
-	for (int b = 0; b < NSIZE_BUCKETS; b++) {
+	for (int b = 0; b < HT_STATS_SIZE_BUCKETS; b++) {
 		if (!s->size_hist[b])
 			continue;
 		char lo[32], hi[32];
 		ht_fmt_bytes(lo, b == 0 ? 0 : (1ull << (b - 1)) + 1);
 		ht_fmt_bytes(hi, b == 0 ? 1 : 1ull << (b < 64 ? b : 63));
 		int bar = (int)(40 * s->size_hist[b] / max);
-		printf("  %10s .. %-10s %12llu %.*s\n", lo, hi, (unsigned long long)s->size_hist[b],
+		fprintf(f, "  %10s .. %-10s %12llu %.*s\n", lo, hi, (unsigned long long)s->size_hist[b],
 		       bar, "########################################");
 	}
-	static const char *life_names[NLIFE_BUCKETS] = {"< 1 us", "< 10 us", "< 100 us", "< 1 ms",
+	static const char *life_names[HT_STATS_LIFE_BUCKETS] = {"< 1 us", "< 10 us", "< 100 us", "< 1 ms",
 							 "< 10 ms", "< 100 ms", "< 1 s", "< 10 s",
 							 "< 100 s", ">= 100 s"};
-	printf("\nlifetimes of freed blocks\n");
+	fprintf(f, "\nlifetimes of freed blocks\n");
 	max = 1;
-	for (int b = 0; b < NLIFE_BUCKETS; b++)
+	for (int b = 0; b < HT_STATS_LIFE_BUCKETS; b++)
 		if (s->life_hist[b] > max)
 			max = s->life_hist[b];
-	for (int b = 0; b < NLIFE_BUCKETS; b++) {
+	for (int b = 0; b < HT_STATS_LIFE_BUCKETS; b++) {
 		if (!s->life_hist[b])
 			continue;
 		int bar = (int)(40 * s->life_hist[b] / max);
-		printf("  %-10s %12llu %.*s\n", life_names[b], (unsigned long long)s->life_hist[b], bar,
+		fprintf(f, "  %-10s %12llu %.*s\n", life_names[b], (unsigned long long)s->life_hist[b], bar,
 		       "########################################");
 	}
-	printf("\n%-8s %-16s %10s %10s %10s %12s\n", "tid", "name", "events", "allocs", "frees",
+	fprintf(f, "\n%-8s %-16s %10s %10s %10s %12s\n", "tid", "name", "events", "allocs", "frees",
 	       "bytes");
 	for (size_t i = 0; i < s->nthreads; i++) {
-		struct thread_stat *t = &s->threads[i];
-		printf("%-8u %-16s %10llu %10llu %10llu %12llu\n", t->tid, t->name[0] ? t->name : "-",
+		const struct ht_stats_thread *t = &s->threads[i];
+		fprintf(f, "%-8u %-16s %10llu %10llu %10llu %12llu\n", t->tid, t->name[0] ? t->name : "-",
 		       (unsigned long long)t->events, (unsigned long long)t->allocations,
 		       (unsigned long long)t->frees, (unsigned long long)t->bytes_allocated);
 	}
 	for (size_t i = 0; i < s->nmarks; i++)
-		printf("%s %s  mark \"%s\" (thread %u)\n", i ? "" : "\n", ht_fmt_ns(b1, s->marks[i].t),
+		fprintf(f, "%s %s  mark \"%s\" (thread %u)\n", i ? "" : "\n", ht_fmt_ns(b1, s->marks[i].t),
 		       s->marks[i].label, s->marks[i].tid);
 }
 
@@ -556,7 +548,7 @@ int cmd_stats(int argc, char **argv)
 		"  heaptrail stats --json app.ht | jq .peak_live_bytes\n";
 	int ret = HT_EXIT_USAGE;
 	struct ht_reader *r = NULL;
-	struct stats *s = calloc(1, sizeof(*s));
+	struct ht_stats *s = NULL;
 	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
 	if (nargs != 1) {
 		ht_error("%s; usage: heaptrail stats [--json] TRACE", nargs ? "one trace at a time" : "no trace given");
@@ -567,30 +559,23 @@ int cmd_stats(int argc, char **argv)
 		ret = HT_EXIT_DATA;
 		goto cleanup;
 	}
-	ht_livemap__init(&s->live);
-	if (ht_reader__info(r)->start_brk) {
-		s->brk_initial = s->brk_final = s->brk_max = ht_reader__info(r)->start_brk;
-		s->brk_events = 1;
-	}
+	s = ht_stats__new(ht_reader__info(r));
 	struct ht_event e;
 	while (ht_analyze__next(r, &e))
-		add_event(s, &e);
+		ht_stats__event(s, &e);
 	int complete = ht_reader__error(r) == NULL;
-	if (cfg.json)
-		print_json(s, ht_reader__info(r), argv[0], complete);
-	else
-		print_text(s, ht_reader__info(r), argv[0]);
+	if (cfg.json) {
+		struct ht_json j;
+		ht_json__init(&j, stdout, 1);
+		ht_stats__json(s, &j, ht_reader__info(r), argv[0], complete);
+		ht_json__finish(&j);
+	} else {
+		ht_stats__text(s, stdout, ht_reader__info(r), argv[0]);
+	}
 	fflush(stdout);
 	ret = ht_analyze__finish(r, argv[0], cfg.quiet);
 cleanup:
 	ht_reader__close(r);
-	if (s) {
-		ht_livemap__free(&s->live);
-		for (size_t i = 0; i < s->nmarks; i++)
-			free(s->marks[i].label);
-		free(s->marks);
-		free(s->threads);
-		free(s);
-	}
+	ht_stats__delete(s);
 	return ret;
 }

@@ -1,0 +1,77 @@
+/* The summary of a trace (heaptrail stats), as a collector fed one event
+ * at a time, so that `report` can feed it from the pass it shares with
+ * other collectors; rendered as text or JSON. */
+#ifndef HEAPTRAIL_ANALYZE_STATS_H
+#define HEAPTRAIL_ANALYZE_STATS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "analyze/livemap.h"
+#include "trace/reader.h"
+
+#define HT_STATS_SIZE_BUCKETS 65 /* power-of-two size classes: <=1, 2, 3..4, ... */
+#define HT_STATS_LIFE_BUCKETS 10 /* <1us, <10us, ..., <100s, >=100s */
+
+struct ht_stats_thread {
+	uint32_t tid;             /* thread */
+	char name[HT_MAX_STR + 1]; /* last name set */
+	uint64_t events;          /* events of the thread */
+	uint64_t allocations;     /* successful allocations */
+	uint64_t frees;           /* free() of non-NULL, realloc releasing a block */
+	uint64_t bytes_allocated; /* requested bytes */
+};
+
+struct ht_stats_mark {
+	uint64_t t;   /* time_ns */
+	uint32_t tid; /* thread that set it */
+	char *label;  /* heaptrail_mark()'s text */
+};
+
+struct ht_stats {
+	uint64_t events;             /* events read (calls and the rest) */
+	uint64_t calls[HT_EV_NR];    /* calls per kind (weighted in sampled traces) */
+	uint64_t failed[HT_EV_NR];   /* failed calls per kind */
+	uint64_t bytes_by[HT_EV_NR]; /* requested bytes per allocating kind */
+	uint64_t ts_taken;           /* events that read the clock (the rest are dated by their thread) */
+	uint64_t free_null;          /* free(NULL) */
+	uint64_t bytes_allocated;    /* requested bytes, all allocations */
+	uint64_t usable_allocated;   /* usable bytes of those */
+	uint64_t live_bytes, live_usable, live_blocks; /* live now (at the end: at exit) */
+	uint64_t peak_bytes;         /* the most requested bytes live at once */
+	uint64_t peak_usable;        /* the most usable bytes live at once */
+	uint64_t peak_blocks;        /* blocks live at peak_bytes */
+	uint64_t peak_time;          /* when peak_bytes was reached (ns) */
+	uint64_t max_blocks;         /* the most blocks live at once */
+	uint64_t cross_thread_frees; /* blocks freed by another thread than their allocator */
+	uint64_t unknown_frees;      /* frees of blocks the trace never handed out */
+	uint64_t inversions;         /* addresses handed out while live */
+	uint64_t re_calls, re_moved, re_inplace, re_as_malloc, re_as_free, re_failed; /* realloc */
+	uint64_t mm_calls, mm_mapped, mm_unmapped, mm_peak; /* the program's own mmaps */
+	int64_t mm_live;             /* bytes the program has mapped now */
+	uint64_t mmc_allocs, mmc_bytes; /* allocations glibc served by mmap */
+	uint64_t brk_initial, brk_final, brk_max, brk_events; /* program break */
+	uint64_t size_hist[HT_STATS_SIZE_BUCKETS]; /* allocations by requested size */
+	uint64_t life_hist[HT_STATS_LIFE_BUCKETS]; /* freed blocks by lifetime */
+	uint64_t thread_starts, thread_exits, forks; /* those events */
+	uint64_t last_time;          /* time_ns of the latest event */
+	struct ht_stats_thread *threads; /* per thread, in order of appearance */
+	size_t nthreads, capthreads; /* used / allocated */
+	struct ht_stats_mark *marks; /* heaptrail_mark() labels in order */
+	size_t nmarks, capmarks;     /* used / allocated */
+	struct ht_livemap live;      /* the live blocks */
+};
+
+struct ht_json;
+
+struct ht_stats *ht_stats__new(const struct ht_trace_info *in);
+void ht_stats__event(struct ht_stats *s, const struct ht_event *e);
+/* The stats --json object (complete: the trace read without error). */
+void ht_stats__json(const struct ht_stats *s, struct ht_json *j, const struct ht_trace_info *in,
+		    const char *path, int complete);
+/* The stats text summary. */
+void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_trace_info *in,
+		    const char *path);
+void ht_stats__delete(struct ht_stats *s);
+
+#endif
