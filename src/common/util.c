@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "util.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,4 +149,42 @@ int ht_self_dir(char *buf, size_t len)
 		return -1;
 	*slash = 0;
 	return 0;
+}
+
+char *ht_read_file(const char *path, size_t max, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		ht_error("cannot open %s: %s", path, strerror(errno));
+		return NULL;
+	}
+	size_t cap = 4096, n = 0;
+	char *buf = malloc(cap + 1);
+	while (buf) {
+		size_t got = fread(buf + n, 1, cap - n, f);
+		n += got;
+		if (n < cap)
+			break;
+		if (cap >= max) {
+			ht_error("%s: larger than %zu bytes", path, max);
+			goto fail;
+		}
+		cap = cap * 2 < max ? cap * 2 : max;
+		char *nb = realloc(buf, cap + 1);
+		if (!nb)
+			goto fail;
+		buf = nb;
+	}
+	if (!buf || ferror(f)) {
+		ht_error("cannot read %s: %s", path, buf ? strerror(errno) : "out of memory");
+		goto fail;
+	}
+	fclose(f);
+	buf[n] = 0;
+	*len = n;
+	return buf;
+fail:
+	free(buf);
+	fclose(f);
+	return NULL;
 }

@@ -2,6 +2,7 @@
 #ifndef HEAPTRAIL_COMMON_UTIL_H
 #define HEAPTRAIL_COMMON_UTIL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -27,6 +28,10 @@ int ht_parse_size(const char *s, uint64_t *out);
  * most ten times a second; ht_progress_done() clears it. */
 void ht_progress(const char *what, uint64_t done, uint64_t total);
 void ht_progress_done(void);
+
+/* Reads a whole file of at most max bytes, NUL-terminated (*len without
+ * the NUL); NULL after a one-line error naming the file. */
+char *ht_read_file(const char *path, size_t max, size_t *len);
 
 /* Directory of the running executable (for finding libheaptrail.so). */
 int ht_self_dir(char *buf, size_t len);

@@ -1,0 +1,533 @@
+/* heaptrail report: everything the analyzers show, in one self-contained
+ * HTML page (no network needed to open it).  The trace is read once and
+ * every collector is fed from that pass; the page holds aggregates only
+ * (never raw events), so its size does not grow with the trace. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "analyze/analyze.h"
+#include "analyze/blocks.h"
+#include "analyze/htmlout.h"
+#include "analyze/stackstats.h"
+#include "analyze/stats.h"
+#include "cli/builtin.h"
+#include "common/json.h"
+#include "common/jsonread.h"
+#include "common/options.h"
+#include "common/util.h"
+
+#define MAX_FRAMES 256
+
+/* One configuration per run; each default is labelled by its flag. */
+struct report_config {
+	const char *out;       /* -o, --output (TRACE's name with .html) */
+	const char *compare[8]; /* --compare (none): `compare --json` results, repeatable */
+	int ncompare;          /* how many */
+	uint64_t top;          /* -n, --top (10): stacks per table */
+	uint64_t depth;        /* --depth (4): frames shown before "more" */
+	const char *title;     /* --title (the traced command) */
+	const char *sysroot;   /* --sysroot */
+	const char *debug_dir; /* --debug-dir */
+	int quiet;             /* -q: no "wrote" line */
+};
+
+static const char usage_text[] =
+	"usage: heaptrail report [options] TRACE\n"
+	"\n"
+	"One self-contained HTML page (no network needed to open it) with the\n"
+	"summary, the live heap over time, size and lifetime histograms, the top\n"
+	"stacks, the leaks, a flame graph, glibc's heap internals and, given\n"
+	"`heaptrail compare --json` results, the allocator table.  The trace is\n"
+	"read once; the page holds aggregates only, whatever the trace's length.\n"
+	"\fEXAMPLES\n"
+	"  heaptrail report app.ht                       # writes app.html\n"
+	"  heaptrail report -o /tmp/app.html --top 20 app.ht\n"
+	"  heaptrail compare --json -a glibc,jemalloc app.wl > cmp.json\n"
+	"  heaptrail report --compare cmp.json app.ht\n";
+
+/* ---- the pass ------------------------------------------------------------ */
+
+struct collectors {
+	struct ht_stats *stats;     /* summary, histograms, threads, marks */
+	struct ht_stackstats stacks; /* per stack: peak, calls, temporary, leaks */
+};
+
+static int read_trace(const char *path, struct collectors *c, struct ht_reader **rp)
+{
+	*rp = ht_analyze__open(path);
+	if (!*rp)
+		return HT_EXIT_DATA;
+	c->stats = ht_stats__new(ht_reader__info(*rp));
+	ht_stackstats__init(&c->stacks, 0);
+	struct ht_event e;
+	while (ht_analyze__next(*rp, &e)) {
+		ht_stats__event(c->stats, &e);
+		ht_stackstats__event(&c->stacks, &e);
+	}
+	ht_stackstats__finish(&c->stacks);
+	return ht_analyze__finish(*rp, path, 0);
+}
+
+/* ---- sections -------------------------------------------------------------- */
+
+struct page {
+	FILE *f;                     /* the HTML being written */
+	struct ht_reader *r;         /* the trace (stacks, modules, info) */
+	struct ht_symbolizer *sym;   /* its symbols */
+	const struct report_config *cfg;
+	struct collectors *c;        /* what the pass collected */
+	const char *path;            /* the trace's path */
+};
+
+static void section_summary(struct page *pg)
+{
+	const struct ht_stats *s = pg->c->stats;
+	const struct ht_trace_info *in = ht_reader__info(pg->r);
+	FILE *f = pg->f;
+	char b1[32], b2[32];
+	uint64_t allocs = 0, calls = 0;
+	for (int k = 1; k < HT_EV_HEAP_BREAK; k++) {
+		calls += s->calls[k];
+		if (ht_kind_descs[k].is_alloc)
+			allocs += s->calls[k];
+	}
+	fputs("<section id=\"summary\"><h2>Summary</h2><div class=\"cards\">\n", f);
+	ht_html__card(f, "peak live heap", ht_fmt_bytes(b1, s->peak_bytes), "requested, at %s (%s usable)",
+		      ht_fmt_ns(b2, s->peak_time), ht_fmt_bytes((char[32]){0}, s->peak_usable));
+	ht_html__card(f, "live at exit", ht_fmt_bytes(b1, s->live_bytes), "in %llu blocks never freed",
+		      (unsigned long long)s->live_blocks);
+	ht_html__card(f, "allocated", ht_fmt_bytes(b1, s->bytes_allocated), "in %llu allocations",
+		      (unsigned long long)allocs);
+	ht_html__card(f, "calls", ht_html__count(b1, calls), "%llu events, %s timestamps taken",
+		      (unsigned long long)s->events, ht_html__count(b2, s->ts_taken));
+	ht_html__card(f, "threads", ht_html__count(b1, s->nthreads), "%llu cross-thread frees",
+		      (unsigned long long)s->cross_thread_frees);
+	ht_html__card(f, "duration", ht_fmt_ns(b1, in->duration_ns > s->last_time ? in->duration_ns : s->last_time),
+		      "%s", in->closed ? "trace closed cleanly" : "trace not closed cleanly");
+	fputs("</div>\n<table class=\"calls\"><tr><th>function</th><th>calls</th><th>failed</th>"
+	      "<th>bytes requested</th></tr>\n", f);
+	for (int k = 1; k < HT_EV_HEAP_BREAK; k++) {
+		if (!s->calls[k])
+			continue;
+		fprintf(f, "<tr><td>%s</td><td>%llu</td><td>%llu</td><td>", ht_kind_name(k),
+			(unsigned long long)s->calls[k], (unsigned long long)s->failed[k]);
+		if (ht_kind_descs[k].is_alloc)
+			fprintf(f, "%s", ht_fmt_bytes(b1, s->bytes_by[k]));
+		fputs("</td></tr>\n", f);
+	}
+	fputs("</table>\n", f);
+	if (s->unknown_frees || s->inversions || in->dropped)
+		fprintf(f, "<p class=\"warn\">%llu frees of blocks the trace never handed out, %llu "
+			   "addresses handed out while live, %llu events dropped by the recorder.</p>\n",
+			(unsigned long long)s->unknown_frees, (unsigned long long)s->inversions,
+			(unsigned long long)in->dropped);
+	fputs("</section>\n", f);
+}
+
+static void section_histograms(struct page *pg)
+{
+	const struct ht_stats *s = pg->c->stats;
+	FILE *f = pg->f;
+	const char *labels[HT_STATS_SIZE_BUCKETS];
+	char names[HT_STATS_SIZE_BUCKETS][72];
+	uint64_t vals[HT_STATS_SIZE_BUCKETS];
+	int n = 0, lo = -1, hi = -1;
+	for (int b = 0; b < HT_STATS_SIZE_BUCKETS; b++)
+		if (s->size_hist[b]) {
+			if (lo < 0)
+				lo = b;
+			hi = b;
+		}
+	fputs("<section id=\"histograms\"><h2>Sizes and lifetimes</h2><div class=\"row\">\n", f);
+	for (int b = lo; lo >= 0 && b <= hi; b++) {
+		char x[32], y[32];
+		ht_fmt_bytes(x, b == 0 ? 0 : (1ull << (b - 1)) + 1);
+		ht_fmt_bytes(y, b == 0 ? 1 : 1ull << (b < 64 ? b : 63));
+		snprintf(names[n], sizeof(names[n]), "%s..%s", x, y);
+		labels[n] = names[n];
+		vals[n++] = s->size_hist[b];
+	}
+	ht_html__bars(f, "sizes", "Allocations by requested size", labels, vals, n, "allocations");
+	static const char *const life[HT_STATS_LIFE_BUCKETS] = {
+		"< 1 us", "< 10 us", "< 100 us", "< 1 ms", "< 10 ms",
+		"< 100 ms", "< 1 s", "< 10 s", "< 100 s", ">= 100 s"};
+	ht_html__bars(f, "lifetimes", "Freed blocks by lifetime", (const char **)life, s->life_hist,
+		      HT_STATS_LIFE_BUCKETS, "blocks");
+	fputs("</div></section>\n", f);
+}
+
+/* The frames of a stack as one line (depth frames) and, folded under it,
+ * all of them with file:line. */
+static void stack_cell(struct page *pg, uint32_t node)
+{
+	static struct ht_frame fr[MAX_FRAMES];
+	FILE *f = pg->f;
+	size_t n = node ? ht_blocks__frames(pg->r, pg->sym, node, fr, MAX_FRAMES) : 0;
+	if (!n) {
+		fputs("<td class=\"stack\">[no stack: record with --stacks]</td>", f);
+		return;
+	}
+	char name[1024];
+	fputs("<td class=\"stack\"><details><summary>", f);
+	for (size_t i = 0; i < n && i < pg->cfg->depth; i++) {
+		if (i)
+			fputs(" &larr; ", f);
+		ht_html__text(f, ht_blocks__frame_name(name, sizeof(name), &fr[i]));
+	}
+	fputs("</summary><ol>", f);
+	for (size_t i = 0; i < n; i++) {
+		fputs("<li>", f);
+		ht_html__text(f, ht_blocks__frame_name(name, sizeof(name), &fr[i]));
+		if (fr[i].file) {
+			fputs(" <span class=\"loc\">", f);
+			ht_html__text(f, fr[i].file);
+			fprintf(f, ":%d</span>", fr[i].line);
+		}
+		if (fr[i].inlined)
+			fputs(" <span class=\"loc\">(inlined)</span>", f);
+		fputs("</li>", f);
+	}
+	fputs("</ol></details></td>", f);
+}
+
+enum stack_table { ST_PEAK, ST_LEAKED, ST_CALLS, ST_TEMP, ST_N };
+
+static const struct {
+	const char *id, *title, *unit; /* anchor, heading, what the value counts */
+} stack_tables[ST_N] = {
+	[ST_PEAK] = {"peak", "Live at the peak of the heap", "bytes"},
+	[ST_LEAKED] = {"leaks", "Leaks: live at the end, never freed", "bytes"},
+	[ST_CALLS] = {"calls", "Most allocation calls", "calls"},
+	[ST_TEMP] = {"temporary", "Most temporary allocations (freed before the thread's next allocation)", "calls"},
+};
+
+static enum stack_table sort_by;
+
+static uint64_t table_value(const struct ht_stackstat *st, enum stack_table t)
+{
+	switch (t) {
+	case ST_PEAK: return st->peak_bytes;
+	case ST_LEAKED: return st->end_bytes;
+	case ST_CALLS: return st->alloc_calls;
+	default: return st->temp_calls;
+	}
+}
+
+static int by_table_value(const void *a, const void *b)
+{
+	const struct ht_stackstat *x = *(const struct ht_stackstat *const *)a;
+	const struct ht_stackstat *y = *(const struct ht_stackstat *const *)b;
+	uint64_t u = table_value(x, sort_by), v = table_value(y, sort_by);
+	if (u != v)
+		return u < v ? 1 : -1;
+	return x->node < y->node ? -1 : x->node > y->node;
+}
+
+static void section_stacks(struct page *pg)
+{
+	const struct ht_stackstats *ss = &pg->c->stacks;
+	FILE *f = pg->f;
+	char b1[32], b2[32];
+	const struct ht_stackstat **v = calloc(ss->n ? ss->n : 1, sizeof(*v));
+	if (!v) {
+		ht_error("out of memory");
+		exit(HT_EXIT_DATA);
+	}
+	size_t n = 0;
+	for (size_t i = 0; i < ss->cap; i++)
+		if (ss->slots[i].node)
+			v[n++] = &ss->slots[i];
+	fputs("<section id=\"stacks\"><h2>Top stacks</h2>\n", f);
+	if (!ht_reader__nnodes(pg->r))
+		fputs("<p class=\"warn\">This trace has no stacks: record with <code>heaptrail record "
+		      "--stacks</code> to see where allocations come from.</p>\n", f);
+	for (int t = 0; t < ST_N; t++) {
+		sort_by = (enum stack_table)t;
+		qsort(v, n, sizeof(*v), by_table_value);
+		uint64_t total = 0;
+		for (size_t i = 0; i < n; i++)
+			total += table_value(v[i], sort_by);
+		fprintf(f, "<h3 id=\"%s\">%s</h3>\n", stack_tables[t].id, stack_tables[t].title);
+		if (!total) {
+			fputs("<p>None.</p>\n", f);
+			continue;
+		}
+		fprintf(f, "<table class=\"stacks\"><tr><th>%s</th><th>share</th><th>blocks</th>"
+			   "<th>allocated</th><th class=\"stack\">stack (innermost first)</th></tr>\n",
+			stack_tables[t].unit);
+		for (size_t i = 0; i < n && i < pg->cfg->top; i++) {
+			uint64_t val = table_value(v[i], sort_by);
+			if (!val)
+				break;
+			uint64_t blocks = t == ST_PEAK ? v[i]->peak_blocks
+					  : t == ST_LEAKED ? v[i]->end_blocks : v[i]->alloc_calls;
+			fprintf(f, "<tr><td>%s</td><td>%.1f%%</td><td>%llu</td><td>%s</td>",
+				stack_tables[t].unit[0] == 'b' ? ht_fmt_bytes(b1, val)
+							       : ht_html__count(b1, val),
+				100.0 * (double)val / (double)total, (unsigned long long)blocks,
+				ht_fmt_bytes(b2, v[i]->alloc_bytes));
+			stack_cell(pg, v[i]->node - 1);
+			fputs("</tr>\n", f);
+		}
+		fputs("</table>\n", f);
+	}
+	free(v);
+	fputs("<h3 id=\"biggest\">Biggest single allocations</h3>\n", f);
+	if (!ss->nbig) {
+		fputs("<p>None.</p>\n", f);
+	} else {
+		fputs("<table class=\"stacks\"><tr><th>bytes</th><th>when</th><th>thread</th>"
+		      "<th class=\"stack\">stack (innermost first)</th></tr>\n", f);
+		for (size_t i = 0; i < ss->nbig && i < pg->cfg->top; i++) {
+			fprintf(f, "<tr><td>%s</td><td>%s</td><td>%u</td>", ht_fmt_bytes(b1, ss->big[i].size),
+				ht_fmt_ns(b2, ss->big[i].time_ns), ss->big[i].tid);
+			stack_cell(pg, ss->big[i].node);
+			fputs("</tr>\n", f);
+		}
+		fputs("</table>\n", f);
+	}
+	fputs("</section>\n", f);
+}
+
+static void section_threads(struct page *pg)
+{
+	const struct ht_stats *s = pg->c->stats;
+	FILE *f = pg->f;
+	char b1[32];
+	fputs("<section id=\"threads\"><h2>Threads</h2><table><tr><th>tid</th><th>name</th>"
+	      "<th>events</th><th>allocations</th><th>frees</th><th>bytes allocated</th></tr>\n", f);
+	for (size_t i = 0; i < s->nthreads; i++) {
+		const struct ht_stats_thread *t = &s->threads[i];
+		fprintf(f, "<tr><td>%u</td><td>", t->tid);
+		ht_html__text(f, t->name[0] ? t->name : "-");
+		fprintf(f, "</td><td>%llu</td><td>%llu</td><td>%llu</td><td>%s</td></tr>\n",
+			(unsigned long long)t->events, (unsigned long long)t->allocations,
+			(unsigned long long)t->frees, ht_fmt_bytes(b1, t->bytes_allocated));
+	}
+	fputs("</table>\n", f);
+	if (s->nmarks) {
+		fputs("<h3>Marks</h3><table><tr><th>time</th><th>thread</th><th>label</th></tr>\n", f);
+		for (size_t i = 0; i < s->nmarks; i++) {
+			fprintf(f, "<tr><td>%s</td><td>%u</td><td>", ht_fmt_ns(b1, s->marks[i].t),
+				s->marks[i].tid);
+			ht_html__text(f, s->marks[i].label);
+			fputs("</td></tr>\n", f);
+		}
+		fputs("</table>\n", f);
+	}
+	fputs("</section>\n", f);
+}
+
+/* ---- compare results ---------------------------------------------------- */
+
+static struct ht_jvalue *load_compare(const char *path)
+{
+	size_t len;
+	char *text = ht_read_file(path, 64u << 20, &len);
+	if (!text)
+		return NULL;
+	char err[256];
+	struct ht_jvalue *v = ht_jvalue__parse(text, len, err, sizeof(err));
+	free(text);
+	if (!v) {
+		ht_error("%s: not JSON (%s); give --compare the output of 'heaptrail compare --json'",
+			 path, err);
+		return NULL;
+	}
+	const struct ht_jvalue *res = ht_jvalue__get(v, "results");
+	if (!res || res->type != HT_JARR || !ht_jvalue__str(v, "workload")) {
+		ht_error("%s: not the output of 'heaptrail compare --json' (no workload and results)",
+			 path);
+		ht_jvalue__free(v);
+		return NULL;
+	}
+	return v;
+}
+
+static void section_compare(struct page *pg, struct ht_jvalue **cmp, int ncmp)
+{
+	FILE *f = pg->f;
+	if (!ncmp)
+		return;
+	fputs("<section id=\"allocators\"><h2>Allocators</h2>\n", f);
+	for (int i = 0; i < ncmp; i++) {
+		const struct ht_jvalue *res = ht_jvalue__get(cmp[i], "results");
+		fputs("<h3>Workload ", f);
+		ht_html__text(f, ht_jvalue__str(cmp[i], "workload"));
+		fputs("</h3>\n<table class=\"compare\"><tr><th>allocator</th><th>runs</th>"
+		      "<th>wall</th><th>cycles in calls</th><th>Max RSS</th><th>RSS / ideal</th></tr>\n", f);
+		double best = 0;
+		for (size_t k = 0; k < res->n; k++) {
+			double w = ht_jvalue__num(&res->items[k], "wall_usec", 0);
+			if (w > 0 && (best == 0 || w < best))
+				best = w;
+		}
+		for (size_t k = 0; k < res->n; k++) {
+			const struct ht_jvalue *x = &res->items[k];
+			const char *label = ht_jvalue__str(x, "label");
+			char b1[32], b2[32];
+			double w = ht_jvalue__num(x, "wall_usec", 0);
+			fputs("<tr><td>", f);
+			ht_html__text(f, label ? label : "?");
+			fprintf(f, "</td><td>%.0f</td><td>%s%s</td><td>%s</td><td>%s</td><td>%.2f</td></tr>\n",
+				ht_jvalue__num(x, "runs", 0), ht_fmt_ns(b1, (uint64_t)(w * 1000)),
+				w > 0 && w == best ? " (fastest)" : "",
+				ht_html__count(b2, (uint64_t)ht_jvalue__num(x, "total_call_cycles", 0)),
+				ht_fmt_bytes((char[32]){0}, (uint64_t)ht_jvalue__num(x, "max_rss_kb", 0) * 1024),
+				ht_jvalue__num(x, "rss_ideal_ratio", 0));
+		}
+		fputs("</table>\n", f);
+		/* the RSS chart compare wrote, inlined */
+		const char *chart = ht_jvalue__str(cmp[i], "chart");
+		size_t len;
+		char *svg = chart ? ht_read_file(chart, 16u << 20, &len) : NULL;
+		if (svg && strstr(svg, "<svg")) {
+			fputs("<div class=\"chart\">", f);
+			fputs(strstr(svg, "<svg"), f);
+			fputs("</div>\n", f);
+		} else if (chart) {
+			fputs("<p class=\"warn\">The RSS chart ", f);
+			ht_html__text(f, chart);
+			fputs(" could not be read.</p>\n", f);
+		}
+		free(svg);
+	}
+	fputs("</section>\n", f);
+}
+
+/* ---- the page ----------------------------------------------------------- */
+
+static void write_page(struct page *pg, struct ht_jvalue **cmp, int ncmp)
+{
+	const struct ht_trace_info *in = ht_reader__info(pg->r);
+	FILE *f = pg->f;
+	char title[1024];
+	snprintf(title, sizeof(title), "heaptrail: %s", pg->cfg->title ? pg->cfg->title
+					 : in->cmdline && *in->cmdline ? in->cmdline : pg->path);
+	ht_html__begin(f, title);
+	fputs("<header><h1>", f);
+	ht_html__text(f, title);
+	fprintf(f, "</h1><p>pid %d, trace ", in->pid);
+	ht_html__text(f, pg->path);
+	fputs("</p><nav><a href=\"#summary\">summary</a> <a href=\"#histograms\">sizes</a> "
+	      "<a href=\"#stacks\">top stacks</a> <a href=\"#leaks\">leaks</a> "
+	      "<a href=\"#threads\">threads</a>", f);
+	if (ncmp)
+		fputs(" <a href=\"#allocators\">allocators</a>", f);
+	fputs("</nav></header>\n", f);
+	section_summary(pg);
+	section_histograms(pg);
+	section_stacks(pg);
+	section_threads(pg);
+	section_compare(pg, cmp, ncmp);
+	ht_html__end(f);
+}
+
+/* "app.ht" -> "app.html" (in the current directory, like the other
+ * commands' default outputs). */
+static char *default_output(const char *trace)
+{
+	const char *base = strrchr(trace, '/') ? strrchr(trace, '/') + 1 : trace;
+	size_t n = strlen(base);
+	if (n > 3 && !strcmp(base + n - 3, ".ht"))
+		n -= 3;
+	char *out = malloc(n + 6);
+	if (!out)
+		exit(HT_EXIT_DATA);
+	memcpy(out, base, n);
+	strcpy(out + n, ".html");
+	return out;
+}
+
+int cmd_report(int argc, char **argv)
+{
+	struct report_config cfg = {.top = 10, .depth = 4};
+	const char *cmp_arg = NULL;
+	const struct ht_option opts[] = {
+		{'o', "output", HT_OPT_STRING, &cfg.out, "FILE", "write the page here (TRACE's name with .html)"},
+		{0, "compare", HT_OPT_STRING, &cmp_arg, "FILE[,FILE]", "'heaptrail compare --json' results to show (none)"},
+		{'n', "top", HT_OPT_U64, &cfg.top, "N", "stacks per table (10)"},
+		{0, "depth", HT_OPT_U64, &cfg.depth, "N", "frames shown per stack before the rest is folded (4)"},
+		{0, "title", HT_OPT_STRING, &cfg.title, "TEXT", "the page's title (the traced command)"},
+		{0, "sysroot", HT_OPT_STRING, &cfg.sysroot, "DIR", "find the traced modules under DIR"},
+		{0, "debug-dir", HT_OPT_STRING, &cfg.debug_dir, "DIR", "also look for separate debug files in DIR"},
+		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no line saying what was written"},
+		{0},
+	};
+	int ret = HT_EXIT_USAGE;
+	struct ht_reader *r = NULL;
+	struct ht_symbolizer *sym = NULL;
+	struct collectors c;
+	struct ht_jvalue *cmp[8] = {0};
+	char *out = NULL, *cmp_list = NULL;
+	struct ht_html_file hf = {0};
+	memset(&c, 0, sizeof(c));
+	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
+	if (nargs != 1) {
+		ht_error("%s; usage: heaptrail report [-o FILE.html] TRACE",
+			 nargs ? "one trace at a time" : "no trace given");
+		goto cleanup;
+	}
+	if (cfg.top == 0 || cfg.depth == 0) {
+		ht_error("--top and --depth take a number above 0");
+		goto cleanup;
+	}
+	if (cmp_arg) {
+		cmp_list = strdup(cmp_arg);
+		for (char *tok = strtok(cmp_list, ","); tok; tok = strtok(NULL, ",")) {
+			if (cfg.ncompare == (int)(sizeof(cmp) / sizeof(cmp[0]))) {
+				ht_error("--compare: at most %zu files", sizeof(cmp) / sizeof(cmp[0]));
+				goto cleanup;
+			}
+			cfg.compare[cfg.ncompare] = tok;
+			if (!(cmp[cfg.ncompare++] = load_compare(tok))) {
+				ret = HT_EXIT_DATA;
+				goto cleanup;
+			}
+		}
+	}
+	out = cfg.out ? strdup(cfg.out) : default_output(argv[0]);
+	ret = read_trace(argv[0], &c, &r);
+	if (!r)
+		goto cleanup;
+	if (ret && !c.stats->events) /* nothing read: no page */
+		goto cleanup;
+	sym = ht_blocks__symbolizer(r, cfg.sysroot, cfg.debug_dir);
+	if (!sym) {
+		ret = HT_EXIT_DATA;
+		goto cleanup;
+	}
+	if (ht_html__open(&hf, out) < 0) {
+		ret = HT_EXIT_DATA;
+		goto cleanup;
+	}
+	struct page pg = {hf.f, r, sym, &cfg, &c, argv[0]};
+	write_page(&pg, cmp, cfg.ncompare);
+	if (ht_html__commit(&hf) < 0) {
+		ret = HT_EXIT_DATA;
+		goto cleanup;
+	}
+	if (!cfg.quiet) {
+		struct stat st;
+		char b1[32];
+		stat(out, &st);
+		fprintf(stderr, "heaptrail: wrote %s (%s) from %llu events; open it in a browser\n",
+			out, ht_fmt_bytes(b1, (uint64_t)st.st_size), (unsigned long long)c.stats->events);
+	}
+cleanup:
+	ht_html__abort(&hf);
+	for (int i = 0; i < cfg.ncompare; i++)
+		ht_jvalue__free(cmp[i]);
+	free(cmp_list);
+	free(out);
+	ht_symbolizer__free(sym);
+	ht_reader__close(r);
+	ht_stats__delete(c.stats);
+	ht_stackstats__free(&c.stacks);
+	return ret;
+}
