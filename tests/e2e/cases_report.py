@@ -1,0 +1,155 @@
+"""heaptrail report: the one-page HTML report.  Its figures equal the
+analyzers' (stats, leaks), it holds only aggregates, and headless
+Chromium opens it and finds every chart drawn (the page's own self-check
+lists each <svg class="chart"> with its size and the marks it drew)."""
+
+import json
+import os
+import re
+import shutil
+
+from htlib import case, check, eq, fail
+from cases_stacks import record_leaky, leaks_json, own_site
+
+
+def chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        p = shutil.which(name)
+        if p:
+            return p
+    fail("chromium is not installed (scripts/deps.sh test installs it)")
+
+
+def selfcheck(t, html):
+    """Opens html in headless Chromium; returns the page's chart list."""
+    r = t.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu",
+               "--user-data-dir=" + t.path("chromium-profile"),
+               "--dump-dom", "file://" + os.path.abspath(html)], timeout=120,
+              env={"HOME": t.dir})
+    eq(r.rc, 0, "chromium --dump-dom:\n" + r.describe())
+    m = re.search(r'<pre id="selfcheck">([^<]*)</pre>', r.stdout)
+    check(m and m.group(1), "the page's self-check did not run in Chromium:\n" + r.stdout[-2000:])
+    return {c["id"]: c for c in json.loads(m.group(1).replace("&quot;", '"'))}
+
+
+def section(html, ident):
+    """The HTML of <h3 id=ident> up to the next heading."""
+    m = re.search(r'<h3 id="%s">.*?(?=<h[23]|</section>)' % ident, html, re.S)
+    check(m, "no section %s in the report" % ident)
+    return m.group(0)
+
+
+def rows(table_html):
+    """(value cell, stack summary text) per table row."""
+    out = []
+    for tr in re.findall(r"<tr><td>(.*?)</tr>", table_html, re.S):
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", "<td>" + tr, re.S)
+        summ = re.search(r"<summary>(.*?)</summary>", tr, re.S)
+        out.append((cells[0], summ.group(1) if summ else ""))
+    return out
+
+
+def fmt_bytes(n):
+    """heaptrail's ht_fmt_bytes for small values."""
+    return "%d B" % n if n < 1024 else None
+
+
+@case(timeout=180, labels=("analyzers",))
+def test_report_leaky(t):
+    """The report of tests/progs/leaky: summary figures equal stats --json,
+    the leaks table lists each known leak site with its bytes (as leaks
+    --json), and Chromium draws every chart."""
+    trace = record_leaky(t, "leaky")
+    st = t.stats(trace)
+    out = t.path("leaky.html")
+    r = t.tool(["report", "-o", out, trace])
+    eq(r.rc, 0, "report:\n" + r.describe())
+    check("wrote %s" % out in r.stderr, "no 'wrote' line:\n" + r.describe())
+    html = open(out).read()
+    check(len(html) < 2_000_000, "report unexpectedly large: %d bytes" % len(html))
+    # summary: the live-at-exit card, from the same rules as stats
+    check("in %d blocks never freed" % st["live_blocks_at_exit"] in html,
+          "live blocks at exit (%d) not in the summary" % st["live_blocks_at_exit"])
+    calls = re.search(r'<div class="l">calls</div><div class="v">([\d,]+)</div>', html)
+    total = sum(v for k, v in st["calls"].items())
+    check(calls and int(calls.group(1).replace(",", "")) == total,
+          "calls card %r, stats says %d" % (calls and calls.group(1), total))
+    # the leaks table: every own leak site of leaks --json, with its bytes
+    lj = leaks_json(t, trace)
+    leak_rows = rows(section(html, "leaks"))
+    check(leak_rows, "empty leaks table")
+    for g in lj["groups"]:
+        site = own_site(g)
+        if not site:
+            continue
+        want = fmt_bytes(g["bytes"])
+        hit = [v for v, s in leak_rows if s.startswith(site["function"]) and v == want]
+        check(hit, "leak at %s (%s) not in the report's leaks table: %r"
+              % (site["function"], want, leak_rows))
+    # Chromium: every chart drawn with marks
+    charts = selfcheck(t, out)
+    for cid in ("sizes", "lifetimes"):
+        check(cid in charts, "chart %s missing: %r" % (cid, charts))
+        c = charts[cid]
+        check(c["width"] > 0 and c["height"] > 0 and c["marks"] > 0,
+              "chart %s drawn empty: %r" % (cid, c))
+
+
+@case(timeout=300, labels=("replay",))
+def test_report_compare(t):
+    """--compare takes compare --json results: the allocator table lists each
+    run's allocator, and the RSS chart compare wrote is inlined."""
+    trace = t.path("peak.ht")
+    t.record(trace, [t.prog("peak")])
+    wl = t.path("peak.wl")
+    r = t.tool(["convert", wl, trace])
+    eq(r.rc, 0, "convert:\n" + r.describe())
+    r = t.tool(["compare", "--json", "-n", "1", "-a", "glibc,mimalloc",
+                "-o", t.path("peak-compare.svg"), wl], timeout=120)
+    eq(r.rc, 0, "compare:\n" + r.describe())
+    cmp = t.path("cmp.json")
+    with open(cmp, "w") as f:
+        f.write(r.stdout)
+    out = t.path("peak.html")
+    r = t.tool(["report", "-q", "--compare", cmp, "-o", out, trace])
+    eq(r.rc, 0, "report --compare:\n" + r.describe())
+    eq(r.stderr, "", "report -q printed")
+    html = open(out).read()
+    m = re.search(r'<section id="allocators">.*?</section>', html, re.S)
+    check(m, "no allocators section")
+    for label in ("glibc", "mimalloc"):
+        check("<tr><td>%s</td>" % label in m.group(0), "no row for %s" % label)
+    check("<svg" in m.group(0), "compare's RSS chart not inlined")
+
+
+@case(labels=("analyzers",))
+def test_report_bad_input(t):
+    """Bad inputs: one-line errors, exit 2 for usage and 1 for data, and no
+    page (nor a temporary file) left behind."""
+    trace = t.path("peak.ht")
+    t.record(trace, [t.prog("peak")])
+    junk = t.path("junk.json")
+    with open(junk, "w") as f:
+        f.write('{"workload": "x", "results": [1, 2,')
+    other = t.path("other.json")
+    with open(other, "w") as f:
+        f.write('{"events": 3}')
+    out = t.path("out.html")
+    cases = [
+        (["report"], 2, "no trace given"),
+        (["report", "--top", "0", trace], 2, "--top"),
+        (["report", "-o", out, t.path("missing.ht")], 1, "missing.ht"),
+        (["report", "-o", out, junk], 1, "junk.json"),
+        (["report", "--compare", junk, "-o", out, trace], 1, "not JSON"),
+        (["report", "--compare", other, "-o", out, trace], 1, "not the output of"),
+        (["report", "--compare", t.path("nope.json"), "-o", out, trace], 1, "nope.json"),
+        (["report", "-o", t.path("no", "such", "dir.html"), trace], 1, "cannot write"),
+    ]
+    for args, rc, what in cases:
+        r = t.tool(args)
+        eq(r.rc, rc, "exit of %s:\n%s" % (" ".join(args), r.describe()))
+        lines = [l for l in r.stderr.splitlines() if l.strip()]
+        check(len(lines) == 1 and what in lines[0],
+              "expected one line naming %r from %s:\n%s" % (what, " ".join(args), r.describe()))
+        left = [n for n in os.listdir(t.dir) if n.startswith("out.html")]
+        eq(left, [], "files left behind by %s" % " ".join(args))
