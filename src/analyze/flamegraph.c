@@ -9,6 +9,7 @@
 
 #include "analyze/analyze.h"
 #include "analyze/blocks.h"
+#include "analyze/flamegraph.h"
 #include "analyze/flamesvg.h"
 #include "analyze/stackstats.h"
 #include "common/options.h"
@@ -29,7 +30,13 @@ struct fg_config {
 	const char *debug_dir; /* --debug-dir */
 };
 
-enum metric { M_ALLOCATED, M_ALLOCATIONS, M_LEAKED, M_PEAK, M_TEMPORARY };
+enum metric {
+	M_ALLOCATED = HT_FLAME_ALLOCATED,
+	M_ALLOCATIONS = HT_FLAME_ALLOCATIONS,
+	M_LEAKED = HT_FLAME_LEAKED,
+	M_PEAK = HT_FLAME_PEAK,
+	M_TEMPORARY = HT_FLAME_TEMPORARY,
+};
 
 static const struct {
 	const char *name;  /* as --metric takes it */
@@ -91,11 +98,11 @@ static int by_stack(const void *a, const void *b)
 	return strcmp(x->stack, y->stack);
 }
 
-/* One folded line per distinct symbolized stack, sorted, values summed. */
-static struct ht_flame_stack *fold(struct ht_reader *r, struct ht_symbolizer *sym,
-				   const struct ht_stackstats *ss, enum metric m, int reverse,
-				   size_t *nout)
+struct ht_flame_stack *ht_flamegraph__fold(struct ht_reader *r, struct ht_symbolizer *sym,
+					   const struct ht_stackstats *ss, int metric, int reverse,
+					   size_t *nout)
 {
+	enum metric m = (enum metric)metric;
 	static struct ht_frame frames[MAX_FRAMES];
 	struct ht_flame_stack *out = calloc(ss->n ? ss->n : 1, sizeof(*out));
 	size_t n = 0;
@@ -183,7 +190,7 @@ int cmd_flamegraph(int argc, char **argv)
 		ret = HT_EXIT_DATA;
 		goto cleanup;
 	}
-	fl = fold(r, sym, &ss, (enum metric)m, cfg.reverse, &nfl);
+	fl = ht_flamegraph__fold(r, sym, &ss, m, cfg.reverse, &nfl);
 	if (cfg.out && !(out = fopen(cfg.out, "w"))) {
 		ht_error("cannot write %s: %m", cfg.out);
 		out = stdout;
@@ -198,7 +205,7 @@ int cmd_flamegraph(int argc, char **argv)
 		const struct ht_trace_info *in = ht_reader__info(r);
 		snprintf(title, sizeof(title), "%s%s: %s", cfg.title ? cfg.title : metrics[m].title,
 			 cfg.reverse ? " (callers)" : "", in->cmdline ? in->cmdline : "");
-		struct ht_flame_style style = {title, metrics[m].unit, cfg.width, NULL, NULL, NULL};
+		struct ht_flame_style style = {.title = title, .unit = metrics[m].unit, .width = cfg.width};
 		int drawn = ht_flame__svg(out, fl, nfl, &style);
 		if (cfg.out)
 			fprintf(stderr, "heaptrail: wrote %s: %d frames from %zu stacks\n", cfg.out,

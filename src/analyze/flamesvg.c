@@ -171,7 +171,7 @@ static void draw(struct svg *s, int id, double x, int depth)
 		else
 			value_details((void *)s->st->unit, s->f, fr, s->total);
 		fprintf(s->f, "</title><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" "
-			      "fill=\"rgb(%d,%d,%d)\" rx=\"2\"/><text x=\"%.2f\" y=\"%.1f\">",
+			      "fill=\"rgb(%d,%d,%d)\" rx=\"2\" class=\"mark\"/><text x=\"%.2f\" y=\"%.1f\">",
 			x, y - FRAME_H, w, FRAME_H - 1, rgb[0], rgb[1], rgb[2], x + 3, y - 4.5);
 		size_t fit = w > 20 ? (size_t)((w - 6) / 7) : 0;
 		if (fit >= fr->namelen) {
@@ -190,68 +190,71 @@ static void draw(struct svg *s, int id, double x, int depth)
 	}
 }
 
+/* The interactivity, scoped to its own <svg> (the script's parent), so
+ * that several graphs can live inline in one HTML page (report). */
 static const char svg_script[] =
 	"<script type=\"text/ecmascript\"><![CDATA[\n"
-	"var W, frames, details, matchedtxt;\n"
-	"function init(evt) {\n"
-	"  frames = Array.prototype.slice.call(document.querySelectorAll('g.f'));\n"
-	"  details = document.getElementById('details');\n"
-	"  matchedtxt = document.getElementById('matched');\n"
-	"  W = +document.documentElement.getAttribute('data-fw');\n"
+	"(function (svg) {\n"
+	"  var W = +svg.getAttribute('data-fw');\n"
+	"  var frames = Array.prototype.slice.call(svg.querySelectorAll('g.f'));\n"
+	"  var details = svg.querySelector('.details'), matchedtxt = svg.querySelector('.matched');\n"
+	"  var unzoombtn = svg.querySelector('.unzoom');\n"
+	"  function place(g, x0, w0) {\n"
+	"    var x = +g.getAttribute('data-x'), w = +g.getAttribute('data-w');\n"
+	"    var r = g.querySelector('rect'), t = g.querySelector('text');\n"
+	"    var nx = (x - x0) / w0, nw = w / w0;\n"
+	"    if (nx < 0) { nw += nx; nx = 0; }\n"
+	"    if (nx + nw > 1) nw = 1 - nx;\n"
+	"    if (nw <= 0 || nx >= 1) { g.style.display = 'none'; return; }\n"
+	"    g.style.display = '';\n"
+	"    r.setAttribute('x', 10 + nx * W); r.setAttribute('width', nw * W);\n"
+	"    t.setAttribute('x', 13 + nx * W);\n"
+	"    var name = g.querySelector('title').textContent.replace(/ \\(.*$/, '');\n"
+	"    var fit = Math.floor((nw * W - 6) / 7);\n"
+	"    t.textContent = fit >= name.length ? name : fit > 2 ? name.substr(0, fit - 2) + '..' : '';\n"
+	"  }\n"
+	"  function zoom(g) {\n"
+	"    var x0 = +g.getAttribute('data-x'), w0 = +g.getAttribute('data-w');\n"
+	"    var d0 = +g.getAttribute('data-d');\n"
+	"    frames.forEach(function (f) {\n"
+	"      var x = +f.getAttribute('data-x'), w = +f.getAttribute('data-w');\n"
+	"      var d = +f.getAttribute('data-d');\n"
+	"      if (d < d0 && x <= x0 + 1e-9 && x + w >= x0 + w0 - 1e-9) place(f, x, w); /* an ancestor: full width */\n"
+	"      else if (d < d0) f.style.display = 'none';\n"
+	"      else place(f, x0, w0);\n"
+	"    });\n"
+	"    unzoombtn.style.opacity = 1;\n"
+	"  }\n"
+	"  function unzoom() {\n"
+	"    frames.forEach(function (f) { place(f, 0, 1); });\n"
+	"    unzoombtn.style.opacity = 0;\n"
+	"  }\n"
+	"  function search() {\n"
+	"    var term = prompt('Search for (a regular expression):', '');\n"
+	"    if (term === null) return;\n"
+	"    var re = new RegExp(term), hit = 0, seen = [];\n"
+	"    frames.forEach(function (f) {\n"
+	"      var name = f.querySelector('title').textContent.replace(/ \\(.*$/, '');\n"
+	"      var r = f.querySelector('rect');\n"
+	"      if (!r.getAttribute('data-fill')) r.setAttribute('data-fill', r.getAttribute('fill'));\n"
+	"      if (term !== '' && re.test(name)) {\n"
+	"        r.setAttribute('fill', 'rgb(230,0,230)');\n"
+	"        var x = +f.getAttribute('data-x'), w = +f.getAttribute('data-w');\n"
+	"        if (!seen.some(function (s) { return x >= s[0] && x + w <= s[1] + 1e-9; })) {\n"
+	"          seen.push([x, x + w]); hit += w; }\n"
+	"      } else r.setAttribute('fill', r.getAttribute('data-fill'));\n"
+	"    });\n"
+	"    matchedtxt.textContent = term === '' ? ' ' : 'Matched: ' + (100 * hit).toFixed(1) + '%';\n"
+	"  }\n"
 	"  frames.forEach(function (g) {\n"
 	"    g.addEventListener('click', function () { zoom(g); });\n"
 	"    g.addEventListener('mouseover', function () {\n"
 	"      details.textContent = g.querySelector('title').textContent; });\n"
 	"    g.addEventListener('mouseout', function () { details.textContent = ' '; });\n"
 	"  });\n"
-	"}\n"
-	"function place(g, x0, w0) {\n"
-	"  var x = +g.getAttribute('data-x'), w = +g.getAttribute('data-w');\n"
-	"  var r = g.querySelector('rect'), t = g.querySelector('text');\n"
-	"  var nx = (x - x0) / w0, nw = w / w0;\n"
-	"  if (nx < 0) { nw += nx; nx = 0; }\n"
-	"  if (nx + nw > 1) nw = 1 - nx;\n"
-	"  if (nw <= 0 || nx >= 1) { g.style.display = 'none'; return; }\n"
-	"  g.style.display = '';\n"
-	"  r.setAttribute('x', 10 + nx * W); r.setAttribute('width', nw * W);\n"
-	"  t.setAttribute('x', 13 + nx * W);\n"
-	"  var name = g.querySelector('title').textContent.replace(/ \\(.*$/, '');\n"
-	"  var fit = Math.floor((nw * W - 6) / 7);\n"
-	"  t.textContent = fit >= name.length ? name : fit > 2 ? name.substr(0, fit - 2) + '..' : '';\n"
-	"}\n"
-	"function zoom(g) {\n"
-	"  var x0 = +g.getAttribute('data-x'), w0 = +g.getAttribute('data-w');\n"
-	"  var d0 = +g.getAttribute('data-d');\n"
-	"  frames.forEach(function (f) {\n"
-	"    var x = +f.getAttribute('data-x'), w = +f.getAttribute('data-w');\n"
-	"    var d = +f.getAttribute('data-d');\n"
-	"    if (d < d0 && x <= x0 + 1e-9 && x + w >= x0 + w0 - 1e-9) place(f, x, w); /* an ancestor: full width */\n"
-	"    else if (d < d0) f.style.display = 'none';\n"
-	"    else place(f, x0, w0);\n"
-	"  });\n"
-	"  document.getElementById('unzoom').style.opacity = 1;\n"
-	"}\n"
-	"function unzoom() {\n"
-	"  frames.forEach(function (f) { place(f, 0, 1); });\n"
-	"  document.getElementById('unzoom').style.opacity = 0;\n"
-	"}\n"
-	"function search() {\n"
-	"  var term = prompt('Search for (a regular expression):', '');\n"
-	"  if (term === null) return;\n"
-	"  var re = new RegExp(term), hit = 0, seen = [];\n"
-	"  frames.forEach(function (f) {\n"
-	"    var name = f.querySelector('title').textContent.replace(/ \\(.*$/, '');\n"
-	"    var r = f.querySelector('rect');\n"
-	"    if (!r.getAttribute('data-fill')) r.setAttribute('data-fill', r.getAttribute('fill'));\n"
-	"    if (term !== '' && re.test(name)) {\n"
-	"      r.setAttribute('fill', 'rgb(230,0,230)');\n"
-	"      var x = +f.getAttribute('data-x'), w = +f.getAttribute('data-w');\n"
-	"      if (!seen.some(function (s) { return x >= s[0] && x + w <= s[1] + 1e-9; })) {\n"
-	"        seen.push([x, x + w]); hit += w; }\n"
-	"    } else r.setAttribute('fill', r.getAttribute('data-fill'));\n"
-	"  });\n"
-	"  matchedtxt.textContent = term === '' ? ' ' : 'Matched: ' + (100 * hit).toFixed(1) + '%';\n"
-	"}\n"
+	"  unzoombtn.addEventListener('click', unzoom);\n"
+	"  svg.querySelector('.search').addEventListener('click', search);\n"
+	"})(document.currentScript.parentNode);\n"
 	"]]></script>\n";
 
 int ht_flame__svg(FILE *f, const struct ht_flame_stack *fl, size_t n,
@@ -285,33 +288,37 @@ int ht_flame__svg(FILE *f, const struct ht_flame_stack *fl, size_t n,
 			t.n[0].fr.value, 0};
 	double fw = (double)width - 2 * PAD_SIDE;
 	s.scale = t.n[0].fr.value ? fw / (double)t.n[0].fr.value : 0;
-	fprintf(f, "<?xml version=\"1.0\" standalone=\"no\"?>\n"
-		   "<svg version=\"1.1\" width=\"%llu\" height=\"%d\" onload=\"init(evt)\" "
+	if (!style->id)
+		fputs("<?xml version=\"1.0\" standalone=\"no\"?>\n", f);
+	fputs("<svg version=\"1.1\"", f);
+	if (style->id)
+		fprintf(f, " class=\"chart flame\" id=\"%s\"", style->id);
+	fprintf(f, " width=\"%llu\" height=\"%d\" "
 		   "viewBox=\"0 0 %llu %d\" xmlns=\"http://www.w3.org/2000/svg\" "
 		   "data-fw=\"%.2f\" data-total=\"%llu\" data-unit=\"%s\">\n",
 		(unsigned long long)width, s.height, (unsigned long long)width, s.height, fw,
 		(unsigned long long)t.n[0].fr.value, style->unit);
 	fputs("<style>text { font-family: Verdana, sans-serif; font-size: 12px; fill: #000; }\n"
 	      "g.f:hover rect { stroke: #000; stroke-width: 0.5; cursor: pointer; }\n"
-	      "#title { font-size: 17px; }\n"
+	      ".title { font-size: 17px; }\n"
 	      ".btn { cursor: pointer; fill: #124; }</style>\n", f);
-	fputs(svg_script, f);
 	fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%llu\" height=\"%d\" fill=\"#f4f8f4\"/>\n",
 		(unsigned long long)width, s.height);
-	fprintf(f, "<text id=\"title\" x=\"%.1f\" y=\"24\" text-anchor=\"middle\">",
+	fprintf(f, "<text class=\"title\" x=\"%.1f\" y=\"24\" text-anchor=\"middle\">",
 		(double)width / 2);
 	ht_flame__xml_text(f, style->title, strlen(style->title));
-	fprintf(f, "</text>\n<text id=\"unzoom\" class=\"btn\" x=\"%d\" y=\"24\" "
-		   "style=\"opacity:0\" onclick=\"unzoom()\">Reset Zoom</text>\n"
-		   "<text id=\"search\" class=\"btn\" x=\"%llu\" y=\"24\" text-anchor=\"end\" "
-		   "onclick=\"search()\">Search</text>\n"
-		   "<text id=\"details\" x=\"%d\" y=\"%d\"> </text>\n"
-		   "<text id=\"matched\" x=\"%llu\" y=\"%d\" text-anchor=\"end\"> </text>\n",
+	fprintf(f, "</text>\n<text class=\"btn unzoom\" x=\"%d\" y=\"24\" "
+		   "style=\"opacity:0\">Reset Zoom</text>\n"
+		   "<text class=\"btn search\" x=\"%llu\" y=\"24\" text-anchor=\"end\">Search</text>\n"
+		   "<text class=\"details\" x=\"%d\" y=\"%d\"> </text>\n"
+		   "<text class=\"matched\" x=\"%llu\" y=\"%d\" text-anchor=\"end\"> </text>\n",
 		PAD_SIDE, (unsigned long long)width - PAD_SIDE, PAD_SIDE, s.height - 6,
 		(unsigned long long)width - PAD_SIDE, s.height - 6);
-	fputs("<g id=\"frames\">\n", f);
+	fputs("<g class=\"frames\">\n", f);
 	draw(&s, 0, PAD_SIDE, 0);
-	fputs("</g>\n</svg>\n", f);
+	fputs("</g>\n", f);
+	fputs(svg_script, f);
+	fputs("</svg>\n", f);
 	free(t.n);
 	return s.drawn;
 }

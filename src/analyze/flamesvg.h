@@ -40,6 +40,8 @@ struct ht_flame_style {
 	 * ht_flame__xml_text); NULL: value, count and share of the total */
 	void (*details)(void *ctx, FILE *f, const struct ht_flame_frame *fr, uint64_t total);
 	void *ctx;          /* passed to both */
+	const char *id;     /* NULL: a standalone SVG file; else an inline <svg
+			     * class="chart flame"> with this id, for HTML pages */
 };
 
 /* A stack's label: the frames' names (ht_blocks__frame_name, with the

@@ -12,6 +12,7 @@
 
 #include "analyze/analyze.h"
 #include "analyze/blocks.h"
+#include "analyze/flamegraph.h"
 #include "analyze/htmlout.h"
 #include "analyze/stackstats.h"
 #include "analyze/stats.h"
@@ -323,6 +324,42 @@ static void section_threads(struct page *pg)
 	fputs("</section>\n", f);
 }
 
+/* Flame graphs of bytes allocated and of bytes live at the peak, inline
+ * (each graph's script works on its own <svg>). */
+static void section_flame(struct page *pg)
+{
+	static const struct {
+		int metric;
+		const char *id, *title;
+	} graphs[] = {
+		{HT_FLAME_ALLOCATED, "flame-allocated", "Bytes allocated, by stack"},
+		{HT_FLAME_PEAK, "flame-peak", "Bytes live at the peak of the heap, by stack"},
+	};
+	FILE *f = pg->f;
+	fputs("<section id=\"flamegraph\"><h2>Flame graphs</h2>\n", f);
+	if (!ht_reader__nnodes(pg->r)) {
+		fputs("<p class=\"warn\">No stacks in this trace: record with <code>--stacks</code>.</p>"
+		      "</section>\n", f);
+		return;
+	}
+	fputs("<p>Click a frame to zoom, Reset Zoom to go back, Search to highlight; hover for "
+	      "bytes and counts.</p>\n", f);
+	for (size_t g = 0; g < sizeof(graphs) / sizeof(graphs[0]); g++) {
+		size_t n = 0;
+		struct ht_flame_stack *st =
+			ht_flamegraph__fold(pg->r, pg->sym, &pg->c->stacks, graphs[g].metric, 0, &n);
+		struct ht_flame_style style = {.title = graphs[g].title, .unit = "bytes",
+					       .width = 1200, .id = graphs[g].id};
+		fputs("<div class=\"chart\">", f);
+		ht_flame__svg(f, st, n, &style);
+		fputs("</div>\n", f);
+		for (size_t i = 0; i < n; i++)
+			free(st[i].stack);
+		free(st);
+	}
+	fputs("</section>\n", f);
+}
+
 /* ---- compare results ---------------------------------------------------- */
 
 static struct ht_jvalue *load_compare(const char *path)
@@ -416,6 +453,7 @@ static void write_page(struct page *pg, struct ht_jvalue **cmp, int ncmp)
 	ht_html__text(f, pg->path);
 	fputs("</p><nav><a href=\"#summary\">summary</a> <a href=\"#histograms\">sizes</a> "
 	      "<a href=\"#stacks\">top stacks</a> <a href=\"#leaks\">leaks</a> "
+	      "<a href=\"#flamegraph\">flame graphs</a> "
 	      "<a href=\"#threads\">threads</a>", f);
 	if (ncmp)
 		fputs(" <a href=\"#allocators\">allocators</a>", f);
@@ -423,6 +461,7 @@ static void write_page(struct page *pg, struct ht_jvalue **cmp, int ncmp)
 	section_summary(pg);
 	section_histograms(pg);
 	section_stacks(pg);
+	section_flame(pg);
 	section_threads(pg);
 	section_compare(pg, cmp, ncmp);
 	ht_html__end(f);

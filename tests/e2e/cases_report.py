@@ -88,11 +88,16 @@ def test_report_leaky(t):
               % (site["function"], want, leak_rows))
     # Chromium: every chart drawn with marks
     charts = selfcheck(t, out)
-    for cid in ("sizes", "lifetimes"):
+    for cid in ("sizes", "lifetimes", "flame-allocated", "flame-peak"):
         check(cid in charts, "chart %s missing: %r" % (cid, charts))
         c = charts[cid]
         check(c["width"] > 0 and c["height"] > 0 and c["marks"] > 0,
               "chart %s drawn empty: %r" % (cid, c))
+    # one frame per node of the folded tree, as the flamegraph command draws
+    fg = t.tool(["flamegraph", "-o", t.path("alloc.svg"), trace])
+    m = re.search(r"(\d+) frames", fg.stderr)
+    check(m, "flamegraph said no frame count:\n" + fg.describe())
+    eq(charts["flame-allocated"]["marks"], int(m.group(1)), "frames drawn in the report's flame graph")
 
 
 @case(timeout=300, labels=("replay",))
