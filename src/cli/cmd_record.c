@@ -159,18 +159,31 @@ static void summarize(const char *path, const char *prefix)
 	if (kids)
 		snprintf(kidmsg, sizeof(kidmsg), ", and %d trace%s of child processes and earlier "
 			 "exec images in %s.*", kids, kids > 1 ? "s" : "", path);
-	fprintf(stderr, "heaptrail: %swrote %llu events from %u thread%s to %s (%s)%s; see 'heaptrail stats %s'\n",
+	fprintf(stderr, "heaptrail: %swrote %llu events from %u thread%s to %s (%s)%s%s; see 'heaptrail stats %s'\n",
 		prefix, (unsigned long long)in->events_chunks, in->nthreads, in->nthreads == 1 ? "" : "s",
-		path, sz, kidmsg, path);
-	if (ht_reader__error(r))
+		path, sz, in->flags & HT_FILE_F_DISK_FULL ? ", until a write failed" : "", kidmsg, path);
+	/* (a write error: the recorder said so; the trace ends where it stopped) */
+	if (ht_reader__error(r) && !(in->flags & HT_FILE_F_DISK_FULL))
 		fprintf(stderr, "heaptrail: warning: %s: %s\n", path, ht_reader__error(r));
 	ht_reader__close(r);
+}
+
+/* Whether the recorder stopped because it could not write (disk full). */
+static int stopped_on_write_error(const char *path)
+{
+	char err[512];
+	struct ht_reader *r = ht_reader__open(path, err, sizeof(err));
+	int full = r && (ht_reader__info(r)->flags & HT_FILE_F_DISK_FULL);
+	ht_reader__close(r);
+	return full;
 }
 
 static void compact_one(const char *path, void *arg)
 {
 	const struct record_config *cfg = arg;
 	char err[512];
+	if (stopped_on_write_error(path)) /* no room to rewrite it; summarize() says why */
+		return;
 	if (ht_trace__compact(path, cfg->compact_level, NULL, err, sizeof(err)) < 0)
 		ht_warning("could not compact the trace (it stays readable, only larger): %s", err);
 }

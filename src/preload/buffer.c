@@ -285,6 +285,7 @@ void ht_tls__refill(struct ht_tls *t, uint64_t ts)
 	if (old) {
 		ht_queue__push(old);
 		ht_writer__kick();
+		ht_writer__report_failure();
 	}
 }
 

@@ -219,6 +219,8 @@ void ht_writer__ensure_started(void);
 void ht_writer__before_exec(void);
 /* After a failed exec: go on recording into the same file. */
 void ht_writer__exec_failed(void);
+/* If a write failed and nobody said so yet: stop recording, say so once. */
+void ht_writer__report_failure(void);
 
 /* ---- init.c: start-up, fork, exit, signals ----------------------------- */
 extern _Atomic int ht_initialized; /* 1 once the constructor has run */

@@ -68,7 +68,9 @@ struct wstate {
 	uint64_t rounds;         /* flush rounds done */
 	dev_t dev;               /* identity of the trace file, to notice */
 	ino_t ino;               /* that the program closed or reused w.fd */
-	int failed;              /* a write failed: recording stopped */
+	int failed;              /* a write failed: recording stopped (2: and said so) */
+	int fail_errno;          /* errno of that write */
+	const char *fail_what;   /* what was being written (a literal) */
 	int closed;              /* REQ_CLOSE done */
 	_Atomic uint32_t req_word;    /* pending REQ_* bits; futex word */
 	_Atomic uint32_t req_ticket;  /* requests made */
@@ -178,19 +180,37 @@ static int write_all(const void *buf, size_t n)
 	return 0;
 }
 
+static int in_helper; /* this is the helper process: it has no stderr */
+
 static void fail(const char *what)
 {
 	if (w.failed)
 		return;
+	w.fail_errno = errno;
+	w.fail_what = what;
 	w.failed = 1;
-	ht_msg("cannot write %s (%s: %s); recording stopped, the program goes on", w.path, what,
-	       errstr(errno));
 	atomic_store(&ht_on, 0);
 	w.hdr.flags |= HT_FILE_F_DISK_FULL;
 	if (w.fd >= 0) {
 		ssize_t r = pwrite(w.fd, &w.hdr, sizeof(w.hdr), 0); /* best effort */
 		(void)r;
 	}
+	if (!in_helper)
+		ht_writer__report_failure();
+}
+
+/* The one warning about a failed write, from the traced process (the
+ * helper process that failed has no stderr): at the next buffer hand-over
+ * or at close.  Recording stops in the traced process too. */
+void ht_writer__report_failure(void)
+{
+	int one = 1;
+	if (!ws || w.failed != 1 || !__atomic_compare_exchange_n(&w.failed, &one, 2, 0,
+								  __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		return;
+	atomic_store(&ht_on, 0);
+	ht_msg("cannot write %s (%s: %s); recording stopped, the program goes on", w.path,
+	       w.fail_what, errstr(w.fail_errno));
 }
 
 static void expand_path(char *out, size_t cap, const char *tmpl, pid_t pid, int *had_pid)
@@ -692,6 +712,7 @@ static void *writer_main(void *arg)
 static __attribute__((noreturn)) void helper_main(void)
 {
 	ht_tls.guard = 1; /* (every signal is blocked: see start_helper) */
+	in_helper = 1;
 	prctl(PR_SET_NAME, "heaptrail-write", 0, 0, 0);
 	/* Only the trace's descriptor is ours; holding the program's (a pipe
 	 * its reader waits to see closed, a socket) would keep them open past
@@ -864,6 +885,7 @@ void ht_writer__close(int from_signal)
 	ht_tls.guard++;
 	atomic_store(&ht_on, 0);
 	request(REQ_CLOSE, from_signal ? 2000 : 10000);
+	ht_writer__report_failure();
 	if (!from_signal && atomic_load(&w.running) == 0 && writer_thread)
 		pthread_join(writer_thread, NULL), writer_thread = 0;
 	reap_helper(from_signal ? 100 : 1000);

@@ -1,0 +1,117 @@
+"""Nothing recorded is lost: a program killed with SIGKILL at a random
+moment leaves a trace that is an exact prefix of what each thread did, and
+a full disk stops the recording with one warning while the program
+finishes normally (tests/progs/stress.c)."""
+
+import os
+import random
+import signal
+import subprocess
+import time
+
+from htlib import case, check, eq, fail, skip
+
+PERIOD = 4000  # stress_size(i, k) repeats every 4000 calls (gcd(2654435761 % 4000, 4000) = 1)
+
+
+def stress_size(i, k):
+    """tests/progs/stress.c's size of thread i's k-th malloc."""
+    return 16 + (k * 2654435761 + i * 977) % 4000
+
+
+def prefix_bytes(i, n):
+    """Bytes of thread i's first n mallocs."""
+    full = sum(stress_size(i, k) for k in range(PERIOD))
+    q, r = divmod(n, PERIOD)
+    return q * full + sum(stress_size(i, k) for k in range(r))
+
+
+def check_prefix(t, trace, nthreads):
+    """Each worker thread's calls in the trace are exactly its first n
+    calls: n mallocs of the known sizes in order (their byte sum is only
+    right for that prefix), the frees of all but the last one or two, the
+    one free(NULL); the reader found no hole in any thread's sequence
+    numbers (it reports missing events as an error)."""
+    s = t.stats(trace)
+    r = s["_run"]
+    check(s["complete"], "the reader found a hole or damage:\n" + r.describe())
+    eq(s["unknown_frees"], 0, "frees of blocks the trace never handed out")
+    eq(s["address_reuse_while_live"], 0, "addresses handed out while live")
+    workers = {th["name"]: th for th in s["per_thread"] if th["name"].startswith("w")}
+    eq(sorted(workers), ["w%d" % i for i in range(nthreads)], "worker threads")
+    total = 0
+    for i in range(nthreads):
+        th = workers["w%d" % i]
+        n = th["allocations"]
+        check(n > 1000, "thread w%d recorded only %d allocations" % (i, n))
+        eq(th["bytes_allocated"], prefix_bytes(i, n),
+           "w%d: bytes of its %d mallocs (an exact prefix of the known sizes)" % (i, n))
+        check(th["frees"] in (n - 1, n - 2),
+              "w%d: %d frees after %d mallocs (expected %d or %d)" % (i, th["frees"], n, n - 1, n - 2))
+        # thread_start, thread_name, the mallocs, free(NULL), the frees
+        eq(th["events"], 2 + n + 1 + th["frees"], "w%d: events (no duplicate, no hole)" % i)
+        total += n
+    return total
+
+
+@case(timeout=240, labels=("cpu",), locks=("cpu",))
+def test_kill9_prefix(t):
+    """2 threads allocating as fast as they can, killed with SIGKILL at a
+    random moment (three times): every trace is an exact prefix."""
+    rng = random.Random(os.getpid())
+    for run in range(3):
+        trace = t.path("stress%d.ht" % run)
+        env = t.base_env({"LD_PRELOAD": t.preload, "HEAPTRAIL_OUT": trace})
+        p = subprocess.Popen([t.prog("stress"), "10", "2"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env, cwd=t.dir)
+        line = p.stdout.readline()
+        if line != b"ready\n":
+            p.kill()
+            fail("stress did not start: %r %r" % (line, p.stderr.read()))
+        delay = rng.uniform(0.2, 0.8)
+        time.sleep(delay)
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=30)
+        eq(p.returncode, -signal.SIGKILL, "stress killed")
+        p.stdout.close()
+        p.stderr.close()
+        n = check_prefix(t, trace, 2)
+        t.note("run %d: killed after %.2fs, %d mallocs recorded" % (run, delay, n))
+
+
+@case(timeout=120, labels=("cpu",), locks=("cpu",))
+def test_disk_full(t):
+    """A 2 MiB tmpfs as the output: recording stops with one warning, the
+    program finishes normally with its own output, and what was written
+    reads back as a prefix."""
+    mnt = t.path("small")
+    os.mkdir(mnt)
+    r = t.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", mnt])
+    if r.rc != 0:
+        skip("cannot mount a tmpfs here (needs root): " + r.stderr.strip())
+    try:
+        trace = os.path.join(mnt, "full.ht")
+        r = t.run([t.heaptrail, "record", "-o", trace, "--", t.prog("stress"), "1", "2"],
+                  timeout=60)
+        eq(r.rc, 0, "the program's exit status:\n" + r.describe())
+        eq(r.stdout, "ready\n", "the program's own output")
+        lines = r.heaptrail_lines()
+        eq(len(lines), 2, "the 'wrote' line and one warning:\n" + r.describe())
+        warn = [l for l in lines if "recording stopped" in l]
+        eq(len(warn), 1, "one warning that recording stopped:\n" + r.describe())
+        check("full.ht" in warn[0] and "No space left" in warn[0],
+              "the warning names the file and the reason: %r" % warn[0])
+        check(any("until a write failed" in l for l in lines),
+              "the 'wrote' line says the trace stops early:\n" + r.describe())
+        s = t.stats(trace, rc=None)
+        check(s["events"] > 1000, "the trace kept what was written before the disk filled up")
+        eq(s["unknown_frees"], 0, "frees of blocks the trace never handed out")
+        # without record: the recorder's own one warning
+        os.unlink(trace)
+        r = t.traced(trace, [t.prog("stress"), "1", "2"])
+        eq(r.stdout, "ready\n", "the program's own output (LD_PRELOAD)")
+        lines = r.heaptrail_lines()
+        check(len(lines) == 1 and "recording stopped" in lines[0] and "full.ht" in lines[0],
+              "one warning from the recorder naming the file:\n" + r.describe())
+    finally:
+        t.run(["umount", "-l", mnt])
