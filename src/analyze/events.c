@@ -571,7 +571,8 @@ int cmd_events(int argc, char **argv)
 		shown++;
 		if (cfg.json) {
 			print_json(&j, &st, t, &e, &w, in->pid);
-			if (cfg.stacks)
+			/* a heap_break carries its call's stack, as brkstack shows it */
+			if (cfg.stacks || (e.kind == HT_EV_HEAP_BREAK && w.stack))
 				print_stack(r, &y, w.stack, cfg.depth, &j);
 			ht_json__obj_end(&j);
 			ht_json__finish(&j);
