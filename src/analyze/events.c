@@ -115,12 +115,7 @@ static void *xgrow(void *p, size_t *cap, size_t need, size_t elem)
 	*cap = *cap ? 2 * *cap : 16;
 	if (*cap < need)
 		*cap = need;
-	p = realloc(p, *cap * elem);
-	if (!p) {
-		ht_error("out of memory");
-		exit(HT_EXIT_DATA);
-	}
-	return p;
+	return ht_xrealloc(p, *cap * elem);
 }
 
 static struct thread_last *thread_of(struct events_state *s, uint32_t tid)

@@ -75,16 +75,6 @@ struct ht_timeline {
 	int finished;              /* ht_timeline__finish done */
 };
 
-static void *xrealloc(void *p, size_t n)
-{
-	p = realloc(p, n ? n : 1);
-	if (!p) {
-		ht_error("out of memory");
-		exit(HT_EXIT_DATA);
-	}
-	return p;
-}
-
 static void on_release(void *ctx, const struct ht_event *e, const struct ht_block *b)
 {
 	struct ht_timeline *tl = ctx;
@@ -247,7 +237,7 @@ static void add_mark(struct ht_timeline *tl, const struct ht_event *e)
 	}
 	if (tl->nmarks == tl->capmarks) {
 		tl->capmarks = tl->capmarks ? 2 * tl->capmarks : 16;
-		tl->marks = xrealloc(tl->marks, tl->capmarks * sizeof(*tl->marks));
+		tl->marks = ht_xrealloc(tl->marks, tl->capmarks * sizeof(*tl->marks));
 	}
 	struct mark *m = &tl->marks[tl->nmarks++];
 	m->time_ns = e->time_ns;
@@ -263,7 +253,7 @@ static void end_pause(struct ht_timeline *tl, uint64_t t)
 		return;
 	if (tl->npaused == tl->cappaused) {
 		tl->cappaused = tl->cappaused ? 2 * tl->cappaused : 8;
-		tl->paused = xrealloc(tl->paused, tl->cappaused * sizeof(*tl->paused));
+		tl->paused = ht_xrealloc(tl->paused, tl->cappaused * sizeof(*tl->paused));
 	}
 	tl->paused[tl->npaused++] = (struct range){tl->paused_since, t};
 	tl->paused_since = UINT64_MAX;
@@ -362,7 +352,7 @@ void ht_timeline__finish(struct ht_timeline *tl, struct ht_reader *r)
 	uint64_t *gaps = NULL, prev = 0;
 	size_t ngaps = 0;
 	if (n > 1)
-		gaps = xrealloc(NULL, n * sizeof(*gaps));
+		gaps = ht_xrealloc(NULL, n * sizeof(*gaps));
 	for (size_t i = 0; i < n; i++) {
 		int b = bin_of(tl, t[i], 0);
 		if (b < 0)
@@ -658,42 +648,36 @@ static void draw_series(const struct plot *p, const struct ht_timeline *tl, int 
 	fprintf(f, "%s\"/>\n</g>\n", first ? "M0 0" : "");
 }
 
-static void draw_axes(const struct plot *p, const struct ht_timeline *tl)
+/* A bytes axis (binary units, per second with a suffix) from 0 to max
+ * over the panel [top, top + height): a grid line and a label per step. */
+static void bytes_axis(const struct plot *p, const char *id, double max, int steps, double top,
+		       double height, const char *suffix)
 {
-	FILE *f = p->f;
 	static const char *const un[] = {"B", "KiB", "MiB", "GiB", "TiB"};
 	double unit = 1;
 	int u = 0;
-	while (p->ymax / unit >= 1024 && u < 4)
+	while (max / unit >= 1024 && u < 4)
 		unit *= 1024, u++;
-	double step = nice_step(p->ymax, 5, unit);
-	fprintf(f, "<g class=\"axis\" id=\"y-bytes\">\n");
-	for (double v = 0; v <= p->ymax * 1.0001; v += step) {
+	double step = nice_step(max, steps, unit);
+	char uname[16];
+	snprintf(uname, sizeof(uname), "%s%s", un[u], suffix);
+	fprintf(p->f, "<g class=\"axis\" id=\"%s\">\n", id);
+	for (double v = 0; max > 0 && v <= max * 1.0001; v += step) {
 		char lab[48];
-		fmt_axis_bytes(lab, sizeof(lab), v, unit, un[u]);
-		double y = ypos(p, v);
-		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-			   "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
-			p->x0, y, p->x0 + p->pw, y, p->x0 - 4, y + 4, lab);
+		fmt_axis_bytes(lab, sizeof(lab), v, unit, uname);
+		double y = top + height - height * v / max;
+		fprintf(p->f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+			      "stroke=\"#ddd\"/><text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s"
+			      "</text>\n", p->x0, y, p->x0 + p->pw, y, p->x0 - 4, y + 4, lab);
 	}
-	fprintf(f, "</g>\n");
-	/* the rate panel's axis: bytes/s */
-	double runit = 1;
-	int ru = 0;
-	while (p->rmax / runit >= 1024 && ru < 4)
-		runit *= 1024, ru++;
-	double rstep = nice_step(p->rmax, 2, runit);
-	fprintf(f, "<g class=\"axis\" id=\"y-rate\">\n");
-	for (double v = 0; p->rmax > 0 && v <= p->rmax * 1.0001; v += rstep) {
-		char lab[48], ul[16];
-		snprintf(ul, sizeof(ul), "%s/s", un[ru]);
-		fmt_axis_bytes(lab, sizeof(lab), v, runit, ul);
-		double y = p->r0 + p->rh - p->rh * v / p->rmax;
-		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#eee\"/>"
-			   "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
-			p->x0, y, p->x0 + p->pw, y, p->x0 - 4, y + 4, lab);
-	}
-	fprintf(f, "</g>\n");
+	fprintf(p->f, "</g>\n");
+}
+
+static void draw_axes(const struct plot *p, const struct ht_timeline *tl)
+{
+	FILE *f = p->f;
+	bytes_axis(p, "y-bytes", p->ymax, 5, p->y0, p->ph, "");
+	bytes_axis(p, "y-rate", p->rmax, 2, p->r0, p->rh, "/s");
 	/* time */
 	double span = (double)(tl->end_ns - tl->o.from_ns);
 	double tunit = span >= 2e9 ? 1e9 : span >= 2e6 ? 1e6 : span >= 2e3 ? 1e3 : 1;

@@ -2,6 +2,7 @@
 #ifndef HEAPTRAIL_COMMON_UTIL_H
 #define HEAPTRAIL_COMMON_UTIL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -27,6 +28,9 @@ int ht_parse_size(const char *s, uint64_t *out);
  * most ten times a second; ht_progress_done() clears it. */
 void ht_progress(const char *what, uint64_t done, uint64_t total);
 void ht_progress_done(void);
+
+/* realloc that ends the program with "out of memory" (exit 1) on failure. */
+void *ht_xrealloc(void *p, size_t n);
 
 /* Directory of the running executable (for finding libheaptrail.so). */
 int ht_self_dir(char *buf, size_t len);
