@@ -10,6 +10,8 @@ int cmd_leaks(int argc, char **argv);
 int cmd_flamegraph(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 int cmd_report(int argc, char **argv);
+int cmd_timeline(int argc, char **argv);
+int cmd_events(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
 int cmd_compare(int argc, char **argv);

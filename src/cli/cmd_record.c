@@ -28,6 +28,7 @@ struct record_config {
 	int follow_exec;         /* --follow-exec */
 	int no_follow_fork;      /* --no-follow-fork */
 	uint64_t flush_interval; /* --flush-interval (100ms) */
+	uint64_t rss_interval;   /* --rss-interval (10ms) */
 	uint64_t buffer_size;    /* --buffer-size (64K) */
 	int toggle_signal;       /* --toggle-signal */
 	int zstd_level;          /* --zstd-level (1) */
@@ -192,6 +193,7 @@ int cmd_record(int argc, char **argv)
 {
 	struct record_config cfg = {
 		.flush_interval = 100000000ull,
+		.rss_interval = 10000000ull,
 		.buffer_size = 65536,
 		.zstd_level = 0,
 		.clock = "tsc",
@@ -206,6 +208,7 @@ int cmd_record(int argc, char **argv)
 		{0, "follow-exec", HT_OPT_FLAG, &cfg.follow_exec, NULL, "trace programs the command execs, each to OUTPUT.<pid>"},
 		{0, "no-follow-fork", HT_OPT_FLAG, &cfg.no_follow_fork, NULL, "do not trace forked children"},
 		{0, "flush-interval", HT_OPT_DURATION, &cfg.flush_interval, "TIME", "write buffered events at least this often (100ms)"},
+		{0, "rss-interval", HT_OPT_DURATION, &cfg.rss_interval, "TIME", "sample the program's RSS this often, for timeline (10ms; 0: at flushes only)"},
 		{0, "buffer-size", HT_OPT_SIZE, &cfg.buffer_size, "SIZE", "per-thread buffer (64K; 4K..512K)"},
 		{0, "toggle-signal", HT_OPT_FLAG, &cfg.toggle_signal, NULL, "SIGUSR2 pauses and resumes recording"},
 		{0, "zstd-level", HT_OPT_INT, &cfg.zstd_level, "N", "compress while recording at this zstd level (0: raw, compacted after the run)"},
@@ -255,6 +258,11 @@ int cmd_record(int argc, char **argv)
 	}
 	if (cfg.flush_interval < 1000000 || cfg.flush_interval > 60000000000ull) {
 		ht_error("--flush-interval must be between 1ms and 60s");
+		goto cleanup;
+	}
+	if (cfg.rss_interval > 60000000000ull ||
+	    (cfg.rss_interval && cfg.rss_interval < 1000000)) {
+		ht_error("--rss-interval must be 0 (at flushes only) or between 1ms and 60s");
 		goto cleanup;
 	}
 	if (cfg.compact_level < 1 || cfg.compact_level > 19 || cfg.zstd_level < 0 ||
@@ -314,6 +322,7 @@ int cmd_record(int argc, char **argv)
 		setenv("HEAPTRAIL_FOLLOW_EXEC", cfg.follow_exec ? "1" : "0", 1);
 		setenv("HEAPTRAIL_FOLLOW_FORK", cfg.no_follow_fork ? "0" : "1", 1);
 		setenv_num("HEAPTRAIL_FLUSH_INTERVAL", cfg.flush_interval / 1000000, "ms");
+		setenv_num("HEAPTRAIL_RSS_INTERVAL", cfg.rss_interval / 1000000, "ms");
 		setenv_num("HEAPTRAIL_BUFFER_SIZE", cfg.buffer_size, "");
 		setenv("HEAPTRAIL_TOGGLE_SIGNAL", cfg.toggle_signal ? "1" : "0", 1);
 		setenv_num("HEAPTRAIL_ZSTD_LEVEL", (unsigned long long)(cfg.zstd_level < 0 ? 0 : cfg.zstd_level), "");

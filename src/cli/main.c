@@ -23,6 +23,8 @@ static const struct cmd_struct commands[] = {
 	{"stats", cmd_stats, "summarize a trace: calls, bytes, peak, leaks, threads"},
 	{"leaks", cmd_leaks, "blocks never freed, grouped by the stack that allocated them"},
 	{"top", cmd_top, "biggest contributors: at the peak, most calls, most temporary, largest"},
+	{"timeline", cmd_timeline, "the heap over time: live bytes, RSS, break, mmapped bytes, rate, marks (SVG/CSV)"},
+	{"events", cmd_events, "mmap/munmap/mremap/brk/sbrk/shm calls and heap growth, mmapsnoop style"},
 	{"flamegraph", cmd_flamegraph, "flame graph of allocations by stack: interactive SVG or folded"},
 	{"report", cmd_report, "everything above in one self-contained HTML page"},
 	{"convert", cmd_convert, "turn a trace into a workload for replay (also: trace2wl OUT.wl TRACE)"},

@@ -187,4 +187,12 @@ fail:
 	free(buf);
 	fclose(f);
 	return NULL;
+void *ht_xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n ? n : 1);
+	if (!p) {
+		ht_error("out of memory");
+		exit(HT_EXIT_DATA);
+	}
+	return p;
 }

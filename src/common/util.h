@@ -32,6 +32,8 @@ void ht_progress_done(void);
 /* Reads a whole file of at most max bytes, NUL-terminated (*len without
  * the NUL); NULL after a one-line error naming the file. */
 char *ht_read_file(const char *path, size_t max, size_t *len);
+/* realloc that ends the program with "out of memory" (exit 1) on failure. */
+void *ht_xrealloc(void *p, size_t n);
 
 /* Directory of the running executable (for finding libheaptrail.so). */
 int ht_self_dir(char *buf, size_t len);

@@ -17,6 +17,7 @@ struct ht_options ht_opt = {
 	.follow_exec = 0,
 	.follow_fork = 1,
 	.flush_interval_ms = 100,
+	.rss_interval_ms = 10,
 	.buffer_size = 65536,
 	.toggle_signal = 0,
 	.zstd_level = 0, /* raw: heaptrail record compacts after the run */
@@ -45,6 +46,7 @@ static const struct opt_desc descs[] = {
 	{"HEAPTRAIL_FOLLOW_EXEC", OPT_BOOL, &ht_opt.follow_exec, 0, 1},
 	{"HEAPTRAIL_FOLLOW_FORK", OPT_BOOL, &ht_opt.follow_fork, 0, 1},
 	{"HEAPTRAIL_FLUSH_INTERVAL", OPT_MSEC, &ht_opt.flush_interval_ms, 1, 60000},
+	{"HEAPTRAIL_RSS_INTERVAL", OPT_MSEC, &ht_opt.rss_interval_ms, 0, 60000},
 	{"HEAPTRAIL_BUFFER_SIZE", OPT_SIZE, &ht_opt.buffer_size, 4096, 1 << 19},
 	{"HEAPTRAIL_TOGGLE_SIGNAL", OPT_BOOL, &ht_opt.toggle_signal, 0, 1},
 	{"HEAPTRAIL_ZSTD_LEVEL", OPT_INT, &ht_opt.zstd_level, -7, 19},

@@ -24,6 +24,7 @@ struct ht_options {
 	int follow_exec;       /* HEAPTRAIL_FOLLOW_EXEC: keep the tracer in exec'ed programs */
 	int follow_fork;       /* HEAPTRAIL_FOLLOW_FORK: forked children write NAME.PID */
 	long flush_interval_ms; /* HEAPTRAIL_FLUSH_INTERVAL: writer flush period */
+	long rss_interval_ms;  /* HEAPTRAIL_RSS_INTERVAL: RSS sample period, 0 = at flushes only */
 	long buffer_size;      /* HEAPTRAIL_BUFFER_SIZE: per-thread buffer bytes */
 	int toggle_signal;     /* HEAPTRAIL_TOGGLE_SIGNAL: SIGUSR2 pauses/resumes */
 	int zstd_level;        /* HEAPTRAIL_ZSTD_LEVEL: compress while recording (0 = raw) */

@@ -42,6 +42,12 @@
 
 #include "preload.h"
 
+/* RSS samples taken between flush rounds (HEAPTRAIL_RSS_INTERVAL) wait in
+ * the writer's state and go out as one CLOCK chunk at the next round, or
+ * when this many have gathered. */
+#define HT_RSS_BATCH 256
+_Static_assert(HT_RSS_BATCH <= HT_MAX_CLOCK_SAMPLES, "readers take at most this many");
+
 enum {
 	REQ_SYNC = 1,       /* flush now */
 	REQ_CLOSE = 2,      /* final flush, index, header; then exit */
@@ -79,6 +85,8 @@ struct wstate {
 	_Atomic int running;          /* a writer (helper or thread) is alive */
 	_Atomic int round_busy;       /* a round is being done */
 	_Atomic uint32_t queued;      /* buffers handed over so far */
+	struct ht_clock_sample rss[HT_RSS_BATCH]; /* interval samples not written yet */
+	uint32_t nrss;           /* entries in rss */
 };
 _Static_assert(sizeof(struct wstate) <= HT_WRITER_AREA, "writer state too large");
 
@@ -97,6 +105,10 @@ static pthread_t writer_thread;   /* the writer thread, if that is the writer */
 static pid_t helper_pid;          /* the helper process, if that is the writer */
 static pid_t parent_pid;          /* in the helper: the traced process */
 static int proc_fd = -1;          /* the traced process's descriptor of the file */
+static int statm_fd = -1;         /* /proc/PID/statm of the traced process, kept open */
+static pid_t statm_pid;           /* the PID it belongs to */
+static dev_t statm_dev;           /* its identity, to notice that the program */
+static ino_t statm_ino;           /* closed it and reused the number */
 
 /* Maps the writer's state; 0 when it is there. */
 static int attach(void)
@@ -489,23 +501,101 @@ static void drain_buf(struct ht_buf *b)
 	b->taken_events = nev;
 }
 
-static uint64_t rss_kb(void)
+/* The descriptor of /proc/PID/statm, opened once per traced process (a
+ * fork child opens its own, the helper its own after closing the
+ * program's descriptors); -1 if it cannot be opened.  Reading it again
+ * from offset 0 gives the figures of that moment. */
+static int statm_open(void)
 {
-	char buf[128], path[64];
+	struct stat st;
+	if (statm_fd >= 0 && statm_pid == (pid_t)w.hdr.pid && fstat(statm_fd, &st) == 0 &&
+	    st.st_dev == statm_dev && st.st_ino == statm_ino)
+		return statm_fd;
+	/* Not ours any more (the program closed it, or a fork child holds
+	 * its parent's): forget it without closing what may be the
+	 * program's descriptor now. */
+	statm_fd = -1;
+	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/statm", (int)w.hdr.pid);
-	size_t n = read_small(path, buf, sizeof(buf) - 1);
-	if (!n)
-		return 0;
-	buf[n] = 0;
-	unsigned long size, res;
-	if (sscanf(buf, "%lu %lu", &size, &res) != 2)
-		return 0;
-	return (uint64_t)res * (uint64_t)(sysconf(_SC_PAGESIZE) / 1024);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	fd = fd_move_high(fd);
+	if (fstat(fd, &st) < 0) {
+		close(fd);
+		return -1;
+	}
+	statm_fd = fd;
+	statm_pid = (pid_t)w.hdr.pid;
+	statm_dev = st.st_dev;
+	statm_ino = st.st_ino;
+	return fd;
 }
 
+/* Resident set size of the traced process in KiB, 0 if unknown.  No
+ * stdio and no malloc: the helper may have been cloned while the
+ * program held a libc lock. */
+static uint64_t rss_kb(void)
+{
+	static uint64_t page_kb;
+	int fd = statm_open();
+	if (fd < 0)
+		return 0;
+	char buf[128];
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	/* "size resident shared text lib data dt", in pages */
+	const char *p = buf;
+	while (*p >= '0' && *p <= '9')
+		p++;
+	if (*p++ != ' ' || *p < '0' || *p > '9')
+		return 0;
+	uint64_t res = 0;
+	for (; *p >= '0' && *p <= '9'; p++)
+		res = res * 10 + (uint64_t)(*p - '0');
+	if (!page_kb)
+		page_kb = (uint64_t)sysconf(_SC_PAGESIZE) / 1024;
+	return res * page_kb;
+}
+
+static void take_sample(struct ht_clock_sample *s)
+{
+	s->ts = ht_now();
+	s->mono_ns = ht_mono_ns();
+	s->rss_kb = rss_kb();
+}
+
+/* Writes the interval samples gathered since the last round. */
+static void write_rss_batch(void)
+{
+	if (!w.nrss)
+		return;
+	struct ht_chunk_header h;
+	memset(&h, 0, sizeof(h));
+	h.type = HT_CHUNK_CLOCK;
+	write_chunk(&h, w.rss, w.nrss * sizeof(w.rss[0]), 0);
+	w.nrss = 0;
+}
+
+/* An interval sample between rounds (the caller holds round_busy). */
+static void rss_sample(void)
+{
+	if (w.fd < 0 || w.failed || w.closed)
+		return;
+	take_sample(&w.rss[w.nrss++]);
+	if (w.nrss == HT_RSS_BATCH && check_fd() == 0)
+		write_rss_batch();
+	w.nrss %= HT_RSS_BATCH; /* (a batch that could not be written is dropped) */
+}
+
+/* The round's own sample, after those gathered since the last round. */
 static void clock_chunk(void)
 {
-	struct ht_clock_sample s = {ht_now(), ht_mono_ns(), rss_kb()};
+	write_rss_batch();
+	struct ht_clock_sample s;
+	take_sample(&s);
 	struct ht_chunk_header h;
 	memset(&h, 0, sizeof(h));
 	h.type = HT_CHUNK_CLOCK;
@@ -654,28 +744,52 @@ static void compressor_init(void)
  * The helper also ends the recording when the traced process is gone. */
 static void writer_loop(int helper)
 {
-	long period_ms = ht_opt.flush_interval_ms < HT_EPOCH_MS ? ht_opt.flush_interval_ms
-								 : HT_EPOCH_MS;
-	struct timespec iv = {period_ms / 1000, (period_ms % 1000) * 1000000};
-	/* A second clock sample soon after the first gives readers a rate
-	 * even for a run that dies young. */
-	struct timespec early = {0, 2000000};
+	uint64_t period_ns = (uint64_t)(ht_opt.flush_interval_ms < HT_EPOCH_MS
+						? ht_opt.flush_interval_ms
+						: HT_EPOCH_MS) * 1000000u;
+	uint64_t flush_ns = (uint64_t)ht_opt.flush_interval_ms * 1000000u;
+	uint64_t rss_ns = (uint64_t)ht_opt.rss_interval_ms * 1000000u;
 	int first = 1;
-	uint64_t last_round = ht_mono_ns();
+	uint64_t last_round = ht_mono_ns(), last_tick = last_round;
+	uint64_t next_rss = last_round + rss_ns;
 	for (;;) {
+		/* A second clock sample soon after the first gives readers a
+		 * rate even for a run that dies young. */
+		uint64_t wait_ns = first ? 2000000u : period_ns;
+		uint64_t now = ht_mono_ns();
+		if (!first && now - last_tick < period_ns)
+			wait_ns = period_ns - (now - last_tick);
+		if (rss_ns && !first) {
+			uint64_t to_rss = next_rss > now ? next_rss - now : 0;
+			if (to_rss < wait_ns)
+				wait_ns = to_rss;
+		}
+		struct timespec iv = {(time_t)(wait_ns / 1000000000u), (long)(wait_ns % 1000000000u)};
 		atomic_store(&w.writer_waiting, 1);
-		if (!atomic_load(&w.req_word))
-			futex(&w.req_word, FUTEX_WAIT, 0, first ? &early : &iv);
+		if (!atomic_load(&w.req_word) && wait_ns)
+			futex(&w.req_word, FUTEX_WAIT, 0, &iv);
 		atomic_store(&w.writer_waiting, 0);
-		atomic_fetch_add_explicit(ht_epoch_p, 1, memory_order_relaxed);
+		now = ht_mono_ns();
 		uint32_t ticket = atomic_load(&w.req_ticket);
 		uint32_t req = atomic_exchange(&w.req_word, 0);
 		if (helper && getppid() != parent_pid)
 			req |= REQ_CLOSE | REQ_ORPHAN; /* killed, _exit, crashed: write it all */
-		uint64_t now = ht_mono_ns();
-		if (!req && !first &&
-		    now - last_round < (uint64_t)ht_opt.flush_interval_ms * 1000000 - 500000)
-			continue; /* an epoch tick only */
+		if (req || first || now - last_tick >= period_ns - 500000) {
+			atomic_fetch_add_explicit(ht_epoch_p, 1, memory_order_relaxed);
+			last_tick = now;
+		}
+		int sample = rss_ns && now >= next_rss;
+		if (sample) /* on the grid; after a stall, from now on */
+			next_rss = now - next_rss < rss_ns ? next_rss + rss_ns : now + rss_ns;
+		if (!req && !first && now - last_round < flush_ns - 500000) {
+			if (sample) { /* between rounds: into the batch */
+				while (atomic_exchange(&w.round_busy, 1))
+					sched_yield();
+				rss_sample();
+				atomic_store(&w.round_busy, 0);
+			}
+			continue;
+		}
 		first = 0;
 		last_round = now;
 		while (atomic_exchange(&w.round_busy, 1))
@@ -720,6 +834,7 @@ static __attribute__((noreturn)) void helper_main(void)
 	if (w.fd > 0)
 		close_range(0, (unsigned)w.fd - 1, 0);
 	close_range((unsigned)w.fd + 1, ~0u, 0);
+	statm_fd = -1; /* closed above: the helper opens its own */
 	compressor_init();
 	writer_loop(1);
 	atomic_store(&w.running, 0);
@@ -938,6 +1053,12 @@ void ht_writer__after_fork_child(void)
 	if (proc_fd >= 0 && ws && fd_is_ours(proc_fd))
 		close(proc_fd); /* the parent's lock must not live on in the child */
 	proc_fd = -1;
+	/* The parent's statm: the child's writer opens /proc/CHILD/statm. */
+	struct stat st;
+	if (statm_fd >= 0 && fstat(statm_fd, &st) == 0 && st.st_dev == statm_dev &&
+	    st.st_ino == statm_ino)
+		close(statm_fd);
+	statm_fd = -1;
 	ws = NULL;
 	windex = NULL;
 	zc = NULL; /* the parent's context may be mid-use; leave it */

@@ -98,7 +98,11 @@ struct ht_chunk_header {
 };
 
 /* A (ts, monotonic ns) pair taken by the recorder's writer thread at every
- * flush; readers fit ts -> ns from the first and last of them. */
+ * flush, and RSS samples in between (HEAPTRAIL_RSS_INTERVAL); readers fit
+ * ts -> ns from the first and last of them.  A CLOCK chunk holds one, or
+ * up to HT_MAX_CLOCK_SAMPLES in time order (the samples taken between two
+ * flushes). */
+#define HT_MAX_CLOCK_SAMPLES 4096
 struct ht_clock_sample {
 	uint64_t ts;      /* timestamp counter */
 	uint64_t mono_ns; /* CLOCK_MONOTONIC */

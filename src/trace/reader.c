@@ -207,13 +207,17 @@ static void add_chunk(struct ht_reader *r, const struct ht_chunk_header *h, uint
 	r->info.events_chunks += h->nevents;
 }
 
+/* A CLOCK chunk holds one sample, or (RSS interval samples) up to
+ * HT_MAX_CLOCK_SAMPLES of them in time order. */
 static void add_clock(struct ht_reader *r, uint64_t off, const struct ht_chunk_header *h)
 {
-	struct ht_clock_sample s;
-	if (h->comp_size != sizeof(s) || read_at(r, &s, sizeof(s), off + sizeof(*h)) < 0)
+	size_t n = h->comp_size / sizeof(struct ht_clock_sample);
+	if (!n || n > HT_MAX_CLOCK_SAMPLES || h->comp_size % sizeof(struct ht_clock_sample))
 		return;
-	r->clocks = grow(r->clocks, &r->capclocks, r->nclocks + 1, sizeof(*r->clocks));
-	r->clocks[r->nclocks++] = s;
+	r->clocks = grow(r->clocks, &r->capclocks, r->nclocks + n, sizeof(*r->clocks));
+	if (read_at(r, &r->clocks[r->nclocks], h->comp_size, off + sizeof(*h)) < 0)
+		return;
+	r->nclocks += n;
 }
 
 static int check_chunk_header(struct ht_reader *r, const struct ht_chunk_header *h, uint64_t off)

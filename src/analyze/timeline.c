@@ -1,0 +1,839 @@
+/* The heap over time in fixed time bins (timeline.h). */
+#define _GNU_SOURCE
+#include "timeline.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/blocks.h"
+#include "analyze/livemap.h"
+#include "common/json.h"
+#include "common/util.h"
+
+/* The level series, in the order of every output. */
+enum { S_LIVE, S_USABLE, S_RSS, S_BRK, S_MMC, S_MMAP, NSER };
+
+static const struct {
+	const char *key;   /* CSV column stem, JSON key, SVG id */
+	const char *label; /* legend */
+	const char *color; /* SVG stroke */
+} series[NSER] = {
+	{"live_bytes", "live requested bytes", "#1f66b4"},
+	{"live_usable_bytes", "live usable bytes", "#76a8dc"},
+	{"rss_bytes", "RSS", "#d62728"},
+	{"brk_bytes", "program break - start", "#2ca02c"},
+	{"mmapped_chunk_bytes", "glibc mmapped chunks", "#9467bd"},
+	{"mmap_bytes", "program's own mmap", "#8c564b"},
+};
+
+#define RATE_COLOR "#ff7f0e"
+#define BLOCK_MMAPPED 1u /* in ht_block.pad of our live map: glibc mmapped it */
+
+struct bin {
+	uint64_t min[NSER], max[NSER], last[NSER]; /* the series in the bin */
+	uint64_t calls;  /* allocation calls that ended in the bin */
+	uint64_t bytes;  /* bytes they requested */
+	uint32_t nrss;   /* RSS samples in the bin (the RSS values are valid if > 0) */
+};
+
+struct mark {
+	uint64_t time_ns; /* when */
+	uint32_t tid;     /* which thread */
+	char *label;      /* heaptrail_mark()'s label */
+};
+
+struct range {
+	uint64_t from_ns, to_ns; /* recording paused or stopped between these */
+};
+
+struct ht_timeline {
+	struct ht_timeline_opts o; /* as given, title resolved */
+	struct bin *bins;          /* o.bins of them */
+	unsigned filled;           /* bins [0, filled) have their starting values */
+	uint64_t end_ns;           /* bins cover [o.from_ns, end_ns) */
+	uint64_t width_ns;         /* of a bin (end - from) / bins, at least 1 */
+	int merging;               /* time past end_ns doubles the bins' width */
+	int cur_bin;               /* bin of the event being applied, -1 outside */
+	struct ht_livemap live;    /* live blocks (ht_blocks__event) */
+	struct ht_block_cbs cbs;   /* our release/acquire callbacks */
+	uint64_t cur[NSER];        /* the series now */
+	int64_t mmap_live;         /* the program's own mmapped bytes (may dip below 0) */
+	uint64_t brk_base;         /* start_brk, or the first break seen */
+	uint64_t peak, peak_ns;    /* the highest live requested bytes, and when */
+	uint64_t peak_usable;      /* the highest live usable bytes */
+	uint64_t last_ns;          /* time of the last event */
+	uint64_t events;           /* events fed */
+	struct mark *marks;        /* in time order */
+	size_t nmarks, capmarks;   /* kept / allocated */
+	uint64_t marks_dropped;    /* beyond HT_TIMELINE_MAX_MARKS */
+	struct range *paused;      /* recording paused/stopped */
+	size_t npaused, cappaused; /* count / allocated */
+	uint64_t paused_since;     /* open pause (UINT64_MAX = none) */
+	uint64_t rss_samples;      /* RSS samples in the range */
+	uint64_t rss_gap_median;   /* median time between them, ns */
+	int finished;              /* ht_timeline__finish done */
+};
+
+static void on_release(void *ctx, const struct ht_event *e, const struct ht_block *b)
+{
+	struct ht_timeline *tl = ctx;
+	(void)e;
+	uint64_t w = b->weight;
+	tl->cur[S_LIVE] -= b->size * w;
+	tl->cur[S_USABLE] -= b->usable * w;
+	if (b->pad & BLOCK_MMAPPED)
+		tl->cur[S_MMC] -= b->size * w;
+}
+
+static void on_acquire(void *ctx, const struct ht_event *e, const struct ht_block *b)
+{
+	struct ht_timeline *tl = ctx;
+	uint64_t w = b->weight;
+	tl->cur[S_LIVE] += b->size * w;
+	tl->cur[S_USABLE] += b->usable * w;
+	if (e->flags & HT_F_MMAPPED) {
+		/* (rare) remember it on the block for its release */
+		struct ht_block *s = ht_livemap__get(&tl->live, b->ptr);
+		if (s)
+			s->pad |= BLOCK_MMAPPED;
+		tl->cur[S_MMC] += b->size * w;
+	}
+	if (tl->cur[S_LIVE] > tl->peak) {
+		tl->peak = tl->cur[S_LIVE];
+		tl->peak_ns = e->time_ns;
+	}
+	if (tl->cur[S_USABLE] > tl->peak_usable)
+		tl->peak_usable = tl->cur[S_USABLE];
+	if (tl->cur_bin >= 0) {
+		tl->bins[tl->cur_bin].calls += w;
+		tl->bins[tl->cur_bin].bytes += b->size * w;
+	}
+}
+
+void ht_timeline__opts_init(struct ht_timeline_opts *o, const struct ht_trace_info *in)
+{
+	memset(o, 0, sizeof(*o));
+	o->bins = 1000;
+	if (in) {
+		o->duration_ns = in->duration_ns;
+		o->duration_exact = in->closed;
+		o->start_brk = in->start_brk;
+	}
+}
+
+static void set_range(struct ht_timeline *tl, uint64_t end)
+{
+	tl->end_ns = end;
+	tl->width_ns = (end - tl->o.from_ns) / tl->o.bins;
+	if (tl->width_ns == 0)
+		tl->width_ns = 1;
+	tl->end_ns = tl->o.from_ns + tl->width_ns * tl->o.bins;
+}
+
+struct ht_timeline *ht_timeline__new(const struct ht_timeline_opts *o)
+{
+	if (o->bins < 1 || o->bins > HT_TIMELINE_MAX_BINS)
+		return NULL;
+	struct ht_timeline *tl = calloc(1, sizeof(*tl));
+	if (!tl)
+		return NULL;
+	tl->o = *o;
+	tl->bins = calloc(o->bins, sizeof(*tl->bins));
+	if (!tl->bins) {
+		free(tl);
+		return NULL;
+	}
+	ht_livemap__init(&tl->live);
+	tl->cbs = (struct ht_block_cbs){on_release, on_acquire, tl};
+	tl->brk_base = o->start_brk;
+	tl->paused_since = UINT64_MAX;
+	uint64_t end = o->to_ns > o->from_ns ? o->to_ns : o->duration_ns;
+	if (o->to_ns > o->from_ns) {
+		tl->merging = 0;
+	} else if (end > o->from_ns && o->duration_exact) {
+		tl->merging = 0;
+	} else {
+		/* Not known: start at the estimate (or 1 us a bin) and widen. */
+		tl->merging = 1;
+		if (end <= o->from_ns)
+			end = o->from_ns + 1000ull * o->bins;
+	}
+	set_range(tl, end);
+	return tl;
+}
+
+/* Bins [filled, upto] start from the values now (nothing changed in them
+ * yet). */
+static void fill_to(struct ht_timeline *tl, unsigned upto)
+{
+	for (; tl->filled <= upto && tl->filled < tl->o.bins; tl->filled++) {
+		struct bin *b = &tl->bins[tl->filled];
+		for (int s = 0; s < NSER; s++)
+			if (s != S_RSS)
+				b->min[s] = b->max[s] = b->last[s] = tl->cur[s];
+	}
+}
+
+static void merge_bins(struct bin *a, const struct bin *b)
+{
+	for (int s = 0; s < NSER; s++) {
+		if (s == S_RSS && !b->nrss)
+			continue;
+		if (s == S_RSS && !a->nrss) {
+			a->min[s] = b->min[s], a->max[s] = b->max[s], a->last[s] = b->last[s];
+			continue;
+		}
+		if (b->min[s] < a->min[s])
+			a->min[s] = b->min[s];
+		if (b->max[s] > a->max[s])
+			a->max[s] = b->max[s];
+		a->last[s] = b->last[s];
+	}
+	a->nrss += b->nrss;
+	a->calls += b->calls;
+	a->bytes += b->bytes;
+}
+
+/* Twice the width: bin i becomes bins 2i and 2i+1 merged. */
+static void widen(struct ht_timeline *tl)
+{
+	unsigned n = tl->o.bins, filled = tl->filled;
+	for (unsigned i = 0; i < n / 2 + n % 2; i++) {
+		struct bin m = tl->bins[2 * i];
+		if (2 * i + 1 < n && 2 * i + 1 < filled)
+			merge_bins(&m, &tl->bins[2 * i + 1]);
+		tl->bins[i] = m;
+	}
+	memset(&tl->bins[n / 2 + n % 2], 0, (n / 2) * sizeof(struct bin));
+	tl->filled = (filled + 1) / 2;
+	tl->width_ns *= 2;
+	tl->end_ns = tl->o.from_ns + tl->width_ns * n;
+}
+
+/* The bin of time t: -1 before the range, -2 after it.  Events never go
+ * back before the bin of the last one (monotonic); RSS samples may. */
+static int bin_of(struct ht_timeline *tl, uint64_t t, int monotonic)
+{
+	if (t < tl->o.from_ns)
+		return -1;
+	if (tl->o.to_ns > tl->o.from_ns && t > tl->o.to_ns)
+		return -2;
+	while (t >= tl->end_ns && tl->merging && tl->width_ns < UINT64_MAX / 4 / tl->o.bins)
+		widen(tl);
+	uint64_t i = (t - tl->o.from_ns) / tl->width_ns;
+	if (i >= tl->o.bins)
+		i = tl->o.bins - 1; /* just past the end (--to, or the closing instant) */
+	if (monotonic && tl->filled && i < tl->filled - 1)
+		i = tl->filled - 1; /* never back in time */
+	return (int)i;
+}
+
+static void add_mark(struct ht_timeline *tl, const struct ht_event *e)
+{
+	if (tl->nmarks == HT_TIMELINE_MAX_MARKS) {
+		tl->marks_dropped++;
+		return;
+	}
+	if (tl->nmarks == tl->capmarks) {
+		tl->capmarks = tl->capmarks ? 2 * tl->capmarks : 16;
+		tl->marks = ht_xrealloc(tl->marks, tl->capmarks * sizeof(*tl->marks));
+	}
+	struct mark *m = &tl->marks[tl->nmarks++];
+	m->time_ns = e->time_ns;
+	m->tid = e->tid;
+	m->label = strdup(e->str ? e->str : "");
+	if (!m->label)
+		exit(HT_EXIT_DATA);
+}
+
+static void end_pause(struct ht_timeline *tl, uint64_t t)
+{
+	if (tl->paused_since == UINT64_MAX)
+		return;
+	if (tl->npaused == tl->cappaused) {
+		tl->cappaused = tl->cappaused ? 2 * tl->cappaused : 8;
+		tl->paused = ht_xrealloc(tl->paused, tl->cappaused * sizeof(*tl->paused));
+	}
+	tl->paused[tl->npaused++] = (struct range){tl->paused_since, t};
+	tl->paused_since = UINT64_MAX;
+}
+
+/* The events that change no series and no bin (the common ones change
+ * live bytes). */
+static void control(struct ht_timeline *tl, const struct ht_event *e, int in_range)
+{
+	switch (e->v[0]) {
+	case HT_CTL_RESET: /* ht_blocks__event forgot the blocks */
+		tl->cur[S_LIVE] = tl->cur[S_USABLE] = tl->cur[S_MMC] = 0;
+		break;
+	case HT_CTL_PAUSE:
+	case HT_CTL_STOP:
+		if (in_range && tl->paused_since == UINT64_MAX && tl->npaused < HT_TIMELINE_MAX_MARKS)
+			tl->paused_since = e->time_ns;
+		break;
+	case HT_CTL_RESUME:
+	case HT_CTL_START:
+		end_pause(tl, e->time_ns);
+		break;
+	}
+}
+
+void ht_timeline__event(struct ht_timeline *tl, const struct ht_event *e)
+{
+	if (tl->finished)
+		return;
+	int b = bin_of(tl, e->time_ns, 1);
+	if (b == -2)
+		return; /* past --to */
+	if (b >= 0)
+		fill_to(tl, (unsigned)b);
+	tl->cur_bin = b;
+	tl->events++;
+	tl->last_ns = e->time_ns;
+	switch (e->kind) {
+	case HT_EV_MMAP:
+		if (e->v[6] != (uint64_t)-1)
+			tl->mmap_live += (int64_t)e->v[1];
+		break;
+	case HT_EV_MUNMAP:
+		if (e->v[2] == 0)
+			tl->mmap_live -= (int64_t)e->v[1];
+		break;
+	case HT_EV_MREMAP:
+		if (e->part != HT_PART_RELEASE && e->v[5] != (uint64_t)-1)
+			tl->mmap_live += (int64_t)e->v[2] - (int64_t)e->v[1];
+		break;
+	case HT_EV_HEAP_BREAK:
+		if (!tl->brk_base)
+			tl->brk_base = e->v[0];
+		tl->cur[S_BRK] = e->v[0] > tl->brk_base ? e->v[0] - tl->brk_base : 0;
+		break;
+	case HT_EV_MARK:
+		if (b >= 0)
+			add_mark(tl, e);
+		return;
+	case HT_EV_CONTROL:
+		ht_blocks__event(&tl->live, e, &tl->cbs);
+		control(tl, e, b >= 0);
+		break;
+	default:
+		ht_blocks__event(&tl->live, e, &tl->cbs);
+		break;
+	}
+	tl->cur[S_MMAP] = tl->mmap_live > 0 ? (uint64_t)tl->mmap_live : 0;
+	if (b < 0)
+		return;
+	struct bin *bn = &tl->bins[b];
+	for (int s = 0; s < NSER; s++) {
+		if (s == S_RSS)
+			continue;
+		uint64_t v = tl->cur[s];
+		if (v < bn->min[s])
+			bn->min[s] = v;
+		if (v > bn->max[s])
+			bn->max[s] = v;
+		bn->last[s] = v;
+	}
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+void ht_timeline__finish(struct ht_timeline *tl, struct ht_reader *r)
+{
+	if (tl->finished)
+		return;
+	const uint64_t *t = NULL, *kb = NULL;
+	size_t n = r ? ht_reader__rss_samples(r, &t, &kb) : 0;
+	uint64_t *gaps = NULL, prev = 0;
+	size_t ngaps = 0;
+	if (n > 1)
+		gaps = ht_xrealloc(NULL, n * sizeof(*gaps));
+	for (size_t i = 0; i < n; i++) {
+		int b = bin_of(tl, t[i], 0);
+		if (b < 0)
+			continue;
+		if (tl->rss_samples++)
+			gaps[ngaps++] = t[i] - prev;
+		prev = t[i];
+		struct bin *bn = &tl->bins[b];
+		uint64_t v = kb[i] * 1024;
+		if (!bn->nrss++) {
+			bn->min[S_RSS] = bn->max[S_RSS] = v;
+		} else {
+			if (v < bn->min[S_RSS])
+				bn->min[S_RSS] = v;
+			if (v > bn->max[S_RSS])
+				bn->max[S_RSS] = v;
+		}
+		bn->last[S_RSS] = v;
+	}
+	if (ngaps) {
+		qsort(gaps, ngaps, sizeof(*gaps), cmp_u64);
+		tl->rss_gap_median = gaps[ngaps / 2];
+	}
+	free(gaps);
+	fill_to(tl, tl->o.bins - 1);
+	end_pause(tl, tl->end_ns);
+	tl->finished = 1;
+}
+
+uint64_t ht_timeline__peak(const struct ht_timeline *tl, uint64_t *time_ns)
+{
+	if (time_ns)
+		*time_ns = tl->peak_ns;
+	return tl->peak;
+}
+
+void ht_timeline__delete(struct ht_timeline *tl)
+{
+	if (!tl)
+		return;
+	for (size_t i = 0; i < tl->nmarks; i++)
+		free(tl->marks[i].label);
+	free(tl->marks);
+	free(tl->paused);
+	free(tl->bins);
+	ht_livemap__free(&tl->live);
+	free(tl);
+}
+
+/* ---- CSV and JSON ---------------------------------------------------------- */
+
+static uint64_t bin_start(const struct ht_timeline *tl, unsigned i)
+{
+	return tl->o.from_ns + (uint64_t)i * tl->width_ns;
+}
+
+static double per_s(const struct ht_timeline *tl, uint64_t v)
+{
+	return (double)v * 1e9 / (double)tl->width_ns;
+}
+
+/* Marks are in time order: the first one at or after t. */
+static size_t first_mark(const struct ht_timeline *tl, uint64_t t)
+{
+	size_t lo = 0, hi = tl->nmarks;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (tl->marks[mid].time_ns < t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static void csv_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"')
+			fputc('"', f);
+		fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+int ht_timeline__csv(const struct ht_timeline *tl, FILE *f)
+{
+	fprintf(f, "bin,start_ns,end_ns");
+	for (int s = 0; s < NSER; s++)
+		fprintf(f, ",%s_min,%s_max,%s", series[s].key, series[s].key, series[s].key);
+	fprintf(f, ",alloc_calls,alloc_bytes,alloc_calls_per_s,alloc_bytes_per_s,marks\n");
+	for (unsigned i = 0; i < tl->o.bins; i++) {
+		const struct bin *b = &tl->bins[i];
+		uint64_t t0 = bin_start(tl, i), t1 = t0 + tl->width_ns;
+		fprintf(f, "%u,%llu,%llu", i, (unsigned long long)t0, (unsigned long long)t1);
+		for (int s = 0; s < NSER; s++) {
+			if (s == S_RSS && !b->nrss)
+				fprintf(f, ",,,");
+			else
+				fprintf(f, ",%llu,%llu,%llu", (unsigned long long)b->min[s],
+					(unsigned long long)b->max[s], (unsigned long long)b->last[s]);
+		}
+		fprintf(f, ",%llu,%llu,%.0f,%.0f,", (unsigned long long)b->calls,
+			(unsigned long long)b->bytes, per_s(tl, b->calls), per_s(tl, b->bytes));
+		size_t m = first_mark(tl, t0), m0 = m;
+		if (i + 1 == tl->o.bins)
+			t1 = UINT64_MAX; /* the last bin takes what lies at its end */
+		char *labels = NULL;
+		size_t len = 0;
+		FILE *lf = open_memstream(&labels, &len);
+		for (; lf && m < tl->nmarks && tl->marks[m].time_ns < t1; m++)
+			fprintf(lf, "%s%s", m > m0 ? ";" : "", tl->marks[m].label);
+		if (lf)
+			fclose(lf);
+		if (labels && *labels)
+			csv_str(f, labels);
+		free(labels);
+		fputc('\n', f);
+	}
+	return ferror(f) ? -1 : 0;
+}
+
+static void json_bin_series(struct ht_json *j, const struct bin *b, int s)
+{
+	if (s == S_RSS && !b->nrss) {
+		ht_json__null(j, series[s].key);
+		return;
+	}
+	ht_json__obj_begin(j, series[s].key);
+	ht_json__u64(j, "min", b->min[s]);
+	ht_json__u64(j, "max", b->max[s]);
+	ht_json__u64(j, "last", b->last[s]);
+	ht_json__obj_end(j);
+}
+
+void ht_timeline__json(const struct ht_timeline *tl, struct ht_json *j, const char *key)
+{
+	ht_json__obj_begin(j, key);
+	ht_json__u64(j, "from_ns", tl->o.from_ns);
+	ht_json__u64(j, "to_ns", tl->end_ns);
+	ht_json__u64(j, "bin_ns", tl->width_ns);
+	ht_json__u64(j, "bins_count", tl->o.bins);
+	ht_json__u64(j, "events", tl->events);
+	ht_json__u64(j, "peak_live_bytes", tl->peak);
+	ht_json__u64(j, "peak_time_ns", tl->peak_ns);
+	ht_json__u64(j, "peak_live_usable_bytes", tl->peak_usable);
+	ht_json__u64(j, "brk_base", tl->brk_base);
+	ht_json__u64(j, "rss_samples", tl->rss_samples);
+	ht_json__u64(j, "rss_median_interval_ns", tl->rss_gap_median);
+	ht_json__arr_begin(j, "series");
+	for (int s = 0; s < NSER; s++) {
+		ht_json__obj_begin(j, NULL);
+		ht_json__str(j, "key", series[s].key);
+		ht_json__str(j, "label", series[s].label);
+		ht_json__obj_end(j);
+	}
+	ht_json__arr_end(j);
+	ht_json__arr_begin(j, "marks");
+	for (size_t i = 0; i < tl->nmarks; i++) {
+		ht_json__obj_begin(j, NULL);
+		ht_json__u64(j, "time_ns", tl->marks[i].time_ns);
+		ht_json__u64(j, "tid", tl->marks[i].tid);
+		ht_json__str(j, "label", tl->marks[i].label);
+		ht_json__obj_end(j);
+	}
+	ht_json__arr_end(j);
+	ht_json__u64(j, "marks_not_kept", tl->marks_dropped);
+	ht_json__arr_begin(j, "paused");
+	for (size_t i = 0; i < tl->npaused; i++) {
+		ht_json__obj_begin(j, NULL);
+		ht_json__u64(j, "from_ns", tl->paused[i].from_ns);
+		ht_json__u64(j, "to_ns", tl->paused[i].to_ns);
+		ht_json__obj_end(j);
+	}
+	ht_json__arr_end(j);
+	ht_json__arr_begin(j, "bins");
+	for (unsigned i = 0; i < tl->o.bins; i++) {
+		const struct bin *b = &tl->bins[i];
+		ht_json__obj_begin(j, NULL);
+		ht_json__u64(j, "start_ns", bin_start(tl, i));
+		for (int s = 0; s < NSER; s++)
+			json_bin_series(j, b, s);
+		ht_json__u64(j, "alloc_calls", b->calls);
+		ht_json__u64(j, "alloc_bytes", b->bytes);
+		ht_json__obj_end(j);
+	}
+	ht_json__arr_end(j);
+	ht_json__obj_end(j);
+}
+
+/* ---- SVG ----------------------------------------------------------------- */
+
+static void xml_esc(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		switch (*s) {
+		case '<': fputs("&lt;", f); break;
+		case '>': fputs("&gt;", f); break;
+		case '&': fputs("&amp;", f); break;
+		case '"': fputs("&quot;", f); break;
+		default:
+			if ((unsigned char)*s >= 0x20 || *s == '\n' || *s == '\t')
+				fputc(*s, f);
+		}
+	}
+}
+
+/* A round step for an axis from 0 to max in about n steps: 1, 2 or 5
+ * times a power of ten of the unit. */
+static double nice_step(double max, int n, double unit)
+{
+	double raw = max / unit / n;
+	if (raw <= 0)
+		return unit;
+	double p = pow(10, floor(log10(raw)));
+	double m = raw / p;
+	return unit * p * (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10);
+}
+
+static void fmt_axis_bytes(char *buf, size_t len, double v, double unit, const char *uname)
+{
+	double x = v / unit;
+	snprintf(buf, len, x == floor(x) ? "%.0f %s" : "%.1f %s", x, uname);
+}
+
+struct plot {
+	FILE *f;          /* output */
+	double x0, pw;    /* plot area: left edge and width */
+	double y0, ph;    /* top panel: top and height */
+	double r0, rh;    /* rate panel: top and height */
+	double ymax;      /* top of the bytes axis */
+	double rmax;      /* top of the rate axis */
+};
+
+static double xpos(const struct plot *p, const struct ht_timeline *tl, uint64_t t)
+{
+	if (t < tl->o.from_ns)
+		t = tl->o.from_ns;
+	double span = (double)(tl->end_ns - tl->o.from_ns);
+	double x = p->x0 + p->pw * (double)(t - tl->o.from_ns) / (span > 0 ? span : 1);
+	return x > p->x0 + p->pw ? p->x0 + p->pw : x;
+}
+
+static double ypos(const struct plot *p, double v)
+{
+	return p->y0 + p->ph - (p->ymax > 0 ? p->ph * v / p->ymax : 0);
+}
+
+static void draw_series(const struct plot *p, const struct ht_timeline *tl, int s)
+{
+	FILE *f = p->f;
+	double bw = p->pw / tl->o.bins;
+	fprintf(f, "<g id=\"%s\" class=\"series\"><title>%s</title>\n", series[s].key,
+		series[s].label);
+	/* the min..max envelope (spikes narrower than a bin), then the last
+	 * value of each bin as a step line */
+	fprintf(f, "<path fill=\"%s\" fill-opacity=\"0.2\" stroke=\"none\" d=\"", series[s].color);
+	int open = 0;
+	for (unsigned i = 0; i < tl->o.bins; i++) {
+		const struct bin *b = &tl->bins[i];
+		if (s == S_RSS && !b->nrss)
+			continue;
+		if (b->max[s] == b->min[s])
+			continue;
+		double x = p->x0 + i * bw;
+		fprintf(f, "M%.1f %.1fH%.1fV%.1fH%.1fZ", x, ypos(p, (double)b->max[s]), x + bw,
+			ypos(p, (double)b->min[s]), x);
+		open = 1;
+	}
+	fprintf(f, "%s\"/>\n", open ? "" : "M0 0");
+	fprintf(f, "<path fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\"%s d=\"", series[s].color,
+		s == S_USABLE ? " stroke-dasharray=\"4 2\"" : "");
+	int first = 1;
+	for (unsigned i = 0; i < tl->o.bins; i++) {
+		const struct bin *b = &tl->bins[i];
+		if (s == S_RSS) {
+			if (!b->nrss)
+				continue;
+			double x = p->x0 + (i + 0.5) * bw;
+			fprintf(f, "%c%.1f %.1f", first ? 'M' : 'L', x, ypos(p, (double)b->last[s]));
+		} else {
+			double x = p->x0 + i * bw;
+			double y = ypos(p, (double)b->last[s]);
+			if (first)
+				fprintf(f, "M%.1f %.1f", x, y);
+			else
+				fprintf(f, "V%.1f", y);
+			fprintf(f, "H%.1f", x + bw);
+		}
+		first = 0;
+	}
+	fprintf(f, "%s\"/>\n</g>\n", first ? "M0 0" : "");
+}
+
+/* A bytes axis (binary units, per second with a suffix) from 0 to max
+ * over the panel [top, top + height): a grid line and a label per step. */
+static void bytes_axis(const struct plot *p, const char *id, double max, int steps, double top,
+		       double height, const char *suffix)
+{
+	static const char *const un[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double unit = 1;
+	int u = 0;
+	while (max / unit >= 1024 && u < 4)
+		unit *= 1024, u++;
+	double step = nice_step(max, steps, unit);
+	char uname[16];
+	snprintf(uname, sizeof(uname), "%s%s", un[u], suffix);
+	fprintf(p->f, "<g class=\"axis\" id=\"%s\">\n", id);
+	for (double v = 0; max > 0 && v <= max * 1.0001; v += step) {
+		char lab[48];
+		fmt_axis_bytes(lab, sizeof(lab), v, unit, uname);
+		double y = top + height - height * v / max;
+		fprintf(p->f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+			      "stroke=\"#ddd\"/><text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s"
+			      "</text>\n", p->x0, y, p->x0 + p->pw, y, p->x0 - 4, y + 4, lab);
+	}
+	fprintf(p->f, "</g>\n");
+}
+
+static void draw_axes(const struct plot *p, const struct ht_timeline *tl)
+{
+	FILE *f = p->f;
+	bytes_axis(p, "y-bytes", p->ymax, 5, p->y0, p->ph, "");
+	bytes_axis(p, "y-rate", p->rmax, 2, p->r0, p->rh, "/s");
+	/* time */
+	double span = (double)(tl->end_ns - tl->o.from_ns);
+	double tunit = span >= 2e9 ? 1e9 : span >= 2e6 ? 1e6 : span >= 2e3 ? 1e3 : 1;
+	const char *tname = tunit == 1e9 ? "s" : tunit == 1e6 ? "ms" : tunit == 1e3 ? "us" : "ns";
+	double tstep = nice_step(span, 8, tunit);
+	double first = ceil((double)tl->o.from_ns / tstep) * tstep;
+	double ybot = p->r0 + p->rh;
+	fprintf(f, "<g class=\"axis\" id=\"x-time\">\n");
+	for (double t = first; t <= (double)tl->end_ns; t += tstep) {
+		double x = xpos(p, tl, (uint64_t)t);
+		double v = t / tunit;
+		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#888\"/>"
+			   "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">",
+			x, ybot, x, ybot + 4, x, ybot + 16);
+		fprintf(f, v == floor(v) ? "%.0f %s" : "%.3g %s", v, tname);
+		fprintf(f, "</text>\n");
+	}
+	fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">time since the start (%s)"
+		   "</text>\n</g>\n", p->x0 + p->pw / 2, ybot + 32, tname);
+	fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+		   "stroke=\"#888\"/>\n<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+		   "fill=\"none\" stroke=\"#888\"/>\n",
+		p->x0, p->y0, p->pw, p->ph, p->x0, p->r0, p->pw, p->rh);
+	fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\">allocation rate (bytes/s)</text>\n",
+		p->x0 + 4, p->r0 + 12, RATE_COLOR);
+}
+
+static void bin_tooltip(FILE *f, const struct ht_timeline *tl, unsigned i0, unsigned i1)
+{
+	char a[32], b[32], c[32];
+	fprintf(f, "%s .. %s", ht_fmt_ns(a, bin_start(tl, i0)), ht_fmt_ns(b, bin_start(tl, i1)));
+	const struct bin *last = &tl->bins[i1 - 1];
+	for (int s = 0; s < NSER; s++) {
+		uint64_t mn = UINT64_MAX, mx = 0;
+		int have = 0;
+		for (unsigned i = i0; i < i1; i++) {
+			const struct bin *x = &tl->bins[i];
+			if (s == S_RSS && !x->nrss)
+				continue;
+			have = 1;
+			mn = x->min[s] < mn ? x->min[s] : mn;
+			mx = x->max[s] > mx ? x->max[s] : mx;
+		}
+		if (!have)
+			continue;
+		fprintf(f, "\n%s: %s", series[s].label, ht_fmt_bytes(a, mn));
+		if (mx != mn)
+			fprintf(f, " .. %s", ht_fmt_bytes(b, mx));
+		if (s != S_RSS && last->last[s] != mx)
+			fprintf(f, " (then %s)", ht_fmt_bytes(c, last->last[s]));
+	}
+	uint64_t calls = 0, bytes = 0;
+	for (unsigned i = i0; i < i1; i++)
+		calls += tl->bins[i].calls, bytes += tl->bins[i].bytes;
+	double secs = (double)tl->width_ns * (i1 - i0) / 1e9;
+	fprintf(f, "\nallocations: %llu (%.0f/s), %s (%s/s)", (unsigned long long)calls,
+		calls / secs, ht_fmt_bytes(a, bytes), ht_fmt_bytes(b, (uint64_t)(bytes / secs)));
+}
+
+int ht_timeline__svg(const struct ht_timeline *tl, FILE *f, unsigned width, unsigned height)
+{
+	if (width < 300)
+		width = 300;
+	if (height < 200)
+		height = 200;
+	struct plot p = {f, 80, width - 100.0, 64, 0, 0, 0, 0, 0};
+	double avail = height - p.y0 - 52;
+	p.ph = avail * 0.74;
+	p.r0 = p.y0 + p.ph + 12;
+	p.rh = avail - p.ph - 12;
+	for (unsigned i = 0; i < tl->o.bins; i++) {
+		const struct bin *b = &tl->bins[i];
+		for (int s = 0; s < NSER; s++)
+			if ((s != S_RSS || b->nrss) && b->max[s] > p.ymax)
+				p.ymax = (double)b->max[s];
+		if (per_s(tl, b->bytes) > p.rmax)
+			p.rmax = per_s(tl, b->bytes);
+	}
+	if (p.ymax <= 0)
+		p.ymax = 1024;
+	p.ymax *= 1.05;
+	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%u\" "
+		   "height=\"%u\" viewBox=\"0 0 %u %u\" class=\"heaptrail-timeline\">\n",
+		width, height, width, height);
+	fprintf(f, "<style>.heaptrail-timeline text { font-family: Verdana, sans-serif; "
+		   "font-size: 11px; fill: #222; }\n.heaptrail-timeline .hover:hover "
+		   "{ fill: #000; fill-opacity: 0.06; }</style>\n");
+	fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%u\" height=\"%u\" fill=\"#fff\"/>\n", width,
+		height);
+	fprintf(f, "<text x=\"%.1f\" y=\"20\" text-anchor=\"middle\" style=\"font-size:15px\">",
+		width / 2.0);
+	xml_esc(f, tl->o.title ? tl->o.title : "heap over time");
+	char pk[32], pt[32];
+	fprintf(f, "</text>\n<text x=\"%.1f\" y=\"36\" text-anchor=\"middle\">peak of live "
+		   "requested bytes: %s at %s</text>\n", width / 2.0, ht_fmt_bytes(pk, tl->peak),
+		ht_fmt_ns(pt, tl->peak_ns));
+	/* legend */
+	fprintf(f, "<g id=\"legend\">\n");
+	double lx = p.x0;
+	for (int s = 0; s <= NSER; s++) {
+		const char *label = s < NSER ? series[s].label : "allocation rate";
+		const char *color = s < NSER ? series[s].color : RATE_COLOR;
+		fprintf(f, "<rect x=\"%.1f\" y=\"46\" width=\"12\" height=\"8\" fill=\"%s\"/>"
+			   "<text x=\"%.1f\" y=\"54\">%s</text>\n", lx, color, lx + 15, label);
+		lx += 15 + 7.0 * strlen(label) + 14;
+	}
+	fprintf(f, "</g>\n");
+	/* paused ranges under everything */
+	for (size_t i = 0; i < tl->npaused; i++) {
+		double xa = xpos(&p, tl, tl->paused[i].from_ns), xb = xpos(&p, tl, tl->paused[i].to_ns);
+		fprintf(f, "<rect class=\"paused\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+			   "height=\"%.1f\" fill=\"#bbb\" fill-opacity=\"0.35\"><title>recording paused "
+			   "%s .. %s</title></rect>\n", xa, p.y0, xb - xa > 1 ? xb - xa : 1,
+			p.r0 + p.rh - p.y0, ht_fmt_ns(pk, tl->paused[i].from_ns),
+			ht_fmt_ns(pt, tl->paused[i].to_ns));
+	}
+	draw_axes(&p, tl);
+	/* the allocation rate: a bar per bin */
+	double bw = p.pw / tl->o.bins;
+	fprintf(f, "<g id=\"alloc_rate\" class=\"series\" fill=\"%s\"><title>allocation rate"
+		   "</title>\n<path d=\"", RATE_COLOR);
+	for (unsigned i = 0; i < tl->o.bins && p.rmax > 0; i++) {
+		double h = p.rh * per_s(tl, tl->bins[i].bytes) / p.rmax;
+		if (h > 0)
+			fprintf(f, "M%.1f %.1fh%.2fv%.1fh%.2fZ", p.x0 + i * bw, p.r0 + p.rh - h, bw, h,
+				-bw);
+	}
+	fprintf(f, "M0 0\"/>\n</g>\n");
+	for (int s = NSER - 1; s >= 0; s--)
+		draw_series(&p, tl, s);
+	/* markers */
+	fprintf(f, "<g id=\"marks\">\n");
+	for (size_t i = 0; i < tl->nmarks; i++) {
+		double x = xpos(&p, tl, tl->marks[i].time_ns);
+		fprintf(f, "<g class=\"mark\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+			   "stroke=\"#444\" stroke-dasharray=\"3 3\"/><text x=\"%.1f\" y=\"%.1f\" "
+			   "transform=\"rotate(-90 %.1f %.1f)\" text-anchor=\"end\">",
+			x, p.y0, x, p.r0 + p.rh, x - 2, p.y0 + 4, x - 2, p.y0 + 4);
+		xml_esc(f, tl->marks[i].label);
+		fprintf(f, "</text><title>mark \"");
+		xml_esc(f, tl->marks[i].label);
+		fprintf(f, "\" at %s, thread %u</title></g>\n", ht_fmt_ns(pk, tl->marks[i].time_ns),
+			tl->marks[i].tid);
+	}
+	fprintf(f, "</g>\n");
+	/* tooltips: a column per bin (or per group of bins past 2000) */
+	unsigned group = (tl->o.bins + 1999) / 2000;
+	fprintf(f, "<g id=\"tooltips\" fill=\"#000\" fill-opacity=\"0\">\n");
+	for (unsigned i = 0; i < tl->o.bins; i += group) {
+		unsigned e = i + group < tl->o.bins ? i + group : tl->o.bins;
+		fprintf(f, "<rect class=\"hover\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" "
+			   "height=\"%.1f\"><title>", p.x0 + i * bw, p.y0, bw * (e - i),
+			p.r0 + p.rh - p.y0);
+		bin_tooltip(f, tl, i, e);
+		fprintf(f, "</title></rect>\n");
+	}
+	fprintf(f, "</g>\n</svg>\n");
+	return ferror(f) ? -1 : 0;
+}

@@ -1,0 +1,70 @@
+/* The heap over time: a collector fed one event at a time, in the trace's
+ * order, that keeps a fixed number of time bins (memory stays constant
+ * however long the trace), then renders them as SVG, CSV or JSON.
+ *
+ * Series, each bin keeping its min, max and last value so that a spike
+ * shorter than a bin is not lost:
+ *   live requested bytes, live usable bytes (the live-block rules of
+ *   ht_blocks__event, the same figures as `stats`), RSS (the recorder's
+ *   samples), program break size (break - start_brk), mmapped-chunk bytes
+ *   (live blocks glibc mmapped), the program's own mmapped bytes
+ *   (mmap/munmap/mremap); plus the allocation calls and bytes of each bin
+ *   (the allocation rate).
+ * Also kept: heaptrail_mark() markers and the ranges where recording was
+ * paused or stopped.
+ *
+ * Use:
+ *   struct ht_timeline_opts o;
+ *   ht_timeline__opts_init(&o, ht_reader__info(r));   (then o.bins = ...)
+ *   struct ht_timeline *tl = ht_timeline__new(&o);
+ *   while (ht_reader__next(r, &ev)) ht_timeline__event(tl, &ev);
+ *   ht_timeline__finish(tl, r);
+ *   ht_timeline__svg(tl, f, 1200, 600);  ...  ht_timeline__delete(tl); */
+#ifndef HEAPTRAIL_ANALYZE_TIMELINE_H
+#define HEAPTRAIL_ANALYZE_TIMELINE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "trace/reader.h"
+
+struct ht_json;
+struct ht_timeline; /* opaque */
+
+struct ht_timeline_opts {
+	unsigned bins;        /* time bins (--bins, 1000), 1..HT_TIMELINE_MAX_BINS */
+	uint64_t from_ns;     /* --from: start of the range, ns since the trace's start (0) */
+	uint64_t to_ns;       /* --to: end of the range, 0 = the end of the trace */
+	uint64_t duration_ns; /* how long the trace lasts, if known; 0 = unknown */
+	int duration_exact;   /* duration_ns is final (closed trace): events past it go to
+			       * the last bin; else bins merge pairwise when time runs past */
+	uint64_t start_brk;   /* where the heap starts (ht_trace_info), 0 = first break seen */
+	const char *title;    /* the SVG's title, NULL = "heap over time" */
+};
+
+#define HT_TIMELINE_MAX_BINS 1000000
+#define HT_TIMELINE_MAX_MARKS 10000 /* markers kept; later ones are counted only */
+
+/* Defaults (1000 bins, the whole trace) and what the trace's info says
+ * (duration, start_brk, title). */
+void ht_timeline__opts_init(struct ht_timeline_opts *o, const struct ht_trace_info *in);
+/* NULL if out of memory. */
+struct ht_timeline *ht_timeline__new(const struct ht_timeline_opts *o);
+/* Every event of the trace, in the reader's order (events before --from
+ * too: they make the live set). */
+void ht_timeline__event(struct ht_timeline *tl, const struct ht_event *ev);
+/* After the last event: takes the RSS samples, fills the bins to the end. */
+void ht_timeline__finish(struct ht_timeline *tl, struct ht_reader *r);
+/* A self-contained <svg> element (no XML prolog: it also goes inline in
+ * HTML): axes with units, legend, tooltips (<title>), markers, paused
+ * ranges.  Returns 0, or -1 if f reported a write error. */
+int ht_timeline__svg(const struct ht_timeline *tl, FILE *f, unsigned width, unsigned height);
+/* A header row, then one row per bin. */
+int ht_timeline__csv(const struct ht_timeline *tl, FILE *f);
+/* The timeline as one JSON object (under key, or at the top if NULL). */
+void ht_timeline__json(const struct ht_timeline *tl, struct ht_json *j, const char *key);
+/* The peak of live requested bytes (= stats' peak_live_bytes) and when. */
+uint64_t ht_timeline__peak(const struct ht_timeline *tl, uint64_t *time_ns);
+void ht_timeline__delete(struct ht_timeline *tl);
+
+#endif

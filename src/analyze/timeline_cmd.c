@@ -1,0 +1,198 @@
+/* heaptrail timeline: the heap over time (live bytes, usable bytes, RSS,
+ * program break, mmapped bytes, allocation rate, markers) as an SVG plot,
+ * CSV or JSON, from one pass over the trace (analyze/timeline.h). */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "analyze/analyze.h"
+#include "analyze/timeline.h"
+#include "cli/builtin.h"
+#include "common/json.h"
+#include "common/options.h"
+#include "common/util.h"
+
+/* One configuration per run; each default is labelled by its flag. */
+struct timeline_config {
+	const char *out;  /* -o, --output (TRACE-timeline.svg, .csv, .json) */
+	int csv;          /* --csv */
+	int json;         /* --json */
+	uint64_t bins;    /* --bins (1000) */
+	uint64_t from;    /* --from (0) */
+	uint64_t to;      /* --to (the end) */
+	uint64_t width;   /* --width (1200) */
+	uint64_t height;  /* --height (600) */
+	int quiet;        /* -q: no warnings about unclean traces */
+};
+
+static const char usage_text[] =
+	"usage: heaptrail timeline [options] TRACE\n"
+	"\n"
+	"The heap over time: live requested and usable bytes, RSS, program break,\n"
+	"bytes in glibc-mmapped chunks and in the program's own mappings, and the\n"
+	"allocation rate, in time bins that keep each series' min, max and last\n"
+	"value; heaptrail_mark() markers as labelled lines, paused recording\n"
+	"shaded.  An SVG plot by default (TRACE-timeline.svg), or CSV or JSON.\n"
+	"\fEXAMPLES\n"
+	"  heaptrail timeline -o heap.svg app.ht\n"
+	"  heaptrail timeline --csv -o heap.csv --bins 200 app.ht\n"
+	"  heaptrail timeline --from 1.5s --to 3s -o zoom.svg app.ht\n"
+	"  heaptrail timeline --json -o - app.ht | jq .peak_live_bytes\n";
+
+/* TRACE.ht -> TRACE-timeline.EXT beside it. */
+static char *default_output(const char *trace, const char *ext)
+{
+	size_t n = strlen(trace);
+	if (n > 3 && !strcmp(trace + n - 3, ".ht"))
+		n -= 3;
+	char *s = NULL;
+	if (asprintf(&s, "%.*s-timeline.%s", (int)n, trace, ext) < 0)
+		return NULL;
+	return s;
+}
+
+int cmd_timeline(int argc, char **argv)
+{
+	struct timeline_config cfg = {.bins = 1000, .width = 1200, .height = 600};
+	const char *from_s = NULL, *to_s = NULL;
+	const struct ht_option opts[] = {
+		{'o', "output", HT_OPT_STRING, &cfg.out, "FILE", "write here; - = standard output (TRACE-timeline.svg/.csv/.json)"},
+		{0, "csv", HT_OPT_FLAG, &cfg.csv, NULL, "CSV: a header, then one row per bin"},
+		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "JSON: the bins, markers, paused ranges, the peak"},
+		{0, "bins", HT_OPT_U64, &cfg.bins, "N", "time bins (1000), 1..1000000"},
+		{0, "from", HT_OPT_STRING, &from_s, "TIME", "from this time since the start (0)"},
+		{0, "to", HT_OPT_STRING, &to_s, "TIME", "up to this time (the end)"},
+		{0, "width", HT_OPT_U64, &cfg.width, "PIXELS", "the SVG's width (1200)"},
+		{0, "height", HT_OPT_U64, &cfg.height, "PIXELS", "the SVG's height (600)"},
+		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no warnings about traces not closed cleanly"},
+		{0},
+	};
+	int ret = HT_EXIT_USAGE;
+	struct ht_reader *r = NULL;
+	struct ht_timeline *tl = NULL;
+	char *out = NULL, *tmp = NULL;
+	FILE *f = NULL;
+	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
+	if (nargs != 1) {
+		ht_error("%s; usage: heaptrail timeline [options] TRACE",
+			 nargs ? "one trace at a time" : "no trace given");
+		goto cleanup;
+	}
+	if (cfg.bins < 1 || cfg.bins > HT_TIMELINE_MAX_BINS) {
+		ht_error("--bins=%llu: expected 1 to %d", (unsigned long long)cfg.bins,
+			 HT_TIMELINE_MAX_BINS);
+		goto cleanup;
+	}
+	if (from_s && ht_parse_duration(from_s, &cfg.from)) {
+		ht_error("--from=%s: expected a time such as 1.5s, 200ms, 30us", from_s);
+		goto cleanup;
+	}
+	if (to_s && ht_parse_duration(to_s, &cfg.to)) {
+		ht_error("--to=%s: expected a time such as 1.5s, 200ms, 30us", to_s);
+		goto cleanup;
+	}
+	if (to_s && cfg.to <= cfg.from) {
+		ht_error("--to must come after --from");
+		goto cleanup;
+	}
+	if (cfg.csv && cfg.json) {
+		ht_error("--csv and --json: choose one");
+		goto cleanup;
+	}
+	if (cfg.width < 300 || cfg.width > 100000 || cfg.height < 200 || cfg.height > 100000) {
+		ht_error("--width takes 300 to 100000 pixels, --height 200 to 100000");
+		goto cleanup;
+	}
+	ret = HT_EXIT_DATA;
+	r = ht_analyze__open(argv[0]);
+	if (!r)
+		goto cleanup;
+	const struct ht_trace_info *in = ht_reader__info(r);
+	struct ht_timeline_opts o;
+	ht_timeline__opts_init(&o, in);
+	o.bins = (unsigned)cfg.bins;
+	o.from_ns = cfg.from;
+	o.to_ns = cfg.to;
+	char title[512];
+	snprintf(title, sizeof(title), "heap over time: %s (pid %d)", in->cmdline, in->pid);
+	o.title = title;
+	if (!to_s && in->closed && cfg.from >= in->duration_ns) {
+		char b[32];
+		ht_error("--from=%s: the trace %s lasts %s", from_s, argv[0],
+			 ht_fmt_ns(b, in->duration_ns));
+		ret = HT_EXIT_USAGE;
+		goto cleanup;
+	}
+	tl = ht_timeline__new(&o);
+	if (!tl) {
+		ht_error("out of memory for %llu bins", (unsigned long long)cfg.bins);
+		goto cleanup;
+	}
+	struct ht_event ev;
+	while (ht_analyze__next(r, &ev)) {
+		if (cfg.to && ev.time_ns > cfg.to)
+			break; /* the rest cannot show */
+		ht_timeline__event(tl, &ev);
+	}
+	ht_timeline__finish(tl, r);
+	int read_ret = ht_analyze__finish(r, argv[0], cfg.quiet);
+
+	const char *ext = cfg.csv ? "csv" : cfg.json ? "json" : "svg";
+	out = cfg.out ? strdup(cfg.out) : default_output(argv[0], ext);
+	int to_stdout = !strcmp(out, "-");
+	if (to_stdout) {
+		f = stdout;
+	} else {
+		/* never a partial file: write beside it, then rename */
+		if (asprintf(&tmp, "%s.tmp-%d", out, (int)getpid()) < 0 || !(f = fopen(tmp, "w"))) {
+			ht_error("cannot write %s: %m", out);
+			goto cleanup;
+		}
+	}
+	int werr;
+	if (cfg.csv) {
+		werr = ht_timeline__csv(tl, f);
+	} else if (cfg.json) {
+		struct ht_json j;
+		ht_json__init(&j, f, 1);
+		ht_timeline__json(tl, &j, NULL);
+		ht_json__finish(&j);
+		werr = ferror(f) ? -1 : 0;
+	} else {
+		werr = ht_timeline__svg(tl, f, (unsigned)cfg.width, (unsigned)cfg.height);
+	}
+	if (to_stdout) {
+		if (werr || fflush(stdout)) {
+			ht_error("cannot write to standard output");
+			goto cleanup;
+		}
+		f = NULL;
+	} else {
+		int cerr = fclose(f);
+		f = NULL;
+		if (werr || cerr || rename(tmp, out)) {
+			ht_error("cannot write %s: %m", out);
+			unlink(tmp);
+			goto cleanup;
+		}
+		uint64_t peak_ns;
+		char b1[32], b2[32];
+		uint64_t peak = ht_timeline__peak(tl, &peak_ns);
+		fprintf(stderr, "heaptrail: wrote %s: %llu time bins; the live heap peaked at %s at %s\n",
+			out, (unsigned long long)cfg.bins, ht_fmt_bytes(b1, peak),
+			ht_fmt_ns(b2, peak_ns));
+	}
+	ret = read_ret;
+cleanup:
+	if (f && f != stdout) {
+		fclose(f);
+		unlink(tmp);
+	}
+	free(tmp);
+	free(out);
+	ht_timeline__delete(tl);
+	ht_reader__close(r);
+	return ret;
+}

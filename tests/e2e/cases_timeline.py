@@ -1,0 +1,297 @@
+"""timeline and events on tests/progs/phases.c: known phases and markers,
+an 8 MiB glibc-mmapped block held while RSS is sampled, a malloc that
+moves the break from a known line (BRK:grow), and the program's own
+mmap/mremap/munmap, sbrk/brk and SysV shm calls with exact arguments."""
+
+import csv
+import io
+import json
+import os
+import re
+import xml.etree.ElementTree as ET
+
+from htlib import case, check, eq, fail
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROGS_SRC = os.path.join(HERE, "..", "progs")
+MARKS = ["start", "phase1", "touched", "big", "freed", "end"]
+SERIES = ["live_bytes", "live_usable_bytes", "rss_bytes", "brk_bytes", "mmapped_chunk_bytes",
+          "mmap_bytes"]
+BIG = 8 << 20
+
+
+def line_of(tag):
+    with open(os.path.join(PROGS_SRC, "phases.c")) as f:
+        for no, text in enumerate(f, 1):
+            if tag in text:
+                return no
+    fail("no %s in phases.c" % tag)
+
+
+def record_phases(t, name="phases", args=()):
+    out = t.path(name + ".ht")
+    r = t.run([t.heaptrail, "record", "-q", "-o", out] + list(args) +
+              ["--", t.prog("phases")])
+    eq(r.rc, 0, "record phases:\n" + r.describe())
+    said = dict(l.split("=", 1) for l in r.stdout.splitlines() if "=" in l)
+    return out, said
+
+
+def timeline_json(t, path, *args):
+    r = t.tool(["timeline", "--json", "-o", "-"] + list(args) + [path])
+    eq(r.rc, 0, "timeline --json:\n" + r.describe())
+    try:
+        return json.loads(r.stdout)
+    except ValueError as e:
+        fail("timeline --json is not JSON (%s):\n%s" % (e, r.stdout[:2000]))
+
+
+def events_json(t, path, *args):
+    r = t.tool(["events", "--json"] + list(args) + [path])
+    eq(r.rc, 0, "events --json:\n" + r.describe())
+    return [json.loads(l) for l in r.stdout.splitlines()]
+
+
+def series_max(j, key):
+    return max(b[key]["max"] for b in j["bins"] if b[key] is not None)
+
+
+@case(timeout=120, labels=("analyzers",))
+def test_timeline_values(t):
+    """The series hold the program's figures: the live peak equals stats'
+    peak_live_bytes (JSON and CSV), the glibc-mmapped chunk is exactly
+    8 MiB while held and 0 after, the program's own mappings peak at the
+    mremapped 128 KiB, the break series ends at the program's final break,
+    allocation bytes add up to stats, markers come in order, RSS is sampled
+    at the set interval and sees the 8 MiB."""
+    out, said = record_phases(t, args=["--rss-interval", "5ms", "--flush-interval", "1s"])
+    s = t.stats(out)
+    j = timeline_json(t, out)
+    eq(j["bins_count"], 1000, "bins")
+    eq(len(j["bins"]), 1000, "bins listed")
+    eq(j["peak_live_bytes"], s["peak_live_bytes"], "peak vs stats")
+    eq(series_max(j, "live_bytes"), s["peak_live_bytes"], "max of the live series vs stats")
+    eq(series_max(j, "live_usable_bytes"), s["peak_live_usable_bytes"], "usable peak vs stats")
+    eq(j["peak_time_ns"], s["peak_time_ns"], "peak time vs stats")
+    eq(sum(b["alloc_bytes"] for b in j["bins"]), s["bytes_allocated"], "allocated bytes")
+    eq(series_max(j, "mmapped_chunk_bytes"), BIG, "mmapped chunk bytes at most")
+    eq(j["bins"][-1]["mmapped_chunk_bytes"]["last"], 0, "mmapped chunk bytes at the end")
+    eq(series_max(j, "mmap_bytes"), 131072, "the program's own mappings at most")
+    eq(j["bins"][-1]["mmap_bytes"]["last"], 0, "the program's own mappings at the end")
+    eq(j["bins"][-1]["brk_bytes"]["last"], int(said["brk_end"], 16) - j["brk_base"],
+       "the break at the end")
+    marks = j["marks"]
+    eq([m["label"] for m in marks], MARKS, "markers")
+    times = [m["time_ns"] for m in marks]
+    eq(times, sorted(times), "marker times in order")
+    # while the 8 MiB block is held, the live series holds it too
+    bn = j["bin_ns"]
+    held = [b for b in j["bins"] if times[2] <= b["start_ns"] and b["start_ns"] + bn <= times[3]]
+    check(held, "no bin between 'touched' and 'big'")
+    check(all(b["live_bytes"]["min"] >= BIG + 100 * 1000 for b in held),
+          "live bytes drop while the 8 MiB block is held")
+    # RSS: sampled every 5 ms (not only at the 1 s flushes), and it sees the block
+    check(j["rss_samples"] >= 10, "only %d RSS samples in a run of 80+ ms at 5 ms"
+          % j["rss_samples"])
+    check(2500000 <= j["rss_median_interval_ns"] <= 10000000,
+          "median RSS interval %d ns for --rss-interval 5ms" % j["rss_median_interval_ns"])
+    rss = [(b["start_ns"], b["rss_bytes"]) for b in j["bins"] if b["rss_bytes"]]
+    before = [v["max"] for ts, v in rss if ts + bn <= times[1]]
+    during = [v["max"] for ts, v in rss if times[2] <= ts and ts + bn <= times[3]]
+    check(during, "no RSS sample while the block was held")
+    base = min(before) if before else min(v["min"] for _, v in rss)
+    check(max(during) >= base + BIG - (1 << 20),
+          "RSS %d while 8 MiB are touched, %d before" % (max(during), base))
+    # without the interval: samples at flushes only (start, a first round, close)
+    out0, _ = record_phases(t, "noint", ["--rss-interval", "0", "--flush-interval", "1s"])
+    j0 = timeline_json(t, out0)
+    check(1 <= j0["rss_samples"] <= 4, "%d RSS samples with --rss-interval 0"
+          % j0["rss_samples"])
+    # CSV: header, one row per bin, the same figures
+    r = t.tool(["timeline", "--csv", "--bins", "50", "-o", t.path("p.csv"), out])
+    eq(r.rc, 0, "timeline --csv")
+    check("wrote %s" % t.path("p.csv") in r.stderr, "says what it wrote: " + r.stderr)
+    with open(t.path("p.csv")) as f:
+        rows = list(csv.DictReader(f))
+    eq(len(rows), 50, "CSV rows")
+    for k in SERIES:
+        check(k + "_max" in rows[0] and k + "_min" in rows[0] and k in rows[0],
+              "CSV columns of " + k)
+    eq(max(int(x["live_bytes_max"]) for x in rows), s["peak_live_bytes"], "CSV peak")
+    eq(max(int(x["mmapped_chunk_bytes_max"]) for x in rows), BIG, "CSV mmapped chunks")
+    eq(sum(int(x["alloc_bytes"]) for x in rows), s["bytes_allocated"], "CSV allocated bytes")
+    labels = [l for x in rows if x["marks"] for l in x["marks"].split(";")]
+    eq(labels, MARKS, "CSV markers")
+    check(any(x["rss_bytes"] for x in rows), "CSV: no RSS")
+
+
+@case(timeout=120, labels=("analyzers",))
+def test_timeline_svg_and_ranges(t):
+    """The SVG parses, has every series, axes, legend, a tooltip per bin,
+    the markers with their labels; --from/--to narrow the range and keep
+    the live-set rules (values carried in from before --from); an unclosed
+    (cut) trace gets merged bins of the same count."""
+    out, said = record_phases(t)
+    r = t.tool(["timeline", "--bins", "300", out])
+    eq(r.rc, 0, "timeline")
+    svg = out[:-3] + "-timeline.svg"
+    check(os.path.exists(svg), "default output %s" % svg)
+    check(svg in r.stderr, "says what it wrote:\n" + r.stderr)
+    try:
+        root = ET.parse(svg).getroot()
+    except ET.ParseError as e:
+        fail("the SVG does not parse: %s" % e)
+    ns = "{http://www.w3.org/2000/svg}"
+    eq(root.tag, ns + "svg", "root element")
+    ids = {e.get("id") for e in root.iter() if e.get("id")}
+    for k in SERIES + ["alloc_rate", "legend", "marks", "tooltips", "y-bytes", "x-time"]:
+        check(k in ids, "no element with id %s in the SVG" % k)
+    tips = root.find(".//%sg[@id='tooltips']" % ns)
+    eq(len(tips.findall(ns + "rect")), 300, "tooltips")
+    check(all(x.find(ns + "title") is not None for x in tips), "a tooltip without <title>")
+    marks = root.find(".//%sg[@id='marks']" % ns)
+    eq([g.find(ns + "text").text for g in marks], MARKS, "marker labels in the SVG")
+    axis = "".join(x.text or "" for x in root.find(".//%sg[@id='y-bytes']" % ns).iter())
+    check("MiB" in axis, "the bytes axis has no unit: %r" % axis)
+    check(not [x for x in root.iter() if x.get("href") or x.get(
+        "{http://www.w3.org/1999/xlink}href")], "the SVG links outside")
+    # a range: from the 'big' marker on, the 8 MiB block is freed in the
+    # first bins and the 100 KB still live come from before --from
+    j = timeline_json(t, out)
+    t_big = [m["time_ns"] for m in j["marks"] if m["label"] == "big"][0]
+    t_end = [m["time_ns"] for m in j["marks"] if m["label"] == "end"][0]
+    z = timeline_json(t, out, "--from", "%dns" % t_big, "--to", "%dns" % (t_end + 1000),
+                      "--bins", "10")
+    eq((z["from_ns"], len(z["bins"])), (t_big, 10), "range start and bins")
+    eq([m["label"] for m in z["marks"]], ["big", "freed", "end"], "markers in the range")
+    check(z["bins"][0]["live_bytes"]["max"] >= BIG + 100 * 1000,
+          "the block live before --from is not carried in: %s" % z["bins"][0]["live_bytes"])
+    eq(z["bins"][-1]["mmapped_chunk_bytes"]["last"], 0, "freed in the range")
+    # a cut trace (not closed): same number of bins, values up to the cut
+    with open(out, "rb") as f:
+        data = f.read()
+    cut = t.path("cut.ht")
+    with open(cut, "wb") as f:
+        f.write(data[:len(data) * 2 // 3])
+    r = t.tool(["timeline", "--json", "-o", "-", "--bins", "64", cut])
+    check(r.rc in (0, 1), "timeline on a cut trace: " + r.describe())
+    c = json.loads(r.stdout)
+    eq(len(c["bins"]), 64, "bins of a cut trace")
+    check(c["peak_live_bytes"] <= j["peak_live_bytes"], "cut trace peak")
+
+
+@case(labels=("analyzers",))
+def test_timeline_bad_input(t):
+    """Missing file, not a trace, bad --bins/--from/--to: one line, the
+    right exit code, no output file left behind."""
+    missing = t.path("missing.ht")
+    r = t.tool(["timeline", "-o", t.path("x.svg"), missing])
+    eq(r.rc, 1, "missing file")
+    eq(len(r.stderr.strip().splitlines()), 1, "one line: " + r.stderr)
+    check("missing.ht" in r.stderr, "names the file: " + r.stderr)
+    txt = t.path("notes.ht")
+    with open(txt, "w") as f:
+        f.write("not a trace at all\n")
+    for cmd in ("timeline", "events"):
+        r = t.tool([cmd, "-o", t.path("x.svg"), txt] if cmd == "timeline" else [cmd, txt])
+        eq(r.rc, 1, "%s on a text file" % cmd)
+        check("not a heaptrail trace" in r.stderr and len(r.stderr.strip().splitlines()) == 1,
+              "%s: %s" % (cmd, r.stderr))
+    check(not os.path.exists(t.path("x.svg")), "output left behind")
+    check(not [n for n in os.listdir(t.dir) if ".tmp-" in n], "temporary file left behind")
+    out, _ = record_phases(t)
+    for args, what in ((["--bins", "0"], "--bins"), (["--bins", "2000000"], "--bins"),
+                       (["--bins", "many"], "--bins"), (["--from", "soon"], "--from"),
+                       (["--from", "2s", "--to", "1s"], "--to"), (["--csv", "--json"], "--csv")):
+        r = t.tool(["timeline"] + args + [out])
+        eq(r.rc, 2, "exit status of timeline %s" % args)
+        check(what in r.stderr and len(r.stderr.strip().splitlines()) <= 2,
+              "timeline %s: %s" % (args, r.stderr))
+    for args, what in ((["--kind", "malloc"], "dump"), (["--kind", "nosuch"], "nosuch"),
+                       (["--min-size", "big"], "--min-size")):
+        r = t.tool(["events"] + args + [out])
+        eq(r.rc, 2, "exit status of events %s" % args)
+        check(what in r.stderr, "events %s: %s" % (args, r.stderr))
+    r = t.tool(["timeline"])
+    eq(r.rc, 2, "no trace")
+
+
+@case(timeout=120, labels=("analyzers",))
+def test_events_columns(t):
+    """Every mmap-family, brk/sbrk and shm call of phases with its exact
+    arguments and result, in order; the text columns; filters by kind,
+    size and time; the heap growth of malloc(100000) with the stack of
+    grow_heap at its line (brkstack)."""
+    out, said = record_phases(t, args=["--stacks"])
+    ev = events_json(t, out)
+    calls = [e for e in ev if e["call"] != "heap_break"]
+    # sbrk(0) calls of the program: brk_before, brk_after and brk_end
+    eq([e["call"] for e in calls],
+       ["sbrk", "sbrk", "mmap", "mremap", "munmap", "mmap", "munmap", "mmap", "sbrk", "brk",
+        "shmget", "shmat", "shmdt", "shmctl", "sbrk"], "the calls in order")
+    pid = calls[0]["pid"]
+    check(all(e["pid"] == pid and e["comm"] == "phases" and e["tid"] == pid for e in ev),
+          "pid, comm, tid")
+    def sub(e, *keys):
+        return {k: e.get(k) for k in keys}
+    mm, mr, mu, fm, fu, bad = calls[2:8]
+    eq(sub(mm, "addr", "size", "prot", "flags", "offset", "fd", "result", "failed"),
+       {"addr": "0x0", "size": 65536, "prot": "rw-", "flags": ["PRIVATE", "ANON"], "offset": 0,
+        "fd": -1, "result": said["mmap"], "failed": False}, "anonymous mmap")
+    eq(sub(mr, "addr", "size", "flags", "result"),
+       {"addr": said["mmap"], "size": 131072, "flags": ["MAYMOVE"], "result": said["mremap"]},
+       "mremap")
+    eq(sub(mu, "addr", "size", "result"), {"addr": said["mremap"], "size": 131072,
+                                           "result": "0"}, "munmap")
+    eq(sub(fm, "size", "prot", "flags", "offset", "fd", "result"),
+       {"size": 4096, "prot": "r--", "flags": ["SHARED"], "offset": 8192,
+        "fd": int(said["fd"]), "result": said["filemap"]}, "file mmap")
+    eq(sub(fu, "addr", "size"), {"addr": said["filemap"], "size": 4096}, "file munmap")
+    eq(sub(bad, "fd", "failed", "result"), {"fd": 999, "failed": True, "result": "-1"},
+       "failed mmap")
+    sb, br = calls[8:10]
+    eq(sub(sb, "size", "result"), {"size": 65536, "result": said["sbrk_old"]}, "sbrk")
+    eq(sub(br, "addr", "size", "result"), {"addr": said["sbrk_old"], "size": -65536,
+                                           "result": "0"}, "brk")
+    sg, sa, sd, sc = calls[10:14]
+    shmid = int(said["shmid"])
+    eq(sub(sg, "key", "size", "flags", "id", "result"),
+       {"key": 0, "size": 65536, "flags": ["IPC_CREAT", "0600"], "id": shmid,
+        "result": str(shmid)}, "shmget")
+    eq(sub(sa, "id", "addr", "prot", "size", "result"),
+       {"id": shmid, "addr": "0x0", "prot": "rw-", "size": 65536, "result": said["shmat"]},
+       "shmat")
+    eq(sub(sd, "addr", "id", "size", "result"), {"addr": said["shmat"], "id": shmid,
+                                                 "size": 65536, "result": "0"}, "shmdt")
+    eq(sub(sc, "id", "cmd", "result"), {"id": shmid, "cmd": "IPC_RMID", "result": "0"},
+       "shmctl")
+    # heap growth: the malloc of grow_heap, then the program's sbrk and brk
+    hb = [e for e in ev if e["call"] == "heap_break"]
+    grow = [e for e in hb if e["addr"] == said["brk_after"]]
+    check(grow, "no heap_break to brk_after %s: %s" % (said["brk_after"], hb))
+    g = grow[0]
+    eq((g["cause"], g["size"]), ("malloc", int(said["brk_after"], 16) -
+                                 int(said["brk_before"], 16)), "growth by malloc")
+    eq((g["stack"][0]["function"], g["stack"][0]["line"]), ("grow_heap", line_of("BRK:grow")),
+       "brkstack: the stack of the malloc that grew the heap")
+    eq(g["stack"][1]["function"], "main", "grow_heap's caller")
+    eq([(e["cause"], e["size"]) for e in hb[-2:]], [("sbrk", 65536), ("brk", -65536)],
+       "the program's own break moves")
+    # filters
+    eq([e["call"] for e in events_json(t, out, "--kind", "shm")],
+       ["shmget", "shmat", "shmdt", "shmctl"], "--kind shm")
+    eq([e["call"] for e in events_json(t, out, "--kind", "mmap,munmap", "--min-size", "64K")],
+       ["mmap", "munmap"], "--min-size 64K")
+    after = events_json(t, out, "--from", "%dns" % sc["time_ns"])
+    eq([e["call"] for e in after], ["shmctl", "sbrk"], "--from")
+    # the text lines: mmapsnoop-style columns
+    r = t.tool(["events", "--kind", "mmap", out])
+    eq(r.rc, 0, "events")
+    lines = r.stdout.splitlines()
+    eq(lines[0].split(), ["TIME(s)", "PID", "COMM", "TID", "CALL", "ADDR", "SIZE", "PROT",
+                          "FLAGS", "OFF", "FD", "KEY", "ID", "RESULT"], "header")
+    eq(lines[1].split()[1:], [str(pid), "phases", str(pid), "mmap", "0x0", "65536", "rw-",
+                              "PRIVATE|ANON", "0", "-1", "-", "-", said["mmap"]], "an mmap line")
+    r = t.tool(["events", "--kind", "heap_break", "--stacks", out])
+    check(re.search(r"heap_break .*by malloc.*\n\s+grow_heap phases\.c:%d" % line_of("BRK:grow"),
+                    r.stdout), "text brkstack:\n" + r.stdout)
