@@ -187,6 +187,8 @@ fail:
 	free(buf);
 	fclose(f);
 	return NULL;
+}
+
 void *ht_xrealloc(void *p, size_t n)
 {
 	p = realloc(p, n ? n : 1);
