@@ -16,6 +16,7 @@
 #include "analyze/htmlout.h"
 #include "analyze/stackstats.h"
 #include "analyze/stats.h"
+#include "analyze/timeline.h"
 #include "cli/builtin.h"
 #include "common/json.h"
 #include "common/jsonread.h"
@@ -56,6 +57,7 @@ static const char usage_text[] =
 struct collectors {
 	struct ht_stats *stats;     /* summary, histograms, threads, marks */
 	struct ht_stackstats stacks; /* per stack: peak, calls, temporary, leaks */
+	struct ht_timeline *timeline; /* the heap over time */
 };
 
 static int read_trace(const char *path, struct collectors *c, struct ht_reader **rp)
@@ -63,14 +65,24 @@ static int read_trace(const char *path, struct collectors *c, struct ht_reader *
 	*rp = ht_analyze__open(path);
 	if (!*rp)
 		return HT_EXIT_DATA;
-	c->stats = ht_stats__new(ht_reader__info(*rp));
+	const struct ht_trace_info *in = ht_reader__info(*rp);
+	c->stats = ht_stats__new(in);
 	ht_stackstats__init(&c->stacks, 0);
+	struct ht_timeline_opts to;
+	ht_timeline__opts_init(&to, in);
+	c->timeline = ht_timeline__new(&to);
+	if (!c->timeline) {
+		ht_error("out of memory");
+		exit(HT_EXIT_DATA);
+	}
 	struct ht_event e;
 	while (ht_analyze__next(*rp, &e)) {
 		ht_stats__event(c->stats, &e);
 		ht_stackstats__event(&c->stacks, &e);
+		ht_timeline__event(c->timeline, &e);
 	}
 	ht_stackstats__finish(&c->stacks);
+	ht_timeline__finish(c->timeline, *rp);
 	return ht_analyze__finish(*rp, path, 0);
 }
 
@@ -128,6 +140,33 @@ static void section_summary(struct page *pg)
 			(unsigned long long)s->unknown_frees, (unsigned long long)s->inversions,
 			(unsigned long long)in->dropped);
 	fputs("</section>\n", f);
+}
+
+/* The timeline's SVG, inline, marked as a chart for the self-check. */
+static void section_timeline(struct page *pg)
+{
+	FILE *f = pg->f;
+	char *svg = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&svg, &len);
+	if (!m || ht_timeline__svg(pg->c->timeline, m, 1200, 520) < 0 || fclose(m) != 0) {
+		ht_error("out of memory");
+		exit(HT_EXIT_DATA);
+	}
+	static const char cls[] = "class=\"heaptrail-timeline\"";
+	char *at = strstr(svg, cls);
+	fputs("<section id=\"timeline\"><h2>The heap over time</h2>\n<div class=\"chart\">", f);
+	if (at) {
+		fwrite(svg, 1, (size_t)(at - svg), f);
+		fputs("class=\"heaptrail-timeline chart\" id=\"timeline-chart\"", f);
+		fputs(at + sizeof(cls) - 1, f);
+	} else {
+		fputs(svg, f);
+	}
+	fputs("</div>\n<p>Live requested and usable bytes, RSS, the program break, the bytes of "
+	      "blocks glibc mmapped and of the program's own maps; hover for each time bin's "
+	      "figures. <code>heaptrail timeline --csv</code> gives the numbers.</p></section>\n", f);
+	free(svg);
 }
 
 static void section_histograms(struct page *pg)
@@ -459,6 +498,7 @@ static void write_page(struct page *pg, struct ht_jvalue **cmp, int ncmp)
 		fputs(" <a href=\"#allocators\">allocators</a>", f);
 	fputs("</nav></header>\n", f);
 	section_summary(pg);
+	section_timeline(pg);
 	section_histograms(pg);
 	section_stacks(pg);
 	section_flame(pg);
@@ -568,5 +608,7 @@ cleanup:
 	ht_reader__close(r);
 	ht_stats__delete(c.stats);
 	ht_stackstats__free(&c.stacks);
+	if (c.timeline)
+		ht_timeline__delete(c.timeline);
 	return ret;
 }

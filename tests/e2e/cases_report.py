@@ -88,7 +88,9 @@ def test_report_leaky(t):
               % (site["function"], want, leak_rows))
     # Chromium: every chart drawn with marks
     charts = selfcheck(t, out)
-    for cid in ("sizes", "lifetimes", "flame-allocated", "flame-peak"):
+    check(charts.get("timeline-chart", {}).get("marks", 0) >= 3,
+          "the timeline draws its series (live, usable, break, ...): %r" % charts.get("timeline-chart"))
+    for cid in ("timeline-chart", "sizes", "lifetimes", "flame-allocated", "flame-peak"):
         check(cid in charts, "chart %s missing: %r" % (cid, charts))
         c = charts[cid]
         check(c["width"] > 0 and c["height"] > 0 and c["marks"] > 0,
