@@ -31,7 +31,7 @@ static int column(const char *name)
 /* The column of each field of each kind (descriptor order, 'S' included),
  * -1 for none. */
 static int col_of[HT_EV_NR][HT_MAX_FIELDS + 1];
-static int c_mmapped, c_nonmain, c_weight, c_stack, c_string; /* fixed columns */
+static int c_mmapped, c_nonmain, c_weight, c_stack; /* fixed columns */
 
 static void map_fields(void)
 {
@@ -39,7 +39,6 @@ static void map_fields(void)
 	c_nonmain = column("nonmain");
 	c_weight = column("weight");
 	c_stack = column("stack");
-	c_string = column("string");
 	for (int k = 0; k < HT_EV_NR; k++) {
 		const struct ht_kind_desc *d = &ht_kind_descs[k];
 		char names[128];
@@ -63,19 +62,58 @@ static void map_fields(void)
 	}
 }
 
-static void csv_str(FILE *f, const char *s)
+/* How a cell is written. */
+enum { CELL_EMPTY, CELL_DEC, CELL_SIGNED, CELL_HEX, CELL_STR };
+
+struct cell {
+	int type;   /* CELL_* */
+	uint64_t v; /* the value */
+};
+
+static char *put_dec(char *o, uint64_t v)
+{
+	char tmp[20];
+	int n = 0;
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (n)
+		*o++ = tmp[--n];
+	return o;
+}
+
+static char *put_hex(char *o, uint64_t v)
+{
+	char tmp[16];
+	int n = 0;
+	*o++ = '0';
+	*o++ = 'x';
+	do {
+		tmp[n++] = "0123456789abcdef"[v & 15];
+		v >>= 4;
+	} while (v);
+	while (n)
+		*o++ = tmp[--n];
+	return o;
+}
+
+/* s as a CSV field: quoted when it holds a comma, quote or line break. */
+static char *put_str(char *o, const char *s)
 {
 	if (!strpbrk(s, ",\"\r\n")) {
-		fputs(s, f);
-		return;
+		size_t n = strlen(s);
+		memcpy(o, s, n);
+		return o + n;
 	}
-	fputc('"', f);
+	*o++ = '"';
 	for (; *s; s++) {
 		if (*s == '"')
-			fputc('"', f);
-		fputc(*s, f);
+			*o++ = '"';
+		*o++ = *s;
 	}
-	fputc('"', f);
+	*o++ = '"';
+	return o;
 }
 
 int ht_export__csv(const struct ht_export_opts *o, FILE *f)
@@ -90,15 +128,14 @@ int ht_export__csv(const struct ht_export_opts *o, FILE *f)
 		fprintf(f, ",%s", columns[i]);
 	fputc('\n', f);
 	struct ht_event e;
-	char cell[NCOLS][40];
-	const char *str;
+	struct cell cell[NCOLS];
+	/* a row: numbers of at most 20 digits, a string of HT_MAX_STR bytes, doubled quoted */
+	static char row[64 + NCOLS * 24 + 2 * HT_MAX_STR + 8];
 	while (ht_analyze__next(r, &e)) {
 		if (!ht_event__is_call(&e))
 			continue; /* the release half of a split realloc: its row comes at the end */
 		const struct ht_kind_desc *d = &ht_kind_descs[e.kind];
-		for (size_t i = 0; i < NCOLS; i++)
-			cell[i][0] = 0;
-		str = NULL;
+		memset(cell, 0, sizeof(cell));
 		int v = 0;
 		for (int i = 0; d->fields[i] && i <= HT_MAX_FIELDS; i++) {
 			char code = d->fields[i];
@@ -108,46 +145,67 @@ int ht_export__csv(const struct ht_export_opts *o, FILE *f)
 				v++;
 			if (c < 0)
 				continue;
-			char *o2 = cell[c];
 			switch (code) {
 			case 'S':
-				str = e.str ? e.str : "";
+				cell[c].type = CELL_STR;
 				break;
 			case 'p':
-				snprintf(o2, 40, "0x%llx", (unsigned long long)x);
+				cell[c] = (struct cell){CELL_HEX, x};
 				break;
 			case 's':
-				snprintf(o2, 40, "%lld", (long long)(int64_t)x);
+				cell[c] = (struct cell){CELL_SIGNED, x};
 				break;
 			case 'U':
-				snprintf(o2, 40, "%llu", (unsigned long long)e.usable);
+				cell[c] = (struct cell){CELL_DEC, e.usable};
 				break;
-			case 'd':
-				snprintf(o2, 40, "%llu",
-					 (unsigned long long)(ts_per_ns > 0 ? (double)e.duration / ts_per_ns + 0.5
-									    : (double)e.duration));
+			case 'd': /* ticks to ns */
+				cell[c] = (struct cell){CELL_DEC, ts_per_ns > 0
+					? (uint64_t)((double)e.duration / ts_per_ns + 0.5) : e.duration};
 				break;
 			default:
-				snprintf(o2, 40, "%llu", (unsigned long long)x);
+				cell[c] = (struct cell){CELL_DEC, x};
 			}
 		}
 		if (d->is_alloc) {
-			snprintf(cell[c_mmapped], 40, "%d", !!(e.flags & HT_F_MMAPPED));
-			snprintf(cell[c_nonmain], 40, "%d", !!(e.flags & HT_F_NONMAIN));
-			snprintf(cell[c_weight], 40, "%u", e.weight);
+			cell[c_mmapped] = (struct cell){CELL_DEC, !!(e.flags & HT_F_MMAPPED)};
+			cell[c_nonmain] = (struct cell){CELL_DEC, !!(e.flags & HT_F_NONMAIN)};
+			cell[c_weight] = (struct cell){CELL_DEC, e.weight};
 		}
 		if (e.stack)
-			snprintf(cell[c_stack], 40, "%u", e.stack);
-		fprintf(f, "%llu,%u,%llu,%s", (unsigned long long)e.time_ns, e.tid,
-			(unsigned long long)e.seq, ht_kind_name(e.kind));
+			cell[c_stack] = (struct cell){CELL_DEC, e.stack};
+		char *o2 = put_dec(row, e.time_ns);
+		*o2++ = ',';
+		o2 = put_dec(o2, e.tid);
+		*o2++ = ',';
+		o2 = put_dec(o2, e.seq);
+		*o2++ = ',';
+		o2 = put_str(o2, ht_kind_name(e.kind));
 		for (size_t i = 0; i < NCOLS; i++) {
-			fputc(',', f);
-			if (str && (int)i == c_string)
-				csv_str(f, str);
-			else
-				fputs(cell[i], f);
+			*o2++ = ',';
+			switch (cell[i].type) {
+			case CELL_DEC:
+				o2 = put_dec(o2, cell[i].v);
+				break;
+			case CELL_SIGNED:
+				if ((int64_t)cell[i].v < 0) {
+					*o2++ = '-';
+					o2 = put_dec(o2, -cell[i].v);
+				} else {
+					o2 = put_dec(o2, cell[i].v);
+				}
+				break;
+			case CELL_HEX:
+				o2 = put_hex(o2, cell[i].v);
+				break;
+			case CELL_STR:
+				o2 = put_str(o2, e.str ? e.str : "");
+				break;
+			default:
+				break;
+			}
 		}
-		fputc('\n', f);
+		*o2++ = '\n';
+		fwrite(row, 1, (size_t)(o2 - row), f);
 	}
 	int ret = ht_analyze__finish(r, o->trace, 0);
 	ht_reader__close(r);

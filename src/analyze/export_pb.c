@@ -15,12 +15,7 @@ static void reserve(struct ht_pb *b, size_t more)
 	size_t cap = b->cap ? b->cap : 256;
 	while (cap < b->len + more)
 		cap *= 2;
-	uint8_t *p = realloc(b->buf, cap);
-	if (!p) {
-		ht_error("out of memory writing a profile");
-		exit(HT_EXIT_DATA);
-	}
-	b->buf = p;
+	b->buf = ht_xrealloc(b->buf, cap);
 	b->cap = cap;
 }
 

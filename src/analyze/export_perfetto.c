@@ -49,11 +49,7 @@ static struct thread *thread_of(struct perfetto *p, uint32_t tid)
 			return &p->threads[i];
 	if (p->nthreads == p->capthreads) {
 		p->capthreads = p->capthreads ? 2 * p->capthreads : 16;
-		p->threads = realloc(p->threads, p->capthreads * sizeof(*p->threads));
-		if (!p->threads) {
-			ht_error("out of memory");
-			exit(HT_EXIT_DATA);
-		}
+		p->threads = ht_xrealloc(p->threads, p->capthreads * sizeof(*p->threads));
 	}
 	struct thread *t = &p->threads[p->nthreads++];
 	memset(t, 0, sizeof(*t));
@@ -131,11 +127,7 @@ static void call_instant(struct perfetto *p, const struct ht_event *e)
 
 static void counter(struct perfetto *p, const char *name, const struct ht_series *s)
 {
-	struct ht_point *pts = malloc(4 * s->nbuckets * sizeof(*pts));
-	if (!pts) {
-		ht_error("out of memory");
-		exit(HT_EXIT_DATA);
-	}
+	struct ht_point *pts = ht_xrealloc(NULL, 4 * s->nbuckets * sizeof(*pts));
 	size_t n = ht_series__points(s, pts);
 	for (size_t i = 0; i < n; i++) {
 		begin(p, name, "C", pts[i].t, 0);

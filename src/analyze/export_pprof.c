@@ -51,7 +51,7 @@ static void map_grow(struct u64map *m)
 	m->keys = calloc(m->cap, sizeof(*m->keys));
 	m->vals = calloc(m->cap, sizeof(*m->vals));
 	if (!m->keys || !m->vals) {
-		ht_error("out of memory writing a profile");
+		ht_error("out of memory");
 		exit(HT_EXIT_DATA);
 	}
 	for (size_t i = 0; i < o.cap; i++)
@@ -118,15 +118,15 @@ static uint64_t str_of(struct profile *p, const char *s)
 			return i - 1;
 	if (p->nstrs == p->capstrs) {
 		p->capstrs = p->capstrs ? p->capstrs * 2 : 1024;
-		p->strs = realloc(p->strs, p->capstrs * sizeof(*p->strs));
-		p->str_next = realloc(p->str_next, p->capstrs * sizeof(*p->str_next));
-		if (!p->strs || !p->str_next) {
-			ht_error("out of memory writing a profile");
-			exit(HT_EXIT_DATA);
-		}
+		p->strs = ht_xrealloc(p->strs, p->capstrs * sizeof(*p->strs));
+		p->str_next = ht_xrealloc(p->str_next, p->capstrs * sizeof(*p->str_next));
 	}
 	uint64_t ix = p->nstrs++;
 	p->strs[ix] = strdup(s);
+	if (!p->strs[ix]) {
+		ht_error("out of memory");
+		exit(HT_EXIT_DATA);
+	}
 	p->str_next[ix] = map_get(&p->str_ix, h);
 	map_put(&p->str_ix, h, ix + 1);
 	ht_pb__str(&p->strings, 6, s);

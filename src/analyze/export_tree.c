@@ -22,16 +22,6 @@ const char *ht_export__frame_label(char *buf, size_t len, const struct ht_frame 
 	return buf;
 }
 
-static void *xrealloc(void *p, size_t n)
-{
-	p = realloc(p, n ? n : 1);
-	if (!p) {
-		ht_error("out of memory");
-		exit(HT_EXIT_DATA);
-	}
-	return p;
-}
-
 static struct ht_site *child(struct ht_sitetree *t, struct ht_site *s, uint64_t ip,
 			     const char *label)
 {
@@ -40,7 +30,7 @@ static struct ht_site *child(struct ht_sitetree *t, struct ht_site *s, uint64_t 
 			return &s->kids[i];
 	if (s->nkids == s->capkids) {
 		s->capkids = s->capkids ? 2 * s->capkids : 4;
-		s->kids = xrealloc(s->kids, s->capkids * sizeof(*s->kids));
+		s->kids = ht_xrealloc(s->kids, s->capkids * sizeof(*s->kids));
 	}
 	struct ht_site *k = &s->kids[s->nkids++];
 	memset(k, 0, sizeof(*k));
@@ -96,7 +86,7 @@ void ht_sitetree__build(struct ht_sitetree *t, const struct ht_livemap *live,
 	static struct ht_frame frames[MAX_FRAMES];
 	memset(t, 0, sizeof(*t));
 	t->max_depth = max_depth < MAX_FRAMES ? max_depth : MAX_FRAMES;
-	struct group *g = xrealloc(NULL, live->count * sizeof(*g));
+	struct group *g = ht_xrealloc(NULL, live->count * sizeof(*g));
 	size_t ng = 0;
 	for (size_t i = 0; i < live->cap; i++) {
 		const struct ht_block *b = &live->slots[i];

@@ -149,3 +149,13 @@ int ht_self_dir(char *buf, size_t len)
 	*slash = 0;
 	return 0;
 }
+
+void *ht_xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n ? n : 1);
+	if (!p) {
+		ht_error("out of memory");
+		exit(HT_EXIT_DATA);
+	}
+	return p;
+}

@@ -2,6 +2,7 @@
 #ifndef HEAPTRAIL_COMMON_UTIL_H
 #define HEAPTRAIL_COMMON_UTIL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -10,6 +11,10 @@ enum { HT_EXIT_OK = 0, HT_EXIT_DATA = 1, HT_EXIT_USAGE = 2 };
 
 void ht_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void ht_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* realloc that exits with HT_EXIT_DATA after "out of memory" on failure
+ * (n 0 counts as 1). */
+void *ht_xrealloc(void *p, size_t n);
 
 /* "12.3 MiB" style; buf needs 32 bytes. */
 const char *ht_fmt_bytes(char *buf, uint64_t bytes);
