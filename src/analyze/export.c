@@ -165,6 +165,11 @@ int cmd_export(int argc, char **argv)
 		goto cleanup;
 	}
 	ret = renderers[fmt](&cfg.o, out);
+	/* a damaged trace: the output covers the events before the damage (as
+	 * the other analyzers' results do), kept, and the exit status says so */
+	int damaged = ret == HT_EXPORT_DAMAGED;
+	if (damaged)
+		ret = HT_EXIT_OK;
 	if (fflush(out) != 0 || ferror(out)) {
 		ht_error("cannot write %s: %m", cfg.out ? cfg.out : "standard output");
 		if (!ret)
@@ -184,6 +189,8 @@ int cmd_export(int argc, char **argv)
 		if (ret)
 			unlink(tmp);
 	}
+	if (!ret && damaged)
+		ret = HT_EXIT_DATA;
 cleanup:
 	if (out != stdout) {
 		fclose(out);

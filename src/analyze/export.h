@@ -115,7 +115,10 @@ struct ht_export_opts {
 };
 
 /* Each renderer streams the trace at opts->trace to f and returns the exit
- * status (0, or HT_EXIT_DATA after a one-line error). */
+ * status: 0; HT_EXIT_DATA after a one-line error, the output unusable; or
+ * HT_EXPORT_DAMAGED when the trace stopped at an error (said on stderr)
+ * and the output is whole for the events before it. */
+enum { HT_EXPORT_DAMAGED = 3 };
 int ht_export__pprof(const struct ht_export_opts *o, FILE *f);
 int ht_export__perfetto(const struct ht_export_opts *o, FILE *f);
 int ht_export__massif(const struct ht_export_opts *o, FILE *f);

@@ -207,7 +207,7 @@ int ht_export__csv(const struct ht_export_opts *o, FILE *f)
 		*o2++ = '\n';
 		fwrite(row, 1, (size_t)(o2 - row), f);
 	}
-	int ret = ht_analyze__finish(r, o->trace, 0);
+	int ret = ht_analyze__finish(r, o->trace, 0) ? HT_EXPORT_DAMAGED : HT_EXIT_OK;
 	ht_reader__close(r);
 	return ret;
 }

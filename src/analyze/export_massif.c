@@ -161,13 +161,12 @@ int ht_export__massif(const struct ht_export_opts *o, FILE *f)
 	struct massif m = {.f = f, .o = o};
 	struct ht_reader *r1 = NULL;
 	struct ht_event e;
-	int ret = HT_EXIT_DATA;
+	int ret = HT_EXIT_DATA, damaged = 0;
 	if (!(r1 = ht_analyze__open(o->trace)))
 		goto cleanup;
 	while (ht_analyze__next(r1, &e))
 		step(&p1, &e);
-	if ((ret = ht_analyze__finish(r1, o->trace, 0)))
-		goto cleanup;
+	damaged = ht_analyze__finish(r1, o->trace, 0) != 0; /* then up to the damage */
 	ht_livemap__free(&p1.live); /* (its blocks are not needed again) */
 	ht_livemap__init(&p1.live);
 	/* the symbolizer knows every module once the whole trace is read */
@@ -196,7 +195,7 @@ int ht_export__massif(const struct ht_export_opts *o, FILE *f)
 		while (next <= t)
 			next = next > UINT64_MAX - stepsz ? UINT64_MAX : next + stepsz;
 	}
-	ret = ht_analyze__finish(m.r, o->trace, 1);
+	ret = damaged || ht_reader__error(m.r) ? HT_EXPORT_DAMAGED : HT_EXIT_OK;
 	if (m.last_time != now(&p2) || m.nsnap == 1)
 		regular(&m, &p2); /* the end */
 cleanup:

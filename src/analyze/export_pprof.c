@@ -283,6 +283,8 @@ int ht_export__pprof(const struct ht_export_opts *o, FILE *f)
 	int ret = ht_stackstats__collect(o->trace, 0, o->at_peak, &ss, &r);
 	if (!r)
 		goto cleanup;
+	if (ret)
+		ret = HT_EXPORT_DAMAGED; /* read up to the damage */
 	if (!(sym = ht_blocks__symbolizer(r, o->sysroot, o->debug_dir))) {
 		ret = HT_EXIT_DATA;
 		goto cleanup;

@@ -403,7 +403,8 @@ def test_export_csv(t):
 def test_export_errors(t):
     """Bad formats and arguments exit 2, bad traces and outputs exit 1, each
     with one line on stderr; no output file (nor temporary file) is left
-    behind."""
+    behind.  A truncated trace exits 1 too, with the reader's error, but
+    its output, whole for the events before the damage, is kept."""
     trace = record_expo(t, "expo", ())
     notrace = t.path("notes.txt")
     with open(notrace, "w") as f:
@@ -429,6 +430,27 @@ def test_export_errors(t):
         check(what in lines[0], "export %s: stderr does not say %r: %s" % (args, what, lines[0]))
     left = sorted(x for x in os.listdir(t.dir) if x.startswith("out.file") or ".tmp-" in x)
     eq(left, [], "files left behind")
+    # a truncated trace: every format is written for the events before the
+    # damage, kept, and the exit status is 1 with the reader's error
+    big = t.path("big.ht")
+    r = t.run([t.heaptrail, "record", "-q", "-o", big, "--", t.prog("randloop"), "100000"])
+    eq(r.rc, 0, "record randloop:\n" + r.describe())
+    cut = t.path("cut.ht")
+    with open(big, "rb") as f, open(cut, "wb") as g:
+        g.write(f.read()[:os.path.getsize(big) * 3 // 5])
+    sc = t.stats(cut, rc=1)
+    for fmt in ("csv", "pprof", "perfetto", "massif"):
+        o, r = export(t, fmt, cut, rc=1)
+        check("truncated" in r.stderr, "%s of a truncated trace: no error:\n%s" % (fmt, r.stderr))
+        check(os.path.exists(o), "%s of a truncated trace: no output" % fmt)
+    with open(t.path("cut.ht.csv")) as f:
+        eq(sum(1 for _ in f) - 1, sc["events"], "CSV rows of a truncated trace vs stats")
+    with open(t.path("cut.ht.perfetto")) as f:
+        json.load(f)
+    with open(t.path("cut.ht.pprof"), "rb") as f:
+        eq(pbdecode.Profile(f.read()).total("alloc_objects"), alloc_totals(sc)[0],
+           "pprof allocations of a truncated trace")
+    ms_print(t, t.path("cut.ht.massif"))
     # a good run leaves exactly the output file, with the usual mode
     o, _ = export(t, "csv", trace)
     eq(sorted(x for x in os.listdir(t.dir) if x.startswith("expo.ht.")), ["expo.ht.csv"],
