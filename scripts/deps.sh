@@ -3,10 +3,10 @@
 # Usage: scripts/deps.sh [build|test|bench]   (default: build)
 set -euo pipefail
 what=${1:-build}
-pkgs=(gcc g++ make cmake pkg-config libzstd-dev libunwind-dev libdw-dev libelf-dev)
+pkgs=(gcc g++ make cmake pkg-config libzstd-dev libunwind-dev libdw-dev libelf-dev zlib1g-dev)
 case "$what" in
   test) pkgs+=(python3 clang valgrind sqlite3 git zstd xz-utils libjemalloc2 libtcmalloc-minimal4
-        libmimalloc2.0 chromium) ;;
+        libmimalloc2.0 chromium golang-go) ;;
   bench) pkgs+=(python3 heaptrack) ;;
 esac
 missing=()

@@ -27,6 +27,7 @@ static const struct cmd_struct commands[] = {
 	{"events", cmd_events, "mmap/munmap/mremap/brk/sbrk/shm calls and heap growth, mmapsnoop style"},
 	{"flamegraph", cmd_flamegraph, "flame graph of allocations by stack: interactive SVG or folded"},
 	{"report", cmd_report, "everything above in one self-contained HTML page"},
+	{"export", cmd_export, "the trace as pprof, Perfetto/Chrome JSON, massif or CSV"},
 	{"convert", cmd_convert, "turn a trace into a workload for replay (also: trace2wl OUT.wl TRACE)"},
 	{"replay", cmd_replay, "run a workload under any allocator and tunables, timed (also: trace_run)"},
 	{"compare", cmd_compare, "replay a workload under several allocators/tunables: table and RSS chart"},

@@ -12,6 +12,10 @@ enum { HT_EXIT_OK = 0, HT_EXIT_DATA = 1, HT_EXIT_USAGE = 2 };
 void ht_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void ht_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* realloc that exits with HT_EXIT_DATA after "out of memory" on failure
+ * (n 0 counts as 1). */
+void *ht_xrealloc(void *p, size_t n);
+
 /* "12.3 MiB" style; buf needs 32 bytes. */
 const char *ht_fmt_bytes(char *buf, uint64_t bytes);
 /* "1.234 s", "56.7 ms"; buf needs 32 bytes. */
@@ -32,8 +36,6 @@ void ht_progress_done(void);
 /* Reads a whole file of at most max bytes, NUL-terminated (*len without
  * the NUL); NULL after a one-line error naming the file. */
 char *ht_read_file(const char *path, size_t max, size_t *len);
-/* realloc that ends the program with "out of memory" (exit 1) on failure. */
-void *ht_xrealloc(void *p, size_t n);
 
 /* Directory of the running executable (for finding libheaptrail.so). */
 int ht_self_dir(char *buf, size_t len);

@@ -1,0 +1,208 @@
+/* heaptrail export --format massif: valgrind massif's out-file format, for
+ * ms_print and massif-visualizer.  The trace is read twice: once to find
+ * its length in the chosen time unit and the moment the heap peaked, once
+ * to take the snapshots: about --snapshots of them at regular steps of
+ * that unit (each taken at the first event at or past its step, so that
+ * its figures are exact), every --detailed-freq-th with the tree of
+ * allocation sites, and the peak, detailed.
+ *
+ * The file:
+ *   desc: ...              (massif's arguments; ours)
+ *   cmd: the traced command
+ *   time_unit: i|ms|B
+ *   #-----------
+ *   snapshot=N
+ *   #-----------
+ *   time=T
+ *   mem_heap_B=live requested bytes
+ *   mem_heap_extra_B=live usable bytes - requested bytes
+ *   mem_stacks_B=0
+ *   heap_tree=empty|detailed|peak
+ *   nK: BYTES (heap allocation functions) malloc/new/new[], --alloc-fns, etc.
+ *    nK: BYTES 0xADDR: function (file:line)      children biggest first,
+ *     ...                                          one space deeper each
+ *    n0: BYTES in N places, all below massif's threshold (1.00%) */
+#define _GNU_SOURCE
+#include "export.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/analyze.h"
+#include "analyze/blocks.h"
+#include "common/util.h"
+
+enum unit { U_CALLS, U_MS, U_BYTES };
+
+/* One reading of the trace. */
+struct pass {
+	struct ht_livemap live; /* live blocks, aux = stack */
+	enum unit unit;         /* the time unit */
+	uint64_t heap, usable;  /* live requested / usable bytes */
+	uint64_t bytes;         /* allocated + freed so far (unit B) */
+	uint64_t calls;         /* events so far (unit i) */
+	uint64_t ms;            /* the last event's time in ms (unit ms) */
+	uint64_t peak;          /* the most live bytes so far */
+	uint64_t peak_event;    /* events read when it was reached */
+};
+
+static void on_acquire(void *ctx, const struct ht_event *e, const struct ht_block *b)
+{
+	(void)e;
+	struct pass *p = ctx;
+	p->heap += b->size * b->weight;
+	p->usable += b->usable * b->weight;
+	p->bytes += b->size * b->weight;
+	if (p->heap > p->peak) {
+		p->peak = p->heap;
+		p->peak_event = p->calls;
+	}
+}
+
+static void on_release(void *ctx, const struct ht_event *e, const struct ht_block *b)
+{
+	(void)e;
+	struct pass *p = ctx;
+	p->heap -= b->size * b->weight;
+	p->usable -= b->usable * b->weight;
+	p->bytes += b->size * b->weight;
+}
+
+/* Applies e; the pass's clock moves on. */
+static void step(struct pass *p, const struct ht_event *e)
+{
+	struct ht_block_cbs cbs = {on_release, on_acquire, p};
+	p->calls++;
+	p->ms = e->time_ns / 1000000;
+	if (e->kind == HT_EV_CONTROL && e->v[0] == HT_CTL_RESET)
+		p->heap = p->usable = 0; /* the blocks before are forgotten */
+	ht_blocks__event(&p->live, e, &cbs);
+}
+
+static uint64_t now(const struct pass *p)
+{
+	return p->unit == U_CALLS ? p->calls : p->unit == U_MS ? p->ms : p->bytes;
+}
+
+static void write_site(FILE *f, const struct ht_site *s, size_t depth, uint64_t total,
+		       double threshold)
+{
+	size_t sig = 0, insig = 0;
+	uint64_t insig_bytes = 0;
+	for (size_t i = 0; i < s->nkids; i++) {
+		if (total && (double)s->kids[i].bytes * 100.0 >= threshold * (double)total)
+			sig++;
+		else {
+			insig++;
+			insig_bytes += s->kids[i].bytes;
+		}
+	}
+	fprintf(f, "%*sn%zu: %llu ", (int)depth, "", sig + (insig > 0),
+		(unsigned long long)s->bytes);
+	if (!depth)
+		fprintf(f, "(heap allocation functions) malloc/new/new[], --alloc-fns, etc.\n");
+	else
+		fprintf(f, "0x%llX: %s\n", (unsigned long long)s->ip, s->label);
+	for (size_t i = 0; i < s->nkids; i++) /* biggest first: the significant ones lead */
+		if (total && (double)s->kids[i].bytes * 100.0 >= threshold * (double)total)
+			write_site(f, &s->kids[i], depth + 1, total, threshold);
+	if (insig)
+		fprintf(f, "%*sn0: %llu in %zu place%s, %sbelow massif's threshold (%.2f%%)\n",
+			(int)depth + 1, "", (unsigned long long)insig_bytes, insig,
+			insig > 1 ? "s" : "", insig > 1 ? "all " : "", threshold);
+}
+
+struct massif {
+	FILE *f;                   /* output */
+	const struct ht_export_opts *o; /* options */
+	struct ht_reader *r;       /* the second pass's reader (stacks) */
+	struct ht_symbolizer *sym; /* for the trees */
+	uint64_t nsnap;            /* snapshots written */
+	uint64_t last_time;        /* of the last one */
+};
+
+static void snapshot(struct massif *m, const struct pass *p, const char *tree)
+{
+	FILE *f = m->f;
+	fprintf(f, "#-----------\nsnapshot=%llu\n#-----------\n", (unsigned long long)m->nsnap++);
+	fprintf(f, "time=%llu\nmem_heap_B=%llu\nmem_heap_extra_B=%llu\nmem_stacks_B=0\n",
+		(unsigned long long)now(p), (unsigned long long)p->heap,
+		(unsigned long long)(p->usable > p->heap ? p->usable - p->heap : 0));
+	fprintf(f, "heap_tree=%s\n", tree);
+	m->last_time = now(p);
+	if (!strcmp(tree, "empty"))
+		return;
+	struct ht_sitetree t;
+	ht_sitetree__build(&t, &p->live, m->r, m->sym, m->o->depth);
+	uint64_t total = p->usable > p->heap ? p->usable : p->heap;
+	write_site(f, &t.root, 0, total, m->o->threshold);
+	ht_sitetree__free(&t);
+}
+
+/* A regular snapshot, detailed every detailed_freq-th. */
+static void regular(struct massif *m, const struct pass *p)
+{
+	uint64_t freq = m->o->detailed_freq;
+	snapshot(m, p, freq && m->nsnap % freq == freq - 1 ? "detailed" : "empty");
+}
+
+int ht_export__massif(const struct ht_export_opts *o, FILE *f)
+{
+	enum unit unit;
+	if (!strcmp(o->time_unit, "B"))
+		unit = U_BYTES;
+	else if (!strcmp(o->time_unit, "ms"))
+		unit = U_MS;
+	else
+		unit = U_CALLS; /* "i", checked by the command */
+	struct pass p1 = {.unit = unit}, p2 = {.unit = unit};
+	ht_livemap__init(&p1.live);
+	ht_livemap__init(&p2.live);
+	struct massif m = {.f = f, .o = o};
+	struct ht_reader *r1 = NULL;
+	struct ht_event e;
+	int ret = HT_EXIT_DATA, damaged = 0;
+	if (!(r1 = ht_analyze__open(o->trace)))
+		goto cleanup;
+	while (ht_analyze__next(r1, &e))
+		step(&p1, &e);
+	damaged = ht_analyze__finish(r1, o->trace, 0) != 0; /* then up to the damage */
+	ht_livemap__free(&p1.live); /* (its blocks are not needed again) */
+	ht_livemap__init(&p1.live);
+	/* the symbolizer knows every module once the whole trace is read */
+	ret = HT_EXIT_DATA;
+	if (!(m.sym = ht_blocks__symbolizer(r1, o->sysroot, o->debug_dir)))
+		goto cleanup;
+	if (!(m.r = ht_analyze__open(o->trace)))
+		goto cleanup;
+	const struct ht_trace_info *in = ht_reader__info(m.r);
+	uint64_t end = now(&p1), n = o->snapshots > 1 ? o->snapshots : 2;
+	uint64_t stepsz = end / (n - 1), next = stepsz ? stepsz : UINT64_MAX;
+	fprintf(f, "desc: heaptrail export --format massif --time-unit %s%s (of %s)\n",
+		o->time_unit, unit == U_CALLS ? " (i: heap calls, not instructions)" : "", o->trace);
+	fprintf(f, "cmd: %s\ntime_unit: %s\n", in->cmdline && *in->cmdline ? in->cmdline : "?",
+		o->time_unit);
+	regular(&m, &p2); /* the empty heap at time 0 */
+	while (ht_analyze__next(m.r, &e)) {
+		step(&p2, &e);
+		uint64_t t = now(&p2);
+		if (p1.peak && p2.calls == p1.peak_event)
+			snapshot(&m, &p2, "peak");
+		else if (t >= next)
+			regular(&m, &p2);
+		else
+			continue;
+		while (next <= t)
+			next = next > UINT64_MAX - stepsz ? UINT64_MAX : next + stepsz;
+	}
+	ret = damaged || ht_reader__error(m.r) ? HT_EXPORT_DAMAGED : HT_EXIT_OK;
+	if (m.last_time != now(&p2) || m.nsnap == 1)
+		regular(&m, &p2); /* the end */
+cleanup:
+	ht_symbolizer__free(m.sym);
+	ht_reader__close(m.r);
+	ht_reader__close(r1);
+	ht_livemap__free(&p1.live);
+	ht_livemap__free(&p2.live);
+	return ret;
+}
