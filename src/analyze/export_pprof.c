@@ -280,7 +280,7 @@ int ht_export__pprof(const struct ht_export_opts *o, FILE *f)
 	struct ht_reader *r = NULL;
 	struct ht_symbolizer *sym = NULL;
 	struct ht_pb prof = {0};
-	int ret = ht_stackstats__collect(o->trace, 0, o->at_peak, &ss, &r);
+	int ret = ht_stackstats__collect(o->trace, 0, &ss, &r);
 	if (!r)
 		goto cleanup;
 	if (ret)
