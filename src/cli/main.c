@@ -24,6 +24,7 @@ static const struct cmd_struct commands[] = {
 	{"leaks", cmd_leaks, "blocks never freed, grouped by the stack that allocated them"},
 	{"top", cmd_top, "biggest contributors: at the peak, most calls, most temporary, largest"},
 	{"flamegraph", cmd_flamegraph, "flame graph of allocations by stack: interactive SVG or folded"},
+	{"maps", cmd_maps, "a process's memory by kind (heap, arenas, stacks, libraries...): pmap -X, explained"},
 	{"convert", cmd_convert, "turn a trace into a workload for replay (also: trace2wl OUT.wl TRACE)"},
 	{"replay", cmd_replay, "run a workload under any allocator and tunables, timed (also: trace_run)"},
 	{"compare", cmd_compare, "replay a workload under several allocators/tunables: table and RSS chart"},
