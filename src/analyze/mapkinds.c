@@ -252,7 +252,14 @@ static void find_stacks(struct classify *c)
 		if (d)
 			closedir(d);
 	}
-	/* glibc's layout: the stack above its guard page */
+	/* an old kernel's [stack:TID], and glibc's layout: the stack above its
+	 * guard page */
+	for (size_t k = 0; k < c->n; k++) {
+		const struct mapinfo *i = &c->mi[c->order[k]];
+		if (i->kind == HT_MK_STACK && i->tid && has_prefix(map_at(c, k)->name, "[stack:") &&
+		    guard_below(c, k))
+			join(c, k, k - 1, HT_MK_STACK);
+	}
 	for (size_t k = 0; k < c->n; k++) {
 		if (plain_rw(c, k) && guard_below(c, k)) {
 			make_stack(c, k, 0);
