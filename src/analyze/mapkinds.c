@@ -238,7 +238,10 @@ static void find_stacks(struct classify *c)
 			uint64_t sp = thread_sp(m->pid, e->d_name);
 			long k = sp ? find_addr(c, sp) : -1;
 			if (k < 0) {
-				m->threads_elsewhere += sp != 0;
+				if (sp)
+					m->threads_elsewhere++;
+				else
+					m->threads_unknown++;
 				continue;
 			}
 			struct mapinfo *i = &c->mi[c->order[k]];
@@ -270,8 +273,9 @@ static void find_stacks(struct classify *c)
 		struct mapinfo *i = &c->mi[c->order[k]];
 		if (i->kind == HT_MK_STACK && i->owner == c->order[k] && !i->label &&
 		    !map_at(c, k)->name[0] && !i->tid)
-			i->label = m->pid ? "thread stack (of no live thread: glibc's cache?)"
-					  : "thread stack";
+			i->label = m->pid && !m->threads_unknown
+					   ? "thread stack (of no live thread: glibc's cache?)"
+					   : "thread stack";
 	}
 }
 
@@ -657,6 +661,10 @@ void ht_mapkinds__print(const struct ht_mapkinds *m, FILE *f, size_t top)
 		fprintf(f, "\n%u thread(s) run on a stack in no anonymous mapping (a heap block, "
 			   "a file?): not counted as stacks\n",
 			m->threads_elsewhere);
+	if (m->threads_unknown)
+		fprintf(f, "\n%u thread(s) were running: their stacks, found by glibc's layout "
+			   "alone, are not named\n",
+			m->threads_unknown);
 }
 
 static void json_amount(struct ht_json *j, const struct ht_map_amount *a)
@@ -687,6 +695,8 @@ void ht_mapkinds__json(const struct ht_mapkinds *m, struct ht_json *j)
 	ht_json__u64(j, "threads", m->threads);
 	ht_json__u64(j, "stacks_by_sp", m->stacks_by_sp);
 	ht_json__u64(j, "stacks_by_layout", m->stacks_by_layout);
+	ht_json__u64(j, "threads_unknown_sp", m->threads_unknown);
+	ht_json__u64(j, "threads_sp_elsewhere", m->threads_elsewhere);
 	ht_json__obj_begin(j, "total");
 	json_amount(j, &m->total);
 	ht_json__obj_end(j);

@@ -72,6 +72,7 @@ struct ht_mapkinds {
 	uint32_t stacks_by_sp;       /* thread stacks found by the thread's stack pointer */
 	uint32_t stacks_by_layout;   /* thread stacks found by glibc's layout */
 	uint32_t threads_elsewhere;  /* threads whose stack pointer is in no anonymous mapping */
+	uint32_t threads_unknown;    /* threads whose stack pointer could not be read (running) */
 	struct ht_smaps sm;          /* the mappings */
 	struct ht_map_group g[HT_MK_N]; /* by kind */
 	struct ht_map_amount total;  /* every mapping: what pmap -X totals */
