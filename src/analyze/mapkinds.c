@@ -40,8 +40,8 @@ struct mapinfo {
 	size_t owner;          /* the mapping whose region it joins (itself if none) */
 	uint32_t tid;          /* stacks: the thread */
 	const char *label;     /* region name, if not the mapping's own */
-	uint8_t anon;          /* anonymous without a name: may be a heap, stack, .bss */
-	uint8_t claimed;       /* joined to, or owner of, a heap/stack/.bss region */
+	uint8_t anon;          /* anonymous without a name: may be an arena heap or a stack */
+	uint8_t claimed;       /* joined to, or owner of, an arena heap or stack region */
 };
 
 /* The state of one classification. */
@@ -156,7 +156,8 @@ static void find_arenas(struct classify *c)
 {
 	for (size_t k = 0; k < c->n; k++) {
 		const struct ht_smaps_map *s = map_at(c, k);
-		if (!plain_rw(c, k) || s->start % ARENA_HEAP_MAX || s->end - s->start > ARENA_HEAP_MAX)
+		if (!plain_rw(c, k) || s->start % ARENA_HEAP_MAX ||
+		    s->end - s->start > ARENA_HEAP_MAX)
 			continue;
 		int whole = s->end - s->start == ARENA_HEAP_MAX;
 		int reserve = 0;

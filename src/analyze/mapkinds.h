@@ -3,7 +3,7 @@
  * leaks: the main heap, glibc's arena heaps, each thread's stack, other
  * anonymous memory, each library, the executable, other files, the
  * kernel's pages.  Mappings that make up one thing are one region: a
- * library's segments (and its .bss), an arena heap and its reserve, a
+ * library's segments, an arena heap and its reserve, a
  * thread stack and its guard page.  The rules are in docs/maps.md.
  *
  * Collect into a struct ht_mapkinds, then render it as text or JSON
