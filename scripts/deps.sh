@@ -6,7 +6,7 @@ what=${1:-build}
 pkgs=(gcc g++ make cmake pkg-config libzstd-dev libunwind-dev libdw-dev libelf-dev zlib1g-dev)
 case "$what" in
   test) pkgs+=(python3 clang valgrind sqlite3 git zstd xz-utils libjemalloc2 libtcmalloc-minimal4
-        libmimalloc2.0 chromium golang-go) ;;
+        libmimalloc2.0 chromium golang-go procps util-linux) ;;
   bench) pkgs+=(python3 heaptrack) ;;
 esac
 missing=()

@@ -16,5 +16,6 @@ int cmd_export(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+int cmd_maps(int argc, char **argv);
 
 #endif

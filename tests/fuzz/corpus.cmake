@@ -1,7 +1,7 @@
 # The fuzz corpus regression runs, for any C compiler (no clang, no libFuzzer
 # needed): builds tests/fuzz/run_corpus.c together with each fuzz target and
 # the sources it tests, with ASan+UBSan where the compiler has them, and
-# registers two ctest tests:
+# registers three ctest tests:
 #
 #   fuzz.corpus            tests/fuzz/fuzz_reader.c and the trace reader:
 #                          every file of tests/fuzz/corpus/ and
@@ -10,6 +10,11 @@
 #                          loader (src/replay/workload.c): every file of
 #                          tests/fuzz/corpus_workload/ and
 #                          tests/fuzz/regressions_workload/
+#   fuzz.smaps_corpus      tests/fuzz/fuzz_smaps.c and the smaps parser and
+#                          classification of `heaptrail maps`
+#                          (src/analyze/smaps.c, mapkinds.c): every file of
+#                          tests/fuzz/corpus_smaps/ and
+#                          tests/fuzz/regressions_smaps/
 #
 # Include it from a CMakeLists.txt in which testing is enabled, e.g. in
 # tests/CMakeLists.txt:
@@ -99,6 +104,25 @@ add_test(NAME fuzz.workload_corpus
 set(HT_FUZZ_WL_ENV "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:max_allocation_size_mb=2048"
   "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
 set_tests_properties(fuzz.workload_corpus PROPERTIES ENVIRONMENT "${HT_FUZZ_WL_ENV}" TIMEOUT 300
+  LABELS "fuzz;analyzers")
+
+# the smaps parser's run (heaptrail maps)
+set(HT_FUZZ_SMAPS_SOURCES
+  ${HT_FUZZ_DIR}/run_corpus.c
+  ${HT_FUZZ_DIR}/fuzz_smaps.c
+  ${PROJECT_SOURCE_DIR}/src/analyze/smaps.c
+  ${PROJECT_SOURCE_DIR}/src/analyze/mapkinds.c
+  ${PROJECT_SOURCE_DIR}/src/common/json.c
+  ${PROJECT_SOURCE_DIR}/src/common/util.c)
+add_executable(ht_fuzz_run_smaps_corpus ${HT_FUZZ_SMAPS_SOURCES})
+target_include_directories(ht_fuzz_run_smaps_corpus PRIVATE
+  ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
+target_compile_options(ht_fuzz_run_smaps_corpus PRIVATE -g -O1 -fno-omit-frame-pointer ${HT_FUZZ_SAN})
+target_link_options(ht_fuzz_run_smaps_corpus PRIVATE ${HT_FUZZ_SAN})
+add_test(NAME fuzz.smaps_corpus
+  COMMAND ht_fuzz_run_smaps_corpus -t 60 ${HT_FUZZ_DIR}/corpus_smaps
+    ${HT_FUZZ_DIR}/regressions_smaps)
+set_tests_properties(fuzz.smaps_corpus PROPERTIES ENVIRONMENT "${HT_FUZZ_WL_ENV}" TIMEOUT 300
   LABELS "fuzz;analyzers")
 
 if(HT_FUZZ_VALGRIND)

@@ -11,10 +11,13 @@
 #              (fuzz_reader.c; corpus/, regressions/, ht.dict)
 #   workload   the workload loader, src/replay/workload.c (fuzz_workload.c;
 #              corpus_workload/, regressions_workload/, wl.dict)
+#   smaps      the smaps parser and classification of heaptrail maps,
+#              src/analyze/smaps.c, mapkinds.c (fuzz_smaps.c; corpus_smaps/,
+#              regressions_smaps/, smaps.dict)
 #
 # Inputs that crash, hang (> 10 s) or run out of memory (> 2 GiB) are
-# written to the target's regressions directory (tests/fuzz/regressions/ or
-# tests/fuzz/regressions_workload/) as crash-*, timeout-*, oom-*; rename
+# written to the target's regressions directory (tests/fuzz/regressions/,
+# regressions_workload/ or regressions_smaps/) as crash-*, timeout-*, oom-*; rename
 # each after what it triggers once it is understood.  Every file there is
 # replayed by the corpus regression tests (tests/fuzz/run_corpus.c).
 #
@@ -22,7 +25,7 @@
 #   FUZZ_BUILD_DIR   where the binaries and the working corpora live
 #                    (default ${TMPDIR:-/tmp}/heaptrail-fuzz; the working
 #                    corpus is work/ for the reader, work_workload/ for the
-#                    workload loader); the working corpus grows from run to
+#                    workload loader, work_smaps/ for the smaps parser); the working corpus grows from run to
 #                    run, the seed corpus in tests/fuzz/ is never written
 #   FUZZ_JOBS        parallel fuzzing processes (default 1)
 #   FUZZ_KEEP_GOING=1
@@ -51,7 +54,7 @@ MODE=fuzz
 SECONDS_=60
 TARGET=reader
 case "${1:-}" in
-reader | workload)
+reader | workload | smaps)
 	TARGET=$1
 	shift
 	;;
@@ -64,13 +67,22 @@ case "${1:-}" in
 	;;
 '') ;;
 *[!0-9]*)
-	echo "usage: $0 [reader|workload] [SECONDS|--coverage]" >&2
+	echo "usage: $0 [reader|workload|smaps] [SECONDS|--coverage]" >&2
 	exit 2
 	;;
 *) SECONDS_=$1 ;;
 esac
 
-if [ "$TARGET" = workload ]; then
+if [ "$TARGET" = smaps ]; then
+	FUZZER=fuzz_smaps
+	TARGET_SOURCES="$SRC/src/analyze/smaps.c $SRC/src/analyze/mapkinds.c $SRC/src/common/json.c $SRC/src/common/util.c"
+	MAIN_SOURCE="$SRC/src/analyze/smaps.c"
+	CORPUS="$HERE/corpus_smaps"
+	REGRESSIONS="$HERE/regressions_smaps"
+	DICT="$HERE/smaps.dict"
+	WORK="$BUILD/work_smaps"
+	LIBS=""
+elif [ "$TARGET" = workload ]; then
 	FUZZER=fuzz_workload
 	TARGET_SOURCES="$SRC/src/replay/workload.c"
 	MAIN_SOURCE="$SRC/src/replay/workload.c"
