@@ -1,0 +1,317 @@
+/* Flame graphs as interactive SVG (flamesvg.h). */
+#define _GNU_SOURCE
+#include "flamesvg.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/blocks.h"
+#include "common/util.h"
+
+char *ht_flame__join(const struct ht_frame *frames, size_t n, int reverse)
+{
+	size_t cap = 64, len = 0;
+	char *s = malloc(cap);
+	if (!s)
+		exit(HT_EXIT_DATA);
+	s[0] = 0;
+	if (!n)
+		snprintf(s, cap, "[no stack]");
+	for (size_t k = 0; k < n; k++) {
+		char label[512];
+		ht_blocks__frame_name(label, sizeof(label), &frames[reverse ? k : n - 1 - k]);
+		for (char *p = label; *p; p++)
+			if (*p == ';' || *p == '\n')
+				*p = ':'; /* the folded format's separators */
+		size_t l = strlen(label);
+		while (len + l + 2 > cap) {
+			cap *= 2;
+			s = realloc(s, cap);
+			if (!s)
+				exit(HT_EXIT_DATA);
+		}
+		if (k)
+			s[len++] = ';';
+		memcpy(s + len, label, l + 1);
+		len += l;
+	}
+	return s;
+}
+
+struct tnode {
+	struct ht_flame_frame fr; /* label (points into a stack) and sums */
+	int child, next;          /* first child, next sibling: indexes, -1 none */
+};
+
+struct tree {
+	struct tnode *n; /* n[0] is the root */
+	size_t len, cap; /* used / allocated */
+};
+
+static int tree_child(struct tree *t, int parent, const char *name, size_t len)
+{
+	int prev = -1;
+	for (int c = t->n[parent].child; c >= 0; prev = c, c = t->n[c].next) {
+		const struct ht_flame_frame *fr = &t->n[c].fr;
+		int cmp = strncmp(fr->name, name, len < fr->namelen ? len : fr->namelen);
+		if (!cmp && fr->namelen == len)
+			return c;
+		if (cmp > 0 || (!cmp && fr->namelen > len))
+			break; /* children are kept sorted by name */
+	}
+	if (t->len == t->cap) {
+		t->cap = t->cap ? t->cap * 2 : 1024;
+		t->n = realloc(t->n, t->cap * sizeof(*t->n));
+		if (!t->n)
+			exit(HT_EXIT_DATA);
+	}
+	int id = (int)t->len++;
+	t->n[id] = (struct tnode){{name, len, 0, 0, 0}, -1, -1};
+	if (prev < 0) {
+		t->n[id].next = t->n[parent].child;
+		t->n[parent].child = id;
+	} else {
+		t->n[id].next = t->n[prev].next;
+		t->n[prev].next = id;
+	}
+	return id;
+}
+
+void ht_flame__xml_text(FILE *f, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n && s[i]; i++) {
+		switch (s[i]) {
+		case '<': fputs("&lt;", f); break;
+		case '>': fputs("&gt;", f); break;
+		case '&': fputs("&amp;", f); break;
+		case '"': fputs("&quot;", f); break;
+		default: fputc(s[i], f);
+		}
+	}
+}
+
+static unsigned name_hash(const char *s, size_t n)
+{
+	unsigned h = 2166136261u;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (uint8_t)s[i]) * 16777619u;
+	return h;
+}
+
+/* The memory palette: greens and blues, by name. */
+static void memory_fill(void *ctx, const struct ht_flame_frame *fr, int rgb[3])
+{
+	(void)ctx;
+	unsigned h = name_hash(fr->name, fr->namelen);
+	rgb[0] = 0;
+	rgb[1] = 140 + (int)(h % 100);
+	rgb[2] = 60 + (int)((h >> 8) % 140);
+}
+
+/* The value, the count (of bytes) and the share of the total. */
+static void value_details(void *ctx, FILE *f, const struct ht_flame_frame *fr, uint64_t total)
+{
+	const char *unit = ctx;
+	char amount[32];
+	if (!strcmp(unit, "bytes"))
+		fprintf(f, " (%llu bytes, %s, %llu allocations, %.2f%%)",
+			(unsigned long long)fr->value, ht_fmt_bytes(amount, fr->value),
+			(unsigned long long)fr->count, 100.0 * (double)fr->value / (double)total);
+	else
+		fprintf(f, " (%llu %s, %.2f%%)", (unsigned long long)fr->value, unit,
+			100.0 * (double)fr->value / (double)total);
+}
+
+#define FRAME_H 16
+#define PAD_TOP 44
+#define PAD_SIDE 10
+#define PAD_BOTTOM 24
+
+struct svg {
+	FILE *f;           /* output */
+	struct tree *t;    /* frames */
+	double scale;      /* pixels per unit of value */
+	int height;        /* of the image */
+	const struct ht_flame_style *st; /* colours and tooltips */
+	uint64_t total;    /* root value */
+	int drawn;         /* frames written */
+};
+
+static int max_depth(const struct tree *t, int id, int d)
+{
+	int m = d;
+	for (int c = t->n[id].child; c >= 0; c = t->n[c].next) {
+		int x = max_depth(t, c, d + 1);
+		if (x > m)
+			m = x;
+	}
+	return m;
+}
+
+static void draw(struct svg *s, int id, double x, int depth)
+{
+	const struct tnode *n = &s->t->n[id];
+	const struct ht_flame_frame *fr = &n->fr;
+	double w = (double)fr->value * s->scale;
+	if (id) {
+		if (w < 0.1)
+			return; /* too narrow to see, as flamegraph.pl does */
+		double y = s->height - PAD_BOTTOM - (double)depth * FRAME_H;
+		int rgb[3];
+		if (s->st->fill)
+			s->st->fill(s->st->ctx, fr, rgb);
+		else
+			memory_fill(NULL, fr, rgb);
+		fprintf(s->f, "<g class=\"f\" data-x=\"%.6f\" data-w=\"%.6f\" data-d=\"%d\"><title>",
+			(x - PAD_SIDE) / s->scale / (double)s->total,
+			(double)fr->value / (double)s->total, depth);
+		ht_flame__xml_text(s->f, fr->name, fr->namelen);
+		if (s->st->details)
+			s->st->details(s->st->ctx, s->f, fr, s->total);
+		else
+			value_details((void *)s->st->unit, s->f, fr, s->total);
+		fprintf(s->f, "</title><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" "
+			      "fill=\"rgb(%d,%d,%d)\" rx=\"2\"/><text x=\"%.2f\" y=\"%.1f\">",
+			x, y - FRAME_H, w, FRAME_H - 1, rgb[0], rgb[1], rgb[2], x + 3, y - 4.5);
+		size_t fit = w > 20 ? (size_t)((w - 6) / 7) : 0;
+		if (fit >= fr->namelen) {
+			ht_flame__xml_text(s->f, fr->name, fr->namelen);
+		} else if (fit > 2) {
+			ht_flame__xml_text(s->f, fr->name, fit - 2);
+			fputs("..", s->f);
+		}
+		fputs("</text></g>\n", s->f);
+		s->drawn++;
+	}
+	double cx = x;
+	for (int c = n->child; c >= 0; c = s->t->n[c].next) {
+		draw(s, c, cx, depth + (id ? 1 : 0));
+		cx += (double)s->t->n[c].fr.value * s->scale;
+	}
+}
+
+static const char svg_script[] =
+	"<script type=\"text/ecmascript\"><![CDATA[\n"
+	"var W, frames, details, matchedtxt;\n"
+	"function init(evt) {\n"
+	"  frames = Array.prototype.slice.call(document.querySelectorAll('g.f'));\n"
+	"  details = document.getElementById('details');\n"
+	"  matchedtxt = document.getElementById('matched');\n"
+	"  W = +document.documentElement.getAttribute('data-fw');\n"
+	"  frames.forEach(function (g) {\n"
+	"    g.addEventListener('click', function () { zoom(g); });\n"
+	"    g.addEventListener('mouseover', function () {\n"
+	"      details.textContent = g.querySelector('title').textContent; });\n"
+	"    g.addEventListener('mouseout', function () { details.textContent = ' '; });\n"
+	"  });\n"
+	"}\n"
+	"function place(g, x0, w0) {\n"
+	"  var x = +g.getAttribute('data-x'), w = +g.getAttribute('data-w');\n"
+	"  var r = g.querySelector('rect'), t = g.querySelector('text');\n"
+	"  var nx = (x - x0) / w0, nw = w / w0;\n"
+	"  if (nx < 0) { nw += nx; nx = 0; }\n"
+	"  if (nx + nw > 1) nw = 1 - nx;\n"
+	"  if (nw <= 0 || nx >= 1) { g.style.display = 'none'; return; }\n"
+	"  g.style.display = '';\n"
+	"  r.setAttribute('x', 10 + nx * W); r.setAttribute('width', nw * W);\n"
+	"  t.setAttribute('x', 13 + nx * W);\n"
+	"  var name = g.querySelector('title').textContent.replace(/ \\(.*$/, '');\n"
+	"  var fit = Math.floor((nw * W - 6) / 7);\n"
+	"  t.textContent = fit >= name.length ? name : fit > 2 ? name.substr(0, fit - 2) + '..' : '';\n"
+	"}\n"
+	"function zoom(g) {\n"
+	"  var x0 = +g.getAttribute('data-x'), w0 = +g.getAttribute('data-w');\n"
+	"  var d0 = +g.getAttribute('data-d');\n"
+	"  frames.forEach(function (f) {\n"
+	"    var x = +f.getAttribute('data-x'), w = +f.getAttribute('data-w');\n"
+	"    var d = +f.getAttribute('data-d');\n"
+	"    if (d < d0 && x <= x0 + 1e-9 && x + w >= x0 + w0 - 1e-9) place(f, x, w); /* an ancestor: full width */\n"
+	"    else if (d < d0) f.style.display = 'none';\n"
+	"    else place(f, x0, w0);\n"
+	"  });\n"
+	"  document.getElementById('unzoom').style.opacity = 1;\n"
+	"}\n"
+	"function unzoom() {\n"
+	"  frames.forEach(function (f) { place(f, 0, 1); });\n"
+	"  document.getElementById('unzoom').style.opacity = 0;\n"
+	"}\n"
+	"function search() {\n"
+	"  var term = prompt('Search for (a regular expression):', '');\n"
+	"  if (term === null) return;\n"
+	"  var re = new RegExp(term), hit = 0, seen = [];\n"
+	"  frames.forEach(function (f) {\n"
+	"    var name = f.querySelector('title').textContent.replace(/ \\(.*$/, '');\n"
+	"    var r = f.querySelector('rect');\n"
+	"    if (!r.getAttribute('data-fill')) r.setAttribute('data-fill', r.getAttribute('fill'));\n"
+	"    if (term !== '' && re.test(name)) {\n"
+	"      r.setAttribute('fill', 'rgb(230,0,230)');\n"
+	"      var x = +f.getAttribute('data-x'), w = +f.getAttribute('data-w');\n"
+	"      if (!seen.some(function (s) { return x >= s[0] && x + w <= s[1] + 1e-9; })) {\n"
+	"        seen.push([x, x + w]); hit += w; }\n"
+	"    } else r.setAttribute('fill', r.getAttribute('data-fill'));\n"
+	"  });\n"
+	"  matchedtxt.textContent = term === '' ? ' ' : 'Matched: ' + (100 * hit).toFixed(1) + '%';\n"
+	"}\n"
+	"]]></script>\n";
+
+int ht_flame__svg(FILE *f, const struct ht_flame_stack *fl, size_t n,
+		  const struct ht_flame_style *style)
+{
+	struct tree t = {0};
+	t.cap = 1024;
+	t.n = malloc(t.cap * sizeof(*t.n));
+	if (!t.n)
+		exit(HT_EXIT_DATA);
+	t.n[0] = (struct tnode){{"all", 3, 0, 0, 0}, -1, -1};
+	t.len = 1;
+	for (size_t i = 0; i < n; i++) {
+		int cur = 0;
+		t.n[0].fr.value += fl[i].value;
+		t.n[0].fr.count += fl[i].count;
+		t.n[0].fr.base += fl[i].base;
+		for (const char *p = fl[i].stack; *p;) {
+			const char *e = strchr(p, ';');
+			size_t len = e ? (size_t)(e - p) : strlen(p);
+			cur = tree_child(&t, cur, p, len);
+			t.n[cur].fr.value += fl[i].value;
+			t.n[cur].fr.count += fl[i].count;
+			t.n[cur].fr.base += fl[i].base;
+			p += len + (e ? 1 : 0);
+		}
+	}
+	uint64_t width = style->width;
+	int depth = max_depth(&t, 0, 0);
+	struct svg s = {f, &t, 0, PAD_TOP + PAD_BOTTOM + (depth + 1) * FRAME_H, style,
+			t.n[0].fr.value, 0};
+	double fw = (double)width - 2 * PAD_SIDE;
+	s.scale = t.n[0].fr.value ? fw / (double)t.n[0].fr.value : 0;
+	fprintf(f, "<?xml version=\"1.0\" standalone=\"no\"?>\n"
+		   "<svg version=\"1.1\" width=\"%llu\" height=\"%d\" onload=\"init(evt)\" "
+		   "viewBox=\"0 0 %llu %d\" xmlns=\"http://www.w3.org/2000/svg\" "
+		   "data-fw=\"%.2f\" data-total=\"%llu\" data-unit=\"%s\">\n",
+		(unsigned long long)width, s.height, (unsigned long long)width, s.height, fw,
+		(unsigned long long)t.n[0].fr.value, style->unit);
+	fputs("<style>text { font-family: Verdana, sans-serif; font-size: 12px; fill: #000; }\n"
+	      "g.f:hover rect { stroke: #000; stroke-width: 0.5; cursor: pointer; }\n"
+	      "#title { font-size: 17px; }\n"
+	      ".btn { cursor: pointer; fill: #124; }</style>\n", f);
+	fputs(svg_script, f);
+	fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%llu\" height=\"%d\" fill=\"#f4f8f4\"/>\n",
+		(unsigned long long)width, s.height);
+	fprintf(f, "<text id=\"title\" x=\"%.1f\" y=\"24\" text-anchor=\"middle\">",
+		(double)width / 2);
+	ht_flame__xml_text(f, style->title, strlen(style->title));
+	fprintf(f, "</text>\n<text id=\"unzoom\" class=\"btn\" x=\"%d\" y=\"24\" "
+		   "style=\"opacity:0\" onclick=\"unzoom()\">Reset Zoom</text>\n"
+		   "<text id=\"search\" class=\"btn\" x=\"%llu\" y=\"24\" text-anchor=\"end\" "
+		   "onclick=\"search()\">Search</text>\n"
+		   "<text id=\"details\" x=\"%d\" y=\"%d\"> </text>\n"
+		   "<text id=\"matched\" x=\"%llu\" y=\"%d\" text-anchor=\"end\"> </text>\n",
+		PAD_SIDE, (unsigned long long)width - PAD_SIDE, PAD_SIDE, s.height - 6,
+		(unsigned long long)width - PAD_SIDE, s.height - 6);
+	fputs("<g id=\"frames\">\n", f);
+	draw(&s, 0, PAD_SIDE, 0);
+	fputs("</g>\n</svg>\n", f);
+	free(t.n);
+	return s.drawn;
+}

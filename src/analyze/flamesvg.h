@@ -1,0 +1,59 @@
+/* Flame graphs as self-contained interactive SVG (click to zoom, search,
+ * tooltips), drawn from folded stacks: shared by `heaptrail flamegraph`
+ * (one value per stack) and `heaptrail diff` (a differential graph: two
+ * values per stack, coloured by their change).  The caller chooses each
+ * frame's colour and tooltip through callbacks. */
+#ifndef HEAPTRAIL_ANALYZE_FLAMESVG_H
+#define HEAPTRAIL_ANALYZE_FLAMESVG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "symbols/symbolize.h"
+
+/* One stack of a flame graph. */
+struct ht_flame_stack {
+	char *stack;    /* frame labels joined by ';', outermost first */
+	uint64_t value; /* its width: the metric */
+	uint64_t count; /* allocations behind it */
+	uint64_t base;  /* the value it is compared with (differential graph), else 0 */
+};
+
+/* A frame of the drawn tree, as the callbacks see it: sums over the
+ * stacks through it. */
+struct ht_flame_frame {
+	const char *name; /* label (not NUL-terminated) */
+	size_t namelen;   /* its length */
+	uint64_t value;   /* inclusive value */
+	uint64_t count;   /* inclusive count */
+	uint64_t base;    /* inclusive base value */
+};
+
+struct ht_flame_style {
+	const char *title;  /* at the top */
+	const char *unit;   /* of the values: "bytes", "allocations" */
+	uint64_t width;     /* pixels */
+	/* a frame's fill colour; NULL: the memory palette (greens and blues by name) */
+	void (*fill)(void *ctx, const struct ht_flame_frame *fr, int rgb[3]);
+	/* what its tooltip says after the name, starting " (" (XML text, see
+	 * ht_flame__xml_text); NULL: value, count and share of the total */
+	void (*details)(void *ctx, FILE *f, const struct ht_flame_frame *fr, uint64_t total);
+	void *ctx;          /* passed to both */
+};
+
+/* A stack's label: the frames' names (ht_blocks__frame_name, with the
+ * folded format's separators ';' and newline replaced), outermost first
+ * (frames are innermost first), or innermost first if reverse; "[no
+ * stack]" if n is 0.  Returns a malloc'd string. */
+char *ht_flame__join(const struct ht_frame *frames, size_t n, int reverse);
+
+/* Writes the SVG of n stacks (in any order; equal stacks are summed);
+ * returns the number of frames drawn. */
+int ht_flame__svg(FILE *f, const struct ht_flame_stack *st, size_t n,
+		  const struct ht_flame_style *style);
+
+/* Writes the first n bytes of s (up to a NUL) escaped for XML text. */
+void ht_flame__xml_text(FILE *f, const char *s, size_t n);
+
+#endif
