@@ -139,10 +139,20 @@ static void rehash(struct ht_diff *d)
 	}
 }
 
+static void set_frames(struct ht_diff_entry *e, const struct ht_frame *frames, size_t n)
+{
+	free(e->frames);
+	e->nframes = n;
+	e->frames = malloc((n ? n : 1) * sizeof(*frames));
+	if (!e->frames)
+		exit(HT_EXIT_DATA);
+	memcpy(e->frames, frames, n * sizeof(*frames));
+}
+
 /* The entry of key (taken over: kept or freed), new ones with a copy of
- * frames. */
+ * frames; an entry found gets them too if newer (the after trace's). */
 static struct ht_diff_entry *entry_of(struct ht_diff *d, char *key, const struct ht_frame *frames,
-				      size_t nframes)
+				      size_t nframes, int newer)
 {
 	if ((d->n + 1) * 2 > d->hcap)
 		rehash(d);
@@ -151,6 +161,8 @@ static struct ht_diff_entry *entry_of(struct ht_diff *d, char *key, const struct
 		struct ht_diff_entry *e = &d->e[d->hash[k] - 1];
 		if (!strcmp(e->key, key)) {
 			free(key);
+			if (newer)
+				set_frames(e, frames, nframes);
 			return e;
 		}
 	}
@@ -163,11 +175,7 @@ static struct ht_diff_entry *entry_of(struct ht_diff *d, char *key, const struct
 	struct ht_diff_entry *e = &d->e[d->n++];
 	memset(e, 0, sizeof(*e));
 	e->key = key;
-	e->nframes = nframes;
-	e->frames = malloc((nframes ? nframes : 1) * sizeof(*frames));
-	if (!e->frames)
-		exit(HT_EXIT_DATA);
-	memcpy(e->frames, frames, nframes * sizeof(*frames));
+	set_frames(e, frames, nframes);
 	d->hash[k] = d->n;
 	return e;
 }
@@ -180,12 +188,17 @@ static void fold(struct ht_diff *d, struct pass *p, int ri)
 		struct nodestat *s = &p->slots[i];
 		if (!s->node1)
 			continue;
+		int empty = 1;
+		for (int side = p->first; side < p->first + p->npts; side++)
+			empty &= !memcmp(&s->v[side], &(struct ht_diff_vals){0}, sizeof(s->v[side]));
+		if (empty)
+			continue; /* allocated only after the last point */
 		uint32_t node = s->node1 - 1;
 		size_t nf = node ? ht_blocks__frames(d->r[ri], d->sym[ri], node, frames, MAX_FRAMES)
 				 : 0;
 		if (d->o.by_function && nf > 1)
 			nf = 1;
-		struct ht_diff_entry *e = entry_of(d, ht_flame__join(frames, nf, 0), frames, nf);
+		struct ht_diff_entry *e = entry_of(d, ht_flame__join(frames, nf, 0), frames, nf, ri);
 		for (int side = p->first; side < p->first + p->npts; side++)
 			for (int f = 0; f < 4; f++)
 				*field(&e->v[side], f) += *field(&s->v[side], f);
@@ -214,7 +227,8 @@ static int read_trace(struct ht_diff *d, const char *path, const struct ht_diff_
 	struct ht_block_cbs cbs = {NULL, on_acquire, &p};
 	struct ht_event e;
 	while (ht_analyze__next(r, &e)) {
-		while (p.k < npts && !pt[p.k].mark && e.time_ns > pt[p.k].time_ns)
+		while (p.k < npts && !pt[p.k].mark &&
+		       (!pt[p.k].time_ns || e.time_ns > pt[p.k].time_ns))
 			take(&p, pt[p.k].time_ns);
 		ht_blocks__event(&p.live, &e, &cbs);
 		p.last_ns = e.time_ns;
@@ -520,6 +534,7 @@ void ht_diff__text(const struct ht_diff *d, FILE *f, size_t top, size_t depth)
 	for (size_t i = 0; i < d->n; i++)
 		nchanged += !unchanged(&d->e[i]);
 	const char *unit = d->o.by_function ? "functions" : "stacks";
+	const char *unit1 = d->o.by_function ? "function" : "stack";
 	if (!nchanged) {
 		fprintf(f, "\nno change in any of %zu %s\n", d->n, unit);
 		return;
@@ -548,9 +563,9 @@ void ht_diff__text(const struct ht_diff *d, FILE *f, size_t top, size_t depth)
 	}
 	if (nchanged > shown)
 		fprintf(f, "... and %zu more %s that changed (--top 0 shows all)\n", nchanged - shown,
-			unit);
+			nchanged - shown > 1 ? unit : unit1);
 	if (d->n > nchanged)
-		fprintf(f, "%zu %s unchanged\n", d->n - nchanged, unit);
+		fprintf(f, "%zu %s unchanged\n", d->n - nchanged, d->n - nchanged > 1 ? unit : unit1);
 }
 
 /* ---- JSON ------------------------------------------------------------------------ */

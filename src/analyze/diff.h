@@ -34,13 +34,15 @@ struct ht_diff_vals {
 struct ht_diff_entry {
 	char *key;                /* frame labels joined by ';', outermost first */
 	struct ht_diff_vals v[2]; /* before, after (before scaled by --normalize) */
-	struct ht_frame *frames;  /* from the first stack seen, innermost first */
+	struct ht_frame *frames;  /* of one of its stacks (the after trace's if it
+				   * has it), innermost first */
 	size_t nframes;           /* (--by function: 1; no stack: 0) */
 };
 
 /* Where a side is taken in its trace. */
 struct ht_diff_point {
-	uint64_t time_ns; /* after the events up to this time; UINT64_MAX: the end */
+	uint64_t time_ns; /* after the events up to this time; 0: the start, before
+			   * any event; UINT64_MAX: the end */
 	const char *mark; /* or right after the first heaptrail_mark(mark), if set */
 };
 
