@@ -398,3 +398,15 @@ def test_diff_bad_input(t):
               "%s: stderr does not say %r: %s" % (args, what, lines[0]))
         eq(r.stdout, "", "%s: nothing on stdout" % args)
     eq(sorted(os.listdir(t.dir)), ["a.ht", "junk.ht"], "files left behind")
+    # a truncated trace: compared as far as it goes, with the reader's error, exit 1
+    cut = t.path("cut.ht")
+    with open(a, "rb") as f:
+        data = f.read()
+    with open(cut, "wb") as f:
+        f.write(data[:len(data) * 3 // 4])
+    r = t.tool(["diff", "--json", a, cut])
+    eq(r.rc, 1, "diff with a truncated trace:\n" + r.describe())
+    check("truncated" in r.stderr and cut in r.stderr, "the reader's error:\n" + r.stderr)
+    j = json.loads(r.stdout)
+    eq(j["before"]["total"]["live_bytes"], sum(b[2] for b, _ in RUNS.values()),
+       "the complete side, next to a truncated one")
