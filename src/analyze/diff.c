@@ -256,6 +256,12 @@ static int read_trace(struct ht_diff *d, const char *path, const struct ht_diff_
 		d->side[first + p.k].at_end = q->time_ns == UINT64_MAX;
 		take(&p, q->time_ns == UINT64_MAX ? p.last_ns : q->time_ns);
 	}
+	if (npts == 2 && !pt[1].mark && d->side[first].at_ns > d->side[first + 1].at_ns) {
+		ht_error("%s: the second time (%s) is before the first point (%s)", path,
+			 ht_fmt_ns(b1, d->side[first + 1].at_ns), ht_fmt_ns(b2, d->side[first].at_ns));
+		ret = HT_EXIT_USAGE;
+		goto out;
+	}
 	for (int s = first; s < first + npts; s++) {
 		struct ht_diff_side *sd = &d->side[s];
 		sd->path = path;
@@ -478,6 +484,8 @@ static void side_line(FILE *f, const char *what, const struct ht_diff_side *s)
 		fprintf(f, "at mark \"%s\" (%s)", s->mark, ht_fmt_ns(b, s->at_ns));
 	else if (s->at_end)
 		fprintf(f, "at the end (%s)", ht_fmt_ns(b, s->at_ns));
+	else if (!s->at_ns)
+		fprintf(f, "at the start");
 	else
 		fprintf(f, "at %s", ht_fmt_ns(b, s->at_ns));
 	if (s->sample_bytes)

@@ -107,7 +107,7 @@ int cmd_diff(int argc, char **argv)
 		{0, "from", HT_OPT_STRING, &cfg.from, "TIME", "compare one trace from TIME (the start)"},
 		{0, "to", HT_OPT_STRING, &cfg.to, "TIME", "... to TIME (the end)"},
 		{0, "by", HT_OPT_STRING, &cfg.by, "WHAT", "stack, or function: the function that called the allocator (stack)"},
-		{0, "sort", HT_OPT_STRING, &cfg.sort, "WHAT", "growth of live bytes, alloc (bytes allocated) or count (allocations); graphs show it (live)"},
+		{0, "sort", HT_OPT_STRING, &cfg.sort, "WHAT", "live, alloc or count: by the growth of live bytes, bytes allocated or allocations; graphs show it (live)"},
 		{'n', "top", HT_OPT_U64, &cfg.top, "N", "entries shown, 0 for all (20)"},
 		{0, "depth", HT_OPT_U64, &cfg.depth, "N", "frames shown per stack in the text output (3)"},
 		{0, "normalize", HT_OPT_FLAG, &cfg.normalize, NULL, "scale the before side to the after side's totals"},

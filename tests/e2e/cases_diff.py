@@ -367,6 +367,7 @@ def test_diff_bad_input(t):
     the trace lacks, bad options: one error line each, exit 1 for data and 2
     for usage, and no output file left behind."""
     a = record(t, "a", "1", "--stacks")
+    ph = record(t, "ph", "phases", "--stacks")
     junk = t.path("junk.ht")
     with open(junk, "w") as f:
         f.write("not a trace\n" * 20)
@@ -377,6 +378,7 @@ def test_diff_bad_input(t):
         (["diff", "-o", out, a, junk], 1, junk),
         (["diff", "-o", out, "--at", "1h", "--at", "2h", a], 2, "past the end"),
         (["diff", "-o", out, "--from", "mark:nope", a], 2, 'no heaptrail_mark("nope")'),
+        (["diff", "--from", "mark:t2", "--to", "1us", ph], 2, "is before the first point"),
         (["diff", a], 2, "two traces to compare"),
         (["diff", a, a, a], 2, "two traces at most"),
         (["diff", "--at", "1ms", a, a], 2, "one trace with --at"),
@@ -397,7 +399,7 @@ def test_diff_bad_input(t):
         check(lines[0].startswith("heaptrail: error:") and what in lines[0],
               "%s: stderr does not say %r: %s" % (args, what, lines[0]))
         eq(r.stdout, "", "%s: nothing on stdout" % args)
-    eq(sorted(os.listdir(t.dir)), ["a.ht", "junk.ht"], "files left behind")
+    eq(sorted(os.listdir(t.dir)), ["a.ht", "junk.ht", "ph.ht"], "files left behind")
     # a truncated trace: compared as far as it goes, with the reader's error, exit 1
     cut = t.path("cut.ht")
     with open(a, "rb") as f:
