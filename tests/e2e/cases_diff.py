@@ -81,7 +81,7 @@ def vals(e, side):
     return tuple(e[side][f] for f in FIELDS)
 
 
-def check_sites(j, want, key="stack"):
+def check_sites(j, want, key="stack", caller="run"):
     lines = marker_lines()
     sites = own(j, key)
     eq(sorted(sites), sorted(want), "the program's entries")
@@ -95,8 +95,8 @@ def check_sites(j, want, key="stack"):
         eq((os.path.basename(f0["file"] or ""), f0["line"]), ("diffsites.c", lines[fn]),
            "%s: file and line" % fn)
         if key == "stack":
-            eq(e[key][1]["function"], "main", "%s: its caller" % fn)
-            eq(e["key"].split(";")[-2:], ["main", fn], "%s: key" % fn)
+            eq(e[key][1]["function"], caller, "%s: its caller" % fn)
+            eq(e["key"].split(";")[-2:], [caller, fn], "%s: key" % fn)
         else:
             eq((len(e[key]), e["key"]), (1, fn), "%s: --by function" % fn)
     return sites
@@ -151,7 +151,7 @@ def test_diff_sites(t):
                                 r"^\s+0\s+0%\s+0 B\s+0 B\s+\+2\.5 KiB\s+\+20 ",
                                 r"^\s+-2\.0 KiB\s+gone\s+2\.0 KiB\s+0 B\s+-2\.0 KiB\s+-1 ")):
         check(re.search(want, row), "text row %r does not match %r" % (row, want))
-    check(re.search(r"site_a \(diffsites\.c:%d\) <- main \(diffsites\.c:\d+\)" %
+    check(re.search(r"site_a \(diffsites\.c:%d\) <- run \(diffsites\.c:\d+\)" %
                     marker_lines()["site_a"], rows[0]), "site_a's frames: " + rows[0])
     check(re.search(r"^bytes live\s+3\.5 KiB\s+6\.2 KiB\s+\+2\.7 KiB\s+\+76\.9%$", r.stdout, re.M),
           "the live bytes line:\n" + r.stdout)
@@ -189,7 +189,7 @@ def test_diff_folded_svg(t):
     for sort, metric, i in (("live", "leaked", 2), ("alloc", "allocated", 0)):
         fl = folded(t, "--sort", sort, r1, r2)
         for fn, (before, after) in RUNS.items():
-            hits = [v for k, v in fl.items() if k.endswith(";main;" + fn)]
+            hits = [v for k, v in fl.items() if k.endswith(";run;" + fn)]
             want = [(before[i], after[i])] if before[i] or after[i] else []
             eq(hits, want, "--sort %s: folded line of %s" % (sort, fn))
         eq({k: v[0] for k, v in fl.items() if v[0]}, flame_folded(t, r1, metric),
@@ -278,14 +278,14 @@ def test_diff_times(t):
     ph = record(t, "ph", "phases", "--stacks", "--timestamp-every=1")
     j = diff_json(t, "--from", "mark:t1", "--to", "mark:t2", ph)
     eq((j["before"]["at"], j["before"]["mark"], j["after"]["mark"]), ("mark", "t1", "t2"), "marks")
-    check_sites(j, PHASES)
+    check_sites(j, PHASES, caller="main")
     totals_agree(j)
     s = t.stats(ph)
     marks = {m["label"]: m["time_ns"] for m in s["marks"]}
     eq((j["before"]["at_ns"], j["after"]["at_ns"]), (marks["t1"], marks["t2"]), "at_ns")
     jt = diff_json(t, "--at", "%dns" % marks["t1"], "--at", "%dns" % marks["t2"], ph)
     eq(jt["before"]["at"], "time", "at")
-    check_sites(jt, PHASES)
+    check_sites(jt, PHASES, caller="main")
     for side, label in (("before", "t1"), ("after", "t2")):
         r = t.tool(["leaks", "--json", "--at", "%dns" % marks[label], ph])
         lk = json.loads(r.stdout)
@@ -412,3 +412,34 @@ def test_diff_bad_input(t):
     j = json.loads(r.stdout)
     eq(j["before"]["total"]["live_bytes"], sum(b[2] for b, _ in RUNS.values()),
        "the complete side, next to a truncated one")
+
+
+@case(timeout=120, labels=("analyzers",))
+def test_diff_unsymbolized(t):
+    """Frames without a symbol (the program moved away after recording)
+    are keyed by module+offset, which is the same in every run of the
+    file whatever the load address: the sites still pair up across runs,
+    with their exact figures."""
+    import shutil
+    app = t.path("app")
+    os.makedirs(app)
+    exe = os.path.join(app, "diffsites")
+    shutil.copy(t.prog("diffsites"), exe)
+    traces = []
+    for run in ("1", "2"):
+        out = t.path("u%s.ht" % run)
+        r = t.run([t.heaptrail, "record", "-q", "--stacks", "-o", out, "--", exe, run])
+        eq(r.rc, 0, "record:\n" + r.describe())
+        traces.append(out)
+    shutil.rmtree(app)
+    j = diff_json(t, *traces)
+    mine = [e for e in j["entries"] if e["stack"] and e["stack"][0]["module"] == "diffsites"]
+    for e in mine:
+        eq(e["stack"][0]["function"], None, "no symbol without the file")
+        check(re.search(r"(^|;)diffsites\+0x[0-9a-f]+;diffsites\+0x[0-9a-f]+$", e["key"]),
+              "key by module+offset: %r" % e["key"])
+    eq(sorted((vals(e, "before"), vals(e, "after")) for e in mine), sorted(RUNS.values()),
+       "the sites, paired by module+offset")
+    check(any("diffsites: No such file" in l or "/app/diffsites" in l
+              for l in t.tool(["diff", "--json"] + traces).stderr.splitlines()),
+          "no warning naming the missing program")
