@@ -190,7 +190,8 @@ static void fold(struct ht_diff *d, struct pass *p, int ri)
 			continue;
 		int empty = 1;
 		for (int side = p->first; side < p->first + p->npts; side++)
-			empty &= !memcmp(&s->v[side], &(struct ht_diff_vals){0}, sizeof(s->v[side]));
+			empty &= !memcmp(&s->v[side], &(struct ht_diff_vals){0},
+					 sizeof(s->v[side]));
 		if (empty)
 			continue; /* allocated only after the last point */
 		uint32_t node = s->node1 - 1;
@@ -198,7 +199,8 @@ static void fold(struct ht_diff *d, struct pass *p, int ri)
 				 : 0;
 		if (d->o.by_function && nf > 1)
 			nf = 1;
-		struct ht_diff_entry *e = entry_of(d, ht_flame__join(frames, nf, 0), frames, nf, ri);
+		char *key = ht_flame__join(frames, nf, 0);
+		struct ht_diff_entry *e = entry_of(d, key, frames, nf, ri);
 		for (int side = p->first; side < p->first + p->npts; side++)
 			for (int f = 0; f < 4; f++)
 				*field(&e->v[side], f) += *field(&s->v[side], f);
@@ -242,8 +244,9 @@ static int read_trace(struct ht_diff *d, const char *path, const struct ht_diff_
 	while (p.k < npts) {
 		const struct ht_diff_point *q = &pt[p.k];
 		if (q->mark) {
-			ht_error("%s: no heaptrail_mark(\"%s\")%s; 'heaptrail stats %s' lists its marks",
-				 path, q->mark, p.k ? " after the first point" : "", path);
+			ht_error("%s: no heaptrail_mark(\"%s\")%s; 'heaptrail stats %s' lists "
+				 "its marks", path, q->mark, p.k ? " after the first point" : "",
+				 path);
 			ret = HT_EXIT_USAGE;
 			goto out;
 		}
@@ -258,7 +261,8 @@ static int read_trace(struct ht_diff *d, const char *path, const struct ht_diff_
 	}
 	if (npts == 2 && !pt[1].mark && d->side[first].at_ns > d->side[first + 1].at_ns) {
 		ht_error("%s: the second time (%s) is before the first point (%s)", path,
-			 ht_fmt_ns(b1, d->side[first + 1].at_ns), ht_fmt_ns(b2, d->side[first].at_ns));
+			 ht_fmt_ns(b1, d->side[first + 1].at_ns),
+			 ht_fmt_ns(b2, d->side[first].at_ns));
 		ret = HT_EXIT_USAGE;
 		goto out;
 	}
@@ -522,8 +526,8 @@ void ht_diff__text(const struct ht_diff *d, FILE *f, size_t top, size_t depth)
 	side_line(f, "before:", b);
 	side_line(f, "after: ", a);
 	if (d->o.normalize)
-		fprintf(f, "before scaled to the after side's totals (--normalize: live bytes x%.4f)\n",
-			b->scale[2]);
+		fprintf(f, "before scaled to the after side's totals "
+			   "(--normalize: live bytes x%.4f)\n", b->scale[2]);
 	fprintf(f, "\n%-16s %12s %12s %12s %9s\n", "", "before", "after", "change", "%");
 	static const char *const rows[4] = {"bytes allocated", "allocations", "bytes live",
 					     "blocks live"};
@@ -532,7 +536,8 @@ void ht_diff__text(const struct ht_diff *d, FILE *f, size_t top, size_t depth)
 		uint64_t va = *field((struct ht_diff_vals *)&a->total, k);
 		int bytes = !(k & 1);
 		fprintf(f, "%-16s %12s %12s %12s %9s\n", rows[k], fmt_value(s1, vb, bytes),
-			fmt_value(s2, va, bytes), fmt_change(s3, vb, va, bytes), fmt_pct(s4, vb, va));
+			fmt_value(s2, va, bytes), fmt_change(s3, vb, va, bytes),
+			fmt_pct(s4, vb, va));
 	}
 	enum ht_diff_metric m[3] = {d->o.sort};
 	for (int i = 0, k = 1; i < 3; i++)
@@ -559,21 +564,23 @@ void ht_diff__text(const struct ht_diff *d, FILE *f, size_t top, size_t depth)
 		if (unchanged(e))
 			continue;
 		shown++;
-		uint64_t vb = ht_diff__value(&e->v[0], m[0]), va = ht_diff__value(&e->v[1], m[0]);
+		const struct ht_diff_vals *eb = &e->v[0], *ea = &e->v[1];
+		uint64_t vb = ht_diff__value(eb, m[0]), va = ht_diff__value(ea, m[0]);
 		int bytes = metric_desc[m[0]].bytes;
 		fprintf(f, "%16s %9s %12s %12s %12s %9s  ", fmt_change(s1, vb, va, bytes),
 			fmt_pct(s2, vb, va), fmt_value(s3, vb, bytes), fmt_value(s4, va, bytes),
-			fmt_change(s5, ht_diff__value(&e->v[0], m[1]), ht_diff__value(&e->v[1], m[1]),
+			fmt_change(s5, ht_diff__value(eb, m[1]), ht_diff__value(ea, m[1]),
 				   metric_desc[m[1]].bytes),
-			fmt_change(s6, ht_diff__value(&e->v[0], m[2]), ht_diff__value(&e->v[1], m[2]),
+			fmt_change(s6, ht_diff__value(eb, m[2]), ht_diff__value(ea, m[2]),
 				   metric_desc[m[2]].bytes));
 		print_where(f, e, d->o.by_function ? 1 : depth);
 	}
 	if (nchanged > shown)
-		fprintf(f, "... and %zu more %s that changed (--top 0 shows all)\n", nchanged - shown,
-			nchanged - shown > 1 ? unit : unit1);
+		fprintf(f, "... and %zu more %s that changed (--top 0 shows all)\n",
+			nchanged - shown, nchanged - shown > 1 ? unit : unit1);
 	if (d->n > nchanged)
-		fprintf(f, "%zu %s unchanged\n", d->n - nchanged, d->n - nchanged > 1 ? unit : unit1);
+		fprintf(f, "%zu %s unchanged\n", d->n - nchanged,
+			d->n - nchanged > 1 ? unit : unit1);
 }
 
 /* ---- JSON ------------------------------------------------------------------------ */
