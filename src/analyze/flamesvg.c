@@ -99,9 +99,8 @@ static unsigned name_hash(const char *s, size_t n)
 }
 
 /* The memory palette: greens and blues, by name. */
-static void memory_fill(void *ctx, const struct ht_flame_frame *fr, int rgb[3])
+static void memory_fill(const struct ht_flame_frame *fr, int rgb[3])
 {
-	(void)ctx;
 	unsigned h = name_hash(fr->name, fr->namelen);
 	rgb[0] = 0;
 	rgb[1] = 140 + (int)(h % 100);
@@ -134,6 +133,7 @@ struct svg {
 	int height;        /* of the image */
 	const struct ht_flame_style *st; /* colours and tooltips */
 	uint64_t total;    /* root value */
+	uint64_t max_change; /* the largest |value - base| of a frame */
 	int drawn;         /* frames written */
 };
 
@@ -159,9 +159,9 @@ static void draw(struct svg *s, int id, double x, int depth)
 		double y = s->height - PAD_BOTTOM - (double)depth * FRAME_H;
 		int rgb[3];
 		if (s->st->fill)
-			s->st->fill(s->st->ctx, fr, rgb);
+			s->st->fill(s->st->ctx, fr, s->max_change, rgb);
 		else
-			memory_fill(NULL, fr, rgb);
+			memory_fill(fr, rgb);
 		fprintf(s->f, "<g class=\"f\" data-x=\"%.6f\" data-w=\"%.6f\" data-d=\"%d\"><title>",
 			(x - PAD_SIDE) / s->scale / (double)s->total,
 			(double)fr->value / (double)s->total, depth);
@@ -285,7 +285,13 @@ int ht_flame__svg(FILE *f, const struct ht_flame_stack *fl, size_t n,
 	uint64_t width = style->width;
 	int depth = max_depth(&t, 0, 0);
 	struct svg s = {f, &t, 0, PAD_TOP + PAD_BOTTOM + (depth + 1) * FRAME_H, style,
-			t.n[0].fr.value, 0};
+			t.n[0].fr.value, 0, 0};
+	for (size_t i = 1; i < t.len; i++) {
+		const struct ht_flame_frame *fr = &t.n[i].fr;
+		uint64_t c = fr->value > fr->base ? fr->value - fr->base : fr->base - fr->value;
+		if (c > s.max_change)
+			s.max_change = c;
+	}
 	double fw = (double)width - 2 * PAD_SIDE;
 	s.scale = t.n[0].fr.value ? fw / (double)t.n[0].fr.value : 0;
 	if (!style->id)

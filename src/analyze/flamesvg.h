@@ -34,8 +34,10 @@ struct ht_flame_style {
 	const char *title;  /* at the top */
 	const char *unit;   /* of the values: "bytes", "allocations" */
 	uint64_t width;     /* pixels */
-	/* a frame's fill colour; NULL: the memory palette (greens and blues by name) */
-	void (*fill)(void *ctx, const struct ht_flame_frame *fr, int rgb[3]);
+	/* a frame's fill colour; max_change is the largest |value - base| of
+	 * any frame; NULL: the memory palette (greens and blues by name) */
+	void (*fill)(void *ctx, const struct ht_flame_frame *fr, uint64_t max_change,
+		     int rgb[3]);
 	/* what its tooltip says after the name, starting " (" (XML text, see
 	 * ht_flame__xml_text); NULL: value, count and share of the total */
 	void (*details)(void *ctx, FILE *f, const struct ht_flame_frame *fr, uint64_t total);

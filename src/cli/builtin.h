@@ -13,6 +13,7 @@ int cmd_report(int argc, char **argv);
 int cmd_timeline(int argc, char **argv);
 int cmd_events(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
 int cmd_compare(int argc, char **argv);

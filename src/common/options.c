@@ -38,6 +38,15 @@ static int set_value(const struct ht_option *o, const char *arg, const char *sho
 	case HT_OPT_STRING:
 		*(const char **)o->value = arg;
 		return 0;
+	case HT_OPT_STRINGS: {
+		struct ht_opt_strings *l = o->value;
+		if (l->n == HT_OPT_STRINGS_MAX) {
+			ht_error("%s: given more than %d times", shown, HT_OPT_STRINGS_MAX);
+			return -1;
+		}
+		l->v[l->n++] = arg;
+		return 0;
+	}
 	case HT_OPT_U64: {
 		char *end;
 		unsigned long long v = strtoull(arg, &end, 0);

@@ -14,6 +14,15 @@ enum ht_opt_type {
 	HT_OPT_DURATION,  /* uint64_t ns, s/ms/us/ns suffixes */
 	HT_OPT_INT,       /* int */
 	HT_OPT_OPT_INT,   /* int, value optional: --name sets -1, --name=N sets N */
+	HT_OPT_STRINGS,   /* struct ht_opt_strings: each use adds a value */
+};
+
+#define HT_OPT_STRINGS_MAX 8 /* values an HT_OPT_STRINGS option takes */
+
+/* The values of an option that can be given more than once. */
+struct ht_opt_strings {
+	const char *v[HT_OPT_STRINGS_MAX]; /* in the order given */
+	int n;                             /* how many */
 };
 
 struct ht_option {
