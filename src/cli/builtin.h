@@ -9,6 +9,7 @@ int cmd_compact(int argc, char **argv);
 int cmd_leaks(int argc, char **argv);
 int cmd_flamegraph(int argc, char **argv);
 int cmd_top(int argc, char **argv);
+int cmd_heap(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
 int cmd_compare(int argc, char **argv);

@@ -23,6 +23,7 @@ static const struct cmd_struct commands[] = {
 	{"stats", cmd_stats, "summarize a trace: calls, bytes, peak, leaks, threads"},
 	{"leaks", cmd_leaks, "blocks never freed, grouped by the stack that allocated them"},
 	{"top", cmd_top, "biggest contributors: at the peak, most calls, most temporary, largest"},
+	{"heap", cmd_heap, "glibc's arenas, heaps, sbrk, mmap/trim thresholds, lock waits"},
 	{"flamegraph", cmd_flamegraph, "flame graph of allocations by stack: interactive SVG or folded"},
 	{"convert", cmd_convert, "turn a trace into a workload for replay (also: trace2wl OUT.wl TRACE)"},
 	{"replay", cmd_replay, "run a workload under any allocator and tunables, timed (also: trace_run)"},
