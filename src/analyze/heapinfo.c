@@ -36,8 +36,9 @@
 #define NBIN 256       /* duration bins: a quarter octave each */
 #define MIN_PEERS 100  /* calls of a function and class before judging */
 #define SLOW_FACTOR 10 /* and slower than this many times the median */
-#define WORST_KEEP 4   /* slowest calls kept per function and class */
-#define WORST_SHOW 10  /* shown in the reports */
+#define WORST_KEEP 16  /* slowest calls kept per function and class */
+#define WORST_SHOW 10  /* shown in the text report */
+#define WORST_JSON 100 /* listed in JSON */
 #define MAX_CHANGES 100000 /* threshold changes kept */
 
 struct series {
@@ -121,6 +122,7 @@ struct dist {
 	struct worst w[WORST_KEEP]; /* slowest first */
 	uint64_t thr;         /* finish: slower than this (ticks) is slow; 0 = not judged */
 	uint64_t median;      /* finish: ticks */
+	uint64_t slow;        /* finish: calls slower than thr */
 };
 
 /* (owner, dist, bin) -> calls; owner: thread index * 2, arena index * 2 + 1 */
@@ -188,9 +190,9 @@ struct ht_heapinfo {
 	uint64_t timed;       /* calls with a duration */
 	uint64_t timed_hot;   /* of them malloc/free/calloc/memalign: needs --durations */
 	uint64_t slow;        /* finish */
-	struct worst worst[WORST_SHOW];
+	struct worst worst[WORST_JSON];
 	size_t nworst;
-	struct dist *worst_dist[WORST_SHOW];
+	struct dist *worst_dist[WORST_JSON];
 };
 
 static void *xrealloc(void *p, size_t n)
@@ -455,6 +457,8 @@ static uint64_t bin_lo(unsigned b)
 	if (b < 4)
 		return b;
 	unsigned l = b / 4 + 1;
+	if (l >= 63)
+		return UINT64_MAX; /* past any real duration */
 	return (4ull + (b & 3)) << (l - 2);
 }
 
@@ -935,9 +939,12 @@ void ht_heapinfo__finish(struct ht_heapinfo *h, const struct ht_reader *r)
 			}
 		}
 		d->median = med ? med : 1;
-		d->thr = p99 > SLOW_FACTOR * d->median ? p99 : SLOW_FACTOR * d->median;
+		uint64_t thr = p99 > SLOW_FACTOR * d->median ? p99 : SLOW_FACTOR * d->median;
+		unsigned b = dur_bin(thr);
+		d->thr = bin_lo(b) < thr ? bin_lo(b + 1) : bin_lo(b); /* a bin edge: counts
+									* by bin are exact */
 		for (int k = 0; k < WORST_KEEP; k++)
-			if (d->w[k].dur > d->thr)
+			if (d->w[k].dur >= d->thr)
 				all[nall++] = d->w[k];
 	}
 	for (size_t i = 0; i < h->capcells; i++) {
@@ -947,18 +954,19 @@ void ht_heapinfo__finish(struct ht_heapinfo *h, const struct ht_reader *r)
 		uint64_t owner = (c->key >> 20) - 1;
 		unsigned di = (unsigned)(c->key >> 8) & 0xfff, b = (unsigned)c->key & 0xff;
 		struct dist *d = h->dists[di];
-		if (!d || !d->thr || bin_lo(b) <= d->thr)
+		if (!d || !d->thr || bin_lo(b) < d->thr)
 			continue;
 		if (owner & 1) {
 			h->arenas[owner >> 1].slow += c->n;
-		} else {
-			h->thrs[owner >> 1].slow += c->n;
-			h->slow += c->n;
+			continue;
 		}
+		d->slow += c->n;
+		h->thrs[owner >> 1].slow += c->n;
+		h->slow += c->n;
 	}
 	/* the worst calls: also count those of a straddling bin per owner */
 	qsort(all, nall, sizeof(*all), by_dur);
-	h->nworst = nall < WORST_SHOW ? nall : WORST_SHOW;
+	h->nworst = nall < WORST_JSON ? nall : WORST_JSON;
 	memcpy(h->worst, all, h->nworst * sizeof(*all));
 	for (size_t i = 0; i < nall; i++) {
 		struct thr *t = thread_of(h, all[i].tid);
@@ -1170,7 +1178,7 @@ void ht_heapinfo__text(const struct ht_heapinfo *h, FILE *f)
 					arena_name(nm, sizeof(nm), h, (int)i), a->slow,
 					fmt_ticks(h, b1, a->slow_worst));
 		}
-		for (size_t i = 0; i < h->nworst; i++) {
+		for (size_t i = 0; i < h->nworst && i < WORST_SHOW; i++) {
 			const struct worst *w = &h->worst[i];
 			fprintf(f, "  %10s  thread %-7u %-14s %9" PRIu64 " bytes  arena %-5s %10s (median %s)\n",
 				ht_fmt_ns(b1, w->time_ns), w->tid, ht_kind_descs[w->kind].name, w->size,
@@ -1346,6 +1354,21 @@ void ht_heapinfo__json(const struct ht_heapinfo *h, struct ht_json *j)
 		ht_json__u64(j, "arena", i);
 		ht_json__u64(j, "slow_calls", h->arenas[i].slow);
 		ht_json__double(j, "worst_ns", ticks_ns(h, h->arenas[i].slow_worst));
+		ht_json__obj_end(j);
+	}
+	ht_json__arr_end(j);
+	ht_json__arr_begin(j, "classes"); /* each function and size class judged */
+	for (unsigned di = 0; di < 32 * NCLASS; di++) {
+		const struct dist *d = h->dists[di];
+		if (!d || !d->thr)
+			continue;
+		ht_json__obj_begin(j, NULL);
+		ht_json__str(j, "function", ht_kind_descs[di / NCLASS].name);
+		ht_json__u64(j, "size_bits", di % NCLASS);
+		ht_json__u64(j, "calls", d->n);
+		ht_json__u64(j, "slow_calls", d->slow);
+		ht_json__double(j, "median_ns", ticks_ns(h, d->median));
+		ht_json__double(j, "threshold_ns", ticks_ns(h, d->thr));
 		ht_json__obj_end(j);
 	}
 	ht_json__arr_end(j);
