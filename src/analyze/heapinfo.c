@@ -1032,6 +1032,12 @@ static double ticks_ns(const struct ht_heapinfo *h, uint64_t ticks)
 	return (double)ticks / h->ts_per_ns;
 }
 
+/* Whole nanoseconds for JSON (every digit kept). */
+static uint64_t ticks_ns_u64(const struct ht_heapinfo *h, uint64_t ticks)
+{
+	return (uint64_t)(ticks_ns(h, ticks) + 0.5);
+}
+
 static const char *fmt_ticks(const struct ht_heapinfo *h, char *buf, uint64_t ticks)
 {
 	return ht_fmt_ns(buf, (uint64_t)ticks_ns(h, ticks));
@@ -1047,8 +1053,10 @@ static int by_tid(const void *a, const void *b)
 static struct use *sorted_uses(const struct arena *a)
 {
 	struct use *u = xcalloc(a->nuses, sizeof(*u));
-	memcpy(u, a->uses, a->nuses * sizeof(*u));
-	qsort(u, a->nuses, sizeof(*u), by_tid);
+	if (a->nuses) {
+		memcpy(u, a->uses, a->nuses * sizeof(*u));
+		qsort(u, a->nuses, sizeof(*u), by_tid);
+	}
 	return u;
 }
 
@@ -1342,7 +1350,7 @@ void ht_heapinfo__json(const struct ht_heapinfo *h, struct ht_json *j)
 		ht_json__u64(j, "tid", t->tid);
 		ht_json__u64(j, "timed_calls", t->timed);
 		ht_json__u64(j, "slow_calls", t->slow);
-		ht_json__double(j, "worst_ns", ticks_ns(h, t->slow_worst));
+		ht_json__u64(j, "worst_ns", ticks_ns_u64(h, t->slow_worst));
 		ht_json__obj_end(j);
 	}
 	ht_json__arr_end(j);
@@ -1353,7 +1361,7 @@ void ht_heapinfo__json(const struct ht_heapinfo *h, struct ht_json *j)
 		ht_json__obj_begin(j, NULL);
 		ht_json__u64(j, "arena", i);
 		ht_json__u64(j, "slow_calls", h->arenas[i].slow);
-		ht_json__double(j, "worst_ns", ticks_ns(h, h->arenas[i].slow_worst));
+		ht_json__u64(j, "worst_ns", ticks_ns_u64(h, h->arenas[i].slow_worst));
 		ht_json__obj_end(j);
 	}
 	ht_json__arr_end(j);
@@ -1367,8 +1375,8 @@ void ht_heapinfo__json(const struct ht_heapinfo *h, struct ht_json *j)
 		ht_json__u64(j, "size_bits", di % NCLASS);
 		ht_json__u64(j, "calls", d->n);
 		ht_json__u64(j, "slow_calls", d->slow);
-		ht_json__double(j, "median_ns", ticks_ns(h, d->median));
-		ht_json__double(j, "threshold_ns", ticks_ns(h, d->thr));
+		ht_json__u64(j, "median_ns", ticks_ns_u64(h, d->median));
+		ht_json__u64(j, "threshold_ns", ticks_ns_u64(h, d->thr));
 		ht_json__obj_end(j);
 	}
 	ht_json__arr_end(j);
@@ -1384,9 +1392,9 @@ void ht_heapinfo__json(const struct ht_heapinfo *h, struct ht_json *j)
 			ht_json__u64(j, "arena", (uint64_t)w->arena);
 		else
 			ht_json__null(j, "arena");
-		ht_json__double(j, "duration_ns", ticks_ns(h, w->dur));
-		ht_json__double(j, "median_ns", ticks_ns(h, h->worst_dist[i]->median));
-		ht_json__double(j, "threshold_ns", ticks_ns(h, h->worst_dist[i]->thr));
+		ht_json__u64(j, "duration_ns", ticks_ns_u64(h, w->dur));
+		ht_json__u64(j, "median_ns", ticks_ns_u64(h, h->worst_dist[i]->median));
+		ht_json__u64(j, "threshold_ns", ticks_ns_u64(h, h->worst_dist[i]->thr));
 		ht_json__obj_end(j);
 	}
 	ht_json__arr_end(j);

@@ -15,10 +15,20 @@
 
 static pthread_barrier_t all_alive, all_done;
 
+/* "tid: T" in one write, so that the threads' lines do not interleave. */
+static void say_tid(void)
+{
+	char line[48] = "tid: ";
+	tp_utoa(line + 5, (unsigned long long)syscall(SYS_gettid));
+	size_t n = strlen(line);
+	line[n] = '\n';
+	TP_CHECK(write(1, line, n + 1) == (ssize_t)(n + 1));
+}
+
 static void *worker(void *arg)
 {
 	(void)arg;
-	tp_say_num("tid", (unsigned long long)syscall(SYS_gettid));
+	say_tid();
 	pthread_barrier_wait(&all_alive); /* every thread exists before any allocates */
 	void *b[BLOCKS];
 	for (int i = 0; i < BLOCKS; i++) {
@@ -38,7 +48,7 @@ int main(int argc, char **argv)
 	TP_CHECK(argc == 2);
 	unsigned long n = tp_atoul(argv[1]);
 	TP_CHECK(n >= 1 && n <= 15); /* 8 x 2 cores - 1: each gets a new arena */
-	tp_say_num("tid", (unsigned long long)syscall(SYS_gettid));
+	say_tid();
 	void *m = tp_keep(malloc(100));
 	TP_CHECK(pthread_barrier_init(&all_alive, NULL, (unsigned)n + 1) == 0);
 	TP_CHECK(pthread_barrier_init(&all_done, NULL, (unsigned)n) == 0);
