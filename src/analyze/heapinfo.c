@@ -546,9 +546,11 @@ static void free_mmapped(struct ht_heapinfo *h, const struct ht_event *e, uint64
 {
 	uint64_t nomask = csize | 2; /* chunksize_nomask: IS_MMAPPED is set */
 	if (!h->no_dyn && nomask > h->mmap_thr && nomask <= G_MMAP_THRESHOLD_MAX) {
+		int same = h->mmap_thr == csize && h->trim_thr == 2 * csize;
 		h->mmap_thr = csize;
 		h->trim_thr = 2 * csize;
-		change(h, e, 0, csize, 0);
+		if (!same) /* glibc's probe fires then too; nothing moved */
+			change(h, e, 0, csize, 0);
 	}
 }
 
