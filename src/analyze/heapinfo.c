@@ -131,6 +131,13 @@ struct cell {
 	uint64_t n;
 };
 
+/* An open-addressing index: slots hold an array index + 1, keyed by a
+ * 64-bit key of the element (a tid, a heap's base). */
+struct idx {
+	uint32_t *slot; /* cap entries, 0 = empty */
+	size_t cap;     /* power of two */
+};
+
 struct ht_heapinfo {
 	uint64_t from, to;    /* window */
 	int seeded;           /* peaks started at the window */
@@ -146,12 +153,10 @@ struct ht_heapinfo {
 	size_t narenas, caparenas;
 	struct heap *heaps;
 	size_t nheaps, capheaps;
-	int *heap_hash;       /* base -> heap index + 1 */
-	size_t heap_hcap;
+	struct idx heap_idx;  /* base -> heap */
 	struct thr *thrs;
 	size_t nthrs, capthrs;
-	uint32_t *thr_hash;   /* tid -> thread index + 1 */
-	size_t thr_hcap;
+	struct idx thr_idx;   /* tid -> thread */
 
 	/* thresholds */
 	uint64_t mmap_thr, trim_thr;
@@ -270,62 +275,73 @@ static void series_end(struct series *s, uint64_t t, uint64_t v)
 
 /* ---- lookups ------------------------------------------------------------ */
 
+/* Makes room for n + 1 entries, rehashing key(arr, i) for the n there. */
+static void idx_reserve(struct idx *x, size_t n, const void *arr,
+			uint64_t (*key)(const void *arr, size_t i))
+{
+	if ((n + 1) * 2 < x->cap)
+		return;
+	size_t cap = x->cap ? x->cap * 2 : 64;
+	uint32_t *t = xcalloc(cap, sizeof(*t));
+	for (size_t i = 0; i < n; i++) {
+		size_t k = hash64(key(arr, i)) & (cap - 1);
+		while (t[k])
+			k = (k + 1) & (cap - 1);
+		t[k] = (uint32_t)i + 1;
+	}
+	free(x->slot);
+	x->slot = t;
+	x->cap = cap;
+}
+
+/* The slot of k: its element's index + 1, or an empty slot to put it in. */
+static size_t idx_find(const struct idx *x, uint64_t k, const void *arr,
+		       uint64_t (*key)(const void *arr, size_t i))
+{
+	size_t i = hash64(k) & (x->cap - 1);
+	while (x->slot[i] && key(arr, x->slot[i] - 1) != k)
+		i = (i + 1) & (x->cap - 1);
+	return i;
+}
+
+static uint64_t thr_key(const void *arr, size_t i)
+{
+	return ((const struct thr *)arr)[i].tid;
+}
+
+static uint64_t heap_key(const void *arr, size_t i)
+{
+	return ((const struct heap *)arr)[i].base;
+}
+
 static struct thr *thread_of(struct ht_heapinfo *h, uint32_t tid)
 {
-	if (h->nthrs * 2 >= h->thr_hcap) {
-		size_t cap = h->thr_hcap ? h->thr_hcap * 2 : 64;
-		uint32_t *t = xcalloc(cap, sizeof(*t));
-		for (size_t i = 0; i < h->nthrs; i++) {
-			size_t k = hash64(h->thrs[i].tid) & (cap - 1);
-			while (t[k])
-				k = (k + 1) & (cap - 1);
-			t[k] = (uint32_t)i + 1;
-		}
-		free(h->thr_hash);
-		h->thr_hash = t;
-		h->thr_hcap = cap;
-	}
-	size_t k = hash64(tid) & (h->thr_hcap - 1);
-	for (; h->thr_hash[k]; k = (k + 1) & (h->thr_hcap - 1))
-		if (h->thrs[h->thr_hash[k] - 1].tid == tid)
-			return &h->thrs[h->thr_hash[k] - 1];
+	idx_reserve(&h->thr_idx, h->nthrs, h->thrs, thr_key);
+	size_t k = idx_find(&h->thr_idx, tid, h->thrs, thr_key);
+	if (h->thr_idx.slot[k])
+		return &h->thrs[h->thr_idx.slot[k] - 1];
 	GROW(h->thrs, h->nthrs, h->capthrs);
 	struct thr *t = &h->thrs[h->nthrs++];
 	memset(t, 0, sizeof(*t));
 	t->tid = tid;
 	t->arena = -1;
 	t->last_arena = -1;
-	h->thr_hash[k] = (uint32_t)h->nthrs;
+	h->thr_idx.slot[k] = (uint32_t)h->nthrs;
 	return t;
 }
 
 static struct heap *heap_find(struct ht_heapinfo *h, uint64_t base)
 {
-	if (!h->heap_hcap)
+	if (!h->heap_idx.cap)
 		return NULL;
-	size_t k = hash64(base) & (h->heap_hcap - 1);
-	for (; h->heap_hash[k]; k = (k + 1) & (h->heap_hcap - 1))
-		if (h->heaps[h->heap_hash[k] - 1].base == base)
-			return &h->heaps[h->heap_hash[k] - 1];
-	return NULL;
+	size_t k = idx_find(&h->heap_idx, base, h->heaps, heap_key);
+	return h->heap_idx.slot[k] ? &h->heaps[h->heap_idx.slot[k] - 1] : NULL;
 }
 
 static struct heap *heap_add(struct ht_heapinfo *h, uint64_t base, int arena, int first,
 			     uint64_t now)
 {
-	if ((h->nheaps + 1) * 2 >= h->heap_hcap) {
-		size_t cap = h->heap_hcap ? h->heap_hcap * 2 : 64;
-		int *t = xcalloc(cap, sizeof(*t));
-		for (size_t i = 0; i < h->nheaps; i++) {
-			size_t k = hash64(h->heaps[i].base) & (cap - 1);
-			while (t[k])
-				k = (k + 1) & (cap - 1);
-			t[k] = (int)i + 1;
-		}
-		free(h->heap_hash);
-		h->heap_hash = t;
-		h->heap_hcap = cap;
-	}
+	idx_reserve(&h->heap_idx, h->nheaps, h->heaps, heap_key);
 	GROW(h->heaps, h->nheaps, h->capheaps);
 	struct heap *hp = &h->heaps[h->nheaps++];
 	memset(hp, 0, sizeof(*hp));
@@ -334,10 +350,7 @@ static struct heap *heap_add(struct ht_heapinfo *h, uint64_t base, int arena, in
 	hp->first = first;
 	hp->min_off = UINT64_MAX;
 	hp->first_ns = now;
-	size_t k = hash64(base) & (h->heap_hcap - 1);
-	while (h->heap_hash[k])
-		k = (k + 1) & (h->heap_hcap - 1);
-	h->heap_hash[k] = (int)h->nheaps;
+	h->heap_idx.slot[idx_find(&h->heap_idx, base, h->heaps, heap_key)] = (uint32_t)h->nheaps;
 	h->arenas[arena].nheaps++;
 	return hp;
 }
@@ -1003,9 +1016,9 @@ void ht_heapinfo__delete(struct ht_heapinfo *h)
 	free(h->brk_s.v);
 	free(h->arenas);
 	free(h->heaps);
-	free(h->heap_hash);
+	free(h->heap_idx.slot);
 	free(h->thrs);
-	free(h->thr_hash);
+	free(h->thr_idx.slot);
 	free(h->changes);
 	free(h->cells);
 	free(h);
