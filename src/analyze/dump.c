@@ -118,6 +118,8 @@ static void print_text(const struct ht_event *e)
 			printf(" %s=%llu", name, (unsigned long long)v);
 		}
 	}
+	if (e->duration && !strchr(d->fields, 'd')) /* record --durations */
+		printf(" duration=%llu", (unsigned long long)e->duration);
 	if (e->flags & HT_F_MMAPPED)
 		printf(" [mmapped]");
 	if (e->flags & HT_F_NONMAIN)
@@ -152,6 +154,8 @@ static void print_json(struct ht_json *j, const struct ht_event *e)
 		else
 			ht_json__u64(j, name, v);
 	}
+	if (e->duration && !strchr(d->fields, 'd')) /* record --durations */
+		ht_json__u64(j, "duration", e->duration);
 	if (e->flags & HT_F_MMAPPED)
 		ht_json__bool(j, "mmapped", 1);
 	if (e->flags & HT_F_NONMAIN)

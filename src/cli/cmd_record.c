@@ -38,6 +38,7 @@ struct record_config {
 	const char *unwind;      /* --unwind (auto) */
 	uint64_t sample_bytes;   /* --sample-bytes (0: every allocation) */
 	int timestamp_every;     /* --timestamp-every (16) */
+	int durations;           /* --durations (off) */
 	int quiet;               /* -q */
 	int no_compact;          /* --no-compact */
 	int compact_level;       /* --compact-level (3) */
@@ -55,6 +56,7 @@ static const char usage_text[] =
 	"  heaptrail record -o app.ht -- ./app --its --args\n"
 	"  heaptrail record --stacks -o app.ht -- ./app && heaptrail leaks app.ht\n"
 	"  heaptrail record --stacks --sample-bytes 512K -o srv.ht -- ./server   # always-on\n"
+	"  heaptrail record --durations -o app.ht -- ./app && heaptrail heap app.ht   # lock waits\n"
 	"  heaptrail record --start-paused -o app.ht ./app   # app calls heaptrail_start()\n"
 	"  heaptrail record --toggle-signal -o srv.ht ./server &  kill -USR2 $!\n"
 	"  LD_PRELOAD=/path/to/libheaptrail.so HEAPTRAIL_OUT=app.ht ./app   # without record\n"
@@ -225,6 +227,8 @@ int cmd_record(int argc, char **argv)
 		 "process: a helper process writes the trace, and saves every event if the program is killed; thread: a thread of the program (process)"},
 		{0, "timestamp-every", HT_OPT_INT, &cfg.timestamp_every, "N",
 		 "malloc/free read the clock every Nth call of a thread, and after each 10ms tick; 1 = every call (16)"},
+		{0, "durations", HT_OPT_FLAG, &cfg.durations, NULL,
+		 "time every malloc-API call (the clock before and after it), for heaptrail heap's lock waits"},
 		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no summary line on stderr"},
 		{0},
 	};
@@ -332,6 +336,7 @@ int cmd_record(int argc, char **argv)
 		setenv("HEAPTRAIL_UNWIND", cfg.unwind, 1);
 		setenv_num("HEAPTRAIL_SAMPLE_BYTES", (unsigned long long)cfg.sample_bytes, "");
 		setenv_num("HEAPTRAIL_TIMESTAMP_EVERY", (unsigned long long)cfg.timestamp_every, "");
+		setenv("HEAPTRAIL_DURATIONS", cfg.durations ? "1" : "0", 1);
 		const char *pre = getenv("LD_PRELOAD");
 		char buf[PATH_MAX * 2];
 		if (pre && *pre)

@@ -26,6 +26,7 @@ static const struct cmd_struct commands[] = {
 	{"timeline", cmd_timeline, "the heap over time: live bytes, RSS, break, mmapped bytes, rate, marks (SVG/CSV)"},
 	{"events", cmd_events, "mmap/munmap/mremap/brk/sbrk/shm calls and heap growth, mmapsnoop style"},
 	{"diff", cmd_diff, "two traces (or two times of one) compared by stack: what grew"},
+	{"heap", cmd_heap, "glibc's arenas, heaps, sbrk, mmap/trim thresholds, lock waits"},
 	{"flamegraph", cmd_flamegraph, "flame graph of allocations by stack: interactive SVG or folded"},
 	{"export", cmd_export, "the trace as pprof, Perfetto/Chrome JSON, massif or CSV"},
 	{"report", cmd_report, "everything above in one self-contained HTML page"},

@@ -290,7 +290,7 @@ void ht_tls__refill(struct ht_tls *t, uint64_t ts)
 }
 
 static void encode(struct ht_tls *t, int kind, int flags, uint64_t ts, const uint64_t *vals,
-		   const char *str, uint32_t stack);
+		   const char *str, uint32_t stack, const uint64_t *dur);
 
 static uint32_t sys_gettid(void)
 {
@@ -326,7 +326,7 @@ int ht_tls__prepare(struct ht_tls *t, uint64_t *ts)
 	ht_tls__refill(t, *ts);
 	if (fresh) {
 		uint64_t v[1] = {t->creator};
-		encode(t, HT_EV_THREAD_START, 0, *ts, v, NULL, 0);
+		encode(t, HT_EV_THREAD_START, 0, *ts, v, NULL, 0, NULL);
 	}
 	return 1;
 }
@@ -366,14 +366,20 @@ void ht_tls__exit(struct ht_tls *t)
 	 1u << HT_EV_SHMAT)
 
 /* The generic, table-driven encoder used for every kind but the hot
- * malloc/free pair (see hooks.c).  The thread must be prepared. */
+ * malloc/free pair (see hooks.c).  The thread must be prepared.  With dur,
+ * a DURATION pseudo-record goes first, in the same buffer (the margin
+ * below t->end holds both records). */
 static void encode(struct ht_tls *t, int kind, int flags, uint64_t ts, const uint64_t *vals,
-		   const char *str, uint32_t stack)
+		   const char *str, uint32_t stack, const uint64_t *dur)
 {
 	if (kind < 32 && ((1u << kind) & EPOCH_KINDS))
 		atomic_fetch_add_explicit(ht_epoch_p, 1, memory_order_relaxed);
 	if (HT_UNLIKELY(t->pos >= t->end))
 		ht_tls__refill(t, ts);
+	if (dur) {
+		uint64_t f[2] = {*dur, 0}; /* undated, like every pseudo-record */
+		t->pos = put_record(t->pos, HT_EV_DURATION, 0, f, 2, NULL, 0);
+	}
 	const struct ht_kind_desc *d = &ht_kind_descs[kind];
 	uint64_t f[HT_MAX_FIELDS + 2]; /* fields, timestamp, stack */
 	unsigned nf = 0;
@@ -432,7 +438,8 @@ static int sampled(struct ht_tls *t, int kind, const uint64_t *vals)
 
 /* Records one event for the calling thread, unless it is inside the
  * tracer already (a signal handler, or the tracer's own allocations). */
-void ht_record(int kind, int flags, uint64_t ts, const uint64_t *vals, const char *str)
+static void record(int kind, int flags, uint64_t ts, const uint64_t *vals, const char *str,
+		   const uint64_t *dur)
 {
 	struct ht_tls *t = &ht_tls;
 	if (t->guard)
@@ -447,9 +454,19 @@ void ht_record(int kind, int flags, uint64_t ts, const uint64_t *vals, const cha
 		uint32_t stack = 0;
 		if (HT_UNLIKELY(ht_opt.stack_depth) && kind < 32 && ((1u << kind) & STACK_KINDS))
 			stack = ht_stack__capture(t);
-		encode(t, kind, flags, ts, vals, str, stack);
+		encode(t, kind, flags, ts, vals, str, stack, dur);
 	}
 	t->guard--;
+}
+
+void ht_record(int kind, int flags, uint64_t ts, const uint64_t *vals, const char *str)
+{
+	record(kind, flags, ts, vals, str, NULL);
+}
+
+void ht_record_timed(int kind, int flags, uint64_t ts, uint64_t dur, const uint64_t *vals)
+{
+	record(kind, flags, ts, vals, NULL, &dur);
 }
 
 /* A pseudo-record (FRAME, MODULE, ...): not an event, no timestamp.  The

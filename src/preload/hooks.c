@@ -159,38 +159,52 @@ static inline uint64_t ts_field(struct ht_tls *t, uint64_t ts)
 	return f;
 }
 
-/* Makes the thread ready to record a hot-path event; 0 if it cannot. */
-static inline int hot_ready(struct ht_tls *t, int release)
+/* Makes the thread ready to record a hot-path event; 0 if it cannot.  A
+ * timed call (record --durations) passes its own timestamp, so that a new
+ * buffer's SYNC record is not dated after the event that follows it. */
+static inline int hot_ready(struct ht_tls *t, int release, int timed, uint64_t ts)
 {
 	if (HT_UNLIKELY(t->state != 1)) {
-		uint64_t ts = ht_now();
-		if (!ht_tls__prepare(t, &ts))
+		uint64_t now = timed ? ts : ht_now();
+		if (!ht_tls__prepare(t, &now))
 			return 0;
 	}
 	if (HT_UNLIKELY(t->pos >= t->end))
-		ht_tls__refill(t, release ? ht_now_release() : ht_now());
+		ht_tls__refill(t, timed ? ts : release ? ht_now_release() : ht_now());
 	return 1;
+}
+
+/* record --durations: the DURATION pseudo-record of the event written
+ * next.  hot_ready() left room for both records in the buffer. */
+static inline void put_duration(struct ht_tls *t, uint64_t dur)
+{
+	ht_meta__write(t, HT_EV_DURATION, &dur, NULL, 0);
 }
 
 /* malloc: fields size, ptr, slack, then the timestamp, then (with
  * --stacks) the stack node; written with unconditional 8-byte stores and
  * branch-free lengths (format.h).  The clock, when due, is read after the
- * real malloc returned.  stack is a constant 0 on the fast path. */
-static inline __attribute__((always_inline)) void rec_malloc_with(struct ht_tls *t, size_t size,
-								  void *p, int stacked)
+ * real malloc returned.  stack and timed are constant 0 on the fast path;
+ * a timed call (--durations) brings its end time ts and its duration. */
+static inline __attribute__((always_inline)) void
+rec_malloc_with(struct ht_tls *t, size_t size, void *p, int stacked, int timed, uint64_t ts,
+		uint64_t dur)
 {
 	t->guard = 1;
-	if (!hot_ready(t, 0))
+	if (!hot_ready(t, 0, timed, ts))
 		goto out;
 	uint64_t stack = stacked ? ht_stack__capture(t) : 0;
 	if (stacked && HT_UNLIKELY(t->pos >= t->end)) /* the capture wrote frames */
-		ht_tls__refill(t, ht_now());
+		ht_tls__refill(t, timed ? ts : ht_now());
+	if (timed)
+		put_duration(t, dur);
 	uint64_t usable = size;
 	int flags = HT_LIKELY(p != NULL) ? chunk_flags(p, &usable) : 0;
 	uint64_t f0 = size;
 	uint64_t f1 = ht_zigzag((int64_t)((uintptr_t)p - t->last_ptr));
 	uint64_t f2 = ht_slack(p, size, usable, flags);
-	uint64_t f3 = HT_UNLIKELY(ts_due(t, flags)) ? ts_field(t, ht_now()) : 0;
+	uint64_t f3 = timed ? ts_field(t, ts)
+		      : HT_UNLIKELY(ts_due(t, flags)) ? ts_field(t, ht_now()) : 0;
 	unsigned c0 = ht_len_bytes(f0), c1 = ht_len_bytes(f1), c2 = ht_len_bytes(f2),
 		 c3 = ht_len_bytes(f3);
 	uint32_t tag = c0 | c1 << 4 | c2 << 8 | c3 << 12;
@@ -226,20 +240,27 @@ out:
 
 static inline void rec_malloc(struct ht_tls *t, size_t size, void *p)
 {
-	rec_malloc_with(t, size, p, 0);
+	rec_malloc_with(t, size, p, 0, 0, 0, 0);
 }
 
 /* free: fields ptr, then the timestamp, read (when due) before the real
- * free releases the block. */
-static inline void rec_free(struct ht_tls *t, void *p)
+ * free releases the block.  A timed free (--durations) is recorded after
+ * the real call, with the chunk flags read before it (the block may be
+ * unmapped by then) and its start time ts. */
+static inline __attribute__((always_inline)) void rec_free_with(struct ht_tls *t, void *p,
+								int timed, int tflags,
+								uint64_t ts, uint64_t dur)
 {
 	t->guard = 1;
-	if (!hot_ready(t, 1))
+	if (!hot_ready(t, 1, timed, ts))
 		goto out;
 	uint64_t usable;
-	int flags = HT_LIKELY(p != NULL) ? chunk_flags(p, &usable) : 0;
+	int flags = timed ? tflags : HT_LIKELY(p != NULL) ? chunk_flags(p, &usable) : 0;
+	if (timed)
+		put_duration(t, dur);
 	uint64_t f0 = ht_zigzag((int64_t)((uintptr_t)p - t->last_ptr));
-	uint64_t f1 = HT_UNLIKELY(ts_due(t, flags)) ? ts_field(t, ht_now_release()) : 0;
+	uint64_t f1 = timed ? ts_field(t, ts)
+		      : HT_UNLIKELY(ts_due(t, flags)) ? ts_field(t, ht_now_release()) : 0;
 	unsigned c0 = ht_len_bytes(f0), c1 = ht_len_bytes(f1);
 	uint8_t *o = t->pos;
 	o[0] = (uint8_t)(HT_EV_FREE | flags);
@@ -254,9 +275,15 @@ out:
 	t->guard = 0;
 }
 
-/* malloc with its stack (record --stacks) or sampled (--sample-bytes),
- * out of the fast path. */
-static __attribute__((noinline)) void rec_malloc_slow(struct ht_tls *t, size_t size, void *p)
+static inline void rec_free(struct ht_tls *t, void *p)
+{
+	rec_free_with(t, p, 0, 0, 0, 0);
+}
+
+/* malloc with its stack (record --stacks), sampled (--sample-bytes) or
+ * timed (--durations: t0 is when the call started, 0 if untimed). */
+static __attribute__((noinline)) void rec_malloc_slow(struct ht_tls *t, size_t size, void *p,
+						      uint64_t t0)
 {
 	if (HT_UNLIKELY(!ht_initialized)) {
 		/* an allocation before our constructor (another library's):
@@ -271,32 +298,72 @@ static __attribute__((noinline)) void rec_malloc_slow(struct ht_tls *t, size_t s
 		check_brk();
 		return;
 	}
+	uint64_t t1 = t0 ? ht_now() : 0;
 	if (ht_opt.stack_depth)
-		rec_malloc_with(t, size, p, 1);
+		rec_malloc_with(t, size, p, 1, t0 != 0, t1, t1 - t0);
+	else if (t0)
+		rec_malloc_with(t, size, p, 0, 1, t1, t1 - t0);
 	else
-		rec_malloc_with(t, size, p, 0);
+		rec_malloc_with(t, size, p, 0, 0, 0, 0);
+}
+
+/* The clock before a timed call (record --durations), 0 when untimed. */
+static inline uint64_t timed_start(void)
+{
+	return HT_UNLIKELY(ht_opt.durations) && tracing(&ht_tls) ? ht_now() : 0;
+}
+
+/* malloc out of the fast path: before the options are read, and with
+ * stacks, sampling or durations (which take the clock before the call). */
+static __attribute__((noinline)) void *malloc_slow(struct ht_tls *t, size_t size)
+{
+	uint64_t t0 = timed_start();
+	void *p = __libc_malloc(size);
+	if (tracing(t))
+		rec_malloc_slow(t, size, p, t0);
+	return p;
 }
 
 HT_EXPORT void *malloc(size_t size)
 {
-	void *p = __libc_malloc(size);
 	struct ht_tls *t = &ht_tls;
-	if (tracing(t)) {
-		if (HT_UNLIKELY(ht_opt.slow_malloc))
-			rec_malloc_slow(t, size, p);
-		else
-			rec_malloc(t, size, p);
-	}
+	if (HT_UNLIKELY(ht_opt.slow_malloc))
+		return malloc_slow(t, size);
+	void *p = __libc_malloc(size);
+	if (tracing(t))
+		rec_malloc(t, size, p);
 	return p;
+}
+
+/* free out of the fast path: sampled, or timed (--durations). */
+static __attribute__((noinline)) void free_slow(struct ht_tls *t, void *p)
+{
+	if (ht_opt.sample_bytes && !ht_sample__free((uintptr_t)p)) {
+		__libc_free(p); /* a block that was not sampled */
+		check_brk();
+		return;
+	}
+	if (!ht_opt.durations) {
+		rec_free(t, p);
+		__libc_free(p);
+		check_brk();
+		return;
+	}
+	uint64_t usable;
+	int flags = p ? chunk_flags(p, &usable) : 0;
+	uint64_t t0 = ht_now_release();
+	__libc_free(p);
+	uint64_t t1 = ht_now();
+	rec_free_with(t, p, 1, flags, t0, t1 - t0);
+	check_brk();
 }
 
 HT_EXPORT void free(void *p)
 {
 	struct ht_tls *t = &ht_tls;
 	if (tracing(t)) {
-		if (HT_UNLIKELY(ht_opt.sample_bytes) && !ht_sample__free((uintptr_t)p)) {
-			__libc_free(p); /* a block that was not sampled */
-			check_brk();
+		if (HT_UNLIKELY(ht_opt.slow_free)) {
+			free_slow(t, p);
 			return;
 		}
 		rec_free(t, p);
@@ -316,7 +383,8 @@ static inline uint64_t slack(const void *p, uint64_t size, int *flags)
 	return ht_slack(p, size, usable, *flags);
 }
 
-static void rec_alloc(int kind, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t size, void *p)
+static void rec_alloc(int kind, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t size, void *p,
+		      uint64_t t0)
 {
 	int flags;
 	uint64_t s = slack(p, size, &flags);
@@ -338,15 +406,19 @@ static void rec_alloc(int kind, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t 
 	default:
 		return;
 	}
-	ht_record(kind, flags, ts, v, NULL);
+	if (t0)
+		ht_record_timed(kind, flags, ts, ts - t0, v);
+	else
+		ht_record(kind, flags, ts, v, NULL);
 	check_brk();
 }
 
 HT_EXPORT void *calloc(size_t n, size_t size)
 {
+	uint64_t t0 = timed_start();
 	void *p = __libc_calloc(n, size);
 	if (tracing(&ht_tls))
-		rec_alloc(HT_EV_CALLOC, n, size, 0, (uint64_t)n * size, p);
+		rec_alloc(HT_EV_CALLOC, n, size, 0, (uint64_t)n * size, p, t0);
 	return p;
 }
 
@@ -392,22 +464,25 @@ HT_EXPORT void *reallocarray(void *old, size_t n, size_t size)
 
 HT_EXPORT void *memalign(size_t align, size_t size)
 {
+	uint64_t t0 = timed_start();
 	void *p = __libc_memalign(align, size);
 	if (tracing(&ht_tls))
-		rec_alloc(HT_EV_MEMALIGN, align, size, 0, size, p);
+		rec_alloc(HT_EV_MEMALIGN, align, size, 0, size, p, t0);
 	return p;
 }
 
 HT_EXPORT void *aligned_alloc(size_t align, size_t size)
 {
+	uint64_t t0 = timed_start();
 	void *p = __libc_memalign(align, size);
 	if (tracing(&ht_tls))
-		rec_alloc(HT_EV_ALIGNED_ALLOC, align, size, 0, size, p);
+		rec_alloc(HT_EV_ALIGNED_ALLOC, align, size, 0, size, p, t0);
 	return p;
 }
 
 HT_EXPORT int posix_memalign(void **out, size_t align, size_t size)
 {
+	uint64_t t0 = timed_start();
 	void *p = NULL;
 	int ret = 0;
 	/* glibc's checks: a power of two multiple of sizeof(void *). */
@@ -421,32 +496,39 @@ HT_EXPORT int posix_memalign(void **out, size_t align, size_t size)
 			ret = ENOMEM;
 	}
 	if (tracing(&ht_tls))
-		rec_alloc(HT_EV_POSIX_MEMALIGN, align, size, (uint64_t)(int64_t)ret, size, p);
+		rec_alloc(HT_EV_POSIX_MEMALIGN, align, size, (uint64_t)(int64_t)ret, size, p, t0);
 	return ret;
 }
 
 HT_EXPORT void *valloc(size_t size)
 {
+	uint64_t t0 = timed_start();
 	void *p = __libc_valloc(size);
 	if (tracing(&ht_tls))
-		rec_alloc(HT_EV_VALLOC, size, 0, 0, size, p);
+		rec_alloc(HT_EV_VALLOC, size, 0, 0, size, p, t0);
 	return p;
 }
 
 HT_EXPORT void *pvalloc(size_t size)
 {
+	uint64_t t0 = timed_start();
 	void *p = __libc_pvalloc(size);
 	if (tracing(&ht_tls))
-		rec_alloc(HT_EV_PVALLOC, size, 0, 0, size, p);
+		rec_alloc(HT_EV_PVALLOC, size, 0, 0, size, p, t0);
 	return p;
 }
 
 HT_EXPORT int mallopt(int param, int value)
 {
+	uint64_t t0 = timed_start();
 	int r = __libc_mallopt(param, value);
 	if (tracing(&ht_tls)) {
 		uint64_t v[3] = {(uint64_t)(int64_t)param, (uint64_t)(int64_t)value, (uint64_t)(int64_t)r};
-		ht_record(HT_EV_MALLOPT, 0, ht_now(), v, NULL);
+		uint64_t ts = ht_now();
+		if (t0)
+			ht_record_timed(HT_EV_MALLOPT, 0, ts, ts - t0, v);
+		else
+			ht_record(HT_EV_MALLOPT, 0, ts, v, NULL);
 	}
 	return r;
 }
@@ -455,10 +537,15 @@ HT_EXPORT int malloc_trim(size_t pad)
 {
 	if (!real.malloc_trim)
 		ht_hooks__resolve();
+	uint64_t t0 = timed_start();
 	int r = real.malloc_trim ? real.malloc_trim(pad) : 0;
 	if (tracing(&ht_tls)) {
 		uint64_t v[2] = {pad, (uint64_t)(int64_t)r};
-		ht_record(HT_EV_MALLOC_TRIM, 0, ht_now(), v, NULL);
+		uint64_t ts = ht_now();
+		if (t0)
+			ht_record_timed(HT_EV_MALLOC_TRIM, 0, ts, ts - t0, v);
+		else
+			ht_record(HT_EV_MALLOC_TRIM, 0, ts, v, NULL);
 		check_brk();
 	}
 	return r;

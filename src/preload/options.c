@@ -28,7 +28,7 @@ struct ht_options ht_opt = {
 	.stack_depth = 0,
 	.unwind_fp = 1,
 	.sample_bytes = 0,
-	.slow_malloc = 1, /* until the options are read: see rec_malloc_slow */
+	.slow_malloc = 1, /* until the options are read: see malloc_slow */
 };
 
 enum opt_type { OPT_BOOL, OPT_INT, OPT_SIZE, OPT_MSEC, OPT_PATH, OPT_CLOCK, OPT_WRITER, OPT_UNWIND };
@@ -57,6 +57,7 @@ static const struct opt_desc descs[] = {
 	{"HEAPTRAIL_STACKS", OPT_INT, &ht_opt.stack_depth, 0, 256},
 	{"HEAPTRAIL_UNWIND", OPT_UNWIND, &ht_opt.unwind_fp, 0, 1},
 	{"HEAPTRAIL_SAMPLE_BYTES", OPT_SIZE, &ht_opt.sample_bytes, 0, 1L << 30},
+	{"HEAPTRAIL_DURATIONS", OPT_BOOL, &ht_opt.durations, 0, 1},
 };
 
 /* stderr without stdio: stdio may allocate, and may be locked by the
@@ -209,5 +210,6 @@ void ht_options__load(void)
 		ht_msg("warning: no memory for sampling; recording every allocation");
 		ht_opt.sample_bytes = 0;
 	}
-	ht_opt.slow_malloc = ht_opt.stack_depth || ht_opt.sample_bytes;
+	ht_opt.slow_malloc = ht_opt.stack_depth || ht_opt.sample_bytes || ht_opt.durations;
+	ht_opt.slow_free = ht_opt.sample_bytes || ht_opt.durations;
 }

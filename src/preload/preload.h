@@ -35,7 +35,9 @@ struct ht_options {
 	int stack_depth;       /* HEAPTRAIL_STACKS: frames per allocation stack, 0 = none */
 	int unwind_fp;         /* HEAPTRAIL_UNWIND: 1 = frame pointers where modules keep them (auto), 0 = libunwind only (dwarf) */
 	long sample_bytes;     /* HEAPTRAIL_SAMPLE_BYTES: record allocations every ~N bytes, 0 = all */
-	int slow_malloc;       /* stacks or sampling: malloc leaves the fast path (derived) */
+	int durations;         /* HEAPTRAIL_DURATIONS: time every malloc-API call */
+	int slow_malloc;       /* stacks, sampling or durations: malloc leaves the fast path (derived) */
+	int slow_free;         /* sampling or durations: free leaves the fast path (derived) */
 };
 
 extern struct ht_options ht_opt;
@@ -136,6 +138,9 @@ int ht_tls__prepare(struct ht_tls *t, uint64_t *ts);
  * with --stacks, allocations carry their stack. */
 void ht_record(int kind, int flags, uint64_t ts, const uint64_t *vals,
 	       const char *str);
+/* The same for a call that took dur ticks (record --durations): a
+ * DURATION pseudo-record goes right before the event, in the same buffer. */
+void ht_record_timed(int kind, int flags, uint64_t ts, uint64_t dur, const uint64_t *vals);
 /* Writes a pseudo-record (FRAME, MODULE, ...): not an event, no time. */
 void ht_meta__write(struct ht_tls *t, int kind, const uint64_t *vals, const void *str,
 		    size_t slen);

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #define HT_MAGIC "HEAPTRL\0"       /* 8 bytes at offset 0 */
-#define HT_VERSION 4               /* bumped on any incompatible change */
+#define HT_VERSION 5               /* bumped on any incompatible change */
 #define HT_VERSION_MIN 1           /* oldest version readers still decode */
 
 /* The recorder's writer thread ticks an epoch this often; a thread's first
@@ -49,6 +49,8 @@ struct ht_section_ref {
 #define HT_FILE_F_DISK_FULL 0x8  /* recording stopped on a write error */
 #define HT_FILE_F_ORPHANED 0x10  /* closed by the writer process after the traced
 				  * process ended without closing (killed, crashed) */
+#define HT_FILE_F_DURATIONS 0x20 /* (version 5) record --durations: every malloc-API
+				  * call is timed (a DURATION record before it) */
 
 struct ht_file_header {
 	char magic[8];            /* HT_MAGIC */
@@ -221,7 +223,10 @@ enum ht_kind {
 				   * bias base, its segments spanning [lo, hi) */
 	HT_EV_BUILD_ID = 34,      /* base(u) id(S): the GNU build-id of the module at base */
 	HT_EV_MODULE_GONE = 35,   /* base(u): the module at base was unmapped (dlclose) */
-	HT_EV_NR = 36,
+	HT_EV_DURATION = 36,      /* (version 5) ticks(u): how long the call of the thread's
+				   * next event took, from before the real call to after it
+				   * (record --durations); readers set ht_event.duration */
+	HT_EV_NR = 37,
 };
 
 /* Whether a kind is an event (has a sequence number), not a pseudo-record. */

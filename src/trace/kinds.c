@@ -42,4 +42,5 @@ const struct ht_kind_desc ht_kind_descs[HT_EV_NR] = {
 	[HT_EV_MODULE] = {"module", "uuuS", "base,lo,hi,path", -1, 0},
 	[HT_EV_BUILD_ID] = {"build_id", "uS", "base,id", -1, 0},
 	[HT_EV_MODULE_GONE] = {"module_gone", "u", "base", -1, 0},
+	[HT_EV_DURATION] = {"duration", "u", "ticks", -1, 0},
 };

@@ -53,6 +53,7 @@ struct stream {
 	uint64_t held_on;       /* address whose release this stream waits for, 0 none */
 	int forced;             /* deliver the head event even if its address is live */
 	int has_split;          /* split is pending */
+	uint64_t dur;           /* a DURATION record for the next event, 0 none */
 	uint32_t *nodes;        /* this thread's stack node ids -> the reader's */
 	size_t nnodes, capnodes; /* ids defined (1..nnodes) / allocated */
 	char str[HT_MAX_STR + 1]; /* its string field */
@@ -655,6 +656,7 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 				return corrupt(r, s, "sync record disagrees with the chunk's sequence number");
 			s->last_ts = f[1];
 			s->last_ptr = 0;
+			s->dur = 0;
 			s->synced = 1;
 			s->gap_said = 0;
 			s->pos = p;
@@ -662,6 +664,11 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 		}
 		if (!s->synced)
 			return corrupt(r, s, "event before any sync record");
+		if (kind == HT_EV_DURATION) { /* times the thread's next event */
+			s->dur = f[0];
+			s->pos = p;
+			continue;
+		}
 		if (kind >= 32) {
 			if (meta_record(r, s, &rec) < 0)
 				return 0;
@@ -676,7 +683,8 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 		e->ts_taken = !v2 || f[nf] != 0;
 		e->ts = s->last_ts + (v2 && f[nf] ? f[nf] - 1 : f[nf]);
 		e->usable = 0;
-		e->duration = 0;
+		e->duration = s->dur; /* a 'd' field below takes precedence */
+		s->dur = 0;
 		e->str = NULL;
 		e->nv = 0;
 		e->part = HT_PART_WHOLE;

@@ -59,6 +59,7 @@ KINDS = [
     ("module", "uuuS", -1),   # 33: base, lo, hi, path
     ("build_id", "uS", -1),   # 34: base, id bytes
     ("module_gone", "u", -1), # 35: base
+    ("duration", "u", -1),    # 36 (format 5): ticks the thread's next call took
 ]
 EXT = 31
 F_STACK = 0x80
