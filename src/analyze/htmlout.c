@@ -101,14 +101,14 @@ void ht_html__begin(FILE *f, const char *title)
 }
 
 /* For each chart: its id, its drawn size and how many marks it holds
- * (bars and frames: class "mark"; series: paths), written into #selfcheck
+ * (bars and frames: class "mark"; series: paths and polylines), written into #selfcheck
  * as JSON. */
 static const char selfcheck[] =
 	"<pre id=\"selfcheck\"></pre>\n<script>\n"
 	"(function(){var out=[];\n"
-	"document.querySelectorAll('svg.chart').forEach(function(s){\n"
+	"document.querySelectorAll('svg.chart, svg[data-chart]').forEach(function(s){\n"
 	" var b={width:0,height:0};try{b=s.getBBox();}catch(e){}\n"
-	" var marks=0;s.querySelectorAll('.mark, path').forEach(function(m){\n"
+	" var marks=0;s.querySelectorAll('.mark, path, polyline').forEach(function(m){\n"
 	"  try{var r=m.getBBox();if(r.width>0||r.height>0)marks++;}catch(e){}});\n"
 	" out.push({id:s.id,width:Math.round(b.width),height:Math.round(b.height),marks:marks});});\n"
 	"document.getElementById('selfcheck').textContent=JSON.stringify(out);})();\n"

@@ -13,6 +13,7 @@
 #include "analyze/analyze.h"
 #include "analyze/blocks.h"
 #include "analyze/flamegraph.h"
+#include "analyze/heapinfo.h"
 #include "analyze/htmlout.h"
 #include "analyze/stackstats.h"
 #include "analyze/stats.h"
@@ -58,6 +59,7 @@ struct collectors {
 	struct ht_stats *stats;     /* summary, histograms, threads, marks */
 	struct ht_stackstats stacks; /* per stack: peak, calls, temporary, leaks */
 	struct ht_timeline *timeline; /* the heap over time */
+	struct ht_heapinfo *heap;    /* glibc's arenas, heaps, thresholds */
 };
 
 static int read_trace(const char *path, struct collectors *c, struct ht_reader **rp)
@@ -75,14 +77,21 @@ static int read_trace(const char *path, struct collectors *c, struct ht_reader *
 		ht_error("out of memory");
 		exit(HT_EXIT_DATA);
 	}
+	c->heap = ht_heapinfo__new(*rp);
+	if (!c->heap) {
+		ht_error("out of memory");
+		exit(HT_EXIT_DATA);
+	}
 	struct ht_event e;
 	while (ht_analyze__next(*rp, &e)) {
 		ht_stats__event(c->stats, &e);
 		ht_stackstats__event(&c->stacks, &e);
 		ht_timeline__event(c->timeline, &e);
+		ht_heapinfo__event(c->heap, &e);
 	}
 	ht_stackstats__finish(&c->stacks);
 	ht_timeline__finish(c->timeline, *rp);
+	ht_heapinfo__finish(c->heap, *rp);
 	return ht_analyze__finish(*rp, path, 0);
 }
 
@@ -142,27 +151,43 @@ static void section_summary(struct page *pg)
 	fputs("</section>\n", f);
 }
 
-/* The timeline's SVG, inline, marked as a chart for the self-check. */
+/* Copies html to f, marking its first <svg> as a chart with this id for
+ * the page's self-check. */
+static void put_marked_svg(FILE *f, const char *html, const char *id)
+{
+	const char *at = strstr(html, "<svg");
+	if (!at) {
+		fputs(html, f);
+		return;
+	}
+	fwrite(html, 1, (size_t)(at - html) + 4, f);
+	fprintf(f, " data-chart=\"1\" id=\"%s\"", id);
+	fputs(at + 4, f);
+}
+
+/* A collector's output, caught in memory. */
+static void caught(FILE *m, char **buf)
+{
+	if (fclose(m) != 0 || !*buf) { /* (fclose sets *buf) */
+		ht_error("out of memory");
+		exit(HT_EXIT_DATA);
+	}
+}
+
+/* The timeline's SVG, inline. */
 static void section_timeline(struct page *pg)
 {
 	FILE *f = pg->f;
 	char *svg = NULL;
 	size_t len = 0;
 	FILE *m = open_memstream(&svg, &len);
-	if (!m || ht_timeline__svg(pg->c->timeline, m, 1200, 520) < 0 || fclose(m) != 0) {
+	if (!m || ht_timeline__svg(pg->c->timeline, m, 1200, 520) < 0) {
 		ht_error("out of memory");
 		exit(HT_EXIT_DATA);
 	}
-	static const char cls[] = "class=\"heaptrail-timeline\"";
-	char *at = strstr(svg, cls);
+	caught(m, &svg);
 	fputs("<section id=\"timeline\"><h2>The heap over time</h2>\n<div class=\"chart\">", f);
-	if (at) {
-		fwrite(svg, 1, (size_t)(at - svg), f);
-		fputs("class=\"heaptrail-timeline chart\" id=\"timeline-chart\"", f);
-		fputs(at + sizeof(cls) - 1, f);
-	} else {
-		fputs(svg, f);
-	}
+	put_marked_svg(f, svg, "timeline-chart");
 	fputs("</div>\n<p>Live requested and usable bytes, RSS, the program break, the bytes of "
 	      "blocks glibc mmapped and of the program's own maps; hover for each time bin's "
 	      "figures. <code>heaptrail timeline --csv</code> gives the numbers.</p></section>\n", f);
@@ -399,6 +424,25 @@ static void section_flame(struct page *pg)
 	fputs("</section>\n", f);
 }
 
+/* glibc's internals (heaptrail heap): arenas, heaps, thresholds, lock waits. */
+static void section_heap(struct page *pg)
+{
+	FILE *f = pg->f;
+	char *html = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&html, &len);
+	if (!m) {
+		ht_error("out of memory");
+		exit(HT_EXIT_DATA);
+	}
+	ht_heapinfo__html(pg->c->heap, m);
+	caught(m, &html);
+	fputs("<section id=\"heap\"><h2>glibc's heap: arenas, heaps, thresholds</h2>\n", f);
+	put_marked_svg(f, html, "heap-chart");
+	fputs("</section>\n", f);
+	free(html);
+}
+
 /* ---- compare results ---------------------------------------------------- */
 
 static struct ht_jvalue *load_compare(const char *path)
@@ -492,7 +536,7 @@ static void write_page(struct page *pg, struct ht_jvalue **cmp, int ncmp)
 	ht_html__text(f, pg->path);
 	fputs("</p><nav><a href=\"#summary\">summary</a> <a href=\"#histograms\">sizes</a> "
 	      "<a href=\"#stacks\">top stacks</a> <a href=\"#leaks\">leaks</a> "
-	      "<a href=\"#flamegraph\">flame graphs</a> "
+	      "<a href=\"#flamegraph\">flame graphs</a> <a href=\"#heap\">glibc heap</a> "
 	      "<a href=\"#threads\">threads</a>", f);
 	if (ncmp)
 		fputs(" <a href=\"#allocators\">allocators</a>", f);
@@ -502,6 +546,7 @@ static void write_page(struct page *pg, struct ht_jvalue **cmp, int ncmp)
 	section_histograms(pg);
 	section_stacks(pg);
 	section_flame(pg);
+	section_heap(pg);
 	section_threads(pg);
 	section_compare(pg, cmp, ncmp);
 	ht_html__end(f);
@@ -610,5 +655,7 @@ cleanup:
 	ht_stackstats__free(&c.stacks);
 	if (c.timeline)
 		ht_timeline__delete(c.timeline);
+	if (c.heap)
+		ht_heapinfo__delete(c.heap);
 	return ret;
 }

@@ -90,11 +90,20 @@ def test_report_leaky(t):
     charts = selfcheck(t, out)
     check(charts.get("timeline-chart", {}).get("marks", 0) >= 3,
           "the timeline draws its series (live, usable, break, ...): %r" % charts.get("timeline-chart"))
-    for cid in ("timeline-chart", "sizes", "lifetimes", "flame-allocated", "flame-peak"):
+    for cid in ("timeline-chart", "sizes", "lifetimes", "flame-allocated", "flame-peak",
+                "heap-chart"):
         check(cid in charts, "chart %s missing: %r" % (cid, charts))
         c = charts[cid]
         check(c["width"] > 0 and c["height"] > 0 and c["marks"] > 0,
               "chart %s drawn empty: %r" % (cid, c))
+    # glibc's heap: the arenas of heap --json, with their threads
+    hj = json.loads(t.tool(["heap", "--json", trace]).stdout)
+    m = re.search(r'<section id="heap">.*?</section>\s*</section>', html, re.S)
+    check(m, "no glibc heap section")
+    for a in hj["arenas"]:
+        for tid in a["threads"]:
+            check("%d (" % tid in m.group(0), "thread %d of arena %s not in the heap section"
+                  % (tid, a["arena"]))
     # one frame per node of the folded tree, as the flamegraph command draws
     fg = t.tool(["flamegraph", "-o", t.path("alloc.svg"), trace])
     m = re.search(r"(\d+) frames", fg.stderr)
