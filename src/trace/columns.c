@@ -279,22 +279,39 @@ static void lifo_push(struct model *m, uint64_t usable, uint64_t addr)
 	h->top = (uint32_t)++m->nodes_n;
 }
 
+/* Requested bytes of an allocation record, from its raw fields (the size
+ * fields are 'u', stored as they are): ht_event__size on the record. */
+static uint64_t rec_size(unsigned kind, const uint64_t *f)
+{
+	switch (kind) {
+	case HT_EV_MALLOC:
+	case HT_EV_VALLOC:
+	case HT_EV_PVALLOC:
+		return f[0];
+	case HT_EV_CALLOC:
+		return f[0] * f[1];
+	case HT_EV_REALLOC:
+	case HT_EV_MEMALIGN:
+	case HT_EV_POSIX_MEMALIGN:
+	case HT_EV_ALIGNED_ALLOC:
+		return f[1];
+	case HT_EV_REALLOCARRAY:
+		return f[1] * f[2];
+	default:
+		return 0;
+	}
+}
+
 /* The usable size of the block an allocation record returns: the key of
  * the LIFOs.  Reads no 'p' field. */
 static uint64_t alloc_usable(const struct model *m, const struct ht_rec *rec)
 {
 	const struct ht_kind_desc *d = &ht_kind_descs[rec->kind];
-	struct ht_event e;
-	memset(&e, 0, sizeof(e));
-	e.kind = rec->kind;
-	e.nv = rec->nf;
 	uint64_t slack = 0;
-	for (unsigned i = 0; i < rec->nf; i++) {
-		e.v[i] = rec->f[i];
+	for (unsigned i = 0; i < rec->nf; i++)
 		if (d->fields[i] == 'U')
 			slack = rec->f[i];
-	}
-	return ht_usable_of(m->version, rec->kb & ~HT_KIND_MASK, ht_event__size(&e), slack);
+	return ht_usable_of(m->version, rec->kb & ~HT_KIND_MASK, rec_size(rec->kind, rec->f), slack);
 }
 
 /* Pointer codes: a result is 0 when it is the top of its LIFO, else the
@@ -379,8 +396,7 @@ static void record_seen(struct model *m, const struct ht_rec *rec, const uint64_
 	} else if (rec->kind == HT_EV_FREE) {
 		release(m, vals[0]);
 	} else if (rec->kind == HT_EV_REALLOC || rec->kind == HT_EV_REALLOCARRAY) {
-		struct ht_event e;
-		memset(&e, 0, sizeof(e));
+		struct ht_event e; /* what ht_event__frees_old reads: kind, nv, v */
 		e.kind = rec->kind;
 		e.nv = rec->nf;
 		memcpy(e.v, vals, rec->nf * sizeof(vals[0]));
@@ -496,102 +512,208 @@ size_t ht_columns__rec_bytes(const uint8_t *in, size_t n)
 	return h.rec_bytes;
 }
 
-size_t ht_columns__decode(const uint8_t *in, size_t n, uint32_t version, uint8_t *out, size_t cap,
-			  const char **why)
+/* A column payload being decoded, one record at a time. */
+struct ht_coldec {
+	struct rcol col[HT_COL_NR]; /* cursors in the columns */
+	struct model m;             /* the allocator model of this payload */
+	uint32_t left;              /* records still to decode */
+	uint32_t rec_bytes;         /* record bytes the header announces */
+	size_t at;                  /* record bytes decoded so far */
+	int ready;                  /* m holds tables (reset, not freed, between payloads) */
+};
+
+struct ht_coldec *ht_coldec__new(void)
+{
+	return calloc(1, sizeof(struct ht_coldec));
+}
+
+void ht_coldec__free(struct ht_coldec *d)
+{
+	if (!d)
+		return;
+	if (d->ready)
+		model_free(&d->m);
+	free(d);
+}
+
+/* The model as model_init leaves it, keeping the tables it grew. */
+static int model_reset(struct model *m, uint32_t version, int ready)
+{
+	if (!ready || m->oom) {
+		if (ready)
+			model_free(m);
+		return model_init(m, version);
+	}
+	m->version = version;
+	m->last_ptr = 0;
+	memset(m->mru, 0, sizeof(m->mru));
+	memset(m->live, 0, ((size_t)1 << m->live_lg) * sizeof(*m->live));
+	m->live_n = 0;
+	memset(m->heads, 0, ((size_t)1 << m->heads_lg) * sizeof(*m->heads));
+	m->heads_n = 0;
+	m->nodes_n = 0;
+	return 0;
+}
+
+int ht_coldec__start(struct ht_coldec *d, const uint8_t *in, size_t n, uint32_t version,
+		     const char **why)
 {
 	struct ht_col_header h;
-	struct rcol col[HT_COL_NR];
-	struct model m;
-	size_t ret = 0, at = 0;
 	*why = "column header out of range";
-	if (model_init(&m, version) < 0) {
+	d->left = 0;
+	int ok = model_reset(&d->m, version, d->ready) == 0;
+	d->ready = d->m.live && d->m.heads;
+	if (!ok) {
 		*why = "out of memory";
-		goto cleanup;
+		return -1;
 	}
 	if (!ht_columns__rec_bytes(in, n))
-		goto cleanup;
+		return -1;
 	memcpy(&h, in, sizeof(h));
 	size_t off = sizeof(h);
 	for (int c = 0; c < HT_COL_NR; c++) {
 		if (h.len[c] > n - off)
-			goto cleanup;
-		col[c].p = in + off;
-		col[c].end = in + off + h.len[c];
+			return -1;
+		d->col[c].p = in + off;
+		d->col[c].end = in + off + h.len[c];
 		off += h.len[c];
 	}
-	if (off != n || h.rec_bytes > cap || h.nrec > h.rec_bytes)
-		goto cleanup;
+	if (off != n || h.nrec > h.rec_bytes)
+		return -1;
+	d->left = h.nrec;
+	d->rec_bytes = h.rec_bytes;
+	d->at = 0;
+	return 0;
+}
+
+size_t ht_coldec__rec_bytes(const struct ht_coldec *d)
+{
+	return d->rec_bytes;
+}
+
+/* Bytes of v in a record (ht_rec__encode's length). */
+static unsigned field_bytes(uint64_t v)
+{
+	return v ? (unsigned)(71 - __builtin_clzll(v)) >> 3 : 0;
+}
+
+int ht_coldec__next(struct ht_coldec *d, struct ht_rec *rec, const char **why)
+{
+	struct rcol *col = d->col;
 	*why = "column data does not decode";
-	for (uint32_t r = 0; r < h.nrec; r++) {
-		struct ht_rec rec;
-		uint64_t vals[HT_MAX_FIELDS + 1];
-		uint8_t tmp[HT_MAX_RECORD];
-		if (col[HT_COL_KIND].p >= col[HT_COL_KIND].end)
-			goto cleanup;
-		rec.kb = *col[HT_COL_KIND].p++;
-		unsigned kind = rec.kb & HT_KIND_MASK;
-		if (kind == HT_EV_EXT) {
-			if (col[HT_COL_KIND].p >= col[HT_COL_KIND].end)
-				goto cleanup;
-			kind = 32u + *col[HT_COL_KIND].p++;
+	if (!d->left) {
+		for (int c = 0; c < HT_COL_NR; c++)
+			if (col[c].p != col[c].end)
+				return -1;
+		return d->at == d->rec_bytes ? 0 : -1;
+	}
+	d->left--;
+	struct model *m = &d->m;
+	uint64_t vals[HT_MAX_FIELDS + 1];
+	struct rcol *kc = &col[HT_COL_KIND];
+	if (kc->p >= kc->end)
+		return -1;
+	rec->kb = *kc->p++;
+	unsigned kind = rec->kb & HT_KIND_MASK;
+	size_t len = 1;
+	if (kind == HT_EV_EXT) {
+		if (kc->p >= kc->end)
+			return -1;
+		kind = 32u + *kc->p++;
+		len++;
+	}
+	if (kind >= HT_EV_NR)
+		return -1;
+	rec->kind = (uint8_t)kind;
+	rec->has_stack = (rec->kb & HT_F_STACK) != 0;
+	const struct ht_kind_desc *kd = &ht_kind_descs[kind];
+	unsigned nf = ht_kind_nf(kind);
+	rec->nf = (uint8_t)nf;
+	rec->str = NULL;
+	unsigned nptr = 0;
+	for (unsigned i = 0; i < nf; i++) {
+		char code = kd->fields[i];
+		rec->f[i] = 0;
+		if (code == 'p') {
+			nptr++;
+			continue;
 		}
-		if (kind >= HT_EV_NR)
-			goto cleanup;
-		rec.kind = (uint8_t)kind;
-		rec.has_stack = (rec.kb & HT_F_STACK) != 0;
-		const struct ht_kind_desc *d = &ht_kind_descs[rec.kind];
-		rec.nf = (uint8_t)strlen(d->fields);
-		rec.str = NULL;
-		for (unsigned i = 0; i < rec.nf; i++) {
-			rec.f[i] = 0;
-			if (d->fields[i] == 'p')
-				continue;
-			if (rcol_u64(&col[column_of(d->fields[i])], &rec.f[i]) < 0)
-				goto cleanup;
-			vals[i] = rec.f[i];
-			if (d->fields[i] == 'S') {
-				struct rcol *s = &col[HT_COL_STR];
-				if (rec.f[i] > HT_MAX_STR || (uint64_t)(s->end - s->p) < rec.f[i])
-					goto cleanup;
-				rec.str = s->p;
-				s->p += rec.f[i];
-			}
+		if (rcol_u64(&col[column_of(code)], &rec->f[i]) < 0)
+			return -1;
+		vals[i] = rec->f[i];
+		len += field_bytes(rec->f[i]);
+		if (code == 'S') {
+			struct rcol *s = &col[HT_COL_STR];
+			if (rec->f[i] > HT_MAX_STR || (uint64_t)(s->end - s->p) < rec->f[i])
+				return -1;
+			rec->str = s->p;
+			s->p += rec->f[i];
+			len += (size_t)rec->f[i];
 		}
-		if (rcol_u64(&col[HT_COL_TIME], &rec.f[rec.nf]) < 0)
-			goto cleanup;
-		if (rec.has_stack && rcol_u64(&col[HT_COL_OTHER], &rec.f[rec.nf + 1]) < 0)
-			goto cleanup;
-		uint64_t usable = d->is_alloc ? alloc_usable(&m, &rec) : 0;
-		for (unsigned i = 0; i < rec.nf; i++) {
-			if (d->fields[i] != 'p')
+	}
+	if (rcol_u64(&col[HT_COL_TIME], &rec->f[nf]) < 0)
+		return -1;
+	len += field_bytes(rec->f[nf]);
+	if (rec->has_stack) {
+		if (rcol_u64(&col[HT_COL_OTHER], &rec->f[nf + 1]) < 0)
+			return -1;
+		len += field_bytes(rec->f[nf + 1]);
+	}
+	len += ht_tag_bytes(nf + rec->has_stack);
+	if (nptr) {
+		uint64_t usable = kd->is_alloc ? alloc_usable(m, rec) : 0;
+		for (unsigned i = 0; i < nf; i++) {
+			if (kd->fields[i] != 'p')
 				continue;
-			int res = d->is_alloc && (int)i == d->result;
+			int res = kd->is_alloc && (int)i == kd->result;
 			uint64_t code, v;
 			if (rcol_u64(&col[HT_COL_PTR], &code) < 0 ||
-			    ptr_decode(&m, res, usable, code, &v) < 0)
-				goto cleanup;
-			rec.f[i] = ht_zigzag((int64_t)(v - m.last_ptr));
-			ptr_seen(&m, res, usable, v);
+			    ptr_decode(m, res, usable, code, &v) < 0)
+				return -1;
+			rec->f[i] = ht_zigzag((int64_t)(v - m->last_ptr));
+			len += field_bytes(rec->f[i]);
+			ptr_seen(m, res, usable, v);
 			vals[i] = v;
 		}
-		record_seen(&m, &rec, vals);
-		if (m.oom) {
-			*why = "out of memory";
-			goto cleanup;
-		}
+	}
+	record_seen(m, rec, vals);
+	if (m->oom) {
+		*why = "out of memory";
+		return -1;
+	}
+	if (len > d->rec_bytes - d->at)
+		return -1;
+	d->at += len;
+	return 1;
+}
+
+size_t ht_columns__decode(const uint8_t *in, size_t n, uint32_t version, uint8_t *out, size_t cap,
+			  const char **why)
+{
+	struct ht_coldec *d = ht_coldec__new();
+	size_t ret = 0, at = 0;
+	if (!d) {
+		*why = "out of memory";
+		return 0;
+	}
+	if (ht_coldec__start(d, in, n, version, why) < 0)
+		goto cleanup;
+	if (d->rec_bytes > cap) {
+		*why = "column header out of range";
+		goto cleanup;
+	}
+	struct ht_rec rec;
+	int k;
+	while ((k = ht_coldec__next(d, &rec, why)) > 0) {
+		/* ht_coldec__next checked that the record fits in rec_bytes */
+		uint8_t tmp[HT_MAX_RECORD];
 		size_t len = ht_rec__encode(&rec, tmp);
-		if (len > h.rec_bytes - at)
-			goto cleanup;
 		memcpy(out + at, tmp, len);
 		at += len;
 	}
-	for (int c = 0; c < HT_COL_NR; c++)
-		if (col[c].p != col[c].end)
-			goto cleanup;
-	if (at != h.rec_bytes)
-		goto cleanup;
-	ret = at;
+	if (k == 0)
+		ret = at;
 cleanup:
-	model_free(&m);
+	ht_coldec__free(d);
 	return ret;
 }

@@ -36,7 +36,9 @@ struct stream {
 	size_t nchunks, next_chunk; /* count / next to decode */
 	uint8_t *buf;           /* decoded payload of the current chunk */
 	size_t cap;             /* its capacity */
-	const uint8_t *pos, *end; /* decode cursor */
+	const uint8_t *pos, *end; /* decode cursor (records) */
+	struct ht_coldec *cd;   /* decoder of column-coded chunks, NULL until one */
+	int cols;               /* the current chunk is column-coded: records come from cd */
 	uint64_t chunk_off;     /* file offset of the current chunk */
 	uint32_t chunk_events;  /* events decoded from the current chunk */
 	uint32_t chunk_expect;  /* events the current chunk's header announces */
@@ -84,8 +86,6 @@ struct ht_reader {
 	ZSTD_DCtx *dctx;           /* decompression context */
 	uint8_t *zbuf;             /* compressed payload buffer */
 	size_t zcap;               /* its capacity */
-	uint8_t *cbuf;             /* a column-coded payload before decoding */
-	size_t ccap;               /* its capacity */
 	uint64_t done_bytes, total_bytes; /* progress */
 	char out_str[HT_MAX_STR + 1]; /* string of the last returned event */
 	int causal;                /* hold allocations of live addresses (format 2, >1 thread) */
@@ -399,17 +399,12 @@ static int load_chunk(struct ht_reader *r, struct stream *s)
 		}
 		return 0;
 	}
-	/* The payload, decompressed: into the stream's buffer, or for a
-	 * column-coded chunk into cbuf, to be decoded from there. */
+	/* The payload, decompressed, into the stream's buffer: records, or
+	 * the columns they are decoded from one by one. */
 	int cols = (c->flags & HT_CHUNK_F_COLUMNS) != 0;
-	uint8_t *dst;
-	if (cols) {
-		r->cbuf = grow(r->cbuf, &r->ccap, c->raw_size + 1, 1);
-		dst = r->cbuf;
-	} else {
-		s->buf = grow(s->buf, &s->cap, c->raw_size + 1, 1);
-		dst = s->buf;
-	}
+	s->cols = 0;
+	s->buf = grow(s->buf, &s->cap, c->raw_size + 1, 1);
+	uint8_t *dst = s->buf;
 	uint64_t poff = c->offset + sizeof(struct ht_chunk_header);
 	if (c->flags & HT_CHUNK_F_ZSTD) {
 		r->zbuf = grow(r->zbuf, &r->zcap, c->comp_size + 1, 1);
@@ -430,17 +425,17 @@ static int load_chunk(struct ht_reader *r, struct stream *s)
 	}
 	size_t len = c->raw_size;
 	if (cols) {
-		const char *why = "not column-coded";
-		size_t want = ht_columns__rec_bytes(r->cbuf, c->raw_size);
-		s->buf = grow(s->buf, &s->cap, want + 1, 1);
-		len = want ? ht_columns__decode(r->cbuf, c->raw_size, r->hdr.version, s->buf, want,
-						&why)
-			   : 0;
-		if (!len) {
+		const char *why = "out of memory";
+		if (!s->cd)
+			s->cd = ht_coldec__new();
+		if (!s->cd ||
+		    ht_coldec__start(s->cd, s->buf, c->raw_size, r->hdr.version, &why) < 0) {
 			set_err(r, "offset %llu: column-coded chunk of thread %u: %s: the trace is "
 				   "corrupt here", (unsigned long long)c->offset, c->tid, why);
 			return -1;
 		}
+		s->cols = 1;
+		len = 0; /* pos = end: the chunk's end is checked once cd is done */
 	}
 	r->done_bytes += c->comp_size;
 	s->pos = s->buf;
@@ -608,11 +603,29 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 	for (;;) {
 		if (s->done)
 			return 0;
+		struct ht_rec rec;
+		const char *why = NULL;
+		const uint8_t *p = s->pos; /* past the record */
+		if (s->cols) {
+			int k = ht_coldec__next(s->cd, &rec, &why);
+			if (k < 0) {
+				set_err(r, "offset %llu: column-coded chunk of thread %u: %s: the trace is "
+					   "corrupt here", (unsigned long long)s->chunk_off, s->tid, why);
+				s->done = 1;
+				return 0;
+			}
+			if (k == 0)
+				s->cols = 0; /* the chunk's end (pos = end) */
+			else
+				goto got_record;
+		}
 		if (s->pos >= s->end) {
 			if (s->pos && s->chunk_events != s->chunk_expect)
 				return corrupt(r, s, "chunk holds fewer events than its header says");
 			if (s->next_chunk >= s->nchunks) {
 				s->done = 1;
+				ht_coldec__free(s->cd);
+				s->cd = NULL;
 				free(s->buf);
 				s->buf = NULL;
 				s->cap = 0;
@@ -628,12 +641,11 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 				s->pos = s->end = NULL;
 			continue; /* an empty chunk ends here too */
 		}
-		struct ht_rec rec;
-		const char *why = NULL;
 		size_t used = ht_rec__parse(&rec, s->pos, s->end, &why);
 		if (!used)
 			return corrupt(r, s, why);
-		const uint8_t *p = s->pos + used;
+		p = s->pos + used;
+	got_record:;
 		int kind = rec.kind;
 		const struct ht_kind_desc *d = &ht_kind_descs[kind];
 		unsigned nf = rec.nf;
@@ -812,6 +824,9 @@ static void park(struct stream *s)
 		k--;
 	s->park_chunk = k;
 	s->parked = 1;
+	s->cols = 0;
+	ht_coldec__free(s->cd);
+	s->cd = NULL;
 	free(s->buf);
 	s->buf = NULL;
 	s->cap = 0;
@@ -1259,6 +1274,7 @@ void ht_reader__close(struct ht_reader *r)
 		close(r->fd);
 	for (size_t i = 0; i < r->nstreams; i++) {
 		free(r->streams[i].buf);
+		ht_coldec__free(r->streams[i].cd);
 		free(r->streams[i].nodes);
 	}
 	free(r->streams);
@@ -1275,7 +1291,6 @@ void ht_reader__close(struct ht_reader *r)
 	free(r->rss_t);
 	free(r->rss_v);
 	free(r->zbuf);
-	free(r->cbuf);
 	free(r->cmdline);
 	free(r->exe);
 	free(r->path);
