@@ -70,7 +70,7 @@ struct rcol {
 	const uint8_t *end; /* end of the column */
 };
 
-static int rcol_u64(struct rcol *c, uint64_t *v)
+static int rcol_u64_long(struct rcol *c, uint64_t *v)
 {
 	uint64_t x = 0;
 	for (unsigned shift = 0; shift < 64; shift += 7) {
@@ -84,6 +84,15 @@ static int rcol_u64(struct rcol *c, uint64_t *v)
 		}
 	}
 	return -1; /* more than 10 bytes */
+}
+
+static inline int rcol_u64(struct rcol *c, uint64_t *v)
+{
+	if (__builtin_expect(c->p < c->end && *c->p < 0x80, 1)) {
+		*v = *c->p++;
+		return 0;
+	}
+	return rcol_u64_long(c, v);
 }
 
 /* ---- the model --------------------------------------------------------------- */
@@ -178,9 +187,13 @@ static void live_put(struct model *m, uint64_t addr, uint64_t usable)
 		m->live = t;
 		m->live_lg = lg;
 	}
-	if (live_find(m, addr) == (size_t)-1)
-		m->live_n++;
-	live_insert(m->live, m->live_lg, addr, usable);
+	size_t mask = ((size_t)1 << m->live_lg) - 1;
+	size_t i = hash(addr, m->live_lg);
+	while (m->live[i].addr && m->live[i].addr != addr)
+		i = (i + 1) & mask;
+	m->live_n += !m->live[i].addr;
+	m->live[i].addr = addr;
+	m->live[i].usable = usable;
 }
 
 /* Linear probing: deleting shifts the later members of the cluster back. */
@@ -246,17 +259,25 @@ static struct lifo_head *head_get(struct model *m, uint64_t usable)
 	return &m->heads[i];
 }
 
-static uint64_t lifo_top(const struct model *m, uint64_t usable)
-{
-	const struct lifo_head *h = head_find(m, usable);
-	return h && h->top ? m->nodes[h->top - 1].addr : 0;
-}
-
-static void lifo_pop(struct model *m, uint64_t usable)
+/* Takes the top of usable's LIFO: its address, 0 if it is empty. */
+static uint64_t lifo_take(struct model *m, uint64_t usable)
 {
 	struct lifo_head *h = head_find(m, usable);
-	if (h && h->top)
-		h->top = m->nodes[h->top - 1].next;
+	if (!h || !h->top)
+		return 0;
+	uint64_t a = m->nodes[h->top - 1].addr;
+	h->top = m->nodes[h->top - 1].next;
+	return a;
+}
+
+/* Takes the top of usable's LIFO if it is addr (not 0): 1, else 0. */
+static int lifo_take_if(struct model *m, uint64_t usable, uint64_t addr)
+{
+	struct lifo_head *h = addr ? head_find(m, usable) : NULL;
+	if (!h || !h->top || m->nodes[h->top - 1].addr != addr)
+		return 0;
+	h->top = m->nodes[h->top - 1].next;
+	return 1;
 }
 
 static void lifo_push(struct model *m, uint64_t usable, uint64_t addr)
@@ -321,9 +342,8 @@ static int ptr_encode(struct model *m, int is_result, uint64_t usable, uint64_t 
 {
 	uint64_t delta = ht_zigzag((int64_t)(v - m->last_ptr));
 	if (is_result) {
-		if (v && lifo_top(m, usable) == v) {
+		if (lifo_take_if(m, usable, v)) {
 			*code = 0;
-			lifo_pop(m, usable);
 		} else if (delta > UINT64_MAX - 1) {
 			return -1;
 		} else {
@@ -347,10 +367,9 @@ static int ptr_decode(struct model *m, int is_result, uint64_t usable, uint64_t 
 {
 	if (is_result) {
 		if (code == 0) {
-			*v = lifo_top(m, usable);
+			*v = lifo_take(m, usable);
 			if (!*v)
 				return -1;
-			lifo_pop(m, usable);
 		} else {
 			*v = m->last_ptr + (uint64_t)ht_unzigzag(code - 1);
 		}
@@ -626,6 +645,35 @@ int ht_coldec__next(struct ht_coldec *d, struct ht_rec *rec, const char **why)
 		return -1;
 	rec->kind = (uint8_t)kind;
 	rec->has_stack = (rec->kb & HT_F_STACK) != 0;
+	rec->str = NULL;
+	if (kind == HT_EV_MALLOC && !rec->has_stack) {
+		/* the common records, field by field: size(u) ptr(p) usable(U), ts */
+		uint64_t code, v, *f = rec->f;
+		rec->nf = 3;
+		if (rcol_u64(&col[HT_COL_UINT], &f[0]) < 0 || rcol_u64(&col[HT_COL_SLACK], &f[2]) < 0 ||
+		    rcol_u64(&col[HT_COL_TIME], &f[3]) < 0 || rcol_u64(&col[HT_COL_PTR], &code) < 0)
+			return -1;
+		uint64_t usable = ht_usable_of(m->version, rec->kb & ~HT_KIND_MASK, f[0], f[2]);
+		if (ptr_decode(m, 1, usable, code, &v) < 0)
+			return -1;
+		f[1] = ht_zigzag((int64_t)(v - m->last_ptr));
+		ptr_seen(m, 1, usable, v);
+		len += 2 + field_bytes(f[0]) + field_bytes(f[1]) + field_bytes(f[2]) +
+		       field_bytes(f[3]);
+		goto done;
+	}
+	if (kind == HT_EV_FREE && !rec->has_stack) {
+		uint64_t code, v, *f = rec->f;
+		rec->nf = 1;
+		if (rcol_u64(&col[HT_COL_TIME], &f[1]) < 0 || rcol_u64(&col[HT_COL_PTR], &code) < 0 ||
+		    ptr_decode(m, 0, 0, code, &v) < 0)
+			return -1;
+		f[0] = ht_zigzag((int64_t)(v - m->last_ptr));
+		m->last_ptr = v;
+		release(m, v);
+		len += 1 + field_bytes(f[0]) + field_bytes(f[1]);
+		goto done;
+	}
 	const struct ht_kind_desc *kd = &ht_kind_descs[kind];
 	unsigned nf = ht_kind_nf(kind);
 	rec->nf = (uint8_t)nf;
@@ -677,6 +725,7 @@ int ht_coldec__next(struct ht_coldec *d, struct ht_rec *rec, const char **why)
 		}
 	}
 	record_seen(m, rec, vals);
+done:
 	if (m->oom) {
 		*why = "out of memory";
 		return -1;
