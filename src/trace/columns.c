@@ -125,8 +125,12 @@ struct model {
 	size_t heads_n;		   /* slots used */
 	struct lifo_node *nodes;   /* the stacks' nodes */
 	size_t nodes_n, nodes_cap; /* used / allocated */
+	uint32_t spare;		   /* popped nodes for reuse: first + 1, linked by next; 0 none */
 	int oom;		   /* an allocation failed */
 };
+
+/* The model's steps on the path of every record: inlined into the decoder. */
+#define HOT static inline __attribute__((always_inline))
 
 static size_t hash(uint64_t x, unsigned lg)
 {
@@ -150,7 +154,7 @@ static void model_free(struct model *m)
 	free(m->nodes);
 }
 
-static size_t live_find(const struct model *m, uint64_t addr)
+HOT size_t live_find(const struct model *m, uint64_t addr)
 {
 	size_t mask = ((size_t)1 << m->live_lg) - 1;
 	for (size_t i = hash(addr, m->live_lg);; i = (i + 1) & mask) {
@@ -213,7 +217,7 @@ static void live_del(struct model *m, size_t i)
 	}
 }
 
-static struct lifo_head *head_find(const struct model *m, uint64_t usable)
+HOT struct lifo_head *head_find(const struct model *m, uint64_t usable)
 {
 	size_t mask = ((size_t)1 << m->heads_lg) - 1;
 	for (size_t i = hash(usable, m->heads_lg);; i = (i + 1) & mask) {
@@ -260,13 +264,18 @@ static struct lifo_head *head_get(struct model *m, uint64_t usable)
 }
 
 /* Takes the top of usable's LIFO: its address, 0 if it is empty. */
-static uint64_t lifo_take(struct model *m, uint64_t usable)
+HOT uint64_t lifo_take(struct model *m, uint64_t usable)
 {
 	struct lifo_head *h = head_find(m, usable);
 	if (!h || !h->top)
 		return 0;
-	uint64_t a = m->nodes[h->top - 1].addr;
-	h->top = m->nodes[h->top - 1].next;
+	uint32_t i = h->top - 1;
+	uint64_t a = m->nodes[i].addr;
+	h->top = m->nodes[i].next;
+	/* nothing points at a popped node any more: keep it for the next push,
+	 * so that the nodes stay as many as the freed blocks in the LIFOs */
+	m->nodes[i].next = m->spare;
+	m->spare = i + 1;
 	return a;
 }
 
@@ -276,7 +285,10 @@ static int lifo_take_if(struct model *m, uint64_t usable, uint64_t addr)
 	struct lifo_head *h = addr ? head_find(m, usable) : NULL;
 	if (!h || !h->top || m->nodes[h->top - 1].addr != addr)
 		return 0;
-	h->top = m->nodes[h->top - 1].next;
+	uint32_t i = h->top - 1;
+	h->top = m->nodes[i].next;
+	m->nodes[i].next = m->spare;
+	m->spare = i + 1;
 	return 1;
 }
 
@@ -285,6 +297,14 @@ static void lifo_push(struct model *m, uint64_t usable, uint64_t addr)
 	struct lifo_head *h = head_get(m, usable);
 	if (!h)
 		return;
+	if (m->spare) {
+		uint32_t i = m->spare - 1;
+		m->spare = m->nodes[i].next;
+		m->nodes[i].addr = addr;
+		m->nodes[i].next = h->top;
+		h->top = i + 1;
+		return;
+	}
 	if (m->nodes_n == m->nodes_cap) {
 		size_t cap = m->nodes_cap ? m->nodes_cap * 2 : 1024;
 		struct lifo_node *n = cap < UINT32_MAX ? realloc(m->nodes, cap * sizeof(*n)) : NULL;
@@ -363,7 +383,7 @@ static int ptr_encode(struct model *m, int is_result, uint64_t usable, uint64_t 
 	return 0;
 }
 
-static int ptr_decode(struct model *m, int is_result, uint64_t usable, uint64_t code, uint64_t *v)
+HOT int ptr_decode(struct model *m, int is_result, uint64_t usable, uint64_t code, uint64_t *v)
 {
 	if (is_result) {
 		if (code == 0) {
@@ -384,19 +404,20 @@ static int ptr_decode(struct model *m, int is_result, uint64_t usable, uint64_t 
 }
 
 /* After a pointer field's value is known, on both sides. */
-static void ptr_seen(struct model *m, int is_result, uint64_t usable, uint64_t v)
+HOT void ptr_seen(struct model *m, int is_result, uint64_t usable, uint64_t v)
 {
 	m->last_ptr = v;
 	if (!is_result || !v)
 		return;
 	live_put(m, v, usable);
 	if (m->mru[0] != v) {
-		memmove(&m->mru[1], &m->mru[0], (HT_COL_MRU - 1) * sizeof(m->mru[0]));
+		for (unsigned j = HT_COL_MRU - 1; j > 0; j--)
+			m->mru[j] = m->mru[j - 1];
 		m->mru[0] = v;
 	}
 }
 
-static void release(struct model *m, uint64_t addr)
+HOT void release(struct model *m, uint64_t addr)
 {
 	size_t i = addr ? live_find(m, addr) : (size_t)-1;
 	if (i == (size_t)-1)
@@ -571,6 +592,7 @@ static int model_reset(struct model *m, uint32_t version, int ready)
 	memset(m->heads, 0, ((size_t)1 << m->heads_lg) * sizeof(*m->heads));
 	m->heads_n = 0;
 	m->nodes_n = 0;
+	m->spare = 0;
 	return 0;
 }
 

@@ -29,6 +29,9 @@ struct chunk_ref {
 	uint16_t flags;     /* HT_CHUNK_F_* */
 };
 
+/* Steps on the path of every event: inlined. */
+#define HOT static inline __attribute__((always_inline))
+
 /* One thread's events, decoded one chunk at a time. */
 struct stream {
 	uint32_t tid;           /* thread */
@@ -101,6 +104,8 @@ struct ht_reader {
 	size_t nheld;              /* entries in held */
 	uint64_t hold_ticks;       /* longest wait before an allocation is let through */
 	uint64_t last_out_ts;      /* timestamp of the last delivered event */
+	uint64_t last_out_ns;      /* it in ns since the start */
+	int last_out_set;          /* an event was delivered */
 	char err[512];             /* first error, "" if none */
 	char warn[512];            /* first warning, "" if none */
 };
@@ -459,7 +464,7 @@ static int corrupt(struct ht_reader *r, struct stream *s, const char *what)
 static int decode_next(struct ht_reader *r, struct stream *s);
 
 /* Moves or frees: the call is delivered as RELEASE then ACQUIRE parts. */
-static int splits(const struct ht_event *e)
+HOT int splits(const struct ht_event *e)
 {
 	if (!e->duration)
 		return 0;
@@ -470,7 +475,7 @@ static int splits(const struct ht_event *e)
 	return ht_event__frees_old(e) && ht_event__result_ptr(e) != e->v[0];
 }
 
-static int stream_advance(struct ht_reader *r, struct stream *s)
+HOT int stream_advance(struct ht_reader *r, struct stream *s)
 {
 	if (s->has_split) {
 		s->has_split = 0;
@@ -692,6 +697,22 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 		if (rec.has_stack && f[nf + 1] && f[nf + 1] <= s->nnodes)
 			e->stack = s->nodes[f[nf + 1] - 1];
 		uint64_t result_ptr = 0, slack = 0;
+		if (kind == HT_EV_FREE) {
+			/* the common kinds without the walk over field codes */
+			uint64_t v = s->last_ptr + (uint64_t)ht_unzigzag(f[0]);
+			s->last_ptr = v;
+			e->v[0] = v;
+			e->nv = 1;
+			nf = 0;
+		} else if (kind == HT_EV_MALLOC) {
+			uint64_t v = s->last_ptr + (uint64_t)ht_unzigzag(f[1]);
+			s->last_ptr = v;
+			e->v[0] = f[0];
+			e->v[1] = result_ptr = v;
+			e->v[2] = slack = f[2];
+			e->nv = 3;
+			nf = 0;
+		}
 		for (unsigned i = 0; i < nf; i++) {
 			uint64_t v = f[i];
 			switch (d->fields[i]) {
@@ -733,60 +754,9 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 	}
 }
 
-uint64_t ht_event__size(const struct ht_event *e)
-{
-	switch (e->kind) {
-	case HT_EV_MALLOC:
-	case HT_EV_VALLOC:
-	case HT_EV_PVALLOC:
-		return e->nv > 0 ? e->v[0] : 0;
-	case HT_EV_CALLOC:
-		return e->nv > 1 ? e->v[0] * e->v[1] : 0;
-	case HT_EV_REALLOC:
-	case HT_EV_MEMALIGN:
-	case HT_EV_POSIX_MEMALIGN:
-	case HT_EV_ALIGNED_ALLOC:
-		return e->nv > 1 ? e->v[1] : 0;
-	case HT_EV_REALLOCARRAY:
-		return e->nv > 2 ? e->v[1] * e->v[2] : 0;
-	default:
-		return 0;
-	}
-}
-
-uint64_t ht_event__result_ptr(const struct ht_event *e)
-{
-	int i = ht_kind_descs[e->kind].result;
-	if (i < 0 || !ht_kind_descs[e->kind].is_alloc || i >= e->nv)
-		return 0;
-	return e->v[i];
-}
-
-uint64_t ht_event__old_ptr(const struct ht_event *e)
-{
-	if (e->kind == HT_EV_REALLOC || e->kind == HT_EV_REALLOCARRAY)
-		return e->v[0];
-	return 0;
-}
-
-/* glibc: realloc(p, n) releases p when it returns a new block or when n is
- * 0 (it frees p and returns NULL). */
-int ht_event__frees_old(const struct ht_event *e)
-{
-	uint64_t old = ht_event__old_ptr(e);
-	if (!old)
-		return 0;
-	if (ht_event__result_ptr(e))
-		return 1;
-	uint64_t bytes;
-	if (e->kind == HT_EV_REALLOCARRAY && __builtin_mul_overflow(e->v[1], e->v[2], &bytes))
-		return 0; /* rejected before glibc saw it */
-	return ht_event__size(e) == 0;
-}
-
 /* ---- the merge ----------------------------------------------------------- */
 
-static int before(const struct stream *a, const struct stream *b)
+HOT int before(const struct stream *a, const struct stream *b)
 {
 	if (a->ev.ts != b->ev.ts)
 		return a->ev.ts < b->ev.ts;
@@ -857,13 +827,13 @@ found:
 
 /* ---- causal order: the set of live block addresses ----------------------- */
 
-static size_t live_slot(const struct ht_reader *r, uint64_t a)
+HOT size_t live_slot(const struct ht_reader *r, uint64_t a)
 {
 	uint64_t h = a * 0x9e3779b97f4a7c15ull;
 	return (size_t)(h >> 20) & (r->live_cap - 1);
 }
 
-static int live_has(const struct ht_reader *r, uint64_t a)
+HOT int live_has(const struct ht_reader *r, uint64_t a)
 {
 	if (!r->live_n)
 		return 0;
@@ -927,7 +897,7 @@ static void live_del(struct ht_reader *r, uint64_t a)
 
 /* The heap block an event hands out now, 0 if none.  A realloc that stays
  * in place hands out nothing new. */
-static uint64_t acquired_block(const struct ht_event *e)
+HOT uint64_t acquired_block(const struct ht_event *e)
 {
 	if (!ht_kind_descs[e->kind].is_alloc || !ht_event__acquire_now(e))
 		return 0;
@@ -936,7 +906,7 @@ static uint64_t acquired_block(const struct ht_event *e)
 }
 
 /* The heap block an event gives back now, 0 if none. */
-static uint64_t released_block(const struct ht_event *e)
+HOT uint64_t released_block(const struct ht_event *e)
 {
 	if (e->kind == HT_EV_FREE)
 		return e->nv ? e->v[0] : 0;
@@ -1050,8 +1020,13 @@ int ht_reader__next(struct ht_reader *r, struct ht_event *ev)
 	}
 	if (ev->ts < r->last_out_ts)
 		ev->ts = r->last_out_ts; /* a held allocation: after what it waited for */
-	r->last_out_ts = ev->ts;
-	ev->time_ns = ht_reader__ts_to_ns(r, ev->ts);
+	if (ev->ts != r->last_out_ts || !r->last_out_set) {
+		/* undated events repeat their thread's last timestamp: convert once */
+		r->last_out_ts = ev->ts;
+		r->last_out_ns = ht_reader__ts_to_ns(r, ev->ts);
+		r->last_out_set = 1;
+	}
+	ev->time_ns = r->last_out_ns;
 	if (!(s->parked ? unpark_advance(r, s) : stream_advance(r, s)))
 		r->heap[0] = r->heap[--r->nheap];
 	heap_down(r, 0);
