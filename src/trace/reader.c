@@ -899,6 +899,10 @@ static void live_del(struct ht_reader *r, uint64_t a)
  * in place hands out nothing new. */
 HOT uint64_t acquired_block(const struct ht_event *e)
 {
+	if (e->kind == HT_EV_MALLOC)
+		return e->v[1]; /* the common case: never split, no old block */
+	if (e->kind == HT_EV_FREE)
+		return 0;
 	if (!ht_kind_descs[e->kind].is_alloc || !ht_event__acquire_now(e))
 		return 0;
 	uint64_t p = ht_event__result_ptr(e);
@@ -910,6 +914,8 @@ HOT uint64_t released_block(const struct ht_event *e)
 {
 	if (e->kind == HT_EV_FREE)
 		return e->nv ? e->v[0] : 0;
+	if (e->kind == HT_EV_MALLOC)
+		return 0;
 	if (ht_event__release_now(e) && ht_event__result_ptr(e) != ht_event__old_ptr(e))
 		return ht_event__old_ptr(e);
 	return 0;
