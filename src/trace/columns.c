@@ -576,10 +576,13 @@ void ht_coldec__free(struct ht_coldec *d)
 	free(d);
 }
 
-/* The model as model_init leaves it, keeping the tables it grew. */
+/* The model as model_init leaves it: the tables are cleared when they
+ * are still at their first size, else made anew (clearing a table a
+ * large live set grew, for every chunk after it, would cost more than
+ * growing it again when a chunk needs it). */
 static int model_reset(struct model *m, uint32_t version, int ready)
 {
-	if (!ready || m->oom) {
+	if (!ready || m->oom || m->live_lg > 10 || m->heads_lg > 10) {
 		if (ready)
 			model_free(m);
 		return model_init(m, version);
@@ -643,6 +646,12 @@ int ht_coldec__next(struct ht_coldec *d, struct ht_rec *rec, const char **why)
 	struct rcol *col = d->col;
 	*why = "column data does not decode";
 	if (!d->left) {
+		/* tables a large live set grew are not kept past their payload */
+		if (d->ready && (d->m.live_lg > 10 || d->m.heads_lg > 10 || d->m.nodes_cap > 1024)) {
+			model_free(&d->m);
+			memset(&d->m, 0, sizeof(d->m));
+			d->ready = 0;
+		}
 		for (int c = 0; c < HT_COL_NR; c++)
 			if (col[c].p != col[c].end)
 				return -1;
