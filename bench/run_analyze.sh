@@ -105,22 +105,8 @@ trap cleanup EXIT
 
 # ---------------------------------------------------------------- helpers
 
-# median of the numbers given as arguments
-median() {
-	printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 }
-		END { if (NR == 0) print "nan";
-		      else if (NR % 2) print a[(NR + 1) / 2];
-		      else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
-}
-
-calc() { awk "BEGIN { printf \"$1\n\", $2 }"; }
-verdict() { if awk "BEGIN { exit !($1) }"; then echo PASS; else echo FAIL; fi; }
-
-# microseconds during which some task waited for a CPU (Linux PSI), or empty
-cpu_wait_us() {
-	[[ -r /proc/pressure/cpu ]] || return 0
-	sed -n 's/^some .*total=\([0-9]*\).*/\1/p' /proc/pressure/cpu
-}
+# shellcheck source=bench/lib.sh
+. "$HERE/lib.sh"
 
 # timed OUT CMD...: runs CMD in the scratch directory, stdout to a file;
 # writes "wall user sys maxrss_kb rc" to OUT
@@ -289,21 +275,15 @@ cat "$CHECKS"
 if ((WRITE)); then
 	R=$HERE/RESULTS.md
 	cmd="BUILD=$BUILD WORKLOADS='$WORKLOADS' REPS=$REPS SEED=$SEED TARGET_EPS=$TARGET_EPS bench/run_analyze.sh ${ORIG_ARGS[*]}"
-	cpu=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1 || true)
-	glibc=$(ldd --version 2>/dev/null | head -n 1 | sed 's/.* //' || true)
-	ccv=$($CC --version | head -n 1 || true)
-	rev=$(git -C "$HERE/.." rev-parse --short HEAD 2>/dev/null || echo "no commit")
-	if [[ -n $(git -C "$HERE/.." status --porcelain -- src include 2>/dev/null) ]]; then
-		rev+=" (with uncommitted changes in src/ or include/)"
-	fi
+	results_header "$CC"
 	SECTION=$WORK/section
 	{
 		echo "<!-- analyze:begin (bench/run_analyze.sh --write) -->"
 		echo "## analyzers: events per second per core and Max RSS on 100M-event traces"
 		echo
 		echo "- command: \`$cmd\`"
-		echo "- date: $START_DATE, heaptrail at $rev"
-		echo "- machine: nproc=$(nproc), CPU: ${cpu:-unknown}, kernel: $(uname -r) ($(uname -m)); glibc $glibc, $ccv"
+		echo "- date: $START_DATE, heaptrail at $HT_REV"
+		echo "- machine: $HT_MACHINE"
 		echo "- each command run $REPS time(s) on each trace, output to a scratch directory; medians. CPU time and Max RSS are"
 		echo "  the child's (GNU time: user+sys, ru_maxrss); events/s per core = the trace's events / CPU seconds"
 		echo
@@ -324,11 +304,6 @@ if ((WRITE)); then
 		cat "$RAW"
 		echo "<!-- analyze:end -->"
 	} >"$SECTION"
-	if [[ -f $R ]] && grep -q '<!-- analyze:begin' "$R"; then
-		awk -v f="$SECTION" '/<!-- analyze:begin/ {while ((getline l < f) > 0) print l; skip=1; next}
-			/<!-- analyze:end -->/ {skip=0; next} !skip' "$R" >"$WORK/r" && cp "$WORK/r" "$R"
-	else
-		{ echo; cat "$SECTION"; } >>"$R"
-	fi
+	results_write analyze "$SECTION" "$R"
 	note "wrote $R"
 fi
