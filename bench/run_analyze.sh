@@ -195,7 +195,7 @@ CHECKS=$WORK/checks
 RAW=$WORK/raw
 TRACES=$WORK/traces
 {
-	echo "| trace | events | threads | recording (record --no-compact) | compaction (compact) | size | bytes/event |"
+	echo "| trace | events | loop threads | recording (record --no-compact) | compaction (compact) | size | bytes/event |"
 	echo "|---|---:|---:|---:|---:|---:|---:|"
 	for w in $WORKLOADS; do
 		# shellcheck disable=SC2016
