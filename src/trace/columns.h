@@ -2,7 +2,8 @@
  * the same records, with each kind of field moved into a column of its own
  * and block addresses replaced by what a model of the allocator predicts,
  * so that zstd finds the repeats.  `heaptrail compact` writes it; the
- * reader turns it back into the recorder's bytes, exactly.  docs/FORMAT.md,
+ * reader decodes it record by record (ht_coldec), into exactly the
+ * records the recorder wrote.  docs/FORMAT.md,
  * "Column coding", describes the columns and the model. */
 #ifndef HEAPTRAIL_TRACE_COLUMNS_H
 #define HEAPTRAIL_TRACE_COLUMNS_H
