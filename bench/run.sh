@@ -509,11 +509,13 @@ if ((WRITE)); then
 		echo >>"$WORK/results.md"
 		sed -n '/<!-- stacks:begin/,/<!-- stacks:end -->/p' "$HERE/RESULTS.md" >>"$WORK/results.md"
 	fi
-	# and the one bench/run_replay.sh writes
-	if [[ -f $HERE/RESULTS.md ]] && grep -q '<!-- replay:begin' "$HERE/RESULTS.md"; then
-		echo >>"$WORK/results.md"
-		sed -n '/<!-- replay:begin/,/<!-- replay:end -->/p' "$HERE/RESULTS.md" >>"$WORK/results.md"
-	fi
+	# and the ones bench/run_replay.sh and bench/run_analyze.sh write
+	for sec in replay analyze; do
+		if [[ -f $HERE/RESULTS.md ]] && grep -q "<!-- $sec:begin" "$HERE/RESULTS.md"; then
+			echo >>"$WORK/results.md"
+			sed -n "/<!-- $sec:begin/,/<!-- $sec:end -->/p" "$HERE/RESULTS.md" >>"$WORK/results.md"
+		fi
+	done
 	cp "$WORK/results.md" "$HERE/RESULTS.md"
 	note "wrote $HERE/RESULTS.md"
 fi

@@ -85,22 +85,8 @@ trap cleanup EXIT
 
 # ---------------------------------------------------------------- helpers
 
-now_ns() {
-	if [[ -n ${EPOCHREALTIME:-} ]]; then
-		local s=${EPOCHREALTIME/[.,]/}
-		echo "${s}000"
-	else
-		date +%s%N
-	fi
-}
-
-# median of the numbers given as arguments
-median() {
-	printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 }
-		END { if (NR == 0) print "nan";
-		      else if (NR % 2) print a[(NR + 1) / 2];
-		      else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
-}
+# shellcheck source=bench/lib.sh
+. "$HERE/lib.sh"
 
 # "min..max" of the numbers given as arguments, FORMAT (default %.1f) each
 range() {
@@ -109,16 +95,8 @@ range() {
 		END { printf f ".." f "\n", lo, hi }'
 }
 
-calc() { awk "BEGIN { printf \"$1\n\", $2 }"; }
-
 # value of key=... in a program's output line
 field() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" | tail -n 1; }
-
-# microseconds during which some task waited for a CPU (Linux PSI), or empty
-cpu_wait_us() {
-	[[ -r /proc/pressure/cpu ]] || return 0
-	sed -n 's/^some .*total=\([0-9]*\).*/\1/p' /proc/pressure/cpu
-}
 
 # The numbers of `heaptrail replay --json` output FILE as key=value lines;
 # keys of nested objects as OBJECT.key (avg_cycles.malloc).
@@ -353,7 +331,6 @@ fi
 med() { [[ -n ${S[$1]:-} ]] || return 0; median ${S[$1]}; }
 # shellcheck disable=SC2086
 rng() { [[ -n ${S[$1]:-} ]] || return 0; range ${S[$1]}; }
-verdict() { if awk "BEGIN { exit !($1) }"; then echo PASS; else echo FAIL; fi; }
 
 OVERHEAD=$WORK/overhead.md
 HANDOFF_T=$WORK/handoff.md
@@ -513,22 +490,15 @@ cat "$CHECKS"
 if ((WRITE)); then
 	R=$HERE/RESULTS.md
 	cmd="BUILD=$BUILD REPS=$REPS PAIRS=$PAIRS HANDOFFS=$HANDOFFS HANDOFF_ROUNDS=$HANDOFF_ROUNDS RSS_MB=$RSS_MB SEED=$SEED WARMUP=$WARMUP bench/run_replay.sh ${ORIG_ARGS[*]}"
-	# (|| true: with pipefail, head closing the pipe early fails the pipeline)
-	cpu=$(sed -n 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo | head -n 1 || true)
-	glibc=$(ldd --version 2>/dev/null | head -n 1 | sed 's/.* //' || true)
-	ccv=$($CC --version | head -n 1 || true)
-	rev=$(git -C "$HERE/.." rev-parse --short HEAD 2>/dev/null || echo "no commit")
-	if [[ -n $(git -C "$HERE/.." status --porcelain -- src include 2>/dev/null) ]]; then
-		rev+=" (with uncommitted changes in src/ or include/)"
-	fi
+	results_header "$CC"
 	SECTION=$WORK/section
 	{
 		echo "<!-- replay:begin (bench/run_replay.sh --write) -->"
 		echo "## replay: engine overhead, hand-off cost, Max RSS"
 		echo
 		echo "- command: \`$cmd\`"
-		echo "- date: $START_DATE, heaptrail at $rev"
-		echo "- machine: nproc=$(nproc), CPU: ${cpu:-unknown}, kernel: $(uname -r) ($(uname -m)); glibc $glibc, $ccv"
+		echo "- date: $START_DATE, heaptrail at $HT_REV"
+		echo "- machine: $HT_MACHINE"
 		echo "- workloads: recorded with \`heaptrail record\` and converted with \`heaptrail convert\` once, then each measurement run $REPS time(s), interleaved (native, replay, ...), after $WARMUP untimed round(s); medians, min..max over the runs"
 		echo
 		echo "### Replay overhead per op (\`replay --touch none\`)"
@@ -567,11 +537,6 @@ if ((WRITE)); then
 		cat "$RAW"
 		echo "<!-- replay:end -->"
 	} >"$SECTION"
-	if [[ -f $R ]] && grep -q '<!-- replay:begin' "$R"; then
-		awk -v f="$SECTION" '/<!-- replay:begin/ {while ((getline l < f) > 0) print l; skip=1; next}
-			/<!-- replay:end -->/ {skip=0; next} !skip' "$R" >"$WORK/r" && cp "$WORK/r" "$R"
-	else
-		{ echo; cat "$SECTION"; } >>"$R"
-	fi
+	results_write replay "$SECTION" "$R"
 	note "wrote $R"
 fi

@@ -85,48 +85,130 @@ static const char *next_name(const char **names, char *buf, size_t len)
 	return buf;
 }
 
+/* One line of text output, formatted by hand: printf's format parsing
+ * was most of the time of a dump.  Writes what printf would. */
+struct line {
+	char b[4096]; /* the line (a string field is at most HT_MAX_STR bytes) */
+	size_t n;     /* bytes used */
+};
+
+static void put_str(struct line *l, const char *s)
+{
+	size_t k = strlen(s);
+	memcpy(l->b + l->n, s, k);
+	l->n += k;
+}
+
+/* v in decimal, at least width digits (zero-padded) */
+static void put_u64(struct line *l, uint64_t v, int width)
+{
+	char t[24];
+	int k = 0;
+	do {
+		t[k++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (k < width)
+		t[k++] = '0';
+	while (k)
+		l->b[l->n++] = t[--k];
+}
+
+static void put_i64(struct line *l, int64_t v)
+{
+	if (v < 0) {
+		l->b[l->n++] = '-';
+		put_u64(l, 0 - (uint64_t)v, 0);
+	} else {
+		put_u64(l, (uint64_t)v, 0);
+	}
+}
+
+static void put_hex(struct line *l, uint64_t v)
+{
+	char t[16];
+	int k = 0;
+	do {
+		t[k++] = "0123456789abcdef"[v & 15];
+		v >>= 4;
+	} while (v);
+	l->b[l->n++] = '0';
+	l->b[l->n++] = 'x';
+	while (k)
+		l->b[l->n++] = t[--k];
+}
+
+/* " name=" */
+static void put_name(struct line *l, const char *name)
+{
+	l->b[l->n++] = ' ';
+	put_str(l, name);
+	l->b[l->n++] = '=';
+}
+
 static void print_text(const struct ht_event *e)
 {
 	const struct ht_kind_desc *d = &ht_kind_descs[e->kind];
-	printf("%llu.%09llu %u %llu %s", (unsigned long long)(e->time_ns / 1000000000ull),
-	       (unsigned long long)(e->time_ns % 1000000000ull), e->tid, (unsigned long long)e->seq,
-	       d->name);
+	struct line l;
+	l.n = 0;
+	put_u64(&l, e->time_ns / 1000000000ull, 0);
+	l.b[l.n++] = '.';
+	put_u64(&l, e->time_ns % 1000000000ull, 9);
+	l.b[l.n++] = ' ';
+	put_u64(&l, e->tid, 0);
+	l.b[l.n++] = ' ';
+	put_u64(&l, e->seq, 0);
+	l.b[l.n++] = ' ';
+	put_str(&l, d->name);
 	const char *names = d->names;
 	int vi = 0;
 	for (const char *f = d->fields; *f; f++) {
 		char name[32];
 		next_name(&names, name, sizeof(name));
 		if (f - d->fields == d->result)
-			printf(" =");
+			put_str(&l, " =");
 		if (*f == 'S') {
-			printf(" %s=\"%s\"", name, e->str ? e->str : "");
+			put_name(&l, name);
+			l.b[l.n++] = '"';
+			put_str(&l, e->str ? e->str : "");
+			l.b[l.n++] = '"';
 			continue;
 		}
 		uint64_t v = e->v[vi++];
 		switch (*f) {
 		case 'p':
-			printf(" %s=0x%llx", name, (unsigned long long)v);
+			put_name(&l, name);
+			put_hex(&l, v);
 			break;
 		case 's':
-			printf(" %s=%lld", name, (long long)v);
+			put_name(&l, name);
+			put_i64(&l, (int64_t)v);
 			break;
 		case 'U':
-			if (e->usable)
-				printf(" %s=%llu", name, (unsigned long long)e->usable);
+			if (e->usable) {
+				put_name(&l, name);
+				put_u64(&l, e->usable, 0);
+			}
 			break;
 		default:
-			printf(" %s=%llu", name, (unsigned long long)v);
+			put_name(&l, name);
+			put_u64(&l, v, 0);
 		}
 	}
-	if (e->duration && !strchr(d->fields, 'd')) /* record --durations */
-		printf(" duration=%llu", (unsigned long long)e->duration);
+	if (e->duration && !strchr(d->fields, 'd')) { /* record --durations */
+		put_str(&l, " duration=");
+		put_u64(&l, e->duration, 0);
+	}
 	if (e->flags & HT_F_MMAPPED)
-		printf(" [mmapped]");
+		put_str(&l, " [mmapped]");
 	if (e->flags & HT_F_NONMAIN)
-		printf(" [non-main-arena]");
-	if (e->stack)
-		printf(" stack=%u", e->stack);
-	putchar('\n');
+		put_str(&l, " [non-main-arena]");
+	if (e->stack) {
+		put_str(&l, " stack=");
+		put_u64(&l, e->stack, 0);
+	}
+	l.b[l.n++] = '\n';
+	fwrite(l.b, 1, l.n, stdout);
 }
 
 static void print_json(struct ht_json *j, const struct ht_event *e)

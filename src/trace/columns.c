@@ -70,7 +70,7 @@ struct rcol {
 	const uint8_t *end; /* end of the column */
 };
 
-static int rcol_u64(struct rcol *c, uint64_t *v)
+static int rcol_u64_long(struct rcol *c, uint64_t *v)
 {
 	uint64_t x = 0;
 	for (unsigned shift = 0; shift < 64; shift += 7) {
@@ -84,6 +84,15 @@ static int rcol_u64(struct rcol *c, uint64_t *v)
 		}
 	}
 	return -1; /* more than 10 bytes */
+}
+
+static inline int rcol_u64(struct rcol *c, uint64_t *v)
+{
+	if (__builtin_expect(c->p < c->end && *c->p < 0x80, 1)) {
+		*v = *c->p++;
+		return 0;
+	}
+	return rcol_u64_long(c, v);
 }
 
 /* ---- the model --------------------------------------------------------------- */
@@ -116,8 +125,12 @@ struct model {
 	size_t heads_n;		   /* slots used */
 	struct lifo_node *nodes;   /* the stacks' nodes */
 	size_t nodes_n, nodes_cap; /* used / allocated */
+	uint32_t spare;		   /* popped nodes for reuse: first + 1, linked by next; 0 none */
 	int oom;		   /* an allocation failed */
 };
+
+/* The model's steps on the path of every record: inlined into the decoder. */
+#define HOT static inline __attribute__((always_inline))
 
 static size_t hash(uint64_t x, unsigned lg)
 {
@@ -141,7 +154,7 @@ static void model_free(struct model *m)
 	free(m->nodes);
 }
 
-static size_t live_find(const struct model *m, uint64_t addr)
+HOT size_t live_find(const struct model *m, uint64_t addr)
 {
 	size_t mask = ((size_t)1 << m->live_lg) - 1;
 	for (size_t i = hash(addr, m->live_lg);; i = (i + 1) & mask) {
@@ -178,9 +191,13 @@ static void live_put(struct model *m, uint64_t addr, uint64_t usable)
 		m->live = t;
 		m->live_lg = lg;
 	}
-	if (live_find(m, addr) == (size_t)-1)
-		m->live_n++;
-	live_insert(m->live, m->live_lg, addr, usable);
+	size_t mask = ((size_t)1 << m->live_lg) - 1;
+	size_t i = hash(addr, m->live_lg);
+	while (m->live[i].addr && m->live[i].addr != addr)
+		i = (i + 1) & mask;
+	m->live_n += !m->live[i].addr;
+	m->live[i].addr = addr;
+	m->live[i].usable = usable;
 }
 
 /* Linear probing: deleting shifts the later members of the cluster back. */
@@ -200,7 +217,7 @@ static void live_del(struct model *m, size_t i)
 	}
 }
 
-static struct lifo_head *head_find(const struct model *m, uint64_t usable)
+HOT struct lifo_head *head_find(const struct model *m, uint64_t usable)
 {
 	size_t mask = ((size_t)1 << m->heads_lg) - 1;
 	for (size_t i = hash(usable, m->heads_lg);; i = (i + 1) & mask) {
@@ -246,17 +263,33 @@ static struct lifo_head *head_get(struct model *m, uint64_t usable)
 	return &m->heads[i];
 }
 
-static uint64_t lifo_top(const struct model *m, uint64_t usable)
-{
-	const struct lifo_head *h = head_find(m, usable);
-	return h && h->top ? m->nodes[h->top - 1].addr : 0;
-}
-
-static void lifo_pop(struct model *m, uint64_t usable)
+/* Takes the top of usable's LIFO: its address, 0 if it is empty. */
+HOT uint64_t lifo_take(struct model *m, uint64_t usable)
 {
 	struct lifo_head *h = head_find(m, usable);
-	if (h && h->top)
-		h->top = m->nodes[h->top - 1].next;
+	if (!h || !h->top)
+		return 0;
+	uint32_t i = h->top - 1;
+	uint64_t a = m->nodes[i].addr;
+	h->top = m->nodes[i].next;
+	/* nothing points at a popped node any more: keep it for the next push,
+	 * so that the nodes stay as many as the freed blocks in the LIFOs */
+	m->nodes[i].next = m->spare;
+	m->spare = i + 1;
+	return a;
+}
+
+/* Takes the top of usable's LIFO if it is addr (not 0): 1, else 0. */
+static int lifo_take_if(struct model *m, uint64_t usable, uint64_t addr)
+{
+	struct lifo_head *h = addr ? head_find(m, usable) : NULL;
+	if (!h || !h->top || m->nodes[h->top - 1].addr != addr)
+		return 0;
+	uint32_t i = h->top - 1;
+	h->top = m->nodes[i].next;
+	m->nodes[i].next = m->spare;
+	m->spare = i + 1;
+	return 1;
 }
 
 static void lifo_push(struct model *m, uint64_t usable, uint64_t addr)
@@ -264,6 +297,14 @@ static void lifo_push(struct model *m, uint64_t usable, uint64_t addr)
 	struct lifo_head *h = head_get(m, usable);
 	if (!h)
 		return;
+	if (m->spare) {
+		uint32_t i = m->spare - 1;
+		m->spare = m->nodes[i].next;
+		m->nodes[i].addr = addr;
+		m->nodes[i].next = h->top;
+		h->top = i + 1;
+		return;
+	}
 	if (m->nodes_n == m->nodes_cap) {
 		size_t cap = m->nodes_cap ? m->nodes_cap * 2 : 1024;
 		struct lifo_node *n = cap < UINT32_MAX ? realloc(m->nodes, cap * sizeof(*n)) : NULL;
@@ -279,22 +320,39 @@ static void lifo_push(struct model *m, uint64_t usable, uint64_t addr)
 	h->top = (uint32_t)++m->nodes_n;
 }
 
+/* Requested bytes of an allocation record, from its raw fields (the size
+ * fields are 'u', stored as they are): ht_event__size on the record. */
+static uint64_t rec_size(unsigned kind, const uint64_t *f)
+{
+	switch (kind) {
+	case HT_EV_MALLOC:
+	case HT_EV_VALLOC:
+	case HT_EV_PVALLOC:
+		return f[0];
+	case HT_EV_CALLOC:
+		return f[0] * f[1];
+	case HT_EV_REALLOC:
+	case HT_EV_MEMALIGN:
+	case HT_EV_POSIX_MEMALIGN:
+	case HT_EV_ALIGNED_ALLOC:
+		return f[1];
+	case HT_EV_REALLOCARRAY:
+		return f[1] * f[2];
+	default:
+		return 0;
+	}
+}
+
 /* The usable size of the block an allocation record returns: the key of
  * the LIFOs.  Reads no 'p' field. */
 static uint64_t alloc_usable(const struct model *m, const struct ht_rec *rec)
 {
 	const struct ht_kind_desc *d = &ht_kind_descs[rec->kind];
-	struct ht_event e;
-	memset(&e, 0, sizeof(e));
-	e.kind = rec->kind;
-	e.nv = rec->nf;
 	uint64_t slack = 0;
-	for (unsigned i = 0; i < rec->nf; i++) {
-		e.v[i] = rec->f[i];
+	for (unsigned i = 0; i < rec->nf; i++)
 		if (d->fields[i] == 'U')
 			slack = rec->f[i];
-	}
-	return ht_usable_of(m->version, rec->kb & ~HT_KIND_MASK, ht_event__size(&e), slack);
+	return ht_usable_of(m->version, rec->kb & ~HT_KIND_MASK, rec_size(rec->kind, rec->f), slack);
 }
 
 /* Pointer codes: a result is 0 when it is the top of its LIFO, else the
@@ -304,9 +362,8 @@ static int ptr_encode(struct model *m, int is_result, uint64_t usable, uint64_t 
 {
 	uint64_t delta = ht_zigzag((int64_t)(v - m->last_ptr));
 	if (is_result) {
-		if (v && lifo_top(m, usable) == v) {
+		if (lifo_take_if(m, usable, v)) {
 			*code = 0;
-			lifo_pop(m, usable);
 		} else if (delta > UINT64_MAX - 1) {
 			return -1;
 		} else {
@@ -326,14 +383,13 @@ static int ptr_encode(struct model *m, int is_result, uint64_t usable, uint64_t 
 	return 0;
 }
 
-static int ptr_decode(struct model *m, int is_result, uint64_t usable, uint64_t code, uint64_t *v)
+HOT int ptr_decode(struct model *m, int is_result, uint64_t usable, uint64_t code, uint64_t *v)
 {
 	if (is_result) {
 		if (code == 0) {
-			*v = lifo_top(m, usable);
+			*v = lifo_take(m, usable);
 			if (!*v)
 				return -1;
-			lifo_pop(m, usable);
 		} else {
 			*v = m->last_ptr + (uint64_t)ht_unzigzag(code - 1);
 		}
@@ -348,19 +404,20 @@ static int ptr_decode(struct model *m, int is_result, uint64_t usable, uint64_t 
 }
 
 /* After a pointer field's value is known, on both sides. */
-static void ptr_seen(struct model *m, int is_result, uint64_t usable, uint64_t v)
+HOT void ptr_seen(struct model *m, int is_result, uint64_t usable, uint64_t v)
 {
 	m->last_ptr = v;
 	if (!is_result || !v)
 		return;
 	live_put(m, v, usable);
 	if (m->mru[0] != v) {
-		memmove(&m->mru[1], &m->mru[0], (HT_COL_MRU - 1) * sizeof(m->mru[0]));
+		for (unsigned j = HT_COL_MRU - 1; j > 0; j--)
+			m->mru[j] = m->mru[j - 1];
 		m->mru[0] = v;
 	}
 }
 
-static void release(struct model *m, uint64_t addr)
+HOT void release(struct model *m, uint64_t addr)
 {
 	size_t i = addr ? live_find(m, addr) : (size_t)-1;
 	if (i == (size_t)-1)
@@ -379,8 +436,7 @@ static void record_seen(struct model *m, const struct ht_rec *rec, const uint64_
 	} else if (rec->kind == HT_EV_FREE) {
 		release(m, vals[0]);
 	} else if (rec->kind == HT_EV_REALLOC || rec->kind == HT_EV_REALLOCARRAY) {
-		struct ht_event e;
-		memset(&e, 0, sizeof(e));
+		struct ht_event e; /* what ht_event__frees_old reads: kind, nv, v */
 		e.kind = rec->kind;
 		e.nv = rec->nf;
 		memcpy(e.v, vals, rec->nf * sizeof(vals[0]));
@@ -496,102 +552,248 @@ size_t ht_columns__rec_bytes(const uint8_t *in, size_t n)
 	return h.rec_bytes;
 }
 
-size_t ht_columns__decode(const uint8_t *in, size_t n, uint32_t version, uint8_t *out, size_t cap,
-			  const char **why)
+/* A column payload being decoded, one record at a time. */
+struct ht_coldec {
+	struct rcol col[HT_COL_NR]; /* cursors in the columns */
+	struct model m;             /* the allocator model of this payload */
+	uint32_t left;              /* records still to decode */
+	uint32_t rec_bytes;         /* record bytes the header announces */
+	size_t at;                  /* record bytes decoded so far */
+	int ready;                  /* m holds tables (reset, not freed, between payloads) */
+};
+
+struct ht_coldec *ht_coldec__new(void)
+{
+	return calloc(1, sizeof(struct ht_coldec));
+}
+
+void ht_coldec__free(struct ht_coldec *d)
+{
+	if (!d)
+		return;
+	if (d->ready)
+		model_free(&d->m);
+	free(d);
+}
+
+/* The model as model_init leaves it: the tables are cleared when they
+ * are still at their first size, else made anew (clearing a table a
+ * large live set grew, for every chunk after it, would cost more than
+ * growing it again when a chunk needs it). */
+static int model_reset(struct model *m, uint32_t version, int ready)
+{
+	if (!ready || m->oom || m->live_lg > 10 || m->heads_lg > 10) {
+		if (ready)
+			model_free(m);
+		return model_init(m, version);
+	}
+	m->version = version;
+	m->last_ptr = 0;
+	memset(m->mru, 0, sizeof(m->mru));
+	memset(m->live, 0, ((size_t)1 << m->live_lg) * sizeof(*m->live));
+	m->live_n = 0;
+	memset(m->heads, 0, ((size_t)1 << m->heads_lg) * sizeof(*m->heads));
+	m->heads_n = 0;
+	m->nodes_n = 0;
+	m->spare = 0;
+	return 0;
+}
+
+int ht_coldec__start(struct ht_coldec *d, const uint8_t *in, size_t n, uint32_t version,
+		     const char **why)
 {
 	struct ht_col_header h;
-	struct rcol col[HT_COL_NR];
-	struct model m;
-	size_t ret = 0, at = 0;
 	*why = "column header out of range";
-	if (model_init(&m, version) < 0) {
+	d->left = 0;
+	int ok = model_reset(&d->m, version, d->ready) == 0;
+	d->ready = d->m.live && d->m.heads;
+	if (!ok) {
 		*why = "out of memory";
-		goto cleanup;
+		return -1;
 	}
 	if (!ht_columns__rec_bytes(in, n))
-		goto cleanup;
+		return -1;
 	memcpy(&h, in, sizeof(h));
 	size_t off = sizeof(h);
 	for (int c = 0; c < HT_COL_NR; c++) {
 		if (h.len[c] > n - off)
-			goto cleanup;
-		col[c].p = in + off;
-		col[c].end = in + off + h.len[c];
+			return -1;
+		d->col[c].p = in + off;
+		d->col[c].end = in + off + h.len[c];
 		off += h.len[c];
 	}
-	if (off != n || h.rec_bytes > cap || h.nrec > h.rec_bytes)
-		goto cleanup;
+	if (off != n || h.nrec > h.rec_bytes)
+		return -1;
+	d->left = h.nrec;
+	d->rec_bytes = h.rec_bytes;
+	d->at = 0;
+	return 0;
+}
+
+size_t ht_coldec__rec_bytes(const struct ht_coldec *d)
+{
+	return d->rec_bytes;
+}
+
+/* Bytes of v in a record (ht_rec__encode's length). */
+static unsigned field_bytes(uint64_t v)
+{
+	return v ? (unsigned)(71 - __builtin_clzll(v)) >> 3 : 0;
+}
+
+int ht_coldec__next(struct ht_coldec *d, struct ht_rec *rec, const char **why)
+{
+	struct rcol *col = d->col;
 	*why = "column data does not decode";
-	for (uint32_t r = 0; r < h.nrec; r++) {
-		struct ht_rec rec;
-		uint64_t vals[HT_MAX_FIELDS + 1];
-		uint8_t tmp[HT_MAX_RECORD];
-		if (col[HT_COL_KIND].p >= col[HT_COL_KIND].end)
-			goto cleanup;
-		rec.kb = *col[HT_COL_KIND].p++;
-		unsigned kind = rec.kb & HT_KIND_MASK;
-		if (kind == HT_EV_EXT) {
-			if (col[HT_COL_KIND].p >= col[HT_COL_KIND].end)
-				goto cleanup;
-			kind = 32u + *col[HT_COL_KIND].p++;
+	if (!d->left) {
+		/* tables a large live set grew are not kept past their payload */
+		if (d->ready && (d->m.live_lg > 10 || d->m.heads_lg > 10 || d->m.nodes_cap > 1024)) {
+			model_free(&d->m);
+			memset(&d->m, 0, sizeof(d->m));
+			d->ready = 0;
 		}
-		if (kind >= HT_EV_NR)
-			goto cleanup;
-		rec.kind = (uint8_t)kind;
-		rec.has_stack = (rec.kb & HT_F_STACK) != 0;
-		const struct ht_kind_desc *d = &ht_kind_descs[rec.kind];
-		rec.nf = (uint8_t)strlen(d->fields);
-		rec.str = NULL;
-		for (unsigned i = 0; i < rec.nf; i++) {
-			rec.f[i] = 0;
-			if (d->fields[i] == 'p')
-				continue;
-			if (rcol_u64(&col[column_of(d->fields[i])], &rec.f[i]) < 0)
-				goto cleanup;
-			vals[i] = rec.f[i];
-			if (d->fields[i] == 'S') {
-				struct rcol *s = &col[HT_COL_STR];
-				if (rec.f[i] > HT_MAX_STR || (uint64_t)(s->end - s->p) < rec.f[i])
-					goto cleanup;
-				rec.str = s->p;
-				s->p += rec.f[i];
-			}
+		for (int c = 0; c < HT_COL_NR; c++)
+			if (col[c].p != col[c].end)
+				return -1;
+		return d->at == d->rec_bytes ? 0 : -1;
+	}
+	d->left--;
+	struct model *m = &d->m;
+	uint64_t vals[HT_MAX_FIELDS + 1];
+	struct rcol *kc = &col[HT_COL_KIND];
+	if (kc->p >= kc->end)
+		return -1;
+	rec->kb = *kc->p++;
+	unsigned kind = rec->kb & HT_KIND_MASK;
+	size_t len = 1;
+	if (kind == HT_EV_EXT) {
+		if (kc->p >= kc->end)
+			return -1;
+		kind = 32u + *kc->p++;
+		len++;
+	}
+	if (kind >= HT_EV_NR)
+		return -1;
+	rec->kind = (uint8_t)kind;
+	rec->has_stack = (rec->kb & HT_F_STACK) != 0;
+	rec->str = NULL;
+	if (kind == HT_EV_MALLOC && !rec->has_stack) {
+		/* the common records, field by field: size(u) ptr(p) usable(U), ts */
+		uint64_t code, v, *f = rec->f;
+		rec->nf = 3;
+		if (rcol_u64(&col[HT_COL_UINT], &f[0]) < 0 || rcol_u64(&col[HT_COL_SLACK], &f[2]) < 0 ||
+		    rcol_u64(&col[HT_COL_TIME], &f[3]) < 0 || rcol_u64(&col[HT_COL_PTR], &code) < 0)
+			return -1;
+		uint64_t usable = ht_usable_of(m->version, rec->kb & ~HT_KIND_MASK, f[0], f[2]);
+		if (ptr_decode(m, 1, usable, code, &v) < 0)
+			return -1;
+		f[1] = ht_zigzag((int64_t)(v - m->last_ptr));
+		ptr_seen(m, 1, usable, v);
+		len += 2 + field_bytes(f[0]) + field_bytes(f[1]) + field_bytes(f[2]) +
+		       field_bytes(f[3]);
+		goto done;
+	}
+	if (kind == HT_EV_FREE && !rec->has_stack) {
+		uint64_t code, v, *f = rec->f;
+		rec->nf = 1;
+		if (rcol_u64(&col[HT_COL_TIME], &f[1]) < 0 || rcol_u64(&col[HT_COL_PTR], &code) < 0 ||
+		    ptr_decode(m, 0, 0, code, &v) < 0)
+			return -1;
+		f[0] = ht_zigzag((int64_t)(v - m->last_ptr));
+		m->last_ptr = v;
+		release(m, v);
+		len += 1 + field_bytes(f[0]) + field_bytes(f[1]);
+		goto done;
+	}
+	const struct ht_kind_desc *kd = &ht_kind_descs[kind];
+	unsigned nf = ht_kind_nf(kind);
+	rec->nf = (uint8_t)nf;
+	rec->str = NULL;
+	unsigned nptr = 0;
+	for (unsigned i = 0; i < nf; i++) {
+		char code = kd->fields[i];
+		rec->f[i] = 0;
+		if (code == 'p') {
+			nptr++;
+			continue;
 		}
-		if (rcol_u64(&col[HT_COL_TIME], &rec.f[rec.nf]) < 0)
-			goto cleanup;
-		if (rec.has_stack && rcol_u64(&col[HT_COL_OTHER], &rec.f[rec.nf + 1]) < 0)
-			goto cleanup;
-		uint64_t usable = d->is_alloc ? alloc_usable(&m, &rec) : 0;
-		for (unsigned i = 0; i < rec.nf; i++) {
-			if (d->fields[i] != 'p')
+		if (rcol_u64(&col[column_of(code)], &rec->f[i]) < 0)
+			return -1;
+		vals[i] = rec->f[i];
+		len += field_bytes(rec->f[i]);
+		if (code == 'S') {
+			struct rcol *s = &col[HT_COL_STR];
+			if (rec->f[i] > HT_MAX_STR || (uint64_t)(s->end - s->p) < rec->f[i])
+				return -1;
+			rec->str = s->p;
+			s->p += rec->f[i];
+			len += (size_t)rec->f[i];
+		}
+	}
+	if (rcol_u64(&col[HT_COL_TIME], &rec->f[nf]) < 0)
+		return -1;
+	len += field_bytes(rec->f[nf]);
+	if (rec->has_stack) {
+		if (rcol_u64(&col[HT_COL_OTHER], &rec->f[nf + 1]) < 0)
+			return -1;
+		len += field_bytes(rec->f[nf + 1]);
+	}
+	len += ht_tag_bytes(nf + rec->has_stack);
+	if (nptr) {
+		uint64_t usable = kd->is_alloc ? alloc_usable(m, rec) : 0;
+		for (unsigned i = 0; i < nf; i++) {
+			if (kd->fields[i] != 'p')
 				continue;
-			int res = d->is_alloc && (int)i == d->result;
+			int res = kd->is_alloc && (int)i == kd->result;
 			uint64_t code, v;
 			if (rcol_u64(&col[HT_COL_PTR], &code) < 0 ||
-			    ptr_decode(&m, res, usable, code, &v) < 0)
-				goto cleanup;
-			rec.f[i] = ht_zigzag((int64_t)(v - m.last_ptr));
-			ptr_seen(&m, res, usable, v);
+			    ptr_decode(m, res, usable, code, &v) < 0)
+				return -1;
+			rec->f[i] = ht_zigzag((int64_t)(v - m->last_ptr));
+			len += field_bytes(rec->f[i]);
+			ptr_seen(m, res, usable, v);
 			vals[i] = v;
 		}
-		record_seen(&m, &rec, vals);
-		if (m.oom) {
-			*why = "out of memory";
-			goto cleanup;
-		}
+	}
+	record_seen(m, rec, vals);
+done:
+	if (m->oom) {
+		*why = "out of memory";
+		return -1;
+	}
+	if (len > d->rec_bytes - d->at)
+		return -1;
+	d->at += len;
+	return 1;
+}
+
+size_t ht_columns__decode(const uint8_t *in, size_t n, uint32_t version, uint8_t *out, size_t cap,
+			  const char **why)
+{
+	struct ht_coldec *d = ht_coldec__new();
+	size_t ret = 0, at = 0;
+	if (!d) {
+		*why = "out of memory";
+		return 0;
+	}
+	if (ht_coldec__start(d, in, n, version, why) < 0)
+		goto cleanup;
+	if (d->rec_bytes > cap) {
+		*why = "column header out of range";
+		goto cleanup;
+	}
+	struct ht_rec rec;
+	int k;
+	while ((k = ht_coldec__next(d, &rec, why)) > 0) {
+		/* ht_coldec__next checked that the record fits in rec_bytes */
+		uint8_t tmp[HT_MAX_RECORD];
 		size_t len = ht_rec__encode(&rec, tmp);
-		if (len > h.rec_bytes - at)
-			goto cleanup;
 		memcpy(out + at, tmp, len);
 		at += len;
 	}
-	for (int c = 0; c < HT_COL_NR; c++)
-		if (col[c].p != col[c].end)
-			goto cleanup;
-	if (at != h.rec_bytes)
-		goto cleanup;
-	ret = at;
+	if (k == 0)
+		ret = at;
 cleanup:
-	model_free(&m);
+	ht_coldec__free(d);
 	return ret;
 }

@@ -2,7 +2,8 @@
  * the same records, with each kind of field moved into a column of its own
  * and block addresses replaced by what a model of the allocator predicts,
  * so that zstd finds the repeats.  `heaptrail compact` writes it; the
- * reader turns it back into the recorder's bytes, exactly.  docs/FORMAT.md,
+ * reader decodes it record by record (ht_coldec), into exactly the
+ * records the recorder wrote.  docs/FORMAT.md,
  * "Column coding", describes the columns and the model. */
 #ifndef HEAPTRAIL_TRACE_COLUMNS_H
 #define HEAPTRAIL_TRACE_COLUMNS_H
@@ -11,6 +12,7 @@
 #include <stdint.h>
 
 #include "format.h"
+#include "record.h"
 
 /* Codes n bytes of records (one or more whole buffers, each starting with
  * a SYNC record) of a trace of the given format version.  Returns the size
@@ -28,5 +30,23 @@ size_t ht_columns__rec_bytes(const uint8_t *in, size_t n);
  * set to what is wrong. */
 size_t ht_columns__decode(const uint8_t *in, size_t n, uint32_t version, uint8_t *out, size_t cap,
 			  const char **why);
+
+/* Decoding record by record, straight from the columns (what the reader
+ * does): no record bytes are written.  One decoder serves many payloads
+ * in turn; its tables are kept between them. */
+struct ht_coldec; /* opaque */
+struct ht_coldec *ht_coldec__new(void);
+void ht_coldec__free(struct ht_coldec *d);
+/* Starts on the column payload in[0..n) (which must stay in place while it
+ * is decoded).  0, or -1 with *why set. */
+int ht_coldec__start(struct ht_coldec *d, const uint8_t *in, size_t n, uint32_t version,
+		     const char **why);
+/* The next record, as ht_rec__parse would give it from the decoded bytes
+ * (rec->str points into the payload): 1; 0 at the end, once every column
+ * has been used up exactly and the records add up to the bytes the header
+ * announces; -1 with *why set to what is wrong. */
+int ht_coldec__next(struct ht_coldec *d, struct ht_rec *rec, const char **why);
+/* Record bytes the payload decodes to, from its header. */
+size_t ht_coldec__rec_bytes(const struct ht_coldec *d);
 
 #endif

@@ -29,6 +29,9 @@ struct chunk_ref {
 	uint16_t flags;     /* HT_CHUNK_F_* */
 };
 
+/* Steps on the path of every event: inlined. */
+#define HOT static inline __attribute__((always_inline))
+
 /* One thread's events, decoded one chunk at a time. */
 struct stream {
 	uint32_t tid;           /* thread */
@@ -36,7 +39,9 @@ struct stream {
 	size_t nchunks, next_chunk; /* count / next to decode */
 	uint8_t *buf;           /* decoded payload of the current chunk */
 	size_t cap;             /* its capacity */
-	const uint8_t *pos, *end; /* decode cursor */
+	const uint8_t *pos, *end; /* decode cursor (records) */
+	struct ht_coldec *cd;   /* decoder of column-coded chunks, NULL until one */
+	int cols;               /* the current chunk is column-coded: records come from cd */
 	uint64_t chunk_off;     /* file offset of the current chunk */
 	uint32_t chunk_events;  /* events decoded from the current chunk */
 	uint32_t chunk_expect;  /* events the current chunk's header announces */
@@ -85,8 +90,6 @@ struct ht_reader {
 	ZSTD_DCtx *dctx;           /* decompression context */
 	uint8_t *zbuf;             /* compressed payload buffer */
 	size_t zcap;               /* its capacity */
-	uint8_t *cbuf;             /* a column-coded payload before decoding */
-	size_t ccap;               /* its capacity */
 	uint64_t done_bytes, total_bytes; /* progress */
 	char out_str[HT_MAX_STR + 1]; /* string of the last returned event */
 	int causal;                /* hold allocations of live addresses (format 2, >1 thread) */
@@ -102,6 +105,8 @@ struct ht_reader {
 	size_t nheld;              /* entries in held */
 	uint64_t hold_ticks;       /* longest wait before an allocation is let through */
 	uint64_t last_out_ts;      /* timestamp of the last delivered event */
+	uint64_t last_out_ns;      /* it in ns since the start */
+	int last_out_set;          /* an event was delivered */
 	char err[512];             /* first error, "" if none */
 	char warn[512];            /* first warning, "" if none */
 };
@@ -404,17 +409,12 @@ static int load_chunk(struct ht_reader *r, struct stream *s)
 		}
 		return 0;
 	}
-	/* The payload, decompressed: into the stream's buffer, or for a
-	 * column-coded chunk into cbuf, to be decoded from there. */
+	/* The payload, decompressed, into the stream's buffer: records, or
+	 * the columns they are decoded from one by one. */
 	int cols = (c->flags & HT_CHUNK_F_COLUMNS) != 0;
-	uint8_t *dst;
-	if (cols) {
-		r->cbuf = grow(r->cbuf, &r->ccap, c->raw_size + 1, 1);
-		dst = r->cbuf;
-	} else {
-		s->buf = grow(s->buf, &s->cap, c->raw_size + 1, 1);
-		dst = s->buf;
-	}
+	s->cols = 0;
+	s->buf = grow(s->buf, &s->cap, c->raw_size + 1, 1);
+	uint8_t *dst = s->buf;
 	uint64_t poff = c->offset + sizeof(struct ht_chunk_header);
 	if (c->flags & HT_CHUNK_F_ZSTD) {
 		r->zbuf = grow(r->zbuf, &r->zcap, c->comp_size + 1, 1);
@@ -435,17 +435,17 @@ static int load_chunk(struct ht_reader *r, struct stream *s)
 	}
 	size_t len = c->raw_size;
 	if (cols) {
-		const char *why = "not column-coded";
-		size_t want = ht_columns__rec_bytes(r->cbuf, c->raw_size);
-		s->buf = grow(s->buf, &s->cap, want + 1, 1);
-		len = want ? ht_columns__decode(r->cbuf, c->raw_size, r->hdr.version, s->buf, want,
-						&why)
-			   : 0;
-		if (!len) {
+		const char *why = "out of memory";
+		if (!s->cd)
+			s->cd = ht_coldec__new();
+		if (!s->cd ||
+		    ht_coldec__start(s->cd, s->buf, c->raw_size, r->hdr.version, &why) < 0) {
 			set_err(r, "offset %llu: column-coded chunk of thread %u: %s: the trace is "
 				   "corrupt here", (unsigned long long)c->offset, c->tid, why);
 			return -1;
 		}
+		s->cols = 1;
+		len = 0; /* pos = end: the chunk's end is checked once cd is done */
 	}
 	r->done_bytes += c->comp_size;
 	s->pos = s->buf;
@@ -469,7 +469,7 @@ static int corrupt(struct ht_reader *r, struct stream *s, const char *what)
 static int decode_next(struct ht_reader *r, struct stream *s);
 
 /* Moves or frees: the call is delivered as RELEASE then ACQUIRE parts. */
-static int splits(const struct ht_event *e)
+HOT int splits(const struct ht_event *e)
 {
 	if (!e->duration)
 		return 0;
@@ -480,7 +480,7 @@ static int splits(const struct ht_event *e)
 	return ht_event__frees_old(e) && ht_event__result_ptr(e) != e->v[0];
 }
 
-static int stream_advance(struct ht_reader *r, struct stream *s)
+HOT int stream_advance(struct ht_reader *r, struct stream *s)
 {
 	if (s->has_split) {
 		s->has_split = 0;
@@ -613,11 +613,29 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 	for (;;) {
 		if (s->done)
 			return 0;
+		struct ht_rec rec;
+		const char *why = NULL;
+		const uint8_t *p = s->pos; /* past the record */
+		if (s->cols) {
+			int k = ht_coldec__next(s->cd, &rec, &why);
+			if (k < 0) {
+				set_err(r, "offset %llu: column-coded chunk of thread %u: %s: the trace is "
+					   "corrupt here", (unsigned long long)s->chunk_off, s->tid, why);
+				s->done = 1;
+				return 0;
+			}
+			if (k == 0)
+				s->cols = 0; /* the chunk's end (pos = end) */
+			else
+				goto got_record;
+		}
 		if (s->pos >= s->end) {
 			if (s->pos && s->chunk_events != s->chunk_expect)
 				return corrupt(r, s, "chunk holds fewer events than its header says");
 			if (s->next_chunk >= s->nchunks) {
 				s->done = 1;
+				ht_coldec__free(s->cd);
+				s->cd = NULL;
 				free(s->buf);
 				s->buf = NULL;
 				s->cap = 0;
@@ -633,12 +651,11 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 				s->pos = s->end = NULL;
 			continue; /* an empty chunk ends here too */
 		}
-		struct ht_rec rec;
-		const char *why = NULL;
 		size_t used = ht_rec__parse(&rec, s->pos, s->end, &why);
 		if (!used)
 			return corrupt(r, s, why);
-		const uint8_t *p = s->pos + used;
+		p = s->pos + used;
+	got_record:;
 		int kind = rec.kind;
 		const struct ht_kind_desc *d = &ht_kind_descs[kind];
 		unsigned nf = rec.nf;
@@ -692,6 +709,22 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 		if (rec.has_stack && f[nf + 1] && f[nf + 1] <= s->nnodes)
 			e->stack = s->nodes[f[nf + 1] - 1];
 		uint64_t result_ptr = 0, slack = 0;
+		if (kind == HT_EV_FREE) {
+			/* the common kinds without the walk over field codes */
+			uint64_t v = s->last_ptr + (uint64_t)ht_unzigzag(f[0]);
+			s->last_ptr = v;
+			e->v[0] = v;
+			e->nv = 1;
+			nf = 0;
+		} else if (kind == HT_EV_MALLOC) {
+			uint64_t v = s->last_ptr + (uint64_t)ht_unzigzag(f[1]);
+			s->last_ptr = v;
+			e->v[0] = f[0];
+			e->v[1] = result_ptr = v;
+			e->v[2] = slack = f[2];
+			e->nv = 3;
+			nf = 0;
+		}
 		for (unsigned i = 0; i < nf; i++) {
 			uint64_t v = f[i];
 			switch (d->fields[i]) {
@@ -733,60 +766,9 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 	}
 }
 
-uint64_t ht_event__size(const struct ht_event *e)
-{
-	switch (e->kind) {
-	case HT_EV_MALLOC:
-	case HT_EV_VALLOC:
-	case HT_EV_PVALLOC:
-		return e->nv > 0 ? e->v[0] : 0;
-	case HT_EV_CALLOC:
-		return e->nv > 1 ? e->v[0] * e->v[1] : 0;
-	case HT_EV_REALLOC:
-	case HT_EV_MEMALIGN:
-	case HT_EV_POSIX_MEMALIGN:
-	case HT_EV_ALIGNED_ALLOC:
-		return e->nv > 1 ? e->v[1] : 0;
-	case HT_EV_REALLOCARRAY:
-		return e->nv > 2 ? e->v[1] * e->v[2] : 0;
-	default:
-		return 0;
-	}
-}
-
-uint64_t ht_event__result_ptr(const struct ht_event *e)
-{
-	int i = ht_kind_descs[e->kind].result;
-	if (i < 0 || !ht_kind_descs[e->kind].is_alloc || i >= e->nv)
-		return 0;
-	return e->v[i];
-}
-
-uint64_t ht_event__old_ptr(const struct ht_event *e)
-{
-	if (e->kind == HT_EV_REALLOC || e->kind == HT_EV_REALLOCARRAY)
-		return e->v[0];
-	return 0;
-}
-
-/* glibc: realloc(p, n) releases p when it returns a new block or when n is
- * 0 (it frees p and returns NULL). */
-int ht_event__frees_old(const struct ht_event *e)
-{
-	uint64_t old = ht_event__old_ptr(e);
-	if (!old)
-		return 0;
-	if (ht_event__result_ptr(e))
-		return 1;
-	uint64_t bytes;
-	if (e->kind == HT_EV_REALLOCARRAY && __builtin_mul_overflow(e->v[1], e->v[2], &bytes))
-		return 0; /* rejected before glibc saw it */
-	return ht_event__size(e) == 0;
-}
-
 /* ---- the merge ----------------------------------------------------------- */
 
-static int before(const struct stream *a, const struct stream *b)
+HOT int before(const struct stream *a, const struct stream *b)
 {
 	if (a->ev.ts != b->ev.ts)
 		return a->ev.ts < b->ev.ts;
@@ -824,6 +806,9 @@ static void park(struct stream *s)
 		k--;
 	s->park_chunk = k;
 	s->parked = 1;
+	s->cols = 0;
+	ht_coldec__free(s->cd);
+	s->cd = NULL;
 	free(s->buf);
 	s->buf = NULL;
 	s->cap = 0;
@@ -854,13 +839,13 @@ found:
 
 /* ---- causal order: the set of live block addresses ----------------------- */
 
-static size_t live_slot(const struct ht_reader *r, uint64_t a)
+HOT size_t live_slot(const struct ht_reader *r, uint64_t a)
 {
 	uint64_t h = a * 0x9e3779b97f4a7c15ull;
 	return (size_t)(h >> 20) & (r->live_cap - 1);
 }
 
-static int live_has(const struct ht_reader *r, uint64_t a)
+HOT int live_has(const struct ht_reader *r, uint64_t a)
 {
 	if (!r->live_n)
 		return 0;
@@ -924,8 +909,12 @@ static void live_del(struct ht_reader *r, uint64_t a)
 
 /* The heap block an event hands out now, 0 if none.  A realloc that stays
  * in place hands out nothing new. */
-static uint64_t acquired_block(const struct ht_event *e)
+HOT uint64_t acquired_block(const struct ht_event *e)
 {
+	if (e->kind == HT_EV_MALLOC)
+		return e->v[1]; /* the common case: never split, no old block */
+	if (e->kind == HT_EV_FREE)
+		return 0;
 	if (!ht_kind_descs[e->kind].is_alloc || !ht_event__acquire_now(e))
 		return 0;
 	uint64_t p = ht_event__result_ptr(e);
@@ -933,10 +922,12 @@ static uint64_t acquired_block(const struct ht_event *e)
 }
 
 /* The heap block an event gives back now, 0 if none. */
-static uint64_t released_block(const struct ht_event *e)
+HOT uint64_t released_block(const struct ht_event *e)
 {
 	if (e->kind == HT_EV_FREE)
 		return e->nv ? e->v[0] : 0;
+	if (e->kind == HT_EV_MALLOC)
+		return 0;
 	if (ht_event__release_now(e) && ht_event__result_ptr(e) != ht_event__old_ptr(e))
 		return ht_event__old_ptr(e);
 	return 0;
@@ -1047,8 +1038,13 @@ int ht_reader__next(struct ht_reader *r, struct ht_event *ev)
 	}
 	if (ev->ts < r->last_out_ts)
 		ev->ts = r->last_out_ts; /* a held allocation: after what it waited for */
-	r->last_out_ts = ev->ts;
-	ev->time_ns = ht_reader__ts_to_ns(r, ev->ts);
+	if (ev->ts != r->last_out_ts || !r->last_out_set) {
+		/* undated events repeat their thread's last timestamp: convert once */
+		r->last_out_ts = ev->ts;
+		r->last_out_ns = ht_reader__ts_to_ns(r, ev->ts);
+		r->last_out_set = 1;
+	}
+	ev->time_ns = r->last_out_ns;
 	if (!(s->parked ? unpark_advance(r, s) : stream_advance(r, s)))
 		r->heap[0] = r->heap[--r->nheap];
 	heap_down(r, 0);
@@ -1271,6 +1267,7 @@ void ht_reader__close(struct ht_reader *r)
 		close(r->fd);
 	for (size_t i = 0; i < r->nstreams; i++) {
 		free(r->streams[i].buf);
+		ht_coldec__free(r->streams[i].cd);
 		free(r->streams[i].nodes);
 	}
 	free(r->streams);
@@ -1287,7 +1284,6 @@ void ht_reader__close(struct ht_reader *r)
 	free(r->rss_t);
 	free(r->rss_v);
 	free(r->zbuf);
-	free(r->cbuf);
 	free(r->cmdline);
 	free(r->exe);
 	free(r->path);

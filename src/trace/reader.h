@@ -64,11 +64,62 @@ enum {
 	HT_PART_ACQUIRE = 2, /* the result is handed out (end time); counts the call */
 };
 
-/* Accessors that name the fields of the malloc API kinds. */
-uint64_t ht_event__result_ptr(const struct ht_event *e); /* 0 if none */
-uint64_t ht_event__size(const struct ht_event *e);       /* requested bytes */
-uint64_t ht_event__old_ptr(const struct ht_event *e);    /* realloc's input */
-int ht_event__frees_old(const struct ht_event *e);       /* realloc released old */
+/* Accessors that name the fields of the malloc API kinds (inline: every
+ * analyzer calls them on every event). */
+
+/* The block an allocation returns, 0 if none. */
+static inline uint64_t ht_event__result_ptr(const struct ht_event *e)
+{
+	int i = ht_kind_descs[e->kind].result;
+	if (i < 0 || !ht_kind_descs[e->kind].is_alloc || i >= e->nv)
+		return 0;
+	return e->v[i];
+}
+
+/* Requested bytes of an allocation. */
+static inline uint64_t ht_event__size(const struct ht_event *e)
+{
+	switch (e->kind) {
+	case HT_EV_MALLOC:
+	case HT_EV_VALLOC:
+	case HT_EV_PVALLOC:
+		return e->nv > 0 ? e->v[0] : 0;
+	case HT_EV_CALLOC:
+		return e->nv > 1 ? e->v[0] * e->v[1] : 0;
+	case HT_EV_REALLOC:
+	case HT_EV_MEMALIGN:
+	case HT_EV_POSIX_MEMALIGN:
+	case HT_EV_ALIGNED_ALLOC:
+		return e->nv > 1 ? e->v[1] : 0;
+	case HT_EV_REALLOCARRAY:
+		return e->nv > 2 ? e->v[1] * e->v[2] : 0;
+	default:
+		return 0;
+	}
+}
+
+/* realloc's (reallocarray's) input block, 0 for other kinds. */
+static inline uint64_t ht_event__old_ptr(const struct ht_event *e)
+{
+	if (e->kind == HT_EV_REALLOC || e->kind == HT_EV_REALLOCARRAY)
+		return e->v[0];
+	return 0;
+}
+
+/* realloc released its input.  glibc: realloc(p, n) releases p when it
+ * returns a new block or when n is 0 (it frees p and returns NULL). */
+static inline int ht_event__frees_old(const struct ht_event *e)
+{
+	uint64_t old = ht_event__old_ptr(e);
+	if (!old)
+		return 0;
+	if (ht_event__result_ptr(e))
+		return 1;
+	uint64_t bytes;
+	if (e->kind == HT_EV_REALLOCARRAY && __builtin_mul_overflow(e->v[1], e->v[2], &bytes))
+		return 0; /* rejected before glibc saw it */
+	return ht_event__size(e) == 0;
+}
 /* The call is counted on this event (not on a RELEASE part). */
 static inline int ht_event__is_call(const struct ht_event *e) { return e->part != 1; }
 /* Release old now: a whole event that frees old, or a RELEASE part. */

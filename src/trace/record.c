@@ -3,6 +3,14 @@
 
 #include <string.h>
 
+uint8_t ht_kind_nf_tab[HT_EV_NR];
+
+__attribute__((constructor)) static void kind_nf_init(void)
+{
+	for (unsigned k = 0; k < HT_EV_NR; k++)
+		ht_kind_nf_tab[k] = (uint8_t)strlen(ht_kind_descs[k].fields);
+}
+
 size_t ht_rec__parse(struct ht_rec *rec, const uint8_t *p, const uint8_t *end, const char **why)
 {
 	const uint8_t *start = p;
@@ -24,7 +32,7 @@ size_t ht_rec__parse(struct ht_rec *rec, const uint8_t *p, const uint8_t *end, c
 		return 0;
 	}
 	const struct ht_kind_desc *d = &ht_kind_descs[kind];
-	unsigned nf = (unsigned)strlen(d->fields);
+	unsigned nf = ht_kind_nf(kind);
 	unsigned nv = nf + 1 + ((kb & HT_F_STACK) != 0); /* fields, timestamp, stack */
 	unsigned tb = (nv + 1) / 2;
 	if ((size_t)(end - p) < tb) {

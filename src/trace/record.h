@@ -19,6 +19,14 @@ struct ht_rec {
 	const uint8_t *str;            /* bytes of the 'S' field (its value is the length), or NULL */
 };
 
+/* Descriptor fields of each kind: strlen(ht_kind_descs[kind].fields),
+ * filled in at start-up. */
+extern uint8_t ht_kind_nf_tab[HT_EV_NR];
+static inline unsigned ht_kind_nf(unsigned kind)
+{
+	return ht_kind_nf_tab[kind];
+}
+
 /* Takes apart the record at p (at most end - p bytes).  Returns the bytes
  * it takes, or 0 with *why set to what is wrong ("truncated record", ...). */
 size_t ht_rec__parse(struct ht_rec *rec, const uint8_t *p, const uint8_t *end, const char **why);
