@@ -152,6 +152,10 @@ static long futex(_Atomic uint32_t *addr, int op, uint32_t val)
 static inline uint64_t getv(const uint8_t **pp)
 {
 	const uint8_t *p = *pp;
+	if (__builtin_expect(!(*p & 0x80), 1)) { /* slot numbers and small sizes */
+		*pp = p + 1;
+		return *p;
+	}
 	uint64_t v = *p & 0x7f;
 	for (int shift = 7; *p++ & 0x80; shift += 7)
 		v |= (uint64_t)(*p & 0x7f) << shift;
@@ -159,15 +163,17 @@ static inline uint64_t getv(const uint8_t **pp)
 	return v;
 }
 
-static inline void touch_mem(const struct engine *g, void *ptr, uint64_t n)
+/* touch and page: the engine's, read once per run_ops (a histogram
+ * increment may alias g->page for the compiler) */
+static inline void touch_mem(enum ht_touch touch, uint64_t page, void *ptr, uint64_t n)
 {
-	if (!ptr || !n)
+	if (touch == HT_TOUCH_NONE || !ptr || !n)
 		return;
-	if (g->touch == HT_TOUCH_ALL) {
+	if (touch == HT_TOUCH_ALL) {
 		memset(ptr, 0xa5, n);
-	} else if (g->touch == HT_TOUCH_PAGE) {
+	} else {
 		volatile char *c = ptr;
-		for (uint64_t i = 0; i < n; i += (uint64_t)g->page)
+		for (uint64_t i = 0; i < n; i += page)
 			c[i] = 1;
 	}
 }
@@ -177,6 +183,16 @@ static inline void account(struct rthread *t, int fn, uint64_t c)
 	struct fnstat *s = &t->fn[fn];
 	s->cycles += c; /* calls: the histogram's sum, at the end */
 	s->hist[bucket(c)]++;
+}
+
+/* The next op count at which run_ops must stop by the slow path: the next
+ * count another thread waits for, or the next --trim-interval trim. */
+static inline uint64_t next_stop(const struct rthread *t, uint64_t trim_every)
+{
+	uint64_t next = t->ipub < t->npub ? t->pub[t->ipub] : UINT64_MAX;
+	if (trim_every && t->done + (trim_every - t->since_trim) < next)
+		next = t->done + (trim_every - t->since_trim);
+	return next;
 }
 
 /* After op number t->done: publish it if someone waits for it. */
@@ -232,6 +248,13 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 	void **slots = g->slots;
 	const uint8_t *p = me->p, *end = me->end;
 	uint64_t trim_every = g->cfg->trim_interval;
+	enum ht_touch touch = g->touch;
+	uint64_t page = (uint64_t)g->page;
+	/* The op count stays in a register; me->done (and since_trim) are
+	 * brought up to date at each stop and on the way out. */
+	uint64_t done = me->done, since = me->since_trim;
+	uint64_t serr = 0; /* slot errors, added to me->slot_errors on the way out */
+	uint64_t stop = next_stop(me, trim_every);
 	while (p < end) {
 		const uint8_t *at = p;
 		int op = *p++;
@@ -291,9 +314,9 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 			account(me, HT_FN_PVALLOC, t1 - t0);
 		store:
 			if (s) {
-				me->slot_errors += slots[s - 1] != NULL;
+				serr += slots[s - 1] != NULL;
 				slots[s - 1] = r;
-				touch_mem(g, r, n);
+				touch_mem(touch, page, r, n);
 			} else {
 				free(r); /* failed in the trace, not here */
 			}
@@ -304,7 +327,7 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 			m = op == HT_WL_REALLOCARRAY ? getv(&p) : 1;
 			n = getv(&p);
 			void *old = o ? slots[o - 1] : NULL;
-			me->slot_errors += (o && !old) + (s && s != o && slots[s - 1]);
+			serr += (o && !old) + (s && s != o && slots[s - 1]);
 			t0 = tsc_begin();
 			r = op == HT_WL_REALLOC ? realloc(old, n) : reallocarray(old, m, n);
 			t1 = tsc();
@@ -317,7 +340,7 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 			if (s) {
 				slots[s - 1] = r;
 				if (r != old)
-					touch_mem(g, r, n);
+					touch_mem(touch, page, r, n);
 			} else if (r && r != old) {
 				free(r); /* realloc(p, 0): freed in the trace */
 			}
@@ -326,7 +349,7 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 		case HT_WL_FREE:
 			s = getv(&p);
 			r = s ? slots[s - 1] : NULL;
-			me->slot_errors += s && !r;
+			serr += s && !r;
 			t0 = tsc_begin();
 			free(r);
 			t1 = tsc();
@@ -360,7 +383,7 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 			slots[s - 1] = r;
 			g->extent[s - 1] = r ? n : 0;
 			if (prot & PROT_WRITE)
-				touch_mem(g, r, n);
+				touch_mem(touch, page, r, n);
 			break;
 		}
 		case HT_WL_MUNMAP: {
@@ -414,6 +437,9 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 					me->wait_on = (uint32_t)j;
 					me->wait_for = count;
 					me->p = at;
+					me->since_trim = since + (done - me->done);
+					me->done = done;
+					me->slot_errors += serr;
 					return 0;
 				}
 				me->waits++;
@@ -438,14 +464,22 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 		default:
 			__builtin_unreachable(); /* the loader checked every op */
 		}
-		me->done++;
+		if (__builtin_expect(++done != stop, 1))
+			continue;
+		me->since_trim = since + (done - me->done);
+		me->done = done;
 		publish(me);
-		if (trim_every && ++me->since_trim >= trim_every) {
+		if (trim_every && me->since_trim >= trim_every) {
 			me->since_trim = 0;
 			me->trims++;
 			malloc_trim(0);
 		}
+		since = me->since_trim;
+		stop = next_stop(me, trim_every);
 	}
+	me->since_trim = since + (done - me->done);
+	me->done = done;
+	me->slot_errors += serr;
 	me->p = p;
 	return 1;
 }

@@ -206,6 +206,29 @@ def test_replay_allocators(t):
 
 
 @case(timeout=120, labels=("analyzers",))
+def test_replay_trim_interval(t):
+    """--trim-interval N calls malloc_trim after every N-th op of a thread,
+    exactly: ops // N of them, also with --repeat, --threads-as-one, and an
+    interval longer than the workload (none)."""
+    trace = t.path("loop.ht")
+    t.traced(trace, [t.prog("randloop"), "3000"])
+    s = t.stats(trace)
+    wl = t.path("loop.wl")
+    convert(t, wl, trace)
+    j = replay(t, wl, ["--touch", "none"])
+    ops = j["ops"]
+    eq(j["trim_calls"], 0, "no --trim-interval: malloc_trim calls")
+    check_replay(t, s, j, "replay")
+    for n, extra, times in ((7, [], 1), (500, ["--repeat", "3"], 3),
+                            (64, ["--threads-as-one"], 1), (ops + 1, [], 1)):
+        j = replay(t, wl, ["--trim-interval", str(n)] + extra)
+        with t.soft():
+            eq(j["trim_calls"], (ops // n) * times,
+               "--trim-interval %d %s: malloc_trim calls" % (n, " ".join(extra)))
+            check_replay(t, s, j, "replay --trim-interval %d" % n, times=times)
+
+
+@case(timeout=120, labels=("analyzers",))
 def test_replay_text_and_aliases(t):
     """trace2wl OUT IN and trace_run WL behave like the glibc tools: the
     summary lines in their order and wording, numbers with commas."""
