@@ -154,9 +154,11 @@ struct ht_heapinfo {
 	struct heap *heaps;
 	size_t nheaps, capheaps;
 	struct idx heap_idx;  /* base -> heap */
+	size_t last_heap;     /* index + 1 of the last heap found, 0 none (heaps are only added) */
 	struct thr *thrs;
 	size_t nthrs, capthrs;
 	struct idx thr_idx;   /* tid -> thread */
+	size_t last_thr;      /* index + 1 of the last event's thread, 0 none */
 
 	/* thresholds */
 	uint64_t mmap_thr, trim_thr;
@@ -314,7 +316,18 @@ static uint64_t heap_key(const void *arr, size_t i)
 	return ((const struct heap *)arr)[i].base;
 }
 
+static struct thr *thread_lookup(struct ht_heapinfo *h, uint32_t tid);
+
 static struct thr *thread_of(struct ht_heapinfo *h, uint32_t tid)
+{
+	if (h->last_thr && h->thrs[h->last_thr - 1].tid == tid) /* runs of one thread */
+		return &h->thrs[h->last_thr - 1];
+	struct thr *t = thread_lookup(h, tid);
+	h->last_thr = (size_t)(t - h->thrs) + 1;
+	return t;
+}
+
+static struct thr *thread_lookup(struct ht_heapinfo *h, uint32_t tid)
 {
 	idx_reserve(&h->thr_idx, h->nthrs, h->thrs, thr_key);
 	size_t k = idx_find(&h->thr_idx, tid, h->thrs, thr_key);
@@ -332,10 +345,15 @@ static struct thr *thread_of(struct ht_heapinfo *h, uint32_t tid)
 
 static struct heap *heap_find(struct ht_heapinfo *h, uint64_t base)
 {
+	if (h->last_heap && h->heaps[h->last_heap - 1].base == base) /* blocks of one heap in a row */
+		return &h->heaps[h->last_heap - 1];
 	if (!h->heap_idx.cap)
 		return NULL;
 	size_t k = idx_find(&h->heap_idx, base, h->heaps, heap_key);
-	return h->heap_idx.slot[k] ? &h->heaps[h->heap_idx.slot[k] - 1] : NULL;
+	if (!h->heap_idx.slot[k])
+		return NULL;
+	h->last_heap = h->heap_idx.slot[k];
+	return &h->heaps[h->last_heap - 1];
 }
 
 static struct heap *heap_add(struct ht_heapinfo *h, uint64_t base, int arena, int first,
@@ -707,13 +725,13 @@ static void acquire(struct ht_heapinfo *h, const struct ht_event *e, struct thr 
 		h->peak_use = h->live_use;
 		h->peak_ns = now;
 	}
-	struct ht_block b = {p, req, usable, now, e->tid, (uint32_t)(arena + 1), 1, 0};
-	struct ht_block old;
-	if (ht_livemap__del(&h->live, p, &old)) { /* handed out while live: trust the new */
-		h->live_req -= old.size;
-		h->live_use -= old.usable;
+	int added;
+	struct ht_block *slot = ht_livemap__find_or_add(&h->live, p, &added);
+	if (!added) { /* handed out while live: trust the new */
+		h->live_req -= slot->size;
+		h->live_use -= slot->usable;
 	}
-	ht_livemap__put(&h->live, &b);
+	*slot = (struct ht_block){p, req, usable, now, e->tid, (uint32_t)(arena + 1), 1, 0};
 }
 
 /* Releases ptr; returns its arena (-1 mmapped or unknown) and size. */

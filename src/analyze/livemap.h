@@ -51,6 +51,23 @@ static inline struct ht_block *ht_livemap__put(struct ht_livemap *m, const struc
 	return &m->slots[j];
 }
 
+/* The slot of ptr, added (ptr set, the rest zero) if it was not there:
+ * *added says which.  One probe where a get and a put make two. */
+static inline struct ht_block *ht_livemap__find_or_add(struct ht_livemap *m, uint64_t ptr,
+							int *added)
+{
+	if ((m->count + 1) * 4 > m->cap * 3)
+		ht_livemap__rehash(m, m->cap * 2);
+	size_t mask = m->cap - 1, j = ht_livemap__hash(ptr, mask);
+	while (m->slots[j].ptr && m->slots[j].ptr != ptr)
+		j = (j + 1) & mask;
+	*added = !m->slots[j].ptr;
+	if (*added) {
+		m->count++;
+		m->slots[j] = (struct ht_block){.ptr = ptr};
+	}
+	return &m->slots[j];
+}
 static inline struct ht_block *ht_livemap__get(struct ht_livemap *m, uint64_t ptr)
 {
 	size_t mask = m->cap - 1, j = ht_livemap__hash(ptr, mask);
