@@ -1,5 +1,38 @@
 # bench/lib.sh — helpers the benchmark scripts share (sourced, not run).
 
+# messages, prefixed with the script's name
+die() { echo "${0##*/}: $*" >&2; exit 1; }
+note() { echo "${0##*/}: $*" >&2; }
+
+# usage: the script's leading comment, up to "set -euo", without the #s
+usage() {
+	sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
+}
+
+# bench_workdir TAG: a scratch directory in WORK, removed at exit unless
+# KEEP=1 (then its path is said)
+bench_workdir() {
+	WORK=$(mktemp -d "${TMPDIR:-/tmp}/heaptrail-bench$1.XXXXXX")
+	trap bench_cleanup EXIT
+}
+bench_cleanup() {
+	if ((${KEEP:-0})); then
+		note "kept work directory $WORK"
+	else
+		rm -rf "$WORK"
+	fi
+}
+
+# "min..max" of the numbers given as arguments, RANGE_FMT (default %.1f) each
+range() {
+	local f=${RANGE_FMT:-%.1f}
+	printf '%s\n' "$@" | sort -g | awk -v f="$f" 'NR == 1 { lo = $1 } { hi = $1 }
+		END { printf f ".." f "\n", lo, hi }'
+}
+
+# value of key=... in a program's output line
+field() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" | tail -n 1; }
+
 # wall clock in ns
 now_ns() {
 	if [[ -n ${EPOCHREALTIME:-} ]]; then

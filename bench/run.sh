@@ -18,13 +18,8 @@
 #   HEAPTRAIL_ENV=[]          extra VAR=value words for the heaptrail runs,
 #                             e.g. HEAPTRAIL_ENV="HEAPTRAIL_ZSTD_LEVEL=3"
 set -euo pipefail
-
-die() { echo "run.sh: $*" >&2; exit 1; }
-note() { echo "run.sh: $*" >&2; }
-
-usage() {
-	sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'
-}
+# shellcheck source=bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 WRITE=0
 KEEP=${KEEP:-0}
@@ -67,53 +62,11 @@ for t in $THREADS; do
 	[[ $t =~ ^[0-9]+$ ]] || die "THREADS must list integers >= 0, got '$t'"
 done
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/heaptrail-bench.XXXXXX")
-cleanup() {
-	if ((KEEP)); then
-		note "kept work directory $WORK"
-	else
-		rm -rf "$WORK"
-	fi
-}
-trap cleanup EXIT
+bench_workdir ""
 
 # ---------------------------------------------------------------- helpers
 
-now_ns() {
-	if [[ -n ${EPOCHREALTIME:-} ]]; then
-		local s=${EPOCHREALTIME/[.,]/}
-		echo "${s}000"
-	else
-		date +%s%N
-	fi
-}
-
-# median of the numbers given as arguments
-median() {
-	printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 }
-		END { if (NR == 0) print "nan";
-		      else if (NR % 2) print a[(NR + 1) / 2];
-		      else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
-}
-
-# "min..max" of the numbers given as arguments
-range() {
-	printf '%s\n' "$@" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 }
-		END { printf "%.1f..%.1f\n", lo, hi }'
-}
-
-calc() { awk "BEGIN { printf \"$1\n\", $2 }"; }
-
 filesize() { stat -c %s "$1"; }
-
-# value of key ns_per_pair=... in malloc_loop's output line
-field() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" | tail -n 1; }
-
-# microseconds during which some task waited for a CPU (Linux PSI), or empty
-cpu_wait_us() {
-	[[ -r /proc/pressure/cpu ]] || return 0
-	sed -n 's/^some .*total=\([0-9]*\).*/\1/p' /proc/pressure/cpu
-}
 
 # ---------------------------------------------------------------- build
 
@@ -378,11 +331,6 @@ RAW=$WORK/raw.md
 	done
 } >"$TABLE"
 
-# Targets from the issue: heaptrail adds <= 15 ns per pair and slows the loop
-# by <= 1.6x, two threads scale like one (the 1-thread targets hold at 2
-# threads, and the 2-thread slowdown is within 15% of the 1-thread one), and
-# the trace is no larger than heaptrack's per event.
-verdict() { if awk "BEGIN { exit !($1) }"; then echo PASS; else echo FAIL; fi; }
 {
 	if [[ -z ${MED["none,1"]:-} ]]; then
 		echo "- no baseline, no checks"

@@ -35,13 +35,8 @@
 # markers; --keep (or KEEP=1) keeps the work directory with its traces
 # (big: about 1 byte per event), which is removed otherwise.
 set -euo pipefail
-
-die() { echo "run_analyze.sh: $*" >&2; exit 1; }
-note() { echo "run_analyze.sh: $*" >&2; }
-
-usage() {
-	sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'
-}
+# shellcheck source=bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 WRITE=0
 KEEP=${KEEP:-0}
@@ -93,20 +88,10 @@ for c in "${CMDS[@]}"; do
 	"$HT" ${c%% *} --help >/dev/null 2>&1 || die "$HT has no '${c%% *}' command"
 done
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/heaptrail-bench-analyze.XXXXXX")
-cleanup() {
-	if ((KEEP)); then
-		note "kept work directory $WORK"
-	else
-		rm -rf "$WORK"
-	fi
-}
-trap cleanup EXIT
+bench_workdir "-analyze"
 
 # ---------------------------------------------------------------- helpers
 
-# shellcheck source=bench/lib.sh
-. "$HERE/lib.sh"
 
 # timed OUT CMD...: runs CMD in the scratch directory, stdout to a file;
 # writes "wall user sys maxrss_kb rc" to OUT

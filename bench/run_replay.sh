@@ -27,13 +27,8 @@
 # --write puts the results in bench/RESULTS.md, between the "replay" markers;
 # --keep keeps the work directory (traces, workloads, JSON of every replay).
 set -euo pipefail
-
-die() { echo "run_replay.sh: $*" >&2; exit 1; }
-note() { echo "run_replay.sh: $*" >&2; }
-
-usage() {
-	sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'
-}
+# shellcheck source=bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 WRITE=0
 KEEP=${KEEP:-0}
@@ -73,30 +68,10 @@ HANDOFF=$BUILD/tests/progs/handoff
 [[ -x $HANDOFF ]] || die "no $HANDOFF: build the tests' programs (cmake --build build -j2)"
 "$HT" replay --help >/dev/null 2>&1 || die "$HT has no replay command"
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/heaptrail-bench-replay.XXXXXX")
-cleanup() {
-	if ((KEEP)); then
-		note "kept work directory $WORK"
-	else
-		rm -rf "$WORK"
-	fi
-}
-trap cleanup EXIT
+bench_workdir "-replay"
 
 # ---------------------------------------------------------------- helpers
 
-# shellcheck source=bench/lib.sh
-. "$HERE/lib.sh"
-
-# "min..max" of the numbers given as arguments, FORMAT (default %.1f) each
-range() {
-	local f=${RANGE_FMT:-%.1f}
-	printf '%s\n' "$@" | sort -g | awk -v f="$f" 'NR == 1 { lo = $1 } { hi = $1 }
-		END { printf f ".." f "\n", lo, hi }'
-}
-
-# value of key=... in a program's output line
-field() { sed -n "s/.*\\b$1=\\([^ ]*\\).*/\\1/p" | tail -n 1; }
 
 # The numbers of `heaptrail replay --json` output FILE as key=value lines;
 # keys of nested objects as OBJECT.key (avg_cycles.malloc).
