@@ -10,6 +10,7 @@
 #include "analyze/blocks.h"
 #include "analyze/flamesvg.h"
 #include "analyze/livemap.h"
+#include "analyze/nodetab.h"
 #include "common/json.h"
 #include "common/util.h"
 
@@ -48,33 +49,9 @@ struct pass {
 	uint64_t last_ns;               /* the time of the last event read */
 };
 
-static struct nodestat *node_of(struct pass *p, uint32_t node)
+static inline struct nodestat *node_of(struct pass *p, uint32_t node)
 {
-	if ((p->n + 1) * 2 > p->cap) {
-		size_t cap = p->cap ? p->cap * 2 : 1024;
-		struct nodestat *t = calloc(cap, sizeof(*t));
-		if (!t)
-			exit(HT_EXIT_DATA);
-		for (size_t i = 0; i < p->cap; i++) {
-			if (!p->slots[i].node1)
-				continue;
-			size_t k = (p->slots[i].node1 * 0x9E3779B1u) & (cap - 1);
-			while (t[k].node1)
-				k = (k + 1) & (cap - 1);
-			t[k] = p->slots[i];
-		}
-		free(p->slots);
-		p->slots = t;
-		p->cap = cap;
-	}
-	size_t k = ((node + 1) * 0x9E3779B1u) & (p->cap - 1);
-	while (p->slots[k].node1 && p->slots[k].node1 != node + 1)
-		k = (k + 1) & (p->cap - 1);
-	if (!p->slots[k].node1) {
-		p->slots[k].node1 = node + 1;
-		p->n++;
-	}
-	return &p->slots[k];
+	return ht_nodetab__get((void **)&p->slots, &p->cap, &p->n, sizeof(*p->slots), node);
 }
 
 static void on_acquire(void *ctx, const struct ht_event *e, const struct ht_block *b)

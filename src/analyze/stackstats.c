@@ -7,37 +7,12 @@
 
 #include "analyze/analyze.h"
 #include "analyze/blocks.h"
+#include "analyze/nodetab.h"
 #include "common/util.h"
 
-static struct ht_stackstat *stat_of(struct ht_stackstats *s, uint32_t node)
+static inline struct ht_stackstat *stat_of(struct ht_stackstats *s, uint32_t node)
 {
-	if ((s->n + 1) * 2 > s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 1024;
-		struct ht_stackstat *t = calloc(cap, sizeof(*t));
-		if (!t) {
-			ht_error("out of memory");
-			exit(HT_EXIT_DATA);
-		}
-		for (size_t i = 0; i < s->cap; i++) {
-			if (!s->slots[i].node)
-				continue;
-			size_t k = (s->slots[i].node * 0x9E3779B1u) & (cap - 1);
-			while (t[k].node)
-				k = (k + 1) & (cap - 1);
-			t[k] = s->slots[i];
-		}
-		free(s->slots);
-		s->slots = t;
-		s->cap = cap;
-	}
-	size_t k = ((node + 1) * 0x9E3779B1u) & (s->cap - 1);
-	while (s->slots[k].node && s->slots[k].node != node + 1)
-		k = (k + 1) & (s->cap - 1);
-	if (!s->slots[k].node) {
-		s->slots[k].node = node + 1;
-		s->n++;
-	}
-	return &s->slots[k];
+	return ht_nodetab__get((void **)&s->slots, &s->cap, &s->n, sizeof(*s->slots), node);
 }
 
 struct ht_stackstats_last {
