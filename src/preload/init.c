@@ -24,6 +24,8 @@ static int paused_by_user;       /* heaptrail_pause()/SIGUSR2 in effect */
 static int root_image = 1;       /* the traced process itself (not a child) */
 static int image_index;          /* execs of the traced process before this image */
 static char saved_preload[4096]; /* LD_PRELOAD as we found it */
+static uid_t start_euid;         /* effective user when the tracer started */
+static gid_t start_egid;         /* effective group when the tracer started */
 
 int ht_is_root_image(void)
 {
@@ -54,6 +56,11 @@ char *const *ht_exec_env(char *const envp[], char **out, size_t cap, char *entry
 	out[n++] = entry;
 	out[n] = NULL;
 	return out;
+}
+
+int ht_identity_changed(void)
+{
+	return geteuid() != start_euid || getegid() != start_egid;
 }
 
 int ht_foreign_process(void)
@@ -160,6 +167,8 @@ void ht_init(void)
 	ht_lzcnt = __builtin_cpu_supports("abm") || __builtin_cpu_supports("lzcnt");
 #endif
 	traced_pid = (pid_t)syscall(SYS_getpid);
+	start_euid = geteuid();
+	start_egid = getegid();
 	if (getauxval(AT_SECURE)) {
 		disabled = 1; /* setuid/setgid: never trace, never write files */
 	}
@@ -206,12 +215,13 @@ static void after_fork_child(void)
  * handler for SIGINT only if it finds SIG_DFL there (with the handler
  * visible, Ctrl-C killed a traced python3 and _thread.interrupt_main()
  * failed); shells keep signals that they find ignored.  A program that
- * installs its own handler replaces ours; one that sets SIG_DFL keeps ours,
- * which behaves like SIG_DFL (the process dies of the same signal). */
+ * installs its own handler replaces ours; one that sets SIG_DFL (again) gets
+ * ours, which behaves like SIG_DFL: the trace is closed, then the process
+ * dies of the same signal. */
 static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTERM, SIGINT,
 				    SIGHUP, SIGQUIT, SIGPIPE, SIGALRM, SIGXCPU, SIGXFSZ, SIGUSR1};
 #define HT_NSIG 65
-static _Atomic int hidden[HT_NSIG]; /* signal -> on_fatal is its handler (or was, then reset) */
+static _Atomic int armed[HT_NSIG];  /* signal -> on_fatal stands in for its SIG_DFL */
 
 /* glibc's sigaction, reached without our interposed one below. */
 extern int __sigaction(int, const struct sigaction *, struct sigaction *);
@@ -233,7 +243,7 @@ static void on_fatal(int sig)
 	int e = errno;
 	ht_writer__close(1);
 	if (sig > 0 && sig < HT_NSIG)
-		atomic_store(&hidden[sig], 0);
+		atomic_store(&armed[sig], 0);
 	struct sigaction dfl;
 	memset(&dfl, 0, sizeof(dfl));
 	dfl.sa_handler = SIG_DFL;
@@ -253,16 +263,15 @@ static void hide_old(struct sigaction *old)
 
 HT_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-	if (sig <= 0 || sig >= HT_NSIG || !atomic_load(&hidden[sig]))
+	if (sig <= 0 || sig >= HT_NSIG || !atomic_load(&armed[sig]))
 		return __sigaction(sig, act, old);
 	int r;
 	if (act && !(act->sa_flags & SA_SIGINFO) && act->sa_handler == SIG_DFL) {
-		/* the default: keep ours (re-armed if it has fired and reset) */
+		/* the default (back from a handler of the program's, as CPython
+		 * does at exit before it re-raises a SIGINT): ours again */
 		r = set_fatal_handler(sig, old);
 	} else {
-		r = __sigaction(sig, act, old);
-		if (r == 0 && act)
-			atomic_store(&hidden[sig], 0);
+		r = __sigaction(sig, act, old); /* the program's own handler, or SIG_IGN */
 	}
 	if (r == 0)
 		hide_old(old);
@@ -316,8 +325,9 @@ static void install_signals(void)
 		int sig = fatal_signals[i];
 		struct sigaction old;
 		if (__sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_DFL &&
-		    !(old.sa_flags & SA_SIGINFO) && set_fatal_handler(sig, NULL) == 0)
-			atomic_store(&hidden[sig], 1);
+		    !(old.sa_flags & SA_SIGINFO) && set_fatal_handler(sig, NULL) == 0) {
+			atomic_store(&armed[sig], 1);
+		}
 	}
 	if (ht_opt.toggle_signal) {
 		struct sigaction sa;

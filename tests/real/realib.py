@@ -18,7 +18,8 @@ def strip_record_line(err, trace):
     """stderr of `heaptrail record -o TRACE` without its one summary line."""
     name = os.path.basename(trace).encode()
     lines = err.splitlines(keepends=True)
-    keep = [l for l in lines if not (l.startswith(b"heaptrail: wrote ") and name in l)]
+    keep = [l for l in lines if not (l.startswith(b"heaptrail: ") and b" wrote " in l and
+                                     name in l)]
     eq(len(lines) - len(keep), 1, "record's summary lines naming %s" % name.decode())
     return b"".join(keep)
 
@@ -28,13 +29,16 @@ def show(b, tail=1500):
     return s[-tail:]
 
 
-def same(t, what, plain, rec, trace, norm=None, compare_out=True):
+def same(t, what, plain, rec, trace, norm=None, compare_out=True, norm_out=None):
     """plain and rec (Runs) did the same: status, stdout, stderr (norm(bytes)
-    applied to both streams when given)."""
+    applied to both streams when given; norm_out to stdout instead)."""
     n = norm or (lambda b: b)
-    eq(rec.rc, plain.rc, "%s: exit status traced vs untraced" % what)
+    # record exits 128+N when signal N killed its program
+    want = 128 - plain.rc if plain.rc < 0 else plain.rc
+    eq(rec.rc, want, "%s: exit status traced (record) vs untraced" % what)
     if compare_out:
-        po, ro = n(plain.out), n(rec.out)
+        no = norm_out or n
+        po, ro = no(plain.out), no(rec.out)
         check(po == ro, "%s: stdout differs traced vs untraced:\n--- untraced\n%s\n--- traced\n%s"
               % (what, show(po), show(ro)))
     pe, re_ = n(plain.err), n(strip_record_line(rec.err, trace))
@@ -43,7 +47,7 @@ def same(t, what, plain, rec, trace, norm=None, compare_out=True):
 
 
 def both(t, argv, name, env=None, stdin=None, cwd=None, timeout=120, prep=None, norm=None,
-         compare_out=True, record_args=()):
+         compare_out=True, norm_out=None, record_args=()):
     """Runs argv untraced, then under `heaptrail record -o NAME.ht`; checks
     that both did the same.  prep() runs before each (to reset state).
     Returns (plain, traced, trace path)."""
@@ -55,7 +59,7 @@ def both(t, argv, name, env=None, stdin=None, cwd=None, timeout=120, prep=None, 
     out = t.path(name + ".ht")
     cmd = [t.heaptrail, "record", "-o", out] + list(record_args) + ["--"] + list(argv)
     rec = t.run(cmd, env=env, stdin=stdin, cwd=cwd, timeout=timeout)
-    same(t, name, plain, rec, out, norm=norm, compare_out=compare_out)
+    same(t, name, plain, rec, out, norm=norm, compare_out=compare_out, norm_out=norm_out)
     return plain, rec, out
 
 
