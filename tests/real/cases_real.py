@@ -19,13 +19,16 @@ select count(*), sum(score), max(name) from t;
 select name from t where score between 100 and 110 order by name;
 update t set name = upper(name) where id % 7 = 0;
 select count(*) from t where name like 'NAME%';
-select * from no_such_table;
 create table u as select id, group_concat(name) over (order by id rows 5 preceding) g from t;
 select count(*), max(length(g)) from u;
 delete from t where id > 1000;
 vacuum;
 select count(*), min(id), max(id) from t;
 """
+
+# the same with an error in the middle: sqlite3 goes on, says it on
+# stderr and exits 1 (SQL alone is what cases_replay.py records)
+SQL_WITH_ERROR = SQL.replace("delete from", "select * from no_such_table;\ndelete from")
 
 
 @case(timeout=120, labels=("real",))
@@ -38,7 +41,8 @@ def test_real_sqlite3(t):
     def prep():
         if os.path.exists(db):
             os.unlink(db)
-    plain, rec, out = both(t, [sqlite, db], "sqlite", stdin=SQL.encode(), prep=prep)
+    plain, rec, out = both(t, [sqlite, db], "sqlite", stdin=SQL_WITH_ERROR.encode(),
+                           prep=prep)
     eq(plain.rc, 1, "sqlite3 status (the script has an error)")
     check("2000|" in plain.stdout and "no such table" in plain.stderr,
           "sqlite3 output: %r / %r" % (plain.stdout[:200], plain.stderr[:200]))
@@ -234,14 +238,14 @@ def sha(path):
 
 @case(timeout=240, labels=("real",))
 def test_real_xz_threads(t):
-    """`xz -T2` on 32 MiB (several blocks, so both worker threads work):
+    """`xz -T2 -1` on 16 MiB (3 MiB blocks, so both worker threads work):
     the same compressed bytes traced and untraced; `xz -d -T2` gives the
     input back; both traces read with their threads."""
     xz = need("xz")
     data = t.path("in.txt")
-    big_input(data, 32)
+    big_input(data, 16)
     want = sha(data)
-    plain, rec, out = both(t, [xz, "-T2", "-2", "-c", data], "xz", compare_out=False,
+    plain, rec, out = both(t, [xz, "-T2", "-1", "-c", data], "xz", compare_out=False,
                            timeout=200)
     eq(plain.rc, 0, "xz status")
     eq(hashlib.sha256(rec.out).hexdigest(), hashlib.sha256(plain.out).hexdigest(),
