@@ -5,7 +5,7 @@ set -euo pipefail
 what=${1:-build}
 pkgs=(gcc g++ make cmake pkg-config libzstd-dev libunwind-dev libdw-dev libelf-dev zlib1g-dev)
 case "$what" in
-  test) pkgs+=(python3 clang valgrind sqlite3 git zstd xz-utils libjemalloc2 libtcmalloc-minimal4
+  test) pkgs+=(python3 libpython3.11-testsuite perl clang valgrind sqlite3 git zstd xz-utils coreutils libjemalloc2 libtcmalloc-minimal4
         libmimalloc2.0 chromium golang-go procps util-linux) ;;
   bench) pkgs+=(python3 heaptrack) ;;
 esac

@@ -24,6 +24,8 @@ static int paused_by_user;       /* heaptrail_pause()/SIGUSR2 in effect */
 static int root_image = 1;       /* the traced process itself (not a child) */
 static int image_index;          /* execs of the traced process before this image */
 static char saved_preload[4096]; /* LD_PRELOAD as we found it */
+static uid_t start_euid;         /* effective user when the tracer started */
+static gid_t start_egid;         /* effective group when the tracer started */
 
 int ht_is_root_image(void)
 {
@@ -54,6 +56,11 @@ char *const *ht_exec_env(char *const envp[], char **out, size_t cap, char *entry
 	out[n++] = entry;
 	out[n] = NULL;
 	return out;
+}
+
+int ht_identity_changed(void)
+{
+	return geteuid() != start_euid || getegid() != start_egid;
 }
 
 int ht_foreign_process(void)
@@ -160,6 +167,8 @@ void ht_init(void)
 	ht_lzcnt = __builtin_cpu_supports("abm") || __builtin_cpu_supports("lzcnt");
 #endif
 	traced_pid = (pid_t)syscall(SYS_getpid);
+	start_euid = geteuid();
+	start_egid = getegid();
 	if (getauxval(AT_SECURE)) {
 		disabled = 1; /* setuid/setgid: never trace, never write files */
 	}
@@ -197,17 +206,100 @@ static void after_fork_child(void)
 	t->guard--;
 }
 
-/* Fatal signals: write what we have, then die as the program would have. */
+/* Fatal signals: write what we have, then die as the program would have.
+ *
+ * The handler is invisible to the program: a program that asks what a
+ * fatal signal's disposition is (sigaction(sig, NULL, &old), the old
+ * value of signal()) is told SIG_DFL, as it would be without the tracer.
+ * Programs act on that answer: CPython installs its KeyboardInterrupt
+ * handler for SIGINT only if it finds SIG_DFL there (with the handler
+ * visible, Ctrl-C killed a traced python3 and _thread.interrupt_main()
+ * failed); shells keep signals that they find ignored.  A program that
+ * installs its own handler replaces ours; one that sets SIG_DFL (again) gets
+ * ours, which behaves like SIG_DFL: the trace is closed, then the process
+ * dies of the same signal. */
 static const int fatal_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTERM, SIGINT,
 				    SIGHUP, SIGQUIT, SIGPIPE, SIGALRM, SIGXCPU, SIGXFSZ, SIGUSR1};
+#define HT_NSIG 65
+static _Atomic int armed[HT_NSIG];  /* signal -> on_fatal stands in for its SIG_DFL */
+
+/* glibc's sigaction, reached without our interposed one below. */
+extern int __sigaction(int, const struct sigaction *, struct sigaction *);
+
+static void on_fatal(int sig);
+
+static int set_fatal_handler(int sig, struct sigaction *old)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_fatal;
+	sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+	sigemptyset(&sa.sa_mask);
+	return __sigaction(sig, &sa, old);
+}
 
 static void on_fatal(int sig)
 {
 	int e = errno;
 	ht_writer__close(1);
-	signal(sig, SIG_DFL);
+	if (sig > 0 && sig < HT_NSIG)
+		atomic_store(&armed[sig], 0);
+	struct sigaction dfl;
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	__sigaction(sig, &dfl, NULL);
 	errno = e;
 	raise(sig); /* delivered when the handler returns (or now, if unblocked) */
+}
+
+/* What the program sees as the old disposition: ours reads as SIG_DFL. */
+static void hide_old(struct sigaction *old)
+{
+	if (old && !(old->sa_flags & SA_SIGINFO) && old->sa_handler == on_fatal) {
+		memset(old, 0, sizeof(*old));
+		old->sa_handler = SIG_DFL;
+	}
+}
+
+HT_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	if (sig <= 0 || sig >= HT_NSIG || !atomic_load(&armed[sig]))
+		return __sigaction(sig, act, old);
+	int r;
+	if (act && !(act->sa_flags & SA_SIGINFO) && act->sa_handler == SIG_DFL) {
+		/* the default (back from a handler of the program's, as CPython
+		 * does at exit before it re-raises a SIGINT): ours again */
+		r = set_fatal_handler(sig, old);
+	} else {
+		r = __sigaction(sig, act, old); /* the program's own handler, or SIG_IGN */
+	}
+	if (r == 0)
+		hide_old(old);
+	return r;
+}
+
+/* signal() with glibc's (BSD) semantics, through sigaction above: glibc's
+ * own signal() calls its sigaction internally, past the interposition. */
+HT_EXPORT sighandler_t signal(int sig, sighandler_t handler)
+{
+	if (sig <= 0 || sig >= HT_NSIG || handler == SIG_ERR) {
+		errno = EINVAL;
+		return SIG_ERR;
+	}
+	struct sigaction sa, old;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = handler;
+	sigemptyset(&sa.sa_mask);
+	sigaddset(&sa.sa_mask, sig);
+	sa.sa_flags = SA_RESTART;
+	if (sigaction(sig, &sa, &old) < 0)
+		return SIG_ERR;
+	return old.sa_handler;
+}
+
+HT_EXPORT sighandler_t bsd_signal(int sig, sighandler_t handler)
+{
+	return signal(sig, handler);
 }
 
 static void on_toggle(int sig)
@@ -230,15 +322,11 @@ static void on_toggle(int sig)
 static void install_signals(void)
 {
 	for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(fatal_signals[0]); i++) {
+		int sig = fatal_signals[i];
 		struct sigaction old;
-		if (sigaction(fatal_signals[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL &&
-		    !(old.sa_flags & SA_SIGINFO)) {
-			struct sigaction sa;
-			memset(&sa, 0, sizeof(sa));
-			sa.sa_handler = on_fatal;
-			sa.sa_flags = SA_RESETHAND | SA_NODEFER;
-			sigemptyset(&sa.sa_mask);
-			sigaction(fatal_signals[i], &sa, NULL);
+		if (__sigaction(sig, NULL, &old) == 0 && old.sa_handler == SIG_DFL &&
+		    !(old.sa_flags & SA_SIGINFO) && set_fatal_handler(sig, NULL) == 0) {
+			atomic_store(&armed[sig], 1);
 		}
 	}
 	if (ht_opt.toggle_signal) {
@@ -247,7 +335,7 @@ static void install_signals(void)
 		sa.sa_handler = on_toggle;
 		sa.sa_flags = SA_RESTART;
 		sigemptyset(&sa.sa_mask);
-		sigaction(SIGUSR2, &sa, NULL);
+		__sigaction(SIGUSR2, &sa, NULL);
 	}
 }
 

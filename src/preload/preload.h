@@ -238,6 +238,9 @@ char *const *ht_exec_env(char *const envp[], char **out, size_t cap, char *entry
 void ht_register_thread_exit(void);
 /* 1 if this is a vfork child sharing the traced process's memory. */
 int ht_foreign_process(void);
+/* 1 if the effective user or group differs from the one the tracer started
+ * with (a fork child that dropped privileges before it exec'ed). */
+int ht_identity_changed(void);
 
 /* ---- hooks.c: forwarding targets resolved with dlsym(RTLD_NEXT) -------- */
 void ht_hooks__resolve(void);

@@ -656,7 +656,7 @@ static void do_round(uint32_t req)
 	if (w.closed)
 		return;
 	if (w.fd < 0 && !w.failed && open_file() < 0) {
-		w.failed = 1;
+		w.failed = 2; /* open_output said why */
 		atomic_store(&ht_on, 0);
 	}
 	check_fd();
@@ -873,8 +873,11 @@ int ht_writer__start(void)
 		return -1;
 	if (atomic_load(&w.running))
 		return 0;
-	if (w.fd < 0 && open_file() < 0)
+	if (w.fd < 0 && open_file() < 0) {
+		w.failed = 2; /* open_output said why: not again at every round */
+		atomic_store(&ht_on, 0);
 		return -1;
+	}
 	atomic_store(&w.running, 1);
 	if (ht_opt.writer_process && start_helper() == 0)
 		return 0;
@@ -1080,5 +1083,16 @@ void ht_writer__ensure_started(void)
 	if (!child_needs_writer || child_disabled)
 		return;
 	child_needs_writer = 0;
+	if (ht_identity_changed()) {
+		/* A child that switched user or group (to exec a program as
+		 * another user: subprocess's user=, su, daemons dropping root)
+		 * could not create its file where its parent writes, and must
+		 * not write as the parent: it goes untraced, silently. */
+		child_disabled = 1;
+		atomic_store(&ht_on, 0);
+		if (attach() == 0) /* the buffers the calls under way write to */
+			w.failed = 2;
+		return;
+	}
 	ht_writer__start();
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Runs heaptrail end-to-end test cases (tests/e2e/cases_*.py).
+"""Runs heaptrail end-to-end test cases (tests/e2e/cases_*.py, and the
+transparency suite of real programs, tests/real/cases_*.py).
 
     run.py --list                       name, timeout and labels of every case
     run.py --build-dir B --progs-dir P CASE...
@@ -19,6 +20,9 @@ import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+REAL = os.path.join(os.path.dirname(HERE), "real")
+CASE_DIRS = [HERE, REAL]
+sys.path.insert(0, REAL)
 sys.path.insert(0, HERE)
 
 import htlib  # noqa: E402
@@ -26,7 +30,7 @@ import htlib  # noqa: E402
 
 def all_cases():
     cases = {}
-    for fn in sorted(os.listdir(HERE)):
+    for fn in sorted(f for d in CASE_DIRS if os.path.isdir(d) for f in os.listdir(d)):
         if not (fn.startswith("cases_") and fn.endswith(".py")):
             continue
         mod = importlib.import_module(fn[:-3])

@@ -1,0 +1,157 @@
+"""The transparency suite, programs written for it (tests/progs) that do
+what real programs do and the recorder must survive: C++ exceptions and
+iostreams, libraries loaded and unloaded again and again, fork without
+exec from a multi-threaded process, and deaths by signal."""
+
+import collections
+import os
+import re
+import signal
+import subprocess
+import time
+
+from htlib import case, check, eq
+from realib import both, plausible, validate, validate_all
+
+
+@case(timeout=60, labels=("real",))
+def test_real_cxx_exceptions(t):
+    """tests/progs/cxx_exc.cpp: 2000 exceptions thrown through frames with
+    destructors, rethrown and nested, iostreams: the same report on stdout
+    and cerr, exit 3; then an uncaught exception: std::terminate's message
+    and SIGABRT (134 from record) the same, and a complete trace."""
+    prog = t.prog("cxx_exc")
+    plain, rec, out = both(t, [prog], "cxx")
+    eq(plain.rc, 3, "status")
+    check("rethrown                     200" in plain.stdout, "report: %s" % plain.stdout)
+    plausible(validate(t, out), min_malloc=2000)
+    plain, rec, out = both(t, [prog, "terminate"], "term")
+    eq(plain.rc, -signal.SIGABRT, "uncaught: killed by SIGABRT")
+    check("nobody catches this" in plain.stderr, "terminate's message: %r" % plain.stderr)
+    validate(t, out)
+
+
+def folded(t, trace, metric):
+    """{leaf function: total} of `flamegraph --folded -m METRIC`."""
+    r = t.tool(["flamegraph", "--folded", "-m", metric, trace])
+    eq(r.rc, 0, "flamegraph: %s" % r.stderr)
+    tot = collections.Counter()
+    for line in r.stdout.splitlines():
+        stack, _, v = line.rpartition(" ")
+        tot[stack.split(";")[-1]] += int(v)
+    return tot
+
+
+@case(timeout=60, labels=("real",))
+def test_real_dlopen_loop(t):
+    """tests/progs/dlloop.c: 100 rounds of dlopen/dlclose of two libraries:
+    the same behaviour traced; recorded with stacks, every allocation is
+    attributed to the function of the library that made it although both
+    were unloaded long before the end (the trace carries their module
+    records): 2 x 555 per round under tpdl_init, 3 x 777 under tpdl_work,
+    4 x 1234 + 99 under tpdl2_work, and the 99-byte blocks are the leaks,
+    under tpdl2_work.  Then the libraries in turn (the second mapped where
+    the first was): every call recorded, exactly (attribution is not
+    checked there: a known limitation, docs/record.md)."""
+    rounds = 100
+    argv = [t.prog("dlloop"), t.prog("libtpdl.so"), t.prog("libtpdl2.so"), str(rounds)]
+    plain, rec, out = both(t, argv, "dl", record_args=["--stacks"])
+    eq(plain.stdout, "rounds %d\n" % rounds, "output")
+    s = validate(t, out)
+    check(s["live_blocks_at_exit"] >= rounds, "the leaked blocks are live at exit")
+    n = folded(t, out, "allocations")
+    eq((n["tpdl_init"], n["tpdl_work"], n["tpdl2_work"]), (2 * rounds, 3 * rounds, 5 * rounds),
+       "allocations attributed to each library's function")
+    b = folded(t, out, "allocated")
+    eq((b["tpdl_init"], b["tpdl_work"], b["tpdl2_work"]),
+       (1110 * rounds, 2331 * rounds, (4 * 1234 + 99) * rounds), "bytes per function")
+    lk = folded(t, out, "leaked")
+    eq(lk["tpdl2_work"], 99 * rounds, "bytes leaked by tpdl2_work")
+    eq(lk["tpdl_work"] + lk["tpdl_init"], 0, "libtpdl leaks nothing")
+    plain, rec, out = both(t, argv + ["alternate"], "dlalt", record_args=["--stacks"])
+    eq(plain.stdout, "rounds %d\n" % rounds, "output (alternate)")
+    validate(t, out)
+    got = sizes(t, out)
+    eq((got[555], got[777], got[1234], got[99]), (2 * rounds, 3 * rounds, 4 * rounds, rounds),
+       "the libraries' mallocs (alternate)")
+
+
+def pids(run, what):
+    return {int(l.split(": ")[0].split()[1]): int(l.split(": ")[1])
+            for l in run.stdout.splitlines() if l.startswith(what + " ")}
+
+
+def sizes(t, path):
+    """Counter of malloc sizes in a trace, from dump."""
+    c = collections.Counter()
+    for e in t.dump(path, ["--kind", "malloc"]):
+        c[e.args[0]] += 1
+    return c
+
+
+@case(timeout=60, labels=("real",))
+def test_real_fork_no_exec(t):
+    """tests/progs/forktree.c: 3 children forked while another thread
+    allocates, each with a thread and a grandchild of its own, none
+    exec'ing: the same behaviour; 7 traces, each complete with contiguous
+    sequence numbers and exactly its own process's allocations (the
+    parent's thread's 20000 malloc(32)s in the parent's only)."""
+    # stdout names the pids, which differ from run to run: the only
+    # normalization (the pids are checked against the trace files below)
+    plain, rec, out = both(t, [t.prog("forktree")], "ft",
+                           norm_out=lambda b: re.sub(rb"\d+", b"N", b))
+    eq(plain.rc, 0, "status")
+    kids, grand = pids(rec, "child"), pids(rec, "grandchild")
+    res = validate_all(t, out)
+    want = {out: {32: 20000}}
+    for i in range(3):
+        want[out + ".%d" % kids[i]] = {200 + i: (i + 1) * 10, 48: 50}
+        want[out + ".%d" % grand[i]] = {300 + i: 5}
+    eq(sorted(res), sorted(want), "trace files")
+    for path, w in want.items():
+        got = {k: v for k, v in sizes(t, path).items() if k in (32, 48, 200, 201, 202, 300, 301,
+                                                                  302)}
+        eq(got, w, "%s: malloc sizes" % os.path.basename(path))
+    eq(res[out]["forks"], 3, "the parent's forks")
+    for i in range(3):
+        c = res[out + ".%d" % kids[i]]
+        eq((c["forks"], c["threads"]), (1, 2), "child %d: forks, threads" % i)
+        check(any(p["tid"] == kids[i] for p in c["per_thread"]), "child %d's own thread" % i)
+
+
+@case(timeout=60, labels=("real",))
+def test_real_killed(t):
+    """Programs killed by a signal from outside: `sort --parallel=2` on
+    SIGKILL (137 from record; the writer process closes the trace, which
+    reads to its end, orphaned) and `sleep` on SIGTERM (143, closed by the
+    recorder's handler)."""
+    data = t.path("in.txt")
+    with open(data, "w") as f:
+        for i in range(300000):
+            f.write("%d line %d\n" % ((i * 7919) % 300007, i))
+    for name, argv, sig, orphaned in (
+            ("sort", ["sort", "--parallel=2", "-S", "64M"], signal.SIGKILL, True),
+            ("sleep", ["sleep", "30"], signal.SIGTERM, False)):
+        out = t.path(name + ".ht")
+        cmd = [t.heaptrail, "record", "-o", out, "--"] + argv
+        p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=t.base_env(), cwd=t.dir)
+        if name == "sort":  # its input, on a pipe held open: sort reads on
+            with open(data, "rb") as f:
+                p.stdin.write(f.read())
+            p.stdin.flush()
+        deadline = time.monotonic() + 20
+        kid = None
+        while time.monotonic() < deadline and kid is None:
+            ch = open("/proc/%d/task/%d/children" % (p.pid, p.pid)).read().split()
+            kid = int(ch[0]) if ch else None
+            time.sleep(0.05)
+        check(kid, "record started no child")
+        time.sleep(0.3)
+        os.kill(kid, sig)
+        o, e = p.communicate(timeout=30)
+        eq(p.returncode, 128 + sig, "%s: record's status" % name)
+        check(b"killed by signal %d" % sig in e, "%s: record's line: %r" % (name, e))
+        s = validate(t, out, orphaned=orphaned)
+        if name == "sort":
+            check(s["calls"]["malloc"] > 0, "sort made no malloc before it was killed")
