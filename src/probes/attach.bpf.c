@@ -158,7 +158,9 @@ static __always_inline int leave(struct pt_regs *ctx, __u64 ret)
 			bpf_map_update_elem(&traced, &old, &one, BPF_ANY);
 		}
 	}
-	if (!old_traced && (!sampled() || !ptr))
+	if (old_traced)
+		count(HT_AS_CALLS); /* counted, outside the sampling */
+	else if (!sampled() || !ptr)
 		return 0; /* not traced (a failed call is not a block either) */
 	if (ptr) {
 		__u8 one = 1;

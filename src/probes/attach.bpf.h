@@ -24,7 +24,8 @@ struct ht_attach_event {
 
 /* Counters (an array map, index = enum ht_attach_stat). */
 enum ht_attach_stat {
-	HT_AS_CALLS = 0,  /* allocation calls seen (the sampling counter) */
+	HT_AS_CALLS = 0,  /* allocation calls seen (the sampling counter; reallocs of traced
+			   * blocks are counted but not sampled: they stay traced) */
 	HT_AS_LOST,       /* events the ring buffer had no room for */
 	HT_AS_FULL,       /* traced blocks not kept: the table of live blocks was full */
 	HT_AS_NOSTACK,    /* stacks not taken (stack map full, or unwinding failed) */

@@ -1,0 +1,250 @@
+"""`heaptrail attach`: uprobes on a running process (tests/progs/attachee.c,
+which leaks known blocks at five known sites while the tracer is attached
+and prints its own accounting), compared with attach's outstanding bytes
+and blocks by site, exactly at --sample 1; the process goes on unchanged
+after the detach; the -o trace read by leaks and stats; bad usage.
+
+Needs BPF (root, BTF, uprobes): the cases skip with the reason
+`heaptrail attach --check` gives when it cannot be used here."""
+
+import json
+import os
+import select
+import signal
+import subprocess
+import time
+
+from htlib import case, check, eq, fail, skip
+
+# tests/progs/attachee.c: site -> (bytes, blocks) leaked in phase 1
+SITES = {
+    "leak_small": (1000, 10),
+    "leak_calloc": (5000, 5),
+    "leak_big": (1000000, 5),
+    "leak_realloc": (12000, 4),
+    "leak_aligned": (3792, 5),
+}
+PHASE2 = "phase2 blocks 39 bytes 1022792\n"  # its last line, after the detach
+EXIT_STATUS = 3
+
+
+def need_bpf(t):
+    r = t.tool(["attach", "--check", "-p", str(os.getpid())])
+    if r.rc == 3:
+        skip("BPF cannot be used here: " + (r.stderr.strip() or r.stdout.strip()))
+    eq(r.rc, 0, "attach --check:\n" + r.describe())
+
+
+def read_line(stream, timeout, what):
+    """A line from a pipe within timeout seconds."""
+    end = time.monotonic() + timeout
+    buf = b""
+    fd = stream.fileno()
+    while not buf.endswith(b"\n"):
+        left = end - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            fail("no %s within %ss (got %r)" % (what, timeout, buf))
+        c = os.read(fd, 1)
+        if not c:
+            fail("end of output while waiting for %s (got %r)" % (what, buf))
+        buf += c
+    return buf.decode()
+
+
+class Target:
+    """attachee running, stopped at its "ready" line."""
+
+    def __init__(self, t):
+        self.t = t
+        self.p = subprocess.Popen([t.prog("attachee")], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  env=t.base_env(), cwd=t.dir)
+        eq(read_line(self.p.stdout, 10, "ready"), "ready\n", "attachee's first line")
+
+    def say(self, line):
+        self.p.stdin.write(line.encode() + b"\n")
+        self.p.stdin.flush()
+
+    def phase1(self):
+        """go; returns its accounting {site: (bytes, blocks)}."""
+        self.say("go")
+        acct = {}
+        while True:
+            line = read_line(self.p.stdout, 20, "phase 1 accounting")
+            if line == "phase1 done\n":
+                return acct
+            w = line.split()
+            check(w[0] == "site" and len(w) == 6, "attachee printed %r" % line)
+            acct[w[1]] = (int(w[3]), int(w[5]))
+
+    def finish(self):
+        """next; checks that it ends as it would have without a tracer."""
+        self.say("next")
+        out, err = self.p.communicate(timeout=30)
+        eq(out.decode(), PHASE2, "attachee's output after the detach")
+        eq(self.p.returncode, EXIT_STATUS, "attachee's exit status (stderr %r)" % err)
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+
+
+class Attach:
+    """heaptrail attach -p PID ARGS running; wait() until it says it traces."""
+
+    def __init__(self, t, pid, args):
+        self.t = t
+        self.argv = [t.heaptrail, "attach", "-p", str(pid)] + list(args)
+        self.p = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  env=t.base_env(), cwd=t.dir)
+        line = read_line(self.p.stderr, 60, "attach's 'tracing' line")
+        check(line.startswith("heaptrail attach: tracing pid %d" % pid), "attach said %r" % line)
+
+    def stop(self, sig=signal.SIGINT):
+        self.p.send_signal(sig)
+        out, err = self.p.communicate(timeout=60)
+        self.t.note("%s: exit %s\n--- stdout\n%s\n--- stderr\n%s" % (
+            " ".join(self.argv), self.p.returncode, out.decode()[:3000], err.decode()))
+        eq(self.p.returncode, 0, "attach's exit status after a signal (stderr %r)" % err)
+        return out.decode(), err.decode()
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+
+
+def by_site(entries, key="stack"):
+    """{innermost attachee function: (bytes, blocks)} of report entries."""
+    got = {}
+    for e in entries:
+        fn = next((f["function"] for f in e[key] if f.get("function") in SITES), None)
+        if fn is None:
+            fn = (e[key][0].get("function") if e[key] else None) or "?"
+        b, n = got.get(fn, (0, 0))
+        got[fn] = (b + e["bytes"], n + e["blocks"])
+    return got
+
+
+def run_attach(t, args, sig=signal.SIGINT):
+    target = Target(t)
+    a = None
+    try:
+        a = Attach(t, target.p.pid, args)
+        acct = target.phase1()
+        out, err = a.stop(sig)
+        target.finish()
+        return acct, out, err
+    finally:
+        if a:
+            a.kill()
+        target.kill()
+
+
+@case(timeout=120, labels=("bpf",), locks=("bpf",))
+def test_attach_sites(t):
+    """--sample 1: outstanding bytes and blocks by site equal the program's
+    own accounting (not the blocks from before the attach, not the churn);
+    after the detach it runs on and ends with its own output and status."""
+    need_bpf(t)
+    acct, out, err = run_attach(t, ["--json", "--top", "100"])
+    eq(acct, SITES, "attachee's own accounting")
+    docs = [json.loads(l) for l in out.splitlines() if l.strip()]
+    eq(len(docs), 1, "reports without an interval")
+    j = docs[0]
+    check(j["final"], "final report")
+    eq(by_site(j["entries"]), SITES, "outstanding by site")
+    eq((j["outstanding_bytes"], j["outstanding_blocks"]),
+       (sum(b for b, n in SITES.values()), sum(n for b, n in SITES.values())), "totals")
+    check("detached from pid" in err, "detach message: %r" % err)
+
+
+@case(timeout=120, labels=("bpf",), locks=("bpf",))
+def test_attach_text_sigterm(t):
+    """The text report names the sites with file:line; SIGTERM detaches
+    like Ctrl-C."""
+    need_bpf(t)
+    acct, out, err = run_attach(t, ["--top", "3"], sig=signal.SIGTERM)
+    lines = out.splitlines()
+    check(lines and "blocks outstanding" in lines[0], "header line: %r" % out[:300])
+    eq(lines[0].split("pid ")[1].split(":")[1].strip().split(" blocks")[0],
+       "997.8 KiB in 29", "header totals")
+    check("leak_big (attachee.c:" in lines[1], "the largest site first: %r" % lines[1])
+    check(len([l for l in lines if " in " in l and "oldest" in l]) == 3, "--top 3 rows:\n" + out)
+
+
+@case(timeout=120, labels=("bpf",), locks=("bpf",))
+def test_attach_sample(t):
+    """--sample 5: every 5th allocation call traced, weight 5: runs of 10
+    and 5 calls at one site come out exact; the churn's frees of untraced
+    blocks do not count against anything (no site goes negative or shows
+    churn)."""
+    need_bpf(t)
+    acct, out, err = run_attach(t, ["--json", "--sample", "5"])
+    j = json.loads(out)
+    eq(j["sample_every"], 5, "sample_every")
+    got = by_site(j["entries"])
+    # phase 1 starts with leak_small's 10 mallocs at calls 0..9 (0 and 5 traced),
+    # then leak_calloc's 5 (10), then leak_big's 5 (15)
+    for site in ("leak_small", "leak_calloc", "leak_big"):
+        eq(got.get(site), SITES[site], "estimate for " + site)
+    check("churn" not in got, "churn blocks reported: %r" % got)
+    for site, (b, n) in got.items():
+        check(n % 5 == 0 and b > 0, "site %s: %d bytes in %d blocks" % (site, b, n))
+
+
+@case(timeout=150, labels=("bpf",), locks=("bpf",))
+def test_attach_trace(t):
+    """-o: a trace that leaks and stats read, with the same sites and the
+    symbols from the same code as offline traces; --sample marks it sampled."""
+    need_bpf(t)
+    out_path = t.path("live.ht")
+    acct, out, err = run_attach(t, ["-o", out_path, "--json"])
+    check(os.path.exists(out_path) and not os.path.exists(out_path + ".tmp"), "trace written")
+    r = t.tool(["leaks", "--json", "--top", "1000", out_path])
+    eq(r.rc, 0, "leaks:\n" + r.describe())
+    lk = json.loads(r.stdout)
+    eq(by_site(lk["groups"]), SITES, "leaks of the attach trace by site")
+    s = t.stats(out_path)
+    eq(s["sampled"], False, "sampled")
+    eq(s["live_at_exit_bytes"] if "live_at_exit_bytes" in s else lk["leaked_bytes"],
+       sum(b for b, n in SITES.values()), "live at the end")
+    eq(json.loads(out)["outstanding_bytes"], lk["leaked_bytes"], "attach and leaks agree")
+
+    out_path = t.path("sampled.ht")
+    acct, out, err = run_attach(t, ["-o", out_path, "--sample", "5", "--json"])
+    s = t.stats(out_path)
+    eq((s["sampled"], s["sample_every"]), (True, 5), "sampled trace header")
+    r = t.tool(["leaks", "--json", "--top", "1000", out_path])
+    got = by_site(json.loads(r.stdout)["groups"])
+    for site in ("leak_small", "leak_calloc", "leak_big"):
+        eq(got.get(site), SITES[site], "sampled trace estimate for " + site)
+    r = t.tool(["flamegraph", "-o", t.path("f.svg"), out_path])
+    eq(r.rc, 0, "flamegraph of the attach trace:\n" + r.describe())
+
+
+@case(timeout=60, labels=("bpf",))
+def test_attach_bad_usage(t):
+    """No such process, no process at all, a bad --sample: exit 2 or 1 with
+    a message that says what is wrong; without root, the reason."""
+    r = t.tool(["attach", "-p", "999999999"])
+    check(r.rc in (1, 2) and "999999999" in r.stderr, "no such pid:\n" + r.describe())
+    r = t.tool(["attach"])
+    eq(r.rc, 2, "no target:\n" + r.describe())
+    check("-p PID" in r.stderr, "no target message:\n" + r.describe())
+    r = t.tool(["attach", "-p", str(os.getpid()), "--sample", "0"])
+    eq(r.rc, 2, "--sample 0:\n" + r.describe())
+    check("--sample" in r.stderr, "--sample message:\n" + r.describe())
+    r = t.tool(["attach", "-p", str(os.getpid()), "x"])
+    eq(r.rc, 2, "bad interval:\n" + r.describe())
+    # not root: setpriv drops to nobody (util-linux, in scripts/deps.sh)
+    if os.geteuid() == 0 and os.path.exists("/usr/bin/setpriv"):
+        target = Target(t)
+        try:
+            r = t.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                       t.heaptrail, "attach", "-p", str(target.p.pid)])
+            eq(r.rc, 3, "not root:\n" + r.describe())
+            check("root" in r.stderr or "CAP_BPF" in r.stderr, "not root message:\n" + r.describe())
+        finally:
+            target.kill()
