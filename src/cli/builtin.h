@@ -19,5 +19,6 @@ int cmd_convert(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_maps(int argc, char **argv);
+int cmd_mmapsnoop(int argc, char **argv);
 
 #endif
