@@ -20,5 +20,6 @@ int cmd_replay(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_maps(int argc, char **argv);
 int cmd_mmapsnoop(int argc, char **argv);
+int cmd_shmsnoop(int argc, char **argv);
 
 #endif

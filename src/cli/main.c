@@ -32,6 +32,7 @@ static const struct cmd_struct commands[] = {
 	{"report", cmd_report, "everything above in one self-contained HTML page"},
 	{"maps", cmd_maps, "a process's memory by kind (heap, arenas, stacks, libraries...): pmap -X, explained"},
 	{"mmapsnoop", cmd_mmapsnoop, "live: mmap/munmap/mremap calls as they happen, flags and files (eBPF)"},
+	{"shmsnoop", cmd_shmsnoop, "live: System V shared memory calls (shmget/shmat/shmdt/shmctl) (eBPF)"},
 	{"convert", cmd_convert, "turn a trace into a workload for replay (also: trace2wl OUT.wl TRACE)"},
 	{"replay", cmd_replay, "run a workload under any allocator and tunables, timed (also: trace_run)"},
 	{"compare", cmd_compare, "replay a workload under several allocators/tunables: table and RSS chart"},

@@ -9,8 +9,8 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* Bit nr set: report system call nr (nr < 64); set before loading. */
-const volatile __u64 syscall_mask = 0;
+/* Bit nr set: report system call nr (nr < 128); set before loading. */
+const volatile __u64 syscall_mask[2] = {0, 0};
 
 struct entry {
 	__u64 args[6]; /* at sys_enter */
@@ -33,7 +33,8 @@ SEC("tp_btf/sys_enter")
 int BPF_PROG(memsys_enter, struct pt_regs *regs, long id)
 {
 	__u32 tgid, tid;
-	if (id < 0 || id >= 64 || !((syscall_mask >> id) & 1) || !ht_traced(&tgid, &tid))
+	if (id < 0 || id >= 128 || !((syscall_mask[(id >> 6) & 1] >> (id & 63)) & 1) ||
+	    !ht_traced(&tgid, &tid))
 		return 0;
 	struct entry e = {.nr = (__u32)id};
 	e.args[0] = BPF_CORE_READ(regs, di);

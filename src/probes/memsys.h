@@ -13,6 +13,9 @@
 #define HT_NR_SHMCTL 31
 #define HT_NR_SHMDT 67
 
+/* Sets system call nr's bit in a mask of two 64-bit words. */
+#define HT_MEMSYS_SET(mask, nr) ((mask)[(nr) >> 6] |= 1ull << ((nr) & 63))
+
 #define HT_MEMSYS_FILE_LEN 64 /* bytes of a file name kept */
 
 struct ht_memsys_event {

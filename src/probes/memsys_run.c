@@ -32,7 +32,7 @@ static int on_event(void *ctx, void *data, size_t len)
 }
 #endif
 
-int ht_memsys__run(const char *cmd, const struct ht_probe_opts *po, uint64_t mask,
+int ht_memsys__run(const char *cmd, const struct ht_probe_opts *po, const uint64_t mask[2],
 		   void (*started)(void *ctx, struct ht_probe_session *s), ht_memsys_fn fn,
 		   void *ctx, struct ht_memsys_result *res, int *status)
 {
@@ -61,7 +61,8 @@ int ht_memsys__run(const char *cmd, const struct ht_probe_opts *po, uint64_t mas
 		goto cleanup;
 	}
 	skel->rodata->target_tgid = (__u32)ht_probe__tgid(s);
-	skel->rodata->syscall_mask = mask;
+	skel->rodata->syscall_mask[0] = mask[0];
+	skel->rodata->syscall_mask[1] = mask[1];
 	if ((err = memsys_bpf__load(skel))) {
 		ht_error("%s: cannot load the BPF program: %s (run 'heaptrail %s --check')", cmd,
 			 strerror(-err), cmd);

@@ -21,11 +21,11 @@ struct ht_memsys_result {
 };
 
 /* Runs the probes for the system calls whose bit is set in mask (bit nr,
- * HT_NR_*) until the session stops; before the first event calls
+ * HT_NR_*, set with HT_MEMSYS_SET) until the session stops; before the first event calls
  * started(ctx, s) (for the JSON head, the column header).  Returns 0 or
  * an exit code (HT_EXIT_NOBPF, HT_EXIT_DATA...) after an error; *status
  * gets -c's exit status. */
-int ht_memsys__run(const char *cmd, const struct ht_probe_opts *po, uint64_t mask,
+int ht_memsys__run(const char *cmd, const struct ht_probe_opts *po, const uint64_t mask[2],
 		   void (*started)(void *ctx, struct ht_probe_session *s), ht_memsys_fn fn,
 		   void *ctx, struct ht_memsys_result *res, int *status);
 

@@ -235,7 +235,10 @@ int cmd_mmapsnoop(int argc, char **argv)
 		rc = rc < 0 ? HT_EXIT_OK : rc;
 		goto cleanup;
 	}
-	uint64_t mask = 1ull << HT_NR_MMAP | 1ull << HT_NR_MUNMAP | 1ull << HT_NR_MREMAP;
+	uint64_t mask[2] = {0, 0};
+	HT_MEMSYS_SET(mask, HT_NR_MMAP);
+	HT_MEMSYS_SET(mask, HT_NR_MUNMAP);
+	HT_MEMSYS_SET(mask, HT_NR_MREMAP);
 	if ((rc = ht_memsys__run("mmapsnoop", &cfg.po, mask, started, on_event, &sn, &res, &status)))
 		goto cleanup;
 	if (cfg.po.json) {

@@ -80,8 +80,8 @@ int ht_probe__usage(struct ht_probe_opts *po, int nargs, char **argv, const char
 
 /* Whether BPF can be used here: 0, or HT_EXIT_NOBPF after one line per
  * missing thing on stderr ("heaptrail: error: CMD: cannot use BPF: WHAT: WHAT TO
- * DO").  With --check, also returns (-1 replaced by 0) so that the command
- * exits: returns HT_EXIT_OK with "BPF can be used here" on stdout. */
+ * DO").  With --check and BPF usable: prints "BPF can be used here" on
+ * stdout and returns -1, and the command exits 0 at once. */
 int ht_probe__check(const char *cmd, const struct ht_probe_opts *po);
 
 /* The reasons BPF cannot be used, one per line, or "" if it can; for

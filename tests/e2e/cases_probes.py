@@ -68,3 +68,42 @@ def test_probes_mmapsnoop(t):
        "PROT_NONE mmap")
     for e in got:
         check(e["result"] is not None, "a call failed: %r" % e)
+
+
+@case(timeout=60, labels=("probes",))
+def test_probes_shmsnoop(t):
+    need_bpf(t, "shmsnoop")
+    dat = data_file(t)
+    key = 0x48000000 + os.getpid() % 0x10000  # no other test run shares it
+    doc, r = probe_json(t, ["shmsnoop", "--json", "-c",
+                            "%s %s 0x%x" % (t.prog("memcalls"), dat, key)])
+    done = [l for l in r.stderr.splitlines() if l.startswith("done ")]
+    check(done, "memcalls did not finish: %s" % r.describe())
+    shmid = int(done[0].split()[1])
+    evs = doc["events"]
+    eq([e["call"] for e in evs], ["shmget", "shmat", "shmdt", "shmctl"], "calls")
+    get, at, dt, ctl = evs
+    eq((get["key"], get["size"], get["flags"], get["flags_text"], get["result"]),
+       (key, 16 * PAGE, 0o1000 | 0o600, "IPC_CREAT|0600", shmid), "shmget")
+    eq((at["shmid"], at["addr"], at["flags_text"]), (shmid, 0, "0"), "shmat")
+    check(at["result"] > 0, "shmat's address: %r" % at)
+    eq((dt["addr"], dt["result"]), (at["result"], 0), "shmdt")
+    eq((ctl["shmid"], ctl["cmd_text"], ctl["result"]), (shmid, "IPC_RMID", 0), "shmctl")
+    for e in evs:
+        eq(e["pid"], doc["pid"], "pid")
+
+
+@case(timeout=30, labels=("probes",))
+def test_probes_usage(t):
+    """Bad usage: exit 2 with one clear line, before any BPF is needed."""
+    bad = [
+        (["mmapsnoop", "5"], "unexpected argument '5'"),
+        (["shmsnoop", "-p", "1", "-c", "true"], "-p and -c exclude each other"),
+        (["mmapsnoop", "-c", " "], "-c needs a command"),
+        (["mmapsnoop", "--bogus"], "bogus"),
+        (["mmapsnoop", "-d", "soon"], "soon"),
+    ]
+    for args, msg in bad:
+        r = t.run([t.heaptrail] + args)
+        eq(r.rc, 2, "exit of %s" % " ".join(args))
+        check(msg in r.stderr, "%s: %r not in %r" % (" ".join(args), msg, r.stderr))
