@@ -650,7 +650,7 @@ int cmd_attach(int argc, char **argv)
 	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
 	if ((rc = ht_probe__usage(&cfg.po, nargs, argv, "attach", HT_PROBE_TICKS)))
 		return rc;
-	if (!cfg.po.pid && !cfg.po.command) {
+	if (!cfg.po.pid && !cfg.po.command && !cfg.po.check) {
 		ht_error("attach: which process? -p PID or -c COMMAND; usage: heaptrail attach -p PID "
 			 "[options] [INTERVAL [COUNT]]");
 		return HT_EXIT_USAGE;

@@ -14,7 +14,8 @@ import signal
 import subprocess
 import time
 
-from htlib import case, check, eq, fail, skip
+from htlib import case, check, eq, fail
+from htprobe import need_bpf
 
 # tests/progs/attachee.c: site -> (bytes, blocks) leaked in phase 1
 SITES = {
@@ -26,13 +27,6 @@ SITES = {
 }
 PHASE2 = "phase2 blocks 39 bytes 1022792\n"  # its last line, after the detach
 EXIT_STATUS = 3
-
-
-def need_bpf(t):
-    r = t.tool(["attach", "--check", "-p", str(os.getpid())])
-    if r.rc == 3:
-        skip("BPF cannot be used here: " + (r.stderr.strip() or r.stdout.strip()))
-    eq(r.rc, 0, "attach --check:\n" + r.describe())
 
 
 def read_line(stream, timeout, what):
@@ -147,7 +141,7 @@ def test_attach_sites(t):
     """--sample 1: outstanding bytes and blocks by site equal the program's
     own accounting (not the blocks from before the attach, not the churn);
     after the detach it runs on and ends with its own output and status."""
-    need_bpf(t)
+    need_bpf(t, "attach")
     acct, out, err = run_attach(t, ["--json", "--top", "100"])
     eq(acct, SITES, "attachee's own accounting")
     docs = [json.loads(l) for l in out.splitlines() if l.strip()]
@@ -164,7 +158,7 @@ def test_attach_sites(t):
 def test_attach_text_sigterm(t):
     """The text report names the sites with file:line; SIGTERM detaches
     like Ctrl-C."""
-    need_bpf(t)
+    need_bpf(t, "attach")
     acct, out, err = run_attach(t, ["--top", "3"], sig=signal.SIGTERM)
     lines = out.splitlines()
     check(lines and "blocks outstanding" in lines[0], "header line: %r" % out[:300])
@@ -180,7 +174,7 @@ def test_attach_sample(t):
     and 5 calls at one site come out exact; the churn's frees of untraced
     blocks do not count against anything (no site goes negative or shows
     churn)."""
-    need_bpf(t)
+    need_bpf(t, "attach")
     acct, out, err = run_attach(t, ["--json", "--sample", "5"])
     j = json.loads(out)
     eq(j["sample_every"], 5, "sample_every")
@@ -198,7 +192,7 @@ def test_attach_sample(t):
 def test_attach_trace(t):
     """-o: a trace that leaks and stats read, with the same sites and the
     symbols from the same code as offline traces; --sample marks it sampled."""
-    need_bpf(t)
+    need_bpf(t, "attach")
     out_path = t.path("live.ht")
     acct, out, err = run_attach(t, ["-o", out_path, "--json"])
     check(os.path.exists(out_path) and not os.path.exists(out_path + ".tmp"), "trace written")

@@ -1,0 +1,109 @@
+"""The eBPF probe commands (mmapsnoop, shmsnoop, brkstack, faults,
+ffaults) on test programs making known calls (tests/progs/memcalls.c,
+faulter.c): each command must see exactly those calls, with their sizes,
+flags and files, and the stacks that made them.  Label "probes"; the cases
+skip with heaptrail's reason where BPF cannot be used (not root, no BTF)."""
+
+import os
+
+from htlib import case, check, eq, fail
+from htprobe import need_bpf, probe_json
+
+PAGE = 4096
+MARK_BEGIN, MARK_END = 0x48540000, 0x48550000
+MAP_SHARED, MAP_PRIVATE, MAP_ANONYMOUS = 0x01, 0x02, 0x20
+MAP_NORESERVE, MAP_POPULATE = 0x4000, 0x8000
+PROT_NONE, PROT_READ, PROT_WRITE = 0, 1, 2
+
+
+def data_file(t, name="mapped.dat", size=5 * PAGE):
+    p = t.path(name)
+    with open(p, "wb") as f:
+        f.write(bytes(range(256)) * (size // 256))
+    return p
+
+
+def framed(events):
+    """The events between memcalls' two markers (exclusive)."""
+    out, inside = [], False
+    for e in events:
+        if e["call"] == "munmap" and e.get("error") == "EINVAL" and e["addr"] in (MARK_BEGIN,
+                                                                               MARK_END):
+            if e["addr"] == MARK_END:
+                return out
+            inside = True
+            continue
+        if inside:
+            out.append(e)
+    fail("the markers of memcalls were not both seen: %r" % events[-5:])
+
+
+@case(timeout=60, labels=("probes",))
+def test_probes_mmapsnoop(t):
+    need_bpf(t, "mmapsnoop")
+    dat = data_file(t)
+    doc, r = probe_json(t, ["mmapsnoop", "--json", "-c", "%s %s" % (t.prog("memcalls"), dat)])
+    eq(doc["command"], "mmapsnoop", "command")
+    pid = doc["pid"]
+    check(doc["stopped"].startswith("the command exited with status 0"), doc["stopped"])
+    evs = [e for e in doc["events"] if e["pid"] == pid]
+    eq(len(evs), len(doc["events"]), "events of other processes with -c")
+    got = framed(evs)
+    calls = [(e["call"], e["size"]) for e in got]
+    eq(calls, [("mmap", 3 * PAGE), ("munmap", 3 * PAGE), ("mmap", 2 * PAGE),
+               ("munmap", 2 * PAGE), ("mmap", 5 * PAGE), ("mremap", 9 * PAGE),
+               ("munmap", 9 * PAGE), ("mmap", PAGE), ("munmap", PAGE)], "calls and sizes")
+    anon, fmap, pop, rem, none = got[0], got[2], got[4], got[5], got[7]
+    eq((anon["prot"], anon["flags"], anon["fd"]),
+       (PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1), "anonymous mmap")
+    eq(anon["flags_text"], "PRIVATE|ANONYMOUS", "flags decoded")
+    eq(anon["file"], None, "anonymous mmap's file")
+    eq((fmap["prot_text"], fmap["flags_text"], fmap["offset"], fmap["file"]),
+       ("R--", "SHARED", PAGE, "mapped.dat"), "file mmap")
+    eq(pop["flags"], MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, "MAP_POPULATE mmap")
+    eq((rem["old_size"], rem["size"], rem["flags_text"], rem["addr"]),
+       (5 * PAGE, 9 * PAGE, "MAYMOVE", pop["result"]), "mremap")
+    eq(got[6]["addr"], rem["result"], "munmap of the moved mapping")
+    eq((none["prot_text"], none["flags_text"]), ("NONE", "PRIVATE|ANONYMOUS|NORESERVE"),
+       "PROT_NONE mmap")
+    for e in got:
+        check(e["result"] is not None, "a call failed: %r" % e)
+
+
+@case(timeout=60, labels=("probes",))
+def test_probes_shmsnoop(t):
+    need_bpf(t, "shmsnoop")
+    dat = data_file(t)
+    key = 0x48000000 + os.getpid() % 0x10000  # no other test run shares it
+    doc, r = probe_json(t, ["shmsnoop", "--json", "-c",
+                            "%s %s 0x%x" % (t.prog("memcalls"), dat, key)])
+    done = [l for l in r.stderr.splitlines() if l.startswith("done ")]
+    check(done, "memcalls did not finish: %s" % r.describe())
+    shmid = int(done[0].split()[1])
+    evs = doc["events"]
+    eq([e["call"] for e in evs], ["shmget", "shmat", "shmdt", "shmctl"], "calls")
+    get, at, dt, ctl = evs
+    eq((get["key"], get["size"], get["flags"], get["flags_text"], get["result"]),
+       (key, 16 * PAGE, 0o1000 | 0o600, "IPC_CREAT|0600", shmid), "shmget")
+    eq((at["shmid"], at["addr"], at["flags_text"]), (shmid, 0, "0"), "shmat")
+    check(at["result"] > 0, "shmat's address: %r" % at)
+    eq((dt["addr"], dt["result"]), (at["result"], 0), "shmdt")
+    eq((ctl["shmid"], ctl["cmd_text"], ctl["result"]), (shmid, "IPC_RMID", 0), "shmctl")
+    for e in evs:
+        eq(e["pid"], doc["pid"], "pid")
+
+
+@case(timeout=30, labels=("probes",))
+def test_probes_usage(t):
+    """Bad usage: exit 2 with one clear line, before any BPF is needed."""
+    bad = [
+        (["mmapsnoop", "5"], "unexpected argument '5'"),
+        (["shmsnoop", "-p", "1", "-c", "true"], "-p and -c exclude each other"),
+        (["mmapsnoop", "-c", " "], "-c needs a command"),
+        (["mmapsnoop", "--bogus"], "bogus"),
+        (["mmapsnoop", "-d", "soon"], "soon"),
+    ]
+    for args, msg in bad:
+        r = t.run([t.heaptrail] + args)
+        eq(r.rc, 2, "exit of %s" % " ".join(args))
+        check(msg in r.stderr, "%s: %r not in %r" % (" ".join(args), msg, r.stderr))
