@@ -19,7 +19,7 @@
 #include "common/util.h"
 #include "probes/probe.h"
 #include "probes/procsyms.h"
-#include "symbols/procmaps.h"
+#include "symbols/elfsyms.h"
 #include "trace/format.h"
 #include "trace/writer.h"
 
@@ -520,24 +520,21 @@ static int find_allocator(struct attach *a, const struct ht_module *mods, size_t
 
 /* The libc this program uses, for -c (the command has not mapped its own
  * yet when the probes go in: they go on the file). */
-static int own_libc(char *path, size_t len)
+static int own_libc(struct attach *a, char *path, size_t len)
 {
-	struct ht_proc_modules pm;
-	char err[256];
-	if (ht_proc_modules__read(getpid(), &pm, err, sizeof(err)) < 0)
+	if (ht_procsyms__load(a->syms, getpid()) < 0)
 		return -1;
-	int ret = -1;
-	for (size_t i = 0; i < pm.n; i++) {
-		const char *base = strrchr(pm.mods[i].path, '/');
-		base = base ? base + 1 : pm.mods[i].path;
+	size_t n = 0;
+	const struct ht_module *m = ht_procsyms__modules(a->syms, getpid(), &n);
+	for (size_t i = 0; i < n; i++) {
+		const char *base = strrchr(m[i].path, '/');
+		base = base ? base + 1 : m[i].path;
 		if (!strncmp(base, "libc.so", 7)) {
-			snprintf(path, len, "%s", pm.mods[i].path);
-			ret = 0;
-			break;
+			snprintf(path, len, "%s", m[i].path);
+			return 0;
 		}
 	}
-	ht_proc_modules__free(&pm);
-	return ret;
+	return -1;
 }
 
 static char *read_small(const char *fmt, pid_t pid, size_t *len)
@@ -689,7 +686,7 @@ int cmd_attach(int argc, char **argv)
 	a.pid = ht_probe__tgid(ps);
 	ht_probe__on_exit(ps, on_target_exit, &a);
 	if (cfg.po.command && !cfg.lib) {
-		if (own_libc(lib, sizeof(lib)) < 0) {
+		if (own_libc(&a, lib, sizeof(lib)) < 0) {
 			ht_error("attach: cannot find the libc to probe for -c: name it with --lib");
 			goto cleanup;
 		}
@@ -773,9 +770,11 @@ int cmd_attach(int argc, char **argv)
 	uint64_t start = now_ns();
 	if (cfg.output && !(a.w = open_trace(&a, start)))
 		goto cleanup;
-	fprintf(stderr, "heaptrail attach: tracing pid %d: %s in %s%s%s; Ctrl-C to detach\n",
-		(int)a.pid, probed, lib, cfg.sample > 1 ? ", 1 in " : "",
-		cfg.sample > 1 ? "N allocations" : "");
+	char every[64] = "";
+	if (cfg.sample > 1)
+		snprintf(every, sizeof(every), ", 1 in %" PRIu64 " allocation calls", cfg.sample);
+	fprintf(stderr, "heaptrail attach: tracing pid %d: %s in %s%s; Ctrl-C to detach\n",
+		(int)a.pid, probed, lib, every);
 	if (ht_probe__go(ps))
 		goto cleanup;
 	enum ht_probe_step st;

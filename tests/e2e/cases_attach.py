@@ -14,7 +14,7 @@ import signal
 import subprocess
 import time
 
-from htlib import case, check, eq, fail
+from htlib import case, check, eq, fail, skip
 from htprobe import need_bpf
 
 # tests/progs/attachee.c: site -> (bytes, blocks) leaked in phase 1
@@ -48,11 +48,11 @@ def read_line(stream, timeout, what):
 class Target:
     """attachee running, stopped at its "ready" line."""
 
-    def __init__(self, t):
+    def __init__(self, t, env=None):
         self.t = t
         self.p = subprocess.Popen([t.prog("attachee")], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  env=t.base_env(), cwd=t.dir)
+                                  env=t.base_env(env), cwd=t.dir)
         eq(read_line(self.p.stdout, 10, "ready"), "ready\n", "attachee's first line")
 
     def say(self, line):
@@ -92,8 +92,9 @@ class Attach:
         self.argv = [t.heaptrail, "attach", "-p", str(pid)] + list(args)
         self.p = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   env=t.base_env(), cwd=t.dir)
-        line = read_line(self.p.stderr, 60, "attach's 'tracing' line")
-        check(line.startswith("heaptrail attach: tracing pid %d" % pid), "attach said %r" % line)
+        self.line = read_line(self.p.stderr, 60, "attach's 'tracing' line")
+        check(self.line.startswith("heaptrail attach: tracing pid %d" % pid),
+              "attach said %r" % self.line)
 
     def stop(self, sig=signal.SIGINT):
         self.p.send_signal(sig)
@@ -101,7 +102,7 @@ class Attach:
         self.t.note("%s: exit %s\n--- stdout\n%s\n--- stderr\n%s" % (
             " ".join(self.argv), self.p.returncode, out.decode()[:3000], err.decode()))
         eq(self.p.returncode, 0, "attach's exit status after a signal (stderr %r)" % err)
-        return out.decode(), err.decode()
+        return out.decode(), self.line + err.decode()
 
     def kill(self):
         if self.p.poll() is None:
@@ -121,8 +122,8 @@ def by_site(entries, key="stack"):
     return got
 
 
-def run_attach(t, args, sig=signal.SIGINT):
-    target = Target(t)
+def run_attach(t, args, sig=signal.SIGINT, env=None):
+    target = Target(t, env)
     a = None
     try:
         a = Attach(t, target.p.pid, args)
@@ -242,3 +243,32 @@ def test_attach_bad_usage(t):
             check("root" in r.stderr or "CAP_BPF" in r.stderr, "not root message:\n" + r.describe())
         finally:
             target.kill()
+
+
+ALLOCATORS = {
+    "jemalloc": "libjemalloc.so.2",
+    "tcmalloc": "libtcmalloc_minimal.so.4",
+    "mimalloc": "libmimalloc.so.2",
+}
+
+
+def allocator_case(name):
+    @case(timeout=120, labels=("bpf",), locks=("bpf",))
+    def test(t):
+        need_bpf(t, "attach")
+        lib = next((os.path.join(d, ALLOCATORS[name]) for d in
+                    ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib")
+                    if os.path.exists(os.path.join(d, ALLOCATORS[name]))), None)
+        if not lib:
+            skip("%s is not installed (%s, scripts/deps.sh)" % (ALLOCATORS[name], name))
+        acct, out, err = run_attach(t, ["--json", "--top", "100"], env={"LD_PRELOAD": lib})
+        check(os.path.basename(lib) in err, "attach did not probe %s: %r" % (lib, err))
+        eq(by_site(json.loads(out)["entries"]), SITES, "outstanding by site under " + name)
+    test.__doc__ = ("The process runs on %s (LD_PRELOAD): attach probes its functions, "
+                    "not glibc's, and the sites come out exact." % name)
+    return test
+
+
+test_attach_jemalloc = allocator_case("jemalloc")
+test_attach_tcmalloc = allocator_case("tcmalloc")
+test_attach_mimalloc = allocator_case("mimalloc")
