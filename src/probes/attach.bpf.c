@@ -85,6 +85,16 @@ static __always_inline void count(__u32 which)
 		__sync_fetch_and_add(v, 1);
 }
 
+/* Submit without waking the reader (a wake-up per event costs the traced
+ * thread an interrupt and the machine two context switches): it polls the
+ * ring every few hundred milliseconds anyway; wake it only when the ring
+ * is filling up. */
+static __always_inline __u64 wake_flag(void)
+{
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > (4 << 20) ? BPF_RB_FORCE_WAKEUP
+									  : BPF_RB_NO_WAKEUP;
+}
+
 static __always_inline int ours(void)
 {
 	return (bpf_get_current_pid_tgid() >> 32) == target_tgid;
@@ -195,7 +205,7 @@ static __always_inline int leave(struct pt_regs *ctx, __u64 ret)
 	e->stackid = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
 	if (e->stackid < 0)
 		count(HT_AS_NOSTACK);
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, wake_flag());
 	return 0;
 }
 
@@ -226,7 +236,7 @@ int BPF_KPROBE(free_enter, void *ptr)
 		if (!bpf_probe_read_user(&sz, sizeof(sz), (void *)(p - 8)))
 			e->flags = ((sz & 2) ? F_MMAPPED : 0) | ((sz & 4) ? F_NONMAIN : 0);
 	}
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, wake_flag());
 	return 0;
 }
 
