@@ -7,7 +7,7 @@ pkgs=(gcc g++ make cmake pkg-config libzstd-dev libunwind-dev libdw-dev libelf-d
 case "$what" in
   test) pkgs+=(python3 clang valgrind sqlite3 git zstd xz-utils libjemalloc2 libtcmalloc-minimal4
         libmimalloc2.0 chromium golang-go procps util-linux) ;;
-  bench) pkgs+=(python3 heaptrack) ;;
+  bench) pkgs+=(python3 heaptrack bpftrace) ;;
 esac
 missing=()
 for p in "${pkgs[@]}"; do

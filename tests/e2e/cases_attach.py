@@ -137,7 +137,7 @@ def run_attach(t, args, sig=signal.SIGINT, env=None):
         target.kill()
 
 
-@case(timeout=120, labels=("bpf",), locks=("bpf",))
+@case(timeout=120, labels=("probes", "analyzers"), locks=("bpf",))
 def test_attach_sites(t):
     """--sample 1: outstanding bytes and blocks by site equal the program's
     own accounting (not the blocks from before the attach, not the churn);
@@ -155,7 +155,7 @@ def test_attach_sites(t):
     check("detached from pid" in err, "detach message: %r" % err)
 
 
-@case(timeout=120, labels=("bpf",), locks=("bpf",))
+@case(timeout=120, labels=("probes",), locks=("bpf",))
 def test_attach_text_sigterm(t):
     """The text report names the sites with file:line; SIGTERM detaches
     like Ctrl-C."""
@@ -169,7 +169,7 @@ def test_attach_text_sigterm(t):
     check(len([l for l in lines if " in " in l and "oldest" in l]) == 3, "--top 3 rows:\n" + out)
 
 
-@case(timeout=120, labels=("bpf",), locks=("bpf",))
+@case(timeout=120, labels=("probes",), locks=("bpf",))
 def test_attach_sample(t):
     """--sample 5: every 5th allocation call traced, weight 5: runs of 10
     and 5 calls at one site come out exact; the churn's frees of untraced
@@ -189,7 +189,7 @@ def test_attach_sample(t):
         check(n % 5 == 0 and b > 0, "site %s: %d bytes in %d blocks" % (site, b, n))
 
 
-@case(timeout=150, labels=("bpf",), locks=("bpf",))
+@case(timeout=150, labels=("probes", "analyzers"), locks=("bpf",))
 def test_attach_trace(t):
     """-o: a trace that leaks and stats read, with the same sites and the
     symbols from the same code as offline traces; --sample marks it sampled."""
@@ -219,7 +219,7 @@ def test_attach_trace(t):
     eq(r.rc, 0, "flamegraph of the attach trace:\n" + r.describe())
 
 
-@case(timeout=60, labels=("bpf",))
+@case(timeout=60, labels=("probes",))
 def test_attach_bad_usage(t):
     """No such process, no process at all, a bad --sample: exit 2 or 1 with
     a message that says what is wrong; without root, the reason."""
@@ -253,7 +253,7 @@ ALLOCATORS = {
 
 
 def allocator_case(name):
-    @case(timeout=120, labels=("bpf",), locks=("bpf",))
+    @case(timeout=120, labels=("probes",), locks=("bpf",))
     def test(t):
         need_bpf(t, "attach")
         lib = next((os.path.join(d, ALLOCATORS[name]) for d in
