@@ -121,6 +121,8 @@ struct attach {
 	size_t nblocks, used, cap;     /* live, slots used (live + deleted), slots */
 	struct stack *stacks;          /* every stack seen */
 	size_t nstacks;                /* how many */
+	uint32_t *byid;                /* stack map id -> index in stacks + 1, 0 = not seen */
+	uint32_t nbyid;                /* entries in byid */
 	int stack_fd;                  /* the stack map */
 	struct ht_writer *w;           /* -o, or NULL */
 	struct ht_procsyms *syms;      /* symbols of the target */
@@ -212,9 +214,8 @@ static uint32_t stack_of(struct attach *a, int32_t id)
 {
 	if (id < 0)
 		return UINT32_MAX;
-	for (size_t i = 0; i < a->nstacks; i++) /* few distinct stacks */
-		if (a->stacks[i].id == id)
-			return (uint32_t)i;
+	if ((uint32_t)id < a->nbyid && a->byid[id])
+		return a->byid[id] - 1;
 	uint64_t ips[HT_ATTACH_MAX_DEPTH];
 	memset(ips, 0, sizeof(ips));
 	if (bpf_map_lookup_elem(a->stack_fd, &id, ips) != 0)
@@ -229,6 +230,13 @@ static uint32_t stack_of(struct attach *a, int32_t id)
 	s->n = n;
 	s->ips = ht_xrealloc(NULL, (n ? n : 1) * sizeof(uint64_t));
 	memcpy(s->ips, ips, n * sizeof(uint64_t));
+	if ((uint32_t)id >= a->nbyid) {
+		uint32_t n2 = (uint32_t)id + 1024;
+		a->byid = ht_xrealloc(a->byid, n2 * sizeof(*a->byid));
+		memset(a->byid + a->nbyid, 0, (n2 - a->nbyid) * sizeof(*a->byid));
+		a->nbyid = n2;
+	}
+	a->byid[id] = (uint32_t)a->nstacks + 1;
 	return (uint32_t)a->nstacks++;
 }
 #endif
@@ -835,6 +843,7 @@ cleanup:
 	for (size_t i = 0; i < a.nstacks; i++)
 		free(a.stacks[i].ips);
 	free(a.stacks);
+	free(a.byid);
 	free(a.blocks);
 	if (a.syms)
 		ht_procsyms__free(a.syms);

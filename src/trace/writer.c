@@ -55,6 +55,7 @@ struct ht_writer {
 	struct ht_file_header hdr;     /* as written first, patched on close */
 	struct stream *streams;        /* by order of first event */
 	size_t nstreams, cap_streams;  /* used, allocated */
+	size_t last;                   /* the stream of the last event */
 	struct node_slot *nodes;       /* open addressing, power-of-two size */
 	size_t nnodes, cap_nodes;      /* used, slots */
 	struct pending_mod *mods;      /* modules not written yet */
@@ -169,9 +170,13 @@ static void need_room(struct ht_writer *w, struct stream *s)
 
 static struct stream *stream_of(struct ht_writer *w, uint32_t tid, uint64_t ts)
 {
+	if (w->last < w->nstreams && w->streams[w->last].tid == tid)
+		return &w->streams[w->last];
 	for (size_t i = 0; i < w->nstreams; i++)
-		if (w->streams[i].tid == tid)
+		if (w->streams[i].tid == tid) {
+			w->last = i;
 			return &w->streams[i];
+		}
 	if (w->nstreams == w->cap_streams) {
 		w->cap_streams = w->cap_streams ? 2 * w->cap_streams : 16;
 		w->streams = ht_xrealloc(w->streams, w->cap_streams * sizeof(*w->streams));
