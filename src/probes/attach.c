@@ -463,13 +463,7 @@ static void report(struct attach *a, struct ht_probe_session *ps, int final)
 			size_t nf = frames_of(a, v[i], f, 256);
 			if (!nf)
 				printf("[no stack]");
-			for (size_t k = 0; k < nf && k < a->cfg->depth; k++) {
-				char name[512];
-				printf("%s%s", k ? " <- " : "", ht_blocks__frame_name(name, sizeof(name), &f[k]));
-				if (f[k].file)
-					printf(" (%s:%d)", strrchr(f[k].file, '/') ? strrchr(f[k].file, '/') + 1
-										    : f[k].file, f[k].line);
-			}
+			ht_blocks__print_frames(stdout, f, nf, a->cfg->depth);
 			printf("\n");
 		}
 		printf("\n");
