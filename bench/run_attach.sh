@@ -5,10 +5,13 @@
 #   - with no tracer,
 #   - under `heaptrail attach -c` at --sample 1, 10 and 100 (uprobes on
 #     malloc/free and the rest of the family, user stacks of the traced calls),
+#     and at --sample 1 with --at-entry (the probes on the functions' first
+#     instructions, as other tools place them),
 #   - under bpftrace doing what BCC's memleak does with full tracing: uprobe
 #     and uretprobe on malloc keeping size and user stack by address, uprobe
 #     on free deleting them,
-# interleaved (none, attach -s1, -s10, -s100, bpftrace, none, ...) REPS times,
+# interleaved (none, attach -s1, -s10, -s100, --at-entry, bpftrace, none,
+# ...) REPS times,
 # medians.  The slowdown is the loop's ns per malloc/free pair under the
 # tracer over the same without; CPU ns per pair (the process's, which
 # includes the uprobe traps) is given too.  Needs root and BPF.
@@ -104,7 +107,8 @@ END { clear(@addr); clear(@stack); clear(@size); }"
 VARIANTS=(none)
 for t in $TRACERS; do
 	case $t in
-	attach) for s in $SAMPLES; do VARIANTS+=("attach-s$s"); done ;;
+	attach) for s in $SAMPLES; do VARIANTS+=("attach-s$s"); done
+		VARIANTS+=(attach-entry) ;;
 	bpftrace) VARIANTS+=(bpftrace) ;;
 	*) die "TRACERS: unknown tracer '$t' (attach, bpftrace)" ;;
 	esac
@@ -116,6 +120,7 @@ run() {
 	case $v in
 	none) $LOOP >"$out" 2>"$out.err" ;;
 	attach-s*) "$HT" attach --sample "${v#attach-s}" -c "$LOOP" >"$out" 2>"$out.err" ;;
+	attach-entry) "$HT" attach --at-entry -c "$LOOP" >"$out" 2>"$out.err" ;;
 	bpftrace) ulimit -l unlimited 2>/dev/null || true
 		bpftrace -c "$LOOP" -e "$BT_PROG" >"$out" 2>"$out.err" ;;
 	esac || { cat "$out.err" >&2; die "$v: the run failed"; }
@@ -150,6 +155,7 @@ describe() {
 	none) echo "no tracer" ;;
 	attach-s1) echo "\`heaptrail attach -c\` (every call traced)" ;;
 	attach-s*) echo "\`heaptrail attach -c --sample ${1#attach-s}\`" ;;
+	attach-entry) echo "\`heaptrail attach -c --at-entry\` (every call traced, probes on the first instruction)" ;;
 	bpftrace) echo "bpftrace, memleak-style full tracing (size and ustack by address)" ;;
 	esac
 }

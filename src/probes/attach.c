@@ -42,6 +42,7 @@ struct attach_config {
 	uint64_t max_blocks;     /* --max-blocks (1M): traced blocks the kernel side keeps */
 	const char *lib;         /* --lib (found in the process): the allocator's file */
 	const char *output;      /* -o, --output (none): write a heaptrail trace */
+	int at_entry;            /* --at-entry: every probe on the first instruction */
 };
 
 static const char usage_text[] =
@@ -508,7 +509,7 @@ static int find_allocator(struct attach *a, const struct ht_module *mods, size_t
 		uint64_t off;
 		char file[PATH_MAX];
 		ht_proc__file(a->pid, mods[i].path, file, sizeof(file));
-		if (ht_elf__func_offset(file, "malloc", &off) == 0) {
+		if (ht_elf__func_offset(file, "malloc", &off, NULL) == 0) {
 			snprintf(path, len, "%s", file);
 			a->is_glibc = 1; /* glibc's, statically linked (the usual case) */
 			return 0;
@@ -636,6 +637,8 @@ int cmd_attach(int argc, char **argv)
 		 "traced blocks the kernel side can keep live (1048576)"},
 		{0, "lib", HT_OPT_STRING, &cfg.lib, "FILE",
 		 "the allocator's file to probe (the process's jemalloc, tcmalloc, mimalloc, else libc)"},
+		{0, "at-entry", HT_OPT_FLAG, &cfg.at_entry, NULL,
+		 "probe each function at its first instruction, not at a cheaper one just after"},
 		{'o', "output", HT_OPT_STRING, &cfg.output, "FILE",
 		 "also write a heaptrail trace of the traced calls (with stacks)"},
 		{0},
@@ -733,10 +736,10 @@ int cmd_attach(int argc, char **argv)
 	links = ht_xrealloc(NULL, 2 * NPROBE_FNS * sizeof(*links));
 	char probed[512] = "";
 	for (size_t i = 0; i < NPROBE_FNS; i++) {
-		uint64_t off;
+		uint64_t off, fsize;
 		if (a.is_glibc && i >= NSTD_FNS)
 			continue; /* libstdc++'s operators call malloc */
-		if (ht_elf__func_offset(lib, probe_fns[i].name, &off) < 0) {
+		if (ht_elf__func_offset(lib, probe_fns[i].name, &off, &fsize) < 0) {
 			if (i < 2) {
 				ht_error("attach: %s defines no %s: not an allocator (--lib)", lib,
 					 probe_fns[i].name);
@@ -744,6 +747,9 @@ int cmd_attach(int argc, char **argv)
 			}
 			continue;
 		}
+		uint64_t entry = off;
+		if (!cfg.at_entry)
+			off = ht_elf__probe_offset(lib, off, fsize);
 		struct bpf_link *l = bpf_program__attach_uprobe(enter_prog[probe_fns[i].kind], false,
 								a.pid, lib, off);
 		if (!l) {
@@ -763,6 +769,9 @@ int cmd_attach(int argc, char **argv)
 		}
 		size_t pl = strlen(probed);
 		snprintf(probed + pl, sizeof(probed) - pl, "%s%s", pl ? " " : "", probe_fns[i].name);
+		pl = strlen(probed);
+		if (off != entry)
+			snprintf(probed + pl, sizeof(probed) - pl, "+%" PRIu64, off - entry);
 	}
 	rb = ring_buffer__new(bpf_map__fd(skel->maps.events), on_event, &a, NULL);
 	if (!rb) {
