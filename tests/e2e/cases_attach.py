@@ -156,6 +156,17 @@ def test_attach_sites(t):
 
 
 @case(timeout=120, labels=("probes",), locks=("bpf",))
+def test_attach_at_entry(t):
+    """--at-entry (every probe on the function's first instruction, where
+    the kernel single-steps it) gives the same exact figures as the probes
+    attach places on an instruction it emulates."""
+    need_bpf(t, "attach")
+    acct, out, err = run_attach(t, ["--json", "--top", "100", "--at-entry"])
+    check("free+" not in err.splitlines()[0], "--at-entry moved a probe: %r" % err)
+    eq(by_site(json.loads(out)["entries"]), SITES, "outstanding by site, --at-entry")
+
+
+@case(timeout=120, labels=("probes",), locks=("bpf",))
 def test_attach_text_sigterm(t):
     """The text report names the sites with file:line; SIGTERM detaches
     like Ctrl-C."""
