@@ -21,6 +21,9 @@ int cmd_compare(int argc, char **argv);
 int cmd_maps(int argc, char **argv);
 int cmd_mmapsnoop(int argc, char **argv);
 int cmd_shmsnoop(int argc, char **argv);
+int cmd_brkstack(int argc, char **argv);
+int cmd_faults(int argc, char **argv);
+int cmd_ffaults(int argc, char **argv);
 int cmd_attach(int argc, char **argv);
 
 #endif

@@ -606,6 +606,44 @@ int ht_probe__perf_sw_open(const char *cmd, int event, uint64_t sample_period,
 	return n;
 }
 
+struct bpf_link **ht_probe__attach_perf(const char *cmd, struct bpf_program *prog,
+					const int *fds, int n)
+{
+#ifdef HT_HAVE_BPF
+	struct bpf_link **links = calloc((size_t)(n ? n : 1), sizeof(*links));
+	if (!links)
+		return NULL;
+	for (int i = 0; i < n; i++) {
+		links[i] = bpf_program__attach_perf_event(prog, fds[i]);
+		if (!links[i]) {
+			ht_error("%s: cannot attach to the perf event: %s", cmd, strerror(errno));
+			ht_probe__detach(links, NULL, i);
+			return NULL;
+		}
+	}
+	return links;
+#else
+	(void)prog;
+	(void)fds;
+	(void)n;
+	ht_error("%s: built without BPF support", cmd);
+	return NULL;
+#endif
+}
+
+void ht_probe__detach(struct bpf_link **links, int *fds, int n)
+{
+	for (int i = 0; i < n; i++) {
+#ifdef HT_HAVE_BPF
+		if (links && links[i])
+			bpf_link__destroy(links[i]);
+#endif
+		if (fds && fds[i] >= 0)
+			close(fds[i]);
+	}
+	free(links);
+}
+
 const char *ht_probe__comm(char *buf, const char *comm)
 {
 	memcpy(buf, comm, 16);

@@ -145,6 +145,15 @@ void ht_probe__libbpf_messages(int verbose);
 int ht_probe__perf_sw_open(const char *cmd, int event, uint64_t sample_period,
 			   uint64_t sample_type, int *fds, int max);
 
+struct bpf_program;
+struct bpf_link;
+/* Attaches prog to each of the n perf event fds; NULL after an error
+ * (everything attached so far detached).  Free with ht_probe__detach. */
+struct bpf_link **ht_probe__attach_perf(const char *cmd, struct bpf_program *prog,
+					const int *fds, int n);
+/* Detaches and closes what ht_probe__attach_perf and ht_probe__perf_sw_open made. */
+void ht_probe__detach(struct bpf_link **links, int *fds, int n);
+
 /* Reads the NUL-terminated process name of a 16-byte comm field. */
 const char *ht_probe__comm(char *buf, const char *comm);
 

@@ -107,3 +107,92 @@ def test_probes_usage(t):
         r = t.run([t.heaptrail] + args)
         eq(r.rc, 2, "exit of %s" % " ".join(args))
         check(msg in r.stderr, "%s: %r not in %r" % (" ".join(args), msg, r.stderr))
+
+
+def functions(stack):
+    return [f["function"] for f in stack["frames"]]
+
+
+@case(timeout=60, labels=("probes",))
+def test_probes_brkstack(t):
+    """memcalls moves the break 4 times from its own code: brk(0) from main,
+    then +64, +128, +192 KiB from grow_break_1/2/3, each called by main."""
+    need_bpf(t, "brkstack")
+    dat = data_file(t)
+    doc, r = probe_json(t, ["brkstack", "--json", "-n", "0", "-c",
+                            "%s %s" % (t.prog("memcalls"), dat)])
+    eq(len(doc["intervals"]), 1, "reports without INTERVAL")
+    rep = doc["intervals"][0]
+    check(rep["final"], "the report is the final one")
+    mine = {}
+    for s in rep["stacks"]:
+        eq(s["pid"], doc["pid"], "pid of a stack")
+        fns = functions(s)
+        for g in ("grow_break_1", "grow_break_2", "grow_break_3"):
+            if g in fns:
+                check(g not in mine, "%s in two stacks" % g)
+                mine[g] = s
+                i = fns.index(g)
+                check(i + 1 < len(fns) and fns[i + 1] == "main",
+                      "the caller of %s is main: %r" % (g, fns))
+    eq(sorted(mine), ["grow_break_1", "grow_break_2", "grow_break_3"], "brk stacks found")
+    for g, kib in (("grow_break_1", 64), ("grow_break_2", 128), ("grow_break_3", 192)):
+        eq((mine[g]["count"], mine[g]["bytes"]), (1, kib * 1024), "%s: calls, bytes" % g)
+    zero = [s for s in rep["stacks"] if functions(s)[:2] == ["raw_brk", "main"]]
+    eq([(s["count"], s["bytes"]) for s in zero], [(1, 0)], "brk(0) from main")
+    # glibc's malloc moves it too (the stdout buffer): every call counted
+    eq(rep["total"], sum(s["count"] for s in rep["stacks"]), "total")
+    check(rep["total"] >= 4, "total %d" % rep["total"])
+
+
+@case(timeout=60, labels=("probes",))
+def test_probes_faults(t):
+    """faulter writes one byte in each of 3000 fresh pages (no huge pages) in
+    touch_buffer: at least 3000 faults in stacks through touch_buffer, called
+    by main; the SVG and the folded stacks say the same."""
+    need_bpf(t, "faults")
+    pages = 3000
+    svg = t.path("faults.svg")
+    doc, r = probe_json(t, ["faults", "--json", "-n", "0", "-o", svg, "-c",
+                            "%s %d" % (t.prog("faulter"), pages)])
+    rep = doc["intervals"][-1]
+    touch = [s for s in rep["stacks"] if "touch_buffer" in functions(s)]
+    n = sum(s["count"] for s in touch)
+    check(n >= pages, "faults in touch_buffer: %d < %d" % (n, pages))
+    check(n <= pages + 16, "faults in touch_buffer: %d, far more than %d pages" % (n, pages))
+    top = rep["stacks"][0]
+    eq(functions(top)[:2], ["touch_buffer", "main"], "the top stack")
+    eq(top["frames"][0]["file"].split("/")[-1], "faulter.c", "its file")
+    with open(svg) as f:
+        text = f.read()
+    check(text.startswith("<?xml") and "touch_buffer" in text and "</svg>" in text,
+          "flame graph: %s" % text[:300])
+    r = t.run([t.heaptrail, "faults", "--folded", "-c", "%s %d" % (t.prog("faulter"), pages)])
+    eq(r.rc, 0, "faults --folded: %s" % r.describe())
+    got = 0
+    for line in r.stdout.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if ";main;touch_buffer" in stack:
+            check(stack.startswith("faulter;"), "the process name is the root frame: %r" % line)
+            got += int(count)
+    check(pages <= got <= pages + 16, "folded faults in touch_buffer: %d" % got)
+
+
+@case(timeout=60, labels=("probes",))
+def test_probes_ffaults(t):
+    """faulter maps a 256-page file and reads a byte of each page: the file
+    is named, with at least 256/16 faults (fault-around maps up to 16 pages
+    a fault); the anonymous pages it touches are counted apart."""
+    need_bpf(t, "ffaults")
+    dat = data_file(t, "paged-in.dat", 256 * PAGE)
+    doc, r = probe_json(t, ["ffaults", "--json", "-n", "0", "-c",
+                            "%s 500 %s" % (t.prog("faulter"), dat)])
+    rep = doc["intervals"][-1]
+    files = {f["file"]: f["faults"] for f in rep["files"]}
+    check("paged-in.dat" in files, "the mapped file is not named: %r" % files)
+    check(256 // 16 <= files["paged-in.dat"] <= 256,
+          "faults on the file: %d" % files["paged-in.dat"])
+    check(rep["anonymous"] >= 500, "anonymous faults %d < 500 pages touched" % rep["anonymous"])
+    eq(rep["total"], rep["anonymous"] + sum(files.values()), "total")
+    for f in rep["files"]:
+        eq(f["pid"], doc["pid"], "pid")
