@@ -200,6 +200,42 @@ def test_attach_sample(t):
         check(n % 5 == 0 and b > 0, "site %s: %d bytes in %d blocks" % (site, b, n))
 
 
+@case(timeout=120, labels=("probes",), locks=("bpf",))
+def test_attach_older(t):
+    """--older: blocks younger than TIME are left out (1h: nothing), older
+    ones in (1ns: every site)."""
+    need_bpf(t, "attach")
+    acct, out, err = run_attach(t, ["--json", "--older", "1h"])
+    j = json.loads(out)
+    eq((j["older_ns"], j["outstanding_bytes"], j["outstanding_blocks"], j["entries"]),
+       (3600 * 10**9, 0, 0, []), "--older 1h")
+    acct, out, err = run_attach(t, ["--json", "--older", "1ns", "--top", "100"])
+    eq(by_site(json.loads(out)["entries"]), SITES, "--older 1ns")
+
+
+@case(timeout=120, labels=("probes",), locks=("bpf",))
+def test_attach_interval_count(t):
+    """INTERVAL COUNT: COUNT reports, then attach detaches by itself (no
+    final report) and the process, idle meanwhile, goes on and ends as
+    it would have."""
+    need_bpf(t, "attach")
+    target = Target(t)
+    a = None
+    try:
+        a = Attach(t, target.p.pid, ["--json", "0.2", "3"])
+        out, err = a.p.communicate(timeout=60)
+        eq(a.p.returncode, 0, "attach's exit status (stderr %r)" % err)
+        docs = [json.loads(l) for l in out.decode().splitlines() if l.strip()]
+        eq([d["final"] for d in docs], [False] * 3, "three interval reports, no final one")
+        check("3 reports made" in err.decode(), "the reason of the detach: %r" % err)
+        eq(target.phase1(), SITES, "the program's accounting after the detach")
+        target.finish()
+    finally:
+        if a:
+            a.kill()
+        target.kill()
+
+
 @case(timeout=150, labels=("probes", "analyzers"), locks=("bpf",))
 def test_attach_trace(t):
     """-o: a trace that leaks and stats read, with the same sites and the
