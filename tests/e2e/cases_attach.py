@@ -262,8 +262,11 @@ def test_attach_trace(t):
     got = by_site(json.loads(r.stdout)["groups"])
     for site in ("leak_small", "leak_calloc", "leak_big"):
         eq(got.get(site), SITES[site], "sampled trace estimate for " + site)
-    r = t.tool(["flamegraph", "-o", t.path("f.svg"), out_path])
-    eq(r.rc, 0, "flamegraph of the attach trace:\n" + r.describe())
+    for args in (["flamegraph", "-o", t.path("f.svg")], ["top"], ["report", "-o", t.path("r.html")]):
+        r = t.tool(args + [out_path])
+        eq(r.rc, 0, "%s of the attach trace:\n%s" % (args[0], r.describe()))
+    check(os.path.getsize(t.path("f.svg")) > 1000 and os.path.getsize(t.path("r.html")) > 1000,
+          "flame graph and report written")
 
 
 @case(timeout=60, labels=("probes",))
