@@ -64,6 +64,7 @@ static const char usage_text[] =
 	"  heaptrail leaks live.ht                 # the trace, as any other\n"
 	"  heaptrail attach -c './server --once' --json\n";
 
+#ifdef HT_HAVE_BPF
 /* The allocator functions probed, with their BPF entry program. */
 struct probe_fn {
 	const char *name; /* symbol */
@@ -211,7 +212,6 @@ static void block_del(struct attach *a, uint64_t ptr)
 
 /* ---- stacks --------------------------------------------------------------- */
 
-#ifdef HT_HAVE_BPF
 static uint32_t stack_of(struct attach *a, int32_t id)
 {
 	if (id < 0)
@@ -241,7 +241,6 @@ static uint32_t stack_of(struct attach *a, int32_t id)
 	a->byid[id] = (uint32_t)a->nstacks + 1;
 	return (uint32_t)a->nstacks++;
 }
-#endif
 
 /* ---- the trace (-o) --------------------------------------------------------- */
 
@@ -256,7 +255,6 @@ static uint64_t slack_of(uint64_t req, uint64_t usable, unsigned flags)
 	return ht_zigzag((int64_t)(usable - ht_glibc_usable(req)));
 }
 
-#ifdef HT_HAVE_BPF
 static void trace_event(struct attach *a, const struct ht_attach_event *e, uint32_t st)
 {
 	uint64_t v[HT_MAX_FIELDS];
@@ -349,7 +347,6 @@ static int on_event(void *ctx, void *data, size_t len)
 		trace_event(a, e, st);
 	return 0;
 }
-#endif
 
 /* ---- reports ---------------------------------------------------------------- */
 
@@ -622,6 +619,7 @@ static void on_target_exit(void *ctx, pid_t pid)
 	struct attach *a = ctx;
 	ht_procsyms__load(a->syms, pid);
 }
+#endif /* HT_HAVE_BPF */
 
 int cmd_attach(int argc, char **argv)
 {
@@ -674,8 +672,9 @@ int cmd_attach(int argc, char **argv)
 	if ((rc = ht_probe__check("attach", &cfg.po)))
 		return rc < 0 ? HT_EXIT_OK : rc;
 #ifndef HT_HAVE_BPF
-	ret = HT_EXIT_NOBPF;
-	goto cleanup;
+	(void)ps;
+	(void)ret;
+	return HT_EXIT_NOBPF; /* (ht_probe__check said why) */
 #else
 	struct attach_bpf *skel = NULL;
 	struct bpf_link **links = NULL;
@@ -839,7 +838,6 @@ cleanup:
 	free(links);
 	ring_buffer__free(rb);
 	attach_bpf__destroy(skel);
-#endif
 	if (ps)
 		ht_probe__end(ps);
 	if (a.w)
@@ -852,4 +850,5 @@ cleanup:
 	if (a.syms)
 		ht_procsyms__free(a.syms);
 	return ret;
+#endif
 }
