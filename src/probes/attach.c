@@ -97,6 +97,7 @@ static const struct probe_fn probe_fns[] = {
 
 /* The allocator libraries recognized by name, in order of preference. */
 static const char *const alt_allocators[] = {"libjemalloc", "libtcmalloc", "libmimalloc"};
+#endif
 
 /* A stack seen, by stack map id. */
 struct stack {
@@ -134,6 +135,7 @@ struct attach {
 	int failed;                    /* a write of the trace failed */
 };
 
+#ifdef HT_HAVE_BPF
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
