@@ -209,9 +209,8 @@ int cmd_ffaults(int argc, char **argv)
 		ht_json__obj_begin(&j, NULL);
 		ht_probe__json_head(&j, s, "ffaults");
 		ht_json__arr_begin(&j, "intervals");
-	} else {
-		fprintf(stderr, "heaptrail ffaults: counting page faults by file... Ctrl-C to end\n");
 	}
+	fprintf(stderr, "heaptrail ffaults: counting page faults by file... Ctrl-C to end\n");
 	while ((st = ht_probe__step(s, NULL)) != HT_PROBE_STOP) {
 		if (st != HT_PROBE_TICK)
 			continue;

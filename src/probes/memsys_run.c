@@ -82,6 +82,7 @@ int ht_memsys__run(const char *cmd, const struct ht_probe_opts *po, const uint64
 	if ((rc = ht_probe__go(s)))
 		goto cleanup;
 	rctx.t0 = ht_probe__t0(s);
+	fprintf(stderr, "heaptrail %s: tracing... Ctrl-C to end\n", cmd);
 	if (started)
 		started(ctx, s);
 	while (ht_probe__step(s, rb) != HT_PROBE_STOP)

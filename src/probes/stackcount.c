@@ -393,9 +393,8 @@ int ht_stackcount__loop(struct ht_stackcount *sc, struct ht_probe_session *s,
 		ht_probe__json_head(&j, s, cmd);
 		ht_json__arr_begin(&j, "intervals");
 	}
-	if (!po->json && !o->folded)
-		fprintf(stderr, "heaptrail %s: counting %s%s... Ctrl-C to end\n", cmd, o->what,
-			po->interval ? " by interval" : "");
+	fprintf(stderr, "heaptrail %s: counting %s%s... Ctrl-C to end\n", cmd, o->what,
+		po->interval ? " by interval" : "");
 	while ((st = ht_probe__step(s, rb)) != HT_PROBE_STOP) {
 		if (st != HT_PROBE_TICK)
 			continue;
