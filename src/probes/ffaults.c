@@ -45,6 +45,7 @@ static const char usage_text[] =
 	"  heaptrail ffaults --per-process -n 30 5\n"
 	"  heaptrail ffaults --json -c './app --its-args' | jq '.intervals[-1].files[0]'\n";
 
+#ifdef HT_HAVE_BPF
 /* One row of a report. */
 struct row {
 	struct ht_file_key key; /* file (and process) */
@@ -67,7 +68,6 @@ static size_t collect(int fd, struct row **out, uint64_t *total, uint64_t *anon)
 	size_t n = 0, cap = 0;
 	struct row *rows = NULL;
 	*total = *anon = 0;
-#ifdef HT_HAVE_BPF
 	struct ht_file_key key, next;
 	int first = 1;
 	while (!bpf_map_get_next_key(fd, first ? NULL : &key, &next)) {
@@ -88,9 +88,6 @@ static size_t collect(int fd, struct row **out, uint64_t *total, uint64_t *anon)
 		if (rows[i].key.anon)
 			*anon += rows[i].val.count;
 	}
-#else
-	(void)fd;
-#endif
 	qsort(rows, n, sizeof(*rows), by_faults);
 	*out = rows;
 	return n;
@@ -152,6 +149,8 @@ static void report(const struct ffaults_config *cfg, struct ht_json *j, struct r
 		printf("\n");
 	fflush(stdout);
 }
+
+#endif
 
 int cmd_ffaults(int argc, char **argv)
 {

@@ -130,6 +130,8 @@ int ht_stackcount__collect(struct ht_stackcount *sc, int counts_fd, int stacks_f
 	(void)counts_fd;
 	(void)stacks_fd;
 	(void)clear;
+	(void)by_count;  /* (used with BPF only) */
+	(void)symbolize; /* (same) */
 	return 0;
 #else
 	struct ht_stack_key key, next, *keys = NULL;
