@@ -163,11 +163,8 @@ int cmd_ffaults(int argc, char **argv)
 		 "a row per process and file (files summed over processes)"},
 		{0},
 	};
-	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
-	if ((rc = ht_probe__usage(&cfg.po, nargs, argv, "ffaults", HT_PROBE_TICKS)))
+	if ((rc = ht_probe__parse(argc, argv, opts, usage_text, &cfg.po, "ffaults", HT_PROBE_TICKS)) >= 0)
 		return rc;
-	if ((rc = ht_probe__check("ffaults", &cfg.po)))
-		return rc < 0 ? HT_EXIT_OK : rc;
 #ifdef HT_HAVE_BPF
 	struct ht_probe_session *s = NULL;
 	struct faults_bpf *skel = NULL;

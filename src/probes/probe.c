@@ -216,6 +216,17 @@ int ht_probe__check(const char *cmd, const struct ht_probe_opts *po)
 	return HT_EXIT_NOBPF;
 }
 
+int ht_probe__parse(int argc, char **argv, const struct ht_option *opts, const char *usage,
+		    struct ht_probe_opts *po, const char *cmd, int positional)
+{
+	int nargs = ht_parse_options(argc, argv, opts, usage, 0);
+	int rc = ht_probe__usage(po, nargs, argv, cmd, positional);
+	if (rc)
+		return rc;
+	rc = ht_probe__check(cmd, po);
+	return rc < 0 ? HT_EXIT_OK : rc ? rc : -1;
+}
+
 /* ---- the session ---- */
 
 struct ht_probe_session {
