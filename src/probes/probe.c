@@ -457,6 +457,13 @@ static void watch_child(struct ht_probe_session *s)
 			sig = 0;
 		} else if (sig == SIGTRAP && event) {
 			sig = 0; /* an exec */
+		} else if (sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) {
+			/* a stop signal is reported twice: when it is delivered (pass it
+			 * on), then as the stop itself, with no siginfo (resume: a traced
+			 * command does not stay stopped) */
+			siginfo_t si;
+			if (ptrace(PTRACE_GETSIGINFO, s->child, NULL, &si))
+				sig = 0;
 		}
 		ptrace(PTRACE_CONT, s->child, NULL, (void *)(long)sig);
 	}
