@@ -88,7 +88,8 @@ static size_t collect(int fd, struct row **out, uint64_t *total, uint64_t *anon)
 		if (rows[i].key.anon)
 			*anon += rows[i].val.count;
 	}
-	qsort(rows, n, sizeof(*rows), by_faults);
+	if (n)
+		qsort(rows, n, sizeof(*rows), by_faults);
 	*out = rows;
 	return n;
 }

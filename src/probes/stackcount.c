@@ -182,7 +182,8 @@ int ht_stackcount__collect(struct ht_stackcount *sc, int counts_fd, int stacks_f
 		symbolize(sc, s, ips, HT_STACK_DEPTH);
 	}
 	free(keys);
-	qsort(sc->stacks, sc->n, sizeof(*sc->stacks), by_count);
+	if (sc->n)
+		qsort(sc->stacks, sc->n, sizeof(*sc->stacks), by_count);
 	return (int)sc->n;
 #endif
 }

@@ -42,7 +42,7 @@ def framed(events):
     fail("the markers of memcalls were not both seen: %r" % events[-5:])
 
 
-@case(timeout=60, labels=("probes",))
+@case(timeout=60, labels=("probes", "analyzers"))
 def test_probes_mmapsnoop(t):
     need_bpf(t, "mmapsnoop")
     dat = data_file(t)
@@ -74,7 +74,7 @@ def test_probes_mmapsnoop(t):
         check(e["result"] is not None, "a call failed: %r" % e)
 
 
-@case(timeout=60, labels=("probes",))
+@case(timeout=60, labels=("probes", "analyzers"))
 def test_probes_shmsnoop(t):
     need_bpf(t, "shmsnoop")
     dat = data_file(t)
@@ -97,7 +97,7 @@ def test_probes_shmsnoop(t):
         eq(e["pid"], doc["pid"], "pid")
 
 
-@case(timeout=30, labels=("probes",))
+@case(timeout=30, labels=("probes", "analyzers"))
 def test_probes_usage(t):
     """Bad usage: exit 2 with one clear line, before any BPF is needed."""
     bad = [
@@ -117,7 +117,7 @@ def functions(stack):
     return [f["function"] for f in stack["frames"]]
 
 
-@case(timeout=60, labels=("probes",))
+@case(timeout=60, labels=("probes", "analyzers"))
 def test_probes_brkstack(t):
     """memcalls moves the break 4 times from its own code: brk(0) from main,
     then +64, +128, +192 KiB from grow_break_1/2/3, each called by main."""
@@ -149,7 +149,7 @@ def test_probes_brkstack(t):
     check(rep["total"] >= 4, "total %d" % rep["total"])
 
 
-@case(timeout=60, labels=("probes",))
+@case(timeout=60, labels=("probes", "analyzers"))
 def test_probes_faults(t):
     """faulter writes one byte in each of 3000 fresh pages (no huge pages) in
     touch_buffer: at least 3000 faults in stacks through touch_buffer, called
@@ -182,7 +182,7 @@ def test_probes_faults(t):
     check(pages <= got <= pages + 16, "folded faults in touch_buffer: %d" % got)
 
 
-@case(timeout=60, labels=("probes",))
+@case(timeout=60, labels=("probes", "analyzers"))
 def test_probes_ffaults(t):
     """faulter maps a 256-page file and reads a byte of each page: the file
     is named, with at least 256/16 faults (fault-around maps up to 16 pages
@@ -236,7 +236,7 @@ def start_probe(t, args):
     return p
 
 
-@case(timeout=60, labels=("probes",))
+@case(timeout=60, labels=("probes", "analyzers"))
 def test_probes_pid_sigint(t):
     """-p PID: brkstack counts the brk calls of a running process until
     Ctrl-C (SIGINT), reports, exits 0, and leaves the process running; it
@@ -272,7 +272,7 @@ def test_probes_pid_sigint(t):
         held.stop()
 
 
-@case(timeout=60, labels=("probes",))
+@case(timeout=60, labels=("probes", "analyzers"))
 def test_probes_interval_count(t):
     """INTERVAL COUNT: faults -p PID 0.2 3 makes three reports and ends by
     itself; -d ends a snoop; -p of a process that exits ends the probe."""
@@ -302,7 +302,7 @@ def test_probes_interval_count(t):
         held.stop()
 
 
-@case(timeout=60, labels=("probes",))
+@case(timeout=60, labels=("probes", "analyzers"))
 def test_probes_no_tracefs(t):
     """The probes need no tracefs (raw tracepoints and perf events): with
     tracefs unmounted in a private mount namespace (unshare -m) mmapsnoop
