@@ -3,7 +3,8 @@
 # Usage: scripts/deps.sh [build|test|bench]   (default: build)
 set -euo pipefail
 what=${1:-build}
-pkgs=(gcc g++ make cmake pkg-config libzstd-dev libunwind-dev libdw-dev libelf-dev zlib1g-dev)
+pkgs=(gcc g++ make cmake pkg-config libzstd-dev libunwind-dev libdw-dev libelf-dev zlib1g-dev
+  clang bpftool libbpf-dev xz-utils)  # the last four: the eBPF probes (docs/probes.md)
 case "$what" in
   test) pkgs+=(python3 clang valgrind sqlite3 git zstd xz-utils libjemalloc2 libtcmalloc-minimal4
         libmimalloc2.0 chromium golang-go procps util-linux) ;;

@@ -49,22 +49,14 @@ int cmd_brkstack(int argc, char **argv)
 	int rc;
 	const struct ht_option opts[] = {
 		HT_PROBE_OPTIONS(&cfg.po),
-		{'n', "top", HT_OPT_U64, &cfg.o.top, "N", "stacks shown per report, 0 for all (10)"},
-		{'o', "output", HT_OPT_STRING, &cfg.o.out, "FILE",
-		 "also write a flame graph SVG of the stacks (folded stacks with --folded)"},
-		{0, "folded", HT_OPT_FLAG, &cfg.o.folded, NULL,
-		 "folded stacks (flamegraph.pl, speedscope) instead of the table"},
+		HT_STACKCOUNT_OPTIONS(&cfg.o),
 		{0},
 	};
-	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
-	if ((rc = ht_probe__usage(&cfg.po, nargs, argv, "brkstack", HT_PROBE_TICKS)))
+	if ((rc = ht_probe__parse(argc, argv, opts, usage_text, &cfg.po, "brkstack", HT_PROBE_TICKS)) >= 0)
 		return rc;
-	if ((rc = ht_probe__check("brkstack", &cfg.po)))
-		return rc < 0 ? HT_EXIT_OK : rc;
 #ifdef HT_HAVE_BPF
 	struct ht_probe_session *s = NULL;
 	struct brkstack_bpf *skel = NULL;
-	struct ring_buffer *rb = NULL;
 	struct ht_stackcount *sc = ht_stackcount__new(NULL, 0);
 	int err;
 	rc = HT_EXIT_DATA;
@@ -84,22 +76,14 @@ int cmd_brkstack(int argc, char **argv)
 			 "brkstack --check')", strerror(-err));
 		goto cleanup;
 	}
-	rc = HT_EXIT_DATA;
-	rb = ring_buffer__new(bpf_map__fd(skel->maps.notes), ht_stackcount__on_note, sc, NULL);
-	if (!rb) {
-		ht_error("brkstack: ring buffer: %s", strerror(errno));
-		goto cleanup;
-	}
-	ht_probe__on_exit(s, ht_stackcount__on_exit, sc);
-	if ((rc = ht_probe__go(s)))
-		goto cleanup;
-	rc = ht_stackcount__loop(sc, s, &cfg.po, &cfg.o, rb, bpf_map__fd(skel->maps.counts),
-				 bpf_map__fd(skel->maps.stacks), "brkstack");
-	if (skel->bss->dropped)
-		ht_warning("brkstack: %llu brk calls not counted (the counts map was full)",
-			   (unsigned long long)skel->bss->dropped);
+	struct ht_stackcount_maps maps = {
+		.notes_fd = bpf_map__fd(skel->maps.notes),
+		.counts_fd = bpf_map__fd(skel->maps.counts),
+		.stacks_fd = bpf_map__fd(skel->maps.stacks),
+		.dropped = &skel->bss->dropped,
+	};
+	rc = ht_stackcount__run(sc, s, &cfg.po, &cfg.o, &maps, "brkstack");
 cleanup:
-	ring_buffer__free(rb);
 	brkstack_bpf__destroy(skel);
 	ht_probe__end(s);
 	ht_stackcount__free(sc);

@@ -45,6 +45,7 @@ static const char usage_text[] =
 	"  heaptrail ffaults --per-process -n 30 5\n"
 	"  heaptrail ffaults --json -c './app --its-args' | jq '.intervals[-1].files[0]'\n";
 
+#ifdef HT_HAVE_BPF
 /* One row of a report. */
 struct row {
 	struct ht_file_key key; /* file (and process) */
@@ -67,7 +68,6 @@ static size_t collect(int fd, struct row **out, uint64_t *total, uint64_t *anon)
 	size_t n = 0, cap = 0;
 	struct row *rows = NULL;
 	*total = *anon = 0;
-#ifdef HT_HAVE_BPF
 	struct ht_file_key key, next;
 	int first = 1;
 	while (!bpf_map_get_next_key(fd, first ? NULL : &key, &next)) {
@@ -88,10 +88,8 @@ static size_t collect(int fd, struct row **out, uint64_t *total, uint64_t *anon)
 		if (rows[i].key.anon)
 			*anon += rows[i].val.count;
 	}
-#else
-	(void)fd;
-#endif
-	qsort(rows, n, sizeof(*rows), by_faults);
+	if (n)
+		qsort(rows, n, sizeof(*rows), by_faults);
 	*out = rows;
 	return n;
 }
@@ -153,6 +151,8 @@ static void report(const struct ffaults_config *cfg, struct ht_json *j, struct r
 	fflush(stdout);
 }
 
+#endif
+
 int cmd_ffaults(int argc, char **argv)
 {
 	struct ffaults_config cfg = {.top = 20};
@@ -164,11 +164,8 @@ int cmd_ffaults(int argc, char **argv)
 		 "a row per process and file (files summed over processes)"},
 		{0},
 	};
-	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
-	if ((rc = ht_probe__usage(&cfg.po, nargs, argv, "ffaults", HT_PROBE_TICKS)))
+	if ((rc = ht_probe__parse(argc, argv, opts, usage_text, &cfg.po, "ffaults", HT_PROBE_TICKS)) >= 0)
 		return rc;
-	if ((rc = ht_probe__check("ffaults", &cfg.po)))
-		return rc < 0 ? HT_EXIT_OK : rc;
 #ifdef HT_HAVE_BPF
 	struct ht_probe_session *s = NULL;
 	struct faults_bpf *skel = NULL;
@@ -209,9 +206,8 @@ int cmd_ffaults(int argc, char **argv)
 		ht_json__obj_begin(&j, NULL);
 		ht_probe__json_head(&j, s, "ffaults");
 		ht_json__arr_begin(&j, "intervals");
-	} else {
-		fprintf(stderr, "heaptrail ffaults: counting page faults by file... Ctrl-C to end\n");
 	}
+	fprintf(stderr, "heaptrail ffaults: counting page faults by file... Ctrl-C to end\n");
 	while ((st = ht_probe__step(s, NULL)) != HT_PROBE_STOP) {
 		if (st != HT_PROBE_TICK)
 			continue;

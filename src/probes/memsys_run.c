@@ -15,9 +15,10 @@
 
 /* What the ring buffer callback needs. */
 struct run_ctx {
-	ht_memsys_fn fn;   /* the command's */
-	void *ctx;         /* its argument */
-	uint64_t t0;       /* session start, ns */
+	const struct ht_memsys_spec *spec; /* the command's */
+	struct ht_json *j;                 /* the document, NULL for text */
+	uint64_t t0;                       /* session start, ns */
+	uint64_t shown;                    /* events shown */
 };
 
 static int on_event(void *ctx, void *data, size_t len)
@@ -26,30 +27,26 @@ static int on_event(void *ctx, void *data, size_t len)
 	if (len < sizeof(struct ht_memsys_event))
 		return 0;
 	const struct ht_memsys_event *ev = data;
-	rc->fn(rc->ctx, ev, ev->ts_ns > rc->t0 ? ev->ts_ns - rc->t0 : 0);
-	fflush(stdout);
+	rc->shown += (uint64_t)rc->spec->event(rc->spec->ctx, ev,
+					       ev->ts_ns > rc->t0 ? ev->ts_ns - rc->t0 : 0, rc->j);
+	if (!rc->j)
+		fflush(stdout);
 	return 0;
 }
 #endif
 
-int ht_memsys__run(const char *cmd, const struct ht_probe_opts *po, const uint64_t mask[2],
-		   void (*started)(void *ctx, struct ht_probe_session *s), ht_memsys_fn fn,
-		   void *ctx, struct ht_memsys_result *res, int *status)
+int ht_memsys__run(const struct ht_memsys_spec *spec, const struct ht_probe_opts *po)
 {
-	memset(res, 0, sizeof(*res));
-	*status = 0;
 #ifndef HT_HAVE_BPF
-	(void)mask;
-	(void)started;
-	(void)fn;
-	(void)ctx;
-	return ht_probe__check(cmd, po);
+	return ht_probe__check(spec->cmd, po);
 #else
+	const char *cmd = spec->cmd;
 	int rc = HT_EXIT_DATA, err;
 	struct ht_probe_session *s = NULL;
 	struct memsys_bpf *skel = NULL;
 	struct ring_buffer *rb = NULL;
-	struct run_ctx rctx = {.fn = fn, .ctx = ctx};
+	struct ht_json j;
+	struct run_ctx rctx = {.spec = spec, .j = po->json ? &j : NULL};
 
 	ht_probe__libbpf_messages(0);
 	if ((rc = ht_probe__start(&s, po, cmd)))
@@ -61,8 +58,8 @@ int ht_memsys__run(const char *cmd, const struct ht_probe_opts *po, const uint64
 		goto cleanup;
 	}
 	skel->rodata->target_tgid = (__u32)ht_probe__tgid(s);
-	skel->rodata->syscall_mask[0] = mask[0];
-	skel->rodata->syscall_mask[1] = mask[1];
+	skel->rodata->syscall_mask[0] = spec->mask[0];
+	skel->rodata->syscall_mask[1] = spec->mask[1];
 	if ((err = memsys_bpf__load(skel))) {
 		ht_error("%s: cannot load the BPF program: %s (run 'heaptrail %s --check')", cmd,
 			 strerror(-err), cmd);
@@ -82,19 +79,38 @@ int ht_memsys__run(const char *cmd, const struct ht_probe_opts *po, const uint64
 	if ((rc = ht_probe__go(s)))
 		goto cleanup;
 	rctx.t0 = ht_probe__t0(s);
-	if (started)
-		started(ctx, s);
+	fprintf(stderr, "heaptrail %s: tracing... Ctrl-C to end\n", cmd);
+	if (po->json) {
+		ht_json__init(&j, stdout, 0);
+		ht_json__obj_begin(&j, NULL);
+		ht_probe__json_head(&j, s, cmd);
+		ht_json__arr_begin(&j, "events");
+	} else {
+		printf("%s\n", spec->header);
+		fflush(stdout);
+	}
 	while (ht_probe__step(s, rb) != HT_PROBE_STOP)
 		;
-	res->dropped = skel->bss->dropped;
-	res->elapsed = ht_probe__elapsed(s);
-	snprintf(res->reason, sizeof(res->reason), "%s", ht_probe__reason(s));
-	rc = 0;
+	uint64_t dropped = skel->bss->dropped;
+	if (po->json) {
+		ht_json__arr_end(&j);
+		ht_json__u64(&j, "events_shown", rctx.shown);
+		ht_json__u64(&j, "dropped", dropped);
+		ht_json__u64(&j, "elapsed_ns", ht_probe__elapsed(s));
+		ht_json__str(&j, "stopped", ht_probe__reason(s));
+		ht_json__obj_end(&j);
+		ht_json__finish(&j);
+	}
+	if (dropped)
+		ht_warning("%s: %llu events lost (the ring buffer was full)", cmd,
+			   (unsigned long long)dropped);
+	fprintf(stderr, "heaptrail %s: %llu calls; stopped: %s\n", cmd,
+		(unsigned long long)rctx.shown, ht_probe__reason(s));
+	rc = HT_EXIT_OK;
 cleanup:
 	ring_buffer__free(rb);
 	memsys_bpf__destroy(skel);
-	if (s)
-		*status = ht_probe__end(s);
+	ht_probe__end(s);
 	return rc;
 #endif
 }

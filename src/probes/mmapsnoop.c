@@ -112,39 +112,17 @@ static const char *prot_text(char *buf, unsigned long prot)
 	return buf;
 }
 
-/* The run's state, for the callbacks. */
-struct snoop {
-	const struct mmapsnoop_config *cfg; /* options */
-	struct ht_json j;                   /* --json */
-	uint64_t events;                    /* shown */
-};
-
-static void started(void *ctx, struct ht_probe_session *s)
-{
-	struct snoop *sn = ctx;
-	if (sn->cfg->po.json) {
-		ht_json__init(&sn->j, stdout, 0);
-		ht_json__obj_begin(&sn->j, NULL);
-		ht_probe__json_head(&sn->j, s, "mmapsnoop");
-		ht_json__arr_begin(&sn->j, "events");
-		return;
-	}
-	printf("%-10s %-7s %-7s %-15s %-7s %-18s %12s %-4s %-24s %10s %-18s %s\n", "TIME(s)", "PID",
-	       "TID", "COMM", "CALL", "ADDR", "SIZE", "PROT", "FLAGS", "OFFSET", "RESULT", "FILE");
-}
-
 static const char *call_name(uint32_t nr)
 {
 	return nr == HT_NR_MMAP ? "mmap" : nr == HT_NR_MUNMAP ? "munmap" : "mremap";
 }
 
-static void on_event(void *ctx, const struct ht_memsys_event *ev, uint64_t t)
+static int on_event(void *ctx, const struct ht_memsys_event *ev, uint64_t t, struct ht_json *j)
 {
-	struct snoop *sn = ctx;
 	int failed = ev->ret < 0 && ev->ret > -4096;
-	if (sn->cfg->failed_only && !failed)
-		return;
-	sn->events++;
+	const struct mmapsnoop_config *cfg = ctx;
+	if (cfg->failed_only && !failed)
+		return 0;
 	char comm[17], flags[160], prot[8], result[32];
 	ht_probe__comm(comm, ev->comm);
 	const __u64 *a = ev->args;
@@ -165,8 +143,7 @@ static void on_event(void *ctx, const struct ht_memsys_event *ev, uint64_t t)
 		snprintf(flags, sizeof(flags), "-");
 		snprintf(prot, sizeof(prot), "-");
 	}
-	if (sn->cfg->po.json) {
-		struct ht_json *j = &sn->j;
+	if (j) {
 		ht_json__obj_begin(j, NULL);
 		ht_json__u64(j, "time_ns", t);
 		ht_json__u64(j, "pid", ev->pid);
@@ -200,7 +177,7 @@ static void on_event(void *ctx, const struct ht_memsys_event *ev, uint64_t t)
 		else
 			ht_json__null(j, "file");
 		ht_json__obj_end(j);
-		return;
+		return 1;
 	}
 	char off[24], sz[40];
 	if (ev->nr == HT_NR_MMAP)
@@ -215,47 +192,31 @@ static void on_event(void *ctx, const struct ht_memsys_event *ev, uint64_t t)
 	printf("%-10.6f %-7u %-7u %-15s %-7s 0x%-16llx %12s %-4s %-24s %10s %-18s %s\n", t / 1e9,
 	       ev->pid, ev->tid, comm, call_name(ev->nr), (unsigned long long)a[0], sz, prot, flags,
 	       off, result, ev->file[0] ? ev->file : "-");
+	return 1;
 }
 
 int cmd_mmapsnoop(int argc, char **argv)
 {
 	struct mmapsnoop_config cfg = {0};
-	struct snoop sn = {.cfg = &cfg};
-	struct ht_memsys_result res;
-	int rc, status = 0;
+	struct ht_memsys_spec spec = {
+		.cmd = "mmapsnoop",
+		.header = "TIME(s)    PID     TID     COMM            CALL    ADDR                       SIZE PROT "
+			  "FLAGS                        OFFSET RESULT             FILE",
+		.event = on_event,
+		.ctx = &cfg,
+	};
+	int rc;
 	const struct ht_option opts[] = {
 		HT_PROBE_OPTIONS(&cfg.po),
 		{0, "failed", HT_OPT_FLAG, &cfg.failed_only, NULL, "only the calls that failed"},
 		{0},
 	};
-	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
-	if ((rc = ht_probe__usage(&cfg.po, nargs, argv, "mmapsnoop", HT_PROBE_NO_ARGS)))
+	if ((rc = ht_probe__parse(argc, argv, opts, usage_text, &cfg.po, "mmapsnoop", HT_PROBE_NO_ARGS)) >= 0)
 		goto cleanup;
-	if ((rc = ht_probe__check("mmapsnoop", &cfg.po))) {
-		rc = rc < 0 ? HT_EXIT_OK : rc;
-		goto cleanup;
-	}
-	uint64_t mask[2] = {0, 0};
-	HT_MEMSYS_SET(mask, HT_NR_MMAP);
-	HT_MEMSYS_SET(mask, HT_NR_MUNMAP);
-	HT_MEMSYS_SET(mask, HT_NR_MREMAP);
-	if ((rc = ht_memsys__run("mmapsnoop", &cfg.po, mask, started, on_event, &sn, &res, &status)))
-		goto cleanup;
-	if (cfg.po.json) {
-		ht_json__arr_end(&sn.j);
-		ht_json__u64(&sn.j, "events_shown", sn.events);
-		ht_json__u64(&sn.j, "dropped", res.dropped);
-		ht_json__u64(&sn.j, "elapsed_ns", res.elapsed);
-		ht_json__str(&sn.j, "stopped", res.reason);
-		ht_json__obj_end(&sn.j);
-		ht_json__finish(&sn.j);
-	}
-	if (res.dropped)
-		ht_warning("mmapsnoop: %llu events lost (the ring buffer was full)",
-			   (unsigned long long)res.dropped);
-	fprintf(stderr, "heaptrail mmapsnoop: %llu calls; stopped: %s\n",
-		(unsigned long long)sn.events, res.reason);
-	rc = HT_EXIT_OK;
+	HT_MEMSYS_SET(spec.mask, HT_NR_MMAP);
+	HT_MEMSYS_SET(spec.mask, HT_NR_MUNMAP);
+	HT_MEMSYS_SET(spec.mask, HT_NR_MREMAP);
+	rc = ht_memsys__run(&spec, &cfg.po);
 cleanup:
 	return rc;
 }

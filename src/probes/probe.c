@@ -95,6 +95,7 @@ static void reason(char *buf, size_t len, int *n, const char *fmt, ...)
 	(*n)++;
 }
 
+#ifdef HT_HAVE_BPF
 /* Whether the effective capability set has cap. */
 static int has_cap(int cap)
 {
@@ -105,6 +106,7 @@ static int has_cap(int cap)
 		return 0;
 	return (d[cap / 32].effective >> (cap % 32)) & 1;
 }
+#endif
 
 /* The first line of a small file in buf, or "" if it cannot be read. */
 static const char *first_line(const char *path, char *buf, size_t len)
@@ -125,11 +127,17 @@ int ht_probe__why_not(char *buf, size_t len)
 	int n = 0;
 	buf[0] = 0;
 #ifndef HT_HAVE_BPF
-	reason(buf, len, &n,
-	       "this heaptrail was built without BPF support (missing at build time: %s): install "
-	       "them (scripts/deps.sh build, or apt-get install clang bpftool libbpf-dev) and "
-	       "rebuild",
-	       HT_BPF_MISSING);
+	if (HT_BPF_MISSING[0])
+		reason(buf, len, &n,
+		       "this heaptrail was built without BPF support (missing at build time: %s): "
+		       "install them (scripts/deps.sh build, or apt-get install clang bpftool "
+		       "libbpf-dev) and rebuild",
+		       HT_BPF_MISSING);
+	else
+		reason(buf, len, &n,
+		       "this heaptrail was built without BPF support (configured with "
+		       "-DHEAPTRAIL_BPF=OFF): install clang, bpftool and libbpf-dev (scripts/deps.sh "
+		       "build) and rebuild with -DHEAPTRAIL_BPF=AUTO or ON");
 	return n;
 #else
 	/* CAP_BPF 39, CAP_PERFMON 38 (kernels >= 5.8), else CAP_SYS_ADMIN */
@@ -206,6 +214,17 @@ int ht_probe__check(const char *cmd, const struct ht_probe_opts *po)
 		line = nl ? nl + 1 : line + strlen(line);
 	}
 	return HT_EXIT_NOBPF;
+}
+
+int ht_probe__parse(int argc, char **argv, const struct ht_option *opts, const char *usage,
+		    struct ht_probe_opts *po, const char *cmd, int positional)
+{
+	int nargs = ht_parse_options(argc, argv, opts, usage, 0);
+	int rc = ht_probe__usage(po, nargs, argv, cmd, positional);
+	if (rc)
+		return rc;
+	rc = ht_probe__check(cmd, po);
+	return rc < 0 ? HT_EXIT_OK : rc ? rc : -1;
 }
 
 /* ---- the session ---- */
@@ -438,6 +457,13 @@ static void watch_child(struct ht_probe_session *s)
 			sig = 0;
 		} else if (sig == SIGTRAP && event) {
 			sig = 0; /* an exec */
+		} else if (sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) {
+			/* a stop signal is reported twice: when it is delivered (pass it
+			 * on), then as the stop itself, with no siginfo (resume: a traced
+			 * command does not stay stopped) */
+			siginfo_t si;
+			if (ptrace(PTRACE_GETSIGINFO, s->child, NULL, &si))
+				sig = 0;
 		}
 		ptrace(PTRACE_CONT, s->child, NULL, (void *)(long)sig);
 	}

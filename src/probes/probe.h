@@ -16,11 +16,9 @@
  *
  * Typical flow of a command:
  *
- *	ht_parse_options(...);                      (common options included)
- *	if ((rc = ht_probe__usage(&po, nargs, argv, "cmd", HT_PROBE_TICKS)))
- *		return rc;                          (bad usage: 2)
- *	if ((rc = ht_probe__check("cmd", &po)))     (--check, BPF unusable: 3)
- *		return rc;
+ *	if ((rc = ht_probe__parse(argc, argv, opts, usage, &po, "cmd",
+ *				  HT_PROBE_TICKS)) >= 0)
+ *		return rc;                          (--check, bad usage, no BPF)
  *	ht_probe__start(&s, &po, "cmd");            (forks -c COMMAND, stopped)
  *	skel->rodata->target_tgid = ht_probe__tgid(s);
  *	... load and attach ...
@@ -83,6 +81,13 @@ int ht_probe__usage(struct ht_probe_opts *po, int nargs, char **argv, const char
  * DO").  With --check and BPF usable: prints "BPF can be used here" on
  * stdout and returns -1, and the command exits 0 at once. */
 int ht_probe__check(const char *cmd, const struct ht_probe_opts *po);
+
+/* A probe command's start: parses argv with its option table (which holds
+ * HT_PROBE_OPTIONS), checks the usage (ht_probe__usage) and whether BPF can
+ * be used (ht_probe__check).  Returns -1 to go on, else the exit code to
+ * return at once (0 after --check, 2 for bad usage, 3 without BPF). */
+int ht_probe__parse(int argc, char **argv, const struct ht_option *opts, const char *usage,
+		    struct ht_probe_opts *po, const char *cmd, int positional);
 
 /* The reasons BPF cannot be used, one per line, or "" if it can; for
  * commands and tests that want the text.  Returns the number of reasons. */

@@ -31,13 +31,6 @@ static const char usage_text[] =
 	"  heaptrail shmsnoop -p $(pidof postgres | cut -d' ' -f1) -d 30s\n"
 	"  heaptrail shmsnoop --json -c './app --its-args'\n";
 
-/* The run's state, for the callbacks. */
-struct snoop {
-	const struct shmsnoop_config *cfg; /* options */
-	struct ht_json j;                  /* --json */
-	uint64_t events;                   /* shown */
-};
-
 static const char *call_name(uint32_t nr)
 {
 	switch (nr) {
@@ -93,24 +86,9 @@ static const char *shmctl_cmd(char *buf, size_t len, unsigned long v)
 	return buf;
 }
 
-static void started(void *ctx, struct ht_probe_session *s)
+static int on_event(void *ctx, const struct ht_memsys_event *ev, uint64_t t, struct ht_json *j)
 {
-	struct snoop *sn = ctx;
-	if (sn->cfg->po.json) {
-		ht_json__init(&sn->j, stdout, 0);
-		ht_json__obj_begin(&sn->j, NULL);
-		ht_probe__json_head(&sn->j, s, "shmsnoop");
-		ht_json__arr_begin(&sn->j, "events");
-		return;
-	}
-	printf("%-10s %-7s %-7s %-15s %-7s %s = %s\n", "TIME(s)", "PID", "TID", "COMM", "CALL",
-	       "ARGUMENTS", "RESULT");
-}
-
-static void on_event(void *ctx, const struct ht_memsys_event *ev, uint64_t t)
-{
-	struct snoop *sn = ctx;
-	sn->events++;
+	(void)ctx;
 	char comm[17], flags[128], result[32], args[256];
 	ht_probe__comm(comm, ev->comm);
 	const __u64 *a = ev->args;
@@ -140,12 +118,11 @@ static void on_event(void *ctx, const struct ht_memsys_event *ev, uint64_t t)
 		snprintf(args, sizeof(args), "shmid=%d cmd=%s buf=0x%llx", (int)a[0],
 			 shmctl_cmd(flags, sizeof(flags), a[1]), (unsigned long long)a[2]);
 	}
-	if (!sn->cfg->po.json) {
+	if (!j) {
 		printf("%-10.6f %-7u %-7u %-15s %-7s %s = %s\n", t / 1e9, ev->pid, ev->tid, comm,
 		       call_name(ev->nr), args, result);
-		return;
+		return 1;
 	}
-	struct ht_json *j = &sn->j;
 	ht_json__obj_begin(j, NULL);
 	ht_json__u64(j, "time_ns", t);
 	ht_json__u64(j, "pid", ev->pid);
@@ -181,47 +158,30 @@ static void on_event(void *ctx, const struct ht_memsys_event *ev, uint64_t t)
 		ht_json__i64(j, "result", ev->ret);
 	}
 	ht_json__obj_end(j);
+	return 1;
 }
 
 int cmd_shmsnoop(int argc, char **argv)
 {
 	struct shmsnoop_config cfg = {0};
-	struct snoop sn = {.cfg = &cfg};
-	struct ht_memsys_result res;
-	int rc, status = 0;
+	struct ht_memsys_spec spec = {
+		.cmd = "shmsnoop",
+		.header = "TIME(s)    PID     TID     COMM            CALL    ARGUMENTS = RESULT",
+		.event = on_event,
+		.ctx = &cfg,
+	};
+	int rc;
 	const struct ht_option opts[] = {
 		HT_PROBE_OPTIONS(&cfg.po),
 		{0},
 	};
-	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
-	if ((rc = ht_probe__usage(&cfg.po, nargs, argv, "shmsnoop", HT_PROBE_NO_ARGS)))
+	if ((rc = ht_probe__parse(argc, argv, opts, usage_text, &cfg.po, "shmsnoop", HT_PROBE_NO_ARGS)) >= 0)
 		goto cleanup;
-	if ((rc = ht_probe__check("shmsnoop", &cfg.po))) {
-		rc = rc < 0 ? HT_EXIT_OK : rc;
-		goto cleanup;
-	}
-	uint64_t mask[2] = {0, 0};
-	HT_MEMSYS_SET(mask, HT_NR_SHMGET);
-	HT_MEMSYS_SET(mask, HT_NR_SHMAT);
-	HT_MEMSYS_SET(mask, HT_NR_SHMDT);
-	HT_MEMSYS_SET(mask, HT_NR_SHMCTL);
-	if ((rc = ht_memsys__run("shmsnoop", &cfg.po, mask, started, on_event, &sn, &res, &status)))
-		goto cleanup;
-	if (cfg.po.json) {
-		ht_json__arr_end(&sn.j);
-		ht_json__u64(&sn.j, "events_shown", sn.events);
-		ht_json__u64(&sn.j, "dropped", res.dropped);
-		ht_json__u64(&sn.j, "elapsed_ns", res.elapsed);
-		ht_json__str(&sn.j, "stopped", res.reason);
-		ht_json__obj_end(&sn.j);
-		ht_json__finish(&sn.j);
-	}
-	if (res.dropped)
-		ht_warning("shmsnoop: %llu events lost (the ring buffer was full)",
-			   (unsigned long long)res.dropped);
-	fprintf(stderr, "heaptrail shmsnoop: %llu calls; stopped: %s\n",
-		(unsigned long long)sn.events, res.reason);
-	rc = HT_EXIT_OK;
+	HT_MEMSYS_SET(spec.mask, HT_NR_SHMGET);
+	HT_MEMSYS_SET(spec.mask, HT_NR_SHMAT);
+	HT_MEMSYS_SET(spec.mask, HT_NR_SHMDT);
+	HT_MEMSYS_SET(spec.mask, HT_NR_SHMCTL);
+	rc = ht_memsys__run(&spec, &cfg.po);
 cleanup:
 	return rc;
 }

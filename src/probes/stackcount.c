@@ -18,6 +18,7 @@
 
 #ifdef HT_HAVE_BPF
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #endif
 
 struct ht_stackcount {
@@ -130,6 +131,8 @@ int ht_stackcount__collect(struct ht_stackcount *sc, int counts_fd, int stacks_f
 	(void)counts_fd;
 	(void)stacks_fd;
 	(void)clear;
+	(void)by_count;  /* (used with BPF only) */
+	(void)symbolize; /* (same) */
 	return 0;
 #else
 	struct ht_stack_key key, next, *keys = NULL;
@@ -179,7 +182,8 @@ int ht_stackcount__collect(struct ht_stackcount *sc, int counts_fd, int stacks_f
 		symbolize(sc, s, ips, HT_STACK_DEPTH);
 	}
 	free(keys);
-	qsort(sc->stacks, sc->n, sizeof(*sc->stacks), by_count);
+	if (sc->n)
+		qsort(sc->stacks, sc->n, sizeof(*sc->stacks), by_count);
 	return (int)sc->n;
 #endif
 }
@@ -380,22 +384,32 @@ static void report(struct ht_stackcount *sc, struct ht_probe_session *s,
 	fflush(stdout);
 }
 
-int ht_stackcount__loop(struct ht_stackcount *sc, struct ht_probe_session *s,
-			const struct ht_probe_opts *po, const struct ht_stackcount_out *o,
-			struct ring_buffer *rb, int counts_fd, int stacks_fd, const char *cmd)
+int ht_stackcount__run(struct ht_stackcount *sc, struct ht_probe_session *s,
+		       const struct ht_probe_opts *po, const struct ht_stackcount_out *o,
+		       const struct ht_stackcount_maps *m, const char *cmd)
 {
 	struct ht_json j;
 	enum ht_probe_step st;
-	int rc = 0;
+	int rc = 0, counts_fd = m->counts_fd, stacks_fd = m->stacks_fd;
+	struct ring_buffer *rb = NULL;
+#ifdef HT_HAVE_BPF
+	rb = ring_buffer__new(m->notes_fd, ht_stackcount__on_note, sc, NULL);
+	if (!rb) {
+		ht_error("%s: ring buffer: %s", cmd, strerror(errno));
+		return HT_EXIT_DATA;
+	}
+#endif
+	ht_probe__on_exit(s, ht_stackcount__on_exit, sc);
+	if ((rc = ht_probe__go(s)))
+		goto cleanup;
 	if (po->json) {
 		ht_json__init(&j, stdout, 0);
 		ht_json__obj_begin(&j, NULL);
 		ht_probe__json_head(&j, s, cmd);
 		ht_json__arr_begin(&j, "intervals");
 	}
-	if (!po->json && !o->folded)
-		fprintf(stderr, "heaptrail %s: counting %s%s... Ctrl-C to end\n", cmd, o->what,
-			po->interval ? " by interval" : "");
+	fprintf(stderr, "heaptrail %s: counting %s%s... Ctrl-C to end\n", cmd, o->what,
+		po->interval ? " by interval" : "");
 	while ((st = ht_probe__step(s, rb)) != HT_PROBE_STOP) {
 		if (st != HT_PROBE_TICK)
 			continue;
@@ -415,7 +429,14 @@ int ht_stackcount__loop(struct ht_stackcount *sc, struct ht_probe_session *s,
 		ht_json__obj_end(&j);
 		ht_json__finish(&j);
 	}
+	if (*m->dropped)
+		ht_warning("%s: %llu %s not counted (the counts map was full)", cmd,
+			   (unsigned long long)*m->dropped, o->what);
 	fprintf(stderr, "heaptrail %s: stopped: %s%s%s\n", cmd, ht_probe__reason(s),
-		o->out ? "; wrote " : "", o->out && !rc ? o->out : "");
+		o->out && !rc ? "; wrote " : "", o->out && !rc ? o->out : "");
+cleanup:
+#ifdef HT_HAVE_BPF
+	ring_buffer__free(rb);
+#endif
 	return rc;
 }

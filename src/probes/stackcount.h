@@ -72,17 +72,34 @@ struct ht_stackcount_out {
 	int show_bytes;    /* the bytes column (brk growth) */
 };
 
+/* The option-table rows of struct ht_stackcount_out. */
+#define HT_STACKCOUNT_OPTIONS(o)                                                              \
+	{'n', "top", HT_OPT_U64, &(o)->top, "N", "stacks shown per report, 0 for all (10)"},   \
+	{'o', "output", HT_OPT_STRING, &(o)->out, "FILE",                                       \
+	 "also write a flame graph SVG of the stacks (folded stacks with --folded)"},          \
+	{0, "folded", HT_OPT_FLAG, &(o)->folded, NULL,                                          \
+	 "folded stacks (flamegraph.pl, speedscope) instead of the table"}
+
 struct ht_probe_session;
 struct ht_probe_opts;
-struct ring_buffer;
 
-/* The counting loop of a probe command whose probes are attached and whose
- * session is going: a report every interval (the counts cleared) and one
- * at the end; with --json one document with an "intervals" array.  Returns
- * 0 or HT_EXIT_DATA (an output file could not be written). */
-int ht_stackcount__loop(struct ht_stackcount *sc, struct ht_probe_session *s,
-			const struct ht_probe_opts *po, const struct ht_stackcount_out *o,
-			struct ring_buffer *rb, int counts_fd, int stacks_fd, const char *cmd);
+/* The maps of a counting BPF program (stacks.bpf.h) and its counter of
+ * events not counted. */
+struct ht_stackcount_maps {
+	int notes_fd;             /* ring buffer of struct ht_pid_note */
+	int counts_fd;            /* struct ht_stack_key -> struct ht_stack_val */
+	int stacks_fd;            /* the stack map */
+	volatile unsigned long long *dropped; /* the program's global (a __u64) */
+};
+
+/* Runs a counting probe command whose probes are attached and whose
+ * session s has not gone yet: reads the new-process notes, releases the
+ * target, makes a report every interval (the counts cleared) and one at
+ * the end; with --json one document with an "intervals" array; -o's file.
+ * Returns 0 or HT_EXIT_DATA. */
+int ht_stackcount__run(struct ht_stackcount *sc, struct ht_probe_session *s,
+		       const struct ht_probe_opts *po, const struct ht_stackcount_out *o,
+		       const struct ht_stackcount_maps *m, const char *cmd);
 
 /* Writes path atomically (a temporary file renamed): the SVG, or folded
  * stacks if folded.  Returns 0, or -1 after a one-line error. */

@@ -4,9 +4,13 @@ faulter.c): each command must see exactly those calls, with their sizes,
 flags and files, and the stacks that made them.  Label "probes"; the cases
 skip with heaptrail's reason where BPF cannot be used (not root, no BTF)."""
 
+import json
 import os
+import signal
+import shutil
+import subprocess
 
-from htlib import case, check, eq, fail
+from htlib import case, check, eq, fail, skip
 from htprobe import need_bpf, probe_json
 
 PAGE = 4096
@@ -38,7 +42,7 @@ def framed(events):
     fail("the markers of memcalls were not both seen: %r" % events[-5:])
 
 
-@case(timeout=60, labels=("probes",))
+@case(timeout=60, labels=("probes", "analyzers"))
 def test_probes_mmapsnoop(t):
     need_bpf(t, "mmapsnoop")
     dat = data_file(t)
@@ -70,7 +74,7 @@ def test_probes_mmapsnoop(t):
         check(e["result"] is not None, "a call failed: %r" % e)
 
 
-@case(timeout=60, labels=("probes",))
+@case(timeout=60, labels=("probes", "analyzers"))
 def test_probes_shmsnoop(t):
     need_bpf(t, "shmsnoop")
     dat = data_file(t)
@@ -93,7 +97,7 @@ def test_probes_shmsnoop(t):
         eq(e["pid"], doc["pid"], "pid")
 
 
-@case(timeout=30, labels=("probes",))
+@case(timeout=30, labels=("probes", "analyzers"))
 def test_probes_usage(t):
     """Bad usage: exit 2 with one clear line, before any BPF is needed."""
     bad = [
@@ -113,7 +117,7 @@ def functions(stack):
     return [f["function"] for f in stack["frames"]]
 
 
-@case(timeout=60, labels=("probes",))
+@case(timeout=60, labels=("probes", "analyzers"))
 def test_probes_brkstack(t):
     """memcalls moves the break 4 times from its own code: brk(0) from main,
     then +64, +128, +192 KiB from grow_break_1/2/3, each called by main."""
@@ -145,7 +149,7 @@ def test_probes_brkstack(t):
     check(rep["total"] >= 4, "total %d" % rep["total"])
 
 
-@case(timeout=60, labels=("probes",))
+@case(timeout=60, labels=("probes", "analyzers"))
 def test_probes_faults(t):
     """faulter writes one byte in each of 3000 fresh pages (no huge pages) in
     touch_buffer: at least 3000 faults in stacks through touch_buffer, called
@@ -178,7 +182,7 @@ def test_probes_faults(t):
     check(pages <= got <= pages + 16, "folded faults in touch_buffer: %d" % got)
 
 
-@case(timeout=60, labels=("probes",))
+@case(timeout=60, labels=("probes", "analyzers"))
 def test_probes_ffaults(t):
     """faulter maps a 256-page file and reads a byte of each page: the file
     is named, with at least 256/16 faults (fault-around maps up to 16 pages
@@ -196,3 +200,131 @@ def test_probes_ffaults(t):
     eq(rep["total"], rep["anonymous"] + sum(files.values()), "total")
     for f in rep["files"]:
         eq(f["pid"], doc["pid"], "pid")
+
+
+class Held:
+    """memcalls in its "wait" mode: started, held before its calls and
+    again before it exits."""
+
+    def __init__(self, t, key):
+        self.p = subprocess.Popen([t.prog("memcalls"), data_file(t), "0x%x" % key, "wait"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  env=t.base_env(), cwd=t.dir)
+        line = self.p.stdout.readline().decode()
+        check(line.startswith("ready "), "memcalls did not start: %r" % line)
+        self.pid = int(line.split()[1])
+
+    def step(self):
+        """Lets it go on to the next hold (or its end)."""
+        self.p.stdin.write(b"go\n")
+        self.p.stdin.flush()
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.wait()
+
+
+def start_probe(t, args):
+    """heaptrail ARGS in the background, once it says it is tracing."""
+    p = subprocess.Popen([t.heaptrail] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=t.base_env(), cwd=t.dir)
+    line = p.stderr.readline().decode()
+    if "Ctrl-C to end" not in line:
+        out, err = p.communicate(timeout=30)
+        fail("heaptrail %s did not start: %s%s" % (" ".join(args), line, err.decode()))
+    return p
+
+
+@case(timeout=60, labels=("probes", "analyzers"))
+def test_probes_pid_sigint(t):
+    """-p PID: brkstack counts the brk calls of a running process until
+    Ctrl-C (SIGINT), reports, exits 0, and leaves the process running; it
+    then ends normally. mmapsnoop -p sees only that process."""
+    need_bpf(t, "brkstack")
+    held = Held(t, 0x48100000 + os.getpid() % 0x10000)
+    try:
+        p = start_probe(t, ["brkstack", "--json", "-n", "0", "-p", str(held.pid)])
+        q = start_probe(t, ["mmapsnoop", "--json", "-p", str(held.pid)])
+        held.step()
+        line = held.p.stdout.readline().decode()
+        check(line.startswith("done "), "memcalls: %r" % line)
+        for proc in (p, q):
+            proc.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+        eq(p.returncode, 0, "brkstack's exit after SIGINT: %s" % err.decode())
+        doc = json.loads(out)
+        check(doc["stopped"].startswith("interrupted"), doc["stopped"])
+        eq(doc["pid"], held.pid, "pid")
+        grow = [s for s in doc["intervals"][-1]["stacks"]
+                if any(f["function"] and f["function"].startswith("grow_break_")
+                       for f in s["frames"])]
+        eq(sorted(s["bytes"] // 1024 for s in grow), [64, 128, 192], "brk growth by stack")
+        out, err = q.communicate(timeout=30)
+        eq(q.returncode, 0, "mmapsnoop's exit after SIGINT: %s" % err.decode())
+        doc = json.loads(out)
+        eq({e["pid"] for e in doc["events"]}, {held.pid}, "mmapsnoop -p: processes")
+        eq(len(framed(doc["events"])), 9, "mmapsnoop -p: the program's calls")
+        check(held.p.poll() is None, "the process traced ended with the tracer")
+        held.step()
+        eq(held.p.wait(timeout=30), 0, "the process's exit status")
+    finally:
+        held.stop()
+
+
+@case(timeout=60, labels=("probes", "analyzers"))
+def test_probes_interval_count(t):
+    """INTERVAL COUNT: faults -p PID 0.2 3 makes three reports and ends by
+    itself; -d ends a snoop; -p of a process that exits ends the probe."""
+    need_bpf(t, "faults")
+    held = Held(t, 0x48200000 + os.getpid() % 0x10000)
+    try:
+        r = t.run([t.heaptrail, "faults", "--json", "-p", str(held.pid), "0.2", "3"], timeout=30)
+        eq(r.rc, 0, "faults: %s" % r.describe())
+        doc = json.loads(r.stdout)
+        eq(len(doc["intervals"]), 3, "reports")
+        eq(doc["stopped"], "3 reports made", "why it stopped")
+        check(not any(i["final"] for i in doc["intervals"][:2]), "final flags")
+        r = t.run([t.heaptrail, "shmsnoop", "-d", "300ms", "-p", str(held.pid)], timeout=30)
+        eq(r.rc, 0, "shmsnoop -d: %s" % r.describe())
+        check("stopped: 300.000 ms passed (-d)" in r.stderr, "why it stopped: %s" % r.stderr)
+        p = start_probe(t, ["shmsnoop", "--json", "-p", str(held.pid)])
+        held.step()
+        held.p.stdout.readline()
+        held.step()
+        eq(held.p.wait(timeout=30), 0, "memcalls' exit")
+        out, err = p.communicate(timeout=30)
+        eq(p.returncode, 0, "shmsnoop: %s" % err.decode())
+        doc = json.loads(out)
+        eq(doc["stopped"], "PID %d exited" % held.pid, "why it stopped")
+        eq([e["call"] for e in doc["events"]], ["shmget", "shmat", "shmdt", "shmctl"], "calls")
+    finally:
+        held.stop()
+
+
+@case(timeout=60, labels=("probes", "analyzers"))
+def test_probes_no_tracefs(t):
+    """The probes need no tracefs (raw tracepoints and perf events): with
+    tracefs unmounted in a private mount namespace (unshare -m) mmapsnoop
+    and faults still work."""
+    need_bpf(t, "mmapsnoop")
+    if not shutil.which("unshare"):
+        skip("unshare (util-linux) is not installed")
+    dat = data_file(t)
+    script = ("for m in $(awk '$3==\"tracefs\"{print $2}' /proc/mounts | sort -r); do "
+              "umount \"$m\" || exit 99; done; "
+              "awk '$3==\"tracefs\"' /proc/mounts | grep -q . && exit 98; "
+              "\"$0\" mmapsnoop --json -c \"$1 $2\" > snoop.json && "
+              "\"$0\" faults --json -c \"$3 500\" > faults.json")
+    r = t.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, t.heaptrail,
+               t.prog("memcalls"), dat, t.prog("faulter")])
+    if r.rc in (98, 99) or "unshare failed" in r.stderr:
+        skip("cannot unmount tracefs in a private mount namespace: %s" % r.stderr.strip())
+    eq(r.rc, 0, "without tracefs: %s" % r.describe())
+    with open(t.path("snoop.json")) as f:
+        eq(len(framed(json.load(f)["events"])), 9, "mmapsnoop without tracefs: calls")
+    with open(t.path("faults.json")) as f:
+        rep = json.load(f)["intervals"][-1]
+    n = sum(s["count"] for s in rep["stacks"]
+            if any(fr["function"] == "touch_buffer" for fr in s["frames"]))
+    check(n >= 500, "faults without tracefs: %d in touch_buffer" % n)

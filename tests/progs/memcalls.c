@@ -14,8 +14,9 @@
  *
  * brk is issued by an inline syscall instruction in a function of its own,
  * so that the stack of each brk starts in that function (glibc's wrappers
- * have no frame pointers).  With argv[3] "wait" it first waits for a line
- * on stdin (for -p tests).  Prints "done" at the end. */
+ * have no frame pointers).  Prints "done SHMID" at the end.  With argv[3]
+ * "wait" (for -p tests) it prints "ready PID" and waits for a line on stdin
+ * before the calls, and for another before it exits. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
@@ -121,5 +122,11 @@ int main(int argc, char **argv)
 	shmctl(id, IPC_RMID, NULL);
 	munmap((void *)MARK_END, 0);
 	printf("done %d\n", id);
+	fflush(stdout);
+	if (argc > 3 && !strcmp(argv[3], "wait")) {
+		char line[16];
+		if (!fgets(line, sizeof(line), stdin))
+			return 1;
+	}
 	return 0;
 }
