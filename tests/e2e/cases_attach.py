@@ -155,7 +155,7 @@ def test_attach_sites(t):
     check("detached from pid" in err, "detach message: %r" % err)
 
 
-@case(timeout=120, labels=("probes",), locks=("bpf",))
+@case(timeout=120, labels=("probes", "analyzers"), locks=("bpf",))
 def test_attach_at_entry(t):
     """--at-entry (every probe on the function's first instruction, where
     the kernel single-steps it) gives the same exact figures as the probes
@@ -166,7 +166,7 @@ def test_attach_at_entry(t):
     eq(by_site(json.loads(out)["entries"]), SITES, "outstanding by site, --at-entry")
 
 
-@case(timeout=120, labels=("probes",), locks=("bpf",))
+@case(timeout=120, labels=("probes", "analyzers"), locks=("bpf",))
 def test_attach_text_sigterm(t):
     """The text report names the sites with file:line; SIGTERM detaches
     like Ctrl-C."""
@@ -180,7 +180,7 @@ def test_attach_text_sigterm(t):
     check(len([l for l in lines if " in " in l and "oldest" in l]) == 3, "--top 3 rows:\n" + out)
 
 
-@case(timeout=120, labels=("probes",), locks=("bpf",))
+@case(timeout=120, labels=("probes", "analyzers"), locks=("bpf",))
 def test_attach_sample(t):
     """--sample 5: every 5th allocation call traced, weight 5: runs of 10
     and 5 calls at one site come out exact; the churn's frees of untraced
@@ -200,7 +200,7 @@ def test_attach_sample(t):
         check(n % 5 == 0 and b > 0, "site %s: %d bytes in %d blocks" % (site, b, n))
 
 
-@case(timeout=120, labels=("probes",), locks=("bpf",))
+@case(timeout=120, labels=("probes", "analyzers"), locks=("bpf",))
 def test_attach_older(t):
     """--older: blocks younger than TIME are left out (1h: nothing), older
     ones in (1ns: every site)."""
@@ -213,7 +213,7 @@ def test_attach_older(t):
     eq(by_site(json.loads(out)["entries"]), SITES, "--older 1ns")
 
 
-@case(timeout=120, labels=("probes",), locks=("bpf",))
+@case(timeout=120, labels=("probes", "analyzers"), locks=("bpf",))
 def test_attach_interval_count(t):
     """INTERVAL COUNT: COUNT reports, then attach detaches by itself (no
     final report) and the process, idle meanwhile, goes on and ends as
@@ -269,7 +269,7 @@ def test_attach_trace(t):
           "flame graph and report written")
 
 
-@case(timeout=60, labels=("probes",))
+@case(timeout=60, labels=("probes", "analyzers"))
 def test_attach_bad_usage(t):
     """No such process, no process at all, a bad --sample: exit 2 or 1 with
     a message that says what is wrong; without root, the reason."""
@@ -303,7 +303,7 @@ ALLOCATORS = {
 
 
 def allocator_case(name):
-    @case(timeout=120, labels=("probes",), locks=("bpf",))
+    @case(timeout=120, labels=("probes", "analyzers"), locks=("bpf",))
     def test(t):
         need_bpf(t, "attach")
         lib = next((os.path.join(d, ALLOCATORS[name]) for d in
