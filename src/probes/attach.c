@@ -133,6 +133,7 @@ struct attach {
 	uint64_t events, allocs, frees; /* events read */
 	int is_glibc;                  /* the allocator is glibc's */
 	int failed;                    /* a write of the trace failed */
+	uint64_t last_rss;             /* when the last RSS sample was written */
 };
 
 #ifdef HT_HAVE_BPF
@@ -605,6 +606,22 @@ static struct ht_writer *open_trace(struct attach *a, uint64_t start)
 	return w;
 }
 
+/* A clock sample with the target's RSS (timeline's RSS curve), at most
+ * every 10 ms (HEAPTRAIL_RSS_INTERVAL's default). */
+static void trace_rss(struct attach *a)
+{
+	uint64_t t = now_ns();
+	if (t - a->last_rss < 10000000u)
+		return;
+	a->last_rss = t;
+	size_t len;
+	char *s = read_small("/proc/%d/statm", a->pid, &len);
+	unsigned long long size, rss;
+	if (s && sscanf(s, "%llu %llu", &size, &rss) == 2)
+		ht_writer__clock(a->w, t, rss * (uint64_t)(sysconf(_SC_PAGESIZE) / 1024));
+	free(s);
+}
+
 /* Writes the target's modules into the trace (at the end: the libraries
  * dlopened meanwhile are in the map by then). */
 static void trace_modules(struct attach *a)
@@ -791,9 +808,14 @@ int cmd_attach(int argc, char **argv)
 	if (ht_probe__go(ps))
 		goto cleanup;
 	enum ht_probe_step st;
-	while ((st = ht_probe__step(ps, rb)) != HT_PROBE_STOP)
+	if (a.w)
+		trace_rss(&a);
+	while ((st = ht_probe__step(ps, rb)) != HT_PROBE_STOP) {
 		if (st == HT_PROBE_TICK)
 			report(&a, ps, 0);
+		if (a.w)
+			trace_rss(&a);
+	}
 	/* detach first: the process runs on untraced while we report */
 	for (size_t i = 0; i < nlinks; i++)
 		bpf_link__destroy(links[i]);

@@ -7,6 +7,7 @@ after the detach; the -o trace read by leaks and stats; bad usage.
 Needs BPF (root, BTF, uprobes): the cases skip with the reason
 `heaptrail attach --check` gives when it cannot be used here."""
 
+import csv
 import json
 import os
 import select
@@ -234,6 +235,35 @@ def test_attach_interval_count(t):
         if a:
             a.kill()
         target.kill()
+
+
+@case(timeout=120, labels=("probes", "analyzers"), locks=("bpf",))
+def test_attach_target_exits(t):
+    """The process ends while attached: attach notices, reports what it
+    left outstanding (phase 2 leaks 10 more blocks of leak_small) and
+    exits 0 by itself; -o's trace has RSS samples for timeline."""
+    need_bpf(t, "attach")
+    target = Target(t)
+    a = None
+    try:
+        a = Attach(t, target.p.pid, ["--json", "--top", "100", "-o", t.path("x.ht")])
+        eq(target.phase1(), SITES, "the program's accounting")
+        target.finish()
+        out, err = a.p.communicate(timeout=60)
+        eq(a.p.returncode, 0, "attach's exit status (stderr %r)" % err)
+        check("PID %d exited" % target.p.pid in err.decode(), "the reason: %r" % err)
+        want = dict(SITES)
+        want["leak_small"] = (2000, 20)
+        eq(by_site(json.loads(out)["entries"]), want, "outstanding at the end of the process")
+    finally:
+        if a:
+            a.kill()
+        target.kill()
+    r = t.tool(["timeline", "--csv", "-o", "-", t.path("x.ht")])
+    eq(r.rc, 0, "timeline:\n" + r.describe())
+    rows = list(csv.DictReader(r.stdout.splitlines()))
+    check(any(row["rss_bytes"] and int(row["rss_bytes"]) > 100000 for row in rows),
+          "no RSS in the attach trace's timeline")
 
 
 @case(timeout=150, labels=("probes", "analyzers"), locks=("bpf",))
