@@ -726,6 +726,9 @@ int cmd_attach(int argc, char **argv)
 			goto cleanup;
 	}
 
+	/* the trace first: a bad -o path fails before any probe goes in */
+	if (cfg.output && !(a.w = open_trace(&a, now_ns())))
+		goto cleanup;
 	skel = attach_bpf__open();
 	if (!skel) {
 		ht_error("attach: cannot open the BPF program: %s", strerror(errno));
@@ -797,9 +800,6 @@ int cmd_attach(int argc, char **argv)
 		ht_error("attach: cannot set up the ring buffer: %s", strerror(errno));
 		goto cleanup;
 	}
-	uint64_t start = now_ns();
-	if (cfg.output && !(a.w = open_trace(&a, start)))
-		goto cleanup;
 	char every[64] = "";
 	if (cfg.sample > 1)
 		snprintf(every, sizeof(every), ", 1 in %" PRIu64 " allocation calls", cfg.sample);

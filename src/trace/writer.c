@@ -211,7 +211,7 @@ struct ht_writer *ht_writer__open(const char *path, const struct ht_writer_info 
 		goto oom;
 	w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (w->fd < 0) {
-		snprintf(err, errlen, "%s: cannot create: %s", w->tmp, strerror(errno));
+		snprintf(err, errlen, "%s: cannot create (%s): %s", path, w->tmp, strerror(errno));
 		free(w->tmp);
 		free(w->path);
 		free(w);

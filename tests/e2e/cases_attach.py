@@ -313,6 +313,14 @@ def test_attach_bad_usage(t):
     check("--sample" in r.stderr, "--sample message:\n" + r.describe())
     r = t.tool(["attach", "-p", str(os.getpid()), "x"])
     eq(r.rc, 2, "bad interval:\n" + r.describe())
+    # an output that cannot be written: exit 1 before any probe, no file left
+    bad = t.path("no-such-dir", "x.ht")
+    r = t.tool(["attach", "-p", str(os.getpid()), "-d", "1s", "-o", bad])
+    if r.rc != 3:  # (3: no BPF here; the rest of the case still runs)
+        eq(r.rc, 1, "unwritable -o:\n" + r.describe())
+        check("no-such-dir" in r.stderr and "cannot create" in r.stderr,
+              "unwritable -o message:\n" + r.describe())
+        check(not os.path.exists(t.path("no-such-dir")), "something was created")
     # not root: setpriv drops to nobody (util-linux, in scripts/deps.sh)
     if os.geteuid() == 0 and os.path.exists("/usr/bin/setpriv"):
         target = Target(t)
