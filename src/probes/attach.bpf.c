@@ -51,9 +51,12 @@ struct {
 	__type(value, struct pending);
 } pending SEC(".maps");
 
-/* Traced blocks still live: address -> 1 (max_entries set by attach.c). */
+/* Traced blocks still live: address -> 1 (max_entries set by attach.c).
+ * Not preallocated: a million entries would take 84 MB of kernel memory
+ * up front; this way memory follows the traced live set. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 1 << 20);
 	__type(key, __u64);
 	__type(value, __u8);
