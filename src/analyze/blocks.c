@@ -102,6 +102,18 @@ const char *ht_blocks__frame_name(char *buf, size_t len, const struct ht_frame *
 	return buf;
 }
 
+void ht_blocks__print_frames(FILE *out, const struct ht_frame *f, size_t n, size_t depth)
+{
+	for (size_t i = 0; i < n && i < depth; i++) {
+		char name[1024];
+		fprintf(out, "%s%s", i ? " <- " : "", ht_blocks__frame_name(name, sizeof(name), &f[i]));
+		if (f[i].file) {
+			const char *slash = strrchr(f[i].file, '/');
+			fprintf(out, " (%s:%d)", slash ? slash + 1 : f[i].file, f[i].line);
+		}
+	}
+}
+
 void ht_blocks__json_frame(struct ht_json *j, const struct ht_frame *f)
 {
 	char addr[32];

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "analyze/livemap.h"
 #include "symbols/symbolize.h"
@@ -36,6 +37,10 @@ size_t ht_blocks__frames(struct ht_reader *r, struct ht_symbolizer *sym, uint32_
 /* The name a report gives a frame: its function, else module+0xOFFSET (the
  * offset in the module's file), else 0xADDRESS.  Returns buf. */
 const char *ht_blocks__frame_name(char *buf, size_t len, const struct ht_frame *f);
+
+/* Prints the first depth of frames f[0..n) on one line, innermost first:
+ * "function (file:line) <- caller (file:line) ...", no newline. */
+void ht_blocks__print_frames(FILE *out, const struct ht_frame *f, size_t n, size_t depth);
 
 /* A frame as JSON: function, file, line, module, offset, inlined. */
 struct ht_json;

@@ -323,6 +323,7 @@ void ht_stats__json(const struct ht_stats *s, struct ht_json *j, const struct ht
 	ht_json__bool(j, "orphaned", in->orphaned);
 	ht_json__bool(j, "sampled", (in->flags & HT_FILE_F_SAMPLED) != 0);
 	ht_json__u64(j, "sample_bytes", in->sample_bytes);
+	ht_json__u64(j, "sample_every", in->sample_every);
 	ht_json__u64(j, "duration_ns", in->duration_ns > s->last_time ? in->duration_ns : s->last_time);
 	ht_json__u64(j, "events", s->events);
 	ht_json__u64(j, "timestamps_taken", s->ts_taken);

@@ -92,13 +92,7 @@ static void print_where(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t
 	}
 	if (by_function)
 		depth = 1;
-	for (size_t i = 0; i < n && i < depth; i++) {
-		char name[1024];
-		printf("%s%s", i ? " <- " : "", ht_blocks__frame_name(name, sizeof(name), &f[i]));
-		if (f[i].file)
-			printf(" (%s:%d)", strrchr(f[i].file, '/') ? strrchr(f[i].file, '/') + 1
-								  : f[i].file, f[i].line);
-	}
+	ht_blocks__print_frames(stdout, f, n, depth);
 	printf("\n");
 }
 

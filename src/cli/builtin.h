@@ -19,5 +19,11 @@ int cmd_convert(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_maps(int argc, char **argv);
+int cmd_mmapsnoop(int argc, char **argv);
+int cmd_shmsnoop(int argc, char **argv);
+int cmd_brkstack(int argc, char **argv);
+int cmd_faults(int argc, char **argv);
+int cmd_ffaults(int argc, char **argv);
+int cmd_attach(int argc, char **argv);
 
 #endif

@@ -51,6 +51,8 @@ struct ht_section_ref {
 				  * process ended without closing (killed, crashed) */
 #define HT_FILE_F_DURATIONS 0x20 /* (version 5) record --durations: every malloc-API
 				  * call is timed (a DURATION record before it) */
+#define HT_FILE_F_SAMPLE_EVERY 0x40 /* with SAMPLED: 1 in sample_every allocation
+				     * calls was traced (heaptrail attach --sample) */
 
 struct ht_file_header {
 	char magic[8];            /* HT_MAGIC */
@@ -70,7 +72,9 @@ struct ht_file_header {
 	uint32_t nthreads;        /* threads seen (0 if not closed) */
 	uint32_t sample_bytes;    /* mean bytes between samples, 0 = all */
 	uint64_t start_brk;       /* where the heap starts (kernel's start_brk) */
-	uint64_t reserved[5];     /* zero */
+	uint32_t sample_every;    /* HT_FILE_F_SAMPLE_EVERY: 1 in N allocations, else 0 */
+	uint32_t reserved0;       /* zero */
+	uint64_t reserved[4];     /* zero */
 	struct ht_section_ref sec[HT_SEC_NR];
 };
 

@@ -755,7 +755,10 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 		if (d->is_alloc && result_ptr) {
 			uint64_t req = ht_event__size(e);
 			e->usable = ht_usable_of(r->hdr.version, e->flags, req, slack);
-			if (r->hdr.flags & HT_FILE_F_SAMPLED)
+			if ((r->hdr.flags & (HT_FILE_F_SAMPLED | HT_FILE_F_SAMPLE_EVERY)) ==
+			    (HT_FILE_F_SAMPLED | HT_FILE_F_SAMPLE_EVERY))
+				e->weight = r->hdr.sample_every ? r->hdr.sample_every : 1;
+			else if (r->hdr.flags & HT_FILE_F_SAMPLED)
 				e->weight = ht_sample_weight(req, result_ptr, r->hdr.sample_bytes);
 		}
 		s->last_ts = e->ts;
@@ -1219,6 +1222,8 @@ struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
 	in->ppid = r->hdr.ppid;
 	in->start_brk = r->hdr.start_brk;
 	in->sample_bytes = (r->hdr.flags & HT_FILE_F_SAMPLED) ? r->hdr.sample_bytes : 0;
+	in->sample_every = (r->hdr.flags & HT_FILE_F_SAMPLED) && (r->hdr.flags & HT_FILE_F_SAMPLE_EVERY)
+				   ? r->hdr.sample_every : 0;
 	in->flags = r->hdr.flags;
 	in->start_realtime_ns = r->hdr.start_realtime_ns;
 	in->ts_per_ns = r->ts_per_ns;

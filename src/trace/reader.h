@@ -150,6 +150,7 @@ struct ht_trace_info {
 	uint64_t file_size;    /* bytes */
 	uint64_t start_brk;    /* where the heap begins */
 	uint64_t sample_bytes; /* record --sample-bytes (HT_FILE_F_SAMPLED in flags), else 0 */
+	uint32_t sample_every; /* attach --sample N (HT_FILE_F_SAMPLE_EVERY): 1 in N allocations, else 0 */
 };
 
 /* How long a reader waits for a recorder's writer process that is still

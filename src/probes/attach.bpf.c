@@ -1,0 +1,298 @@
+// SPDX-License-Identifier: GPL-2.0
+/* heaptrail attach: uprobes on the allocator functions of one process.
+ *
+ * An allocation function's entry saves its arguments per thread; its
+ * return decides whether the call is traced (every sample_every-th
+ * allocation call, counted across the process) and if so keeps the block
+ * in `traced` and sends an event with the user stack.  A free sends an
+ * event only for a block in `traced` (the frees of blocks that were not
+ * traced, or allocated before the attach, are not seen).  A realloc of a
+ * traced block stays traced.  Calls the allocator makes to its own
+ * exported functions while one is running (glibc's realloc(NULL, n)
+ * calling malloc, realloc(p, 0) calling free) are the outer call's, not
+ * events of their own. */
+#include "vmlinux.h"
+
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "attach.bpf.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* enum ht_kind (src/trace/format.h) */
+#define K_MALLOC 1
+#define K_FREE 2
+#define K_CALLOC 3
+#define K_REALLOC 4
+#define K_MEMALIGN 6
+#define K_POSIX_MEMALIGN 7
+#define K_ALIGNED_ALLOC 8
+#define K_VALLOC 9
+#define K_PVALLOC 10
+#define F_MMAPPED 0x20
+#define F_NONMAIN 0x40
+
+const volatile __u32 target_tgid = 0;  /* the traced process */
+const volatile __u32 sample_every = 1; /* trace 1 in N allocation calls */
+const volatile __u8 is_glibc = 0;      /* read glibc's chunk header of a block */
+
+/* A call in progress, per thread. */
+struct pending {
+	__u64 a0, a1, a2; /* arguments */
+	__u32 kind;       /* K_* */
+	__u32 depth;      /* nested calls of the allocator's own functions */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64); /* pid_tgid */
+	__type(value, struct pending);
+} pending SEC(".maps");
+
+/* Traced blocks still live: address -> 1 (max_entries set by attach.c).
+ * Not preallocated: a million entries would take 84 MB of kernel memory
+ * up front; this way memory follows the traced live set. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1 << 20);
+	__type(key, __u64);
+	__type(value, __u8);
+} traced SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 16384);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, HT_ATTACH_MAX_DEPTH * sizeof(__u64));
+} stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 << 20);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, HT_AS_NR);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+static __always_inline void count(__u32 which)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &which);
+	if (v)
+		__sync_fetch_and_add(v, 1);
+}
+
+/* Submit without waking the reader (a wake-up per event costs the traced
+ * thread an interrupt and the machine two context switches): it polls the
+ * ring every few hundred milliseconds anyway; wake it only when the ring
+ * is filling up. */
+static __always_inline __u64 wake_flag(void)
+{
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > (4 << 20) ? BPF_RB_FORCE_WAKEUP
+									  : BPF_RB_NO_WAKEUP;
+}
+
+static __always_inline int ours(void)
+{
+	return (bpf_get_current_pid_tgid() >> 32) == target_tgid;
+}
+
+static __always_inline int enter(__u32 kind, __u64 a0, __u64 a1, __u64 a2)
+{
+	if (!ours())
+		return 0;
+	__u64 id = bpf_get_current_pid_tgid();
+	struct pending *p = bpf_map_lookup_elem(&pending, &id);
+	if (p) {
+		p->depth++;
+		return 0;
+	}
+	struct pending n = {.a0 = a0, .a1 = a1, .a2 = a2, .kind = kind};
+	bpf_map_update_elem(&pending, &id, &n, BPF_ANY);
+	return 0;
+}
+
+/* Whether this allocation call is one of the sampled ones. */
+static __always_inline int sampled(void)
+{
+	__u32 k = HT_AS_CALLS;
+	__u64 *v = bpf_map_lookup_elem(&stats, &k);
+	if (!v)
+		return 0;
+	__u64 n = __sync_fetch_and_add(v, 1);
+	return sample_every <= 1 || n % sample_every == 0;
+}
+
+static __always_inline void glibc_chunk(struct ht_attach_event *e)
+{
+	__u64 sz = 0;
+	if (!is_glibc || !e->ptr || bpf_probe_read_user(&sz, sizeof(sz), (void *)(e->ptr - 8)))
+		return;
+	int mm = (sz & 2) != 0;
+	e->flags = (mm ? F_MMAPPED : 0) | ((sz & 4) ? F_NONMAIN : 0);
+	e->usable = (sz & ~7ull) - (mm ? 16 : 8);
+}
+
+static __always_inline int leave(struct pt_regs *ctx, __u64 ret)
+{
+	if (!ours())
+		return 0;
+	__u64 id = bpf_get_current_pid_tgid();
+	struct pending *pp = bpf_map_lookup_elem(&pending, &id);
+	if (!pp)
+		return 0;
+	if (pp->depth) {
+		pp->depth--;
+		return 0;
+	}
+	struct pending p = *pp;
+	bpf_map_delete_elem(&pending, &id);
+
+	__u64 ptr = ret, old = 0;
+	__u8 old_traced = 0;
+	if (p.kind == K_POSIX_MEMALIGN) {
+		ptr = 0;
+		if ((int)ret == 0)
+			bpf_probe_read_user(&ptr, sizeof(ptr), (void *)p.a0);
+	}
+	if (p.kind == K_REALLOC) {
+		old = p.a0;
+		if (old && bpf_map_delete_elem(&traced, &old) == 0)
+			old_traced = 1;
+		if (!ret && p.a1 && old_traced) {
+			/* failed: the old block is still there, still traced */
+			__u8 one = 1;
+			bpf_map_update_elem(&traced, &old, &one, BPF_ANY);
+		}
+	}
+	if (old_traced)
+		count(HT_AS_CALLS); /* counted, outside the sampling */
+	else if (!sampled() || !ptr)
+		return 0; /* not traced (a failed call is not a block either) */
+	if (ptr) {
+		__u8 one = 1;
+		if (bpf_map_update_elem(&traced, &ptr, &one, BPF_NOEXIST) != 0) {
+			if (!old_traced) {
+				count(HT_AS_FULL);
+				return 0;
+			}
+		}
+	}
+	struct ht_attach_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(HT_AS_LOST);
+		return 0;
+	}
+	e->ts = bpf_ktime_get_ns();
+	e->ptr = ptr;
+	e->old = old;
+	e->a0 = p.a0;
+	e->a1 = p.a1;
+	e->usable = 0;
+	e->ret = p.kind == K_POSIX_MEMALIGN ? (__s64)(int)ret : 0;
+	if (p.kind == K_POSIX_MEMALIGN) {
+		e->a0 = p.a1; /* align, size */
+		e->a1 = p.a2;
+	}
+	e->tid = (__u32)id;
+	e->kind = (__u8)p.kind;
+	e->flags = 0;
+	e->old_traced = old_traced;
+	glibc_chunk(e);
+	e->stackid = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+	if (e->stackid < 0)
+		count(HT_AS_NOSTACK);
+	bpf_ringbuf_submit(e, wake_flag());
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(free_enter, void *ptr)
+{
+	if (!ours() || !ptr)
+		return 0;
+	__u64 id = bpf_get_current_pid_tgid();
+	if (bpf_map_lookup_elem(&pending, &id))
+		return 0; /* the allocator's own free, inside realloc */
+	__u64 p = (__u64)ptr;
+	if (bpf_map_delete_elem(&traced, &p) != 0)
+		return 0; /* not a traced block */
+	struct ht_attach_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(HT_AS_LOST);
+		return 0;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->ts = bpf_ktime_get_ns();
+	e->ptr = p;
+	e->tid = (__u32)id;
+	e->kind = K_FREE;
+	e->stackid = -1;
+	if (is_glibc) {
+		__u64 sz = 0;
+		if (!bpf_probe_read_user(&sz, sizeof(sz), (void *)(p - 8)))
+			e->flags = ((sz & 2) ? F_MMAPPED : 0) | ((sz & 4) ? F_NONMAIN : 0);
+	}
+	bpf_ringbuf_submit(e, wake_flag());
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(malloc_enter, __u64 size)
+{
+	return enter(K_MALLOC, size, 0, 0);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(calloc_enter, __u64 nmemb, __u64 size)
+{
+	return enter(K_CALLOC, nmemb, size, 0);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(realloc_enter, void *ptr, __u64 size)
+{
+	return enter(K_REALLOC, (__u64)ptr, size, 0);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(memalign_enter, __u64 align, __u64 size)
+{
+	return enter(K_MEMALIGN, align, size, 0);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(posix_memalign_enter, void *memptr, __u64 align, __u64 size)
+{
+	return enter(K_POSIX_MEMALIGN, (__u64)memptr, align, size);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(aligned_alloc_enter, __u64 align, __u64 size)
+{
+	return enter(K_ALIGNED_ALLOC, align, size, 0);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(valloc_enter, __u64 size)
+{
+	return enter(K_VALLOC, size, 0, 0);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(pvalloc_enter, __u64 size)
+{
+	return enter(K_PVALLOC, size, 0, 0);
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(alloc_exit, __u64 ret)
+{
+	return leave(ctx, ret);
+}

@@ -1,0 +1,35 @@
+/* What attach.bpf.c and attach.c share: the event the BPF side sends for
+ * each traced allocation and free of the target, and the counters it
+ * keeps.  Kinds are the trace's (src/trace/format.h, enum ht_kind). */
+#ifndef HEAPTRAIL_PROBES_ATTACH_BPF_H
+#define HEAPTRAIL_PROBES_ATTACH_BPF_H
+
+#define HT_ATTACH_MAX_DEPTH 127 /* frames kept per stack (the stack map's value) */
+
+/* One traced call, in the ring buffer. */
+struct ht_attach_event {
+	__u64 ts;      /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) at the return */
+	__u64 ptr;     /* the block handed out (0: failed), or freed */
+	__u64 old;     /* realloc's input block */
+	__u64 a0, a1;  /* the call's size arguments (see attach.c, vals_of) */
+	__u64 usable;  /* glibc: the usable size from the chunk header, else 0 */
+	__s64 ret;     /* posix_memalign's return value */
+	__u32 tid;     /* thread */
+	__s32 stackid; /* in the stack map, < 0 if the stack was not taken */
+	__u8 kind;     /* enum ht_kind: malloc .. pvalloc, free */
+	__u8 flags;    /* HT_F_MMAPPED / HT_F_NONMAIN from glibc's chunk header */
+	__u8 old_traced; /* realloc: the input block was a traced one */
+	__u8 pad[5];
+};
+
+/* Counters (an array map, index = enum ht_attach_stat). */
+enum ht_attach_stat {
+	HT_AS_CALLS = 0,  /* allocation calls seen (the sampling counter; reallocs of traced
+			   * blocks are counted but not sampled: they stay traced) */
+	HT_AS_LOST,       /* events the ring buffer had no room for */
+	HT_AS_FULL,       /* traced blocks not kept: the table of live blocks was full */
+	HT_AS_NOSTACK,    /* stacks not taken (stack map full, or unwinding failed) */
+	HT_AS_NR,
+};
+
+#endif

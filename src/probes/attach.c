@@ -1,0 +1,878 @@
+/* heaptrail attach: outstanding allocations of a running process by stack,
+ * from uprobes on its allocator's functions (attach.bpf.c), like BCC's
+ * memleak; or a heaptrail trace of them (-o) that every analyzer reads.
+ * docs/attach.md. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "analyze/blocks.h"
+#include "common/json.h"
+#include "common/options.h"
+#include "common/util.h"
+#include "probes/probe.h"
+#include "probes/procsyms.h"
+#include "symbols/elfsyms.h"
+#include "trace/format.h"
+#include "trace/writer.h"
+
+#ifdef HT_HAVE_BPF
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/types.h>
+
+#include "attach.bpf.h"
+#include "attach.skel.h"
+#endif
+
+/* One configuration per run; each default is labelled by its flag. */
+struct attach_config {
+	struct ht_probe_opts po; /* -p, -c, -d, --json, --check; INTERVAL, COUNT */
+	uint64_t top;            /* -n, --top (10): stacks per report */
+	uint64_t older;          /* --older (0): only blocks older than this, ns */
+	uint64_t sample;         /* -s, --sample (1): trace 1 in N allocation calls */
+	uint64_t depth;          /* --depth (3): frames shown per stack (text) */
+	uint64_t max_blocks;     /* --max-blocks (1M): traced blocks the kernel side keeps */
+	const char *lib;         /* --lib (found in the process): the allocator's file */
+	const char *output;      /* -o, --output (none): write a heaptrail trace */
+	int at_entry;            /* --at-entry: every probe on the first instruction */
+};
+
+static const char usage_text[] =
+	"usage: heaptrail attach -p PID [options] [INTERVAL [COUNT]]\n"
+	"       heaptrail attach -c COMMAND [options] [INTERVAL [COUNT]]\n"
+	"\n"
+	"Outstanding allocations of a running process by stack, from uprobes on its\n"
+	"allocator (glibc's malloc family, or jemalloc, tcmalloc or mimalloc when the\n"
+	"process has one mapped): every INTERVAL (seconds, or 500ms...), COUNT times,\n"
+	"else once at the end (Ctrl-C, -d, or the process exits).  Detaching leaves\n"
+	"the process running, unchanged.  Every probed call traps into the kernel\n"
+	"(a microsecond or two a malloc/free pair); --sample N traces 1 in N\n"
+	"allocations and scales the figures by N.  Needs root (or CAP_BPF and\n"
+	"CAP_PERFMON).\n"
+	"\fEXAMPLES\n"
+	"  heaptrail attach -p 1234 5              # top stacks every 5 s\n"
+	"  heaptrail attach -p 1234 --older 10s    # only blocks older than 10 s\n"
+	"  heaptrail attach -p 1234 --sample 100 -o live.ht -d 60s\n"
+	"  heaptrail leaks live.ht                 # the trace, as any other\n"
+	"  heaptrail attach -c './server --once' --json\n";
+
+#ifdef HT_HAVE_BPF
+/* The allocator functions probed, with their BPF entry program. */
+struct probe_fn {
+	const char *name; /* symbol */
+	int kind;         /* enum ht_kind; HT_EV_FREE for the free family */
+	int ret;          /* also a uretprobe */
+	int glibc_only;   /* probed only in glibc (the others: only if defined) */
+};
+
+static const struct probe_fn probe_fns[] = {
+	{"malloc", HT_EV_MALLOC, 1, 0},
+	{"free", HT_EV_FREE, 0, 0},
+	{"calloc", HT_EV_CALLOC, 1, 0},
+	{"realloc", HT_EV_REALLOC, 1, 0},
+	{"memalign", HT_EV_MEMALIGN, 1, 0},
+	{"posix_memalign", HT_EV_POSIX_MEMALIGN, 1, 0},
+	{"aligned_alloc", HT_EV_ALIGNED_ALLOC, 1, 0},
+	{"valloc", HT_EV_VALLOC, 1, 0},
+	{"pvalloc", HT_EV_PVALLOC, 1, 0},
+	/* C++ operators the other allocators define themselves (glibc's
+	 * programs reach them through libstdc++, which calls malloc) */
+	{"_Znwm", HT_EV_MALLOC, 1, 0},
+	{"_Znam", HT_EV_MALLOC, 1, 0},
+	{"_ZdlPv", HT_EV_FREE, 0, 0},
+	{"_ZdaPv", HT_EV_FREE, 0, 0},
+	{"_ZdlPvm", HT_EV_FREE, 0, 0},
+	{"_ZdaPvm", HT_EV_FREE, 0, 0},
+};
+#define NPROBE_FNS (sizeof(probe_fns) / sizeof(probe_fns[0]))
+#define NSTD_FNS 9 /* the C functions, probed wherever they are */
+
+/* The allocator libraries recognized by name, in order of preference. */
+static const char *const alt_allocators[] = {"libjemalloc", "libtcmalloc", "libmimalloc"};
+#endif
+
+/* A stack seen, by stack map id. */
+struct stack {
+	int32_t id;       /* stack map id, -1 = none */
+	uint32_t n;       /* frames */
+	uint64_t *ips;    /* return addresses, innermost first */
+	uint64_t bytes;   /* outstanding (scratch, per report) */
+	uint64_t blocks;  /* outstanding blocks (scratch) */
+	uint64_t oldest;  /* ts of the oldest outstanding block (scratch) */
+};
+
+/* A traced block still live. */
+struct block {
+	uint64_t ptr;    /* address, 0 = empty slot, 1 = deleted */
+	uint64_t size;   /* requested bytes */
+	uint64_t ts;     /* when it was handed out (monotonic ns) */
+	uint32_t stack;  /* index in stacks, or UINT32_MAX */
+};
+
+/* The state of one run. */
+struct attach {
+	struct attach_config *cfg;     /* options */
+	pid_t pid;                     /* the target */
+	struct block *blocks;          /* open addressing by ptr */
+	size_t nblocks, used, cap;     /* live, slots used (live + deleted), slots */
+	struct stack *stacks;          /* every stack seen */
+	size_t nstacks;                /* how many */
+	uint32_t *byid;                /* stack map id -> index in stacks + 1, 0 = not seen */
+	uint32_t nbyid;                /* entries in byid */
+	int stack_fd;                  /* the stack map */
+	struct ht_writer *w;           /* -o, or NULL */
+	struct ht_procsyms *syms;      /* symbols of the target */
+	uint64_t events, allocs, frees; /* events read */
+	int is_glibc;                  /* the allocator is glibc's */
+	int failed;                    /* a write of the trace failed */
+	uint64_t last_rss;             /* when the last RSS sample was written */
+};
+
+#ifdef HT_HAVE_BPF
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- the live blocks ---------------------------------------------------- */
+
+static size_t slot_of(uint64_t ptr, size_t cap)
+{
+	uint64_t h = (ptr >> 4) * 0x9E3779B97F4A7C15ull;
+	return (size_t)(h ^ (h >> 32)) & (cap - 1);
+}
+
+static void blocks_grow(struct attach *a)
+{
+	size_t ncap = a->cap ? (a->nblocks * 4 > a->cap ? 2 * a->cap : a->cap) : 1024;
+	struct block *n = calloc(ncap, sizeof(*n));
+	if (!n)
+		ht_xrealloc(NULL, SIZE_MAX); /* the out-of-memory exit */
+	for (size_t i = 0; i < a->cap; i++) {
+		if (a->blocks[i].ptr <= 1)
+			continue;
+		size_t j = slot_of(a->blocks[i].ptr, ncap);
+		while (n[j].ptr)
+			j = (j + 1) & (ncap - 1);
+		n[j] = a->blocks[i];
+	}
+	free(a->blocks);
+	a->blocks = n;
+	a->cap = ncap;
+	a->used = a->nblocks;
+}
+
+static struct block *block_find(struct attach *a, uint64_t ptr)
+{
+	if (!a->cap)
+		return NULL;
+	for (size_t j = slot_of(ptr, a->cap);; j = (j + 1) & (a->cap - 1)) {
+		if (a->blocks[j].ptr == ptr)
+			return &a->blocks[j];
+		if (!a->blocks[j].ptr)
+			return NULL;
+	}
+}
+
+static void block_add(struct attach *a, uint64_t ptr, uint64_t size, uint64_t ts, uint32_t st)
+{
+	struct block *b = block_find(a, ptr);
+	if (b) { /* a block we missed the free of (lost events) */
+		b->size = size;
+		b->ts = ts;
+		b->stack = st;
+		return;
+	}
+	if (2 * (a->used + 1) > a->cap)
+		blocks_grow(a);
+	size_t j = slot_of(ptr, a->cap);
+	while (a->blocks[j].ptr > 1)
+		j = (j + 1) & (a->cap - 1);
+	if (!a->blocks[j].ptr)
+		a->used++;
+	a->blocks[j] = (struct block){ptr, size, ts, st};
+	a->nblocks++;
+}
+
+static void block_del(struct attach *a, uint64_t ptr)
+{
+	struct block *b = block_find(a, ptr);
+	if (b) {
+		b->ptr = 1;
+		a->nblocks--;
+	}
+}
+
+/* ---- stacks --------------------------------------------------------------- */
+
+static uint32_t stack_of(struct attach *a, int32_t id)
+{
+	if (id < 0)
+		return UINT32_MAX;
+	if ((uint32_t)id < a->nbyid && a->byid[id])
+		return a->byid[id] - 1;
+	uint64_t ips[HT_ATTACH_MAX_DEPTH];
+	memset(ips, 0, sizeof(ips));
+	if (bpf_map_lookup_elem(a->stack_fd, &id, ips) != 0)
+		return UINT32_MAX;
+	uint32_t n = 0;
+	while (n < HT_ATTACH_MAX_DEPTH && ips[n])
+		n++;
+	a->stacks = ht_xrealloc(a->stacks, (a->nstacks + 1) * sizeof(*a->stacks));
+	struct stack *s = &a->stacks[a->nstacks];
+	memset(s, 0, sizeof(*s));
+	s->id = id;
+	s->n = n;
+	s->ips = ht_xrealloc(NULL, (n ? n : 1) * sizeof(uint64_t));
+	memcpy(s->ips, ips, n * sizeof(uint64_t));
+	if ((uint32_t)id >= a->nbyid) {
+		uint32_t n2 = (uint32_t)id + 1024;
+		a->byid = ht_xrealloc(a->byid, n2 * sizeof(*a->byid));
+		memset(a->byid + a->nbyid, 0, (n2 - a->nbyid) * sizeof(*a->byid));
+		a->nbyid = n2;
+	}
+	a->byid[id] = (uint32_t)a->nstacks + 1;
+	return (uint32_t)a->nstacks++;
+}
+
+/* ---- the trace (-o) --------------------------------------------------------- */
+
+/* The 'U' field of an allocation (format.h): from glibc's usable size when
+ * the BPF side read it, else 0 (glibc's rounding assumed). */
+static uint64_t slack_of(uint64_t req, uint64_t usable, unsigned flags)
+{
+	if (!usable)
+		return 0;
+	if (flags & HT_F_MMAPPED)
+		return usable - req;
+	return ht_zigzag((int64_t)(usable - ht_glibc_usable(req)));
+}
+
+static void trace_event(struct attach *a, const struct ht_attach_event *e, uint32_t st)
+{
+	uint64_t v[HT_MAX_FIELDS];
+	unsigned flags = e->flags;
+	memset(v, 0, sizeof(v));
+	switch (e->kind) {
+	case HT_EV_FREE:
+		v[0] = e->ptr;
+		break;
+	case HT_EV_MALLOC:
+	case HT_EV_VALLOC:
+	case HT_EV_PVALLOC:
+		v[0] = e->a0;
+		v[1] = e->ptr;
+		v[2] = slack_of(e->a0, e->usable, flags);
+		break;
+	case HT_EV_CALLOC:
+		v[0] = e->a0;
+		v[1] = e->a1;
+		v[2] = e->ptr;
+		v[3] = slack_of(e->a0 * e->a1, e->usable, flags);
+		break;
+	case HT_EV_REALLOC:
+		/* an input block that was not traced is not in the trace:
+		 * the call reads as realloc(NULL, n) */
+		v[0] = e->old_traced ? e->old : 0;
+		v[1] = e->a1;
+		v[2] = e->ptr;
+		v[3] = e->ptr ? slack_of(e->a1, e->usable, flags) : 0;
+		v[4] = 0;
+		break;
+	case HT_EV_MEMALIGN:
+	case HT_EV_ALIGNED_ALLOC:
+		v[0] = e->a0;
+		v[1] = e->a1;
+		v[2] = e->ptr;
+		v[3] = slack_of(e->a1, e->usable, flags);
+		break;
+	case HT_EV_POSIX_MEMALIGN:
+		v[0] = e->a0;
+		v[1] = e->a1;
+		v[2] = e->ptr;
+		v[3] = (uint64_t)e->ret;
+		v[4] = slack_of(e->a1, e->usable, flags);
+		break;
+	default:
+		return;
+	}
+	uint32_t node = 0;
+	if (st != UINT32_MAX)
+		node = ht_writer__stack(a->w, e->tid, a->stacks[st].ips, a->stacks[st].n);
+	if (ht_writer__event(a->w, e->tid, e->kind, flags, v, e->ts, node) < 0)
+		a->failed = 1;
+}
+
+static uint64_t size_of(const struct ht_attach_event *e)
+{
+	switch (e->kind) {
+	case HT_EV_MALLOC:
+	case HT_EV_VALLOC:
+	case HT_EV_PVALLOC:
+		return e->a0;
+	case HT_EV_CALLOC:
+		return e->a0 * e->a1;
+	default: /* realloc, memalign, posix_memalign, aligned_alloc */
+		return e->a1;
+	}
+}
+
+static int on_event(void *ctx, void *data, size_t len)
+{
+	struct attach *a = ctx;
+	const struct ht_attach_event *e = data;
+	if (len < sizeof(*e))
+		return 0;
+	a->events++;
+	uint32_t st = e->kind == HT_EV_FREE ? UINT32_MAX : stack_of(a, e->stackid);
+	if (e->kind == HT_EV_FREE) {
+		a->frees++;
+		block_del(a, e->ptr);
+	} else {
+		a->allocs++;
+		if (e->kind == HT_EV_REALLOC && e->old_traced && e->old != e->ptr &&
+		    (e->ptr || !e->a1))
+			block_del(a, e->old);
+		if (e->ptr)
+			block_add(a, e->ptr, size_of(e), e->ts, st);
+	}
+	if (a->w)
+		trace_event(a, e, st);
+	return 0;
+}
+
+/* ---- reports ---------------------------------------------------------------- */
+
+static int by_bytes(const void *x, const void *y)
+{
+	const struct stack *a = *(struct stack *const *)x, *b = *(struct stack *const *)y;
+	if (a->bytes != b->bytes)
+		return a->bytes < b->bytes ? 1 : -1;
+	return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* Sums the live blocks by stack (older than --older at now); returns the
+ * stacks with outstanding blocks, largest first, in *out (malloc'd). */
+static size_t tally(struct attach *a, uint64_t now, struct stack ***out, uint64_t *bytes,
+		    uint64_t *blocks, struct stack *nostack)
+{
+	for (size_t i = 0; i < a->nstacks; i++)
+		a->stacks[i].bytes = a->stacks[i].blocks = 0, a->stacks[i].oldest = UINT64_MAX;
+	memset(nostack, 0, sizeof(*nostack));
+	nostack->id = -1;
+	nostack->oldest = UINT64_MAX;
+	*bytes = *blocks = 0;
+	uint64_t w = a->cfg->sample;
+	for (size_t i = 0; i < a->cap; i++) {
+		struct block *b = &a->blocks[i];
+		if (b->ptr <= 1)
+			continue;
+		if (a->cfg->older && (b->ts > now || now - b->ts < a->cfg->older))
+			continue;
+		struct stack *s = b->stack == UINT32_MAX ? nostack : &a->stacks[b->stack];
+		s->bytes += b->size * w;
+		s->blocks += w;
+		if (b->ts < s->oldest)
+			s->oldest = b->ts;
+		*bytes += b->size * w;
+		*blocks += w;
+	}
+	struct stack **v = ht_xrealloc(NULL, (a->nstacks + 1) * sizeof(*v));
+	size_t n = 0;
+	for (size_t i = 0; i < a->nstacks; i++)
+		if (a->stacks[i].blocks)
+			v[n++] = &a->stacks[i];
+	if (nostack->blocks)
+		v[n++] = nostack;
+	qsort(v, n, sizeof(*v), by_bytes);
+	*out = v;
+	return n;
+}
+
+static size_t frames_of(struct attach *a, const struct stack *s, struct ht_frame *out,
+			size_t max)
+{
+	size_t k = 0;
+	for (uint32_t i = 0; i < s->n && k < max; i++) {
+		const struct ht_frame *f;
+		size_t nf = ht_procsyms__resolve(a->syms, a->pid, s->ips[i], 0, &f);
+		for (size_t j = 0; j < nf && k < max; j++)
+			out[k++] = f[j];
+	}
+	return k;
+}
+
+static void report(struct attach *a, struct ht_probe_session *ps, int final)
+{
+	uint64_t now = now_ns(), bytes, blocks;
+	struct stack **v, nostack;
+	size_t n = tally(a, now, &v, &bytes, &blocks, &nostack);
+	size_t shown = n < a->cfg->top ? n : (size_t)a->cfg->top;
+	static struct ht_frame f[256];
+	char b1[32], b2[32];
+	if (a->cfg->po.json) {
+		struct ht_json j;
+		ht_json__init(&j, stdout, 0);
+		ht_json__obj_begin(&j, NULL);
+		ht_probe__json_head(&j, ps, "attach");
+		ht_json__bool(&j, "final", final);
+		ht_json__u64(&j, "sample_every", a->cfg->sample);
+		ht_json__u64(&j, "older_ns", a->cfg->older);
+		ht_json__u64(&j, "outstanding_bytes", bytes);
+		ht_json__u64(&j, "outstanding_blocks", blocks);
+		ht_json__u64(&j, "stacks", n);
+		ht_json__u64(&j, "events", a->events);
+		ht_json__arr_begin(&j, "entries");
+		for (size_t i = 0; i < shown; i++) {
+			ht_json__obj_begin(&j, NULL);
+			ht_json__u64(&j, "bytes", v[i]->bytes);
+			ht_json__u64(&j, "blocks", v[i]->blocks);
+			ht_json__u64(&j, "oldest_age_ns", now > v[i]->oldest ? now - v[i]->oldest : 0);
+			ht_json__arr_begin(&j, "stack");
+			size_t nf = frames_of(a, v[i], f, 256);
+			for (size_t k = 0; k < nf; k++)
+				ht_blocks__json_frame(&j, &f[k]);
+			ht_json__arr_end(&j);
+			ht_json__obj_end(&j);
+		}
+		ht_json__arr_end(&j);
+		ht_json__obj_end(&j);
+		ht_json__finish(&j);
+	} else {
+		time_t t = time(NULL);
+		struct tm tm;
+		localtime_r(&t, &tm);
+		printf("[%02d:%02d:%02d] pid %d: %s in %" PRIu64 " blocks outstanding%s%s", tm.tm_hour,
+		       tm.tm_min, tm.tm_sec, (int)a->pid, ht_fmt_bytes(b1, bytes), blocks,
+		       a->cfg->older ? " older than " : "",
+		       a->cfg->older ? ht_fmt_ns(b2, a->cfg->older) : "");
+		if (a->cfg->sample > 1)
+			printf(" (estimated from 1 in %" PRIu64 " allocations)", a->cfg->sample);
+		printf(", %zu stacks%s\n", n, shown < n ? ", the largest:" : "");
+		for (size_t i = 0; i < shown; i++) {
+			printf("%12s in %6" PRIu64 " blocks, oldest %9s  ", ht_fmt_bytes(b1, v[i]->bytes),
+			       v[i]->blocks, ht_fmt_ns(b2, now > v[i]->oldest ? now - v[i]->oldest : 0));
+			size_t nf = frames_of(a, v[i], f, 256);
+			if (!nf)
+				printf("[no stack]");
+			ht_blocks__print_frames(stdout, f, nf, a->cfg->depth);
+			printf("\n");
+		}
+		printf("\n");
+	}
+	fflush(stdout);
+	free(v);
+}
+
+/* ---- the target -------------------------------------------------------------- */
+
+/* The allocator's file: --lib, else a known allocator library mapped in the
+ * process, else the libc it maps.  Returns 0, or -1 after an error. */
+static int find_allocator(struct attach *a, const struct ht_module *mods, size_t n, char *path,
+			  size_t len)
+{
+	if (a->cfg->lib) {
+		snprintf(path, len, "%s", a->cfg->lib);
+		const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+		a->is_glibc = !strncmp(base, "libc.so", 7) || !strncmp(base, "libc-", 5);
+		return 0;
+	}
+	for (size_t k = 0; k < sizeof(alt_allocators) / sizeof(alt_allocators[0]); k++)
+		for (size_t i = 0; i < n; i++) {
+			const char *base = strrchr(mods[i].path, '/');
+			base = base ? base + 1 : mods[i].path;
+			if (!strncmp(base, alt_allocators[k], strlen(alt_allocators[k]))) {
+				ht_proc__file(a->pid, mods[i].path, path, len);
+				return 0;
+			}
+		}
+	for (size_t i = 0; i < n; i++) {
+		const char *base = strrchr(mods[i].path, '/');
+		base = base ? base + 1 : mods[i].path;
+		if (!strncmp(base, "libc.so", 7) || !strncmp(base, "libc-", 5)) {
+			ht_proc__file(a->pid, mods[i].path, path, len);
+			a->is_glibc = 1;
+			return 0;
+		}
+	}
+	/* a static program: its own malloc */
+	for (size_t i = 0; i < n; i++) {
+		uint64_t off;
+		char file[PATH_MAX];
+		ht_proc__file(a->pid, mods[i].path, file, sizeof(file));
+		if (ht_elf__func_offset(file, "malloc", &off, NULL) == 0) {
+			snprintf(path, len, "%s", file);
+			a->is_glibc = 1; /* glibc's, statically linked (the usual case) */
+			return 0;
+		}
+	}
+	ht_error("attach: process %d maps no libc, jemalloc, tcmalloc or mimalloc, and defines no "
+		 "malloc: name the allocator's file with --lib",
+		 (int)a->pid);
+	return -1;
+}
+
+/* The libc this program uses, for -c (the command has not mapped its own
+ * yet when the probes go in: they go on the file). */
+static int own_libc(struct attach *a, char *path, size_t len)
+{
+	if (ht_procsyms__load(a->syms, getpid()) < 0)
+		return -1;
+	size_t n = 0;
+	const struct ht_module *m = ht_procsyms__modules(a->syms, getpid(), &n);
+	for (size_t i = 0; i < n; i++) {
+		const char *base = strrchr(m[i].path, '/');
+		base = base ? base + 1 : m[i].path;
+		if (!strncmp(base, "libc.so", 7)) {
+			snprintf(path, len, "%s", m[i].path);
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static char *read_small(const char *fmt, pid_t pid, size_t *len)
+{
+	char path[64];
+	snprintf(path, sizeof(path), fmt, (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return NULL;
+	char *buf = ht_xrealloc(NULL, 8193);
+	*len = fread(buf, 1, 8192, f);
+	buf[*len] = 0;
+	fclose(f);
+	return buf;
+}
+
+/* ppid and start_brk from /proc/PID/stat (fields 4 and 47). */
+static void stat_fields(pid_t pid, int32_t *ppid, uint64_t *start_brk)
+{
+	size_t len;
+	char *s = read_small("/proc/%d/stat", pid, &len);
+	*ppid = 0;
+	*start_brk = 0;
+	if (!s)
+		return;
+	char *p = strrchr(s, ')');
+	int field = 2;
+	for (; p && *p; p++) {
+		if (*p != ' ')
+			continue;
+		field++;
+		if (field == 4)
+			*ppid = (int32_t)strtol(p + 1, NULL, 10);
+		else if (field == 47)
+			*start_brk = strtoull(p + 1, NULL, 10);
+	}
+	free(s);
+}
+
+static struct ht_writer *open_trace(struct attach *a, uint64_t start)
+{
+	struct ht_writer_info wi;
+	memset(&wi, 0, sizeof(wi));
+	size_t clen = 0;
+	char *cmdline = read_small("/proc/%d/cmdline", a->pid, &clen);
+	char exe[PATH_MAX], link[64];
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)a->pid);
+	ssize_t n = readlink(link, exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = 0;
+	wi.pid = a->pid;
+	stat_fields(a->pid, &wi.ppid, &wi.start_brk);
+	wi.cmdline = cmdline;
+	wi.cmdline_len = clen;
+	wi.exe = exe;
+	wi.start_mono_ns = start;
+	if (a->cfg->sample > 1) {
+		wi.flags = HT_FILE_F_SAMPLED | HT_FILE_F_SAMPLE_EVERY;
+		wi.sample_every = (uint32_t)a->cfg->sample;
+	}
+	char err[512];
+	struct ht_writer *w = ht_writer__open(a->cfg->output, &wi, err, sizeof(err));
+	if (!w)
+		ht_error("attach: %s", err);
+	free(cmdline);
+	return w;
+}
+
+/* A clock sample with the target's RSS (timeline's RSS curve), at most
+ * every 10 ms (HEAPTRAIL_RSS_INTERVAL's default). */
+static void trace_rss(struct attach *a)
+{
+	uint64_t t = now_ns();
+	if (t - a->last_rss < 10000000u)
+		return;
+	a->last_rss = t;
+	size_t len;
+	char *s = read_small("/proc/%d/statm", a->pid, &len);
+	unsigned long long size, rss;
+	if (s && sscanf(s, "%llu %llu", &size, &rss) == 2)
+		ht_writer__clock(a->w, t, rss * (uint64_t)(sysconf(_SC_PAGESIZE) / 1024));
+	free(s);
+}
+
+/* Writes the target's modules into the trace (at the end: the libraries
+ * dlopened meanwhile are in the map by then). */
+static void trace_modules(struct attach *a)
+{
+	size_t n = 0;
+	const struct ht_module *m = ht_procsyms__modules(a->syms, a->pid, &n);
+	for (size_t i = 0; i < n; i++)
+		ht_writer__module(a->w, m[i].base, m[i].lo, m[i].hi, m[i].path, m[i].build_id,
+				  m[i].build_id_len);
+}
+
+static void on_target_exit(void *ctx, pid_t pid)
+{
+	struct attach *a = ctx;
+	ht_procsyms__load(a->syms, pid);
+}
+#endif /* HT_HAVE_BPF */
+
+int cmd_attach(int argc, char **argv)
+{
+	struct attach_config cfg = {.top = 10, .sample = 1, .depth = 3, .max_blocks = 1 << 20};
+	const struct ht_option opts[] = {
+		HT_PROBE_OPTIONS(&cfg.po),
+		{'n', "top", HT_OPT_U64, &cfg.top, "N", "stacks per report, by outstanding bytes (10)"},
+		{0, "older", HT_OPT_DURATION, &cfg.older, "TIME",
+		 "only blocks outstanding for longer than TIME, e.g. 5s (all)"},
+		{'s', "sample", HT_OPT_U64, &cfg.sample, "N",
+		 "trace 1 in N allocation calls; figures are scaled by N (1: every call)"},
+		{0, "depth", HT_OPT_U64, &cfg.depth, "N", "frames shown per stack in the text output (3)"},
+		{0, "max-blocks", HT_OPT_U64, &cfg.max_blocks, "N",
+		 "traced blocks the kernel side can keep live (1048576)"},
+		{0, "lib", HT_OPT_STRING, &cfg.lib, "FILE",
+		 "the allocator's file to probe (the process's jemalloc, tcmalloc, mimalloc, else libc)"},
+		{0, "at-entry", HT_OPT_FLAG, &cfg.at_entry, NULL,
+		 "probe each function at its first instruction, not at a cheaper one just after"},
+		{'o', "output", HT_OPT_STRING, &cfg.output, "FILE",
+		 "also write a heaptrail trace of the traced calls (with stacks)"},
+		{0},
+	};
+	int ret = HT_EXIT_USAGE, rc;
+	struct attach a;
+	struct ht_probe_session *ps = NULL;
+	memset(&a, 0, sizeof(a));
+	a.cfg = &cfg;
+	a.stack_fd = -1;
+	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
+	if ((rc = ht_probe__usage(&cfg.po, nargs, argv, "attach", HT_PROBE_TICKS)))
+		return rc;
+	if (!cfg.po.pid && !cfg.po.command && !cfg.po.check) {
+		ht_error("attach: which process? -p PID or -c COMMAND; usage: heaptrail attach -p PID "
+			 "[options] [INTERVAL [COUNT]]");
+		return HT_EXIT_USAGE;
+	}
+	if (cfg.sample < 1 || cfg.sample > UINT32_MAX) {
+		ht_error("attach: --sample %" PRIu64 ": give a number from 1 (every call) up",
+			 cfg.sample);
+		return HT_EXIT_USAGE;
+	}
+	if (cfg.max_blocks < 1024 || cfg.max_blocks > (1u << 26)) {
+		ht_error("attach: --max-blocks %" PRIu64 ": give 1024 to 67108864", cfg.max_blocks);
+		return HT_EXIT_USAGE;
+	}
+	if (cfg.po.pid && kill((pid_t)cfg.po.pid, 0) < 0 && errno == ESRCH) {
+		ht_error("attach: no process %" PRIu64 " (is it still running?)", cfg.po.pid);
+		return HT_EXIT_DATA;
+	}
+	if ((rc = ht_probe__check("attach", &cfg.po)))
+		return rc < 0 ? HT_EXIT_OK : rc;
+#ifndef HT_HAVE_BPF
+	(void)ps;
+	(void)ret;
+	return HT_EXIT_NOBPF; /* (ht_probe__check said why) */
+#else
+	struct attach_bpf *skel = NULL;
+	struct bpf_link **links = NULL;
+	struct ring_buffer *rb = NULL;
+	size_t nlinks = 0;
+	char lib[PATH_MAX];
+	ret = HT_EXIT_DATA;
+	struct ht_symbol_opts so = {0};
+	a.syms = ht_procsyms__new(&so);
+	if ((rc = ht_probe__start(&ps, &cfg.po, "attach"))) {
+		ret = rc;
+		goto cleanup;
+	}
+	a.pid = ht_probe__tgid(ps);
+	ht_probe__on_exit(ps, on_target_exit, &a);
+	if (cfg.po.command && !cfg.lib) {
+		if (own_libc(&a, lib, sizeof(lib)) < 0) {
+			ht_error("attach: cannot find the libc to probe for -c: name it with --lib");
+			goto cleanup;
+		}
+		a.is_glibc = 1;
+	} else {
+		if (ht_procsyms__load(a.syms, a.pid) < 0 && !cfg.lib) {
+			ht_error("attach: cannot read /proc/%d/maps (is the process gone?)", (int)a.pid);
+			goto cleanup;
+		}
+		size_t nm = 0;
+		const struct ht_module *mods = ht_procsyms__modules(a.syms, a.pid, &nm);
+		if (find_allocator(&a, mods, nm, lib, sizeof(lib)) < 0)
+			goto cleanup;
+	}
+
+	/* the trace first: a bad -o path fails before any probe goes in */
+	if (cfg.output && !(a.w = open_trace(&a, now_ns())))
+		goto cleanup;
+	skel = attach_bpf__open();
+	if (!skel) {
+		ht_error("attach: cannot open the BPF program: %s", strerror(errno));
+		goto cleanup;
+	}
+	skel->rodata->target_tgid = (uint32_t)a.pid;
+	skel->rodata->sample_every = (uint32_t)cfg.sample;
+	skel->rodata->is_glibc = (uint8_t)a.is_glibc;
+	bpf_map__set_max_entries(skel->maps.traced, (uint32_t)cfg.max_blocks);
+	if (attach_bpf__load(skel)) {
+		ht_error("attach: cannot load the BPF program: %s (heaptrail attach --check says "
+			 "what is missing)", strerror(errno));
+		goto cleanup;
+	}
+	a.stack_fd = bpf_map__fd(skel->maps.stacks);
+	struct bpf_program *enter_prog[] = {
+		[HT_EV_MALLOC] = skel->progs.malloc_enter,
+		[HT_EV_FREE] = skel->progs.free_enter,
+		[HT_EV_CALLOC] = skel->progs.calloc_enter,
+		[HT_EV_REALLOC] = skel->progs.realloc_enter,
+		[HT_EV_MEMALIGN] = skel->progs.memalign_enter,
+		[HT_EV_POSIX_MEMALIGN] = skel->progs.posix_memalign_enter,
+		[HT_EV_ALIGNED_ALLOC] = skel->progs.aligned_alloc_enter,
+		[HT_EV_VALLOC] = skel->progs.valloc_enter,
+		[HT_EV_PVALLOC] = skel->progs.pvalloc_enter,
+	};
+	links = ht_xrealloc(NULL, 2 * NPROBE_FNS * sizeof(*links));
+	char probed[512] = "";
+	for (size_t i = 0; i < NPROBE_FNS; i++) {
+		uint64_t off, fsize;
+		if (a.is_glibc && i >= NSTD_FNS)
+			continue; /* libstdc++'s operators call malloc */
+		if (ht_elf__func_offset(lib, probe_fns[i].name, &off, &fsize) < 0) {
+			if (i < 2) {
+				ht_error("attach: %s defines no %s: not an allocator (--lib)", lib,
+					 probe_fns[i].name);
+				goto cleanup;
+			}
+			continue;
+		}
+		uint64_t entry = off;
+		if (!cfg.at_entry)
+			off = ht_elf__probe_offset(lib, off, fsize);
+		struct bpf_link *l = bpf_program__attach_uprobe(enter_prog[probe_fns[i].kind], false,
+								a.pid, lib, off);
+		if (!l) {
+			ht_error("attach: cannot put a uprobe on %s in %s: %s", probe_fns[i].name, lib,
+				 strerror(errno));
+			goto cleanup;
+		}
+		links[nlinks++] = l;
+		if (probe_fns[i].ret) {
+			l = bpf_program__attach_uprobe(skel->progs.alloc_exit, true, a.pid, lib, off);
+			if (!l) {
+				ht_error("attach: cannot put a uretprobe on %s in %s: %s",
+					 probe_fns[i].name, lib, strerror(errno));
+				goto cleanup;
+			}
+			links[nlinks++] = l;
+		}
+		size_t pl = strlen(probed);
+		snprintf(probed + pl, sizeof(probed) - pl, "%s%s", pl ? " " : "", probe_fns[i].name);
+		pl = strlen(probed);
+		if (off != entry)
+			snprintf(probed + pl, sizeof(probed) - pl, "+%" PRIu64, off - entry);
+	}
+	rb = ring_buffer__new(bpf_map__fd(skel->maps.events), on_event, &a, NULL);
+	if (!rb) {
+		ht_error("attach: cannot set up the ring buffer: %s", strerror(errno));
+		goto cleanup;
+	}
+	char every[64] = "";
+	if (cfg.sample > 1)
+		snprintf(every, sizeof(every), ", 1 in %" PRIu64 " allocation calls", cfg.sample);
+	fprintf(stderr, "heaptrail attach: tracing pid %d: %s in %s%s; Ctrl-C to detach\n",
+		(int)a.pid, probed, lib, every);
+	if (ht_probe__go(ps))
+		goto cleanup;
+	enum ht_probe_step st;
+	if (a.w)
+		trace_rss(&a);
+	while ((st = ht_probe__step(ps, rb)) != HT_PROBE_STOP) {
+		if (st == HT_PROBE_TICK)
+			report(&a, ps, 0);
+		if (a.w)
+			trace_rss(&a);
+	}
+	/* detach first: the process runs on untraced while we report */
+	for (size_t i = 0; i < nlinks; i++)
+		bpf_link__destroy(links[i]);
+	nlinks = 0;
+	ring_buffer__consume(rb);
+	if (kill(a.pid, 0) == 0)
+		ht_procsyms__load(a.syms, a.pid); /* libraries dlopened meanwhile */
+	if (!cfg.po.interval || !cfg.po.count)
+		report(&a, ps, 1);
+	uint64_t st_v[HT_AS_NR];
+	for (uint32_t k = 0; k < HT_AS_NR; k++) {
+		st_v[k] = 0;
+		bpf_map_lookup_elem(bpf_map__fd(skel->maps.stats), &k, &st_v[k]);
+	}
+	if (st_v[HT_AS_LOST] || st_v[HT_AS_FULL])
+		ht_warning("attach: %" PRIu64 " events lost (ring buffer full), %" PRIu64
+			   " blocks not traced (more than --max-blocks live): the figures are low",
+			   st_v[HT_AS_LOST], st_v[HT_AS_FULL]);
+	if (st_v[HT_AS_NOSTACK])
+		ht_warning("attach: %" PRIu64 " stacks not taken (stack map full or unwinding failed)",
+			   st_v[HT_AS_NOSTACK]);
+	fprintf(stderr, "heaptrail attach: detached from pid %d (%s): %" PRIu64 " allocation calls, "
+		"%" PRIu64 " traced, %" PRIu64 " frees of traced blocks\n",
+		(int)a.pid, ht_probe__reason(ps) ? ht_probe__reason(ps) : "stopped",
+		st_v[HT_AS_CALLS], a.allocs, a.frees);
+	ret = HT_EXIT_OK;
+	if (a.w) {
+		char err[512];
+		trace_modules(&a);
+		struct ht_writer *w = a.w;
+		a.w = NULL;
+		if (a.failed || ht_writer__close(w, now_ns(), err, sizeof(err)) < 0) {
+			ht_error("attach: %s", a.failed ? "writing the trace failed" : err);
+			ret = HT_EXIT_DATA;
+		}
+	}
+	rc = ht_probe__end(ps);
+	ps = NULL;
+	if (cfg.po.command && ret == HT_EXIT_OK)
+		ret = rc; /* the command's exit status, as for the other probe commands */
+cleanup:
+	for (size_t i = 0; i < nlinks; i++)
+		bpf_link__destroy(links[i]);
+	free(links);
+	ring_buffer__free(rb);
+	attach_bpf__destroy(skel);
+	if (ps)
+		ht_probe__end(ps);
+	if (a.w)
+		ht_writer__abort(a.w);
+	for (size_t i = 0; i < a.nstacks; i++)
+		free(a.stacks[i].ips);
+	free(a.stacks);
+	free(a.byid);
+	free(a.blocks);
+	if (a.syms)
+		ht_procsyms__free(a.syms);
+	return ret;
+#endif
+}

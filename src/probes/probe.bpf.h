@@ -1,0 +1,38 @@
+/* What the BPF programs share (src/probes/NAME.bpf.c): the kernel's types,
+ * libbpf's helpers and the process filter.  BPF side only. */
+#ifndef HEAPTRAIL_PROBES_PROBE_BPF_H
+#define HEAPTRAIL_PROBES_PROBE_BPF_H
+
+#include "vmlinux.h"
+
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+/* The process traced (its tgid), 0 for all; set before loading. */
+const volatile __u32 target_tgid = 0;
+
+/* Events the ring buffer had no room for (user space reports them). */
+__u64 dropped = 0;
+
+/* Whether the current task is to be traced; *tgid and *tid get its ids. */
+static __always_inline int ht_traced(__u32 *tgid, __u32 *tid)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	*tgid = (__u32)(id >> 32);
+	*tid = (__u32)id;
+	return !target_tgid || *tgid == target_tgid;
+}
+
+/* Reads the name (dentry name, no directory) of the file a mapping maps
+ * into buf; returns its length, 0 for anonymous memory. */
+static __always_inline long ht_vma_file(struct vm_area_struct *vma, char *buf, __u32 len)
+{
+	struct file *f = BPF_CORE_READ(vma, vm_file);
+	if (!f)
+		return 0;
+	const unsigned char *name = BPF_CORE_READ(f, f_path.dentry, d_name.name);
+	return bpf_probe_read_kernel_str(buf, len, name);
+}
+
+#endif

@@ -1,0 +1,48 @@
+/* Symbols of live processes for the probe commands: the modules a process
+ * has mapped (its executable and shared objects, from /proc/PID/maps, with
+ * their load bias and build-id) handed to the same symbolizer as the
+ * offline traces (src/symbols/symbolize.h), cached per process.
+ *
+ * A process's map is read the first time one of its addresses is resolved
+ * or when ht_procsyms__load is called (do that while it still runs: the
+ * probe commands do it when they first see a process, and when -c's command
+ * is about to exit); an address outside every module known triggers one
+ * reread while the process lives (a library dlopened since). */
+#ifndef HEAPTRAIL_PROBES_PROCSYMS_H
+#define HEAPTRAIL_PROBES_PROCSYMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "symbols/symbolize.h"
+#include "trace/reader.h"
+
+struct ht_procsyms; /* opaque */
+
+struct ht_procsyms *ht_procsyms__new(const struct ht_symbol_opts *opts);
+void ht_procsyms__free(struct ht_procsyms *ps);
+
+/* (Re)reads pid's memory map.  Returns 0, or -1 if it cannot be read (the
+ * process is gone: what was read before is kept). */
+int ht_procsyms__load(struct ht_procsyms *ps, pid_t pid);
+
+/* The frames of return address ip in process pid, innermost first; at
+ * least one (unknown ones are named by address).  For the first frame of
+ * a stack (an instruction pointer, not a return address) pass is_ip 1.
+ * *frames stays valid until the next call. */
+size_t ht_procsyms__resolve(struct ht_procsyms *ps, pid_t pid, uint64_t ip, int is_ip,
+			    const struct ht_frame **frames);
+
+/* The modules of pid as read (NULL, 0 if never read), for writing them
+ * into a trace. */
+const struct ht_module *ht_procsyms__modules(struct ht_procsyms *ps, pid_t pid, size_t *n);
+
+/* Reads a module list from a maps text (as /proc/PID/maps): the file
+ * mappings grouped by path, each with its load bias from the ELF program
+ * headers and its build-id.  Returns the count; *out is malloc'd, paths
+ * too (ht_procsyms__free_modules). */
+size_t ht_procsyms__parse_maps(const char *text, struct ht_module **out);
+void ht_procsyms__free_modules(struct ht_module *m, size_t n);
+
+#endif

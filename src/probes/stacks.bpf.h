@@ -1,0 +1,68 @@
+/* Counting events by user stack in BPF (brkstack.bpf.c, faults.bpf.c):
+ * the stack map, the counts map, and a note to user space for every new
+ * process so that it reads the process's memory map in time.  BPF side. */
+#ifndef HEAPTRAIL_PROBES_STACKS_BPF_H
+#define HEAPTRAIL_PROBES_STACKS_BPF_H
+
+#include "probe.bpf.h"
+#include "stacks.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, HT_STACK_ENTRIES);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, HT_STACK_DEPTH * sizeof(__u64));
+} stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, HT_COUNT_ENTRIES);
+	__type(key, struct ht_stack_key);
+	__type(value, struct ht_stack_val);
+} counts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u8);
+} seen SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 << 10);
+} notes SEC(".maps");
+
+/* Counts one event of process tgid at the current user stack (ctx: the
+ * program's context), adding bytes. */
+static __always_inline void ht_count_stack(void *ctx, __u32 tgid, __u64 bytes)
+{
+	struct ht_stack_key k = {.pid = tgid};
+	k.stackid = (__s32)bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+	struct ht_stack_val *v = bpf_map_lookup_elem(&counts, &k);
+	if (!v) {
+		struct ht_stack_val zero = {};
+		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
+		bpf_map_update_elem(&counts, &k, &zero, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(&counts, &k);
+		if (!v) {
+			__sync_fetch_and_add(&dropped, 1);
+			return;
+		}
+	}
+	__sync_fetch_and_add(&v->count, 1);
+	if (bytes)
+		__sync_fetch_and_add(&v->bytes, bytes);
+	if (!bpf_map_lookup_elem(&seen, &tgid)) {
+		__u8 one = 1;
+		bpf_map_update_elem(&seen, &tgid, &one, BPF_ANY);
+		struct ht_pid_note *n = bpf_ringbuf_reserve(&notes, sizeof(*n), 0);
+		if (n) {
+			n->pid = tgid;
+			bpf_get_current_comm(n->comm, sizeof(n->comm));
+			bpf_ringbuf_submit(n, 0);
+		}
+	}
+}
+
+#endif
