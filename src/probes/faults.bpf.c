@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Page faults (the software perf event, one sample per fault) counted by
  * user stack (faults), or by the file backing the faulting address
- * (ffaults: the event samples the address, bpf_find_vma names the file). */
+ * (ffaults): at the entry of handle_mm_fault, which is given the mapping
+ * (fentry, a BPF trampoline: no kprobes, no tracefs), or where trampolines
+ * are missing from the perf event's sampled address through bpf_find_vma
+ * (which costs about 14 us a fault here: it unlocks the mm through an
+ * irq_work, an interrupt per call). */
 #include "stacks.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -35,6 +39,40 @@ static long vma_file(struct task_struct *task, struct vm_area_struct *vma, void 
 	return 0;
 }
 
+/* Counts a fault on the file of key k. */
+static __always_inline void count_file(struct ht_file_key *k)
+{
+	if (k->anon)
+		__builtin_memset(k->name, 0, sizeof(k->name));
+	struct ht_file_val *v = bpf_map_lookup_elem(&file_counts, k);
+	if (!v) {
+		struct ht_file_val zero = {};
+		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
+		bpf_map_update_elem(&file_counts, k, &zero, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(&file_counts, k);
+		if (!v) {
+			__sync_fetch_and_add(&dropped, 1);
+			return;
+		}
+	}
+	__sync_fetch_and_add(&v->count, 1);
+}
+
+SEC("fentry/handle_mm_fault")
+int BPF_PROG(fault_vma, struct vm_area_struct *vma, unsigned long address, unsigned int flags,
+	     struct pt_regs *regs)
+{
+	__u32 tgid, tid;
+	if (!ht_traced(&tgid, &tid) || !tgid)
+		return 0;
+	struct ht_file_key k = {};
+	k.pid = per_process ? tgid : 0;
+	if (ht_vma_file(vma, k.name, HT_FILE_LEN) <= 0)
+		k.anon = 1;
+	count_file(&k);
+	return 0;
+}
+
 SEC("perf_event")
 int fault_file(struct bpf_perf_event_data *ctx)
 {
@@ -46,19 +84,6 @@ int fault_file(struct bpf_perf_event_data *ctx)
 	struct task_struct *task = bpf_get_current_task_btf();
 	if (bpf_find_vma(task, ctx->addr, vma_file, &k, 0))
 		k.anon = 1; /* no mapping there: a bad access, counted as anonymous */
-	if (k.anon)
-		__builtin_memset(k.name, 0, sizeof(k.name));
-	struct ht_file_val *v = bpf_map_lookup_elem(&file_counts, &k);
-	if (!v) {
-		struct ht_file_val zero = {};
-		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
-		bpf_map_update_elem(&file_counts, &k, &zero, BPF_NOEXIST);
-		v = bpf_map_lookup_elem(&file_counts, &k);
-		if (!v) {
-			__sync_fetch_and_add(&dropped, 1);
-			return 0;
-		}
-	}
-	__sync_fetch_and_add(&v->count, 1);
+	count_file(&k);
 	return 0;
 }

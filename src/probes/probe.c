@@ -583,7 +583,7 @@ static int libbpf_verbose; /* ht_probe__libbpf_messages */
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
-	if (level == LIBBPF_DEBUG && !libbpf_verbose)
+	if (libbpf_verbose < 0 || (level == LIBBPF_DEBUG && !libbpf_verbose))
 		return 0;
 	fprintf(stderr, "heaptrail: ");
 	return vfprintf(stderr, fmt, ap);
@@ -593,7 +593,9 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 void ht_probe__libbpf_messages(int verbose)
 {
 #ifdef HT_HAVE_BPF
-	libbpf_verbose = verbose;
+	/* HEAPTRAIL_LIBBPF_DEBUG=1: everything libbpf says, always */
+	const char *debug = getenv("HEAPTRAIL_LIBBPF_DEBUG");
+	libbpf_verbose = debug && *debug && *debug != '0' ? 1 : verbose;
 	libbpf_set_print(libbpf_print);
 #else
 	(void)verbose;

@@ -140,7 +140,9 @@ int ht_probe__final_due(const struct ht_probe_session *s);
 int ht_probe__end(struct ht_probe_session *s);
 
 /* Routes libbpf's messages: warnings to stderr prefixed "heaptrail: ",
- * its debug messages only if verbose. */
+ * its debug messages only if verbose > 0, nothing at all if verbose < 0
+ * (while trying what may fail, with a fallback); the environment variable
+ * HEAPTRAIL_LIBBPF_DEBUG=1 shows everything. */
 void ht_probe__libbpf_messages(int verbose);
 
 /* Opens a software perf event (PERF_COUNT_SW_*) on every online CPU, for
