@@ -106,6 +106,10 @@ def test_probes_usage(t):
         (["mmapsnoop", "-c", " "], "-c needs a command"),
         (["mmapsnoop", "--bogus"], "bogus"),
         (["mmapsnoop", "-d", "soon"], "soon"),
+        (["faults", "1", "2", "3"], "too many arguments ('3')"),
+        (["faults", "soon"], "INTERVAL 'soon' is not a duration"),
+        (["brkstack", "1", "0"], "COUNT '0' is not a positive number"),
+        (["ffaults", "1", "-5"], "-5"),
     ]
     for args, msg in bad:
         r = t.run([t.heaptrail] + args)
@@ -328,3 +332,30 @@ def test_probes_no_tracefs(t):
     n = sum(s["count"] for s in rep["stacks"]
             if any(fr["function"] == "touch_buffer" for fr in s["frames"]))
     check(n >= 500, "faults without tracefs: %d in touch_buffer" % n)
+
+
+@case(timeout=30, labels=("probes", "analyzers"))
+def test_probes_bad_target(t):
+    """A -p process that does not exist, a -c command that cannot run: exit
+    2, one line naming it; an unwritable -o: exit 1, one line, no file left
+    behind (the report is still printed)."""
+    need_bpf(t, "faults")
+    r = t.run([t.heaptrail, "mmapsnoop", "-p", "999999999"])
+    eq(r.rc, 2, "no such -p: %s" % r.describe())
+    check("no process 999999999" in r.stderr, r.stderr)
+    r = t.run([t.heaptrail, "faults", "-c", t.path("no-such-program") + " x"])
+    eq(r.rc, 2, "no such -c: %s" % r.describe())
+    check("cannot run '%s': No such file or directory" % t.path("no-such-program") in r.stderr,
+          r.stderr)
+    os.mkdir(t.path("ro"))
+    os.chmod(t.path("ro"), 0o555)
+    out = t.path("ro", "f.svg")
+    r = t.run(["setpriv", "--reuid=0", "--inh-caps=-all", "--bounding-set=-dac_override",
+               t.heaptrail, "faults", "-o", out, "-c", "%s 10" % t.prog("faulter")])
+    if "setpriv" in r.stderr and r.rc not in (0, 1):
+        r = None  # no setpriv here: root writes anywhere, nothing to test
+    if r is not None:
+        eq(r.rc, 1, "unwritable -o: %s" % r.describe())
+        check("f.svg: cannot write" in r.stderr, r.stderr)
+        check("touch_buffer" in r.stdout, "the report is printed: %s" % r.stdout)
+        eq(os.listdir(t.path("ro")), [], "files left behind")
