@@ -672,6 +672,12 @@ void ht_probe__detach(struct bpf_link **links, int *fds, int n)
 	free(links);
 }
 
+const char *ht_probe__errname(int e)
+{
+	const char *n = strerrorname_np(e);
+	return n ? n : "E?";
+}
+
 const char *ht_probe__comm(char *buf, const char *comm)
 {
 	memcpy(buf, comm, 16);

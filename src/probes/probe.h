@@ -161,6 +161,9 @@ struct bpf_link **ht_probe__attach_perf(const char *cmd, struct bpf_program *pro
 /* Detaches and closes what ht_probe__attach_perf and ht_probe__perf_sw_open made. */
 void ht_probe__detach(struct bpf_link **links, int *fds, int n);
 
+/* The name of errno value e ("EINVAL"), "E?" if unknown. */
+const char *ht_probe__errname(int e);
+
 /* Reads the NUL-terminated process name of a 16-byte comm field. */
 const char *ht_probe__comm(char *buf, const char *comm);
 
