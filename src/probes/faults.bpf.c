@@ -4,8 +4,8 @@
  * (ffaults): at the entry of handle_mm_fault, which is given the mapping
  * (fentry, a BPF trampoline: no kprobes, no tracefs), or where trampolines
  * are missing from the perf event's sampled address through bpf_find_vma
- * (which costs about 14 us a fault here: it unlocks the mm through an
- * irq_work, an interrupt per call). */
+ * (which costs about 14 us a call on the project's VM, from the perf
+ * event's handler: measured, docs/probes.md). */
 #include "stacks.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
