@@ -152,12 +152,13 @@ static void report(const struct ffaults_config *cfg, struct ht_json *j, struct r
 }
 
 /* Opens, loads and attaches the counting program: at handle_mm_fault's
- * entry (fentry set), or on the page-fault perf event of every CPU (links,
- * fds set).  Returns 0, or -1 with everything undone (after an error
- * message when it is the perf event). */
+ * entry (fentry set; *link is that program's), or on the page-fault perf
+ * event of every CPU (links, fds set; *link is the program that drops a
+ * process's cache of mappings when it changes them).  Returns 0, or -1
+ * with everything undone (after an error message, but for fentry). */
 static int open_probes(const struct ffaults_config *cfg, struct ht_probe_session *s,
-		       struct faults_bpf **skel, struct bpf_link **fentry, struct bpf_link ***links,
-		       int *fds, int *nfds)
+		       struct faults_bpf **skel, int fentry, struct bpf_link **link,
+		       struct bpf_link ***links, int *fds, int *nfds)
 {
 	int err;
 	if (!(*skel = faults_bpf__open())) {
@@ -168,8 +169,9 @@ static int open_probes(const struct ffaults_config *cfg, struct ht_probe_session
 	(*skel)->rodata->target_tgid = (__u32)ht_probe__tgid(s);
 	(*skel)->rodata->per_process = cfg->per_process || ht_probe__tgid(s);
 	bpf_program__set_autoload((*skel)->progs.fault_stack, false);
-	bpf_program__set_autoload(fentry ? (*skel)->progs.fault_file : (*skel)->progs.fault_vma,
-				  false);
+	bpf_program__set_autoload((*skel)->progs.fault_file, !fentry);
+	bpf_program__set_autoload((*skel)->progs.vma_forget, !fentry);
+	bpf_program__set_autoload((*skel)->progs.fault_vma, fentry);
 	if ((err = faults_bpf__load(*skel))) {
 		if (!fentry)
 			ht_error("ffaults: cannot load the BPF program: %s (run 'heaptrail ffaults "
@@ -177,11 +179,14 @@ static int open_probes(const struct ffaults_config *cfg, struct ht_probe_session
 				 strerror(-err));
 		goto fail;
 	}
-	if (fentry) {
-		if (!(*fentry = bpf_program__attach((*skel)->progs.fault_vma)))
-			goto fail;
-		return 0;
+	*link = bpf_program__attach(fentry ? (*skel)->progs.fault_vma : (*skel)->progs.vma_forget);
+	if (!*link) {
+		if (!fentry)
+			ht_error("ffaults: cannot attach to sys_enter: %s", strerror(errno));
+		goto fail;
 	}
+	if (fentry)
+		return 0;
 	*nfds = ht_probe__perf_sw_open("ffaults", PERF_COUNT_SW_PAGE_FAULTS, 1, PERF_SAMPLE_ADDR,
 				       fds, MAX_CPUS);
 	if (*nfds >= 0 &&
@@ -190,6 +195,8 @@ static int open_probes(const struct ffaults_config *cfg, struct ht_probe_session
 	if (*nfds < 0)
 		*nfds = 0;
 fail:
+	bpf_link__destroy(*link);
+	*link = NULL;
 	faults_bpf__destroy(*skel);
 	*skel = NULL;
 	return -1;
@@ -212,7 +219,7 @@ int cmd_ffaults(int argc, char **argv)
 #ifdef HT_HAVE_BPF
 	struct ht_probe_session *s = NULL;
 	struct faults_bpf *skel = NULL;
-	struct bpf_link **links = NULL, *fentry_link = NULL;
+	struct bpf_link **links = NULL, *link = NULL;
 	static int fds[MAX_CPUS];
 	int nfds = 0;
 	struct ht_json j;
@@ -227,12 +234,12 @@ int cmd_ffaults(int argc, char **argv)
 	rc = HT_EXIT_NOBPF;
 	/* handle_mm_fault's entry where BPF trampolines work, else the perf event */
 	ht_probe__libbpf_messages(-1);
-	int fentry = open_probes(&cfg, s, &skel, &fentry_link, NULL, NULL, NULL) == 0;
+	int fentry = open_probes(&cfg, s, &skel, 1, &link, NULL, NULL, NULL) == 0;
 	ht_probe__libbpf_messages(0);
 	if (!fentry) {
 		fprintf(stderr, "heaptrail ffaults: handle_mm_fault cannot be traced here (no BPF "
 				"trampolines): sampling the page-fault perf event, which costs more\n");
-		if (open_probes(&cfg, s, &skel, NULL, &links, fds, &nfds))
+		if (open_probes(&cfg, s, &skel, 0, &link, &links, fds, &nfds))
 			goto cleanup;
 	}
 	if ((rc = ht_probe__go(s)))
@@ -272,7 +279,7 @@ int cmd_ffaults(int argc, char **argv)
 cleanup:
 	free(rows);
 	ht_probe__detach(links, fds, nfds > 0 ? nfds : 0);
-	bpf_link__destroy(fentry_link);
+	bpf_link__destroy(link);
 	faults_bpf__destroy(skel);
 	ht_probe__end(s);
 #endif

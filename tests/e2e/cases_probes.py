@@ -188,18 +188,26 @@ def test_probes_faults(t):
 
 @case(timeout=60, labels=("probes", "analyzers"))
 def test_probes_ffaults(t):
-    """faulter maps a 256-page file and reads a byte of each page: the file
-    is named, with at least 256/16 faults (fault-around maps up to 16 pages
-    a fault); the anonymous pages it touches are counted apart."""
+    """faulter maps a 256-page file, reads a byte of each page, unmaps it,
+    then the same with a second file (at the same address, which must not
+    be taken for the first: mappings are cached per process and forgotten
+    at munmap): each file is named with 256/16 to 256 faults (fault-around
+    maps up to 16 pages a fault); the anonymous pages it touches are
+    counted apart."""
     need_bpf(t, "ffaults")
-    dat = data_file(t, "paged-in.dat", 256 * PAGE)
+    one = data_file(t, "paged-in.dat", 256 * PAGE)
+    two = data_file(t, "second.dat", 256 * PAGE)
     doc, r = probe_json(t, ["ffaults", "--json", "-n", "0", "-c",
-                            "%s 500 %s" % (t.prog("faulter"), dat)])
+                            "%s 500 %s %s" % (t.prog("faulter"), one, two)])
+    at = [l.split(" at ")[1] for l in r.stderr.splitlines() if l.startswith("read ")]
+    eq(len(at), 2, "files read: %s" % r.stderr)
+    if at[0] != at[1]:
+        t.note("the two files were mapped at different addresses: %r" % at)
     rep = doc["intervals"][-1]
     files = {f["file"]: f["faults"] for f in rep["files"]}
-    check("paged-in.dat" in files, "the mapped file is not named: %r" % files)
-    check(256 // 16 <= files["paged-in.dat"] <= 256,
-          "faults on the file: %d" % files["paged-in.dat"])
+    for name in ("paged-in.dat", "second.dat"):
+        check(name in files, "%s is not named: %r" % (name, files))
+        check(256 // 16 <= files[name] <= 256, "faults on %s: %d" % (name, files[name]))
     check(rep["anonymous"] >= 500, "anonymous faults %d < 500 pages touched" % rep["anonymous"])
     eq(rep["total"], rep["anonymous"] + sum(files.values()), "total")
     for f in rep["files"]:
