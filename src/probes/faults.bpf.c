@@ -83,6 +83,16 @@ int BPF_PROG(vma_forget, struct pt_regs *regs, long id)
 	return 0;
 }
 
+/* And when one of its threads exits (its tgid may name another process
+ * later). */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(vma_exit, struct task_struct *p)
+{
+	__u32 tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
+	bpf_map_delete_elem(&vmas, &tgid);
+	return 0;
+}
+
 /* Counts a fault on the file of key k. */
 static __always_inline void count_file(struct ht_file_key *k)
 {

@@ -78,6 +78,7 @@ int cmd_faults(int argc, char **argv)
 	bpf_program__set_autoload(skel->progs.fault_file, false);
 	bpf_program__set_autoload(skel->progs.fault_vma, false);
 	bpf_program__set_autoload(skel->progs.vma_forget, false);
+	bpf_program__set_autoload(skel->progs.vma_exit, false);
 	if ((err = faults_bpf__load(skel))) {
 		ht_error("faults: cannot load the BPF program: %s (run 'heaptrail faults --check')",
 			 strerror(-err));

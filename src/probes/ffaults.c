@@ -152,12 +152,12 @@ static void report(const struct ffaults_config *cfg, struct ht_json *j, struct r
 }
 
 /* Opens, loads and attaches the counting program: at handle_mm_fault's
- * entry (fentry set; *link is that program's), or on the page-fault perf
- * event of every CPU (links, fds set; *link is the program that drops a
- * process's cache of mappings when it changes them).  Returns 0, or -1
+ * entry (fentry set; link[0] is that program's), or on the page-fault perf
+ * event of every CPU (links, fds set; link[0] and link[1] are the programs
+ * that drop a process's cache of mappings when it changes them or exits).  Returns 0, or -1
  * with everything undone (after an error message, but for fentry). */
 static int open_probes(const struct ffaults_config *cfg, struct ht_probe_session *s,
-		       struct faults_bpf **skel, int fentry, struct bpf_link **link,
+		       struct faults_bpf **skel, int fentry, struct bpf_link *link[2],
 		       struct bpf_link ***links, int *fds, int *nfds)
 {
 	int err;
@@ -171,6 +171,7 @@ static int open_probes(const struct ffaults_config *cfg, struct ht_probe_session
 	bpf_program__set_autoload((*skel)->progs.fault_stack, false);
 	bpf_program__set_autoload((*skel)->progs.fault_file, !fentry);
 	bpf_program__set_autoload((*skel)->progs.vma_forget, !fentry);
+	bpf_program__set_autoload((*skel)->progs.vma_exit, !fentry);
 	bpf_program__set_autoload((*skel)->progs.fault_vma, fentry);
 	if ((err = faults_bpf__load(*skel))) {
 		if (!fentry)
@@ -179,10 +180,13 @@ static int open_probes(const struct ffaults_config *cfg, struct ht_probe_session
 				 strerror(-err));
 		goto fail;
 	}
-	*link = bpf_program__attach(fentry ? (*skel)->progs.fault_vma : (*skel)->progs.vma_forget);
-	if (!*link) {
+	link[0] = bpf_program__attach(fentry ? (*skel)->progs.fault_vma : (*skel)->progs.vma_forget);
+	if (!fentry && link[0])
+		link[1] = bpf_program__attach((*skel)->progs.vma_exit);
+	if (!link[0] || (!fentry && !link[1])) {
 		if (!fentry)
-			ht_error("ffaults: cannot attach to sys_enter: %s", strerror(errno));
+			ht_error("ffaults: cannot attach to sys_enter, sched_process_exit: %s",
+				 strerror(errno));
 		goto fail;
 	}
 	if (fentry)
@@ -195,8 +199,9 @@ static int open_probes(const struct ffaults_config *cfg, struct ht_probe_session
 	if (*nfds < 0)
 		*nfds = 0;
 fail:
-	bpf_link__destroy(*link);
-	*link = NULL;
+	bpf_link__destroy(link[0]);
+	bpf_link__destroy(link[1]);
+	link[0] = link[1] = NULL;
 	faults_bpf__destroy(*skel);
 	*skel = NULL;
 	return -1;
@@ -219,7 +224,7 @@ int cmd_ffaults(int argc, char **argv)
 #ifdef HT_HAVE_BPF
 	struct ht_probe_session *s = NULL;
 	struct faults_bpf *skel = NULL;
-	struct bpf_link **links = NULL, *link = NULL;
+	struct bpf_link **links = NULL, *link[2] = {NULL, NULL};
 	static int fds[MAX_CPUS];
 	int nfds = 0;
 	struct ht_json j;
@@ -234,12 +239,12 @@ int cmd_ffaults(int argc, char **argv)
 	rc = HT_EXIT_NOBPF;
 	/* handle_mm_fault's entry where BPF trampolines work, else the perf event */
 	ht_probe__libbpf_messages(-1);
-	int fentry = open_probes(&cfg, s, &skel, 1, &link, NULL, NULL, NULL) == 0;
+	int fentry = open_probes(&cfg, s, &skel, 1, link, NULL, NULL, NULL) == 0;
 	ht_probe__libbpf_messages(0);
 	if (!fentry) {
 		fprintf(stderr, "heaptrail ffaults: handle_mm_fault cannot be traced here (no BPF "
 				"trampolines): sampling the page-fault perf event, which costs more\n");
-		if (open_probes(&cfg, s, &skel, 0, &link, &links, fds, &nfds))
+		if (open_probes(&cfg, s, &skel, 0, link, &links, fds, &nfds))
 			goto cleanup;
 	}
 	if ((rc = ht_probe__go(s)))
@@ -279,7 +284,8 @@ int cmd_ffaults(int argc, char **argv)
 cleanup:
 	free(rows);
 	ht_probe__detach(links, fds, nfds > 0 ? nfds : 0);
-	bpf_link__destroy(link);
+	bpf_link__destroy(link[0]);
+	bpf_link__destroy(link[1]);
 	faults_bpf__destroy(skel);
 	ht_probe__end(s);
 #endif
