@@ -364,6 +364,25 @@ int ht_probe__start(struct ht_probe_session **out, const struct ht_probe_opts *p
 			return HT_EXIT_USAGE;
 		}
 		s->tgid = (pid_t)po->pid;
+		/* a thread's id: its process (the probes filter on processes) */
+		char path[64], line[256];
+		snprintf(path, sizeof(path), "/proc/%d/status", (int)s->tgid);
+		FILE *f = fopen(path, "re");
+		while (f && fgets(line, sizeof(line), f)) {
+			int tgid;
+			if (sscanf(line, "Tgid: %d", &tgid) == 1) {
+				if (tgid > 0 && tgid != s->tgid) {
+					fprintf(stderr,
+						"heaptrail %s: %d is a thread of process %d: tracing "
+						"the process\n",
+						cmd, (int)s->tgid, tgid);
+					s->tgid = tgid;
+				}
+				break;
+			}
+		}
+		if (f)
+			fclose(f);
 	}
 	probe_signal = 0;
 	struct sigaction sa;
