@@ -9,6 +9,7 @@ import os
 import signal
 import shutil
 import subprocess
+import sys
 
 from htlib import case, check, eq, fail, skip
 from htprobe import need_bpf, probe_json
@@ -367,3 +368,27 @@ def test_probes_bad_target(t):
         check("f.svg: cannot write" in r.stderr, r.stderr)
         check("touch_buffer" in r.stdout, "the report is printed: %s" % r.stdout)
         eq(os.listdir(t.path("ro")), [], "files left behind")
+
+
+@case(timeout=30, labels=("probes", "analyzers"))
+def test_probes_thread_id(t):
+    """-p with the id of a thread (not the main one) traces its process, and
+    says so."""
+    need_bpf(t, "mmapsnoop")
+    code = ("import threading, sys\n"
+            "e = threading.Event()\n"
+            "th = threading.Thread(target=e.wait)\n"
+            "th.start()\n"
+            "print(th.native_id, flush=True)\n"
+            "sys.stdin.readline()\n"
+            "e.set()\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, env=t.base_env(), cwd=t.dir)
+    try:
+        tid = int(p.stdout.readline())
+        doc, r = probe_json(t, ["mmapsnoop", "--json", "-d", "100ms", "-p", str(tid)])
+        eq(doc["pid"], p.pid, "the process traced")
+        check("%d is a thread of process %d" % (tid, p.pid) in r.stderr, r.stderr)
+    finally:
+        p.stdin.close()
+        p.wait(timeout=30)
