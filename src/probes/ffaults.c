@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/json.h"
 #include "common/options.h"
@@ -167,6 +168,7 @@ static int open_probes(const struct ffaults_config *cfg, struct ht_probe_session
 		return -1;
 	}
 	(*skel)->rodata->target_tgid = (__u32)ht_probe__tgid(s);
+	(*skel)->rodata->self_tgid = (__u32)getpid();
 	(*skel)->rodata->per_process = cfg->per_process || ht_probe__tgid(s);
 	bpf_program__set_autoload((*skel)->progs.fault_stack, false);
 	bpf_program__set_autoload((*skel)->progs.fault_file, !fentry);
