@@ -134,8 +134,8 @@ uint64_t ht_probe__elapsed(const struct ht_probe_session *s);
 /* Whether the last interval still has to be reported when the session
  * stopped (it was not stopped by the count of reports). */
 int ht_probe__final_due(const struct ht_probe_session *s);
-/* Ends the session: kills the started command if it still runs (after a
- * Ctrl-C), restores the signal handlers, frees s.  Returns the command's
+/* Ends the session: kills the started command if it still runs (stopped by
+ * Ctrl-C, -d or COUNT), restores the signal handlers, frees s.  Returns the command's
  * exit status (128+signal if killed by one), or 0. */
 int ht_probe__end(struct ht_probe_session *s);
 
