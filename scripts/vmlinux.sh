@@ -24,7 +24,8 @@ if [ "${1:-}" = "--regenerate" ]; then
 	exit 0
 fi
 [ $# -eq 3 ] || { echo "usage: $0 BPFTOOL TARBALL OUT | --regenerate [BPFTOOL]" >&2; exit 2; }
-bpftool=$1 tarball=$2 out=$3
+bpftool=$1 out=$3
+tarball=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
 dir=$(dirname "$out")
 mkdir -p "$dir"
 if [ -r "$btf" ] && "$bpftool" btf dump file "$btf" format c >"$out.tmp" 2>/dev/null; then
@@ -33,5 +34,5 @@ if [ -r "$btf" ] && "$bpftool" btf dump file "$btf" format c >"$out.tmp" 2>/dev/
 else
 	rm -f "$out.tmp"
 	(cd "$dir" && xz -dc "$tarball" | tar xf - vmlinux.h)
-	echo "vmlinux.h: $btf not readable, from the checked-in $tarball"
+	echo "vmlinux.h: no BTF dump of $btf (missing, unreadable, or bpftool failed): from the checked-in $tarball"
 fi

@@ -6,6 +6,7 @@
 #include <linux/types.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/options.h"
 #include "common/util.h"
@@ -71,6 +72,7 @@ int cmd_brkstack(int argc, char **argv)
 		goto cleanup;
 	}
 	skel->rodata->target_tgid = (__u32)ht_probe__tgid(s);
+	skel->rodata->self_tgid = (__u32)getpid();
 	if ((err = brkstack_bpf__load(skel)) || (err = brkstack_bpf__attach(skel))) {
 		ht_error("brkstack: cannot load or attach the BPF program: %s (run 'heaptrail "
 			 "brkstack --check')", strerror(-err));

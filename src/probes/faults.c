@@ -7,6 +7,7 @@
 #include <linux/types.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/options.h"
 #include "common/util.h"
@@ -75,7 +76,11 @@ int cmd_faults(int argc, char **argv)
 		goto cleanup;
 	}
 	skel->rodata->target_tgid = (__u32)ht_probe__tgid(s);
+	skel->rodata->self_tgid = (__u32)getpid();
 	bpf_program__set_autoload(skel->progs.fault_file, false);
+	bpf_program__set_autoload(skel->progs.fault_vma, false);
+	bpf_program__set_autoload(skel->progs.vma_forget, false);
+	bpf_program__set_autoload(skel->progs.vma_exit, false);
 	if ((err = faults_bpf__load(skel))) {
 		ht_error("faults: cannot load the BPF program: %s (run 'heaptrail faults --check')",
 			 strerror(-err));

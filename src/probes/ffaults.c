@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/json.h"
 #include "common/options.h"
@@ -151,6 +152,62 @@ static void report(const struct ffaults_config *cfg, struct ht_json *j, struct r
 	fflush(stdout);
 }
 
+/* Opens, loads and attaches the counting program: at handle_mm_fault's
+ * entry (fentry set; link[0] is that program's), or on the page-fault perf
+ * event of every CPU (links, fds set; link[0] and link[1] are the programs
+ * that drop a process's cache of mappings when it changes them or exits).  Returns 0, or -1
+ * with everything undone (after an error message, but for fentry). */
+static int open_probes(const struct ffaults_config *cfg, struct ht_probe_session *s,
+		       struct faults_bpf **skel, int fentry, struct bpf_link *link[2],
+		       struct bpf_link ***links, int *fds, int *nfds)
+{
+	int err;
+	if (!(*skel = faults_bpf__open())) {
+		if (!fentry)
+			ht_error("ffaults: cannot open the BPF program: %s", strerror(errno));
+		return -1;
+	}
+	(*skel)->rodata->target_tgid = (__u32)ht_probe__tgid(s);
+	(*skel)->rodata->self_tgid = (__u32)getpid();
+	(*skel)->rodata->per_process = cfg->per_process || ht_probe__tgid(s);
+	bpf_program__set_autoload((*skel)->progs.fault_stack, false);
+	bpf_program__set_autoload((*skel)->progs.fault_file, !fentry);
+	bpf_program__set_autoload((*skel)->progs.vma_forget, !fentry);
+	bpf_program__set_autoload((*skel)->progs.vma_exit, !fentry);
+	bpf_program__set_autoload((*skel)->progs.fault_vma, fentry);
+	if ((err = faults_bpf__load(*skel))) {
+		if (!fentry)
+			ht_error("ffaults: cannot load the BPF program: %s (run 'heaptrail ffaults "
+				 "--check')",
+				 strerror(-err));
+		goto fail;
+	}
+	link[0] = bpf_program__attach(fentry ? (*skel)->progs.fault_vma : (*skel)->progs.vma_forget);
+	if (!fentry && link[0])
+		link[1] = bpf_program__attach((*skel)->progs.vma_exit);
+	if (!link[0] || (!fentry && !link[1])) {
+		if (!fentry)
+			ht_error("ffaults: cannot attach to sys_enter, sched_process_exit: %s",
+				 strerror(errno));
+		goto fail;
+	}
+	if (fentry)
+		return 0;
+	*nfds = ht_probe__perf_sw_open("ffaults", PERF_COUNT_SW_PAGE_FAULTS, 1, PERF_SAMPLE_ADDR,
+				       fds, MAX_CPUS);
+	if (*nfds >= 0 &&
+	    (*links = ht_probe__attach_perf("ffaults", (*skel)->progs.fault_file, fds, *nfds)))
+		return 0;
+	if (*nfds < 0)
+		*nfds = 0;
+fail:
+	bpf_link__destroy(link[0]);
+	bpf_link__destroy(link[1]);
+	link[0] = link[1] = NULL;
+	faults_bpf__destroy(*skel);
+	*skel = NULL;
+	return -1;
+}
 #endif
 
 int cmd_ffaults(int argc, char **argv)
@@ -169,9 +226,9 @@ int cmd_ffaults(int argc, char **argv)
 #ifdef HT_HAVE_BPF
 	struct ht_probe_session *s = NULL;
 	struct faults_bpf *skel = NULL;
-	struct bpf_link **links = NULL;
+	struct bpf_link **links = NULL, *link[2] = {NULL, NULL};
 	static int fds[MAX_CPUS];
-	int nfds = 0, err;
+	int nfds = 0;
 	struct ht_json j;
 	struct row *rows = NULL;
 	uint64_t total, anon;
@@ -182,22 +239,16 @@ int cmd_ffaults(int argc, char **argv)
 	if ((rc = ht_probe__start(&s, &cfg.po, "ffaults")))
 		goto cleanup;
 	rc = HT_EXIT_NOBPF;
-	if (!(skel = faults_bpf__open())) {
-		ht_error("ffaults: cannot open the BPF program: %s", strerror(errno));
-		goto cleanup;
+	/* handle_mm_fault's entry where BPF trampolines work, else the perf event */
+	ht_probe__libbpf_messages(-1);
+	int fentry = open_probes(&cfg, s, &skel, 1, link, NULL, NULL, NULL) == 0;
+	ht_probe__libbpf_messages(0);
+	if (!fentry) {
+		fprintf(stderr, "heaptrail ffaults: handle_mm_fault cannot be traced here (no BPF "
+				"trampolines): sampling the page-fault perf event, which costs more\n");
+		if (open_probes(&cfg, s, &skel, 0, link, &links, fds, &nfds))
+			goto cleanup;
 	}
-	skel->rodata->target_tgid = (__u32)ht_probe__tgid(s);
-	skel->rodata->per_process = cfg.per_process || ht_probe__tgid(s);
-	bpf_program__set_autoload(skel->progs.fault_stack, false);
-	if ((err = faults_bpf__load(skel))) {
-		ht_error("ffaults: cannot load the BPF program: %s (run 'heaptrail ffaults --check')",
-			 strerror(-err));
-		goto cleanup;
-	}
-	nfds = ht_probe__perf_sw_open("ffaults", PERF_COUNT_SW_PAGE_FAULTS, 1, PERF_SAMPLE_ADDR, fds,
-				      MAX_CPUS);
-	if (nfds < 0 || !(links = ht_probe__attach_perf("ffaults", skel->progs.fault_file, fds, nfds)))
-		goto cleanup;
 	if ((rc = ht_probe__go(s)))
 		goto cleanup;
 	int mfd = bpf_map__fd(skel->maps.file_counts);
@@ -235,6 +286,8 @@ int cmd_ffaults(int argc, char **argv)
 cleanup:
 	free(rows);
 	ht_probe__detach(links, fds, nfds > 0 ? nfds : 0);
+	bpf_link__destroy(link[0]);
+	bpf_link__destroy(link[1]);
 	faults_bpf__destroy(skel);
 	ht_probe__end(s);
 #endif

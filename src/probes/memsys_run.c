@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/util.h"
 
@@ -58,6 +59,7 @@ int ht_memsys__run(const struct ht_memsys_spec *spec, const struct ht_probe_opts
 		goto cleanup;
 	}
 	skel->rodata->target_tgid = (__u32)ht_probe__tgid(s);
+	skel->rodata->self_tgid = (__u32)getpid();
 	skel->rodata->syscall_mask[0] = spec->mask[0];
 	skel->rodata->syscall_mask[1] = spec->mask[1];
 	if ((err = memsys_bpf__load(skel))) {

@@ -74,7 +74,10 @@ static const char *flags_text(char *buf, size_t len, unsigned long v, const stru
 	buf[0] = 0;
 	if (is_map) {
 		unsigned long type = v & 0x03;
-		const char *tn = type == 1 ? "SHARED" : type == 2 ? "PRIVATE" : type == 3 ? "SHARED_VALIDATE" : NULL;
+		const char *tn = type == 1   ? "SHARED"
+				 : type == 2 ? "PRIVATE"
+				 : type == 3 ? "SHARED_VALIDATE"
+					     : NULL;
 		if (tn)
 			used += (size_t)snprintf(buf + used, len - used, "%s", tn);
 		v &= ~0x03ul;
@@ -128,7 +131,7 @@ static int on_event(void *ctx, const struct ht_memsys_event *ev, uint64_t t, str
 	const __u64 *a = ev->args;
 	uint64_t size = ev->nr == HT_NR_MREMAP ? a[2] : a[1];
 	if (failed)
-		snprintf(result, sizeof(result), "%s", strerrorname_np((int)-ev->ret) ? strerrorname_np((int)-ev->ret) : "error");
+		snprintf(result, sizeof(result), "%s", ht_probe__errname((int)-ev->ret));
 	else if (ev->nr == HT_NR_MUNMAP)
 		snprintf(result, sizeof(result), "0");
 	else
@@ -200,8 +203,8 @@ int cmd_mmapsnoop(int argc, char **argv)
 	struct mmapsnoop_config cfg = {0};
 	struct ht_memsys_spec spec = {
 		.cmd = "mmapsnoop",
-		.header = "TIME(s)    PID     TID     COMM            CALL    ADDR                       SIZE PROT "
-			  "FLAGS                        OFFSET RESULT             FILE",
+		.header = "TIME(s)    PID     TID     COMM            CALL    ADDR                 "
+			  "      SIZE PROT FLAGS                        OFFSET RESULT             FILE",
 		.event = on_event,
 		.ctx = &cfg,
 	};
@@ -211,7 +214,8 @@ int cmd_mmapsnoop(int argc, char **argv)
 		{0, "failed", HT_OPT_FLAG, &cfg.failed_only, NULL, "only the calls that failed"},
 		{0},
 	};
-	if ((rc = ht_probe__parse(argc, argv, opts, usage_text, &cfg.po, "mmapsnoop", HT_PROBE_NO_ARGS)) >= 0)
+	rc = ht_probe__parse(argc, argv, opts, usage_text, &cfg.po, "mmapsnoop", HT_PROBE_NO_ARGS);
+	if (rc >= 0)
 		goto cleanup;
 	HT_MEMSYS_SET(spec.mask, HT_NR_MMAP);
 	HT_MEMSYS_SET(spec.mask, HT_NR_MUNMAP);

@@ -12,6 +12,10 @@
 /* The process traced (its tgid), 0 for all; set before loading. */
 const volatile __u32 target_tgid = 0;
 
+/* heaptrail's own process, never traced (system-wide, its own page faults
+ * and system calls would feed on themselves); set before loading. */
+const volatile __u32 self_tgid = 0;
+
 /* Events the ring buffer had no room for (user space reports them). */
 __u64 dropped = 0;
 
@@ -21,7 +25,7 @@ static __always_inline int ht_traced(__u32 *tgid, __u32 *tid)
 	__u64 id = bpf_get_current_pid_tgid();
 	*tgid = (__u32)(id >> 32);
 	*tid = (__u32)id;
-	return !target_tgid || *tgid == target_tgid;
+	return target_tgid ? *tgid == target_tgid : *tgid != self_tgid;
 }
 
 /* Reads the name (dentry name, no directory) of the file a mapping maps

@@ -364,6 +364,25 @@ int ht_probe__start(struct ht_probe_session **out, const struct ht_probe_opts *p
 			return HT_EXIT_USAGE;
 		}
 		s->tgid = (pid_t)po->pid;
+		/* a thread's id: its process (the probes filter on processes) */
+		char path[64], line[256];
+		snprintf(path, sizeof(path), "/proc/%d/status", (int)s->tgid);
+		FILE *f = fopen(path, "re");
+		while (f && fgets(line, sizeof(line), f)) {
+			int tgid;
+			if (sscanf(line, "Tgid: %d", &tgid) == 1) {
+				if (tgid > 0 && tgid != s->tgid) {
+					fprintf(stderr,
+						"heaptrail %s: %d is a thread of process %d: tracing "
+						"the process\n",
+						cmd, (int)s->tgid, tgid);
+					s->tgid = tgid;
+				}
+				break;
+			}
+		}
+		if (f)
+			fclose(f);
 	}
 	probe_signal = 0;
 	struct sigaction sa;
@@ -583,7 +602,7 @@ static int libbpf_verbose; /* ht_probe__libbpf_messages */
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
-	if (level == LIBBPF_DEBUG && !libbpf_verbose)
+	if (libbpf_verbose < 0 || (level == LIBBPF_DEBUG && !libbpf_verbose))
 		return 0;
 	fprintf(stderr, "heaptrail: ");
 	return vfprintf(stderr, fmt, ap);
@@ -593,7 +612,9 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 void ht_probe__libbpf_messages(int verbose)
 {
 #ifdef HT_HAVE_BPF
-	libbpf_verbose = verbose;
+	/* HEAPTRAIL_LIBBPF_DEBUG=1: everything libbpf says, always */
+	const char *debug = getenv("HEAPTRAIL_LIBBPF_DEBUG");
+	libbpf_verbose = debug && *debug && *debug != '0' ? 1 : verbose;
 	libbpf_set_print(libbpf_print);
 #else
 	(void)verbose;
@@ -668,6 +689,12 @@ void ht_probe__detach(struct bpf_link **links, int *fds, int n)
 			close(fds[i]);
 	}
 	free(links);
+}
+
+const char *ht_probe__errname(int e)
+{
+	const char *n = strerrorname_np(e);
+	return n ? n : "E?";
 }
 
 const char *ht_probe__comm(char *buf, const char *comm)

@@ -134,13 +134,15 @@ uint64_t ht_probe__elapsed(const struct ht_probe_session *s);
 /* Whether the last interval still has to be reported when the session
  * stopped (it was not stopped by the count of reports). */
 int ht_probe__final_due(const struct ht_probe_session *s);
-/* Ends the session: kills the started command if it still runs (after a
- * Ctrl-C), restores the signal handlers, frees s.  Returns the command's
+/* Ends the session: kills the started command if it still runs (stopped by
+ * Ctrl-C, -d or COUNT), restores the signal handlers, frees s.  Returns the command's
  * exit status (128+signal if killed by one), or 0. */
 int ht_probe__end(struct ht_probe_session *s);
 
 /* Routes libbpf's messages: warnings to stderr prefixed "heaptrail: ",
- * its debug messages only if verbose. */
+ * its debug messages only if verbose > 0, nothing at all if verbose < 0
+ * (while trying what may fail, with a fallback); the environment variable
+ * HEAPTRAIL_LIBBPF_DEBUG=1 shows everything. */
 void ht_probe__libbpf_messages(int verbose);
 
 /* Opens a software perf event (PERF_COUNT_SW_*) on every online CPU, for
@@ -158,6 +160,9 @@ struct bpf_link **ht_probe__attach_perf(const char *cmd, struct bpf_program *pro
 					const int *fds, int n);
 /* Detaches and closes what ht_probe__attach_perf and ht_probe__perf_sw_open made. */
 void ht_probe__detach(struct bpf_link **links, int *fds, int n);
+
+/* The name of errno value e ("EINVAL"), "E?" if unknown. */
+const char *ht_probe__errname(int e);
 
 /* Reads the NUL-terminated process name of a 16-byte comm field. */
 const char *ht_probe__comm(char *buf, const char *comm);

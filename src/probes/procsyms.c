@@ -16,20 +16,31 @@
 
 #define MAX_PROCS 4096 /* processes cached at once (then the oldest goes) */
 
-/* One process's modules and their symbolizer. */
+/* One process's modules. */
 struct proc {
 	pid_t pid;                  /* 0 = free slot */
 	struct ht_module *mods;     /* from its maps */
 	size_t nmods;               /* count */
-	struct ht_symbolizer *sym;  /* over mods, NULL until needed */
+	int *file;                  /* per module: its index in files, -1 until needed */
 	int reread;                 /* an unknown address already caused a reread */
 	uint64_t used;              /* last use, for eviction */
+};
+
+/* A module file, symbolized once for every process that maps it: at load
+ * bias 0, so that it resolves file addresses. */
+struct file {
+	char *path;                 /* as mapped */
+	uint8_t build_id[64];       /* its build-id */
+	size_t build_id_len;        /* length, 0 if none */
+	struct ht_symbolizer *sym;  /* the file alone */
 };
 
 struct ht_procsyms {
 	struct ht_symbol_opts opts; /* for every symbolizer */
 	struct proc *procs;         /* by pid, linear (few processes in practice) */
 	size_t n, cap;              /* used / allocated */
+	struct file *files;         /* every module file seen */
+	size_t nfiles, capfiles;    /* used / allocated */
 	uint64_t clock;             /* use counter */
 	struct ht_frame frame;      /* the frame of an address nothing resolves */
 	struct ht_frame *copy;      /* the frames of an instruction pointer (is_ip) */
@@ -55,8 +66,7 @@ void ht_procsyms__free_modules(struct ht_module *m, size_t n)
 
 static void proc_clear(struct proc *p)
 {
-	if (p->sym)
-		ht_symbolizer__free(p->sym);
+	free(p->file);
 	ht_procsyms__free_modules(p->mods, p->nmods);
 	memset(p, 0, sizeof(*p));
 }
@@ -68,6 +78,12 @@ void ht_procsyms__free(struct ht_procsyms *ps)
 	for (size_t i = 0; i < ps->n; i++)
 		proc_clear(&ps->procs[i]);
 	free(ps->procs);
+	for (size_t i = 0; i < ps->nfiles; i++) {
+		free(ps->files[i].path);
+		if (ps->files[i].sym)
+			ht_symbolizer__free(ps->files[i].sym);
+	}
+	free(ps->files);
 	free(ps->copy);
 	free(ps);
 }
@@ -223,6 +239,9 @@ int ht_procsyms__load(struct ht_procsyms *ps, pid_t pid)
 	p->pid = pid;
 	p->mods = mods;
 	p->nmods = n;
+	p->file = ht_xrealloc(NULL, (n ? n : 1) * sizeof(*p->file));
+	for (size_t i = 0; i < n; i++)
+		p->file[i] = -1;
 	p->used = ++ps->clock;
 	return 0;
 }
@@ -234,12 +253,49 @@ const struct ht_module *ht_procsyms__modules(struct ht_procsyms *ps, pid_t pid, 
 	return p ? p->mods : NULL;
 }
 
-static int covered(const struct proc *p, uint64_t ip)
+/* The module of p holding ip, or -1. */
+static int module_of(const struct proc *p, uint64_t ip)
 {
 	for (size_t i = 0; i < p->nmods; i++)
 		if (ip >= p->mods[i].lo && ip < p->mods[i].hi)
-			return 1;
-	return 0;
+			return (int)i;
+	return -1;
+}
+
+/* The symbolizer of module m's file, made the first time it is needed. */
+static struct ht_symbolizer *file_sym(struct ht_procsyms *ps, struct proc *p, int m)
+{
+	if (p->file[m] < 0) {
+		const struct ht_module *mod = &p->mods[m];
+		size_t i;
+		for (i = 0; i < ps->nfiles; i++)
+			if (!strcmp(ps->files[i].path, mod->path) &&
+			    ps->files[i].build_id_len == mod->build_id_len &&
+			    !memcmp(ps->files[i].build_id, mod->build_id, mod->build_id_len))
+				break;
+		if (i == ps->nfiles) {
+			if (ps->nfiles == ps->capfiles) {
+				ps->capfiles = ps->capfiles ? ps->capfiles * 2 : 64;
+				ps->files = ht_xrealloc(ps->files, ps->capfiles * sizeof(*ps->files));
+			}
+			struct file *f = &ps->files[ps->nfiles++];
+			memset(f, 0, sizeof(*f));
+			f->path = strdup(mod->path);
+			memcpy(f->build_id, mod->build_id, sizeof(f->build_id));
+			f->build_id_len = mod->build_id_len;
+			struct ht_module one = *mod;
+			one.base = 0;
+			one.lo = 0;
+			one.hi = UINT64_MAX;
+			f->sym = f->path ? ht_symbolizer__new(&one, 1, &ps->opts) : NULL;
+			if (!f->sym) {
+				ht_error("out of memory");
+				exit(HT_EXIT_DATA);
+			}
+		}
+		p->file[m] = (int)i;
+	}
+	return ps->files[p->file[m]].sym;
 }
 
 size_t ht_procsyms__resolve(struct ht_procsyms *ps, pid_t pid, uint64_t ip, int is_ip,
@@ -248,40 +304,42 @@ size_t ht_procsyms__resolve(struct ht_procsyms *ps, pid_t pid, uint64_t ip, int 
 	struct proc *p = find(ps, pid);
 	if (!p && ht_procsyms__load(ps, pid) == 0)
 		p = find(ps, pid);
-	if (p && !covered(p, ip) && !p->reread) {
+	int m = p ? module_of(p, ip) : -1;
+	if (p && m < 0 && !p->reread) {
 		/* a library mapped since the map was read */
 		p->reread = 1;
-		if (ht_procsyms__load(ps, pid) == 0)
+		if (ht_procsyms__load(ps, pid) == 0) {
 			p = find(ps, pid);
+			m = module_of(p, ip);
+		}
 	}
-	if (!p) {
+	if (!p || m < 0 || p->mods[m].path[0] != '/') {
 		memset(&ps->frame, 0, sizeof(ps->frame));
 		ps->frame.ip = ip;
+		if (p && m >= 0) { /* [vdso]: no file */
+			const char *slash = strrchr(p->mods[m].path, '/');
+			ps->frame.module = slash ? slash + 1 : p->mods[m].path;
+			ps->frame.offset = ip - p->mods[m].base;
+		}
 		*frames = &ps->frame;
 		return 1;
 	}
 	p->used = ++ps->clock;
-	if (!p->sym)
-		p->sym = ht_symbolizer__new(p->mods, p->nmods, &ps->opts);
-	if (!p->sym) {
-		ht_error("out of memory");
-		exit(HT_EXIT_DATA);
+	/* the symbolizer of the file resolves file addresses; it looks up
+	 * ip - 1 (inside the call of a return address), and an instruction
+	 * pointer is the instruction itself */
+	uint64_t base = p->mods[m].base;
+	size_t n = ht_symbolizer__resolve(file_sym(ps, p, m), ip - base + (is_ip ? 1 : 0), frames);
+	if (n > ps->copycap) {
+		ps->copycap = n;
+		ps->copy = ht_xrealloc(ps->copy, n * sizeof(*ps->copy));
 	}
-	/* the symbolizer looks up ip - 1 (inside the call of a return address);
-	 * an instruction pointer is the instruction itself */
-	size_t n = ht_symbolizer__resolve(p->sym, is_ip ? ip + 1 : ip, frames);
-	if (is_ip) {
-		if (n > ps->copycap) {
-			ps->copycap = n;
-			ps->copy = ht_xrealloc(ps->copy, n * sizeof(*ps->copy));
-		}
-		memcpy(ps->copy, *frames, n * sizeof(*ps->copy));
-		for (size_t i = 0; i < n; i++) {
-			ps->copy[i].ip = ip;
-			if (ps->copy[i].offset)
-				ps->copy[i].offset--;
-		}
-		*frames = ps->copy;
+	memcpy(ps->copy, *frames, n * sizeof(*ps->copy));
+	for (size_t i = 0; i < n; i++) {
+		ps->copy[i].ip = ip;
+		if (is_ip && ps->copy[i].offset)
+			ps->copy[i].offset--;
 	}
+	*frames = ps->copy;
 	return n;
 }

@@ -1,7 +1,10 @@
 /* Symbols of live processes for the probe commands: the modules a process
  * has mapped (its executable and shared objects, from /proc/PID/maps, with
- * their load bias and build-id) handed to the same symbolizer as the
- * offline traces (src/symbols/symbolize.h), cached per process.
+ * their load bias and build-id), cached per process; each module file
+ * (path and build-id) is handed once to the same symbolizer as the offline
+ * traces (src/symbols/symbolize.h) and resolves the file addresses of
+ * every process that maps it (system-wide, libc is read once, not once per
+ * process).
  *
  * A process's map is read the first time one of its addresses is resolved
  * or when ht_procsyms__load is called (do that while it still runs: the

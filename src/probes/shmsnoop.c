@@ -47,7 +47,8 @@ static const char *shmget_flags(char *buf, size_t len, unsigned long v)
 	snprintf(buf, len, "%s%s%s%s0%lo", v & IPC_CREAT ? "IPC_CREAT|" : "",
 		 v & IPC_EXCL ? "IPC_EXCL|" : "", v & SHM_HUGETLB ? "SHM_HUGETLB|" : "",
 		 v & SHM_NORESERVE ? "SHM_NORESERVE|" : "", v & 0777);
-	unsigned long rest = v & ~(unsigned long)(IPC_CREAT | IPC_EXCL | SHM_HUGETLB | SHM_NORESERVE | 0777);
+	unsigned long known = IPC_CREAT | IPC_EXCL | SHM_HUGETLB | SHM_NORESERVE | 0777;
+	unsigned long rest = v & ~known;
 	if (rest) {
 		size_t used = strlen(buf);
 		snprintf(buf + used, len - used, "|0x%lx", rest);
@@ -94,8 +95,7 @@ static int on_event(void *ctx, const struct ht_memsys_event *ev, uint64_t t, str
 	const __u64 *a = ev->args;
 	int failed = ev->ret < 0 && ev->ret > -4096;
 	if (failed)
-		snprintf(result, sizeof(result), "%s",
-			 strerrorname_np((int)-ev->ret) ? strerrorname_np((int)-ev->ret) : "error");
+		snprintf(result, sizeof(result), "%s", ht_probe__errname((int)-ev->ret));
 	else if (ev->nr == HT_NR_SHMAT)
 		snprintf(result, sizeof(result), "0x%llx", (unsigned long long)ev->ret);
 	else
@@ -175,7 +175,8 @@ int cmd_shmsnoop(int argc, char **argv)
 		HT_PROBE_OPTIONS(&cfg.po),
 		{0},
 	};
-	if ((rc = ht_probe__parse(argc, argv, opts, usage_text, &cfg.po, "shmsnoop", HT_PROBE_NO_ARGS)) >= 0)
+	rc = ht_probe__parse(argc, argv, opts, usage_text, &cfg.po, "shmsnoop", HT_PROBE_NO_ARGS);
+	if (rc >= 0)
 		goto cleanup;
 	HT_MEMSYS_SET(spec.mask, HT_NR_SHMGET);
 	HT_MEMSYS_SET(spec.mask, HT_NR_SHMAT);

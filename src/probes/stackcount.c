@@ -181,6 +181,13 @@ int ht_stackcount__collect(struct ht_stackcount *sc, int counts_fd, int stacks_f
 		}
 		symbolize(sc, s, ips, HT_STACK_DEPTH);
 	}
+	/* the next interval starts with an empty stack map too (once every
+	 * count that shares a stack has read it) */
+	for (size_t i = 0; clear && i < nkeys; i++) {
+		__u32 id = (__u32)keys[i].stackid;
+		if (keys[i].stackid >= 0)
+			bpf_map_delete_elem(stacks_fd, &id);
+	}
 	free(keys);
 	if (sc->n)
 		qsort(sc->stacks, sc->n, sizeof(*sc->stacks), by_count);

@@ -39,8 +39,8 @@ void ht_stackcount__on_exit(void *ctx, pid_t pid);
 
 /* Reads the counts map (struct ht_stack_key -> struct ht_stack_val) and
  * the stack map, symbolizes, replaces the stacks held, sorted by count
- * (then bytes), biggest first; with clear, empties the counts map (for the
- * next interval).  Returns the number of stacks, or -1 after an error. */
+ * (then bytes), biggest first; with clear, empties the counts map and the
+ * stacks it used (for the next interval).  Returns the number of stacks, or -1 after an error. */
 int ht_stackcount__collect(struct ht_stackcount *sc, int counts_fd, int stacks_fd, int clear);
 
 /* The stacks of the last collect and their total count and bytes. */

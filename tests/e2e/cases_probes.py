@@ -9,6 +9,7 @@ import os
 import signal
 import shutil
 import subprocess
+import sys
 
 from htlib import case, check, eq, fail, skip
 from htprobe import need_bpf, probe_json
@@ -106,6 +107,10 @@ def test_probes_usage(t):
         (["mmapsnoop", "-c", " "], "-c needs a command"),
         (["mmapsnoop", "--bogus"], "bogus"),
         (["mmapsnoop", "-d", "soon"], "soon"),
+        (["faults", "1", "2", "3"], "too many arguments ('3')"),
+        (["faults", "soon"], "INTERVAL 'soon' is not a duration"),
+        (["brkstack", "1", "0"], "COUNT '0' is not a positive number"),
+        (["ffaults", "1", "-5"], "-5"),
     ]
     for args, msg in bad:
         r = t.run([t.heaptrail] + args)
@@ -184,18 +189,26 @@ def test_probes_faults(t):
 
 @case(timeout=60, labels=("probes", "analyzers"))
 def test_probes_ffaults(t):
-    """faulter maps a 256-page file and reads a byte of each page: the file
-    is named, with at least 256/16 faults (fault-around maps up to 16 pages
-    a fault); the anonymous pages it touches are counted apart."""
+    """faulter maps a 256-page file, reads a byte of each page, unmaps it,
+    then the same with a second file (at the same address, which must not
+    be taken for the first: mappings are cached per process and forgotten
+    at munmap): each file is named with 256/16 to 256 faults (fault-around
+    maps up to 16 pages a fault); the anonymous pages it touches are
+    counted apart."""
     need_bpf(t, "ffaults")
-    dat = data_file(t, "paged-in.dat", 256 * PAGE)
+    one = data_file(t, "paged-in.dat", 256 * PAGE)
+    two = data_file(t, "second.dat", 256 * PAGE)
     doc, r = probe_json(t, ["ffaults", "--json", "-n", "0", "-c",
-                            "%s 500 %s" % (t.prog("faulter"), dat)])
+                            "%s 500 %s %s" % (t.prog("faulter"), one, two)])
+    at = [l.split(" at ")[1] for l in r.stderr.splitlines() if l.startswith("read ")]
+    eq(len(at), 2, "files read: %s" % r.stderr)
+    if at[0] != at[1]:
+        t.note("the two files were mapped at different addresses: %r" % at)
     rep = doc["intervals"][-1]
     files = {f["file"]: f["faults"] for f in rep["files"]}
-    check("paged-in.dat" in files, "the mapped file is not named: %r" % files)
-    check(256 // 16 <= files["paged-in.dat"] <= 256,
-          "faults on the file: %d" % files["paged-in.dat"])
+    for name in ("paged-in.dat", "second.dat"):
+        check(name in files, "%s is not named: %r" % (name, files))
+        check(256 // 16 <= files[name] <= 256, "faults on %s: %d" % (name, files[name]))
     check(rep["anonymous"] >= 500, "anonymous faults %d < 500 pages touched" % rep["anonymous"])
     eq(rep["total"], rep["anonymous"] + sum(files.values()), "total")
     for f in rep["files"]:
@@ -328,3 +341,54 @@ def test_probes_no_tracefs(t):
     n = sum(s["count"] for s in rep["stacks"]
             if any(fr["function"] == "touch_buffer" for fr in s["frames"]))
     check(n >= 500, "faults without tracefs: %d in touch_buffer" % n)
+
+
+@case(timeout=30, labels=("probes", "analyzers"))
+def test_probes_bad_target(t):
+    """A -p process that does not exist, a -c command that cannot run: exit
+    2, one line naming it; an unwritable -o: exit 1, one line, no file left
+    behind (the report is still printed)."""
+    need_bpf(t, "faults")
+    r = t.run([t.heaptrail, "mmapsnoop", "-p", "999999999"])
+    eq(r.rc, 2, "no such -p: %s" % r.describe())
+    check("no process 999999999" in r.stderr, r.stderr)
+    r = t.run([t.heaptrail, "faults", "-c", t.path("no-such-program") + " x"])
+    eq(r.rc, 2, "no such -c: %s" % r.describe())
+    check("cannot run '%s': No such file or directory" % t.path("no-such-program") in r.stderr,
+          r.stderr)
+    os.mkdir(t.path("ro"))
+    os.chmod(t.path("ro"), 0o555)
+    out = t.path("ro", "f.svg")
+    r = t.run(["setpriv", "--reuid=0", "--inh-caps=-all", "--bounding-set=-dac_override",
+               t.heaptrail, "faults", "-o", out, "-c", "%s 10" % t.prog("faulter")])
+    if "setpriv" in r.stderr and r.rc not in (0, 1):
+        r = None  # no setpriv here: root writes anywhere, nothing to test
+    if r is not None:
+        eq(r.rc, 1, "unwritable -o: %s" % r.describe())
+        check("f.svg: cannot write" in r.stderr, r.stderr)
+        check("touch_buffer" in r.stdout, "the report is printed: %s" % r.stdout)
+        eq(os.listdir(t.path("ro")), [], "files left behind")
+
+
+@case(timeout=30, labels=("probes", "analyzers"))
+def test_probes_thread_id(t):
+    """-p with the id of a thread (not the main one) traces its process, and
+    says so."""
+    need_bpf(t, "mmapsnoop")
+    code = ("import threading, sys\n"
+            "e = threading.Event()\n"
+            "th = threading.Thread(target=e.wait)\n"
+            "th.start()\n"
+            "print(th.native_id, flush=True)\n"
+            "sys.stdin.readline()\n"
+            "e.set()\n")
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, env=t.base_env(), cwd=t.dir)
+    try:
+        tid = int(p.stdout.readline())
+        doc, r = probe_json(t, ["mmapsnoop", "--json", "-d", "100ms", "-p", str(tid)])
+        eq(doc["pid"], p.pid, "the process traced")
+        check("%d is a thread of process %d" % (tid, p.pid) in r.stderr, r.stderr)
+    finally:
+        p.stdin.close()
+        p.wait(timeout=30)

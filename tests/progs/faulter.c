@@ -1,8 +1,10 @@
 /* Page faults at known places for the probe tests (cases_probes.py):
  * touch_buffer writes the first byte of each of N pages (argv[1], default
  * 2560) of a fresh anonymous mapping (huge pages off, so one fault per
- * page), and read_file maps the file argv[2] (if given) and reads a byte
- * of each of its pages.  Prints "touched N" and "read SUM" at the end. */
+ * page), and read_file maps each file argv[2], argv[3]... in turn and
+ * reads a byte of each of its pages, then unmaps it (files of one size get
+ * the same address one after the other).  Prints "touched N", then "read
+ * SUM at ADDR" per file. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
@@ -19,7 +21,7 @@ __attribute__((noinline)) static void touch_buffer(volatile char *buf, long page
 		buf[i * PAGE] = (char)i;
 }
 
-__attribute__((noinline)) static long read_file(const char *path)
+__attribute__((noinline)) static long read_file(const char *path, void **where)
 {
 	int fd = open(path, O_RDONLY);
 	struct stat st;
@@ -33,6 +35,7 @@ __attribute__((noinline)) static long read_file(const char *path)
 		exit(1);
 	}
 	long sum = 0;
+	*where = (void *)p;
 	for (off_t o = 0; o < st.st_size; o += PAGE)
 		sum += p[o];
 	munmap((void *)p, (size_t)st.st_size);
@@ -52,7 +55,10 @@ int main(int argc, char **argv)
 	madvise(buf, (size_t)pages * PAGE, MADV_NOHUGEPAGE);
 	touch_buffer(buf, pages);
 	printf("touched %ld\n", pages);
-	if (argc > 2)
-		printf("read %ld\n", read_file(argv[2]));
+	for (int i = 2; i < argc; i++) {
+		void *at;
+		long sum = read_file(argv[i], &at);
+		printf("read %ld at %p\n", sum, at);
+	}
 	return 0;
 }

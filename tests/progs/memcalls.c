@@ -5,8 +5,8 @@
  *   mmap      anonymous 5 pages RW PRIVATE|POPULATE, mremap to 9 (MAYMOVE), munmap
  *   mmap      PROT_NONE 1 page NORESERVE; munmap of it
  *   brk       3 calls growing the break by 64, 128, 192 KiB, from grow_break_N
- *   shmget    key 0x4854 (or argv[2]) 16 pages IPC_CREAT|0600; shmat; shmdt;
- *             shmctl IPC_RMID
+ *   shmget    key argv[2] (IPC_PRIVATE if not given or 0) 16 pages
+ *             IPC_CREAT|0600; shmat; shmdt; shmctl IPC_RMID
  *
  * The calls are framed by two markers, munmap(0x48540000, 0) and
  * munmap(0x48550000, 0), which fail with EINVAL, so that the tests can tell
@@ -67,7 +67,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: memcalls FILE [SHMKEY [wait]]\n");
 		return 2;
 	}
-	key_t key = argc > 2 ? (key_t)strtol(argv[2], NULL, 0) : 0x4854;
+	key_t key = argc > 2 ? (key_t)strtol(argv[2], NULL, 0) : IPC_PRIVATE;
 	if (argc > 3 && !strcmp(argv[3], "wait")) {
 		printf("ready %d\n", (int)getpid());
 		fflush(stdout);
