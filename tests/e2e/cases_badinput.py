@@ -3,7 +3,8 @@ times every kind of bad file (issue 7, item 4).
 
 Each command is given a missing file, an empty file, a file of another kind
 (a workload to an analyzer, a trace to replay), a truncated file, a file
-from a newer format version, a directory and a file it may not read (run as
+from a newer format version, a directory, a trace cut inside a chunk (whose
+readable part is still analyzed: an output file may be written, but whole) and a file it may not read (run as
 the unprivileged user nobody through setpriv, since the tests run as root).
 Each must: exit 1 (a data error; 2 is for usage errors only), print one
 error line naming the file and the problem, every stderr line prefixed with
@@ -27,6 +28,7 @@ PROBLEM = {
     # trace, maps a trace
     "other": {"trace": r"workload", "workload": r"is a trace", "smaps": r"not an smaps"},
     "truncated": r"truncat|offset \d+|ends|short|incomplete|cut",
+    "cut": r"offset \d+: .*truncated",
     "newer": r"version",
     "directory": r"directory",
     "unreadable": r"permission denied",
@@ -55,7 +57,7 @@ def build_inputs(t):
     os.chmod(t.dir, 0o755)
     os.chmod(d, 0o755)
     trace = os.path.join(d, "good.ht")
-    t.record(trace, [t.prog("threads"), "2", "200"], env={"HEAPTRAIL_STACKS": "8"})
+    t.record(trace, [t.prog("threads"), "2", "2000"], env={"HEAPTRAIL_STACKS": "8"})
     os.chmod(trace, 0o644)  # diff reads it as nobody next to the unreadable one
     wl = os.path.join(d, "good.wl")
     r = t.tool(["convert", "-q", wl, trace])
@@ -99,6 +101,8 @@ def build_inputs(t):
         os.mkdir(kinds["directory"])
         if newer is not None:
             kinds["newer"] = put("newer-%s" % typ, newer)
+        if typ == "trace":
+            kinds["cut"] = put("cut-trace", good[:len(good) * 6 // 10])
         inputs[typ] = kinds
     return trace, wl, inputs
 
@@ -165,7 +169,41 @@ def check_case(name, typ, kind, path, r, leftovers):
     check(re.search(want, errs[0], re.I),
           "%s: the error does not say the problem (%s): %r" % (what, want, errs[0]))
     left = [p for p in leftovers if os.path.lexists(p)]
+    if kind == "cut":
+        # a trace cut inside a chunk (a killed program) is still analyzed
+        # up to the cut: an output file may be written, but whole
+        left = [p for p in left if not whole(p)]
     check(not left, "%s: output left behind: %s" % (what, left))
+
+
+def check_salvaged(t, path, r):
+    what = "compact on a trace cut inside a chunk"
+    eq(r.rc, 0, "%s: exit status\n%s" % (what, r.describe()))
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    check(len(lines) == 1 and lines[0].startswith("heaptrail:") and path in lines[0] and
+          "damaged chunk" in lines[0], "%s: one line naming the file and the damage:\n%s"
+          % (what, r.stderr))
+    s = t.stats(path)
+    eq(s["_run"].rc, 0, "stats of the salvaged trace")
+
+
+def whole(path):
+    """Whether an output file is complete: by its kind, it ends as it must."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if path.endswith(".svg"):
+        return data.rstrip().endswith(b"</svg>")
+    if path.endswith(".html"):
+        return data.rstrip().endswith(b"</html>")
+    if path.endswith(".gz"):
+        import gzip
+        try:
+            return len(gzip.decompress(data)) > 0
+        except (OSError, EOFError):
+            return False
+    if path.endswith(".wl"):
+        return False  # convert writes no workload of a damaged trace
+    return data.endswith(b"\n")
 
 
 @case(timeout=600, labels=("analyzers",))
@@ -177,9 +215,11 @@ def test_bad_input_every_command(t):
     # as they were); the others get the shared inputs
     problems, ran, skipped = [], 0, []
     for name, typ, argv_of, outs in commands(good_trace):
-        for kind in ("missing", "empty", "other", "truncated", "newer", "directory",
+        for kind in ("missing", "empty", "other", "truncated", "cut", "newer", "directory",
                      "unreadable"):
             path = inputs[typ].get(kind)
+            if kind == "cut" and typ != "trace":
+                continue  # a workload or smaps cut anywhere: "truncated" above
             if path is None:
                 skipped.append("%s/%s (no format version in a smaps file)" % (name, kind))
                 continue
@@ -190,6 +230,12 @@ def test_bad_input_every_command(t):
             os.mkdir(o)
             os.chmod(o, 0o777)
             before = None
+            if name == "compact" and os.path.isfile(path):
+                # compact rewrites in place: it gets a copy
+                copy = os.path.join(o, os.path.basename(path))
+                shutil.copyfile(path, copy)
+                os.chmod(copy, os.stat(path).st_mode & 0o777)
+                path = copy
             if os.path.isfile(path):
                 with open(path, "rb") as f:
                     before = f.read()
@@ -197,10 +243,16 @@ def test_bad_input_every_command(t):
             r = run_one(t, argv, kind == "unreadable", ids, o)
             leftovers = [os.path.join(o, x) if isinstance(x, str) else x(path) for x in outs]
             leftovers += [os.path.join(o, x) for x in os.listdir(o)
-                          if os.path.join(o, x) not in leftovers]
+                          if os.path.join(o, x) not in leftovers + [path]]
             leftovers += [os.path.join(os.path.dirname(path), x)
                           for x in os.listdir(os.path.dirname(path)) if ".tmp" in x]
             try:
+                if name == "compact" and kind == "cut":
+                    # compact is the repair: it keeps the chunks before the
+                    # damaged one, says so, and the result reads cleanly
+                    check_salvaged(t, path, r)
+                    ran += 1
+                    continue
                 check_case(name, typ, kind, path, r, leftovers)
                 if before is not None and kind != "unreadable":
                     with open(path, "rb") as f:
@@ -216,3 +268,20 @@ def test_bad_input_every_command(t):
     if problems:
         raise Failure("%d of %d runs failed:\n\n%s" % (len(problems), ran,
                                                         "\n\n".join(problems)))
+
+
+@case(labels=("analyzers",))
+def test_usage_every_command(t):
+    """Usage errors exit 2, data errors 1: every command that reads a file,
+    without its file and with an unknown option, exits 2 with a message on
+    stderr and nothing on stdout."""
+    problems = []
+    for cmd in ("dump", "stats", "leaks", "top", "timeline", "events", "diff", "heap",
+                "flamegraph", "export", "report", "maps", "convert", "replay", "compare",
+                "compact"):
+        for args in ([cmd], [cmd, "--no-such-option", t.path("x")]):
+            r = t.tool(args)
+            lines = [l for l in r.stderr.splitlines() if l.strip()]
+            if r.rc != 2 or not lines or not lines[0].startswith("heaptrail") or r.stdout:
+                problems.append(r.describe())
+    check(not problems, "usage errors:\n\n" + "\n\n".join(problems))
