@@ -132,9 +132,9 @@ set_tests_properties(fuzz.smaps_corpus PROPERTIES ENVIRONMENT "${HT_FUZZ_WL_ENV}
 
 # the converter's run (heaptrail convert): the reader, the converter, and
 # the loader that checks what it wrote
-set(HT_FUZZ_CONVERT_SOURCES
-  ${HT_FUZZ_DIR}/run_corpus.c
-  ${HT_FUZZ_DIR}/fuzz_convert.c
+# what fuzz_convert.c tests (tests/fuzz/CMakeLists.txt builds the libFuzzer
+# target from the same list)
+set(HT_FUZZ_CONVERT_TESTED
   ${PROJECT_SOURCE_DIR}/src/replay/converter.c
   ${PROJECT_SOURCE_DIR}/src/replay/workload.c
   ${PROJECT_SOURCE_DIR}/src/analyze/livemap.c
@@ -144,7 +144,8 @@ set(HT_FUZZ_CONVERT_SOURCES
   ${PROJECT_SOURCE_DIR}/src/trace/record.c
   ${PROJECT_SOURCE_DIR}/src/trace/columns.c
   ${PROJECT_SOURCE_DIR}/src/trace/kinds.c)
-add_executable(ht_fuzz_run_convert_corpus ${HT_FUZZ_CONVERT_SOURCES})
+add_executable(ht_fuzz_run_convert_corpus ${HT_FUZZ_DIR}/run_corpus.c ${HT_FUZZ_DIR}/fuzz_convert.c
+  ${HT_FUZZ_CONVERT_TESTED})
 target_include_directories(ht_fuzz_run_convert_corpus PRIVATE
   ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
 target_compile_options(ht_fuzz_run_convert_corpus PRIVATE -g -O1 -fno-omit-frame-pointer ${HT_FUZZ_SAN})
