@@ -4,8 +4,8 @@
  * Each input is taken as a whole .ht file: it is written to a memfd and
  * opened through /proc/self/fd/N with ht_reader__open, as fuzz_reader.c
  * does; whatever the reader delivers is converted with ht_convert__run
- * into a workload in a private directory of /dev/shm (or $TMPDIR), with
- * --mmap on for inputs of odd length.  Beyond "no crash, no hang, no
+ * into a workload in a private directory of /dev/shm (or $TMPDIR), once
+ * without and once with --mmap.  Beyond "no crash, no hang, no
  * leak", it checks what holds for any input:
  *
  *   - a failed conversion leaves one line in err and no file at all in
@@ -134,19 +134,16 @@ static void check_workload(const struct ht_convert_summary *s, int mmap)
 	ht_workload__free(w);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+static void convert(int mmap)
 {
-	if (input_fd < 0)
-		setup();
-	put_input(data, size);
 	char err[1024], name[256];
 	memset(err, 0x5a, sizeof(err));
 	struct ht_reader *r = ht_reader__open(input_path, err, sizeof(err));
 	if (!r) {
 		one_line(err, sizeof(err), "a failed open without a one-line message");
-		return 0;
+		return;
 	}
-	struct ht_convert_opts o = {.mmap = (int)(size & 1), .max_events = FUZZ_MAX_EVENTS};
+	struct ht_convert_opts o = {.mmap = mmap, .max_events = FUZZ_MAX_EVENTS};
 	struct ht_convert_summary s;
 	memset(err, 0x5a, sizeof(err));
 	int rc = ht_convert__run(r, input_path, out_path, &o, &s, err, sizeof(err));
@@ -166,5 +163,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			broken("a temporary is left next to the workload", name);
 	}
 	ht_reader__close(r);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (input_fd < 0)
+		setup();
+	put_input(data, size);
+	convert(0);
+	convert(1);
 	return 0;
 }
