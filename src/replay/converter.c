@@ -71,6 +71,7 @@ struct conv {
 	uint32_t *owner;             /* per slot: thread of the last op on it */
 	uint64_t *at;                /* per slot: that thread's op count after it */
 	uint64_t *mbytes;            /* per slot (--mmap): bytes still mapped */
+	uint64_t *mlen;              /* per slot (--mmap): the map's length when made or remapped */
 	uint64_t nslots, capslots;   /* slots made, capacity */
 	uint32_t steal;              /* where to look first for another thread's free slot */
 	uint64_t free_slots;         /* slots in all the rings */
@@ -260,8 +261,10 @@ static uint64_t take_slot(struct conv *c, uint32_t t)
 			c->capslots = c->capslots ? 2 * c->capslots : 1024;
 			c->owner = xrealloc(c->owner, c->capslots * sizeof(*c->owner));
 			c->at = xrealloc(c->at, c->capslots * sizeof(*c->at));
-			if (c->mmap)
+			if (c->mmap) {
 				c->mbytes = xrealloc(c->mbytes, c->capslots * sizeof(*c->mbytes));
+				c->mlen = xrealloc(c->mlen, c->capslots * sizeof(*c->mlen));
+			}
 		}
 		ct->fresh = c->nslots;
 		ct->fresh_end = c->nslots + SLOT_GROUP;
@@ -510,7 +513,7 @@ static void on_mmap(struct conv *c, uint32_t t, const struct ht_event *e)
 	a[0] = s + 1;
 	emit(c, t, HT_WL_MMAP, a);
 	touched(c, t, s);
-	c->mbytes[s] = len;
+	c->mbytes[s] = c->mlen[s] = len;
 	rg_insert(c, (struct region){res, res + len, res, s});
 }
 
@@ -538,8 +541,12 @@ static void on_mremap(struct conv *c, uint32_t t, const struct ht_event *e)
 	}
 	size_t i = rg_find(c, old);
 	if (i >= c->nrg || c->rg[i].start != old || c->rg[i].base != old ||
-	    c->rg[i].end != old + oldlen || c->mbytes[c->rg[i].slot] != oldlen || (flags & ~1ull)) {
-		c->skipped_maps++; /* only whole maps, without MREMAP_FIXED */
+	    c->rg[i].end != old + oldlen || c->mbytes[c->rg[i].slot] != oldlen || c->mlen[c->rg[i].slot] != oldlen ||
+	    (flags & ~1ull)) {
+		/* only whole maps never partly unmapped (a map whose tail went
+		 * is one region still, but the replay's map has a hole there),
+		 * without MREMAP_FIXED */
+		c->skipped_maps++;
 		return;
 	}
 	uint64_t s = c->rg[i].slot;
@@ -549,7 +556,7 @@ static void on_mremap(struct conv *c, uint32_t t, const struct ht_event *e)
 	if (res == old) {
 		emit(c, t, HT_WL_MREMAP, a);
 		touched(c, t, s);
-		c->mbytes[s] = newlen;
+		c->mbytes[s] = c->mlen[s] = newlen;
 		rg_insert(c, (struct region){old, old + newlen, old, s});
 		return;
 	}
@@ -557,7 +564,7 @@ static void on_mremap(struct conv *c, uint32_t t, const struct ht_event *e)
 	a[0] = ns + 1;
 	emit(c, t, HT_WL_MREMAP, a);
 	touched(c, t, ns);
-	c->mbytes[ns] = newlen;
+	c->mbytes[ns] = c->mlen[ns] = newlen;
 	c->mbytes[s] = 0;
 	freed(c, t, s);
 	rg_insert(c, (struct region){res, res + newlen, res, ns});
@@ -682,16 +689,69 @@ static void conv_free(struct conv *c)
 	free(c->owner);
 	free(c->at);
 	free(c->mbytes);
+	free(c->mlen);
 	free(c->rg);
+}
+
+struct ht_converter {
+	struct conv c; /* the state above */
+};
+
+struct ht_converter *ht_converter__open(const char *out, int mmap, uint32_t main_tid, char *err,
+					size_t errlen)
+{
+	struct ht_converter *cv = calloc(1, sizeof(*cv));
+	if (!cv) {
+		snprintf(err, errlen, "%s: out of memory", out);
+		return NULL;
+	}
+	struct conv *c = &cv->c;
+	c->mmap = mmap;
+	c->w = ht_wl_writer__open(out, err, errlen);
+	if (!c->w) {
+		free(cv);
+		return NULL;
+	}
+	ht_livemap__init(&c->live);
+	tid_grow(c);
+	new_thread(c, main_tid, 0); /* thread 0: main */
+	return cv;
+}
+
+void ht_converter__event(struct ht_converter *cv, const struct ht_event *e)
+{
+	on_event(&cv->c, e);
+}
+
+void ht_converter__abort(struct ht_converter *cv)
+{
+	if (!cv)
+		return;
+	if (cv->c.w)
+		ht_wl_writer__abort(cv->c.w);
+	conv_free(&cv->c);
+	free(cv);
+}
+
+int ht_converter__close(struct ht_converter *cv, const char *in, const struct ht_trace_info *info,
+			struct ht_convert_summary *sum, char *err, size_t errlen)
+{
+	struct conv *c = &cv->c;
+	char *src = source_text(in, info, c);
+	int rc = ht_wl_writer__close(c->w, c->nslots, c->peak, c->mmap ? HT_WL_F_MMAP : 0, c->calls,
+				     src, err, errlen);
+	c->w = NULL;
+	free(src);
+	if (!rc)
+		summarize(c, sum);
+	ht_converter__abort(cv);
+	return rc ? -1 : 0;
 }
 
 int ht_convert__run(struct ht_reader *r, const char *in, const char *out,
 		    const struct ht_convert_opts *o, struct ht_convert_summary *sum, char *err,
 		    size_t errlen)
 {
-	struct conv c = {.mmap = o->mmap};
-	char *src = NULL;
-	int ret = -1;
 	uint64_t nev = 0;
 	const struct ht_trace_info *info = ht_reader__info(r);
 	memset(sum, 0, sizeof(*sum));
@@ -701,37 +761,23 @@ int ht_convert__run(struct ht_reader *r, const char *in, const char *out,
 			 "record again without --sample-bytes to replay it", in);
 		return -1;
 	}
-	c.w = ht_wl_writer__open(out, err, errlen);
-	if (!c.w)
+	struct ht_converter *cv = ht_converter__open(out, o->mmap, (uint32_t)info->pid, err, errlen);
+	if (!cv)
 		return -1;
-	ht_livemap__init(&c.live);
-	tid_grow(&c);
-	new_thread(&c, (uint32_t)info->pid, 0); /* thread 0: main */
 	struct ht_event e;
 	while ((!o->max_events || nev < o->max_events) &&
 	       (o->progress ? ht_analyze__next(r, &e) : ht_reader__next(r, &e))) {
-		on_event(&c, &e);
+		on_event(&cv->c, &e);
 		nev++;
 	}
-	sum->events = nev;
 	if (ht_reader__error(r)) {
 		snprintf(err, errlen, "%s: %s; no workload written", in, ht_reader__error(r));
-		goto cleanup;
+		ht_converter__abort(cv);
+		return -1;
 	}
-	src = source_text(in, info, &c);
-	int rc = ht_wl_writer__close(c.w, c.nslots, c.peak, c.mmap ? HT_WL_F_MMAP : 0, c.calls, src,
-				     err, errlen);
-	c.w = NULL;
-	if (rc)
-		goto cleanup;
-	summarize(&c, sum);
+	if (ht_converter__close(cv, in, info, sum, err, errlen))
+		return -1;
 	sum->events = nev;
 	sum->stopped = o->max_events && nev == o->max_events;
-	ret = 0;
-cleanup:
-	if (c.w)
-		ht_wl_writer__abort(c.w);
-	conv_free(&c);
-	free(src);
-	return ret;
+	return 0;
 }

@@ -43,4 +43,18 @@ int ht_convert__run(struct ht_reader *r, const char *in, const char *out,
 		    const struct ht_convert_opts *o, struct ht_convert_summary *sum, char *err,
 		    size_t errlen);
 
+/* The same, event by event, for a caller that has the events from
+ * elsewhere (the fuzz target makes them up): open the workload at out with
+ * main_tid as thread 0, feed it events in merged order, then close it (0,
+ * or -1 with err set and nothing left at out; in and info go into the
+ * workload's SOURCE section) or abort it (nothing left).  Any sequence of
+ * events gives a workload that ht_workload__load accepts. */
+struct ht_converter; /* opaque */
+struct ht_converter *ht_converter__open(const char *out, int mmap, uint32_t main_tid, char *err,
+					size_t errlen);
+void ht_converter__event(struct ht_converter *c, const struct ht_event *e);
+int ht_converter__close(struct ht_converter *c, const char *in, const struct ht_trace_info *info,
+			struct ht_convert_summary *sum, char *err, size_t errlen);
+void ht_converter__abort(struct ht_converter *c);
+
 #endif

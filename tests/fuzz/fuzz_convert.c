@@ -36,6 +36,7 @@
 
 #include "replay/converter.h"
 #include "replay/workload.h"
+#include "trace/format.h"
 #include "trace/reader.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -165,10 +166,108 @@ static void convert(int mmap)
 	ht_reader__close(r);
 }
 
+/* ---- made-up event sequences ----
+ *
+ * Byte mutations of a trace rarely survive the reader's checks and zstd,
+ * so an input that does not start with the trace magic is read as a
+ * script of events fed straight to the converter (ht_converter__event):
+ * the sequences the reader would deliver from a trace that says odd
+ * things, and worse.  Per event: a byte for the kind, a byte for the
+ * thread (low 3 bits: main or one of 7 others) and the realloc/mremap
+ * part, then a byte per field of the kind.  Addresses come from small
+ * pools (16 heap blocks, 16 pages of maps, NULL, -1), so that blocks are
+ * freed twice, reused while live, freed by threads that never started,
+ * unmapped in pieces and remapped over each other. */
+
+#define MAIN_TID 1000u
+
+static const uint8_t script_kinds[] = {
+	HT_EV_MALLOC, HT_EV_FREE, HT_EV_CALLOC, HT_EV_REALLOC, HT_EV_REALLOCARRAY,
+	HT_EV_MEMALIGN, HT_EV_POSIX_MEMALIGN, HT_EV_ALIGNED_ALLOC, HT_EV_VALLOC, HT_EV_PVALLOC,
+	HT_EV_MALLOPT, HT_EV_MALLOC_TRIM, HT_EV_MMAP, HT_EV_MUNMAP, HT_EV_MREMAP,
+	HT_EV_THREAD_START, HT_EV_THREAD_EXIT, HT_EV_SBRK, HT_EV_MARK,
+};
+
+static uint32_t script_tid(uint8_t b)
+{
+	return (b & 7) ? 2000u + (b & 7) : MAIN_TID;
+}
+
+static uint64_t script_field(int kind, char code, uint8_t b)
+{
+	int map = kind == HT_EV_MMAP || kind == HT_EV_MUNMAP || kind == HT_EV_MREMAP;
+	if (kind == HT_EV_THREAD_START)
+		return (b & 8) ? 0 : script_tid(b);
+	switch (code) {
+	case 'p':
+		if (!(b & 15))
+			return (b & 16) ? UINT64_MAX : 0;
+		return (map ? 0x7f0000000000ull : 0x10000ull) + (uint64_t)(b & 15) * 0x1000;
+	case 'u':
+		if (map)
+			return (uint64_t)(b & 7) * 4096 + ((b & 8) ? 100 : 0);
+		return (b & 0x80) ? (uint64_t)(b & 0x7f) << 20 : b;
+	case 's':
+		return (b & 0x80) ? (uint64_t) - (int64_t)(b & 3) : b;
+	default:
+		return b;
+	}
+}
+
+static void convert_script(const uint8_t *data, size_t size, int mmap)
+{
+	char err[1024], name[256];
+	struct ht_convert_summary s;
+	memset(err, 0x5a, sizeof(err));
+	struct ht_converter *cv = ht_converter__open(out_path, mmap, MAIN_TID, err, sizeof(err));
+	if (!cv)
+		broken("cannot open the workload", err);
+	const uint8_t *p = data, *end = data + size;
+	uint64_t seq = 0;
+	while (end - p >= 2) {
+		struct ht_event e;
+		memset(&e, 0, sizeof(e));
+		e.kind = script_kinds[p[0] % sizeof(script_kinds)];
+		e.tid = script_tid(p[1]);
+		if (e.kind == HT_EV_REALLOC || e.kind == HT_EV_REALLOCARRAY || e.kind == HT_EV_MREMAP)
+			e.part = (uint8_t)((p[1] >> 3) % 3);
+		e.seq = seq;
+		e.time_ns = seq++;
+		e.weight = 1;
+		p += 2;
+		for (const char *f = ht_kind_descs[e.kind].fields; *f && p < end; f++) {
+			if (*f == 'S') {
+				e.str = "mark";
+				continue;
+			}
+			e.v[e.nv++] = script_field(e.kind, *f, *p++);
+		}
+		ht_converter__event(cv, &e);
+	}
+	struct ht_trace_info info;
+	memset(&info, 0, sizeof(info));
+	info.pid = (int32_t)MAIN_TID;
+	memset(err, 0x5a, sizeof(err));
+	if (ht_converter__close(cv, "script", &info, &s, err, sizeof(err))) {
+		one_line(err, sizeof(err), "a failed close without a one-line message");
+		if (files_left(name, sizeof(name)))
+			broken("a failed conversion left a file behind", name);
+		return;
+	}
+	check_workload(&s, mmap);
+	if (unlink(out_path) || files_left(name, sizeof(name)))
+		broken("no workload, or a temporary next to it", out_path);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (input_fd < 0)
 		setup();
+	if (size < 8 || memcmp(data, HT_MAGIC, 8)) {
+		convert_script(data, size, 0);
+		convert_script(data, size, 1);
+		return 0;
+	}
 	put_input(data, size);
 	convert(0);
 	convert(1);
