@@ -10,7 +10,7 @@ import shutil
 from htlib import case, check, skip
 
 VALGRIND = ["valgrind", "-q", "--error-exitcode=99", "--leak-check=full",
-            "--errors-for-leak-kinds=definite", "--track-origins=yes"]
+            "--errors-for-leak-kinds=definite"]
 
 
 def commands(trace, other, o):
