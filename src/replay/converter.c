@@ -541,8 +541,8 @@ static void on_mremap(struct conv *c, uint32_t t, const struct ht_event *e)
 	}
 	size_t i = rg_find(c, old);
 	if (i >= c->nrg || c->rg[i].start != old || c->rg[i].base != old ||
-	    c->rg[i].end != old + oldlen || c->mbytes[c->rg[i].slot] != oldlen || c->mlen[c->rg[i].slot] != oldlen ||
-	    (flags & ~1ull)) {
+	    c->rg[i].end != old + oldlen || c->mbytes[c->rg[i].slot] != oldlen ||
+	    c->mlen[c->rg[i].slot] != oldlen || (flags & ~1ull)) {
 		/* only whole maps never partly unmapped (a map whose tail went
 		 * is one region still, but the replay's map has a hole there),
 		 * without MREMAP_FIXED */
@@ -553,6 +553,14 @@ static void on_mremap(struct conv *c, uint32_t t, const struct ht_event *e)
 	need(c, t, c->owner[s], c->at[s]);
 	uint64_t a[5] = {s + 1, s + 1, oldlen, newlen, flags};
 	rg_remove(c, i);
+	/* the range it grows into (in place) or moves to was free in the
+	 * program: maps the converter still has there were unmapped without
+	 * the tracer seeing it (a raw syscall), and go now, so that no two
+	 * regions overlap; as for a fixed mmap */
+	if (res == old && newlen > oldlen)
+		unmap_range(c, t, old + oldlen, newlen - oldlen);
+	else if (res != old)
+		unmap_range(c, t, res, newlen);
 	if (res == old) {
 		emit(c, t, HT_WL_MREMAP, a);
 		touched(c, t, s);
@@ -632,7 +640,13 @@ static void on_event(struct conv *c, const struct ht_event *e)
 			on_mremap(c, t, e);
 		break;
 	case HT_EV_THREAD_EXIT:
+		/* a thread's buffer and what it has waited for go with it (an
+		 * op after its exit gets a new buffer, and waits again) */
 		c->th[t].exited = 1;
+		ht_wl_writer__idle(c->w, t);
+		free(c->th[t].known);
+		c->th[t].known = NULL;
+		c->th[t].nknown = 0;
 		break;
 	default:
 		break;
