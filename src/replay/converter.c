@@ -12,7 +12,8 @@
  *     size of the peak live set).
  * Both point back in the merged order, so the waits can always be met.
  * A thread remembers what it has already waited for and waits once.
- * Memory: the live set, the threads and one block of pending ops each. */
+ * Memory: the live set, the threads, and the pending ops of each thread
+ * (a buffer from 256 bytes up to a 64 KiB block, freed when it exits). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
