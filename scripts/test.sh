@@ -15,3 +15,16 @@ cmake --build build-asan -j"$jobs"
 # (an overflowing reallocarray) on purpose
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
    ctest --output-on-failure -j"$jobs" --timeout 300 -L analyzers --no-tests=error)
+# ThreadSanitizer on the replay engine: the heaptrail binary alone built
+# with -fsanitize=thread, replaying multi-threaded workloads (with their
+# threads and --threads-as-one); tests/sanitize/replay_tsan.py
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEAPTRAIL_WERROR=ON -DHEAPTRAIL_TSAN=ON \
+  -DBUILD_TESTING=OFF >/dev/null
+cmake --build build-tsan -j"$jobs" --target heaptrail
+python3 tests/sanitize/replay_tsan.py build build-tsan
+# libFuzzer (clang): a bounded run of each target, HT_FUZZ_SECONDS each (a
+# crash fails the run and lands in tests/fuzz/regressions*/); the longer
+# runs are done by hand (tests/fuzz/README.md)
+for target in reader workload smaps convert; do
+  FUZZ_BUILD_DIR=$PWD/build-fuzz tests/fuzz/run.sh "$target" "${HT_FUZZ_SECONDS:-10}"
+done

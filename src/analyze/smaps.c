@@ -249,8 +249,10 @@ static void feed(struct parser *ps, const char *buf, size_t len)
 
 static int finish(struct parser *ps, char *err, size_t errlen)
 {
-	if (ps->len && !ps->oom)
+	if (ps->len && !ps->oom) {
 		line(ps);
+		ps->s->truncated = 1;
+	}
 	ps->len = 0;
 	if (ps->oom) {
 		snprintf(err, errlen, "out of memory after %zu mappings", ps->s->n);
@@ -321,5 +323,8 @@ const char *ht_smaps__not_smaps(const struct ht_smaps *s, uint64_t input_bytes)
 	if (!(s->seen & ((1u << HT_SM_SIZE) | (1u << HT_SM_RSS))))
 		return "a maps file, not smaps (mappings without Size/Rss fields): "
 		       "copy /proc/PID/smaps instead of /proc/PID/maps";
+	if (s->truncated)
+		return "truncated: the last line ends without a newline (a partial copy of "
+		       "/proc/PID/smaps?)";
 	return NULL;
 }

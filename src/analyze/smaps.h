@@ -62,6 +62,7 @@ struct ht_smaps {
 	uint64_t fields;           /* field lines attributed to a mapping */
 	uint32_t seen;             /* union of the maps' seen */
 	int unsorted;              /* a mapping starts before the previous one ends */
+	int truncated;             /* the last line ends without a newline (a partial copy) */
 };
 
 /* Parses a whole smaps text.  Returns 0 with *s filled (possibly with no
@@ -74,8 +75,8 @@ int ht_smaps__parse_file(struct ht_smaps *s, FILE *f, char *err, size_t errlen);
 void ht_smaps__free(struct ht_smaps *s);
 
 /* Why a parsed text is not an smaps file, or NULL if it is one: no
- * mapping at all, or mappings without a single Size/Rss field (a
- * /proc/PID/maps copy). */
+ * mapping at all, mappings without a single Size/Rss field (a
+ * /proc/PID/maps copy), or a last line without its newline (truncated). */
 const char *ht_smaps__not_smaps(const struct ht_smaps *s, uint64_t input_bytes);
 
 #endif

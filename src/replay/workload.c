@@ -120,6 +120,7 @@ static uint64_t get64(const uint8_t *p)
 #define BLOCK_HDR 16   /* u32 thread, u32 nops, u32 nbytes, u32 zero */
 #define THREAD_ENT 32  /* u32 tid, u32 creator, u64 nops, u64 nbytes, u64 zero */
 #define FLUSH_AT 65536 /* a thread's pending ops become a block at this size */
+#define MAX_OP (1 + HT_WL_MAX_ARGS * 10) /* an op's bytes at most: its byte, LEB128 args */
 
 /* ---- the writer ---- */
 
@@ -129,8 +130,9 @@ struct wthread {
 	uint32_t creator; /* thread index that spawns it */
 	uint64_t nops;    /* ops so far */
 	uint64_t nbytes;  /* stream bytes so far */
-	uint8_t *buf;     /* pending ops, not yet in a block */
+	uint8_t *buf;     /* pending ops, not yet in a block (NULL while idle) */
 	size_t len;       /* bytes in buf */
+	size_t cap;       /* its size: grows to a block's (FLUSH_AT + MAX_OP) */
 	uint32_t pend;    /* ops in buf */
 };
 
@@ -181,10 +183,7 @@ uint32_t ht_wl_writer__thread(struct ht_wl_writer *w, uint32_t tid, uint32_t cre
 	memset(t, 0, sizeof(*t));
 	t->tid = tid;
 	t->creator = creator;
-	t->buf = malloc(FLUSH_AT + 64);
-	if (!t->buf)
-		abort();
-	return w->nth++;
+	return w->nth++; /* its buffer comes with its first op */
 }
 
 uint64_t ht_wl_writer__nops(const struct ht_wl_writer *w, uint32_t thread)
@@ -222,6 +221,16 @@ void ht_wl_writer__op(struct ht_wl_writer *w, uint32_t thread, int op, const uin
 		      int nargs)
 {
 	struct wthread *t = &w->th[thread];
+	if (t->cap - t->len < MAX_OP) {
+		/* from 256 bytes up to a block: a short thread costs little */
+		size_t ncap = t->cap ? 2 * t->cap : 256;
+		if (ncap > FLUSH_AT + MAX_OP)
+			ncap = FLUSH_AT + MAX_OP;
+		t->buf = realloc(t->buf, ncap);
+		if (!t->buf)
+			abort();
+		t->cap = ncap;
+	}
 	uint8_t *o = t->buf + t->len, *start = o;
 	*o++ = (uint8_t)op;
 	for (int i = 0; i < nargs; i++)
@@ -232,6 +241,14 @@ void ht_wl_writer__op(struct ht_wl_writer *w, uint32_t thread, int op, const uin
 	t->pend++;
 	if (t->len >= FLUSH_AT)
 		flush_thread(w, thread);
+}
+
+void ht_wl_writer__idle(struct ht_wl_writer *w, uint32_t thread)
+{
+	flush_thread(w, thread);
+	free(w->th[thread].buf);
+	w->th[thread].buf = NULL;
+	w->th[thread].cap = 0;
 }
 
 static void writer_free(struct ht_wl_writer *w)

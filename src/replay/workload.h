@@ -117,6 +117,10 @@ uint32_t ht_wl_writer__thread(struct ht_wl_writer *w, uint32_t tid, uint32_t cre
 uint64_t ht_wl_writer__nops(const struct ht_wl_writer *w, uint32_t thread);
 /* Appends an op to the thread's stream. */
 void ht_wl_writer__op(struct ht_wl_writer *w, uint32_t thread, int op, const uint64_t *args, int nargs);
+/* The thread has ended: its pending ops become a block and its buffer is
+ * freed (another op gets a new one), so that memory follows the threads
+ * alive, not all that ever ran. */
+void ht_wl_writer__idle(struct ht_wl_writer *w, uint32_t thread);
 /* Finishes the file: flushes the streams, writes the tables, renames it into
  * place.  Returns 0, or -1 with err set (the file is removed). */
 int ht_wl_writer__close(struct ht_wl_writer *w, uint64_t nslots, uint64_t ideal_peak,

@@ -204,8 +204,14 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 	    memcmp(hdr.magic, HT_MAGIC, 8) || hdr.version < HT_VERSION_MIN || hdr.version > HT_VERSION ||
 	    hdr.sec[HT_SEC_CHUNKS].offset > c.in_size ||
 	    hdr.sec[HT_SEC_CHUNKS].offset < sizeof(hdr)) {
-		snprintf(err, errlen, "%s: not a heaptrail trace of format version %d..%d", path,
-			 HT_VERSION_MIN, HT_VERSION);
+		/* the reader says what is wrong: a directory, empty, a
+		 * workload, truncated, too new */
+		struct ht_reader *why = ht_reader__open(path, err, errlen);
+		if (why) {
+			ht_reader__close(why);
+			snprintf(err, errlen, "%s: not a heaptrail trace of format version %d..%d", path,
+				 HT_VERSION_MIN, HT_VERSION);
+		}
 		tmp[0] = 0;
 		goto cleanup;
 	}

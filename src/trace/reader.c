@@ -1106,7 +1106,8 @@ struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
 	}
 	size_t got = read_at_most(r, &r->hdr, sizeof(r->hdr), 0);
 	if (got < 8 || memcmp(r->hdr.magic, HT_MAGIC, 8) != 0) {
-		if (got >= 8 && !memcmp(r->hdr.magic, "HTWKLD", 6))
+		/* HT_WL_MAGIC (src/replay/workload.h) */
+		if (got >= 8 && !memcmp(r->hdr.magic, "HTWLOAD\n", 8))
 			snprintf(err, errlen, "%s: is a heaptrail workload, not a trace: use "
 					      "'heaptrail replay' on it", path);
 		else

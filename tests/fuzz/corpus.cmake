@@ -1,7 +1,7 @@
 # The fuzz corpus regression runs, for any C compiler (no clang, no libFuzzer
 # needed): builds tests/fuzz/run_corpus.c together with each fuzz target and
 # the sources it tests, with ASan+UBSan where the compiler has them, and
-# registers three ctest tests:
+# registers four ctest tests:
 #
 #   fuzz.corpus            tests/fuzz/fuzz_reader.c and the trace reader:
 #                          every file of tests/fuzz/corpus/ and
@@ -15,6 +15,11 @@
 #                          (src/analyze/smaps.c, mapkinds.c): every file of
 #                          tests/fuzz/corpus_smaps/ and
 #                          tests/fuzz/regressions_smaps/
+#   fuzz.convert_corpus    tests/fuzz/fuzz_convert.c and the converter
+#                          (src/replay/converter.c) with the reader and the
+#                          workload loader: every file of
+#                          tests/fuzz/corpus_convert/ and
+#                          tests/fuzz/regressions_convert/
 #
 # Include it from a CMakeLists.txt in which testing is enabled, e.g. in
 # tests/CMakeLists.txt:
@@ -123,6 +128,33 @@ add_test(NAME fuzz.smaps_corpus
   COMMAND ht_fuzz_run_smaps_corpus -t 60 ${HT_FUZZ_DIR}/corpus_smaps
     ${HT_FUZZ_DIR}/regressions_smaps)
 set_tests_properties(fuzz.smaps_corpus PROPERTIES ENVIRONMENT "${HT_FUZZ_WL_ENV}" TIMEOUT 300
+  LABELS "fuzz;analyzers")
+
+# the converter's run (heaptrail convert): the reader, the converter, and
+# the loader that checks what it wrote
+# what fuzz_convert.c tests (tests/fuzz/CMakeLists.txt builds the libFuzzer
+# target from the same list)
+set(HT_FUZZ_CONVERT_TESTED
+  ${PROJECT_SOURCE_DIR}/src/replay/converter.c
+  ${PROJECT_SOURCE_DIR}/src/replay/workload.c
+  ${PROJECT_SOURCE_DIR}/src/analyze/livemap.c
+  ${PROJECT_SOURCE_DIR}/src/analyze/analyze.c
+  ${PROJECT_SOURCE_DIR}/src/common/util.c
+  ${PROJECT_SOURCE_DIR}/src/trace/reader.c
+  ${PROJECT_SOURCE_DIR}/src/trace/record.c
+  ${PROJECT_SOURCE_DIR}/src/trace/columns.c
+  ${PROJECT_SOURCE_DIR}/src/trace/kinds.c)
+add_executable(ht_fuzz_run_convert_corpus ${HT_FUZZ_DIR}/run_corpus.c ${HT_FUZZ_DIR}/fuzz_convert.c
+  ${HT_FUZZ_CONVERT_TESTED})
+target_include_directories(ht_fuzz_run_convert_corpus PRIVATE
+  ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
+target_compile_options(ht_fuzz_run_convert_corpus PRIVATE -g -O1 -fno-omit-frame-pointer ${HT_FUZZ_SAN})
+target_link_options(ht_fuzz_run_convert_corpus PRIVATE ${HT_FUZZ_SAN})
+target_link_libraries(ht_fuzz_run_convert_corpus PRIVATE PkgConfig::ZSTD m)
+add_test(NAME fuzz.convert_corpus
+  COMMAND ht_fuzz_run_convert_corpus -t 60 ${HT_FUZZ_DIR}/corpus_convert
+    ${HT_FUZZ_DIR}/regressions_convert)
+set_tests_properties(fuzz.convert_corpus PROPERTIES ENVIRONMENT "${HT_FUZZ_WL_ENV}" TIMEOUT 300
   LABELS "fuzz;analyzers")
 
 if(HT_FUZZ_VALGRIND)

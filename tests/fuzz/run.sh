@@ -14,10 +14,14 @@
 #   smaps      the smaps parser and classification of heaptrail maps,
 #              src/analyze/smaps.c, mapkinds.c (fuzz_smaps.c; corpus_smaps/,
 #              regressions_smaps/, smaps.dict)
+#   convert    the converter of heaptrail convert, src/replay/converter.c,
+#              with the reader and the workload loader that checks its
+#              output (fuzz_convert.c; corpus_convert/, regressions_convert/,
+#              ht.dict)
 #
 # Inputs that crash, hang (> 10 s) or run out of memory (> 2 GiB) are
 # written to the target's regressions directory (tests/fuzz/regressions/,
-# regressions_workload/ or regressions_smaps/) as crash-*, timeout-*, oom-*; rename
+# regressions_workload/, regressions_smaps/ or regressions_convert/) as crash-*, timeout-*, oom-*; rename
 # each after what it triggers once it is understood.  Every file there is
 # replayed by the corpus regression tests (tests/fuzz/run_corpus.c).
 #
@@ -54,7 +58,7 @@ MODE=fuzz
 SECONDS_=60
 TARGET=reader
 case "${1:-}" in
-reader | workload | smaps)
+reader | workload | smaps | convert)
 	TARGET=$1
 	shift
 	;;
@@ -67,13 +71,22 @@ case "${1:-}" in
 	;;
 '') ;;
 *[!0-9]*)
-	echo "usage: $0 [reader|workload|smaps] [SECONDS|--coverage]" >&2
+	echo "usage: $0 [reader|workload|smaps|convert] [SECONDS|--coverage]" >&2
 	exit 2
 	;;
 *) SECONDS_=$1 ;;
 esac
 
-if [ "$TARGET" = smaps ]; then
+if [ "$TARGET" = convert ]; then
+	FUZZER=fuzz_convert
+	TARGET_SOURCES="$SRC/src/replay/converter.c $SRC/src/replay/workload.c $SRC/src/analyze/livemap.c $SRC/src/analyze/analyze.c $SRC/src/common/util.c $SRC/src/trace/reader.c $SRC/src/trace/record.c $SRC/src/trace/columns.c $SRC/src/trace/kinds.c"
+	MAIN_SOURCE="$SRC/src/replay/converter.c"
+	CORPUS="$HERE/corpus_convert"
+	REGRESSIONS="$HERE/regressions_convert"
+	DICT="$HERE/ht.dict"
+	WORK="$BUILD/work_convert"
+	LIBS="-lzstd -lm"
+elif [ "$TARGET" = smaps ]; then
 	FUZZER=fuzz_smaps
 	TARGET_SOURCES="$SRC/src/analyze/smaps.c $SRC/src/analyze/mapkinds.c $SRC/src/common/json.c $SRC/src/common/util.c"
 	MAIN_SOURCE="$SRC/src/analyze/smaps.c"
