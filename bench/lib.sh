@@ -9,6 +9,28 @@ usage() {
 	sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//'
 }
 
+# bench_args "$@": the options every script takes: --write (WRITE=1),
+# --keep (KEEP=1), -h/--help; ORIG_ARGS keeps them for the command line
+# RESULTS.md shows.  Other arguments land in BENCH_ARGS when the script
+# takes some (BENCH_TAKES_ARGS=1; options still refused), else are refused.
+bench_args() {
+	WRITE=0
+	KEEP=${KEEP:-0}
+	ORIG_ARGS=("$@")
+	BENCH_ARGS=()
+	while [[ $# -gt 0 ]]; do
+		case $1 in
+		--write) WRITE=1 ;;
+		--keep) KEEP=1 ;;
+		-h | --help) usage; exit 0 ;;
+		-*) die "unknown option '$1' (try --help)" ;;
+		*) ((${BENCH_TAKES_ARGS:-0})) || die "unknown argument '$1' (try --help)"
+		   BENCH_ARGS+=("$1") ;;
+		esac
+		shift
+	done
+}
+
 # bench_workdir TAG: a scratch directory in WORK, removed at exit unless
 # KEEP=1 (then its path is said)
 bench_workdir() {
@@ -77,6 +99,17 @@ results_header() {
 		HT_REV+=" (with uncommitted changes in src/ or include/)"
 	fi
 	HT_MACHINE="nproc=$(nproc), CPU: ${cpu:-unknown}, kernel: $(uname -r) ($(uname -m)); glibc $glibc, $ccv"
+}
+
+# results_head NAME TITLE CMD: the first lines of a RESULTS.md section
+# (marker, title, command, date and revision, machine); results_header first
+results_head() {
+	echo "<!-- $1:begin (bench/run_$1.sh --write) -->"
+	echo "## $2"
+	echo
+	echo "- command: \`$3\`"
+	echo "- date: $START_DATE, heaptrail at $HT_REV"
+	echo "- machine: $HT_MACHINE"
 }
 
 # results_write NAME SECTION RESULTS: puts the file SECTION (which starts

@@ -21,18 +21,7 @@ set -euo pipefail
 # shellcheck source=bench/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-WRITE=0
-KEEP=${KEEP:-0}
-ORIG_ARGS=("$@")
-while [[ $# -gt 0 ]]; do
-	case $1 in
-	--write) WRITE=1 ;;
-	--keep) KEEP=1 ;;
-	-h | --help) usage; exit 0 ;;
-	*) die "unknown argument '$1' (try --help)" ;;
-	esac
-	shift
-done
+bench_args "$@"
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 BUILD=${BUILD:-/work/main/build}
@@ -452,18 +441,11 @@ if ((WRITE)); then
 		echo
 		cat "$RAW"
 	} >"$WORK/results.md"
-	# keep the section bench/run_stacks.sh writes
-	if [[ -f $HERE/RESULTS.md ]] && grep -q '<!-- stacks:begin' "$HERE/RESULTS.md"; then
-		echo >>"$WORK/results.md"
-		sed -n '/<!-- stacks:begin/,/<!-- stacks:end -->/p' "$HERE/RESULTS.md" >>"$WORK/results.md"
+	# keep every section the other scripts write (<!-- NAME:begin ... NAME:end -->)
+	if [[ -f $HERE/RESULTS.md ]]; then
+		awk '/^<!-- [a-z]+:begin/ { keep = 1; print "" } keep { print } /^<!-- [a-z]+:end -->/ { keep = 0 }' \
+			"$HERE/RESULTS.md" >>"$WORK/results.md"
 	fi
-	# and the ones bench/run_replay.sh and bench/run_analyze.sh write
-	for sec in replay analyze; do
-		if [[ -f $HERE/RESULTS.md ]] && grep -q "<!-- $sec:begin" "$HERE/RESULTS.md"; then
-			echo >>"$WORK/results.md"
-			sed -n "/<!-- $sec:begin/,/<!-- $sec:end -->/p" "$HERE/RESULTS.md" >>"$WORK/results.md"
-		fi
-	done
 	cp "$WORK/results.md" "$HERE/RESULTS.md"
 	note "wrote $HERE/RESULTS.md"
 fi

@@ -38,20 +38,8 @@ set -euo pipefail
 # shellcheck source=bench/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-WRITE=0
-KEEP=${KEEP:-0}
-ORIG_ARGS=("$@")
-CMDS=()
-while [[ $# -gt 0 ]]; do
-	case $1 in
-	--write) WRITE=1 ;;
-	--keep) KEEP=1 ;;
-	-h | --help) usage; exit 0 ;;
-	-*) die "unknown option '$1' (try --help)" ;;
-	*) CMDS+=("$1") ;;
-	esac
-	shift
-done
+BENCH_TAKES_ARGS=1 bench_args "$@"
+CMDS=("${BENCH_ARGS[@]}")
 
 T_START=$(date +%s)
 START_DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
@@ -263,12 +251,7 @@ if ((WRITE)); then
 	results_header "$CC"
 	SECTION=$WORK/section
 	{
-		echo "<!-- analyze:begin (bench/run_analyze.sh --write) -->"
-		echo "## analyzers: events per second per core and Max RSS on 100M-event traces"
-		echo
-		echo "- command: \`$cmd\`"
-		echo "- date: $START_DATE, heaptrail at $HT_REV"
-		echo "- machine: $HT_MACHINE"
+		results_head analyze "analyzers: events per second per core and Max RSS on 100M-event traces" "$cmd"
 		echo "- each command run $REPS time(s) on each trace, output to a scratch directory; medians. CPU time and Max RSS are"
 		echo "  the child's (GNU time: user+sys, ru_maxrss); events/s per core = the trace's events / CPU seconds"
 		echo

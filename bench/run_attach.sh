@@ -32,25 +32,10 @@
 # markers; --keep (or KEEP=1) keeps the work directory.
 set -euo pipefail
 
-die() { echo "run_attach.sh: $*" >&2; exit 1; }
-note() { echo "run_attach.sh: $*" >&2; }
+# shellcheck source=bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-usage() {
-	sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'
-}
-
-WRITE=0
-KEEP=${KEEP:-0}
-ORIG_ARGS=("$@")
-while [[ $# -gt 0 ]]; do
-	case $1 in
-	--write) WRITE=1 ;;
-	--keep) KEEP=1 ;;
-	-h | --help) usage; exit 0 ;;
-	*) die "unknown argument '$1' (try --help)" ;;
-	esac
-	shift
-done
+bench_args "$@"
 
 T_START=$(date +%s)
 START_DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
@@ -78,18 +63,7 @@ if [[ " $TRACERS " == *" bpftrace "* ]]; then
 	command -v bpftrace >/dev/null || die "no bpftrace (Debian package bpftrace; or TRACERS=attach)"
 fi
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/heaptrail-bench-attach.XXXXXX")
-cleanup() {
-	if ((KEEP)); then
-		note "kept work directory $WORK"
-	else
-		rm -rf "$WORK"
-	fi
-}
-trap cleanup EXIT
-
-# shellcheck source=bench/lib.sh
-. "$HERE/lib.sh"
+bench_workdir "-attach"
 
 CFLAGS=(-std=gnu11 -O2 -fno-omit-frame-pointer -Wall -Wextra -Wshadow -Wstrict-prototypes -Werror -pthread)
 $CC "${CFLAGS[@]}" -o "$WORK/malloc_loop" "$HERE/malloc_loop.c" || die "cannot build malloc_loop"
@@ -204,12 +178,7 @@ if ((WRITE)); then
 	results_header "$CC"
 	SECTION=$WORK/section
 	{
-		echo "<!-- attach:begin (bench/run_attach.sh --write) -->"
-		echo "## attach: slowdown of the malloc/free loop under uprobes, against bpftrace"
-		echo
-		echo "- command: \`$cmd\`"
-		echo "- date: $START_DATE, heaptrail at $HT_REV"
-		echo "- machine: $HT_MACHINE"
+		results_head attach "attach: slowdown of the malloc/free loop under uprobes, against bpftrace" "$cmd"
 		echo "- workload: \`malloc_loop 1 $PAIRS $SEED\` (one thread, sizes 16..4096, built with frame pointers), started by each"
 		echo "  tracer (\`-c\`) once its probes are in; $REPS interleaved rounds after one untimed, medians"
 		echo

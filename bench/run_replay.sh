@@ -30,18 +30,7 @@ set -euo pipefail
 # shellcheck source=bench/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-WRITE=0
-KEEP=${KEEP:-0}
-ORIG_ARGS=("$@")
-while [[ $# -gt 0 ]]; do
-	case $1 in
-	--write) WRITE=1 ;;
-	--keep) KEEP=1 ;;
-	-h | --help) usage; exit 0 ;;
-	*) die "unknown argument '$1' (try --help)" ;;
-	esac
-	shift
-done
+bench_args "$@"
 
 T_START=$(date +%s%N)
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -468,12 +457,7 @@ if ((WRITE)); then
 	results_header "$CC"
 	SECTION=$WORK/section
 	{
-		echo "<!-- replay:begin (bench/run_replay.sh --write) -->"
-		echo "## replay: engine overhead, hand-off cost, Max RSS"
-		echo
-		echo "- command: \`$cmd\`"
-		echo "- date: $START_DATE, heaptrail at $HT_REV"
-		echo "- machine: $HT_MACHINE"
+		results_head replay "replay: engine overhead, hand-off cost, Max RSS" "$cmd"
 		echo "- workloads: recorded with \`heaptrail record\` and converted with \`heaptrail convert\` once, then each measurement run $REPS time(s), interleaved (native, replay, ...), after $WARMUP untimed round(s); medians, min..max over the runs"
 		echo
 		echo "### Replay overhead per op (\`replay --touch none\`)"
