@@ -34,6 +34,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "fuzz_input.h"
 #include "replay/converter.h"
 #include "replay/workload.h"
 #include "trace/format.h"
@@ -50,19 +51,12 @@ static void broken(const char *what, const char *detail)
 	abort();
 }
 
-static int input_fd = -1;
-static char input_path[64];
 static char out_dir[256];
 static char out_path[300];
 
 static void setup(void)
 {
-	input_fd = memfd_create("ht-fuzz-convert", MFD_CLOEXEC);
-	if (input_fd < 0) {
-		perror("fuzz_convert: memfd_create");
-		exit(2);
-	}
-	snprintf(input_path, sizeof(input_path), "/proc/self/fd/%d", input_fd);
+	input_open("ht-fuzz-convert");
 	const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR");
 	snprintf(out_dir, sizeof(out_dir), "%s/ht-fuzz-convert-XXXXXX", base ? base : "/tmp");
 	if (!mkdtemp(out_dir)) {
@@ -70,22 +64,6 @@ static void setup(void)
 		exit(2);
 	}
 	snprintf(out_path, sizeof(out_path), "%s/out.wl", out_dir);
-}
-
-static void put_input(const uint8_t *data, size_t size)
-{
-	if (ftruncate(input_fd, 0) < 0) {
-		perror("fuzz_convert: ftruncate");
-		exit(2);
-	}
-	for (size_t done = 0; done < size;) {
-		ssize_t k = pwrite(input_fd, data + done, size - done, (off_t)done);
-		if (k <= 0) {
-			perror("fuzz_convert: pwrite");
-			exit(2);
-		}
-		done += (size_t)k;
-	}
 }
 
 /* Files in the output directory (the workload, or a temporary). */

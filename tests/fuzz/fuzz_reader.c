@@ -26,6 +26,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "fuzz_input.h"
 #include "trace/reader.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -40,36 +41,6 @@ static void broken(const char *what, const char *detail)
 	fprintf(stderr, "fuzz_reader: broken reader promise: %s%s%s\n", what,
 		detail ? ": " : "", detail ? detail : "");
 	abort();
-}
-
-/* One memfd for the whole run, rewritten for every input. */
-static int input_fd = -1;
-static char input_path[64];
-
-static int put_input(const uint8_t *data, size_t size)
-{
-	if (input_fd < 0) {
-		input_fd = memfd_create("ht-fuzz-input", MFD_CLOEXEC);
-		if (input_fd < 0) {
-			perror("fuzz_reader: memfd_create");
-			exit(2);
-		}
-		snprintf(input_path, sizeof(input_path), "/proc/self/fd/%d", input_fd);
-	}
-	if (ftruncate(input_fd, 0) < 0) {
-		perror("fuzz_reader: ftruncate");
-		exit(2);
-	}
-	size_t done = 0;
-	while (done < size) {
-		ssize_t k = pwrite(input_fd, data + done, size - done, (off_t)done);
-		if (k <= 0) {
-			perror("fuzz_reader: pwrite");
-			exit(2);
-		}
-		done += (size_t)k;
-	}
-	return 0;
 }
 
 static volatile uint64_t sink; /* keeps the accessor calls */
