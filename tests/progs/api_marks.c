@@ -19,12 +19,6 @@
 
 #include "tp.h"
 
-static void pairs(int n, size_t size)
-{
-	for (int i = 0; i < n; i++)
-		free(tp_keep(malloc(size)));
-}
-
 static int active(void)
 {
 	return heaptrail_active ? heaptrail_active() : 0;
@@ -38,36 +32,36 @@ int main(int argc, char **argv)
 	if (!strcmp(m, "marks")) {
 		TP_CHECK(active() == traced);
 		HEAPTRAIL_MARK("phase1");
-		pairs(3, 10);
+		tp_pairs(3, 10);
 		HEAPTRAIL_PAUSE();
 		TP_CHECK(active() == 0);
-		pairs(100, 20);
+		tp_pairs(100, 20);
 		HEAPTRAIL_RESUME();
 		TP_CHECK(active() == traced);
 		HEAPTRAIL_MARK("phase2");
-		pairs(2, 30);
+		tp_pairs(2, 30);
 		HEAPTRAIL_SYNC();
 		HEAPTRAIL_STOP();
 		TP_CHECK(active() == 0);
-		pairs(50, 40);
+		tp_pairs(50, 40);
 		HEAPTRAIL_START();
 		TP_CHECK(active() == traced);
-		pairs(1, 50);
+		tp_pairs(1, 50);
 	} else if (!strcmp(m, "paused")) {
 		TP_CHECK(active() == 0);
-		pairs(5, 10);
+		tp_pairs(5, 10);
 		HEAPTRAIL_START();
 		TP_CHECK(active() == traced);
-		pairs(2, 20);
+		tp_pairs(2, 20);
 	} else if (!strcmp(m, "toggle")) {
 		TP_CHECK(traced); /* without the tracer SIGUSR2 would kill us */
-		pairs(1, 10);
+		tp_pairs(1, 10);
 		raise(SIGUSR2);
 		TP_CHECK(active() == 0);
-		pairs(50, 20);
+		tp_pairs(50, 20);
 		raise(SIGUSR2);
 		TP_CHECK(active() == 1);
-		pairs(2, 30);
+		tp_pairs(2, 30);
 	} else {
 		return TP_FAIL_STATUS;
 	}

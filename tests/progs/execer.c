@@ -15,24 +15,15 @@
 
 #include "tp.h"
 
-static void pairs(int n, size_t size)
-{
-	for (int i = 0; i < n; i++) {
-		void *p = tp_keep(malloc(size));
-		TP_CHECK(p);
-		free(p);
-	}
-}
-
 int main(int argc, char **argv)
 {
 	TP_CHECK(argc == 2);
 	if (!strcmp(argv[1], "child")) {
-		pairs(6, 300);
+		tp_pairs(6, 300);
 		tp_say_num("child", (unsigned long long)getpid());
 		return 0;
 	}
-	pairs(4, 200);
+	tp_pairs(4, 200);
 	if (!strcmp(argv[1], "parent")) {
 		tp_say_num("parent", (unsigned long long)getpid());
 		char *args[] = {argv[0], "child", NULL};
@@ -58,7 +49,7 @@ int main(int argc, char **argv)
 	char *args[] = {"nope", NULL};
 	errno = 0;
 	TP_CHECK(execv("/nonexistent/heaptrail-test", args) == -1 && errno == ENOENT);
-	pairs(2, 210);
+	tp_pairs(2, 210);
 	tp_say_num("parent", (unsigned long long)getpid());
 	return 0;
 }

@@ -16,38 +16,29 @@
 
 #include "tp.h"
 
-static void pairs(int n, size_t size)
-{
-	for (int i = 0; i < n; i++) {
-		void *p = tp_keep(malloc(size));
-		TP_CHECK(p);
-		free(p);
-	}
-}
-
 static void *spin(void *arg)
 {
-	pairs((int)(long)arg, 32);
+	tp_pairs((int)(long)arg, 32);
 	return NULL;
 }
 
 static void *child_thread(void *arg)
 {
 	(void)arg;
-	pairs(50, 48);
+	tp_pairs(50, 48);
 	return NULL;
 }
 
 static void child(int i, int fd)
 {
-	pairs((i + 1) * 10, 200 + (size_t)i);
+	tp_pairs((i + 1) * 10, 200 + (size_t)i);
 	pthread_t t;
 	TP_CHECK(pthread_create(&t, NULL, child_thread, NULL) == 0);
 	TP_CHECK(pthread_join(t, NULL) == 0);
 	pid_t g = fork();
 	TP_CHECK(g >= 0);
 	if (g == 0) {
-		pairs(5, 300 + (size_t)i);
+		tp_pairs(5, 300 + (size_t)i);
 		exit(0);
 	}
 	int st;

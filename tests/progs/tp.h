@@ -93,4 +93,14 @@ static inline void tp_say_num(const char *name, unsigned long long v)
 		}                                                                  \
 	} while (0)
 
+/* n malloc(size)/free pairs, each block freed at once. */
+static inline void tp_pairs(int n, size_t size)
+{
+	for (int i = 0; i < n; i++) {
+		void *p = tp_keep(malloc(size));
+		TP_CHECK(p);
+		free(p);
+	}
+}
+
 #endif
