@@ -10,6 +10,7 @@
 
 #include "analyze/analyze.h"
 #include "analyze/heapinfo.h"
+#include "analyze/pass.h"
 #include "common/json.h"
 #include "common/options.h"
 #include "common/util.h"
@@ -52,6 +53,7 @@ int cmd_heap(int argc, char **argv)
 	int ret = HT_EXIT_USAGE;
 	struct ht_reader *r = NULL;
 	struct ht_heapinfo *h = NULL;
+	struct ht_pass *pass = NULL;
 	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
 	if (nargs != 1) {
 		ht_error("%s; usage: heaptrail heap [options] TRACE",
@@ -78,11 +80,12 @@ int cmd_heap(int argc, char **argv)
 		goto cleanup;
 	}
 	ht_heapinfo__window(h, cfg.from, cfg.to);
+	pass = ht_pass__new();
 	struct ht_event e;
 	while (ht_analyze__next(r, &e)) {
 		if (cfg.to && e.time_ns > cfg.to)
 			break;
-		ht_heapinfo__event(h, &e);
+		ht_heapinfo__event(h, &e, ht_pass__event(pass, &e));
 	}
 	ht_heapinfo__finish(h, r);
 	if (cfg.json) {
@@ -102,6 +105,7 @@ int cmd_heap(int argc, char **argv)
 	ret = ht_analyze__finish(r, argv[0], 0);
 cleanup:
 	ht_heapinfo__delete(h);
+	ht_pass__delete(pass);
 	ht_reader__close(r);
 	return ret;
 }

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyze/livemap.h"
+#include "analyze/pass.h"
 #include "common/json.h"
 #include "common/util.h"
 
@@ -148,7 +148,6 @@ struct ht_heapinfo {
 	int32_t pid;
 	uint64_t last_ns;     /* last event's time */
 
-	struct ht_livemap live; /* aux = arena index + 1, 0 = mmapped */
 	struct arena *arenas;
 	size_t narenas, caparenas;
 	struct heap *heaps;
@@ -648,12 +647,14 @@ static int new_heap_arena(struct ht_heapinfo *h, const struct ht_event *e, struc
 	return arena_add(h, base, e->time_ns, e->tid);
 }
 
-static void acquire(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t,
-		    int old_arena)
+/* The block the event handed out (op->acquired); returns its arena, -1 if
+ * glibc mmapped it or there is none. */
+static int acquire(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t,
+		   int old_arena, const struct ht_blockop *op)
 {
-	uint64_t p = ht_event__result_ptr(e);
-	if (!p)
-		return;
+	if (!op->acquired)
+		return -1;
+	uint64_t p = op->acquired->ptr;
 	uint64_t req = ht_event__size(e), usable = e->usable, now = e->time_ns;
 	int arena = -1;
 	if (e->flags & HT_F_MMAPPED) {
@@ -725,38 +726,46 @@ static void acquire(struct ht_heapinfo *h, const struct ht_event *e, struct thr 
 		h->peak_use = h->live_use;
 		h->peak_ns = now;
 	}
-	int added;
-	struct ht_block *slot = ht_livemap__find_or_add(&h->live, p, &added);
-	if (!added) { /* handed out while live: trust the new */
-		h->live_req -= slot->size;
-		h->live_use -= slot->usable;
+	const struct ht_block *old = op->replaced;
+	if (old && !(old->pad & HT_BLOCK_FORGOTTEN)) { /* handed out while live: trust the new */
+		h->live_req -= old->size;
+		h->live_use -= old->usable;
 	}
-	*slot = (struct ht_block){p, req, usable, now, e->tid, (uint32_t)(arena + 1), 1, 0};
+	op->acquired->pad = (op->acquired->pad & ~HT_BLOCK_ARENA) | (uint32_t)(arena + 1);
+	return arena;
 }
 
-/* Releases ptr; returns its arena (-1 mmapped or unknown) and size. */
-static int release(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t, uint64_t ptr,
-		   int is_free, uint64_t *size)
+/* The arena of a live block (its pad), -1 if mmapped. */
+static int block_arena(const struct ht_block *b)
 {
-	struct ht_block b;
+	return (int)(b->pad & HT_BLOCK_ARENA) - 1;
+}
+
+/* Releases the block at ptr (op->released: forgotten blocks were not
+ * there for us); returns its arena (-1 mmapped or unknown) and size. */
+static int release(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t, uint64_t ptr,
+		   int is_free, uint64_t *size, const struct ht_blockop *op)
+{
+	const struct ht_block *bp = op->released;
 	*size = 0;
-	if (!ht_livemap__del(&h->live, ptr, &b)) {
+	if (!bp || (bp->pad & HT_BLOCK_FORGOTTEN)) {
 		h->unknown_frees++;
 		if (is_free && (e->flags & HT_F_MMAPPED))
 			h->mmapped_free_unknown++;
 		return -1;
 	}
+	const struct ht_block b = *bp;
 	*size = b.size;
 	h->live_req -= b.size;
 	h->live_use -= b.usable;
-	if (!b.aux) { /* mmapped */
+	if (!(b.pad & HT_BLOCK_ARENA)) { /* mmapped */
 		uint64_t c = b.usable + G_MMAPPED_OVERHEAD;
 		h->mm_live -= c;
 		if (is_free)
 			free_mmapped(h, e, c);
 		return -1;
 	}
-	int arena = (int)b.aux - 1;
+	int arena = block_arena(&b);
 	struct arena *a = &h->arenas[arena];
 	a->live -= b.usable;
 	a->live_req -= b.size;
@@ -812,7 +821,6 @@ struct ht_heapinfo *ht_heapinfo__new(const struct ht_reader *r)
 	h->pid = in->pid;
 	h->mmap_thr = G_MMAP_THRESHOLD;
 	h->trim_thr = G_TRIM_THRESHOLD;
-	ht_livemap__init(&h->live);
 	arena_add(h, 0, 0, 0); /* the main arena, glibc's static one */
 	ht_heapinfo__window(h, 0, 0);
 	return h;
@@ -839,7 +847,8 @@ static void rss_pick(struct ht_heapinfo *h, const struct ht_reader *r)
 		}
 }
 
-void ht_heapinfo__event(struct ht_heapinfo *h, const struct ht_event *e)
+void ht_heapinfo__event(struct ht_heapinfo *h, const struct ht_event *e,
+			const struct ht_blockop *op)
 {
 	uint64_t now = e->time_ns;
 	if (now > h->to)
@@ -864,7 +873,7 @@ void ht_heapinfo__event(struct ht_heapinfo *h, const struct ht_event *e)
 	switch (e->kind) {
 	case HT_EV_FREE:
 		if (e->v[0])
-			arena = release(h, e, t, e->v[0], 1, &size);
+			arena = release(h, e, t, e->v[0], 1, &size, op);
 		timed_call(h, e, t, ti, arena, size);
 		return;
 	case HT_EV_REALLOC:
@@ -872,16 +881,16 @@ void ht_heapinfo__event(struct ht_heapinfo *h, const struct ht_event *e)
 		int old_arena = -1;
 		uint64_t old = ht_event__old_ptr(e);
 		if (ht_event__release_now(e)) {
-			old_arena = release(h, e, t, old, 0, &size);
+			old_arena = release(h, e, t, old, 0, &size, op);
 		} else if (old) {
-			struct ht_block *b = ht_livemap__get(&h->live, old);
-			old_arena = b && b->aux ? (int)b->aux - 1 : -1;
+			const struct ht_block *b = ht_pass__get(op->live, old, 0);
+			old_arena = b ? block_arena(b) : -1;
 		}
 		if (e->part == HT_PART_RELEASE)
 			return;
-		acquire(h, e, t, old_arena);
-		struct ht_block *nb = ht_livemap__get(&h->live, ht_event__result_ptr(e));
-		arena = nb && nb->aux ? (int)nb->aux - 1 : old_arena;
+		arena = acquire(h, e, t, old_arena, op);
+		if (arena < 0)
+			arena = old_arena;
 		timed_call(h, e, t, ti, arena, ht_event__size(e));
 		return;
 	}
@@ -913,9 +922,8 @@ void ht_heapinfo__event(struct ht_heapinfo *h, const struct ht_event *e)
 			snprintf(t->name, sizeof(t->name), "%s", e->str);
 		return;
 	case HT_EV_CONTROL:
-		if (e->v[0] == HT_CTL_RESET) { /* forget the blocks, keep the heaps */
-			ht_livemap__free(&h->live);
-			ht_livemap__init(&h->live);
+		if (e->v[0] == HT_CTL_RESET) { /* forget the blocks (the pass flags them), keep
+						* the heaps */
 			h->live_req = h->live_use = h->mm_live = 0;
 			for (size_t i = 0; i < h->narenas; i++) {
 				h->arenas[i].live = h->arenas[i].live_req = h->arenas[i].blocks = 0;
@@ -928,9 +936,7 @@ void ht_heapinfo__event(struct ht_heapinfo *h, const struct ht_event *e)
 		break;
 	}
 	if (e->kind < 32 && ht_kind_descs[e->kind].is_alloc) {
-		acquire(h, e, t, -1);
-		struct ht_block *nb = ht_livemap__get(&h->live, ht_event__result_ptr(e));
-		arena = nb && nb->aux ? (int)nb->aux - 1 : -1;
+		arena = acquire(h, e, t, -1, op);
 		timed_call(h, e, t, ti, arena, ht_event__size(e));
 	}
 }
@@ -1017,7 +1023,6 @@ void ht_heapinfo__delete(struct ht_heapinfo *h)
 {
 	if (!h)
 		return;
-	ht_livemap__free(&h->live);
 	for (size_t i = 0; i < h->narenas; i++)
 		free(h->arenas[i].uses);
 	for (size_t i = 0; i < h->nheaps; i++) {

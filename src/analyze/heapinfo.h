@@ -10,8 +10,9 @@
  * own pass:
  *
  *	h = ht_heapinfo__new(r);
+ *	p = ht_pass__new();
  *	while (ht_reader__next(r, &ev))
- *		ht_heapinfo__event(h, &ev);
+ *		ht_heapinfo__event(h, &ev, ht_pass__event(p, &ev));
  *	ht_heapinfo__finish(h, r);
  *	ht_heapinfo__text(h, stdout);
  *	ht_heapinfo__delete(h);
@@ -25,6 +26,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "analyze/pass.h"
 #include "trace/reader.h"
 
 struct ht_json;
@@ -41,8 +43,10 @@ struct ht_heapinfo *ht_heapinfo__new(const struct ht_reader *r);
  * to_ns 0 = the end); earlier events still build the state (live blocks,
  * thresholds, arenas), later ones are ignored.  Call before the events. */
 void ht_heapinfo__window(struct ht_heapinfo *h, uint64_t from_ns, uint64_t to_ns);
-/* One event, in the reader's order. */
-void ht_heapinfo__event(struct ht_heapinfo *h, const struct ht_event *ev);
+/* One event, in the reader's order, and what it did to the pass's live
+ * blocks (the collector keeps each block's arena in it). */
+void ht_heapinfo__event(struct ht_heapinfo *h, const struct ht_event *ev,
+			const struct ht_blockop *op);
 /* After the last event: the peaks, percentiles and lock waits. */
 void ht_heapinfo__finish(struct ht_heapinfo *h, const struct ht_reader *r);
 /* Renderers, after finish: a text report; the report's members written

@@ -15,6 +15,7 @@
 #include "analyze/flamegraph.h"
 #include "analyze/heapinfo.h"
 #include "analyze/htmlout.h"
+#include "analyze/pass.h"
 #include "analyze/stackstats.h"
 #include "analyze/stats.h"
 #include "analyze/timeline.h"
@@ -82,13 +83,16 @@ static int read_trace(const char *path, struct collectors *c, struct ht_reader *
 		ht_error("out of memory");
 		exit(HT_EXIT_DATA);
 	}
+	struct ht_pass *pass = ht_pass__new(); /* the live blocks, once for all four */
 	struct ht_event e;
 	while (ht_analyze__next(*rp, &e)) {
-		ht_stats__event(c->stats, &e);
-		ht_stackstats__event(&c->stacks, &e);
-		ht_timeline__event(c->timeline, &e);
-		ht_heapinfo__event(c->heap, &e);
+		const struct ht_blockop *op = ht_pass__event(pass, &e);
+		ht_stats__event(c->stats, &e, op);
+		ht_stackstats__event(&c->stacks, &e, op);
+		ht_timeline__event(c->timeline, &e, op);
+		ht_heapinfo__event(c->heap, &e, op);
 	}
+	ht_pass__delete(pass);
 	ht_stackstats__finish(&c->stacks);
 	ht_timeline__finish(c->timeline, *rp);
 	ht_heapinfo__finish(c->heap, *rp);

@@ -8,6 +8,7 @@
 #include "analyze/analyze.h"
 #include "analyze/blocks.h"
 #include "analyze/nodetab.h"
+#include "analyze/pass.h"
 #include "common/util.h"
 
 static inline struct ht_stackstat *stat_of(struct ht_stackstats *s, uint32_t node)
@@ -105,13 +106,13 @@ void ht_stackstats__init(struct ht_stackstats *s, uint32_t tid)
 {
 	memset(s, 0, sizeof(*s));
 	s->tid = tid;
-	ht_livemap__init(&s->blocks);
 }
 
-void ht_stackstats__event(struct ht_stackstats *s, const struct ht_event *e)
+void ht_stackstats__event(struct ht_stackstats *s, const struct ht_event *e,
+			  const struct ht_blockop *op)
 {
 	if (e->kind == HT_EV_CONTROL && e->v[0] == HT_CTL_RESET) {
-		/* heaptrail_reset(): the blocks so far are forgotten (blocks.c) */
+		/* heaptrail_reset(): the blocks so far are forgotten (pass.h) */
 		for (size_t i = 0; i < s->cap; i++) {
 			struct ht_stackstat *st = &s->slots[i];
 			if (!st->node)
@@ -121,8 +122,10 @@ void ht_stackstats__event(struct ht_stackstats *s, const struct ht_event *e)
 		}
 		s->live = 0;
 	}
+	if (!op->released && !op->replaced && !op->acquired)
+		return;
 	struct ht_block_cbs cbs = {on_release, on_acquire, s};
-	ht_blocks__event(&s->blocks, e, &cbs);
+	ht_blockop__callbacks(op, e, &cbs);
 }
 
 void ht_stackstats__finish(struct ht_stackstats *s)
@@ -137,8 +140,6 @@ void ht_stackstats__finish(struct ht_stackstats *s)
 		st->end_bytes = st->live_bytes;
 		st->end_blocks = st->live_blocks;
 	}
-	ht_livemap__free(&s->blocks);
-	ht_livemap__init(&s->blocks);
 }
 
 int ht_stackstats__collect(const char *path, uint32_t tid, struct ht_stackstats *s,
@@ -148,16 +149,17 @@ int ht_stackstats__collect(const char *path, uint32_t tid, struct ht_stackstats 
 	*rp = ht_analyze__open(path);
 	if (!*rp)
 		return HT_EXIT_DATA;
+	struct ht_pass *pass = ht_pass__new();
 	struct ht_event e;
 	while (ht_analyze__next(*rp, &e))
-		ht_stackstats__event(s, &e);
+		ht_stackstats__event(s, &e, ht_pass__event(pass, &e));
+	ht_pass__delete(pass);
 	ht_stackstats__finish(s);
 	return ht_analyze__finish(*rp, path, 0);
 }
 
 void ht_stackstats__free(struct ht_stackstats *s)
 {
-	ht_livemap__free(&s->blocks);
 	free(s->slots);
 	free(s->last);
 	s->slots = NULL;

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "analyze/livemap.h"
+#include "analyze/pass.h"
 #include "trace/reader.h"
 
 struct ht_stackstat {
@@ -52,7 +52,6 @@ struct ht_stackstats {
 	uint32_t tid;               /* only blocks this thread allocated (0 = all) */
 	uint32_t npeaks;            /* times a new peak was reached */
 	uint64_t live;              /* bytes live now, all threads */
-	struct ht_livemap blocks;   /* the live blocks (aux = stack node) */
 	struct ht_stackstats_last *last; /* per thread */
 	size_t nlast, caplast;      /* entries used / allocated */
 };
@@ -60,8 +59,10 @@ struct ht_stackstats {
 /* Starts collecting; only blocks thread tid allocated, unless tid is 0
  * (the peak is always that of the whole heap). */
 void ht_stackstats__init(struct ht_stackstats *s, uint32_t tid);
-/* Feeds one event, in the reader's order. */
-void ht_stackstats__event(struct ht_stackstats *s, const struct ht_event *e);
+/* Feeds one event, in the reader's order, and what it did to the pass's
+ * live blocks. */
+void ht_stackstats__event(struct ht_stackstats *s, const struct ht_event *e,
+			  const struct ht_blockop *op);
 /* After the last event: fills peak_* and end_* of every stack. */
 void ht_stackstats__finish(struct ht_stackstats *s);
 void ht_stackstats__free(struct ht_stackstats *s);

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "analyze/analyze.h"
-#include "analyze/livemap.h"
+#include "analyze/pass.h"
 #include "analyze/stats.h"
 #include "cli/builtin.h"
 #include "common/json.h"
@@ -25,8 +25,6 @@ static const int call_kinds[] = {
 	HT_EV_SBRK, HT_EV_SHMGET, HT_EV_SHMAT, HT_EV_SHMDT, HT_EV_SHMCTL,
 };
 #define NCALL_KINDS (sizeof(call_kinds) / sizeof(call_kinds[0]))
-
-#define BLOCK_FORGOTTEN 1u /* allocated before a heaptrail_reset() */
 
 static struct ht_stats_thread *thread_of(struct ht_stats *s, uint32_t tid)
 {
@@ -68,45 +66,45 @@ static void note_peak(struct ht_stats *s, uint64_t t)
 		s->peak_usable = s->live_usable;
 }
 
-static void release(struct ht_stats *s, const struct ht_event *e, uint64_t ptr,
+/* A block the event released (b NULL: not live, an unknown free). */
+static void release(struct ht_stats *s, const struct ht_event *e, const struct ht_block *b,
 		    struct ht_stats_thread *th)
 {
-	struct ht_block b;
-	if (!ht_livemap__del(&s->live, ptr, &b)) {
+	if (!b) {
 		s->unknown_frees++;
 		return;
 	}
-	uint64_t w = b.weight; /* > 1 for a sampled allocation */
+	uint64_t w = b->weight; /* > 1 for a sampled allocation */
 	th->frees += w;
 	if (e->kind == HT_EV_FREE)
 		s->calls[HT_EV_FREE] += w - 1; /* the call itself was counted once */
-	if (b.aux & BLOCK_FORGOTTEN)
+	if (b->pad & HT_BLOCK_FORGOTTEN)
 		return;
-	s->live_bytes -= b.size * w;
-	s->live_usable -= b.usable * w;
+	s->live_bytes -= b->size * w;
+	s->live_usable -= b->usable * w;
 	s->live_blocks -= w;
-	if (b.tid != e->tid)
+	if (b->tid != e->tid)
 		s->cross_thread_frees += w;
-	uint64_t life = e->time_ns > b.time_ns ? e->time_ns - b.time_ns : 0;
+	uint64_t life = e->time_ns > b->time_ns ? e->time_ns - b->time_ns : 0;
 	int lb = 0;
 	for (uint64_t lim = 1000; lb < HT_STATS_LIFE_BUCKETS - 1 && life >= lim; lim *= 10)
 		lb++;
 	s->life_hist[lb] += w;
 }
 
-static void acquire(struct ht_stats *s, const struct ht_event *e, uint64_t ptr, uint64_t size,
+/* The block the event handed out (op->acquired). */
+static void acquire(struct ht_stats *s, const struct ht_event *e, const struct ht_blockop *op,
 		    struct ht_stats_thread *th)
 {
-	struct ht_block *old = ht_livemap__get(&s->live, ptr);
+	const struct ht_block *old = op->replaced;
 	if (old) {
 		/* Address handed out while still live: the trace's order and
 		 * the program disagree.  Count it, and let the new block win. */
 		s->inversions++;
 		th->frees -= old->weight;
-		release(s, e, ptr, th);
+		release(s, e, old, th);
 	}
-	struct ht_block b = {ptr, size, e->usable, e->time_ns, e->tid, 0, e->weight, 0};
-	ht_livemap__put(&s->live, &b);
+	uint64_t size = op->acquired->size;
 	uint64_t w = e->weight; /* > 1 for a sampled allocation */
 	s->live_bytes += size * w;
 	s->live_usable += e->usable * w;
@@ -124,11 +122,9 @@ static void acquire(struct ht_stats *s, const struct ht_event *e, uint64_t ptr, 
 	note_peak(s, e->time_ns);
 }
 
+/* heaptrail_reset(): the pass flagged the live blocks forgotten. */
 static void forget_all(struct ht_stats *s)
 {
-	for (size_t i = 0; i < s->live.cap; i++)
-		if (s->live.slots[i].ptr)
-			s->live.slots[i].aux |= BLOCK_FORGOTTEN;
 	s->live_bytes = s->live_usable = s->live_blocks = 0;
 }
 
@@ -163,14 +159,14 @@ static int is_failure(const struct ht_event *e)
 	}
 }
 
-void ht_stats__event(struct ht_stats *s, const struct ht_event *e)
+void ht_stats__event(struct ht_stats *s, const struct ht_event *e, const struct ht_blockop *op)
 {
 	struct ht_stats_thread *th = thread_of(s, e->tid);
 	if (e->part == HT_PART_RELEASE) {
 		/* the first half of a moving realloc/mremap: only the release */
 		if (e->kind == HT_EV_MREMAP)
 			return;
-		release(s, e, ht_event__old_ptr(e), th);
+		release(s, e, op->released, th);
 		return;
 	}
 	s->events++;
@@ -188,7 +184,7 @@ void ht_stats__event(struct ht_stats *s, const struct ht_event *e)
 		if (!e->v[0])
 			s->free_null++;
 		else
-			release(s, e, e->v[0], th);
+			release(s, e, op->released, th);
 		return;
 	case HT_EV_REALLOC:
 	case HT_EV_REALLOCARRAY: {
@@ -204,12 +200,12 @@ void ht_stats__event(struct ht_stats *s, const struct ht_event *e)
 			else
 				s->re_moved++;
 			if (ht_event__release_now(e))
-				release(s, e, old, th);
+				release(s, e, op->released, th);
 		} else if (old && !res) {
 			s->re_failed++;
 		}
 		if (res)
-			acquire(s, e, res, ht_event__size(e), th);
+			acquire(s, e, op, th);
 		return;
 	}
 	case HT_EV_MMAP:
@@ -278,9 +274,8 @@ void ht_stats__event(struct ht_stats *s, const struct ht_event *e)
 	if (s->mm_live > 0 && (uint64_t)s->mm_live > s->mm_peak)
 		s->mm_peak = (uint64_t)s->mm_live;
 	if (d->is_alloc) {
-		uint64_t p = ht_event__result_ptr(e);
-		if (p)
-			acquire(s, e, p, ht_event__size(e), th);
+		if (op->acquired)
+			acquire(s, e, op, th);
 	}
 }
 
@@ -291,7 +286,6 @@ struct ht_stats *ht_stats__new(const struct ht_trace_info *in)
 		ht_error("out of memory");
 		exit(HT_EXIT_DATA);
 	}
-	ht_livemap__init(&s->live);
 	if (in->start_brk) {
 		s->brk_initial = s->brk_final = s->brk_max = in->start_brk;
 		s->brk_events = 1;
@@ -303,7 +297,6 @@ void ht_stats__delete(struct ht_stats *s)
 {
 	if (!s)
 		return;
-	ht_livemap__free(&s->live);
 	for (size_t i = 0; i < s->nmarks; i++)
 		free(s->marks[i].label);
 	free(s->marks);
@@ -550,6 +543,7 @@ int cmd_stats(int argc, char **argv)
 	int ret = HT_EXIT_USAGE;
 	struct ht_reader *r = NULL;
 	struct ht_stats *s = NULL;
+	struct ht_pass *pass = NULL;
 	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
 	if (nargs != 1) {
 		ht_error("%s; usage: heaptrail stats [--json] TRACE", nargs ? "one trace at a time" : "no trace given");
@@ -561,9 +555,10 @@ int cmd_stats(int argc, char **argv)
 		goto cleanup;
 	}
 	s = ht_stats__new(ht_reader__info(r));
+	pass = ht_pass__new();
 	struct ht_event e;
 	while (ht_analyze__next(r, &e))
-		ht_stats__event(s, &e);
+		ht_stats__event(s, &e, ht_pass__event(pass, &e));
 	int complete = ht_reader__error(r) == NULL;
 	if (cfg.json) {
 		struct ht_json j;
@@ -578,5 +573,6 @@ int cmd_stats(int argc, char **argv)
 cleanup:
 	ht_reader__close(r);
 	ht_stats__delete(s);
+	ht_pass__delete(pass);
 	return ret;
 }

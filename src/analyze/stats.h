@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "analyze/livemap.h"
+#include "analyze/pass.h"
 #include "trace/reader.h"
 
 #define HT_STATS_SIZE_BUCKETS 65 /* power-of-two size classes: <=1, 2, 3..4, ... */
@@ -59,13 +59,13 @@ struct ht_stats {
 	size_t nthreads, capthreads; /* used / allocated */
 	struct ht_stats_mark *marks; /* heaptrail_mark() labels in order */
 	size_t nmarks, capmarks;     /* used / allocated */
-	struct ht_livemap live;      /* the live blocks */
 };
 
 struct ht_json;
 
 struct ht_stats *ht_stats__new(const struct ht_trace_info *in);
-void ht_stats__event(struct ht_stats *s, const struct ht_event *e);
+/* One event and what it did to the pass's live blocks. */
+void ht_stats__event(struct ht_stats *s, const struct ht_event *e, const struct ht_blockop *op);
 /* The stats --json object (complete: the trace read without error). */
 void ht_stats__json(const struct ht_stats *s, struct ht_json *j, const struct ht_trace_info *in,
 		    const char *path, int complete);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "analyze/blocks.h"
-#include "analyze/livemap.h"
+#include "analyze/pass.h"
 #include "common/json.h"
 #include "common/util.h"
 
@@ -28,7 +28,6 @@ static const struct {
 };
 
 #define RATE_COLOR "#ff7f0e"
-#define BLOCK_MMAPPED 1u /* in ht_block.pad of our live map: glibc mmapped it */
 
 struct bin {
 	uint64_t min[NSER], max[NSER], last[NSER]; /* the series in the bin */
@@ -55,7 +54,9 @@ struct ht_timeline {
 	uint64_t width_ns;         /* of a bin (end - from) / bins, at least 1 */
 	int merging;               /* time past end_ns doubles the bins' width */
 	int cur_bin;               /* bin of the event being applied, -1 outside */
-	struct ht_livemap live;    /* live blocks (ht_blocks__event) */
+	uint64_t bin_lo, bin_hi;   /* times [lo, hi) fall in bin cached_bin (lo = hi: none) */
+	int cached_bin;            /* the bin of the previous event */
+	unsigned dirty;            /* series the event changed (bit = series) */
 	struct ht_block_cbs cbs;   /* our release/acquire callbacks */
 	uint64_t cur[NSER];        /* the series now */
 	int64_t mmap_live;         /* the program's own mmapped bytes (may dip below 0) */
@@ -82,8 +83,11 @@ static void on_release(void *ctx, const struct ht_event *e, const struct ht_bloc
 	uint64_t w = b->weight;
 	tl->cur[S_LIVE] -= b->size * w;
 	tl->cur[S_USABLE] -= b->usable * w;
-	if (b->pad & BLOCK_MMAPPED)
+	tl->dirty |= 1u << S_LIVE | 1u << S_USABLE;
+	if (b->pad & HT_BLOCK_MMAPPED) {
 		tl->cur[S_MMC] -= b->size * w;
+		tl->dirty |= 1u << S_MMC;
+	}
 }
 
 static void on_acquire(void *ctx, const struct ht_event *e, const struct ht_block *b)
@@ -92,12 +96,10 @@ static void on_acquire(void *ctx, const struct ht_event *e, const struct ht_bloc
 	uint64_t w = b->weight;
 	tl->cur[S_LIVE] += b->size * w;
 	tl->cur[S_USABLE] += b->usable * w;
-	if (e->flags & HT_F_MMAPPED) {
-		/* (rare) remember it on the block for its release */
-		struct ht_block *s = ht_livemap__get(&tl->live, b->ptr);
-		if (s)
-			s->pad |= BLOCK_MMAPPED;
+	tl->dirty |= 1u << S_LIVE | 1u << S_USABLE;
+	if (b->pad & HT_BLOCK_MMAPPED) { /* (the pass flags it from HT_F_MMAPPED) */
 		tl->cur[S_MMC] += b->size * w;
+		tl->dirty |= 1u << S_MMC;
 	}
 	if (tl->cur[S_LIVE] > tl->peak) {
 		tl->peak = tl->cur[S_LIVE];
@@ -144,7 +146,6 @@ struct ht_timeline *ht_timeline__new(const struct ht_timeline_opts *o)
 		free(tl);
 		return NULL;
 	}
-	ht_livemap__init(&tl->live);
 	tl->cbs = (struct ht_block_cbs){on_release, on_acquire, tl};
 	tl->brk_base = o->start_brk;
 	tl->paused_since = UINT64_MAX;
@@ -209,6 +210,7 @@ static void widen(struct ht_timeline *tl)
 	tl->filled = (filled + 1) / 2;
 	tl->width_ns *= 2;
 	tl->end_ns = tl->o.from_ns + tl->width_ns * n;
+	tl->bin_lo = tl->bin_hi = 0; /* the cached bin moved */
 }
 
 /* The bin of time t: -1 before the range, -2 after it.  Events never go
@@ -226,6 +228,11 @@ static int bin_of(struct ht_timeline *tl, uint64_t t, int monotonic)
 		i = tl->o.bins - 1; /* just past the end (--to, or the closing instant) */
 	if (monotonic && tl->filled && i < tl->filled - 1)
 		i = tl->filled - 1; /* never back in time */
+	else if (monotonic && t < tl->end_ns) { /* the next events likely fall in it too */
+		tl->cached_bin = (int)i;
+		tl->bin_lo = tl->o.from_ns + i * tl->width_ns;
+		tl->bin_hi = tl->bin_lo + tl->width_ns;
+	}
 	return (int)i;
 }
 
@@ -264,8 +271,9 @@ static void end_pause(struct ht_timeline *tl, uint64_t t)
 static void control(struct ht_timeline *tl, const struct ht_event *e, int in_range)
 {
 	switch (e->v[0]) {
-	case HT_CTL_RESET: /* ht_blocks__event forgot the blocks */
+	case HT_CTL_RESET: /* the pass flagged the blocks forgotten */
 		tl->cur[S_LIVE] = tl->cur[S_USABLE] = tl->cur[S_MMC] = 0;
+		tl->dirty |= 1u << S_LIVE | 1u << S_USABLE | 1u << S_MMC;
 		break;
 	case HT_CTL_PAUSE:
 	case HT_CTL_STOP:
@@ -279,55 +287,68 @@ static void control(struct ht_timeline *tl, const struct ht_event *e, int in_ran
 	}
 }
 
-void ht_timeline__event(struct ht_timeline *tl, const struct ht_event *e)
+void ht_timeline__event(struct ht_timeline *tl, const struct ht_event *e,
+			const struct ht_blockop *op)
 {
 	if (tl->finished)
 		return;
-	int b = bin_of(tl, e->time_ns, 1);
-	if (b == -2)
-		return; /* past --to */
-	if (b >= 0)
-		fill_to(tl, (unsigned)b);
+	uint64_t t = e->time_ns;
+	int b;
+	if (t >= tl->bin_lo && t < tl->bin_hi) {
+		b = tl->cached_bin; /* (filled already) */
+	} else {
+		b = bin_of(tl, t, 1);
+		if (b == -2)
+			return; /* past --to */
+		if (b >= 0)
+			fill_to(tl, (unsigned)b);
+	}
 	tl->cur_bin = b;
 	tl->events++;
 	tl->last_ns = e->time_ns;
+	tl->dirty = 0;
 	switch (e->kind) {
 	case HT_EV_MMAP:
 		if (e->v[6] != (uint64_t)-1)
 			tl->mmap_live += (int64_t)e->v[1];
+		tl->dirty |= 1u << S_MMAP;
 		break;
 	case HT_EV_MUNMAP:
 		if (e->v[2] == 0)
 			tl->mmap_live -= (int64_t)e->v[1];
+		tl->dirty |= 1u << S_MMAP;
 		break;
 	case HT_EV_MREMAP:
 		if (e->part != HT_PART_RELEASE && e->v[5] != (uint64_t)-1)
 			tl->mmap_live += (int64_t)e->v[2] - (int64_t)e->v[1];
+		tl->dirty |= 1u << S_MMAP;
 		break;
 	case HT_EV_HEAP_BREAK:
 		if (!tl->brk_base)
 			tl->brk_base = e->v[0];
 		tl->cur[S_BRK] = e->v[0] > tl->brk_base ? e->v[0] - tl->brk_base : 0;
+		tl->dirty |= 1u << S_BRK;
 		break;
 	case HT_EV_MARK:
 		if (b >= 0)
 			add_mark(tl, e);
 		return;
 	case HT_EV_CONTROL:
-		ht_blocks__event(&tl->live, e, &tl->cbs);
 		control(tl, e, b >= 0);
 		break;
 	default:
-		ht_blocks__event(&tl->live, e, &tl->cbs);
+		ht_blockop__callbacks(op, e, &tl->cbs);
 		break;
 	}
 	tl->cur[S_MMAP] = tl->mmap_live > 0 ? (uint64_t)tl->mmap_live : 0;
-	if (b < 0)
+	if (b < 0 || !tl->dirty)
 		return;
+	/* The bin of the event holds every series' value from before it
+	 * (fill_to, or this bin's previous events): only the changed ones
+	 * can move its min, max or last. */
 	struct bin *bn = &tl->bins[b];
-	for (int s = 0; s < NSER; s++) {
-		if (s == S_RSS)
-			continue;
+	for (unsigned d = tl->dirty; d; d &= d - 1) {
+		int s = __builtin_ctz(d);
 		uint64_t v = tl->cur[s];
 		if (v < bn->min[s])
 			bn->min[s] = v;
@@ -398,7 +419,6 @@ void ht_timeline__delete(struct ht_timeline *tl)
 	free(tl->marks);
 	free(tl->paused);
 	free(tl->bins);
-	ht_livemap__free(&tl->live);
 	free(tl);
 }
 

@@ -5,7 +5,7 @@
  * Series, each bin keeping its min, max and last value so that a spike
  * shorter than a bin is not lost:
  *   live requested bytes, live usable bytes (the live-block rules of
- *   ht_blocks__event, the same figures as `stats`), RSS (the recorder's
+ *   the pass, pass.h, the same figures as `stats`), RSS (the recorder's
  *   samples), program break size (break - start_brk), mmapped-chunk bytes
  *   (live blocks glibc mmapped), the program's own mmapped bytes
  *   (mmap/munmap/mremap); plus the allocation calls and bytes of each bin
@@ -17,7 +17,7 @@
  *   struct ht_timeline_opts o;
  *   ht_timeline__opts_init(&o, ht_reader__info(r));   (then o.bins = ...)
  *   struct ht_timeline *tl = ht_timeline__new(&o);
- *   while (ht_reader__next(r, &ev)) ht_timeline__event(tl, &ev);
+ *   while (ht_reader__next(r, &ev)) ht_timeline__event(tl, &ev, ht_pass__event(p, &ev));
  *   ht_timeline__finish(tl, r);
  *   ht_timeline__svg(tl, f, 1200, 600);  ...  ht_timeline__delete(tl); */
 #ifndef HEAPTRAIL_ANALYZE_TIMELINE_H
@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "analyze/pass.h"
 #include "trace/reader.h"
 
 struct ht_json;
@@ -52,7 +53,8 @@ void ht_timeline__opts_init(struct ht_timeline_opts *o, const struct ht_trace_in
 struct ht_timeline *ht_timeline__new(const struct ht_timeline_opts *o);
 /* Every event of the trace, in the reader's order (events before --from
  * too: they make the live set). */
-void ht_timeline__event(struct ht_timeline *tl, const struct ht_event *ev);
+void ht_timeline__event(struct ht_timeline *tl, const struct ht_event *ev,
+			const struct ht_blockop *op);
 /* After the last event: takes the RSS samples, fills the bins to the end. */
 void ht_timeline__finish(struct ht_timeline *tl, struct ht_reader *r);
 /* A self-contained <svg> element (no XML prolog: it also goes inline in

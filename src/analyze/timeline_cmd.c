@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "analyze/analyze.h"
+#include "analyze/pass.h"
 #include "analyze/timeline.h"
 #include "cli/builtin.h"
 #include "common/json.h"
@@ -72,6 +73,7 @@ int cmd_timeline(int argc, char **argv)
 	int ret = HT_EXIT_USAGE;
 	struct ht_reader *r = NULL;
 	struct ht_timeline *tl = NULL;
+	struct ht_pass *pass = NULL;
 	char *out = NULL, *tmp = NULL;
 	FILE *f = NULL;
 	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
@@ -130,11 +132,12 @@ int cmd_timeline(int argc, char **argv)
 		ht_error("out of memory for %llu bins", (unsigned long long)cfg.bins);
 		goto cleanup;
 	}
+	pass = ht_pass__new();
 	struct ht_event ev;
 	while (ht_analyze__next(r, &ev)) {
 		if (cfg.to && ev.time_ns > cfg.to)
 			break; /* the rest cannot show */
-		ht_timeline__event(tl, &ev);
+		ht_timeline__event(tl, &ev, ht_pass__event(pass, &ev));
 	}
 	ht_timeline__finish(tl, r);
 	int read_ret = ht_analyze__finish(r, argv[0], cfg.quiet);
@@ -193,6 +196,7 @@ cleanup:
 	free(tmp);
 	free(out);
 	ht_timeline__delete(tl);
+	ht_pass__delete(pass);
 	ht_reader__close(r);
 	return ret;
 }

@@ -1,0 +1,121 @@
+/* The live blocks of one pass over a trace (pass.h). */
+#include "pass.h"
+
+#include <stdlib.h>
+
+#include "analyze/blocks.h"
+#include "common/util.h"
+
+struct ht_pass {
+	struct ht_livemap live;  /* the live blocks */
+	struct ht_blockop op;    /* what the latest event did */
+	struct ht_block released; /* op.released points here */
+	struct ht_block replaced; /* op.replaced points here */
+};
+
+struct ht_pass *ht_pass__new(void)
+{
+	struct ht_pass *p = calloc(1, sizeof(*p));
+	if (!p) {
+		ht_error("out of memory");
+		exit(HT_EXIT_DATA);
+	}
+	ht_livemap__init(&p->live);
+	p->op.live = &p->live;
+	return p;
+}
+
+void ht_pass__delete(struct ht_pass *p)
+{
+	if (!p)
+		return;
+	ht_livemap__free(&p->live);
+	free(p);
+}
+
+static void release(struct ht_pass *p, uint64_t ptr)
+{
+	p->op.releases = 1;
+	p->op.released_ptr = ptr;
+	if (ht_livemap__del(&p->live, ptr, &p->released))
+		p->op.released = &p->released;
+}
+
+static void forget_all(struct ht_pass *p)
+{
+	for (size_t i = 0; i < p->live.cap; i++)
+		if (p->live.slots[i].ptr)
+			p->live.slots[i].pad |= HT_BLOCK_FORGOTTEN;
+}
+
+const struct ht_blockop *ht_pass__event(struct ht_pass *p, const struct ht_event *e)
+{
+	struct ht_blockop *op = &p->op;
+	op->releases = 0;
+	op->released_ptr = 0;
+	op->released = op->replaced = NULL;
+	op->acquired = NULL;
+	uint8_t kind = e->kind;
+	if (e->part == HT_PART_RELEASE) {
+		if (kind != HT_EV_MREMAP)
+			release(p, ht_event__old_ptr(e));
+		return op;
+	}
+	switch (kind) {
+	case HT_EV_FREE:
+		if (e->v[0])
+			release(p, e->v[0]);
+		return op;
+	case HT_EV_CONTROL:
+		if (e->v[0] == HT_CTL_RESET)
+			forget_all(p);
+		return op;
+	case HT_EV_REALLOC:
+	case HT_EV_REALLOCARRAY:
+		if (ht_event__release_now(e))
+			release(p, ht_event__old_ptr(e));
+		break;
+	default:
+		break;
+	}
+	if (!ht_kind_descs[kind].is_alloc)
+		return op;
+	uint64_t ptr = ht_event__result_ptr(e);
+	if (!ptr)
+		return op;
+	int added;
+	struct ht_block *b = ht_livemap__find_or_add(&p->live, ptr, &added);
+	if (!added) {
+		p->replaced = *b;
+		op->replaced = &p->replaced;
+	}
+	*b = (struct ht_block){ptr,
+			       ht_event__size(e),
+			       e->usable,
+			       e->time_ns,
+			       e->tid,
+			       e->stack,
+			       e->weight,
+			       (e->flags & HT_F_MMAPPED) ? HT_BLOCK_MMAPPED : 0};
+	op->acquired = b;
+	return op;
+}
+
+const struct ht_block *ht_pass__get(const struct ht_livemap *live, uint64_t ptr, int forgotten)
+{
+	const struct ht_block *b = ht_livemap__get((struct ht_livemap *)live, ptr);
+	if (b && !forgotten && (b->pad & HT_BLOCK_FORGOTTEN))
+		return NULL;
+	return b;
+}
+
+void ht_blockop__callbacks(const struct ht_blockop *op, const struct ht_event *e,
+			   const struct ht_block_cbs *cbs)
+{
+	if (op->released && !(op->released->pad & HT_BLOCK_FORGOTTEN) && cbs->release)
+		cbs->release(cbs->ctx, e, op->released);
+	if (op->replaced && !(op->replaced->pad & HT_BLOCK_FORGOTTEN) && cbs->release)
+		cbs->release(cbs->ctx, e, op->replaced);
+	if (op->acquired && cbs->acquire)
+		cbs->acquire(cbs->ctx, e, op->acquired);
+}

@@ -1,0 +1,66 @@
+/* One read of a trace, the live blocks kept once for every collector fed
+ * from it.  The pass applies each event to the live-block map (a single
+ * lookup, insert or removal per address) and says what it did: the block
+ * the event released, a live block its result replaced, the block it
+ * handed out.  The collectors (stats, stackstats, timeline, heapinfo) take
+ * that instead of keeping maps of their own, so that `report`, which feeds
+ * all four, hashes each address once, and every command that feeds one of
+ * them uses the same code:
+ *
+ *	struct ht_pass *p = ht_pass__new();
+ *	while (ht_analyze__next(r, &e)) {
+ *		const struct ht_blockop *op = ht_pass__event(p, &e);
+ *		ht_stats__event(s, &e, op);
+ *		ht_timeline__event(tl, &e, op);
+ *	}
+ *	ht_pass__delete(p);
+ *
+ * The rules are those of `stats`: realloc's parts (the RELEASE part
+ * releases, the ACQUIRE part hands out), and heaptrail_reset(), after which
+ * the blocks allocated before stay in the map flagged HT_BLOCK_FORGOTTEN
+ * (their frees are not "unknown"; collectors that forget them skip them). */
+#ifndef HEAPTRAIL_ANALYZE_PASS_H
+#define HEAPTRAIL_ANALYZE_PASS_H
+
+#include <stdint.h>
+
+#include "analyze/livemap.h"
+#include "trace/reader.h"
+
+/* In a pass's blocks, ht_block.aux is the allocation's stack node, weight
+ * its weight, and pad holds these flags and a collector's arena: */
+#define HT_BLOCK_FORGOTTEN 0x80000000u /* allocated before a heaptrail_reset() */
+#define HT_BLOCK_MMAPPED 0x40000000u   /* glibc served it by mmap (HT_F_MMAPPED) */
+#define HT_BLOCK_ARENA 0x00ffffffu     /* heapinfo's arena index + 1, 0 = none (at most
+					* 2^21 heaps fit in the address space) */
+
+/* What one event did to the live blocks (valid until the next event). */
+struct ht_blockop {
+	uint8_t releases;              /* the event releases released_ptr: free of non-NULL,
+					* realloc's old block (its RELEASE part) */
+	uint64_t released_ptr;         /* that address (may be 0 in a damaged trace) */
+	const struct ht_block *released; /* the block as allocated, NULL if it was not live */
+	const struct ht_block *replaced; /* a live block at the address the event hands
+					  * out (trace and program disagree), else NULL */
+	struct ht_block *acquired;     /* the block handed out (its slot), else NULL */
+	const struct ht_livemap *live; /* every live block, forgotten ones included */
+};
+
+struct ht_pass; /* opaque */
+
+/* Exits (after a message) if out of memory. */
+struct ht_pass *ht_pass__new(void);
+/* Applies e (in the reader's order) and says what changed. */
+const struct ht_blockop *ht_pass__event(struct ht_pass *p, const struct ht_event *e);
+/* The live block at ptr, NULL if none; forgotten blocks only if asked. */
+const struct ht_block *ht_pass__get(const struct ht_livemap *live, uint64_t ptr, int forgotten);
+void ht_pass__delete(struct ht_pass *p);
+
+/* For collectors that forget blocks at a reset: calls cbs->release for the
+ * released and the replaced block and cbs->acquire for the acquired one,
+ * in that order, skipping forgotten blocks (ht_blocks__event's callbacks). */
+struct ht_block_cbs;
+void ht_blockop__callbacks(const struct ht_blockop *op, const struct ht_event *e,
+			   const struct ht_block_cbs *cbs);
+
+#endif
