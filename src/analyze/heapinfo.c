@@ -526,11 +526,12 @@ static uint64_t cell_key(uint64_t owner, unsigned dist, unsigned bin)
 	return (owner + 1) << 20 | (uint64_t)dist << 8 | bin;
 }
 
-static void timed_call(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t,
-		       size_t ti, int arena, uint64_t size)
+static void timed_add(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t,
+			int arena, uint64_t size)
 {
-	if (!e->duration || e->kind >= 32 || !in_window(h, e->time_ns))
+	if (e->kind >= 32 || !in_window(h, e->time_ns))
 		return;
+	size_t ti = (size_t)(t - h->thrs);
 	unsigned di = e->kind * NCLASS + size_class(size);
 	struct dist *d = h->dists[di];
 	if (!d)
@@ -553,6 +554,14 @@ static void timed_call(struct ht_heapinfo *h, const struct ht_event *e, struct t
 	cell_add(h, cell_key(ti * 2, di, b));
 	if (arena >= 0)
 		cell_add(h, cell_key((uint64_t)arena * 2 + 1, di, b));
+}
+
+/* A call with its duration: in the lock-wait statistics (most have none). */
+static inline void timed_call(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t,
+			      int arena, uint64_t size)
+{
+	if (e->duration)
+		timed_add(h, e, t, arena, size);
 }
 
 /* ---- thresholds --------------------------------------------------------- */
@@ -862,7 +871,6 @@ void ht_heapinfo__event(struct ht_heapinfo *h, const struct ht_event *e,
 	}
 	h->last_ns = now;
 	struct thr *t = thread_of(h, e->tid);
-	size_t ti = (size_t)(t - h->thrs);
 	if (!t->first_ns)
 		t->first_ns = now ? now : 1;
 	t->last_ns = now;
@@ -874,7 +882,7 @@ void ht_heapinfo__event(struct ht_heapinfo *h, const struct ht_event *e,
 	case HT_EV_FREE:
 		if (e->v[0])
 			arena = release(h, e, t, e->v[0], 1, &size, op);
-		timed_call(h, e, t, ti, arena, size);
+		timed_call(h, e, t, arena, size);
 		return;
 	case HT_EV_REALLOC:
 	case HT_EV_REALLOCARRAY: {
@@ -891,16 +899,16 @@ void ht_heapinfo__event(struct ht_heapinfo *h, const struct ht_event *e,
 		arena = acquire(h, e, t, old_arena, op);
 		if (arena < 0)
 			arena = old_arena;
-		timed_call(h, e, t, ti, arena, ht_event__size(e));
+		timed_call(h, e, t, arena, ht_event__size(e));
 		return;
 	}
 	case HT_EV_MALLOPT:
 		on_mallopt(h, e);
-		timed_call(h, e, t, ti, 0, 0);
+		timed_call(h, e, t, 0, 0);
 		return;
 	case HT_EV_MALLOC_TRIM:
 		h->trims++;
-		timed_call(h, e, t, ti, -1, 0);
+		timed_call(h, e, t, -1, 0);
 		return;
 	case HT_EV_HEAP_BREAK:
 		heap_break(h, e);
@@ -937,7 +945,7 @@ void ht_heapinfo__event(struct ht_heapinfo *h, const struct ht_event *e,
 	}
 	if (e->kind < 32 && ht_kind_descs[e->kind].is_alloc) {
 		arena = acquire(h, e, t, -1, op);
-		timed_call(h, e, t, ti, arena, ht_event__size(e));
+		timed_call(h, e, t, arena, ht_event__size(e));
 	}
 }
 

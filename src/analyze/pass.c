@@ -3,7 +3,6 @@
 
 #include <stdlib.h>
 
-#include "analyze/blocks.h"
 #include "common/util.h"
 
 struct ht_pass {
@@ -107,15 +106,4 @@ const struct ht_block *ht_pass__get(const struct ht_livemap *live, uint64_t ptr,
 	if (b && !forgotten && (b->pad & HT_BLOCK_FORGOTTEN))
 		return NULL;
 	return b;
-}
-
-void ht_blockop__callbacks(const struct ht_blockop *op, const struct ht_event *e,
-			   const struct ht_block_cbs *cbs)
-{
-	if (op->released && !(op->released->pad & HT_BLOCK_FORGOTTEN) && cbs->release)
-		cbs->release(cbs->ctx, e, op->released);
-	if (op->replaced && !(op->replaced->pad & HT_BLOCK_FORGOTTEN) && cbs->release)
-		cbs->release(cbs->ctx, e, op->replaced);
-	if (op->acquired && cbs->acquire)
-		cbs->acquire(cbs->ctx, e, op->acquired);
 }

@@ -24,6 +24,7 @@
 
 #include <stdint.h>
 
+#include "analyze/blocks.h"
 #include "analyze/livemap.h"
 #include "trace/reader.h"
 
@@ -58,9 +59,18 @@ void ht_pass__delete(struct ht_pass *p);
 
 /* For collectors that forget blocks at a reset: calls cbs->release for the
  * released and the replaced block and cbs->acquire for the acquired one,
- * in that order, skipping forgotten blocks (ht_blocks__event's callbacks). */
-struct ht_block_cbs;
-void ht_blockop__callbacks(const struct ht_blockop *op, const struct ht_event *e,
-			   const struct ht_block_cbs *cbs);
+ * in that order, skipping forgotten blocks (ht_blocks__event's callbacks).
+ * Inline, so that a caller's constant cbs become direct calls. */
+static inline __attribute__((always_inline)) void
+ht_blockop__callbacks(const struct ht_blockop *op, const struct ht_event *e,
+		      const struct ht_block_cbs *cbs)
+{
+	if (op->released && !(op->released->pad & HT_BLOCK_FORGOTTEN) && cbs->release)
+		cbs->release(cbs->ctx, e, op->released);
+	if (op->replaced && !(op->replaced->pad & HT_BLOCK_FORGOTTEN) && cbs->release)
+		cbs->release(cbs->ctx, e, op->replaced);
+	if (op->acquired && cbs->acquire)
+		cbs->acquire(cbs->ctx, e, op->acquired);
+}
 
 #endif

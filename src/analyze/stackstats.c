@@ -124,7 +124,7 @@ void ht_stackstats__event(struct ht_stackstats *s, const struct ht_event *e,
 	}
 	if (!op->released && !op->replaced && !op->acquired)
 		return;
-	struct ht_block_cbs cbs = {on_release, on_acquire, s};
+	const struct ht_block_cbs cbs = {on_release, on_acquire, s};
 	ht_blockop__callbacks(op, e, &cbs);
 }
 

@@ -57,7 +57,6 @@ struct ht_timeline {
 	uint64_t bin_lo, bin_hi;   /* times [lo, hi) fall in bin cached_bin (lo = hi: none) */
 	int cached_bin;            /* the bin of the previous event */
 	unsigned dirty;            /* series the event changed (bit = series) */
-	struct ht_block_cbs cbs;   /* our release/acquire callbacks */
 	uint64_t cur[NSER];        /* the series now */
 	int64_t mmap_live;         /* the program's own mmapped bytes (may dip below 0) */
 	uint64_t brk_base;         /* start_brk, or the first break seen */
@@ -146,7 +145,6 @@ struct ht_timeline *ht_timeline__new(const struct ht_timeline_opts *o)
 		free(tl);
 		return NULL;
 	}
-	tl->cbs = (struct ht_block_cbs){on_release, on_acquire, tl};
 	tl->brk_base = o->start_brk;
 	tl->paused_since = UINT64_MAX;
 	uint64_t end = o->to_ns > o->from_ns ? o->to_ns : o->duration_ns;
@@ -337,7 +335,7 @@ void ht_timeline__event(struct ht_timeline *tl, const struct ht_event *e,
 		control(tl, e, b >= 0);
 		break;
 	default:
-		ht_blockop__callbacks(op, e, &tl->cbs);
+		ht_blockop__callbacks(op, e, &(const struct ht_block_cbs){on_release, on_acquire, tl});
 		break;
 	}
 	tl->cur[S_MMAP] = tl->mmap_live > 0 ? (uint64_t)tl->mmap_live : 0;
