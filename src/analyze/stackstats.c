@@ -23,9 +23,11 @@ struct ht_stackstats_last {
 
 static struct ht_stackstats_last *last_of(struct ht_stackstats *s, uint32_t tid)
 {
+	if (s->ilast < s->nlast && s->last[s->ilast].tid == tid) /* runs of one thread */
+		return &s->last[s->ilast];
 	for (size_t i = 0; i < s->nlast; i++)
 		if (s->last[i].tid == tid)
-			return &s->last[i];
+			return &s->last[s->ilast = i];
 	if (s->nlast == s->caplast) {
 		s->caplast = s->caplast ? s->caplast * 2 : 16;
 		s->last = realloc(s->last, s->caplast * sizeof(*s->last));
@@ -36,6 +38,7 @@ static struct ht_stackstats_last *last_of(struct ht_stackstats *s, uint32_t tid)
 	}
 	s->last[s->nlast].tid = tid;
 	s->last[s->nlast].ptr = 0;
+	s->ilast = s->nlast;
 	return &s->last[s->nlast++];
 }
 

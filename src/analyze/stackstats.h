@@ -54,6 +54,7 @@ struct ht_stackstats {
 	uint64_t live;              /* bytes live now, all threads */
 	struct ht_stackstats_last *last; /* per thread */
 	size_t nlast, caplast;      /* entries used / allocated */
+	size_t ilast;               /* the entry found last */
 };
 
 /* Starts collecting; only blocks thread tid allocated, unless tid is 0

@@ -1050,7 +1050,10 @@ int ht_reader__next(struct ht_reader *r, struct ht_event *ev)
 	ev->time_ns = r->last_out_ns;
 	if (!(s->parked ? unpark_advance(r, s) : stream_advance(r, s)))
 		r->heap[0] = r->heap[--r->nheap];
-	heap_down(r, 0);
+	/* (mostly the same thread goes on: its next event still comes first) */
+	if (r->nheap > 1 && (before(r->heap[1], r->heap[0]) ||
+			     (r->nheap > 2 && before(r->heap[2], r->heap[0]))))
+		heap_down(r, 0);
 	if (r->causal)
 		track_live(r, ev);
 	return 1;
