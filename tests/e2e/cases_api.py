@@ -1,6 +1,7 @@
 """The interposed API, one program calling every function (tests/progs/api_all.c),
 the control API of heaptrail.h, peaks, leaks and histograms."""
 
+import json
 import os
 import shutil
 
@@ -396,3 +397,37 @@ def test_valgrind_agrees(t):
             frees = s["calls"]["free"] - s["free_null"] + s["calls"]["realloc"] + \
                 s["calls"]["reallocarray"] - s["realloc"]["as_malloc"] - s["realloc"]["failed"]
             eq(frees, v["frees"], "%s: frees vs valgrind" % prog)
+
+
+@case(labels=("analyzers",))
+def test_api_reset(t):
+    """heaptrail_reset(): every analyzer forgets the blocks allocated
+    before it, the same way whether it runs alone or in report's shared
+    pass: only the block allocated after the reset and never freed is live
+    at exit, the frees of forgotten blocks take nothing off the live bytes
+    (or the mmapped-chunk bytes) and are not unknown to stats; heap counts
+    them as unknown and moves no threshold for the forgotten mmapped one."""
+    out = t.path("reset.ht")
+    r = t.traced(out, [t.prog("api_marks"), "reset"])
+    eq(r.stdout, "traced\n", "stdout")
+    s = t.stats(out)
+    expect_calls(s, {"malloc": 5, "free": 3})
+    expect(s, bytes_allocated=1000 + 2000 + (1 << 20) + 300 + 400,
+           peak_live_bytes=1000 + 2000 + (1 << 20), live_bytes_at_exit=400,
+           live_blocks_at_exit=1, unknown_frees=0)
+    h = json.loads(t.tool(["heap", "--json", out]).stdout)
+    eq(h["summary"]["end_requested_bytes"], 400, "heap: requested bytes live at the end")
+    eq(h["summary"]["peak_requested_bytes"], 1000 + 2000 + (1 << 20), "heap: peak")
+    eq(h["summary"]["unknown_frees"], 2, "heap: frees of the forgotten b and big")
+    eq(h["thresholds"], [], "heap: threshold changes (the forgotten chunk's size is unknown)")
+    csv = t.tool(["timeline", "--csv", "-o", "-", out]).stdout.splitlines()
+    head, last = csv[0].split(","), csv[-1].split(",")
+    row = dict(zip(head, last))
+    eq(int(row["live_bytes"]), 400, "timeline: live bytes at the end")
+    eq(int(row["mmapped_chunk_bytes"]), 0, "timeline: mmapped-chunk bytes at the end")
+    html = t.path("reset.html")
+    r = t.tool(["report", "-q", "-o", html, out])
+    eq(r.rc, 0, "report:\n" + r.describe())
+    page = open(html).read()
+    check("in 1 blocks never freed" in page, "report: live at exit is not the one block")
+    check(">400 B<" in page, "report: 400 B live at exit not shown")

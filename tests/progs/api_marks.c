@@ -8,6 +8,12 @@
  *   toggle: (run with HEAPTRAIL_TOGGLE_SIGNAL=1) 1 x malloc(10)/free;
  *           raise(SIGUSR2); 50 x malloc(20)/free (not recorded);
  *           raise(SIGUSR2); 2 x malloc(30)/free.  Recorded: malloc 3.
+ *   reset:  a = malloc(1000), b = malloc(2000), big = malloc(1 MiB) (glibc
+ *           mmaps it); heaptrail_reset(); c = malloc(300); free(b);
+ *           free(big); d = malloc(400); free(c).  a and d stay live: the
+ *           analyzers forget a, b and big at the reset, so only d (400
+ *           bytes) is live at exit and the frees of b and big are of
+ *           forgotten blocks.
  * Without the tracer every mode runs the same and says "untraced" on
  * stdout at the end; with it, "traced". */
 #define _GNU_SOURCE
@@ -62,6 +68,17 @@ int main(int argc, char **argv)
 		raise(SIGUSR2);
 		TP_CHECK(active() == 1);
 		tp_pairs(2, 30);
+	} else if (!strcmp(m, "reset")) {
+		char *a = tp_keep(malloc(1000)), *b = tp_keep(malloc(2000));
+		char *big = tp_keep(malloc(1 << 20));
+		TP_CHECK(a && b && big);
+		HEAPTRAIL_RESET();
+		char *c = tp_keep(malloc(300));
+		TP_CHECK(c);
+		free(b);
+		free(big);
+		TP_CHECK(tp_keep(malloc(400)));
+		free(c);
 	} else {
 		return TP_FAIL_STATUS;
 	}
