@@ -37,7 +37,7 @@ struct record_config {
 	int stacks;              /* --stacks[=DEPTH] (off; 64 when given without DEPTH) */
 	const char *unwind;      /* --unwind (auto) */
 	uint64_t sample_bytes;   /* --sample-bytes (0: every allocation) */
-	int timestamp_every;     /* --timestamp-every (16) */
+	int timestamp_every;     /* --timestamp-every (64) */
 	int durations;           /* --durations (off) */
 	int quiet;               /* -q */
 	int no_compact;          /* --no-compact */
@@ -201,7 +201,7 @@ int cmd_record(int argc, char **argv)
 		.clock = "tsc",
 		.writer = "process",
 		.unwind = "auto",
-		.timestamp_every = 16,
+		.timestamp_every = 64,
 		.compact_level = 3,
 	};
 	const struct ht_option opts[] = {
@@ -226,7 +226,7 @@ int cmd_record(int argc, char **argv)
 		{0, "writer", HT_OPT_STRING, &cfg.writer, "KIND",
 		 "process: a helper process writes the trace, and saves every event if the program is killed; thread: a thread of the program (process)"},
 		{0, "timestamp-every", HT_OPT_INT, &cfg.timestamp_every, "N",
-		 "malloc/free read the clock every Nth call of a thread, and after each 10ms tick; 1 = every call (16)"},
+		 "malloc/free read the clock every Nth call of a thread, and after each 10ms tick; 1 = every call (64)"},
 		{0, "durations", HT_OPT_FLAG, &cfg.durations, NULL,
 		 "time every malloc-API call (the clock before and after it), for heaptrail heap's lock waits"},
 		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no summary line on stderr"},

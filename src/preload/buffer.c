@@ -341,6 +341,7 @@ void ht_tls__exit(struct ht_tls *t)
 	struct ht_buf *b = t->buf;
 	struct ht_thread *r = t->rec;
 	t->state = 2;
+	t->end = NULL; /* hot_ready() takes the slow path */
 	t->next_seq = b->first_seq + t->nev;
 	t->buf = NULL;
 	b->last = 1;

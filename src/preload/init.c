@@ -196,6 +196,7 @@ static void after_fork_child(void)
 	ht_stack__after_fork_child(t);
 	t->state = 0;
 	t->buf = NULL;
+	t->end = NULL; /* hot_ready() takes the slow path */
 	t->rec = NULL;
 	t->creator = 0;
 	if (!ht_opt.follow_fork)

@@ -80,7 +80,7 @@ enum { HT_THR_FREE = 0, HT_THR_LIVE = 1, HT_THR_EXITED = 2 };
 /* The hot per-thread state, in initial-exec TLS. */
 struct ht_tls {
 	uint8_t *pos;           /* next byte to write in buf->data */
-	uint8_t *end;           /* last position where a full record still fits */
+	uint8_t *end;           /* last position where a full record still fits; NULL unless state is 1 */
 	uint64_t last_ts;       /* timestamp of the previous record */
 	uint64_t last_ptr;      /* pointer base for 'p' fields */
 	uint64_t nev;           /* events in the current buffer */

@@ -196,7 +196,7 @@ def test_thread_churn(t):
 @case()
 def test_timestamps_sampled(t):
     """malloc and free read the clock every HEAPTRAIL_TIMESTAMP_EVERY-th call
-    of a thread (default 16), on the first call after an epoch tick and after
+    of a thread (default 64), on the first call after an epoch tick and after
     thread starts and exits; every other event reads it each time.  The
     reader still delivers a causally ordered, time-ordered stream."""
     n, m = 3, 20000
@@ -221,12 +221,12 @@ def test_timestamps_sampled(t):
         eq(s["calls"][k], s1["calls"][k], "%s calls, sampled vs every call" % k)
     hot = s["calls"]["malloc"] + s["calls"]["free"]
     other = s["events"] - hot
-    # each thread's countdown alone gives hot/16 samples (less one per
+    # each thread's countdown alone gives hot/64 samples (less one per
     # thread); epoch ticks (every 10 ms, and at each of the `other` thread
     # events) add at most one per thread each
     ticks = s["duration_ns"] // 10000000 + 1 + other
-    low = hot // 16 - (n + 1)
-    high = hot // 16 + other + (n + 1) * ticks
+    low = hot // 64 - (n + 1)
+    high = hot // 64 + other + (n + 1) * ticks
     check(low <= s["timestamps_taken"] <= high,
           "timestamps_taken=%d of %d events, expected %d..%d" % (
               s["timestamps_taken"], s["events"], low, high))
