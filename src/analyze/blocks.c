@@ -79,11 +79,12 @@ struct ht_symbolizer *ht_blocks__symbolizer(struct ht_reader *r, const char *sys
 size_t ht_blocks__frames(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t node,
 			 struct ht_frame *out, size_t max)
 {
-	uint64_t ips[MAX_DEPTH];
-	size_t n = ht_reader__stack(r, node, ips, MAX_DEPTH), k = 0;
-	for (size_t i = 0; i < n && k < max; i++) {
+	size_t k = 0;
+	for (size_t i = 0; node && i < MAX_DEPTH && k < max; i++) {
 		const struct ht_frame *f;
-		size_t nf = ht_symbolizer__resolve(sym, ips[i], &f);
+		size_t nf = ht_symbolizer__resolve_in(sym, ht_reader__node_ip(r, node),
+						      ht_reader__node_module(r, node), &f);
+		node = ht_reader__node_parent(r, node);
 		for (size_t j = 0; j < nf && k < max; j++)
 			if (!f[j].module || strncmp(f[j].module, "libheaptrail.so", 15))
 				out[k++] = f[j]; /* the tracer's own wrappers are noise */

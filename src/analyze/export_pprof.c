@@ -177,16 +177,22 @@ static uint64_t add_location(struct profile *p, uint64_t mapping, uint64_t ip,
 	return id;
 }
 
-/* The location of return address ip (0 for the tracer's own frames). */
-static uint64_t location_of(struct profile *p, struct ht_symbolizer *sym, uint64_t ip)
+/* The location of return address ip of module mod (-1: by address; 0
+ * for the tracer's own frames). */
+static uint64_t location_of(struct profile *p, struct ht_symbolizer *sym, uint64_t ip, int mod)
 {
-	uint64_t id = map_get(&p->loc_ix, ip);
+	/* one location per address and module (user-space addresses are
+	 * below 2^48) */
+	uint64_t key = ip < ((uint64_t)1 << 48) && mod >= 0 && mod < 0xffff
+			       ? ip | (uint64_t)(mod + 1) << 48
+			       : ip;
+	uint64_t id = map_get(&p->loc_ix, key);
 	if (id)
 		return id == UINT64_MAX ? 0 : id;
 	const struct ht_frame *f;
-	size_t nf = ht_symbolizer__resolve(sym, ip, &f);
+	size_t nf = ht_symbolizer__resolve_in(sym, ip, mod, &f);
 	if (nf && f[0].module && !strncmp(f[0].module, "libheaptrail.so", 15)) {
-		map_put(&p->loc_ix, ip, UINT64_MAX); /* the tracer's wrappers are noise */
+		map_put(&p->loc_ix, key, UINT64_MAX); /* the tracer's wrappers are noise */
 		return 0;
 	}
 	uint64_t fns[64];
@@ -198,8 +204,8 @@ static uint64_t location_of(struct profile *p, struct ht_symbolizer *sym, uint64
 		fns[n] = function_of(p, name, f[j].file);
 		lines[n] = f[j].line;
 	}
-	id = add_location(p, mapping_of(p, ip), ip, fns, lines, n);
-	map_put(&p->loc_ix, ip, id);
+	id = add_location(p, mod >= 0 ? (uint64_t)mod + 1 : mapping_of(p, ip), ip, fns, lines, n);
+	map_put(&p->loc_ix, key, id);
 	return id;
 }
 
@@ -299,7 +305,7 @@ int ht_export__pprof(const struct ht_export_opts *o, FILE *f)
 	for (int i = 0; i < 4; i++)
 		value_type(&p, &prof, 1, types[i][0], types[i][1]);
 	add_mappings(&p);
-	uint64_t ips[MAX_DEPTH], locs[MAX_DEPTH], no_stack = 0, samples = 0, stackless = 0;
+	uint64_t locs[MAX_DEPTH], no_stack = 0, samples = 0, stackless = 0;
 	for (size_t i = 0; i < ss.cap; i++) {
 		const struct ht_stackstat *st = &ss.slots[i];
 		uint64_t in_obj = o->at_peak ? st->peak_blocks : st->end_blocks;
@@ -307,9 +313,10 @@ int ht_export__pprof(const struct ht_export_opts *o, FILE *f)
 		if (!st->node || (!st->alloc_calls && !in_obj))
 			continue;
 		uint32_t node = st->node - 1;
-		size_t n = node ? ht_reader__stack(r, node, ips, MAX_DEPTH) : 0, nl = 0;
-		for (size_t k = 0; k < n; k++) {
-			uint64_t id = location_of(&p, sym, ips[k]);
+		size_t nl = 0;
+		for (uint32_t at = node; at && nl < MAX_DEPTH; at = ht_reader__node_parent(r, at)) {
+			uint64_t id = location_of(&p, sym, ht_reader__node_ip(r, at),
+						  ht_reader__node_module(r, at));
 			if (id)
 				locs[nl++] = id;
 		}

@@ -54,6 +54,7 @@ static struct {
 	int (*fexecve)(int, char *const[], char *const[]);
 	void (*_exit)(int) __attribute__((noreturn));
 	void (*_Exit)(int) __attribute__((noreturn));
+	int (*dlclose)(void *);
 } real;
 
 #define RESOLVE(name) real.name = (__typeof__(real.name))dlsym(RTLD_NEXT, #name)
@@ -80,6 +81,7 @@ void ht_hooks__resolve(void)
 	RESOLVE(fexecve);
 	RESOLVE(_exit);
 	RESOLVE(_Exit);
+	RESOLVE(dlclose);
 	ht_tls.guard--;
 }
 
@@ -779,6 +781,23 @@ HT_EXPORT int pthread_setname_np(pthread_t th, const char *name)
 	int r = real.pthread_setname_np(th, name);
 	if (r == 0 && pthread_equal(th, pthread_self()) && tracing(&ht_tls))
 		ht_record(HT_EV_THREAD_NAME, 0, ht_now(), NULL, name);
+	return r;
+}
+
+/* ---- libraries --------------------------------------------------------- */
+
+/* With --stacks, an unmapped library tells the stack tables that its
+ * addresses may soon hold another library's code (stacks.c). */
+HT_EXPORT int dlclose(void *handle)
+{
+	if (!real.dlclose)
+		ht_hooks__resolve();
+	int r = real.dlclose(handle);
+	if (ht_opt.stack_depth) {
+		int e = errno;
+		ht_stack__after_dlclose();
+		errno = e;
+	}
 	return r;
 }
 

@@ -161,6 +161,9 @@ struct ht_stacks;
 uint32_t ht_stack__capture(struct ht_tls *t);
 void ht_stack__thread_exit(struct ht_tls *t);
 void ht_stack__after_fork_child(struct ht_tls *t);
+/* After the program's dlclose returned: if a library was unmapped, every
+ * thread's tables start over at its next stack (stacks.c, stacks_sync). */
+void ht_stack__after_dlclose(void);
 
 /* ---- clock (inline: hot path) ------------------------------------------- */
 static inline uint64_t ht_now(void)

@@ -19,6 +19,7 @@
 #define _GNU_SOURCE
 #define UNW_LOCAL_ONLY
 #include <elf.h>
+#include <stddef.h>
 #include <libunwind.h>
 #include <link.h>
 #include <pthread.h>
@@ -44,13 +45,18 @@ struct stk_leaf {
 	uint32_t pad;  /* zero */
 };
 
+struct mod_list;
+
 struct ht_stacks {
 	struct stk_node *nodes;  /* (parent, ip) -> id, open addressing */
 	unsigned nodes_lg;       /* log2 of its slots */
 	struct stk_leaf *leaves; /* stack hash -> innermost node */
 	unsigned leaves_lg;      /* log2 of its slots */
-	uint32_t next_id;        /* ids handed out */
+	uint32_t next_id;        /* ids handed out (they keep increasing: FRAME records) */
+	uint32_t nnodes;         /* nodes stored */
 	uint32_t nleaves;        /* leaves stored */
+	uint32_t gen;            /* mod_gen the tables belong to, GEN_NEW before the first stack */
+	struct mod_list *own;    /* the thread's own modules once a library was unmapped, else NULL */
 	uintptr_t stack_lo;      /* bottom of the thread's stack */
 	uintptr_t stack_hi;      /* its top; 0: no frame-pointer walk */
 	struct walk_cache *walk; /* the hybrid walk's caches, or NULL */
@@ -120,27 +126,43 @@ static int grow_leaves(struct ht_stacks *s)
 struct mod {
 	uint64_t lo, hi;        /* extent of its PT_LOAD segments */
 	uint64_t base;          /* load bias */
+	uint64_t key;           /* hash of its path and build-id: with lo, hi, base, which module it is */
 	int fp;                 /* FP_NONE, FP_SOME or FP_ALL of its functions keep frame pointers */
 	const uint8_t *eh_hdr;  /* its .eh_frame_hdr, NULL if none usable */
 	uint32_t nfde;          /* entries of its search table */
+	uint32_t path_len;      /* bytes of path */
+	uint32_t bid_len;       /* bytes of build_id, 0 if it has none */
+	char path[HT_MAX_STR];  /* as the loader names it (the executable: /proc/self/exe) */
+	uint8_t build_id[64];   /* its GNU build-id */
 };
 
 enum { FP_NONE = 0, FP_SOME = 1, FP_ALL = 2 };
 
 struct mod_list {
 	size_t n;          /* modules */
+	size_t bytes;      /* size of this mapping */
 	struct mod m[];    /* sorted by lo */
 };
 
-/* Published lists are never freed (modules change rarely): a thread may
- * still be searching an old one. */
+/* Until a dlclose unmaps a library (generation 0), the modules are one
+ * list for every thread: MODULE records go to the stream of the thread
+ * that finds a module first, and the reader shares them between threads.
+ * Published lists are never freed (modules change rarely): a thread may
+ * still be searching an old one.  After an unmapping, each thread keeps
+ * its own list and writes the changes to its own stream (see
+ * stacks_sync): a library mapped where another one was is then told
+ * apart by the reader, whatever the order in which it reads the threads. */
 static _Atomic(struct mod_list *) mods;
 static _Atomic int mods_busy; /* a refresh is under way */
 static uint64_t self_lo, self_hi; /* libheaptrail.so: frames to skip */
+/* Bumped when a dlclose unmapped something (ht_stack__after_dlclose): the
+ * threads' call-path tables may hold addresses that now mean other code. */
+static _Atomic uint32_t mod_gen;
+#define GEN_NEW UINT32_MAX /* a thread's tables belong to no generation yet */
+static _Atomic unsigned long long last_subs; /* the loader's unmap count, last looked at */
 
-static const struct mod *module_of(uint64_t ip)
+static const struct mod *module_of(const struct mod_list *l, uint64_t ip)
 {
-	struct mod_list *l = atomic_load_explicit(&mods, memory_order_acquire);
 	if (!l)
 		return NULL;
 	size_t lo = 0, hi = l->n;
@@ -339,13 +361,15 @@ static int function_fp(const struct mod *m, uint64_t ip)
 }
 
 struct scan {
-	struct ht_tls *t;        /* the thread that writes the records */
-	struct mod_list *old;    /* the list before */
-	struct mod_list *next;   /* the list being built */
-	size_t cap;              /* its room */
+	struct mod_list *next;        /* the list being built */
+	size_t cap;                   /* its room */
+	int full;                     /* more modules than room: scan again */
+	const struct mod_list *prev;  /* lists whose frame-pointer answers carry over */
+	const struct mod_list *prev2; /* (either may be NULL) */
 };
 
-static void note_build_id(struct ht_tls *t, const struct dl_phdr_info *info, uint64_t base)
+/* Copies the module's GNU build-id into m. */
+static void find_build_id(struct mod *m, const struct dl_phdr_info *info)
 {
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -361,14 +385,42 @@ static void note_build_id(struct ht_tls *t, const struct dl_phdr_info *info, uin
 			if (next > end)
 				break;
 			if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
-			    !memcmp(name, "GNU", 4) && nh->n_descsz <= 64) {
-				uint64_t v[2] = {base, nh->n_descsz};
-				ht_meta__write(t, HT_EV_BUILD_ID, v, desc, nh->n_descsz);
+			    !memcmp(name, "GNU", 4) && nh->n_descsz <= sizeof(m->build_id)) {
+				memcpy(m->build_id, desc, nh->n_descsz);
+				m->bid_len = nh->n_descsz;
 				return;
 			}
 			p = next;
 		}
 	}
+}
+
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ ((const uint8_t *)p)[i]) * 0x100000001B3ull;
+	return h;
+}
+
+static int same_module(const struct mod *a, const struct mod *b)
+{
+	return a->lo == b->lo && a->hi == b->hi && a->base == b->base && a->key == b->key;
+}
+
+static const struct mod *find_same(const struct mod_list *l, const struct mod *m)
+{
+	for (size_t i = 0; l && i < l->n; i++)
+		if (same_module(&l->m[i], m))
+			return &l->m[i];
+	return NULL;
+}
+
+static int count_module(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)info;
+	(void)size;
+	++*(size_t *)arg;
+	return 0;
 }
 
 static int on_module(struct dl_phdr_info *info, size_t size, void *arg)
@@ -386,90 +438,152 @@ static int on_module(struct dl_phdr_info *info, size_t size, void *arg)
 		if (a + ph->p_memsz > hi)
 			hi = a + ph->p_memsz;
 	}
-	if (lo >= hi || sc->next->n == sc->cap)
+	if (lo >= hi)
 		return 0;
+	if (sc->next->n == sc->cap) {
+		sc->full = 1;
+		return 1;
+	}
 	uint64_t self = (uint64_t)(uintptr_t)&on_module;
 	if (self >= lo && self < hi) {
 		self_lo = lo;
 		self_hi = hi;
 	}
-	struct mod m = {lo, hi, info->dlpi_addr, FP_NONE, NULL, 0};
-	int seen = 0;
-	for (size_t i = 0; sc->old && i < sc->old->n; i++) {
-		if (sc->old->m[i].lo == lo && sc->old->m[i].base == m.base) {
-			seen = 1;
-			m.fp = sc->old->m[i].fp;
-		}
-	}
-	m.eh_hdr = eh_table(info, &m.nfde);
-	if (!seen)
-		m.fp = ht_opt.unwind_fp ? module_fp(m.eh_hdr, m.nfde) : FP_NONE;
 	/* insert sorted */
 	size_t k = sc->next->n++;
 	while (k > 0 && sc->next->m[k - 1].lo > lo) {
 		sc->next->m[k] = sc->next->m[k - 1];
 		k--;
 	}
-	sc->next->m[k] = m;
-	if (!seen) {
-		const char *path = info->dlpi_name;
-		char exe[512];
-		if (!path || !*path) {
-			/* the main program: the loader gives no name */
-			ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-			exe[n > 0 ? n : 0] = 0;
-			path = exe;
-		}
-		size_t len = strnlen(path, HT_MAX_STR);
-		uint64_t v[4] = {m.base, lo, hi, len};
-		ht_meta__write(sc->t, HT_EV_MODULE, v, (const uint8_t *)path, len);
-		note_build_id(sc->t, info, m.base);
+	struct mod *m = &sc->next->m[k];
+	memset(m, 0, sizeof(*m));
+	m->lo = lo;
+	m->hi = hi;
+	m->base = info->dlpi_addr;
+	const char *path = info->dlpi_name;
+	if (path && *path) {
+		m->path_len = (uint32_t)strnlen(path, sizeof(m->path));
+		memcpy(m->path, path, m->path_len);
+	} else {
+		/* the main program: the loader gives no name */
+		ssize_t n = readlink("/proc/self/exe", m->path, sizeof(m->path));
+		m->path_len = n > 0 ? (uint32_t)n : 0;
 	}
+	find_build_id(m, info);
+	m->key = hash_bytes(hash_bytes(0xcbf29ce484222325ull, m->path, m->path_len), m->build_id,
+			    m->bid_len);
+	m->eh_hdr = eh_table(info, &m->nfde);
+	const struct mod *was = find_same(sc->prev, m);
+	if (!was)
+		was = find_same(sc->prev2, m);
+	if (was)
+		m->fp = was->fp;
+	else
+		m->fp = ht_opt.unwind_fp ? module_fp(m->eh_hdr, m->nfde) : FP_NONE;
 	return 0;
 }
 
-/* Writes MODULE records for modules mapped since the last look, and
- * MODULE_GONE for those unmapped.  One thread at a time; the others go
- * on without (their addresses resolve once the module is written). */
+/* The modules mapped now; NULL if out of memory.  Frame-pointer answers
+ * carry over from prev and prev2 for the modules in them. */
+static struct mod_list *modules_scan(const struct mod_list *prev, const struct mod_list *prev2)
+{
+	for (size_t extra = 8;; extra *= 2) {
+		size_t n = 0;
+		dl_iterate_phdr(count_module, &n);
+		size_t bytes = sizeof(struct mod_list) + (n + extra) * sizeof(struct mod);
+		struct mod_list *l = map(bytes);
+		if (!l)
+			return NULL;
+		l->bytes = bytes;
+		struct scan sc = {l, n + extra, 0, prev, prev2};
+		dl_iterate_phdr(on_module, &sc);
+		if (!sc.full)
+			return l;
+		munmap(l, bytes); /* libraries were loaded meanwhile */
+	}
+}
+
+/* Writes to t's stream MODULE_GONE for the modules of old that now lacks,
+ * then MODULE and BUILD_ID for those of now that old lacks (gone first: a
+ * new module may have the load bias of one gone). */
+static void modules_announce(struct ht_tls *t, const struct mod_list *old,
+			     const struct mod_list *now)
+{
+	for (size_t i = 0; old && i < old->n; i++) {
+		if (!find_same(now, &old->m[i])) {
+			uint64_t v[1] = {old->m[i].base};
+			ht_meta__write(t, HT_EV_MODULE_GONE, v, NULL, 0);
+		}
+	}
+	for (size_t i = 0; i < now->n; i++) {
+		const struct mod *m = &now->m[i];
+		if (find_same(old, m))
+			continue;
+		uint64_t v[4] = {m->base, m->lo, m->hi, m->path_len};
+		ht_meta__write(t, HT_EV_MODULE, v, m->path, m->path_len);
+		if (m->bid_len) {
+			uint64_t b[2] = {m->base, m->bid_len};
+			ht_meta__write(t, HT_EV_BUILD_ID, b, m->build_id, m->bid_len);
+		}
+	}
+}
+
+/* Generation 0: refreshes the shared list, with MODULE records for the
+ * modules mapped since the last look and MODULE_GONE for those unmapped.
+ * One thread at a time; the others go on without (their addresses resolve
+ * once the module is written). */
 static void modules_refresh(struct ht_tls *t)
 {
 	int expect = 0;
 	if (!atomic_compare_exchange_strong(&mods_busy, &expect, 1))
 		return;
-	struct scan sc = {t, atomic_load(&mods), NULL, 1024};
-	sc.next = map(sizeof(struct mod_list) + sc.cap * sizeof(struct mod));
-	if (sc.next) {
-		dl_iterate_phdr(on_module, &sc);
-		for (size_t i = 0; sc.old && i < sc.old->n; i++) {
-			int still = 0;
-			for (size_t j = 0; j < sc.next->n; j++)
-				if (sc.next->m[j].lo == sc.old->m[i].lo &&
-				    sc.next->m[j].base == sc.old->m[i].base)
-					still = 1;
-			if (!still) {
-				uint64_t v[1] = {sc.old->m[i].base};
-				ht_meta__write(t, HT_EV_MODULE_GONE, v, NULL, 0);
-			}
-		}
-		atomic_store_explicit(&mods, sc.next, memory_order_release);
+	struct mod_list *old = atomic_load(&mods);
+	struct mod_list *l = modules_scan(old, NULL);
+	if (l) {
+		modules_announce(t, old, l);
+		atomic_store_explicit(&mods, l, memory_order_release);
 	}
 	atomic_store(&mods_busy, 0);
+}
+
+/* After an unmapping: the thread's own list, brought up to date, with the
+ * changes in its own stream (all modules, the first time). */
+static void modules_own(struct ht_tls *t, struct ht_stacks *s)
+{
+	struct mod_list *l = modules_scan(s->own, atomic_load(&mods));
+	if (!l)
+		return;
+	modules_announce(t, s->own, l);
+	if (s->own)
+		munmap(s->own, s->own->bytes);
+	s->own = l;
+}
+
+/* The list the thread resolves its addresses with. */
+static const struct mod_list *view_of(const struct ht_stacks *s)
+{
+	return s->own ? s->own : atomic_load_explicit(&mods, memory_order_acquire);
 }
 
 /* ---- capture --------------------------------------------------------------- */
 
 static uint32_t node_get(struct ht_tls *t, struct ht_stacks *s, uint32_t parent, uint64_t ip)
 {
-	if ((s->next_id + 1) * 2 >= ((size_t)1 << s->nodes_lg) && grow_nodes(s) < 0)
+	if ((s->nnodes + 1) * 2 >= ((size_t)1 << s->nodes_lg) && grow_nodes(s) < 0)
 		return 0;
 	size_t mask = ((size_t)1 << s->nodes_lg) - 1;
 	size_t k = mix(ip ^ ((uint64_t)parent << 40)) & mask;
 	for (; s->nodes[k].id; k = (k + 1) & mask)
 		if (s->nodes[k].ip == ip && s->nodes[k].parent == parent)
 			return s->nodes[k].id;
-	if (!module_of(ip))
-		modules_refresh(t);
+	if (!module_of(view_of(s), ip)) {
+		if (s->own)
+			modules_own(t, s);
+		else
+			modules_refresh(t);
+	}
 	uint32_t id = ++s->next_id;
+	s->nnodes++;
 	s->nodes[k].ip = ip;
 	s->nodes[k].parent = parent;
 	s->nodes[k].id = id;
@@ -503,6 +617,7 @@ struct cont_entry {
 };
 
 struct walk_cache {
+	const struct mod_list *view;        /* the modules, for this walk */
 	struct cont_entry cont[CONT_SLOTS]; /* direct-mapped by (rip, rsp) */
 	struct {
 		uint64_t ip;  /* a return address, 0 = empty */
@@ -524,7 +639,7 @@ static inline __attribute__((always_inline)) int frame_keeps_fp(struct walk_cach
 static __attribute__((noinline)) int frame_keeps_fp_slow(struct walk_cache *wc, uint64_t ip,
 							 size_t k)
 {
-	const struct mod *m = module_of(ip);
+	const struct mod *m = module_of(wc->view, ip);
 	int fp = !m || m->fp == FP_NONE ? 0 : m->fp == FP_ALL ? 1 : function_fp(m, ip);
 	wc->ipc[k].ip = ip;
 	wc->ipc[k].fp = (uint8_t)fp;
@@ -577,6 +692,7 @@ static int cont_valid(const struct cont_entry *c, uintptr_t lo, uintptr_t hi)
 static __attribute__((noinline)) int hybrid_walk(struct ht_stacks *s, uint64_t *ips, int depth)
 {
 	struct walk_cache *wc = s->walk;
+	wc->view = view_of(s);
 	uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
 	uintptr_t lo = fp, hi = s->stack_hi;
 	int n = 0;
@@ -675,6 +791,43 @@ static uint64_t hash_ips(const uint64_t *ips, int n)
 	return h ? h : 1;
 }
 
+static void tables_free(struct ht_stacks *s)
+{
+	if (s->nodes)
+		munmap(s->nodes, ((size_t)1 << s->nodes_lg) * sizeof(*s->nodes));
+	if (s->leaves)
+		munmap(s->leaves, ((size_t)1 << s->leaves_lg) * sizeof(*s->leaves));
+	s->nodes = NULL;
+	s->leaves = NULL;
+	s->nodes_lg = s->leaves_lg = 0;
+	s->nnodes = s->nleaves = 0;
+}
+
+/* The thread's first stack, or the first since a dlclose unmapped a
+ * library (generation g): the return addresses the tables hold may now
+ * belong to another library mapped at the same place, so the tables start
+ * over (new nodes take new ids: the reader binds each to the module that
+ * holds its address when it reads it), and the modules are looked at
+ * again.  From the first unmapping on, each thread writes the modules
+ * into its own stream, so that its FRAME records always follow, in the
+ * same stream, the MODULE record of the library they belong to. */
+static __attribute__((noinline)) int stacks_sync(struct ht_tls *t, struct ht_stacks *s, uint32_t g)
+{
+	if (s->gen != GEN_NEW) {
+		tables_free(s);
+		if (s->walk)
+			memset(s->walk, 0, sizeof(*s->walk));
+		if (grow_nodes(s) < 0 || grow_leaves(s) < 0)
+			return -1;
+	}
+	s->gen = g;
+	if (g)
+		modules_own(t, s);
+	else if (!atomic_load_explicit(&mods, memory_order_acquire))
+		modules_refresh(t); /* the first stack of the process */
+	return 0;
+}
+
 uint32_t ht_stack__capture(struct ht_tls *t)
 {
 	struct ht_stacks *s = t->stacks;
@@ -682,12 +835,15 @@ uint32_t ht_stack__capture(struct ht_tls *t)
 		s = map(sizeof(*s));
 		if (!s || grow_nodes(s) < 0 || grow_leaves(s) < 0)
 			return 0;
+		s->gen = GEN_NEW;
 		if (ht_opt.unwind_fp && (s->walk = map(sizeof(*s->walk))) != NULL)
 			s->stack_hi = stack_bounds(&s->stack_lo);
 		t->stacks = s;
 	}
-	if (!atomic_load_explicit(&mods, memory_order_acquire))
-		modules_refresh(t); /* the first stack of the process */
+	/* the only cost of dlclose's support when there is none */
+	uint32_t g = atomic_load_explicit(&mod_gen, memory_order_relaxed);
+	if (HT_UNLIKELY(g != s->gen) && stacks_sync(t, s, g) < 0)
+		return 0;
 	uint64_t ips[HT_MAX_DEPTH + SKIP_SLACK];
 	int depth = ht_opt.stack_depth > HT_MAX_DEPTH ? HT_MAX_DEPTH : ht_opt.stack_depth;
 	int n = 0;
@@ -741,10 +897,9 @@ void ht_stack__thread_exit(struct ht_tls *t)
 	if (!s)
 		return;
 	t->stacks = NULL;
-	if (s->nodes)
-		munmap(s->nodes, ((size_t)1 << s->nodes_lg) * sizeof(*s->nodes));
-	if (s->leaves)
-		munmap(s->leaves, ((size_t)1 << s->leaves_lg) * sizeof(*s->leaves));
+	tables_free(s);
+	if (s->own)
+		munmap(s->own, s->own->bytes);
 	if (s->walk)
 		munmap(s->walk, sizeof(*s->walk));
 	munmap(s, sizeof(*s));
@@ -756,4 +911,28 @@ void ht_stack__after_fork_child(struct ht_tls *t)
 	ht_stack__thread_exit(t);
 	atomic_store(&mods, NULL);
 	atomic_store(&mods_busy, 0);
+}
+
+static int read_subs(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs))
+		*(unsigned long long *)arg = info->dlpi_subs;
+	return 1; /* the counters are the same in every entry */
+}
+
+/* After the program's dlclose: when the loader unmapped something since
+ * the last look (its dlpi_subs count; a dlclose that only drops a
+ * reference unmaps nothing), a new generation. */
+void ht_stack__after_dlclose(void)
+{
+	unsigned long long subs = 0;
+	dl_iterate_phdr(read_subs, &subs);
+	if (subs && atomic_exchange(&last_subs, subs) == subs)
+		return;
+	uint32_t g = atomic_load(&mod_gen), next;
+	do {
+		next = g + 1;
+		if (next == GEN_NEW || next == 0)
+			next = 1;
+	} while (!atomic_compare_exchange_weak(&mod_gen, &g, next));
 }

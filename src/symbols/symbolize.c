@@ -8,7 +8,14 @@
  * Inlined calls come from the DWARF scopes around the address: each
  * DW_TAG_inlined_subroutine is a frame, located at the innermost line for
  * the first and at the call site (DW_AT_call_file/line) of the one inside
- * it for the others. */
+ * it for the others.
+ *
+ * Modules mapped at the same addresses one after the other (a library
+ * unloaded by dlclose, another loaded in its place) cannot share one Dwfl
+ * address space: each one that overlaps a module reported before it is
+ * reported at an address range of its own above every recorded module,
+ * and an address resolved in that module (ht_symbolizer__resolve_in) is
+ * moved there first. */
 #define _GNU_SOURCE
 #include "symbolize.h"
 
@@ -27,11 +34,13 @@ extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *st
 struct mod_ref {
 	uint64_t lo, hi;     /* runtime extent */
 	uint64_t base;       /* load bias */
-	const char *name;    /* file name without directory */
+	uint64_t shift;      /* added to its addresses in the Dwfl (0 unless it overlaps another) */
+	const char *name;    /* file name without directory, NULL: no path recorded */
 };
 
 struct cache_slot {
 	uint64_t ip;    /* 0 = empty */
+	int32_t mod;    /* the module it was resolved in, -1 none */
 	uint32_t first; /* index of its first frame */
 	uint32_t n;     /* frames */
 };
@@ -40,8 +49,10 @@ struct ht_symbolizer {
 	Dwfl *dwfl;                 /* every module, reported offline */
 	Dwfl_Callbacks cb;          /* its callbacks */
 	char *debug_path;           /* libdwfl's search path for debug files */
-	struct mod_ref *mods;       /* the recorded modules, by lo */
+	struct mod_ref *mods;       /* the recorded modules, in their order */
 	size_t nmods;               /* count */
+	uint32_t *by_lo;            /* those at their own addresses (shift 0), by lo */
+	size_t nby_lo;              /* count */
 	struct ht_frame *frames;    /* every frame resolved so far */
 	size_t nframes, capframes;  /* count / allocated */
 	struct cache_slot *cache;   /* ip -> frames, open addressing */
@@ -137,27 +148,46 @@ struct ht_symbolizer *ht_symbolizer__new(const struct ht_module *mods, size_t nm
 	s->cb.debuginfo_path = &s->debug_path;
 	s->dwfl = dwfl_begin(&s->cb);
 	s->mods = calloc(nmods ? nmods : 1, sizeof(*s->mods));
-	if (!s->dwfl || !s->mods) {
+	s->by_lo = calloc(nmods ? nmods : 1, sizeof(*s->by_lo));
+	if (!s->dwfl || !s->mods || !s->by_lo) {
 		ht_symbolizer__free(s);
 		return NULL;
 	}
+	/* the address ranges of overlapping modules start above every module */
+	uint64_t top = 0;
+	for (size_t i = 0; i < nmods; i++)
+		if (mods[i].hi > top)
+			top = mods[i].hi;
+	const uint64_t align = (uint64_t)1 << 30;
+	uint64_t next_free = (top + align) & ~(align - 1);
 	dwfl_report_begin(s->dwfl);
 	for (size_t i = 0; i < nmods; i++) {
 		const struct ht_module *m = &mods[i];
-		if (!m->path)
-			continue; /* (a module dlclose'd since still resolves its addresses) */
-		const char *slash = strrchr(m->path, '/');
 		struct mod_ref *r = &s->mods[s->nmods++];
 		r->lo = m->lo;
 		r->hi = m->hi;
 		r->base = m->base;
+		if (!m->path)
+			continue;
+		const char *slash = strrchr(m->path, '/');
 		r->name = keep(s, slash ? slash + 1 : m->path);
+		int overlap = 0;
+		for (size_t j = 0; j < s->nby_lo; j++) {
+			const struct mod_ref *o = &s->mods[s->by_lo[j]];
+			overlap |= o->lo < m->hi && m->lo < o->hi;
+		}
+		if (!overlap) {
+			s->by_lo[s->nby_lo++] = (uint32_t)i;
+		} else {
+			r->shift = next_free - (m->lo & ~(align - 1));
+			next_free += (m->hi - (m->lo & ~(align - 1)) + align) & ~(align - 1);
+		}
 		if (m->path[0] != '/')
 			continue; /* [vdso] and friends: no file */
 		char file[4096];
 		snprintf(file, sizeof(file), "%s%s", opts && opts->sysroot ? opts->sysroot : "",
 			 m->path);
-		Dwfl_Module *dm = dwfl_report_elf(s->dwfl, r->name, file, -1, m->base, true);
+		Dwfl_Module *dm = dwfl_report_elf(s->dwfl, r->name, file, -1, m->base + r->shift, true);
 		if (!dm) {
 			problem(s, "%s: %s", file, dwfl_errmsg(-1));
 			continue;
@@ -176,14 +206,14 @@ struct ht_symbolizer *ht_symbolizer__new(const struct ht_module *mods, size_t nm
 	}
 	dwfl_report_end(s->dwfl, NULL, NULL);
 	/* the recorded modules by address, for module+offset */
-	for (size_t i = 1; i < s->nmods; i++) {
-		struct mod_ref x = s->mods[i];
+	for (size_t i = 1; i < s->nby_lo; i++) {
+		uint32_t x = s->by_lo[i];
 		size_t k = i;
-		while (k > 0 && s->mods[k - 1].lo > x.lo) {
-			s->mods[k] = s->mods[k - 1];
+		while (k > 0 && s->mods[s->by_lo[k - 1]].lo > s->mods[x].lo) {
+			s->by_lo[k] = s->by_lo[k - 1];
 			k--;
 		}
-		s->mods[k] = x;
+		s->by_lo[k] = x;
 	}
 	return s;
 }
@@ -200,6 +230,7 @@ void ht_symbolizer__free(struct ht_symbolizer *s)
 	free(s->frames);
 	free(s->cache);
 	free(s->mods);
+	free(s->by_lo);
 	free(s->debug_path);
 	free(s->problems);
 	free(s);
@@ -210,19 +241,20 @@ const char *ht_symbolizer__problems(const struct ht_symbolizer *s)
 	return s->problems;
 }
 
-static const struct mod_ref *mod_of(const struct ht_symbolizer *s, uint64_t ip)
+/* The index of the module at ip (among those at their own addresses), -1 if none. */
+static int mod_of(const struct ht_symbolizer *s, uint64_t ip)
 {
-	const struct mod_ref *best = NULL;
-	for (size_t lo = 0, hi = s->nmods; lo < hi;) {
+	int best = -1;
+	for (size_t lo = 0, hi = s->nby_lo; lo < hi;) {
 		size_t mid = (lo + hi) / 2;
-		if (s->mods[mid].lo <= ip) {
-			best = &s->mods[mid];
+		if (s->mods[s->by_lo[mid]].lo <= ip) {
+			best = (int)s->by_lo[mid];
 			lo = mid + 1;
 		} else {
 			hi = mid;
 		}
 	}
-	return best && ip < best->hi ? best : NULL;
+	return best >= 0 && ip < s->mods[best].hi ? best : -1;
 }
 
 static struct ht_frame *new_frame(struct ht_symbolizer *s, uint64_t ip, const struct mod_ref *m)
@@ -234,7 +266,7 @@ static struct ht_frame *new_frame(struct ht_symbolizer *s, uint64_t ip, const st
 	struct ht_frame *f = &s->frames[s->nframes++];
 	memset(f, 0, sizeof(*f));
 	f->ip = ip;
-	f->module = m ? m->name : NULL;
+	f->module = m ? m->name : NULL; /* (NULL too for a module recorded without path) */
 	f->offset = m ? ip - m->base : ip;
 	return f;
 }
@@ -253,10 +285,11 @@ static const char *die_function(struct ht_symbolizer *s, Dwarf_Die *die)
 	return n ? demangled(s, n) : NULL;
 }
 
-static void resolve_into(struct ht_symbolizer *s, uint64_t ip)
+static void resolve_into(struct ht_symbolizer *s, uint64_t ip, const struct mod_ref *m)
 {
-	const struct mod_ref *m = mod_of(s, ip);
-	uint64_t addr = ip ? ip - 1 : 0;
+	if (m && !m->name)
+		m = NULL;
+	uint64_t addr = (ip ? ip - 1 : 0) + (m ? m->shift : 0);
 	Dwfl_Module *dm = m ? dwfl_addrmodule(s->dwfl, addr) : NULL;
 	if (!dm) {
 		new_frame(s, ip, m);
@@ -326,9 +359,17 @@ static void resolve_into(struct ht_symbolizer *s, uint64_t ip)
 	}
 }
 
-size_t ht_symbolizer__resolve(struct ht_symbolizer *s, uint64_t ip,
-			      const struct ht_frame **frames)
+static size_t slot_of(uint64_t ip, int mod, size_t mask)
 {
+	uint64_t h = (ip ^ (uint64_t)(uint32_t)mod << 48) * 0x9E3779B97F4A7C15ull;
+	return (size_t)(h >> 20) & mask;
+}
+
+size_t ht_symbolizer__resolve_in(struct ht_symbolizer *s, uint64_t ip, int mod,
+				 const struct ht_frame **frames)
+{
+	if (mod < 0 || (size_t)mod >= s->nmods)
+		mod = mod_of(s, ip);
 	if (s->cache_n * 2 >= s->cache_cap) {
 		size_t cap = s->cache_cap ? s->cache_cap * 2 : 4096;
 		struct cache_slot *c = calloc(cap, sizeof(*c));
@@ -339,7 +380,7 @@ size_t ht_symbolizer__resolve(struct ht_symbolizer *s, uint64_t ip,
 		for (size_t i = 0; i < s->cache_cap; i++) {
 			if (!s->cache[i].ip)
 				continue;
-			size_t k = (size_t)(s->cache[i].ip * 0x9E3779B97F4A7C15ull >> 20) & (cap - 1);
+			size_t k = slot_of(s->cache[i].ip, s->cache[i].mod, cap - 1);
 			while (c[k].ip)
 				k = (k + 1) & (cap - 1);
 			c[k] = s->cache[i];
@@ -350,19 +391,26 @@ size_t ht_symbolizer__resolve(struct ht_symbolizer *s, uint64_t ip,
 	}
 	uint64_t key = ip ? ip : 1;
 	size_t mask = s->cache_cap - 1;
-	size_t k = (size_t)(key * 0x9E3779B97F4A7C15ull >> 20) & mask;
+	size_t k = slot_of(key, mod, mask);
 	for (; s->cache[k].ip; k = (k + 1) & mask) {
-		if (s->cache[k].ip == key) {
+		if (s->cache[k].ip == key && s->cache[k].mod == mod) {
 			*frames = &s->frames[s->cache[k].first];
 			return s->cache[k].n;
 		}
 	}
 	size_t first = s->nframes;
-	resolve_into(s, ip);
+	resolve_into(s, ip, mod >= 0 ? &s->mods[mod] : NULL);
 	s->cache[k].ip = key;
+	s->cache[k].mod = mod;
 	s->cache[k].first = (uint32_t)first;
 	s->cache[k].n = (uint32_t)(s->nframes - first);
 	s->cache_n++;
 	*frames = &s->frames[first];
 	return s->nframes - first;
+}
+
+size_t ht_symbolizer__resolve(struct ht_symbolizer *s, uint64_t ip,
+			      const struct ht_frame **frames)
+{
+	return ht_symbolizer__resolve_in(s, ip, -1, frames);
 }

@@ -37,6 +37,13 @@ void ht_symbolizer__free(struct ht_symbolizer *s);
 size_t ht_symbolizer__resolve(struct ht_symbolizer *s, uint64_t ip,
 			      const struct ht_frame **frames);
 
+/* The same for an address of module mod (an index in the mods given to
+ * ht_symbolizer__new; -1: the module at ip, searched by address), so
+ * that modules loaded one after the other at the same addresses resolve
+ * each its own (ht_reader__node_module). */
+size_t ht_symbolizer__resolve_in(struct ht_symbolizer *s, uint64_t ip, int mod,
+				 const struct ht_frame **frames);
+
 /* Modules whose file could not be opened or whose build-id differs from
  * the recorded one: a line each, for a warning; NULL if none. */
 const char *ht_symbolizer__problems(const struct ht_symbolizer *s);

@@ -17,6 +17,7 @@
 
 #include "reader.h"
 #include "columns.h"
+#include "modmap.h"
 #include "record.h"
 
 struct chunk_ref {
@@ -61,13 +62,16 @@ struct stream {
 	uint64_t dur;           /* a DURATION record for the next event, 0 none */
 	uint32_t *nodes;        /* this thread's stack node ids -> the reader's */
 	size_t nnodes, capnodes; /* ids defined (1..nnodes) / allocated */
+	struct ht_modview mods; /* the modules this thread's records announced */
 	char str[HT_MAX_STR + 1]; /* its string field */
 };
 
-/* A stack node, interned across threads: a return address and its caller. */
+/* A stack node, interned across threads: a return address, its caller
+ * and the module that held the address when the node was recorded. */
 struct node {
 	uint64_t ip;     /* return address */
 	uint32_t parent; /* caller's node, 0 = outermost */
+	uint32_t mod;    /* its module (index + 1 in modmap), 0 = none */
 };
 
 struct ht_reader {
@@ -99,8 +103,7 @@ struct ht_reader {
 	size_t nnodes, capnodes;   /* used (id 0 included) / allocated */
 	uint32_t *node_hash;       /* open addressing: (parent, ip) -> id, 0 empty */
 	size_t node_hcap;          /* slots (power of two) */
-	struct ht_module *mods;    /* modules seen, in order */
-	size_t nmods, capmods;     /* count / allocated */
+	struct ht_modmap mods;     /* modules seen (modmap.h) */
 	struct stream **held;      /* streams waiting for a release */
 	size_t nheld;              /* entries in held */
 	uint64_t hold_ticks;       /* longest wait before an allocation is let through */
@@ -499,12 +502,13 @@ HOT int stream_advance(struct ht_reader *r, struct stream *s)
 	return 1;
 }
 
-static uint32_t node_intern(struct ht_reader *r, uint32_t parent, uint64_t ip)
+static uint32_t node_intern(struct ht_reader *r, uint32_t parent, uint64_t ip, uint32_t mod)
 {
 	if (!r->nnodes) {
 		r->nodes = grow(r->nodes, &r->capnodes, 1024, sizeof(*r->nodes));
 		r->nodes[0].ip = 0;
 		r->nodes[0].parent = 0;
+		r->nodes[0].mod = 0;
 		r->nnodes = 1;
 	}
 	if (r->nnodes * 2 >= r->node_hcap) {
@@ -528,23 +532,16 @@ static uint32_t node_intern(struct ht_reader *r, uint32_t parent, uint64_t ip)
 	size_t i = hash_node(parent, ip) & mask;
 	for (; r->node_hash[i]; i = (i + 1) & mask) {
 		const struct node *n = &r->nodes[r->node_hash[i]];
-		if (n->ip == ip && n->parent == parent)
+		if (n->ip == ip && n->parent == parent && n->mod == mod)
 			return r->node_hash[i];
 	}
 	r->nodes = grow(r->nodes, &r->capnodes, r->nnodes + 1, sizeof(*r->nodes));
 	uint32_t id = (uint32_t)r->nnodes++;
 	r->nodes[id].ip = ip;
 	r->nodes[id].parent = parent;
+	r->nodes[id].mod = mod;
 	r->node_hash[i] = id;
 	return id;
-}
-
-static struct ht_module *module_at(struct ht_reader *r, uint64_t base)
-{
-	for (size_t i = r->nmods; i-- > 0;)
-		if (r->mods[i].base == base)
-			return &r->mods[i];
-	return NULL;
 }
 
 /* FRAME, MODULE, BUILD_ID, MODULE_GONE: what stacks need, not events. */
@@ -558,7 +555,7 @@ static int meta_record(struct ht_reader *r, struct stream *s, const struct ht_re
 		if (f[0] == 0 || f[0] > s->nnodes + 1 || f[1] >= f[0])
 			return corrupt(r, s, "stack frame record out of order"), -1;
 		uint32_t parent = f[1] ? s->nodes[f[1] - 1] : 0;
-		uint32_t id = node_intern(r, parent, f[2]);
+		uint32_t id = node_intern(r, parent, f[2], ht_modmap__find(&r->mods, &s->mods, f[2]));
 		if (f[0] == s->nnodes + 1) {
 			s->nodes = grow(s->nodes, &s->capnodes, s->nnodes + 1, sizeof(*s->nodes));
 			s->nnodes++;
@@ -566,42 +563,16 @@ static int meta_record(struct ht_reader *r, struct stream *s, const struct ht_re
 		s->nodes[f[0] - 1] = id;
 		break;
 	}
-	case HT_EV_MODULE: {
-		struct ht_module *m = module_at(r, f[0]);
-		size_t len = (size_t)f[3];
-		if (m && m->path && strlen(m->path) == len && !memcmp(m->path, rec->str, len) &&
-		    !m->gone)
-			break; /* seen from another thread */
-		r->mods = grow(r->mods, &r->capmods, r->nmods + 1, sizeof(*r->mods));
-		m = &r->mods[r->nmods++];
-		memset(m, 0, sizeof(*m));
-		m->base = f[0];
-		m->lo = f[1];
-		m->hi = f[2];
-		char *path = malloc(len + 1);
-		if (!path) {
-			fprintf(stderr, "heaptrail: out of memory\n");
-			exit(1);
-		}
-		memcpy(path, rec->str, len);
-		path[len] = 0;
-		m->path = path;
+	case HT_EV_MODULE:
+		ht_modmap__module(&r->mods, &s->mods, f[0], f[1], f[2], (const char *)rec->str,
+				  (size_t)f[3]);
 		break;
-	}
-	case HT_EV_BUILD_ID: {
-		struct ht_module *m = module_at(r, f[0]);
-		if (m && f[1] <= sizeof(m->build_id)) {
-			memcpy(m->build_id, rec->str, (size_t)f[1]);
-			m->build_id_len = (size_t)f[1];
-		}
+	case HT_EV_BUILD_ID:
+		ht_modmap__build_id(&r->mods, &s->mods, f[0], rec->str, (size_t)f[1]);
 		break;
-	}
-	case HT_EV_MODULE_GONE: {
-		struct ht_module *m = module_at(r, f[0]);
-		if (m)
-			m->gone = 1;
+	case HT_EV_MODULE_GONE:
+		ht_modmap__gone(&r->mods, &s->mods, f[0]);
 		break;
-	}
 	default:
 		break; /* HT_EV_EXT itself cannot be a kind */
 	}
@@ -1278,13 +1249,12 @@ void ht_reader__close(struct ht_reader *r)
 		free(r->streams[i].buf);
 		ht_coldec__free(r->streams[i].cd);
 		free(r->streams[i].nodes);
+		ht_modview__free(&r->streams[i].mods);
 	}
 	free(r->streams);
 	free(r->nodes);
 	free(r->node_hash);
-	for (size_t i = 0; i < r->nmods; i++)
-		free((char *)r->mods[i].path);
-	free(r->mods);
+	ht_modmap__free(&r->mods);
 	free(r->heap);
 	free(r->held);
 	free(r->live);
@@ -1332,6 +1302,11 @@ uint32_t ht_reader__node_parent(const struct ht_reader *r, uint32_t node)
 	return node && node < r->nnodes ? r->nodes[node].parent : 0;
 }
 
+int ht_reader__node_module(const struct ht_reader *r, uint32_t node)
+{
+	return node && node < r->nnodes ? (int)r->nodes[node].mod - 1 : -1;
+}
+
 size_t ht_reader__nnodes(const struct ht_reader *r)
 {
 	return r->nnodes;
@@ -1347,8 +1322,8 @@ size_t ht_reader__stack(const struct ht_reader *r, uint32_t node, uint64_t *ips,
 
 size_t ht_reader__modules(const struct ht_reader *r, const struct ht_module **mods)
 {
-	*mods = r->mods;
-	return r->nmods;
+	*mods = r->mods.mods;
+	return r->mods.n;
 }
 
 uint32_t ht_sample_weight(uint64_t size, uint64_t ptr, uint64_t sample_bytes)

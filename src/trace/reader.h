@@ -192,10 +192,16 @@ size_t ht_reader__rss_samples(const struct ht_reader *r, const uint64_t **time_n
  * events that use them have been read. */
 uint64_t ht_reader__node_ip(const struct ht_reader *r, uint32_t node);
 uint32_t ht_reader__node_parent(const struct ht_reader *r, uint32_t node);
+/* The module (index in ht_reader__modules) that held node's address when
+ * the recorder wrote the node, -1 if none: after a dlclose, another
+ * library may have been loaded at the same addresses. */
+int ht_reader__node_module(const struct ht_reader *r, uint32_t node);
 size_t ht_reader__nnodes(const struct ht_reader *r); /* ids are < this */
 /* The return addresses of node's stack, innermost first; returns how many. */
 size_t ht_reader__stack(const struct ht_reader *r, uint32_t node, uint64_t *ips, size_t max);
-/* Every module recorded so far. */
+/* Every module recorded so far, once per identity (path, load bias,
+ * extent, build-id): a library loaded again at the same place is the same
+ * module.  Indexes stay valid while more are read. */
 size_t ht_reader__modules(const struct ht_reader *r, const struct ht_module **mods);
 
 /* The weight of a sampled allocation of size bytes at ptr, in a trace

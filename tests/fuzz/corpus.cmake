@@ -52,6 +52,7 @@ set(HT_FUZZ_SOURCES
   ${HT_FUZZ_DIR}/run_corpus.c
   ${HT_FUZZ_DIR}/fuzz_reader.c
   ${PROJECT_SOURCE_DIR}/src/trace/reader.c
+  ${PROJECT_SOURCE_DIR}/src/trace/modmap.c
   ${PROJECT_SOURCE_DIR}/src/trace/record.c
   ${PROJECT_SOURCE_DIR}/src/trace/columns.c
   ${PROJECT_SOURCE_DIR}/src/trace/kinds.c)
@@ -141,6 +142,7 @@ set(HT_FUZZ_CONVERT_TESTED
   ${PROJECT_SOURCE_DIR}/src/analyze/analyze.c
   ${PROJECT_SOURCE_DIR}/src/common/util.c
   ${PROJECT_SOURCE_DIR}/src/trace/reader.c
+  ${PROJECT_SOURCE_DIR}/src/trace/modmap.c
   ${PROJECT_SOURCE_DIR}/src/trace/record.c
   ${PROJECT_SOURCE_DIR}/src/trace/columns.c
   ${PROJECT_SOURCE_DIR}/src/trace/kinds.c)
