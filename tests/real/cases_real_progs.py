@@ -4,6 +4,7 @@ iostreams, libraries loaded and unloaded again and again, fork without
 exec from a multi-threaded process, and deaths by signal."""
 
 import collections
+import glob
 import os
 import re
 import signal
@@ -12,6 +13,7 @@ import time
 
 from htlib import case, check, eq
 from realib import both, plausible, validate, validate_all
+import pbdecode
 
 
 @case(timeout=60, labels=("real",))
@@ -42,7 +44,44 @@ def folded(t, trace, metric):
     return tot
 
 
-@case(timeout=60, labels=("real",))
+def dl_attribution(t, trace, rounds, what, lib2=1, churn=0):
+    """Every allocation of dlloop's libraries under the function that made
+    it, in the folded flame graph (allocations, bytes, leaks) and in the
+    pprof export (innermost function, and the mapping of its location):
+    tpdl_init 2 x 555, tpdl_work 3 x 777 a round (its calloc is a tail
+    call: under its caller), tpdl2_work 4 x 1234 + 99 (leaked) a round per
+    calling thread (lib2), worker_churn 200 x 48 a round (churn)."""
+    n = folded(t, trace, "allocations")
+    want = {"tpdl_init": 2 * rounds, "tpdl_work": 3 * rounds, "tpdl2_work": 5 * lib2 * rounds,
+            "worker_churn": 200 * churn * rounds}
+    eq({k: n[k] for k in want}, want, "%s: allocations attributed to each function" % what)
+    b = folded(t, trace, "allocated")
+    want_b = {"tpdl_init": 1110 * rounds, "tpdl_work": 2331 * rounds,
+              "tpdl2_work": (4 * 1234 + 99) * lib2 * rounds, "worker_churn": 9600 * churn * rounds}
+    eq({k: b[k] for k in want_b}, want_b, "%s: bytes per function" % what)
+    lk = folded(t, trace, "leaked")
+    eq((lk["tpdl2_work"], lk["tpdl_work"] + lk["tpdl_init"]), (99 * lib2 * rounds, 0),
+       "%s: bytes leaked by tpdl2_work, by libtpdl" % what)
+    out = t.path(os.path.basename(trace) + ".pb.gz")
+    r = t.tool(["export", "--format", "pprof", "-o", out, trace])
+    eq(r.rc, 0, "export pprof:\n" + r.describe())
+    with open(out, "rb") as f:
+        p = pbdecode.Profile(f.read())
+    got, libs = collections.Counter(), collections.defaultdict(set)
+    for smp in p.samples:
+        fr = p.frames(smp)
+        if not fr or fr[0][0] not in want:
+            continue
+        got[fr[0][0]] += smp[1][0]  # alloc_objects, the first sample type
+        m = p.mappings.get(p.locations[smp[0][0]]["mapping_id"])
+        libs[fr[0][0]].add(os.path.basename(m["filename"]) if m else None)
+    eq({k: got[k] for k in want}, want, "%s: pprof alloc_objects per function" % what)
+    eq((libs["tpdl_init"], libs["tpdl_work"], libs["tpdl2_work"]),
+       ({"libtpdl.so"}, {"libtpdl.so"}, {"libtpdl2.so"} if lib2 else set()),
+       "%s: pprof mappings of the library functions" % what)
+
+
+@case(timeout=90, labels=("real",))
 def test_real_dlopen_loop(t):
     """tests/progs/dlloop.c: 100 rounds of dlopen/dlclose of two libraries:
     the same behaviour traced; recorded with stacks, every allocation is
@@ -50,30 +89,37 @@ def test_real_dlopen_loop(t):
     were unloaded long before the end (the trace carries their module
     records): 2 x 555 per round under tpdl_init, 3 x 777 under tpdl_work,
     4 x 1234 + 99 under tpdl2_work, and the 99-byte blocks are the leaks,
-    under tpdl2_work.  Then the libraries in turn (the second mapped where
-    the first was): every call recorded, exactly (attribution is not
-    checked there: a known limitation, docs/record.md)."""
+    under tpdl2_work (flamegraph and pprof).  The same, exactly, when the
+    second library is mapped where the first one was (alternate); when a
+    second thread calls the libraries and allocates while the main thread
+    unloads one and loads the other (threads); and in a fork child that
+    goes on loading and unloading (fork: the parent's trace and the
+    child's)."""
     rounds = 100
     argv = [t.prog("dlloop"), t.prog("libtpdl.so"), t.prog("libtpdl2.so"), str(rounds)]
     plain, rec, out = both(t, argv, "dl", record_args=["--stacks"])
     eq(plain.stdout, "rounds %d\n" % rounds, "output")
     s = validate(t, out)
     check(s["live_blocks_at_exit"] >= rounds, "the leaked blocks are live at exit")
-    n = folded(t, out, "allocations")
-    eq((n["tpdl_init"], n["tpdl_work"], n["tpdl2_work"]), (2 * rounds, 3 * rounds, 5 * rounds),
-       "allocations attributed to each library's function")
-    b = folded(t, out, "allocated")
-    eq((b["tpdl_init"], b["tpdl_work"], b["tpdl2_work"]),
-       (1110 * rounds, 2331 * rounds, (4 * 1234 + 99) * rounds), "bytes per function")
-    lk = folded(t, out, "leaked")
-    eq(lk["tpdl2_work"], 99 * rounds, "bytes leaked by tpdl2_work")
-    eq(lk["tpdl_work"] + lk["tpdl_init"], 0, "libtpdl leaks nothing")
+    dl_attribution(t, out, rounds, "together")
     plain, rec, out = both(t, argv + ["alternate"], "dlalt", record_args=["--stacks"])
     eq(plain.stdout, "rounds %d\n" % rounds, "output (alternate)")
     validate(t, out)
     got = sizes(t, out)
     eq((got[555], got[777], got[1234], got[99]), (2 * rounds, 3 * rounds, 4 * rounds, rounds),
        "the libraries' mallocs (alternate)")
+    dl_attribution(t, out, rounds, "alternate")
+    plain, rec, out = both(t, argv + ["threads"], "dlthr", record_args=["--stacks"])
+    eq(plain.stdout, "rounds %d\n" % rounds, "output (threads)")
+    eq(validate(t, out)["threads"], 2, "threads")
+    dl_attribution(t, out, rounds, "threads", lib2=2, churn=1)
+    plain, rec, out = both(t, argv + ["fork"], "dlfork", record_args=["--stacks"])
+    eq(plain.stdout, "child rounds %d\nrounds %d\n" % (rounds, rounds), "output (fork)")
+    kids = glob.glob(out + ".*")
+    eq(len(kids), 1, "the child's trace")
+    for trace in [out] + kids:
+        validate(t, trace)
+        dl_attribution(t, trace, rounds, os.path.basename(trace))
 
 
 def pids(run, what):
