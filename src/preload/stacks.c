@@ -617,12 +617,12 @@ struct cont_entry {
 };
 
 struct walk_cache {
-	const struct mod_list *view;        /* the modules, for this walk */
 	struct cont_entry cont[CONT_SLOTS]; /* direct-mapped by (rip, rsp) */
 	struct {
 		uint64_t ip;  /* a return address, 0 = empty */
 		uint8_t fp;   /* its function keeps a frame pointer */
 	} ipc[IPC_SLOTS];                   /* direct-mapped by ip */
+	const struct ht_stacks *owner;      /* the thread's tables (its modules: view_of) */
 };
 
 static int frame_keeps_fp_slow(struct walk_cache *wc, uint64_t ip, size_t k);
@@ -639,7 +639,7 @@ static inline __attribute__((always_inline)) int frame_keeps_fp(struct walk_cach
 static __attribute__((noinline)) int frame_keeps_fp_slow(struct walk_cache *wc, uint64_t ip,
 							 size_t k)
 {
-	const struct mod *m = module_of(wc->view, ip);
+	const struct mod *m = module_of(view_of(wc->owner), ip);
 	int fp = !m || m->fp == FP_NONE ? 0 : m->fp == FP_ALL ? 1 : function_fp(m, ip);
 	wc->ipc[k].ip = ip;
 	wc->ipc[k].fp = (uint8_t)fp;
@@ -692,7 +692,6 @@ static int cont_valid(const struct cont_entry *c, uintptr_t lo, uintptr_t hi)
 static __attribute__((noinline)) int hybrid_walk(struct ht_stacks *s, uint64_t *ips, int depth)
 {
 	struct walk_cache *wc = s->walk;
-	wc->view = view_of(s);
 	uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
 	uintptr_t lo = fp, hi = s->stack_hi;
 	int n = 0;
@@ -815,8 +814,10 @@ static __attribute__((noinline)) int stacks_sync(struct ht_tls *t, struct ht_sta
 {
 	if (s->gen != GEN_NEW) {
 		tables_free(s);
-		if (s->walk)
+		if (s->walk) {
 			memset(s->walk, 0, sizeof(*s->walk));
+			s->walk->owner = s;
+		}
 		if (grow_nodes(s) < 0 || grow_leaves(s) < 0)
 			return -1;
 	}
@@ -836,8 +837,10 @@ uint32_t ht_stack__capture(struct ht_tls *t)
 		if (!s || grow_nodes(s) < 0 || grow_leaves(s) < 0)
 			return 0;
 		s->gen = GEN_NEW;
-		if (ht_opt.unwind_fp && (s->walk = map(sizeof(*s->walk))) != NULL)
+		if (ht_opt.unwind_fp && (s->walk = map(sizeof(*s->walk))) != NULL) {
+			s->walk->owner = s;
 			s->stack_hi = stack_bounds(&s->stack_lo);
+		}
 		t->stacks = s;
 	}
 	/* the only cost of dlclose's support when there is none */
