@@ -465,9 +465,18 @@ static int on_module(struct dl_phdr_info *info, size_t size, void *arg)
 		m->path_len = (uint32_t)strnlen(path, sizeof(m->path));
 		memcpy(m->path, path, m->path_len);
 	} else {
-		/* the main program: the loader gives no name */
-		ssize_t n = readlink("/proc/self/exe", m->path, sizeof(m->path));
-		m->path_len = n > 0 ? (uint32_t)n : 0;
+		/* the main program: the loader gives no name (read once: it
+		 * changes only with exec, which starts the tracer again) */
+		static char exe[HT_MAX_STR];
+		static _Atomic int exe_len = -1;
+		int n = atomic_load(&exe_len);
+		if (n < 0) {
+			ssize_t got = readlink("/proc/self/exe", exe, sizeof(exe));
+			n = got > 0 ? (int)got : 0;
+			atomic_store(&exe_len, n);
+		}
+		memcpy(m->path, exe, (size_t)n);
+		m->path_len = (uint32_t)n;
 	}
 	find_build_id(m, info);
 	m->key = hash_bytes(hash_bytes(0xcbf29ce484222325ull, m->path, m->path_len), m->build_id,
@@ -813,12 +822,19 @@ static void tables_free(struct ht_stacks *s)
 static __attribute__((noinline)) int stacks_sync(struct ht_tls *t, struct ht_stacks *s, uint32_t g)
 {
 	if (s->gen != GEN_NEW) {
-		tables_free(s);
+		if (s->nodes_lg == 12 && s->leaves_lg == 12) {
+			/* small (the common case): cleared in place, no system call */
+			memset(s->nodes, 0, ((size_t)1 << 12) * sizeof(*s->nodes));
+			memset(s->leaves, 0, ((size_t)1 << 12) * sizeof(*s->leaves));
+			s->nnodes = s->nleaves = 0;
+		} else {
+			tables_free(s);
+		}
 		if (s->walk) {
 			memset(s->walk, 0, sizeof(*s->walk));
 			s->walk->owner = s;
 		}
-		if (grow_nodes(s) < 0 || grow_leaves(s) < 0)
+		if ((!s->nodes && grow_nodes(s) < 0) || (!s->leaves && grow_leaves(s) < 0))
 			return -1;
 	}
 	s->gen = g;
