@@ -16,6 +16,7 @@
 
 #include "columns.h"
 #include "reader.h"
+#include "record.h"
 
 #define MERGE_LIMIT (1u << 20) /* raw bytes per merged chunk */
 
@@ -50,22 +51,6 @@ struct compactor {
 	size_t vcap;                    /* its size */
 };
 
-static void *grow(void *p, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return p;
-	size_t c = *cap ? *cap : 16;
-	while (c < need)
-		c *= 2;
-	void *q = realloc(p, c * elem);
-	if (!q) {
-		fprintf(stderr, "heaptrail: out of memory\n");
-		exit(1);
-	}
-	*cap = c;
-	return q;
-}
-
 static int out_write(struct compactor *c, const void *p, size_t n)
 {
 	const uint8_t *b = p;
@@ -96,7 +81,7 @@ static void emit(struct compactor *c, struct ht_chunk_header *h, const void *pay
 	h->flags &= (uint16_t)~HT_CHUNK_F_ZSTD;
 	if (compress) {
 		size_t bound = ZSTD_compressBound(n);
-		c->cbuf = grow(c->cbuf, &c->ccap, bound, 1);
+		c->cbuf = ht_grow(c->cbuf, &c->ccap, bound, 1);
 		ZSTD_CCtx_setParameter(c->zc, ZSTD_c_compressionLevel, level);
 		ZSTD_CCtx_setParameter(c->zc, ZSTD_c_checksumFlag, 1);
 		size_t r = ZSTD_compress2(c->zc, c->cbuf, c->ccap, payload, n);
@@ -110,7 +95,7 @@ static void emit(struct compactor *c, struct ht_chunk_header *h, const void *pay
 	uint64_t at = c->off;
 	if (out_write(c, h, sizeof(*h)) < 0 || out_write(c, data, len) < 0)
 		return;
-	c->index = grow(c->index, &c->capindex, c->nindex + 1, sizeof(*c->index));
+	c->index = ht_grow(c->index, &c->capindex, c->nindex + 1, sizeof(*c->index));
 	struct ht_index_entry *e = &c->index[c->nindex++];
 	memset(e, 0, sizeof(*e));
 	e->offset = at;
@@ -137,7 +122,7 @@ static void flush_pending(struct compactor *c, struct pending *p, int level)
 	if (ncols) {
 		/* Decode it back before trusting it with the events. */
 		const char *why;
-		c->vbuf = grow(c->vbuf, &c->vcap, p->len + 1, 1);
+		c->vbuf = ht_grow(c->vbuf, &c->vcap, p->len + 1, 1);
 		if (ht_columns__decode(cols, ncols, c->version, c->vbuf, p->len, &why) != p->len ||
 		    memcmp(c->vbuf, p->raw, p->len) != 0)
 			ncols = 0;
@@ -159,7 +144,7 @@ static struct pending *pending_of(struct compactor *c, uint32_t tid)
 	for (size_t i = 0; i < c->npend; i++)
 		if (c->pend[i].tid == tid)
 			return &c->pend[i];
-	c->pend = grow(c->pend, &c->cappend, c->npend + 1, sizeof(*c->pend));
+	c->pend = ht_grow(c->pend, &c->cappend, c->npend + 1, sizeof(*c->pend));
 	struct pending *p = &c->pend[c->npend++];
 	memset(p, 0, sizeof(*p));
 	p->tid = tid;
@@ -272,11 +257,11 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 			break;
 		}
 		if (h.type == HT_CHUNK_EVENTS) {
-			refs = grow(refs, &caprefs, nrefs + 1, sizeof(*refs));
+			refs = ht_grow(refs, &caprefs, nrefs + 1, sizeof(*refs));
 			refs[nrefs].off = off;
 			refs[nrefs++].h = h;
 		} else if (h.type == HT_CHUNK_CLOCK) {
-			c.zbuf = grow(c.zbuf, &c.zcap, h.comp_size + 1, 1);
+			c.zbuf = ht_grow(c.zbuf, &c.zcap, h.comp_size + 1, 1);
 			if (read_at(c.in, c.zbuf, h.comp_size, off + sizeof(h)) == 0)
 				emit(&c, &h, c.zbuf, h.comp_size, 0, level);
 		}
@@ -298,7 +283,7 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 	struct pending *p = NULL;
 	for (size_t i = 0; i < nrefs && !c.failed; i++) {
 		struct ht_chunk_header h = refs[i].h;
-		c.zbuf = grow(c.zbuf, &c.zcap, h.comp_size + 1, 1);
+		c.zbuf = ht_grow(c.zbuf, &c.zcap, h.comp_size + 1, 1);
 		if (read_at(c.in, c.zbuf, h.comp_size, refs[i].off + sizeof(h)) < 0) {
 			truncated = 1;
 			break;
@@ -325,7 +310,7 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 			p->flags = HT_CHUNK_F_SYNC;
 		}
 		/* The payload as stored, decompressed, in c.vbuf. */
-		c.vbuf = grow(c.vbuf, &c.vcap, h.raw_size + 1, 1);
+		c.vbuf = ht_grow(c.vbuf, &c.vcap, h.raw_size + 1, 1);
 		if (h.flags & HT_CHUNK_F_ZSTD) {
 			size_t n = ZSTD_decompressDCtx(c.dc, c.vbuf, h.raw_size, c.zbuf, h.comp_size);
 			if (ZSTD_isError(n) || n != h.raw_size) {
@@ -339,7 +324,7 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 		if (h.flags & HT_CHUNK_F_COLUMNS) {
 			const char *why;
 			size_t nrec = ht_columns__rec_bytes(c.vbuf, h.raw_size);
-			p->raw = grow(p->raw, &p->cap, p->len + nrec + 1, 1);
+			p->raw = ht_grow(p->raw, &p->cap, p->len + nrec + 1, 1);
 			rawlen = ht_columns__decode(c.vbuf, h.raw_size, c.version, p->raw + p->len,
 						    nrec, &why);
 			if (!rawlen) {
@@ -347,7 +332,7 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 				break;
 			}
 		} else {
-			p->raw = grow(p->raw, &p->cap, p->len + rawlen + 1, 1);
+			p->raw = ht_grow(p->raw, &p->cap, p->len + rawlen + 1, 1);
 			memcpy(p->raw + p->len, c.vbuf, rawlen);
 		}
 		p->len += rawlen;

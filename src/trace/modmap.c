@@ -1,25 +1,10 @@
 /* The reader's modules: identities, each thread's view, lookups (modmap.h). */
 #include "modmap.h"
+#include "record.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void *grow_to(void *p, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return p;
-	size_t c = *cap ? *cap : 16;
-	while (c < need)
-		c *= 2;
-	void *q = realloc(p, c * elem);
-	if (!q) {
-		fprintf(stderr, "heaptrail: out of memory\n");
-		exit(1);
-	}
-	*cap = c;
-	return q;
-}
 
 static int overlaps(const struct ht_module *a, const struct ht_module *b)
 {
@@ -40,15 +25,15 @@ static void view_drop(struct ht_modmap *mm, struct ht_modview *v, const struct h
 static void view_add(struct ht_modmap *mm, struct ht_modview *v, uint32_t id)
 {
 	view_drop(mm, v, &mm->mods[id - 1]);
-	v->ids = grow_to(v->ids, &v->cap, v->n + 1, sizeof(*v->ids));
+	v->ids = ht_grow(v->ids, &v->cap, v->n + 1, sizeof(*v->ids));
 	v->ids[v->n++] = id;
 }
 
 static uint32_t identity_new(struct ht_modmap *mm, uint64_t base, uint64_t lo, uint64_t hi,
 			     const char *path, size_t len)
 {
-	mm->mods = grow_to(mm->mods, &mm->cap, mm->n + 1, sizeof(*mm->mods));
-	mm->stamp = grow_to(mm->stamp, &mm->capstamp, mm->n + 1, sizeof(*mm->stamp));
+	mm->mods = ht_grow(mm->mods, &mm->cap, mm->n + 1, sizeof(*mm->mods));
+	mm->stamp = ht_grow(mm->stamp, &mm->capstamp, mm->n + 1, sizeof(*mm->stamp));
 	struct ht_module *m = &mm->mods[mm->n];
 	memset(m, 0, sizeof(*m));
 	m->base = base;
@@ -158,7 +143,7 @@ void ht_modmap__gone(struct ht_modmap *mm, struct ht_modview *v, uint64_t base)
  * records read out of order), the one announced last. */
 static void live_make(struct ht_modmap *mm)
 {
-	mm->live = grow_to(mm->live, &mm->caplive, mm->n + 1, sizeof(*mm->live));
+	mm->live = ht_grow(mm->live, &mm->caplive, mm->n + 1, sizeof(*mm->live));
 	mm->nlive = 0;
 	for (size_t i = 0; i < mm->n; i++) {
 		if (mm->mods[i].gone)

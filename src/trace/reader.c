@@ -181,18 +181,7 @@ static size_t read_at_most(struct ht_reader *r, void *buf, size_t n, uint64_t of
 
 static void *grow(void *p, size_t *cap, size_t need, size_t elem)
 {
-	if (need <= *cap)
-		return p;
-	size_t c = *cap ? *cap : 64;
-	while (c < need)
-		c *= 2;
-	void *q = realloc(p, c * elem);
-	if (!q) {
-		fprintf(stderr, "heaptrail: out of memory\n");
-		exit(1);
-	}
-	*cap = c;
-	return q;
+	return ht_grow(p, cap, need, elem);
 }
 
 static size_t hash_node(uint32_t parent, uint64_t ip)

@@ -1,6 +1,8 @@
 /* Records taken apart and put back together (record.h). */
 #include "record.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 uint8_t ht_kind_nf_tab[HT_EV_NR];
@@ -114,4 +116,20 @@ size_t ht_rec__encode(const struct ht_rec *rec, uint8_t *out)
 		p += n;
 	}
 	return (size_t)(p - out);
+}
+
+void *ht_grow(void *p, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return p;
+	size_t c = *cap ? *cap : 16;
+	while (c < need)
+		c *= 2;
+	void *q = realloc(p, c * elem);
+	if (!q) {
+		fprintf(stderr, "heaptrail: out of memory\n");
+		exit(1);
+	}
+	*cap = c;
+	return q;
 }
