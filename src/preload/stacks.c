@@ -15,7 +15,14 @@
  * are written as MODULE records the first time a stack is taken and
  * whenever a new node's address lies outside every module known (a
  * library dlopen'ed since), so that the analyzers resolve addresses
- * offline, on another machine too. */
+ * offline, on another machine too.
+ *
+ * Once a dlclose has unmapped a library (ht_stack__after_dlclose: a new
+ * module generation), another may be mapped at its addresses: each thread
+ * then starts its tables over at its next stack and writes the modules in
+ * its own stream, so that the reader binds each FRAME to the right one
+ * (stacks_sync; docs/record.md, "Stacks of libraries loaded and
+ * unloaded"). */
 #define _GNU_SOURCE
 #define UNW_LOCAL_ONLY
 #include <elf.h>

@@ -22,11 +22,34 @@ static void view_drop(struct ht_modmap *mm, struct ht_modview *v, const struct h
 	v->hit = 0;
 }
 
+/* Adds id to v, kept by lo (its modules never overlap). */
 static void view_add(struct ht_modmap *mm, struct ht_modview *v, uint32_t id)
 {
 	view_drop(mm, v, &mm->mods[id - 1]);
 	v->ids = ht_grow(v->ids, &v->cap, v->n + 1, sizeof(*v->ids));
-	v->ids[v->n++] = id;
+	size_t k = v->n++;
+	while (k > 0 && mm->mods[v->ids[k - 1] - 1].lo > mm->mods[id - 1].lo) {
+		v->ids[k] = v->ids[k - 1];
+		k--;
+	}
+	v->ids[k] = id;
+}
+
+/* The identity of ids[0..n) (disjoint, by lo) that holds ip, 0 if none. */
+static uint32_t search(const struct ht_modmap *mm, const uint32_t *ids, size_t n, uint64_t ip)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		const struct ht_module *m = &mm->mods[ids[mid] - 1];
+		if (ip < m->lo)
+			hi = mid;
+		else if (ip >= m->hi)
+			lo = mid + 1;
+		else
+			return ids[mid];
+	}
+	return 0;
 }
 
 static uint32_t identity_new(struct ht_modmap *mm, uint64_t base, uint64_t lo, uint64_t hi,
@@ -178,24 +201,14 @@ uint32_t ht_modmap__find(struct ht_modmap *mm, struct ht_modview *v, uint64_t ip
 {
 	if (holds(mm, v->hit, ip))
 		return v->hit;
-	for (size_t i = 0; i < v->n; i++)
-		if (holds(mm, v->ids[i], ip))
-			return v->hit = v->ids[i];
+	uint32_t id = search(mm, v->ids, v->n, ip);
+	if (id)
+		return v->hit = id;
 	if (mm->dirty)
 		live_make(mm);
-	size_t lo = 0, hi = mm->nlive;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		const struct ht_module *m = &mm->mods[mm->live[mid] - 1];
-		if (ip < m->lo)
-			hi = mid;
-		else if (ip >= m->hi)
-			lo = mid + 1;
-		else
-			return mm->live[mid];
-	}
+	if ((id = search(mm, mm->live, mm->nlive, ip)) != 0)
+		return id;
 	/* unmapped by then: the module announced last that held it */
-	uint32_t id = 0;
 	for (size_t i = 0; i < mm->n; i++)
 		if (holds(mm, (uint32_t)i + 1, ip) && (!id || mm->stamp[i] > mm->stamp[id - 1]))
 			id = (uint32_t)i + 1;
