@@ -103,6 +103,7 @@ struct ht_reader {
 	size_t zcap;               /* its capacity */
 	uint64_t done_bytes, total_bytes; /* progress */
 	char out_str[HT_MAX_STR + 1]; /* string of the last returned event */
+	struct ht_event out_ev;    /* the last returned event, when not in its batch */
 	int causal;                /* hold allocations of live addresses (format 2, >1 thread) */
 	int sampled;               /* allocations' weights: 0 all 1, 1 sample_every, 2 by size */
 	uint64_t *live;            /* open-addressing set of live block addresses */
@@ -1153,14 +1154,14 @@ static uint64_t must_wait(const struct ht_reader *r, const struct ht_event *e)
 	return a && !live_has(r, a) ? a : 0;
 }
 
-int ht_reader__next(struct ht_reader *r, struct ht_event *ev)
+const struct ht_event *ht_reader__next_event(struct ht_reader *r)
 {
 	struct stream *s;
 	for (;;) {
 		if (r->nheld)
 			unhold_overdue(r);
 		if (!r->nheap)
-			return 0;
+			return NULL;
 		s = r->heap[0];
 		if (!r->causal || s->forced)
 			break;
@@ -1173,7 +1174,13 @@ int ht_reader__next(struct ht_reader *r, struct ht_event *ev)
 		heap_down(r, 0);
 	}
 	s->forced = 0;
-	*ev = *s->ev;
+	/* delivered in place, unless its slot is used again by the advance
+	 * below (the batch's last, split, a parked stream's) */
+	struct ht_event *ev = s->ev;
+	if (ev == &s->split || s->bi + 1 >= s->bn || s->parked) {
+		r->out_ev = *ev;
+		ev = &r->out_ev;
+	}
 	if (ev->str) {
 		memcpy(r->out_str, ev->str, strlen(ev->str) + 1);
 		ev->str = r->out_str;
@@ -1195,6 +1202,15 @@ int ht_reader__next(struct ht_reader *r, struct ht_event *ev)
 		heap_down(r, 0);
 	if (r->causal)
 		track_live(r, ev);
+	return ev;
+}
+
+int ht_reader__next(struct ht_reader *r, struct ht_event *ev)
+{
+	const struct ht_event *e = ht_reader__next_event(r);
+	if (!e)
+		return 0;
+	*ev = *e;
 	return 1;
 }
 
