@@ -137,11 +137,15 @@ static size_t hash(uint64_t x, unsigned lg)
 	return (size_t)((x * 0x9E3779B97F4A7C15ull) >> (64 - lg));
 }
 
+/* log2 of the tables' first capacity: small, so that a chunk with few
+ * live blocks and sizes keeps them in the first level of cache. */
+#define MODEL_LG0 6
+
 static int model_init(struct model *m, uint32_t version)
 {
 	memset(m, 0, sizeof(*m));
 	m->version = version;
-	m->live_lg = m->heads_lg = 10;
+	m->live_lg = m->heads_lg = MODEL_LG0;
 	m->live = calloc((size_t)1 << m->live_lg, sizeof(*m->live));
 	m->heads = calloc((size_t)1 << m->heads_lg, sizeof(*m->heads));
 	return m->live && m->heads ? 0 : -1;

@@ -1003,7 +1003,7 @@ HOT int live_has(const struct ht_reader *r, uint64_t a)
 static void live_add(struct ht_reader *r, uint64_t a)
 {
 	if ((r->live_n + 1) * 2 > r->live_cap) {
-		size_t ncap = r->live_cap ? r->live_cap * 2 : 1024;
+		size_t ncap = r->live_cap ? r->live_cap * 2 : 64;
 		uint64_t *old = r->live, *nl = calloc(ncap, sizeof(*nl));
 		if (!nl)
 			return; /* out of memory: order by time alone */
