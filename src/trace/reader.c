@@ -108,6 +108,8 @@ struct ht_reader {
 	int sampled;               /* allocations' weights: 0 all 1, 1 sample_every, 2 by size */
 	uint64_t *live;            /* open-addressing set of live block addresses */
 	size_t live_cap, live_n;   /* slots (power of two) / used */
+	uint64_t probe_a;          /* address live_has looked up last, 0 none (or stale) */
+	size_t probe_i;            /* its slot, or the empty one it would take */
 	struct node *nodes;        /* stack nodes, index = id (0 unused) */
 	size_t nnodes, capnodes;   /* used (id 0 included) / allocated */
 	uint32_t *node_hash;       /* open addressing: (parent, ip) -> id, 0 empty */
@@ -988,15 +990,18 @@ HOT size_t live_slot(const struct ht_reader *r, uint64_t a)
 	return (size_t)(h >> 20) & (r->live_cap - 1);
 }
 
-HOT int live_has(const struct ht_reader *r, uint64_t a)
+/* Remembers where the probe stopped: the event's update of the set, just
+ * after, starts there (until the set changes). */
+HOT int live_has(struct ht_reader *r, uint64_t a)
 {
 	if (!r->live_n)
 		return 0;
 	for (size_t i = live_slot(r, a);; i = (i + 1) & (r->live_cap - 1)) {
-		if (r->live[i] == a)
-			return 1;
-		if (!r->live[i])
-			return 0;
+		if (r->live[i] == a || !r->live[i]) {
+			r->probe_a = a;
+			r->probe_i = i;
+			return r->live[i] != 0;
+		}
 	}
 }
 
@@ -1019,8 +1024,10 @@ static void live_add(struct ht_reader *r, uint64_t a)
 			nl[j] = old[i];
 		}
 		free(old);
+		r->probe_a = 0;
 	}
-	size_t i = live_slot(r, a);
+	size_t i = a == r->probe_a ? r->probe_i : live_slot(r, a);
+	r->probe_a = 0;
 	for (; r->live[i]; i = (i + 1) & (r->live_cap - 1))
 		if (r->live[i] == a)
 			return;
@@ -1033,7 +1040,8 @@ static void live_del(struct ht_reader *r, uint64_t a)
 {
 	if (!r->live_n)
 		return;
-	size_t m = r->live_cap - 1, i = live_slot(r, a);
+	size_t m = r->live_cap - 1, i = a == r->probe_a ? r->probe_i : live_slot(r, a);
+	r->probe_a = 0;
 	for (; r->live[i] != a; i = (i + 1) & m)
 		if (!r->live[i])
 			return;
@@ -1121,6 +1129,7 @@ static void track_live(struct ht_reader *r, const struct ht_event *e)
 	if (e->kind == HT_EV_CONTROL && e->nv && e->v[0] != HT_CTL_SYNC && e->v[0] != HT_CTL_PAUSE) {
 		/* frees were not recorded while paused or stopped */
 		r->live_n = 0;
+		r->probe_a = 0;
 		if (r->live)
 			memset(r->live, 0, r->live_cap * sizeof(*r->live));
 		return;
@@ -1143,7 +1152,7 @@ static void track_live(struct ht_reader *r, const struct ht_event *e)
  * allocation (both happened in another thread, and the free's timestamp
  * there, or the allocation's here, is only a lower bound).  Events with
  * their own timestamp are ordered by it (docs/FORMAT.md, "Ordering"). */
-static uint64_t must_wait(const struct ht_reader *r, const struct ht_event *e)
+static uint64_t must_wait(struct ht_reader *r, const struct ht_event *e)
 {
 	if (e->ts_taken)
 		return 0;
