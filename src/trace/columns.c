@@ -20,6 +20,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "reader.h"
 #include "record.h"
@@ -568,7 +571,11 @@ struct ht_coldec {
 
 struct ht_coldec *ht_coldec__new(void)
 {
-	ht_lzcnt = __builtin_cpu_supports("abm") || __builtin_cpu_supports("lzcnt");
+#if defined(__x86_64__)
+	unsigned eax, ebx, ecx = 0, edx;
+	/* CPUID 0x80000001: ECX bit 5 is LZCNT (ABM) */
+	ht_lzcnt = __get_cpuid(0x80000001, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 5));
+#endif
 	return calloc(1, sizeof(struct ht_coldec));
 }
 
