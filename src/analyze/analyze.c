@@ -17,18 +17,27 @@ struct ht_reader *ht_analyze__open(const char *path)
 	return r;
 }
 
+/* Events read, for the progress line every 65536. */
+unsigned ht_analyze__nread;
+
+void ht_analyze__progress(struct ht_reader *r, int end)
+{
+	if (end) {
+		ht_progress_done();
+		return;
+	}
+	uint64_t done, total;
+	ht_reader__progress(r, &done, &total);
+	ht_progress("reading", done, total);
+}
+
 int ht_analyze__next(struct ht_reader *r, struct ht_event *ev)
 {
-	static unsigned n;
-	if ((++n & 0xffff) == 0) {
-		uint64_t done, total;
-		ht_reader__progress(r, &done, &total);
-		ht_progress("reading", done, total);
-	}
-	int k = ht_reader__next(r, ev);
-	if (!k)
-		ht_progress_done();
-	return k;
+	const struct ht_event *e = ht_analyze__next_event(r);
+	if (!e)
+		return 0;
+	*ev = *e;
+	return 1;
 }
 
 int ht_analyze__finish(struct ht_reader *r, const char *path, int quiet_warnings)

@@ -10,6 +10,20 @@
 struct ht_reader *ht_analyze__open(const char *path);
 /* Next event, with a progress line on a terminal. */
 int ht_analyze__next(struct ht_reader *r, struct ht_event *ev);
+/* The same without the copy (ht_reader__next_event): valid until the next
+ * call, NULL at the end.  Inline: the loops of the hot commands call it
+ * for every event. */
+void ht_analyze__progress(struct ht_reader *r, int end);
+static inline const struct ht_event *ht_analyze__next_event(struct ht_reader *r)
+{
+	extern unsigned ht_analyze__nread;
+	if (__builtin_expect((++ht_analyze__nread & 0xffff) == 0, 0))
+		ht_analyze__progress(r, 0);
+	const struct ht_event *e = ht_reader__next_event(r);
+	if (!e)
+		ht_analyze__progress(r, 1);
+	return e;
+}
 /* After the last event: prints the reader's warning and error (naming the
  * file) on stderr; returns HT_EXIT_DATA if the trace had an error, else 0. */
 int ht_analyze__finish(struct ht_reader *r, const char *path, int quiet_warnings);

@@ -81,11 +81,11 @@ int cmd_heap(int argc, char **argv)
 	}
 	ht_heapinfo__window(h, cfg.from, cfg.to);
 	pass = ht_pass__new();
-	struct ht_event e;
-	while (ht_analyze__next(r, &e)) {
-		if (cfg.to && e.time_ns > cfg.to)
+	const struct ht_event *e;
+	while ((e = ht_analyze__next_event(r))) {
+		if (cfg.to && e->time_ns > cfg.to)
 			break;
-		ht_heapinfo__event(h, &e, ht_pass__event(pass, &e));
+		ht_heapinfo__event(h, e, ht_pass__event(pass, e));
 	}
 	ht_heapinfo__finish(h, r);
 	if (cfg.json) {

@@ -84,13 +84,13 @@ static int read_trace(const char *path, struct collectors *c, struct ht_reader *
 		exit(HT_EXIT_DATA);
 	}
 	struct ht_pass *pass = ht_pass__new(); /* the live blocks, once for all four */
-	struct ht_event e;
-	while (ht_analyze__next(*rp, &e)) {
-		const struct ht_blockop *op = ht_pass__event(pass, &e);
-		ht_stats__event(c->stats, &e, op);
-		ht_stackstats__event(&c->stacks, &e, op);
-		ht_timeline__event(c->timeline, &e, op);
-		ht_heapinfo__event(c->heap, &e, op);
+	const struct ht_event *e;
+	while ((e = ht_analyze__next_event(*rp))) {
+		const struct ht_blockop *op = ht_pass__event(pass, e);
+		ht_stats__event(c->stats, e, op);
+		ht_stackstats__event(&c->stacks, e, op);
+		ht_timeline__event(c->timeline, e, op);
+		ht_heapinfo__event(c->heap, e, op);
 	}
 	ht_pass__delete(pass);
 	ht_stackstats__finish(&c->stacks);

@@ -153,9 +153,9 @@ int ht_stackstats__collect(const char *path, uint32_t tid, struct ht_stackstats 
 	if (!*rp)
 		return HT_EXIT_DATA;
 	struct ht_pass *pass = ht_pass__new();
-	struct ht_event e;
-	while (ht_analyze__next(*rp, &e))
-		ht_stackstats__event(s, &e, ht_pass__event(pass, &e));
+	const struct ht_event *e;
+	while ((e = ht_analyze__next_event(*rp)))
+		ht_stackstats__event(s, e, ht_pass__event(pass, e));
 	ht_pass__delete(pass);
 	ht_stackstats__finish(s);
 	return ht_analyze__finish(*rp, path, 0);

@@ -556,9 +556,9 @@ int cmd_stats(int argc, char **argv)
 	}
 	s = ht_stats__new(ht_reader__info(r));
 	pass = ht_pass__new();
-	struct ht_event e;
-	while (ht_analyze__next(r, &e))
-		ht_stats__event(s, &e, ht_pass__event(pass, &e));
+	const struct ht_event *e;
+	while ((e = ht_analyze__next_event(r)))
+		ht_stats__event(s, e, ht_pass__event(pass, e));
 	int complete = ht_reader__error(r) == NULL;
 	if (cfg.json) {
 		struct ht_json j;

@@ -133,11 +133,11 @@ int cmd_timeline(int argc, char **argv)
 		goto cleanup;
 	}
 	pass = ht_pass__new();
-	struct ht_event ev;
-	while (ht_analyze__next(r, &ev)) {
-		if (cfg.to && ev.time_ns > cfg.to)
+	const struct ht_event *ev;
+	while ((ev = ht_analyze__next_event(r))) {
+		if (cfg.to && ev->time_ns > cfg.to)
 			break; /* the rest cannot show */
-		ht_timeline__event(tl, &ev, ht_pass__event(pass, &ev));
+		ht_timeline__event(tl, ev, ht_pass__event(pass, ev));
 	}
 	ht_timeline__finish(tl, r);
 	int read_ret = ht_analyze__finish(r, argv[0], cfg.quiet);

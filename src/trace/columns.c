@@ -20,6 +20,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "reader.h"
 #include "record.h"
@@ -137,11 +140,15 @@ static size_t hash(uint64_t x, unsigned lg)
 	return (size_t)((x * 0x9E3779B97F4A7C15ull) >> (64 - lg));
 }
 
+/* log2 of the tables' first capacity: small, so that a chunk with few
+ * live blocks and sizes keeps them in the first level of cache. */
+#define MODEL_LG0 6
+
 static int model_init(struct model *m, uint32_t version)
 {
 	memset(m, 0, sizeof(*m));
 	m->version = version;
-	m->live_lg = m->heads_lg = 10;
+	m->live_lg = m->heads_lg = MODEL_LG0;
 	m->live = calloc((size_t)1 << m->live_lg, sizeof(*m->live));
 	m->heads = calloc((size_t)1 << m->heads_lg, sizeof(*m->heads));
 	return m->live && m->heads ? 0 : -1;
@@ -564,6 +571,11 @@ struct ht_coldec {
 
 struct ht_coldec *ht_coldec__new(void)
 {
+#if defined(__x86_64__)
+	unsigned eax, ebx, ecx = 0, edx;
+	/* CPUID 0x80000001: ECX bit 5 is LZCNT (ABM) */
+	ht_lzcnt = __get_cpuid(0x80000001, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 5));
+#endif
 	return calloc(1, sizeof(struct ht_coldec));
 }
 
@@ -765,6 +777,193 @@ done:
 		return -1;
 	d->at += len;
 	return 1;
+}
+
+/* A LEB128 value of a column known to hold 10 bytes more at least. */
+HOT uint64_t rcol_u64_unchecked(const uint8_t **pp)
+{
+	const uint8_t *p = *pp;
+	uint64_t x = *p++;
+	if (__builtin_expect(x >= 0x80, 0)) {
+		x &= 0x7f;
+		for (unsigned shift = 7;; shift += 7) {
+			uint64_t b = *p++;
+			x |= (b & 0x7f) << shift;
+			if (!(b & 0x80) || shift == 63)
+				break;
+		}
+		if (p[-1] & 0x80)
+			x = UINT64_MAX, p = NULL; /* more than 10 bytes: the caller fails */
+	}
+	*pp = p;
+	return x;
+}
+
+/* Bytes of v in a record, as field_bytes, with LZCNT when lz says the CPU
+ * has it (three instructions, 0 for 0). */
+HOT unsigned rec_bytes_of(uint64_t v, int lz)
+{
+#if defined(__x86_64__)
+	if (lz) {
+		uint64_t z;
+		__asm__("lzcnt %1, %0" : "=r"(z) : "rm"(v) : "cc");
+		return (unsigned)(71 - z) >> 3;
+	}
+#endif
+	return field_bytes(v);
+}
+
+/* The loop of ht_coldec__events over the records [i, max).  checked = 0
+ * when every column it reads holds 10 bytes a record more at least, so
+ * that no read needs its own bound (the stack node ids of OTHER are read
+ * checked always); lz: rec_bytes_of's. */
+HOT int events_loop(struct ht_coldec *d, struct ht_coldec_thread *t, struct ht_event *ev,
+		    unsigned *pi, unsigned max, const int checked, const int lz)
+{
+	struct model *m = &d->m;
+	const uint8_t *kp = d->col[HT_COL_KIND].p, *up = d->col[HT_COL_UINT].p,
+		      *pp = d->col[HT_COL_PTR].p, *tp = d->col[HT_COL_TIME].p,
+		      *sp = d->col[HT_COL_SLACK].p;
+	const int v2 = m->version >= 2;
+	/* the reader's pointers: the model's plus what the two differed by
+	 * when the payload started (nothing, after its SYNC record) */
+	const uint64_t off = t->last_ptr - m->last_ptr;
+	uint64_t last_ts = t->last_ts, seq = t->seq, dur = t->dur;
+	size_t at = d->at;
+	unsigned i = *pi;
+	int ret = 0;
+#define RD(c_, ptr, out)                                                                          \
+	do {                                                                                       \
+		if (checked) {                                                                     \
+			d->col[c_].p = ptr;                                                       \
+			if (rcol_u64(&d->col[c_], &(out)) < 0)                                    \
+				goto bad;                                                          \
+			ptr = d->col[c_].p;                                                       \
+		} else {                                                                           \
+			out = rcol_u64_unchecked(&ptr);                                            \
+			if (__builtin_expect(!ptr, 0))                                             \
+				goto bad;                                                          \
+		}                                                                                  \
+	} while (0)
+	for (; i < max; i++) {
+		if (checked && kp >= d->col[HT_COL_KIND].end)
+			break;
+		uint8_t kb = *kp;
+		unsigned kind = kb & HT_KIND_MASK;
+		if (kind != HT_EV_MALLOC && kind != HT_EV_FREE)
+			break;
+		kp++;
+		unsigned has_stack = kb >> 7; /* HT_F_STACK */
+		struct ht_event *e = &ev[i];
+		uint64_t tf, code, v, node = 0;
+		size_t len;
+		RD(HT_COL_TIME, tp, tf);
+		if (has_stack && rcol_u64(&d->col[HT_COL_OTHER], &node) < 0)
+			goto bad;
+		RD(HT_COL_PTR, pp, code);
+		if (kind == HT_EV_MALLOC) {
+			uint64_t size, slack;
+			RD(HT_COL_UINT, up, size);
+			RD(HT_COL_SLACK, sp, slack);
+			uint64_t usable = ht_usable_of(m->version, kb & ~HT_KIND_MASK, size, slack);
+			if (ptr_decode(m, 1, usable, code, &v) < 0)
+				goto bad;
+			len = 1 + ht_tag_bytes(3 + has_stack) + rec_bytes_of(size, lz) +
+			      rec_bytes_of(ht_zigzag((int64_t)(v - m->last_ptr)), lz) +
+			      rec_bytes_of(slack, lz);
+			ptr_seen(m, 1, usable, v);
+			uint64_t p = v + off;
+			e->v[0] = size;
+			e->v[1] = p;
+			e->v[2] = slack;
+			e->nv = 3;
+			e->usable = p ? usable : 0;
+			e->weight = 1;
+			if (p && t->sampled)
+				e->weight = t->sampled == 1 ? t->weight
+							    : ht_sample_weight(size, p, t->sample_bytes);
+		} else {
+			if (ptr_decode(m, 0, 0, code, &v) < 0)
+				goto bad;
+			len = 1 + ht_tag_bytes(1 + has_stack) +
+			      rec_bytes_of(ht_zigzag((int64_t)(v - m->last_ptr)), lz);
+			m->last_ptr = v;
+			release(m, v);
+			e->v[0] = v + off;
+			e->nv = 1;
+			e->usable = 0;
+			e->weight = 1;
+		}
+		if (m->oom) {
+			ret = -2;
+			break;
+		}
+		len += rec_bytes_of(tf, lz) + rec_bytes_of(node, lz);
+		if (len > d->rec_bytes - at)
+			goto bad;
+		at += len;
+		e->kind = (uint8_t)kind;
+		e->flags = kb & ~HT_KIND_MASK;
+		e->tid = t->tid;
+		e->seq = seq++;
+		e->ts_taken = !v2 || tf != 0;
+		last_ts += v2 && tf ? tf - 1 : tf;
+		e->ts = last_ts;
+		e->duration = dur;
+		dur = 0;
+		e->str = NULL;
+		e->part = HT_PART_WHOLE;
+		e->stack = node && node <= t->nnodes ? t->nodes[node - 1] : 0;
+	}
+#undef RD
+	goto out;
+bad:
+	ret = -1;
+out:
+	d->col[HT_COL_KIND].p = kp;
+	d->col[HT_COL_UINT].p = up;
+	d->col[HT_COL_PTR].p = pp;
+	d->col[HT_COL_TIME].p = tp;
+	d->col[HT_COL_SLACK].p = sp;
+	d->left -= i - *pi;
+	d->at = at;
+	t->last_ts = last_ts;
+	t->seq = seq;
+	t->dur = dur;
+	t->last_ptr = m->last_ptr + off;
+	*pi = i;
+	return ret;
+}
+
+/* The records of ht_coldec__next's own fast paths (malloc and free), made
+ * into the events decode_next (reader.c) makes of them, without the record
+ * in between: first as many as the columns surely hold without a bound
+ * checked on every read, then the rest with the bounds. */
+int ht_coldec__events(struct ht_coldec *d, struct ht_coldec_thread *t, struct ht_event *ev,
+		      unsigned max, unsigned *n, const char **why)
+{
+	unsigned i = 0;
+	int k = 0;
+	if (max > d->left)
+		max = d->left;
+	size_t safe = (size_t)(d->col[HT_COL_KIND].end - d->col[HT_COL_KIND].p);
+	static const int cols[] = {HT_COL_UINT, HT_COL_PTR, HT_COL_TIME, HT_COL_SLACK};
+	for (unsigned c = 0; c < sizeof(cols) / sizeof(cols[0]); c++) {
+		size_t room = (size_t)(d->col[cols[c]].end - d->col[cols[c]].p) / 10;
+		if (room < safe)
+			safe = room;
+	}
+	if (safe > max)
+		safe = max;
+	if (ht_lzcnt)
+		k = events_loop(d, t, ev, &i, (unsigned)safe, 0, 1);
+	else
+		k = events_loop(d, t, ev, &i, (unsigned)safe, 0, 0);
+	if (!k && i == safe)
+		k = events_loop(d, t, ev, &i, max, 1, 0);
+	*n = i;
+	*why = k == -2 ? "out of memory" : "column data does not decode";
+	return k < 0 ? -1 : 0;
 }
 
 size_t ht_columns__decode(const uint8_t *in, size_t n, uint32_t version, uint8_t *out, size_t cap,

@@ -49,4 +49,29 @@ int ht_coldec__next(struct ht_coldec *d, struct ht_rec *rec, const char **why);
 /* Record bytes the payload decodes to, from its header. */
 size_t ht_coldec__rec_bytes(const struct ht_coldec *d);
 
+/* What a thread's events are made of besides its records: the reader's
+ * state of the thread, which ht_coldec__events carries on. */
+struct ht_event;
+struct ht_coldec_thread {
+	uint64_t last_ts;      /* timestamp of the thread's previous event */
+	uint64_t last_ptr;     /* its previous pointer, as the reader has it */
+	uint64_t seq;          /* sequence number of the next event */
+	uint64_t dur;          /* duration for the next event (DURATION record), 0 none */
+	uint32_t tid;          /* the thread */
+	const uint32_t *nodes; /* its stack node ids - 1 -> the reader's */
+	size_t nnodes;         /* ids defined */
+	int sampled;           /* 0: every allocation weighs 1; 1: weight; 2: by size */
+	uint32_t weight;       /* an allocation's weight when sampled is 1 */
+	uint64_t sample_bytes; /* the mean bytes between samples when sampled is 2 */
+};
+
+/* The fast way through a payload: decodes the malloc and free records
+ * that come next (up to max) straight into events, as the reader would
+ * make them from ht_coldec__next's records, and stops before any other
+ * record (take that one with ht_coldec__next).  Sets *n to the events
+ * written; returns 0, or -1 with *why set as ht_coldec__next would (the
+ * *n events before the bad record are good). */
+int ht_coldec__events(struct ht_coldec *d, struct ht_coldec_thread *t, struct ht_event *ev,
+		      unsigned max, unsigned *n, const char **why);
+
 #endif

@@ -33,6 +33,10 @@ struct chunk_ref {
 /* Steps on the path of every event: inlined. */
 #define HOT static inline __attribute__((always_inline))
 
+/* Events a stream decodes ahead, into an array: decoding many at a time
+ * keeps the decoder's loop tight (columns.h, ht_coldec__events). */
+#define BATCH 128
+
 /* One thread's events, decoded one chunk at a time. */
 struct stream {
 	uint32_t tid;           /* thread */
@@ -53,9 +57,16 @@ struct stream {
 	int gap_said;           /* a warning covers the events being skipped */
 	int parked;             /* buffer released; re-decode from park_chunk */
 	size_t park_chunk;      /* chunk to re-decode when unparked */
-	int done;               /* no more events */
-	struct ht_event ev;     /* the next event (valid while !done) */
-	struct ht_event split;  /* ACQUIRE part waiting behind a RELEASE part */
+	int done;               /* no more events to decode (those in batch remain) */
+	struct ht_event *ev;    /* the next event: in batch, or split */
+	struct ht_event *batch; /* events decoded ahead (BATCH), NULL until the first */
+	unsigned bn, bi;        /* events in batch / index of the next one */
+	struct ht_rec pend;     /* a column record read ahead of its turn (has_pend) */
+	int has_pend;           /* pend is to be handled before the columns go on */
+	char *pend_err;         /* an error met decoding ahead, said once the events */
+	char *pend_warn;        /* before it are delivered; a warning likewise */
+	struct ht_event split;  /* ACQUIRE part waiting behind a RELEASE part (or, parked,
+				 * the next event) */
 	uint64_t held_on;       /* address whose release this stream waits for, 0 none */
 	int forced;             /* deliver the head event even if its address is live */
 	int has_split;          /* split is pending */
@@ -96,9 +107,13 @@ struct ht_reader {
 	size_t zcap;               /* its capacity */
 	uint64_t done_bytes, total_bytes; /* progress */
 	char out_str[HT_MAX_STR + 1]; /* string of the last returned event */
+	struct ht_event out_ev;    /* the last returned event, when not in its batch */
 	int causal;                /* hold allocations of live addresses (format 2, >1 thread) */
+	int sampled;               /* allocations' weights: 0 all 1, 1 sample_every, 2 by size */
 	uint64_t *live;            /* open-addressing set of live block addresses */
 	size_t live_cap, live_n;   /* slots (power of two) / used */
+	uint64_t probe_a;          /* address live_has looked up last, 0 none (or stale) */
+	size_t probe_i;            /* its slot, or the empty one it would take */
 	struct node *nodes;        /* stack nodes, index = id (0 unused) */
 	size_t nnodes, capnodes;   /* used (id 0 included) / allocated */
 	uint32_t *node_hash;       /* open addressing: (parent, ip) -> id, 0 empty */
@@ -457,8 +472,9 @@ static int corrupt(struct ht_reader *r, struct stream *s, const char *what)
 	return 0;
 }
 
-/* Decodes the stream's next event into s->ev; 0 when the stream ends. */
-static int decode_next(struct ht_reader *r, struct stream *s);
+/* Decodes the stream's next events into s->batch; how many, 0 when the
+ * stream ends. */
+static unsigned fill(struct ht_reader *r, struct stream *s);
 
 /* Moves or frees: the call is delivered as RELEASE then ACQUIRE parts. */
 HOT int splits(const struct ht_event *e)
@@ -472,22 +488,31 @@ HOT int splits(const struct ht_event *e)
 	return ht_event__frees_old(e) && ht_event__result_ptr(e) != e->v[0];
 }
 
+/* s->ev is the batch's event bi: split it if it moves or frees. */
+HOT void split_event(struct stream *s)
+{
+	if (splits(s->ev)) {
+		s->split = *s->ev;
+		s->split.part = HT_PART_ACQUIRE;
+		s->has_split = 1;
+		s->ev->part = HT_PART_RELEASE;
+		s->ev->ts -= s->ev->duration;
+	}
+}
+
 HOT int stream_advance(struct ht_reader *r, struct stream *s)
 {
 	if (s->has_split) {
 		s->has_split = 0;
-		s->ev = s->split;
+		s->ev = &s->split;
 		return 1;
 	}
-	if (!decode_next(r, s))
+	if (s->bi + 1 < s->bn)
+		s->bi++;
+	else if (!fill(r, s))
 		return 0;
-	if (splits(&s->ev)) {
-		s->split = s->ev;
-		s->split.part = HT_PART_ACQUIRE;
-		s->has_split = 1;
-		s->ev.part = HT_PART_RELEASE;
-		s->ev.ts -= s->ev.duration;
-	}
+	s->ev = &s->batch[s->bi];
+	split_event(s);
 	return 1;
 }
 
@@ -568,7 +593,12 @@ static int meta_record(struct ht_reader *r, struct stream *s, const struct ht_re
 	return 0;
 }
 
-static int decode_next(struct ht_reader *r, struct stream *s)
+/* Decodes the stream's next event into e: 1; 0 when the stream ends (or
+ * stops at an error).  With ahead set (events decoded ahead wait in the
+ * batch), returns 2 instead of taking a step that must come in its turn:
+ * a stack or module record (the reader's node ids are given out in the
+ * order of delivery) or the next chunk (its warnings). */
+static int decode_next(struct ht_reader *r, struct stream *s, struct ht_event *e, int ahead)
 {
 	for (;;) {
 		if (s->done)
@@ -576,6 +606,11 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 		struct ht_rec rec;
 		const char *why = NULL;
 		const uint8_t *p = s->pos; /* past the record */
+		if (s->has_pend) {
+			s->has_pend = 0;
+			rec = s->pend;
+			goto got_record;
+		}
 		if (s->cols) {
 			int k = ht_coldec__next(s->cd, &rec, &why);
 			if (k < 0) {
@@ -602,6 +637,8 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 				s->pos = s->end = NULL;
 				return 0;
 			}
+			if (ahead)
+				return 2;
 			int k = load_chunk(r, s);
 			if (k < 0) {
 				s->done = 1;
@@ -647,12 +684,18 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 			continue;
 		}
 		if (kind >= 32) {
+			if (ahead) {
+				if (s->cols) {
+					s->pend = rec;
+					s->has_pend = 1;
+				}
+				return 2; /* (a record's is parsed again) */
+			}
 			if (meta_record(r, s, &rec) < 0)
 				return 0;
 			s->pos = p;
 			continue;
 		}
-		struct ht_event *e = &s->ev;
 		e->kind = (uint8_t)kind;
 		e->flags = rec.kb & ~HT_KIND_MASK;
 		e->tid = s->tid;
@@ -729,15 +772,107 @@ static int decode_next(struct ht_reader *r, struct stream *s)
 	}
 }
 
+/* Malloc and free records of a column-coded chunk, straight into events
+ * (ht_coldec__events: what decode_next makes of them).  Returns how many;
+ * *failed on an error, said as decode_next says it. */
+static unsigned fast_events(struct ht_reader *r, struct stream *s, struct ht_event *ev,
+			    unsigned max, int *failed)
+{
+	struct ht_coldec_thread t = {
+		.last_ts = s->last_ts,
+		.last_ptr = s->last_ptr,
+		.seq = s->seq,
+		.dur = s->dur,
+		.tid = s->tid,
+		.nodes = s->nodes,
+		.nnodes = s->nnodes,
+		.sampled = r->sampled,
+		.weight = r->hdr.sample_every ? r->hdr.sample_every : 1,
+		.sample_bytes = r->hdr.sample_bytes,
+	};
+	unsigned n = 0;
+	const char *why = NULL;
+	*failed = ht_coldec__events(s->cd, &t, ev, max, &n, &why) < 0;
+	s->last_ts = t.last_ts;
+	s->last_ptr = t.last_ptr;
+	s->seq = t.seq;
+	s->dur = t.dur;
+	s->chunk_events += n;
+	if (*failed) {
+		set_err(r, "offset %llu: column-coded chunk of thread %u: %s: the trace is corrupt here",
+			(unsigned long long)s->chunk_off, s->tid, why);
+		s->done = 1;
+	}
+	return n;
+}
+
+/* What decoding ahead found wrong waits until the events before it are
+ * delivered: the first error and warning said stay those of the first
+ * events in time. */
+static void defer_messages(struct ht_reader *r, struct stream *s, int had_err, int had_warn)
+{
+	if (!had_err && r->err[0] && !s->pend_err) {
+		s->pend_err = strdup(r->err);
+		r->err[0] = 0;
+	}
+	if (!had_warn && r->warn[0] && !s->pend_warn) {
+		s->pend_warn = strdup(r->warn);
+		r->warn[0] = 0;
+	}
+}
+
+static unsigned fill(struct ht_reader *r, struct stream *s)
+{
+	s->bi = s->bn = 0;
+	if (s->pend_warn) {
+		set_warn(r, "%s", s->pend_warn);
+		free(s->pend_warn);
+		s->pend_warn = NULL;
+	}
+	if (s->pend_err) {
+		set_err(r, "%s", s->pend_err);
+		free(s->pend_err);
+		s->pend_err = NULL;
+		s->done = 1;
+		return 0;
+	}
+	if (!s->batch) {
+		s->batch = malloc(BATCH * sizeof(*s->batch));
+		if (!s->batch) {
+			fprintf(stderr, "heaptrail: out of memory\n");
+			exit(1);
+		}
+	}
+	unsigned n = 0;
+	int more = 1;
+	while (more && n < BATCH) {
+		int had_err = r->err[0] != 0, had_warn = r->warn[0] != 0, failed = 0;
+		if (s->cols && s->synced && !s->has_pend && !s->done)
+			n += fast_events(r, s, s->batch + n, BATCH - n, &failed);
+		if (failed) {
+			more = 0;
+		} else if (n < BATCH) {
+			int k = decode_next(r, s, &s->batch[n], n > 0);
+			/* an event's string lives in the stream until its next one */
+			more = k == 1 && !s->batch[n].str;
+			n += k == 1;
+		}
+		if (n)
+			defer_messages(r, s, had_err, had_warn);
+	}
+	s->bn = n;
+	return n;
+}
+
 /* ---- the merge ----------------------------------------------------------- */
 
 HOT int before(const struct stream *a, const struct stream *b)
 {
-	if (a->ev.ts != b->ev.ts)
-		return a->ev.ts < b->ev.ts;
+	if (a->ev->ts != b->ev->ts)
+		return a->ev->ts < b->ev->ts;
 	if (a->tid != b->tid)
 		return a->tid < b->tid;
-	return a->ev.seq < b->ev.seq;
+	return a->ev->seq < b->ev->seq;
 }
 
 static void heap_down(struct ht_reader *r, size_t i)
@@ -769,6 +904,17 @@ static void park(struct stream *s)
 		k--;
 	s->park_chunk = k;
 	s->parked = 1;
+	s->split = *s->ev;
+	s->ev = &s->split;
+	free(s->batch);
+	s->batch = NULL;
+	s->bi = s->bn = 0;
+	/* what decoding ahead met is met again */
+	s->has_pend = 0;
+	s->done = 0;
+	free(s->pend_err);
+	free(s->pend_warn);
+	s->pend_err = s->pend_warn = NULL;
 	s->cols = 0;
 	ht_coldec__free(s->cd);
 	s->cd = NULL;
@@ -780,23 +926,19 @@ static void park(struct stream *s)
 
 static int unpark_advance(struct ht_reader *r, struct stream *s)
 {
-	uint64_t want = s->ev.seq + 1;
+	uint64_t want = s->ev->seq + 1;
 	s->parked = 0;
 	s->next_chunk = s->park_chunk;
 	s->synced = 0;
 	s->seq = s->chunks[s->park_chunk].first_seq;
-	while (decode_next(r, s))
-		if (s->ev.seq >= want)
-			goto found;
+	while (fill(r, s))
+		for (; s->bi < s->bn; s->bi++)
+			if (s->batch[s->bi].seq >= want)
+				goto found;
 	return 0;
 found:
-	if (splits(&s->ev)) {
-		s->split = s->ev;
-		s->split.part = HT_PART_ACQUIRE;
-		s->has_split = 1;
-		s->ev.part = HT_PART_RELEASE;
-		s->ev.ts -= s->ev.duration;
-	}
+	s->ev = &s->batch[s->bi];
+	split_event(s);
 	return 1;
 }
 
@@ -808,22 +950,25 @@ HOT size_t live_slot(const struct ht_reader *r, uint64_t a)
 	return (size_t)(h >> 20) & (r->live_cap - 1);
 }
 
-HOT int live_has(const struct ht_reader *r, uint64_t a)
+/* Remembers where the probe stopped: the event's update of the set, just
+ * after, starts there (until the set changes). */
+HOT int live_has(struct ht_reader *r, uint64_t a)
 {
 	if (!r->live_n)
 		return 0;
 	for (size_t i = live_slot(r, a);; i = (i + 1) & (r->live_cap - 1)) {
-		if (r->live[i] == a)
-			return 1;
-		if (!r->live[i])
-			return 0;
+		if (r->live[i] == a || !r->live[i]) {
+			r->probe_a = a;
+			r->probe_i = i;
+			return r->live[i] != 0;
+		}
 	}
 }
 
 static void live_add(struct ht_reader *r, uint64_t a)
 {
 	if ((r->live_n + 1) * 2 > r->live_cap) {
-		size_t ncap = r->live_cap ? r->live_cap * 2 : 1024;
+		size_t ncap = r->live_cap ? r->live_cap * 2 : 64;
 		uint64_t *old = r->live, *nl = calloc(ncap, sizeof(*nl));
 		if (!nl)
 			return; /* out of memory: order by time alone */
@@ -839,8 +984,10 @@ static void live_add(struct ht_reader *r, uint64_t a)
 			nl[j] = old[i];
 		}
 		free(old);
+		r->probe_a = 0;
 	}
-	size_t i = live_slot(r, a);
+	size_t i = a == r->probe_a ? r->probe_i : live_slot(r, a);
+	r->probe_a = 0;
 	for (; r->live[i]; i = (i + 1) & (r->live_cap - 1))
 		if (r->live[i] == a)
 			return;
@@ -853,7 +1000,8 @@ static void live_del(struct ht_reader *r, uint64_t a)
 {
 	if (!r->live_n)
 		return;
-	size_t m = r->live_cap - 1, i = live_slot(r, a);
+	size_t m = r->live_cap - 1, i = a == r->probe_a ? r->probe_i : live_slot(r, a);
+	r->probe_a = 0;
 	for (; r->live[i] != a; i = (i + 1) & m)
 		if (!r->live[i])
 			return;
@@ -927,9 +1075,9 @@ static void unhold_overdue(struct ht_reader *r)
 	while (r->nheld) {
 		size_t oldest = 0;
 		for (size_t i = 1; i < r->nheld; i++)
-			if (r->held[i]->ev.ts < r->held[oldest]->ev.ts)
+			if (r->held[i]->ev->ts < r->held[oldest]->ev->ts)
 				oldest = i;
-		if (r->nheap && r->heap[0]->ev.ts <= r->held[oldest]->ev.ts + r->hold_ticks)
+		if (r->nheap && r->heap[0]->ev->ts <= r->held[oldest]->ev->ts + r->hold_ticks)
 			return;
 		unhold(r, oldest, 1);
 	}
@@ -941,6 +1089,7 @@ static void track_live(struct ht_reader *r, const struct ht_event *e)
 	if (e->kind == HT_EV_CONTROL && e->nv && e->v[0] != HT_CTL_SYNC && e->v[0] != HT_CTL_PAUSE) {
 		/* frees were not recorded while paused or stopped */
 		r->live_n = 0;
+		r->probe_a = 0;
 		if (r->live)
 			memset(r->live, 0, r->live_cap * sizeof(*r->live));
 		return;
@@ -963,7 +1112,7 @@ static void track_live(struct ht_reader *r, const struct ht_event *e)
  * allocation (both happened in another thread, and the free's timestamp
  * there, or the allocation's here, is only a lower bound).  Events with
  * their own timestamp are ordered by it (docs/FORMAT.md, "Ordering"). */
-static uint64_t must_wait(const struct ht_reader *r, const struct ht_event *e)
+static uint64_t must_wait(struct ht_reader *r, const struct ht_event *e)
 {
 	if (e->ts_taken)
 		return 0;
@@ -974,18 +1123,18 @@ static uint64_t must_wait(const struct ht_reader *r, const struct ht_event *e)
 	return a && !live_has(r, a) ? a : 0;
 }
 
-int ht_reader__next(struct ht_reader *r, struct ht_event *ev)
+const struct ht_event *ht_reader__next_event(struct ht_reader *r)
 {
 	struct stream *s;
 	for (;;) {
 		if (r->nheld)
 			unhold_overdue(r);
 		if (!r->nheap)
-			return 0;
+			return NULL;
 		s = r->heap[0];
 		if (!r->causal || s->forced)
 			break;
-		uint64_t a = must_wait(r, &s->ev);
+		uint64_t a = must_wait(r, s->ev);
 		if (!a)
 			break;
 		s->held_on = a;
@@ -994,9 +1143,15 @@ int ht_reader__next(struct ht_reader *r, struct ht_event *ev)
 		heap_down(r, 0);
 	}
 	s->forced = 0;
-	*ev = s->ev;
-	if (s->ev.str) {
-		memcpy(r->out_str, s->ev.str, strlen(s->ev.str) + 1);
+	/* delivered in place, unless its slot is used again by the advance
+	 * below (the batch's last, split, a parked stream's) */
+	struct ht_event *ev = s->ev;
+	if (ev == &s->split || s->bi + 1 >= s->bn || s->parked) {
+		r->out_ev = *ev;
+		ev = &r->out_ev;
+	}
+	if (ev->str) {
+		memcpy(r->out_str, ev->str, strlen(ev->str) + 1);
 		ev->str = r->out_str;
 	}
 	if (ev->ts < r->last_out_ts)
@@ -1016,6 +1171,15 @@ int ht_reader__next(struct ht_reader *r, struct ht_event *ev)
 		heap_down(r, 0);
 	if (r->causal)
 		track_live(r, ev);
+	return ev;
+}
+
+int ht_reader__next(struct ht_reader *r, struct ht_event *ev)
+{
+	const struct ht_event *e = ht_reader__next_event(r);
+	if (!e)
+		return 0;
+	*ev = *e;
 	return 1;
 }
 
@@ -1150,6 +1314,11 @@ struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
 		goto fail;
 	}
 	r->causal = r->hdr.version >= 2 && r->nstreams > 1;
+	if ((r->hdr.flags & (HT_FILE_F_SAMPLED | HT_FILE_F_SAMPLE_EVERY)) ==
+	    (HT_FILE_F_SAMPLED | HT_FILE_F_SAMPLE_EVERY))
+		r->sampled = 1;
+	else if (r->hdr.flags & HT_FILE_F_SAMPLED)
+		r->sampled = 2;
 	size_t si = 0;
 	for (size_t i = 0; i < r->nchunks; i++) {
 		if (i > 0 && r->chunks[i].tid == r->chunks[i - 1].tid) {
@@ -1171,9 +1340,9 @@ struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
 		struct stream *s = &r->streams[i];
 		if (stream_advance(r, s)) {
 			r->heap[r->nheap++] = s;
-			if (s->ev.ts < r->base_ts)
-				r->base_ts = s->ev.ts; /* events before the recorder's start-up */
-			if (r->nstreams > 64 && !s->ev.str && !s->has_split)
+			if (s->ev->ts < r->base_ts)
+				r->base_ts = s->ev->ts; /* events before the recorder's start-up */
+			if (r->nstreams > 64 && !s->ev->str && !s->has_split)
 				park(s);
 		}
 	}
@@ -1236,6 +1405,9 @@ void ht_reader__close(struct ht_reader *r)
 		close(r->fd);
 	for (size_t i = 0; i < r->nstreams; i++) {
 		free(r->streams[i].buf);
+		free(r->streams[i].batch);
+		free(r->streams[i].pend_err);
+		free(r->streams[i].pend_warn);
 		ht_coldec__free(r->streams[i].cd);
 		free(r->streams[i].nodes);
 		ht_modview__free(&r->streams[i].mods);

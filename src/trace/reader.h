@@ -173,6 +173,9 @@ const struct ht_trace_info *ht_reader__info(const struct ht_reader *r);
 /* Next event in time order: 1 = *ev filled, 0 = end (or stopped at an
  * error: check ht_reader__error). ev->str stays valid until the next call. */
 int ht_reader__next(struct ht_reader *r, struct ht_event *ev);
+/* The same without the copy: the next event, valid until the next call;
+ * NULL at the end. */
+const struct ht_event *ht_reader__next_event(struct ht_reader *r);
 
 /* NULL if everything read cleanly, else "offset N: what is wrong". */
 const char *ht_reader__error(const struct ht_reader *r);
