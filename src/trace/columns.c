@@ -107,7 +107,9 @@ struct live_slot {
 
 struct lifo_head {
 	uint64_t usable; /* the size class */
-	uint32_t top;	 /* newest node + 1, 0 = empty stack */
+	uint64_t addr;	 /* the newest freed block (kept here: a pop or push of a
+			  * stack of one needs no node), 0 = empty stack */
+	uint32_t top;	 /* node + 1 of the block freed before addr, 0 = none */
 	uint32_t used;	 /* slot holds a size class */
 };
 
@@ -265,24 +267,37 @@ static struct lifo_head *head_get(struct model *m, uint64_t usable)
 		i = (i + 1) & mask;
 	m->heads[i].used = 1;
 	m->heads[i].usable = usable;
+	m->heads[i].addr = 0;
 	m->heads[i].top = 0;
 	m->heads_n++;
 	return &m->heads[i];
+}
+
+/* Pops h's newest block (there is one): the node under it moves up into
+ * the head, and nothing points at that node any more: it is kept for the
+ * next push, so that the nodes stay as many as the freed blocks below the
+ * heads. */
+HOT void lifo_pop(struct model *m, struct lifo_head *h)
+{
+	if (!h->top) {
+		h->addr = 0;
+		return;
+	}
+	uint32_t i = h->top - 1;
+	h->addr = m->nodes[i].addr;
+	h->top = m->nodes[i].next;
+	m->nodes[i].next = m->spare;
+	m->spare = i + 1;
 }
 
 /* Takes the top of usable's LIFO: its address, 0 if it is empty. */
 HOT uint64_t lifo_take(struct model *m, uint64_t usable)
 {
 	struct lifo_head *h = head_find(m, usable);
-	if (!h || !h->top)
+	if (!h || !h->addr)
 		return 0;
-	uint32_t i = h->top - 1;
-	uint64_t a = m->nodes[i].addr;
-	h->top = m->nodes[i].next;
-	/* nothing points at a popped node any more: keep it for the next push,
-	 * so that the nodes stay as many as the freed blocks in the LIFOs */
-	m->nodes[i].next = m->spare;
-	m->spare = i + 1;
+	uint64_t a = h->addr;
+	lifo_pop(m, h);
 	return a;
 }
 
@@ -290,41 +305,45 @@ HOT uint64_t lifo_take(struct model *m, uint64_t usable)
 static int lifo_take_if(struct model *m, uint64_t usable, uint64_t addr)
 {
 	struct lifo_head *h = addr ? head_find(m, usable) : NULL;
-	if (!h || !h->top || m->nodes[h->top - 1].addr != addr)
+	if (!h || h->addr != addr)
 		return 0;
-	uint32_t i = h->top - 1;
-	h->top = m->nodes[i].next;
-	m->nodes[i].next = m->spare;
-	m->spare = i + 1;
+	lifo_pop(m, h);
 	return 1;
 }
 
+/* Pushes addr (not 0) on usable's LIFO: the head's block, if any, goes
+ * down into a node. */
 static void lifo_push(struct model *m, uint64_t usable, uint64_t addr)
 {
 	struct lifo_head *h = head_get(m, usable);
 	if (!h)
 		return;
-	if (m->spare) {
-		uint32_t i = m->spare - 1;
-		m->spare = m->nodes[i].next;
-		m->nodes[i].addr = addr;
-		m->nodes[i].next = h->top;
-		h->top = i + 1;
+	if (!h->addr) {
+		h->addr = addr;
 		return;
 	}
-	if (m->nodes_n == m->nodes_cap) {
-		size_t cap = m->nodes_cap ? m->nodes_cap * 2 : 1024;
-		struct lifo_node *n = cap < UINT32_MAX ? realloc(m->nodes, cap * sizeof(*n)) : NULL;
-		if (!n) {
-			m->oom = 1;
-			return;
+	uint32_t i;
+	if (m->spare) {
+		i = m->spare - 1;
+		m->spare = m->nodes[i].next;
+	} else {
+		if (m->nodes_n == m->nodes_cap) {
+			size_t cap = m->nodes_cap ? m->nodes_cap * 2 : 1024;
+			struct lifo_node *n =
+				cap < UINT32_MAX ? realloc(m->nodes, cap * sizeof(*n)) : NULL;
+			if (!n) {
+				m->oom = 1;
+				return;
+			}
+			m->nodes = n;
+			m->nodes_cap = cap;
 		}
-		m->nodes = n;
-		m->nodes_cap = cap;
+		i = (uint32_t)m->nodes_n++;
 	}
-	m->nodes[m->nodes_n].addr = addr;
-	m->nodes[m->nodes_n].next = h->top;
-	h->top = (uint32_t)++m->nodes_n;
+	m->nodes[i].addr = h->addr;
+	m->nodes[i].next = h->top;
+	h->top = i + 1;
+	h->addr = addr;
 }
 
 /* Requested bytes of an allocation record, from its raw fields (the size
