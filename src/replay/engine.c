@@ -37,11 +37,20 @@ const double ht_replay_pcts[HT_NPCT] = {50, 99, 99.9};
 
 /* ---- the clock ---- */
 
-/* Start of a call: plain RDTSC (7.5 ns here); its end: RDTSCP (13 ns),
- * which waits for the call's instructions to finish. */
+/* Start of a call: plain RDTSC (~8.5 ns here); its end: RDTSCP (~14 ns),
+ * which waits for the call's instructions to finish.  Both are asm volatile
+ * with a memory clobber, so that the compiler moves none of the engine's
+ * loads or stores into the timed window; the end's RDTSCP writes its
+ * processor id to rcx, which is clobbered, not stored (the intrinsic's
+ * &aux costs a store per call). */
 static inline uint64_t tsc_begin(void)
 {
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__)
+	uint64_t t, hi;
+	__asm__ volatile("rdtsc\n\tshl $32, %%rdx\n\tor %%rdx, %%rax"
+			 : "=a"(t), "=d"(hi) : : "memory");
+	return t;
+#elif defined(__i386__)
 	return __rdtsc();
 #else
 	struct timespec ts;
@@ -52,7 +61,12 @@ static inline uint64_t tsc_begin(void)
 
 static inline uint64_t tsc(void)
 {
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__)
+	uint64_t t, hi;
+	__asm__ volatile("rdtscp\n\tshl $32, %%rdx\n\tor %%rdx, %%rax"
+			 : "=a"(t), "=d"(hi) : : "rcx", "memory");
+	return t;
+#elif defined(__i386__)
 	unsigned aux;
 	return __rdtscp(&aux);
 #else
@@ -90,11 +104,45 @@ static uint64_t bucket_value(unsigned b)
 	return lo + (1ull << (e - 4)) / 2; /* the middle of the bucket */
 }
 
+/* Calls shorter than this many cycles (nearly all of them) are counted
+ * in an exact histogram, one counter per cycle count: the update is one
+ * compare and one increment, with neither the bucket's arithmetic nor a
+ * running sum of cycles.  Both come back exactly when the run ends
+ * (fold_small): each value goes to its bucket, and adds value x count to
+ * the sum.  The longer calls take the out-of-line path, account_long. */
+#define NSMALL 256
+
 /* Per function statistics of a thread. */
 struct fnstat {
-	uint64_t cycles;            /* cycles inside them */
-	uint64_t hist[NBUCKETS];    /* calls by cycles */
+	uint64_t small[NSMALL];     /* calls under NSMALL cycles, by exact cycles */
+	uint64_t cycles;            /* cycles inside the other calls (all, after fold_small) */
+	uint64_t hist[NBUCKETS];    /* the other calls by bucket (all, after fold_small) */
 };
+
+__attribute__((cold, noinline)) static void account_long(struct fnstat *s, uint64_t c)
+{
+	s->cycles += c;
+	s->hist[bucket(c)]++;
+}
+
+/* One timed call of s's function that took c cycles. */
+static inline __attribute__((always_inline)) void account(struct fnstat *s, uint64_t c)
+{
+	if (__builtin_expect(c < NSMALL, 1))
+		s->small[c]++;
+	else
+		account_long(s, c);
+}
+
+/* After the run: the exact counts into the buckets and the cycle sum. */
+static void fold_small(struct fnstat *s)
+{
+	for (uint64_t v = 0; v < NSMALL; v++) {
+		s->cycles += v * s->small[v];
+		s->hist[bucket(v)] += s->small[v];
+		s->small[v] = 0;
+	}
+}
 
 /* ---- threads ---- */
 
@@ -106,6 +154,7 @@ struct rthread {
 	_Alignas(64) const uint8_t *start, *end; /* its stream */
 	const uint8_t *p;            /* cursor (--threads-as-one resumes here) */
 	uint64_t done;               /* ops done */
+	uint64_t nops;               /* ops in its stream */
 	const uint64_t *pub;         /* ascending counts other threads wait for */
 	uint64_t npub, ipub;         /* their number, the next one */
 	uint32_t idx;                /* index in the workload */
@@ -149,18 +198,39 @@ static long futex(_Atomic uint32_t *addr, int op, uint32_t val)
 	return syscall(SYS_futex, addr, op, val, NULL, NULL, 0);
 }
 
-static inline uint64_t getv(const uint8_t **pp)
+/* A number and where the stream goes on after it (returned in registers,
+ * so that the cursor never has to live in memory). */
+struct leb {
+	uint64_t v;         /* the number */
+	const uint8_t *p;   /* past it */
+};
+
+__attribute__((cold, noinline)) static struct leb getv_long(const uint8_t *p)
 {
-	const uint8_t *p = *pp;
-	if (__builtin_expect(!(*p & 0x80), 1)) { /* slot numbers and small sizes */
-		*pp = p + 1;
-		return *p;
-	}
 	uint64_t v = *p & 0x7f;
 	for (int shift = 7; *p++ & 0x80; shift += 7)
 		v |= (uint64_t)(*p & 0x7f) << shift;
-	*pp = p;
-	return v;
+	return (struct leb){v, p};
+}
+
+/* A LEB128 number: slot numbers and small sizes take 1 byte, sizes up to
+ * 16 KiB 2, inline; longer ones the out-of-line loop. */
+static inline __attribute__((always_inline)) uint64_t getv(const uint8_t **pp)
+{
+	const uint8_t *p = *pp;
+	uint64_t v = p[0];
+	if (__builtin_expect(v < 0x80, 1)) {
+		*pp = p + 1;
+		return v;
+	}
+	uint64_t hi = p[1];
+	if (__builtin_expect(hi < 0x80, 1)) {
+		*pp = p + 2;
+		return (v & 0x7f) | hi << 7;
+	}
+	struct leb l = getv_long(p);
+	*pp = l.p;
+	return l.v;
 }
 
 /* touch and page: the engine's, read once per run_ops (a histogram
@@ -178,18 +248,12 @@ static inline void touch_mem(enum ht_touch touch, uint64_t page, void *ptr, uint
 	}
 }
 
-static inline void account(struct rthread *t, int fn, uint64_t c)
-{
-	struct fnstat *s = &t->fn[fn];
-	s->cycles += c; /* calls: the histogram's sum, at the end */
-	s->hist[bucket(c)]++;
-}
-
 /* The next op count at which run_ops must stop by the slow path: the next
- * count another thread waits for, or the next --trim-interval trim. */
+ * count another thread waits for, the next --trim-interval trim, or the
+ * end of the stream (the loader checked that it holds t->nops ops). */
 static inline uint64_t next_stop(const struct rthread *t, uint64_t trim_every)
 {
-	uint64_t next = t->ipub < t->npub ? t->pub[t->ipub] : UINT64_MAX;
+	uint64_t next = t->ipub < t->npub ? t->pub[t->ipub] : t->nops;
 	if (trim_every && t->done + (trim_every - t->since_trim) < next)
 		next = t->done + (trim_every - t->since_trim);
 	return next;
@@ -241,39 +305,88 @@ done:
 
 static void *thread_main(void *arg);
 
-/* The call of one op, timed.  Returns 1 to go on, 0 when blocked on a wait
- * (--threads-as-one: me->wait_on/wait_for say on what). */
-static int run_ops(struct engine *g, struct rthread *me, int serial)
+/* The ops of me's stream from me->p on, each call timed.  Returns 1 at the
+ * end of the stream, 0 when blocked on a wait (--threads-as-one:
+ * me->wait_on/wait_for say on what).
+ *
+ * What runs between one call's RDTSCP and the next one's RDTSC is the
+ * replay's bookkeeping, so the loop is cut to the bone for the common ops:
+ *   - free and malloc are tested before the switch, with the pointer's
+ *     slot address computed before the call (the only value besides the
+ *     cursor, the stop counter and the start time kept across it);
+ *   - one counter, left, counts down to the next stop (a count another
+ *     thread waits for, a trim, the end of the stream): one decrement and
+ *     branch per op; done, since_trim and the cursor's end are dealt with
+ *     only there;
+ *   - touch is a constant in each of run_ops's three instances, so that
+ *     --touch none tests nothing per op;
+ *   - a call's cycles are one increment in an exact histogram (account);
+ *   - slot errors are summed in serr, added to me->slot_errors at the end. */
+static inline __attribute__((always_inline)) int run_ops_t(struct engine *g, struct rthread *me,
+							    int serial, const enum ht_touch touch)
 {
-	void **slots = g->slots;
-	const uint8_t *p = me->p, *end = me->end;
-	uint64_t trim_every = g->cfg->trim_interval;
-	enum ht_touch touch = g->touch;
-	uint64_t page = (uint64_t)g->page;
-	/* The op count stays in a register; me->done (and since_trim) are
-	 * brought up to date at each stop and on the way out. */
-	uint64_t done = me->done, since = me->since_trim;
+	void **const slots = g->slots;
+	struct fnstat *const fn = me->fn;
+	const uint64_t trim_every = g->cfg->trim_interval;
+	const uint64_t page = (uint64_t)g->page;
+	const uint8_t *p = me->p;
 	uint64_t serr = 0; /* slot errors, added to me->slot_errors on the way out */
 	uint64_t stop = next_stop(me, trim_every);
-	while (p < end) {
+	uint64_t left = stop - me->done; /* ops until the stop */
+	int ret = 1;
+	if (!left)
+		goto out; /* an empty stream */
+	for (;;) {
 		const uint8_t *at = p;
 		int op = *p++;
 		uint64_t t0, t1, s, o, n, m;
-		void *r;
-		switch (op) {
-		case HT_WL_MALLOC:
+		void *r, **sp;
+		if (__builtin_expect(op == HT_WL_FREE, 1)) {
+			s = getv(&p);
+			if (__builtin_expect(s != 0, 1)) {
+				sp = &slots[s - 1];
+				r = *sp;
+				serr += !r;
+				t0 = tsc_begin();
+				free(r);
+				t1 = tsc();
+				account(&fn[HT_FN_FREE], t1 - t0);
+				*sp = NULL;
+			} else {
+				t0 = tsc_begin();
+				free(NULL);
+				t1 = tsc();
+				account(&fn[HT_FN_FREE], t1 - t0);
+			}
+			goto next;
+		}
+		if (__builtin_expect(op == HT_WL_MALLOC, 1)) {
 			s = getv(&p), n = getv(&p);
-			t0 = tsc_begin();
-			r = malloc(n);
-			t1 = tsc();
-			account(me, HT_FN_MALLOC, t1 - t0);
-			goto store;
+			if (__builtin_expect(s != 0, 1)) {
+				sp = &slots[s - 1];
+				serr += *sp != NULL;
+				t0 = tsc_begin();
+				r = malloc(n);
+				t1 = tsc();
+				account(&fn[HT_FN_MALLOC], t1 - t0);
+				*sp = r;
+				touch_mem(touch, page, r, n);
+			} else {
+				t0 = tsc_begin();
+				r = malloc(n);
+				t1 = tsc();
+				account(&fn[HT_FN_MALLOC], t1 - t0);
+				free(r); /* failed in the trace, not here */
+			}
+			goto next;
+		}
+		switch (op) {
 		case HT_WL_CALLOC:
 			s = getv(&p), m = getv(&p), n = getv(&p);
 			t0 = tsc_begin();
 			r = calloc(m, n);
 			t1 = tsc();
-			account(me, HT_FN_CALLOC, t1 - t0);
+			account(&fn[HT_FN_CALLOC], t1 - t0);
 			if (__builtin_mul_overflow(m, n, &n))
 				n = 0;
 			goto store;
@@ -282,7 +395,7 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 			t0 = tsc_begin();
 			r = memalign(m, n);
 			t1 = tsc();
-			account(me, HT_FN_MEMALIGN, t1 - t0);
+			account(&fn[HT_FN_MEMALIGN], t1 - t0);
 			goto store;
 		case HT_WL_POSIX_MEMALIGN:
 			s = getv(&p), m = getv(&p), n = getv(&p);
@@ -290,28 +403,28 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 			if (posix_memalign(&r, m, n))
 				r = NULL;
 			t1 = tsc();
-			account(me, HT_FN_POSIX_MEMALIGN, t1 - t0);
+			account(&fn[HT_FN_POSIX_MEMALIGN], t1 - t0);
 			goto store;
 		case HT_WL_ALIGNED_ALLOC:
 			s = getv(&p), m = getv(&p), n = getv(&p);
 			t0 = tsc_begin();
 			r = aligned_alloc(m, n);
 			t1 = tsc();
-			account(me, HT_FN_ALIGNED_ALLOC, t1 - t0);
+			account(&fn[HT_FN_ALIGNED_ALLOC], t1 - t0);
 			goto store;
 		case HT_WL_VALLOC:
 			s = getv(&p), n = getv(&p);
 			t0 = tsc_begin();
 			r = valloc(n);
 			t1 = tsc();
-			account(me, HT_FN_VALLOC, t1 - t0);
+			account(&fn[HT_FN_VALLOC], t1 - t0);
 			goto store;
 		case HT_WL_PVALLOC:
 			s = getv(&p), n = getv(&p);
 			t0 = tsc_begin();
 			r = pvalloc(n);
 			t1 = tsc();
-			account(me, HT_FN_PVALLOC, t1 - t0);
+			account(&fn[HT_FN_PVALLOC], t1 - t0);
 		store:
 			if (s) {
 				serr += slots[s - 1] != NULL;
@@ -331,7 +444,7 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 			t0 = tsc_begin();
 			r = op == HT_WL_REALLOC ? realloc(old, n) : reallocarray(old, m, n);
 			t1 = tsc();
-			account(me, op == HT_WL_REALLOC ? HT_FN_REALLOC : HT_FN_REALLOCARRAY, t1 - t0);
+			account(&fn[op == HT_WL_REALLOC ? HT_FN_REALLOC : HT_FN_REALLOCARRAY], t1 - t0);
 			int overflow = __builtin_mul_overflow(m, n, &n);
 			if (!r && (n || overflow))
 				r = old; /* failed here: the old block stays */
@@ -346,30 +459,19 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 			}
 			break;
 		}
-		case HT_WL_FREE:
-			s = getv(&p);
-			r = s ? slots[s - 1] : NULL;
-			serr += s && !r;
-			t0 = tsc_begin();
-			free(r);
-			t1 = tsc();
-			account(me, HT_FN_FREE, t1 - t0);
-			if (s)
-				slots[s - 1] = NULL;
-			break;
 		case HT_WL_MALLOPT:
 			m = getv(&p), n = getv(&p);
 			t0 = tsc_begin();
 			mallopt((int)ht_unzigzag(m), (int)ht_unzigzag(n));
 			t1 = tsc();
-			account(me, HT_FN_MALLOPT, t1 - t0);
+			account(&fn[HT_FN_MALLOPT], t1 - t0);
 			break;
 		case HT_WL_MALLOC_TRIM:
 			n = getv(&p);
 			t0 = tsc_begin();
 			malloc_trim(n);
 			t1 = tsc();
-			account(me, HT_FN_MALLOC_TRIM, t1 - t0);
+			account(&fn[HT_FN_MALLOC_TRIM], t1 - t0);
 			break;
 		case HT_WL_MMAP: {
 			s = getv(&p), n = getv(&p);
@@ -377,7 +479,7 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 			t0 = tsc_begin();
 			r = mmap(NULL, n, prot, flags, -1, 0);
 			t1 = tsc();
-			account(me, HT_FN_MMAP, t1 - t0);
+			account(&fn[HT_FN_MMAP], t1 - t0);
 			if (r == MAP_FAILED)
 				r = NULL;
 			slots[s - 1] = r;
@@ -399,7 +501,7 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 			if (base)
 				munmap(base + o, n);
 			t1 = tsc();
-			account(me, HT_FN_MUNMAP, t1 - t0);
+			account(&fn[HT_FN_MUNMAP], t1 - t0);
 			if (last) {
 				slots[s - 1] = NULL;
 				g->extent[s - 1] = 0;
@@ -416,7 +518,7 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 			t0 = tsc_begin();
 			r = old ? mremap(old, m, n, flags) : MAP_FAILED;
 			t1 = tsc();
-			account(me, HT_FN_MREMAP, t1 - t0);
+			account(&fn[HT_FN_MREMAP], t1 - t0);
 			if (r == MAP_FAILED) {
 				r = old; /* stays where it was */
 				n = m;
@@ -433,14 +535,15 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 			if (serial) {
 				if (o2->done < count) {
 					/* counted when it passes, on the way back */
+					uint64_t done = stop - left;
 					me->waits_blocked++;
 					me->wait_on = (uint32_t)j;
 					me->wait_for = count;
-					me->p = at;
-					me->since_trim = since + (done - me->done);
+					me->since_trim += done - me->done;
 					me->done = done;
-					me->slot_errors += serr;
-					return 0;
+					p = at;
+					ret = 0;
+					goto out;
 				}
 				me->waits++;
 			} else {
@@ -464,24 +567,40 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 		default:
 			__builtin_unreachable(); /* the loader checked every op */
 		}
-		if (__builtin_expect(++done != stop, 1))
+	next:
+		if (__builtin_expect(--left != 0, 1))
 			continue;
-		me->since_trim = since + (done - me->done);
-		me->done = done;
+		/* a stop: op number stop is done */
+		me->since_trim += stop - me->done;
+		me->done = stop;
 		publish(me);
 		if (trim_every && me->since_trim >= trim_every) {
 			me->since_trim = 0;
 			me->trims++;
 			malloc_trim(0);
 		}
-		since = me->since_trim;
+		if (stop == me->nops)
+			break;
 		stop = next_stop(me, trim_every);
+		left = stop - me->done;
 	}
-	me->since_trim = since + (done - me->done);
-	me->done = done;
+out:
 	me->slot_errors += serr;
 	me->p = p;
-	return 1;
+	return ret;
+}
+
+/* run_ops_t with touch a constant. */
+static int run_ops(struct engine *g, struct rthread *me, int serial)
+{
+	switch (g->touch) {
+	case HT_TOUCH_NONE:
+		return run_ops_t(g, me, serial, HT_TOUCH_NONE);
+	case HT_TOUCH_PAGE:
+		return run_ops_t(g, me, serial, HT_TOUCH_PAGE);
+	default:
+		return run_ops_t(g, me, serial, HT_TOUCH_ALL);
+	}
 }
 
 static struct engine *current; /* the run thread_main works for */
@@ -731,6 +850,7 @@ int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *c
 		t->idx = i;
 		t->start = t->p = w->threads[i].ops;
 		t->end = t->start + w->threads[i].nbytes;
+		t->nops = w->threads[i].nops;
 		t->fn = fn + (size_t)i * HT_FN_NR;
 	}
 	if (index_waits(&g)) {
@@ -799,6 +919,9 @@ int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *c
 	res->nthreads = w->nthreads;
 	res->repeat = (uint32_t)repeat;
 	static uint64_t hist[NBUCKETS];
+	for (uint32_t i = 0; i < w->nthreads; i++)
+		for (int f = 0; f < HT_FN_NR; f++)
+			fold_small(&g.t[i].fn[f]);
 	for (int f = 0; f < HT_FN_NR; f++) {
 		memset(hist, 0, sizeof(hist));
 		for (uint32_t i = 0; i < w->nthreads; i++) {
