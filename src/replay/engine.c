@@ -305,6 +305,104 @@ done:
 
 static void *thread_main(void *arg);
 
+__attribute__((cold, noinline)) static void slot_error(struct rthread *me)
+{
+	me->slot_errors++;
+}
+
+/* Where run_common stopped: the cursor and the ops left until the stop. */
+struct cursor {
+	const uint8_t *p;   /* the next op */
+	uint64_t left;      /* ops until run_ops's next stop */
+};
+
+/* The common ops, malloc into a slot and free from one, in a loop of their
+ * own, out of line: nothing else is live in it (the cursor, the count
+ * down to the stop, the slot table, the statistics, the slot and the start
+ * time), so that it keeps them all in registers.  Returns at another op
+ * (or a malloc/free of slot 0: the pointer NULL), or when c.left reaches 0;
+ * run_ops does the rest.  touch is a constant in each of its instances. */
+static inline __attribute__((always_inline)) struct cursor
+run_common_t(struct cursor c, void **slots, struct fnstat *fn, struct rthread *me,
+	     const enum ht_touch touch, uint64_t page)
+{
+	const uint8_t *p = c.p;
+	uint64_t left = c.left;
+	for (;;) {
+		const uint8_t *q = p + 1;
+		uint64_t t0, t1, s, n;
+		void *r, **sp;
+		if (*p == HT_WL_FREE) {
+			s = getv(&q);
+			if (__builtin_expect(!s, 0))
+				break;
+			sp = &slots[s - 1];
+			r = *sp;
+			if (__builtin_expect(!r, 0))
+				slot_error(me); /* rare: a branch, not an add */
+			t0 = tsc_begin();
+			free(r);
+			t1 = tsc();
+			account(&fn[HT_FN_FREE], t1 - t0);
+			*sp = NULL;
+		} else if (*p == HT_WL_MALLOC) {
+			s = getv(&q), n = getv(&q);
+			if (__builtin_expect(!s, 0))
+				break;
+			sp = &slots[s - 1];
+			if (__builtin_expect(*sp != NULL, 0))
+				slot_error(me);
+			t0 = tsc_begin();
+			r = malloc(n);
+			t1 = tsc();
+			account(&fn[HT_FN_MALLOC], t1 - t0);
+			*sp = r;
+			touch_mem(touch, page, r, n);
+		} else {
+			break;
+		}
+		p = q;
+		if (__builtin_expect(--left == 0, 0))
+			break;
+	}
+	return (struct cursor){p, left};
+}
+
+__attribute__((noinline)) static struct cursor run_common_none(struct cursor c, void **slots,
+							       struct fnstat *fn,
+							       struct rthread *me, uint64_t page)
+{
+	return run_common_t(c, slots, fn, me, HT_TOUCH_NONE, page);
+}
+
+__attribute__((noinline)) static struct cursor run_common_page(struct cursor c, void **slots,
+							       struct fnstat *fn,
+							       struct rthread *me, uint64_t page)
+{
+	return run_common_t(c, slots, fn, me, HT_TOUCH_PAGE, page);
+}
+
+__attribute__((noinline)) static struct cursor run_common_all(struct cursor c, void **slots,
+							      struct fnstat *fn, struct rthread *me,
+							      uint64_t page)
+{
+	return run_common_t(c, slots, fn, me, HT_TOUCH_ALL, page);
+}
+
+static inline __attribute__((always_inline)) struct cursor
+run_common(const enum ht_touch touch, struct cursor c, void **slots, struct fnstat *fn,
+	   struct rthread *me, uint64_t page)
+{
+	switch (touch) {
+	case HT_TOUCH_NONE:
+		return run_common_none(c, slots, fn, me, page);
+	case HT_TOUCH_PAGE:
+		return run_common_page(c, slots, fn, me, page);
+	default:
+		return run_common_all(c, slots, fn, me, page);
+	}
+}
+
 /* The ops of me's stream from me->p on, each call timed.  Returns 1 at the
  * end of the stream, 0 when blocked on a wait (--threads-as-one:
  * me->wait_on/wait_for say on what).
@@ -337,50 +435,33 @@ static inline __attribute__((always_inline)) int run_ops_t(struct engine *g, str
 	if (!left)
 		goto out; /* an empty stream */
 	for (;;) {
-		const uint8_t *at = p;
+		struct cursor cur = run_common(touch, (struct cursor){p, left}, slots, fn, me, page);
+		p = cur.p;
+		left = cur.left;
+		if (!left)
+			goto stop;
 		int op = *p++;
 		uint64_t t0, t1, s, o, n, m;
-		void *r, **sp;
-		if (__builtin_expect(op == HT_WL_FREE, 1)) {
-			s = getv(&p);
-			if (__builtin_expect(s != 0, 1)) {
-				sp = &slots[s - 1];
-				r = *sp;
-				serr += !r;
-				t0 = tsc_begin();
-				free(r);
-				t1 = tsc();
-				account(&fn[HT_FN_FREE], t1 - t0);
-				*sp = NULL;
-			} else {
-				t0 = tsc_begin();
-				free(NULL);
-				t1 = tsc();
-				account(&fn[HT_FN_FREE], t1 - t0);
-			}
-			goto next;
-		}
-		if (__builtin_expect(op == HT_WL_MALLOC, 1)) {
-			s = getv(&p), n = getv(&p);
-			if (__builtin_expect(s != 0, 1)) {
-				sp = &slots[s - 1];
-				serr += *sp != NULL;
-				t0 = tsc_begin();
-				r = malloc(n);
-				t1 = tsc();
-				account(&fn[HT_FN_MALLOC], t1 - t0);
-				*sp = r;
-				touch_mem(touch, page, r, n);
-			} else {
-				t0 = tsc_begin();
-				r = malloc(n);
-				t1 = tsc();
-				account(&fn[HT_FN_MALLOC], t1 - t0);
-				free(r); /* failed in the trace, not here */
-			}
-			goto next;
-		}
+		void *r;
 		switch (op) {
+		case HT_WL_FREE:
+			s = getv(&p);
+			r = s ? slots[s - 1] : NULL;
+			serr += s && !r;
+			t0 = tsc_begin();
+			free(r);
+			t1 = tsc();
+			account(&fn[HT_FN_FREE], t1 - t0);
+			if (s)
+				slots[s - 1] = NULL;
+			break;
+		case HT_WL_MALLOC:
+			s = getv(&p), n = getv(&p);
+			t0 = tsc_begin();
+			r = malloc(n);
+			t1 = tsc();
+			account(&fn[HT_FN_MALLOC], t1 - t0);
+			goto store;
 		case HT_WL_CALLOC:
 			s = getv(&p), m = getv(&p), n = getv(&p);
 			t0 = tsc_begin();
@@ -530,6 +611,7 @@ static inline __attribute__((always_inline)) int run_ops_t(struct engine *g, str
 			break;
 		}
 		case HT_WL_WAIT: {
+			const uint8_t *at = p - 1; /* where to resume */
 			uint64_t j = getv(&p), count = getv(&p);
 			struct rthread *o2 = &g->t[j];
 			if (serial) {
@@ -567,9 +649,9 @@ static inline __attribute__((always_inline)) int run_ops_t(struct engine *g, str
 		default:
 			__builtin_unreachable(); /* the loader checked every op */
 		}
-	next:
-		if (__builtin_expect(--left != 0, 1))
+		if (--left != 0)
 			continue;
+	stop:
 		/* a stop: op number stop is done */
 		me->since_trim += stop - me->done;
 		me->done = stop;
