@@ -110,7 +110,9 @@ static uint64_t bucket_value(unsigned b)
  * running sum of cycles.  Both come back exactly when the run ends
  * (fold_small): each value goes to its bucket, and adds value x count to
  * the sum.  The longer calls take the out-of-line path, account_long. */
+#ifndef NSMALL /* -DNSMALL=65536 to count the fast path's instructions under callgrind */
 #define NSMALL 256
+#endif
 
 /* Per function statistics of a thread. */
 struct fnstat {
