@@ -8,7 +8,10 @@
 #      tests/progs/handoff next to bench/handoff_cost.c's mutex+condvar and
 #      atomic-counter ping-pongs;
 #   3. the replay's Max RSS under glibc against the traced program's own
-#      peak RSS (bench/replay_loop.c, a ~RSS_MB MiB written heap).
+#      peak RSS (bench/replay_loop.c, a ~RSS_MB MiB written heap);
+#   4. the floor under 1.: bench/timer_floor.c times malloc_loop's calls
+#      with the engine's rdtsc..rdtscp and no engine at all, so the time
+#      outside its windows is the timer's alone.
 # Medians of REPS interleaved runs, after WARMUP untimed rounds.
 #
 #   bench/run_replay.sh [--write] [--keep]
@@ -81,6 +84,7 @@ CFLAGS=(-std=gnu11 -O2 -Wall -Wextra -Wshadow -Wstrict-prototypes -Werror -pthre
 $CC "${CFLAGS[@]}" -o "$WORK/malloc_loop" "$HERE/malloc_loop.c" || die "cannot build malloc_loop"
 $CC "${CFLAGS[@]}" -o "$WORK/handoff_cost" "$HERE/handoff_cost.c" || die "cannot build handoff_cost"
 $CC "${CFLAGS[@]}" -o "$WORK/replay_loop" "$HERE/replay_loop.c" || die "cannot build replay_loop"
+$CC "${CFLAGS[@]}" -o "$WORK/timer_floor" "$HERE/timer_floor.c" || die "cannot build timer_floor"
 
 TIME=$(command -v /usr/bin/time || true) # for the native program's ru_maxrss
 
@@ -216,6 +220,21 @@ native_loop() {
 	[[ -n $ns ]] && add "$name,native_ns" "$ns"
 }
 
+# timer_floor REP: the timed loop without the engine (st's sizes)
+timer_floor() {
+	local rep=$1 line
+	if ! line=$("$WORK/timer_floor" "$PAIRS" "$SEED" 2>&1); then
+		note "timer_floor failed (rep $rep): $line"
+		FAILED[tf]=1
+		return 0
+	fi
+	((rep > 0)) || return 0
+	add tf,outside_ns "$(field outside_ns <<<"$line")"
+	add tf,outside_cyc "$(field outside_cyc <<<"$line")"
+	add tf,window_cyc "$(field window_cyc <<<"$line")"
+	add tf,untimed_cyc "$(field untimed_cyc <<<"$line")"
+}
+
 # handoff_cost MODE REP
 handoff_cost() {
 	local m=$1 rep=$2 line
@@ -267,6 +286,7 @@ for ((rep = 1 - WARMUP; rep <= REPS; rep++)); do
 	((r < 0)) && r=0
 	native_loop st 0 "$r"
 	[[ -n ${FAILED[st]:-} ]] || replay st none "$r"
+	[[ -n ${FAILED[tf]:-} ]] || timer_floor "$r"
 	native_loop mt 2 "$r"
 	[[ -n ${FAILED[mt]:-} ]] || replay mt none "$r"
 	native_handoff "$r"
@@ -383,6 +403,12 @@ RSS_RATIO=
 		e=$(calc %.1f "$(med "$w,bk")")
 		echo "- $tl: replay overhead $b ns/op ((wall x loop threads - call time) / ops; the engine's bookkeeping_ns_per_op: $e) (target <= 10): $(verdict "$b <= 10")"
 	done
+	if [[ -n ${S[tf,outside_ns]:-} ]]; then
+		f=$(med tf,outside_ns)
+		line="- the timer's floor (bench/timer_floor.c: the same calls and clock reads, no engine): $(calc %.1f "$f") ns/op outside the windows ($(calc %.1f "$(med tf,outside_cyc)") cycles; $(RANGE_FMT=%.1f rng tf,outside_ns) ns), calls $(calc %.1f "$(med tf,window_cyc)") cycles inside them, $(calc %.1f "$(med tf,untimed_cyc)") untimed"
+		[[ -n ${S[st,bkwall]:-} ]] && line+="; so of the single-thread overhead, $(calc %.1f "$(med st,bkwall) - $f") ns/op is the engine's own work"
+		echo "$line"
+	fi
 	# independent threads: only the main thread should wait (for the
 	# workers' last ops, before its own frees at exit)
 	if [[ -n ${S[mt,waits]:-} ]] && ((S[mt,waits] > 10)); then
@@ -435,6 +461,7 @@ RSS_RATIO=
 		done
 		[[ -n $line ]] && echo "- $w${line}"
 	done
+	[[ -n ${S[tf,outside_ns]:-} ]] && echo "- timer_floor; outside_ns ${S[tf,outside_ns]% }; outside_cyc ${S[tf,outside_cyc]% }; window_cyc ${S[tf,window_cyc]% }; untimed_cyc ${S[tf,untimed_cyc]% }"
 	for m in mutex mutex1 counter; do
 		[[ -n ${S[hc-$m,ns]:-} ]] && echo "- handoff_cost $m: ns/hand-off ${S[hc-$m,ns]% }; blocked % ${S[hc-$m,blocked_pct]% }; slept % ${S[hc-$m,sleeps_pct]% }"
 	done

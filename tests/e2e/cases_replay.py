@@ -45,6 +45,53 @@ def traced_calls(s):
     return {f: s["calls"].get(f, 0) for f in WL_FNS}
 
 
+def hist_bucket(v):
+    """engine.c's bucket(): 16 sub-buckets per power of two from 32 on."""
+    if v < 32:
+        return v
+    e = v.bit_length() - 1
+    return 32 + (e - 5) * 16 + ((v >> (e - 4)) & 15)
+
+
+def hist_value(b):
+    """engine.c's bucket_value(): the middle of bucket b."""
+    if b < 32:
+        return b
+    e, sub = (b - 32) // 16 + 5, (b - 32) % 16
+    return ((16 + sub) << (e - 4)) + (1 << (e - 4)) // 2
+
+
+def hist_low(b):
+    """The lowest value of bucket b."""
+    if b < 32:
+        return b
+    e, sub = (b - 32) // 16 + 5, (b - 32) % 16
+    return (16 + sub) << (e - 4)
+
+
+def check_stats(t, j, what):
+    """The per-function statistics agree with each other: each percentile
+    is the middle of a bucket of the histogram, in order, and the average
+    is at least what the percentiles force (half the calls took at least
+    the p50 bucket's low edge, 1% the p99's).  The engine counts short
+    calls in an exact histogram that it folds into the buckets and the
+    cycle sum at the end: calls or cycles lost there show here."""
+    for f in WL_FNS:
+        if not j["calls"][f]:
+            continue
+        p = [j[k][f] for k in ("p50_cycles", "p99_cycles", "p999_cycles")]
+        avg = j["avg_cycles"][f]
+        with t.soft():
+            check(p[0] <= p[1] <= p[2], "%s: %s percentiles out of order: %s" % (what, f, p))
+            for v in p:
+                check(hist_value(hist_bucket(v)) == v,
+                      "%s: %s percentile %d is not a bucket's middle" % (what, f, v))
+            low = max(0.5 * hist_low(hist_bucket(p[0])), 0.01 * hist_low(hist_bucket(p[1])))
+            check(avg >= low * (1 - 1e-6),
+                  "%s: %s avg_cycles %.1f below what its percentiles force (%.1f; p50/p99 %s)"
+                  % (what, f, avg, low, p[:2]))
+
+
 def check_replay(t, s, j, what, times=1):
     """replay --json j against stats s: the same calls, the same peak."""
     want = {f: n * times for f, n in traced_calls(s).items()}
@@ -60,6 +107,7 @@ def check_replay(t, s, j, what, times=1):
         for f in WL_FNS:
             if j["calls"][f]:
                 check(j["avg_cycles"][f] > 0, "%s: avg_cycles.%s is 0" % (what, f))
+    check_stats(t, j, what)
 
 
 def record_exact(t, trace, argv, env=None, timeout=120):
