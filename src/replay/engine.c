@@ -104,45 +104,52 @@ static uint64_t bucket_value(unsigned b)
 	return lo + (1ull << (e - 4)) / 2; /* the middle of the bucket */
 }
 
-/* Calls shorter than this many cycles (nearly all of them) are counted
- * in an exact histogram, one counter per cycle count: the update is one
- * compare and one increment, with neither the bucket's arithmetic nor a
- * running sum of cycles.  Both come back exactly when the run ends
- * (fold_small): each value goes to its bucket, and adds value x count to
- * the sum.  The longer calls take the out-of-line path, account_long. */
+/* Per function statistics of a thread. */
+struct fnstat {
+	uint64_t cycles;            /* cycles inside them */
+	uint64_t hist[NBUCKETS];    /* calls by cycles */
+};
+
+static inline void account(struct fnstat *s, uint64_t c)
+{
+	s->cycles += c; /* calls: the histogram's sum, at the end */
+	s->hist[bucket(c)]++;
+}
+
+__attribute__((cold, noinline)) static void account_long(struct fnstat *s, uint64_t c)
+{
+	account(s, c);
+}
+
+/* malloc's and free's calls shorter than NSMALL cycles (nearly all of
+ * them) are counted in an exact histogram per thread, one counter per cycle
+ * count: the update is one compare and one increment, with neither the
+ * bucket's arithmetic nor a running sum of cycles.  Both come back exactly
+ * when the run ends (fold_small): each value goes to its bucket, and adds
+ * value x count to the sum.  Longer calls take account_long.  The other
+ * functions, rare, keep account: 2 KiB per function and thread would
+ * make a workload of many threads start much larger (the tables are
+ * locked in memory). */
 #ifndef NSMALL /* -DNSMALL=65536 to count the fast path's instructions under callgrind */
 #define NSMALL 256
 #endif
 
-/* Per function statistics of a thread. */
-struct fnstat {
-	uint64_t small[NSMALL];     /* calls under NSMALL cycles, by exact cycles */
-	uint64_t cycles;            /* cycles inside the other calls (all, after fold_small) */
-	uint64_t hist[NBUCKETS];    /* the other calls by bucket (all, after fold_small) */
-};
-
-__attribute__((cold, noinline)) static void account_long(struct fnstat *s, uint64_t c)
-{
-	s->cycles += c;
-	s->hist[bucket(c)]++;
-}
-
-/* One timed call of s's function that took c cycles. */
-static inline __attribute__((always_inline)) void account(struct fnstat *s, uint64_t c)
+static inline __attribute__((always_inline)) void account_small(uint64_t *small, struct fnstat *s,
+								uint64_t c)
 {
 	if (__builtin_expect(c < NSMALL, 1))
-		s->small[c]++;
+		small[c]++;
 	else
 		account_long(s, c);
 }
 
 /* After the run: the exact counts into the buckets and the cycle sum. */
-static void fold_small(struct fnstat *s)
+static void fold_small(uint64_t *small, struct fnstat *s)
 {
 	for (uint64_t v = 0; v < NSMALL; v++) {
-		s->cycles += v * s->small[v];
-		s->hist[bucket(v)] += s->small[v];
-		s->small[v] = 0;
+		s->cycles += v * small[v];
+		s->hist[bucket(v)] += small[v];
+		small[v] = 0;
 	}
 }
 
@@ -172,6 +179,9 @@ struct rthread {
 	/* --threads-as-one */
 	uint32_t wait_on;            /* blocked on this thread */
 	uint64_t wait_for;           /* until it has done this many ops */
+	/* its malloc calls ([0]) and free calls ([1]) under NSMALL cycles, by
+	 * cycles: account_small, folded into fn at the end */
+	_Alignas(64) uint64_t small[2][NSMALL];
 };
 
 /* The run. */
@@ -307,11 +317,6 @@ done:
 
 static void *thread_main(void *arg);
 
-__attribute__((cold, noinline)) static void slot_error(struct rthread *me)
-{
-	me->slot_errors++;
-}
-
 /* Where run_common stopped: the cursor and the ops left until the stop. */
 struct cursor {
 	const uint8_t *p;   /* the next op */
@@ -320,12 +325,13 @@ struct cursor {
 
 /* The common ops, malloc into a slot and free from one, in a loop of their
  * own, out of line: nothing else is live in it (the cursor, the count
- * down to the stop, the slot table, the statistics, the slot and the start
- * time), so that it keeps them all in registers.  Returns at another op
- * (or a malloc/free of slot 0: the pointer NULL), or when c.left reaches 0;
+ * down to the stop, the slot table, the exact histograms, the slot and the
+ * start time), so that it keeps them all in registers.  Returns at another
+ * op, at a malloc or free of slot 0 (the pointer NULL) or of a slot in the
+ * wrong state (a slot error, to be counted), or when c.left reaches 0;
  * run_ops does the rest.  touch is a constant in each of its instances. */
 static inline __attribute__((always_inline)) struct cursor
-run_common_t(struct cursor c, void **slots, struct fnstat *fn, struct rthread *me,
+run_common_t(struct cursor c, void **slots, uint64_t *small, struct fnstat *fn,
 	     const enum ht_touch touch, uint64_t page)
 {
 	const uint8_t *p = c.p;
@@ -341,11 +347,11 @@ run_common_t(struct cursor c, void **slots, struct fnstat *fn, struct rthread *m
 			sp = &slots[s - 1];
 			r = *sp;
 			if (__builtin_expect(!r, 0))
-				slot_error(me); /* rare: a branch, not an add */
+				break;
 			t0 = tsc_begin();
 			free(r);
 			t1 = tsc();
-			account(&fn[HT_FN_FREE], t1 - t0);
+			account_small(small + NSMALL, &fn[HT_FN_FREE], t1 - t0);
 			*sp = NULL;
 		} else if (*p == HT_WL_MALLOC) {
 			s = getv(&q), n = getv(&q);
@@ -353,11 +359,11 @@ run_common_t(struct cursor c, void **slots, struct fnstat *fn, struct rthread *m
 				break;
 			sp = &slots[s - 1];
 			if (__builtin_expect(*sp != NULL, 0))
-				slot_error(me);
+				break;
 			t0 = tsc_begin();
 			r = malloc(n);
 			t1 = tsc();
-			account(&fn[HT_FN_MALLOC], t1 - t0);
+			account_small(small, &fn[HT_FN_MALLOC], t1 - t0);
 			*sp = r;
 			touch_mem(touch, page, r, n);
 		} else {
@@ -370,38 +376,29 @@ run_common_t(struct cursor c, void **slots, struct fnstat *fn, struct rthread *m
 	return (struct cursor){p, left};
 }
 
-__attribute__((noinline)) static struct cursor run_common_none(struct cursor c, void **slots,
-							       struct fnstat *fn,
-							       struct rthread *me, uint64_t page)
-{
-	return run_common_t(c, slots, fn, me, HT_TOUCH_NONE, page);
-}
-
-__attribute__((noinline)) static struct cursor run_common_page(struct cursor c, void **slots,
-							       struct fnstat *fn,
-							       struct rthread *me, uint64_t page)
-{
-	return run_common_t(c, slots, fn, me, HT_TOUCH_PAGE, page);
-}
-
-__attribute__((noinline)) static struct cursor run_common_all(struct cursor c, void **slots,
-							      struct fnstat *fn, struct rthread *me,
-							      uint64_t page)
-{
-	return run_common_t(c, slots, fn, me, HT_TOUCH_ALL, page);
-}
+#define RUN_COMMON(name, touch)                                                                  \
+	__attribute__((noinline)) static struct cursor name(struct cursor c, void **slots,      \
+							     uint64_t *small, struct fnstat *fn, \
+							     uint64_t page)                      \
+	{                                                                                        \
+		return run_common_t(c, slots, small, fn, touch, page);                           \
+	}
+RUN_COMMON(run_common_none, HT_TOUCH_NONE)
+RUN_COMMON(run_common_page, HT_TOUCH_PAGE)
+RUN_COMMON(run_common_all, HT_TOUCH_ALL)
+#undef RUN_COMMON
 
 static inline __attribute__((always_inline)) struct cursor
-run_common(const enum ht_touch touch, struct cursor c, void **slots, struct fnstat *fn,
-	   struct rthread *me, uint64_t page)
+run_common(const enum ht_touch touch, struct cursor c, void **slots, struct rthread *me,
+	   uint64_t page)
 {
 	switch (touch) {
 	case HT_TOUCH_NONE:
-		return run_common_none(c, slots, fn, me, page);
+		return run_common_none(c, slots, me->small[0], me->fn, page);
 	case HT_TOUCH_PAGE:
-		return run_common_page(c, slots, fn, me, page);
+		return run_common_page(c, slots, me->small[0], me->fn, page);
 	default:
-		return run_common_all(c, slots, fn, me, page);
+		return run_common_all(c, slots, me->small[0], me->fn, page);
 	}
 }
 
@@ -420,7 +417,8 @@ run_common(const enum ht_touch touch, struct cursor c, void **slots, struct fnst
  *     only there;
  *   - touch is a constant in each of run_ops's three instances, so that
  *     --touch none tests nothing per op;
- *   - a call's cycles are one increment in an exact histogram (account);
+ *   - a malloc's or free's cycles are one increment in an exact
+ *     histogram (account_small);
  *   - slot errors are summed in serr, added to me->slot_errors at the end. */
 static inline __attribute__((always_inline)) int run_ops_t(struct engine *g, struct rthread *me,
 							    int serial, const enum ht_touch touch)
@@ -437,7 +435,7 @@ static inline __attribute__((always_inline)) int run_ops_t(struct engine *g, str
 	if (!left)
 		goto out; /* an empty stream */
 	for (;;) {
-		struct cursor cur = run_common(touch, (struct cursor){p, left}, slots, fn, me, page);
+		struct cursor cur = run_common(touch, (struct cursor){p, left}, slots, me, page);
 		p = cur.p;
 		left = cur.left;
 		if (!left)
@@ -453,7 +451,7 @@ static inline __attribute__((always_inline)) int run_ops_t(struct engine *g, str
 			t0 = tsc_begin();
 			free(r);
 			t1 = tsc();
-			account(&fn[HT_FN_FREE], t1 - t0);
+			account_small(me->small[1], &fn[HT_FN_FREE], t1 - t0);
 			if (s)
 				slots[s - 1] = NULL;
 			break;
@@ -462,7 +460,7 @@ static inline __attribute__((always_inline)) int run_ops_t(struct engine *g, str
 			t0 = tsc_begin();
 			r = malloc(n);
 			t1 = tsc();
-			account(&fn[HT_FN_MALLOC], t1 - t0);
+			account_small(me->small[0], &fn[HT_FN_MALLOC], t1 - t0);
 			goto store;
 		case HT_WL_CALLOC:
 			s = getv(&p), m = getv(&p), n = getv(&p);
@@ -1003,9 +1001,10 @@ int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *c
 	res->nthreads = w->nthreads;
 	res->repeat = (uint32_t)repeat;
 	static uint64_t hist[NBUCKETS];
-	for (uint32_t i = 0; i < w->nthreads; i++)
-		for (int f = 0; f < HT_FN_NR; f++)
-			fold_small(&g.t[i].fn[f]);
+	for (uint32_t i = 0; i < w->nthreads; i++) {
+		fold_small(g.t[i].small[0], &g.t[i].fn[HT_FN_MALLOC]);
+		fold_small(g.t[i].small[1], &g.t[i].fn[HT_FN_FREE]);
+	}
 	for (int f = 0; f < HT_FN_NR; f++) {
 		memset(hist, 0, sizeof(hist));
 		for (uint32_t i = 0; i < w->nthreads; i++) {
