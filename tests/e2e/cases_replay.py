@@ -6,11 +6,12 @@ and bad workloads give clear errors."""
 import json
 import os
 import re
+import shutil
 import struct
 import xml.etree.ElementTree as ET
 
 from cases_api import said
-from htlib import case, check, eq, expect, fail
+from htlib import case, check, eq, expect, fail, skip
 
 WL_FNS = ["malloc", "calloc", "realloc", "reallocarray", "free", "memalign", "posix_memalign",
           "aligned_alloc", "valloc", "pvalloc", "mallopt", "malloc_trim", "mmap", "munmap",
@@ -274,6 +275,40 @@ def test_replay_trim_interval(t):
             eq(j["trim_calls"], (ops // n) * times,
                "--trim-interval %d %s: malloc_trim calls" % (n, " ".join(extra)))
             check_replay(t, s, j, "replay --trim-interval %d" % n, times=times)
+
+
+@case(timeout=120, labels=("replay",))
+def test_replay_slot_error(t):
+    """An allocation that succeeded in the trace fails in the replay (huge's
+    malloc of 1 GiB under a 512 MiB address-space limit): the free of its
+    slot then finds the slot empty, which replay counts (slot_errors 1, the
+    warning line) and survives, with every call still made and timed, in
+    each --touch instance of the engine.  Not under ASan: its shadow memory
+    does not fit in the limit."""
+    with open(t.heaptrail, "rb") as f:
+        if b"__asan_init" in f.read():
+            skip("an ASan build: its shadow memory does not fit in RLIMIT_AS")
+    if not shutil.which("prlimit"):
+        skip("prlimit is not installed (util-linux, scripts/deps.sh test)")
+    trace = t.path("huge.ht")
+    record_exact(t, trace, [t.prog("huge")])
+    s = t.stats(trace)
+    wl = t.path("huge.wl")
+    convert(t, wl, trace)
+    limit = ["prlimit", "--as=%d" % (512 << 20), "--"]
+    want = {f: n for f, n in traced_calls(s).items()}
+    for touch in ("none", "page", "all"):
+        r = t.run(limit + [t.heaptrail, "replay", "--json", "--touch", touch, wl], check_rc=0)
+        j = json.loads(r.stdout)
+        with t.soft():
+            eq({f: j["calls"][f] for f in WL_FNS}, want, "--touch %s: calls" % touch)
+            eq(j["slot_errors"], 1, "--touch %s: slot_errors" % touch)
+    r = t.run(limit + [t.heaptrail, "replay", wl], check_rc=0)
+    check("warning: 1 ops found their slot in the wrong state" in r.stdout,
+          "no slot warning in the text output:\n%s" % r.stdout)
+    # without the limit the 1 GiB block is there and nothing is wrong
+    j = replay(t, wl, ["--touch", "none"])
+    eq(j["slot_errors"], 0, "without the limit: slot_errors")
 
 
 @case(timeout=120, labels=("analyzers",))
