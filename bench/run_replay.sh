@@ -10,8 +10,9 @@
 #   3. the replay's Max RSS under glibc against the traced program's own
 #      peak RSS (bench/replay_loop.c, a ~RSS_MB MiB written heap);
 #   4. the floor under 1.: bench/timer_floor.c times malloc_loop's calls
-#      with the engine's rdtsc..rdtscp and no engine at all, so the time
-#      outside its windows is the timer's alone.
+#      with the engine's rdtsc..rdtscp and no engine at all (in main, and
+#      in two threads at once), so the time outside its windows is the
+#      timer's alone.
 # Medians of REPS interleaved runs, after WARMUP untimed rounds.
 #
 #   bench/run_replay.sh [--write] [--keep]
@@ -220,19 +221,20 @@ native_loop() {
 	[[ -n $ns ]] && add "$name,native_ns" "$ns"
 }
 
-# timer_floor REP: the timed loop without the engine (st's sizes)
+# timer_floor KEY THREADS REP: the timed loop without the engine (st's
+# sizes in main for THREADS 0, mt's in 2 threads at once for 2)
 timer_floor() {
-	local rep=$1 line
-	if ! line=$("$WORK/timer_floor" "$PAIRS" "$SEED" 2>&1); then
-		note "timer_floor failed (rep $rep): $line"
-		FAILED[tf]=1
+	local key=$1 t=$2 rep=$3 line
+	if ! line=$("$WORK/timer_floor" "$PAIRS" "$SEED" "$t" 2>&1); then
+		note "timer_floor $t failed (rep $rep): $line"
+		FAILED[$key]=1
 		return 0
 	fi
 	((rep > 0)) || return 0
-	add tf,outside_ns "$(field outside_ns <<<"$line")"
-	add tf,outside_cyc "$(field outside_cyc <<<"$line")"
-	add tf,window_cyc "$(field window_cyc <<<"$line")"
-	add tf,untimed_cyc "$(field untimed_cyc <<<"$line")"
+	add "$key,outside_ns" "$(field outside_ns <<<"$line")"
+	add "$key,outside_cyc" "$(field outside_cyc <<<"$line")"
+	add "$key,window_cyc" "$(field window_cyc <<<"$line")"
+	add "$key,untimed_cyc" "$(field untimed_cyc <<<"$line")"
 }
 
 # handoff_cost MODE REP
@@ -286,9 +288,10 @@ for ((rep = 1 - WARMUP; rep <= REPS; rep++)); do
 	((r < 0)) && r=0
 	native_loop st 0 "$r"
 	[[ -n ${FAILED[st]:-} ]] || replay st none "$r"
-	[[ -n ${FAILED[tf]:-} ]] || timer_floor "$r"
+	[[ -n ${FAILED[tf]:-} ]] || timer_floor tf 0 "$r"
 	native_loop mt 2 "$r"
 	[[ -n ${FAILED[mt]:-} ]] || replay mt none "$r"
+	[[ -n ${FAILED[tf2]:-} ]] || timer_floor tf2 2 "$r"
 	native_handoff "$r"
 	[[ -n ${FAILED[ho]:-} ]] || replay ho none "$r"
 	for m in mutex mutex1 counter; do
@@ -403,12 +406,16 @@ RSS_RATIO=
 		e=$(calc %.1f "$(med "$w,bk")")
 		echo "- $tl: replay overhead $b ns/op ((wall x loop threads - call time) / ops; the engine's bookkeeping_ns_per_op: $e) (target <= 10): $(verdict "$b <= 10")"
 	done
-	if [[ -n ${S[tf,outside_ns]:-} ]]; then
-		f=$(med tf,outside_ns)
-		line="- the timer's floor (bench/timer_floor.c: the same calls and clock reads, no engine): $(calc %.1f "$f") ns/op outside the windows ($(calc %.1f "$(med tf,outside_cyc)") cycles; $(RANGE_FMT=%.1f rng tf,outside_ns) ns), calls $(calc %.1f "$(med tf,window_cyc)") cycles inside them, $(calc %.1f "$(med tf,untimed_cyc)") untimed"
-		[[ -n ${S[st,bkwall]:-} ]] && line+="; so of the single-thread overhead, $(calc %.1f "$(med st,bkwall) - $f") ns/op is the engine's own work"
+	for w in st mt; do
+		k=tf
+		[[ $w == mt ]] && k=tf2
+		[[ -n ${S[$k,outside_ns]:-} ]] || continue
+		if [[ $w == st ]]; then tl="single thread"; tc="in main"; else tl="2 threads"; tc="in 2 threads at once"; fi
+		f=$(med "$k,outside_ns")
+		line="- $tl: the timer's floor (bench/timer_floor.c $tc: the same calls and clock reads, no engine) is $(calc %.1f "$f") ns/op outside the windows ($(calc %.1f "$(med "$k,outside_cyc")") cycles; $(RANGE_FMT=%.1f rng "$k,outside_ns") ns), with calls of $(calc %.1f "$(med "$k,window_cyc")") cycles inside them ($(calc %.1f "$(med "$k,untimed_cyc")") untimed)"
+		[[ -n ${S[$w,bkwall]:-} ]] && line+="; the replay's overhead above it, the engine's own work and (2 threads) the threads' unequal starts and ends: $(calc %.1f "$(med "$w,bkwall") - $f") ns/op (engine figure: $(calc %.1f "$(med "$w,bk") - $f"))"
 		echo "$line"
-	fi
+	done
 	# independent threads: only the main thread should wait (for the
 	# workers' last ops, before its own frees at exit)
 	if [[ -n ${S[mt,waits]:-} ]] && ((S[mt,waits] > 10)); then
@@ -461,7 +468,9 @@ RSS_RATIO=
 		done
 		[[ -n $line ]] && echo "- $w${line}"
 	done
-	[[ -n ${S[tf,outside_ns]:-} ]] && echo "- timer_floor; outside_ns ${S[tf,outside_ns]% }; outside_cyc ${S[tf,outside_cyc]% }; window_cyc ${S[tf,window_cyc]% }; untimed_cyc ${S[tf,untimed_cyc]% }"
+	for k in tf tf2; do
+		[[ -n ${S[$k,outside_ns]:-} ]] && echo "- timer_floor ($k); outside_ns ${S[$k,outside_ns]% }; outside_cyc ${S[$k,outside_cyc]% }; window_cyc ${S[$k,window_cyc]% }; untimed_cyc ${S[$k,untimed_cyc]% }"
+	done
 	for m in mutex mutex1 counter; do
 		[[ -n ${S[hc-$m,ns]:-} ]] && echo "- handoff_cost $m: ns/hand-off ${S[hc-$m,ns]% }; blocked % ${S[hc-$m,blocked_pct]% }; slept % ${S[hc-$m,sleeps_pct]% }"
 	done
