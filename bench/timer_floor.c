@@ -41,8 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MIN_SIZE 16u
-#define MAX_SIZE 4096u
+#include "rand.h"
 
 #if !defined(__x86_64__)
 int main(void)
@@ -75,26 +74,6 @@ static uint64_t clock_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* malloc_loop.c's generator, for the same sizes (its thread index 0) */
-static uint64_t mix_seed(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15u;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
-	x ^= x >> 31;
-	return x ? x : 0x2545f4914f6cdd1du;
-}
-
-static uint64_t xorshift64(uint64_t *state)
-{
-	uint64_t x = *state;
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	*state = x;
-	return x;
 }
 
 static int idle_fd[2]; /* the sleeper reads idle_fd[0] until main closes idle_fd[1] */
@@ -195,10 +174,7 @@ int main(int argc, char **argv)
 			perror("timer_floor: mmap");
 			return 1;
 		}
-		/* malloc_loop.c's sizes for its thread t */
-		uint64_t state = mix_seed(seed * 0x100000001b3u + t);
-		for (uint64_t i = 0; i < pairs; i++)
-			l->sizes[i] = (uint16_t)(MIN_SIZE + xorshift64(&state) % (MAX_SIZE - MIN_SIZE + 1));
+		loop_sizes(l->sizes, pairs, seed, t); /* malloc_loop's for its thread t */
 	}
 
 	pthread_t st, tids[64];
