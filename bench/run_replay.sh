@@ -116,14 +116,23 @@ record rl "$WORK/replay_loop" "$RSS_MB" "$SEED"
 
 declare -A S    # "WHAT,metric" -> space-separated samples
 declare -A FAILED
-CONT_WAIT_US=0 # PSI wait during the single-thread runs (one busy thread on 2 CPUs)
-CONT_RUN_NS=0
+declare -A CW CR # per workload (st, mt, ho): PSI wait (us) and run time (ns) of its timed runs
+
+# cont_add NAME W0 T0: a timed run of workload NAME that began at PSI wait
+# W0 and time T0 has ended
+cont_add() {
+	local w1
+	w1=$(cpu_wait_us)
+	[[ -n $2 && -n $w1 ]] || return 0
+	CW[$1]=$((${CW[$1]:-0} + w1 - $2))
+	CR[$1]=$((${CR[$1]:-0} + $(now_ns) - $3))
+}
 
 add() { S[$1]+="$2 "; }
 
 # replay NAME TOUCH REP: replay NAME.wl, keep its numbers under NAME
 replay() {
-	local name=$1 touch=$2 rep=$3 out w0 w1 t0
+	local name=$1 touch=$2 rep=$3 out w0 t0
 	out=$WORK/$name-replay-$rep.json
 	w0=$(cpu_wait_us)
 	t0=$(now_ns)
@@ -133,14 +142,8 @@ replay() {
 		FAILED[$name]=1
 		return 0
 	fi
-	if [[ $name == st ]] && ((rep > 0)); then
-		w1=$(cpu_wait_us)
-		if [[ -n $w0 && -n $w1 ]]; then
-			CONT_WAIT_US=$((CONT_WAIT_US + w1 - w0))
-			CONT_RUN_NS=$((CONT_RUN_NS + $(now_ns) - t0))
-		fi
-	fi
 	((rep > 0)) || return 0
+	cont_add "$name" "$w0" "$t0"
 	declare -A J=()
 	local k v
 	while IFS='=' read -r k v; do J[$k]=$v; done < <(jflat "$out")
@@ -200,7 +203,7 @@ replay() {
 
 # native_loop NAME THREADS REP: malloc_loop natively
 native_loop() {
-	local name=$1 t=$2 rep=$3 log w0 w1 t0 ns
+	local name=$1 t=$2 rep=$3 log w0 t0 ns
 	log=$WORK/$name-native-$rep.log
 	w0=$(cpu_wait_us)
 	t0=$(now_ns)
@@ -209,14 +212,8 @@ native_loop() {
 		FAILED[$name-native]=1
 		return 0
 	fi
-	if ((t == 0 && rep > 0)); then
-		w1=$(cpu_wait_us)
-		if [[ -n $w0 && -n $w1 ]]; then
-			CONT_WAIT_US=$((CONT_WAIT_US + w1 - w0))
-			CONT_RUN_NS=$((CONT_RUN_NS + $(now_ns) - t0))
-		fi
-	fi
 	((rep > 0)) || return 0
+	cont_add "$name" "$w0" "$t0"
 	ns=$(field ns_per_pair <"$log")
 	[[ -n $ns ]] && add "$name,native_ns" "$ns"
 }
@@ -253,11 +250,13 @@ handoff_cost() {
 
 # native_handoff REP: the traced program itself, timed from the shell
 native_handoff() {
-	local rep=$1 t0 t1
+	local rep=$1 t0 t1 w0
+	w0=$(cpu_wait_us)
 	t0=$(now_ns)
 	"$HANDOFF" "$HANDOFFS" >/dev/null 2>&1 || { FAILED[ho-native]=1; return 0; }
 	t1=$(now_ns)
 	((rep > 0)) || return 0
+	cont_add ho "$w0" "$t0"
 	add ho,native_ms "$(calc %.1f "($t1 - $t0) / 1e6")"
 }
 
@@ -303,13 +302,17 @@ for ((rep = 1 - WARMUP; rep <= REPS; rep++)); do
 done
 ELAPSED_S=$(calc %.0f "($(now_ns) - $T_START) / 1e9")
 
-CONTENTION=
-if ((CONT_RUN_NS > 0)); then
-	CONTENTION=$(calc %.1f "100 * $CONT_WAIT_US * 1000 / $CONT_RUN_NS")
-	if awk "BEGIN { exit !($CONTENTION > 5) }"; then
-		note "CPU contention: some task waited for a CPU ${CONTENTION}% of the time during the single-thread runs: expect noisy numbers"
+# CPU contention per workload: the share of its timed runs' time during
+# which some task waited for a CPU (Linux PSI "some"); for st one busy
+# thread on 2 CPUs, for mt and ho two, so any other busy task shows
+declare -A CONTENTION
+for w in st mt ho; do
+	((${CR[$w]:-0} > 0)) || continue
+	CONTENTION[$w]=$(calc %.1f "100 * ${CW[$w]} * 1000 / ${CR[$w]}")
+	if awk "BEGIN { exit !(${CONTENTION[$w]} > 5) }"; then
+		note "CPU contention: some task waited for a CPU ${CONTENTION[$w]}% of the time during the $w runs: expect noisy numbers"
 	fi
-fi
+done
 
 # ---------------------------------------------------------------- report
 
@@ -424,7 +427,7 @@ RSS_RATIO=
 	if [[ -n ${S[st,malloc_cyc]:-} && -n ${S[mt,malloc_cyc]:-} ]]; then
 		x=$(calc %.2f "($(med mt,malloc_cyc) + $(med mt,free_cyc)) / ($(med st,malloc_cyc) + $(med st,free_cyc))")
 		if awk "BEGIN { exit !($x > 1.3) }"; then
-			echo "- 2 threads: a timed malloc+free takes ${x}x the cycles it takes with one thread, though natively 2 threads scale like one: the threads' slots share a cache line of the engine's slot table (bench/README.md, \"Replay\", anomalies)"
+			echo "- 2 threads: a timed malloc+free takes ${x}x the cycles it takes with one thread, though natively 2 threads scale like one: other processes on the CPUs (see the contention line), or the threads' slots sharing a cache line of the engine's slot table (bench/README.md, \"Replay\", anomalies)"
 		fi
 	fi
 	for w in st mt; do
@@ -454,8 +457,16 @@ RSS_RATIO=
 	for w in st mt ho rl; do
 		[[ -n ${S[$w,slot_errors]:-} ]] && echo "- $w: the replay reported ${S[$w,slot_errors]} slot errors: its numbers are suspect"
 	done
-	if [[ -n $CONTENTION ]]; then
-		echo "- CPU contention from other processes: during the single-thread runs (native and replay) some task waited for a CPU ${CONTENTION}% of the time (Linux PSI; above ~5% expect noisy numbers)"
+	if ((${#CONTENTION[@]})); then
+		line="- CPU contention from other processes: some task waited for a CPU"
+		sep=" "
+		for w in st mt ho; do
+			[[ -n ${CONTENTION[$w]:-} ]] || continue
+			case $w in st) wl="the single-thread runs" ;; mt) wl="the 2-thread runs" ;; ho) wl="the hand-off runs" ;; esac
+			line+="$sep${CONTENTION[$w]}% of the time during $wl"
+			sep=", "
+		done
+		echo "$line (native and replay; Linux PSI; above ~5% expect noisy numbers)"
 	fi
 	echo "- the whole run took ${ELAPSED_S} s (builds, recordings and conversions included)"
 } >"$CHECKS"
