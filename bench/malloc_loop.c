@@ -45,8 +45,8 @@
 #include <sys/mman.h>
 #include <time.h>
 
-#define MIN_SIZE 16u
-#define MAX_SIZE 4096u
+#include "rand.h"
+
 #define MAX_THREADS 256u
 
 struct worker {
@@ -74,36 +74,13 @@ static uint64_t clock_ns(clockid_t id)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* splitmix64: turns (seed, thread index) into a well-mixed, non-zero state */
-static uint64_t mix_seed(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15u;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
-	x ^= x >> 31;
-	return x ? x : 0x2545f4914f6cdd1du;
-}
-
-static uint64_t xorshift64(uint64_t *state)
-{
-	uint64_t x = *state;
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	*state = x;
-	return x;
-}
-
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
-	uint64_t state = mix_seed(w->seed * 0x100000001b3u + w->index);
 	uint64_t i;
 
 	/* Precompute the sizes (and fault in the array) before timing. */
-	for (i = 0; i < w->pairs; i++)
-		w->sizes[i] = (uint16_t)(MIN_SIZE +
-					 xorshift64(&state) % (MAX_SIZE - MIN_SIZE + 1));
+	loop_sizes(w->sizes, w->pairs, w->seed, w->index);
 
 	pthread_barrier_wait(w->start);
 

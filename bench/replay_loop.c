@@ -38,31 +38,14 @@
 #include <time.h>
 #include <unistd.h>
 
-static uint64_t state;
+#include "rand.h"
 
-static uint64_t xorshift64(void)
-{
-	uint64_t x = state;
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	state = x;
-	return x;
-}
-
-static uint64_t mix_seed(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15u;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
-	x ^= x >> 31;
-	return x ? x : 0x2545f4914f6cdd1du;
-}
+static uint64_t state; /* the xorshift64 state */
 
 /* A size from the mix; scale 4 = as is, 5 = a quarter larger. */
 static uint32_t draw_size(unsigned scale)
 {
-	uint64_t r = xorshift64(), v = r >> 32, pick = r % 100;
+	uint64_t r = xorshift64(&state), v = r >> 32, pick = r % 100;
 	uint64_t s;
 	if (pick < 80)
 		s = 16 + v % (1024 - 16 + 1);
@@ -171,7 +154,7 @@ int main(int argc, char **argv)
 	for (uint64_t i = 0; i < built; i++)
 		order[i] = (uint32_t)i;
 	for (uint64_t i = built; i > 1; i--) { /* Fisher-Yates over the built ones */
-		uint64_t j = xorshift64() % i;
+		uint64_t j = xorshift64(&state) % i;
 		uint32_t t = order[i - 1];
 		order[i - 1] = order[j];
 		order[j] = t;
@@ -204,7 +187,7 @@ int main(int argc, char **argv)
 	for (uint64_t i = 0; i < n; i++)
 		order[i] = (uint32_t)i;
 	for (uint64_t i = n; i > 1; i--) {
-		uint64_t j = xorshift64() % i;
+		uint64_t j = xorshift64(&state) % i;
 		uint32_t t = order[i - 1];
 		order[i - 1] = order[j];
 		order[j] = t;

@@ -8,7 +8,11 @@
 #      tests/progs/handoff next to bench/handoff_cost.c's mutex+condvar and
 #      atomic-counter ping-pongs;
 #   3. the replay's Max RSS under glibc against the traced program's own
-#      peak RSS (bench/replay_loop.c, a ~RSS_MB MiB written heap).
+#      peak RSS (bench/replay_loop.c, a ~RSS_MB MiB written heap);
+#   4. the floor under 1.: bench/timer_floor.c times malloc_loop's calls
+#      with the engine's rdtsc..rdtscp and no engine at all (in main, and
+#      in two threads at once), so the time outside its windows is the
+#      timer's alone.
 # Medians of REPS interleaved runs, after WARMUP untimed rounds.
 #
 #   bench/run_replay.sh [--write] [--keep]
@@ -81,6 +85,7 @@ CFLAGS=(-std=gnu11 -O2 -Wall -Wextra -Wshadow -Wstrict-prototypes -Werror -pthre
 $CC "${CFLAGS[@]}" -o "$WORK/malloc_loop" "$HERE/malloc_loop.c" || die "cannot build malloc_loop"
 $CC "${CFLAGS[@]}" -o "$WORK/handoff_cost" "$HERE/handoff_cost.c" || die "cannot build handoff_cost"
 $CC "${CFLAGS[@]}" -o "$WORK/replay_loop" "$HERE/replay_loop.c" || die "cannot build replay_loop"
+$CC "${CFLAGS[@]}" -o "$WORK/timer_floor" "$HERE/timer_floor.c" || die "cannot build timer_floor"
 
 TIME=$(command -v /usr/bin/time || true) # for the native program's ru_maxrss
 
@@ -111,14 +116,23 @@ record rl "$WORK/replay_loop" "$RSS_MB" "$SEED"
 
 declare -A S    # "WHAT,metric" -> space-separated samples
 declare -A FAILED
-CONT_WAIT_US=0 # PSI wait during the single-thread runs (one busy thread on 2 CPUs)
-CONT_RUN_NS=0
+declare -A CW CR # per workload (st, mt, ho): PSI wait (us) and run time (ns) of its timed runs
+
+# cont_add NAME W0 T0: a timed run of workload NAME that began at PSI wait
+# W0 and time T0 has ended
+cont_add() {
+	local w1
+	w1=$(cpu_wait_us)
+	[[ -n $2 && -n $w1 ]] || return 0
+	CW[$1]=$((${CW[$1]:-0} + w1 - $2))
+	CR[$1]=$((${CR[$1]:-0} + $(now_ns) - $3))
+}
 
 add() { S[$1]+="$2 "; }
 
 # replay NAME TOUCH REP: replay NAME.wl, keep its numbers under NAME
 replay() {
-	local name=$1 touch=$2 rep=$3 out w0 w1 t0
+	local name=$1 touch=$2 rep=$3 out w0 t0
 	out=$WORK/$name-replay-$rep.json
 	w0=$(cpu_wait_us)
 	t0=$(now_ns)
@@ -128,14 +142,8 @@ replay() {
 		FAILED[$name]=1
 		return 0
 	fi
-	if [[ $name == st ]] && ((rep > 0)); then
-		w1=$(cpu_wait_us)
-		if [[ -n $w0 && -n $w1 ]]; then
-			CONT_WAIT_US=$((CONT_WAIT_US + w1 - w0))
-			CONT_RUN_NS=$((CONT_RUN_NS + $(now_ns) - t0))
-		fi
-	fi
 	((rep > 0)) || return 0
+	cont_add "$name" "$w0" "$t0"
 	declare -A J=()
 	local k v
 	while IFS='=' read -r k v; do J[$k]=$v; done < <(jflat "$out")
@@ -195,7 +203,7 @@ replay() {
 
 # native_loop NAME THREADS REP: malloc_loop natively
 native_loop() {
-	local name=$1 t=$2 rep=$3 log w0 w1 t0 ns
+	local name=$1 t=$2 rep=$3 log w0 t0 ns
 	log=$WORK/$name-native-$rep.log
 	w0=$(cpu_wait_us)
 	t0=$(now_ns)
@@ -204,16 +212,26 @@ native_loop() {
 		FAILED[$name-native]=1
 		return 0
 	fi
-	if ((t == 0 && rep > 0)); then
-		w1=$(cpu_wait_us)
-		if [[ -n $w0 && -n $w1 ]]; then
-			CONT_WAIT_US=$((CONT_WAIT_US + w1 - w0))
-			CONT_RUN_NS=$((CONT_RUN_NS + $(now_ns) - t0))
-		fi
-	fi
 	((rep > 0)) || return 0
+	cont_add "$name" "$w0" "$t0"
 	ns=$(field ns_per_pair <"$log")
 	[[ -n $ns ]] && add "$name,native_ns" "$ns"
+}
+
+# timer_floor KEY THREADS REP: the timed loop without the engine (st's
+# sizes in main for THREADS 0, mt's in 2 threads at once for 2)
+timer_floor() {
+	local key=$1 t=$2 rep=$3 line
+	if ! line=$("$WORK/timer_floor" "$PAIRS" "$SEED" "$t" 2>&1); then
+		note "timer_floor $t failed (rep $rep): $line"
+		FAILED[$key]=1
+		return 0
+	fi
+	((rep > 0)) || return 0
+	add "$key,outside_ns" "$(field outside_ns <<<"$line")"
+	add "$key,outside_cyc" "$(field outside_cyc <<<"$line")"
+	add "$key,window_cyc" "$(field window_cyc <<<"$line")"
+	add "$key,untimed_cyc" "$(field untimed_cyc <<<"$line")"
 }
 
 # handoff_cost MODE REP
@@ -232,11 +250,13 @@ handoff_cost() {
 
 # native_handoff REP: the traced program itself, timed from the shell
 native_handoff() {
-	local rep=$1 t0 t1
+	local rep=$1 t0 t1 w0
+	w0=$(cpu_wait_us)
 	t0=$(now_ns)
 	"$HANDOFF" "$HANDOFFS" >/dev/null 2>&1 || { FAILED[ho-native]=1; return 0; }
 	t1=$(now_ns)
 	((rep > 0)) || return 0
+	cont_add ho "$w0" "$t0"
 	add ho,native_ms "$(calc %.1f "($t1 - $t0) / 1e6")"
 }
 
@@ -267,8 +287,10 @@ for ((rep = 1 - WARMUP; rep <= REPS; rep++)); do
 	((r < 0)) && r=0
 	native_loop st 0 "$r"
 	[[ -n ${FAILED[st]:-} ]] || replay st none "$r"
+	[[ -n ${FAILED[tf]:-} ]] || timer_floor tf 0 "$r"
 	native_loop mt 2 "$r"
 	[[ -n ${FAILED[mt]:-} ]] || replay mt none "$r"
+	[[ -n ${FAILED[tf2]:-} ]] || timer_floor tf2 2 "$r"
 	native_handoff "$r"
 	[[ -n ${FAILED[ho]:-} ]] || replay ho none "$r"
 	for m in mutex mutex1 counter; do
@@ -280,13 +302,17 @@ for ((rep = 1 - WARMUP; rep <= REPS; rep++)); do
 done
 ELAPSED_S=$(calc %.0f "($(now_ns) - $T_START) / 1e9")
 
-CONTENTION=
-if ((CONT_RUN_NS > 0)); then
-	CONTENTION=$(calc %.1f "100 * $CONT_WAIT_US * 1000 / $CONT_RUN_NS")
-	if awk "BEGIN { exit !($CONTENTION > 5) }"; then
-		note "CPU contention: some task waited for a CPU ${CONTENTION}% of the time during the single-thread runs: expect noisy numbers"
+# CPU contention per workload: the share of its timed runs' time during
+# which some task waited for a CPU (Linux PSI "some"); for st one busy
+# thread on 2 CPUs, for mt and ho two, so any other busy task shows
+declare -A CONTENTION
+for w in st mt ho; do
+	((${CR[$w]:-0} > 0)) || continue
+	CONTENTION[$w]=$(calc %.1f "100 * ${CW[$w]} * 1000 / ${CR[$w]}")
+	if awk "BEGIN { exit !(${CONTENTION[$w]} > 5) }"; then
+		note "CPU contention: some task waited for a CPU ${CONTENTION[$w]}% of the time during the $w runs: expect noisy numbers"
 	fi
-fi
+done
 
 # ---------------------------------------------------------------- report
 
@@ -383,6 +409,16 @@ RSS_RATIO=
 		e=$(calc %.1f "$(med "$w,bk")")
 		echo "- $tl: replay overhead $b ns/op ((wall x loop threads - call time) / ops; the engine's bookkeeping_ns_per_op: $e) (target <= 10): $(verdict "$b <= 10")"
 	done
+	for w in st mt; do
+		k=tf
+		[[ $w == mt ]] && k=tf2
+		[[ -n ${S[$k,outside_ns]:-} ]] || continue
+		if [[ $w == st ]]; then tl="single thread"; tc="in main"; else tl="2 threads"; tc="in 2 threads at once"; fi
+		f=$(med "$k,outside_ns")
+		line="- $tl: the timer's floor (bench/timer_floor.c $tc: the same calls and clock reads, no engine) is $(calc %.1f "$f") ns/op outside the windows ($(calc %.1f "$(med "$k,outside_cyc")") cycles; $(RANGE_FMT=%.1f rng "$k,outside_ns") ns), with calls of $(calc %.1f "$(med "$k,window_cyc")") cycles inside them ($(calc %.1f "$(med "$k,untimed_cyc")") untimed)"
+		[[ -n ${S[$w,bkwall]:-} ]] && line+="; the replay's overhead above it, the engine's own work and (2 threads) the threads' unequal starts and ends: $(calc %.1f "$(med "$w,bkwall") - $f") ns/op (engine figure: $(calc %.1f "$(med "$w,bk") - $f"))"
+		echo "$line"
+	done
 	# independent threads: only the main thread should wait (for the
 	# workers' last ops, before its own frees at exit)
 	if [[ -n ${S[mt,waits]:-} ]] && ((S[mt,waits] > 10)); then
@@ -391,7 +427,7 @@ RSS_RATIO=
 	if [[ -n ${S[st,malloc_cyc]:-} && -n ${S[mt,malloc_cyc]:-} ]]; then
 		x=$(calc %.2f "($(med mt,malloc_cyc) + $(med mt,free_cyc)) / ($(med st,malloc_cyc) + $(med st,free_cyc))")
 		if awk "BEGIN { exit !($x > 1.3) }"; then
-			echo "- 2 threads: a timed malloc+free takes ${x}x the cycles it takes with one thread, though natively 2 threads scale like one: the threads' slots share a cache line of the engine's slot table (bench/README.md, \"Replay\", anomalies)"
+			echo "- 2 threads: a timed malloc+free takes ${x}x the cycles it takes with one thread, though natively 2 threads scale like one: other processes on the CPUs (see the contention line), or the threads' slots sharing a cache line of the engine's slot table (bench/README.md, \"Replay\", anomalies)"
 		fi
 	fi
 	for w in st mt; do
@@ -421,8 +457,16 @@ RSS_RATIO=
 	for w in st mt ho rl; do
 		[[ -n ${S[$w,slot_errors]:-} ]] && echo "- $w: the replay reported ${S[$w,slot_errors]} slot errors: its numbers are suspect"
 	done
-	if [[ -n $CONTENTION ]]; then
-		echo "- CPU contention from other processes: during the single-thread runs (native and replay) some task waited for a CPU ${CONTENTION}% of the time (Linux PSI; above ~5% expect noisy numbers)"
+	if ((${#CONTENTION[@]})); then
+		line="- CPU contention from other processes: some task waited for a CPU"
+		sep=" "
+		for w in st mt ho; do
+			[[ -n ${CONTENTION[$w]:-} ]] || continue
+			case $w in st) wl="the single-thread runs" ;; mt) wl="the 2-thread runs" ;; ho) wl="the hand-off runs" ;; esac
+			line+="$sep${CONTENTION[$w]}% of the time during $wl"
+			sep=", "
+		done
+		echo "$line (native and replay; Linux PSI; above ~5% expect noisy numbers)"
 	fi
 	echo "- the whole run took ${ELAPSED_S} s (builds, recordings and conversions included)"
 } >"$CHECKS"
@@ -434,6 +478,9 @@ RSS_RATIO=
 			[[ -n ${S[$w,$k]:-} ]] && line+="; $k ${S[$w,$k]% }"
 		done
 		[[ -n $line ]] && echo "- $w${line}"
+	done
+	for k in tf tf2; do
+		[[ -n ${S[$k,outside_ns]:-} ]] && echo "- timer_floor ($k); outside_ns ${S[$k,outside_ns]% }; outside_cyc ${S[$k,outside_cyc]% }; window_cyc ${S[$k,window_cyc]% }; untimed_cyc ${S[$k,untimed_cyc]% }"
 	done
 	for m in mutex mutex1 counter; do
 		[[ -n ${S[hc-$m,ns]:-} ]] && echo "- handoff_cost $m: ns/hand-off ${S[hc-$m,ns]% }; blocked % ${S[hc-$m,blocked_pct]% }; slept % ${S[hc-$m,sleeps_pct]% }"

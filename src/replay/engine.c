@@ -37,11 +37,20 @@ const double ht_replay_pcts[HT_NPCT] = {50, 99, 99.9};
 
 /* ---- the clock ---- */
 
-/* Start of a call: plain RDTSC (7.5 ns here); its end: RDTSCP (13 ns),
- * which waits for the call's instructions to finish. */
+/* Start of a call: plain RDTSC (~8.5 ns here); its end: RDTSCP (~14 ns),
+ * which waits for the call's instructions to finish.  Both are asm volatile
+ * with a memory clobber, so that the compiler moves none of the engine's
+ * loads or stores into the timed window; the end's RDTSCP writes its
+ * processor id to rcx, which is clobbered, not stored (the intrinsic's
+ * &aux costs a store per call). */
 static inline uint64_t tsc_begin(void)
 {
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__)
+	uint64_t t, hi;
+	__asm__ volatile("rdtsc\n\tshl $32, %%rdx\n\tor %%rdx, %%rax"
+			 : "=a"(t), "=d"(hi) : : "memory");
+	return t;
+#elif defined(__i386__)
 	return __rdtsc();
 #else
 	struct timespec ts;
@@ -52,7 +61,12 @@ static inline uint64_t tsc_begin(void)
 
 static inline uint64_t tsc(void)
 {
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__x86_64__)
+	uint64_t t, hi;
+	__asm__ volatile("rdtscp\n\tshl $32, %%rdx\n\tor %%rdx, %%rax"
+			 : "=a"(t), "=d"(hi) : : "rcx", "memory");
+	return t;
+#elif defined(__i386__)
 	unsigned aux;
 	return __rdtscp(&aux);
 #else
@@ -96,6 +110,49 @@ struct fnstat {
 	uint64_t hist[NBUCKETS];    /* calls by cycles */
 };
 
+static inline void account(struct fnstat *s, uint64_t c)
+{
+	s->cycles += c; /* calls: the histogram's sum, at the end */
+	s->hist[bucket(c)]++;
+}
+
+__attribute__((cold, noinline)) static void account_long(struct fnstat *s, uint64_t c)
+{
+	account(s, c);
+}
+
+/* malloc's and free's calls shorter than NSMALL cycles (nearly all of
+ * them) are counted in an exact histogram per thread, one counter per cycle
+ * count: the update is one compare and one increment, with neither the
+ * bucket's arithmetic nor a running sum of cycles.  Both come back exactly
+ * when the run ends (fold_small): each value goes to its bucket, and adds
+ * value x count to the sum.  Longer calls take account_long.  The other
+ * functions, rare, keep account: 2 KiB per function and thread would
+ * make a workload of many threads start much larger (the tables are
+ * locked in memory). */
+#ifndef NSMALL /* -DNSMALL=65536 to count the fast path's instructions under callgrind */
+#define NSMALL 256
+#endif
+
+static inline __attribute__((always_inline)) void account_small(uint64_t *small, struct fnstat *s,
+								uint64_t c)
+{
+	if (__builtin_expect(c < NSMALL, 1))
+		small[c]++;
+	else
+		account_long(s, c);
+}
+
+/* After the run: the exact counts into the buckets and the cycle sum. */
+static void fold_small(uint64_t *small, struct fnstat *s)
+{
+	for (uint64_t v = 0; v < NSMALL; v++) {
+		s->cycles += v * small[v];
+		s->hist[bucket(v)] += small[v];
+		small[v] = 0;
+	}
+}
+
 /* ---- threads ---- */
 
 /* A replay thread.  The first cache line is what other threads read. */
@@ -106,6 +163,7 @@ struct rthread {
 	_Alignas(64) const uint8_t *start, *end; /* its stream */
 	const uint8_t *p;            /* cursor (--threads-as-one resumes here) */
 	uint64_t done;               /* ops done */
+	uint64_t nops;               /* ops in its stream */
 	const uint64_t *pub;         /* ascending counts other threads wait for */
 	uint64_t npub, ipub;         /* their number, the next one */
 	uint32_t idx;                /* index in the workload */
@@ -121,6 +179,9 @@ struct rthread {
 	/* --threads-as-one */
 	uint32_t wait_on;            /* blocked on this thread */
 	uint64_t wait_for;           /* until it has done this many ops */
+	/* its malloc calls ([0]) and free calls ([1]) under NSMALL cycles, by
+	 * cycles: account_small, folded into fn at the end */
+	_Alignas(64) uint64_t small[2][NSMALL];
 };
 
 /* The run. */
@@ -149,18 +210,39 @@ static long futex(_Atomic uint32_t *addr, int op, uint32_t val)
 	return syscall(SYS_futex, addr, op, val, NULL, NULL, 0);
 }
 
-static inline uint64_t getv(const uint8_t **pp)
+/* A number and where the stream goes on after it (returned in registers,
+ * so that the cursor never has to live in memory). */
+struct leb {
+	uint64_t v;         /* the number */
+	const uint8_t *p;   /* past it */
+};
+
+__attribute__((cold, noinline)) static struct leb getv_long(const uint8_t *p)
 {
-	const uint8_t *p = *pp;
-	if (__builtin_expect(!(*p & 0x80), 1)) { /* slot numbers and small sizes */
-		*pp = p + 1;
-		return *p;
-	}
 	uint64_t v = *p & 0x7f;
 	for (int shift = 7; *p++ & 0x80; shift += 7)
 		v |= (uint64_t)(*p & 0x7f) << shift;
-	*pp = p;
-	return v;
+	return (struct leb){v, p};
+}
+
+/* A LEB128 number: slot numbers and small sizes take 1 byte, sizes up to
+ * 16 KiB 2, inline; longer ones the out-of-line loop. */
+static inline __attribute__((always_inline)) uint64_t getv(const uint8_t **pp)
+{
+	const uint8_t *p = *pp;
+	uint64_t v = p[0];
+	if (__builtin_expect(v < 0x80, 1)) {
+		*pp = p + 1;
+		return v;
+	}
+	uint64_t hi = p[1];
+	if (__builtin_expect(hi < 0x80, 1)) {
+		*pp = p + 2;
+		return (v & 0x7f) | hi << 7;
+	}
+	struct leb l = getv_long(p);
+	*pp = l.p;
+	return l.v;
 }
 
 /* touch and page: the engine's, read once per run_ops (a histogram
@@ -178,18 +260,12 @@ static inline void touch_mem(enum ht_touch touch, uint64_t page, void *ptr, uint
 	}
 }
 
-static inline void account(struct rthread *t, int fn, uint64_t c)
-{
-	struct fnstat *s = &t->fn[fn];
-	s->cycles += c; /* calls: the histogram's sum, at the end */
-	s->hist[bucket(c)]++;
-}
-
 /* The next op count at which run_ops must stop by the slow path: the next
- * count another thread waits for, or the next --trim-interval trim. */
+ * count another thread waits for, the next --trim-interval trim, or the
+ * end of the stream (the loader checked that it holds t->nops ops). */
 static inline uint64_t next_stop(const struct rthread *t, uint64_t trim_every)
 {
-	uint64_t next = t->ipub < t->npub ? t->pub[t->ipub] : UINT64_MAX;
+	uint64_t next = t->ipub < t->npub ? t->pub[t->ipub] : t->nops;
 	if (trim_every && t->done + (trim_every - t->since_trim) < next)
 		next = t->done + (trim_every - t->since_trim);
 	return next;
@@ -241,39 +317,157 @@ done:
 
 static void *thread_main(void *arg);
 
-/* The call of one op, timed.  Returns 1 to go on, 0 when blocked on a wait
- * (--threads-as-one: me->wait_on/wait_for say on what). */
-static int run_ops(struct engine *g, struct rthread *me, int serial)
+/* Where run_common stopped: the cursor and the ops left until the stop. */
+struct cursor {
+	const uint8_t *p;   /* the next op */
+	uint64_t left;      /* ops until run_ops's next stop */
+};
+
+/* The common ops, malloc into a slot and free from one, in a loop of their
+ * own, out of line: nothing else is live in it (the cursor, the count
+ * down to the stop, the slot table, the exact histograms, the slot and the
+ * start time), so that it keeps them all in registers.  Returns at another
+ * op, at a malloc or free of slot 0 (the pointer NULL) or of a slot in the
+ * wrong state (a slot error, to be counted), or when c.left reaches 0;
+ * run_ops does the rest.  touch is a constant in each of its instances. */
+static inline __attribute__((always_inline)) struct cursor
+run_common_t(struct cursor c, void **slots, uint64_t *small, struct fnstat *fn,
+	     const enum ht_touch touch, uint64_t page)
 {
-	void **slots = g->slots;
-	const uint8_t *p = me->p, *end = me->end;
-	uint64_t trim_every = g->cfg->trim_interval;
-	enum ht_touch touch = g->touch;
-	uint64_t page = (uint64_t)g->page;
-	/* The op count stays in a register; me->done (and since_trim) are
-	 * brought up to date at each stop and on the way out. */
-	uint64_t done = me->done, since = me->since_trim;
+	const uint8_t *p = c.p;
+	uint64_t left = c.left;
+	for (;;) {
+		const uint8_t *q = p + 1;
+		uint64_t t0, t1, s, n;
+		void *r, **sp;
+		if (*p == HT_WL_FREE) {
+			s = getv(&q);
+			if (__builtin_expect(!s, 0))
+				break;
+			sp = &slots[s - 1];
+			r = *sp;
+			if (__builtin_expect(!r, 0))
+				break;
+			t0 = tsc_begin();
+			free(r);
+			t1 = tsc();
+			account_small(small + NSMALL, &fn[HT_FN_FREE], t1 - t0);
+			*sp = NULL;
+		} else if (*p == HT_WL_MALLOC) {
+			s = getv(&q), n = getv(&q);
+			if (__builtin_expect(!s, 0))
+				break;
+			sp = &slots[s - 1];
+			if (__builtin_expect(*sp != NULL, 0))
+				break;
+			t0 = tsc_begin();
+			r = malloc(n);
+			t1 = tsc();
+			account_small(small, &fn[HT_FN_MALLOC], t1 - t0);
+			*sp = r;
+			touch_mem(touch, page, r, n);
+		} else {
+			break;
+		}
+		p = q;
+		if (__builtin_expect(--left == 0, 0))
+			break;
+	}
+	return (struct cursor){p, left};
+}
+
+#define RUN_COMMON(name, touch)                                                                  \
+	__attribute__((noinline)) static struct cursor name(struct cursor c, void **slots,      \
+							     uint64_t *small, struct fnstat *fn, \
+							     uint64_t page)                      \
+	{                                                                                        \
+		return run_common_t(c, slots, small, fn, touch, page);                           \
+	}
+RUN_COMMON(run_common_none, HT_TOUCH_NONE)
+RUN_COMMON(run_common_page, HT_TOUCH_PAGE)
+RUN_COMMON(run_common_all, HT_TOUCH_ALL)
+#undef RUN_COMMON
+
+static inline __attribute__((always_inline)) struct cursor
+run_common(const enum ht_touch touch, struct cursor c, void **slots, struct rthread *me,
+	   uint64_t page)
+{
+	switch (touch) {
+	case HT_TOUCH_NONE:
+		return run_common_none(c, slots, me->small[0], me->fn, page);
+	case HT_TOUCH_PAGE:
+		return run_common_page(c, slots, me->small[0], me->fn, page);
+	default:
+		return run_common_all(c, slots, me->small[0], me->fn, page);
+	}
+}
+
+/* The ops of me's stream from me->p on, each call timed.  Returns 1 at the
+ * end of the stream, 0 when blocked on a wait (--threads-as-one:
+ * me->wait_on/wait_for say on what).
+ *
+ * What runs between one call's RDTSCP and the next one's RDTSC is the
+ * replay's bookkeeping, so the loop is cut to the bone for the common ops:
+ *   - free and malloc are tested before the switch, with the pointer's
+ *     slot address computed before the call (the only value besides the
+ *     cursor, the stop counter and the start time kept across it);
+ *   - one counter, left, counts down to the next stop (a count another
+ *     thread waits for, a trim, the end of the stream): one decrement and
+ *     branch per op; done, since_trim and the cursor's end are dealt with
+ *     only there;
+ *   - touch is a constant in each of run_ops's three instances, so that
+ *     --touch none tests nothing per op;
+ *   - a malloc's or free's cycles are one increment in an exact
+ *     histogram (account_small);
+ *   - slot errors are summed in serr, added to me->slot_errors at the end. */
+static inline __attribute__((always_inline)) int run_ops_t(struct engine *g, struct rthread *me,
+							    int serial, const enum ht_touch touch)
+{
+	void **const slots = g->slots;
+	struct fnstat *const fn = me->fn;
+	const uint64_t trim_every = g->cfg->trim_interval;
+	const uint64_t page = (uint64_t)g->page;
+	const uint8_t *p = me->p;
 	uint64_t serr = 0; /* slot errors, added to me->slot_errors on the way out */
 	uint64_t stop = next_stop(me, trim_every);
-	while (p < end) {
-		const uint8_t *at = p;
+	uint64_t left = stop - me->done; /* ops until the stop */
+	int ret = 1;
+	if (!left)
+		goto out; /* an empty stream */
+	for (;;) {
+		struct cursor cur = run_common(touch, (struct cursor){p, left}, slots, me, page);
+		p = cur.p;
+		left = cur.left;
+		if (!left)
+			goto stop;
 		int op = *p++;
 		uint64_t t0, t1, s, o, n, m;
 		void *r;
 		switch (op) {
+		case HT_WL_FREE:
+			s = getv(&p);
+			r = s ? slots[s - 1] : NULL;
+			serr += s && !r;
+			t0 = tsc_begin();
+			free(r);
+			t1 = tsc();
+			account_small(me->small[1], &fn[HT_FN_FREE], t1 - t0);
+			if (s)
+				slots[s - 1] = NULL;
+			break;
 		case HT_WL_MALLOC:
 			s = getv(&p), n = getv(&p);
 			t0 = tsc_begin();
 			r = malloc(n);
 			t1 = tsc();
-			account(me, HT_FN_MALLOC, t1 - t0);
+			account_small(me->small[0], &fn[HT_FN_MALLOC], t1 - t0);
 			goto store;
 		case HT_WL_CALLOC:
 			s = getv(&p), m = getv(&p), n = getv(&p);
 			t0 = tsc_begin();
 			r = calloc(m, n);
 			t1 = tsc();
-			account(me, HT_FN_CALLOC, t1 - t0);
+			account(&fn[HT_FN_CALLOC], t1 - t0);
 			if (__builtin_mul_overflow(m, n, &n))
 				n = 0;
 			goto store;
@@ -282,7 +476,7 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 			t0 = tsc_begin();
 			r = memalign(m, n);
 			t1 = tsc();
-			account(me, HT_FN_MEMALIGN, t1 - t0);
+			account(&fn[HT_FN_MEMALIGN], t1 - t0);
 			goto store;
 		case HT_WL_POSIX_MEMALIGN:
 			s = getv(&p), m = getv(&p), n = getv(&p);
@@ -290,28 +484,28 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 			if (posix_memalign(&r, m, n))
 				r = NULL;
 			t1 = tsc();
-			account(me, HT_FN_POSIX_MEMALIGN, t1 - t0);
+			account(&fn[HT_FN_POSIX_MEMALIGN], t1 - t0);
 			goto store;
 		case HT_WL_ALIGNED_ALLOC:
 			s = getv(&p), m = getv(&p), n = getv(&p);
 			t0 = tsc_begin();
 			r = aligned_alloc(m, n);
 			t1 = tsc();
-			account(me, HT_FN_ALIGNED_ALLOC, t1 - t0);
+			account(&fn[HT_FN_ALIGNED_ALLOC], t1 - t0);
 			goto store;
 		case HT_WL_VALLOC:
 			s = getv(&p), n = getv(&p);
 			t0 = tsc_begin();
 			r = valloc(n);
 			t1 = tsc();
-			account(me, HT_FN_VALLOC, t1 - t0);
+			account(&fn[HT_FN_VALLOC], t1 - t0);
 			goto store;
 		case HT_WL_PVALLOC:
 			s = getv(&p), n = getv(&p);
 			t0 = tsc_begin();
 			r = pvalloc(n);
 			t1 = tsc();
-			account(me, HT_FN_PVALLOC, t1 - t0);
+			account(&fn[HT_FN_PVALLOC], t1 - t0);
 		store:
 			if (s) {
 				serr += slots[s - 1] != NULL;
@@ -331,7 +525,7 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 			t0 = tsc_begin();
 			r = op == HT_WL_REALLOC ? realloc(old, n) : reallocarray(old, m, n);
 			t1 = tsc();
-			account(me, op == HT_WL_REALLOC ? HT_FN_REALLOC : HT_FN_REALLOCARRAY, t1 - t0);
+			account(&fn[op == HT_WL_REALLOC ? HT_FN_REALLOC : HT_FN_REALLOCARRAY], t1 - t0);
 			int overflow = __builtin_mul_overflow(m, n, &n);
 			if (!r && (n || overflow))
 				r = old; /* failed here: the old block stays */
@@ -346,30 +540,19 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 			}
 			break;
 		}
-		case HT_WL_FREE:
-			s = getv(&p);
-			r = s ? slots[s - 1] : NULL;
-			serr += s && !r;
-			t0 = tsc_begin();
-			free(r);
-			t1 = tsc();
-			account(me, HT_FN_FREE, t1 - t0);
-			if (s)
-				slots[s - 1] = NULL;
-			break;
 		case HT_WL_MALLOPT:
 			m = getv(&p), n = getv(&p);
 			t0 = tsc_begin();
 			mallopt((int)ht_unzigzag(m), (int)ht_unzigzag(n));
 			t1 = tsc();
-			account(me, HT_FN_MALLOPT, t1 - t0);
+			account(&fn[HT_FN_MALLOPT], t1 - t0);
 			break;
 		case HT_WL_MALLOC_TRIM:
 			n = getv(&p);
 			t0 = tsc_begin();
 			malloc_trim(n);
 			t1 = tsc();
-			account(me, HT_FN_MALLOC_TRIM, t1 - t0);
+			account(&fn[HT_FN_MALLOC_TRIM], t1 - t0);
 			break;
 		case HT_WL_MMAP: {
 			s = getv(&p), n = getv(&p);
@@ -377,7 +560,7 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 			t0 = tsc_begin();
 			r = mmap(NULL, n, prot, flags, -1, 0);
 			t1 = tsc();
-			account(me, HT_FN_MMAP, t1 - t0);
+			account(&fn[HT_FN_MMAP], t1 - t0);
 			if (r == MAP_FAILED)
 				r = NULL;
 			slots[s - 1] = r;
@@ -399,7 +582,7 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 			if (base)
 				munmap(base + o, n);
 			t1 = tsc();
-			account(me, HT_FN_MUNMAP, t1 - t0);
+			account(&fn[HT_FN_MUNMAP], t1 - t0);
 			if (last) {
 				slots[s - 1] = NULL;
 				g->extent[s - 1] = 0;
@@ -416,7 +599,7 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 			t0 = tsc_begin();
 			r = old ? mremap(old, m, n, flags) : MAP_FAILED;
 			t1 = tsc();
-			account(me, HT_FN_MREMAP, t1 - t0);
+			account(&fn[HT_FN_MREMAP], t1 - t0);
 			if (r == MAP_FAILED) {
 				r = old; /* stays where it was */
 				n = m;
@@ -428,19 +611,21 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 			break;
 		}
 		case HT_WL_WAIT: {
+			const uint8_t *at = p - 1; /* where to resume */
 			uint64_t j = getv(&p), count = getv(&p);
 			struct rthread *o2 = &g->t[j];
 			if (serial) {
 				if (o2->done < count) {
 					/* counted when it passes, on the way back */
+					uint64_t done = stop - left;
 					me->waits_blocked++;
 					me->wait_on = (uint32_t)j;
 					me->wait_for = count;
-					me->p = at;
-					me->since_trim = since + (done - me->done);
+					me->since_trim += done - me->done;
 					me->done = done;
-					me->slot_errors += serr;
-					return 0;
+					p = at;
+					ret = 0;
+					goto out;
 				}
 				me->waits++;
 			} else {
@@ -464,24 +649,40 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 		default:
 			__builtin_unreachable(); /* the loader checked every op */
 		}
-		if (__builtin_expect(++done != stop, 1))
+		if (--left != 0)
 			continue;
-		me->since_trim = since + (done - me->done);
-		me->done = done;
+	stop:
+		/* a stop: op number stop is done */
+		me->since_trim += stop - me->done;
+		me->done = stop;
 		publish(me);
 		if (trim_every && me->since_trim >= trim_every) {
 			me->since_trim = 0;
 			me->trims++;
 			malloc_trim(0);
 		}
-		since = me->since_trim;
+		if (stop == me->nops)
+			break;
 		stop = next_stop(me, trim_every);
+		left = stop - me->done;
 	}
-	me->since_trim = since + (done - me->done);
-	me->done = done;
+out:
 	me->slot_errors += serr;
 	me->p = p;
-	return 1;
+	return ret;
+}
+
+/* run_ops_t with touch a constant. */
+static int run_ops(struct engine *g, struct rthread *me, int serial)
+{
+	switch (g->touch) {
+	case HT_TOUCH_NONE:
+		return run_ops_t(g, me, serial, HT_TOUCH_NONE);
+	case HT_TOUCH_PAGE:
+		return run_ops_t(g, me, serial, HT_TOUCH_PAGE);
+	default:
+		return run_ops_t(g, me, serial, HT_TOUCH_ALL);
+	}
 }
 
 static struct engine *current; /* the run thread_main works for */
@@ -731,6 +932,7 @@ int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *c
 		t->idx = i;
 		t->start = t->p = w->threads[i].ops;
 		t->end = t->start + w->threads[i].nbytes;
+		t->nops = w->threads[i].nops;
 		t->fn = fn + (size_t)i * HT_FN_NR;
 	}
 	if (index_waits(&g)) {
@@ -799,6 +1001,10 @@ int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *c
 	res->nthreads = w->nthreads;
 	res->repeat = (uint32_t)repeat;
 	static uint64_t hist[NBUCKETS];
+	for (uint32_t i = 0; i < w->nthreads; i++) {
+		fold_small(g.t[i].small[0], &g.t[i].fn[HT_FN_MALLOC]);
+		fold_small(g.t[i].small[1], &g.t[i].fn[HT_FN_FREE]);
+	}
 	for (int f = 0; f < HT_FN_NR; f++) {
 		memset(hist, 0, sizeof(hist));
 		for (uint32_t i = 0; i < w->nthreads; i++) {
