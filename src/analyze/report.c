@@ -379,12 +379,12 @@ static void section_threads(struct page *pg)
 			(unsigned long long)t->frees, ht_fmt_bytes(b1, t->bytes_allocated));
 	}
 	fputs("</table>\n", f);
-	if (s->nmarks) {
+	if (s->marks.n) {
 		fputs("<h3>Marks</h3><table><tr><th>time</th><th>thread</th><th>label</th></tr>\n", f);
-		for (size_t i = 0; i < s->nmarks; i++) {
-			fprintf(f, "<tr><td>%s</td><td>%u</td><td>", ht_fmt_ns(b1, s->marks[i].t),
-				s->marks[i].tid);
-			ht_html__text(f, s->marks[i].label);
+		for (size_t i = 0; i < s->marks.n; i++) {
+			fprintf(f, "<tr><td>%s</td><td>%u</td><td>", ht_fmt_ns(b1, s->marks.v[i].time_ns),
+				s->marks.v[i].tid);
+			ht_html__text(f, s->marks.v[i].label);
 			fputs("</td></tr>\n", f);
 		}
 		fputs("</table>\n", f);

@@ -253,16 +253,7 @@ void ht_stats__event(struct ht_stats *s, const struct ht_event *e, const struct 
 		s->forks++;
 		return;
 	case HT_EV_MARK:
-		if (s->nmarks == s->capmarks) {
-			s->capmarks = s->capmarks ? 2 * s->capmarks : 16;
-			s->marks = realloc(s->marks, s->capmarks * sizeof(*s->marks));
-			if (!s->marks)
-				exit(1);
-		}
-		s->marks[s->nmarks].t = e->time_ns;
-		s->marks[s->nmarks].tid = e->tid;
-		s->marks[s->nmarks].label = strdup(e->str ? e->str : "");
-		s->nmarks++;
+		ht_marks__add(&s->marks, e);
 		return;
 	case HT_EV_CONTROL:
 		if (e->v[0] == HT_CTL_RESET)
@@ -297,9 +288,7 @@ void ht_stats__delete(struct ht_stats *s)
 {
 	if (!s)
 		return;
-	for (size_t i = 0; i < s->nmarks; i++)
-		free(s->marks[i].label);
-	free(s->marks);
+	ht_marks__free(&s->marks);
 	free(s->threads);
 	free(s);
 }
@@ -411,15 +400,7 @@ void ht_stats__json(const struct ht_stats *s, struct ht_json *j, const struct ht
 		ht_json__obj_end(j);
 	}
 	ht_json__arr_end(j);
-	ht_json__arr_begin(j, "marks");
-	for (size_t i = 0; i < s->nmarks; i++) {
-		ht_json__obj_begin(j, NULL);
-		ht_json__u64(j, "time_ns", s->marks[i].t);
-		ht_json__u64(j, "tid", s->marks[i].tid);
-		ht_json__str(j, "label", s->marks[i].label);
-		ht_json__obj_end(j);
-	}
-	ht_json__arr_end(j);
+	ht_marks__json(&s->marks, j);
 	ht_json__u64(j, "thread_starts", s->thread_starts);
 	ht_json__u64(j, "thread_exits", s->thread_exits);
 	ht_json__u64(j, "forks", s->forks);
@@ -517,9 +498,9 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_trace_inf
 		       (unsigned long long)t->events, (unsigned long long)t->allocations,
 		       (unsigned long long)t->frees, (unsigned long long)t->bytes_allocated);
 	}
-	for (size_t i = 0; i < s->nmarks; i++)
-		fprintf(f, "%s %s  mark \"%s\" (thread %u)\n", i ? "" : "\n", ht_fmt_ns(b1, s->marks[i].t),
-		       s->marks[i].label, s->marks[i].tid);
+	for (size_t i = 0; i < s->marks.n; i++)
+		fprintf(f, "%s %s  mark \"%s\" (thread %u)\n", i ? "" : "\n",
+			ht_fmt_ns(b1, s->marks.v[i].time_ns), s->marks.v[i].label, s->marks.v[i].tid);
 }
 
 int cmd_stats(int argc, char **argv)

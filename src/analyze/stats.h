@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "analyze/marks.h"
 #include "analyze/pass.h"
 #include "trace/reader.h"
 
@@ -20,12 +21,6 @@ struct ht_stats_thread {
 	uint64_t allocations;     /* successful allocations */
 	uint64_t frees;           /* free() of non-NULL, realloc releasing a block */
 	uint64_t bytes_allocated; /* requested bytes */
-};
-
-struct ht_stats_mark {
-	uint64_t t;   /* time_ns */
-	uint32_t tid; /* thread that set it */
-	char *label;  /* heaptrail_mark()'s text */
 };
 
 struct ht_stats {
@@ -57,8 +52,7 @@ struct ht_stats {
 	uint64_t last_time;          /* time_ns of the latest event */
 	struct ht_stats_thread *threads; /* per thread, in order of appearance */
 	size_t nthreads, capthreads; /* used / allocated */
-	struct ht_stats_mark *marks; /* heaptrail_mark() labels in order */
-	size_t nmarks, capmarks;     /* used / allocated */
+	struct ht_marks marks;       /* heaptrail_mark() labels in order, all of them */
 };
 
 struct ht_json;

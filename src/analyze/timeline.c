@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "analyze/blocks.h"
+#include "analyze/marks.h"
 #include "analyze/pass.h"
 #include "common/json.h"
 #include "common/util.h"
@@ -36,12 +37,6 @@ struct bin {
 	uint32_t nrss;   /* RSS samples in the bin (the RSS values are valid if > 0) */
 };
 
-struct mark {
-	uint64_t time_ns; /* when */
-	uint32_t tid;     /* which thread */
-	char *label;      /* heaptrail_mark()'s label */
-};
-
 struct range {
 	uint64_t from_ns, to_ns; /* recording paused or stopped between these */
 };
@@ -64,9 +59,7 @@ struct ht_timeline {
 	uint64_t peak_usable;      /* the highest live usable bytes */
 	uint64_t last_ns;          /* time of the last event */
 	uint64_t events;           /* events fed */
-	struct mark *marks;        /* in time order */
-	size_t nmarks, capmarks;   /* kept / allocated */
-	uint64_t marks_dropped;    /* beyond HT_TIMELINE_MAX_MARKS */
+	struct ht_marks marks;     /* in time order, at most HT_TIMELINE_MAX_MARKS */
 	struct range *paused;      /* recording paused/stopped */
 	size_t npaused, cappaused; /* count / allocated */
 	uint64_t paused_since;     /* open pause (UINT64_MAX = none) */
@@ -145,6 +138,7 @@ struct ht_timeline *ht_timeline__new(const struct ht_timeline_opts *o)
 		free(tl);
 		return NULL;
 	}
+	tl->marks.max = HT_TIMELINE_MAX_MARKS;
 	tl->brk_base = o->start_brk;
 	tl->paused_since = UINT64_MAX;
 	uint64_t end = o->to_ns > o->from_ns ? o->to_ns : o->duration_ns;
@@ -234,24 +228,6 @@ static int bin_of(struct ht_timeline *tl, uint64_t t, int monotonic)
 	return (int)i;
 }
 
-static void add_mark(struct ht_timeline *tl, const struct ht_event *e)
-{
-	if (tl->nmarks == HT_TIMELINE_MAX_MARKS) {
-		tl->marks_dropped++;
-		return;
-	}
-	if (tl->nmarks == tl->capmarks) {
-		tl->capmarks = tl->capmarks ? 2 * tl->capmarks : 16;
-		tl->marks = ht_xrealloc(tl->marks, tl->capmarks * sizeof(*tl->marks));
-	}
-	struct mark *m = &tl->marks[tl->nmarks++];
-	m->time_ns = e->time_ns;
-	m->tid = e->tid;
-	m->label = strdup(e->str ? e->str : "");
-	if (!m->label)
-		exit(HT_EXIT_DATA);
-}
-
 static void end_pause(struct ht_timeline *tl, uint64_t t)
 {
 	if (tl->paused_since == UINT64_MAX)
@@ -329,7 +305,7 @@ void ht_timeline__event(struct ht_timeline *tl, const struct ht_event *e,
 		break;
 	case HT_EV_MARK:
 		if (b >= 0)
-			add_mark(tl, e);
+			ht_marks__add(&tl->marks, e);
 		return;
 	case HT_EV_CONTROL:
 		control(tl, e, b >= 0);
@@ -412,9 +388,7 @@ void ht_timeline__delete(struct ht_timeline *tl)
 {
 	if (!tl)
 		return;
-	for (size_t i = 0; i < tl->nmarks; i++)
-		free(tl->marks[i].label);
-	free(tl->marks);
+	ht_marks__free(&tl->marks);
 	free(tl->paused);
 	free(tl->bins);
 	free(tl);
@@ -435,10 +409,10 @@ static double per_s(const struct ht_timeline *tl, uint64_t v)
 /* Marks are in time order: the first one at or after t. */
 static size_t first_mark(const struct ht_timeline *tl, uint64_t t)
 {
-	size_t lo = 0, hi = tl->nmarks;
+	size_t lo = 0, hi = tl->marks.n;
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
-		if (tl->marks[mid].time_ns < t)
+		if (tl->marks.v[mid].time_ns < t)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -482,8 +456,8 @@ int ht_timeline__csv(const struct ht_timeline *tl, FILE *f)
 		char *labels = NULL;
 		size_t len = 0;
 		FILE *lf = open_memstream(&labels, &len);
-		for (; lf && m < tl->nmarks && tl->marks[m].time_ns < t1; m++)
-			fprintf(lf, "%s%s", m > m0 ? ";" : "", tl->marks[m].label);
+		for (; lf && m < tl->marks.n && tl->marks.v[m].time_ns < t1; m++)
+			fprintf(lf, "%s%s", m > m0 ? ";" : "", tl->marks.v[m].label);
 		if (lf)
 			fclose(lf);
 		if (labels && *labels)
@@ -529,16 +503,8 @@ void ht_timeline__json(const struct ht_timeline *tl, struct ht_json *j, const ch
 		ht_json__obj_end(j);
 	}
 	ht_json__arr_end(j);
-	ht_json__arr_begin(j, "marks");
-	for (size_t i = 0; i < tl->nmarks; i++) {
-		ht_json__obj_begin(j, NULL);
-		ht_json__u64(j, "time_ns", tl->marks[i].time_ns);
-		ht_json__u64(j, "tid", tl->marks[i].tid);
-		ht_json__str(j, "label", tl->marks[i].label);
-		ht_json__obj_end(j);
-	}
-	ht_json__arr_end(j);
-	ht_json__u64(j, "marks_not_kept", tl->marks_dropped);
+	ht_marks__json(&tl->marks, j);
+	ht_json__u64(j, "marks_not_kept", tl->marks.dropped);
 	ht_json__arr_begin(j, "paused");
 	for (size_t i = 0; i < tl->npaused; i++) {
 		ht_json__obj_begin(j, NULL);
@@ -828,17 +794,17 @@ int ht_timeline__svg(const struct ht_timeline *tl, FILE *f, unsigned width, unsi
 		draw_series(&p, tl, s);
 	/* markers */
 	fprintf(f, "<g id=\"marks\">\n");
-	for (size_t i = 0; i < tl->nmarks; i++) {
-		double x = xpos(&p, tl, tl->marks[i].time_ns);
+	for (size_t i = 0; i < tl->marks.n; i++) {
+		double x = xpos(&p, tl, tl->marks.v[i].time_ns);
 		fprintf(f, "<g class=\"mark\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
 			   "stroke=\"#444\" stroke-dasharray=\"3 3\"/><text x=\"%.1f\" y=\"%.1f\" "
 			   "transform=\"rotate(-90 %.1f %.1f)\" text-anchor=\"end\">",
 			x, p.y0, x, p.r0 + p.rh, x - 2, p.y0 + 4, x - 2, p.y0 + 4);
-		xml_esc(f, tl->marks[i].label);
+		xml_esc(f, tl->marks.v[i].label);
 		fprintf(f, "</text><title>mark \"");
-		xml_esc(f, tl->marks[i].label);
-		fprintf(f, "\" at %s, thread %u</title></g>\n", ht_fmt_ns(pk, tl->marks[i].time_ns),
-			tl->marks[i].tid);
+		xml_esc(f, tl->marks.v[i].label);
+		fprintf(f, "\" at %s, thread %u</title></g>\n", ht_fmt_ns(pk, tl->marks.v[i].time_ns),
+			tl->marks.v[i].tid);
 	}
 	fprintf(f, "</g>\n");
 	/* tooltips: a column per bin (or per group of bins past 2000) */
