@@ -338,13 +338,82 @@ static __attribute__((noinline)) void *malloc_slow(struct ht_tls *t, size_t size
 	return p;
 }
 
-/* The recording half of malloc, out of line so that malloc itself keeps
- * one value (size) across the real call and ends in a tail call: the
- * registers the record needs are saved once, here, instead of around the
- * real malloc too (0.5-1 ns a pair, bench/run.sh). */
-static __attribute__((noinline)) void *malloc_rec(size_t size, void *p)
+/* ht_len_bytes() for the fast paths, which run only where the CPU has
+ * LZCNT (init.c sends malloc and free to their slow paths otherwise). */
+static inline unsigned len_fast(uint64_t v)
+{
+#if defined(__x86_64__)
+	uint64_t z;
+	__asm__("lzcnt %1, %0" : "=r"(z) : "rm"(v) : "cc");
+	return (unsigned)(71 - z) >> 3;
+#else
+	return ht_len_bytes(v);
+#endif
+}
+
+/* malloc's record when the fast path below cannot write it: a thread not
+ * ready or out of room, a clock read due, a NULL or mmapped block. */
+static __attribute__((noinline, cold)) void *malloc_rec_cold(size_t size, void *p)
 {
 	rec_malloc(&ht_tls, size, p);
+	return p;
+}
+
+/* A program break that moved during the call: noted out of line. */
+static __attribute__((noinline, cold)) void *brk_moved(void *p)
+{
+	note_brk((uintptr_t)__curbrk);
+	return p;
+}
+
+/* Whether the hot paths can leave the clock alone for this call: not the
+ * thread's ts_every-th, no epoch tick since its last sample, and no mmapped
+ * block (ts_due() is the general form). */
+static inline int ts_skip(const struct ht_tls *t, int flags)
+{
+	uint32_t e = atomic_load_explicit(ht_epoch_p, memory_order_relaxed);
+	return HT_LIKELY(((t->ts_left != 1) & (e == t->epoch)) && !(flags & HT_F_MMAPPED));
+}
+
+/* The recording half of malloc in its common case, out of line so that
+ * malloc itself keeps one value (size) across the real call and ends in a
+ * tail call.  It calls nothing: every rare case leaves through a tail call
+ * (malloc_rec_cold, brk_moved), so that it needs no saved registers and
+ * no stack frame (0.5-1 ns a pair each, bench/run.sh). */
+static __attribute__((noinline)) void *malloc_rec(size_t size, void *p)
+{
+	struct ht_tls *t = &ht_tls;
+	t->guard = 1;
+	atomic_signal_fence(memory_order_seq_cst);
+	uint8_t *o = t->pos;
+	int flags = 0;
+	uint64_t usable = 0;
+	if (HT_LIKELY(p != NULL))
+		flags = chunk_flags(p, &usable);
+	if (HT_UNLIKELY(o >= t->end || !p) || !ts_skip(t, flags)) {
+		t->guard = 0;
+		return malloc_rec_cold(size, p);
+	}
+	t->ts_left--;
+	uint64_t f0 = size;
+	uint64_t f1 = ht_zigzag((int64_t)((uintptr_t)p - t->last_ptr));
+	uint64_t f2 = ht_zigzag((int64_t)(usable - ht_glibc_usable(size)));
+	unsigned c0 = len_fast(f0), c1 = len_fast(f1), c2 = len_fast(f2);
+	uint32_t tag = c0 | c1 << 4 | c2 << 8;
+	o[0] = (uint8_t)(HT_EV_MALLOC | flags);
+	o[1] = (uint8_t)tag;
+	o[2] = (uint8_t)(tag >> 8);
+	o = ht_put_field(o + 3, f0, c0);
+	o = ht_put_field(o, f1, c1);
+	o = ht_put_field(o, f2, c2);
+	t->last_ptr = (uintptr_t)p;
+	t->pos = o;
+	t->nev++;
+	commit(t);
+	atomic_signal_fence(memory_order_seq_cst);
+	t->guard = 0;
+	if (HT_UNLIKELY((uintptr_t)__curbrk != atomic_load_explicit(&last_brk, memory_order_relaxed)))
+		return brk_moved(p);
 	return p;
 }
 
@@ -382,20 +451,56 @@ static __attribute__((noinline)) void free_slow(struct ht_tls *t, void *p)
 	check_brk();
 }
 
+/* free's record and call when the fast path below cannot write it. */
+static __attribute__((noinline, cold)) void free_cold(void *p)
+{
+	rec_free(&ht_tls, p);
+	__libc_free(p);
+	check_brk();
+}
+
+/* free in its common case: the record is written before the real free
+ * (the block may be reused by another thread right after it) and calls
+ * nothing; every rare case leaves through a tail call, so that p is the
+ * only value kept and no register needs saving. */
 HT_EXPORT void free(void *p)
 {
 	struct ht_tls *t = &ht_tls;
-	if (tracing(t)) {
-		if (HT_UNLIKELY(ht_opt.slow_free)) {
-			free_slow(t, p);
-			return;
-		}
-		rec_free(t, p);
+	if (!tracing(t)) {
 		__libc_free(p);
-		check_brk();
 		return;
 	}
+	if (HT_UNLIKELY(ht_opt.slow_free)) {
+		free_slow(t, p);
+		return;
+	}
+	t->guard = 1;
+	atomic_signal_fence(memory_order_seq_cst);
+	uint8_t *o = t->pos;
+	int flags = 0;
+	if (HT_LIKELY(p != NULL)) {
+		uint64_t usable;
+		flags = chunk_flags(p, &usable);
+	}
+	if (HT_UNLIKELY(o >= t->end || !p) || !ts_skip(t, flags)) {
+		t->guard = 0;
+		free_cold(p);
+		return;
+	}
+	t->ts_left--;
+	uint64_t f0 = ht_zigzag((int64_t)((uintptr_t)p - t->last_ptr));
+	unsigned c0 = len_fast(f0);
+	o[0] = (uint8_t)(HT_EV_FREE | flags);
+	o[1] = (uint8_t)c0;
+	o = ht_put_field(o + 2, f0, c0);
+	t->last_ptr = (uintptr_t)p;
+	t->pos = o;
+	t->nev++;
+	commit(t);
+	atomic_signal_fence(memory_order_seq_cst);
+	t->guard = 0;
 	__libc_free(p);
+	check_brk();
 }
 
 /* ---- the rest of the malloc API ---------------------------------------- */

@@ -165,6 +165,9 @@ void ht_init(void)
 #if defined(__x86_64__)
 	__builtin_cpu_init();
 	ht_lzcnt = __builtin_cpu_supports("abm") || __builtin_cpu_supports("lzcnt");
+	/* malloc's and free's fast paths count field lengths with LZCNT */
+	if (!ht_lzcnt)
+		ht_opt.slow_malloc = ht_opt.slow_free = 1;
 #endif
 	traced_pid = (pid_t)syscall(SYS_getpid);
 	start_euid = geteuid();

@@ -28,6 +28,7 @@ struct ht_options ht_opt = {
 	.stack_depth = 0,
 	.unwind_fp = 1,
 	.sample_bytes = 0,
+	.fast_path = 1,
 	.slow_malloc = 1, /* until the options are read: see malloc_slow */
 };
 
@@ -58,6 +59,7 @@ static const struct opt_desc descs[] = {
 	{"HEAPTRAIL_UNWIND", OPT_UNWIND, &ht_opt.unwind_fp, 0, 1},
 	{"HEAPTRAIL_SAMPLE_BYTES", OPT_SIZE, &ht_opt.sample_bytes, 0, 1L << 30},
 	{"HEAPTRAIL_DURATIONS", OPT_BOOL, &ht_opt.durations, 0, 1},
+	{"HEAPTRAIL_FAST_PATH", OPT_BOOL, &ht_opt.fast_path, 0, 1},
 };
 
 /* stderr without stdio: stdio may allocate, and may be locked by the
@@ -210,6 +212,7 @@ void ht_options__load(void)
 		ht_msg("warning: no memory for sampling; recording every allocation");
 		ht_opt.sample_bytes = 0;
 	}
-	ht_opt.slow_malloc = ht_opt.stack_depth || ht_opt.sample_bytes || ht_opt.durations;
-	ht_opt.slow_free = ht_opt.sample_bytes || ht_opt.durations;
+	int general = !ht_opt.fast_path;
+	ht_opt.slow_malloc = ht_opt.stack_depth || ht_opt.sample_bytes || ht_opt.durations || general;
+	ht_opt.slow_free = ht_opt.sample_bytes || ht_opt.durations || general;
 }

@@ -36,8 +36,9 @@ struct ht_options {
 	int unwind_fp;         /* HEAPTRAIL_UNWIND: 1 = frame pointers where modules keep them (auto), 0 = libunwind only (dwarf) */
 	long sample_bytes;     /* HEAPTRAIL_SAMPLE_BYTES: record allocations every ~N bytes, 0 = all */
 	int durations;         /* HEAPTRAIL_DURATIONS: time every malloc-API call */
-	int slow_malloc;       /* stacks, sampling or durations: malloc leaves the fast path (derived) */
-	int slow_free;         /* sampling or durations: free leaves the fast path (derived) */
+	int fast_path;         /* HEAPTRAIL_FAST_PATH: 0 = malloc/free always take the general record */
+	int slow_malloc;       /* stacks, sampling, durations, no fast path or no LZCNT: malloc leaves the fast path (derived) */
+	int slow_free;         /* sampling, durations, no fast path or no LZCNT: free leaves the fast path (derived) */
 };
 
 extern struct ht_options ht_opt;
