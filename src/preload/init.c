@@ -2,6 +2,9 @@
  * include/heaptrail.h. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -165,8 +168,11 @@ void ht_init(void)
 #if defined(__x86_64__)
 	__builtin_cpu_init();
 	ht_lzcnt = __builtin_cpu_supports("abm") || __builtin_cpu_supports("lzcnt");
-	/* malloc's and free's fast paths count field lengths with LZCNT */
-	if (!ht_lzcnt)
+	/* malloc's and free's fast paths count field lengths with LZCNT and
+	 * prefetch the buffer with PREFETCHW (hooks.c) */
+	unsigned int a, b, c, d;
+	int prfchw = __get_cpuid(0x80000001, &a, &b, &c, &d) && (c & (1u << 8));
+	if (!ht_lzcnt || !prfchw)
 		ht_opt.slow_malloc = ht_opt.slow_free = 1;
 #endif
 	traced_pid = (pid_t)syscall(SYS_getpid);
