@@ -139,6 +139,31 @@ static inline void commit(struct ht_tls *t)
 			      memory_order_release);
 }
 
+/* The end of every hot-path record: the base of the next pointer delta,
+ * the write position, the event count and the commit the writer reads. */
+static inline __attribute__((always_inline)) void rec_done(struct ht_tls *t, uint8_t *o,
+							    const void *p)
+{
+	t->last_ptr = (uintptr_t)p;
+	t->pos = o;
+	t->nev++;
+	commit(t);
+}
+
+/* A malloc record without a stack, up to its timestamp field: kind and
+ * flags, the tag's two bytes, size, pointer delta and slack. */
+static inline __attribute__((always_inline)) uint8_t *
+put_malloc(uint8_t *o, int flags, uint32_t tag, uint64_t f0, unsigned c0, uint64_t f1, unsigned c1,
+	   uint64_t f2, unsigned c2)
+{
+	o[0] = (uint8_t)(HT_EV_MALLOC | flags);
+	o[1] = (uint8_t)tag;
+	o[2] = (uint8_t)(tag >> 8);
+	o = ht_put_field(o + 3, f0, c0);
+	o = ht_put_field(o, f1, c1);
+	return ht_put_field(o, f2, c2);
+}
+
 /* Whether this malloc/free takes the clock: every ts_every-th call of the
  * thread, the first one after an epoch tick of the writer, and any call on
  * a block glibc mmapped (rare, and slow anyway).  The others store no
@@ -235,18 +260,10 @@ rec_malloc_with(struct ht_tls *t, size_t size, void *p, int stacked, int timed, 
 		o = ht_put_field(o, f3, c3);
 		o = ht_put_field(o, stack, c4);
 	} else {
-		o[0] = (uint8_t)(HT_EV_MALLOC | flags);
-		o[1] = (uint8_t)tag;
-		o[2] = (uint8_t)(tag >> 8);
-		o = ht_put_field(o + 3, f0, c0);
-		o = ht_put_field(o, f1, c1);
-		o = ht_put_field(o, f2, c2);
+		o = put_malloc(o, flags, tag, f0, c0, f1, c1, f2, c2);
 		o = ht_put_field(o, f3, c3);
 	}
-	t->last_ptr = (uintptr_t)p;
-	t->pos = o;
-	t->nev++;
-	commit(t);
+	rec_done(t, o, p);
 out:
 	t->guard = 0;
 	check_brk();
@@ -281,10 +298,7 @@ static inline __attribute__((always_inline)) void rec_free_with(struct ht_tls *t
 	o[1] = (uint8_t)(c0 | c1 << 4);
 	o = ht_put_field(o + 2, f0, c0);
 	o = ht_put_field(o, f1, c1);
-	t->last_ptr = (uintptr_t)p;
-	t->pos = o;
-	t->nev++;
-	commit(t);
+	rec_done(t, o, p);
 out:
 	t->guard = 0;
 }
@@ -416,16 +430,8 @@ static __attribute__((noinline)) void *malloc_rec(size_t size, void *p)
 	uint64_t f2 = ht_zigzag((int64_t)(usable - ht_glibc_usable(size)));
 	unsigned c0 = len_fast(f0), c1 = len_fast(f1), c2 = len_fast(f2);
 	uint32_t tag = c0 | c1 << 4 | c2 << 8;
-	o[0] = (uint8_t)(HT_EV_MALLOC | flags);
-	o[1] = (uint8_t)tag;
-	o[2] = (uint8_t)(tag >> 8);
-	o = ht_put_field(o + 3, f0, c0);
-	o = ht_put_field(o, f1, c1);
-	o = ht_put_field(o, f2, c2);
-	t->last_ptr = (uintptr_t)p;
-	t->pos = o;
-	t->nev++;
-	commit(t);
+	o = put_malloc(o, flags, tag, f0, c0, f1, c1, f2, c2);
+	rec_done(t, o, p);
 	atomic_signal_fence(memory_order_seq_cst);
 	t->guard = 0;
 	if (HT_UNLIKELY((uintptr_t)__curbrk != atomic_load_explicit(&last_brk, memory_order_relaxed)))
@@ -509,10 +515,7 @@ HT_EXPORT void free(void *p)
 	o[0] = (uint8_t)(HT_EV_FREE | flags);
 	o[1] = (uint8_t)c0;
 	o = ht_put_field(o + 2, f0, c0);
-	t->last_ptr = (uintptr_t)p;
-	t->pos = o;
-	t->nev++;
-	commit(t);
+	rec_done(t, o, p);
 	atomic_signal_fence(memory_order_seq_cst);
 	t->guard = 0;
 	__libc_free(p);
