@@ -407,8 +407,10 @@ static inline int ts_skip(const struct ht_tls *t, int flags)
 /* The recording half of malloc in its common case, out of line so that
  * malloc itself keeps one value (size) across the real call and ends in a
  * tail call.  It calls nothing: every rare case leaves through a tail call
- * (malloc_rec_cold, brk_moved), so that it needs no saved registers and
- * no stack frame (0.5-1 ns a pair each, bench/run.sh). */
+ * (malloc_rec_cold, brk_moved), so that it saves few registers and free
+ * builds no stack frame (with free's fast path: 1-2.5 ns a pair less,
+ * bench/run.sh).  HEAPTRAIL_FAST_PATH=0 (a test) checks that it writes
+ * what rec_malloc() writes. */
 static __attribute__((noinline)) void *malloc_rec(size_t size, void *p)
 {
 	struct ht_tls *t = &ht_tls;
