@@ -171,6 +171,7 @@ BAD_OPTIONS = [
     ("HEAPTRAIL_UNWIND", "fp", "auto or dwarf"),
     ("HEAPTRAIL_SAMPLE_BYTES", "12Q", "from 0 to 1073741824"),
     ("HEAPTRAIL_DURATIONS", "always", "1/true/yes/on, 0/false/no/off"),
+    ("HEAPTRAIL_FAST_PATH", "fastest", "1/true/yes/on, 0/false/no/off"),
 ]
 
 
