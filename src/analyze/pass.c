@@ -2,6 +2,7 @@
 #include "pass.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/util.h"
 
@@ -10,6 +11,10 @@ struct ht_pass {
 	struct ht_blockop op;    /* what the latest event did */
 	struct ht_block released; /* op.released points here */
 	struct ht_block replaced; /* op.replaced points here */
+	uint32_t last_tid;       /* tid of the latest event (op.thread is its index) */
+	uint32_t *tids;          /* index -> tid, nthreads of them */
+	uint32_t *tid_slots;     /* open addressing on tid: index + 1, 0 = empty */
+	size_t nthreads, capthreads, captid; /* used / allocated / slots */
 };
 
 struct ht_pass *ht_pass__new(void)
@@ -29,7 +34,44 @@ void ht_pass__delete(struct ht_pass *p)
 	if (!p)
 		return;
 	ht_livemap__free(&p->live);
+	free(p->tids);
+	free(p->tid_slots);
 	free(p);
+}
+
+static size_t tid_home(uint32_t tid, size_t cap)
+{
+	return (tid * 0x9E3779B1u) & (cap - 1);
+}
+
+/* The dense index of tid, given one if it is new. */
+static uint32_t thread_index(struct ht_pass *p, uint32_t tid)
+{
+	if ((p->nthreads + 1) * 2 > p->captid) {
+		size_t cap = p->captid ? p->captid * 2 : 64;
+		uint32_t *t = ht_xrealloc(NULL, cap * sizeof(*t));
+		memset(t, 0, cap * sizeof(*t));
+		for (size_t i = 0; i < p->nthreads; i++) {
+			size_t k = tid_home(p->tids[i], cap);
+			while (t[k])
+				k = (k + 1) & (cap - 1);
+			t[k] = (uint32_t)i + 1;
+		}
+		free(p->tid_slots);
+		p->tid_slots = t;
+		p->captid = cap;
+	}
+	size_t k = tid_home(tid, p->captid);
+	for (; p->tid_slots[k]; k = (k + 1) & (p->captid - 1))
+		if (p->tids[p->tid_slots[k] - 1] == tid)
+			return p->tid_slots[k] - 1;
+	if (p->nthreads == p->capthreads) {
+		p->capthreads = p->capthreads ? p->capthreads * 2 : 16;
+		p->tids = ht_xrealloc(p->tids, p->capthreads * sizeof(*p->tids));
+	}
+	p->tids[p->nthreads] = tid;
+	p->tid_slots[k] = (uint32_t)++p->nthreads;
+	return (uint32_t)p->nthreads - 1;
 }
 
 static void release(struct ht_pass *p, uint64_t ptr)
@@ -54,6 +96,10 @@ const struct ht_blockop *ht_pass__event(struct ht_pass *p, const struct ht_event
 	op->released_ptr = 0;
 	op->released = op->replaced = NULL;
 	op->acquired = NULL;
+	if (e->tid != p->last_tid || !p->nthreads) { /* (runs of one thread are the rule) */
+		op->thread = thread_index(p, e->tid);
+		p->last_tid = e->tid;
+	}
 	uint8_t kind = e->kind;
 	if (e->part == HT_PART_RELEASE) {
 		if (kind != HT_EV_MREMAP)
