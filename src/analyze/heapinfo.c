@@ -343,10 +343,8 @@ static struct thr *thread_lookup(struct ht_heapinfo *h, uint32_t tid)
 	return t;
 }
 
-static struct heap *heap_find(struct ht_heapinfo *h, uint64_t base)
+static struct heap *heap_lookup(struct ht_heapinfo *h, uint64_t base)
 {
-	if (h->last_heap && h->heaps[h->last_heap - 1].base == base) /* blocks of one heap in a row */
-		return &h->heaps[h->last_heap - 1];
 	if (!h->heap_idx.cap)
 		return NULL;
 	size_t k = idx_find(&h->heap_idx, base, h->heaps, heap_key);
@@ -354,6 +352,13 @@ static struct heap *heap_find(struct ht_heapinfo *h, uint64_t base)
 		return NULL;
 	h->last_heap = h->heap_idx.slot[k];
 	return &h->heaps[h->last_heap - 1];
+}
+
+static inline struct heap *heap_find(struct ht_heapinfo *h, uint64_t base)
+{
+	if (h->last_heap && h->heaps[h->last_heap - 1].base == base) /* blocks of one heap in a row */
+		return &h->heaps[h->last_heap - 1];
+	return heap_lookup(h, base);
 }
 
 static struct heap *heap_add(struct ht_heapinfo *h, uint64_t base, int arena, int first,
@@ -659,7 +664,7 @@ static int new_heap_arena(struct ht_heapinfo *h, const struct ht_event *e, struc
 
 /* The block the event handed out (op->acquired); returns its arena, -1 if
  * glibc mmapped it or there is none. */
-static int acquire(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t,
+static inline __attribute__((always_inline)) int acquire(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t,
 		   int old_arena, const struct ht_blockop *op)
 {
 	if (!op->acquired)
@@ -753,7 +758,7 @@ static int block_arena(const struct ht_block *b)
 
 /* Releases the block at ptr (op->released: forgotten blocks were not
  * there for us); returns its arena (-1 mmapped or unknown) and size. */
-static int release(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t, uint64_t ptr,
+static inline __attribute__((always_inline)) int release(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t, uint64_t ptr,
 		   int is_free, uint64_t *size, const struct ht_blockop *op)
 {
 	const struct ht_block *bp = op->released;
@@ -899,16 +904,25 @@ void ht_heapinfo__event(struct ht_heapinfo *h, const struct ht_event *e,
 	if (!t->first_ns)
 		t->first_ns = now ? now : 1;
 	t->last_ns = now;
-	if (ht_event__is_call(e) && e->kind < HT_EV_NR)
-		h->calls[e->kind]++;
 	uint64_t size = 0;
 	int arena = -1;
-	switch (e->kind) {
-	case HT_EV_FREE:
+	/* the common calls first (whole events: each counts as a call) */
+	if (e->kind == HT_EV_MALLOC) {
+		h->calls[HT_EV_MALLOC]++;
+		arena = acquire(h, e, t, -1, op);
+		timed_call(h, e, t, arena, ht_event__size(e));
+		return;
+	}
+	if (e->kind == HT_EV_FREE) {
+		h->calls[HT_EV_FREE]++;
 		if (e->v[0])
 			arena = release(h, e, t, e->v[0], 1, &size, op);
 		timed_call(h, e, t, arena, size);
 		return;
+	}
+	if (ht_event__is_call(e) && e->kind < HT_EV_NR)
+		h->calls[e->kind]++;
+	switch (e->kind) {
 	case HT_EV_REALLOC:
 	case HT_EV_REALLOCARRAY: {
 		int old_arena = -1;

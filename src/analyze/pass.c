@@ -89,6 +89,26 @@ static void forget_all(struct ht_pass *p)
 			p->live.slots[i].pad |= HT_BLOCK_FORGOTTEN;
 }
 
+/* e hands out the block at ptr of size bytes. */
+static inline void hand_out(struct ht_pass *p, const struct ht_event *e, uint64_t ptr, uint64_t size)
+{
+	int added;
+	struct ht_block *b = ht_livemap__find_or_add(&p->live, ptr, &added);
+	if (!added) {
+		p->replaced = *b;
+		p->op.replaced = &p->replaced;
+	}
+	*b = (struct ht_block){ptr,
+			       size,
+			       e->usable,
+			       e->time_ns,
+			       e->tid,
+			       e->stack,
+			       e->weight,
+			       (e->flags & HT_F_MMAPPED) ? HT_BLOCK_MMAPPED : 0};
+	p->op.acquired = b;
+}
+
 const struct ht_blockop *ht_pass__event(struct ht_pass *p, const struct ht_event *e)
 {
 	struct ht_blockop *op = &p->op;
@@ -101,6 +121,12 @@ const struct ht_blockop *ht_pass__event(struct ht_pass *p, const struct ht_event
 		p->last_tid = e->tid;
 	}
 	uint8_t kind = e->kind;
+	if (kind == HT_EV_MALLOC) { /* the common call first (never split) */
+		uint64_t ptr = e->nv > 1 ? e->v[1] : 0;
+		if (ptr)
+			hand_out(p, e, ptr, e->v[0]);
+		return op;
+	}
 	if (e->part == HT_PART_RELEASE) {
 		if (kind != HT_EV_MREMAP)
 			release(p, ht_event__old_ptr(e));
@@ -126,23 +152,8 @@ const struct ht_blockop *ht_pass__event(struct ht_pass *p, const struct ht_event
 	if (!ht_kind_descs[kind].is_alloc)
 		return op;
 	uint64_t ptr = ht_event__result_ptr(e);
-	if (!ptr)
-		return op;
-	int added;
-	struct ht_block *b = ht_livemap__find_or_add(&p->live, ptr, &added);
-	if (!added) {
-		p->replaced = *b;
-		op->replaced = &p->replaced;
-	}
-	*b = (struct ht_block){ptr,
-			       ht_event__size(e),
-			       e->usable,
-			       e->time_ns,
-			       e->tid,
-			       e->stack,
-			       e->weight,
-			       (e->flags & HT_F_MMAPPED) ? HT_BLOCK_MMAPPED : 0};
-	op->acquired = b;
+	if (ptr)
+		hand_out(p, e, ptr, ht_event__size(e));
 	return op;
 }
 

@@ -26,37 +26,46 @@ struct ht_stackstats_last {
 };
 
 /* The entry of the event's thread: by the pass's dense index of it. */
-static struct ht_stackstats_last *last_of(struct ht_stackstats *s)
+static struct ht_stackstats_last *last_add(struct ht_stackstats *s)
 {
 	size_t ix = s->thread;
-	if (ix >= s->nlast) {
-		if (ix >= s->caplast) {
-			size_t cap = s->caplast ? s->caplast * 2 : 16;
-			while (cap <= ix)
-				cap *= 2;
-			s->last = realloc(s->last, cap * sizeof(*s->last));
-			if (!s->last) {
-				ht_error("out of memory");
-				exit(HT_EXIT_DATA);
-			}
-			s->caplast = cap;
+	if (ix >= s->caplast) {
+		size_t cap = s->caplast ? s->caplast * 2 : 16;
+		while (cap <= ix)
+			cap *= 2;
+		s->last = realloc(s->last, cap * sizeof(*s->last));
+		if (!s->last) {
+			ht_error("out of memory");
+			exit(HT_EXIT_DATA);
 		}
-		memset(&s->last[s->nlast], 0, (ix + 1 - s->nlast) * sizeof(*s->last));
-		s->nlast = ix + 1;
+		s->caplast = cap;
 	}
+	memset(&s->last[s->nlast], 0, (ix + 1 - s->nlast) * sizeof(*s->last));
+	s->nlast = ix + 1;
 	return &s->last[ix];
 }
 
-static void note_big(struct ht_stackstats *s, const struct ht_event *e, const struct ht_block *b)
+static inline struct ht_stackstats_last *last_of(struct ht_stackstats *s)
 {
-	if (s->nbig == HT_BIG_ALLOCS && b->size <= s->big[s->nbig - 1].size)
-		return;
+	return s->thread < s->nlast ? &s->last[s->thread] : last_add(s);
+}
+
+/* b goes in the list of the biggest allocations (note_big said it is big). */
+static void add_big(struct ht_stackstats *s, const struct ht_event *e, const struct ht_block *b)
+{
 	size_t k = s->nbig < HT_BIG_ALLOCS ? s->nbig++ : s->nbig - 1;
 	while (k > 0 && s->big[k - 1].size < b->size) {
 		s->big[k] = s->big[k - 1];
 		k--;
 	}
 	s->big[k] = (struct ht_big_alloc){b->size, e->time_ns, e->tid, b->aux};
+}
+
+static inline void note_big(struct ht_stackstats *s, const struct ht_event *e,
+			    const struct ht_block *b)
+{
+	if (s->nbig < HT_BIG_ALLOCS || b->size > s->big[s->nbig - 1].size)
+		add_big(s, e, b);
 }
 
 /* Before a stack's live bytes change: if this is their first change since
@@ -70,7 +79,7 @@ static void snapshot(const struct ht_stackstats *s, struct ht_stackstat *st)
 	}
 }
 
-static void on_acquire(void *ctx, const struct ht_event *e, const struct ht_block *b)
+static inline __attribute__((always_inline)) void on_acquire(void *ctx, const struct ht_event *e, const struct ht_block *b)
 {
 	struct ht_stackstats *s = ctx;
 	uint64_t w = b->weight;
@@ -92,7 +101,7 @@ static void on_acquire(void *ctx, const struct ht_event *e, const struct ht_bloc
 	}
 }
 
-static void on_release(void *ctx, const struct ht_event *e, const struct ht_block *b)
+static inline __attribute__((always_inline)) void on_release(void *ctx, const struct ht_event *e, const struct ht_block *b)
 {
 	struct ht_stackstats *s = ctx;
 	uint64_t w = b->weight;

@@ -173,6 +173,24 @@ void ht_stats__event(struct ht_stats *s, const struct ht_event *e, const struct 
 	s->ts_taken += e->ts_taken;
 	th->events++;
 	s->last_time = e->time_ns;
+	/* The common calls first, as the general code below has them (a
+	 * malloc failed when the pass was handed no block). */
+	if (e->kind == HT_EV_MALLOC) {
+		s->calls[HT_EV_MALLOC] += e->weight;
+		if (op->acquired)
+			acquire(s, e, op, th);
+		else
+			s->failed[HT_EV_MALLOC]++;
+		return;
+	}
+	if (e->kind == HT_EV_FREE) {
+		s->calls[HT_EV_FREE] += e->weight;
+		if (!e->v[0])
+			s->free_null++;
+		else
+			release(s, e, op->released, th);
+		return;
+	}
 	const struct ht_kind_desc *d = &ht_kind_descs[e->kind];
 	if (e->kind != HT_EV_HEAP_BREAK && e->kind < HT_EV_HEAP_BREAK) {
 		s->calls[e->kind] += e->weight;
@@ -180,12 +198,6 @@ void ht_stats__event(struct ht_stats *s, const struct ht_event *e, const struct 
 			s->failed[e->kind]++;
 	}
 	switch (e->kind) {
-	case HT_EV_FREE:
-		if (!e->v[0])
-			s->free_null++;
-		else
-			release(s, e, op->released, th);
-		return;
 	case HT_EV_REALLOC:
 	case HT_EV_REALLOCARRAY: {
 		uint64_t old = ht_event__old_ptr(e), res = ht_event__result_ptr(e);

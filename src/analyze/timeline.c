@@ -68,7 +68,7 @@ struct ht_timeline {
 	int finished;              /* ht_timeline__finish done */
 };
 
-static void on_release(void *ctx, const struct ht_event *e, const struct ht_block *b)
+static inline __attribute__((always_inline)) void on_release(void *ctx, const struct ht_event *e, const struct ht_block *b)
 {
 	struct ht_timeline *tl = ctx;
 	(void)e;
@@ -82,7 +82,7 @@ static void on_release(void *ctx, const struct ht_event *e, const struct ht_bloc
 	}
 }
 
-static void on_acquire(void *ctx, const struct ht_event *e, const struct ht_block *b)
+static inline __attribute__((always_inline)) void on_acquire(void *ctx, const struct ht_event *e, const struct ht_block *b)
 {
 	struct ht_timeline *tl = ctx;
 	uint64_t w = b->weight;
@@ -261,6 +261,13 @@ static void control(struct ht_timeline *tl, const struct ht_event *e, int in_ran
 	}
 }
 
+/* The program's own mmapped bytes changed (only the mmap calls change them). */
+static void mmap_changed(struct ht_timeline *tl)
+{
+	tl->cur[S_MMAP] = tl->mmap_live > 0 ? (uint64_t)tl->mmap_live : 0;
+	tl->dirty |= 1u << S_MMAP;
+}
+
 void ht_timeline__event(struct ht_timeline *tl, const struct ht_event *e,
 			const struct ht_blockop *op)
 {
@@ -285,17 +292,17 @@ void ht_timeline__event(struct ht_timeline *tl, const struct ht_event *e,
 	case HT_EV_MMAP:
 		if (e->v[6] != (uint64_t)-1)
 			tl->mmap_live += (int64_t)e->v[1];
-		tl->dirty |= 1u << S_MMAP;
+		mmap_changed(tl);
 		break;
 	case HT_EV_MUNMAP:
 		if (e->v[2] == 0)
 			tl->mmap_live -= (int64_t)e->v[1];
-		tl->dirty |= 1u << S_MMAP;
+		mmap_changed(tl);
 		break;
 	case HT_EV_MREMAP:
 		if (e->part != HT_PART_RELEASE && e->v[5] != (uint64_t)-1)
 			tl->mmap_live += (int64_t)e->v[2] - (int64_t)e->v[1];
-		tl->dirty |= 1u << S_MMAP;
+		mmap_changed(tl);
 		break;
 	case HT_EV_HEAP_BREAK:
 		if (!tl->brk_base)
@@ -314,7 +321,6 @@ void ht_timeline__event(struct ht_timeline *tl, const struct ht_event *e,
 		ht_blockop__callbacks(op, e, &(const struct ht_block_cbs){on_release, on_acquire, tl});
 		break;
 	}
-	tl->cur[S_MMAP] = tl->mmap_live > 0 ? (uint64_t)tl->mmap_live : 0;
 	if (b < 0 || !tl->dirty)
 		return;
 	/* The bin of the event holds every series' value from before it
