@@ -394,33 +394,40 @@ static int in_window(const struct ht_heapinfo *h, uint64_t t)
 	return t >= h->from;
 }
 
+/* The record of thread t in arena ar (a), found or added. */
+static struct use *use_lookup(struct arena *ar, struct thr *t, int a, uint64_t now)
+{
+	struct use *u = NULL;
+	for (size_t i = 0; i < ar->nuses; i++)
+		if (ar->uses[i].tid == t->tid) {
+			u = &ar->uses[i];
+			t->last_use = i;
+			break;
+		}
+	if (!u) {
+		GROW(ar->uses, ar->nuses, ar->capuses);
+		u = &ar->uses[ar->nuses];
+		memset(u, 0, sizeof(*u));
+		u->tid = t->tid;
+		u->first_ns = now;
+		t->last_use = ar->nuses++;
+	}
+	t->last_arena = a;
+	return u;
+}
+
 /* Thread t allocated in arena a. */
-static void use(struct ht_heapinfo *h, struct thr *t, int a, uint64_t now)
+static inline void use(struct ht_heapinfo *h, struct thr *t, int a, uint64_t now)
 {
 	struct arena *ar = &h->arenas[a];
 	ar->allocs++;
 	if (!in_window(h, now))
 		return;
-	struct use *u = NULL;
-	if (t->last_arena == a && t->last_use < ar->nuses && ar->uses[t->last_use].tid == t->tid) {
+	struct use *u;
+	if (t->last_arena == a && t->last_use < ar->nuses && ar->uses[t->last_use].tid == t->tid)
 		u = &ar->uses[t->last_use];
-	} else {
-		for (size_t i = 0; i < ar->nuses; i++)
-			if (ar->uses[i].tid == t->tid) {
-				u = &ar->uses[i];
-				t->last_use = i;
-				break;
-			}
-		if (!u) {
-			GROW(ar->uses, ar->nuses, ar->capuses);
-			u = &ar->uses[ar->nuses];
-			memset(u, 0, sizeof(*u));
-			u->tid = t->tid;
-			u->first_ns = now;
-			t->last_use = ar->nuses++;
-		}
-		t->last_arena = a;
-	}
+	else
+		u = use_lookup(ar, t, a, now);
 	u->last_ns = now;
 	u->calls++;
 }

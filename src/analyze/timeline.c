@@ -261,6 +261,16 @@ static void control(struct ht_timeline *tl, const struct ht_event *e, int in_ran
 	}
 }
 
+/* Series s of bin bn takes value v. */
+static inline void bin_note(struct bin *bn, int s, uint64_t v)
+{
+	if (v < bn->min[s])
+		bn->min[s] = v;
+	if (v > bn->max[s])
+		bn->max[s] = v;
+	bn->last[s] = v;
+}
+
 /* The program's own mmapped bytes changed (only the mmap calls change them). */
 static void mmap_changed(struct ht_timeline *tl)
 {
@@ -327,14 +337,15 @@ void ht_timeline__event(struct ht_timeline *tl, const struct ht_event *e,
 	 * (fill_to, or this bin's previous events): only the changed ones
 	 * can move its min, max or last. */
 	struct bin *bn = &tl->bins[b];
-	for (unsigned d = tl->dirty; d; d &= d - 1) {
+	unsigned d = tl->dirty;
+	if (d == (1u << S_LIVE | 1u << S_USABLE)) { /* what most events change */
+		bin_note(bn, S_LIVE, tl->cur[S_LIVE]);
+		bin_note(bn, S_USABLE, tl->cur[S_USABLE]);
+		return;
+	}
+	for (; d; d &= d - 1) {
 		int s = __builtin_ctz(d);
-		uint64_t v = tl->cur[s];
-		if (v < bn->min[s])
-			bn->min[s] = v;
-		if (v > bn->max[s])
-			bn->max[s] = v;
-		bn->last[s] = v;
+		bin_note(bn, s, tl->cur[s]);
 	}
 }
 
