@@ -141,6 +141,7 @@ struct idx {
 struct ht_heapinfo {
 	uint64_t from, to;    /* window */
 	int seeded;           /* peaks started at the window */
+	uint64_t gate;        /* events from this time on take window_checks (set_gate) */
 	uint64_t start_brk;   /* from the header */
 	double ts_per_ns;     /* clock */
 	int durations_flag;   /* HT_FILE_F_DURATIONS in the header */
@@ -157,7 +158,6 @@ struct ht_heapinfo {
 	struct thr *thrs;
 	size_t nthrs, capthrs;
 	struct idx thr_idx;   /* tid -> thread */
-	size_t last_thr;      /* index + 1 of the last event's thread, 0 none */
 
 	/* thresholds */
 	uint64_t mmap_thr, trim_thr;
@@ -317,13 +317,14 @@ static uint64_t heap_key(const void *arr, size_t i)
 
 static struct thr *thread_lookup(struct ht_heapinfo *h, uint32_t tid);
 
-static struct thr *thread_of(struct ht_heapinfo *h, uint32_t tid)
+/* Thread tid's record; ix is the pass's index of the thread (op->thread),
+ * the record's own when every event reached the collector (a hint only:
+ * UINT32_MAX when there is none). */
+static inline struct thr *thread_of(struct ht_heapinfo *h, uint32_t ix, uint32_t tid)
 {
-	if (h->last_thr && h->thrs[h->last_thr - 1].tid == tid) /* runs of one thread */
-		return &h->thrs[h->last_thr - 1];
-	struct thr *t = thread_lookup(h, tid);
-	h->last_thr = (size_t)(t - h->thrs) + 1;
-	return t;
+	if (ix < h->nthrs && h->thrs[ix].tid == tid)
+		return &h->thrs[ix];
+	return thread_lookup(h, tid);
 }
 
 static struct thr *thread_lookup(struct ht_heapinfo *h, uint32_t tid)
@@ -342,10 +343,8 @@ static struct thr *thread_lookup(struct ht_heapinfo *h, uint32_t tid)
 	return t;
 }
 
-static struct heap *heap_find(struct ht_heapinfo *h, uint64_t base)
+static struct heap *heap_lookup(struct ht_heapinfo *h, uint64_t base)
 {
-	if (h->last_heap && h->heaps[h->last_heap - 1].base == base) /* blocks of one heap in a row */
-		return &h->heaps[h->last_heap - 1];
 	if (!h->heap_idx.cap)
 		return NULL;
 	size_t k = idx_find(&h->heap_idx, base, h->heaps, heap_key);
@@ -353,6 +352,13 @@ static struct heap *heap_find(struct ht_heapinfo *h, uint64_t base)
 		return NULL;
 	h->last_heap = h->heap_idx.slot[k];
 	return &h->heaps[h->last_heap - 1];
+}
+
+static inline struct heap *heap_find(struct ht_heapinfo *h, uint64_t base)
+{
+	if (h->last_heap && h->heaps[h->last_heap - 1].base == base) /* blocks of one heap in a row */
+		return &h->heaps[h->last_heap - 1];
+	return heap_lookup(h, base);
 }
 
 static struct heap *heap_add(struct ht_heapinfo *h, uint64_t base, int arena, int first,
@@ -388,33 +394,40 @@ static int in_window(const struct ht_heapinfo *h, uint64_t t)
 	return t >= h->from;
 }
 
+/* The record of thread t in arena ar (a), found or added. */
+static struct use *use_lookup(struct arena *ar, struct thr *t, int a, uint64_t now)
+{
+	struct use *u = NULL;
+	for (size_t i = 0; i < ar->nuses; i++)
+		if (ar->uses[i].tid == t->tid) {
+			u = &ar->uses[i];
+			t->last_use = i;
+			break;
+		}
+	if (!u) {
+		GROW(ar->uses, ar->nuses, ar->capuses);
+		u = &ar->uses[ar->nuses];
+		memset(u, 0, sizeof(*u));
+		u->tid = t->tid;
+		u->first_ns = now;
+		t->last_use = ar->nuses++;
+	}
+	t->last_arena = a;
+	return u;
+}
+
 /* Thread t allocated in arena a. */
-static void use(struct ht_heapinfo *h, struct thr *t, int a, uint64_t now)
+static inline void use(struct ht_heapinfo *h, struct thr *t, int a, uint64_t now)
 {
 	struct arena *ar = &h->arenas[a];
 	ar->allocs++;
 	if (!in_window(h, now))
 		return;
-	struct use *u = NULL;
-	if (t->last_arena == a && t->last_use < ar->nuses && ar->uses[t->last_use].tid == t->tid) {
+	struct use *u;
+	if (t->last_arena == a && t->last_use < ar->nuses && ar->uses[t->last_use].tid == t->tid)
 		u = &ar->uses[t->last_use];
-	} else {
-		for (size_t i = 0; i < ar->nuses; i++)
-			if (ar->uses[i].tid == t->tid) {
-				u = &ar->uses[i];
-				t->last_use = i;
-				break;
-			}
-		if (!u) {
-			GROW(ar->uses, ar->nuses, ar->capuses);
-			u = &ar->uses[ar->nuses];
-			memset(u, 0, sizeof(*u));
-			u->tid = t->tid;
-			u->first_ns = now;
-			t->last_use = ar->nuses++;
-		}
-		t->last_arena = a;
-	}
+	else
+		u = use_lookup(ar, t, a, now);
 	u->last_ns = now;
 	u->calls++;
 }
@@ -658,7 +671,7 @@ static int new_heap_arena(struct ht_heapinfo *h, const struct ht_event *e, struc
 
 /* The block the event handed out (op->acquired); returns its arena, -1 if
  * glibc mmapped it or there is none. */
-static int acquire(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t,
+static inline __attribute__((always_inline)) int acquire(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t,
 		   int old_arena, const struct ht_blockop *op)
 {
 	if (!op->acquired)
@@ -752,7 +765,7 @@ static int block_arena(const struct ht_block *b)
 
 /* Releases the block at ptr (op->released: forgotten blocks were not
  * there for us); returns its arena (-1 mmapped or unknown) and size. */
-static int release(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t, uint64_t ptr,
+static inline __attribute__((always_inline)) int release(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t, uint64_t ptr,
 		   int is_free, uint64_t *size, const struct ht_blockop *op)
 {
 	const struct ht_block *bp = op->released;
@@ -817,6 +830,17 @@ static void heap_break(struct ht_heapinfo *h, const struct ht_event *e)
 
 /* ---- the collector ------------------------------------------------------ */
 
+/* The earliest time at which window_checks has something to do. */
+static void set_gate(struct ht_heapinfo *h)
+{
+	uint64_t g = h->to == UINT64_MAX ? UINT64_MAX : h->to + 1;
+	if (!h->seeded && h->from < g)
+		g = h->from;
+	if (h->rss_peak_ns && !h->rss_taken && h->rss_peak_ns < g)
+		g = h->rss_peak_ns;
+	h->gate = g;
+}
+
 struct ht_heapinfo *ht_heapinfo__new(const struct ht_reader *r)
 {
 	struct ht_heapinfo *h = calloc(1, sizeof(*h));
@@ -840,6 +864,7 @@ void ht_heapinfo__window(struct ht_heapinfo *h, uint64_t from_ns, uint64_t to_ns
 	h->from = from_ns;
 	h->to = to_ns ? to_ns : UINT64_MAX;
 	h->seeded = from_ns == 0;
+	set_gate(h);
 }
 
 /* The RSS peak in the window: found by finish from the samples; the live
@@ -854,14 +879,16 @@ static void rss_pick(struct ht_heapinfo *h, const struct ht_reader *r)
 			h->rss_peak_kb = v[i];
 			h->rss_peak_ns = t[i];
 		}
+	set_gate(h);
 }
 
-void ht_heapinfo__event(struct ht_heapinfo *h, const struct ht_event *e,
-			const struct ht_blockop *op)
+/* What an event at time now does first, once now reaches the gate: past
+ * the window it is ignored (returns 0); at its start the peaks start; at
+ * the RSS peak the live bytes are taken. */
+static int window_checks(struct ht_heapinfo *h, uint64_t now)
 {
-	uint64_t now = e->time_ns;
 	if (now > h->to)
-		return;
+		return 0;
 	if (!h->seeded && now >= h->from)
 		seed_peaks(h);
 	if (h->rss_peak_ns && !h->rss_taken && now >= h->rss_peak_ns) {
@@ -869,21 +896,40 @@ void ht_heapinfo__event(struct ht_heapinfo *h, const struct ht_event *e,
 		h->rss_live_req = h->live_req;
 		h->rss_live_use = h->live_use;
 	}
+	set_gate(h);
+	return 1;
+}
+
+void ht_heapinfo__event(struct ht_heapinfo *h, const struct ht_event *e,
+			const struct ht_blockop *op)
+{
+	uint64_t now = e->time_ns;
+	if (__builtin_expect(now >= h->gate, 0) && !window_checks(h, now))
+		return;
 	h->last_ns = now;
-	struct thr *t = thread_of(h, e->tid);
+	struct thr *t = thread_of(h, op->thread, e->tid);
 	if (!t->first_ns)
 		t->first_ns = now ? now : 1;
 	t->last_ns = now;
-	if (ht_event__is_call(e) && e->kind < HT_EV_NR)
-		h->calls[e->kind]++;
 	uint64_t size = 0;
 	int arena = -1;
-	switch (e->kind) {
-	case HT_EV_FREE:
+	/* the common calls first (whole events: each counts as a call) */
+	if (e->kind == HT_EV_MALLOC) {
+		h->calls[HT_EV_MALLOC]++;
+		arena = acquire(h, e, t, -1, op);
+		timed_call(h, e, t, arena, ht_event__size(e));
+		return;
+	}
+	if (e->kind == HT_EV_FREE) {
+		h->calls[HT_EV_FREE]++;
 		if (e->v[0])
 			arena = release(h, e, t, e->v[0], 1, &size, op);
 		timed_call(h, e, t, arena, size);
 		return;
+	}
+	if (ht_event__is_call(e) && e->kind < HT_EV_NR)
+		h->calls[e->kind]++;
+	switch (e->kind) {
 	case HT_EV_REALLOC:
 	case HT_EV_REALLOCARRAY: {
 		int old_arena = -1;
@@ -1016,7 +1062,7 @@ void ht_heapinfo__finish(struct ht_heapinfo *h, const struct ht_reader *r)
 	h->nworst = nall < WORST_JSON ? nall : WORST_JSON;
 	memcpy(h->worst, all, h->nworst * sizeof(*all));
 	for (size_t i = 0; i < nall; i++) {
-		struct thr *t = thread_of(h, all[i].tid);
+		struct thr *t = thread_of(h, UINT32_MAX, all[i].tid);
 		if (all[i].dur > t->slow_worst)
 			t->slow_worst = all[i].dur;
 		if (all[i].arena >= 0 && all[i].dur > h->arenas[all[i].arena].slow_worst)

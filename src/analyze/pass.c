@@ -2,6 +2,7 @@
 #include "pass.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/util.h"
 
@@ -10,6 +11,10 @@ struct ht_pass {
 	struct ht_blockop op;    /* what the latest event did */
 	struct ht_block released; /* op.released points here */
 	struct ht_block replaced; /* op.replaced points here */
+	uint32_t last_tid;       /* tid of the latest event (op.thread is its index) */
+	uint32_t *tids;          /* index -> tid, nthreads of them */
+	uint32_t *tid_slots;     /* open addressing on tid: index + 1, 0 = empty */
+	size_t nthreads, capthreads, captid; /* used / allocated / slots */
 };
 
 struct ht_pass *ht_pass__new(void)
@@ -29,7 +34,44 @@ void ht_pass__delete(struct ht_pass *p)
 	if (!p)
 		return;
 	ht_livemap__free(&p->live);
+	free(p->tids);
+	free(p->tid_slots);
 	free(p);
+}
+
+static size_t tid_home(uint32_t tid, size_t cap)
+{
+	return (tid * 0x9E3779B1u) & (cap - 1);
+}
+
+/* The dense index of tid, given one if it is new. */
+static uint32_t thread_index(struct ht_pass *p, uint32_t tid)
+{
+	if ((p->nthreads + 1) * 2 > p->captid) {
+		size_t cap = p->captid ? p->captid * 2 : 64;
+		uint32_t *t = ht_xrealloc(NULL, cap * sizeof(*t));
+		memset(t, 0, cap * sizeof(*t));
+		for (size_t i = 0; i < p->nthreads; i++) {
+			size_t k = tid_home(p->tids[i], cap);
+			while (t[k])
+				k = (k + 1) & (cap - 1);
+			t[k] = (uint32_t)i + 1;
+		}
+		free(p->tid_slots);
+		p->tid_slots = t;
+		p->captid = cap;
+	}
+	size_t k = tid_home(tid, p->captid);
+	for (; p->tid_slots[k]; k = (k + 1) & (p->captid - 1))
+		if (p->tids[p->tid_slots[k] - 1] == tid)
+			return p->tid_slots[k] - 1;
+	if (p->nthreads == p->capthreads) {
+		p->capthreads = p->capthreads ? p->capthreads * 2 : 16;
+		p->tids = ht_xrealloc(p->tids, p->capthreads * sizeof(*p->tids));
+	}
+	p->tids[p->nthreads] = tid;
+	p->tid_slots[k] = (uint32_t)++p->nthreads;
+	return (uint32_t)p->nthreads - 1;
 }
 
 static void release(struct ht_pass *p, uint64_t ptr)
@@ -47,6 +89,26 @@ static void forget_all(struct ht_pass *p)
 			p->live.slots[i].pad |= HT_BLOCK_FORGOTTEN;
 }
 
+/* e hands out the block at ptr of size bytes. */
+static inline void hand_out(struct ht_pass *p, const struct ht_event *e, uint64_t ptr, uint64_t size)
+{
+	int added;
+	struct ht_block *b = ht_livemap__find_or_add(&p->live, ptr, &added);
+	if (!added) {
+		p->replaced = *b;
+		p->op.replaced = &p->replaced;
+	}
+	*b = (struct ht_block){ptr,
+			       size,
+			       e->usable,
+			       e->time_ns,
+			       e->tid,
+			       e->stack,
+			       e->weight,
+			       (e->flags & HT_F_MMAPPED) ? HT_BLOCK_MMAPPED : 0};
+	p->op.acquired = b;
+}
+
 const struct ht_blockop *ht_pass__event(struct ht_pass *p, const struct ht_event *e)
 {
 	struct ht_blockop *op = &p->op;
@@ -54,7 +116,17 @@ const struct ht_blockop *ht_pass__event(struct ht_pass *p, const struct ht_event
 	op->released_ptr = 0;
 	op->released = op->replaced = NULL;
 	op->acquired = NULL;
+	if (e->tid != p->last_tid || !p->nthreads) { /* (runs of one thread are the rule) */
+		op->thread = thread_index(p, e->tid);
+		p->last_tid = e->tid;
+	}
 	uint8_t kind = e->kind;
+	if (kind == HT_EV_MALLOC) { /* the common call first (never split) */
+		uint64_t ptr = e->nv > 1 ? e->v[1] : 0;
+		if (ptr)
+			hand_out(p, e, ptr, e->v[0]);
+		return op;
+	}
 	if (e->part == HT_PART_RELEASE) {
 		if (kind != HT_EV_MREMAP)
 			release(p, ht_event__old_ptr(e));
@@ -80,23 +152,8 @@ const struct ht_blockop *ht_pass__event(struct ht_pass *p, const struct ht_event
 	if (!ht_kind_descs[kind].is_alloc)
 		return op;
 	uint64_t ptr = ht_event__result_ptr(e);
-	if (!ptr)
-		return op;
-	int added;
-	struct ht_block *b = ht_livemap__find_or_add(&p->live, ptr, &added);
-	if (!added) {
-		p->replaced = *b;
-		op->replaced = &p->replaced;
-	}
-	*b = (struct ht_block){ptr,
-			       ht_event__size(e),
-			       e->usable,
-			       e->time_ns,
-			       e->tid,
-			       e->stack,
-			       e->weight,
-			       (e->flags & HT_F_MMAPPED) ? HT_BLOCK_MMAPPED : 0};
-	op->acquired = b;
+	if (ptr)
+		hand_out(p, e, ptr, ht_event__size(e));
 	return op;
 }
 

@@ -45,6 +45,8 @@ struct ht_blockop {
 					  * out (trace and program disagree), else NULL */
 	struct ht_block *acquired;     /* the block handed out (its slot), else NULL */
 	const struct ht_livemap *live; /* every live block, forgotten ones included */
+	uint32_t thread;               /* the event's thread as a dense index: 0, 1, ... in
+					* the order the pass first saw each tid */
 };
 
 struct ht_pass; /* opaque */

@@ -11,47 +11,61 @@
 #include "analyze/pass.h"
 #include "common/util.h"
 
+/* The record of node; the one found last is kept (every record of a trace
+ * without stacks is node 0's): each lookup that misses it sets it, and
+ * only a lookup grows the table, so it always points into the table. */
 static inline struct ht_stackstat *stat_of(struct ht_stackstats *s, uint32_t node)
 {
-	return ht_nodetab__get((void **)&s->slots, &s->cap, &s->n, sizeof(*s->slots), node);
+	if (s->hot && s->hot->node == node + 1)
+		return s->hot;
+	return s->hot = ht_nodetab__get((void **)&s->slots, &s->cap, &s->n, sizeof(*s->slots), node);
 }
 
 struct ht_stackstats_last {
-	uint32_t tid; /* thread */
-	uint64_t ptr; /* its latest allocation, 0 once freed */
+	uint64_t ptr; /* the thread's latest allocation, 0 once freed */
 };
 
-static struct ht_stackstats_last *last_of(struct ht_stackstats *s, uint32_t tid)
+/* The entry of the event's thread: by the pass's dense index of it. */
+static struct ht_stackstats_last *last_add(struct ht_stackstats *s)
 {
-	if (s->ilast < s->nlast && s->last[s->ilast].tid == tid) /* runs of one thread */
-		return &s->last[s->ilast];
-	for (size_t i = 0; i < s->nlast; i++)
-		if (s->last[i].tid == tid)
-			return &s->last[s->ilast = i];
-	if (s->nlast == s->caplast) {
-		s->caplast = s->caplast ? s->caplast * 2 : 16;
-		s->last = realloc(s->last, s->caplast * sizeof(*s->last));
+	size_t ix = s->thread;
+	if (ix >= s->caplast) {
+		size_t cap = s->caplast ? s->caplast * 2 : 16;
+		while (cap <= ix)
+			cap *= 2;
+		s->last = realloc(s->last, cap * sizeof(*s->last));
 		if (!s->last) {
 			ht_error("out of memory");
 			exit(HT_EXIT_DATA);
 		}
+		s->caplast = cap;
 	}
-	s->last[s->nlast].tid = tid;
-	s->last[s->nlast].ptr = 0;
-	s->ilast = s->nlast;
-	return &s->last[s->nlast++];
+	memset(&s->last[s->nlast], 0, (ix + 1 - s->nlast) * sizeof(*s->last));
+	s->nlast = ix + 1;
+	return &s->last[ix];
 }
 
-static void note_big(struct ht_stackstats *s, const struct ht_event *e, const struct ht_block *b)
+static inline struct ht_stackstats_last *last_of(struct ht_stackstats *s)
 {
-	if (s->nbig == HT_BIG_ALLOCS && b->size <= s->big[s->nbig - 1].size)
-		return;
+	return s->thread < s->nlast ? &s->last[s->thread] : last_add(s);
+}
+
+/* b goes in the list of the biggest allocations (note_big said it is big). */
+static void add_big(struct ht_stackstats *s, const struct ht_event *e, const struct ht_block *b)
+{
 	size_t k = s->nbig < HT_BIG_ALLOCS ? s->nbig++ : s->nbig - 1;
 	while (k > 0 && s->big[k - 1].size < b->size) {
 		s->big[k] = s->big[k - 1];
 		k--;
 	}
 	s->big[k] = (struct ht_big_alloc){b->size, e->time_ns, e->tid, b->aux};
+}
+
+static inline void note_big(struct ht_stackstats *s, const struct ht_event *e,
+			    const struct ht_block *b)
+{
+	if (s->nbig < HT_BIG_ALLOCS || b->size > s->big[s->nbig - 1].size)
+		add_big(s, e, b);
 }
 
 /* Before a stack's live bytes change: if this is their first change since
@@ -65,7 +79,7 @@ static void snapshot(const struct ht_stackstats *s, struct ht_stackstat *st)
 	}
 }
 
-static void on_acquire(void *ctx, const struct ht_event *e, const struct ht_block *b)
+static inline __attribute__((always_inline)) void on_acquire(void *ctx, const struct ht_event *e, const struct ht_block *b)
 {
 	struct ht_stackstats *s = ctx;
 	uint64_t w = b->weight;
@@ -78,7 +92,7 @@ static void on_acquire(void *ctx, const struct ht_event *e, const struct ht_bloc
 		st->alloc_calls += w;
 		note_big(s, e, b);
 	}
-	last_of(s, e->tid)->ptr = b->ptr;
+	last_of(s)->ptr = b->ptr;
 	s->live += b->size * w;
 	if (s->live > s->peak_bytes) { /* a new peak: every stack's snapshot is stale */
 		s->peak_bytes = s->live;
@@ -87,12 +101,12 @@ static void on_acquire(void *ctx, const struct ht_event *e, const struct ht_bloc
 	}
 }
 
-static void on_release(void *ctx, const struct ht_event *e, const struct ht_block *b)
+static inline __attribute__((always_inline)) void on_release(void *ctx, const struct ht_event *e, const struct ht_block *b)
 {
 	struct ht_stackstats *s = ctx;
 	uint64_t w = b->weight;
 	s->live -= b->size * w;
-	struct ht_stackstats_last *l = last_of(s, e->tid);
+	struct ht_stackstats_last *l = last_of(s);
 	int temp = l->ptr == b->ptr && b->tid == e->tid;
 	if (temp)
 		l->ptr = 0;
@@ -127,6 +141,7 @@ void ht_stackstats__event(struct ht_stackstats *s, const struct ht_event *e,
 	}
 	if (!op->released && !op->replaced && !op->acquired)
 		return;
+	s->thread = op->thread;
 	const struct ht_block_cbs cbs = {on_release, on_acquire, s};
 	ht_blockop__callbacks(op, e, &cbs);
 }
@@ -167,5 +182,6 @@ void ht_stackstats__free(struct ht_stackstats *s)
 	free(s->last);
 	s->slots = NULL;
 	s->last = NULL;
+	s->hot = NULL;
 	s->cap = s->n = s->nlast = s->caplast = 0;
 }

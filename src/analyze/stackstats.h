@@ -52,9 +52,10 @@ struct ht_stackstats {
 	uint32_t tid;               /* only blocks this thread allocated (0 = all) */
 	uint32_t npeaks;            /* times a new peak was reached */
 	uint64_t live;              /* bytes live now, all threads */
-	struct ht_stackstats_last *last; /* per thread */
+	struct ht_stackstats_last *last; /* per thread, by the pass's index (op->thread) */
 	size_t nlast, caplast;      /* entries used / allocated */
-	size_t ilast;               /* the entry found last */
+	uint32_t thread;            /* the pass's index of the event's thread */
+	struct ht_stackstat *hot;   /* the record found last (a slot), NULL none */
 };
 
 /* Starts collecting; only blocks thread tid allocated, unless tid is 0

@@ -26,25 +26,25 @@ static const int call_kinds[] = {
 };
 #define NCALL_KINDS (sizeof(call_kinds) / sizeof(call_kinds[0]))
 
-static struct ht_stats_thread *thread_of(struct ht_stats *s, uint32_t tid)
+/* The record of thread tid; ix is the pass's index of it (op->thread),
+ * which is the record's own when stats is fed every event of the pass (its
+ * threads are then in the same order of appearance). */
+static struct ht_stats_thread *thread_of(struct ht_stats *s, uint32_t ix, uint32_t tid)
 {
-	/* Most events come from the thread of the previous one. */
-	static size_t last;
-	if (last < s->nthreads && s->threads[last].tid == tid)
-		return &s->threads[last];
+	if (ix < s->nthreads && s->threads[ix].tid == tid)
+		return &s->threads[ix];
 	for (size_t i = 0; i < s->nthreads; i++)
 		if (s->threads[i].tid == tid)
-			return &s->threads[last = i];
+			return &s->threads[i];
 	if (s->nthreads == s->capthreads) {
 		s->capthreads = s->capthreads ? s->capthreads * 2 : 16;
 		s->threads = realloc(s->threads, s->capthreads * sizeof(*s->threads));
 		if (!s->threads)
 			exit(1);
 	}
-	struct ht_stats_thread *t = &s->threads[s->nthreads];
+	struct ht_stats_thread *t = &s->threads[s->nthreads++];
 	memset(t, 0, sizeof(*t));
 	t->tid = tid;
-	last = s->nthreads++;
 	return t;
 }
 
@@ -161,7 +161,7 @@ static int is_failure(const struct ht_event *e)
 
 void ht_stats__event(struct ht_stats *s, const struct ht_event *e, const struct ht_blockop *op)
 {
-	struct ht_stats_thread *th = thread_of(s, e->tid);
+	struct ht_stats_thread *th = thread_of(s, op->thread, e->tid);
 	if (e->part == HT_PART_RELEASE) {
 		/* the first half of a moving realloc/mremap: only the release */
 		if (e->kind == HT_EV_MREMAP)
@@ -173,6 +173,24 @@ void ht_stats__event(struct ht_stats *s, const struct ht_event *e, const struct 
 	s->ts_taken += e->ts_taken;
 	th->events++;
 	s->last_time = e->time_ns;
+	/* The common calls first, as the general code below has them (a
+	 * malloc failed when the pass was handed no block). */
+	if (e->kind == HT_EV_MALLOC) {
+		s->calls[HT_EV_MALLOC] += e->weight;
+		if (op->acquired)
+			acquire(s, e, op, th);
+		else
+			s->failed[HT_EV_MALLOC]++;
+		return;
+	}
+	if (e->kind == HT_EV_FREE) {
+		s->calls[HT_EV_FREE] += e->weight;
+		if (!e->v[0])
+			s->free_null++;
+		else
+			release(s, e, op->released, th);
+		return;
+	}
 	const struct ht_kind_desc *d = &ht_kind_descs[e->kind];
 	if (e->kind != HT_EV_HEAP_BREAK && e->kind < HT_EV_HEAP_BREAK) {
 		s->calls[e->kind] += e->weight;
@@ -180,12 +198,6 @@ void ht_stats__event(struct ht_stats *s, const struct ht_event *e, const struct 
 			s->failed[e->kind]++;
 	}
 	switch (e->kind) {
-	case HT_EV_FREE:
-		if (!e->v[0])
-			s->free_null++;
-		else
-			release(s, e, op->released, th);
-		return;
 	case HT_EV_REALLOC:
 	case HT_EV_REALLOCARRAY: {
 		uint64_t old = ht_event__old_ptr(e), res = ht_event__result_ptr(e);

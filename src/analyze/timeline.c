@@ -68,7 +68,7 @@ struct ht_timeline {
 	int finished;              /* ht_timeline__finish done */
 };
 
-static void on_release(void *ctx, const struct ht_event *e, const struct ht_block *b)
+static inline __attribute__((always_inline)) void on_release(void *ctx, const struct ht_event *e, const struct ht_block *b)
 {
 	struct ht_timeline *tl = ctx;
 	(void)e;
@@ -82,7 +82,7 @@ static void on_release(void *ctx, const struct ht_event *e, const struct ht_bloc
 	}
 }
 
-static void on_acquire(void *ctx, const struct ht_event *e, const struct ht_block *b)
+static inline __attribute__((always_inline)) void on_acquire(void *ctx, const struct ht_event *e, const struct ht_block *b)
 {
 	struct ht_timeline *tl = ctx;
 	uint64_t w = b->weight;
@@ -261,6 +261,23 @@ static void control(struct ht_timeline *tl, const struct ht_event *e, int in_ran
 	}
 }
 
+/* Series s of bin bn takes value v. */
+static inline void bin_note(struct bin *bn, int s, uint64_t v)
+{
+	if (v < bn->min[s])
+		bn->min[s] = v;
+	if (v > bn->max[s])
+		bn->max[s] = v;
+	bn->last[s] = v;
+}
+
+/* The program's own mmapped bytes changed (only the mmap calls change them). */
+static void mmap_changed(struct ht_timeline *tl)
+{
+	tl->cur[S_MMAP] = tl->mmap_live > 0 ? (uint64_t)tl->mmap_live : 0;
+	tl->dirty |= 1u << S_MMAP;
+}
+
 void ht_timeline__event(struct ht_timeline *tl, const struct ht_event *e,
 			const struct ht_blockop *op)
 {
@@ -285,17 +302,17 @@ void ht_timeline__event(struct ht_timeline *tl, const struct ht_event *e,
 	case HT_EV_MMAP:
 		if (e->v[6] != (uint64_t)-1)
 			tl->mmap_live += (int64_t)e->v[1];
-		tl->dirty |= 1u << S_MMAP;
+		mmap_changed(tl);
 		break;
 	case HT_EV_MUNMAP:
 		if (e->v[2] == 0)
 			tl->mmap_live -= (int64_t)e->v[1];
-		tl->dirty |= 1u << S_MMAP;
+		mmap_changed(tl);
 		break;
 	case HT_EV_MREMAP:
 		if (e->part != HT_PART_RELEASE && e->v[5] != (uint64_t)-1)
 			tl->mmap_live += (int64_t)e->v[2] - (int64_t)e->v[1];
-		tl->dirty |= 1u << S_MMAP;
+		mmap_changed(tl);
 		break;
 	case HT_EV_HEAP_BREAK:
 		if (!tl->brk_base)
@@ -314,21 +331,21 @@ void ht_timeline__event(struct ht_timeline *tl, const struct ht_event *e,
 		ht_blockop__callbacks(op, e, &(const struct ht_block_cbs){on_release, on_acquire, tl});
 		break;
 	}
-	tl->cur[S_MMAP] = tl->mmap_live > 0 ? (uint64_t)tl->mmap_live : 0;
 	if (b < 0 || !tl->dirty)
 		return;
 	/* The bin of the event holds every series' value from before it
 	 * (fill_to, or this bin's previous events): only the changed ones
 	 * can move its min, max or last. */
 	struct bin *bn = &tl->bins[b];
-	for (unsigned d = tl->dirty; d; d &= d - 1) {
+	unsigned d = tl->dirty;
+	if (d == (1u << S_LIVE | 1u << S_USABLE)) { /* what most events change */
+		bin_note(bn, S_LIVE, tl->cur[S_LIVE]);
+		bin_note(bn, S_USABLE, tl->cur[S_USABLE]);
+		return;
+	}
+	for (; d; d &= d - 1) {
 		int s = __builtin_ctz(d);
-		uint64_t v = tl->cur[s];
-		if (v < bn->min[s])
-			bn->min[s] = v;
-		if (v > bn->max[s])
-			bn->max[s] = v;
-		bn->last[s] = v;
+		bin_note(bn, s, tl->cur[s]);
 	}
 }
 
