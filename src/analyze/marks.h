@@ -9,6 +9,10 @@
 #include "common/json.h"
 #include "trace/reader.h"
 
+/* Marks kept by default (stats, timeline): a program that marks in a loop
+ * must not make the analyzers' memory grow with the trace. */
+#define HT_MARKS_MAX 10000
+
 struct ht_mark {
 	uint64_t time_ns; /* when it was set */
 	uint32_t tid;     /* the thread that set it */

@@ -289,6 +289,7 @@ struct ht_stats *ht_stats__new(const struct ht_trace_info *in)
 		ht_error("out of memory");
 		exit(HT_EXIT_DATA);
 	}
+	s->marks.max = HT_MARKS_MAX;
 	if (in->start_brk) {
 		s->brk_initial = s->brk_final = s->brk_max = in->start_brk;
 		s->brk_events = 1;
@@ -413,6 +414,7 @@ void ht_stats__json(const struct ht_stats *s, struct ht_json *j, const struct ht
 	}
 	ht_json__arr_end(j);
 	ht_marks__json(&s->marks, j);
+	ht_json__u64(j, "marks_not_kept", s->marks.dropped);
 	ht_json__u64(j, "thread_starts", s->thread_starts);
 	ht_json__u64(j, "thread_exits", s->thread_exits);
 	ht_json__u64(j, "forks", s->forks);
@@ -513,6 +515,9 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_trace_inf
 	for (size_t i = 0; i < s->marks.n; i++)
 		fprintf(f, "%s %s  mark \"%s\" (thread %u)\n", i ? "" : "\n",
 			ht_fmt_ns(b1, s->marks.v[i].time_ns), s->marks.v[i].label, s->marks.v[i].tid);
+	if (s->marks.dropped)
+		fprintf(f, "  (%llu later marks counted, not kept)\n",
+			(unsigned long long)s->marks.dropped);
 }
 
 int cmd_stats(int argc, char **argv)

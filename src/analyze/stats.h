@@ -52,7 +52,7 @@ struct ht_stats {
 	uint64_t last_time;          /* time_ns of the latest event */
 	struct ht_stats_thread *threads; /* per thread, in order of appearance */
 	size_t nthreads, capthreads; /* used / allocated */
-	struct ht_marks marks;       /* heaptrail_mark() labels in order, all of them */
+	struct ht_marks marks;       /* heaptrail_mark() labels in order, the first HT_MARKS_MAX */
 };
 
 struct ht_json;

@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "analyze/marks.h"
 #include "analyze/pass.h"
 #include "trace/reader.h"
 
@@ -44,7 +45,7 @@ struct ht_timeline_opts {
 };
 
 #define HT_TIMELINE_MAX_BINS 1000000
-#define HT_TIMELINE_MAX_MARKS 10000 /* markers kept; later ones are counted only */
+#define HT_TIMELINE_MAX_MARKS HT_MARKS_MAX /* markers kept; later ones are counted only */
 
 /* Defaults (1000 bins, the whole trace) and what the trace's info says
  * (duration, start_brk, title). */

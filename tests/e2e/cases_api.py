@@ -206,6 +206,27 @@ def test_api_marks(t):
        "mallocs between the marks")
 
 
+@case(labels=("analyzers",))
+def test_api_marks_many(t):
+    """12,000 marks: stats and timeline keep the first 10,000 (their memory
+    must not grow with the trace) and count the rest; the events between
+    them are all there."""
+    out = t.path("many.ht")
+    t.traced(out, [t.prog("api_marks"), "many"])
+    s = t.stats(out)
+    expect_calls(s, {"malloc": 12000, "free": 12000})
+    eq(len(s["marks"]), 10000, "marks kept by stats")
+    eq(s["marks_not_kept"], 2000, "marks counted by stats, not kept")
+    eq([m["label"] for m in s["marks"][:2]] + [s["marks"][-1]["label"]], ["m0", "m1", "m9999"],
+       "the marks stats keeps")
+    r = t.tool(["stats", out])
+    check("(2000 later marks counted, not kept)" in r.stdout, "stats text: %r" % r.stdout[-300:])
+    r = t.tool(["timeline", "--json", "-o", "-", out])
+    eq(r.rc, 0, "timeline --json: " + r.describe())
+    tl = json.loads(r.stdout)
+    eq((len(tl["marks"]), tl["marks_not_kept"]), (10000, 2000), "timeline's marks kept / not kept")
+
+
 @case()
 def test_api_start_paused(t):
     out = t.path("paused.ht")

@@ -14,10 +14,14 @@
  *           analyzers forget a, b and big at the reset, so only d (400
  *           bytes) is live at exit and the frees of b and big are of
  *           forgotten blocks.
+ *   many:   12000 marks "m0" .. "m11999", one malloc(16)/free after each:
+ *           the analyzers keep the first 10000 (HT_MARKS_MAX) and count
+ *           the rest.
  * Without the tracer every mode runs the same and says "untraced" on
  * stdout at the end; with it, "traced". */
 #define _GNU_SOURCE
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,6 +83,13 @@ int main(int argc, char **argv)
 		free(big);
 		TP_CHECK(tp_keep(malloc(400)));
 		free(c);
+	} else if (!strcmp(m, "many")) {
+		for (int i = 0; i < 12000; i++) {
+			char label[16];
+			snprintf(label, sizeof(label), "m%d", i);
+			HEAPTRAIL_MARK(label);
+			tp_pairs(1, 16);
+		}
 	} else {
 		return TP_FAIL_STATUS;
 	}
