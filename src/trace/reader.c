@@ -111,6 +111,8 @@ struct ht_reader {
 	int causal;                /* hold allocations of live addresses (format 2, >1 thread) */
 	int sampled;               /* allocations' weights: 0 all 1, 1 sample_every, 2 by size */
 	uint64_t *live;            /* open-addressing set of live block addresses */
+	uint64_t live_last;        /* the newest live address, kept out of live (the set is
+				    * live + it): mostly freed next, by the same thread; 0 none */
 	size_t live_cap, live_n;   /* slots (power of two) / used */
 	uint64_t probe_a;          /* address live_has looked up last, 0 none (or stale) */
 	size_t probe_i;            /* its slot, or the empty one it would take */
@@ -954,6 +956,8 @@ HOT size_t live_slot(const struct ht_reader *r, uint64_t a)
  * after, starts there (until the set changes). */
 HOT int live_has(struct ht_reader *r, uint64_t a)
 {
+	if (a == r->live_last)
+		return 1; /* (a is not 0) */
 	if (!r->live_n)
 		return 0;
 	for (size_t i = live_slot(r, a);; i = (i + 1) & (r->live_cap - 1)) {
@@ -965,7 +969,24 @@ HOT int live_has(struct ht_reader *r, uint64_t a)
 	}
 }
 
-static void live_add(struct ht_reader *r, uint64_t a)
+static void live_insert(struct ht_reader *r, uint64_t a);
+
+/* a (not 0) becomes live_last, unless the set holds it already; the
+ * previous live_last goes into the table. */
+HOT void live_add(struct ht_reader *r, uint64_t a)
+{
+	if (a == r->live_last)
+		return;
+	if (r->live_n && !(a == r->probe_a && !r->live[r->probe_i]) && live_has(r, a))
+		return; /* (live_has probed the table: a is not live_last) */
+	r->probe_a = 0;
+	if (r->live_last)
+		live_insert(r, r->live_last);
+	r->live_last = a;
+}
+
+/* Puts a, which the set does not hold, into the table. */
+static void live_insert(struct ht_reader *r, uint64_t a)
 {
 	if ((r->live_n + 1) * 2 > r->live_cap) {
 		size_t ncap = r->live_cap ? r->live_cap * 2 : 64;
@@ -996,8 +1017,12 @@ static void live_add(struct ht_reader *r, uint64_t a)
 }
 
 /* Removes a; later entries of its probe run move back (no tombstones). */
-static void live_del(struct ht_reader *r, uint64_t a)
+HOT void live_del(struct ht_reader *r, uint64_t a)
 {
+	if (a == r->live_last) {
+		r->live_last = 0;
+		return;
+	}
 	if (!r->live_n)
 		return;
 	size_t m = r->live_cap - 1, i = a == r->probe_a ? r->probe_i : live_slot(r, a);
@@ -1089,6 +1114,7 @@ static void track_live(struct ht_reader *r, const struct ht_event *e)
 	if (e->kind == HT_EV_CONTROL && e->nv && e->v[0] != HT_CTL_SYNC && e->v[0] != HT_CTL_PAUSE) {
 		/* frees were not recorded while paused or stopped */
 		r->live_n = 0;
+		r->live_last = 0;
 		r->probe_a = 0;
 		if (r->live)
 			memset(r->live, 0, r->live_cap * sizeof(*r->live));
