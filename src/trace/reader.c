@@ -100,6 +100,9 @@ struct ht_reader {
 	size_t nstreams;           /* count */
 	struct stream **heap;      /* min-heap of streams with a next event */
 	size_t nheap;              /* entries in heap */
+	struct stream *run;        /* heap[0], while the heap is unchanged but for its */
+	uint64_t run_ts;           /* advances: it stays first while its next event's ts
+				    * is at most run_ts; NULL: not known */
 	uint64_t base_ts;          /* timestamp of time_ns 0 */
 	double ts_per_ns;          /* fitted rate */
 	ZSTD_DCtx *dctx;           /* decompression context */
@@ -944,6 +947,34 @@ found:
 	return 1;
 }
 
+/* Restores the heap after its first stream advanced or left, and works
+ * out how far the new first one may advance and stay first: while its
+ * event comes before the next stream's (by timestamp, then thread). */
+static void reorder_top(struct ht_reader *r)
+{
+	if (r->nheap > 1 && (before(r->heap[1], r->heap[0]) ||
+			     (r->nheap > 2 && before(r->heap[2], r->heap[0]))))
+		heap_down(r, 0);
+	r->run = NULL;
+	if (!r->nheap)
+		return;
+	struct stream *s = r->heap[0], *n = NULL;
+	if (r->nheap > 1)
+		n = r->heap[1];
+	if (r->nheap > 2 && before(r->heap[2], n))
+		n = r->heap[2];
+	if (!n) {
+		r->run_ts = UINT64_MAX;
+	} else if (s->tid < n->tid) {
+		r->run_ts = n->ev->ts;
+	} else {
+		if (!n->ev->ts)
+			return;
+		r->run_ts = n->ev->ts - 1;
+	}
+	r->run = s;
+}
+
 /* ---- causal order: the set of live block addresses ----------------------- */
 
 HOT size_t live_slot(const struct ht_reader *r, uint64_t a)
@@ -1088,6 +1119,7 @@ static void unhold(struct ht_reader *r, size_t i, int forced)
 	r->held[i] = r->held[--r->nheld];
 	s->held_on = 0;
 	s->forced = forced;
+	r->run = NULL;
 	r->heap[r->nheap++] = s;
 	heap_up(r, r->nheap - 1);
 }
@@ -1164,6 +1196,7 @@ const struct ht_event *ht_reader__next_event(struct ht_reader *r)
 		if (!a)
 			break;
 		s->held_on = a;
+		r->run = NULL;
 		r->held[r->nheld++] = s;
 		r->heap[0] = r->heap[--r->nheap];
 		heap_down(r, 0);
@@ -1189,12 +1222,13 @@ const struct ht_event *ht_reader__next_event(struct ht_reader *r)
 		r->last_out_set = 1;
 	}
 	ev->time_ns = r->last_out_ns;
-	if (!(s->parked ? unpark_advance(r, s) : stream_advance(r, s)))
+	if (!(s->parked ? unpark_advance(r, s) : stream_advance(r, s))) {
 		r->heap[0] = r->heap[--r->nheap];
+		r->run = NULL;
+	}
 	/* (mostly the same thread goes on: its next event still comes first) */
-	if (r->nheap > 1 && (before(r->heap[1], r->heap[0]) ||
-			     (r->nheap > 2 && before(r->heap[2], r->heap[0]))))
-		heap_down(r, 0);
+	if (s != r->run || s->ev->ts > r->run_ts)
+		reorder_top(r);
 	if (r->causal)
 		track_live(r, ev);
 	return ev;
