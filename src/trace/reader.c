@@ -1140,8 +1140,25 @@ static void unhold_overdue(struct ht_reader *r)
 	}
 }
 
-/* Keeps the live set in step with a delivered event. */
-static void track_live(struct ht_reader *r, const struct ht_event *e)
+/* The blocks an event gives back (*rel) and hands out (*acq) now, 0 if
+ * none: released_block and acquired_block, the common kinds first. */
+HOT void event_blocks(const struct ht_event *e, uint64_t *rel, uint64_t *acq)
+{
+	if (e->kind == HT_EV_MALLOC) {
+		*rel = 0;
+		*acq = e->v[1];
+	} else if (e->kind == HT_EV_FREE) {
+		*rel = e->nv ? e->v[0] : 0;
+		*acq = 0;
+	} else {
+		*rel = released_block(e);
+		*acq = acquired_block(e);
+	}
+}
+
+/* Keeps the live set in step with a delivered event e, which releases
+ * rel and acquires acq (event_blocks). */
+HOT void track_live(struct ht_reader *r, const struct ht_event *e, uint64_t rel, uint64_t acq)
 {
 	if (e->kind == HT_EV_CONTROL && e->nv && e->v[0] != HT_CTL_SYNC && e->v[0] != HT_CTL_PAUSE) {
 		/* frees were not recorded while paused or stopped */
@@ -1152,7 +1169,6 @@ static void track_live(struct ht_reader *r, const struct ht_event *e)
 			memset(r->live, 0, r->live_cap * sizeof(*r->live));
 		return;
 	}
-	uint64_t rel = released_block(e), acq = acquired_block(e);
 	if (rel)
 		live_del(r, rel);
 	if (acq)
@@ -1170,29 +1186,31 @@ static void track_live(struct ht_reader *r, const struct ht_event *e)
  * allocation (both happened in another thread, and the free's timestamp
  * there, or the allocation's here, is only a lower bound).  Events with
  * their own timestamp are ordered by it (docs/FORMAT.md, "Ordering"). */
-static uint64_t must_wait(struct ht_reader *r, const struct ht_event *e)
+HOT uint64_t must_wait(struct ht_reader *r, const struct ht_event *e, uint64_t rel, uint64_t acq)
 {
 	if (e->ts_taken)
 		return 0;
-	uint64_t a = acquired_block(e);
-	if (a)
-		return live_has(r, a) ? a : 0;
-	a = released_block(e);
-	return a && !live_has(r, a) ? a : 0;
+	if (acq)
+		return live_has(r, acq) ? acq : 0;
+	return rel && !live_has(r, rel) ? rel : 0;
 }
 
 const struct ht_event *ht_reader__next_event(struct ht_reader *r)
 {
 	struct stream *s;
+	uint64_t rel = 0, acq = 0;
 	for (;;) {
 		if (r->nheld)
 			unhold_overdue(r);
 		if (!r->nheap)
 			return NULL;
 		s = r->heap[0];
-		if (!r->causal || s->forced)
+		if (!r->causal)
 			break;
-		uint64_t a = must_wait(r, s->ev);
+		event_blocks(s->ev, &rel, &acq);
+		if (s->forced)
+			break;
+		uint64_t a = must_wait(r, s->ev, rel, acq);
 		if (!a)
 			break;
 		s->held_on = a;
@@ -1230,7 +1248,7 @@ const struct ht_event *ht_reader__next_event(struct ht_reader *r)
 	if (s != r->run || s->ev->ts > r->run_ts)
 		reorder_top(r);
 	if (r->causal)
-		track_live(r, ev);
+		track_live(r, ev, rel, acq);
 	return ev;
 }
 
