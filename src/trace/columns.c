@@ -267,7 +267,7 @@ HOT struct lifo_head *head_find(struct model *m, uint64_t usable)
 	}
 }
 
-static struct lifo_head *head_get(struct model *m, uint64_t usable)
+static __attribute__((noinline)) struct lifo_head *head_get(struct model *m, uint64_t usable)
 {
 	struct lifo_head *h = head_find(m, usable);
 	if (h)
@@ -344,9 +344,9 @@ static int lifo_take_if(struct model *m, uint64_t usable, uint64_t addr)
 
 /* Pushes addr (not 0) on usable's LIFO: the head's block, if any, goes
  * down into a node. */
-static void lifo_push(struct model *m, uint64_t usable, uint64_t addr)
+HOT void lifo_push(struct model *m, uint64_t usable, uint64_t addr)
 {
-	struct lifo_head *h = head_get(m, usable);
+	struct lifo_head *h = m->head && m->head->usable == usable ? m->head : head_get(m, usable);
 	if (!h)
 		return;
 	if (!h->addr) {
