@@ -127,9 +127,8 @@ struct ht_reader {
 	struct stream **held;      /* streams waiting for a release */
 	size_t nheld;              /* entries in held */
 	uint64_t hold_ticks;       /* longest wait before an allocation is let through */
-	uint64_t last_out_ts;      /* timestamp of the last delivered event */
+	uint64_t last_out_ts;      /* timestamp of the last delivered event, 0 before */
 	uint64_t last_out_ns;      /* it in ns since the start */
-	int last_out_set;          /* an event was delivered */
 	char err[512];             /* first error, "" if none */
 	char warn[512];            /* first warning, "" if none */
 };
@@ -1160,7 +1159,8 @@ HOT void event_blocks(const struct ht_event *e, uint64_t *rel, uint64_t *acq)
  * rel and acquires acq (event_blocks). */
 HOT void track_live(struct ht_reader *r, const struct ht_event *e, uint64_t rel, uint64_t acq)
 {
-	if (e->kind == HT_EV_CONTROL && e->nv && e->v[0] != HT_CTL_SYNC && e->v[0] != HT_CTL_PAUSE) {
+	if (!rel && !acq && e->kind == HT_EV_CONTROL && e->nv && e->v[0] != HT_CTL_SYNC &&
+	    e->v[0] != HT_CTL_PAUSE) {
 		/* frees were not recorded while paused or stopped */
 		r->live_n = 0;
 		r->live_last = 0;
@@ -1233,11 +1233,11 @@ const struct ht_event *ht_reader__next_event(struct ht_reader *r)
 	}
 	if (ev->ts < r->last_out_ts)
 		ev->ts = r->last_out_ts; /* a held allocation: after what it waited for */
-	if (ev->ts != r->last_out_ts || !r->last_out_set) {
-		/* undated events repeat their thread's last timestamp: convert once */
+	if (ev->ts != r->last_out_ts) {
+		/* undated events repeat their thread's last timestamp: convert once
+		 * (last_out_ns starts as ts_to_ns of 0: 0) */
 		r->last_out_ts = ev->ts;
 		r->last_out_ns = ht_reader__ts_to_ns(r, ev->ts);
-		r->last_out_set = 1;
 	}
 	ev->time_ns = r->last_out_ns;
 	if (!(s->parked ? unpark_advance(r, s) : stream_advance(r, s))) {
