@@ -123,6 +123,8 @@ struct model {
 	uint64_t last_ptr;	   /* base of the records' 'p' deltas */
 	uint64_t mru[HT_COL_MRU];  /* blocks allocated last, newest first */
 	struct live_slot *live;	   /* live blocks: open addressing */
+	struct live_slot last;	   /* the newest live block, kept out of live (the set
+				    * is live + it): mostly freed next; addr 0 none */
 	unsigned live_lg;	   /* log2 of its capacity */
 	size_t live_n;		   /* slots used */
 	struct lifo_head *heads;   /* freed blocks by usable size */
@@ -131,6 +133,8 @@ struct model {
 	struct lifo_node *nodes;   /* the stacks' nodes */
 	size_t nodes_n, nodes_cap; /* used / allocated */
 	uint32_t spare;		   /* popped nodes for reuse: first + 1, linked by next; 0 none */
+	struct lifo_head *head;	   /* the head head_find found last (a malloc's size
+				    * class, freed next), NULL none; in heads */
 	int oom;		   /* an allocation failed */
 };
 
@@ -184,7 +188,31 @@ static void live_insert(struct live_slot *t, unsigned lg, uint64_t addr, uint64_
 	t[i].usable = usable;
 }
 
-static void live_put(struct model *m, uint64_t addr, uint64_t usable)
+static void live_insert_grow(struct model *m, uint64_t addr, uint64_t usable);
+
+/* addr (not 0) is live with usable bytes: it becomes the last block
+ * unless the table holds it (then its entry is updated). */
+HOT void live_put(struct model *m, uint64_t addr, uint64_t usable)
+{
+	if (addr == m->last.addr) {
+		m->last.usable = usable;
+		return;
+	}
+	if (m->live_n) {
+		size_t i = live_find(m, addr);
+		if (i != (size_t)-1) {
+			m->live[i].usable = usable;
+			return;
+		}
+	}
+	if (m->last.addr)
+		live_insert_grow(m, m->last.addr, m->last.usable);
+	m->last.addr = addr;
+	m->last.usable = usable;
+}
+
+/* Puts addr (not 0) into the table, growing it if need be. */
+static void live_insert_grow(struct model *m, uint64_t addr, uint64_t usable)
 {
 	if ((m->live_n + 1) * 2 > ((size_t)1 << m->live_lg)) {
 		unsigned lg = m->live_lg + 1;
@@ -226,18 +254,20 @@ static void live_del(struct model *m, size_t i)
 	}
 }
 
-HOT struct lifo_head *head_find(const struct model *m, uint64_t usable)
+HOT struct lifo_head *head_find(struct model *m, uint64_t usable)
 {
+	if (m->head && m->head->usable == usable)
+		return m->head;
 	size_t mask = ((size_t)1 << m->heads_lg) - 1;
 	for (size_t i = hash(usable, m->heads_lg);; i = (i + 1) & mask) {
 		if (!m->heads[i].used)
 			return NULL;
 		if (m->heads[i].usable == usable)
-			return &m->heads[i];
+			return m->head = &m->heads[i];
 	}
 }
 
-static struct lifo_head *head_get(struct model *m, uint64_t usable)
+static __attribute__((noinline)) struct lifo_head *head_get(struct model *m, uint64_t usable)
 {
 	struct lifo_head *h = head_find(m, usable);
 	if (h)
@@ -260,6 +290,7 @@ static struct lifo_head *head_get(struct model *m, uint64_t usable)
 		free(m->heads);
 		m->heads = t;
 		m->heads_lg = lg;
+		m->head = NULL;
 	}
 	size_t mask = ((size_t)1 << m->heads_lg) - 1;
 	size_t i = hash(usable, m->heads_lg);
@@ -313,9 +344,9 @@ static int lifo_take_if(struct model *m, uint64_t usable, uint64_t addr)
 
 /* Pushes addr (not 0) on usable's LIFO: the head's block, if any, goes
  * down into a node. */
-static void lifo_push(struct model *m, uint64_t usable, uint64_t addr)
+HOT void lifo_push(struct model *m, uint64_t usable, uint64_t addr)
 {
-	struct lifo_head *h = head_get(m, usable);
+	struct lifo_head *h = m->head && m->head->usable == usable ? m->head : head_get(m, usable);
 	if (!h)
 		return;
 	if (!h->addr) {
@@ -445,7 +476,12 @@ HOT void ptr_seen(struct model *m, int is_result, uint64_t usable, uint64_t v)
 
 HOT void release(struct model *m, uint64_t addr)
 {
-	size_t i = addr ? live_find(m, addr) : (size_t)-1;
+	if (addr && addr == m->last.addr) {
+		m->last.addr = 0;
+		lifo_push(m, m->last.usable, addr);
+		return;
+	}
+	size_t i = addr && m->live_n ? live_find(m, addr) : (size_t)-1;
 	if (i == (size_t)-1)
 		return;
 	uint64_t usable = m->live[i].usable;
@@ -623,6 +659,8 @@ static int model_reset(struct model *m, uint32_t version, int ready)
 	memset(m->mru, 0, sizeof(m->mru));
 	memset(m->live, 0, ((size_t)1 << m->live_lg) * sizeof(*m->live));
 	m->live_n = 0;
+	m->last.addr = 0;
+	m->head = NULL;
 	memset(m->heads, 0, ((size_t)1 << m->heads_lg) * sizeof(*m->heads));
 	m->heads_n = 0;
 	m->nodes_n = 0;

@@ -100,6 +100,9 @@ struct ht_reader {
 	size_t nstreams;           /* count */
 	struct stream **heap;      /* min-heap of streams with a next event */
 	size_t nheap;              /* entries in heap */
+	struct stream *run;        /* heap[0], while the heap is unchanged but for its */
+	uint64_t run_ts;           /* advances: it stays first while its next event's ts
+				    * is at most run_ts; NULL: not known */
 	uint64_t base_ts;          /* timestamp of time_ns 0 */
 	double ts_per_ns;          /* fitted rate */
 	ZSTD_DCtx *dctx;           /* decompression context */
@@ -111,6 +114,8 @@ struct ht_reader {
 	int causal;                /* hold allocations of live addresses (format 2, >1 thread) */
 	int sampled;               /* allocations' weights: 0 all 1, 1 sample_every, 2 by size */
 	uint64_t *live;            /* open-addressing set of live block addresses */
+	uint64_t live_last;        /* the newest live address, kept out of live (the set is
+				    * live + it): mostly freed next, by the same thread; 0 none */
 	size_t live_cap, live_n;   /* slots (power of two) / used */
 	uint64_t probe_a;          /* address live_has looked up last, 0 none (or stale) */
 	size_t probe_i;            /* its slot, or the empty one it would take */
@@ -122,9 +127,8 @@ struct ht_reader {
 	struct stream **held;      /* streams waiting for a release */
 	size_t nheld;              /* entries in held */
 	uint64_t hold_ticks;       /* longest wait before an allocation is let through */
-	uint64_t last_out_ts;      /* timestamp of the last delivered event */
+	uint64_t last_out_ts;      /* timestamp of the last delivered event, 0 before */
 	uint64_t last_out_ns;      /* it in ns since the start */
-	int last_out_set;          /* an event was delivered */
 	char err[512];             /* first error, "" if none */
 	char warn[512];            /* first warning, "" if none */
 };
@@ -942,6 +946,34 @@ found:
 	return 1;
 }
 
+/* Restores the heap after its first stream advanced or left, and works
+ * out how far the new first one may advance and stay first: while its
+ * event comes before the next stream's (by timestamp, then thread). */
+static void reorder_top(struct ht_reader *r)
+{
+	if (r->nheap > 1 && (before(r->heap[1], r->heap[0]) ||
+			     (r->nheap > 2 && before(r->heap[2], r->heap[0]))))
+		heap_down(r, 0);
+	r->run = NULL;
+	if (!r->nheap)
+		return;
+	struct stream *s = r->heap[0], *n = NULL;
+	if (r->nheap > 1)
+		n = r->heap[1];
+	if (r->nheap > 2 && before(r->heap[2], n))
+		n = r->heap[2];
+	if (!n) {
+		r->run_ts = UINT64_MAX;
+	} else if (s->tid < n->tid) {
+		r->run_ts = n->ev->ts;
+	} else {
+		if (!n->ev->ts)
+			return;
+		r->run_ts = n->ev->ts - 1;
+	}
+	r->run = s;
+}
+
 /* ---- causal order: the set of live block addresses ----------------------- */
 
 HOT size_t live_slot(const struct ht_reader *r, uint64_t a)
@@ -954,6 +986,8 @@ HOT size_t live_slot(const struct ht_reader *r, uint64_t a)
  * after, starts there (until the set changes). */
 HOT int live_has(struct ht_reader *r, uint64_t a)
 {
+	if (a == r->live_last)
+		return 1; /* (a is not 0) */
 	if (!r->live_n)
 		return 0;
 	for (size_t i = live_slot(r, a);; i = (i + 1) & (r->live_cap - 1)) {
@@ -965,7 +999,24 @@ HOT int live_has(struct ht_reader *r, uint64_t a)
 	}
 }
 
-static void live_add(struct ht_reader *r, uint64_t a)
+static void live_insert(struct ht_reader *r, uint64_t a);
+
+/* a (not 0) becomes live_last, unless the set holds it already; the
+ * previous live_last goes into the table. */
+HOT void live_add(struct ht_reader *r, uint64_t a)
+{
+	if (a == r->live_last)
+		return;
+	if (r->live_n && !(a == r->probe_a && !r->live[r->probe_i]) && live_has(r, a))
+		return; /* (live_has probed the table: a is not live_last) */
+	r->probe_a = 0;
+	if (r->live_last)
+		live_insert(r, r->live_last);
+	r->live_last = a;
+}
+
+/* Puts a, which the set does not hold, into the table. */
+static void live_insert(struct ht_reader *r, uint64_t a)
 {
 	if ((r->live_n + 1) * 2 > r->live_cap) {
 		size_t ncap = r->live_cap ? r->live_cap * 2 : 64;
@@ -996,8 +1047,12 @@ static void live_add(struct ht_reader *r, uint64_t a)
 }
 
 /* Removes a; later entries of its probe run move back (no tombstones). */
-static void live_del(struct ht_reader *r, uint64_t a)
+HOT void live_del(struct ht_reader *r, uint64_t a)
 {
+	if (a == r->live_last) {
+		r->live_last = 0;
+		return;
+	}
 	if (!r->live_n)
 		return;
 	size_t m = r->live_cap - 1, i = a == r->probe_a ? r->probe_i : live_slot(r, a);
@@ -1063,6 +1118,7 @@ static void unhold(struct ht_reader *r, size_t i, int forced)
 	r->held[i] = r->held[--r->nheld];
 	s->held_on = 0;
 	s->forced = forced;
+	r->run = NULL;
 	r->heap[r->nheap++] = s;
 	heap_up(r, r->nheap - 1);
 }
@@ -1083,18 +1139,36 @@ static void unhold_overdue(struct ht_reader *r)
 	}
 }
 
-/* Keeps the live set in step with a delivered event. */
-static void track_live(struct ht_reader *r, const struct ht_event *e)
+/* The blocks an event gives back (*rel) and hands out (*acq) now, 0 if
+ * none: released_block and acquired_block, the common kinds first. */
+HOT void event_blocks(const struct ht_event *e, uint64_t *rel, uint64_t *acq)
 {
-	if (e->kind == HT_EV_CONTROL && e->nv && e->v[0] != HT_CTL_SYNC && e->v[0] != HT_CTL_PAUSE) {
+	if (e->kind == HT_EV_MALLOC) {
+		*rel = 0;
+		*acq = e->v[1];
+	} else if (e->kind == HT_EV_FREE) {
+		*rel = e->nv ? e->v[0] : 0;
+		*acq = 0;
+	} else {
+		*rel = released_block(e);
+		*acq = acquired_block(e);
+	}
+}
+
+/* Keeps the live set in step with a delivered event e, which releases
+ * rel and acquires acq (event_blocks). */
+HOT void track_live(struct ht_reader *r, const struct ht_event *e, uint64_t rel, uint64_t acq)
+{
+	if (!rel && !acq && e->kind == HT_EV_CONTROL && e->nv && e->v[0] != HT_CTL_SYNC &&
+	    e->v[0] != HT_CTL_PAUSE) {
 		/* frees were not recorded while paused or stopped */
 		r->live_n = 0;
+		r->live_last = 0;
 		r->probe_a = 0;
 		if (r->live)
 			memset(r->live, 0, r->live_cap * sizeof(*r->live));
 		return;
 	}
-	uint64_t rel = released_block(e), acq = acquired_block(e);
 	if (rel)
 		live_del(r, rel);
 	if (acq)
@@ -1112,32 +1186,35 @@ static void track_live(struct ht_reader *r, const struct ht_event *e)
  * allocation (both happened in another thread, and the free's timestamp
  * there, or the allocation's here, is only a lower bound).  Events with
  * their own timestamp are ordered by it (docs/FORMAT.md, "Ordering"). */
-static uint64_t must_wait(struct ht_reader *r, const struct ht_event *e)
+HOT uint64_t must_wait(struct ht_reader *r, const struct ht_event *e, uint64_t rel, uint64_t acq)
 {
 	if (e->ts_taken)
 		return 0;
-	uint64_t a = acquired_block(e);
-	if (a)
-		return live_has(r, a) ? a : 0;
-	a = released_block(e);
-	return a && !live_has(r, a) ? a : 0;
+	if (acq)
+		return live_has(r, acq) ? acq : 0;
+	return rel && !live_has(r, rel) ? rel : 0;
 }
 
 const struct ht_event *ht_reader__next_event(struct ht_reader *r)
 {
 	struct stream *s;
+	uint64_t rel = 0, acq = 0;
 	for (;;) {
 		if (r->nheld)
 			unhold_overdue(r);
 		if (!r->nheap)
 			return NULL;
 		s = r->heap[0];
-		if (!r->causal || s->forced)
+		if (!r->causal)
 			break;
-		uint64_t a = must_wait(r, s->ev);
+		event_blocks(s->ev, &rel, &acq);
+		if (s->forced)
+			break;
+		uint64_t a = must_wait(r, s->ev, rel, acq);
 		if (!a)
 			break;
 		s->held_on = a;
+		r->run = NULL;
 		r->held[r->nheld++] = s;
 		r->heap[0] = r->heap[--r->nheap];
 		heap_down(r, 0);
@@ -1156,21 +1233,22 @@ const struct ht_event *ht_reader__next_event(struct ht_reader *r)
 	}
 	if (ev->ts < r->last_out_ts)
 		ev->ts = r->last_out_ts; /* a held allocation: after what it waited for */
-	if (ev->ts != r->last_out_ts || !r->last_out_set) {
-		/* undated events repeat their thread's last timestamp: convert once */
+	if (ev->ts != r->last_out_ts) {
+		/* undated events repeat their thread's last timestamp: convert once
+		 * (last_out_ns starts as ts_to_ns of 0: 0) */
 		r->last_out_ts = ev->ts;
 		r->last_out_ns = ht_reader__ts_to_ns(r, ev->ts);
-		r->last_out_set = 1;
 	}
 	ev->time_ns = r->last_out_ns;
-	if (!(s->parked ? unpark_advance(r, s) : stream_advance(r, s)))
+	if (!(s->parked ? unpark_advance(r, s) : stream_advance(r, s))) {
 		r->heap[0] = r->heap[--r->nheap];
+		r->run = NULL;
+	}
 	/* (mostly the same thread goes on: its next event still comes first) */
-	if (r->nheap > 1 && (before(r->heap[1], r->heap[0]) ||
-			     (r->nheap > 2 && before(r->heap[2], r->heap[0]))))
-		heap_down(r, 0);
+	if (s != r->run || s->ev->ts > r->run_ts)
+		reorder_top(r);
 	if (r->causal)
-		track_live(r, ev);
+		track_live(r, ev, rel, acq);
 	return ev;
 }
 
