@@ -9,7 +9,13 @@
  * then sleeps on a futex the publisher wakes when it sees a sleeper.
  * Everything the engine keeps (slot table, statistics, RSS samples) is
  * mmap'ed, so that the allocator under test sees only the workload's calls
- * (and pthread_create's). */
+ * (and pthread_create's).
+ *
+ * Threads: every workload thread but 0 (the main thread) is created before
+ * the run and parks on a futex; its SPAWN op releases it (a store and a
+ * wake), so that neither clone nor the new stack's page faults are in the
+ * run, and the kernel places a woken thread on an idle CPU at once, where a
+ * newly created one may wait milliseconds behind a busy one. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -160,6 +166,10 @@ struct rthread {
 	_Alignas(64) _Atomic uint64_t progress; /* ops done, published at waited counts */
 	_Atomic uint32_t sleepers;   /* threads asleep on wake */
 	_Atomic uint32_t wake;       /* futex word, bumped at each publish with sleepers */
+	_Atomic uint32_t go;         /* futex word: the run (engine.gen) its SPAWN released
+					it for, GO_QUIT to exit; it parks while it equals the last
+					run it did */
+	_Atomic uint32_t fin;        /* futex word: the last run it finished */
 	_Alignas(64) const uint8_t *start, *end; /* its stream */
 	const uint8_t *p;            /* cursor (--threads-as-one resumes here) */
 	uint64_t done;               /* ops done */
@@ -167,10 +177,11 @@ struct rthread {
 	const uint64_t *pub;         /* ascending counts other threads wait for */
 	uint64_t npub, ipub;         /* their number, the next one */
 	uint32_t idx;                /* index in the workload */
-	pthread_t pt;                /* its pthread (not thread 0) */
+	pthread_t pt;                /* its pthread (not thread 0), parked between runs */
 	uint64_t wait_cycles;        /* blocked in waits */
 	uint64_t waits, waits_blocked; /* waits run, of which blocked */
-	uint64_t t_begin, t_end;     /* TSC at its first and last op */
+	uint64_t t_begin, t_end;     /* TSC at its first op's start and its last op's end */
+	uint64_t ns_end;             /* CLOCK_MONOTONIC just after t_end */
 	uint64_t busy;               /* cycles running ops, summed over repeats */
 	uint64_t since_trim;         /* ops since the last --trim-interval trim */
 	uint64_t trims;              /* those trims */
@@ -197,7 +208,11 @@ struct engine {
 	uint32_t *ready;               /* --threads-as-one: threads ready to run */
 	uint32_t nready;               /* how many */
 	size_t pubs_len;               /* its bytes */
+	uint32_t gen;                  /* the run (--repeat) under way, from 1 */
+	uint32_t nstarted;             /* threads 1.. created: parked or running */
 };
+
+#define GO_QUIT UINT32_MAX /* rthread.go: leave */
 
 static void *map_zero(size_t n)
 {
@@ -314,8 +329,6 @@ static void wait_for(struct rthread *me, struct rthread *o, uint64_t count)
 done:
 	me->wait_cycles += tsc() - t0;
 }
-
-static void *thread_main(void *arg);
 
 /* Where run_common stopped: the cursor and the ops left until the stop. */
 struct cursor {
@@ -638,11 +651,9 @@ static inline __attribute__((always_inline)) int run_ops_t(struct engine *g, str
 			if (serial) {
 				g->ready[g->nready++] = c->idx;
 			} else {
-				int err = pthread_create(&c->pt, NULL, thread_main, c);
-				if (err) {
-					ht_error("replay: cannot start thread %u: %s", c->idx, strerror(err));
-					exit(HT_EXIT_DATA);
-				}
+				/* parked since start_workers or its last run */
+				atomic_store_explicit(&c->go, g->gen, memory_order_release);
+				futex(&c->go, FUTEX_WAKE_PRIVATE, 1);
 			}
 			break;
 		}
@@ -685,17 +696,70 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 	}
 }
 
-static struct engine *current; /* the run thread_main works for */
-
-static void *thread_main(void *arg)
+/* A thread's stream, once, on the thread running it. */
+static void thread_run(struct engine *g, struct rthread *me)
 {
-	struct rthread *me = arg;
 	uint64_t waited = me->wait_cycles;
 	me->t_begin = tsc();
-	run_ops(current, me, 0);
+	run_ops(g, me, 0);
 	me->t_end = tsc();
+	me->ns_end = now_ns();
 	me->busy += me->t_end - me->t_begin - (me->wait_cycles - waited);
-	return NULL;
+}
+
+static struct engine *current; /* the run worker_main works for */
+
+/* Threads 1..: parked until a SPAWN releases them for a run, once per
+ * --repeat run; GO_QUIT ends them. */
+static void *worker_main(void *arg)
+{
+	struct rthread *me = arg;
+	uint32_t ran = 0, go;
+	for (;;) {
+		while ((go = atomic_load_explicit(&me->go, memory_order_acquire)) == ran)
+			futex(&me->go, FUTEX_WAIT_PRIVATE, ran);
+		if (go == GO_QUIT)
+			return NULL;
+		thread_run(current, me);
+		ran = go;
+		atomic_store_explicit(&me->fin, go, memory_order_release);
+		futex(&me->fin, FUTEX_WAKE_PRIVATE, 1);
+	}
+}
+
+/* Creates threads 1.. parked; 0 on success, else the error number (the
+ * ones created are in g->nstarted: stop_workers ends them). */
+static int start_workers(struct engine *g)
+{
+	for (uint32_t i = 1; i < g->w->nthreads; i++) {
+		int err = pthread_create(&g->t[i].pt, NULL, worker_main, &g->t[i]);
+		if (err)
+			return err;
+		g->nstarted = i;
+	}
+	return 0;
+}
+
+/* Until every thread 1.. has finished run g->gen. */
+static void await_workers(struct engine *g)
+{
+	for (uint32_t i = 1; i <= g->nstarted; i++) {
+		struct rthread *t = &g->t[i];
+		uint32_t f;
+		while ((f = atomic_load_explicit(&t->fin, memory_order_acquire)) != g->gen)
+			futex(&t->fin, FUTEX_WAIT_PRIVATE, f);
+	}
+}
+
+static void stop_workers(struct engine *g)
+{
+	for (uint32_t i = 1; i <= g->nstarted; i++) {
+		atomic_store(&g->t[i].go, GO_QUIT);
+		futex(&g->t[i].go, FUTEX_WAKE_PRIVATE, 1);
+	}
+	for (uint32_t i = 1; i <= g->nstarted; i++)
+		pthread_join(g->t[i].pt, NULL);
+	g->nstarted = 0;
 }
 
 /* --threads-as-one: every thread's ops in this thread, each thread as far
@@ -955,15 +1019,24 @@ int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *c
 	sp.interval_ns = cfg->rss_interval_ns ? cfg->rss_interval_ns : 10000000;
 	sp.fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
 	current = &g;
+	if (!cfg->threads_as_one) {
+		/* before the start readings: their stacks are in Max RSS's start */
+		int err = start_workers(&g);
+		if (err) {
+			ht_error("replay: cannot create thread %u of %u: %s", g.nstarted + 1,
+				 w->nthreads - 1, strerror(err));
+			goto out;
+		}
+	}
 
 	struct rusage ru0, ru1;
 	getrusage(RUSAGE_SELF, &ru0);
 	res->maxrss_start_kb = (uint64_t)ru0.ru_maxrss;
 	res->rss_start_kb = sp.fd >= 0 ? read_rss_kb(&sp) : 0;
-	uint64_t ns0 = now_ns();
-	sp.t0 = ns0;
+	sp.t0 = now_ns();
 	if (sp.fd >= 0 && sp.s && pthread_create(&spt, NULL, sampler_main, &sp) == 0)
 		sampling = 1;
+	uint64_t ns0 = now_ns();
 	uint64_t c0 = tsc();
 	int repeat = cfg->repeat > 0 ? cfg->repeat : 1;
 	for (int rep = 0; rep < repeat; rep++) {
@@ -971,16 +1044,26 @@ int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *c
 			release_leftovers(&g);
 			reset_threads(&g);
 		}
+		g.gen = (uint32_t)rep + 1;
 		if (cfg->threads_as_one) {
 			run_serial(&g);
 		} else {
-			thread_main(&g.t[0]);
-			for (uint32_t i = 1; i < w->nthreads; i++)
-				pthread_join(g.t[i].pt, NULL);
+			thread_run(&g, &g.t[0]);
+			await_workers(&g);
 		}
 	}
+	/* the end: the last op's end, read by the thread that made it (not
+	 * when this thread learns of it) */
 	uint64_t c1 = tsc();
 	uint64_t ns1 = now_ns();
+	if (!cfg->threads_as_one) {
+		const struct rthread *last = &g.t[0];
+		for (uint32_t i = 1; i < w->nthreads; i++)
+			if (g.t[i].t_end > last->t_end)
+				last = &g.t[i];
+		c1 = last->t_end;
+		ns1 = last->ns_end;
+	}
 	getrusage(RUSAGE_SELF, &ru1);
 	if (sampling) {
 		atomic_store(&sp.stop, 1);
@@ -1039,6 +1122,7 @@ int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *c
 	release_leftovers(&g);
 	ret = 0;
 out:
+	stop_workers(&g);
 	if (sp.fd >= 0)
 		close(sp.fd);
 	if (sp.s)
