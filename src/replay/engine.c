@@ -169,6 +169,7 @@ struct rthread {
 	_Atomic uint32_t go;         /* futex word: the run (engine.gen) its SPAWN released
 					it for, GO_QUIT to exit; it parks while it equals the last
 					run it did */
+	_Atomic uint32_t running;    /* futex word: the last run it started */
 	_Atomic uint32_t fin;        /* futex word: the last run it finished */
 	_Alignas(64) const uint8_t *start, *end; /* its stream */
 	const uint8_t *p;            /* cursor (--threads-as-one resumes here) */
@@ -328,6 +329,28 @@ static void wait_for(struct rthread *me, struct rthread *o, uint64_t count)
 	}
 done:
 	me->wait_cycles += tsc() - t0;
+}
+
+/* The SPAWN of thread c: wakes it (parked since start_workers or its last
+ * run), then waits until it runs.  Without that wait, a thread released
+ * right after it (two SPAWNs in a row) can find the same CPU idle, the
+ * first one's wake-up still pending there, and be queued behind it on that
+ * CPU for milliseconds, until the kernel's load balancing moves one of them
+ * to the other CPU, idle all along. */
+static void release(struct engine *g, struct rthread *c)
+{
+	atomic_store_explicit(&c->go, g->gen, memory_order_release);
+	futex(&c->go, FUTEX_WAKE_PRIVATE, 1);
+	for (int i = 0; i < 200; i++) {
+		if (atomic_load_explicit(&c->running, memory_order_acquire) == g->gen)
+			return;
+#if defined(__x86_64__) || defined(__i386__)
+		_mm_pause();
+#endif
+	}
+	uint32_t r;
+	while ((r = atomic_load_explicit(&c->running, memory_order_acquire)) != g->gen)
+		futex(&c->running, FUTEX_WAIT_PRIVATE, r);
 }
 
 /* Where run_common stopped: the cursor and the ops left until the stop. */
@@ -651,9 +674,7 @@ static inline __attribute__((always_inline)) int run_ops_t(struct engine *g, str
 			if (serial) {
 				g->ready[g->nready++] = c->idx;
 			} else {
-				/* parked since start_workers or its last run */
-				atomic_store_explicit(&c->go, g->gen, memory_order_release);
-				futex(&c->go, FUTEX_WAKE_PRIVATE, 1);
+				release(g, c);
 			}
 			break;
 		}
@@ -720,6 +741,8 @@ static void *worker_main(void *arg)
 			futex(&me->go, FUTEX_WAIT_PRIVATE, ran);
 		if (go == GO_QUIT)
 			return NULL;
+		atomic_store_explicit(&me->running, go, memory_order_release);
+		futex(&me->running, FUTEX_WAKE_PRIVATE, 1);
 		thread_run(current, me);
 		ran = go;
 		atomic_store_explicit(&me->fin, go, memory_order_release);
