@@ -170,6 +170,7 @@ struct rthread {
 					it for, GO_QUIT to exit; it parks while it equals the last
 					run it did */
 	_Atomic uint32_t running;    /* futex word: the last run it started */
+	_Atomic uint32_t start_sleeper; /* the thread that released it sleeps on running */
 	_Atomic uint32_t fin;        /* futex word: the last run it finished */
 	_Alignas(64) const uint8_t *start, *end; /* its stream */
 	const uint8_t *p;            /* cursor (--threads-as-one resumes here) */
@@ -180,6 +181,7 @@ struct rthread {
 	uint32_t idx;                /* index in the workload */
 	pthread_t pt;                /* its pthread (not thread 0), parked between runs */
 	uint64_t wait_cycles;        /* blocked in waits */
+	uint64_t spawn_wait_cycles;  /* in SPAWNs, until the thread released runs */
 	uint64_t waits, waits_blocked; /* waits run, of which blocked */
 	uint64_t t_begin, t_end;     /* TSC at its first op's start and its last op's end */
 	uint64_t ns_end;             /* CLOCK_MONOTONIC just after t_end */
@@ -332,25 +334,36 @@ done:
 }
 
 /* The SPAWN of thread c: wakes it (parked since start_workers or its last
- * run), then waits until it runs.  Without that wait, a thread released
+ * run), then waits until it runs; returns the cycles it waited.  Without that wait, a thread released
  * right after it (two SPAWNs in a row) can find the same CPU idle, the
  * first one's wake-up still pending there, and be queued behind it on that
  * CPU for milliseconds, until the kernel's load balancing moves one of them
  * to the other CPU, idle all along. */
-static void release(struct engine *g, struct rthread *c)
+#define RELEASE_SPIN_NS 50000
+
+static uint64_t release(struct engine *g, struct rthread *c)
 {
 	atomic_store_explicit(&c->go, g->gen, memory_order_release);
 	futex(&c->go, FUTEX_WAKE_PRIVATE, 1);
-	for (int i = 0; i < 200; i++) {
-		if (atomic_load_explicit(&c->running, memory_order_acquire) == g->gen)
-			return;
+	uint64_t t0 = tsc_begin();
+	/* spin: on another CPU it runs within some 10-50 us; on this one it
+	 * runs only once this thread sleeps */
+	uint64_t until = now_ns() + RELEASE_SPIN_NS;
+	do {
+		for (int i = 0; i < 16; i++) {
+			if (atomic_load_explicit(&c->running, memory_order_acquire) == g->gen)
+				return tsc() - t0;
 #if defined(__x86_64__) || defined(__i386__)
-		_mm_pause();
+			_mm_pause();
 #endif
-	}
+		}
+	} while (now_ns() < until);
+	atomic_store(&c->start_sleeper, 1);
 	uint32_t r;
-	while ((r = atomic_load_explicit(&c->running, memory_order_acquire)) != g->gen)
+	while ((r = atomic_load(&c->running)) != g->gen)
 		futex(&c->running, FUTEX_WAIT_PRIVATE, r);
+	atomic_store(&c->start_sleeper, 0);
+	return tsc() - t0;
 }
 
 /* Where run_common stopped: the cursor and the ops left until the stop. */
@@ -674,7 +687,7 @@ static inline __attribute__((always_inline)) int run_ops_t(struct engine *g, str
 			if (serial) {
 				g->ready[g->nready++] = c->idx;
 			} else {
-				release(g, c);
+				me->spawn_wait_cycles += release(g, c);
 			}
 			break;
 		}
@@ -720,12 +733,12 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 /* A thread's stream, once, on the thread running it. */
 static void thread_run(struct engine *g, struct rthread *me)
 {
-	uint64_t waited = me->wait_cycles;
+	uint64_t waited = me->wait_cycles + me->spawn_wait_cycles;
 	me->t_begin = tsc();
 	run_ops(g, me, 0);
 	me->t_end = tsc();
 	me->ns_end = now_ns();
-	me->busy += me->t_end - me->t_begin - (me->wait_cycles - waited);
+	me->busy += me->t_end - me->t_begin - (me->wait_cycles + me->spawn_wait_cycles - waited);
 }
 
 static struct engine *current; /* the run worker_main works for */
@@ -741,8 +754,10 @@ static void *worker_main(void *arg)
 			futex(&me->go, FUTEX_WAIT_PRIVATE, ran);
 		if (go == GO_QUIT)
 			return NULL;
-		atomic_store_explicit(&me->running, go, memory_order_release);
-		futex(&me->running, FUTEX_WAKE_PRIVATE, 1);
+		/* seq_cst: the store must be visible before start_sleeper is read */
+		atomic_store(&me->running, go);
+		if (atomic_load(&me->start_sleeper))
+			futex(&me->running, FUTEX_WAKE_PRIVATE, 1);
 		thread_run(current, me);
 		ran = go;
 		atomic_store_explicit(&me->fin, go, memory_order_release);
@@ -1127,6 +1142,7 @@ int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *c
 		res->waits += g.t[i].waits;
 		res->waits_blocked += g.t[i].waits_blocked;
 		res->wait_cycles += g.t[i].wait_cycles;
+		res->spawn_wait_cycles += g.t[i].spawn_wait_cycles;
 		res->busy_cycles += g.t[i].busy;
 		res->trims += g.t[i].trims;
 		res->slot_errors += g.t[i].slot_errors;
