@@ -23,6 +23,7 @@
 #include <linux/futex.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,8 +170,7 @@ struct rthread {
 	_Atomic uint32_t go;         /* futex word: the run (engine.gen) its SPAWN released
 					it for, GO_QUIT to exit; it parks while it equals the last
 					run it did */
-	_Atomic uint32_t running;    /* futex word: the last run it started */
-	_Atomic uint32_t start_sleeper; /* the thread that released it sleeps on running */
+	_Atomic uint32_t startst;    /* ST_*: its start in the run its SPAWN released it for */
 	_Atomic uint32_t fin;        /* futex word: the last run it finished */
 	_Alignas(64) const uint8_t *start, *end; /* its stream */
 	const uint8_t *p;            /* cursor (--threads-as-one resumes here) */
@@ -185,6 +185,9 @@ struct rthread {
 	uint64_t waits, waits_blocked; /* waits run, of which blocked */
 	uint64_t t_begin, t_end;     /* TSC at its first op's start and its last op's end */
 	uint64_t ns_end;             /* CLOCK_MONOTONIC just after t_end */
+	pid_t tid;                   /* its kernel thread id (not thread 0) */
+	int has_mask;                /* mask holds its affinity */
+	cpu_set_t mask;              /* its affinity, put back after a lent CPU (release) */
 	uint64_t busy;               /* cycles running ops, summed over repeats */
 	uint64_t since_trim;         /* ops since the last --trim-interval trim */
 	uint64_t trims;              /* those trims */
@@ -213,6 +216,8 @@ struct engine {
 	size_t pubs_len;               /* its bytes */
 	uint32_t gen;                  /* the run (--repeat) under way, from 1 */
 	uint32_t nstarted;             /* threads 1.. created: parked or running */
+	_Atomic uint32_t nparked;      /* of those, the ones that reached their first park */
+	_Atomic uint64_t lends;        /* threads lent their releaser's CPU (release) */
 };
 
 #define GO_QUIT UINT32_MAX /* rthread.go: leave */
@@ -334,35 +339,48 @@ done:
 }
 
 /* The SPAWN of thread c: wakes it (parked since start_workers or its last
- * run), then waits until it runs; returns the cycles it waited.  Without that wait, a thread released
- * right after it (two SPAWNs in a row) can find the same CPU idle, the
- * first one's wake-up still pending there, and be queued behind it on that
- * CPU for milliseconds, until the kernel's load balancing moves one of them
- * to the other CPU, idle all along. */
+ * run) and waits until it runs, RELEASE_SPIN_NS at most; returns the
+ * cycles it waited.  A thread released when no CPU is idle is queued on a
+ * busy one, and may stay there for milliseconds while another CPU goes
+ * idle: the kernel's balancing leaves alone a task that ran less than
+ * 0.5 ms ago (the one it preempted to run the new one), until a few ticks
+ * later.  That is what happens when the main thread releases two workers
+ * on 2 CPUs and then has nothing left to do.  So a thread that does not
+ * run within RELEASE_SPIN_NS is lent the releaser's CPU: its affinity is
+ * narrowed to that CPU, where it runs as soon as the releaser sleeps or
+ * its time slice ends, and it puts its own affinity back as it starts. */
 #define RELEASE_SPIN_NS 50000
+
+enum { ST_WAKING, ST_RUNNING, ST_LENDING, ST_LENT }; /* rthread.startst */
 
 static uint64_t release(struct engine *g, struct rthread *c)
 {
+	atomic_store(&c->startst, ST_WAKING);
 	atomic_store_explicit(&c->go, g->gen, memory_order_release);
 	futex(&c->go, FUTEX_WAKE_PRIVATE, 1);
 	uint64_t t0 = tsc_begin();
-	/* spin: on another CPU it runs within some 10-50 us; on this one it
-	 * runs only once this thread sleeps */
 	uint64_t until = now_ns() + RELEASE_SPIN_NS;
 	do {
 		for (int i = 0; i < 16; i++) {
-			if (atomic_load_explicit(&c->running, memory_order_acquire) == g->gen)
+			if (atomic_load_explicit(&c->startst, memory_order_acquire) == ST_RUNNING)
 				return tsc() - t0;
 #if defined(__x86_64__) || defined(__i386__)
 			_mm_pause();
 #endif
 		}
 	} while (now_ns() < until);
-	atomic_store(&c->start_sleeper, 1);
-	uint32_t r;
-	while ((r = atomic_load(&c->running)) != g->gen)
-		futex(&c->running, FUTEX_WAIT_PRIVATE, r);
-	atomic_store(&c->start_sleeper, 0);
+	uint32_t st = ST_WAKING;
+	if (c->has_mask && atomic_compare_exchange_strong(&c->startst, &st, ST_LENDING)) {
+		int cpu = sched_getcpu();
+		cpu_set_t one;
+		CPU_ZERO(&one);
+		if (cpu >= 0 && cpu < CPU_SETSIZE) {
+			CPU_SET(cpu, &one);
+			sched_setaffinity(c->tid, sizeof(one), &one); /* if it fails, it fails */
+		}
+		atomic_store(&c->startst, ST_LENT);
+		g->lends++;
+	}
 	return tsc() - t0;
 }
 
@@ -749,15 +767,23 @@ static void *worker_main(void *arg)
 {
 	struct rthread *me = arg;
 	uint32_t ran = 0, go;
+	me->tid = (pid_t)syscall(SYS_gettid);
+	me->has_mask = !sched_getaffinity(0, sizeof(me->mask), &me->mask);
+	atomic_fetch_add(&current->nparked, 1);
 	for (;;) {
 		while ((go = atomic_load_explicit(&me->go, memory_order_acquire)) == ran)
 			futex(&me->go, FUTEX_WAIT_PRIVATE, ran);
 		if (go == GO_QUIT)
 			return NULL;
-		/* seq_cst: the store must be visible before start_sleeper is read */
-		atomic_store(&me->running, go);
-		if (atomic_load(&me->start_sleeper))
-			futex(&me->running, FUTEX_WAKE_PRIVATE, 1);
+		uint32_t st = ST_WAKING;
+		if (!atomic_compare_exchange_strong(&me->startst, &st, ST_RUNNING)) {
+			/* lent its releaser's CPU: once that is done, its own
+			 * affinity again (it stays on that CPU until the kernel
+			 * moves it) */
+			while (atomic_load(&me->startst) != ST_LENT)
+				sched_yield();
+			sched_setaffinity(0, sizeof(me->mask), &me->mask);
+		}
 		thread_run(current, me);
 		ran = go;
 		atomic_store_explicit(&me->fin, go, memory_order_release);
@@ -775,6 +801,10 @@ static int start_workers(struct engine *g)
 			return err;
 		g->nstarted = i;
 	}
+	/* parked, with their tid and affinity known (release uses them) */
+	struct timespec ts = {0, 100000};
+	while (atomic_load(&g->nparked) < g->nstarted)
+		nanosleep(&ts, NULL);
 	return 0;
 }
 
@@ -1148,6 +1178,7 @@ int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *c
 		res->slot_errors += g.t[i].slot_errors;
 	}
 	res->ops = w->nops * (uint64_t)repeat;
+	res->spawn_lends = atomic_load(&g.lends);
 	if (sampling && sp.n) {
 		*rss = malloc(sp.n * sizeof(**rss));
 		if (*rss) {

@@ -34,6 +34,7 @@ struct ht_replay_result {
 	uint64_t waits_blocked;            /* of which found the other thread behind */
 	uint64_t wait_cycles;              /* cycles spent blocked in them */
 	uint64_t spawn_wait_cycles;        /* cycles SPAWNs waited for their thread to run */
+	uint64_t spawn_lends;              /* SPAWNs that lent their CPU to their thread */
 	uint64_t busy_cycles;              /* cycles the threads spent running ops, summed
 					    * (waits and spawn waits excluded) */
 	uint64_t trims;                    /* malloc_trim calls from --trim-interval */
