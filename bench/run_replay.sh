@@ -512,7 +512,8 @@ if ((WRITE)); then
 		echo "ops are the workload's ops (calls, waits, spawns). bookkeeping_ns_per_op is the engine's own figure: the threads' busy time"
 		echo "(waits excluded) minus the timed calls, per op. The next column is the issue's definition (checked against the target), from"
 		echo "the same JSON: wall time, once per thread that runs the loop (1; 2: the main thread only starts the workers), minus the"
-		echo "call time, per op; it also counts waits, thread start-up and the threads' unequal ends."
+		echo "call time, per op; it also counts waits, the release of the worker threads (created before the run, parked) and the"
+		echo "threads' unequal ends."
 		echo "Call times are rdtsc..rdtscp around each call, so they include the timer's own cost; \"replay ns/pair (wall)\" is the"
 		echo "replay's wall time per pair of one thread, comparable with the native ns/pair (bench/malloc_loop.c's per-thread latency)."
 		echo

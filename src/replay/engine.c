@@ -9,7 +9,13 @@
  * then sleeps on a futex the publisher wakes when it sees a sleeper.
  * Everything the engine keeps (slot table, statistics, RSS samples) is
  * mmap'ed, so that the allocator under test sees only the workload's calls
- * (and pthread_create's). */
+ * (and pthread_create's).
+ *
+ * Threads: every workload thread but 0 (the main thread) is created before
+ * the run and parks on a futex; its SPAWN op releases it (a store and a
+ * wake), so that neither clone nor the new stack's page faults are in the
+ * run, and the kernel places a woken thread on an idle CPU at once, where a
+ * newly created one may wait milliseconds behind a busy one. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +23,7 @@
 #include <linux/futex.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,6 +167,11 @@ struct rthread {
 	_Alignas(64) _Atomic uint64_t progress; /* ops done, published at waited counts */
 	_Atomic uint32_t sleepers;   /* threads asleep on wake */
 	_Atomic uint32_t wake;       /* futex word, bumped at each publish with sleepers */
+	_Atomic uint32_t go;         /* futex word: the run (engine.gen) its SPAWN released
+					it for, GO_QUIT to exit; it parks while it equals the last
+					run it did */
+	_Atomic uint32_t startst;    /* ST_*: its start in the run its SPAWN released it for */
+	_Atomic uint32_t fin;        /* futex word: the last run it finished */
 	_Alignas(64) const uint8_t *start, *end; /* its stream */
 	const uint8_t *p;            /* cursor (--threads-as-one resumes here) */
 	uint64_t done;               /* ops done */
@@ -167,10 +179,15 @@ struct rthread {
 	const uint64_t *pub;         /* ascending counts other threads wait for */
 	uint64_t npub, ipub;         /* their number, the next one */
 	uint32_t idx;                /* index in the workload */
-	pthread_t pt;                /* its pthread (not thread 0) */
+	pthread_t pt;                /* its pthread (not thread 0), parked between runs */
 	uint64_t wait_cycles;        /* blocked in waits */
+	uint64_t spawn_wait_cycles;  /* in SPAWNs, until the thread released runs */
 	uint64_t waits, waits_blocked; /* waits run, of which blocked */
-	uint64_t t_begin, t_end;     /* TSC at its first and last op */
+	uint64_t t_begin, t_end;     /* TSC at its first op's start and its last op's end */
+	uint64_t ns_end;             /* CLOCK_MONOTONIC just after t_end */
+	pid_t tid;                   /* its kernel thread id (not thread 0) */
+	int has_mask;                /* mask holds its affinity */
+	cpu_set_t mask;              /* its affinity, put back after a lent CPU (release) */
 	uint64_t busy;               /* cycles running ops, summed over repeats */
 	uint64_t since_trim;         /* ops since the last --trim-interval trim */
 	uint64_t trims;              /* those trims */
@@ -197,7 +214,13 @@ struct engine {
 	uint32_t *ready;               /* --threads-as-one: threads ready to run */
 	uint32_t nready;               /* how many */
 	size_t pubs_len;               /* its bytes */
+	uint32_t gen;                  /* the run (--repeat) under way, from 1 */
+	uint32_t nstarted;             /* threads 1.. created: parked or running */
+	_Atomic uint32_t nparked;      /* of those, the ones that reached their first park */
+	_Atomic uint64_t lends;        /* threads lent their releaser's CPU (release) */
 };
+
+#define GO_QUIT UINT32_MAX /* rthread.go: leave */
 
 static void *map_zero(size_t n)
 {
@@ -315,7 +338,51 @@ done:
 	me->wait_cycles += tsc() - t0;
 }
 
-static void *thread_main(void *arg);
+/* The SPAWN of thread c: wakes it (parked since start_workers or its last
+ * run) and waits until it runs, RELEASE_SPIN_NS at most; returns the
+ * cycles it waited.  A thread released when no CPU is idle is queued on a
+ * busy one, and may stay there for milliseconds while another CPU goes
+ * idle: the kernel's balancing leaves alone a task that ran less than
+ * 0.5 ms ago (the one it preempted to run the new one), until a few ticks
+ * later.  That is what happens when the main thread releases two workers
+ * on 2 CPUs and then has nothing left to do.  So a thread that does not
+ * run within RELEASE_SPIN_NS is lent the releaser's CPU: its affinity is
+ * narrowed to that CPU, where it runs as soon as the releaser sleeps or
+ * its time slice ends, and it puts its own affinity back as it starts. */
+#define RELEASE_SPIN_NS 50000
+
+enum { ST_WAKING, ST_RUNNING, ST_LENDING, ST_LENT }; /* rthread.startst */
+
+static uint64_t release(struct engine *g, struct rthread *c)
+{
+	atomic_store(&c->startst, ST_WAKING);
+	atomic_store_explicit(&c->go, g->gen, memory_order_release);
+	futex(&c->go, FUTEX_WAKE_PRIVATE, 1);
+	uint64_t t0 = tsc_begin();
+	uint64_t until = now_ns() + RELEASE_SPIN_NS;
+	do {
+		for (int i = 0; i < 16; i++) {
+			if (atomic_load_explicit(&c->startst, memory_order_acquire) == ST_RUNNING)
+				return tsc() - t0;
+#if defined(__x86_64__) || defined(__i386__)
+			_mm_pause();
+#endif
+		}
+	} while (now_ns() < until);
+	uint32_t st = ST_WAKING;
+	if (c->has_mask && atomic_compare_exchange_strong(&c->startst, &st, ST_LENDING)) {
+		int cpu = sched_getcpu();
+		cpu_set_t one;
+		CPU_ZERO(&one);
+		if (cpu >= 0 && cpu < CPU_SETSIZE) {
+			CPU_SET(cpu, &one);
+			sched_setaffinity(c->tid, sizeof(one), &one); /* if it fails, it fails */
+		}
+		atomic_store(&c->startst, ST_LENT);
+		g->lends++;
+	}
+	return tsc() - t0;
+}
 
 /* Where run_common stopped: the cursor and the ops left until the stop. */
 struct cursor {
@@ -638,11 +705,7 @@ static inline __attribute__((always_inline)) int run_ops_t(struct engine *g, str
 			if (serial) {
 				g->ready[g->nready++] = c->idx;
 			} else {
-				int err = pthread_create(&c->pt, NULL, thread_main, c);
-				if (err) {
-					ht_error("replay: cannot start thread %u: %s", c->idx, strerror(err));
-					exit(HT_EXIT_DATA);
-				}
+				me->spawn_wait_cycles += release(g, c);
 			}
 			break;
 		}
@@ -685,17 +748,86 @@ static int run_ops(struct engine *g, struct rthread *me, int serial)
 	}
 }
 
-static struct engine *current; /* the run thread_main works for */
+/* A thread's stream, once, on the thread running it. */
+static void thread_run(struct engine *g, struct rthread *me)
+{
+	uint64_t waited = me->wait_cycles + me->spawn_wait_cycles;
+	me->t_begin = tsc();
+	run_ops(g, me, 0);
+	me->t_end = tsc();
+	me->ns_end = now_ns();
+	me->busy += me->t_end - me->t_begin - (me->wait_cycles + me->spawn_wait_cycles - waited);
+}
 
-static void *thread_main(void *arg)
+static struct engine *current; /* the run worker_main works for */
+
+/* Threads 1..: parked until a SPAWN releases them for a run, once per
+ * --repeat run; GO_QUIT ends them. */
+static void *worker_main(void *arg)
 {
 	struct rthread *me = arg;
-	uint64_t waited = me->wait_cycles;
-	me->t_begin = tsc();
-	run_ops(current, me, 0);
-	me->t_end = tsc();
-	me->busy += me->t_end - me->t_begin - (me->wait_cycles - waited);
-	return NULL;
+	uint32_t ran = 0, go;
+	me->tid = (pid_t)syscall(SYS_gettid);
+	me->has_mask = !sched_getaffinity(0, sizeof(me->mask), &me->mask);
+	atomic_fetch_add(&current->nparked, 1);
+	for (;;) {
+		while ((go = atomic_load_explicit(&me->go, memory_order_acquire)) == ran)
+			futex(&me->go, FUTEX_WAIT_PRIVATE, ran);
+		if (go == GO_QUIT)
+			return NULL;
+		uint32_t st = ST_WAKING;
+		if (!atomic_compare_exchange_strong(&me->startst, &st, ST_RUNNING)) {
+			/* lent its releaser's CPU: once that is done, its own
+			 * affinity again (it stays on that CPU until the kernel
+			 * moves it) */
+			while (atomic_load(&me->startst) != ST_LENT)
+				sched_yield();
+			sched_setaffinity(0, sizeof(me->mask), &me->mask);
+		}
+		thread_run(current, me);
+		ran = go;
+		atomic_store_explicit(&me->fin, go, memory_order_release);
+		futex(&me->fin, FUTEX_WAKE_PRIVATE, 1);
+	}
+}
+
+/* Creates threads 1.. parked; 0 on success, else the error number (the
+ * ones created are in g->nstarted: stop_workers ends them). */
+static int start_workers(struct engine *g)
+{
+	for (uint32_t i = 1; i < g->w->nthreads; i++) {
+		int err = pthread_create(&g->t[i].pt, NULL, worker_main, &g->t[i]);
+		if (err)
+			return err;
+		g->nstarted = i;
+	}
+	/* parked, with their tid and affinity known (release uses them) */
+	struct timespec ts = {0, 100000};
+	while (atomic_load(&g->nparked) < g->nstarted)
+		nanosleep(&ts, NULL);
+	return 0;
+}
+
+/* Until every thread 1.. has finished run g->gen. */
+static void await_workers(struct engine *g)
+{
+	for (uint32_t i = 1; i <= g->nstarted; i++) {
+		struct rthread *t = &g->t[i];
+		uint32_t f;
+		while ((f = atomic_load_explicit(&t->fin, memory_order_acquire)) != g->gen)
+			futex(&t->fin, FUTEX_WAIT_PRIVATE, f);
+	}
+}
+
+static void stop_workers(struct engine *g)
+{
+	for (uint32_t i = 1; i <= g->nstarted; i++) {
+		atomic_store(&g->t[i].go, GO_QUIT);
+		futex(&g->t[i].go, FUTEX_WAKE_PRIVATE, 1);
+	}
+	for (uint32_t i = 1; i <= g->nstarted; i++)
+		pthread_join(g->t[i].pt, NULL);
+	g->nstarted = 0;
 }
 
 /* --threads-as-one: every thread's ops in this thread, each thread as far
@@ -955,15 +1087,24 @@ int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *c
 	sp.interval_ns = cfg->rss_interval_ns ? cfg->rss_interval_ns : 10000000;
 	sp.fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
 	current = &g;
+	if (!cfg->threads_as_one) {
+		/* before the start readings: their stacks are in Max RSS's start */
+		int err = start_workers(&g);
+		if (err) {
+			ht_error("replay: cannot create thread %u of %u: %s", g.nstarted + 1,
+				 w->nthreads - 1, strerror(err));
+			goto out;
+		}
+	}
 
 	struct rusage ru0, ru1;
 	getrusage(RUSAGE_SELF, &ru0);
 	res->maxrss_start_kb = (uint64_t)ru0.ru_maxrss;
 	res->rss_start_kb = sp.fd >= 0 ? read_rss_kb(&sp) : 0;
-	uint64_t ns0 = now_ns();
-	sp.t0 = ns0;
+	sp.t0 = now_ns();
 	if (sp.fd >= 0 && sp.s && pthread_create(&spt, NULL, sampler_main, &sp) == 0)
 		sampling = 1;
+	uint64_t ns0 = now_ns();
 	uint64_t c0 = tsc();
 	int repeat = cfg->repeat > 0 ? cfg->repeat : 1;
 	for (int rep = 0; rep < repeat; rep++) {
@@ -971,16 +1112,26 @@ int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *c
 			release_leftovers(&g);
 			reset_threads(&g);
 		}
+		g.gen = (uint32_t)rep + 1;
 		if (cfg->threads_as_one) {
 			run_serial(&g);
 		} else {
-			thread_main(&g.t[0]);
-			for (uint32_t i = 1; i < w->nthreads; i++)
-				pthread_join(g.t[i].pt, NULL);
+			thread_run(&g, &g.t[0]);
+			await_workers(&g);
 		}
 	}
+	/* the end: the last op's end, read by the thread that made it (not
+	 * when this thread learns of it) */
 	uint64_t c1 = tsc();
 	uint64_t ns1 = now_ns();
+	if (!cfg->threads_as_one) {
+		const struct rthread *last = &g.t[0];
+		for (uint32_t i = 1; i < w->nthreads; i++)
+			if (g.t[i].t_end > last->t_end)
+				last = &g.t[i];
+		c1 = last->t_end;
+		ns1 = last->ns_end;
+	}
 	getrusage(RUSAGE_SELF, &ru1);
 	if (sampling) {
 		atomic_store(&sp.stop, 1);
@@ -1021,11 +1172,13 @@ int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *c
 		res->waits += g.t[i].waits;
 		res->waits_blocked += g.t[i].waits_blocked;
 		res->wait_cycles += g.t[i].wait_cycles;
+		res->spawn_wait_cycles += g.t[i].spawn_wait_cycles;
 		res->busy_cycles += g.t[i].busy;
 		res->trims += g.t[i].trims;
 		res->slot_errors += g.t[i].slot_errors;
 	}
 	res->ops = w->nops * (uint64_t)repeat;
+	res->spawn_lends = atomic_load(&g.lends);
 	if (sampling && sp.n) {
 		*rss = malloc(sp.n * sizeof(**rss));
 		if (*rss) {
@@ -1039,6 +1192,7 @@ int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *c
 	release_leftovers(&g);
 	ret = 0;
 out:
+	stop_workers(&g);
 	if (sp.fd >= 0)
 		close(sp.fd);
 	if (sp.s)

@@ -308,6 +308,8 @@ void ht_replay__print_json(FILE *f, const struct ht_replay_result *res,
 	ht_json__u64(&j, "waits", res->waits);
 	ht_json__u64(&j, "waits_blocked", res->waits_blocked);
 	ht_json__u64(&j, "wait_cycles", res->wait_cycles);
+	ht_json__u64(&j, "spawn_wait_cycles", res->spawn_wait_cycles);
+	ht_json__u64(&j, "spawn_lends", res->spawn_lends);
 	ht_json__u64(&j, "busy_cycles", res->busy_cycles);
 	ht_json__double(&j, "bookkeeping_ns_per_op", bookkeeping_ns(res));
 	ht_json__u64(&j, "trim_calls", res->trims);

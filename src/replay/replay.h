@@ -33,7 +33,10 @@ struct ht_replay_result {
 	uint64_t waits;                    /* waits run */
 	uint64_t waits_blocked;            /* of which found the other thread behind */
 	uint64_t wait_cycles;              /* cycles spent blocked in them */
-	uint64_t busy_cycles;              /* cycles the threads spent running ops, summed */
+	uint64_t spawn_wait_cycles;        /* cycles SPAWNs waited for their thread to run */
+	uint64_t spawn_lends;              /* SPAWNs that lent their CPU to their thread */
+	uint64_t busy_cycles;              /* cycles the threads spent running ops, summed
+					    * (waits and spawn waits excluded) */
 	uint64_t trims;                    /* malloc_trim calls from --trim-interval */
 	uint64_t slot_errors;              /* an empty slot freed or a live one overwritten:
 					    * a block the replay lost track of (0 unless

@@ -167,6 +167,26 @@ def test_replay_prodcons(t):
     check_replay(t, s, j1, "replay --threads-as-one")
     j3 = replay(t, wl, ["--repeat", "3", "--touch", "all"])
     check_replay(t, s, j3, "replay --repeat 3", times=3)
+    check_spans(t, j, 3, "replay")
+    check_spans(t, j1, 0, "replay --threads-as-one")
+    check_spans(t, j3, 9, "replay --repeat 3")
+
+
+def check_spans(t, j, spawns, what):
+    """The run's span (cycles) ends at the last op of the thread that ends
+    last, read by that thread: every thread's time from its first op to its
+    last (busy, blocked in waits and in SPAWNs) fits in it, once per thread.
+    The workers are created before the run and released by their SPAWN ops
+    (each lent its releaser's CPU at most once), none with --threads-as-one."""
+    with t.soft():
+        spent = j["busy_cycles"] + j["wait_cycles"] + j["spawn_wait_cycles"]
+        check(spent <= j["cycles"] * (j["threads"] if spawns else 1),
+              "%s: the threads' time %d exceeds the run's %d cycles x %d threads"
+              % (what, spent, j["cycles"], j["threads"]))
+        check(0 <= j["spawn_lends"] <= spawns,
+              "%s: %d threads lent a CPU for %d spawns" % (what, j["spawn_lends"], spawns))
+        if not spawns:
+            eq(j["spawn_wait_cycles"], 0, "%s: spawn_wait_cycles" % what)
 
 
 @case(timeout=180, labels=("analyzers",))
