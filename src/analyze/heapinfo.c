@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyze/keyindex.h"
 #include "analyze/pass.h"
 #include "common/json.h"
 #include "common/util.h"
@@ -131,13 +132,6 @@ struct cell {
 	uint64_t n;
 };
 
-/* An open-addressing index: slots hold an array index + 1, keyed by a
- * 64-bit key of the element (a tid, a heap's base). */
-struct idx {
-	uint32_t *slot; /* cap entries, 0 = empty */
-	size_t cap;     /* power of two */
-};
-
 struct ht_heapinfo {
 	uint64_t from, to;    /* window */
 	int seeded;           /* peaks started at the window */
@@ -153,11 +147,11 @@ struct ht_heapinfo {
 	size_t narenas, caparenas;
 	struct heap *heaps;
 	size_t nheaps, capheaps;
-	struct idx heap_idx;  /* base -> heap */
+	struct ht_keyindex heap_idx;  /* base -> heap */
 	size_t last_heap;     /* index + 1 of the last heap found, 0 none (heaps are only added) */
 	struct thr *thrs;
 	size_t nthrs, capthrs;
-	struct idx thr_idx;   /* tid -> thread */
+	struct ht_keyindex thr_idx;  /* tid -> thread */
 
 	/* thresholds */
 	uint64_t mmap_thr, trim_thr;
@@ -201,21 +195,12 @@ struct ht_heapinfo {
 	struct dist *worst_dist[WORST_JSON];
 };
 
-static void *xrealloc(void *p, size_t n)
-{
-	void *q = realloc(p, n ? n : 1);
-	if (!q) {
-		fprintf(stderr, "heaptrail: out of memory\n");
-		exit(HT_EXIT_DATA);
-	}
-	return q;
-}
-
+/* calloc, or the end of the command with ht_xrealloc()'s error. */
 static void *xcalloc(size_t n, size_t s)
 {
 	void *q = calloc(n ? n : 1, s);
 	if (!q) {
-		fprintf(stderr, "heaptrail: out of memory\n");
+		ht_error("out of memory");
 		exit(HT_EXIT_DATA);
 	}
 	return q;
@@ -225,17 +210,9 @@ static void *xcalloc(size_t n, size_t s)
 	do {                                                                            \
 		if ((n) >= (cap)) {                                                     \
 			(cap) = (cap) ? (cap) * 2 : 16;                                 \
-			(arr) = xrealloc((arr), (cap) * sizeof(*(arr)));               \
+			(arr) = ht_xrealloc((arr), (cap) * sizeof(*(arr)));               \
 		}                                                                       \
 	} while (0)
-
-static uint64_t hash64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	return x;
-}
 
 /* ---- time series ------------------------------------------------------- */
 
@@ -256,8 +233,8 @@ static void series_add(struct series *s, uint64_t t, uint64_t v)
 	}
 	if (s->n >= s->cap) {
 		s->cap = s->cap ? s->cap * 2 : 64;
-		s->t = xrealloc(s->t, s->cap * sizeof(*s->t));
-		s->v = xrealloc(s->v, s->cap * sizeof(*s->v));
+		s->t = ht_xrealloc(s->t, s->cap * sizeof(*s->t));
+		s->v = ht_xrealloc(s->v, s->cap * sizeof(*s->v));
 	}
 	s->t[s->n] = t;
 	s->v[s->n] = v;
@@ -275,35 +252,6 @@ static void series_end(struct series *s, uint64_t t, uint64_t v)
 }
 
 /* ---- lookups ------------------------------------------------------------ */
-
-/* Makes room for n + 1 entries, rehashing key(arr, i) for the n there. */
-static void idx_reserve(struct idx *x, size_t n, const void *arr,
-			uint64_t (*key)(const void *arr, size_t i))
-{
-	if ((n + 1) * 2 < x->cap)
-		return;
-	size_t cap = x->cap ? x->cap * 2 : 64;
-	uint32_t *t = xcalloc(cap, sizeof(*t));
-	for (size_t i = 0; i < n; i++) {
-		size_t k = hash64(key(arr, i)) & (cap - 1);
-		while (t[k])
-			k = (k + 1) & (cap - 1);
-		t[k] = (uint32_t)i + 1;
-	}
-	free(x->slot);
-	x->slot = t;
-	x->cap = cap;
-}
-
-/* The slot of k: its element's index + 1, or an empty slot to put it in. */
-static size_t idx_find(const struct idx *x, uint64_t k, const void *arr,
-		       uint64_t (*key)(const void *arr, size_t i))
-{
-	size_t i = hash64(k) & (x->cap - 1);
-	while (x->slot[i] && key(arr, x->slot[i] - 1) != k)
-		i = (i + 1) & (x->cap - 1);
-	return i;
-}
 
 static uint64_t thr_key(const void *arr, size_t i)
 {
@@ -329,8 +277,8 @@ static inline struct thr *thread_of(struct ht_heapinfo *h, uint32_t ix, uint32_t
 
 static struct thr *thread_lookup(struct ht_heapinfo *h, uint32_t tid)
 {
-	idx_reserve(&h->thr_idx, h->nthrs, h->thrs, thr_key);
-	size_t k = idx_find(&h->thr_idx, tid, h->thrs, thr_key);
+	ht_keyindex__reserve(&h->thr_idx, h->nthrs, h->thrs, thr_key);
+	size_t k = ht_keyindex__find(&h->thr_idx, tid, h->thrs, thr_key);
 	if (h->thr_idx.slot[k])
 		return &h->thrs[h->thr_idx.slot[k] - 1];
 	GROW(h->thrs, h->nthrs, h->capthrs);
@@ -347,7 +295,7 @@ static struct heap *heap_lookup(struct ht_heapinfo *h, uint64_t base)
 {
 	if (!h->heap_idx.cap)
 		return NULL;
-	size_t k = idx_find(&h->heap_idx, base, h->heaps, heap_key);
+	size_t k = ht_keyindex__find(&h->heap_idx, base, h->heaps, heap_key);
 	if (!h->heap_idx.slot[k])
 		return NULL;
 	h->last_heap = h->heap_idx.slot[k];
@@ -364,7 +312,7 @@ static inline struct heap *heap_find(struct ht_heapinfo *h, uint64_t base)
 static struct heap *heap_add(struct ht_heapinfo *h, uint64_t base, int arena, int first,
 			     uint64_t now)
 {
-	idx_reserve(&h->heap_idx, h->nheaps, h->heaps, heap_key);
+	ht_keyindex__reserve(&h->heap_idx, h->nheaps, h->heaps, heap_key);
 	GROW(h->heaps, h->nheaps, h->capheaps);
 	struct heap *hp = &h->heaps[h->nheaps++];
 	memset(hp, 0, sizeof(*hp));
@@ -373,7 +321,7 @@ static struct heap *heap_add(struct ht_heapinfo *h, uint64_t base, int arena, in
 	hp->first = first;
 	hp->min_off = UINT64_MAX;
 	hp->first_ns = now;
-	h->heap_idx.slot[idx_find(&h->heap_idx, base, h->heaps, heap_key)] = (uint32_t)h->nheaps;
+	h->heap_idx.slot[ht_keyindex__find(&h->heap_idx, base, h->heaps, heap_key)] = (uint32_t)h->nheaps;
 	h->arenas[arena].nheaps++;
 	return hp;
 }
@@ -513,7 +461,7 @@ static void cell_add(struct ht_heapinfo *h, uint64_t key)
 		for (size_t i = 0; i < h->capcells; i++) {
 			if (!h->cells[i].key)
 				continue;
-			size_t k = hash64(h->cells[i].key) & (cap - 1);
+			size_t k = ht_livemap__hash(h->cells[i].key, cap - 1);
 			while (c[k].key)
 				k = (k + 1) & (cap - 1);
 			c[k] = h->cells[i];
@@ -522,7 +470,7 @@ static void cell_add(struct ht_heapinfo *h, uint64_t key)
 		h->cells = c;
 		h->capcells = cap;
 	}
-	size_t k = hash64(key) & (h->capcells - 1);
+	size_t k = ht_livemap__hash(key, h->capcells - 1);
 	for (; h->cells[k].key; k = (k + 1) & (h->capcells - 1))
 		if (h->cells[k].key == key) {
 			h->cells[k].n++;
@@ -671,8 +619,9 @@ static int new_heap_arena(struct ht_heapinfo *h, const struct ht_event *e, struc
 
 /* The block the event handed out (op->acquired); returns its arena, -1 if
  * glibc mmapped it or there is none. */
-static inline __attribute__((always_inline)) int acquire(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t,
-		   int old_arena, const struct ht_blockop *op)
+static inline __attribute__((always_inline)) int
+acquire(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t, int old_arena,
+	const struct ht_blockop *op)
 {
 	if (!op->acquired)
 		return -1;
@@ -765,8 +714,9 @@ static int block_arena(const struct ht_block *b)
 
 /* Releases the block at ptr (op->released: forgotten blocks were not
  * there for us); returns its arena (-1 mmapped or unknown) and size. */
-static inline __attribute__((always_inline)) int release(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t, uint64_t ptr,
-		   int is_free, uint64_t *size, const struct ht_blockop *op)
+static inline __attribute__((always_inline)) int
+release(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t, uint64_t ptr, int is_free,
+	uint64_t *size, const struct ht_blockop *op)
 {
 	const struct ht_block *bp = op->released;
 	*size = 0;

@@ -2,8 +2,8 @@
 #include "pass.h"
 
 #include <stdlib.h>
-#include <string.h>
 
+#include "analyze/keyindex.h"
 #include "common/util.h"
 
 struct ht_pass {
@@ -13,8 +13,8 @@ struct ht_pass {
 	struct ht_block replaced; /* op.replaced points here */
 	uint32_t last_tid;       /* tid of the latest event (op.thread is its index) */
 	uint32_t *tids;          /* index -> tid, nthreads of them */
-	uint32_t *tid_slots;     /* open addressing on tid: index + 1, 0 = empty */
-	size_t nthreads, capthreads, captid; /* used / allocated / slots */
+	size_t nthreads, capthreads; /* used / allocated */
+	struct ht_keyindex tid_idx; /* tid -> index */
 };
 
 struct ht_pass *ht_pass__new(void)
@@ -35,42 +35,28 @@ void ht_pass__delete(struct ht_pass *p)
 		return;
 	ht_livemap__free(&p->live);
 	free(p->tids);
-	free(p->tid_slots);
+	free(p->tid_idx.slot);
 	free(p);
 }
 
-static size_t tid_home(uint32_t tid, size_t cap)
+static uint64_t tid_key(const void *arr, size_t i)
 {
-	return (tid * 0x9E3779B1u) & (cap - 1);
+	return ((const uint32_t *)arr)[i];
 }
 
 /* The dense index of tid, given one if it is new. */
 static uint32_t thread_index(struct ht_pass *p, uint32_t tid)
 {
-	if ((p->nthreads + 1) * 2 > p->captid) {
-		size_t cap = p->captid ? p->captid * 2 : 64;
-		uint32_t *t = ht_xrealloc(NULL, cap * sizeof(*t));
-		memset(t, 0, cap * sizeof(*t));
-		for (size_t i = 0; i < p->nthreads; i++) {
-			size_t k = tid_home(p->tids[i], cap);
-			while (t[k])
-				k = (k + 1) & (cap - 1);
-			t[k] = (uint32_t)i + 1;
-		}
-		free(p->tid_slots);
-		p->tid_slots = t;
-		p->captid = cap;
-	}
-	size_t k = tid_home(tid, p->captid);
-	for (; p->tid_slots[k]; k = (k + 1) & (p->captid - 1))
-		if (p->tids[p->tid_slots[k] - 1] == tid)
-			return p->tid_slots[k] - 1;
+	ht_keyindex__reserve(&p->tid_idx, p->nthreads, p->tids, tid_key);
+	size_t k = ht_keyindex__find(&p->tid_idx, tid, p->tids, tid_key);
+	if (p->tid_idx.slot[k])
+		return p->tid_idx.slot[k] - 1;
 	if (p->nthreads == p->capthreads) {
 		p->capthreads = p->capthreads ? p->capthreads * 2 : 16;
 		p->tids = ht_xrealloc(p->tids, p->capthreads * sizeof(*p->tids));
 	}
 	p->tids[p->nthreads] = tid;
-	p->tid_slots[k] = (uint32_t)++p->nthreads;
+	p->tid_idx.slot[k] = (uint32_t)++p->nthreads;
 	return (uint32_t)p->nthreads - 1;
 }
 
@@ -90,7 +76,8 @@ static void forget_all(struct ht_pass *p)
 }
 
 /* e hands out the block at ptr of size bytes. */
-static inline void hand_out(struct ht_pass *p, const struct ht_event *e, uint64_t ptr, uint64_t size)
+static inline void hand_out(struct ht_pass *p, const struct ht_event *e, uint64_t ptr,
+			    uint64_t size)
 {
 	int added;
 	struct ht_block *b = ht_livemap__find_or_add(&p->live, ptr, &added);

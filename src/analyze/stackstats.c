@@ -79,7 +79,8 @@ static void snapshot(const struct ht_stackstats *s, struct ht_stackstat *st)
 	}
 }
 
-static inline __attribute__((always_inline)) void on_acquire(void *ctx, const struct ht_event *e, const struct ht_block *b)
+static inline __attribute__((always_inline)) void
+on_acquire(void *ctx, const struct ht_event *e, const struct ht_block *b)
 {
 	struct ht_stackstats *s = ctx;
 	uint64_t w = b->weight;
@@ -101,7 +102,8 @@ static inline __attribute__((always_inline)) void on_acquire(void *ctx, const st
 	}
 }
 
-static inline __attribute__((always_inline)) void on_release(void *ctx, const struct ht_event *e, const struct ht_block *b)
+static inline __attribute__((always_inline)) void
+on_release(void *ctx, const struct ht_event *e, const struct ht_block *b)
 {
 	struct ht_stackstats *s = ctx;
 	uint64_t w = b->weight;

@@ -68,7 +68,8 @@ struct ht_timeline {
 	int finished;              /* ht_timeline__finish done */
 };
 
-static inline __attribute__((always_inline)) void on_release(void *ctx, const struct ht_event *e, const struct ht_block *b)
+static inline __attribute__((always_inline)) void
+on_release(void *ctx, const struct ht_event *e, const struct ht_block *b)
 {
 	struct ht_timeline *tl = ctx;
 	(void)e;
@@ -82,7 +83,8 @@ static inline __attribute__((always_inline)) void on_release(void *ctx, const st
 	}
 }
 
-static inline __attribute__((always_inline)) void on_acquire(void *ctx, const struct ht_event *e, const struct ht_block *b)
+static inline __attribute__((always_inline)) void
+on_acquire(void *ctx, const struct ht_event *e, const struct ht_block *b)
 {
 	struct ht_timeline *tl = ctx;
 	uint64_t w = b->weight;

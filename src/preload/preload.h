@@ -37,8 +37,10 @@ struct ht_options {
 	long sample_bytes;     /* HEAPTRAIL_SAMPLE_BYTES: record allocations every ~N bytes, 0 = all */
 	int durations;         /* HEAPTRAIL_DURATIONS: time every malloc-API call */
 	int fast_path;         /* HEAPTRAIL_FAST_PATH: 0 = malloc/free always take the general record */
-	int slow_malloc;       /* stacks, sampling, durations, no fast path or no LZCNT: malloc leaves the fast path (derived) */
-	int slow_free;         /* sampling, durations, no fast path or no LZCNT: free leaves the fast path (derived) */
+	int slow_malloc;       /* malloc leaves the fast path: stacks, sampling, durations,
+				* HEAPTRAIL_FAST_PATH=0, no LZCNT or PREFETCHW (derived) */
+	int slow_free;         /* free leaves the fast path: sampling, durations,
+				* HEAPTRAIL_FAST_PATH=0, no LZCNT or PREFETCHW (derived) */
 };
 
 extern struct ht_options ht_opt;

@@ -254,10 +254,17 @@ static void live_del(struct model *m, size_t i)
 	}
 }
 
+/* The head head_find found last, if it is usable's. */
+HOT struct lifo_head *head_cached(const struct model *m, uint64_t usable)
+{
+	return m->head && m->head->usable == usable ? m->head : NULL;
+}
+
 HOT struct lifo_head *head_find(struct model *m, uint64_t usable)
 {
-	if (m->head && m->head->usable == usable)
-		return m->head;
+	struct lifo_head *c = head_cached(m, usable);
+	if (c)
+		return c;
 	size_t mask = ((size_t)1 << m->heads_lg) - 1;
 	for (size_t i = hash(usable, m->heads_lg);; i = (i + 1) & mask) {
 		if (!m->heads[i].used)
@@ -346,7 +353,9 @@ static int lifo_take_if(struct model *m, uint64_t usable, uint64_t addr)
  * down into a node. */
 HOT void lifo_push(struct model *m, uint64_t usable, uint64_t addr)
 {
-	struct lifo_head *h = m->head && m->head->usable == usable ? m->head : head_get(m, usable);
+	struct lifo_head *h = head_cached(m, usable);
+	if (!h)
+		h = head_get(m, usable);
 	if (!h)
 		return;
 	if (!h->addr) {
