@@ -53,6 +53,11 @@ struct ht_section_ref {
 				  * call is timed (a DURATION record before it) */
 #define HT_FILE_F_SAMPLE_EVERY 0x40 /* with SAMPLED: 1 in sample_every allocation
 				     * calls was traced (heaptrail attach --sample) */
+#define HT_FILE_F_ORDERED 0x80   /* every malloc-API event whose previous event on the
+				  * same address was recorded by another thread took
+				  * its own timestamp: merging the threads by
+				  * (timestamp, tid, seq) is exact, no causal holds
+				  * (docs/FORMAT.md, "Ordering guarantee") */
 
 struct ht_file_header {
 	char magic[8];            /* HT_MAGIC */
