@@ -314,6 +314,13 @@ int ht_tls__prepare(struct ht_tls *t, uint64_t *ts)
 	int fresh = t->state == 0;
 	t->guard++;
 	t->tid = sys_gettid();
+	if (fresh) {
+		ht_order__thread(t);
+		/* a thread the program made without pthread_create (clone) */
+		if (t->tid != (uint32_t)getpid() &&
+		    !atomic_load_explicit(&ht_multithreaded, memory_order_relaxed))
+			atomic_store(&ht_multithreaded, 1);
+	}
 	t->rec = ht_thread__get(t->tid);
 	t->guard--;
 	if (!t->rec)
@@ -452,6 +459,10 @@ static void record(int kind, int flags, uint64_t ts, const uint64_t *vals, const
 			t->guard--;
 			return;
 		}
+		/* a block handed out: the next event on it, in another thread,
+		 * takes the clock (order.c); this one is dated already */
+		if (kind < 32 && ht_kind_descs[kind].is_alloc && vals[ht_kind_descs[kind].result])
+			ht_order__note(t, vals[ht_kind_descs[kind].result]);
 		uint32_t stack = 0;
 		if (HT_UNLIKELY(ht_opt.stack_depth) && kind < 32 && ((1u << kind) & STACK_KINDS))
 			stack = ht_stack__capture(t);

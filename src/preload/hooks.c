@@ -176,6 +176,17 @@ static inline int ts_due(struct ht_tls *t, int flags)
 	return (--t->ts_left == 0) | (e != t->epoch) | (flags & HT_F_MMAPPED);
 }
 
+/* ts_due() for a malloc/free on p, which also takes the clock whenever the
+ * last event recorded on p was another thread's (order.c): what makes the
+ * merged order of the threads exact.  Notes the event in the order table,
+ * so it must be called once for every recorded malloc/free, before a free
+ * releases its block. */
+static inline int ts_due_on(struct ht_tls *t, int flags, const void *p)
+{
+	int other = HT_LIKELY(p != NULL) ? ht_order__note(t, (uintptr_t)p) : 0;
+	return ts_due(t, flags) | other;
+}
+
 /* The timestamp field of a sampled hot-path record: delta + 1 (0 = none). */
 static inline uint64_t ts_field(struct ht_tls *t, uint64_t ts)
 {
@@ -242,8 +253,10 @@ rec_malloc_with(struct ht_tls *t, size_t size, void *p, int stacked, int timed, 
 	uint64_t f0 = size;
 	uint64_t f1 = ht_zigzag((int64_t)((uintptr_t)p - t->last_ptr));
 	uint64_t f2 = ht_slack(p, size, usable, flags);
+	if (timed && p)
+		ht_order__note(t, (uintptr_t)p); /* dated anyway */
 	uint64_t f3 = timed ? ts_field(t, ts)
-		      : HT_UNLIKELY(ts_due(t, flags)) ? ts_field(t, ht_now()) : 0;
+		      : HT_UNLIKELY(ts_due_on(t, flags, p)) ? ts_field(t, ht_now()) : 0;
 	unsigned c0 = ht_len_bytes(f0), c1 = ht_len_bytes(f1), c2 = ht_len_bytes(f2),
 		 c3 = ht_len_bytes(f3);
 	uint32_t tag = c0 | c1 << 4 | c2 << 8 | c3 << 12;
@@ -291,7 +304,7 @@ static inline __attribute__((always_inline)) void rec_free_with(struct ht_tls *t
 		put_duration(t, dur);
 	uint64_t f0 = ht_zigzag((int64_t)((uintptr_t)p - t->last_ptr));
 	uint64_t f1 = timed ? ts_field(t, ts)
-		      : HT_UNLIKELY(ts_due(t, flags)) ? ts_field(t, ht_now_release()) : 0;
+		      : HT_UNLIKELY(ts_due_on(t, flags, p)) ? ts_field(t, ht_now_release()) : 0;
 	unsigned c0 = ht_len_bytes(f0), c1 = ht_len_bytes(f1);
 	uint8_t *o = t->pos;
 	o[0] = (uint8_t)(HT_EV_FREE | flags);
@@ -422,7 +435,8 @@ static __attribute__((noinline)) void *malloc_rec(size_t size, void *p)
 	uint64_t usable = 0;
 	if (HT_LIKELY(p != NULL))
 		flags = chunk_flags(p, &usable);
-	if (HT_UNLIKELY(o >= t->end || !p) || !ts_skip(t, flags)) {
+	if (HT_UNLIKELY(o >= t->end || !p) || !ts_skip(t, flags) ||
+	    HT_UNLIKELY(ht_order__other(t, (uintptr_t)p))) {
 		t->guard = 0;
 		return malloc_rec_cold(size, p);
 	}
@@ -468,6 +482,8 @@ static __attribute__((noinline)) void free_slow(struct ht_tls *t, void *p)
 	}
 	uint64_t usable;
 	int flags = p ? chunk_flags(p, &usable) : 0;
+	if (p) /* the next event on p may come as soon as it is released */
+		ht_order__note(t, (uintptr_t)p);
 	uint64_t t0 = ht_now_release();
 	__libc_free(p);
 	uint64_t t1 = ht_now();
@@ -506,7 +522,8 @@ HT_EXPORT void free(void *p)
 		uint64_t usable;
 		flags = chunk_flags(p, &usable);
 	}
-	if (HT_UNLIKELY(o >= t->end || !p) || !ts_skip(t, flags)) {
+	if (HT_UNLIKELY(o >= t->end || !p) || !ts_skip(t, flags) ||
+	    HT_UNLIKELY(ht_order__other(t, (uintptr_t)p))) {
 		t->guard = 0;
 		free_cold(p);
 		return;
@@ -577,6 +594,8 @@ HT_EXPORT void *realloc(void *old, size_t size)
 	struct ht_tls *t = &ht_tls;
 	if (!tracing(t))
 		return __libc_realloc(old, size);
+	if (old)
+		ht_order__forget((uintptr_t)old); /* released inside the call */
 	uint64_t t0 = ht_now_release();
 	void *p = __libc_realloc(old, size);
 	uint64_t ts = ht_now();
@@ -602,6 +621,8 @@ HT_EXPORT void *reallocarray(void *old, size_t n, size_t size)
 	struct ht_tls *t = &ht_tls;
 	if (!tracing(t))
 		return __libc_realloc(old, bytes);
+	if (old)
+		ht_order__forget((uintptr_t)old); /* released inside the call */
 	uint64_t t0 = ht_now_release();
 	void *p = __libc_realloc(old, bytes);
 	uint64_t ts = ht_now();

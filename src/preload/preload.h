@@ -14,6 +14,7 @@
 #include "../trace/format.h"
 
 #define HT_EXPORT __attribute__((visibility("default")))
+#define HT_HIDDEN __attribute__((visibility("hidden")))
 #define HT_LIKELY(x) __builtin_expect(!!(x), 1)
 #define HT_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
@@ -99,6 +100,7 @@ struct ht_tls {
 	struct ht_stacks *stacks; /* the thread's call-path tables (stacks.c), or NULL */
 	int64_t sample_left;    /* bytes until the next sampled allocation (sample.c) */
 	uint64_t rng;           /* the sampler's random state */
+	uint64_t oidx;          /* the thread's index in the order table's keys (order.c) */
 };
 
 extern __thread struct ht_tls ht_tls __attribute__((tls_model("initial-exec")));
@@ -213,6 +215,65 @@ static inline uint64_t ht_now_release(void)
 	}
 #endif
 	return ht_now();
+}
+
+/* ---- order.c: which thread recorded the last event on an address ------- */
+#define HT_ORDER_BITS 18      /* 2^18 slots of 8 bytes: 2 MiB, touched once threads exist */
+#define HT_ORDER_TID_BITS 39  /* the low bits of a key: the thread's index */
+#define HT_ORDER_TID_MASK ((1ull << HT_ORDER_TID_BITS) - 1)
+extern HT_HIDDEN _Atomic uint64_t ht_order_tab[1u << HT_ORDER_BITS];
+/* Gives a thread that starts recording its index (never 0). */
+void ht_order__thread(struct ht_tls *t);
+
+/* An address's slot and key.  The slot's index is the address's bits 4..21
+ * XORed with a hash of the bits above them, so that the key needs to hold
+ * only those high bits (25 of them: addresses below 2^47, which is all of
+ * user space with 4-level page tables) and 39 bits are left for the thread.
+ * Neighbouring blocks share a cache line of the table, as they share the
+ * heap's. */
+static inline _Atomic uint64_t *ht_order__slot(uint64_t p)
+{
+	uint64_t hi = p >> (4 + HT_ORDER_BITS);
+	uint64_t lo = (p >> 4) & ((1u << HT_ORDER_BITS) - 1);
+	return &ht_order_tab[lo ^ ((hi * 0x9E3779B97F4A7C15ull) >> (64 - HT_ORDER_BITS))];
+}
+
+static inline uint64_t ht_order__key(const struct ht_tls *t, uint64_t p)
+{
+	return (p >> (4 + HT_ORDER_BITS)) << HT_ORDER_TID_BITS | t->oidx;
+}
+
+/* Whether a recorded malloc/free on p needs to leave the fast path: a
+ * second thread exists and the last event recorded on p (in the table) is
+ * not this thread's. */
+static inline int ht_order__other(const struct ht_tls *t, uint64_t p)
+{
+	return atomic_load_explicit(&ht_multithreaded, memory_order_relaxed) &&
+	       atomic_load_explicit(ht_order__slot(p), memory_order_relaxed) !=
+		       ht_order__key(t, p);
+}
+
+/* Notes an event on p that is being recorded, before the call releases p
+ * or after the call handed p out.  Returns 1 if it must be dated: the last
+ * event recorded on p was another thread's, or is not known. */
+static inline int ht_order__note(const struct ht_tls *t, uint64_t p)
+{
+	if (!atomic_load_explicit(&ht_multithreaded, memory_order_relaxed))
+		return 0;
+	_Atomic uint64_t *s = ht_order__slot(p);
+	uint64_t k = ht_order__key(t, p);
+	if (atomic_load_explicit(s, memory_order_relaxed) == k)
+		return 0;
+	atomic_store_explicit(s, k, memory_order_relaxed);
+	return 1;
+}
+
+/* Forgets the last event on p: the next one, in any thread, is dated.  For
+ * a call that may release p before its record is written (realloc). */
+static inline void ht_order__forget(uint64_t p)
+{
+	if (atomic_load_explicit(&ht_multithreaded, memory_order_relaxed))
+		atomic_store_explicit(ht_order__slot(p), 0, memory_order_relaxed);
 }
 
 /* ---- writer.c: the background writer thread and the output file -------- */

@@ -327,7 +327,8 @@ static int write_header(void)
 	memcpy(h->magic, HT_MAGIC, 8);
 	h->version = HT_VERSION;
 	h->header_size = sizeof(*h);
-	h->flags = (ht_opt.use_tsc ? HT_FILE_F_TSC : 0) | (ht_opt.sample_bytes ? HT_FILE_F_SAMPLED : 0) |
+	h->flags = HT_FILE_F_ORDERED | (ht_opt.use_tsc ? HT_FILE_F_TSC : 0) |
+		   (ht_opt.sample_bytes ? HT_FILE_F_SAMPLED : 0) |
 		   (ht_opt.durations ? HT_FILE_F_DURATIONS : 0);
 	h->sample_bytes = (uint32_t)ht_opt.sample_bytes;
 	h->pid = (int32_t)syscall(SYS_getpid);
