@@ -27,7 +27,7 @@ WORKLOADS = [
     ("prodcons", ["prodcons", "3000"], {}, [], []),  # 3 threads, cross-thread frees and reallocs
     ("ring", ["ring", "4002"],         # one address passed around 3 threads: a wait per step
      {"GLIBC_TUNABLES": "glibc.malloc.tcache_count=0:glibc.malloc.arena_max=1"},
-     ["--timestamp-every=1"], []),
+     [], []),
     ("threads-mmap", ["threads", "4", "5000"], {}, [], ["--mmap"]),
     ("churn", ["churn", "40"], {}, [], []),          # 40 threads one after the other
 ]
