@@ -64,9 +64,8 @@ int ht_buf__pool_init(void)
 	size_t head = 4096; /* struct ht_shm, then the queue stub */
 	size_t thr = ((size_t)HT_THREAD_RECS * sizeof(struct ht_thread) + 4095) & ~(size_t)4095;
 	size_t bytes = head + thr + HT_WRITER_AREA + HT_INDEX_AREA + HT_POOL_BUFS * buf_bytes;
-	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-		       MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (p == MAP_FAILED)
+	void *p = ht_own_map(bytes, MAP_SHARED | MAP_NORESERVE);
+	if (!p)
 		return -1;
 	region = p;
 	region_bytes = bytes;
@@ -96,7 +95,7 @@ void ht_buf__pool_reset_after_fork(void)
 	if (!region)
 		return;
 	uint32_t e = atomic_load(ht_epoch_p);
-	munmap(region, region_bytes);
+	ht_own_unmap(region, region_bytes);
 	region = NULL;
 	shm = NULL;
 	atomic_store(&epoch_before_pool, e);

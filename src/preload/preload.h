@@ -9,7 +9,10 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include "../trace/format.h"
 
@@ -215,6 +218,23 @@ static inline uint64_t ht_now_release(void)
 	}
 #endif
 	return ht_now();
+}
+
+/* ---- the recorder's own memory ------------------------------------------ */
+/* Raw system calls, never the interposed mmap/munmap: the recorder's own
+ * tables and buffers are not the program's memory and must not show up in
+ * its trace (a thread's exit unmaps its stack tables while it still
+ * records).  flags: MAP_PRIVATE or MAP_SHARED, with MAP_NORESERVE if
+ * wanted (MAP_ANONYMOUS is added).  NULL on failure. */
+static inline void *ht_own_map(size_t bytes, int flags)
+{
+	long r = syscall(SYS_mmap, NULL, bytes, PROT_READ | PROT_WRITE, flags | MAP_ANONYMOUS, -1, 0);
+	return r < 0 && r > -4096 ? NULL : (void *)r;
+}
+
+static inline void ht_own_unmap(void *p, size_t bytes)
+{
+	syscall(SYS_munmap, p, bytes);
 }
 
 /* ---- order.c: which thread recorded the last event on an address ------- */

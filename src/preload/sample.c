@@ -2,55 +2,78 @@
  * recorded with probability 1 - exp(-size / N), the way heapprofd and
  * tcmalloc sample, by counting down an exponentially distributed number of
  * bytes per thread.  Its free (or the realloc that moves it) is recorded
- * too: sampled blocks are marked in a counting filter keyed by address, and
- * a free is recorded when its address is marked.  A collision can only add
- * the free of an unsampled block, which analyzers ignore (a free of a block
- * they never saw); it never loses the free of a sampled one.  Analyzers
- * weigh each sampled allocation by 1 / (1 - exp(-size / N)), which keeps
- * totals unbiased (docs/FORMAT.md, "Sampling"). */
+ * too: the addresses of the sampled blocks that are live are kept in a set,
+ * and a free is recorded when its address is in it.  The set is exact (it
+ * holds the addresses themselves), so no free of a sampled block is lost
+ * and none of an unsampled block is recorded: a sampled trace has no
+ * unknown frees.  Analyzers weigh each sampled allocation by
+ * 1 / (1 - exp(-size / N)), which keeps totals unbiased (docs/FORMAT.md,
+ * "Sampling"). */
 #include <math.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
 
 #include "preload.h"
 
-#define FILTER_BITS 20 /* counters in the filter: 1 MiB */
+/* The set: 2^16 buckets of 8 addresses, one cache line each (4 MiB of
+ * address space, touched as it fills).  An address goes in a free entry of
+ * its bucket with a compare-and-swap and leaves with a store of 0; two
+ * threads never work on the same address at once (a block is freed after
+ * it was allocated), and entries of other addresses are left alone. */
+#define SET_BUCKETS_LG 16
+#define SET_WAYS 8
 
-static _Atomic uint8_t *filter;
+static _Atomic uint64_t *set;
 
 int ht_sample__init(void)
 {
-	if (filter)
+	if (set)
 		return 0;
-	void *p = mmap(NULL, (size_t)1 << FILTER_BITS, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (p == MAP_FAILED)
+	void *p = ht_own_map(((size_t)SET_WAYS << SET_BUCKETS_LG) * sizeof(uint64_t),
+			     MAP_PRIVATE | MAP_NORESERVE);
+	if (!p)
 		return -1;
-	filter = p;
+	set = p;
 	return 0;
 }
 
-static _Atomic uint8_t *slot(uint64_t p)
+static _Atomic uint64_t *bucket(uint64_t p)
 {
-	return &filter[((p >> 4) * 0x9E3779B97F4A7C15ull) >> (64 - FILTER_BITS)];
+	return &set[(((p >> 4) * 0x9E3779B97F4A7C15ull) >> (64 - SET_BUCKETS_LG)) * SET_WAYS];
 }
 
-static void mark(uint64_t p)
+/* Puts p in the set; 0 if its bucket is full (8 sampled blocks live at
+ * addresses of one hash: then the allocation is not sampled). */
+static int mark(uint64_t p)
 {
-	_Atomic uint8_t *c = slot(p);
-	uint8_t v = atomic_load_explicit(c, memory_order_relaxed);
-	while (v < 255 && !atomic_compare_exchange_weak(c, &v, (uint8_t)(v + 1)))
-		;
+	_Atomic uint64_t *b = bucket(p);
+	for (int i = 0; i < SET_WAYS; i++) {
+		uint64_t z = 0;
+		if (atomic_load_explicit(&b[i], memory_order_relaxed) == 0 &&
+		    atomic_compare_exchange_strong(&b[i], &z, p))
+			return 1;
+	}
+	return 0;
 }
 
-/* 1 if p was marked (and unmarks it once). */
+/* The entry of p, or NULL. */
+static _Atomic uint64_t *find(uint64_t p)
+{
+	_Atomic uint64_t *b = bucket(p);
+	for (int i = 0; i < SET_WAYS; i++)
+		if (atomic_load_explicit(&b[i], memory_order_relaxed) == p)
+			return &b[i];
+	return NULL;
+}
+
+/* 1 if p was in the set (and takes it out). */
 static int unmark(uint64_t p)
 {
-	_Atomic uint8_t *c = slot(p);
-	uint8_t v = atomic_load_explicit(c, memory_order_relaxed);
-	while (v && v < 255 && !atomic_compare_exchange_weak(c, &v, (uint8_t)(v - 1)))
-		;
-	return v != 0; /* a saturated counter stays: frees of its addresses are all recorded */
+	_Atomic uint64_t *e = find(p);
+	if (!e)
+		return 0;
+	atomic_store_explicit(e, 0, memory_order_relaxed);
+	return 1;
 }
 
 /* Bytes until the thread's next sample: exponential with mean N. */
@@ -74,14 +97,12 @@ int ht_sample__alloc(struct ht_tls *t, uint64_t size, uint64_t p)
 	if (t->sample_left > 0)
 		return 0;
 	t->sample_left = next_interval(t);
-	if (p)
-		mark(p);
-	return 1;
+	return !p || mark(p);
 }
 
 int ht_sample__free(uint64_t p)
 {
-	return p && filter && unmark(p);
+	return p && set && unmark(p);
 }
 
 int ht_sample__realloc(struct ht_tls *t, uint64_t old, uint64_t size, uint64_t p)
@@ -97,6 +118,5 @@ int ht_sample__realloc(struct ht_tls *t, uint64_t old, uint64_t size, uint64_t p
 		return 1;
 	}
 	/* failed: old is still there; recorded if sampled */
-	_Atomic uint8_t *c = slot(old);
-	return atomic_load_explicit(c, memory_order_relaxed) != 0;
+	return set && find(old) != NULL;
 }

@@ -73,8 +73,7 @@ struct ht_stacks {
 
 static void *map(size_t bytes)
 {
-	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	return p == MAP_FAILED ? NULL : p;
+	return ht_own_map(bytes, MAP_PRIVATE);
 }
 
 static size_t mix(uint64_t h)
@@ -100,7 +99,7 @@ static int grow_nodes(struct ht_stacks *s)
 		t[k] = *n;
 	}
 	if (s->nodes)
-		munmap(s->nodes, ((size_t)1 << s->nodes_lg) * sizeof(*s->nodes));
+		ht_own_unmap(s->nodes, ((size_t)1 << s->nodes_lg) * sizeof(*s->nodes));
 	s->nodes = t;
 	s->nodes_lg = lg;
 	return 0;
@@ -122,7 +121,7 @@ static int grow_leaves(struct ht_stacks *s)
 		t[k] = s->leaves[i];
 	}
 	if (s->leaves)
-		munmap(s->leaves, ((size_t)1 << s->leaves_lg) * sizeof(*s->leaves));
+		ht_own_unmap(s->leaves, ((size_t)1 << s->leaves_lg) * sizeof(*s->leaves));
 	s->leaves = t;
 	s->leaves_lg = lg;
 	return 0;
@@ -515,7 +514,7 @@ static struct mod_list *modules_scan(const struct mod_list *prev, const struct m
 		dl_iterate_phdr(on_module, &sc);
 		if (!sc.full)
 			return l;
-		munmap(l, bytes); /* libraries were loaded meanwhile */
+		ht_own_unmap(l, bytes); /* libraries were loaded meanwhile */
 	}
 }
 
@@ -571,7 +570,7 @@ static void modules_own(struct ht_tls *t, struct ht_stacks *s)
 		return;
 	modules_announce(t, s->own, l);
 	if (s->own)
-		munmap(s->own, s->own->bytes);
+		ht_own_unmap(s->own, s->own->bytes);
 	s->own = l;
 }
 
@@ -809,9 +808,9 @@ static uint64_t hash_ips(const uint64_t *ips, int n)
 static void tables_free(struct ht_stacks *s)
 {
 	if (s->nodes)
-		munmap(s->nodes, ((size_t)1 << s->nodes_lg) * sizeof(*s->nodes));
+		ht_own_unmap(s->nodes, ((size_t)1 << s->nodes_lg) * sizeof(*s->nodes));
 	if (s->leaves)
-		munmap(s->leaves, ((size_t)1 << s->leaves_lg) * sizeof(*s->leaves));
+		ht_own_unmap(s->leaves, ((size_t)1 << s->leaves_lg) * sizeof(*s->leaves));
 	s->nodes = NULL;
 	s->leaves = NULL;
 	s->nodes_lg = s->leaves_lg = 0;
@@ -925,10 +924,10 @@ void ht_stack__thread_exit(struct ht_tls *t)
 	t->stacks = NULL;
 	tables_free(s);
 	if (s->own)
-		munmap(s->own, s->own->bytes);
+		ht_own_unmap(s->own, s->own->bytes);
 	if (s->walk)
-		munmap(s->walk, sizeof(*s->walk));
-	munmap(s, sizeof(*s));
+		ht_own_unmap(s->walk, sizeof(*s->walk));
+	ht_own_unmap(s, sizeof(*s));
 }
 
 /* In a fork child: its trace is new, so every node and module is new to it. */
