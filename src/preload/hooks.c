@@ -594,8 +594,11 @@ HT_EXPORT void *realloc(void *old, size_t size)
 	struct ht_tls *t = &ht_tls;
 	if (!tracing(t))
 		return __libc_realloc(old, size);
-	if (old)
+	if (old) {
 		ht_order__forget((uintptr_t)old); /* released inside the call */
+		if (HT_UNLIKELY(ht_opt.sample_bytes))
+			ht_sample__realloc_start(t, (uintptr_t)old);
+	}
 	uint64_t t0 = ht_now_release();
 	void *p = __libc_realloc(old, size);
 	uint64_t ts = ht_now();
@@ -621,8 +624,11 @@ HT_EXPORT void *reallocarray(void *old, size_t n, size_t size)
 	struct ht_tls *t = &ht_tls;
 	if (!tracing(t))
 		return __libc_realloc(old, bytes);
-	if (old)
+	if (old) {
 		ht_order__forget((uintptr_t)old); /* released inside the call */
+		if (HT_UNLIKELY(ht_opt.sample_bytes))
+			ht_sample__realloc_start(t, (uintptr_t)old);
+	}
 	uint64_t t0 = ht_now_release();
 	void *p = __libc_realloc(old, bytes);
 	uint64_t ts = ht_now();

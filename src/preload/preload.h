@@ -102,6 +102,7 @@ struct ht_tls {
 	uint32_t epoch;         /* ht_epoch when this thread last took the clock */
 	struct ht_stacks *stacks; /* the thread's call-path tables (stacks.c), or NULL */
 	int64_t sample_left;    /* bytes until the next sampled allocation (sample.c) */
+	int sample_old;         /* the block of the realloc under way was sampled (sample.c) */
 	uint64_t rng;           /* the sampler's random state */
 	uint64_t oidx;          /* the thread's index in the order table's keys (order.c) */
 };
@@ -159,7 +160,13 @@ int ht_sample__init(void);
 int ht_sample__alloc(struct ht_tls *t, uint64_t size, uint64_t p);
 /* Whether to record the free of p (it was sampled). */
 int ht_sample__free(uint64_t p);
-/* Whether to record realloc(old, size) that returned p. */
+/* Before realloc(old, ...) calls glibc, which may release old to other
+ * threads: takes old out of the sampled set and remembers whether it was
+ * in it.  The decision cannot wait for the call's end: by then another
+ * thread may have been handed old and sampled it. */
+void ht_sample__realloc_start(struct ht_tls *t, uint64_t old);
+/* Whether to record realloc(old, size) that returned p (after
+ * ht_sample__realloc_start). */
 int ht_sample__realloc(struct ht_tls *t, uint64_t old, uint64_t size, uint64_t p);
 
 /* ---- stacks.c: stacks for record --stacks ------------------------------- */

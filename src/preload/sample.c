@@ -105,18 +105,22 @@ int ht_sample__free(uint64_t p)
 	return p && set && unmark(p);
 }
 
+void ht_sample__realloc_start(struct ht_tls *t, uint64_t old)
+{
+	t->sample_old = old && set && unmark(old);
+}
+
 int ht_sample__realloc(struct ht_tls *t, uint64_t old, uint64_t size, uint64_t p)
 {
 	if (!old)
 		return ht_sample__alloc(t, size, p);
 	/* the allocation goes on: sampled if it was, whatever its new size */
-	if (p || !size) {
-		if (!ht_sample__free(old))
-			return 0;
-		if (p)
-			mark(p);
-		return 1;
-	}
-	/* failed: old is still there; recorded if sampled */
-	return set && find(old) != NULL;
+	if (!t->sample_old)
+		return 0;
+	t->sample_old = 0;
+	if (p)
+		mark(p);
+	else if (size)
+		mark(old); /* failed: old is still there, still sampled */
+	return 1;
 }
