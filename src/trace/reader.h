@@ -137,10 +137,11 @@ static inline int ht_event__acquire_now(const struct ht_event *e) { return e->pa
  * malloc/free events without a timestamp of their own in more than one
  * thread (an older recorder: the causal holds guess an order, and guess
  * wrong for blocks passed along three threads or more): every such event
- * is concerned; or (b) in the merged order an address is handed out while
- * still live, or (multi-threaded traces, until the first control event)
- * released or realloc'ed in place while not live: each such event is
- * concerned.  Not checked in sampled traces.  Counts so far; final once
+ * is concerned; or (b) in the merged order of a multi-threaded trace an
+ * address is handed out while still live, or (until the first control
+ * event other than sync) released or realloc'ed in place while not live:
+ * each such event is concerned.  (b) is not checked in sampled traces;
+ * one thread's order is exact.  Counts so far; final once
  * ht_reader__next_event has returned NULL. */
 struct ht_order_info {
 	int exact;                 /* no event concerned */
