@@ -526,7 +526,7 @@ int cmd_stats(int argc, char **argv)
 	struct stats_config cfg = {0};
 	const struct ht_option opts[] = {
 		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "print JSON (for scripts)"},
-		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no warning for traces not closed cleanly"},
+		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no warning for traces not closed cleanly or not in exact order"},
 		{0},
 	};
 	static const char usage_text[] =
