@@ -53,10 +53,11 @@ const char *ht_analyze__order_note(const struct ht_reader *r, char *buf, size_t 
 	}
 	/* in an older trace, addresses out of step are the guesses' doing */
 	const char *why = o.undated
-				  ? "recorded by an older heaptrail: record it again for an exact order"
-				  : "calls hidden from the tracer, or a recorder that missed an order";
-	snprintf(buf, len, "the order of %" PRIu64 " event%s across threads is not exact (%s); "
-			   "peaks, leaks and live bytes may be wrong",
+			      ? "recorded by an older heaptrail: record it again for an exact order"
+			      : "calls hidden from the tracer, or a recorder that missed an order";
+	snprintf(buf, len,
+		 "the order of %" PRIu64 " event%s across threads is not exact (%s); "
+		 "peaks, leaks and live bytes may be wrong",
 		 o.events_concerned, o.events_concerned == 1 ? "" : "s", why);
 	return buf;
 }
