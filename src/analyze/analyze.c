@@ -2,10 +2,12 @@
 #define _GNU_SOURCE
 #include "analyze.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json.h"
 #include "common/util.h"
 
 struct ht_reader *ht_analyze__open(const char *path)
@@ -40,12 +42,59 @@ int ht_analyze__next(struct ht_reader *r, struct ht_event *ev)
 	return 1;
 }
 
+const char *ht_analyze__order_note(const struct ht_reader *r, char *buf, size_t len)
+{
+	struct ht_order_info o;
+	ht_reader__order(r, &o);
+	if (o.exact) {
+		if (len)
+			buf[0] = 0;
+		return buf;
+	}
+	/* in an older trace, addresses out of step are the guesses' doing */
+	const char *why = o.undated
+			      ? "recorded by an older heaptrail: record it again for an exact order"
+			      : "calls hidden from the tracer, or a recorder that missed an order";
+	snprintf(buf, len,
+		 "the order of %" PRIu64 " event%s across threads is not exact (%s); "
+		 "peaks, leaks and live bytes may be wrong",
+		 o.events_concerned, o.events_concerned == 1 ? "" : "s", why);
+	return buf;
+}
+
+/* The readers whose order warning was said (a command reads a trace once,
+ * diff two, massif one twice: a few). */
+static const struct ht_reader *order_said[8];
+
+int ht_analyze__order_warning(const struct ht_reader *r, const char *path)
+{
+	char note[256];
+	if (!*ht_analyze__order_note(r, note, sizeof(note)))
+		return 1;
+	size_t i = 0;
+	for (; i < sizeof(order_said) / sizeof(order_said[0]) && order_said[i]; i++)
+		if (order_said[i] == r)
+			return 0;
+	if (i < sizeof(order_said) / sizeof(order_said[0]))
+		order_said[i] = r;
+	ht_warning("%s: %s", path, note);
+	return 0;
+}
+
+void ht_analyze__order_json(struct ht_json *j, const struct ht_order_info *o)
+{
+	ht_json__bool(j, "order_exact", o->exact);
+	ht_json__u64(j, "order_events_concerned", o->events_concerned);
+}
+
 int ht_analyze__finish(struct ht_reader *r, const char *path, int quiet_warnings)
 {
 	const char *w = ht_reader__warning(r);
 	const char *e = ht_reader__error(r);
 	if (w && !quiet_warnings)
 		ht_warning("%s: %s", path, w);
+	if (!quiet_warnings)
+		ht_analyze__order_warning(r, path);
 	if (e) {
 		ht_error("%s: %s (results above cover the events before it)", path, e);
 		return HT_EXIT_DATA;

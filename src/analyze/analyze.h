@@ -3,6 +3,8 @@
 #ifndef HEAPTRAIL_ANALYZE_ANALYZE_H
 #define HEAPTRAIL_ANALYZE_ANALYZE_H
 
+#include <stddef.h>
+
 #include "trace/reader.h"
 
 /* Opens path; on failure prints "heaptrail: error: <why>" and returns NULL
@@ -24,9 +26,25 @@ static inline const struct ht_event *ht_analyze__next_event(struct ht_reader *r)
 		ht_analyze__progress(r, 1);
 	return e;
 }
-/* After the last event: prints the reader's warning and error (naming the
- * file) on stderr; returns HT_EXIT_DATA if the trace had an error, else 0. */
+/* After the last event: prints the reader's warning, the order warning
+ * (ht_analyze__order_warning) and the error (naming the file) on stderr;
+ * quiet_warnings (-q) leaves out the first two.  Returns HT_EXIT_DATA if
+ * the trace had an error, else 0. */
 int ht_analyze__finish(struct ht_reader *r, const char *path, int quiet_warnings);
+
+/* Whether the reader delivered the events in their true order across
+ * threads (ht_reader__order).  When it did not: one line on stderr, once
+ * per reader, "heaptrail: warning: PATH: the order of N events across
+ * threads is not exact (...)".  Returns 1 if the order is exact. */
+int ht_analyze__order_warning(const struct ht_reader *r, const char *path);
+/* The same as JSON members of the object being written: order_exact
+ * (true/false) and order_events_concerned, from ht_reader__order or a
+ * trace info's order (complete once the reader reached the end). */
+struct ht_json;
+void ht_analyze__order_json(struct ht_json *j, const struct ht_order_info *o);
+/* The same as one sentence (no newline), "" when the order is exact:
+ * for notes in HTML or text reports. */
+const char *ht_analyze__order_note(const struct ht_reader *r, char *buf, size_t len);
 
 /* Parses a comma-separated list of kind names into a bitmask (bit = kind);
  * "alloc" expands to the malloc family.  Returns -1 naming the bad one. */

@@ -251,6 +251,7 @@ static int read_trace(struct ht_diff *d, const char *path, const struct ht_diff_
 		sd->mark = pt[s - first].mark;
 		sd->has_stacks = ht_reader__nnodes(r) > 0;
 		sd->sample_bytes = in->sample_bytes;
+		sd->order = in->order;
 	}
 	d->sym[ri] = ht_blocks__symbolizer(r, d->o.sysroot, d->o.debug_dir);
 	if (!d->sym[ri]) {
@@ -596,6 +597,7 @@ static void json_side(struct ht_json *j, const char *key, const struct ht_diff_s
 		ht_json__str(j, "mark", s->mark);
 	ht_json__bool(j, "stacks", s->has_stacks);
 	ht_json__u64(j, "sample_bytes", s->sample_bytes);
+	ht_analyze__order_json(j, &s->order);
 	json_vals(j, "total", &s->total);
 	if (normalize) {
 		ht_json__obj_begin(j, "scale");
@@ -611,6 +613,13 @@ void ht_diff__json(const struct ht_diff *d, struct ht_json *j, size_t top)
 	ht_json__obj_begin(j, NULL);
 	json_side(j, "before", &d->side[0], d->o.normalize);
 	json_side(j, "after", &d->side[1], 0);
+	/* both sides: the second of one trace was read with the first */
+	struct ht_order_info o = d->side[0].order;
+	if (d->side[1].path != d->side[0].path) {
+		o.exact = o.exact && d->side[1].order.exact;
+		o.events_concerned += d->side[1].order.events_concerned;
+	}
+	ht_analyze__order_json(j, &o);
 	ht_json__str(j, "by", d->o.by_function ? "function" : "stack");
 	ht_json__str(j, "sort", metric_desc[d->o.sort].name);
 	ht_json__bool(j, "normalized", d->o.normalize);

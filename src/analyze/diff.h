@@ -64,6 +64,7 @@ struct ht_diff_side {
 	const char *mark;          /* at this mark, or NULL */
 	int has_stacks;            /* recorded with --stacks */
 	uint64_t sample_bytes;     /* recorded with --sample-bytes, else 0 */
+	struct ht_order_info order; /* whether its trace was read in its exact order */
 	struct ht_diff_vals total; /* summed over every key, before --normalize */
 	double scale[4];           /* --normalize: the factors each field of the
 				    * before side was scaled by, in ht_diff_vals

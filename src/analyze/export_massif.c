@@ -178,8 +178,11 @@ int ht_export__massif(const struct ht_export_opts *o, FILE *f)
 	const struct ht_trace_info *in = ht_reader__info(m.r);
 	uint64_t end = now(&p1), n = o->snapshots > 1 ? o->snapshots : 2;
 	uint64_t stepsz = end / (n - 1), next = stepsz ? stepsz : UINT64_MAX;
-	fprintf(f, "desc: heaptrail export --format massif --time-unit %s%s (of %s)\n",
-		o->time_unit, unit == U_CALLS ? " (i: heap calls, not instructions)" : "", o->trace);
+	char note[256];
+	ht_analyze__order_note(r1, note, sizeof(note));
+	fprintf(f, "desc: heaptrail export --format massif --time-unit %s%s (of %s)%s%s\n",
+		o->time_unit, unit == U_CALLS ? " (i: heap calls, not instructions)" : "", o->trace,
+		*note ? "; " : "", note);
 	fprintf(f, "cmd: %s\ntime_unit: %s\n", in->cmdline && *in->cmdline ? in->cmdline : "?",
 		o->time_unit);
 	regular(&m, &p2); /* the empty heap at time 0 */

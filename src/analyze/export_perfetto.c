@@ -179,11 +179,7 @@ int ht_export__perfetto(const struct ht_export_opts *o, FILE *f)
 		ht_warning("--all-events writes one JSON object (about 150 bytes) per call%s%llu "
 			   "calls: the file is big and slow to open",
 			   in->events_hdr ? ": " : "", (unsigned long long)in->events_hdr);
-	fputs("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"trace\":", f);
-	ht_export__json_str(f, o->trace);
-	fputs(",\"command\":", f);
-	ht_export__json_str(f, in->cmdline ? in->cmdline : "");
-	fputs("},\"traceEvents\":[", f);
+	fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", f);
 	ht_series__add(&p.s_heap, 0, 0);
 	ht_series__add(&p.s_usable, 0, 0);
 	struct ht_block_cbs cbs = {on_release, on_acquire, &p};
@@ -222,7 +218,13 @@ int ht_export__perfetto(const struct ht_export_opts *o, FILE *f)
 	counter(&p, "live heap (usable bytes)", &p.s_usable);
 	if (nrss)
 		counter(&p, "RSS", &p.s_rss);
-	fputs("\n]}\n", f);
+	/* last: whether the order read is exact is known at the end */
+	fputs("\n],\"otherData\":{\"trace\":", f);
+	ht_export__json_str(f, o->trace);
+	fputs(",\"command\":", f);
+	ht_export__json_str(f, in->cmdline ? in->cmdline : "");
+	fprintf(f, ",\"order_exact\":%s,\"order_events_concerned\":%llu}}\n",
+		in->order.exact ? "true" : "false", (unsigned long long)in->order.events_concerned);
 cleanup:
 	ht_reader__close(r);
 	ht_livemap__free(&p.live);

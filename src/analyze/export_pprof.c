@@ -22,6 +22,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "analyze/analyze.h"
 #include "analyze/blocks.h"
 #include "analyze/stackstats.h"
 #include "common/util.h"
@@ -344,7 +345,11 @@ int ht_export__pprof(const struct ht_export_opts *o, FILE *f)
 	snprintf(comment, sizeof(comment), "heaptrail export of %s: %s (pid %d); in-use at %s",
 		 o->trace, in->cmdline ? in->cmdline : "", in->pid,
 		 o->at_peak ? "the peak of the heap" : "the end");
-	uint64_t comment_ix = str_of(&p, comment);
+	uint64_t comment_ix[2] = {str_of(&p, comment), 0};
+	char note[256];
+	size_t ncomments = *ht_analyze__order_note(r, note, sizeof(note)) ? 2 : 1;
+	if (ncomments == 2)
+		comment_ix[1] = str_of(&p, note);
 	uint64_t space = str_of(&p, "space"), bytes = str_of(&p, "bytes");
 	uint64_t inuse = str_of(&p, "inuse_space");
 	/* Profile: the repeated fields, then the scalars */
@@ -358,7 +363,7 @@ int ht_export__pprof(const struct ht_export_opts *o, FILE *f)
 	ht_pb__uint(&p.sub, 2, bytes, 0);
 	ht_pb__msg(&prof, 11, &p.sub);
 	ht_pb__uint(&prof, 12, in->sample_bytes ? in->sample_bytes : 1, 0);
-	ht_pb__packed(&prof, 13, &comment_ix, 1);
+	ht_pb__packed(&prof, 13, comment_ix, ncomments);
 	ht_pb__uint(&prof, 14, inuse, 0);
 	if (gzip_to(f, prof.buf, prof.len) < 0) {
 		ht_error("cannot compress the profile (zlib)");

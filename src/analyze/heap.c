@@ -93,6 +93,9 @@ int cmd_heap(int argc, char **argv)
 		ht_json__init(&j, stdout, 1);
 		ht_json__obj_begin(&j, NULL);
 		ht_json__str(&j, "trace", argv[0]);
+		struct ht_order_info order;
+		ht_reader__order(r, &order); /* (--to stops reading early) */
+		ht_analyze__order_json(&j, &order);
 		ht_heapinfo__json(h, &j);
 		ht_json__obj_end(&j);
 		ht_json__finish(&j);

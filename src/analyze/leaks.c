@@ -385,6 +385,9 @@ static int report(struct leaks *l, struct ht_reader *r, const struct leaks_confi
 		ht_json__i64(&j, "pid", in->pid);
 		ht_json__str(&j, "command", in->cmdline);
 		ht_json__u64(&j, "at_ns", l->end_ns);
+		struct ht_order_info order;
+		ht_reader__order(r, &order); /* (--at stops reading early) */
+		ht_analyze__order_json(&j, &order);
 		ht_json__u64(&j, "leaked_bytes", bytes);
 		ht_json__u64(&j, "leaked_blocks", blocks);
 		ht_json__u64(&j, "suppressed_bytes", sup_bytes);

@@ -122,7 +122,14 @@ static void section_summary(struct page *pg)
 		if (ht_kind_descs[k].is_alloc)
 			allocs += s->calls[k];
 	}
-	fputs("<section id=\"summary\"><h2>Summary</h2><div class=\"cards\">\n", f);
+	fputs("<section id=\"summary\"><h2>Summary</h2>\n", f);
+	char note[256];
+	if (*ht_analyze__order_note(pg->r, note, sizeof(note))) {
+		fputs("<p class=\"warn\" id=\"order-warning\">Warning: ", f);
+		ht_html__text(f, note);
+		fputs(" (docs/FORMAT.md, &ldquo;Ordering guarantee&rdquo;).</p>\n", f);
+	}
+	fputs("<div class=\"cards\">\n", f);
 	ht_html__card(f, "peak live heap", ht_fmt_bytes(b1, s->peak_bytes), "requested, at %s (%s usable)",
 		      ht_fmt_ns(b2, s->peak_time), ht_fmt_bytes((char[32]){0}, s->peak_usable));
 	ht_html__card(f, "live at exit", ht_fmt_bytes(b1, s->live_bytes), "in %llu blocks never freed",

@@ -324,6 +324,7 @@ void ht_stats__json(const struct ht_stats *s, struct ht_json *j, const struct ht
 	ht_json__u64(j, "timestamps_taken", s->ts_taken);
 	ht_json__u64(j, "dropped", in->dropped);
 	ht_json__u64(j, "threads", s->nthreads);
+	ht_analyze__order_json(j, &in->order);
 	ht_json__obj_begin(j, "calls");
 	for (size_t i = 0; i < NCALL_KINDS; i++)
 		ht_json__u64(j, ht_kind_name(call_kinds[i]), s->calls[call_kinds[i]]);
@@ -525,7 +526,7 @@ int cmd_stats(int argc, char **argv)
 	struct stats_config cfg = {0};
 	const struct ht_option opts[] = {
 		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "print JSON (for scripts)"},
-		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no warning for traces not closed cleanly"},
+		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no warning for traces not closed cleanly or not in exact order"},
 		{0},
 	};
 	static const char usage_text[] =

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyze/analyze.h"
 #include "analyze/blocks.h"
 #include "analyze/marks.h"
 #include "analyze/pass.h"
@@ -43,6 +44,8 @@ struct range {
 
 struct ht_timeline {
 	struct ht_timeline_opts o; /* as given, title resolved */
+	struct ht_order_info order; /* the reader's, at finish (has_order) */
+	int has_order;
 	struct bin *bins;          /* o.bins of them */
 	unsigned filled;           /* bins [0, filled) have their starting values */
 	uint64_t end_ns;           /* bins cover [o.from_ns, end_ns) */
@@ -361,6 +364,10 @@ void ht_timeline__finish(struct ht_timeline *tl, struct ht_reader *r)
 {
 	if (tl->finished)
 		return;
+	if (r) {
+		ht_reader__order(r, &tl->order);
+		tl->has_order = 1;
+	}
 	const uint64_t *t = NULL, *kb = NULL;
 	size_t n = r ? ht_reader__rss_samples(r, &t, &kb) : 0;
 	uint64_t *gaps = NULL, prev = 0;
@@ -508,6 +515,8 @@ void ht_timeline__json(const struct ht_timeline *tl, struct ht_json *j, const ch
 	ht_json__u64(j, "bin_ns", tl->width_ns);
 	ht_json__u64(j, "bins_count", tl->o.bins);
 	ht_json__u64(j, "events", tl->events);
+	if (tl->has_order)
+		ht_analyze__order_json(j, &tl->order);
 	ht_json__u64(j, "peak_live_bytes", tl->peak);
 	ht_json__u64(j, "peak_time_ns", tl->peak_ns);
 	ht_json__u64(j, "peak_live_usable_bytes", tl->peak_usable);

@@ -191,6 +191,7 @@ int cmd_top(int argc, char **argv)
 		ht_json__obj_begin(&j, NULL);
 		ht_json__str(&j, "trace", argv[0]);
 		ht_json__str(&j, "by", by_function ? "function" : "stack");
+		ht_analyze__order_json(&j, &in->order);
 	} else {
 		printf("%s (pid %d): the heap peaked at %s at %s\n", in->cmdline, in->pid,
 		       ht_fmt_bytes(b1, ss.peak_bytes), ht_fmt_ns(b2, ss.peak_time_ns));

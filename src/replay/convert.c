@@ -45,6 +45,7 @@ static void print_summary(const struct ht_convert_summary *c, const char *out, c
 		ht_json__u64(&j, "skipped_maps", c->skipped_maps);
 		ht_json__u64(&j, "failed_maps", c->failed_maps);
 		ht_json__u64(&j, "inversions", c->inversions);
+		ht_analyze__order_json(&j, &info->order);
 		ht_json__u64(&j, "source_pid", (uint64_t)info->pid);
 		ht_json__obj_end(&j);
 		ht_json__finish(&j);
@@ -120,15 +121,15 @@ int cmd_convert(int argc, char **argv)
 	}
 	if (!cfg.quiet)
 		print_summary(&sum, out, in, ht_reader__info(r), cfg.json);
-	if (sum.threads > 1 && (sum.inversions || sum.skipped_frees || sum.skipped_reallocs) &&
-	    !cfg.quiet)
-		ht_warning("%s: %" PRIu64 " frees or reallocs of addresses not live and %" PRIu64
-			   " addresses handed out while live: blocks from before the recording, or "
-			   "blocks passed along chains of three or more threads, which sampled "
-			   "timestamps cannot order; for an exact workload record with "
-			   "--timestamp-every=1 (docs/FORMAT.md, \"Ordering guarantee\")",
-			   in, sum.skipped_frees + sum.skipped_reallocs, sum.inversions);
 	ret = ht_analyze__finish(r, in, cfg.quiet);
+	/* after the reader's line on the order (ht_analyze__order_warning):
+	 * what it did to the workload */
+	if (!ht_reader__info(r)->order.exact && !cfg.quiet)
+		ht_warning("%s: the workload follows that order: %" PRIu64 " frees or reallocs of "
+			   "addresses not live skipped, %" PRIu64 " addresses handed out while live; "
+			   "for an exact workload record the program again with this heaptrail, or "
+			   "with --timestamp-every=1 (docs/FORMAT.md, \"Ordering guarantee\")",
+			   in, sum.skipped_frees + sum.skipped_reallocs, sum.inversions);
 cleanup:
 	ht_reader__close(r);
 	return ret;

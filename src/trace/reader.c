@@ -70,6 +70,8 @@ struct stream {
 	uint64_t held_on;       /* address whose release this stream waits for, 0 none */
 	int forced;             /* deliver the head event even if its address is live */
 	int has_split;          /* split is pending */
+	uint64_t undated;       /* malloc/free events delivered without a timestamp of
+				 * their own, counted where the order relies on them */
 	uint64_t dur;           /* a DURATION record for the next event, 0 none */
 	uint32_t *nodes;        /* this thread's stack node ids -> the reader's */
 	size_t nnodes, capnodes; /* ids defined (1..nnodes) / allocated */
@@ -111,7 +113,21 @@ struct ht_reader {
 	uint64_t done_bytes, total_bytes; /* progress */
 	char out_str[HT_MAX_STR + 1]; /* string of the last returned event */
 	struct ht_event out_ev;    /* the last returned event, when not in its batch */
-	int causal;                /* hold allocations of live addresses (format 2, >1 thread) */
+	int causal;                /* hold allocations of live addresses (format 2, >1 thread,
+				    * not HT_FILE_F_ORDERED) */
+	int track;                 /* keep the live set: causal holds or checks below */
+	int check;                 /* count an address handed out while live (>1 thread,
+				    * not sampled) */
+	int check_free;            /* count a release of an address not live (the same, until
+				    * the first control event) */
+	int ctl_state;             /* 0 before any control event, 1 recording, 2 paused */
+	int at_end;                /* ht_reader__next_event returned NULL */
+	uint64_t anomalies;        /* addresses out of step with the merged order */
+	uint64_t anomalies_pend;   /* the same while recording may have been off (before
+				    * the first control event, or paused): kept or dropped
+				    * by the next control event or the end */
+	uint64_t undated;          /* undated malloc/free events of the causal merge */
+	uint32_t undated_threads;  /* threads that have some */
 	int sampled;               /* allocations' weights: 0 all 1, 1 sample_every, 2 by size */
 	uint64_t *live;            /* open-addressing set of live block addresses */
 	uint64_t live_last;        /* the newest live address, kept out of live (the set is
@@ -1001,18 +1017,19 @@ HOT int live_has(struct ht_reader *r, uint64_t a)
 
 static void live_insert(struct ht_reader *r, uint64_t a);
 
-/* a (not 0) becomes live_last, unless the set holds it already; the
- * previous live_last goes into the table. */
-HOT void live_add(struct ht_reader *r, uint64_t a)
+/* a (not 0) becomes live_last, unless the set holds it already (returns
+ * 1); the previous live_last goes into the table. */
+HOT int live_add(struct ht_reader *r, uint64_t a)
 {
 	if (a == r->live_last)
-		return;
+		return 1;
 	if (r->live_n && !(a == r->probe_a && !r->live[r->probe_i]) && live_has(r, a))
-		return; /* (live_has probed the table: a is not live_last) */
+		return 1; /* (live_has probed the table: a is not live_last) */
 	r->probe_a = 0;
 	if (r->live_last)
 		live_insert(r, r->live_last);
 	r->live_last = a;
+	return 0;
 }
 
 /* Puts a, which the set does not hold, into the table. */
@@ -1046,20 +1063,21 @@ static void live_insert(struct ht_reader *r, uint64_t a)
 	r->live_n++;
 }
 
-/* Removes a; later entries of its probe run move back (no tombstones). */
-HOT void live_del(struct ht_reader *r, uint64_t a)
+/* Removes a; later entries of its probe run move back (no tombstones).
+ * Returns 0 if a was not live. */
+HOT int live_del(struct ht_reader *r, uint64_t a)
 {
 	if (a == r->live_last) {
 		r->live_last = 0;
-		return;
+		return 1;
 	}
 	if (!r->live_n)
-		return;
+		return 0;
 	size_t m = r->live_cap - 1, i = a == r->probe_a ? r->probe_i : live_slot(r, a);
 	r->probe_a = 0;
 	for (; r->live[i] != a; i = (i + 1) & m)
 		if (!r->live[i])
-			return;
+			return 0;
 	r->live[i] = 0;
 	r->live_n--;
 	for (size_t j = (i + 1) & m; r->live[j]; j = (j + 1) & m) {
@@ -1071,6 +1089,7 @@ HOT void live_del(struct ht_reader *r, uint64_t a)
 			i = j;
 		}
 	}
+	return 1;
 }
 
 /* The heap block an event hands out now, 0 if none.  A realloc that stays
@@ -1155,24 +1174,68 @@ HOT void event_blocks(const struct ht_event *e, uint64_t *rel, uint64_t *acq)
 	}
 }
 
-/* Keeps the live set in step with a delivered event e, which releases
- * rel and acquires acq (event_blocks). */
-HOT void track_live(struct ht_reader *r, const struct ht_event *e, uint64_t rel, uint64_t acq)
+/* An address out of step with the merged order: counted, or kept
+ * pending while recording may have been off (calls then went untraced). */
+static void anomaly(struct ht_reader *r)
 {
-	if (!rel && !acq && e->kind == HT_EV_CONTROL && e->nv && e->v[0] != HT_CTL_SYNC &&
-	    e->v[0] != HT_CTL_PAUSE) {
+	if (r->ctl_state == 1)
+		r->anomalies++;
+	else
+		r->anomalies_pend++;
+}
+
+/* A control event: recording starts, pauses or forgets (heaptrail_start,
+ * _stop, _pause, _resume, _reset).  Blocks allocated while it was off, or
+ * before, may be freed now: releases of addresses not live stop counting.
+ * What was counted while it may have been off (the calls other threads
+ * made between the switch and its control event, a recording started
+ * paused) is dropped when it comes back on. */
+static void track_control(struct ht_reader *r, uint64_t op)
+{
+	if (op == HT_CTL_SYNC)
+		return;
+	if (op != HT_CTL_PAUSE) {
 		/* frees were not recorded while paused or stopped */
 		r->live_n = 0;
 		r->live_last = 0;
 		r->probe_a = 0;
 		if (r->live)
 			memset(r->live, 0, r->live_cap * sizeof(*r->live));
+	}
+	r->check_free = 0;
+	if (op == HT_CTL_START || op == HT_CTL_RESUME) {
+		if (r->ctl_state != 1)
+			r->anomalies_pend = 0;
+		r->ctl_state = 1;
+	} else if (op == HT_CTL_PAUSE || op == HT_CTL_STOP || op == HT_CTL_RESET) {
+		if (r->ctl_state == 0) {
+			r->anomalies += r->anomalies_pend;
+			r->anomalies_pend = 0;
+			r->ctl_state = 1;
+		}
+		if (op != HT_CTL_RESET)
+			r->ctl_state = 2;
+	}
+}
+
+/* Keeps the live set in step with a delivered event e, which releases
+ * rel and acquires acq (event_blocks), and counts what is out of step:
+ * an address handed out while live, released while not live. */
+HOT void track_live(struct ht_reader *r, const struct ht_event *e, uint64_t rel, uint64_t acq)
+{
+	if (!rel && !acq) {
+		if (e->kind == HT_EV_CONTROL && e->nv)
+			track_control(r, e->v[0]);
+		else if (r->check_free && ht_event__old_ptr(e) && ht_event__acquire_now(e) &&
+			 ht_event__result_ptr(e) == ht_event__old_ptr(e) &&
+			 !live_has(r, ht_event__old_ptr(e)))
+			anomaly(r); /* realloc in place of a block not live */
 		return;
 	}
-	if (rel)
-		live_del(r, rel);
-	if (acq)
-		live_add(r, acq);
+	if (rel && !live_del(r, rel) && r->check_free)
+		anomaly(r);
+	if (acq && live_add(r, acq) && r->check)
+		anomaly(r);
 	/* wake the streams that wait for this address to change; each checks
 	 * again when it comes first */
 	for (size_t i = r->nheld; i-- > 0;)
@@ -1202,8 +1265,11 @@ const struct ht_event *ht_reader__next_event(struct ht_reader *r)
 	for (;;) {
 		if (r->nheld)
 			unhold_overdue(r);
-		if (!r->nheap)
+		if (!r->nheap) {
+			r->at_end = 1;
+			ht_reader__order(r, &r->info.order);
 			return NULL;
+		}
 		s = r->heap[0];
 		if (!r->causal)
 			break;
@@ -1247,8 +1313,16 @@ const struct ht_event *ht_reader__next_event(struct ht_reader *r)
 	/* (mostly the same thread goes on: its next event still comes first) */
 	if (s != r->run || s->ev->ts > r->run_ts)
 		reorder_top(r);
-	if (r->causal)
+	if (r->track) {
+		if (r->causal) {
+			if (!ev->ts_taken && !s->undated++)
+				r->undated_threads++;
+			r->undated += !ev->ts_taken;
+		} else {
+			event_blocks(ev, &rel, &acq);
+		}
 		track_live(r, ev, rel, acq);
+	}
 	return ev;
 }
 
@@ -1391,7 +1465,18 @@ struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "%s: out of memory", path);
 		goto fail;
 	}
-	r->causal = r->hdr.version >= 2 && r->nstreams > 1;
+	/* Traces with HT_FILE_F_ORDERED dated every event whose previous one on
+	 * its address was in another thread: (ts, tid, seq) is the order. */
+	r->causal = r->hdr.version >= 2 && r->nstreams > 1 && !(r->hdr.flags & HT_FILE_F_ORDERED);
+	/* The live set is kept where threads are merged: one thread's order is
+	 * its sequence numbers, and keeping the set would cost a single-threaded
+	 * trace with many live blocks a third more time in stats (measured:
+	 * 100000 live blocks, 20M events).  Calls hidden from the tracer there
+	 * show in the analyzers' own counts (stats: unknown_frees,
+	 * address_reuse_while_live). */
+	r->check = !(r->hdr.flags & HT_FILE_F_SAMPLED) && r->nstreams > 1;
+	r->check_free = r->check;
+	r->track = r->causal || r->check;
 	if ((r->hdr.flags & (HT_FILE_F_SAMPLED | HT_FILE_F_SAMPLE_EVERY)) ==
 	    (HT_FILE_F_SAMPLED | HT_FILE_F_SAMPLE_EVERY))
 		r->sampled = 1;
@@ -1457,6 +1542,21 @@ struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
 fail:
 	ht_reader__close(r);
 	return NULL;
+}
+
+void ht_reader__order(const struct ht_reader *r, struct ht_order_info *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->ordered = (r->hdr.flags & HT_FILE_F_ORDERED) != 0;
+	o->final = r->at_end;
+	o->undated = r->undated_threads > 1 ? r->undated : 0;
+	o->anomalies = r->anomalies;
+	/* pending ones stand unless a control event drops them: at the end,
+	 * those of a recording that ends paused go */
+	if (r->ctl_state == 0 || (r->ctl_state == 2 && !r->at_end))
+		o->anomalies += r->anomalies_pend;
+	o->events_concerned = o->undated + o->anomalies;
+	o->exact = o->events_concerned == 0;
 }
 
 size_t ht_reader__rss_samples(const struct ht_reader *r, const uint64_t **time_ns,

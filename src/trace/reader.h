@@ -7,10 +7,12 @@
  *
  * Causal order: malloc/free events without a timestamp of their own are
  * dated by their thread's previous one, which may put an allocation before
- * the free (in another thread) of the block it reuses.  The merge holds
- * such an allocation back until the free has been delivered, so that an
- * address is never handed out while it is still live (docs/FORMAT.md,
- * "Ordering").  On a truncated or
+ * the free (in another thread) of the block it reuses.  In traces without
+ * HT_FILE_F_ORDERED the merge holds such an allocation back until the free
+ * has been delivered, so that an address is never handed out while it is
+ * still live (docs/FORMAT.md, "Ordering guarantee"); traces with it need
+ * no holds.  ht_reader__order says whether the order delivered is exact.
+ * On a truncated or
  * corrupt file the reader yields every event it could decode, then
  * ht_reader__next() returns 0 and ht_reader__error() says what is wrong and
  * at which offset. */
@@ -130,6 +132,25 @@ static inline int ht_event__release_now(const struct ht_event *e)
 /* Hand out the result now: a whole event or an ACQUIRE part. */
 static inline int ht_event__acquire_now(const struct ht_event *e) { return e->part != 1; }
 
+/* Whether the order the reader delivers is the true one across threads.
+ * It is not when (a) a multi-threaded trace without HT_FILE_F_ORDERED has
+ * malloc/free events without a timestamp of their own in more than one
+ * thread (an older recorder: the causal holds guess an order, and guess
+ * wrong for blocks passed along three threads or more): every such event
+ * is concerned; or (b) in the merged order of a multi-threaded trace an
+ * address is handed out while still live, or (until the first control
+ * event other than sync) released or realloc'ed in place while not live:
+ * each such event is concerned.  (b) is not checked in sampled traces;
+ * one thread's order is exact.  Counts so far; final once
+ * ht_reader__next_event has returned NULL. */
+struct ht_order_info {
+	int exact;                 /* no event concerned */
+	int ordered;               /* the trace has HT_FILE_F_ORDERED */
+	int final;                 /* the reader reached the end */
+	uint64_t events_concerned; /* undated + anomalies */
+	uint64_t undated;          /* (a): undated malloc/free events, 0 unless (a) */
+	uint64_t anomalies;        /* (b): addresses out of step with the merged order */
+};
 struct ht_trace_info {
 	uint32_t version;      /* format version */
 	int32_t pid, ppid;     /* traced process and its parent */
@@ -151,6 +172,7 @@ struct ht_trace_info {
 	uint64_t start_brk;    /* where the heap begins */
 	uint64_t sample_bytes; /* record --sample-bytes (HT_FILE_F_SAMPLED in flags), else 0 */
 	uint32_t sample_every; /* attach --sample N (HT_FILE_F_SAMPLE_EVERY): 1 in N allocations, else 0 */
+	struct ht_order_info order; /* ht_reader__order, set once the reader reached the end */
 };
 
 /* How long a reader waits for a recorder's writer process that is still
@@ -181,6 +203,8 @@ const struct ht_event *ht_reader__next_event(struct ht_reader *r);
 const char *ht_reader__error(const struct ht_reader *r);
 /* Warnings that do not stop reading (not closed cleanly, ...), or NULL. */
 const char *ht_reader__warning(const struct ht_reader *r);
+
+void ht_reader__order(const struct ht_reader *r, struct ht_order_info *o);
 
 /* Progress: bytes of chunk payload consumed so far, of the total. */
 void ht_reader__progress(const struct ht_reader *r, uint64_t *done, uint64_t *total);

@@ -265,7 +265,7 @@ STATS_KEYS = [
     "live_bytes_at_exit", "live_blocks_at_exit", "live_usable_bytes_at_exit",
     "cross_thread_frees", "unknown_frees", "realloc", "mmap", "mmapped_chunks",
     "heap_break", "size_histogram", "lifetime_histogram", "per_thread", "marks",
-    "thread_starts", "thread_exits", "forks",
+    "thread_starts", "thread_exits", "forks", "order_exact", "order_events_concerned",
 ]
 SUBKEYS = {
     "realloc": ["calls", "moved", "in_place", "as_malloc", "as_free", "failed"],

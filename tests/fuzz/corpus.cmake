@@ -140,6 +140,7 @@ set(HT_FUZZ_CONVERT_TESTED
   ${PROJECT_SOURCE_DIR}/src/replay/workload.c
   ${PROJECT_SOURCE_DIR}/src/analyze/livemap.c
   ${PROJECT_SOURCE_DIR}/src/analyze/analyze.c
+  ${PROJECT_SOURCE_DIR}/src/common/json.c
   ${PROJECT_SOURCE_DIR}/src/common/util.c
   ${PROJECT_SOURCE_DIR}/src/trace/reader.c
   ${PROJECT_SOURCE_DIR}/src/trace/modmap.c
