@@ -25,6 +25,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -446,7 +447,7 @@ static void write_chunk(struct ht_chunk_header *c, const void *payload, size_t n
 	c->raw_size = (uint32_t)n;
 	const void *data = payload;
 	size_t len = n;
-	if (compress && ht_opt.zstd_level != 0 && zc) {
+	if (compress && zc) {
 		size_t bound = ZSTD_compressBound(n);
 		if (bound > zcap) {
 			z_free(NULL, zbuf);
@@ -480,8 +481,9 @@ static void note_tid(uint32_t tid)
 		w.tids[w.ntids++] = tid;
 }
 
-/* Writes what the owner has committed to b and not been written yet. */
-static void drain_buf(struct ht_buf *b)
+/* Writes what the owner has committed to b and not been written yet,
+ * compressed if compress (and a level is set). */
+static void drain_buf(struct ht_buf *b, int compress)
 {
 	uint64_t c = atomic_load_explicit(&b->commit, memory_order_acquire);
 	uint32_t bytes = (uint32_t)(c & HT_COMMIT_MASK);
@@ -495,7 +497,7 @@ static void drain_buf(struct ht_buf *b)
 	h.tid = b->tid;
 	h.first_seq = b->first_seq + b->taken_events;
 	h.nevents = nev - b->taken_events;
-	write_chunk(&h, b->data + b->taken, bytes - b->taken, 1);
+	write_chunk(&h, b->data + b->taken, bytes - b->taken, compress);
 	w.events += h.nevents;
 	note_tid(b->tid);
 	b->taken = bytes;
@@ -651,6 +653,88 @@ static void unfinalize(void)
 		fail("header");
 }
 
+/* Compression while recording.  The writer compresses each chunk (zstd at
+ * HEAPTRAIL_ZSTD_LEVEL, 1 by default) while it keeps up with the program,
+ * and writes raw what it cannot: when more than HT_BACKLOG_BYTES of full
+ * buffers wait, the oldest go out raw until the rest fits under it.  So
+ * the program never waits on compression: its buffers come back at the
+ * speed of a raw write, as before compression existed.  `heaptrail record`
+ * compresses the raw chunks left when the program has ended
+ * (ht_trace__finish).  Measured on bench/malloc_loop.c here: level 1 costs
+ * the writer ~15 ns an event for 1.65 bytes an event (raw: ~4); a
+ * one-thread loop makes an event every ~16 ns, so with a core of its own
+ * the writer keeps up, nearly; with two program threads on two cores it
+ * cannot, and does not take their CPU for long (bench/RESULTS.md). */
+#define HT_BACKLOG_BYTES (4u << 20)
+#define HT_POP_BATCH 256
+
+static struct ht_buf *popped[HT_POP_BATCH]; /* (rounds are one at a time: round_busy) */
+static int ncpus;                            /* CPUs the writer may run on */
+
+/* CPU time the traced process's threads have used (ns; the writer
+ * thread's own left out), 0 if unknown. */
+static uint64_t program_cpu_ns(void)
+{
+	clockid_t clk;
+	struct timespec ts;
+	if (clock_getcpuclockid((pid_t)w.hdr.pid, &clk) != 0 || clock_gettime(clk, &ts) != 0)
+		return 0;
+	uint64_t ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	if (!in_helper && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
+		ns -= (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return ns ? ns : 1;
+}
+
+/* Whether a CPU is free for compressing: over the last 10 ms or more, the
+ * program's threads used less than all CPUs but 0.9 of one.  Compressing
+ * when they use them all would take CPU from them (with two busy threads
+ * on two CPUs, it made the loop 1.5 times slower than writing raw); the
+ * writer writes raw then, which costs it little.  The program's CPU time
+ * is its CPU-time clock (clock_getcpuclockid, readable from the helper),
+ * so the load of other programs on the machine does not count: the
+ * writer compresses as long as the program leaves a CPU unused. */
+static int cpu_free(void)
+{
+	static int ok = 1;
+	static uint64_t cpu0, wall0;
+	if (ncpus <= 0)
+		return 1;
+	uint64_t now = ht_mono_ns();
+	if (wall0 && now - wall0 < 10000000u)
+		return ok;
+	uint64_t cpu = program_cpu_ns();
+	if (!cpu)
+		return 1;
+	if (wall0 && cpu >= cpu0) {
+		uint64_t dt = now - wall0, used = cpu - cpu0;
+		ok = (uint64_t)ncpus * dt >= used + dt / 10 * 9;
+	}
+	cpu0 = cpu;
+	wall0 = now;
+	return ok;
+}
+
+/* Writes the full buffers handed over, oldest first. */
+static void drain_queue(void)
+{
+	size_t limit = HT_BACKLOG_BYTES / (ht_opt.buffer_size ? ht_opt.buffer_size : 65536);
+	for (;;) {
+		size_t n = 0;
+		struct ht_buf *b;
+		while (n < HT_POP_BATCH && (b = ht_queue__pop()) != NULL)
+			popped[n++] = b;
+		if (!n)
+			return;
+		for (size_t i = 0; i < n; i++) {
+			/* buffers waiting, this one included (a full batch:
+			 * more are behind it) */
+			size_t waiting = n - i + (n == HT_POP_BATCH ? HT_POP_BATCH : 0);
+			drain_buf(popped[i], waiting <= limit && zc && cpu_free());
+			ht_buf__put(popped[i]);
+		}
+	}
+}
+
 static void do_round(uint32_t req)
 {
 	if (w.closed)
@@ -664,11 +748,7 @@ static void do_round(uint32_t req)
 		unfinalize();
 	if (w.fd >= 0 && !w.failed)
 		clock_chunk();
-	struct ht_buf *b;
-	while ((b = ht_queue__pop()) != NULL) {
-		drain_buf(b);
-		ht_buf__put(b);
-	}
+	drain_queue();
 	int check_dead = (w.rounds++ % 16) == 0 || (req & REQ_CLOSE);
 	for (struct ht_thread *r = ht_thread__first(); r; r = r->next) {
 		int st = atomic_load_explicit(&r->state, memory_order_acquire);
@@ -676,7 +756,7 @@ static void do_round(uint32_t req)
 			continue;
 		struct ht_buf *cur = atomic_load_explicit(&r->cur, memory_order_acquire);
 		if (cur)
-			drain_buf(cur);
+			drain_buf(cur, 1);
 		if (st == HT_THR_EXITED && !cur) {
 			atomic_store(&r->state, HT_THR_FREE);
 		} else if (st == HT_THR_LIVE && check_dead && !(req & REQ_CLOSE) &&
@@ -731,6 +811,9 @@ static void compressor_init(void)
 {
 	if (ht_opt.zstd_level == 0)
 		return;
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		ncpus = CPU_COUNT(&set);
 	ZSTD_customMem mem = {z_alloc, z_free, NULL};
 	zc = ZSTD_createCCtx_advanced(mem);
 	if (zc) {
