@@ -404,7 +404,7 @@ cleanup:
 
 /* ---- finishing: the raw chunks compressed, nothing else changed ---------- */
 
-#define FINISH_BATCH (32u << 20) /* payload bytes compressed at a time */
+#define FINISH_BATCH (8u << 20)  /* payload bytes compressed at a time */
 #define FINISH_MIN 256u          /* smaller raw chunks stay as they are */
 #define FINISH_THREADS 8         /* workers at most */
 
