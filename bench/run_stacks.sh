@@ -57,7 +57,7 @@ whole() {
 	t1=$(ms_now)
 	printf -v "$var" '%s %s' "${!var}" "$((t1 - t0))"
 }
-declare -A NS SIZE EV WHOLE
+declare -A NS SIZE CSIZE EV WHOLE
 for d in $DEPTHS; do
 	for ((r = 1; r <= REPS; r++)); do
 		w=
@@ -67,6 +67,8 @@ for d in $DEPTHS; do
 		NS[heaptrail,$d]+=" $(whole w "$HT" record -q --stacks -o "$out" -- "$WORK/stack_loop" "$d" "$PAIRS" >"$WORK/o"; ns_of <"$WORK/o"; echo "w$w" >"$WORK/w")"
 		WHOLE[heaptrail,$d]+=" $(sed 's/^w//' "$WORK/w")"
 		SIZE[heaptrail,$d]=$(stat -c %s "$out")
+		cp "$out" "$out.c" && "$HT" compact -q "$out.c" && CSIZE[heaptrail,$d]=$(stat -c %s "$out.c")
+		rm -f "$out.c"
 		EV[heaptrail,$d]=$("$HT" stats --json "$out" | sed -n 's/^  "events": \([0-9]*\),/\1/p')
 		if [[ -n $HK ]]; then
 			rm -f "$WORK"/hk-$d.*
@@ -80,8 +82,8 @@ done
 
 TABLE=$WORK/table
 {
-	echo "| depth | none ns/pair | heaptrail ns/pair | added | heaptrack ns/pair | added | heaptrack added / heaptrail added | none whole ms | heaptrail whole ms | added | heaptrack whole ms | added | heaptrail added / heaptrack added, whole (target <= 0.20) | heaptrail trace | heaptrack trace |"
-	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	echo "| depth | none ns/pair | heaptrail ns/pair | added | heaptrack ns/pair | added | heaptrack added / heaptrail added | none whole ms | heaptrail whole ms | added | heaptrack whole ms | added | heaptrail added / heaptrack added, whole (target <= 0.20) | heaptrail trace | after \`heaptrail compact\` | heaptrack trace |"
+	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	for d in $DEPTHS; do
 		n=$(echo "${NS[none,$d]}" | median)
 		h=$(echo "${NS[heaptrail,$d]}" | median)
@@ -103,7 +105,7 @@ TABLE=$WORK/table
 			wka=$(awk "BEGIN {printf \"%.0f\", $wk - $wn}")
 			wr=$(awk "BEGIN {r = ($wh - $wn) / ($wk - $wn); printf \"%.3f %s\", r, (r <= 0.2 ? \"PASS\" : \"FAIL\")}")
 		fi
-		echo "| $d | $n | $h | +$ha | $k | +$ka | $ratio | $wn | $wh | +$wha | $wk | +$wka | $wr | ${SIZE[heaptrail,$d]} B (${EV[heaptrail,$d]} events) | $ks |"
+		echo "| $d | $n | $h | +$ha | $k | +$ka | $ratio | $wn | $wh | +$wha | $wk | +$wka | $wr | ${SIZE[heaptrail,$d]} B (${EV[heaptrail,$d]} events) | ${CSIZE[heaptrail,$d]:-—} B | $ks |"
 	done
 } >"$TABLE"
 
@@ -141,7 +143,7 @@ if ((WRITE)); then
 		echo
 		echo "- command: \`REPS=$REPS PAIRS=$PAIRS DEPTHS=\"$DEPTHS\" bench/run_stacks.sh --write\`"
 		echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'), heaptrail at $rev, $($HK --version 2>/dev/null | head -n 1 || true)"
-		echo "- workload: bench/stack_loop.c, $PAIRS malloc/free pairs (sizes 16..4096) at the bottom of a call chain DEPTH frames deep (built with frame pointers; glibc's start-up frames without), two call paths; heaptrail \`record --stacks\` (depth 64, default unwinder) vs heaptrack (always full stacks); medians of $REPS runs; \"whole\" is the whole process from its start until it exits with the trace final (\`heaptrail record --stacks\` with its end step; heaptrack with its interpreter and compressor); traces as left on disk by default"
+		echo "- workload: bench/stack_loop.c, $PAIRS malloc/free pairs (sizes 16..4096) at the bottom of a call chain DEPTH frames deep (built with frame pointers; glibc's start-up frames without), two call paths; heaptrail \`record --stacks\` (depth 64, default unwinder) vs heaptrack (always full stacks); medians of $REPS runs; \"whole\" is the whole process from its start until it exits with the trace final (\`heaptrail record --stacks\` with its end step; heaptrack with its interpreter and compressor); traces as left on disk by default, and heaptrail's after \`heaptrail compact\` (not timed)"
 		echo
 		cat "$TABLE"
 		echo
