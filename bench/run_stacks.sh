@@ -46,17 +46,34 @@ $CC -O2 -g -fno-omit-frame-pointer -o "$WORK/stack_tree" "$HERE/stack_tree.c"
 ns_of() { sed -n 's/.*ns_per_pair=\([0-9.]*\).*/\1/p'; }
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
-declare -A NS SIZE EV
+ms_now() { local s=${EPOCHREALTIME/[.,]/}; echo "${s:0:-3}"; } # wall clock, ms
+# whole VAR CMD...: runs CMD, its output on stdout, and appends its whole
+# run time (ms, start to exit) to the variable VAR
+whole() {
+	local var=$1 t0 t1
+	shift
+	t0=$(ms_now)
+	"$@"
+	t1=$(ms_now)
+	printf -v "$var" '%s %s' "${!var}" "$((t1 - t0))"
+}
+declare -A NS SIZE CSIZE EV WHOLE
 for d in $DEPTHS; do
 	for ((r = 1; r <= REPS; r++)); do
-		NS[none,$d]+=" $("$WORK/stack_loop" "$d" "$PAIRS" | ns_of)"
+		w=
+		NS[none,$d]+=" $(whole w "$WORK/stack_loop" "$d" "$PAIRS" >"$WORK/o"; ns_of <"$WORK/o"; echo "w$w" >"$WORK/w")"
+		WHOLE[none,$d]+=" $(sed 's/^w//' "$WORK/w")"
 		out=$WORK/ht-$d.ht
-		NS[heaptrail,$d]+=" $("$HT" record -q --stacks -o "$out" -- "$WORK/stack_loop" "$d" "$PAIRS" | ns_of)"
+		NS[heaptrail,$d]+=" $(whole w "$HT" record -q --stacks -o "$out" -- "$WORK/stack_loop" "$d" "$PAIRS" >"$WORK/o"; ns_of <"$WORK/o"; echo "w$w" >"$WORK/w")"
+		WHOLE[heaptrail,$d]+=" $(sed 's/^w//' "$WORK/w")"
 		SIZE[heaptrail,$d]=$(stat -c %s "$out")
+		cp "$out" "$out.c" && "$HT" compact -q "$out.c" && CSIZE[heaptrail,$d]=$(stat -c %s "$out.c")
+		rm -f "$out.c"
 		EV[heaptrail,$d]=$("$HT" stats --json "$out" | sed -n 's/^  "events": \([0-9]*\),/\1/p')
 		if [[ -n $HK ]]; then
 			rm -f "$WORK"/hk-$d.*
-			NS[heaptrack,$d]+=" $("$HK" -o "$WORK/hk-$d" "$WORK/stack_loop" "$d" "$PAIRS" 2>/dev/null | ns_of)"
+			NS[heaptrack,$d]+=" $(whole w "$HK" -o "$WORK/hk-$d" "$WORK/stack_loop" "$d" "$PAIRS" 2>/dev/null >"$WORK/o"; ns_of <"$WORK/o"; echo "w$w" >"$WORK/w")"
+			WHOLE[heaptrack,$d]+=" $(sed 's/^w//' "$WORK/w")"
 			SIZE[heaptrack,$d]=$(stat -c %s "$WORK"/hk-$d.* | head -n 1)
 		fi
 		echo "run_stacks.sh: depth $d rep $r done" >&2
@@ -65,8 +82,8 @@ done
 
 TABLE=$WORK/table
 {
-	echo "| depth | none ns/pair | heaptrail ns/pair | added | heaptrack ns/pair | added | heaptrack added / heaptrail added | heaptrail trace | heaptrack trace |"
-	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	echo "| depth | none ns/pair | heaptrail ns/pair | added | heaptrack ns/pair | added | heaptrack added / heaptrail added | none whole ms | heaptrail whole ms | added | heaptrack whole ms | added | heaptrail added / heaptrack added, whole (target <= 0.20) | heaptrail trace | after \`heaptrail compact\` | heaptrack trace |"
+	echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	for d in $DEPTHS; do
 		n=$(echo "${NS[none,$d]}" | median)
 		h=$(echo "${NS[heaptrail,$d]}" | median)
@@ -79,7 +96,16 @@ TABLE=$WORK/table
 		else
 			k=—; ka=—; ratio=—; ks=—
 		fi
-		echo "| $d | $n | $h | +$ha | $k | +$ka | $ratio | ${SIZE[heaptrail,$d]} B (${EV[heaptrail,$d]} events) | $ks |"
+		wn=$(echo "${WHOLE[none,$d]}" | median)
+		wh=$(echo "${WHOLE[heaptrail,$d]}" | median)
+		wha=$(awk "BEGIN {printf \"%.0f\", $wh - $wn}")
+		wk=— wka=— wr=—
+		if [[ -n $HK ]]; then
+			wk=$(echo "${WHOLE[heaptrack,$d]}" | median)
+			wka=$(awk "BEGIN {printf \"%.0f\", $wk - $wn}")
+			wr=$(awk "BEGIN {r = ($wh - $wn) / ($wk - $wn); printf \"%.3f %s\", r, (r <= 0.2 ? \"PASS\" : \"FAIL\")}")
+		fi
+		echo "| $d | $n | $h | +$ha | $k | +$ka | $ratio | $wn | $wh | +$wha | $wk | +$wka | $wr | ${SIZE[heaptrail,$d]} B (${EV[heaptrail,$d]} events) | ${CSIZE[heaptrail,$d]:-—} B | $ks |"
 	done
 } >"$TABLE"
 
@@ -117,7 +143,7 @@ if ((WRITE)); then
 		echo
 		echo "- command: \`REPS=$REPS PAIRS=$PAIRS DEPTHS=\"$DEPTHS\" bench/run_stacks.sh --write\`"
 		echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'), heaptrail at $rev, $($HK --version 2>/dev/null | head -n 1 || true)"
-		echo "- workload: bench/stack_loop.c, $PAIRS malloc/free pairs (sizes 16..4096) at the bottom of a call chain DEPTH frames deep (built with frame pointers; glibc's start-up frames without), two call paths; heaptrail \`record --stacks\` (depth 64, default unwinder) vs heaptrack (always full stacks); medians of $REPS runs; traces as left on disk (heaptrail's compacted)"
+		echo "- workload: bench/stack_loop.c, $PAIRS malloc/free pairs (sizes 16..4096) at the bottom of a call chain DEPTH frames deep (built with frame pointers; glibc's start-up frames without), two call paths; heaptrail \`record --stacks\` (depth 64, default unwinder) vs heaptrack (always full stacks); medians of $REPS runs; \"whole\" is the whole process from its start until it exits with the trace final (\`heaptrail record --stacks\` with its end step; heaptrack with its interpreter and compressor); traces as left on disk by default, and heaptrail's after \`heaptrail compact\` (not timed)"
 		echo
 		cat "$TABLE"
 		echo

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,7 +32,7 @@ struct record_config {
 	uint64_t rss_interval;   /* --rss-interval (10ms) */
 	uint64_t buffer_size;    /* --buffer-size (64K) */
 	int toggle_signal;       /* --toggle-signal */
-	int zstd_level;          /* --zstd-level (1) */
+	int zstd_level;          /* --zstd-level (1; 0: raw) */
 	const char *clock;       /* --clock (tsc) */
 	const char *writer;      /* --writer (process) */
 	int stacks;              /* --stacks[=DEPTH] (off; 64 when given without DEPTH) */
@@ -41,7 +42,8 @@ struct record_config {
 	int durations;           /* --durations (off) */
 	int quiet;               /* -q */
 	int no_compact;          /* --no-compact */
-	int compact_level;       /* --compact-level (3) */
+	int compact;             /* --compact */
+	int compact_level;       /* --compact-level (3; given: --compact) */
 };
 
 static const char usage_text[] =
@@ -52,9 +54,12 @@ static const char usage_text[] =
 	"threads, forks) to a trace file.  The command's stdin, stdout and stderr\n"
 	"pass through; heaptrail exits with the command's exit status (128+N if a\n"
 	"signal N killed it).  Forked children write OUTPUT.<pid> of their own.\n"
+	"The trace is compressed while the command runs when a CPU is free for it;\n"
+	"what had to be written raw is compressed when the command ends.\n"
 	"\fEXAMPLES\n"
 	"  heaptrail record -o app.ht -- ./app --its --args\n"
 	"  heaptrail record --stacks -o app.ht -- ./app && heaptrail leaks app.ht\n"
+	"  heaptrail record --compact -o app.ht -- ./app   # half the size, slower end\n"
 	"  heaptrail record --stacks --sample-bytes 512K -o srv.ht -- ./server   # always-on\n"
 	"  heaptrail record --durations -o app.ht -- ./app && heaptrail heap app.ht   # lock waits\n"
 	"  heaptrail record --start-paused -o app.ht ./app   # app calls heaptrail_start()\n"
@@ -181,14 +186,35 @@ static int stopped_on_write_error(const char *path)
 	return full;
 }
 
-static void compact_one(const char *path, void *arg)
+/* The end step, on the trace of the program and on those of its children:
+ * by default the chunks the recorder had to write raw are compressed
+ * (ht_trace__finish; nothing to do when its writer kept up); with
+ * --compact, or a recording made raw (--zstd-level=0), the whole trace is
+ * compacted (column coding: smaller, slower); with --no-compact, nothing.
+ * Either way the trace is final when record exits. */
+static void end_step(const char *path, void *arg)
 {
 	const struct record_config *cfg = arg;
 	char err[512];
+	if (cfg->no_compact) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		struct ht_file_header h;
+		if (fd >= 0 && pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h))
+			ht_trace__wait_writer(fd, h.pid, HT_WAIT_WRITER_MS);
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
 	if (stopped_on_write_error(path)) /* no room to rewrite it; summarize() says why */
 		return;
-	if (ht_trace__compact(path, cfg->compact_level, NULL, err, sizeof(err)) < 0)
-		ht_warning("could not compact the trace (it stays readable, only larger): %s", err);
+	if (cfg->compact || cfg->zstd_level == 0) {
+		if (ht_trace__compact(path, cfg->compact_level, NULL, err, sizeof(err)) < 0)
+			ht_warning("could not compact the trace (it stays readable, only larger): %s",
+				   err);
+	} else if (ht_trace__finish(path, cfg->zstd_level, NULL, err, sizeof(err)) < 0) {
+		ht_warning("could not compress the chunks recorded raw (the trace stays readable, "
+			   "only larger): %s", err);
+	}
 }
 
 int cmd_record(int argc, char **argv)
@@ -197,12 +223,11 @@ int cmd_record(int argc, char **argv)
 		.flush_interval = 100000000ull,
 		.rss_interval = 10000000ull,
 		.buffer_size = 65536,
-		.zstd_level = 0,
+		.zstd_level = 1,
 		.clock = "tsc",
 		.writer = "process",
 		.unwind = "auto",
 		.timestamp_every = 64,
-		.compact_level = 3,
 	};
 	const struct ht_option opts[] = {
 		{'o', "output", HT_OPT_STRING, &cfg.output, "FILE", "trace file (heaptrail.<pid>.ht); %p is the pid"},
@@ -213,9 +238,12 @@ int cmd_record(int argc, char **argv)
 		{0, "rss-interval", HT_OPT_DURATION, &cfg.rss_interval, "TIME", "sample the program's RSS this often, for timeline (10ms; 0: at flushes only)"},
 		{0, "buffer-size", HT_OPT_SIZE, &cfg.buffer_size, "SIZE", "per-thread buffer (64K; 4K..512K)"},
 		{0, "toggle-signal", HT_OPT_FLAG, &cfg.toggle_signal, NULL, "SIGUSR2 pauses and resumes recording"},
-		{0, "zstd-level", HT_OPT_INT, &cfg.zstd_level, "N", "compress while recording at this zstd level (0: raw, compacted after the run)"},
-		{0, "no-compact", HT_OPT_FLAG, &cfg.no_compact, NULL, "leave the trace as the recorder wrote it"},
-		{0, "compact-level", HT_OPT_INT, &cfg.compact_level, "N", "zstd level of the compaction after the run (3)"},
+		{0, "zstd-level", HT_OPT_INT, &cfg.zstd_level, "N",
+		 "zstd level of the compression while recording, and after it of the chunks the recorder wrote raw (1; -7..19; 0: raw, then compacted)"},
+		{0, "compact", HT_OPT_FLAG, &cfg.compact, NULL,
+		 "compact the trace after the run (column coding: ~2x smaller, ~20x slower than the default end step)"},
+		{0, "no-compact", HT_OPT_FLAG, &cfg.no_compact, NULL, "leave the trace as the recorder wrote it (no end step)"},
+		{0, "compact-level", HT_OPT_INT, &cfg.compact_level, "N", "zstd level of --compact (3); implies --compact"},
 		{0, "clock", HT_OPT_STRING, &cfg.clock, "CLOCK", "tsc or monotonic (tsc)"},
 		{0, "stacks", HT_OPT_OPT_INT, &cfg.stacks, "DEPTH",
 		 "record the call stack of every allocation, up to DEPTH frames (64); see heaptrail leaks"},
@@ -269,9 +297,17 @@ int cmd_record(int argc, char **argv)
 		ht_error("--rss-interval must be 0 (at flushes only) or between 1ms and 60s");
 		goto cleanup;
 	}
-	if (cfg.compact_level < 1 || cfg.compact_level > 19 || cfg.zstd_level < 0 ||
+	if (cfg.compact_level)
+		cfg.compact = 1;
+	else
+		cfg.compact_level = 3;
+	if (cfg.compact_level < 1 || cfg.compact_level > 19 || cfg.zstd_level < -7 ||
 	    cfg.zstd_level > 19) {
-		ht_error("--zstd-level takes 0..19 and --compact-level 1..19");
+		ht_error("--zstd-level takes -7..19 (0: raw) and --compact-level 1..19");
+		goto cleanup;
+	}
+	if (cfg.no_compact && cfg.compact) {
+		ht_error("--no-compact and --compact (or --compact-level) contradict each other");
 		goto cleanup;
 	}
 	if (cfg.timestamp_every < 1 || cfg.timestamp_every > 65536) {
@@ -329,7 +365,9 @@ int cmd_record(int argc, char **argv)
 		setenv_num("HEAPTRAIL_RSS_INTERVAL", cfg.rss_interval / 1000000, "ms");
 		setenv_num("HEAPTRAIL_BUFFER_SIZE", cfg.buffer_size, "");
 		setenv("HEAPTRAIL_TOGGLE_SIGNAL", cfg.toggle_signal ? "1" : "0", 1);
-		setenv_num("HEAPTRAIL_ZSTD_LEVEL", (unsigned long long)(cfg.zstd_level < 0 ? 0 : cfg.zstd_level), "");
+		char lvl[16];
+		snprintf(lvl, sizeof(lvl), "%d", cfg.zstd_level);
+		setenv("HEAPTRAIL_ZSTD_LEVEL", lvl, 1);
 		setenv("HEAPTRAIL_CLOCK", cfg.clock, 1);
 		setenv("HEAPTRAIL_WRITER", cfg.writer, 1);
 		setenv_num("HEAPTRAIL_STACKS", (unsigned long long)cfg.stacks, "");
@@ -376,9 +414,9 @@ int cmd_record(int argc, char **argv)
 		ret = WEXITSTATUS(status); /* the command did not start */
 		goto cleanup;
 	}
-	if (access(path, F_OK) == 0 && !cfg.no_compact && cfg.zstd_level == 0) {
-		compact_one(path, &cfg);
-		for_each_child_trace(path, compact_one, &cfg);
+	if (access(path, F_OK) == 0) {
+		end_step(path, &cfg);
+		for_each_child_trace(path, end_step, &cfg);
 	}
 	if (!cfg.quiet) {
 		char how[PATH_MAX + 100] = "";

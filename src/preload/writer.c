@@ -25,6 +25,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -447,7 +448,7 @@ static void write_chunk(struct ht_chunk_header *c, const void *payload, size_t n
 	c->raw_size = (uint32_t)n;
 	const void *data = payload;
 	size_t len = n;
-	if (compress && ht_opt.zstd_level != 0 && zc) {
+	if (compress && zc) {
 		size_t bound = ZSTD_compressBound(n);
 		if (bound > zcap) {
 			z_free(NULL, zbuf);
@@ -481,8 +482,9 @@ static void note_tid(uint32_t tid)
 		w.tids[w.ntids++] = tid;
 }
 
-/* Writes what the owner has committed to b and not been written yet. */
-static void drain_buf(struct ht_buf *b)
+/* Writes what the owner has committed to b and not been written yet,
+ * compressed if compress (and a level is set). */
+static void drain_buf(struct ht_buf *b, int compress)
 {
 	uint64_t c = atomic_load_explicit(&b->commit, memory_order_acquire);
 	uint32_t bytes = (uint32_t)(c & HT_COMMIT_MASK);
@@ -496,7 +498,7 @@ static void drain_buf(struct ht_buf *b)
 	h.tid = b->tid;
 	h.first_seq = b->first_seq + b->taken_events;
 	h.nevents = nev - b->taken_events;
-	write_chunk(&h, b->data + b->taken, bytes - b->taken, 1);
+	write_chunk(&h, b->data + b->taken, bytes - b->taken, compress);
 	w.events += h.nevents;
 	note_tid(b->tid);
 	b->taken = bytes;
@@ -652,6 +654,122 @@ static void unfinalize(void)
 		fail("header");
 }
 
+/* Compression while recording.  The writer compresses each chunk (zstd at
+ * HEAPTRAIL_ZSTD_LEVEL, 1 by default) while it keeps up with the program,
+ * and writes raw what it cannot: when more than HT_BACKLOG_BYTES of full
+ * buffers wait, the oldest go out raw until the rest fits under it.  So
+ * the program never waits on compression: its buffers come back at the
+ * speed of a raw write, as before compression existed.  `heaptrail record`
+ * compresses the raw chunks left when the program has ended
+ * (ht_trace__finish).  Measured on bench/malloc_loop.c here: level 1 costs
+ * the writer ~15 ns an event for 1.65 bytes an event (raw: ~4); a
+ * one-thread loop makes an event every ~16 ns, so with a core of its own
+ * the writer keeps up, nearly; with two program threads on two cores it
+ * cannot, and does not take their CPU for long (bench/RESULTS.md). */
+#define HT_BACKLOG_BYTES (4u << 20)
+#define HT_POP_BATCH 256
+
+static struct ht_buf *popped[HT_POP_BATCH]; /* (rounds are one at a time: round_busy) */
+static int ncpus;                            /* CPUs the writer may run on */
+
+/* CPU time the traced process's threads have used (ns; the writer
+ * thread's own left out), 0 if unknown. */
+static uint64_t program_cpu_ns(void)
+{
+	clockid_t clk;
+	struct timespec ts;
+	if (clock_getcpuclockid((pid_t)w.hdr.pid, &clk) != 0 || clock_gettime(clk, &ts) != 0)
+		return 0;
+	uint64_t ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	if (!in_helper && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
+		ns -= (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return ns ? ns : 1;
+}
+
+/* The writer's own time on a CPU and waiting for one (ns, from
+ * /proc/thread-self/schedstat): 1, or 0 if unknown. */
+static int writer_sched(uint64_t *run, uint64_t *wait)
+{
+	char buf[96];
+	int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	char *end;
+	*run = strtoull(buf, &end, 10);
+	if (*end != ' ')
+		return 0;
+	*wait = strtoull(end + 1, &end, 10);
+	return *end == ' ' || *end == '\n';
+}
+
+/* Whether a CPU is free for compressing, judged over the last 10 ms or
+ * more: the program's threads used less than all CPUs but 0.9 of one (its
+ * CPU-time clock, clock_getcpuclockid, readable from the helper), and the
+ * writer did not wait for a CPU for more than a third of the time it ran
+ * and a tenth of the time (someone else, another program, holds the CPU
+ * the program leaves: a writer that compresses gets two thirds of a CPU
+ * then, and waits half as long as it runs).
+ * Compressing otherwise would take CPU from the program: with two busy
+ * threads on two CPUs it made the loop 1.3-1.5 times slower than writing
+ * raw; with one, and another program on the other CPU, the three would
+ * share two CPUs.  The writer writes raw then, which costs it little, and
+ * record's end step compresses those chunks on every CPU after the
+ * program (measured on the loop with one thread and some load: 228 ms
+ * for the whole record, against 275 ms with every chunk left to the end
+ * step). */
+static int cpu_free(void)
+{
+	static int ok = 1, have_sched;
+	static uint64_t cpu0, wall0, run0, wait0;
+	if (ncpus <= 0)
+		return 1;
+	uint64_t now = ht_mono_ns();
+	if (wall0 && now - wall0 < 10000000u)
+		return ok;
+	uint64_t cpu = program_cpu_ns(), run = 0, wait = 0;
+	if (!cpu)
+		return 1;
+	int sched = writer_sched(&run, &wait);
+	if (wall0 && cpu >= cpu0) {
+		uint64_t dt = now - wall0, used = cpu - cpu0;
+		ok = (uint64_t)ncpus * dt >= used + dt / 10 * 9;
+		if (ok && sched && have_sched && run >= run0 && wait >= wait0)
+			ok = wait - wait0 < dt / 10 || (wait - wait0) * 3 <= run - run0;
+	}
+	cpu0 = cpu;
+	wall0 = now;
+	run0 = run;
+	wait0 = wait;
+	have_sched = sched;
+	return ok;
+}
+
+/* Writes the full buffers handed over, oldest first. */
+static void drain_queue(void)
+{
+	size_t limit = HT_BACKLOG_BYTES / (ht_opt.buffer_size ? ht_opt.buffer_size : 65536);
+	for (;;) {
+		size_t n = 0;
+		struct ht_buf *b;
+		while (n < HT_POP_BATCH && (b = ht_queue__pop()) != NULL)
+			popped[n++] = b;
+		if (!n)
+			return;
+		for (size_t i = 0; i < n; i++) {
+			/* buffers waiting, this one included (a full batch:
+			 * more are behind it) */
+			size_t waiting = n - i + (n == HT_POP_BATCH ? HT_POP_BATCH : 0);
+			drain_buf(popped[i], waiting <= limit && zc && cpu_free());
+			ht_buf__put(popped[i]);
+		}
+	}
+}
+
 static void do_round(uint32_t req)
 {
 	if (w.closed)
@@ -665,11 +783,7 @@ static void do_round(uint32_t req)
 		unfinalize();
 	if (w.fd >= 0 && !w.failed)
 		clock_chunk();
-	struct ht_buf *b;
-	while ((b = ht_queue__pop()) != NULL) {
-		drain_buf(b);
-		ht_buf__put(b);
-	}
+	drain_queue();
 	int check_dead = (w.rounds++ % 16) == 0 || (req & REQ_CLOSE);
 	for (struct ht_thread *r = ht_thread__first(); r; r = r->next) {
 		int st = atomic_load_explicit(&r->state, memory_order_acquire);
@@ -677,7 +791,7 @@ static void do_round(uint32_t req)
 			continue;
 		struct ht_buf *cur = atomic_load_explicit(&r->cur, memory_order_acquire);
 		if (cur)
-			drain_buf(cur);
+			drain_buf(cur, 1);
 		if (st == HT_THR_EXITED && !cur) {
 			atomic_store(&r->state, HT_THR_FREE);
 		} else if (st == HT_THR_LIVE && check_dead && !(req & REQ_CLOSE) &&
@@ -732,6 +846,9 @@ static void compressor_init(void)
 {
 	if (ht_opt.zstd_level == 0)
 		return;
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		ncpus = CPU_COUNT(&set);
 	ZSTD_customMem mem = {z_alloc, z_free, NULL};
 	zc = ZSTD_createCCtx_advanced(mem);
 	if (zc) {

@@ -1,15 +1,21 @@
 /* Compaction: rewrites a trace with each thread's consecutive event chunks
- * merged into large zstd frames.  The recorder writes small raw chunks
- * (cheapest for the traced program); `heaptrail record` compacts after the
- * program has exited, `heaptrail compact` does it on demand. */
+ * merged, column-coded and compressed into large zstd frames
+ * (`heaptrail compact`, `record --compact`).  And the cheap end step of
+ * `heaptrail record` (ht_trace__finish): the recorder's writer compresses
+ * chunks while the program runs, when it can; finishing compresses those
+ * it wrote raw, on every CPU, and changes nothing else. */
 #define _GNU_SOURCE
 #include "compact.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -77,9 +83,9 @@ static void emit(struct compactor *c, struct ht_chunk_header *h, const void *pay
 	const void *data = payload;
 	size_t len = n;
 	h->magic = HT_CHUNK_MAGIC;
-	h->raw_size = (uint32_t)n;
-	h->flags &= (uint16_t)~HT_CHUNK_F_ZSTD;
 	if (compress) {
+		h->raw_size = (uint32_t)n;
+		h->flags &= (uint16_t)~HT_CHUNK_F_ZSTD;
 		size_t bound = ZSTD_compressBound(n);
 		c->cbuf = ht_grow(c->cbuf, &c->ccap, bound, 1);
 		ZSTD_CCtx_setParameter(c->zc, ZSTD_c_compressionLevel, level);
@@ -393,5 +399,247 @@ cleanup:
 	free(c.vbuf);
 	ZSTD_freeCCtx(c.zc);
 	ZSTD_freeDCtx(c.dc);
+	return ret;
+}
+
+/* ---- finishing: the raw chunks compressed, nothing else changed ---------- */
+
+#define FINISH_BATCH (8u << 20)  /* payload bytes compressed at a time */
+#define FINISH_MIN 256u          /* smaller raw chunks stay as they are */
+#define FINISH_THREADS 8         /* workers at most */
+
+struct fchunk {
+	uint64_t off;              /* chunk header offset in the input */
+	struct ht_chunk_header h;  /* its header (rewritten when compressed) */
+	uint8_t *z;                /* compressed payload, or NULL: copy it */
+};
+
+struct finisher {
+	const uint8_t *in;         /* the input, mapped */
+	struct fchunk *ch;         /* the chunks of the batch */
+	size_t n;                  /* how many */
+	_Atomic size_t next;       /* the next one to take */
+	int level;                 /* zstd level */
+	_Atomic int nomem;         /* a worker could not allocate */
+};
+
+static int finish_raw(const struct ht_chunk_header *h)
+{
+	return h->type == HT_CHUNK_EVENTS && !(h->flags & (HT_CHUNK_F_ZSTD | HT_CHUNK_F_COLUMNS)) &&
+	       h->comp_size >= FINISH_MIN;
+}
+
+static void *finish_worker(void *arg)
+{
+	struct finisher *f = arg;
+	ZSTD_CCtx *zc = ZSTD_createCCtx();
+	if (!zc) {
+		f->nomem = 1;
+		return NULL;
+	}
+	ZSTD_CCtx_setParameter(zc, ZSTD_c_compressionLevel, f->level);
+	ZSTD_CCtx_setParameter(zc, ZSTD_c_checksumFlag, 1);
+	for (;;) {
+		size_t i = atomic_fetch_add(&f->next, 1);
+		if (i >= f->n)
+			break;
+		struct fchunk *c = &f->ch[i];
+		if (!finish_raw(&c->h))
+			continue;
+		size_t bound = ZSTD_compressBound(c->h.comp_size);
+		uint8_t *z = malloc(bound);
+		if (!z) {
+			f->nomem = 1;
+			break;
+		}
+		size_t r = ZSTD_compress2(zc, z, bound, f->in + c->off + sizeof(c->h), c->h.comp_size);
+		if (ZSTD_isError(r) || r >= c->h.comp_size) {
+			free(z); /* stays raw */
+			continue;
+		}
+		c->z = z;
+		c->h.raw_size = c->h.comp_size;
+		c->h.comp_size = (uint32_t)r;
+		c->h.flags |= HT_CHUNK_F_ZSTD;
+	}
+	ZSTD_freeCCtx(zc);
+	return NULL;
+}
+
+/* CPUs this process may run on, at most FINISH_THREADS. */
+static int finish_threads(void)
+{
+	cpu_set_t set;
+	int n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+	return n < 1 ? 1 : n > FINISH_THREADS ? FINISH_THREADS : n;
+}
+
+int ht_trace__finish(const char *path, int level, struct ht_compact_result *res, char *err,
+		     size_t errlen)
+{
+	int ret = -1, in = -1, out = -1;
+	char tmp[4200] = "";
+	uint8_t *map = MAP_FAILED;
+	size_t maplen = 0;
+	struct fchunk *ch = NULL;
+	size_t nch = 0, capch = 0, nraw = 0;
+	struct ht_index_entry *index = NULL;
+	size_t nindex = 0, capindex = 0;
+	struct ht_file_header hdr;
+	struct stat st;
+	if (res)
+		memset(res, 0, sizeof(*res));
+	in = open(path, O_RDONLY | O_CLOEXEC);
+	if (in < 0 || fstat(in, &st) < 0 || (uint64_t)st.st_size < sizeof(hdr) ||
+	    read_at(in, &hdr, sizeof(hdr), 0) < 0 || memcmp(hdr.magic, HT_MAGIC, 8)) {
+		snprintf(err, errlen, "%s: not a heaptrail trace", path);
+		goto cleanup;
+	}
+	if (ht_trace__wait_writer(in, hdr.pid, HT_WAIT_WRITER_MS) != 0) {
+		snprintf(err, errlen, "%s: still being written by the recorder (the program %d runs)",
+			 path, (int)hdr.pid);
+		goto cleanup;
+	}
+	if (fstat(in, &st) < 0 || read_at(in, &hdr, sizeof(hdr), 0) < 0) {
+		snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+		goto cleanup;
+	}
+	uint64_t size = (uint64_t)st.st_size, start = hdr.sec[HT_SEC_CHUNKS].offset;
+	if (res)
+		res->in_bytes = res->out_bytes = size;
+	/* Only a cleanly closed trace of this version: anything else is left
+	 * for the reader to report, or for `heaptrail compact` to repair. */
+	if (hdr.version < HT_VERSION_MIN || hdr.version > HT_VERSION ||
+	    !(hdr.flags & HT_FILE_F_CLOSED) || start < sizeof(hdr) || start > size) {
+		ret = 0;
+		goto cleanup;
+	}
+	maplen = (size_t)size;
+	map = mmap(NULL, maplen, PROT_READ, MAP_PRIVATE, in, 0);
+	if (map == MAP_FAILED) {
+		snprintf(err, errlen, "%s: cannot map: %s", path, strerror(errno));
+		goto cleanup;
+	}
+	uint64_t stop = hdr.sec[HT_SEC_INDEX].size ? hdr.sec[HT_SEC_INDEX].offset : size;
+	for (uint64_t off = start; off < stop;) {
+		struct ht_chunk_header h;
+		if (stop - off < sizeof(h))
+			goto untouched;
+		memcpy(&h, map + off, sizeof(h));
+		if (h.magic != HT_CHUNK_MAGIC || h.comp_size > HT_MAX_CHUNK_RAW ||
+		    h.comp_size > stop - off - sizeof(h))
+			goto untouched; /* damaged: not ours to repair */
+		if (h.type == HT_CHUNK_EVENTS || h.type == HT_CHUNK_CLOCK) {
+			ch = ht_grow(ch, &capch, nch + 1, sizeof(*ch));
+			ch[nch].off = off;
+			ch[nch].h = h;
+			ch[nch++].z = NULL;
+			nraw += finish_raw(&h);
+			if (res)
+				res->events += h.type == HT_CHUNK_EVENTS ? h.nevents : 0;
+		}
+		off += sizeof(h) + h.comp_size;
+	}
+	if (!nraw) {
+	untouched:
+		ret = 0;
+		goto cleanup;
+	}
+	snprintf(tmp, sizeof(tmp), "%s.finish.%d", path, (int)getpid());
+	out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (out < 0) {
+		snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+		tmp[0] = 0; /* not ours to remove */
+		goto cleanup;
+	}
+	struct compactor c; /* (for out_write) */
+	memset(&c, 0, sizeof(c));
+	c.out = out;
+	c.err = err;
+	c.errlen = errlen;
+	out_write(&c, map, start);
+	int nthr = finish_threads();
+	pthread_t thr[FINISH_THREADS];
+	for (size_t b = 0; b < nch && !c.failed;) {
+		/* A batch of chunks, FINISH_BATCH payload bytes at most. */
+		size_t e = b;
+		uint64_t bytes = 0;
+		while (e < nch && (e == b || bytes + ch[e].h.comp_size <= FINISH_BATCH))
+			bytes += ch[e++].h.comp_size;
+		struct finisher f = {.in = map, .ch = ch + b, .n = e - b, .level = level};
+		int started = 0;
+		for (int t = 1; t < nthr; t++)
+			if (pthread_create(&thr[started], NULL, finish_worker, &f) == 0)
+				started++;
+		finish_worker(&f);
+		for (int t = 0; t < started; t++)
+			pthread_join(thr[t], NULL);
+		if (f.nomem) {
+			snprintf(err, errlen, "out of memory");
+			c.failed = 1;
+		}
+		for (size_t i = b; i < e && !c.failed; i++) {
+			uint64_t at = c.off;
+			out_write(&c, &ch[i].h, sizeof(ch[i].h));
+			out_write(&c, ch[i].z ? ch[i].z : map + ch[i].off + sizeof(ch[i].h),
+				  ch[i].h.comp_size);
+			index = ht_grow(index, &capindex, nindex + 1, sizeof(*index));
+			struct ht_index_entry *x = &index[nindex++];
+			memset(x, 0, sizeof(*x));
+			x->offset = at;
+			x->tid = ch[i].h.tid;
+			x->nevents = ch[i].h.nevents;
+			x->first_seq = ch[i].h.first_seq;
+			x->type = ch[i].h.type;
+			x->flags = ch[i].h.flags;
+		}
+		for (size_t i = b; i < e; i++) {
+			free(ch[i].z);
+			ch[i].z = NULL;
+		}
+		b = e;
+	}
+	struct ht_chunk_header ih;
+	memset(&ih, 0, sizeof(ih));
+	ih.magic = HT_CHUNK_MAGIC;
+	ih.type = HT_CHUNK_INDEX;
+	ih.raw_size = ih.comp_size = (uint32_t)(nindex * sizeof(*index));
+	hdr.sec[HT_SEC_CHUNKS].size = c.off - start;
+	hdr.sec[HT_SEC_INDEX].offset = c.off;
+	hdr.sec[HT_SEC_INDEX].size = sizeof(ih) + ih.raw_size;
+	out_write(&c, &ih, sizeof(ih));
+	out_write(&c, index, ih.raw_size);
+	/* No fsync: the recorder's file had none either, and rename over it
+	 * is ordered after the data on ext4 and the like (auto_da_alloc). */
+	if (c.failed || pwrite(out, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr)) {
+		if (!c.failed)
+			snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+		goto cleanup;
+	}
+	if (rename(tmp, path) < 0) {
+		snprintf(err, errlen, "cannot replace %s: %s", path, strerror(errno));
+		goto cleanup;
+	}
+	tmp[0] = 0;
+	if (res) {
+		res->out_bytes = c.off;
+		res->rewritten = 1;
+		res->compressed = nraw;
+	}
+	ret = 0;
+cleanup:
+	if (map != MAP_FAILED)
+		munmap(map, maplen);
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+	if (tmp[0])
+		unlink(tmp);
+	if (ch)
+		for (size_t i = 0; i < nch; i++)
+			free(ch[i].z);
+	free(ch);
+	free(index);
 	return ret;
 }

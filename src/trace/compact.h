@@ -12,6 +12,8 @@ struct ht_compact_result {
 	uint64_t out_bytes; /* size after */
 	uint64_t events;    /* events carried over */
 	int truncated;      /* the input ended in a damaged or partial chunk */
+	int rewritten;      /* ht_trace__finish: the file was rewritten */
+	uint64_t compressed; /* ht_trace__finish: raw chunks it compressed */
 };
 
 /* Rewrites path in place (through a temporary file and rename) with each
@@ -19,5 +21,14 @@ struct ht_compact_result {
  * their order and the header stay the same.  Returns 0, or -1 with err. */
 int ht_trace__compact(const char *path, int level, struct ht_compact_result *res, char *err,
 		      size_t errlen);
+
+/* The cheap end step of `heaptrail record`: rewrites path (through a
+ * temporary file and rename) with the event chunks the recorder wrote raw
+ * compressed at zstd level, using every CPU, and every other chunk copied
+ * as it is (no merging, no column coding: see ht_trace__compact for
+ * those).  Leaves the file alone if no chunk is raw, or if it was not
+ * closed cleanly or is damaged.  Returns 0, or -1 with err. */
+int ht_trace__finish(const char *path, int level, struct ht_compact_result *res, char *err,
+		     size_t errlen);
 
 #endif

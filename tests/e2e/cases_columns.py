@@ -15,7 +15,8 @@ CHUNK_SIZE = htformat.CHUNK.size
 
 def raw_and_compacted(t, name, argv, env=None):
     raw = t.path(name + ".raw.ht")
-    t.traced(raw, argv, env=env)  # the preloaded recorder writes raw chunks
+    # HEAPTRAIL_ZSTD_LEVEL=0: the preloaded recorder writes raw chunks
+    t.traced(raw, argv, env=dict(env or {}, HEAPTRAIL_ZSTD_LEVEL="0"))
     packed = t.path(name + ".ht")
     shutil.copy(raw, packed)
     r = t.tool(["compact", packed])
@@ -82,6 +83,78 @@ def test_columns_size(t):
     per = os.path.getsize(packed) / s["events"]
     t.note("%.3f bytes/event" % per)
     check(per < 1.1, "compacted trace takes %.3f bytes/event (want < 1.1)" % per)
+
+
+def event_chunks(path):
+    """Headers of the EVENTS chunks of the trace at path."""
+    tr = htformat.Trace(path)
+    with open(path, "rb") as f:
+        data = f.read()
+    return [h for _, h in htformat.chunk_headers(data, tr.sections[htformat.SEC_CHUNKS][0])
+            if h[1] == htformat.CHUNK_EVENTS]
+
+
+@case(timeout=120)
+def test_record_compresses_while_recording(t):
+    """The default `record` leaves a compressed trace with no compaction
+    after the run: every event chunk of some size is a zstd frame of
+    records (the writer compressed it while the program ran, or record's
+    end step did, if the writer wrote it raw), none is column-coded, and
+    the benchmark's loop takes under 2 bytes an event (about 1.65; raw
+    ~4).  `record --compact` column-codes it (the events stay the same),
+    `record --no-compact --zstd-level=0` leaves it raw, and
+    `compact --fast` compresses that raw trace into the same events with
+    every big chunk a zstd frame."""
+    n = 60000
+    argv = [t.prog("randloop"), str(n)]
+    env = {"HEAPTRAIL_RSS_INTERVAL": "0"}
+    paths = {}
+    for name, opts in (("default", []), ("compact", ["--compact"]),
+                       ("raw", ["--no-compact", "--zstd-level=0"])):
+        paths[name] = out = t.path(name + ".ht")
+        r = t.run([t.heaptrail, "record", "-q", "-o", out] + opts + ["--"] + argv, env=env)
+        eq(r.rc, 0, "record %s:\n%s" % (" ".join(opts), r.describe()))
+    chunks = event_chunks(paths["default"])
+    big = [h for h in chunks if h[6] >= 256]  # (raw_size; smaller ones may stay raw)
+    check(big, "no event chunk in the default trace")
+    for h in chunks:
+        check(not h[2] & htformat.F_COLUMNS, "a column-coded chunk in the default trace: "
+              "record compacted it after the run")
+    raw_big = [h for h in big if not h[2] & htformat.F_ZSTD]
+    check(not raw_big, "%d of %d event chunks of the default trace are not compressed"
+          % (len(raw_big), len(big)))
+    s = t.stats(paths["default"])
+    eq(s["calls"]["malloc"], n, "mallocs")
+    per = os.path.getsize(paths["default"]) / s["events"]
+    t.note("default trace: %.3f bytes/event" % per)
+    check(per < 2.0, "the default trace takes %.3f bytes/event (want < 2)" % per)
+    check(any(h[2] & htformat.F_COLUMNS for h in event_chunks(paths["compact"])),
+          "record --compact wrote no column-coded chunk")
+    check(os.path.getsize(paths["compact"]) < os.path.getsize(paths["default"]),
+          "record --compact is not smaller than the default")
+    check(all(not h[2] & htformat.F_ZSTD for h in event_chunks(paths["raw"])),
+          "--zstd-level=0 --no-compact: compressed chunks")
+    fast = t.path("fast.ht")
+    shutil.copy(paths["raw"], fast)
+    r = t.tool(["compact", "--fast", fast])
+    eq(r.rc, 0, "compact --fast:\n" + r.describe())
+    check(all(h[2] & htformat.F_ZSTD for h in event_chunks(fast) if h[6] >= 256),
+          "compact --fast left big raw chunks")
+    check(os.path.getsize(fast) < os.path.getsize(paths["raw"]) / 2, "compact --fast: not smaller")
+    dumps = {}
+    for name, path in (("raw", paths["raw"]), ("fast", fast)):
+        d = t.tool(["dump", "--json", path])
+        eq(d.rc, 0, "dump " + name)
+        dumps[name] = d.stdout
+        eq(htformat.Trace(path).error, None, "Python decoder on the %s trace" % name)
+    check(dumps["raw"] == dumps["fast"], "compact --fast changed the events")
+    # a second --fast finds nothing to do and leaves the file alone
+    with open(fast, "rb") as f:
+        before = f.read()
+    eq(t.tool(["compact", "--fast", fast]).rc, 0, "second compact --fast")
+    with open(fast, "rb") as f:
+        check(f.read() == before, "a second compact --fast changed the file")
+    eq(t.stats(paths["compact"])["calls"], s["calls"], "calls, default vs --compact")
 
 
 def rewrite_raw_column_chunk(t, packed, name, edit):

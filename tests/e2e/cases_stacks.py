@@ -202,13 +202,14 @@ def test_stacks_every_kind(t):
     """Every interposed function with --stacks (api_all): the same calls
     as without; a stack on every record that hands out memory (the malloc
     family, mmap, mremap, brk, sbrk, shmat) and on nothing else; the
-    Python decoder reads the raw and the compacted trace alike."""
+    Python decoder reads the trace as the recorder wrote it, as record
+    leaves it by default and compacted alike."""
     import htformat
     plain = t.path("plain.ht")
     t.record(plain, [t.prog("api_all")])
-    for compact in (False, True):
+    for compact, end in enumerate((["--no-compact"], [], ["--compact"])):
         out = t.path("stacks%d.ht" % compact)
-        args = ["--stacks"] + ([] if compact else ["--no-compact"])
+        args = ["--stacks"] + end
         r = t.run([t.heaptrail, "record", "-q", "-o", out] + args + ["--", t.prog("api_all")])
         eq(r.rc, 0, "record --stacks api_all:\n" + r.describe())
         s, p = t.stats(out), t.stats(plain)
@@ -225,7 +226,7 @@ def test_stacks_every_kind(t):
             else:
                 check("stack" not in e, "a stack on %s" % line)
         tr = htformat.Trace(out)
-        eq(tr.error, None, "Python decoder (compacted=%s)" % compact)
+        eq(tr.error, None, "Python decoder (record %s)" % " ".join(end))
         eq(len(tr.events), s["events"], "Python decoder: events")
 
 
