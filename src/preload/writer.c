@@ -314,6 +314,9 @@ static uint64_t start_brk(void)
 	return strtoull(p, NULL, 10);
 }
 
+/* This process is a fork child of the traced program (its trace says so). */
+static int forked_child;
+
 static int write_header(void)
 {
 	static char cmdline[8192];
@@ -330,7 +333,8 @@ static int write_header(void)
 	h->header_size = sizeof(*h);
 	h->flags = HT_FILE_F_ORDERED | (ht_opt.use_tsc ? HT_FILE_F_TSC : 0) |
 		   (ht_opt.sample_bytes ? HT_FILE_F_SAMPLED : 0) |
-		   (ht_opt.durations ? HT_FILE_F_DURATIONS : 0);
+		   (ht_opt.durations ? HT_FILE_F_DURATIONS : 0) |
+		   (forked_child ? HT_FILE_F_FORK_CHILD : 0);
 	h->sample_bytes = (uint32_t)ht_opt.sample_bytes;
 	h->pid = (int32_t)syscall(SYS_getpid);
 	h->ppid = (int32_t)getppid();
@@ -1189,6 +1193,7 @@ void ht_writer__after_fork_child(void)
 	helper_pid = 0;
 	writer_thread = 0;
 	child_needs_writer = 1;
+	forked_child = 1;
 	if (!atomic_load(&ht_on)) {
 		child_disabled = 1; /* not followed: never write */
 		child_needs_writer = 0;

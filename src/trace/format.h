@@ -58,6 +58,8 @@ struct ht_section_ref {
 				  * its own timestamp: merging the threads by
 				  * (timestamp, tid, seq) is exact, no causal holds
 				  * (docs/FORMAT.md, "Ordering guarantee") */
+#define HT_FILE_F_FORK_CHILD 0x100 /* the trace of a fork child: it may free blocks its
+				    * parent allocated before the fork */
 
 struct ht_file_header {
 	char magic[8];            /* HT_MAGIC */

@@ -1475,7 +1475,8 @@ struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
 	 * show in the analyzers' own counts (stats: unknown_frees,
 	 * address_reuse_while_live). */
 	r->check = !(r->hdr.flags & HT_FILE_F_SAMPLED) && r->nstreams > 1;
-	r->check_free = r->check;
+	/* a fork child frees what its parent allocated */
+	r->check_free = r->check && !(r->hdr.flags & HT_FILE_F_FORK_CHILD);
 	r->track = r->causal || r->check;
 	if ((r->hdr.flags & (HT_FILE_F_SAMPLED | HT_FILE_F_SAMPLE_EVERY)) ==
 	    (HT_FILE_F_SAMPLED | HT_FILE_F_SAMPLE_EVERY))

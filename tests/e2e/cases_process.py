@@ -7,6 +7,7 @@ import signal
 import subprocess
 import time
 
+from htformat import FILE_F_FORK_CHILD, Trace
 from htlib import (GLIBC_DTV_CALLOCS_PER_THREAD, case, check, eq, expect, expect_calls,
                    fail, file_mode, kill_quietly, live_set_check)
 
@@ -35,6 +36,11 @@ def test_fork(t):
     expect(c, forks=0, complete=True, closed=True, threads=1, unknown_frees=3,
            live_blocks_at_exit=0, bytes_allocated=7 * 96)
     eq(c["per_thread"][0]["tid"], child, "the child's thread is the child")
+    # the child's trace says it is one (its frees of the parent's blocks
+    # are no order anomaly); the parent's does not
+    check(Trace(out + ".%d" % child).flags & FILE_F_FORK_CHILD, "child trace without FORK_CHILD")
+    check(not Trace(out).flags & FILE_F_FORK_CHILD, "parent trace with FORK_CHILD")
+    expect(c, order_exact=True)
 
 
 @case()

@@ -19,6 +19,8 @@ CHUNK_MAGIC = 0x4B435448
 CHUNK_EVENTS, CHUNK_CLOCK, CHUNK_INDEX = 1, 2, 3
 F_SYNC, F_ZSTD, F_COLUMNS = 1, 2, 4
 FILE_F_CLOSED = 1
+FILE_F_ORDERED = 0x80
+FILE_F_FORK_CHILD = 0x100
 SEC_CMDLINE, SEC_EXE, SEC_CHUNKS, SEC_INDEX = 0, 1, 2, 3
 
 # name, field codes, index of the result field (-1 none): as in kinds.c
