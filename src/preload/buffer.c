@@ -133,7 +133,9 @@ struct ht_buf *ht_buf__get(uint32_t tid, uint64_t first_seq)
 			continue;
 		}
 		/* Every buffer is waiting for the writer: wait for it rather
-		 * than lose events. */
+		 * than lose events, unless it is dead (then this thread
+		 * writes them out). */
+		ht_writer__rescue();
 		pause_briefly();
 	}
 	atomic_store_explicit(&b->qnext, NULL, memory_order_relaxed);

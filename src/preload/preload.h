@@ -322,6 +322,9 @@ void ht_writer__ensure_started(void);
 void ht_writer__before_exec(void);
 /* After a failed exec: go on recording into the same file. */
 void ht_writer__exec_failed(void);
+/* Every buffer waits for the writer: if its helper process died, write
+ * them out from this thread (and say so, once). */
+void ht_writer__rescue(void);
 /* If a write failed and nobody said so yet: stop recording, say so once. */
 void ht_writer__report_failure(void);
 

@@ -104,6 +104,7 @@ static int child_needs_writer;    /* fork child: start a writer on first event *
 static int child_disabled;        /* fork child that is not followed */
 static pthread_t writer_thread;   /* the writer thread, if that is the writer */
 static pid_t helper_pid;          /* the helper process, if that is the writer */
+static int helper_lost;           /* the helper died on its own: threads write inline */
 static pid_t parent_pid;          /* in the helper: the traced process */
 static int proc_fd = -1;          /* the traced process's descriptor of the file */
 static int statm_fd = -1;         /* /proc/PID/statm of the traced process, kept open */
@@ -1035,6 +1036,29 @@ static int writer_alive(void)
 		}
 	}
 	return 1;
+}
+
+/* A thread found every buffer full and waiting for the writer.  If the
+ * helper process died on its own (killed by an administrator or the OOM
+ * killer), nobody will empty them: say so once, and write them out here,
+ * in the thread that waits (a round, as at exit without a writer), so the
+ * program never waits forever and nothing is lost.  From then on the
+ * program's threads write the trace themselves whenever the buffers run
+ * out, and at exit. */
+void ht_writer__rescue(void)
+{
+	if (!ws || w.closed || (helper_pid <= 0 && !helper_lost))
+		return;
+	if (!helper_lost) {
+		if (writer_alive())
+			return;
+		if (__atomic_exchange_n(&helper_lost, 1, __ATOMIC_SEQ_CST) == 0)
+			ht_msg("the trace writer process died; the program's threads write %s "
+			       "themselves from now on (no periodic flush: a crash of the "
+			       "program now loses what its buffers hold)",
+			       w.path);
+	}
+	inline_round(REQ_DATA);
 }
 
 /* Reaps an ended helper (it has no exit signal: only we wait for it). */

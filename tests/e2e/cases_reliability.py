@@ -79,6 +79,76 @@ def test_kill9_prefix(t):
         t.note("run %d: killed after %.2fs, %d mallocs recorded" % (run, delay, n))
 
 
+def children(pid):
+    """The pids whose parent is pid (from /proc)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read()
+        except OSError:
+            continue
+        if int(st[st.rindex(")") + 2:].split()[1]) == pid:
+            out.append(int(d))
+    return out
+
+
+def comm(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+@case(timeout=120)
+def test_writer_killed(t):
+    """The recorder's writer process killed with SIGKILL while the program
+    runs (an administrator, the OOM killer): the program does not hang
+    waiting for buffers no one empties.  Its threads write the trace
+    themselves from then on, say so once, and nothing is lost: the trace
+    holds every call.  (Before: the program slept forever in malloc.)"""
+    n = 3000000  # 6M events: more than the 16 MiB pool of 4 KiB buffers holds
+    trace = t.path("wk.ht")
+    env = t.base_env()
+    p = subprocess.Popen([t.heaptrail, "record", "--buffer-size=4K", "-o", trace, "--",
+                          t.prog("paced"), str(n)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=env, cwd=t.dir)
+    try:
+        line = p.stdout.readline()
+        eq(line, b"ready\n", "the program started")
+        prog = [c for c in children(p.pid) if comm(c) == "paced"]
+        eq(len(prog), 1, "the program under record")
+        helpers = [c for c in children(prog[0]) if comm(c) == "heaptrail-write"]
+        eq(len(helpers), 1, "the writer process of the program")
+        os.kill(helpers[0], signal.SIGKILL)
+        time.sleep(0.2)
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        out, err = p.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        fail("the program hung after its writer process was killed")
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    err = err.decode("utf-8", "replace")
+    eq(p.returncode, 0, "record's exit status (the program's):\n" + err)
+    said = [l for l in err.splitlines() if "writer process died" in l]
+    eq(len(said), 1, "one line says the writer died:\n" + err)
+    check("wk.ht" in said[0], "the line names the trace: %r" % said[0])
+    s = t.stats(trace)
+    eq(s["calls"]["malloc"], n + 1, "mallocs in the trace")
+    eq(s["calls"]["free"], n + 1, "frees in the trace")
+    check(s["complete"] and s["closed"], "the trace was closed: %r" % {
+        k: s.get(k) for k in ("complete", "closed")})
+
+
 @case(timeout=120, labels=("cpu",), locks=("cpu",))
 def test_disk_full(t):
     """A 2 MiB tmpfs as the output: recording stops with one warning, the
