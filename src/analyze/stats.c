@@ -316,6 +316,8 @@ void ht_stats__json(const struct ht_stats *s, struct ht_json *j, const struct ht
 	ht_json__bool(j, "complete", complete);
 	ht_json__bool(j, "closed", in->closed);
 	ht_json__bool(j, "orphaned", in->orphaned);
+	ht_json__bool(j, "being_written", in->being_written && !in->closed);
+	ht_json__bool(j, "disk_full", in->disk_full);
 	ht_json__bool(j, "sampled", (in->flags & HT_FILE_F_SAMPLED) != 0);
 	ht_json__u64(j, "sample_bytes", in->sample_bytes);
 	ht_json__u64(j, "sample_every", in->sample_every);
@@ -429,7 +431,10 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_trace_inf
 	fprintf(f, "trace      %s\ncommand    %s (pid %d)\n", path, in->cmdline, in->pid);
 	fprintf(f, "duration   %s, %llu events, %zu thread%s%s\n", ht_fmt_ns(b1, in->duration_ns),
 	       (unsigned long long)s->events, s->nthreads, s->nthreads == 1 ? "" : "s",
-	       in->closed ? "" : " (trace not closed cleanly)");
+	       in->closed             ? ""
+	       : in->being_written    ? " (still being written: as of now)"
+	       : in->disk_full        ? " (recording stopped: a write failed)"
+				      : " (trace not closed cleanly)");
 	fprintf(f, "\n%-16s %12s %10s %16s\n", "function", "calls", "failed", "bytes");
 	for (size_t i = 0; i < NCALL_KINDS; i++) {
 		int k = call_kinds[i];
@@ -449,7 +454,8 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_trace_inf
 	       ht_fmt_bytes(b1, s->peak_bytes), ht_fmt_bytes(b2, s->peak_usable),
 	       (unsigned long long)s->peak_blocks, ht_fmt_ns(b3, s->peak_time));
 	fprintf(f, "most live blocks %llu\n", (unsigned long long)s->max_blocks);
-	fprintf(f, "live at exit     %s in %llu blocks\n",
+	fprintf(f, "%s %s in %llu blocks\n",
+	       in->being_written && !in->closed ? "live now        " : "live at exit    ",
 	       ht_fmt_bytes(b1, s->live_bytes), (unsigned long long)s->live_blocks);
 	fprintf(f, "free(NULL)       %llu\nfrees elsewhere  %llu blocks freed by another thread than "
 	       "their allocator\n", (unsigned long long)s->free_null,

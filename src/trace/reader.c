@@ -1394,11 +1394,15 @@ struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
 					      "'heaptrail record'", path);
 		goto fail;
 	}
-	if (got == sizeof(r->hdr) && ht_trace__wait_writer(fd, r->hdr.pid, HT_WAIT_WRITER_MS) == 0) {
-		/* the writer finished meanwhile: read what it left */
-		if (fstat(fd, &st) == 0)
-			r->info.file_size = (uint64_t)st.st_size;
-		got = read_at_most(r, &r->hdr, sizeof(r->hdr), 0);
+	if (got == sizeof(r->hdr)) {
+		if (ht_trace__wait_writer(fd, r->hdr.pid, HT_WAIT_WRITER_MS) == 0) {
+			/* the writer finished meanwhile: read what it left */
+			if (fstat(fd, &st) == 0)
+				r->info.file_size = (uint64_t)st.st_size;
+			got = read_at_most(r, &r->hdr, sizeof(r->hdr), 0);
+		} else {
+			r->info.being_written = 1; /* read what is there now */
+		}
 	}
 	if (got < sizeof(r->hdr)) {
 		snprintf(err, errlen, "%s: file ends inside the header (%zu of %zu bytes): truncated",
@@ -1447,7 +1451,15 @@ struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
 		set_warn(r, "the program ended without shutting the tracer down (killed, or ended "
 			    "by a signal it did not catch); its writer process saved every event "
 			    "it had recorded");
-	if (!r->info.closed)
+	r->info.disk_full = (r->hdr.flags & HT_FILE_F_DISK_FULL) != 0;
+	if (r->info.being_written && !r->info.closed)
+		set_warn(r, "the trace is still being written (its program, pid %d, runs): read as "
+			    "of now, up to the last flush; what is live at its end is live now, not "
+			    "at exit", (int)r->hdr.pid);
+	else if (r->info.disk_full && !r->info.closed)
+		set_warn(r, "recording stopped when a write failed (disk full?): the trace holds "
+			    "the events written before");
+	else if (!r->info.closed)
 		set_warn(r, "the trace was not closed cleanly (the program was killed, crashed or "
 			    "exec'ed): it holds the events up to the last flush");
 	r->dctx = ZSTD_createDCtx();

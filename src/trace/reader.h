@@ -165,6 +165,9 @@ struct ht_trace_info {
 	uint32_t nthreads;     /* distinct threads in the chunks */
 	int closed;            /* header says the recorder closed the file */
 	int orphaned;          /* closed by the writer process after the program died */
+	int being_written;     /* a recorder still writes it (its lock is held and the
+				* program runs): what was read is the trace as of now */
+	int disk_full;         /* recording stopped on a failed write (HT_FILE_F_DISK_FULL) */
 	int indexed;           /* the index was used (else the chunks were scanned) */
 	const char *cmdline;   /* argv joined by spaces */
 	const char *exe;       /* executable path */

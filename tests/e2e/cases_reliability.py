@@ -149,6 +149,46 @@ def test_writer_killed(t):
         k: s.get(k) for k in ("complete", "closed")})
 
 
+@case(timeout=120)
+def test_read_while_written(t):
+    """stats on the trace of a program that still runs says the trace is
+    still being written and calls what is live "live now", not "killed" nor
+    "live at exit"; once the program has ended, the same trace reads as
+    closed."""
+    trace = t.path("live.ht")
+    p = subprocess.Popen([t.heaptrail, "record", "-o", trace, "--", t.prog("paced"), "1000"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=t.base_env(), cwd=t.dir)
+    try:
+        eq(p.stdout.readline(), b"ready\n", "the program started")
+        deadline = time.time() + 10
+        while time.time() < deadline and (not os.path.exists(trace) or
+                                          os.path.getsize(trace) < 512):
+            time.sleep(0.05)
+        time.sleep(0.3)  # a flush interval: its first events are in the file
+        r = t.tool(["stats", trace])
+        s = t.stats(trace, rc=None)
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    eq(p.returncode, 0, "record's exit status")
+    with t.soft():
+        check("still being written" in r.stderr and "killed" not in r.stderr,
+              "stats on a running trace:\n" + r.describe())
+        check("live now" in r.stdout and "live at exit" not in r.stdout,
+              "stats text on a running trace:\n" + r.stdout)
+        check(s["being_written"] and not s["closed"] and not s["disk_full"],
+              "JSON while running: %r" % {k: s[k] for k in ("being_written", "closed", "disk_full")})
+    s2 = t.stats(trace)
+    check(s2["closed"] and not s2["being_written"], "JSON after the end: %r" % {
+        k: s2[k] for k in ("being_written", "closed")})
+    eq(s2["calls"]["malloc"], 1001, "mallocs of the finished trace")
+
+
 @case(timeout=120, labels=("cpu",), locks=("cpu",))
 def test_disk_full(t):
     """A 2 MiB tmpfs as the output: recording stops with one warning, the
@@ -175,6 +215,11 @@ def test_disk_full(t):
               "the 'wrote' line says the trace stops early:\n" + r.describe())
         s = t.stats(trace, rc=None)
         check(s["events"] > 1000, "the trace kept what was written before the disk filled up")
+        check(s["disk_full"] and not s["being_written"], "stats says the disk filled up: %r" % {
+            k: s[k] for k in ("disk_full", "being_written", "closed")})
+        r2 = t.tool(["stats", trace])
+        check("a write failed" in r2.stderr and "killed" not in r2.stderr,
+              "the warning names the failed write, not a kill:\n" + r2.describe())
         eq(s["unknown_frees"], 0, "frees of blocks the trace never handed out")
         # without record: the recorder's own one warning
         os.unlink(trace)

@@ -266,6 +266,7 @@ STATS_KEYS = [
     "cross_thread_frees", "unknown_frees", "realloc", "mmap", "mmapped_chunks",
     "heap_break", "size_histogram", "lifetime_histogram", "per_thread", "marks",
     "thread_starts", "thread_exits", "forks", "order_exact", "order_events_concerned",
+    "being_written", "disk_full",
 ]
 SUBKEYS = {
     "realloc": ["calls", "moved", "in_place", "as_malloc", "as_free", "failed"],
