@@ -26,6 +26,7 @@ struct leaks_config {
 	uint64_t at;             /* --at (the end): the time to report at */
 	uint64_t interval;       /* --interval (0: none): also report every TIME */
 	const char *suppressions; /* --suppressions FILE */
+	int no_default_supp;     /* --no-default-suppressions */
 	const char *sysroot;     /* --sysroot */
 	const char *debug_dir;   /* --debug-dir */
 };
@@ -45,7 +46,20 @@ static const char usage_text[] =
 	"  One pattern a line (fnmatch: '*' and '?'), optionally after \"leak:\" as in\n"
 	"  LeakSanitizer's files; '#' starts a comment.  A group whose stack has a\n"
 	"  frame whose function, source file or module contains a match is left out\n"
-	"  and counted as suppressed.\n";
+	"  and counted as suppressed.  Built in (--no-default-suppressions shows\n"
+	"  them): glibc's and ld.so's own blocks that they keep for the process's\n"
+	"  lifetime or free only at its very end, as valgrind and LeakSanitizer hide\n"
+	"  them: the thread vector of every thread that ever ran (allocate_dtv,\n"
+	"  _dl_allocate_tls) and its growth for dlopen'ed TLS (_dl_resize_dtv,\n"
+	"  _dl_update_slotinfo).\n";
+
+/* What glibc and ld.so allocate and keep (or free only in __libc_freeres,
+ * which valgrind runs and a traced program does not): the dynamic thread
+ * vector of each thread (kept in the cache of thread stacks after the
+ * thread ends) and its growth when a library with TLS is dlopen'ed. */
+static const char *const default_suppressions[] = {
+	"allocate_dtv", "_dl_allocate_tls", "_dl_resize_dtv", "_dl_update_slotinfo",
+};
 
 struct group {
 	uint32_t stack;    /* stack node, 0 = none recorded */
@@ -73,7 +87,20 @@ struct snap {
 	size_t n;             /* count */
 };
 
-static int load_suppressions(struct leaks *l, const char *path)
+static void add_pattern(struct leaks *l, const char *p, size_t *cap)
+{
+	if (l->npatterns == *cap) {
+		*cap = *cap ? *cap * 2 : 16;
+		l->patterns = realloc(l->patterns, *cap * sizeof(*l->patterns));
+		if (!l->patterns)
+			exit(1);
+	}
+	/* LSan matches anywhere in the name: so does a pattern here */
+	if (asprintf(&l->patterns[l->npatterns++], "*%s*", p) < 0)
+		exit(1);
+}
+
+static int load_suppressions(struct leaks *l, const char *path, size_t *cap)
 {
 	FILE *f = fopen(path, "r");
 	if (!f) {
@@ -81,7 +108,6 @@ static int load_suppressions(struct leaks *l, const char *path)
 		return -1;
 	}
 	char line[1024];
-	size_t cap = 0;
 	while (fgets(line, sizeof(line), f)) {
 		char *p = line;
 		p[strcspn(p, "#\r\n")] = 0;
@@ -94,15 +120,7 @@ static int load_suppressions(struct leaks *l, const char *path)
 			p[--n] = 0;
 		if (!n)
 			continue;
-		if (l->npatterns == cap) {
-			cap = cap ? cap * 2 : 16;
-			l->patterns = realloc(l->patterns, cap * sizeof(*l->patterns));
-			if (!l->patterns)
-				exit(1);
-		}
-		/* LSan matches anywhere in the name: so does a pattern here */
-		if (asprintf(&l->patterns[l->npatterns++], "*%s*", p) < 0)
-			exit(1);
+		add_pattern(l, p, cap);
 	}
 	fclose(f);
 	return 0;
@@ -444,6 +462,7 @@ int cmd_leaks(int argc, char **argv)
 		{0, "at", HT_OPT_DURATION, &cfg.at, "TIME", "report what was live at TIME since the start (the end)"},
 		{0, "interval", HT_OPT_DURATION, &cfg.interval, "TIME", "also what was live every TIME, to see it grow (off)"},
 		{0, "suppressions", HT_OPT_STRING, &cfg.suppressions, "FILE", "leave out stacks matching these patterns"},
+		{0, "no-default-suppressions", HT_OPT_FLAG, &cfg.no_default_supp, NULL, "also list glibc's and ld.so's own blocks kept to the end (thread vectors)"},
 		{0, "sysroot", HT_OPT_STRING, &cfg.sysroot, "DIR", "find the traced modules under DIR (another machine's files)"},
 		{0, "debug-dir", HT_OPT_STRING, &cfg.debug_dir, "DIR", "also look for separate debug files in DIR"},
 		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "JSON: leaked_bytes, leaked_blocks, groups[{bytes, blocks, stack[]}]"},
@@ -460,7 +479,11 @@ int cmd_leaks(int argc, char **argv)
 			 nargs ? "one trace at a time" : "no trace given");
 		goto cleanup;
 	}
-	if (cfg.suppressions && load_suppressions(&l, cfg.suppressions) < 0)
+	size_t pcap = 0;
+	if (!cfg.no_default_supp)
+		for (size_t i = 0; i < sizeof(default_suppressions) / sizeof(*default_suppressions); i++)
+			add_pattern(&l, default_suppressions[i], &pcap);
+	if (cfg.suppressions && load_suppressions(&l, cfg.suppressions, &pcap) < 0)
 		goto cleanup;
 	r = ht_analyze__open(argv[0]);
 	if (!r) {
