@@ -276,6 +276,8 @@ int ht_smaps__parse_mem(struct ht_smaps *s, const char *buf, size_t len, char *e
 	return ret;
 }
 
+#define HT_SMAPS_MAX_BYTES (1024u << 20)
+
 int ht_smaps__parse_file(struct ht_smaps *s, FILE *f, char *err, size_t errlen)
 {
 	struct parser *ps = calloc(1, sizeof(*ps));
@@ -286,8 +288,24 @@ int ht_smaps__parse_file(struct ht_smaps *s, FILE *f, char *err, size_t errlen)
 		goto cleanup;
 	}
 	ps->s = s;
+	uint64_t total = 0;
 	for (;;) {
 		size_t k = fread(buf, 1, 65536, f);
+		/* bounded: a text file of mappings holds no NUL byte, and even
+		 * the smaps of a process with a million mappings is far below
+		 * the limit (/dev/zero, a sparse file, a disk image end here) */
+		const char *nul = k ? memchr(buf, 0, k) : NULL;
+		if (nul) {
+			snprintf(err, errlen, "binary data (a NUL byte at offset %llu): not an smaps file",
+				 (unsigned long long)(total + (uint64_t)(nul - buf)));
+			goto cleanup;
+		}
+		total += k;
+		if (total > HT_SMAPS_MAX_BYTES) {
+			snprintf(err, errlen, "more than %u MiB of text: not an smaps file",
+				 HT_SMAPS_MAX_BYTES >> 20);
+			goto cleanup;
+		}
 		if (k)
 			feed(ps, buf, k);
 		if (k < 65536) {

@@ -184,7 +184,7 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 	struct ht_file_header hdr;
 	struct stat st;
 	snprintf(tmp, sizeof(tmp), "%s.compact.%d", path, (int)getpid());
-	c.in = open(path, O_RDONLY | O_CLOEXEC);
+	c.in = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (c.in < 0 || fstat(c.in, &st) < 0) {
 		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
 		tmp[0] = 0;
@@ -489,7 +489,7 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 	struct stat st;
 	if (res)
 		memset(res, 0, sizeof(*res));
-	in = open(path, O_RDONLY | O_CLOEXEC);
+	in = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (in < 0 || fstat(in, &st) < 0 || (uint64_t)st.st_size < sizeof(hdr) ||
 	    read_at(in, &hdr, sizeof(hdr), 0) < 0 || memcmp(hdr.magic, HT_MAGIC, 8)) {
 		snprintf(err, errlen, "%s: not a heaptrail trace", path);

@@ -1359,13 +1359,18 @@ int ht_trace__wait_writer(int fd, int32_t pid, int timeout_ms)
 struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO must not block the open (regular files ignore it) */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
 		return NULL;
 	}
-	if (fstat(fd, &st) < 0 || S_ISDIR(st.st_mode)) {
-		snprintf(err, errlen, "%s: is a directory, not a heaptrail trace", path);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s: %s, not a heaptrail trace (traces are regular files)", path,
+			 S_ISDIR(st.st_mode)    ? "is a directory"
+			 : S_ISFIFO(st.st_mode) ? "is a FIFO"
+			 : S_ISSOCK(st.st_mode) ? "is a socket"
+						: "is a device");
 		close(fd);
 		return NULL;
 	}

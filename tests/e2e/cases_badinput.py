@@ -1,7 +1,8 @@
 """Bad input for every command that reads a file: one table, every command
 times every kind of bad file (issue 7, item 4).
 
-Each command is given a missing file, an empty file, a file of another kind
+Each command is given a missing file, an empty file, /dev/zero, a FIFO
+(not maps, which reads pipes), a file of another kind
 (a workload to an analyzer, a trace to replay), a truncated file, a file
 from a newer format version, a directory, a trace cut inside a chunk (whose
 readable part is still analyzed: an output file may be written, but whole) and a file it may not read (run as
@@ -32,6 +33,10 @@ PROBLEM = {
     "newer": r"version",
     "directory": r"directory",
     "unreadable": r"permission denied",
+    # a FIFO must not block the reader; /dev/zero must not run forever
+    "fifo": r"FIFO|not a regular file",
+    "device": {"trace": r"device", "workload": r"not a regular file",
+               "smaps": r"binary data"},
 }
 
 SANITIZER = re.compile(r"AddressSanitizer|LeakSanitizer|runtime error:|ThreadSanitizer")
@@ -99,6 +104,10 @@ def build_inputs(t):
             "unreadable": put("noread-%s" % typ, good, 0o000),
         }
         os.mkdir(kinds["directory"])
+        kinds["device"] = "/dev/zero"
+        if typ != "smaps":  # maps reads pipes (maps <(cat smaps)), as cat would
+            kinds["fifo"] = os.path.join(d, "fifo-%s" % typ)
+            os.mkfifo(kinds["fifo"])
         if newer is not None:
             kinds["newer"] = put("newer-%s" % typ, newer)
         if typ == "trace":
