@@ -96,6 +96,56 @@ static void print_where(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t
 	printf("\n");
 }
 
+/* How many frames each of the n rows of a table needs so that no two rows
+ * read the same: at least depth, and one more than the longest run of
+ * frames (by name) it shares with another row from the top, up to its
+ * whole stack.  Two call paths often differ only below the allocator's
+ * wrappers (sqlite3Malloc <- ...), which --depth alone would hide. */
+static void distinct_depths(struct ht_reader *r, struct ht_symbolizer *sym, const uint32_t *nodes,
+			    size_t n, uint64_t depth, uint64_t *out)
+{
+	static struct ht_frame f[MAX_FRAMES];
+	char ***names = calloc(n, sizeof(*names));
+	size_t *len = calloc(n, sizeof(*len));
+	if (!names || !len) {
+		for (size_t i = 0; i < n; i++)
+			out[i] = depth;
+		free(names), free(len);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		size_t k = nodes[i] ? ht_blocks__frames(r, sym, nodes[i], f, MAX_FRAMES) : 0;
+		names[i] = calloc(k ? k : 1, sizeof(char *));
+		for (size_t x = 0; names[i] && x < k; x++) {
+			char buf[512];
+			const char *nm = ht_blocks__frame_name(buf, sizeof(buf), &f[x]);
+			size_t l = strlen(nm) + 1;
+			names[i][x] = memcpy(ht_xrealloc(NULL, l), nm, l);
+		}
+		len[i] = names[i] ? k : 0;
+	}
+	for (size_t i = 0; i < n; i++) {
+		size_t need = depth;
+		for (size_t j = 0; j < n; j++) {
+			if (j == i || nodes[j] == nodes[i])
+				continue; /* the same call path (the largest blocks) */
+			size_t c = 0;
+			while (c < len[i] && c < len[j] && !strcmp(names[i][c], names[j][c]))
+				c++;
+			if (c + 1 > need)
+				need = c + 1;
+		}
+		out[i] = need < len[i] ? need : len[i] > depth ? len[i] : depth;
+	}
+	for (size_t i = 0; i < n; i++) {
+		for (size_t x = 0; x < len[i]; x++)
+			free(names[i][x]);
+		free(names[i]);
+	}
+	free(names);
+	free(len);
+}
+
 static void json_stack(struct ht_json *j, struct ht_reader *r, struct ht_symbolizer *sym,
 		       uint32_t node, int by_function)
 {
@@ -199,6 +249,11 @@ int cmd_top(int argc, char **argv)
 	static const char *const heading[T_NTABLES] = {
 		"held the most at the peak", "most allocation calls",
 		"most temporary allocations (freed before the thread's next allocation)"};
+	size_t maxrows = ne > ss.nbig ? ne : ss.nbig;
+	if (maxrows > cfg.top)
+		maxrows = (size_t)cfg.top;
+	uint32_t *rows = ht_xrealloc(NULL, (maxrows + 1) * sizeof(*rows));
+	uint64_t *depths = ht_xrealloc(NULL, (maxrows + 1) * sizeof(*depths));
 	for (int t = 0; t < T_NTABLES; t++) {
 		sort_table = (enum table)t;
 		qsort(e, ne, sizeof(*e), by_value);
@@ -212,7 +267,15 @@ int cmd_top(int argc, char **argv)
 		} else {
 			printf("\n%s:\n", heading[t]);
 		}
-		for (size_t i = 0; i < ne && i < cfg.top && e[i].value[t]; i++) {
+		size_t shown = 0;
+		while (shown < ne && shown < cfg.top && e[shown].value[t])
+			shown++;
+		if (!cfg.json && !by_function && shown) {
+			for (size_t i = 0; i < shown; i++)
+				rows[i] = e[i].node;
+			distinct_depths(r, sym, rows, shown, cfg.depth, depths);
+		}
+		for (size_t i = 0; i < shown; i++) {
 			if (cfg.json) {
 				ht_json__obj_begin(&j, NULL);
 				if (t == T_PEAK) {
@@ -232,7 +295,7 @@ int cmd_top(int argc, char **argv)
 			else
 				printf("  %10llu calls, %9s  ", (unsigned long long)e[i].value[t],
 				       ht_fmt_bytes(b1, e[i].bytes));
-			print_where(r, sym, e[i].node, cfg.depth, by_function);
+			print_where(r, sym, e[i].node, by_function ? 1 : depths[i], by_function);
 		}
 		if (cfg.json) {
 			ht_json__arr_end(&j);
@@ -254,13 +317,21 @@ int cmd_top(int argc, char **argv)
 		ht_json__finish(&j);
 	} else {
 		printf("\nbiggest single allocations:\n");
-		for (size_t i = 0; i < ss.nbig && i < cfg.top; i++) {
+		size_t shown = ss.nbig < cfg.top ? ss.nbig : (size_t)cfg.top;
+		if (!by_function && shown) {
+			for (size_t i = 0; i < shown; i++)
+				rows[i] = ss.big[i].node;
+			distinct_depths(r, sym, rows, shown, cfg.depth, depths);
+		}
+		for (size_t i = 0; i < shown; i++) {
 			printf("  %10s at %9s, thread %u  ", ht_fmt_bytes(b1, ss.big[i].size),
 			       ht_fmt_ns(b2, ss.big[i].time_ns), ss.big[i].tid);
-			print_where(r, sym, ss.big[i].node, cfg.depth, by_function);
+			print_where(r, sym, ss.big[i].node, by_function ? 1 : depths[i], by_function);
 		}
 	}
 	fflush(stdout);
+	free(rows);
+	free(depths);
 cleanup:
 	free(e);
 	ht_symbolizer__free(sym);

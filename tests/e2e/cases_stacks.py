@@ -350,6 +350,28 @@ def test_flamegraph_svg(t):
         check(what in r.stderr, "flamegraph %s: %s" % (args, r.stderr))
 
 
+@case(labels=("analyzers",))
+def test_top_rows_distinct(t):
+    """Two call paths that share their three innermost frames (a wrapper of
+    three levels): top's rows show as many frames as it takes to tell them
+    apart (--depth is a minimum), and the same path repeated (the largest
+    blocks) does not make its row longer."""
+    out = t.path("wrappers.ht")
+    r = t.run([t.heaptrail, "record", "-q", "--stacks", "-o", out, "--", t.prog("wrappers")],
+              check_rc=0)
+    r = t.tool(["top", out])
+    eq(r.rc, 0, "top: exit status\n" + r.describe())
+    text = r.stdout
+    peak = text.split("held the most at the peak:")[1].split("\n\n")[0].strip().splitlines()
+    eq(len(peak), 2, "rows at the peak:\n" + text)
+    for row, fn in zip(sorted(peak, key=lambda l: "path_b" in l), ("path_a", "path_b")):
+        check(fn in row and "wrap3" in row, "a row names its own path (%s): %r" % (fn, row))
+        check("main" not in row, "a row shows more frames than it needs: %r" % row)
+    big = text.split("biggest single allocations:")[1].strip().splitlines()
+    check(big and all(l.rstrip().endswith("(wrappers.c:27)") for l in big),
+          "the largest blocks (one path each) keep --depth 3:\n" + "\n".join(big))
+
+
 @case(timeout=120, labels=("analyzers",))
 def test_top(t):
     """top: the peak's contributors add up to stats' peak, calls to the
