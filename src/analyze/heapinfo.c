@@ -1494,7 +1494,8 @@ void ht_heapinfo__html(const struct ht_heapinfo *h, FILE *f)
 	char b1[32], b2[32], nm[32];
 	static const char *const colors[] = {"#d62728", "#1f77b4", "#2ca02c", "#ff7f0e",
 					     "#9467bd", "#8c564b", "#e377c2", "#17becf"};
-	fprintf(f, "<section class=\"ht-heap\">\n<h2>glibc heap</h2>\n");
+	/* the page around it (report) gives the section its heading */
+	fprintf(f, "<section class=\"ht-heap\">\n<h3>Arenas</h3>\n");
 	fprintf(f, "<table>\n<tr><th>arena</th><th>heaps</th><th>in use</th><th>peak</th>"
 		   "<th>allocations</th><th>threads (first .. last allocation)</th></tr>\n");
 	for (size_t i = 0; i < h->narenas; i++) {
@@ -1516,6 +1517,7 @@ void ht_heapinfo__html(const struct ht_heapinfo *h, FILE *f)
 		if (h->heaps[i].size > vmax)
 			vmax = h->heaps[i].size;
 	const int w = 720, ht = 240, ml = 70, mb = 30;
+	fprintf(f, "<h3>Heap sizes over time</h3>\n");
 	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
 		   "font-family=\"sans-serif\" font-size=\"11\">\n", w + ml + 10, ht + mb + 10);
 	fprintf(f, "<g transform=\"translate(%d,5)\">\n", ml);
@@ -1528,8 +1530,25 @@ void ht_heapinfo__html(const struct ht_heapinfo *h, FILE *f)
 	html_series(f, &h->brk_s, tmax, vmax, "#000", w, ht);
 	for (size_t i = 0; i < h->nheaps; i++)
 		html_series(f, &h->heaps[i].s, tmax, vmax, colors[i % 8], w, ht);
-	fprintf(f, "</g>\n</svg>\n<p>Black: the main heap (program break above its start); "
-		   "colours: the heaps of the other arenas (highest block end).</p>\n");
+	fprintf(f, "</g>\n</svg>\n");
+	/* a legend of the lines drawn, and only of those */
+	fprintf(f, "<p class=\"legend\">");
+	int drawn = 0;
+	if (h->brk_s.n)
+		fprintf(f, "<span style=\"color:#000\">&#9644;</span> the main heap (program "
+			   "break above its start) "),
+			drawn++;
+	for (size_t i = 0; i < h->nheaps; i++) {
+		if (!h->heaps[i].s.n)
+			continue;
+		fprintf(f, "<span style=\"color:%s\">&#9644;</span> heap %zu of arena %s (highest "
+			   "block end) ",
+			colors[i % 8], i, arena_name(nm, sizeof(nm), h, h->heaps[i].arena));
+		drawn++;
+	}
+	if (!drawn)
+		fprintf(f, "no heap grew or shrank during the trace: nothing to draw");
+	fprintf(f, "</p>\n");
 	fprintf(f, "<table>\n<tr><th>time</th><th>thread</th><th>cause</th><th>mmap threshold</th>"
 		   "<th>trim threshold</th></tr>\n");
 	for (size_t i = 0; i < h->nchanges; i++) {

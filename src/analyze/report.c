@@ -547,7 +547,7 @@ static void write_page(struct page *pg, struct ht_jvalue **cmp, int ncmp)
 	ht_html__text(f, pg->path);
 	fputs("</p><nav><a href=\"#summary\">summary</a> <a href=\"#histograms\">sizes</a> "
 	      "<a href=\"#stacks\">top stacks</a> <a href=\"#leaks\">leaks</a> "
-	      "<a href=\"#flamegraph\">flame graphs</a> <a href=\"#heap\">glibc heap</a> "
+	      "<a href=\"#flamegraph\">flame graphs</a> <a href=\"#heap\">glibc's heap</a> "
 	      "<a href=\"#threads\">threads</a>", f);
 	if (ncmp)
 		fputs(" <a href=\"#allocators\">allocators</a>", f);

@@ -104,6 +104,18 @@ def test_report_leaky(t):
         for tid in a["threads"]:
             check("%d (" % tid in m.group(0), "thread %d of arena %s not in the heap section"
                   % (tid, a["arena"]))
+    # one heading for the section, and a legend that names exactly the
+    # lines its chart draws (no caption of a line that is not there)
+    sec = m.group(0)
+    heads = re.findall(r"<h2[^>]*>([^<]*)</h2>", html)
+    eq(len([h for h in heads if "heap" in h.lower() and "glibc" in h.lower()]), 1,
+       "headings about glibc's heap: %r" % heads)
+    lines = len(re.findall(r"<polyline", sec))
+    legend = re.search(r'<p class="legend">(.*?)</p>', sec, re.S)
+    check(legend, "the heap chart has no legend")
+    if legend:
+        eq(legend.group(1).count("&#9644;"), lines, "legend entries vs lines drawn: %r"
+           % legend.group(1))
     # one frame per node of the folded tree, as the flamegraph command draws
     fg = t.tool(["flamegraph", "-o", t.path("alloc.svg"), trace])
     m = re.search(r"(\d+) frames", fg.stderr)
