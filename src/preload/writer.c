@@ -26,6 +26,7 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -391,7 +392,9 @@ static int check_fd(void)
 	int fd = open(w.path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd >= 0 && fd_is_ours(fd) && lseek(fd, (off_t)w.off, SEEK_SET) == (off_t)w.off) {
 		w.fd = fd_move_high(fd);
-		ht_msg("the program closed the trace file's descriptor; reopened %s", w.path);
+		static int said; /* once: a program may close it in a loop */
+		if (!said++)
+			ht_msg("the program closed the trace file's descriptor; reopened %s", w.path);
 		return 0;
 	}
 	if (fd >= 0)
@@ -929,10 +932,36 @@ static void writer_loop(int helper)
 	}
 }
 
+/* The writer thread takes a descriptor table of its own: the program can
+ * then close, dup2() onto or reuse any number without touching the trace
+ * (checking the descriptor and then writing, in a table shared with the
+ * program, races with a program thread that dup2()s its own file onto the
+ * number between the two).  The copies of the program's descriptors that
+ * come with the table are closed, so that none of them outlives the
+ * program's own (a pipe's reader must see its end when the program closes
+ * it).  Without unshare the table stays shared and check_fd() guards each
+ * round as before. */
+static void own_fd_table(void)
+{
+	if (w.fd < 0 || syscall(SYS_unshare, CLONE_FILES) != 0)
+		return;
+	unsigned keep = (unsigned)w.fd;
+	if ((keep == 0 || syscall(SYS_close_range, 0u, keep - 1, 0u) == 0) &&
+	    syscall(SYS_close_range, keep + 1, ~0u, 0u) == 0)
+		return;
+	struct rlimit rl; /* no close_range (before Linux 5.9) */
+	unsigned max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536 ? (unsigned)rl.rlim_cur
+										 : 65536;
+	for (unsigned fd = 0; fd < max; fd++)
+		if (fd != keep)
+			close((int)fd);
+}
+
 static void *writer_main(void *arg)
 {
 	(void)arg;
 	ht_tls.guard = 1; /* nothing this thread allocates is traced */
+	own_fd_table();
 	nptl_nthreads = dlsym(RTLD_DEFAULT, "__nptl_nthreads");
 	sigset_t all;
 	sigfillset(&all);

@@ -437,6 +437,29 @@ def test_program_closes_fds(t):
         expect_calls(s, {"malloc": 20, "free": 20})
 
 
+@case(timeout=120)
+def test_writer_thread_fd_race(t):
+    """--writer=thread: a program thread keeps dup2()ing its own file onto
+    the descriptors the writer uses (1000 and up) and closing them while
+    main allocates and flushes.  The writer never writes into the program's
+    file (it keeps its descriptor in a table of its own), says nothing in a
+    loop, and the trace is whole."""
+    n = 200000
+    for run in range(2):
+        data = t.path("data%d.txt" % run)
+        out = t.path("race%d.ht" % run)
+        r = t.traced(out, [t.prog("fdrace"), data, n], env={"HEAPTRAIL_WRITER": "thread"})
+        with open(data, "rb") as f:
+            content = f.read()
+        check(content == b"hello\n", "run %d: the program's file holds %d bytes, not just its "
+              "own 6: %r..." % (run, len(content), content[:40]))
+        lines = r.heaptrail_lines()
+        check(len(lines) <= 1, "run %d: the tracer said %d lines:\n%s" % (run, len(lines),
+                                                                          "\n".join(lines[:5])))
+        s = t.stats(out)
+        eq(s["calls"]["malloc"], n, "run %d: mallocs in the trace" % run)
+
+
 @case(timeout=120, locks=("cpu",))
 def test_fork_storm(t):
     """200 forks while two threads allocate: no child deadlocks on a lock
