@@ -4,7 +4,6 @@
  * 16..4096 and exits 0.  The test does something to the recorder while
  * the program waits (cases_reliability.py: kills the writer process). */
 #define _GNU_SOURCE
-#include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -19,15 +18,6 @@ int main(int argc, char **argv)
 	char c;
 	while (read(0, &c, 1) == 1 && c != '\n')
 		;
-	uint64_t x = 88172645463325252ull; /* xorshift64 */
-	for (unsigned long i = 0; i < n; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		char *p = tp_keep(malloc(16 + (size_t)(x % 4081)));
-		TP_CHECK(p);
-		p[0] = (char)i;
-		free(p);
-	}
+	tp_rand_pairs(n);
 	return 0;
 }

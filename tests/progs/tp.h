@@ -103,4 +103,21 @@ static inline void tp_pairs(int n, size_t size)
 	}
 }
 
+/* n malloc/free pairs of sizes uniform in 16..4096 from a fixed-seed
+ * xorshift64 generator (the benchmark's loop, small), each block written
+ * once and freed at once. */
+static inline void tp_rand_pairs(unsigned long n)
+{
+	uint64_t x = 88172645463325252ull;
+	for (unsigned long i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		char *p = (char *)tp_keep(malloc(16 + (size_t)(x % 4081)));
+		TP_CHECK(p);
+		p[0] = (char)i;
+		free(p);
+	}
+}
+
 #endif
