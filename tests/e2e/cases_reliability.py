@@ -122,7 +122,13 @@ def test_writer_killed(t):
         eq(line, b"ready\n", "the program started")
         prog = [c for c in children(p.pid) if comm(c) == "paced"]
         eq(len(prog), 1, "the program under record")
-        helpers = [c for c in children(prog[0]) if comm(c) == "heaptrail-write"]
+        # the helper names itself once it runs: under load, a moment later
+        deadline = time.time() + 10
+        helpers = []
+        while not helpers and time.time() < deadline:
+            helpers = [c for c in children(prog[0]) if comm(c) == "heaptrail-write"]
+            if not helpers:
+                time.sleep(0.05)
         eq(len(helpers), 1, "the writer process of the program")
         os.kill(helpers[0], signal.SIGKILL)
         time.sleep(0.2)
