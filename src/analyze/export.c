@@ -13,6 +13,7 @@
 #include "analyze/export.h"
 #include "cli/builtin.h"
 #include "common/options.h"
+#include "common/outfile.h"
 #include "common/util.h"
 
 /* One configuration per run; each default is labelled by its flag. */
@@ -61,36 +62,6 @@ void ht_export__json_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-/* A temporary file next to path, with the mode a new file would get. */
-static FILE *open_temp(const char *path, char **tmp)
-{
-	if (asprintf(tmp, "%s.tmp-XXXXXX", path) < 0) {
-		*tmp = NULL;
-		return NULL;
-	}
-	int fd = mkstemp(*tmp);
-	if (fd < 0) {
-		free(*tmp);
-		*tmp = NULL;
-		return NULL;
-	}
-	mode_t mask = umask(0);
-	umask(mask);
-	if (fchmod(fd, 0666 & ~mask) != 0) { /* (mkstemp makes it 0600) */
-		int err = errno;
-		close(fd);
-		unlink(*tmp);
-		errno = err;
-		return NULL;
-	}
-	FILE *f = fdopen(fd, "w");
-	if (!f) {
-		close(fd);
-		unlink(*tmp);
-	}
-	return f;
-}
-
 int cmd_export(int argc, char **argv)
 {
 	struct export_config cfg = {
@@ -114,8 +85,8 @@ int cmd_export(int argc, char **argv)
 		{0},
 	};
 	int ret = HT_EXIT_USAGE;
-	FILE *out = stdout;
-	char *tmp = NULL;
+	struct ht_out out = {.f = NULL, .fd = -1, .slot = -1};
+	char err[1024];
 	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
 	if (nargs != 1) {
 		ht_error("%s; usage: heaptrail export --format FORMAT [-o FILE] TRACE",
@@ -158,44 +129,25 @@ int cmd_export(int argc, char **argv)
 		ret = HT_EXIT_DATA;
 		goto cleanup;
 	}
-	if (cfg.out && !(out = open_temp(cfg.out, &tmp))) {
-		ht_error("cannot write %s: %m", cfg.out);
-		out = stdout;
+	/* private: the rows, stacks and tracks carry the program's addresses */
+	if (ht_out__open(&out, cfg.out, HT_OUT_PRIVATE, HT_OUT_STDOUT, err, sizeof(err))) {
+		ht_error("%s", err);
 		ret = HT_EXIT_DATA;
 		goto cleanup;
 	}
-	ret = renderers[fmt](&cfg.o, out);
+	ret = renderers[fmt](&cfg.o, out.f);
 	/* a damaged trace: the output covers the events before the damage (as
 	 * the other analyzers' results do), kept, and the exit status says so */
 	int damaged = ret == HT_EXPORT_DAMAGED;
 	if (damaged)
 		ret = HT_EXIT_OK;
-	if (fflush(out) != 0 || ferror(out)) {
-		ht_error("cannot write %s: %m", cfg.out ? cfg.out : "standard output");
-		if (!ret)
-			ret = HT_EXIT_DATA;
-	}
-	if (out != stdout) {
-		int bad = fclose(out) != 0;
-		out = stdout;
-		if (!ret && bad) {
-			ht_error("cannot write %s: %m", cfg.out);
-			ret = HT_EXIT_DATA;
-		}
-		if (!ret && rename(tmp, cfg.out) != 0) {
-			ht_error("cannot write %s: %m", cfg.out);
-			ret = HT_EXIT_DATA;
-		}
-		if (ret)
-			unlink(tmp);
+	if (!ret && ht_out__commit(&out, err, sizeof(err))) {
+		ht_error("%s", err);
+		ret = HT_EXIT_DATA;
 	}
 	if (!ret && damaged)
 		ret = HT_EXIT_DATA;
 cleanup:
-	if (out != stdout) {
-		fclose(out);
-		unlink(tmp);
-	}
-	free(tmp);
+	ht_out__abort(&out);
 	return ret;
 }

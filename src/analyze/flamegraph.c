@@ -13,6 +13,7 @@
 #include "analyze/flamesvg.h"
 #include "analyze/stackstats.h"
 #include "common/options.h"
+#include "common/outfile.h"
 #include "common/util.h"
 
 #define MAX_FRAMES 1024
@@ -161,6 +162,8 @@ int cmd_flamegraph(int argc, char **argv)
 	struct ht_flame_stack *fl = NULL;
 	size_t nfl = 0;
 	FILE *out = stdout;
+	struct ht_out of = {.fd = -1, .slot = -1};
+	char err[1024];
 	struct ht_stackstats ss;
 	memset(&ss, 0, sizeof(ss));
 	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
@@ -191,12 +194,12 @@ int cmd_flamegraph(int argc, char **argv)
 		goto cleanup;
 	}
 	fl = ht_flamegraph__fold(r, sym, &ss, m, cfg.reverse, &nfl);
-	if (cfg.out && !(out = fopen(cfg.out, "w"))) {
-		ht_error("cannot write %s: %m", cfg.out);
-		out = stdout;
+	if (ht_out__open(&of, cfg.out, HT_OUT_PUBLIC, HT_OUT_STDOUT, err, sizeof(err))) {
+		ht_error("%s", err);
 		ret = HT_EXIT_DATA;
 		goto cleanup;
 	}
+	out = of.f;
 	if (cfg.folded) {
 		for (size_t i = 0; i < nfl; i++)
 			fprintf(out, "%s %llu\n", fl[i].stack, (unsigned long long)fl[i].value);
@@ -214,14 +217,15 @@ int cmd_flamegraph(int argc, char **argv)
 	if (!nfl)
 		ht_warning("%s: nothing to show for --metric=%s%s", argv[0], metrics[m].name,
 			   ht_reader__nnodes(r) ? "" : " (no stacks: record with --stacks)");
-	if (ferror(out) || (out != stdout && fclose(out) != 0)) {
+	if (ferror(out)) {
 		ht_error("cannot write %s", cfg.out ? cfg.out : "standard output");
 		ret = HT_EXIT_DATA;
+	} else if (ht_out__commit(&of, err, sizeof(err))) {
+		ht_error("%s", err);
+		ret = HT_EXIT_DATA;
 	}
-	out = stdout;
 cleanup:
-	if (out != stdout)
-		fclose(out);
+	ht_out__abort(&of);
 	for (size_t i = 0; i < nfl; i++)
 		free(fl[i].stack);
 	free(fl);

@@ -6,59 +6,38 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "common/outfile.h"
 #include "common/util.h"
 
+/* The page shows what the other reports show (sizes, stacks, the command
+ * line): a file for sharing, with the mode of any new file (HT_OUT_PUBLIC). */
 int ht_html__open(struct ht_html_file *h, const char *path)
 {
+	char err[1024];
 	memset(h, 0, sizeof(*h));
-	h->path = strdup(path);
-	if (!h->path || asprintf(&h->tmp, "%s.tmpXXXXXX", path) < 0) {
-		ht_error("out of memory");
+	if (ht_out__open(&h->out, path, HT_OUT_PUBLIC, 0, err, sizeof(err)) < 0) {
+		ht_error("%s", err);
 		return -1;
 	}
-	int fd = mkstemp(h->tmp);
-	if (fd < 0) {
-		ht_error("cannot write %s: %s", path, strerror(errno));
-		free(h->tmp);
-		h->tmp = NULL;
-		return -1;
-	}
-	fchmod(fd, 0644);
-	h->f = fdopen(fd, "w");
-	if (!h->f) {
-		ht_error("cannot write %s: %s", path, strerror(errno));
-		close(fd);
-		return -1;
-	}
+	h->f = h->out.f;
 	return 0;
 }
 
 int ht_html__commit(struct ht_html_file *h)
 {
-	int bad = ferror(h->f);
-	if (fclose(h->f) != 0)
-		bad = 1;
+	char err[1024];
 	h->f = NULL;
-	if (bad || rename(h->tmp, h->path) != 0) {
-		ht_error("cannot write %s: %s", h->path, strerror(errno ? errno : EIO));
+	if (ht_out__commit(&h->out, err, sizeof(err)) < 0) {
+		ht_error("%s", err);
 		return -1;
 	}
-	free(h->tmp);
-	h->tmp = NULL;
 	return 0;
 }
 
 void ht_html__abort(struct ht_html_file *h)
 {
-	if (h->f)
-		fclose(h->f);
-	if (h->tmp)
-		unlink(h->tmp);
-	free(h->tmp);
-	free(h->path);
+	ht_out__abort(&h->out);
 	memset(h, 0, sizeof(*h));
 }
 

@@ -9,13 +9,15 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/outfile.h"
+
 struct ht_html_file {
-	FILE *f;    /* open while writing */
-	char *path; /* the final name */
-	char *tmp;  /* the temporary name, renamed to path by commit */
+	FILE *f;           /* open while writing */
+	struct ht_out out; /* the temporary, renamed into place by commit */
 };
 
-/* Opens a temporary file next to path; -1 after a one-line error. */
+/* Opens a temporary file next to path (common/outfile.h); -1 after a
+ * one-line error. */
 int ht_html__open(struct ht_html_file *h, const char *path);
 /* Closes and renames it into place; -1 after an error (nothing left behind). */
 int ht_html__commit(struct ht_html_file *h);

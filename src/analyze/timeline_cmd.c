@@ -13,6 +13,7 @@
 #include "cli/builtin.h"
 #include "common/json.h"
 #include "common/options.h"
+#include "common/outfile.h"
 #include "common/util.h"
 
 /* One configuration per run; each default is labelled by its flag. */
@@ -74,7 +75,8 @@ int cmd_timeline(int argc, char **argv)
 	struct ht_reader *r = NULL;
 	struct ht_timeline *tl = NULL;
 	struct ht_pass *pass = NULL;
-	char *out = NULL, *tmp = NULL;
+	char *out = NULL, err[1024];
+	struct ht_out of = {.fd = -1, .slot = -1};
 	FILE *f = NULL;
 	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
 	if (nargs != 1) {
@@ -145,15 +147,12 @@ int cmd_timeline(int argc, char **argv)
 	const char *ext = cfg.csv ? "csv" : cfg.json ? "json" : "svg";
 	out = cfg.out ? strdup(cfg.out) : default_output(argv[0], ext);
 	int to_stdout = !strcmp(out, "-");
-	if (to_stdout) {
-		f = stdout;
-	} else {
-		/* never a partial file: write beside it, then rename */
-		if (asprintf(&tmp, "%s.tmp-%d", out, (int)getpid()) < 0 || !(f = fopen(tmp, "w"))) {
-			ht_error("cannot write %s: %m", out);
-			goto cleanup;
-		}
+	/* never a partial file: write beside it, then rename */
+	if (ht_out__open(&of, out, HT_OUT_PUBLIC, HT_OUT_DASH, err, sizeof(err))) {
+		ht_error("%s", err);
+		goto cleanup;
 	}
+	f = of.f;
 	int werr;
 	if (cfg.csv) {
 		werr = ht_timeline__csv(tl, f);
@@ -173,11 +172,13 @@ int cmd_timeline(int argc, char **argv)
 		}
 		f = NULL;
 	} else {
-		int cerr = fclose(f);
 		f = NULL;
-		if (werr || cerr || rename(tmp, out)) {
+		if (werr) {
 			ht_error("cannot write %s: %m", out);
-			unlink(tmp);
+			goto cleanup;
+		}
+		if (ht_out__commit(&of, err, sizeof(err))) {
+			ht_error("%s", err);
 			goto cleanup;
 		}
 		uint64_t peak_ns;
@@ -189,11 +190,7 @@ int cmd_timeline(int argc, char **argv)
 	}
 	ret = read_ret;
 cleanup:
-	if (f && f != stdout) {
-		fclose(f);
-		unlink(tmp);
-	}
-	free(tmp);
+	ht_out__abort(&of);
 	free(out);
 	ht_timeline__delete(tl);
 	ht_pass__delete(pass);

@@ -11,6 +11,7 @@
 #include "analyze/diff.h"
 #include "common/json.h"
 #include "common/options.h"
+#include "common/outfile.h"
 #include "common/util.h"
 
 /* One configuration per run; each default is labelled by its flag. */
@@ -124,7 +125,8 @@ int cmd_diff(int argc, char **argv)
 	};
 	int ret = HT_EXIT_USAGE;
 	struct ht_diff *d = NULL;
-	char *tmp = NULL;
+	struct ht_out of = {.fd = -1, .slot = -1};
+	char err[1024];
 	FILE *out = stdout;
 	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
 	struct ht_diff_point pt[2];
@@ -176,21 +178,12 @@ int cmd_diff(int argc, char **argv)
 			ht_warning("%s has no stacks: its blocks are compared as one \"[no stack]\" "
 				   "entry; record with --stacks to compare by stack",
 				   ht_diff__side(d, s)->path);
-	if (cfg.out) {
-		if (asprintf(&tmp, "%s.XXXXXX", cfg.out) < 0)
-			exit(HT_EXIT_DATA);
-		int fd = mkstemp(tmp);
-		if (fd < 0 || !(out = fdopen(fd, "w"))) {
-			ht_error("cannot write %s: %m", cfg.out);
-			if (fd >= 0)
-				close(fd);
-			free(tmp);
-			tmp = NULL;
-			out = stdout;
-			ret = HT_EXIT_DATA;
-			goto cleanup;
-		}
+	if (ht_out__open(&of, cfg.out, HT_OUT_PUBLIC, HT_OUT_STDOUT, err, sizeof(err))) {
+		ht_error("%s", err);
+		ret = HT_EXIT_DATA;
+		goto cleanup;
 	}
+	out = of.f;
 	if (cfg.json) {
 		struct ht_json j;
 		ht_json__init(&j, out, 1);
@@ -217,29 +210,18 @@ int cmd_diff(int argc, char **argv)
 	} else {
 		ht_diff__text(d, out, cfg.top, cfg.depth);
 	}
-	int werr = fflush(out) != 0 || ferror(out);
-	if (out != stdout && fclose(out) != 0)
-		werr = 1;
-	out = stdout;
-	if (werr) {
+	if (ferror(out)) {
 		ht_error("cannot write %s", cfg.out ? cfg.out : "standard output");
 		ret = HT_EXIT_DATA;
 		goto cleanup;
 	}
-	if (tmp && rename(tmp, cfg.out) != 0) {
-		ht_error("cannot write %s: %m", cfg.out);
+	if (ht_out__commit(&of, err, sizeof(err))) {
+		ht_error("%s", err);
 		ret = HT_EXIT_DATA;
 		goto cleanup;
 	}
-	free(tmp);
-	tmp = NULL;
 cleanup:
-	if (out != stdout)
-		fclose(out);
-	if (tmp) {
-		unlink(tmp);
-		free(tmp);
-	}
+	ht_out__abort(&of);
 	ht_diff__free(d);
 	return ret;
 }

@@ -11,6 +11,7 @@
 
 #include "analyze/blocks.h"
 #include "analyze/flamesvg.h"
+#include "common/outfile.h"
 #include "common/util.h"
 #include "probes/probe.h"
 #include "probes/procsyms.h"
@@ -328,39 +329,25 @@ void ht_stackcount__svg(const struct ht_stackcount *sc, FILE *f, const char *tit
 int ht_stackcount__write(const struct ht_stackcount *sc, const char *path, int folded,
 			 const char *title, const char *unit)
 {
-	char *tmp;
-	if (asprintf(&tmp, "%s.tmp-XXXXXX", path) < 0) {
-		ht_error("out of memory");
+	char err[1024];
+	struct ht_out out;
+	/* (the probes' message: "PATH: cannot write: why"; the layer's when
+	 * the path is too long) */
+	if (ht_out__open(&out, path, HT_OUT_PUBLIC, 0, err, sizeof(err))) {
+		if (errno == ENAMETOOLONG)
+			ht_error("%s", err);
+		else
+			ht_error("%s: cannot write: %s", path, strerror(errno));
 		return -1;
-	}
-	int fd = mkstemp(tmp);
-	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-	if (!f) {
-		ht_error("%s: cannot write: %s", path, strerror(errno));
-		if (fd >= 0) {
-			close(fd);
-			unlink(tmp);
-		}
-		free(tmp);
-		return -1;
-	}
-	mode_t mask = umask(0);
-	umask(mask);
-	if (fchmod(fd, 0666 & ~mask)) {
-		/* (mkstemp made it 0600: keep that) */
 	}
 	if (folded)
-		ht_stackcount__folded(sc, f);
+		ht_stackcount__folded(sc, out.f);
 	else
-		ht_stackcount__svg(sc, f, title, unit);
-	int bad = ferror(f);
-	if (fclose(f) || bad || rename(tmp, path)) {
+		ht_stackcount__svg(sc, out.f, title, unit);
+	if (ht_out__commit(&out, err, sizeof(err))) {
 		ht_error("%s: cannot write: %s", path, strerror(errno));
-		unlink(tmp);
-		free(tmp);
 		return -1;
 	}
-	free(tmp);
 	return 0;
 }
 

@@ -17,6 +17,7 @@
 #include "cli/builtin.h"
 #include "common/json.h"
 #include "common/options.h"
+#include "common/outfile.h"
 #include "common/util.h"
 #include "replay.h"
 
@@ -223,15 +224,13 @@ static double nice_step(double range, int ticks)
 static int write_svg(const char *path, struct variant *vs, int nv, const char *workload,
 		     uint64_t ideal)
 {
-	char *tmp = NULL;
-	if (asprintf(&tmp, "%s.tmp-%d", path, (int)getpid()) < 0)
-		return -1;
-	FILE *f = fopen(tmp, "w");
-	if (!f) {
-		ht_error("cannot write %s: %s", path, strerror(errno));
-		free(tmp);
+	char err[1024];
+	struct ht_out out;
+	if (ht_out__open(&out, path, HT_OUT_PUBLIC, 0, err, sizeof(err))) {
+		ht_error("%s", err);
 		return -1;
 	}
+	FILE *f = out.f;
 	const int W = 900, H = 480, L = 80, R = 200, T = 50, B = 50;
 	double xmax = 1, ymax = (double)ideal / 1024;
 	for (int i = 0; i < nv; i++) {
@@ -304,13 +303,10 @@ static int write_svg(const char *path, struct variant *vs, int nv, const char *w
 #undef X
 #undef Y
 	fprintf(f, "</svg>\n");
-	if (fclose(f) || rename(tmp, path)) {
-		ht_error("cannot write %s: %s", path, strerror(errno));
-		unlink(tmp);
-		free(tmp);
+	if (ht_out__commit(&out, err, sizeof(err))) {
+		ht_error("%s", err);
 		return -1;
 	}
-	free(tmp);
 	return 0;
 }
 

@@ -22,6 +22,7 @@
 #include "cli/builtin.h"
 #include "common/json.h"
 #include "common/options.h"
+#include "common/outfile.h"
 #include "common/util.h"
 #include "replay.h"
 
@@ -495,17 +496,16 @@ int cmd_replay(int argc, char **argv)
 		ht_replay__print_text(stdout, &res, w);
 	}
 	if (cfg.rss_csv) {
-		FILE *f = fopen(cfg.rss_csv, "w");
-		if (!f) {
-			ht_error("cannot write %s: %s", cfg.rss_csv, strerror(errno));
+		struct ht_out out;
+		if (ht_out__open(&out, cfg.rss_csv, HT_OUT_PUBLIC, 0, err, sizeof(err))) {
+			ht_error("%s", err);
 			goto cleanup;
 		}
-		fprintf(f, "ms,rss_kb\n");
+		fprintf(out.f, "ms,rss_kb\n");
 		for (uint32_t i = 0; i < res.nrss; i++)
-			fprintf(f, "%u,%u\n", rss[i].ms, rss[i].kb);
-		if (fclose(f)) {
-			ht_error("cannot write %s: %s", cfg.rss_csv, strerror(errno));
-			unlink(cfg.rss_csv);
+			fprintf(out.f, "%u,%u\n", rss[i].ms, rss[i].kb);
+		if (ht_out__commit(&out, err, sizeof(err))) {
+			ht_error("%s", err);
 			goto cleanup;
 		}
 	}

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/outfile.h"
 #include "trace/format.h"
 
 const char *const ht_wl_fn_names[HT_FN_NR] = {
@@ -137,9 +138,8 @@ struct wthread {
 };
 
 struct ht_wl_writer {
-	FILE *f;              /* the temporary file */
-	char *path;           /* final name */
-	char *tmp;            /* temporary name */
+	FILE *f;              /* the temporary file (out.f) */
+	struct ht_out out;    /* it, renamed into place on close */
 	uint64_t off;         /* bytes written */
 	struct wthread *th;   /* threads */
 	uint32_t nth, capth;  /* count, capacity */
@@ -150,21 +150,18 @@ struct ht_wl_writer {
 struct ht_wl_writer *ht_wl_writer__open(const char *path, char *err, size_t errlen)
 {
 	struct ht_wl_writer *w = calloc(1, sizeof(*w));
-	if (!w || asprintf(&w->tmp, "%s.tmp-XXXXXX", path) < 0) {
+	if (!w) {
 		snprintf(err, errlen, "%s: out of memory", path);
+		return NULL;
+	}
+	/* private, as traces: the workload is the program's heap calls */
+	if (ht_out__open(&w->out, path, HT_OUT_PRIVATE, HT_OUT_SYNC, err, errlen)) {
+		if (errno != ENAMETOOLONG) /* (else the layer's message says why) */
+			snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
 		free(w);
 		return NULL;
 	}
-	w->path = strdup(path);
-	int fd = mkstemp(w->tmp);
-	if (fd < 0) {
-		snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
-		free(w->tmp);
-		free(w->path);
-		free(w);
-		return NULL;
-	}
-	w->f = fdopen(fd, "wb");
+	w->f = w->out.f;
 	static const uint8_t zero[HT_WL_HEADER_SIZE];
 	fwrite(zero, 1, sizeof(zero), w->f); /* the header, written last */
 	w->off = HT_WL_HEADER_SIZE;
@@ -256,8 +253,7 @@ static void writer_free(struct ht_wl_writer *w)
 	for (uint32_t i = 0; i < w->nth; i++)
 		free(w->th[i].buf);
 	free(w->th);
-	free(w->tmp);
-	free(w->path);
+	ht_out__abort(&w->out);
 	free(w);
 }
 
@@ -265,8 +261,6 @@ void ht_wl_writer__abort(struct ht_wl_writer *w)
 {
 	if (!w)
 		return;
-	fclose(w->f);
-	unlink(w->tmp);
 	writer_free(w);
 }
 
@@ -320,19 +314,13 @@ int ht_wl_writer__close(struct ht_wl_writer *w, uint64_t nslots, uint64_t ideal_
 		w->failed = 1;
 		w->err_no = errno;
 	}
-	if (!w->failed && (fflush(w->f) || fsync(fileno(w->f)))) {
-		w->failed = 1;
-		w->err_no = errno;
-	}
-	int bad = w->failed || fclose(w->f) != 0;
-	if (!bad && rename(w->tmp, w->path) != 0) {
-		w->err_no = errno;
-		bad = 1;
-	}
-	if (bad) {
-		snprintf(err, errlen, "cannot write %s: %s", w->path,
+	if (w->failed) {
+		snprintf(err, errlen, "cannot write %s: %s", w->out.path,
 			 strerror(w->err_no ? w->err_no : EIO));
-		unlink(w->tmp);
+		writer_free(w);
+		return -1;
+	}
+	if (ht_out__commit(&w->out, err, errlen)) {
 		writer_free(w);
 		return -1;
 	}

@@ -21,6 +21,7 @@
 #include <zstd.h>
 
 #include "columns.h"
+#include "common/outfile.h"
 #include "reader.h"
 #include "record.h"
 
@@ -180,14 +181,12 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 	c.errlen = errlen;
 	c.out = -1;
 	int ret = -1;
-	char tmp[4200];
+	struct ht_out o = {.fd = -1, .slot = -1};
 	struct ht_file_header hdr;
 	struct stat st;
-	snprintf(tmp, sizeof(tmp), "%s.compact.%d", path, (int)getpid());
 	c.in = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (c.in < 0 || fstat(c.in, &st) < 0) {
 		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-		tmp[0] = 0;
 		goto cleanup;
 	}
 	c.in_size = (uint64_t)st.st_size;
@@ -203,28 +202,23 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 			snprintf(err, errlen, "%s: not a heaptrail trace of format version %d..%d", path,
 				 HT_VERSION_MIN, HT_VERSION);
 		}
-		tmp[0] = 0;
 		goto cleanup;
 	}
 	if (ht_trace__wait_writer(c.in, hdr.pid, HT_WAIT_WRITER_MS) != 0) {
 		snprintf(err, errlen, "%s: still being written by the recorder (the program %d "
 				      "runs); compact it when it has ended", path, (int)hdr.pid);
-		tmp[0] = 0;
 		goto cleanup;
 	}
 	/* The writer may have finished meanwhile: the header and size now. */
 	if (fstat(c.in, &st) < 0 || read_at(c.in, &hdr, sizeof(hdr), 0) < 0) {
 		snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-		tmp[0] = 0;
 		goto cleanup;
 	}
 	c.in_size = (uint64_t)st.st_size;
-	c.out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (c.out < 0) {
-		snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
-		tmp[0] = 0; /* not ours to remove */
+	/* an unpredictable temporary beside it (common/outfile.h) */
+	if (ht_out__open(&o, path, HT_OUT_PRIVATE, HT_OUT_FD | HT_OUT_SYNC, err, errlen))
 		goto cleanup;
-	}
+	c.out = o.fd;
 	/* Column coding needs version 2's timestamps and usable sizes; the
 	 * output says version 3, which readers need to know the columns. */
 	c.version = hdr.version;
@@ -365,17 +359,14 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 		hdr.sec[HT_SEC_INDEX].offset = 0;
 		hdr.sec[HT_SEC_INDEX].size = 0;
 	}
-	if (c.failed || pwrite(c.out, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr) ||
-	    fsync(c.out) < 0) {
+	if (c.failed || pwrite(c.out, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr)) {
 		if (!c.failed)
-			snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+			snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
 		goto cleanup;
 	}
-	if (rename(tmp, path) < 0) {
-		snprintf(err, errlen, "cannot replace %s: %s", path, strerror(errno));
+	c.out = -1; /* closed by the commit, or the abort below */
+	if (ht_out__commit(&o, err, errlen)) /* fsync, close, rename */
 		goto cleanup;
-	}
-	tmp[0] = 0;
 	if (res) {
 		res->in_bytes = c.in_size;
 		res->out_bytes = c.off;
@@ -386,10 +377,7 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 cleanup:
 	if (c.in >= 0)
 		close(c.in);
-	if (c.out >= 0)
-		close(c.out);
-	if (tmp[0])
-		unlink(tmp);
+	ht_out__abort(&o);
 	for (size_t i = 0; i < c.npend; i++)
 		free(c.pend[i].raw);
 	free(c.pend);
@@ -478,7 +466,7 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 		     size_t errlen)
 {
 	int ret = -1, in = -1, out = -1;
-	char tmp[4200] = "";
+	struct ht_out o = {.fd = -1, .slot = -1};
 	uint8_t *map = MAP_FAILED;
 	size_t maplen = 0;
 	struct fchunk *ch = NULL;
@@ -545,13 +533,9 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 		ret = 0;
 		goto cleanup;
 	}
-	snprintf(tmp, sizeof(tmp), "%s.finish.%d", path, (int)getpid());
-	out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (out < 0) {
-		snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
-		tmp[0] = 0; /* not ours to remove */
+	if (ht_out__open(&o, path, HT_OUT_PRIVATE, HT_OUT_FD, err, errlen))
 		goto cleanup;
-	}
+	out = o.fd;
 	struct compactor c; /* (for out_write) */
 	memset(&c, 0, sizeof(c));
 	c.out = out;
@@ -613,14 +597,12 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 	 * is ordered after the data on ext4 and the like (auto_da_alloc). */
 	if (c.failed || pwrite(out, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr)) {
 		if (!c.failed)
-			snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+			snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
 		goto cleanup;
 	}
-	if (rename(tmp, path) < 0) {
-		snprintf(err, errlen, "cannot replace %s: %s", path, strerror(errno));
+	out = -1; /* closed by the commit, or the abort below */
+	if (ht_out__commit(&o, err, errlen))
 		goto cleanup;
-	}
-	tmp[0] = 0;
 	if (res) {
 		res->out_bytes = c.off;
 		res->rewritten = 1;
@@ -632,10 +614,7 @@ cleanup:
 		munmap(map, maplen);
 	if (in >= 0)
 		close(in);
-	if (out >= 0)
-		close(out);
-	if (tmp[0])
-		unlink(tmp);
+	ht_out__abort(&o);
 	if (ch)
 		for (size_t i = 0; i < nch; i++)
 			free(ch[i].z);

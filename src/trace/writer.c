@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "common/outfile.h"
 #include "common/util.h"
 #include "format.h"
 #include "record.h"
@@ -47,8 +48,8 @@ struct pending_mod {
 };
 
 struct ht_writer {
-	char *path, *tmp;              /* final name and PATH.tmp */
-	int fd;                        /* of tmp */
+	struct ht_out out;             /* the temporary, renamed to PATH on close */
+	int fd;                        /* out.fd */
 	uint64_t off;                  /* file offset of the next write */
 	int failed;                    /* a write failed (errno in err_no) */
 	int err_no;                    /* its errno */
@@ -206,17 +207,15 @@ struct ht_writer *ht_writer__open(const char *path, const struct ht_writer_info 
 	struct ht_writer *w = calloc(1, sizeof(*w));
 	if (!w)
 		goto oom;
-	w->path = strdup(path);
-	if (asprintf(&w->tmp, "%s.tmp", path) < 0 || !w->path)
-		goto oom;
-	w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (w->fd < 0) {
-		snprintf(err, errlen, "%s: cannot create (%s): %s", path, w->tmp, strerror(errno));
-		free(w->tmp);
-		free(w->path);
+	/* attach runs as root: an unpredictable temporary, never a planted
+	 * file or symlink; 0600 as the recorder's traces */
+	if (ht_out__open(&w->out, path, HT_OUT_PRIVATE, HT_OUT_FD | HT_OUT_SYNC, err, errlen)) {
+		if (errno != ENAMETOOLONG) /* (else the layer's message says why) */
+			snprintf(err, errlen, "%s: cannot create: %s", path, strerror(errno));
 		free(w);
 		return NULL;
 	}
+	w->fd = w->out.fd;
 	w->zc = ZSTD_createCCtx();
 	if (w->zc) {
 		ZSTD_CCtx_setParameter(w->zc, ZSTD_c_compressionLevel, 1);
@@ -253,10 +252,6 @@ struct ht_writer *ht_writer__open(const char *path, const struct ht_writer_info 
 	return w;
 oom:
 	snprintf(err, errlen, "%s: out of memory", path);
-	if (w) {
-		free(w->path);
-		free(w->tmp);
-	}
 	free(w);
 	return NULL;
 }
@@ -444,8 +439,7 @@ static void writer_free(struct ht_writer *w)
 	free(w->clocks);
 	free(w->zbuf);
 	ZSTD_freeCCtx(w->zc);
-	free(w->path);
-	free(w->tmp);
+	ht_out__abort(&w->out);
 	free(w);
 }
 
@@ -453,8 +447,6 @@ void ht_writer__abort(struct ht_writer *w)
 {
 	if (!w)
 		return;
-	close(w->fd);
-	unlink(w->tmp);
 	writer_free(w);
 }
 
@@ -481,25 +473,14 @@ int ht_writer__close(struct ht_writer *w, uint64_t end_mono_ns, char *err, size_
 	h->nthreads = (uint32_t)(w->nstreams > 4096 ? 4096 : w->nstreams);
 	w->off = 0;
 	write_all(w, h, sizeof(*h));
-	if (!w->failed && fsync(w->fd) < 0) {
-		w->failed = 1;
-		w->err_no = errno;
-	}
-	if (close(w->fd) < 0 && !w->failed) {
-		w->failed = 1;
-		w->err_no = errno;
-	}
-	w->fd = -1;
-	if (!w->failed && rename(w->tmp, w->path) < 0) {
-		w->failed = 1;
-		w->err_no = errno;
-	}
 	int ret = 0;
 	if (w->failed) {
-		snprintf(err, errlen, "%s: cannot write: %s", w->path, strerror(w->err_no));
-		unlink(w->tmp);
+		snprintf(err, errlen, "%s: cannot write: %s", w->out.path, strerror(w->err_no));
+		ret = -1;
+	} else if (ht_out__commit(&w->out, err, errlen)) { /* fsync, close, rename */
 		ret = -1;
 	}
+	w->fd = -1;
 	writer_free(w);
 	return ret;
 }

@@ -4,7 +4,8 @@
  * CLOCK samples, the index and the closed header.  Timestamps are
  * CLOCK_MONOTONIC nanoseconds (no HT_FILE_F_TSC).
  *
- * The file is written under PATH.tmp and renamed to PATH on close, so a
+ * The file is written under an unpredictable temporary beside PATH, mode
+ * 0600 (common/outfile.h), and renamed to PATH on close, so a
  * failed or aborted run leaves no partial trace behind.  Memory: one
  * buffer per thread seen, the stack nodes written, the chunk index. */
 #ifndef HEAPTRAIL_TRACE_WRITER_H
@@ -27,7 +28,7 @@ struct ht_writer_info {
 	uint64_t start_mono_ns;   /* CLOCK_MONOTONIC at the start of tracing */
 };
 
-/* Creates PATH.tmp; NULL with a one-line message in err on failure. */
+/* Creates the temporary; NULL with a one-line message in err on failure. */
 struct ht_writer *ht_writer__open(const char *path, const struct ht_writer_info *info,
 				  char *err, size_t errlen);
 
@@ -50,11 +51,11 @@ int ht_writer__event(struct ht_writer *w, uint32_t tid, unsigned kind, unsigned 
 void ht_writer__clock(struct ht_writer *w, uint64_t mono_ns, uint64_t rss_kb);
 
 /* Flushes everything, writes the index and the closed header, renames
- * PATH.tmp to PATH.  Returns 0, or -1 with a message in err (the temp file
+ * the temporary to PATH.  Returns 0, or -1 with a message in err (the temp file
  * is removed).  Frees w either way. */
 int ht_writer__close(struct ht_writer *w, uint64_t end_mono_ns, char *err, size_t errlen);
 
-/* Removes PATH.tmp and frees w. */
+/* Removes the temporary and frees w. */
 void ht_writer__abort(struct ht_writer *w);
 
 /* Events written so far. */

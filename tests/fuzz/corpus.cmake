@@ -75,7 +75,8 @@ endif()
 set(HT_FUZZ_WL_SOURCES
   ${HT_FUZZ_DIR}/run_corpus.c
   ${HT_FUZZ_DIR}/fuzz_workload.c
-  ${PROJECT_SOURCE_DIR}/src/replay/workload.c)
+  ${PROJECT_SOURCE_DIR}/src/replay/workload.c
+  ${PROJECT_SOURCE_DIR}/src/common/outfile.c)
 
 add_executable(ht_fuzz_run_corpus ${HT_FUZZ_SOURCES})
 target_include_directories(ht_fuzz_run_corpus PRIVATE
@@ -138,6 +139,7 @@ set_tests_properties(fuzz.smaps_corpus PROPERTIES ENVIRONMENT "${HT_FUZZ_WL_ENV}
 set(HT_FUZZ_CONVERT_TESTED
   ${PROJECT_SOURCE_DIR}/src/replay/converter.c
   ${PROJECT_SOURCE_DIR}/src/replay/workload.c
+  ${PROJECT_SOURCE_DIR}/src/common/outfile.c
   ${PROJECT_SOURCE_DIR}/src/analyze/livemap.c
   ${PROJECT_SOURCE_DIR}/src/analyze/analyze.c
   ${PROJECT_SOURCE_DIR}/src/common/json.c

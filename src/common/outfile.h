@@ -1,0 +1,60 @@
+/* Writing an output file, the one way every command does it
+ * (docs/output-files.md).
+ *
+ * ht_out__open creates a temporary beside the destination, named
+ * DEST.tmp-XXXXXX with a random suffix, by open(O_CREAT|O_EXCL|O_NOFOLLOW)
+ * with the mode asked for: nothing planted at a predictable name (a
+ * symlink, a file) is followed, truncated or in the way.  ht_out__commit
+ * renames it to DEST, which replaces whatever DEST was (a symlink there is
+ * replaced, not followed); readers of DEST see the old file or the whole
+ * new one, never a part.  ht_out__abort removes it.
+ *
+ * Live temporaries are listed in a small signal-safe registry: on SIGINT,
+ * SIGTERM or SIGHUP (when the signal's action was the default one) they
+ * are removed and the process dies of the signal as it would have.
+ *
+ * A destination or temporary longer than PATH_MAX is an error, never a
+ * truncated name. */
+#ifndef HEAPTRAIL_COMMON_OUTFILE_H
+#define HEAPTRAIL_COMMON_OUTFILE_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+/* Modes: what the file holds decides who may read it. */
+#define HT_OUT_PRIVATE 0600 /* traces, workloads, exports: addresses, command lines */
+#define HT_OUT_PUBLIC  0666 /* reports and pictures (less the umask: 0644 usually) */
+
+/* Flags of ht_out__open. */
+#define HT_OUT_STDOUT 1u /* a NULL path is standard output */
+#define HT_OUT_DASH   2u /* "-" is standard output */
+#define HT_OUT_FD     4u /* no FILE: the caller writes to fd (write, pwrite) */
+#define HT_OUT_SYNC   8u /* fsync before the rename */
+
+struct ht_out {
+	FILE *f;    /* the stream (stdout for standard output; NULL with HT_OUT_FD) */
+	int fd;	    /* its descriptor */
+	char *path; /* the destination; NULL for standard output */
+	char *tmp;  /* the temporary, until commit or abort */
+	unsigned flags;
+	int slot; /* in the registry, -1 if none */
+};
+
+/* Opens the temporary for path (see above).  0, or -1 with a one-line
+ * message in err ("cannot write PATH: why") and errno set. */
+int ht_out__open(struct ht_out *o, const char *path, mode_t mode, unsigned flags, char *err,
+		 size_t errlen);
+/* Flushes (and with HT_OUT_SYNC fsyncs), closes and renames the temporary
+ * into place.  0, or -1 with a message in err and the temporary removed.
+ * For standard output: flushes it and checks for errors. */
+int ht_out__commit(struct ht_out *o, char *err, size_t errlen);
+/* Closes and removes the temporary, if any; safe after commit and twice. */
+void ht_out__abort(struct ht_out *o);
+/* Whether o writes to standard output. */
+static inline int ht_out__is_stdout(const struct ht_out *o)
+{
+	return o->f == stdout && !o->tmp;
+}
+
+#endif
