@@ -217,6 +217,50 @@ static void end_step(const char *path, void *arg)
 	}
 }
 
+/* Signals that end a program, which record passes on to it: a `kill` of
+ * record, a service manager's stop, `timeout`, a hang-up.  record then waits
+ * for the program as after any end, so that the trace is finished. */
+static const int forwarded_signals[] = {SIGTERM, SIGHUP, SIGINT, SIGQUIT};
+
+static volatile sig_atomic_t fwd_pid;   /* the program while it runs; 0 after */
+static volatile sig_atomic_t late_sigs; /* signals that came after it ended */
+
+static void forward_signal(int sig, siginfo_t *si, void *uc)
+{
+	(void)uc;
+	int e = errno;
+	pid_t pid = (pid_t)fwd_pid;
+	if (pid > 0) {
+		/* The terminal's signals (Ctrl-C, Ctrl-\, a hang-up: SI_KERNEL)
+		 * go to the whole foreground group: the program has its own. */
+		if (si->si_code != SI_KERNEL)
+			kill(pid, sig);
+	} else if (late_sigs++) {
+		/* The program has ended and the trace is being finished: a
+		 * second signal ends record (the trace stays readable). */
+		signal(sig, SIG_DFL);
+		raise(sig);
+	}
+	errno = e;
+}
+
+/* Installs forward_signal for the signals that were not ignored when
+ * record started (nohup's SIGHUP stays ignored, as in the program). */
+static void forward_signals(pid_t pid)
+{
+	fwd_pid = pid;
+	for (size_t i = 0; i < sizeof(forwarded_signals) / sizeof(forwarded_signals[0]); i++) {
+		struct sigaction sa, old;
+		if (sigaction(forwarded_signals[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN)
+			continue;
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_sigaction = forward_signal;
+		sa.sa_flags = SA_SIGINFO | SA_RESTART;
+		sigemptyset(&sa.sa_mask);
+		sigaction(forwarded_signals[i], &sa, NULL);
+	}
+}
+
 int cmd_record(int argc, char **argv)
 {
 	struct record_config cfg = {
@@ -335,14 +379,22 @@ int cmd_record(int argc, char **argv)
 			unlink(out_tmpl);
 	}
 	/* The child expands %p itself (it knows its pid); we expand it the
-	 * same way after fork to find the file. */
+	 * same way after fork to find the file.  The signals record passes on
+	 * are blocked until it knows whom to pass them to. */
+	sigset_t fwd_set, old_mask;
+	sigemptyset(&fwd_set);
+	for (size_t i = 0; i < sizeof(forwarded_signals) / sizeof(forwarded_signals[0]); i++)
+		sigaddset(&fwd_set, forwarded_signals[i]);
+	sigprocmask(SIG_BLOCK, &fwd_set, &old_mask);
 	pid_t pid = fork();
 	if (pid < 0) {
 		ht_error("fork: %s", strerror(errno));
+		sigprocmask(SIG_SETMASK, &old_mask, NULL);
 		ret = HT_EXIT_DATA;
 		goto cleanup;
 	}
 	if (pid == 0) {
+		sigprocmask(SIG_SETMASK, &old_mask, NULL);
 		char out[PATH_MAX];
 		size_t n = 0;
 		for (const char *p = out_tmpl; *p && n + 24 < sizeof(out); p++) {
@@ -387,10 +439,17 @@ int cmd_record(int argc, char **argv)
 		fprintf(stderr, "heaptrail: cannot run '%s': %s\n", argv[0], strerror(e));
 		_exit(e == ENOENT ? 127 : 126);
 	}
-	/* Like time(1): the terminal's ^C and ^\ go to the command; we wait. */
-	signal(SIGINT, SIG_IGN);
-	signal(SIGQUIT, SIG_IGN);
+	/* Like time(1): the terminal's ^C and ^\ go to the command, and we
+	 * wait; SIGTERM, SIGHUP, SIGINT and SIGQUIT sent to record alone are
+	 * passed on to it (forward_signal).  The program is reaped only once
+	 * the handler no longer names it (its pid could be reused). */
+	forward_signals(pid);
+	sigprocmask(SIG_SETMASK, &old_mask, NULL);
 	int status = 0;
+	siginfo_t info;
+	while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) < 0 && errno == EINTR)
+		;
+	fwd_pid = 0;
 	while (waitpid(pid, &status, 0) < 0) {
 		if (errno != EINTR) {
 			ht_error("waitpid: %s", strerror(errno));

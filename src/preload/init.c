@@ -238,13 +238,24 @@ extern int __sigaction(int, const struct sigaction *, struct sigaction *);
 
 static void on_fatal(int sig);
 
+/* While on_fatal closes the trace, the signal it handles and the other
+ * signals sent to end a process wait: `timeout` sends SIGTERM to the
+ * program and to `heaptrail record`, which passes it on, and a second
+ * SIGTERM that killed the program in the middle of the close left a trace
+ * the writer process had to finish as orphaned.  They are delivered, with
+ * their default action, when the handler returns. */
+static const int ending_signals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE, SIGALRM,
+				     SIGXCPU, SIGXFSZ, SIGUSR1};
+
 static int set_fatal_handler(int sig, struct sigaction *old)
 {
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_fatal;
-	sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+	sa.sa_flags = SA_RESETHAND;
 	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(ending_signals) / sizeof(ending_signals[0]); i++)
+		sigaddset(&sa.sa_mask, ending_signals[i]);
 	return __sigaction(sig, &sa, old);
 }
 
@@ -259,7 +270,7 @@ static void on_fatal(int sig)
 	dfl.sa_handler = SIG_DFL;
 	__sigaction(sig, &dfl, NULL);
 	errno = e;
-	raise(sig); /* delivered when the handler returns (or now, if unblocked) */
+	raise(sig); /* blocked here: delivered when the handler returns */
 }
 
 /* What the program sees as the old disposition: ours reads as SIG_DFL. */

@@ -1,0 +1,146 @@
+"""What `heaptrail record` does with its output file and its program
+(issue 17): a signal sent to record reaches the program and the trace is
+finished; a relative -o names the same file whatever directory the program
+moves to; a trace being written by another recording is never taken; an
+older trace at the output path is kept as OUTPUT.old; the summary counts
+only the files of this run."""
+
+import os
+import signal
+import subprocess
+import time
+
+import htformat
+from htlib import case, check, eq, fail, kill_quietly, skip, which
+
+
+def children(pid):
+    """The pids whose parent is pid (from /proc)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read()
+        except OSError:
+            continue
+        if int(st[st.rindex(")") + 2:].split()[1]) == pid:
+            out.append(int(d))
+    return out
+
+
+def alive(pid):
+    """pid exists and is not a zombie."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read()
+    except OSError:
+        return False
+    return st[st.rindex(")") + 2] != "Z"
+
+
+def descendants(pid):
+    out = []
+    todo = [pid]
+    while todo:
+        for c in children(todo.pop()):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def start_paced(t, argv_prefix, out, extra=()):
+    """Starts argv_prefix + record -o OUT EXTRA -- paced 0 (which says
+    "ready" and waits for a line on stdin); returns the Popen and the pids
+    of the processes under it (program, writer process)."""
+    cmd = list(argv_prefix) + [t.heaptrail, "record", "-o", out] + list(extra) + [
+        "--", t.prog("paced"), "0"]
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=t.base_env(), cwd=t.dir)
+    line = p.stdout.readline()
+    if line != b"ready\n":
+        p.kill()
+        fail("paced did not start: %r %r" % (line, p.stderr.read()))
+    time.sleep(0.3)  # the writer's first rounds
+    return p, descendants(p.pid)
+
+
+def finish(t, p, procs, what):
+    """Waits for p; fails if it hangs or leaves any of procs running."""
+    try:
+        p.wait(timeout=30)  # stdin stays open: the program waits on it
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        fail("%s: record did not end" % what)
+    left = [q for q in procs if alive(q)]
+    for q in left:
+        kill_quietly(q)  # (they hold stderr open)
+    err = p.stderr.read().decode("utf-8", "replace")
+    for f in (p.stdin, p.stdout, p.stderr):
+        f.close()
+    check(not left, "%s: processes left running after record ended (exit %s): %s\n%s"
+          % (what, p.returncode, left, err))
+    return err
+
+
+def check_final(t, path, what, columns=False):
+    """The trace is closed by its program (not orphaned), complete, and the
+    end step ran (columns: --zstd-level=0 traces are compacted)."""
+    s = t.stats(path)
+    eq((s["complete"], s["closed"], s["orphaned"]), (True, True, False),
+       "%s: complete, closed, orphaned" % what)
+    eq(s["calls"]["malloc"], 1, "%s: the program's malloc" % what)
+    if columns:
+        tr = htformat.Trace(path)
+        with open(path, "rb") as f:
+            data = f.read()
+        hdrs = htformat.chunk_headers(data, tr.sections[htformat.SEC_CHUNKS][0])
+        ev = [h for _, h in hdrs if h[1] == 1]
+        check(ev and all(h[2] & htformat.F_COLUMNS for h in ev),
+              "%s: the trace was not compacted after the run (chunk flags %s)"
+              % (what, [h[2] for h in ev]))
+
+
+@case(timeout=120)
+def test_record_forwards_signals(t):
+    """SIGTERM, SIGHUP and SIGINT sent to record (not to its group): record
+    passes each on to the program, waits for it, finishes the trace (here
+    --zstd-level=0: compacted) and exits 128+N like the program.  Nothing
+    is left running.  (Before: record died at once with 143, the program
+    and its writer ran on, the trace was never finished.)"""
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        name = signal.Signals(sig).name
+        out = t.path("sig-%s.ht" % name)
+        p, procs = start_paced(t, [], out, ["--zstd-level=0"])
+        try:
+            eq(len(procs), 2, "%s: the program and its writer under record" % name)
+            os.kill(p.pid, sig)
+            err = finish(t, p, procs, name)
+        finally:
+            for q in [p.pid] + procs:
+                kill_quietly(q)
+        eq(p.returncode, 128 + sig, "%s: record's exit status\n%s" % (name, err))
+        check("killed by signal %d" % sig in err, "%s: the summary says how the program "
+              "ended:\n%s" % (name, err))
+        check_final(t, out, name, columns=True)
+
+
+@case(timeout=120)
+def test_record_under_timeout(t):
+    """timeout 1 heaptrail record ... (timeout sends SIGTERM to record and
+    to its group): the program ends, the trace is finished (compacted after
+    a raw recording), timeout exits 124, nothing is left running."""
+    tmo = which("timeout")
+    if not tmo:
+        skip("timeout (coreutils) is not installed")
+    out = t.path("tmo.ht")
+    p, procs = start_paced(t, [tmo, "2"], out, ["--zstd-level=0"])
+    try:
+        err = finish(t, p, procs, "timeout")
+    finally:
+        for q in [p.pid] + procs:
+            kill_quietly(q)
+    eq(p.returncode, 124, "timeout's exit status\n" + err)
+    check_final(t, out, "timeout", columns=True)
