@@ -109,6 +109,48 @@ static void setenv_num(const char *name, unsigned long long v, const char *suffi
 	setenv(name, buf, 1);
 }
 
+/* The output template with %p expanded to pid, as the recorder does. */
+static void expand_pid(char *out, size_t cap, const char *tmpl, pid_t pid)
+{
+	size_t n = 0;
+	for (const char *p = tmpl; *p && n + 24 < cap; p++) {
+		if (p[0] == '%' && p[1] == 'p') {
+			n += (size_t)snprintf(out + n, cap - n, "%d", (int)pid);
+			p++;
+		} else {
+			out[n++] = *p;
+		}
+	}
+	out[n] = 0;
+}
+
+/* The output template as an absolute path: the recorder runs in the
+ * program, which may chdir (a daemon's chdir("/") before it forks, a
+ * wrapper's cd before it execs) and must still write where the user asked.
+ * The directory is resolved with realpath when it exists and holds no %p;
+ * otherwise the path is taken relative to the current directory, and the
+ * recorder says what is wrong with it. */
+static void absolute_output(char *out, size_t cap, const char *tmpl)
+{
+	char dir[PATH_MAX], real[PATH_MAX], cwd[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", tmpl);
+	char *slash = strrchr(dir, '/');
+	const char *base = slash ? tmpl + (slash - dir) + 1 : tmpl;
+	if (slash == dir)
+		snprintf(dir, sizeof(dir), "/");
+	else if (slash)
+		*slash = 0;
+	else
+		snprintf(dir, sizeof(dir), ".");
+	int n = -1;
+	if (!strstr(dir, "%p") && *base && realpath(dir, real))
+		n = snprintf(out, cap, "%s%s%s", real, real[1] ? "/" : "", base);
+	else if (tmpl[0] != '/' && getcwd(cwd, sizeof(cwd)))
+		n = snprintf(out, cap, "%s%s%s", cwd, cwd[1] ? "/" : "", tmpl);
+	if (n < 0 || (size_t)n >= cap)
+		snprintf(out, cap, "%s", tmpl);
+}
+
 /* Visits the traces that children and earlier images wrote next to
  * output: OUTPUT.<pid>[.<n>] and OUTPUT.exec<n>; returns their count. */
 static int for_each_child_trace(const char *output, void (*fn)(const char *path, void *arg),
@@ -149,7 +191,7 @@ static int for_each_child_trace(const char *output, void (*fn)(const char *path,
 
 /* The one line record adds to stderr: how the command ended, if by a
  * signal, and what the trace holds. */
-static void summarize(const char *path, const char *prefix)
+static void summarize(const char *path, const char *shown, const char *prefix)
 {
 	char err[512];
 	struct ht_reader *r = ht_reader__open(path, err, sizeof(err));
@@ -166,13 +208,13 @@ static void summarize(const char *path, const char *prefix)
 	char kidmsg[PATH_MAX + 100] = "";
 	if (kids)
 		snprintf(kidmsg, sizeof(kidmsg), ", and %d trace%s of child processes and earlier "
-			 "exec images in %s.*", kids, kids > 1 ? "s" : "", path);
+			 "exec images in %s.*", kids, kids > 1 ? "s" : "", shown);
 	fprintf(stderr, "heaptrail: %swrote %llu events from %u thread%s to %s (%s)%s%s; see 'heaptrail stats %s'\n",
 		prefix, (unsigned long long)in->events_chunks, in->nthreads, in->nthreads == 1 ? "" : "s",
-		path, sz, in->flags & HT_FILE_F_DISK_FULL ? ", until a write failed" : "", kidmsg, path);
+		shown, sz, in->flags & HT_FILE_F_DISK_FULL ? ", until a write failed" : "", kidmsg, shown);
 	/* (a write error: the recorder said so; the trace ends where it stopped) */
 	if (ht_reader__error(r) && !(in->flags & HT_FILE_F_DISK_FULL))
-		fprintf(stderr, "heaptrail: warning: %s: %s\n", path, ht_reader__error(r));
+		fprintf(stderr, "heaptrail: warning: %s: %s\n", shown, ht_reader__error(r));
 	ht_reader__close(r);
 }
 
@@ -367,7 +409,9 @@ int cmd_record(int argc, char **argv)
 		ret = HT_EXIT_DATA;
 		goto cleanup;
 	}
-	const char *out_tmpl = cfg.output ? cfg.output : "heaptrail.%p.ht";
+	char out_abs[PATH_MAX];
+	absolute_output(out_abs, sizeof(out_abs), cfg.output ? cfg.output : "heaptrail.%p.ht");
+	const char *out_tmpl = out_abs;
 
 	/* An old trace of ours at the output path goes first, so that a
 	 * command that fails to start is not reported with stale numbers.
@@ -396,16 +440,7 @@ int cmd_record(int argc, char **argv)
 	if (pid == 0) {
 		sigprocmask(SIG_SETMASK, &old_mask, NULL);
 		char out[PATH_MAX];
-		size_t n = 0;
-		for (const char *p = out_tmpl; *p && n + 24 < sizeof(out); p++) {
-			if (p[0] == '%' && p[1] == 'p') {
-				n += (size_t)snprintf(out + n, sizeof(out) - n, "%d", (int)getpid());
-				p++;
-			} else {
-				out[n++] = *p;
-			}
-		}
-		out[n] = 0;
+		expand_pid(out, sizeof(out), out_tmpl, getpid());
 		setenv("HEAPTRAIL_OUT", out, 1);
 		unsetenv("MTRACE_CTL_FILE");
 		unsetenv("HEAPTRAIL_ROOT");
@@ -457,17 +492,10 @@ int cmd_record(int argc, char **argv)
 			goto cleanup;
 		}
 	}
-	char path[PATH_MAX];
-	size_t n = 0;
-	for (const char *p = out_tmpl; *p && n + 24 < sizeof(path); p++) {
-		if (p[0] == '%' && p[1] == 'p') {
-			n += (size_t)snprintf(path + n, sizeof(path) - n, "%d", (int)pid);
-			p++;
-		} else {
-			path[n++] = *p;
-		}
-	}
-	path[n] = 0;
+	/* path: the file; shown: its name as the user gave it, for messages */
+	char path[PATH_MAX], shown[PATH_MAX];
+	expand_pid(path, sizeof(path), out_tmpl, pid);
+	expand_pid(shown, sizeof(shown), cfg.output ? cfg.output : "heaptrail.%p.ht", pid);
 	if (WIFEXITED(status) && (WEXITSTATUS(status) == 127 || WEXITSTATUS(status) == 126) &&
 	    access(path, F_OK) != 0) {
 		ret = WEXITSTATUS(status); /* the command did not start */
@@ -483,10 +511,10 @@ int cmd_record(int argc, char **argv)
 			snprintf(how, sizeof(how), "%s was killed by signal %d (%s); ", argv[0],
 				 WTERMSIG(status), strsignal(WTERMSIG(status)));
 		if (access(path, F_OK) == 0)
-			summarize(path, how);
+			summarize(path, shown, how);
 		else
 			fprintf(stderr, "heaptrail: %s%s wrote no trace to %s (statically linked, or "
-					"setuid, or the path is not writable?)\n", how, argv[0], path);
+					"setuid, or the path is not writable?)\n", how, argv[0], shown);
 	}
 	ret = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 cleanup:

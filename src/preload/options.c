@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "preload.h"
@@ -126,6 +127,28 @@ static int parse_num(const char *v, enum opt_type type, long *out)
 	return 0;
 }
 
+/* A relative output path names a file in the directory the program
+ * started in, whatever directory it moves to later: a daemon's chdir("/")
+ * before it forks, a wrapper's cd before it execs.  (getcwd by system
+ * call: no malloc, no lock.)  A working directory that cannot be named
+ * keeps the path relative. */
+static void absolute_out(void)
+{
+	if (ht_opt.out[0] == '/')
+		return;
+	char cwd[sizeof(ht_opt.out)];
+	long n = syscall(SYS_getcwd, cwd, sizeof(cwd));
+	if (n <= 0 || cwd[0] != '/')
+		return;
+	const char *rel = ht_opt.out;
+	while (rel[0] == '.' && rel[1] == '/')
+		rel += 2;
+	char abs[sizeof(ht_opt.out)];
+	int len = snprintf(abs, sizeof(abs), "%s%s%s", cwd, cwd[1] ? "/" : "", rel);
+	if (len > 0 && (size_t)len < sizeof(abs))
+		memcpy(ht_opt.out, abs, (size_t)len + 1);
+}
+
 void ht_options__load(void)
 {
 	for (size_t i = 0; i < sizeof(descs) / sizeof(descs[0]); i++) {
@@ -203,6 +226,7 @@ void ht_options__load(void)
 				       : d->type == OPT_MSEC ? " ms (or with an ms/s suffix)" : "");
 		}
 	}
+	absolute_out();
 #if !defined(__x86_64__) && !defined(__i386__)
 	ht_opt.use_tsc = 0;
 #endif

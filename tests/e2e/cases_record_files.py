@@ -144,3 +144,38 @@ def test_record_under_timeout(t):
             kill_quietly(q)
     eq(p.returncode, 124, "timeout's exit status\n" + err)
     check_final(t, out, "timeout", columns=True)
+
+
+@case()
+def test_relative_output_after_chdir(t):
+    """A relative output path names a file in the directory the program
+    started in, with record -o and with HEAPTRAIL_OUT: a program that
+    chdirs and forks (a daemon's chdir("/"), here into a directory of the
+    test) has its child's trace next to its own; one that chdirs and execs
+    has the new image's trace at OUTPUT and the old image's renamed
+    OUTPUT.exec1.  Nothing is written where the program went.  (Before: the
+    child's trace and the new image's went into the other directory, as
+    root into /, and the old image's trace was never renamed.)"""
+    away = t.path("away")
+    os.mkdir(away)
+    prog = t.prog("wanderer")
+    for how in ("record", "preload"):
+        for mode in ("fork", "exec"):
+            name = "%s-%s.ht" % (how, mode)
+            if how == "record":
+                r = t.record(name, [prog, mode, away])
+            else:
+                r = t.run([prog, mode, away], env={"LD_PRELOAD": t.preload,
+                                                   "HEAPTRAIL_OUT": name})
+                eq(r.rc, 0, "%s: the program's status\n%s" % (name, r.describe()))
+            pids = dict(l.split(": ") for l in r.stdout.splitlines())
+            eq(os.listdir(away), [], "%s: files where the program went" % name)
+            mine = sorted(f for f in os.listdir(t.dir) if f.startswith(name))
+            if mode == "fork":
+                want = {name: 3, "%s.%s" % (name, pids["child"]): 5}
+            else:
+                want = {name: 5, name + ".exec1": 3}
+            eq(mine, sorted(want), "%s: the traces" % name)
+            for f, n in want.items():
+                s = t.stats(t.path(f))
+                eq((s["calls"]["malloc"], s["closed"]), (n, True), "%s: mallocs, closed" % f)
