@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "builtin.h"
@@ -149,6 +150,39 @@ static void absolute_output(char *out, size_t cap, const char *tmpl)
 		n = snprintf(out, cap, "%s%s%s", cwd, cwd[1] ? "/" : "", tmpl);
 	if (n < 0 || (size_t)n >= cap)
 		snprintf(out, cap, "%s", tmpl);
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Reads the header of the trace at path (a regular file, not followed
+ * through a symlink); 0 on success. */
+static int read_header(const char *path, struct ht_file_header *h)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	struct stat st;
+	int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+		 pread(fd, h, sizeof(*h), 0) == (ssize_t)sizeof(*h) &&
+		 !memcmp(h->magic, HT_MAGIC, 8);
+	close(fd);
+	return ok ? 0 : -1;
+}
+
+/* Whether path is a trace of this run's program: written by pid (any of
+ * its images) and begun after record started it (t0, CLOCK_MONOTONIC, the
+ * clock of the header's start_mono_ns): not an older trace of the same
+ * name, nor another recording's. */
+static int trace_of(const char *path, pid_t pid, uint64_t t0)
+{
+	struct ht_file_header h;
+	return read_header(path, &h) == 0 && h.pid == pid && h.start_mono_ns >= t0 &&
+	       !(h.flags & HT_FILE_F_FORK_CHILD);
 }
 
 /* Visits the traces that children and earlier images wrote next to
@@ -413,15 +447,11 @@ int cmd_record(int argc, char **argv)
 	absolute_output(out_abs, sizeof(out_abs), cfg.output ? cfg.output : "heaptrail.%p.ht");
 	const char *out_tmpl = out_abs;
 
-	/* An old trace of ours at the output path goes first, so that a
-	 * command that fails to start is not reported with stale numbers.
-	 * (Anything else there, a symlink say, is left for the recorder to
-	 * refuse.) */
-	if (!strstr(out_tmpl, "%p")) {
-		struct stat st;
-		if (lstat(out_tmpl, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid())
-			unlink(out_tmpl);
-	}
+	/* What is at the output path is the recorder's to judge (open_output
+	 * in src/preload/writer.c): record finds the trace of its program by
+	 * its header afterwards (trace_of), and never takes an older file of
+	 * the same name, or another recording's, for it. */
+	uint64_t t0 = mono_ns();
 	/* The child expands %p itself (it knows its pid); we expand it the
 	 * same way after fork to find the file.  The signals record passes on
 	 * are blocked until it knows whom to pass them to. */
@@ -496,12 +526,25 @@ int cmd_record(int argc, char **argv)
 	char path[PATH_MAX], shown[PATH_MAX];
 	expand_pid(path, sizeof(path), out_tmpl, pid);
 	expand_pid(shown, sizeof(shown), cfg.output ? cfg.output : "heaptrail.%p.ht", pid);
+	int have = trace_of(path, pid, t0);
+	if (!have) {
+		/* another recording was writing OUTPUT: the recorder wrote
+		 * OUTPUT.<pid> (and said so) */
+		char alt[PATH_MAX + 16];
+		snprintf(alt, sizeof(alt), "%s.%d", path, (int)pid);
+		if (strlen(alt) < sizeof(path) && trace_of(alt, pid, t0)) {
+			have = 1;
+			snprintf(path, sizeof(path), "%s", alt);
+			size_t sl = strlen(shown);
+			snprintf(shown + sl, sizeof(shown) - sl, ".%d", (int)pid);
+		}
+	}
 	if (WIFEXITED(status) && (WEXITSTATUS(status) == 127 || WEXITSTATUS(status) == 126) &&
-	    access(path, F_OK) != 0) {
+	    !have) {
 		ret = WEXITSTATUS(status); /* the command did not start */
 		goto cleanup;
 	}
-	if (access(path, F_OK) == 0) {
+	if (have) {
 		end_step(path, &cfg);
 		for_each_child_trace(path, end_step, &cfg);
 	}
@@ -510,7 +553,7 @@ int cmd_record(int argc, char **argv)
 		if (WIFSIGNALED(status))
 			snprintf(how, sizeof(how), "%s was killed by signal %d (%s); ", argv[0],
 				 WTERMSIG(status), strsignal(WTERMSIG(status)));
-		if (access(path, F_OK) == 0)
+		if (have)
 			summarize(path, shown, how);
 		else
 			fprintf(stderr, "heaptrail: %s%s wrote no trace to %s (statically linked, or "

@@ -244,10 +244,54 @@ static void expand_path(char *out, size_t cap, const char *tmpl, pid_t pid, int 
 	out[n] = 0;
 }
 
+/* What is at path, which exists (its creation failed with EEXIST):
+ *  0: a finished trace of ours, a regular file of this user that no writer
+ *     holds; *fdp is open on it with its lock taken (no other recorder
+ *     starting now can take it too) and path still names it;
+ *  1: a trace being written: its writer holds the flock (open_file), the
+ *     recording is alive; never touched;
+ *  2: gone meanwhile: create it again;
+ * -1: not a file of ours (a symlink, another user's, not a regular file). */
+static int probe_existing(const char *path, int *fdp)
+{
+	*fdp = -1;
+	for (int tries = 0; tries < 100; tries++) {
+		struct stat st, fst;
+		if (lstat(path, &st) < 0)
+			return errno == ENOENT ? 2 : -1;
+		if (!S_ISREG(st.st_mode) || st.st_uid != geteuid())
+			return -1;
+		int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0)
+			return errno == ENOENT ? 2 : -1;
+		if (fstat(fd, &fst) < 0 || fst.st_dev != st.st_dev || fst.st_ino != st.st_ino) {
+			close(fd);
+			continue; /* replaced meanwhile: look again */
+		}
+		/* A writer holds LOCK_EX; readers (stats, a record waiting for
+		 * its trace) take LOCK_SH for a moment only. */
+		if (flock(fd, LOCK_SH | LOCK_NB) < 0) {
+			close(fd);
+			return 1;
+		}
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+			*fdp = fd;
+			return 0;
+		}
+		close(fd);
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
+	return 1;
+}
+
 /* Creates the file without following a planted symlink (O_EXCL|O_NOFOLLOW),
- * mode 0600.  The first image of the traced program may replace an old
- * regular file of ours of the same name; every other process (fork
- * children, exec'ed images) gets NAME.PID, NAME.PID.2, ... */
+ * mode 0600, and takes its lock.  The first image of the traced program
+ * takes the name itself; if a finished trace of ours is there, it goes
+ * first; if another recording is writing it (its writer holds the lock),
+ * that file is never touched: this one writes NAME.PID (NAME.PID.2, ...)
+ * and says so.  Every other process (fork children, exec'ed images) gets
+ * NAME.PID, NAME.PID.2, ... */
 static int open_output(void)
 {
 	pid_t pid = (pid_t)syscall(SYS_getpid);
@@ -255,7 +299,7 @@ static int open_output(void)
 	char base[4096];
 	expand_path(base, sizeof(base), ht_opt.out, pid, &had_pid);
 	int own_name = ht_is_root_image() || had_pid;
-	int replaced = 0;
+	int diverted = 0, refused = 0, looks = 0, held = -1;
 	for (int attempt = 0; attempt < 100; attempt++) {
 		if (own_name)
 			snprintf(w.path, sizeof(w.path), attempt ? "%s.%d" : "%s", base, attempt + 1);
@@ -263,24 +307,51 @@ static int open_output(void)
 			snprintf(w.path, sizeof(w.path), attempt ? "%s.%d.%d" : "%s.%d", base,
 				 (int)pid, attempt + 1);
 		int fd = open(w.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (fd >= 0)
+		if (fd >= 0) {
+			/* Held (through every copy of the descriptor) until the
+			 * writer has closed the file: readers wait on it
+			 * (ht_trace__wait_writer), recorders keep off it.  The
+			 * old trace's lock is let go only now. */
+			flock(fd, LOCK_EX | LOCK_NB);
+			if (held >= 0)
+				close(held);
+			if (diverted)
+				ht_msg("%s is being written by another recording; this one writes %s",
+				       base, w.path);
 			return fd;
+		}
 		if (errno != EEXIST)
 			break;
 		if (!own_name || attempt > 0)
 			continue; /* a sibling's file: take the next suffix */
-		struct stat st;
-		if (!replaced && lstat(w.path, &st) == 0 && S_ISREG(st.st_mode) &&
-		    st.st_uid == geteuid() && unlink(w.path) == 0) {
-			replaced = 1; /* an old trace of ours: take its name */
-			attempt--;
+		int old;
+		switch (probe_existing(w.path, &old)) {
+		case 0: /* an old trace of ours: take its name */
+			unlink(w.path);
+			if (held >= 0)
+				close(held);
+			held = old;
+			/* fallthrough */
+		case 2:
+			if (++looks < 10)
+				attempt--;
+			continue;
+		case 1: /* a live recording's: NAME.PID, as a child would */
+			own_name = 0;
+			diverted = 1;
+			attempt = -1;
 			continue;
 		}
 		ht_msg("%s exists and is not a file of ours (a symlink, or another user's); not "
 		       "overwriting it: choose another output path", w.path);
-		return -1;
+		refused = 1;
+		break;
 	}
-	ht_msg("cannot create the trace file %s: %s", w.path, errstr(errno));
+	int e = errno;
+	if (held >= 0)
+		close(held);
+	if (!refused)
+		ht_msg("cannot create the trace file %s: %s", w.path, errstr(e));
 	return -1;
 }
 
@@ -411,9 +482,6 @@ static int open_file(void)
 		return -1;
 	w.fd = fd_move_high(fd);
 	proc_fd = w.fd;
-	/* Held (through every copy of the descriptor) until the writer has
-	 * closed the file: readers wait on it (ht_trace__wait_writer). */
-	flock(w.fd, LOCK_EX | LOCK_NB);
 	struct stat st;
 	if (fstat(w.fd, &st) == 0) {
 		w.dev = st.st_dev;

@@ -179,3 +179,48 @@ def test_relative_output_after_chdir(t):
             for f, n in want.items():
                 s = t.stats(t.path(f))
                 eq((s["calls"]["malloc"], s["closed"]), (n, True), "%s: mallocs, closed" % f)
+
+
+@case(timeout=120)
+def test_same_output_while_recording(t):
+    """A second recording to the output of one that is running (record -o
+    X twice, and HEAPTRAIL_OUT=X): it never takes X, whose writer holds
+    its lock; it writes X.<its pid>, says so in one line, and its summary
+    names that file.  The first recording's trace is whole.  (Before: the
+    second unlinked the first's live trace and took the name; both
+    printed 'wrote N events' and the first's events were gone.)"""
+    out = t.path("same.ht")
+    p, procs = start_paced(t, [], out)
+    try:
+        r = t.run([t.heaptrail, "record", "-o", out, "--", t.prog("crash"), "exit", "0"])
+        r.files = [f for f in os.listdir(t.dir) if f.startswith("same.ht.")]
+        r2 = t.run([t.prog("crash"), "exit", "0"],
+                   env={"LD_PRELOAD": t.preload, "HEAPTRAIL_OUT": out})
+        r2.files = [f for f in os.listdir(t.dir) if f.startswith("same.ht.")
+                    and f not in r.files]
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        err = finish(t, p, procs, "the first recording")
+    finally:
+        for q in [p.pid] + procs:
+            kill_quietly(q)
+    eq(p.returncode, 0, "the first recording's status\n" + err)
+    check("wrote 4 events" in err and "same.ht " in err,
+          "the first recording's summary names its trace:\n" + err)
+    check_final(t, out, "the first recording's trace")
+    for what, run in (("record", r), ("LD_PRELOAD", r2)):
+        eq(run.rc, 0, "%s: status\n%s" % (what, run.describe()))
+        mine = run.files
+        eq(len(mine), 1, "%s: its trace (%s)" % (what, mine))
+        alt = mine[0]
+        pid = int(alt.split(".")[-1])
+        said = [l for l in run.heaptrail_lines() if "being written by another recording" in l]
+        eq(len(said), 1, "%s: one line says so:\n%s" % (what, run.describe()))
+        check(alt in said[0], "%s: the line names %s: %s" % (what, alt, said[0]))
+        if what == "record":
+            wrote = [l for l in run.heaptrail_lines() if "wrote" in l]
+            check(len(wrote) == 1 and "/%s (" % alt in wrote[0],
+                  "record's summary names %s:\n%s" % (alt, run.describe()))
+        s = t.stats(t.path(alt))
+        eq((s["pid"], s["calls"]["malloc"], s["closed"]), (pid, 20, True),
+           "%s: its trace" % what)
