@@ -381,22 +381,23 @@ __attribute__((constructor(101))) static void ht_constructor(void)
 	if (!ht_opt.follow_exec)
 		strip_ld_preload();
 	if (!disabled) {
-		/* The programs this one execs (traced: itself, and with
-		 * HEAPTRAIL_FOLLOW_EXEC the others) write where it does, even
-		 * after a chdir: the output path as made absolute at start. */
-		static char out_entry[sizeof(ht_opt.out) + 16];
-		const char *out = getenv("HEAPTRAIL_OUT");
-		if (!out || strcmp(out, ht_opt.out)) {
-			snprintf(out_entry, sizeof(out_entry), "HEAPTRAIL_OUT=%s", ht_opt.out);
-			env_set("HEAPTRAIL_OUT", out_entry);
-		}
-	}
-	if (!disabled) {
 		pthread_atfork(NULL, NULL, after_fork_child);
 		install_signals();
 		if (ht_writer__start() < 0) {
 			disabled = 1;
 			set_recording(1);
+		}
+	}
+	if (!disabled) {
+		/* The programs this one execs (traced: itself, and with
+		 * HEAPTRAIL_FOLLOW_EXEC the others) write where it does, even
+		 * after a chdir: the output path as made absolute at start (or
+		 * as open_output changed it, if another recording had it). */
+		static char out_entry[sizeof(ht_opt.out) + 16];
+		const char *out = getenv("HEAPTRAIL_OUT");
+		if (!out || strcmp(out, ht_opt.out)) {
+			snprintf(out_entry, sizeof(out_entry), "HEAPTRAIL_OUT=%s", ht_opt.out);
+			env_set("HEAPTRAIL_OUT", out_entry);
 		}
 	}
 	t->guard--;

@@ -315,9 +315,14 @@ static int open_output(void)
 			flock(fd, LOCK_EX | LOCK_NB);
 			if (held >= 0)
 				close(held);
-			if (diverted)
+			if (diverted) {
 				ht_msg("%s is being written by another recording; this one writes %s",
 				       base, w.path);
+				/* its children and later images name theirs after it */
+				size_t len = strlen(w.path);
+				if (len < sizeof(ht_opt.out))
+					memcpy(ht_opt.out, w.path, len + 1);
+			}
 			return fd;
 		}
 		if (errno != EEXIST)

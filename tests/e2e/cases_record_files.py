@@ -198,6 +198,9 @@ def test_same_output_while_recording(t):
                    env={"LD_PRELOAD": t.preload, "HEAPTRAIL_OUT": out})
         r2.files = [f for f in os.listdir(t.dir) if f.startswith("same.ht.")
                     and f not in r.files]
+        r3 = t.run([t.heaptrail, "record", "-o", out, "--", t.prog("forker")])
+        r3.files = [f for f in os.listdir(t.dir) if f.startswith("same.ht.")
+                    and f not in r.files + r2.files]
         p.stdin.write(b"go\n")
         p.stdin.flush()
         err = finish(t, p, procs, "the first recording")
@@ -208,6 +211,16 @@ def test_same_output_while_recording(t):
     check("wrote 4 events" in err and "same.ht " in err,
           "the first recording's summary names its trace:\n" + err)
     check_final(t, out, "the first recording's trace")
+    # a program that forks: its child's trace is named after its own
+    eq(r3.rc, 0, "forker: status\n" + r3.describe())
+    child = r3.stdout.split("child: ")[1].strip()
+    alt3 = [f for f in r3.files if f.count(".") == 2]
+    eq(len(alt3), 1, "forker: its trace (%s)" % r3.files)
+    eq(sorted(r3.files), sorted([alt3[0], "%s.%s" % (alt3[0], child)]),
+       "forker: its trace and its child's")
+    check(any("and 1 trace of child" in l for l in r3.heaptrail_lines()),
+          "forker: the summary counts the child's trace:\n" + r3.describe())
+    eq(t.stats(t.path("%s.%s" % (alt3[0], child)))["calls"]["malloc"], 7, "the child's trace")
     for what, run in (("record", r), ("LD_PRELOAD", r2)):
         eq(run.rc, 0, "%s: status\n%s" % (what, run.describe()))
         mine = run.files
