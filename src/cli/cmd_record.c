@@ -55,6 +55,8 @@ static const char usage_text[] =
 	"threads, forks) to a trace file.  The command's stdin, stdout and stderr\n"
 	"pass through; heaptrail exits with the command's exit status (128+N if a\n"
 	"signal N killed it).  Forked children write OUTPUT.<pid> of their own.\n"
+	"A finished trace at OUTPUT is kept as OUTPUT.old; one being written by\n"
+	"another recording is left alone, and this one writes OUTPUT.<pid>.\n"
 	"The trace is compressed while the command runs when a CPU is free for it;\n"
 	"what had to be written raw is compressed when the command ends.\n"
 	"\fEXAMPLES\n"
@@ -185,10 +187,51 @@ static int trace_of(const char *path, pid_t pid, uint64_t t0)
 	       !(h.flags & HT_FILE_F_FORK_CHILD);
 }
 
-/* Visits the traces that children and earlier images wrote next to
- * output: OUTPUT.<pid>[.<n>] and OUTPUT.exec<n>; returns their count. */
-static int for_each_child_trace(const char *output, void (*fn)(const char *path, void *arg),
-				void *arg)
+/* One run of record: its program and when record started it. */
+struct run {
+	pid_t pid;   /* the program (every image it execs keeps the pid) */
+	uint64_t t0; /* CLOCK_MONOTONIC before the fork */
+};
+
+/* A file next to the output that may be the trace of a child. */
+struct child_file {
+	char name[NAME_MAX + 1];
+	struct ht_file_header h;
+	int named;    /* N of OUTPUT.N[.k]; -1 for OUTPUT.exec<k> */
+	int counted;  /* found to be of this run */
+};
+
+/* Whether f is a trace of this run, given the files already found to be:
+ * begun after record started its program, and written by the program (an
+ * earlier image: OUTPUT.exec<k>), by a fork child of the run (the pid in
+ * its name is its own: another recording diverted to OUTPUT.<pid> names its
+ * children OUTPUT.<pid>.<child>), or by a program one of them exec'd
+ * (--follow-exec: its parent is one of the run's). */
+static int of_run(const struct child_file *f, const struct child_file *all, size_t n,
+		  const struct run *run)
+{
+	if (f->h.start_mono_ns < run->t0)
+		return 0; /* an earlier run's */
+	if (f->named < 0)
+		return f->h.pid == run->pid;
+	if (f->h.pid != f->named)
+		return 0;
+	if (f->h.flags & HT_FILE_F_FORK_CHILD)
+		return 1;
+	if (f->h.ppid == run->pid)
+		return 1;
+	for (size_t i = 0; i < n; i++)
+		if (all[i].counted && all[i].h.pid == f->h.ppid)
+			return 1;
+	return 0;
+}
+
+/* Visits the traces that the children and earlier images of this run
+ * wrote next to output: OUTPUT.<pid>[.<n>] and OUTPUT.exec<n>, and only
+ * those of this run (of_run: not those an earlier run left there, nor
+ * another recording's); returns their count. */
+static int for_each_child_trace(const char *output, const struct run *run,
+				void (*fn)(const char *path, void *arg), void *arg)
 {
 	char dir[PATH_MAX];
 	snprintf(dir, sizeof(dir), "%s", output);
@@ -202,30 +245,62 @@ static int for_each_child_trace(const char *output, void (*fn)(const char *path,
 	DIR *d = opendir(dir);
 	if (!d)
 		return 0;
-	int n = 0;
+	struct child_file *files = NULL;
+	size_t nfiles = 0, cap = 0;
+	char full[PATH_MAX + 256];
 	struct dirent *de;
 	while ((de = readdir(d)) != NULL) {
 		if (strncmp(de->d_name, base, blen) || de->d_name[blen] != '.')
 			continue;
 		const char *p = de->d_name + blen + 1;
-		if (!strncmp(p, "exec", 4))
+		int exec = !strncmp(p, "exec", 4);
+		if (exec)
 			p += 4;
-		if (*p >= '0' && *p <= '9' && strspn(p, "0123456789.") == strlen(p)) {
-			n++;
-			if (fn) {
-				char full[PATH_MAX + 256];
-				snprintf(full, sizeof(full), "%s/%s", dir, de->d_name);
-				fn(full, arg);
+		if (!(*p >= '0' && *p <= '9' && strspn(p, "0123456789.") == strlen(p)))
+			continue;
+		if (nfiles == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			struct child_file *nf = realloc(files, ncap * sizeof(*files));
+			if (!nf)
+				break;
+			files = nf;
+			cap = ncap;
+		}
+		struct child_file *f = &files[nfiles];
+		snprintf(full, sizeof(full), "%s/%s", dir, de->d_name);
+		if (read_header(full, &f->h) < 0)
+			continue;
+		snprintf(f->name, sizeof(f->name), "%s", de->d_name);
+		f->named = exec ? -1 : atoi(p);
+		f->counted = 0;
+		nfiles++;
+	}
+	closedir(d);
+	int n = 0;
+	for (int more = 1; more;) { /* until no file joins the run */
+		more = 0;
+		for (size_t i = 0; i < nfiles; i++) {
+			if (!files[i].counted && of_run(&files[i], files, nfiles, run)) {
+				files[i].counted = 1;
+				more = 1;
+				n++;
 			}
 		}
 	}
-	closedir(d);
+	for (size_t i = 0; fn && i < nfiles; i++) {
+		if (files[i].counted) {
+			snprintf(full, sizeof(full), "%s/%s", dir, files[i].name);
+			fn(full, arg);
+		}
+	}
+	free(files);
 	return n;
 }
 
 /* The one line record adds to stderr: how the command ended, if by a
  * signal, and what the trace holds. */
-static void summarize(const char *path, const char *shown, const char *prefix)
+static void summarize(const char *path, const char *shown, const char *prefix,
+		      const struct run *run, const char *note)
 {
 	char err[512];
 	struct ht_reader *r = ht_reader__open(path, err, sizeof(err));
@@ -238,14 +313,15 @@ static void summarize(const char *path, const char *shown, const char *prefix)
 	char sz[32] = "?";
 	if (stat(path, &st) == 0)
 		ht_fmt_bytes(sz, (uint64_t)st.st_size);
-	int kids = for_each_child_trace(path, NULL, NULL);
+	int kids = for_each_child_trace(path, run, NULL, NULL);
 	char kidmsg[PATH_MAX + 100] = "";
 	if (kids)
 		snprintf(kidmsg, sizeof(kidmsg), ", and %d trace%s of child processes and earlier "
 			 "exec images in %s.*", kids, kids > 1 ? "s" : "", shown);
-	fprintf(stderr, "heaptrail: %swrote %llu events from %u thread%s to %s (%s)%s%s; see 'heaptrail stats %s'\n",
+	fprintf(stderr, "heaptrail: %swrote %llu events from %u thread%s to %s (%s)%s%s%s; see 'heaptrail stats %s'\n",
 		prefix, (unsigned long long)in->events_chunks, in->nthreads, in->nthreads == 1 ? "" : "s",
-		shown, sz, in->flags & HT_FILE_F_DISK_FULL ? ", until a write failed" : "", kidmsg, shown);
+		shown, sz, in->flags & HT_FILE_F_DISK_FULL ? ", until a write failed" : "", kidmsg,
+		note, shown);
 	/* (a write error: the recorder said so; the trace ends where it stopped) */
 	if (ht_reader__error(r) && !(in->flags & HT_FILE_F_DISK_FULL))
 		fprintf(stderr, "heaptrail: warning: %s: %s\n", shown, ht_reader__error(r));
@@ -452,6 +528,10 @@ int cmd_record(int argc, char **argv)
 	 * its header afterwards (trace_of), and never takes an older file of
 	 * the same name, or another recording's, for it. */
 	uint64_t t0 = mono_ns();
+	/* A trace there now is kept by the recorder as OUTPUT.old: to say so. */
+	struct stat prev;
+	int had_prev = !strstr(out_tmpl, "%p") && lstat(out_tmpl, &prev) == 0 &&
+		       S_ISREG(prev.st_mode);
 	/* The child expands %p itself (it knows its pid); we expand it the
 	 * same way after fork to find the file.  The signals record passes on
 	 * are blocked until it knows whom to pass them to. */
@@ -526,7 +606,16 @@ int cmd_record(int argc, char **argv)
 	char path[PATH_MAX], shown[PATH_MAX];
 	expand_pid(path, sizeof(path), out_tmpl, pid);
 	expand_pid(shown, sizeof(shown), cfg.output ? cfg.output : "heaptrail.%p.ht", pid);
+	struct run run = {pid, t0};
+	char note[PATH_MAX + 64] = "";
 	int have = trace_of(path, pid, t0);
+	if (have && had_prev) {
+		char old[PATH_MAX + 8];
+		struct stat st;
+		snprintf(old, sizeof(old), "%s.old", path);
+		if (lstat(old, &st) == 0 && st.st_dev == prev.st_dev && st.st_ino == prev.st_ino)
+			snprintf(note, sizeof(note), "; the previous trace is now %s.old", shown);
+	}
 	if (!have) {
 		/* another recording was writing OUTPUT: the recorder wrote
 		 * OUTPUT.<pid> (and said so) */
@@ -546,7 +635,7 @@ int cmd_record(int argc, char **argv)
 	}
 	if (have) {
 		end_step(path, &cfg);
-		for_each_child_trace(path, end_step, &cfg);
+		for_each_child_trace(path, &run, end_step, &cfg);
 	}
 	if (!cfg.quiet) {
 		char how[PATH_MAX + 100] = "";
@@ -554,7 +643,7 @@ int cmd_record(int argc, char **argv)
 			snprintf(how, sizeof(how), "%s was killed by signal %d (%s); ", argv[0],
 				 WTERMSIG(status), strsignal(WTERMSIG(status)));
 		if (have)
-			summarize(path, shown, how);
+			summarize(path, shown, how, &run, note);
 		else
 			fprintf(stderr, "heaptrail: %s%s wrote no trace to %s (statically linked, or "
 					"setuid, or the path is not writable?)\n", how, argv[0], shown);

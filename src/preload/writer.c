@@ -285,11 +285,31 @@ static int probe_existing(const char *path, int *fdp)
 	return 1;
 }
 
+/* Renames the finished trace at path (open on fd, locked) to path.old,
+ * like perf's perf.data.old: replacing an older .old only if that is a
+ * finished trace of ours too (never a symlink, another user's file, nor a
+ * trace being written).  0 when path is free. */
+static int keep_as_old(const char *path, int fd)
+{
+	char old[sizeof(w.path) + 8];
+	snprintf(old, sizeof(old), "%s.old", path);
+	int ofd = -1, r = probe_existing(old, &ofd);
+	if (r != 0 && r != 2) /* 2: there is none */
+		return -1;
+	/* path must still be the file fd holds: not replaced meanwhile */
+	struct stat a, b;
+	int ok = fstat(fd, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev &&
+		 a.st_ino == b.st_ino && rename(path, old) == 0;
+	if (ofd >= 0)
+		close(ofd);
+	return ok ? 0 : -1;
+}
+
 /* Creates the file without following a planted symlink (O_EXCL|O_NOFOLLOW),
  * mode 0600, and takes its lock.  The first image of the traced program
- * takes the name itself; if a finished trace of ours is there, it goes
- * first; if another recording is writing it (its writer holds the lock),
- * that file is never touched: this one writes NAME.PID (NAME.PID.2, ...)
+ * takes the name itself; if a finished trace of ours is there, it is kept
+ * as NAME.old (keep_as_old); if another recording is writing it (its
+ * writer holds the lock), that file is never touched: this one writes NAME.PID (NAME.PID.2, ...)
  * and says so.  Every other process (fork children, exec'ed images) gets
  * NAME.PID, NAME.PID.2, ... */
 static int open_output(void)
@@ -316,8 +336,13 @@ static int open_output(void)
 			if (held >= 0)
 				close(held);
 			if (diverted) {
-				ht_msg("%s is being written by another recording; this one writes %s",
-				       base, w.path);
+				if (diverted == 1)
+					ht_msg("%s is being written by another recording; this one "
+					       "writes %s", base, w.path);
+				else
+					ht_msg("%s.old is not a finished trace of ours (a symlink, "
+					       "another user's, or being written): %s stays as it "
+					       "is and this recording writes %s", base, base, w.path);
 				/* its children and later images name theirs after it */
 				size_t len = strlen(w.path);
 				if (len < sizeof(ht_opt.out))
@@ -331,8 +356,14 @@ static int open_output(void)
 			continue; /* a sibling's file: take the next suffix */
 		int old;
 		switch (probe_existing(w.path, &old)) {
-		case 0: /* an old trace of ours: take its name */
-			unlink(w.path);
+		case 0: /* a finished trace of ours: kept as NAME.old */
+			if (keep_as_old(w.path, old) < 0) {
+				close(old);
+				own_name = 0;
+				diverted = 2;
+				attempt = -1;
+				continue;
+			}
 			if (held >= 0)
 				close(held);
 			held = old;

@@ -237,3 +237,56 @@ def test_same_output_while_recording(t):
         s = t.stats(t.path(alt))
         eq((s["pid"], s["calls"]["malloc"], s["closed"]), (pid, 20, True),
            "%s: its trace" % what)
+
+
+@case(timeout=120)
+def test_previous_trace_kept(t):
+    """record -o X where a finished trace X is: X is kept as X.old
+    (replacing an older X.old, as perf does), record's summary says so,
+    and it counts only this run's child traces, not the X.<pid> an earlier
+    run left.  A symlink at X.old is never replaced nor followed: X stays
+    and the new trace is X.<pid>, said in one line.  The same with
+    HEAPTRAIL_OUT.  (Before: X was silently replaced, and the summary
+    counted the earlier runs' child traces as this run's.)"""
+    out = t.path("k.ht")
+    runs = []
+    for i in range(3):
+        r = t.record(out, [t.prog("forker")])
+        pid = t.stats(out)["pid"]
+        runs.append(pid)
+        line = r.trace_line
+        check("and 1 trace of child processes" in line,
+              "run %d counts its own child's trace only: %s" % (i, line))
+        if i == 0:
+            check(".old" not in line, "run 0: nothing kept: %s" % line)
+            continue
+        check("the previous trace is now %s.old" % out in line,
+              "run %d: the summary says X.old: %s" % (i, line))
+        eq(t.stats(out + ".old")["pid"], runs[i - 1], "run %d: X.old is the run before" % i)
+    # a symlink at X.old: never replaced, never followed
+    target = t.path("precious.txt")
+    with open(target, "w") as f:
+        f.write("precious\n")
+    os.unlink(out + ".old")
+    os.symlink(target, out + ".old")
+    r = t.run([t.heaptrail, "record", "-o", out, "--", t.prog("forker")])
+    eq(r.rc, 0, "with a symlink at X.old\n" + r.describe())
+    check(os.path.islink(out + ".old"), "the symlink at X.old was replaced")
+    with open(target) as f:
+        eq(f.read(), "precious\n", "the symlink's target")
+    eq(t.stats(out)["pid"], runs[-1], "X stays the previous run's")
+    said = [l for l in r.heaptrail_lines() if "k.ht.old is not a finished trace" in l]
+    eq(len(said), 1, "one line says why:\n" + r.describe())
+    alt = said[0].rsplit(" ", 1)[1]
+    wrote = [l for l in r.heaptrail_lines() if "wrote" in l]
+    check(len(wrote) == 1 and ("%s (" % alt) in wrote[0] and "1 trace of child" in wrote[0],
+          "the summary names %s and its child's trace:\n%s" % (alt, r.describe()))
+    eq(os.path.dirname(alt), t.dir, "the new trace's directory")
+    eq(t.stats(alt)["calls"]["malloc"], 15, "the new trace")
+    # LD_PRELOAD: the same rule
+    out2 = t.path("p.ht")
+    for i in range(2):
+        r = t.run([t.prog("forker")], env={"LD_PRELOAD": t.preload, "HEAPTRAIL_OUT": out2})
+        eq((r.rc, r.heaptrail_lines()), (0, []), "LD_PRELOAD run %d: status, messages" % i)
+    eq(t.stats(out2 + ".old")["calls"]["malloc"], 15, "LD_PRELOAD: the first trace, kept")
+    check(t.stats(out2 + ".old")["pid"] != t.stats(out2)["pid"], "LD_PRELOAD: two runs")
