@@ -248,7 +248,7 @@ static void expand_path(char *out, size_t cap, const char *tmpl, pid_t pid, int 
  *  0: a finished trace of ours, a regular file of this user that no writer
  *     holds; *fdp is open on it with its lock taken (no other recorder
  *     starting now can take it too) and path still names it;
- *  1: a trace being written: its writer holds the flock (open_file), the
+ *  1: a trace being written: its writer holds the flock (below), the
  *     recording is alive; never touched;
  *  2: gone meanwhile: create it again;
  * -1: not a file of ours (a symlink, another user's, not a regular file). */
