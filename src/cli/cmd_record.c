@@ -197,8 +197,8 @@ struct run {
 struct child_file {
 	char name[NAME_MAX + 1];
 	struct ht_file_header h;
-	int named;    /* N of OUTPUT.N[.k]; -1 for OUTPUT.exec<k> */
-	int counted;  /* found to be of this run */
+	int named;   /* N of OUTPUT.N[.k]; -1 for OUTPUT.exec<k> */
+	int counted; /* found to be of this run */
 };
 
 /* Whether f is a trace of this run, given the files already found to be:
@@ -318,10 +318,13 @@ static void summarize(const char *path, const char *shown, const char *prefix,
 	if (kids)
 		snprintf(kidmsg, sizeof(kidmsg), ", and %d trace%s of child processes and earlier "
 			 "exec images in %s.*", kids, kids > 1 ? "s" : "", shown);
-	fprintf(stderr, "heaptrail: %swrote %llu events from %u thread%s to %s (%s)%s%s%s; see 'heaptrail stats %s'\n",
-		prefix, (unsigned long long)in->events_chunks, in->nthreads, in->nthreads == 1 ? "" : "s",
-		shown, sz, in->flags & HT_FILE_F_DISK_FULL ? ", until a write failed" : "", kidmsg,
-		note, shown);
+	fprintf(stderr,
+		"heaptrail: %swrote %llu events from %u thread%s to %s (%s)%s%s%s; see 'heaptrail "
+		"stats %s'\n",
+		prefix, (unsigned long long)in->events_chunks, in->nthreads,
+		in->nthreads == 1 ? "" : "s", shown, sz,
+		in->flags & HT_FILE_F_DISK_FULL ? ", until a write failed" : "", kidmsg, note,
+		shown);
 	/* (a write error: the recorder said so; the trace ends where it stopped) */
 	if (ht_reader__error(r) && !(in->flags & HT_FILE_F_DISK_FULL))
 		fprintf(stderr, "heaptrail: warning: %s: %s\n", shown, ht_reader__error(r));
@@ -530,8 +533,8 @@ int cmd_record(int argc, char **argv)
 	uint64_t t0 = mono_ns();
 	/* A trace there now is kept by the recorder as OUTPUT.old: to say so. */
 	struct stat prev;
-	int had_prev = !strstr(out_tmpl, "%p") && lstat(out_tmpl, &prev) == 0 &&
-		       S_ISREG(prev.st_mode);
+	int had_prev =
+	    !strstr(out_tmpl, "%p") && lstat(out_tmpl, &prev) == 0 && S_ISREG(prev.st_mode);
 	/* The child expands %p itself (it knows its pid); we expand it the
 	 * same way after fork to find the file.  The signals record passes on
 	 * are blocked until it knows whom to pass them to. */

@@ -269,12 +269,13 @@ static int probe_existing(const char *path, int *fdp)
 			continue; /* replaced meanwhile: look again */
 		}
 		/* A writer holds LOCK_EX; readers (stats, a record waiting for
-		 * its trace) take LOCK_SH for a moment only. */
-		if (flock(fd, LOCK_SH | LOCK_NB) < 0) {
+		 * its trace) take LOCK_SH for a moment only.  A file system
+		 * without locks (some network ones) tells nothing: finished. */
+		if (flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK) {
 			close(fd);
 			return 1;
 		}
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK) {
 			*fdp = fd;
 			return 0;
 		}
@@ -338,11 +339,13 @@ static int open_output(void)
 			if (diverted) {
 				if (diverted == 1)
 					ht_msg("%s is being written by another recording; this one "
-					       "writes %s", base, w.path);
+					       "writes %s",
+					       base, w.path);
 				else
 					ht_msg("%s.old is not a finished trace of ours (a symlink, "
 					       "another user's, or being written): %s stays as it "
-					       "is and this recording writes %s", base, base, w.path);
+					       "is and this recording writes %s",
+					       base, base, w.path);
 				/* its children and later images name theirs after it */
 				size_t len = strlen(w.path);
 				if (len < sizeof(ht_opt.out))
