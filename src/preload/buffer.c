@@ -206,8 +206,13 @@ struct ht_thread *ht_thread__get(uint32_t tid)
 	for (struct ht_thread *r = ht_thread__first(); r; r = r->next) {
 		int expect = HT_THR_FREE;
 		if (atomic_load_explicit(&r->state, memory_order_relaxed) == HT_THR_FREE &&
-		    atomic_compare_exchange_strong(&r->state, &expect, HT_THR_LIVE)) {
+		    atomic_compare_exchange_strong(&r->state, &expect, HT_THR_CLAIMING)) {
+			/* the writer must never see it LIVE with the tid of the
+			 * thread it belonged to before (that thread is gone: the
+			 * writer would take this thread's buffer) */
 			r->tid = tid;
+			atomic_store(&r->cur, NULL);
+			atomic_store_explicit(&r->state, HT_THR_LIVE, memory_order_release);
 			return r;
 		}
 	}

@@ -82,7 +82,9 @@ struct ht_thread {
 	struct ht_thread *next;       /* all records ever handed out */
 };
 
-enum { HT_THR_FREE = 0, HT_THR_LIVE = 1, HT_THR_EXITED = 2 };
+/* CLAIMING: taken by a thread that is still filling it in (its tid): the
+ * writer leaves it alone, as a FREE one. */
+enum { HT_THR_FREE = 0, HT_THR_LIVE = 1, HT_THR_EXITED = 2, HT_THR_CLAIMING = 3 };
 
 /* The hot per-thread state, in initial-exec TLS. */
 struct ht_tls {
