@@ -626,7 +626,7 @@ int cmd_record(int argc, char **argv)
 		snprintf(alt, sizeof(alt), "%s.%d", path, (int)pid);
 		if (strlen(alt) < sizeof(path) && trace_of(alt, pid, t0)) {
 			have = 1;
-			snprintf(path, sizeof(path), "%s", alt);
+			memcpy(path, alt, strlen(alt) + 1); /* fits: checked above */
 			size_t sl = strlen(shown);
 			snprintf(shown + sl, sizeof(shown) - sl, ".%d", (int)pid);
 		}
