@@ -15,19 +15,10 @@ import stat
 import subprocess
 import time
 
-from htlib import case, check, eq
+from htlib import case, check, eq, next_pids
 from htprobe import need_bpf
 
 PRIVATE, PUBLIC = 0o600, 0o644  # (PUBLIC: 0666 with the umask 022 these cases set)
-
-
-def next_pids(n):
-    """The next n pids the kernel will probably hand out."""
-    with open("/proc/sys/kernel/ns_last_pid") as f:
-        last = int(f.read())
-    with open("/proc/sys/kernel/pid_max") as f:
-        top = int(f.read())
-    return [(last + i) % top for i in range(1, n + 1)]
 
 
 class Planted:

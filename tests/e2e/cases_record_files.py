@@ -11,23 +11,7 @@ import subprocess
 import time
 
 import htformat
-from htlib import case, check, eq, fail, kill_quietly, skip, which
-
-
-def children(pid):
-    """The pids whose parent is pid (from /proc)."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % d) as f:
-                st = f.read()
-        except OSError:
-            continue
-        if int(st[st.rindex(")") + 2:].split()[1]) == pid:
-            out.append(int(d))
-    return out
+from htlib import case, check, children, eq, fail, kill_quietly, skip, which
 
 
 def alive(pid):

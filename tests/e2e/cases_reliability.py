@@ -10,7 +10,7 @@ import signal
 import subprocess
 import time
 
-from htlib import case, check, eq, fail, skip
+from htlib import case, check, children, comm, eq, fail, skip
 
 PERIOD = 4000  # stress_size(i, k) repeats every 4000 calls (gcd(2654435761 % 4000, 4000) = 1)
 
@@ -95,30 +95,6 @@ def test_no_lost_chunk(t):
         check("missing" not in r.stderr, "run %d: %s" % (run, r.stderr.strip()))
         eq(json.loads(r.stdout)["calls"]["malloc"], 60000, "run %d: mallocs" % run)
         os.unlink(out)
-
-
-def children(pid):
-    """The pids whose parent is pid (from /proc)."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % d) as f:
-                st = f.read()
-        except OSError:
-            continue
-        if int(st[st.rindex(")") + 2:].split()[1]) == pid:
-            out.append(int(d))
-    return out
-
-
-def comm(pid):
-    try:
-        with open("/proc/%d/comm" % pid) as f:
-            return f.read().strip()
-    except OSError:
-        return ""
 
 
 @case(timeout=120)

@@ -9,18 +9,9 @@ import shutil
 import stat
 import subprocess
 
-from htlib import case, check, eq, file_mode, skip, which
+from htlib import case, check, eq, file_mode, next_pids, skip, which
 
 NOBODY = 65534
-
-
-def next_pids(n):
-    """The next n pids the kernel will probably hand out."""
-    with open("/proc/sys/kernel/ns_last_pid") as f:
-        last = int(f.read())
-    with open("/proc/sys/kernel/pid_max") as f:
-        top = int(f.read())
-    return [(last + i) % top for i in range(1, n + 1)]
 
 
 @case(labels=("safety",))

@@ -549,6 +549,41 @@ def dump_live_check(t, path, args=(), timeout=300):
     return c
 
 
+# ---- processes ---------------------------------------------------------------
+
+def children(pid):
+    """The pids whose parent is pid (from /proc)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read()
+        except OSError:
+            continue
+        if int(st[st.rindex(")") + 2:].split()[1]) == pid:
+            out.append(int(d))
+    return out
+
+
+def comm(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def next_pids(n):
+    """The next n pids the kernel will probably hand out."""
+    with open("/proc/sys/kernel/ns_last_pid") as f:
+        last = int(f.read())
+    with open("/proc/sys/kernel/pid_max") as f:
+        top = int(f.read())
+    return [(last + i) % top for i in range(1, n + 1)]
+
+
 # ---- files -------------------------------------------------------------------
 
 def files_like(pattern):
