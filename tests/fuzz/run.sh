@@ -79,7 +79,7 @@ esac
 
 if [ "$TARGET" = convert ]; then
 	FUZZER=fuzz_convert
-	TARGET_SOURCES="$SRC/src/replay/converter.c $SRC/src/replay/workload.c $SRC/src/analyze/livemap.c $SRC/src/analyze/analyze.c $SRC/src/common/json.c $SRC/src/common/util.c $SRC/src/trace/reader.c $SRC/src/trace/modmap.c $SRC/src/trace/record.c $SRC/src/trace/columns.c $SRC/src/trace/kinds.c"
+	TARGET_SOURCES="$SRC/src/replay/converter.c $SRC/src/replay/workload.c $SRC/src/common/outfile.c $SRC/src/analyze/livemap.c $SRC/src/analyze/analyze.c $SRC/src/common/json.c $SRC/src/common/util.c $SRC/src/trace/reader.c $SRC/src/trace/modmap.c $SRC/src/trace/record.c $SRC/src/trace/columns.c $SRC/src/trace/kinds.c"
 	MAIN_SOURCE="$SRC/src/replay/converter.c"
 	CORPUS="$HERE/corpus_convert"
 	REGRESSIONS="$HERE/regressions_convert"
@@ -97,7 +97,7 @@ elif [ "$TARGET" = smaps ]; then
 	LIBS=""
 elif [ "$TARGET" = workload ]; then
 	FUZZER=fuzz_workload
-	TARGET_SOURCES="$SRC/src/replay/workload.c"
+	TARGET_SOURCES="$SRC/src/replay/workload.c $SRC/src/common/outfile.c"
 	MAIN_SOURCE="$SRC/src/replay/workload.c"
 	CORPUS="$HERE/corpus_workload"
 	REGRESSIONS="$HERE/regressions_workload"
