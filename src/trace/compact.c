@@ -78,6 +78,40 @@ static int out_write(struct compactor *c, const void *p, size_t n)
 	return 0;
 }
 
+/* Writes a chunk, header and comp_size bytes of payload as they are, and
+ * notes it in the index. */
+static void put_chunk(struct compactor *c, const struct ht_chunk_header *h, const void *payload)
+{
+	uint64_t at = c->off;
+	if (out_write(c, h, sizeof(*h)) < 0 || out_write(c, payload, h->comp_size) < 0)
+		return;
+	c->index = ht_grow(c->index, &c->capindex, c->nindex + 1, sizeof(*c->index));
+	struct ht_index_entry *e = &c->index[c->nindex++];
+	memset(e, 0, sizeof(*e));
+	e->offset = at;
+	e->tid = h->tid;
+	e->nevents = h->nevents;
+	e->first_seq = h->first_seq;
+	e->type = h->type;
+	e->flags = h->flags;
+}
+
+/* Writes the index chunk of the chunks put so far, and sets hdr's CHUNKS
+ * size (from start) and INDEX section. */
+static void put_index(struct compactor *c, struct ht_file_header *hdr, uint64_t start)
+{
+	struct ht_chunk_header ih;
+	memset(&ih, 0, sizeof(ih));
+	ih.magic = HT_CHUNK_MAGIC;
+	ih.type = HT_CHUNK_INDEX;
+	ih.raw_size = ih.comp_size = (uint32_t)(c->nindex * sizeof(*c->index));
+	hdr->sec[HT_SEC_CHUNKS].size = c->off - start;
+	hdr->sec[HT_SEC_INDEX].offset = c->off;
+	hdr->sec[HT_SEC_INDEX].size = sizeof(ih) + ih.raw_size;
+	out_write(c, &ih, sizeof(ih));
+	out_write(c, c->index, ih.raw_size);
+}
+
 static void emit(struct compactor *c, struct ht_chunk_header *h, const void *payload, size_t n,
 		 int compress, int level)
 {
@@ -99,18 +133,7 @@ static void emit(struct compactor *c, struct ht_chunk_header *h, const void *pay
 		}
 	}
 	h->comp_size = (uint32_t)len;
-	uint64_t at = c->off;
-	if (out_write(c, h, sizeof(*h)) < 0 || out_write(c, data, len) < 0)
-		return;
-	c->index = ht_grow(c->index, &c->capindex, c->nindex + 1, sizeof(*c->index));
-	struct ht_index_entry *e = &c->index[c->nindex++];
-	memset(e, 0, sizeof(*e));
-	e->offset = at;
-	e->tid = h->tid;
-	e->nevents = h->nevents;
-	e->first_seq = h->first_seq;
-	e->type = h->type;
-	e->flags = h->flags;
+	put_chunk(c, h, data);
 }
 
 static void flush_pending(struct compactor *c, struct pending *p, int level)
@@ -342,19 +365,8 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 	for (size_t i = 0; i < c.npend; i++)
 		flush_pending(&c, &c.pend[i], level);
 	/* New index and header. */
-	struct ht_chunk_header ih;
-	memset(&ih, 0, sizeof(ih));
-	ih.magic = HT_CHUNK_MAGIC;
-	ih.type = HT_CHUNK_INDEX;
-	ih.raw_size = ih.comp_size = (uint32_t)(c.nindex * sizeof(*c.index));
-	hdr.sec[HT_SEC_CHUNKS].size = c.off - start;
-	uint64_t at = c.off;
-	out_write(&c, &ih, sizeof(ih));
-	out_write(&c, c.index, ih.raw_size);
-	if (!truncated && (hdr.flags & HT_FILE_F_CLOSED)) {
-		hdr.sec[HT_SEC_INDEX].offset = at;
-		hdr.sec[HT_SEC_INDEX].size = sizeof(ih) + ih.raw_size;
-	} else {
+	put_index(&c, &hdr, start);
+	if (truncated || !(hdr.flags & HT_FILE_F_CLOSED)) {
 		/* Not closed cleanly: keep saying so; readers scan. */
 		hdr.sec[HT_SEC_INDEX].offset = 0;
 		hdr.sec[HT_SEC_INDEX].size = 0;
@@ -471,8 +483,11 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 	size_t maplen = 0;
 	struct fchunk *ch = NULL;
 	size_t nch = 0, capch = 0, nraw = 0;
-	struct ht_index_entry *index = NULL;
-	size_t nindex = 0, capindex = 0;
+	struct compactor c; /* its output and index (put_chunk, put_index) */
+	memset(&c, 0, sizeof(c));
+	c.out = -1;
+	c.err = err;
+	c.errlen = errlen;
 	struct ht_file_header hdr;
 	struct stat st;
 	if (res)
@@ -536,11 +551,7 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 	if (ht_out__open(&o, path, HT_OUT_PRIVATE, HT_OUT_FD, err, errlen))
 		goto cleanup;
 	out = o.fd;
-	struct compactor c; /* (for out_write) */
-	memset(&c, 0, sizeof(c));
 	c.out = out;
-	c.err = err;
-	c.errlen = errlen;
 	out_write(&c, map, start);
 	int nthr = finish_threads();
 	pthread_t thr[FINISH_THREADS];
@@ -562,37 +573,15 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 			snprintf(err, errlen, "out of memory");
 			c.failed = 1;
 		}
-		for (size_t i = b; i < e && !c.failed; i++) {
-			uint64_t at = c.off;
-			out_write(&c, &ch[i].h, sizeof(ch[i].h));
-			out_write(&c, ch[i].z ? ch[i].z : map + ch[i].off + sizeof(ch[i].h),
-				  ch[i].h.comp_size);
-			index = ht_grow(index, &capindex, nindex + 1, sizeof(*index));
-			struct ht_index_entry *x = &index[nindex++];
-			memset(x, 0, sizeof(*x));
-			x->offset = at;
-			x->tid = ch[i].h.tid;
-			x->nevents = ch[i].h.nevents;
-			x->first_seq = ch[i].h.first_seq;
-			x->type = ch[i].h.type;
-			x->flags = ch[i].h.flags;
-		}
+		for (size_t i = b; i < e && !c.failed; i++)
+			put_chunk(&c, &ch[i].h, ch[i].z ? ch[i].z : map + ch[i].off + sizeof(ch[i].h));
 		for (size_t i = b; i < e; i++) {
 			free(ch[i].z);
 			ch[i].z = NULL;
 		}
 		b = e;
 	}
-	struct ht_chunk_header ih;
-	memset(&ih, 0, sizeof(ih));
-	ih.magic = HT_CHUNK_MAGIC;
-	ih.type = HT_CHUNK_INDEX;
-	ih.raw_size = ih.comp_size = (uint32_t)(nindex * sizeof(*index));
-	hdr.sec[HT_SEC_CHUNKS].size = c.off - start;
-	hdr.sec[HT_SEC_INDEX].offset = c.off;
-	hdr.sec[HT_SEC_INDEX].size = sizeof(ih) + ih.raw_size;
-	out_write(&c, &ih, sizeof(ih));
-	out_write(&c, index, ih.raw_size);
+	put_index(&c, &hdr, start);
 	/* No fsync: the recorder's file had none either, and rename over it
 	 * is ordered after the data on ext4 and the like (auto_da_alloc). */
 	if (c.failed || pwrite(out, &hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr)) {
@@ -619,6 +608,6 @@ cleanup:
 		for (size_t i = 0; i < nch; i++)
 			free(ch[i].z);
 	free(ch);
-	free(index);
+	free(c.index);
 	return ret;
 }
