@@ -16,6 +16,7 @@
 #include "builtin.h"
 #include "common/options.h"
 #include "common/util.h"
+#include "common/pidpath.h"
 #include "trace/compact.h"
 #include "trace/reader.h"
 
@@ -112,21 +113,6 @@ static void setenv_num(const char *name, unsigned long long v, const char *suffi
 	setenv(name, buf, 1);
 }
 
-/* The output template with %p expanded to pid, as the recorder does. */
-static void expand_pid(char *out, size_t cap, const char *tmpl, pid_t pid)
-{
-	size_t n = 0;
-	for (const char *p = tmpl; *p && n + 24 < cap; p++) {
-		if (p[0] == '%' && p[1] == 'p') {
-			n += (size_t)snprintf(out + n, cap - n, "%d", (int)pid);
-			p++;
-		} else {
-			out[n++] = *p;
-		}
-	}
-	out[n] = 0;
-}
-
 /* The output template as an absolute path: the recorder runs in the
  * program, which may chdir (a daemon's chdir("/") before it forks, a
  * wrapper's cd before it execs) and must still write where the user asked.
@@ -152,13 +138,6 @@ static void absolute_output(char *out, size_t cap, const char *tmpl)
 		n = snprintf(out, cap, "%s%s%s", cwd, cwd[1] ? "/" : "", tmpl);
 	if (n < 0 || (size_t)n >= cap)
 		snprintf(out, cap, "%s", tmpl);
-}
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* Reads the header of the trace at path (a regular file, not followed
@@ -530,7 +509,7 @@ int cmd_record(int argc, char **argv)
 	 * in src/preload/writer.c): record finds the trace of its program by
 	 * its header afterwards (trace_of), and never takes an older file of
 	 * the same name, or another recording's, for it. */
-	uint64_t t0 = mono_ns();
+	uint64_t t0 = ht_clock_ns();
 	/* A trace there now is kept by the recorder as OUTPUT.old: to say so. */
 	struct stat prev;
 	int had_prev =
@@ -553,7 +532,7 @@ int cmd_record(int argc, char **argv)
 	if (pid == 0) {
 		sigprocmask(SIG_SETMASK, &old_mask, NULL);
 		char out[PATH_MAX];
-		expand_pid(out, sizeof(out), out_tmpl, getpid());
+		ht_pidpath_expand(out, sizeof(out), out_tmpl, getpid());
 		setenv("HEAPTRAIL_OUT", out, 1);
 		unsetenv("MTRACE_CTL_FILE");
 		unsetenv("HEAPTRAIL_ROOT");
@@ -607,8 +586,8 @@ int cmd_record(int argc, char **argv)
 	}
 	/* path: the file; shown: its name as the user gave it, for messages */
 	char path[PATH_MAX], shown[PATH_MAX];
-	expand_pid(path, sizeof(path), out_tmpl, pid);
-	expand_pid(shown, sizeof(shown), cfg.output ? cfg.output : "heaptrail.%p.ht", pid);
+	ht_pidpath_expand(path, sizeof(path), out_tmpl, pid);
+	ht_pidpath_expand(shown, sizeof(shown), cfg.output ? cfg.output : "heaptrail.%p.ht", pid);
 	struct run run = {pid, t0};
 	char note[PATH_MAX + 64] = "";
 	int have = trace_of(path, pid, t0);

@@ -111,6 +111,13 @@ int ht_parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
+uint64_t ht_clock_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static int progress_shown;
 static struct timespec progress_last;
 

@@ -15,6 +15,8 @@ void ht_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* realloc that exits with HT_EXIT_DATA after "out of memory" on failure
  * (n 0 counts as 1). */
 void *ht_xrealloc(void *p, size_t n);
+/* CLOCK_MONOTONIC, in nanoseconds. */
+uint64_t ht_clock_ns(void);
 
 /* "12.3 MiB" style; buf needs 32 bytes. */
 const char *ht_fmt_bytes(char *buf, uint64_t bytes);

@@ -589,16 +589,24 @@ HT_EXPORT void *calloc(size_t n, size_t size)
 	return p;
 }
 
+/* Before a traced realloc calls glibc, which may release old to another
+ * thread before the call returns: what depends on old is settled now (the
+ * order table forgets it, the sampler decides whether it was sampled). */
+static inline void realloc_start(struct ht_tls *t, void *old)
+{
+	if (!old)
+		return;
+	ht_order__forget((uintptr_t)old);
+	if (HT_UNLIKELY(ht_opt.sample_bytes))
+		ht_sample__realloc_start(t, (uintptr_t)old);
+}
+
 HT_EXPORT void *realloc(void *old, size_t size)
 {
 	struct ht_tls *t = &ht_tls;
 	if (!tracing(t))
 		return __libc_realloc(old, size);
-	if (old) {
-		ht_order__forget((uintptr_t)old); /* released inside the call */
-		if (HT_UNLIKELY(ht_opt.sample_bytes))
-			ht_sample__realloc_start(t, (uintptr_t)old);
-	}
+	realloc_start(t, old);
 	uint64_t t0 = ht_now_release();
 	void *p = __libc_realloc(old, size);
 	uint64_t ts = ht_now();
@@ -624,11 +632,7 @@ HT_EXPORT void *reallocarray(void *old, size_t n, size_t size)
 	struct ht_tls *t = &ht_tls;
 	if (!tracing(t))
 		return __libc_realloc(old, bytes);
-	if (old) {
-		ht_order__forget((uintptr_t)old); /* released inside the call */
-		if (HT_UNLIKELY(ht_opt.sample_bytes))
-			ht_sample__realloc_start(t, (uintptr_t)old);
-	}
+	realloc_start(t, old);
 	uint64_t t0 = ht_now_release();
 	void *p = __libc_realloc(old, bytes);
 	uint64_t ts = ht_now();

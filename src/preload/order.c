@@ -21,8 +21,6 @@
  * loads are relaxed atomics: plain moves on x86, no lock, no fence.
  *
  * The table is unused (never touched) until a second thread exists. */
-#include <string.h>
-
 #include "preload.h"
 
 HT_HIDDEN _Atomic uint64_t ht_order_tab[1u << HT_ORDER_BITS];

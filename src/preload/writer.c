@@ -42,6 +42,7 @@
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_createCCtx_advanced: no malloc */
 #include <zstd.h>
 
+#include "../common/pidpath.h"
 #include "preload.h"
 
 /* RSS samples taken between flush rounds (HEAPTRAIL_RSS_INTERVAL) wait in
@@ -228,22 +229,6 @@ void ht_writer__report_failure(void)
 	       w.fail_what, errstr(w.fail_errno));
 }
 
-static void expand_path(char *out, size_t cap, const char *tmpl, pid_t pid, int *had_pid)
-{
-	size_t n = 0;
-	*had_pid = 0;
-	for (const char *p = tmpl; *p && n + 24 < cap; p++) {
-		if (p[0] == '%' && p[1] == 'p') {
-			n += (size_t)snprintf(out + n, cap - n, "%d", (int)pid);
-			*had_pid = 1;
-			p++;
-		} else {
-			out[n++] = *p;
-		}
-	}
-	out[n] = 0;
-}
-
 /* What is at path, which exists (its creation failed with EEXIST):
  *  0: a finished trace of ours, a regular file of this user that no writer
  *     holds; *fdp is open on it with its lock taken (no other recorder
@@ -310,15 +295,14 @@ static int keep_as_old(const char *path, int fd)
  * mode 0600, and takes its lock.  The first image of the traced program
  * takes the name itself; if a finished trace of ours is there, it is kept
  * as NAME.old (keep_as_old); if another recording is writing it (its
- * writer holds the lock), that file is never touched: this one writes NAME.PID (NAME.PID.2, ...)
- * and says so.  Every other process (fork children, exec'ed images) gets
+ * writer holds the lock), that file is never touched: this one writes
+ * NAME.PID (NAME.PID.2, ...) and says so.  Every other process (fork children, exec'ed images) gets
  * NAME.PID, NAME.PID.2, ... */
 static int open_output(void)
 {
 	pid_t pid = (pid_t)syscall(SYS_getpid);
-	int had_pid;
 	char base[4096];
-	expand_path(base, sizeof(base), ht_opt.out, pid, &had_pid);
+	int had_pid = ht_pidpath_expand(base, sizeof(base), ht_opt.out, pid);
 	int own_name = ht_is_root_image() || had_pid;
 	int diverted = 0, refused = 0, looks = 0, held = -1;
 	for (int attempt = 0; attempt < 100; attempt++) {
@@ -861,12 +845,9 @@ static int cpu_free(void)
 	return ok;
 }
 
-/* Writes the full buffers handed over, oldest first, one at a time: each
- * is popped, written and given back before the next is popped.  (Popping a
- * batch of them first, to see how many wait, lost the tail of a buffer
- * now and then in the writer process: 1 recording in about 13 of a
- * 3-thread program, e2e.timestamps_sampled.)  How many wait is the count
- * of hand-overs (w.queued) less the buffers this writer has written. */
+/* Writes the full buffers handed over, oldest first, each given back as
+ * soon as it is written.  How many wait is the count of hand-overs
+ * (w.queued) less the buffers this writer has written. */
 static void drain_queue(void)
 {
 	static uint32_t drained; /* wraps with w.queued */
@@ -968,19 +949,10 @@ static void exit_if_alone(void)
 	exit(0);
 }
 
-/* Compression while recording (when a CPU is free, drain_queue).  It was
- * off for a while: with the writer slowed down by compressing, the tail of
- * a buffer went missing now and then (1 recording in about 13 of
- * tests/progs/threads 3 20000).  The cause was the writer's round, which
- * put back the buffer of a thread it judged dead on what it had read
- * before draining (slowly) that buffer: meanwhile the thread had ended
- * through its exit destructor and handed the same buffer over in the
- * queue (do_round re-checks now; 0 losses in 80 recordings). */
-#define HT_WRITER_COMPRESS 1
 
 static void compressor_init(void)
 {
-	if (ht_opt.zstd_level == 0 || !HT_WRITER_COMPRESS)
+	if (ht_opt.zstd_level == 0)
 		return;
 	cpu_set_t set;
 	if (sched_getaffinity(0, sizeof(set), &set) == 0)
@@ -1060,6 +1032,23 @@ static void writer_loop(int helper)
 	}
 }
 
+/* Closes every descriptor of this (unshared) table but keep: the
+ * program's copies, which must not outlive the program's own (a pipe its
+ * reader waits to see closed, a socket). */
+static void close_all_but(int keep)
+{
+	unsigned k = (unsigned)keep;
+	if ((k == 0 || syscall(SYS_close_range, 0u, k - 1, 0u) == 0) &&
+	    syscall(SYS_close_range, k + 1, ~0u, 0u) == 0)
+		return;
+	struct rlimit rl; /* no close_range (before Linux 5.9) */
+	unsigned max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536 ? (unsigned)rl.rlim_cur
+										 : 65536;
+	for (unsigned fd = 0; fd < max; fd++)
+		if (fd != k)
+			close((int)fd);
+}
+
 /* The writer thread takes a descriptor table of its own: the program can
  * then close, dup2() onto or reuse any number without touching the trace
  * (checking the descriptor and then writing, in a table shared with the
@@ -1071,18 +1060,8 @@ static void writer_loop(int helper)
  * round as before. */
 static void own_fd_table(void)
 {
-	if (w.fd < 0 || syscall(SYS_unshare, CLONE_FILES) != 0)
-		return;
-	unsigned keep = (unsigned)w.fd;
-	if ((keep == 0 || syscall(SYS_close_range, 0u, keep - 1, 0u) == 0) &&
-	    syscall(SYS_close_range, keep + 1, ~0u, 0u) == 0)
-		return;
-	struct rlimit rl; /* no close_range (before Linux 5.9) */
-	unsigned max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536 ? (unsigned)rl.rlim_cur
-										 : 65536;
-	for (unsigned fd = 0; fd < max; fd++)
-		if (fd != keep)
-			close((int)fd);
+	if (w.fd >= 0 && syscall(SYS_unshare, CLONE_FILES) == 0)
+		close_all_but(w.fd);
 }
 
 static void *writer_main(void *arg)
@@ -1109,12 +1088,9 @@ static __attribute__((noreturn)) void helper_main(void)
 	ht_tls.guard = 1; /* (every signal is blocked: see start_helper) */
 	in_helper = 1;
 	prctl(PR_SET_NAME, "heaptrail-write", 0, 0, 0);
-	/* Only the trace's descriptor is ours; holding the program's (a pipe
-	 * its reader waits to see closed, a socket) would keep them open past
-	 * the program's end.  (So the helper has no stderr for messages.) */
-	if (w.fd > 0)
-		close_range(0, (unsigned)w.fd - 1, 0);
-	close_range((unsigned)w.fd + 1, ~0u, 0);
+	/* Only the trace's descriptor is ours (so the helper has no stderr
+	 * for messages). */
+	close_all_but(w.fd);
 	statm_fd = -1; /* closed above: the helper opens its own */
 	compressor_init();
 	writer_loop(1);

@@ -137,13 +137,6 @@ struct attach {
 };
 
 #ifdef HT_HAVE_BPF
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- the live blocks ---------------------------------------------------- */
 
 static size_t slot_of(uint64_t ptr, size_t cap)
@@ -414,7 +407,7 @@ static size_t frames_of(struct attach *a, const struct stack *s, struct ht_frame
 
 static void report(struct attach *a, struct ht_probe_session *ps, int final)
 {
-	uint64_t now = now_ns(), bytes, blocks;
+	uint64_t now = ht_clock_ns(), bytes, blocks;
 	struct stack **v, nostack;
 	size_t n = tally(a, now, &v, &bytes, &blocks, &nostack);
 	size_t shown = n < a->cfg->top ? n : (size_t)a->cfg->top;
@@ -610,7 +603,7 @@ static struct ht_writer *open_trace(struct attach *a, uint64_t start)
  * every 10 ms (HEAPTRAIL_RSS_INTERVAL's default). */
 static void trace_rss(struct attach *a)
 {
-	uint64_t t = now_ns();
+	uint64_t t = ht_clock_ns();
 	if (t - a->last_rss < 10000000u)
 		return;
 	a->last_rss = t;
@@ -727,7 +720,7 @@ int cmd_attach(int argc, char **argv)
 	}
 
 	/* the trace first: a bad -o path fails before any probe goes in */
-	if (cfg.output && !(a.w = open_trace(&a, now_ns())))
+	if (cfg.output && !(a.w = open_trace(&a, ht_clock_ns())))
 		goto cleanup;
 	skel = attach_bpf__open();
 	if (!skel) {
@@ -847,7 +840,7 @@ int cmd_attach(int argc, char **argv)
 		trace_modules(&a);
 		struct ht_writer *w = a.w;
 		a.w = NULL;
-		if (a.failed || ht_writer__close(w, now_ns(), err, sizeof(err)) < 0) {
+		if (a.failed || ht_writer__close(w, ht_clock_ns(), err, sizeof(err)) < 0) {
 			ht_error("attach: %s", a.failed ? "writing the trace failed" : err);
 			ret = HT_EXIT_DATA;
 		}

@@ -257,13 +257,6 @@ static void on_signal(int sig)
 		probe_signal = sig;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Splits a command line at blanks (no shell: quote nothing). */
 static char **split_command(const char *cmdline)
 {
@@ -416,7 +409,7 @@ void ht_probe__on_exit(struct ht_probe_session *s, ht_probe_exit_fn fn, void *ct
 
 int ht_probe__go(struct ht_probe_session *s)
 {
-	s->t0 = now_ns();
+	s->t0 = ht_clock_ns();
 	if (s->po->interval)
 		s->next_tick = s->t0 + s->po->interval;
 	if (s->po->duration)
@@ -435,7 +428,7 @@ uint64_t ht_probe__t0(const struct ht_probe_session *s)
 
 uint64_t ht_probe__elapsed(const struct ht_probe_session *s)
 {
-	return s->t0 ? now_ns() - s->t0 : 0;
+	return s->t0 ? ht_clock_ns() - s->t0 : 0;
 }
 
 static void stop(struct ht_probe_session *s, const char *fmt, ...)
@@ -519,7 +512,7 @@ enum ht_probe_step ht_probe__step(struct ht_probe_session *s, struct ring_buffer
 		drain(rb);
 		return HT_PROBE_STOP;
 	}
-	uint64_t t = now_ns();
+	uint64_t t = ht_clock_ns();
 	if (s->deadline && t >= s->deadline) {
 		char b[32];
 		stop(s, "%s passed (-d)", ht_fmt_ns(b, s->po->duration));

@@ -83,13 +83,6 @@ static inline uint64_t tsc(void)
 #endif
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- latency histograms: 16 sub-buckets per power of two ---- */
 
 #define NBUCKETS 976
@@ -359,7 +352,7 @@ static uint64_t release(struct engine *g, struct rthread *c)
 	atomic_store_explicit(&c->go, g->gen, memory_order_release);
 	futex(&c->go, FUTEX_WAKE_PRIVATE, 1);
 	uint64_t t0 = tsc_begin();
-	uint64_t until = now_ns() + RELEASE_SPIN_NS;
+	uint64_t until = ht_clock_ns() + RELEASE_SPIN_NS;
 	do {
 		for (int i = 0; i < 16; i++) {
 			if (atomic_load_explicit(&c->startst, memory_order_acquire) == ST_RUNNING)
@@ -368,7 +361,7 @@ static uint64_t release(struct engine *g, struct rthread *c)
 			_mm_pause();
 #endif
 		}
-	} while (now_ns() < until);
+	} while (ht_clock_ns() < until);
 	uint32_t st = ST_WAKING;
 	if (c->has_mask && atomic_compare_exchange_strong(&c->startst, &st, ST_LENDING)) {
 		int cpu = sched_getcpu();
@@ -755,7 +748,7 @@ static void thread_run(struct engine *g, struct rthread *me)
 	me->t_begin = tsc();
 	run_ops(g, me, 0);
 	me->t_end = tsc();
-	me->ns_end = now_ns();
+	me->ns_end = ht_clock_ns();
 	me->busy += me->t_end - me->t_begin - (me->wait_cycles + me->spawn_wait_cycles - waited);
 }
 
@@ -905,7 +898,7 @@ static void sample(struct sampler *sp)
 		sp->n /= 2;
 		sp->interval_ns *= 2;
 	}
-	sp->s[sp->n].ms = (uint32_t)((now_ns() - sp->t0) / 1000000);
+	sp->s[sp->n].ms = (uint32_t)((ht_clock_ns() - sp->t0) / 1000000);
 	sp->s[sp->n].kb = (uint32_t)kb;
 	sp->n++;
 }
@@ -1101,10 +1094,10 @@ int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *c
 	getrusage(RUSAGE_SELF, &ru0);
 	res->maxrss_start_kb = (uint64_t)ru0.ru_maxrss;
 	res->rss_start_kb = sp.fd >= 0 ? read_rss_kb(&sp) : 0;
-	sp.t0 = now_ns();
+	sp.t0 = ht_clock_ns();
 	if (sp.fd >= 0 && sp.s && pthread_create(&spt, NULL, sampler_main, &sp) == 0)
 		sampling = 1;
-	uint64_t ns0 = now_ns();
+	uint64_t ns0 = ht_clock_ns();
 	uint64_t c0 = tsc();
 	int repeat = cfg->repeat > 0 ? cfg->repeat : 1;
 	for (int rep = 0; rep < repeat; rep++) {
@@ -1123,7 +1116,7 @@ int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *c
 	/* the end: the last op's end, read by the thread that made it (not
 	 * when this thread learns of it) */
 	uint64_t c1 = tsc();
-	uint64_t ns1 = now_ns();
+	uint64_t ns1 = ht_clock_ns();
 	if (!cfg->threads_as_one) {
 		const struct rthread *last = &g.t[0];
 		for (uint32_t i = 1; i < w->nthreads; i++)
