@@ -29,7 +29,11 @@ class Prog:
     def __init__(self, t):
         self.t = t
         # private copies: no other process maps these files, so their PSS
-        # stays put (the test runs pmap and heaptrail next to it)
+        # stays put (the test runs pmap and heaptrail next to it).  The
+        # private libc and loader (tests/CMakeLists.txt) are shared by every
+        # mapsprog: the cases that start one hold the lock "mapsprog", so
+        # that no two run at once (one starting or ending changed the
+        # other's PSS between two reads)
         self.exe = t.path("mapsprog")
         shutil.copy(t.prog("mapsprog"), self.exe)
         self.lib = t.path("libtpdl-maps.so")
@@ -165,7 +169,7 @@ def check_prog(t, j, prog, live):
     check("[vdso]" in kernel, "[vdso] in kernel: %s" % kernel)
 
 
-@case(timeout=120, labels=("analyzers",))
+@case(timeout=120, labels=("analyzers",), locks=("mapsprog",))
 def test_maps_live_pmap(t):
     """maps PID on mapsprog: total size, RSS, PSS and swap equal pmap -X's
     total line to the kB (read before and after, unchanged); three thread
@@ -199,7 +203,7 @@ def test_maps_live_pmap(t):
                             r.stdout, re.M), "a line for thread %d's stack:\n%s" % (tid, r.stdout))
 
 
-@case(timeout=120, labels=("analyzers",))
+@case(timeout=120, labels=("analyzers",), locks=("mapsprog",))
 def test_maps_saved_copy(t):
     """A saved copy of mapsprog's smaps, as a file and on stdin, gives the
     live PID's figures: the same totals, kinds, regions and sizes (stacks
@@ -377,7 +381,7 @@ def test_maps_edge_cases(t):
     check("/opt/lib/libold.so.1 (deleted)" in r.stdout, "the deleted library in the text")
 
 
-@case(labels=("analyzers",))
+@case(labels=("analyzers",), locks=("mapsprog",))
 def test_maps_bad_inputs(t):
     """No such process, another user's process, an empty file, a maps (not
     smaps) copy, a text that is no smaps, a missing file, usage errors: one
