@@ -10,55 +10,6 @@
 
 #define MAX_DEPTH 256 /* return addresses read per stack */
 
-static void release(struct ht_livemap *live, const struct ht_event *e, uint64_t ptr,
-		    const struct ht_block_cbs *cbs)
-{
-	struct ht_block b;
-	if (ptr && ht_livemap__del(live, ptr, &b) && cbs && cbs->release)
-		cbs->release(cbs->ctx, e, &b);
-}
-
-void ht_blocks__event(struct ht_livemap *live, const struct ht_event *e,
-		      const struct ht_block_cbs *cbs)
-{
-	if (e->part == HT_PART_RELEASE) {
-		if (e->kind != HT_EV_MREMAP)
-			release(live, e, ht_event__old_ptr(e), cbs);
-		return;
-	}
-	switch (e->kind) {
-	case HT_EV_FREE:
-		release(live, e, e->v[0], cbs);
-		return;
-	case HT_EV_CONTROL:
-		if (e->v[0] == HT_CTL_RESET) { /* heaptrail_reset(): forget what came before */
-			ht_livemap__free(live);
-			ht_livemap__init(live);
-		}
-		return;
-	case HT_EV_REALLOC:
-	case HT_EV_REALLOCARRAY:
-		if (ht_event__release_now(e))
-			release(live, e, ht_event__old_ptr(e), cbs);
-		break;
-	default:
-		break;
-	}
-	if (!ht_kind_descs[e->kind].is_alloc)
-		return;
-	uint64_t p = ht_event__result_ptr(e);
-	if (!p)
-		return;
-	struct ht_block b = {p, ht_event__size(e), e->usable, e->time_ns, e->tid, e->stack,
-			     e->weight, 0};
-	struct ht_block *old = ht_livemap__get(live, p);
-	if (old) /* handed out while live: the trace and the program disagree */
-		release(live, e, p, cbs);
-	ht_livemap__put(live, &b);
-	if (cbs && cbs->acquire)
-		cbs->acquire(cbs->ctx, e, &b);
-}
-
 struct ht_symbolizer *ht_blocks__symbolizer(struct ht_reader *r, const char *sysroot,
 					    const char *debug_dir)
 {

@@ -1,6 +1,6 @@
-/* What analyzers share about heap blocks and their stacks: following the
- * live blocks through a trace (the same rules as stats: realloc's parts,
- * heaptrail_reset), and turning a recorded stack into symbolized frames. */
+/* What analyzers share about heap blocks and their stacks: the callbacks a
+ * collector gives the pass (pass.h, the one live-block model), and turning
+ * a recorded stack into symbolized frames. */
 #ifndef HEAPTRAIL_ANALYZE_BLOCKS_H
 #define HEAPTRAIL_ANALYZE_BLOCKS_H
 
@@ -8,21 +8,17 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "analyze/livemap.h"
+#include "common/livemap.h"
 #include "symbols/symbolize.h"
 #include "trace/reader.h"
 
 /* Called for each block an event releases (b as it was allocated) and
- * each it hands out; either may be NULL. */
+ * each it hands out; either may be NULL (ht_blockop__callbacks, pass.h). */
 struct ht_block_cbs {
 	void (*release)(void *ctx, const struct ht_event *e, const struct ht_block *b);
 	void (*acquire)(void *ctx, const struct ht_event *e, const struct ht_block *b);
 	void *ctx; /* passed to both */
 };
-
-/* Applies e to the live blocks (aux = the allocation's stack node). */
-void ht_blocks__event(struct ht_livemap *live, const struct ht_event *e,
-		      const struct ht_block_cbs *cbs);
 
 /* A symbolizer for the trace's modules, with a warning on stderr for the
  * modules that cannot be read; NULL (after an error message) on failure. */

@@ -9,8 +9,9 @@
 #include "analyze/analyze.h"
 #include "analyze/blocks.h"
 #include "analyze/flamesvg.h"
-#include "analyze/livemap.h"
-#include "analyze/nodetab.h"
+#include "analyze/pass.h"
+#include "common/livemap.h"
+#include "common/nodetab.h"
 #include "common/json.h"
 #include "common/util.h"
 
@@ -45,7 +46,7 @@ struct pass {
 	int k;                          /* points taken so far */
 	struct nodestat *slots;         /* open addressing by node */
 	size_t cap, n;                  /* slots / used */
-	struct ht_livemap live;         /* blocks, aux = stack node */
+	struct ht_pass *blocks;         /* the live blocks, aux = stack node */
 	uint64_t last_ns;               /* the time of the last event read */
 };
 
@@ -73,9 +74,10 @@ static void take(struct pass *p, uint64_t at_ns)
 			s->v[side].alloc_blocks = s->run_blocks;
 		}
 	}
-	for (size_t i = 0; i < p->live.cap; i++) {
-		const struct ht_block *b = &p->live.slots[i];
-		if (!b->ptr)
+	const struct ht_livemap *live = ht_pass__live(p->blocks);
+	for (size_t i = 0; i < live->cap; i++) {
+		const struct ht_block *b = &live->slots[i];
+		if (!b->ptr || ht_block__forgotten(b))
 			continue;
 		struct nodestat *s = node_of(p, b->aux);
 		s->v[side].live_bytes += b->size * b->weight;
@@ -197,7 +199,7 @@ static int read_trace(struct ht_diff *d, const char *path, const struct ht_diff_
 		      int npts, int first, int ri, int *ok)
 {
 	struct pass p = {.d = d, .pt = pt, .npts = npts, .first = first};
-	ht_livemap__init(&p.live);
+	p.blocks = ht_pass__new();
 	int ret = HT_EXIT_DATA;
 	struct ht_reader *r = ht_analyze__open(path);
 	if (!r)
@@ -209,7 +211,7 @@ static int read_trace(struct ht_diff *d, const char *path, const struct ht_diff_
 		while (p.k < npts && !pt[p.k].mark &&
 		       (!pt[p.k].time_ns || e.time_ns > pt[p.k].time_ns))
 			take(&p, pt[p.k].time_ns);
-		ht_blocks__event(&p.live, &e, &cbs);
+		ht_blockop__callbacks(ht_pass__event(p.blocks, &e), &e, &cbs);
 		p.last_ns = e.time_ns;
 		while (p.k < npts && at_point(&pt[p.k], &e))
 			take(&p, e.time_ns);
@@ -262,7 +264,7 @@ static int read_trace(struct ht_diff *d, const char *path, const struct ht_diff_
 	*ok = 1;
 out:
 	free(p.slots);
-	ht_livemap__free(&p.live);
+	ht_pass__delete(p.blocks);
 	return ret;
 }
 
@@ -402,11 +404,6 @@ void ht_diff__free(struct ht_diff *d)
 size_t ht_diff__count(const struct ht_diff *d)
 {
 	return d->n;
-}
-
-const struct ht_diff_entry *ht_diff__entry(const struct ht_diff *d, size_t i)
-{
-	return i < d->n ? &d->e[i] : NULL;
 }
 
 const struct ht_diff_side *ht_diff__side(const struct ht_diff *d, int side)

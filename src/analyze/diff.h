@@ -88,7 +88,6 @@ void ht_diff__free(struct ht_diff *d);
 
 /* The entries, sorted by the growth of opts->sort (largest first). */
 size_t ht_diff__count(const struct ht_diff *d);
-const struct ht_diff_entry *ht_diff__entry(const struct ht_diff *d, size_t i);
 /* Side 0 (before) or 1 (after). */
 const struct ht_diff_side *ht_diff__side(const struct ht_diff *d, int side);
 /* A metric of one side of an entry. */

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "analyze/livemap.h"
+#include "common/livemap.h"
 #include "symbols/symbolize.h"
 #include "trace/reader.h"
 
@@ -124,8 +124,6 @@ int ht_export__perfetto(const struct ht_export_opts *o, FILE *f);
 int ht_export__massif(const struct ht_export_opts *o, FILE *f);
 int ht_export__csv(const struct ht_export_opts *o, FILE *f);
 
-/* s as a JSON string, quotes included. */
-void ht_export__json_str(FILE *f, const char *s);
 /* The frame label massif and the tree use: "function (file:line)",
  * "function (in module)", "??? (in module)" or "???".  Returns buf. */
 const char *ht_export__frame_label(char *buf, size_t len, const struct ht_frame *f);

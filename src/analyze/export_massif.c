@@ -30,13 +30,14 @@
 
 #include "analyze/analyze.h"
 #include "analyze/blocks.h"
+#include "analyze/pass.h"
 #include "common/util.h"
 
 enum unit { U_CALLS, U_MS, U_BYTES };
 
 /* One reading of the trace. */
 struct pass {
-	struct ht_livemap live; /* live blocks, aux = stack */
+	struct ht_pass *blocks; /* live blocks, aux = stack */
 	enum unit unit;         /* the time unit */
 	uint64_t heap, usable;  /* live requested / usable bytes */
 	uint64_t bytes;         /* allocated + freed so far (unit B) */
@@ -76,7 +77,7 @@ static void step(struct pass *p, const struct ht_event *e)
 	p->ms = e->time_ns / 1000000;
 	if (e->kind == HT_EV_CONTROL && e->v[0] == HT_CTL_RESET)
 		p->heap = p->usable = 0; /* the blocks before are forgotten */
-	ht_blocks__event(&p->live, e, &cbs);
+	ht_blockop__callbacks(ht_pass__event(p->blocks, e), e, &cbs);
 }
 
 static uint64_t now(const struct pass *p)
@@ -133,7 +134,7 @@ static void snapshot(struct massif *m, const struct pass *p, const char *tree)
 	if (!strcmp(tree, "empty"))
 		return;
 	struct ht_sitetree t;
-	ht_sitetree__build(&t, &p->live, m->r, m->sym, m->o->depth);
+	ht_sitetree__build(&t, ht_pass__live(p->blocks), m->r, m->sym, m->o->depth);
 	uint64_t total = p->usable > p->heap ? p->usable : p->heap;
 	write_site(f, &t.root, 0, total, m->o->threshold);
 	ht_sitetree__free(&t);
@@ -156,8 +157,8 @@ int ht_export__massif(const struct ht_export_opts *o, FILE *f)
 	else
 		unit = U_CALLS; /* "i", checked by the command */
 	struct pass p1 = {.unit = unit}, p2 = {.unit = unit};
-	ht_livemap__init(&p1.live);
-	ht_livemap__init(&p2.live);
+	p1.blocks = ht_pass__new();
+	p2.blocks = ht_pass__new();
 	struct massif m = {.f = f, .o = o};
 	struct ht_reader *r1 = NULL;
 	struct ht_event e;
@@ -167,8 +168,8 @@ int ht_export__massif(const struct ht_export_opts *o, FILE *f)
 	while (ht_analyze__next(r1, &e))
 		step(&p1, &e);
 	damaged = ht_analyze__finish(r1, o->trace, 0) != 0; /* then up to the damage */
-	ht_livemap__free(&p1.live); /* (its blocks are not needed again) */
-	ht_livemap__init(&p1.live);
+	ht_pass__delete(p1.blocks); /* (its blocks are not needed again) */
+	p1.blocks = ht_pass__new();
 	/* the symbolizer knows every module once the whole trace is read */
 	ret = HT_EXIT_DATA;
 	if (!(m.sym = ht_blocks__symbolizer(r1, o->sysroot, o->debug_dir)))
@@ -205,7 +206,7 @@ cleanup:
 	ht_symbolizer__free(m.sym);
 	ht_reader__close(m.r);
 	ht_reader__close(r1);
-	ht_livemap__free(&p1.live);
-	ht_livemap__free(&p2.live);
+	ht_pass__delete(p1.blocks);
+	ht_pass__delete(p2.blocks);
 	return ret;
 }

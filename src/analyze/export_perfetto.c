@@ -21,6 +21,8 @@
 
 #include "analyze/analyze.h"
 #include "analyze/blocks.h"
+#include "analyze/pass.h"
+#include "common/json.h"
 #include "common/util.h"
 
 struct thread {
@@ -37,7 +39,7 @@ struct perfetto {
 	uint64_t nevents;          /* trace events written */
 	struct thread *threads;    /* seen so far */
 	size_t nthreads, capthreads; /* count / allocated */
-	struct ht_livemap live;    /* blocks */
+	struct ht_pass *blocks;    /* the live blocks */
 	uint64_t heap, usable;     /* live requested / usable bytes */
 	struct ht_series s_heap, s_usable, s_rss; /* the counters */
 };
@@ -65,7 +67,7 @@ static void begin(struct perfetto *p, const char *name, const char *ph, uint64_t
 {
 	FILE *f = p->f;
 	fputs(p->nevents++ ? ",\n{\"name\":" : "\n{\"name\":", f);
-	ht_export__json_str(f, name);
+	ht_json__put_string(f, name);
 	fprintf(f, ",\"ph\":\"%s\",\"ts\":%llu.%03llu,\"pid\":%d", ph,
 		(unsigned long long)(ns / 1000), (unsigned long long)(ns % 1000), p->pid);
 	fprintf(f, ",\"tid\":%u", tid ? tid : (uint32_t)p->pid);
@@ -110,7 +112,7 @@ static void call_instant(struct perfetto *p, const struct ht_event *e)
 		fprintf(p->f, "%s\"%s\":", sep, n);
 		sep = ",";
 		if (code == 'S')
-			ht_export__json_str(p->f, e->str ? e->str : "");
+			ht_json__put_string(p->f, e->str ? e->str : "");
 		else if (code == 'p')
 			fprintf(p->f, "\"0x%llx\"", (unsigned long long)(k < e->nv ? e->v[k] : 0));
 		else if (code == 's')
@@ -140,7 +142,7 @@ static void threads_out(struct perfetto *p, const char *cmd)
 {
 	begin(p, "process_name", "M", 0, 0);
 	fputs(",\"args\":{\"name\":", p->f);
-	ht_export__json_str(p->f, cmd);
+	ht_json__put_string(p->f, cmd);
 	fputs("}}", p->f);
 	for (size_t i = 0; i < p->nthreads; i++) {
 		const struct thread *t = &p->threads[i];
@@ -152,7 +154,7 @@ static void threads_out(struct perfetto *p, const char *cmd)
 				 t->tid);
 		begin(p, "thread_name", "M", 0, t->tid);
 		fputs(",\"args\":{\"name\":", p->f);
-		ht_export__json_str(p->f, name);
+		ht_json__put_string(p->f, name);
 		fputs("}}", p->f);
 		uint64_t dur = t->last - t->first;
 		begin(p, name, "X", t->first, t->tid);
@@ -165,7 +167,7 @@ static void threads_out(struct perfetto *p, const char *cmd)
 int ht_export__perfetto(const struct ht_export_opts *o, FILE *f)
 {
 	struct perfetto p = {.f = f, .o = o};
-	ht_livemap__init(&p.live);
+	p.blocks = ht_pass__new();
 	ht_series__init(&p.s_heap, o->max_points);
 	ht_series__init(&p.s_usable, o->max_points);
 	ht_series__init(&p.s_rss, o->max_points);
@@ -194,7 +196,7 @@ int ht_export__perfetto(const struct ht_export_opts *o, FILE *f)
 		uint64_t heap = p.heap, usable = p.usable;
 		if (e.kind == HT_EV_CONTROL && e.v[0] == HT_CTL_RESET)
 			p.heap = p.usable = 0; /* the blocks before are forgotten */
-		ht_blocks__event(&p.live, &e, &cbs);
+		ht_blockop__callbacks(ht_pass__event(p.blocks, &e), &e, &cbs);
 		if (p.heap != heap)
 			ht_series__add(&p.s_heap, e.time_ns, p.heap);
 		if (p.usable != usable)
@@ -220,14 +222,14 @@ int ht_export__perfetto(const struct ht_export_opts *o, FILE *f)
 		counter(&p, "RSS", &p.s_rss);
 	/* last: whether the order read is exact is known at the end */
 	fputs("\n],\"otherData\":{\"trace\":", f);
-	ht_export__json_str(f, o->trace);
+	ht_json__put_string(f, o->trace);
 	fputs(",\"command\":", f);
-	ht_export__json_str(f, in->cmdline ? in->cmdline : "");
+	ht_json__put_string(f, in->cmdline ? in->cmdline : "");
 	fprintf(f, ",\"order_exact\":%s,\"order_events_concerned\":%llu}}\n",
 		in->order.exact ? "true" : "false", (unsigned long long)in->order.events_concerned);
 cleanup:
 	ht_reader__close(r);
-	ht_livemap__free(&p.live);
+	ht_pass__delete(p.blocks);
 	ht_series__free(&p.s_heap);
 	ht_series__free(&p.s_usable);
 	ht_series__free(&p.s_rss);

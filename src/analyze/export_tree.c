@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "analyze/blocks.h"
+#include "analyze/pass.h"
 #include "common/util.h"
 
 #define MAX_FRAMES 1024
@@ -90,7 +91,7 @@ void ht_sitetree__build(struct ht_sitetree *t, const struct ht_livemap *live,
 	size_t ng = 0;
 	for (size_t i = 0; i < live->cap; i++) {
 		const struct ht_block *b = &live->slots[i];
-		if (b->ptr && ng < live->count)
+		if (b->ptr && !ht_block__forgotten(b) && ng < live->count)
 			g[ng++] = (struct group){b->aux, b->size * b->weight, b->weight};
 	}
 	if (ng > 1)

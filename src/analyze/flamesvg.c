@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "analyze/blocks.h"
+#include "common/markup.h"
 #include "common/util.h"
 
 char *ht_flame__join(const struct ht_frame *frames, size_t n, int reverse)
@@ -75,19 +76,6 @@ static int tree_child(struct tree *t, int parent, const char *name, size_t len)
 		t->n[prev].next = id;
 	}
 	return id;
-}
-
-void ht_flame__xml_text(FILE *f, const char *s, size_t n)
-{
-	for (size_t i = 0; i < n && s[i]; i++) {
-		switch (s[i]) {
-		case '<': fputs("&lt;", f); break;
-		case '>': fputs("&gt;", f); break;
-		case '&': fputs("&amp;", f); break;
-		case '"': fputs("&quot;", f); break;
-		default: fputc(s[i], f);
-		}
-	}
 }
 
 static unsigned name_hash(const char *s, size_t n)
@@ -165,7 +153,7 @@ static void draw(struct svg *s, int id, double x, int depth)
 		fprintf(s->f, "<g class=\"f\" data-x=\"%.6f\" data-w=\"%.6f\" data-d=\"%d\"><title>",
 			(x - PAD_SIDE) / s->scale / (double)s->total,
 			(double)fr->value / (double)s->total, depth);
-		ht_flame__xml_text(s->f, fr->name, fr->namelen);
+		ht_markup__text(s->f, fr->name, fr->namelen);
 		if (s->st->details)
 			s->st->details(s->st->ctx, s->f, fr, s->total);
 		else
@@ -175,9 +163,9 @@ static void draw(struct svg *s, int id, double x, int depth)
 			x, y - FRAME_H, w, FRAME_H - 1, rgb[0], rgb[1], rgb[2], x + 3, y - 4.5);
 		size_t fit = w > 20 ? (size_t)((w - 6) / 7) : 0;
 		if (fit >= fr->namelen) {
-			ht_flame__xml_text(s->f, fr->name, fr->namelen);
+			ht_markup__text(s->f, fr->name, fr->namelen);
 		} else if (fit > 2) {
-			ht_flame__xml_text(s->f, fr->name, fit - 2);
+			ht_markup__text(s->f, fr->name, fit - 2);
 			fputs("..", s->f);
 		}
 		fputs("</text></g>\n", s->f);
@@ -312,7 +300,7 @@ int ht_flame__svg(FILE *f, const struct ht_flame_stack *fl, size_t n,
 		(unsigned long long)width, s.height);
 	fprintf(f, "<text class=\"title\" x=\"%.1f\" y=\"24\" text-anchor=\"middle\">",
 		(double)width / 2);
-	ht_flame__xml_text(f, style->title, strlen(style->title));
+	ht_markup__text(f, style->title, strlen(style->title));
 	fprintf(f, "</text>\n<text class=\"btn unzoom\" x=\"%d\" y=\"24\" "
 		   "style=\"opacity:0\">Reset Zoom</text>\n"
 		   "<text class=\"btn search\" x=\"%llu\" y=\"24\" text-anchor=\"end\">Search</text>\n"

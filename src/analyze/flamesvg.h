@@ -39,7 +39,7 @@ struct ht_flame_style {
 	void (*fill)(void *ctx, const struct ht_flame_frame *fr, uint64_t max_change,
 		     int rgb[3]);
 	/* what its tooltip says after the name, starting " (" (XML text, see
-	 * ht_flame__xml_text); NULL: value, count and share of the total */
+	 * ht_markup__text); NULL: value, count and share of the total */
 	void (*details)(void *ctx, FILE *f, const struct ht_flame_frame *fr, uint64_t total);
 	void *ctx;          /* passed to both */
 	const char *id;     /* NULL: a standalone SVG file; else an inline <svg
@@ -57,7 +57,5 @@ char *ht_flame__join(const struct ht_frame *frames, size_t n, int reverse);
 int ht_flame__svg(FILE *f, const struct ht_flame_stack *st, size_t n,
 		  const struct ht_flame_style *style);
 
-/* Writes the first n bytes of s (up to a NUL) escaped for XML text. */
-void ht_flame__xml_text(FILE *f, const char *s, size_t n);
 
 #endif

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyze/keyindex.h"
+#include "common/keyindex.h"
 #include "analyze/pass.h"
 #include "common/json.h"
 #include "common/util.h"

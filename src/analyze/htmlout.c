@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/markup.h"
 #include "common/outfile.h"
 #include "common/util.h"
 
@@ -43,16 +44,7 @@ void ht_html__abort(struct ht_html_file *h)
 
 void ht_html__text(FILE *f, const char *s)
 {
-	for (; s && *s; s++) {
-		switch (*s) {
-		case '&': fputs("&amp;", f); break;
-		case '<': fputs("&lt;", f); break;
-		case '>': fputs("&gt;", f); break;
-		case '"': fputs("&quot;", f); break;
-		case '\'': fputs("&#39;", f); break;
-		default: fputc(*s, f);
-		}
-	}
+	ht_markup__text(f, s, HT_MARKUP_ALL);
 }
 
 static const char style[] =

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "analyze/mapkinds.h"
 
+#include <stdarg.h>
 #include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -317,13 +318,18 @@ static int by_name(enum ht_map_kind k, const struct ht_smaps_map *s)
 	       k == HT_MK_HEAP || (k == HT_MK_ANON && s->name[0] == '[');
 }
 
-static char *keep_name(struct ht_mapkinds *m, const char *fmt, unsigned long v)
+static __attribute__((format(printf, 2, 3))) char *keep_name(struct ht_mapkinds *m,
+								 const char *fmt, ...)
 {
 	char **names = realloc(m->names, (m->nnames + 1) * sizeof(*names));
 	if (!names)
 		return NULL;
 	m->names = names;
-	if (asprintf(&m->names[m->nnames], fmt, v) < 0)
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vasprintf(&m->names[m->nnames], fmt, ap);
+	va_end(ap);
+	if (n < 0)
 		return NULL;
 	return m->names[m->nnames++];
 }
@@ -335,7 +341,7 @@ static const char *region_name(struct ht_mapkinds *m, const struct ht_smaps_map 
 		return m->pid ? keep_name(m, "[stack] (main thread %lu)", (unsigned long)m->pid)
 			      : "[stack] (main thread)";
 	if (i->kind == HT_MK_STACK && i->tid)
-		return keep_name(m, "stack of thread %lu", i->tid);
+		return keep_name(m, "stack of thread %lu", (unsigned long)i->tid);
 	if (i->label)
 		return i->label;
 	if (i->kind == HT_MK_ANON && !s->name[0])

@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-#include "analyze/keyindex.h"
+#include "common/keyindex.h"
 #include "common/util.h"
 
 struct ht_pass {
@@ -142,6 +142,11 @@ const struct ht_blockop *ht_pass__event(struct ht_pass *p, const struct ht_event
 	if (ptr)
 		hand_out(p, e, ptr, ht_event__size(e));
 	return op;
+}
+
+const struct ht_livemap *ht_pass__live(const struct ht_pass *p)
+{
+	return &p->live;
 }
 
 const struct ht_block *ht_pass__get(const struct ht_livemap *live, uint64_t ptr, int forgotten)

@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "analyze/blocks.h"
-#include "analyze/livemap.h"
+#include "common/livemap.h"
 #include "trace/reader.h"
 
 /* In a pass's blocks, ht_block.aux is the allocation's stack node, weight
@@ -55,13 +55,21 @@ struct ht_pass; /* opaque */
 struct ht_pass *ht_pass__new(void);
 /* Applies e (in the reader's order) and says what changed. */
 const struct ht_blockop *ht_pass__event(struct ht_pass *p, const struct ht_event *e);
+/* Every live block (forgotten ones included: ht_block__forgotten). */
+const struct ht_livemap *ht_pass__live(const struct ht_pass *p);
+/* Whether b was allocated before a heaptrail_reset() (then it is in the
+ * map only so that its free is not "unknown"). */
+static inline int ht_block__forgotten(const struct ht_block *b)
+{
+	return (b->pad & HT_BLOCK_FORGOTTEN) != 0;
+}
 /* The live block at ptr, NULL if none; forgotten blocks only if asked. */
 const struct ht_block *ht_pass__get(const struct ht_livemap *live, uint64_t ptr, int forgotten);
 void ht_pass__delete(struct ht_pass *p);
 
 /* For collectors that forget blocks at a reset: calls cbs->release for the
  * released and the replaced block and cbs->acquire for the acquired one,
- * in that order, skipping forgotten blocks (ht_blocks__event's callbacks).
+ * in that order, skipping forgotten blocks.
  * Inline, so that a caller's constant cbs become direct calls. */
 static inline __attribute__((always_inline)) void
 ht_blockop__callbacks(const struct ht_blockop *op, const struct ht_event *e,

@@ -34,11 +34,6 @@ static const char *const field_names[HT_SM_NFIELDS] = {
 	[HT_SM_LOCKED] = "Locked",
 };
 
-const char *ht_smaps__field_name(enum ht_smaps_field f)
-{
-	return (unsigned)f < HT_SM_NFIELDS ? field_names[f] : "?";
-}
-
 /* The state of one parse: the line being assembled and the mapping the
  * field lines go to. */
 struct parser {

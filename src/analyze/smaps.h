@@ -37,9 +37,6 @@ enum ht_smaps_field {
 	HT_SM_NFIELDS
 };
 
-/* The name of a field as smaps spells it ("Rss"). */
-const char *ht_smaps__field_name(enum ht_smaps_field f);
-
 struct ht_smaps_map {
 	uint64_t start, end;   /* [start, end) */
 	uint64_t offset;       /* file offset of start */

@@ -7,7 +7,7 @@
 
 #include "analyze/analyze.h"
 #include "analyze/blocks.h"
-#include "analyze/nodetab.h"
+#include "common/nodetab.h"
 #include "analyze/pass.h"
 #include "common/util.h"
 

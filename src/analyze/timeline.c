@@ -11,6 +11,7 @@
 #include "analyze/marks.h"
 #include "analyze/pass.h"
 #include "common/json.h"
+#include "common/markup.h"
 #include "common/util.h"
 
 /* The level series, in the order of every output. */
@@ -558,21 +559,6 @@ void ht_timeline__json(const struct ht_timeline *tl, struct ht_json *j, const ch
 
 /* ---- SVG ----------------------------------------------------------------- */
 
-static void xml_esc(FILE *f, const char *s)
-{
-	for (; *s; s++) {
-		switch (*s) {
-		case '<': fputs("&lt;", f); break;
-		case '>': fputs("&gt;", f); break;
-		case '&': fputs("&amp;", f); break;
-		case '"': fputs("&quot;", f); break;
-		default:
-			if ((unsigned char)*s >= 0x20 || *s == '\n' || *s == '\t')
-				fputc(*s, f);
-		}
-	}
-}
-
 /* A round step for an axis from 0 to max in about n steps: 1, 2 or 5
  * times a power of ten of the unit. */
 static double nice_step(double max, int n, double unit)
@@ -781,7 +767,7 @@ int ht_timeline__svg(const struct ht_timeline *tl, FILE *f, unsigned width, unsi
 		height);
 	fprintf(f, "<text x=\"%.1f\" y=\"20\" text-anchor=\"middle\" style=\"font-size:15px\">",
 		width / 2.0);
-	xml_esc(f, tl->o.title ? tl->o.title : "heap over time");
+	ht_markup__text(f, tl->o.title ? tl->o.title : "heap over time", HT_MARKUP_ALL);
 	char pk[32], pt[32];
 	fprintf(f, "</text>\n<text x=\"%.1f\" y=\"36\" text-anchor=\"middle\">peak of live "
 		   "requested bytes: %s at %s</text>\n", width / 2.0, ht_fmt_bytes(pk, tl->peak),
@@ -828,9 +814,9 @@ int ht_timeline__svg(const struct ht_timeline *tl, FILE *f, unsigned width, unsi
 			   "stroke=\"#444\" stroke-dasharray=\"3 3\"/><text x=\"%.1f\" y=\"%.1f\" "
 			   "transform=\"rotate(-90 %.1f %.1f)\" text-anchor=\"end\">",
 			x, p.y0, x, p.r0 + p.rh, x - 2, p.y0 + 4, x - 2, p.y0 + 4);
-		xml_esc(f, tl->marks.v[i].label);
+		ht_markup__text(f, tl->marks.v[i].label, HT_MARKUP_ALL);
 		fprintf(f, "</text><title>mark \"");
-		xml_esc(f, tl->marks.v[i].label);
+		ht_markup__text(f, tl->marks.v[i].label, HT_MARKUP_ALL);
 		fprintf(f, "\" at %s, thread %u</title></g>\n", ht_fmt_ns(pk, tl->marks.v[i].time_ns),
 			tl->marks.v[i].tid);
 	}

@@ -3,7 +3,7 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 
-#include "builtin.h"
+#include "cli/builtin.h"
 #include "common/options.h"
 #include "common/util.h"
 #include "trace/compact.h"

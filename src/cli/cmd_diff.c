@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "analyze/diff.h"
+#include "cli/builtin.h"
 #include "common/json.h"
 #include "common/options.h"
 #include "common/outfile.h"

@@ -13,10 +13,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "builtin.h"
+#include "cli/builtin.h"
 #include "common/options.h"
-#include "common/util.h"
 #include "common/pidpath.h"
+#include "common/util.h"
 #include "trace/compact.h"
 #include "trace/reader.h"
 
@@ -90,10 +90,10 @@ static int find_preload(char *out, size_t len)
 	}
 	/* The build tree keeps the library next to the binary; an installed
 	 * heaptrail finds it in <prefix>/lib/heaptrail. */
-	const char *cands[] = {"%s/libheaptrail.so", "%s/" HT_LIBDIR_REL "/libheaptrail.so",
-			       "%s/../lib/heaptrail/libheaptrail.so"};
+	const char *cands[] = {"/libheaptrail.so", "/" HT_LIBDIR_REL "/libheaptrail.so",
+			       "/../lib/heaptrail/libheaptrail.so"};
 	for (size_t i = 0; i < sizeof(cands) / sizeof(cands[0]); i++) {
-		snprintf(out, len, cands[i], dir);
+		snprintf(out, len, "%s%s", dir, cands[i]);
 		if (access(out, R_OK) == 0) {
 			char real[PATH_MAX];
 			if (realpath(out, real))

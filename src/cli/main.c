@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "builtin.h"
+#include "cli/builtin.h"
 #include "common/util.h"
 #include "trace/format.h"
 

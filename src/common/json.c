@@ -3,6 +3,8 @@
 
 #include <math.h>
 
+#include "markup.h"
+
 void ht_json__init(struct ht_json *j, FILE *f, int pretty)
 {
 	j->f = f;
@@ -20,10 +22,11 @@ static void indent(struct ht_json *j)
 		fputs("  ", j->f);
 }
 
-static void put_string(FILE *f, const char *s)
+void ht_json__put_string(FILE *f, const char *s)
 {
 	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+	for (const unsigned char *p = (const unsigned char *)s; *p;) {
+		int n;
 		switch (*p) {
 		case '"': fputs("\\\"", f); break;
 		case '\\': fputs("\\\\", f); break;
@@ -31,11 +34,18 @@ static void put_string(FILE *f, const char *s)
 		case '\r': fputs("\\r", f); break;
 		case '\t': fputs("\\t", f); break;
 		default:
-			if (*p < 0x20)
+			if (*p < 0x20 || *p == 0x7f) {
 				fprintf(f, "\\u%04x", *p);
-			else
-				fputc(*p, f);
+			} else if ((n = ht_utf8_len(p, 4)) > 0) {
+				fwrite(p, 1, (size_t)n, f);
+				p += n;
+				continue;
+			} else {
+				/* a byte that is not UTF-8: as the Latin-1 character */
+				fprintf(f, "\\u%04x", *p);
+			}
 		}
+		p++;
 	}
 	fputc('"', f);
 }
@@ -49,7 +59,7 @@ static void member(struct ht_json *j, const char *key)
 	}
 	j->first[j->depth] = 0;
 	if (key) {
-		put_string(j->f, key);
+		ht_json__put_string(j->f, key);
 		fputs(j->pretty ? ": " : ":", j->f);
 	}
 }
@@ -103,7 +113,7 @@ void ht_json__str(struct ht_json *j, const char *key, const char *v)
 {
 	member(j, key);
 	if (v)
-		put_string(j->f, v);
+		ht_json__put_string(j->f, v);
 	else
 		fputs("null", j->f);
 }

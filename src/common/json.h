@@ -23,6 +23,12 @@ void ht_json__double(struct ht_json *j, const char *key, double v);
 void ht_json__str(struct ht_json *j, const char *key, const char *v);
 void ht_json__bool(struct ht_json *j, const char *key, int v);
 void ht_json__null(struct ht_json *j, const char *key);
+/* s as a JSON string, quotes included: valid UTF-8 as it is, control
+ * characters escaped, and each byte that is not part of valid UTF-8 (C++
+ * symbols and paths may hold such) as the Latin-1 character of that byte,
+ * so that the output is valid JSON whatever the bytes.  The one escaper:
+ * every JSON output of heaptrail goes through it. */
+void ht_json__put_string(FILE *f, const char *s);
 /* Ends the document with a newline. */
 void ht_json__finish(struct ht_json *j);
 

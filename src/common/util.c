@@ -205,3 +205,19 @@ void *ht_xrealloc(void *p, size_t n)
 	}
 	return p;
 }
+
+void *ht_grow(void *p, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return p;
+	size_t c = *cap ? *cap : 16;
+	while (c < need)
+		c *= 2;
+	if (c > SIZE_MAX / elem) {
+		ht_error("out of memory");
+		exit(HT_EXIT_DATA);
+	}
+	p = ht_xrealloc(p, c * elem);
+	*cap = c;
+	return p;
+}

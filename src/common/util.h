@@ -15,6 +15,10 @@ void ht_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* realloc that exits with HT_EXIT_DATA after "out of memory" on failure
  * (n 0 counts as 1). */
 void *ht_xrealloc(void *p, size_t n);
+/* Array p of *cap elements of elem bytes, made room for need of them
+ * (capacity doubled from 16; *cap updated); exits on out of memory, as
+ * ht_xrealloc. */
+void *ht_grow(void *p, size_t *cap, size_t need, size_t elem);
 /* CLOCK_MONOTONIC, in nanoseconds. */
 uint64_t ht_clock_ns(void);
 

@@ -318,6 +318,8 @@ HT_EXPORT sighandler_t signal(int sig, sighandler_t handler)
 	return old.sa_handler;
 }
 
+/* glibc declares it only without _GNU_SOURCE */
+sighandler_t bsd_signal(int sig, sighandler_t handler);
 HT_EXPORT sighandler_t bsd_signal(int sig, sighandler_t handler)
 {
 	return signal(sig, handler);

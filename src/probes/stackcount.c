@@ -196,19 +196,6 @@ int ht_stackcount__collect(struct ht_stackcount *sc, int counts_fd, int stacks_f
 #endif
 }
 
-size_t ht_stackcount__stacks(const struct ht_stackcount *sc, const struct ht_counted_stack **out)
-{
-	*out = sc->stacks;
-	return sc->n;
-}
-
-uint64_t ht_stackcount__total(const struct ht_stackcount *sc, uint64_t *bytes)
-{
-	if (bytes)
-		*bytes = sc->total_bytes;
-	return sc->total;
-}
-
 static const char *error_text(int error)
 {
 	switch (-error) {

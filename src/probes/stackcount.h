@@ -43,10 +43,6 @@ void ht_stackcount__on_exit(void *ctx, pid_t pid);
  * stacks it used (for the next interval).  Returns the number of stacks, or -1 after an error. */
 int ht_stackcount__collect(struct ht_stackcount *sc, int counts_fd, int stacks_fd, int clear);
 
-/* The stacks of the last collect and their total count and bytes. */
-size_t ht_stackcount__stacks(const struct ht_stackcount *sc, const struct ht_counted_stack **out);
-uint64_t ht_stackcount__total(const struct ht_stackcount *sc, uint64_t *bytes);
-
 /* The top stacks as text: "what" names the events ("page faults", "brk
  * calls"); show_bytes adds the bytes column. */
 void ht_stackcount__print(const struct ht_stackcount *sc, FILE *f, size_t top, const char *what,

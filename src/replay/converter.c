@@ -29,7 +29,7 @@
 #include <stdio.h>
 
 #include "analyze/analyze.h"
-#include "analyze/livemap.h"
+#include "common/livemap.h"
 #include "common/util.h"
 #include "workload.h"
 

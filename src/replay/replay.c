@@ -1,11 +1,6 @@
-/* heaptrail replay (trace_run): runs a workload under an allocator and
- * tunables of the user's choice and reports what it cost (engine.c does
- * the run).
- *
- * Another allocator or GLIBC_TUNABLES must be in place before the process
- * starts, so replay re-executes itself with LD_PRELOAD and GLIBC_TUNABLES
- * set, and the child checks that malloc really comes from the library it
- * asked for. */
+/* Replay's library part: the allocators known by name and where their
+ * libraries are (ht_allocator_lookup), and a run's results as text or JSON
+ * (engine.c does the run; heaptrail replay and compare drive it). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -19,14 +14,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/builtin.h"
 #include "common/json.h"
-#include "common/options.h"
 #include "common/outfile.h"
 #include "common/util.h"
 #include "replay.h"
 
-#define CHILD_ENV "HEAPTRAIL_REPLAY_ALLOCATOR" /* set in the re-executed replay */
 
 /* ---- allocators ---- */
 
@@ -99,72 +91,6 @@ int ht_allocator_lookup(const char *name, char *path, size_t pathlen, char *err,
 	return -1;
 }
 
-/* The file of the library whose malloc this process calls. */
-static const char *malloc_owner(void)
-{
-	Dl_info di;
-	void *m = dlsym(RTLD_DEFAULT, "malloc");
-	if (m && dladdr(m, &di) && di.dli_fname)
-		return di.dli_fname;
-	return "?";
-}
-
-/* ---- mallopt ---- */
-
-static const struct {
-	const char *name; /* without M_ */
-	int param;        /* for mallopt() */
-} mallopt_params[] = {
-	{"MXFAST", M_MXFAST},		{"TRIM_THRESHOLD", M_TRIM_THRESHOLD},
-	{"TOP_PAD", M_TOP_PAD},		{"MMAP_THRESHOLD", M_MMAP_THRESHOLD},
-	{"MMAP_MAX", M_MMAP_MAX},	{"CHECK_ACTION", M_CHECK_ACTION},
-	{"PERTURB", M_PERTURB},		{"ARENA_TEST", M_ARENA_TEST},
-	{"ARENA_MAX", M_ARENA_MAX},
-};
-
-/* Applies "PARAM=VALUE,..." (M_ prefix optional, case ignored, K/M/G on
- * the value); -1 naming the bad one. */
-static int apply_mallopts(const char *list, int dry)
-{
-	char *copy = strdup(list), *save = NULL;
-	int ret = 0;
-	for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		char *eq = strchr(tok, '=');
-		if (!eq) {
-			ht_error("--mallopt '%s': expected PARAM=VALUE, e.g. M_MMAP_THRESHOLD=65536", tok);
-			ret = -1;
-			break;
-		}
-		*eq = 0;
-		const char *nm = !strncasecmp(tok, "M_", 2) ? tok + 2 : tok;
-		int param = 0, found = 0;
-		for (size_t i = 0; i < sizeof(mallopt_params) / sizeof(mallopt_params[0]); i++)
-			if (!strcasecmp(nm, mallopt_params[i].name))
-				param = mallopt_params[i].param, found = 1;
-		char *end;
-		if (!found) {
-			long v = strtol(tok, &end, 0);
-			if (*tok && !*end)
-				param = (int)v, found = 1;
-		}
-		uint64_t val;
-		int neg = eq[1] == '-';
-		if (!found || ht_parse_size(eq + 1 + neg, &val) || val > INT32_MAX) {
-			ht_error("--mallopt %s=%s: %s", tok, eq + 1,
-				 found ? "the value must be a number (K/M/G allowed)"
-				       : "unknown parameter; use M_MXFAST, M_TRIM_THRESHOLD, M_TOP_PAD, "
-					 "M_MMAP_THRESHOLD, M_MMAP_MAX, M_PERTURB, M_ARENA_TEST, "
-					 "M_ARENA_MAX or a number");
-			ret = -1;
-			break;
-		}
-		if (!dry && mallopt(param, neg ? -(int)val : (int)val) != 1)
-			ht_warning("mallopt(%s, %s) failed", tok, eq + 1);
-	}
-	free(copy);
-	return ret;
-}
-
 /* ---- output ---- */
 
 /* 1234567 -> "1,234,567" (buf of 32) */
@@ -217,15 +143,16 @@ void ht_replay__print_text(FILE *f, const struct ht_replay_result *res, const st
 	fprintf(f, "\n");
 	static const struct {
 		int fn;
-		const char *label;
-	} glibc_lines[] = {{HT_FN_MALLOC, "Avg malloc time: %6s in %10s calls\n"},
-			   {HT_FN_CALLOC, "Avg calloc time: %6s in %10s calls\n"},
-			   {HT_FN_REALLOC, "Avg realloc time: %5s in %10s calls\n"},
-			   {HT_FN_FREE, "Avg free time: %8s in %10s calls\n"}};
+		const char *name;
+		int width; /* of the average: the columns line up as trace_run's */
+	} glibc_lines[] = {{HT_FN_MALLOC, "malloc", 6},
+			   {HT_FN_CALLOC, "calloc", 6},
+			   {HT_FN_REALLOC, "realloc", 5},
+			   {HT_FN_FREE, "free", 8}};
 	for (size_t i = 0; i < 4; i++) {
 		int fn = glibc_lines[i].fn;
-		fprintf(f, glibc_lines[i].label, comma(a, (uint64_t)(ht_replay__avg(res, fn) + 0.5)),
-			comma(b, res->calls[fn]));
+		fprintf(f, "Avg %s time: %*s in %10s calls\n", glibc_lines[i].name, glibc_lines[i].width,
+			comma(a, (uint64_t)(ht_replay__avg(res, fn) + 0.5)), comma(b, res->calls[fn]));
 	}
 	fprintf(f, "Total call time: %s cycles\n", comma(a, ht_replay__call_cycles(res)));
 	fprintf(f, "\n");
@@ -329,191 +256,4 @@ void ht_replay__print_json(FILE *f, const struct ht_replay_result *res,
 	ht_json__obj_end(&j);
 	ht_json__obj_end(&j);
 	ht_json__finish(&j);
-}
-
-/* ---- the command ---- */
-
-/* Adds value to the ':'-separated list in the environment variable name,
- * before what is there (first) or after it; nothing if value is empty. */
-static int env_add(const char *name, const char *value, int first)
-{
-	if (!value || !value[0])
-		return 0;
-	const char *old = getenv(name);
-	const char *sep = old && *old ? ":" : "";
-	char *v = NULL;
-	if (asprintf(&v, "%s%s%s", first ? value : old ? old : "", sep,
-		     first ? old ? old : "" : value) < 0)
-		return -1;
-	setenv(name, v, 1);
-	free(v);
-	return 0;
-}
-
-/* Re-executes this replay with LD_PRELOAD=lib (if any) and GLIBC_TUNABLES
- * set; returns only on failure. */
-static void reexec(char **saved, int nsaved, const char *lib, const char *tunables)
-{
-	/* the allocator before any other preload; the tunables after the
-	 * user's, so that they win */
-	if (env_add("LD_PRELOAD", lib, 1) || env_add("GLIBC_TUNABLES", tunables, 0))
-		return;
-	setenv(CHILD_ENV, lib && lib[0] ? lib : "glibc", 1);
-	char **av = calloc((size_t)nsaved + 3, sizeof(char *));
-	av[0] = "heaptrail";
-	av[1] = "replay";
-	for (int i = 0; i < nsaved; i++)
-		av[i + 2] = saved[i];
-	execv("/proc/self/exe", av);
-	ht_error("replay: cannot re-execute heaptrail with the allocator: %s", strerror(errno));
-	free(av);
-}
-
-int cmd_replay(int argc, char **argv)
-{
-	struct ht_replay_config cfg = {.allocator = "glibc", .repeat = 1, .touch = "page",
-				       .rss_interval_ns = 10000000, .result_fd = -1};
-	uint64_t trim = 0;
-	int repeat = 1, result_fd = -1;
-	const struct ht_option opts[] = {
-		{'a', "allocator", HT_OPT_STRING, &cfg.allocator, "NAME|PATH",
-		 "glibc, jemalloc, tcmalloc, mimalloc, or a preloadable .so (glibc)"},
-		{'t', "tunable", HT_OPT_STRING, &cfg.tunables, "NAME=VALUE[:...]",
-		 "glibc tunables, e.g. glibc.malloc.mmap_threshold=65536 (none)"},
-		{0, "mallopt", HT_OPT_STRING, &cfg.mallopts, "PARAM=VALUE[,...]",
-		 "mallopt() calls before the run, e.g. M_ARENA_MAX=2 (none)"},
-		{0, "trim-interval", HT_OPT_U64, &trim, "N",
-		 "call malloc_trim(0) every N ops of each thread (0: never)"},
-		{0, "threads-as-one", HT_OPT_FLAG, &cfg.threads_as_one, NULL,
-		 "run all threads' ops in one thread, in an order their waits allow"},
-		{0, "repeat", HT_OPT_INT, &repeat, "K", "run the workload K times in a row (1)"},
-		{0, "touch", HT_OPT_STRING, &cfg.touch, "none|page|all",
-		 "write to the memory obtained: not at all, a byte per page, every byte (page)"},
-		{0, "rss-interval", HT_OPT_DURATION, &cfg.rss_interval_ns, "TIME",
-		 "RSS sampling interval (10ms)"},
-		{0, "rss-csv", HT_OPT_STRING, &cfg.rss_csv, "FILE", "write the RSS samples as CSV"},
-		{0, "no-mlock", HT_OPT_FLAG, &cfg.no_mlock, NULL, "do not lock the workload in memory"},
-		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "print JSON (for scripts)"},
-		{0, "result-fd", HT_OPT_INT, &result_fd, "FD",
-		 "write the raw result to FD (used by heaptrail compare)"},
-		{0},
-	};
-	static const char usage_text[] =
-		"usage: heaptrail replay [options] WORKLOAD\n"
-		"       trace_run WORKLOAD\n"
-		"\n"
-		"Runs a workload from 'heaptrail convert': one thread per traced thread,\n"
-		"every call timed with the TSC, the memory obtained touched.  Prints, in\n"
-		"the order of glibc's trace_run: cycles, wall time, CPU time, Max RSS,\n"
-		"ideal RSS (peak of live requested bytes), average cycles and calls per\n"
-		"function, total call time; then percentiles per function and RSS.\n"
-		"\fEXAMPLES\n"
-		"  heaptrail replay app.wl\n"
-		"  heaptrail replay --allocator jemalloc app.wl\n"
-		"  heaptrail replay --tunable glibc.malloc.mmap_threshold=65536 --json app.wl\n"
-		"  heaptrail replay --mallopt M_ARENA_MAX=1 --trim-interval 100000 app.wl\n";
-	int ret = HT_EXIT_USAGE;
-	struct ht_workload *w = NULL;
-	struct ht_rss_sample *rss = NULL;
-	char err[1024], lib[PATH_MAX];
-	int nsaved = argc - 1;
-	char **saved = calloc((size_t)argc + 1, sizeof(char *));
-	for (int i = 1; i < argc; i++)
-		saved[i - 1] = argv[i];
-	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
-	cfg.trim_interval = trim;
-	cfg.repeat = repeat;
-	cfg.result_fd = result_fd;
-	if (nargs != 1) {
-		ht_error("%s; usage: heaptrail replay [options] WORKLOAD",
-			 nargs ? "one workload at a time" : "no workload given");
-		goto cleanup;
-	}
-	if (strcmp(cfg.touch, "none") && strcmp(cfg.touch, "page") && strcmp(cfg.touch, "all")) {
-		ht_error("--touch '%s': give none, page or all", cfg.touch);
-		goto cleanup;
-	}
-	if (repeat < 1) {
-		ht_error("--repeat %d: give a count of 1 or more", repeat);
-		goto cleanup;
-	}
-	if (cfg.mallopts && apply_mallopts(cfg.mallopts, 1))
-		goto cleanup;
-	if (ht_allocator_lookup(cfg.allocator, lib, sizeof(lib), err, sizeof(err))) {
-		ht_error("%s", err);
-		goto cleanup;
-	}
-	const char *child = getenv(CHILD_ENV);
-	if (!child && (lib[0] || (cfg.tunables && cfg.tunables[0]))) {
-#if defined(__SANITIZE_ADDRESS__)
-		if (lib[0]) {
-			ht_error("this heaptrail is built with AddressSanitizer, which must be the only "
-				 "allocator; use a normal build for --allocator %s", cfg.allocator);
-			goto cleanup;
-		}
-#endif
-		/* the child loads (and checks) the workload, once */
-		fflush(NULL);
-		reexec(saved, nsaved, lib, cfg.tunables);
-		ret = HT_EXIT_DATA;
-		goto cleanup;
-	}
-	ret = HT_EXIT_DATA;
-	if (child) {
-		const char *owner = malloc_owner();
-		unsetenv(CHILD_ENV); /* not for programs this one might start */
-		if (strcmp(child, "glibc") && strcmp(owner, child)) {
-			char a[PATH_MAX], b[PATH_MAX];
-			if (!realpath(owner, a) || !realpath(child, b) || strcmp(a, b)) {
-				ht_error("replay: malloc comes from %s, not from %s: is it a preloadable "
-					 "allocator that defines malloc?", owner, child);
-				goto cleanup;
-			}
-		}
-	}
-	w = ht_workload__load(argv[0], err, sizeof(err));
-	if (!w) {
-		ht_error("%s", err);
-		goto cleanup;
-	}
-	if (cfg.mallopts)
-		apply_mallopts(cfg.mallopts, 0);
-	struct ht_replay_result res;
-	if (ht_replay__run(w, &cfg, &res, &rss))
-		goto cleanup;
-	snprintf(res.allocator, sizeof(res.allocator), "%s", malloc_owner());
-	if (result_fd >= 0) {
-		/* for compare: the struct, then the samples */
-		size_t n1 = sizeof(res), n2 = res.nrss * sizeof(*rss);
-		if (write(result_fd, &res, n1) != (ssize_t)n1 ||
-		    (n2 && write(result_fd, rss, n2) != (ssize_t)n2)) {
-			ht_error("replay: cannot write the result to fd %d: %s", result_fd, strerror(errno));
-			goto cleanup;
-		}
-	} else if (cfg.json) {
-		ht_replay__print_json(stdout, &res, rss, argv[0]);
-	} else {
-		ht_replay__print_text(stdout, &res, w);
-	}
-	if (cfg.rss_csv) {
-		struct ht_out out;
-		if (ht_out__open(&out, cfg.rss_csv, HT_OUT_PUBLIC, 0, err, sizeof(err))) {
-			ht_error("%s", err);
-			goto cleanup;
-		}
-		fprintf(out.f, "ms,rss_kb\n");
-		for (uint32_t i = 0; i < res.nrss; i++)
-			fprintf(out.f, "%u,%u\n", rss[i].ms, rss[i].kb);
-		if (ht_out__commit(&out, err, sizeof(err))) {
-			ht_error("%s", err);
-			goto cleanup;
-		}
-	}
-	fflush(stdout);
-	ret = HT_EXIT_OK;
-cleanup:
-	free(saved);
-	free(rss);
-	ht_workload__free(w);
-	return ret;
 }

@@ -22,6 +22,7 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,10 +112,14 @@ static const char *demangled(struct ht_symbolizer *s, const char *name)
 	return keep(s, name);
 }
 
-static void problem(struct ht_symbolizer *s, const char *fmt, const char *a, const char *b)
+static __attribute__((format(printf, 2, 3))) void problem(struct ht_symbolizer *s,
+							 const char *fmt, ...)
 {
 	char line[1024];
-	int n = snprintf(line, sizeof(line), fmt, a, b);
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
 	if (n <= 0)
 		return;
 	if ((size_t)n >= sizeof(line))

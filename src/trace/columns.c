@@ -708,11 +708,6 @@ int ht_coldec__start(struct ht_coldec *d, const uint8_t *in, size_t n, uint32_t 
 	return 0;
 }
 
-size_t ht_coldec__rec_bytes(const struct ht_coldec *d)
-{
-	return d->rec_bytes;
-}
-
 /* Bytes of v in a record (ht_rec__encode's length). */
 static unsigned field_bytes(uint64_t v)
 {

@@ -46,8 +46,6 @@ int ht_coldec__start(struct ht_coldec *d, const uint8_t *in, size_t n, uint32_t 
  * has been used up exactly and the records add up to the bytes the header
  * announces; -1 with *why set to what is wrong. */
 int ht_coldec__next(struct ht_coldec *d, struct ht_rec *rec, const char **why);
-/* Record bytes the payload decodes to, from its header. */
-size_t ht_coldec__rec_bytes(const struct ht_coldec *d);
 
 /* What a thread's events are made of besides its records: the reader's
  * state of the thread, which ht_coldec__events carries on. */

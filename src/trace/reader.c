@@ -1669,14 +1669,6 @@ size_t ht_reader__nnodes(const struct ht_reader *r)
 	return r->nnodes;
 }
 
-size_t ht_reader__stack(const struct ht_reader *r, uint32_t node, uint64_t *ips, size_t max)
-{
-	size_t n = 0;
-	for (; node && node < r->nnodes && n < max; node = r->nodes[node].parent)
-		ips[n++] = r->nodes[node].ip;
-	return n;
-}
-
 size_t ht_reader__modules(const struct ht_reader *r, const struct ht_module **mods)
 {
 	*mods = r->mods.mods;

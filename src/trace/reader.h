@@ -227,8 +227,6 @@ uint32_t ht_reader__node_parent(const struct ht_reader *r, uint32_t node);
  * library may have been loaded at the same addresses. */
 int ht_reader__node_module(const struct ht_reader *r, uint32_t node);
 size_t ht_reader__nnodes(const struct ht_reader *r); /* ids are < this */
-/* The return addresses of node's stack, innermost first; returns how many. */
-size_t ht_reader__stack(const struct ht_reader *r, uint32_t node, uint64_t *ips, size_t max);
 /* Every module recorded so far, once per identity (path, load bias,
  * extent, build-id): a library loaded again at the same place is the same
  * module.  Indexes stay valid while more are read. */

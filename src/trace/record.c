@@ -117,19 +117,3 @@ size_t ht_rec__encode(const struct ht_rec *rec, uint8_t *out)
 	}
 	return (size_t)(p - out);
 }
-
-void *ht_grow(void *p, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return p;
-	size_t c = *cap ? *cap : 16;
-	while (c < need)
-		c *= 2;
-	void *q = realloc(p, c * elem);
-	if (!q) {
-		fprintf(stderr, "heaptrail: out of memory\n");
-		exit(1);
-	}
-	*cap = c;
-	return q;
-}

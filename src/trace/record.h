@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/util.h"
+
 #include "format.h"
 
 struct ht_rec {
@@ -36,8 +38,5 @@ size_t ht_rec__parse(struct ht_rec *rec, const uint8_t *p, const uint8_t *end, c
  * out needs HT_MAX_RECORD bytes. */
 size_t ht_rec__encode(const struct ht_rec *rec, uint8_t *out);
 
-/* Array p of *cap elements of elem bytes, made room for need of them
- * (capacity doubled from 16; *cap updated); exits on out of memory. */
-void *ht_grow(void *p, size_t *cap, size_t need, size_t elem);
 
 #endif

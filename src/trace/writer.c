@@ -421,11 +421,6 @@ void ht_writer__clock(struct ht_writer *w, uint64_t mono_ns, uint64_t rss_kb)
 		flush_clocks(w);
 }
 
-uint64_t ht_writer__events(const struct ht_writer *w)
-{
-	return w->events;
-}
-
 static void writer_free(struct ht_writer *w)
 {
 	for (size_t i = 0; i < w->nstreams; i++)

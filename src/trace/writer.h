@@ -58,7 +58,4 @@ int ht_writer__close(struct ht_writer *w, uint64_t end_mono_ns, char *err, size_
 /* Removes the temporary and frees w. */
 void ht_writer__abort(struct ht_writer *w);
 
-/* Events written so far. */
-uint64_t ht_writer__events(const struct ht_writer *w);
-
 #endif

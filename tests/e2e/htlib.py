@@ -173,8 +173,9 @@ class T:
         return env
 
     def run(self, argv, env=None, stdin=None, timeout=60, cwd=None, check_rc=None):
-        """Runs argv with a clean environment plus env; returns a Run."""
-        argv = [str(a) for a in argv]
+        """Runs argv with a clean environment plus env; returns a Run.
+        Arguments given as bytes are passed as those bytes."""
+        argv = [os.fsdecode(a) if isinstance(a, bytes) else str(a) for a in argv]
         t0 = time.monotonic()
         try:
             p = subprocess.run(argv, input=stdin if stdin is not None else b"",

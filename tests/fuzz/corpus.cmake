@@ -55,7 +55,8 @@ set(HT_FUZZ_SOURCES
   ${PROJECT_SOURCE_DIR}/src/trace/modmap.c
   ${PROJECT_SOURCE_DIR}/src/trace/record.c
   ${PROJECT_SOURCE_DIR}/src/trace/columns.c
-  ${PROJECT_SOURCE_DIR}/src/trace/kinds.c)
+  ${PROJECT_SOURCE_DIR}/src/trace/kinds.c
+  ${PROJECT_SOURCE_DIR}/src/common/util.c)
 
 set(HT_FUZZ_SAN -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all)
 if(HT_FUZZ_NO_SANITIZE)
@@ -120,6 +121,7 @@ set(HT_FUZZ_SMAPS_SOURCES
   ${PROJECT_SOURCE_DIR}/src/analyze/smaps.c
   ${PROJECT_SOURCE_DIR}/src/analyze/mapkinds.c
   ${PROJECT_SOURCE_DIR}/src/common/json.c
+  ${PROJECT_SOURCE_DIR}/src/common/markup.c
   ${PROJECT_SOURCE_DIR}/src/common/util.c)
 add_executable(ht_fuzz_run_smaps_corpus ${HT_FUZZ_SMAPS_SOURCES})
 target_include_directories(ht_fuzz_run_smaps_corpus PRIVATE
@@ -140,9 +142,10 @@ set(HT_FUZZ_CONVERT_TESTED
   ${PROJECT_SOURCE_DIR}/src/replay/converter.c
   ${PROJECT_SOURCE_DIR}/src/replay/workload.c
   ${PROJECT_SOURCE_DIR}/src/common/outfile.c
-  ${PROJECT_SOURCE_DIR}/src/analyze/livemap.c
+  ${PROJECT_SOURCE_DIR}/src/common/livemap.c
   ${PROJECT_SOURCE_DIR}/src/analyze/analyze.c
   ${PROJECT_SOURCE_DIR}/src/common/json.c
+  ${PROJECT_SOURCE_DIR}/src/common/markup.c
   ${PROJECT_SOURCE_DIR}/src/common/util.c
   ${PROJECT_SOURCE_DIR}/src/trace/reader.c
   ${PROJECT_SOURCE_DIR}/src/trace/modmap.c

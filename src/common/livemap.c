@@ -1,5 +1,5 @@
 /* Live block map. */
-#include "livemap.h"
+#include "common/livemap.h"
 
 #include <stdio.h>
 #include <stdlib.h>

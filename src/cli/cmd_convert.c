@@ -10,8 +10,8 @@
 #include "common/json.h"
 #include "common/options.h"
 #include "common/util.h"
-#include "converter.h"
-#include "workload.h"
+#include "replay/converter.h"
+#include "replay/workload.h"
 
 struct convert_config {
 	int mmap;  /* --mmap: the program's own anonymous mmaps too */

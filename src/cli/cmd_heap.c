@@ -11,6 +11,7 @@
 #include "analyze/analyze.h"
 #include "analyze/heapinfo.h"
 #include "analyze/pass.h"
+#include "cli/builtin.h"
 #include "common/json.h"
 #include "common/options.h"
 #include "common/util.h"

@@ -10,6 +10,7 @@
 #include "analyze/analyze.h"
 #include "analyze/blocks.h"
 #include "analyze/stackstats.h"
+#include "cli/builtin.h"
 #include "common/json.h"
 #include "common/options.h"
 #include "common/util.h"

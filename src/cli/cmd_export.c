@@ -48,20 +48,6 @@ static const char *const formats[] = {"pprof", "perfetto", "massif", "csv"};
 static int (*const renderers[])(const struct ht_export_opts *, FILE *) = {
 	ht_export__pprof, ht_export__perfetto, ht_export__massif, ht_export__csv};
 
-void ht_export__json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p < 0x20 || *p >= 0x7f) /* bytes that may not be UTF-8: as Latin-1 */
-			fprintf(f, "\\u%04x", *p);
-		else
-			fputc(*p, f);
-	}
-	fputc('"', f);
-}
-
 int cmd_export(int argc, char **argv)
 {
 	struct export_config cfg = {

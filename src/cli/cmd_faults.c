@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/builtin.h"
 #include "common/options.h"
 #include "common/util.h"
 #include "probes/probe.h"

@@ -10,8 +10,10 @@
 
 #include "analyze/analyze.h"
 #include "analyze/blocks.h"
-#include "analyze/livemap.h"
+#include "analyze/pass.h"
+#include "cli/builtin.h"
 #include "common/json.h"
+#include "common/livemap.h"
 #include "common/options.h"
 #include "common/util.h"
 #include "symbols/symbolize.h"
@@ -70,7 +72,7 @@ struct group {
 };
 
 struct leaks {
-	struct ht_livemap live;   /* blocks, aux = stack node */
+	struct ht_pass *blocks;   /* the live blocks, aux = stack node */
 	struct group *groups;     /* by stack */
 	size_t ngroups, capgroups; /* count / allocated */
 	char **patterns;          /* suppressions */
@@ -169,15 +171,16 @@ static int by_bytes(const void *a, const void *b)
 /* Groups the blocks still live, old enough, by stack. */
 static void group_blocks(struct leaks *l, uint64_t older)
 {
+	const struct ht_livemap *live = ht_pass__live(l->blocks);
 	size_t hcap = 1024;
-	while (hcap < 2 * l->live.count + 2)
+	while (hcap < 2 * live->count + 2)
 		hcap *= 2;
 	size_t *hash = calloc(hcap, sizeof(*hash));
 	if (!hash)
 		exit(1);
-	for (size_t i = 0; i < l->live.cap; i++) {
-		const struct ht_block *b = &l->live.slots[i];
-		if (!b->ptr)
+	for (size_t i = 0; i < live->cap; i++) {
+		const struct ht_block *b = &live->slots[i];
+		if (!b->ptr || ht_block__forgotten(b))
 			continue;
 		if (older && (b->time_ns > l->end_ns || l->end_ns - b->time_ns < older))
 			continue;
@@ -472,7 +475,7 @@ int cmd_leaks(int argc, char **argv)
 	struct ht_reader *r = NULL;
 	struct leaks l;
 	memset(&l, 0, sizeof(l));
-	ht_livemap__init(&l.live);
+	l.blocks = ht_pass__new();
 	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
 	if (nargs != 1) {
 		ht_error("%s; usage: heaptrail leaks [options] TRACE",
@@ -500,7 +503,7 @@ int cmd_leaks(int argc, char **argv)
 			snapshot(&l, next_at, cfg.older);
 			next_at += cfg.interval;
 		}
-		ht_blocks__event(&l.live, &e, NULL);
+		ht_pass__event(l.blocks, &e);
 		l.end_ns = e.time_ns;
 	}
 	if (cfg.at != UINT64_MAX)
@@ -513,7 +516,7 @@ int cmd_leaks(int argc, char **argv)
 	fflush(stdout);
 cleanup:
 	ht_reader__close(r);
-	ht_livemap__free(&l.live);
+	ht_pass__delete(l.blocks);
 	for (size_t i = 0; i < l.npatterns; i++)
 		free(l.patterns[i]);
 	free(l.patterns);

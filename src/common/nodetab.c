@@ -1,5 +1,5 @@
 /* Growth of the per-stack record tables (nodetab.h). */
-#include "analyze/nodetab.h"
+#include "common/nodetab.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyze/livemap.h"
+#include "common/livemap.h"
 #include "common/util.h"
 
 struct ht_keyindex {

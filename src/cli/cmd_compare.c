@@ -16,10 +16,11 @@
 
 #include "cli/builtin.h"
 #include "common/json.h"
+#include "common/markup.h"
 #include "common/options.h"
 #include "common/outfile.h"
 #include "common/util.h"
-#include "replay.h"
+#include "replay/replay.h"
 
 struct compare_config {
 	const char *allocators;  /* --allocators LIST (glibc) */
@@ -191,22 +192,6 @@ static int run_one(const struct compare_config *cfg, const struct variant *v, co
 static const char *const colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
 				     "#9467bd", "#8c564b", "#e377c2", "#17becf"};
 
-static void xml_text(FILE *f, const char *s)
-{
-	for (; *s; s++) {
-		if (*s == '<')
-			fputs("&lt;", f);
-		else if (*s == '>')
-			fputs("&gt;", f);
-		else if (*s == '&')
-			fputs("&amp;", f);
-		else if (*s == '"')
-			fputs("&quot;", f);
-		else
-			fputc(*s, f);
-	}
-}
-
 static double nice_step(double range, int ticks)
 {
 	double raw = range / ticks, p = 1;
@@ -258,7 +243,7 @@ static int write_svg(const char *path, struct variant *vs, int nv, const char *w
 		W, H, W, H);
 	fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
 	fprintf(f, "<text x=\"%d\" y=\"24\" font-size=\"16\">RSS over time: ", L);
-	xml_text(f, workload);
+	ht_markup__text(f, workload, HT_MARKUP_ALL);
 	fprintf(f, "</text>\n");
 	for (double y = 0; y <= ymib + 1e-9; y += ystep) {
 		fprintf(f, "<line x1=\"%d\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", L,
@@ -292,12 +277,12 @@ static int write_svg(const char *path, struct variant *vs, int nv, const char *w
 		for (uint32_t k = 0; k < r->nrss; k++)
 			fprintf(f, "%.1f,%.1f ", X(vs[i].rss[m][k].ms), Y(vs[i].rss[m][k].kb));
 		fprintf(f, "\"><title>");
-		xml_text(f, vs[i].label);
+		ht_markup__text(f, vs[i].label, HT_MARKUP_ALL);
 		fprintf(f, ": peak %" PRIu64 " KiB</title></polyline>\n", r->rss_peak_kb);
 		fprintf(f, "<rect x=\"%.0f\" y=\"%d\" width=\"14\" height=\"4\" fill=\"%s\"/>\n", L + pw + 10,
 			T + 20 * i + 24, col);
 		fprintf(f, "<text x=\"%.0f\" y=\"%d\">", L + pw + 30, T + 20 * i + 30);
-		xml_text(f, vs[i].label);
+		ht_markup__text(f, vs[i].label, HT_MARKUP_ALL);
 		fprintf(f, "</text>\n");
 	}
 #undef X

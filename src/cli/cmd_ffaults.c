@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/builtin.h"
 #include "common/json.h"
 #include "common/options.h"
 #include "common/util.h"

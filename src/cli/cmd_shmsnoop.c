@@ -7,6 +7,7 @@
 #include <sys/ipc.h>
 #include <sys/shm.h>
 
+#include "cli/builtin.h"
 #include "common/json.h"
 #include "common/options.h"
 #include "common/util.h"

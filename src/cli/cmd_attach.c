@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "analyze/blocks.h"
+#include "cli/builtin.h"
 #include "common/json.h"
 #include "common/options.h"
 #include "common/util.h"
@@ -28,7 +29,7 @@
 #include <bpf/libbpf.h>
 #include <linux/types.h>
 
-#include "attach.bpf.h"
+#include "probes/attach.bpf.h"
 #include "attach.skel.h"
 #endif
 
@@ -534,10 +535,11 @@ static int own_libc(struct attach *a, char *path, size_t len)
 	return -1;
 }
 
-static char *read_small(const char *fmt, pid_t pid, size_t *len)
+/* /proc/PID/FILE, at most 8 KiB, NUL-terminated (length in *len). */
+static char *read_small(const char *file, pid_t pid, size_t *len)
 {
 	char path[64];
-	snprintf(path, sizeof(path), fmt, (int)pid);
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
 	FILE *f = fopen(path, "re");
 	if (!f)
 		return NULL;
@@ -552,7 +554,7 @@ static char *read_small(const char *fmt, pid_t pid, size_t *len)
 static void stat_fields(pid_t pid, int32_t *ppid, uint64_t *start_brk)
 {
 	size_t len;
-	char *s = read_small("/proc/%d/stat", pid, &len);
+	char *s = read_small("stat", pid, &len);
 	*ppid = 0;
 	*start_brk = 0;
 	if (!s)
@@ -576,7 +578,7 @@ static struct ht_writer *open_trace(struct attach *a, uint64_t start)
 	struct ht_writer_info wi;
 	memset(&wi, 0, sizeof(wi));
 	size_t clen = 0;
-	char *cmdline = read_small("/proc/%d/cmdline", a->pid, &clen);
+	char *cmdline = read_small("cmdline", a->pid, &clen);
 	char exe[PATH_MAX], link[64];
 	snprintf(link, sizeof(link), "/proc/%d/exe", (int)a->pid);
 	ssize_t n = readlink(link, exe, sizeof(exe) - 1);
@@ -608,7 +610,7 @@ static void trace_rss(struct attach *a)
 		return;
 	a->last_rss = t;
 	size_t len;
-	char *s = read_small("/proc/%d/statm", a->pid, &len);
+	char *s = read_small("statm", a->pid, &len);
 	unsigned long long size, rss;
 	if (s && sscanf(s, "%llu %llu", &size, &rss) == 2)
 		ht_writer__clock(a->w, t, rss * (uint64_t)(sysconf(_SC_PAGESIZE) / 1024));

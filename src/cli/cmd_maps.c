@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "analyze/mapkinds.h"
+#include "cli/builtin.h"
 #include "common/json.h"
 #include "common/options.h"
 #include "common/util.h"
