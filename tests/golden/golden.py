@@ -1,0 +1,55 @@
+"""The golden outputs (tests/golden/README.md): the commands of
+commands.txt on the committed traces, their standard output compared byte
+for byte with expected/NAME.  Used by tests/e2e/cases_golden.py and by
+update.sh (python3 tests/golden/golden.py --update BUILD)."""
+
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXPECTED = os.path.join(HERE, "expected")
+
+
+def commands():
+    """(name, trace, args) for each line of commands.txt, in order."""
+    out = []
+    with open(os.path.join(HERE, "commands.txt")) as f:
+        for line in f:
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            name, _, rest = line.partition(":")
+            args = rest.split()
+            trace = [a for a in args if a.endswith(".ht")][0].split(".")[0]
+            out.append((name.strip(), trace, args))
+    return out
+
+
+def run(heaptrail, args, empty):
+    """(exit status, stdout bytes, stderr text) of heaptrail ARGS in tests/golden."""
+    argv = [heaptrail] + [empty if a == "@EMPTY@" else a for a in args]
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", "TZ": "UTC"}
+    p = subprocess.run(argv, cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       env=env, timeout=120)
+    return p.returncode, p.stdout, p.stderr.decode("utf-8", "replace")
+
+
+def update(build):
+    heaptrail = os.path.join(build, "heaptrail")
+    os.makedirs(EXPECTED, exist_ok=True)
+    with tempfile.TemporaryDirectory() as empty:
+        for name, _, args in commands():
+            rc, out, err = run(heaptrail, args, empty)
+            if rc != 0:
+                sys.exit("%s: heaptrail %s: exit %d\n%s" % (name, " ".join(args), rc, err))
+            with open(os.path.join(EXPECTED, name), "wb") as f:
+                f.write(out)
+            print("expected/%s: %d bytes" % (name, len(out)))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "--update":
+        sys.exit("usage: python3 tests/golden/golden.py --update BUILD")
+    update(sys.argv[2])
