@@ -107,9 +107,7 @@ static void rehash(struct ht_diff *d)
 {
 	free(d->hash);
 	d->hcap = d->hcap ? d->hcap * 2 : 1024;
-	d->hash = calloc(d->hcap, sizeof(*d->hash));
-	if (!d->hash)
-		exit(HT_EXIT_DATA);
+	d->hash = ht_xcalloc(d->hcap, sizeof(*d->hash));
 	for (size_t i = 0; i < d->n; i++) {
 		size_t k = (size_t)key_hash(d->e[i].key) & (d->hcap - 1);
 		while (d->hash[k])
@@ -122,9 +120,7 @@ static void set_frames(struct ht_diff_entry *e, const struct ht_frame *frames, s
 {
 	free(e->frames);
 	e->nframes = n;
-	e->frames = malloc((n ? n : 1) * sizeof(*frames));
-	if (!e->frames)
-		exit(HT_EXIT_DATA);
+	e->frames = ht_xmalloc((n ? n : 1) * sizeof(*frames));
 	memcpy(e->frames, frames, n * sizeof(*frames));
 }
 
@@ -147,9 +143,7 @@ static struct ht_diff_entry *entry_of(struct ht_diff *d, char *key, const struct
 	}
 	if (d->n == d->cap) {
 		d->cap = d->cap ? d->cap * 2 : 256;
-		d->e = realloc(d->e, d->cap * sizeof(*d->e));
-		if (!d->e)
-			exit(HT_EXIT_DATA);
+		d->e = ht_xrealloc(d->e, d->cap * sizeof(*d->e));
 	}
 	struct ht_diff_entry *e = &d->e[d->n++];
 	memset(e, 0, sizeof(*e));
@@ -329,9 +323,7 @@ static void finish(struct ht_diff *d)
 
 static struct ht_diff *diff_new(const struct ht_diff_opts *o)
 {
-	struct ht_diff *d = calloc(1, sizeof(*d));
-	if (!d)
-		exit(HT_EXIT_DATA);
+	struct ht_diff *d = ht_xcalloc(1, sizeof(*d));
 	d->o = *o;
 	return d;
 }
@@ -372,9 +364,7 @@ int ht_diff__times(const char *path, const struct ht_diff_point at[2],
 	for (int i = 0; i < 2; i++) {
 		pt[i] = at[i];
 		if (at[i].mark) {
-			d->marks[i] = strdup(at[i].mark);
-			if (!d->marks[i])
-				exit(HT_EXIT_DATA);
+			d->marks[i] = ht_xstrdup(at[i].mark);
 			pt[i].mark = d->marks[i];
 		}
 	}
@@ -652,9 +642,7 @@ static int by_key(const void *a, const void *b)
  * after side (or the before side if negate), base from the other. */
 static struct ht_flame_stack *stacks(const struct ht_diff *d, int negate, size_t *n)
 {
-	struct ht_flame_stack *st = calloc(d->n ? d->n : 1, sizeof(*st));
-	if (!st)
-		exit(HT_EXIT_DATA);
+	struct ht_flame_stack *st = ht_xcalloc(d->n ? d->n : 1, sizeof(*st));
 	*n = 0;
 	for (size_t i = 0; i < d->n; i++) {
 		const struct ht_diff_entry *e = &d->e[i];

@@ -49,12 +49,8 @@ static void map_grow(struct u64map *m)
 {
 	struct u64map o = *m;
 	m->cap = o.cap ? o.cap * 2 : 1024;
-	m->keys = calloc(m->cap, sizeof(*m->keys));
-	m->vals = calloc(m->cap, sizeof(*m->vals));
-	if (!m->keys || !m->vals) {
-		ht_error("out of memory");
-		exit(HT_EXIT_DATA);
-	}
+	m->keys = ht_xcalloc(m->cap, sizeof(*m->keys));
+	m->vals = ht_xcalloc(m->cap, sizeof(*m->vals));
 	for (size_t i = 0; i < o.cap; i++)
 		if (o.vals[i]) {
 			size_t k = slot_of(m, o.keys[i]);
@@ -123,11 +119,7 @@ static uint64_t str_of(struct profile *p, const char *s)
 		p->str_next = ht_xrealloc(p->str_next, p->capstrs * sizeof(*p->str_next));
 	}
 	uint64_t ix = p->nstrs++;
-	p->strs[ix] = strdup(s);
-	if (!p->strs[ix]) {
-		ht_error("out of memory");
-		exit(HT_EXIT_DATA);
-	}
+	p->strs[ix] = ht_xstrdup(s);
 	p->str_next[ix] = map_get(&p->str_ix, h);
 	map_put(&p->str_ix, h, ix + 1);
 	ht_pb__str(&p->strings, 6, s);

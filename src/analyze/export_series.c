@@ -15,11 +15,7 @@ void ht_series__init(struct ht_series *s, size_t max_points)
 	memset(s, 0, sizeof(*s));
 	s->nbuckets = max_points < 4 ? 1 : max_points / 4;
 	s->width = 1024; /* ns; doubles as needed */
-	s->b = calloc(s->nbuckets, sizeof(*s->b));
-	if (!s->b) {
-		ht_error("out of memory");
-		exit(HT_EXIT_DATA);
-	}
+	s->b = ht_xcalloc(s->nbuckets, sizeof(*s->b));
 }
 
 void ht_series__free(struct ht_series *s)

@@ -36,11 +36,7 @@ static struct ht_site *child(struct ht_sitetree *t, struct ht_site *s, uint64_t 
 	struct ht_site *k = &s->kids[s->nkids++];
 	memset(k, 0, sizeof(*k));
 	k->ip = ip;
-	k->label = strdup(label);
-	if (!k->label) {
-		ht_error("out of memory");
-		exit(HT_EXIT_DATA);
-	}
+	k->label = ht_xstrdup(label);
 	t->nsites++;
 	return k;
 }

@@ -58,10 +58,8 @@ struct ht_flame_stack *ht_flamegraph__fold(struct ht_reader *r, struct ht_symbol
 {
 	enum metric m = (enum metric)metric;
 	static struct ht_frame frames[MAX_FRAMES];
-	struct ht_flame_stack *out = calloc(ss->n ? ss->n : 1, sizeof(*out));
+	struct ht_flame_stack *out = ht_xcalloc(ss->n ? ss->n : 1, sizeof(*out));
 	size_t n = 0;
-	if (!out)
-		exit(1);
 	for (size_t i = 0; i < ss->cap; i++) {
 		const struct ht_stackstat *st = &ss->slots[i];
 		uint64_t value = 0, count = 0;

@@ -12,9 +12,7 @@
 char *ht_flame__join(const struct ht_frame *frames, size_t n, int reverse)
 {
 	size_t cap = 64, len = 0;
-	char *s = malloc(cap);
-	if (!s)
-		exit(HT_EXIT_DATA);
+	char *s = ht_xmalloc(cap);
 	s[0] = 0;
 	if (!n)
 		snprintf(s, cap, "[no stack]");
@@ -27,9 +25,7 @@ char *ht_flame__join(const struct ht_frame *frames, size_t n, int reverse)
 		size_t l = strlen(label);
 		while (len + l + 2 > cap) {
 			cap *= 2;
-			s = realloc(s, cap);
-			if (!s)
-				exit(HT_EXIT_DATA);
+			s = ht_xrealloc(s, cap);
 		}
 		if (k)
 			s[len++] = ';';
@@ -62,9 +58,7 @@ static int tree_child(struct tree *t, int parent, const char *name, size_t len)
 	}
 	if (t->len == t->cap) {
 		t->cap = t->cap ? t->cap * 2 : 1024;
-		t->n = realloc(t->n, t->cap * sizeof(*t->n));
-		if (!t->n)
-			exit(HT_EXIT_DATA);
+		t->n = ht_xrealloc(t->n, t->cap * sizeof(*t->n));
 	}
 	int id = (int)t->len++;
 	t->n[id] = (struct tnode){{name, len, 0, 0, 0}, -1, -1};
@@ -250,9 +244,7 @@ int ht_flame__svg(FILE *f, const struct ht_flame_stack *fl, size_t n,
 {
 	struct tree t = {0};
 	t.cap = 1024;
-	t.n = malloc(t.cap * sizeof(*t.n));
-	if (!t.n)
-		exit(HT_EXIT_DATA);
+	t.n = ht_xmalloc(t.cap * sizeof(*t.n));
 	t.n[0] = (struct tnode){{"all", 3, 0, 0, 0}, -1, -1};
 	t.len = 1;
 	for (size_t i = 0; i < n; i++) {

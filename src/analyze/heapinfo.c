@@ -198,11 +198,7 @@ struct ht_heapinfo {
 /* calloc, or the end of the command with ht_xrealloc()'s error. */
 static void *xcalloc(size_t n, size_t s)
 {
-	void *q = calloc(n ? n : 1, s);
-	if (!q) {
-		ht_error("out of memory");
-		exit(HT_EXIT_DATA);
-	}
+	void *q = ht_xcalloc(n ? n : 1, s);
 	return q;
 }
 

@@ -19,11 +19,7 @@ struct ht_pass {
 
 struct ht_pass *ht_pass__new(void)
 {
-	struct ht_pass *p = calloc(1, sizeof(*p));
-	if (!p) {
-		ht_error("out of memory");
-		exit(HT_EXIT_DATA);
-	}
+	struct ht_pass *p = ht_xcalloc(1, sizeof(*p));
 	ht_livemap__init(&p->live);
 	p->op.live = &p->live;
 	return p;

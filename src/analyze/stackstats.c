@@ -33,11 +33,7 @@ static struct ht_stackstats_last *last_add(struct ht_stackstats *s)
 		size_t cap = s->caplast ? s->caplast * 2 : 16;
 		while (cap <= ix)
 			cap *= 2;
-		s->last = realloc(s->last, cap * sizeof(*s->last));
-		if (!s->last) {
-			ht_error("out of memory");
-			exit(HT_EXIT_DATA);
-		}
+		s->last = ht_xrealloc(s->last, cap * sizeof(*s->last));
 		s->caplast = cap;
 	}
 	memset(&s->last[s->nlast], 0, (ix + 1 - s->nlast) * sizeof(*s->last));

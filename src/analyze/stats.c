@@ -31,9 +31,7 @@ static struct ht_stats_thread *thread_of(struct ht_stats *s, uint32_t ix, uint32
 			return &s->threads[i];
 	if (s->nthreads == s->capthreads) {
 		s->capthreads = s->capthreads ? s->capthreads * 2 : 16;
-		s->threads = realloc(s->threads, s->capthreads * sizeof(*s->threads));
-		if (!s->threads)
-			exit(1);
+		s->threads = ht_xrealloc(s->threads, s->capthreads * sizeof(*s->threads));
 	}
 	struct ht_stats_thread *t = &s->threads[s->nthreads++];
 	memset(t, 0, sizeof(*t));
@@ -277,11 +275,7 @@ void ht_stats__event(struct ht_stats *s, const struct ht_event *e, const struct 
 
 struct ht_stats *ht_stats__new(const struct ht_trace_info *in)
 {
-	struct ht_stats *s = calloc(1, sizeof(*s));
-	if (!s) {
-		ht_error("out of memory");
-		exit(HT_EXIT_DATA);
-	}
+	struct ht_stats *s = ht_xcalloc(1, sizeof(*s));
 	s->marks.max = HT_MARKS_MAX;
 	if (in->start_brk) {
 		s->brk_initial = s->brk_final = s->brk_max = in->start_brk;

@@ -1,5 +1,6 @@
 /* Live block map. */
 #include "common/livemap.h"
+#include "common/util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,11 +10,7 @@ void ht_livemap__init(struct ht_livemap *m)
 {
 	m->cap = 1024;
 	m->count = 0;
-	m->slots = calloc(m->cap, sizeof(*m->slots));
-	if (!m->slots) {
-		fprintf(stderr, "heaptrail: out of memory\n");
-		exit(1);
-	}
+	m->slots = ht_xcalloc(m->cap, sizeof(*m->slots));
 }
 
 void ht_livemap__free(struct ht_livemap *m)
@@ -27,11 +24,7 @@ void ht_livemap__rehash(struct ht_livemap *m, size_t cap)
 {
 	struct ht_block *old = m->slots;
 	size_t ocap = m->cap;
-	m->slots = calloc(cap, sizeof(*m->slots));
-	if (!m->slots) {
-		fprintf(stderr, "heaptrail: out of memory\n");
-		exit(1);
-	}
+	m->slots = ht_xcalloc(cap, sizeof(*m->slots));
 	m->cap = cap;
 	for (size_t i = 0; i < ocap; i++) {
 		if (!old[i].ptr)

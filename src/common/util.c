@@ -196,13 +196,38 @@ fail:
 	return NULL;
 }
 
+void ht_oom(void)
+{
+	ht_error("out of memory");
+	exit(HT_EXIT_DATA);
+}
+
 void *ht_xrealloc(void *p, size_t n)
 {
 	p = realloc(p, n ? n : 1);
-	if (!p) {
-		ht_error("out of memory");
-		exit(HT_EXIT_DATA);
-	}
+	if (!p)
+		ht_oom();
+	return p;
+}
+
+void *ht_xmalloc(size_t n)
+{
+	return ht_xrealloc(NULL, n);
+}
+
+void *ht_xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size ? size : 1);
+	if (!p)
+		ht_oom();
+	return p;
+}
+
+char *ht_xstrdup(const char *s)
+{
+	char *p = strdup(s);
+	if (!p)
+		ht_oom();
 	return p;
 }
 
@@ -213,10 +238,8 @@ void *ht_grow(void *p, size_t *cap, size_t need, size_t elem)
 	size_t c = *cap ? *cap : 16;
 	while (c < need)
 		c *= 2;
-	if (c > SIZE_MAX / elem) {
-		ht_error("out of memory");
-		exit(HT_EXIT_DATA);
-	}
+	if (c > SIZE_MAX / elem)
+		ht_oom();
 	p = ht_xrealloc(p, c * elem);
 	*cap = c;
 	return p;

@@ -14,7 +14,14 @@ void ht_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* realloc that exits with HT_EXIT_DATA after "out of memory" on failure
  * (n 0 counts as 1). */
+/* Out of memory is the one error library code does not return: the
+ * allocators below, and every other allocation failure, end the process
+ * here, with one message and HT_EXIT_DATA (docs/ARCHITECTURE.md). */
+__attribute__((noreturn)) void ht_oom(void);
 void *ht_xrealloc(void *p, size_t n);
+void *ht_xmalloc(size_t n);
+void *ht_xcalloc(size_t n, size_t size);
+char *ht_xstrdup(const char *s);
 /* Array p of *cap elements of elem bytes, made room for need of them
  * (capacity doubled from 16; *cap updated); exits on out of memory, as
  * ht_xrealloc. */

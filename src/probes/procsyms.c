@@ -169,11 +169,7 @@ size_t ht_procsyms__parse_maps(const char *text, struct ht_module **out)
 		memset(&m[n], 0, sizeof(m[n]));
 		m[n].lo = lo;
 		m[n].hi = hi;
-		m[n].path = strdup(name);
-		if (!m[n].path) {
-			ht_error("out of memory");
-			exit(HT_EXIT_DATA);
-		}
+		m[n].path = ht_xstrdup(name);
 		/* the first mapping of a file (offset 0) gives the bias */
 		if (name[0] != '/' || elf_bias(name, lo, off, &m[n]))
 			m[n].base = lo - off;
@@ -288,10 +284,8 @@ static struct ht_symbolizer *file_sym(struct ht_procsyms *ps, struct proc *p, in
 			one.lo = 0;
 			one.hi = UINT64_MAX;
 			f->sym = f->path ? ht_symbolizer__new(&one, 1, &ps->opts) : NULL;
-			if (!f->sym) {
-				ht_error("out of memory");
-				exit(HT_EXIT_DATA);
-			}
+			if (!f->sym)
+				ht_oom();
 		}
 		p->file[m] = (int)i;
 	}

@@ -84,11 +84,7 @@ static char *dup_or_null(const char *s)
 {
 	if (!s)
 		return NULL;
-	char *d = strdup(s);
-	if (!d) {
-		ht_error("out of memory");
-		exit(HT_EXIT_DATA);
-	}
+	char *d = ht_xstrdup(s);
 	return d;
 }
 
@@ -279,10 +275,8 @@ static char *folded_line(const struct ht_counted_stack *s)
 		if (*p == ';' || *p == ' ')
 			*p = '_';
 	char *line;
-	if (!frames || asprintf(&line, "%s;%s", comm[0] ? comm : "?", frames) < 0) {
-		ht_error("out of memory");
-		exit(HT_EXIT_DATA);
-	}
+	if (!frames || asprintf(&line, "%s;%s", comm[0] ? comm : "?", frames) < 0)
+		ht_oom();
 	free(frames);
 	return line;
 }

@@ -88,19 +88,9 @@ struct conv {
 	uint64_t inversions;         /* addresses handed out while live (should not happen) */
 };
 
-static __attribute__((noreturn)) void out_of_memory(void)
-{
-	ht_error("out of memory");
-	exit(HT_EXIT_DATA);
-}
-
 static void *xrealloc(void *p, size_t n)
 {
-	p = realloc(p, n ? n : 1);
-	if (!p) {
-		ht_error("out of memory");
-		exit(HT_EXIT_DATA);
-	}
+	p = ht_xrealloc(p, n ? n : 1);
 	return p;
 }
 
@@ -123,7 +113,7 @@ static void tid_grow(struct conv *c)
 	c->tidmap = calloc(c->tidcap, sizeof(uint32_t));
 	c->tidkey = calloc(c->tidcap, sizeof(uint32_t));
 	if (!c->tidmap || !c->tidkey)
-		out_of_memory();
+		ht_oom();
 	for (size_t i = 0; i < ocap; i++)
 		if (om[i])
 			*tid_find(c, ok[i]) = om[i];

@@ -830,10 +830,8 @@ static void run_serial(struct engine *g)
 	uint32_t n = g->w->nthreads, nblocked = 0;
 	uint32_t *blocked = map_zero(n * sizeof(uint32_t));
 	g->ready = map_zero(n * sizeof(uint32_t));
-	if (!g->ready || !blocked) {
-		ht_error("replay: out of memory");
-		exit(HT_EXIT_DATA);
-	}
+	if (!g->ready || !blocked)
+		ht_oom();
 	g->nready = 0;
 	g->ready[g->nready++] = 0;
 	uint64_t t0 = tsc_begin();

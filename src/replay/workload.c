@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/outfile.h"
+#include "common/util.h"
 #include "trace/format.h"
 
 const char *const ht_wl_fn_names[HT_FN_NR] = {
@@ -172,9 +173,7 @@ uint32_t ht_wl_writer__thread(struct ht_wl_writer *w, uint32_t tid, uint32_t cre
 {
 	if (w->nth == w->capth) {
 		w->capth = w->capth ? 2 * w->capth : 16;
-		w->th = realloc(w->th, w->capth * sizeof(*w->th));
-		if (!w->th)
-			abort();
+		w->th = ht_xrealloc(w->th, w->capth * sizeof(*w->th));
 	}
 	struct wthread *t = &w->th[w->nth];
 	memset(t, 0, sizeof(*t));
@@ -223,9 +222,7 @@ void ht_wl_writer__op(struct ht_wl_writer *w, uint32_t thread, int op, const uin
 		size_t ncap = t->cap ? 2 * t->cap : 256;
 		if (ncap > FLUSH_AT + MAX_OP)
 			ncap = FLUSH_AT + MAX_OP;
-		t->buf = realloc(t->buf, ncap);
-		if (!t->buf)
-			abort();
+		t->buf = ht_xrealloc(t->buf, ncap);
 		t->cap = ncap;
 	}
 	uint8_t *o = t->buf + t->len, *start = o;

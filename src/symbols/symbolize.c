@@ -66,11 +66,7 @@ struct ht_symbolizer {
 
 static void *xrealloc(void *p, size_t n)
 {
-	p = realloc(p, n ? n : 1);
-	if (!p) {
-		fprintf(stderr, "heaptrail: out of memory\n");
-		exit(1);
-	}
+	p = ht_xrealloc(p, n ? n : 1);
 	return p;
 }
 
@@ -86,11 +82,7 @@ static const char *keep(struct ht_symbolizer *s, const char *str)
 		s->capstrs = s->capstrs ? s->capstrs * 2 : 256;
 		s->strs = xrealloc(s->strs, s->capstrs * sizeof(*s->strs));
 	}
-	char *c = strdup(str);
-	if (!c) {
-		fprintf(stderr, "heaptrail: out of memory\n");
-		exit(1);
-	}
+	char *c = ht_xstrdup(str);
 	s->strs[s->nstrs++] = c;
 	return c;
 }
@@ -377,11 +369,7 @@ size_t ht_symbolizer__resolve_in(struct ht_symbolizer *s, uint64_t ip, int mod,
 		mod = mod_of(s, ip);
 	if (s->cache_n * 2 >= s->cache_cap) {
 		size_t cap = s->cache_cap ? s->cache_cap * 2 : 4096;
-		struct cache_slot *c = calloc(cap, sizeof(*c));
-		if (!c) {
-			fprintf(stderr, "heaptrail: out of memory\n");
-			exit(1);
-		}
+		struct cache_slot *c = ht_xcalloc(cap, sizeof(*c));
 		for (size_t i = 0; i < s->cache_cap; i++) {
 			if (!s->cache[i].ip)
 				continue;

@@ -62,11 +62,7 @@ static uint32_t identity_new(struct ht_modmap *mm, uint64_t base, uint64_t lo, u
 	m->base = base;
 	m->lo = lo;
 	m->hi = hi;
-	char *p = malloc(len + 1);
-	if (!p) {
-		fprintf(stderr, "heaptrail: out of memory\n");
-		exit(1);
-	}
+	char *p = ht_xmalloc(len + 1);
 	memcpy(p, path, len);
 	p[len] = 0;
 	m->path = p;

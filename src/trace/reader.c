@@ -547,11 +547,7 @@ static uint32_t node_intern(struct ht_reader *r, uint32_t parent, uint64_t ip, u
 	}
 	if (r->nnodes * 2 >= r->node_hcap) {
 		size_t cap = r->node_hcap ? r->node_hcap * 2 : 4096;
-		uint32_t *h = calloc(cap, sizeof(*h));
-		if (!h) {
-			fprintf(stderr, "heaptrail: out of memory\n");
-			exit(1);
-		}
+		uint32_t *h = ht_xcalloc(cap, sizeof(*h));
 		for (size_t id = 1; id < r->nnodes; id++) {
 			size_t i = hash_node(r->nodes[id].parent, r->nodes[id].ip) & (cap - 1);
 			while (h[i])
@@ -857,11 +853,7 @@ static unsigned fill(struct ht_reader *r, struct stream *s)
 		return 0;
 	}
 	if (!s->batch) {
-		s->batch = malloc(BATCH * sizeof(*s->batch));
-		if (!s->batch) {
-			fprintf(stderr, "heaptrail: out of memory\n");
-			exit(1);
-		}
+		s->batch = ht_xmalloc(BATCH * sizeof(*s->batch));
 	}
 	unsigned n = 0;
 	int more = 1;

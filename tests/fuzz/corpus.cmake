@@ -77,7 +77,8 @@ set(HT_FUZZ_WL_SOURCES
   ${HT_FUZZ_DIR}/run_corpus.c
   ${HT_FUZZ_DIR}/fuzz_workload.c
   ${PROJECT_SOURCE_DIR}/src/replay/workload.c
-  ${PROJECT_SOURCE_DIR}/src/common/outfile.c)
+  ${PROJECT_SOURCE_DIR}/src/common/outfile.c
+  ${PROJECT_SOURCE_DIR}/src/common/util.c)
 
 add_executable(ht_fuzz_run_corpus ${HT_FUZZ_SOURCES})
 target_include_directories(ht_fuzz_run_corpus PRIVATE
