@@ -52,6 +52,8 @@ set(HT_FUZZ_SOURCES
   ${HT_FUZZ_DIR}/run_corpus.c
   ${HT_FUZZ_DIR}/fuzz_reader.c
   ${PROJECT_SOURCE_DIR}/src/trace/reader.c
+  ${PROJECT_SOURCE_DIR}/src/trace/reader_decode.c
+  ${PROJECT_SOURCE_DIR}/src/trace/reader_merge.c
   ${PROJECT_SOURCE_DIR}/src/trace/modmap.c
   ${PROJECT_SOURCE_DIR}/src/trace/record.c
   ${PROJECT_SOURCE_DIR}/src/trace/columns.c
@@ -149,6 +151,8 @@ set(HT_FUZZ_CONVERT_TESTED
   ${PROJECT_SOURCE_DIR}/src/common/markup.c
   ${PROJECT_SOURCE_DIR}/src/common/util.c
   ${PROJECT_SOURCE_DIR}/src/trace/reader.c
+  ${PROJECT_SOURCE_DIR}/src/trace/reader_decode.c
+  ${PROJECT_SOURCE_DIR}/src/trace/reader_merge.c
   ${PROJECT_SOURCE_DIR}/src/trace/modmap.c
   ${PROJECT_SOURCE_DIR}/src/trace/record.c
   ${PROJECT_SOURCE_DIR}/src/trace/columns.c

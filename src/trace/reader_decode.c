@@ -1,0 +1,437 @@
+/* The trace reader's decoding: one thread's chunks, decompressed and
+ * decoded into batches of events (reader_int.h). */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "reader_int.h"
+
+/* ---- decoding ------------------------------------------------------------ */
+
+static size_t hash_node(uint32_t parent, uint64_t ip)
+{
+	uint64_t h = (ip ^ ((uint64_t)parent << 32 | parent)) * 0x9E3779B97F4A7C15ull;
+	return (size_t)(h ^ (h >> 29));
+}
+
+
+static int load_chunk(struct ht_reader *r, struct stream *s)
+{
+	struct chunk_ref *c = &s->chunks[s->next_chunk++];
+	if (c->first_seq != s->seq && s->synced) {
+		ht_rd__warn(r, "thread %u: events %llu..%llu are missing (a chunk was lost)", s->tid,
+			 (unsigned long long)s->seq, (unsigned long long)c->first_seq - 1);
+		s->synced = 0;
+		s->gap_said = 1;
+	}
+	if (!(c->flags & HT_CHUNK_F_SYNC) && !s->synced) {
+		/* A continuation without its start cannot be decoded.  After a
+		 * lost chunk that was said already; otherwise (a thread's first
+		 * chunk, or one after a chunk that held no SYNC) say it now. */
+		if (!s->gap_said) {
+			s->gap_said = 1;
+			ht_rd__warn(r, "offset %llu: thread %u: events %llu..%llu are skipped: their "
+				    "chunk continues one that is missing", (unsigned long long)c->offset,
+				 s->tid, (unsigned long long)c->first_seq,
+				 (unsigned long long)(c->first_seq + c->nevents - 1));
+		}
+		return 0;
+	}
+	/* The payload, decompressed, into the stream's buffer: records, or
+	 * the columns they are decoded from one by one. */
+	int cols = (c->flags & HT_CHUNK_F_COLUMNS) != 0;
+	s->cols = 0;
+	s->buf = ht_grow(s->buf, &s->cap, c->raw_size + 1, 1);
+	uint8_t *dst = s->buf;
+	uint64_t poff = c->offset + sizeof(struct ht_chunk_header);
+	if (c->flags & HT_CHUNK_F_ZSTD) {
+		r->zbuf = ht_grow(r->zbuf, &r->zcap, c->comp_size + 1, 1);
+		if (ht_rd__read_at(r, r->zbuf, c->comp_size, poff) < 0) {
+			ht_rd__err(r, "offset %llu: cannot read chunk payload", (unsigned long long)c->offset);
+			return -1;
+		}
+		size_t n = ZSTD_decompressDCtx(r->dctx, dst, c->raw_size, r->zbuf, c->comp_size);
+		if (ZSTD_isError(n) || n != c->raw_size) {
+			ht_rd__err(r, "offset %llu: chunk of thread %u does not decompress (%s): the trace "
+				   "is corrupt here", (unsigned long long)c->offset, c->tid,
+				ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short payload");
+			return -1;
+		}
+	} else if (ht_rd__read_at(r, dst, c->raw_size, poff) < 0) {
+		ht_rd__err(r, "offset %llu: cannot read chunk payload", (unsigned long long)c->offset);
+		return -1;
+	}
+	size_t len = c->raw_size;
+	if (cols) {
+		const char *why = "out of memory";
+		if (!s->cd)
+			s->cd = ht_coldec__new();
+		if (!s->cd ||
+		    ht_coldec__start(s->cd, s->buf, c->raw_size, r->hdr.version, &why) < 0) {
+			ht_rd__err(r, "offset %llu: column-coded chunk of thread %u: %s: the trace is "
+				   "corrupt here", (unsigned long long)c->offset, c->tid, why);
+			return -1;
+		}
+		s->cols = 1;
+		len = 0; /* pos = end: the chunk's end is checked once cd is done */
+	}
+	r->done_bytes += c->comp_size;
+	s->pos = s->buf;
+	s->end = s->buf + len;
+	s->chunk_off = c->offset;
+	s->chunk_events = 0;
+	s->chunk_expect = c->nevents;
+	s->seq = c->first_seq;
+	return 1;
+}
+
+static int corrupt(struct ht_reader *r, struct stream *s, const char *what)
+{
+	ht_rd__err(r, "offset %llu: thread %u, event %llu: %s: the trace is corrupt here",
+		(unsigned long long)s->chunk_off, s->tid, (unsigned long long)s->seq, what);
+	s->done = 1;
+	return 0;
+}
+
+
+static uint32_t node_intern(struct ht_reader *r, uint32_t parent, uint64_t ip, uint32_t mod)
+{
+	if (!r->nnodes) {
+		r->nodes = ht_grow(r->nodes, &r->capnodes, 1024, sizeof(*r->nodes));
+		r->nodes[0].ip = 0;
+		r->nodes[0].parent = 0;
+		r->nodes[0].mod = 0;
+		r->nnodes = 1;
+	}
+	if (r->nnodes * 2 >= r->node_hcap) {
+		size_t cap = r->node_hcap ? r->node_hcap * 2 : 4096;
+		uint32_t *h = ht_xcalloc(cap, sizeof(*h));
+		for (size_t id = 1; id < r->nnodes; id++) {
+			size_t i = hash_node(r->nodes[id].parent, r->nodes[id].ip) & (cap - 1);
+			while (h[i])
+				i = (i + 1) & (cap - 1);
+			h[i] = (uint32_t)id;
+		}
+		free(r->node_hash);
+		r->node_hash = h;
+		r->node_hcap = cap;
+	}
+	size_t mask = r->node_hcap - 1;
+	size_t i = hash_node(parent, ip) & mask;
+	for (; r->node_hash[i]; i = (i + 1) & mask) {
+		const struct node *n = &r->nodes[r->node_hash[i]];
+		if (n->ip == ip && n->parent == parent && n->mod == mod)
+			return r->node_hash[i];
+	}
+	r->nodes = ht_grow(r->nodes, &r->capnodes, r->nnodes + 1, sizeof(*r->nodes));
+	uint32_t id = (uint32_t)r->nnodes++;
+	r->nodes[id].ip = ip;
+	r->nodes[id].parent = parent;
+	r->nodes[id].mod = mod;
+	r->node_hash[i] = id;
+	return id;
+}
+
+/* FRAME, MODULE, BUILD_ID, MODULE_GONE: what stacks need, not events. */
+static int meta_record(struct ht_reader *r, struct stream *s, const struct ht_rec *rec)
+{
+	const uint64_t *f = rec->f;
+	switch (rec->kind) {
+	case HT_EV_FRAME: {
+		/* Ids are handed out in order: a new one is the next; one seen
+		 * before (a stream decoded again) is defined the same way. */
+		if (f[0] == 0 || f[0] > s->nnodes + 1 || f[1] >= f[0])
+			return corrupt(r, s, "stack frame record out of order"), -1;
+		uint32_t parent = f[1] ? s->nodes[f[1] - 1] : 0;
+		uint32_t id = node_intern(r, parent, f[2], ht_modmap__find(&r->mods, &s->mods, f[2]));
+		if (f[0] == s->nnodes + 1) {
+			s->nodes = ht_grow(s->nodes, &s->capnodes, s->nnodes + 1, sizeof(*s->nodes));
+			s->nnodes++;
+		}
+		s->nodes[f[0] - 1] = id;
+		break;
+	}
+	case HT_EV_MODULE:
+		ht_modmap__module(&r->mods, &s->mods, f[0], f[1], f[2], (const char *)rec->str,
+				  (size_t)f[3]);
+		break;
+	case HT_EV_BUILD_ID:
+		ht_modmap__build_id(&r->mods, &s->mods, f[0], rec->str, (size_t)f[1]);
+		break;
+	case HT_EV_MODULE_GONE:
+		ht_modmap__gone(&r->mods, &s->mods, f[0]);
+		break;
+	default:
+		break; /* HT_EV_EXT itself cannot be a kind */
+	}
+	return 0;
+}
+
+/* Decodes the stream's next event into e: 1; 0 when the stream ends (or
+ * stops at an error).  With ahead set (events decoded ahead wait in the
+ * batch), returns 2 instead of taking a step that must come in its turn:
+ * a stack or module record (the reader's node ids are given out in the
+ * order of delivery) or the next chunk (its warnings). */
+static int decode_next(struct ht_reader *r, struct stream *s, struct ht_event *e, int ahead)
+{
+	for (;;) {
+		if (s->done)
+			return 0;
+		struct ht_rec rec;
+		const char *why = NULL;
+		const uint8_t *p = s->pos; /* past the record */
+		if (s->has_pend) {
+			s->has_pend = 0;
+			rec = s->pend;
+			goto got_record;
+		}
+		if (s->cols) {
+			int k = ht_coldec__next(s->cd, &rec, &why);
+			if (k < 0) {
+				ht_rd__err(r, "offset %llu: column-coded chunk of thread %u: %s: the trace is "
+					   "corrupt here", (unsigned long long)s->chunk_off, s->tid, why);
+				s->done = 1;
+				return 0;
+			}
+			if (k == 0)
+				s->cols = 0; /* the chunk's end (pos = end) */
+			else
+				goto got_record;
+		}
+		if (s->pos >= s->end) {
+			if (s->pos && s->chunk_events != s->chunk_expect)
+				return corrupt(r, s, "chunk holds fewer events than its header says");
+			if (s->next_chunk >= s->nchunks) {
+				s->done = 1;
+				ht_coldec__free(s->cd);
+				s->cd = NULL;
+				free(s->buf);
+				s->buf = NULL;
+				s->cap = 0;
+				s->pos = s->end = NULL;
+				return 0;
+			}
+			if (ahead)
+				return 2;
+			int k = load_chunk(r, s);
+			if (k < 0) {
+				s->done = 1;
+				return 0;
+			}
+			if (k == 0)
+				s->pos = s->end = NULL;
+			continue; /* an empty chunk ends here too */
+		}
+		size_t used = ht_rec__parse(&rec, s->pos, s->end, &why);
+		if (!used)
+			return corrupt(r, s, why);
+		p = s->pos + used;
+	got_record:;
+		int kind = rec.kind;
+		const struct ht_kind_desc *d = &ht_kind_descs[kind];
+		unsigned nf = rec.nf;
+		const uint64_t *f = rec.f;
+		int v2 = r->hdr.version >= 2;
+		if (kind == HT_EV_TICK) {
+			if (!s->synced)
+				return corrupt(r, s, "event before any sync record");
+			s->last_ts += f[0] + (v2 && f[1] ? f[1] - 1 : f[1]);
+			s->pos = p;
+			continue;
+		}
+		if (kind == HT_EV_SYNC) {
+			if (f[0] != s->seq)
+				return corrupt(r, s, "sync record disagrees with the chunk's sequence number");
+			s->last_ts = f[1];
+			s->last_ptr = 0;
+			s->dur = 0;
+			s->synced = 1;
+			s->gap_said = 0;
+			s->pos = p;
+			continue;
+		}
+		if (!s->synced)
+			return corrupt(r, s, "event before any sync record");
+		if (kind == HT_EV_DURATION) { /* times the thread's next event */
+			s->dur = f[0];
+			s->pos = p;
+			continue;
+		}
+		if (kind >= 32) {
+			if (ahead) {
+				if (s->cols) {
+					s->pend = rec;
+					s->has_pend = 1;
+				}
+				return 2; /* (a record's is parsed again) */
+			}
+			if (meta_record(r, s, &rec) < 0)
+				return 0;
+			s->pos = p;
+			continue;
+		}
+		e->kind = (uint8_t)kind;
+		e->flags = rec.kb & ~HT_KIND_MASK;
+		e->tid = s->tid;
+		e->seq = s->seq;
+		e->ts_taken = !v2 || f[nf] != 0;
+		e->ts = s->last_ts + (v2 && f[nf] ? f[nf] - 1 : f[nf]);
+		e->usable = 0;
+		e->duration = s->dur; /* a 'd' field below takes precedence */
+		s->dur = 0;
+		e->str = NULL;
+		e->nv = 0;
+		e->part = HT_PART_WHOLE;
+		e->stack = 0;
+		if (rec.has_stack && f[nf + 1] && f[nf + 1] <= s->nnodes)
+			e->stack = s->nodes[f[nf + 1] - 1];
+		uint64_t result_ptr = 0, slack = 0;
+		if (kind == HT_EV_FREE) {
+			/* the common kinds without the walk over field codes */
+			uint64_t v = s->last_ptr + (uint64_t)ht_unzigzag(f[0]);
+			s->last_ptr = v;
+			e->v[0] = v;
+			e->nv = 1;
+			nf = 0;
+		} else if (kind == HT_EV_MALLOC) {
+			uint64_t v = s->last_ptr + (uint64_t)ht_unzigzag(f[1]);
+			s->last_ptr = v;
+			e->v[0] = f[0];
+			e->v[1] = result_ptr = v;
+			e->v[2] = slack = f[2];
+			e->nv = 3;
+			nf = 0;
+		}
+		for (unsigned i = 0; i < nf; i++) {
+			uint64_t v = f[i];
+			switch (d->fields[i]) {
+			case 's':
+				v = (uint64_t)ht_unzigzag(v);
+				break;
+			case 'p':
+				v = s->last_ptr + (uint64_t)ht_unzigzag(v);
+				s->last_ptr = v;
+				if ((int)i == d->result)
+					result_ptr = v;
+				break;
+			case 'U':
+				slack = v;
+				break;
+			case 'd':
+				e->duration = v;
+				break;
+			case 'S':
+				memcpy(s->str, rec.str, v); /* v <= HT_MAX_STR: checked by the parse */
+				s->str[v] = 0;
+				e->str = s->str;
+				continue; /* no value slot */
+			}
+			e->v[e->nv++] = v;
+		}
+		e->weight = 1;
+		if (d->is_alloc && result_ptr) {
+			uint64_t req = ht_event__size(e);
+			e->usable = ht_usable_of(r->hdr.version, e->flags, req, slack);
+			if ((r->hdr.flags & (HT_FILE_F_SAMPLED | HT_FILE_F_SAMPLE_EVERY)) ==
+			    (HT_FILE_F_SAMPLED | HT_FILE_F_SAMPLE_EVERY))
+				e->weight = r->hdr.sample_every ? r->hdr.sample_every : 1;
+			else if (r->hdr.flags & HT_FILE_F_SAMPLED)
+				e->weight = ht_sample_weight(req, result_ptr, r->hdr.sample_bytes);
+		}
+		s->last_ts = e->ts;
+		s->pos = p;
+		s->seq++;
+		s->chunk_events++;
+		return 1;
+	}
+}
+
+/* Malloc and free records of a column-coded chunk, straight into events
+ * (ht_coldec__events: what decode_next makes of them).  Returns how many;
+ * *failed on an error, said as decode_next says it. */
+static unsigned fast_events(struct ht_reader *r, struct stream *s, struct ht_event *ev,
+			    unsigned max, int *failed)
+{
+	struct ht_coldec_thread t = {
+		.last_ts = s->last_ts,
+		.last_ptr = s->last_ptr,
+		.seq = s->seq,
+		.dur = s->dur,
+		.tid = s->tid,
+		.nodes = s->nodes,
+		.nnodes = s->nnodes,
+		.sampled = r->sampled,
+		.weight = r->hdr.sample_every ? r->hdr.sample_every : 1,
+		.sample_bytes = r->hdr.sample_bytes,
+	};
+	unsigned n = 0;
+	const char *why = NULL;
+	*failed = ht_coldec__events(s->cd, &t, ev, max, &n, &why) < 0;
+	s->last_ts = t.last_ts;
+	s->last_ptr = t.last_ptr;
+	s->seq = t.seq;
+	s->dur = t.dur;
+	s->chunk_events += n;
+	if (*failed) {
+		ht_rd__err(r, "offset %llu: column-coded chunk of thread %u: %s: the trace is corrupt here",
+			(unsigned long long)s->chunk_off, s->tid, why);
+		s->done = 1;
+	}
+	return n;
+}
+
+/* What decoding ahead found wrong waits until the events before it are
+ * delivered: the first error and warning said stay those of the first
+ * events in time. */
+static void defer_messages(struct ht_reader *r, struct stream *s, int had_err, int had_warn)
+{
+	if (!had_err && r->err[0] && !s->pend_err) {
+		s->pend_err = strdup(r->err);
+		r->err[0] = 0;
+	}
+	if (!had_warn && r->warn[0] && !s->pend_warn) {
+		s->pend_warn = strdup(r->warn);
+		r->warn[0] = 0;
+	}
+}
+
+unsigned ht_rd__fill(struct ht_reader *r, struct stream *s)
+{
+	s->bi = s->bn = 0;
+	if (s->pend_warn) {
+		ht_rd__warn(r, "%s", s->pend_warn);
+		free(s->pend_warn);
+		s->pend_warn = NULL;
+	}
+	if (s->pend_err) {
+		ht_rd__err(r, "%s", s->pend_err);
+		free(s->pend_err);
+		s->pend_err = NULL;
+		s->done = 1;
+		return 0;
+	}
+	if (!s->batch) {
+		s->batch = ht_xmalloc(BATCH * sizeof(*s->batch));
+	}
+	unsigned n = 0;
+	int more = 1;
+	while (more && n < BATCH) {
+		int had_err = r->err[0] != 0, had_warn = r->warn[0] != 0, failed = 0;
+		if (s->cols && s->synced && !s->has_pend && !s->done)
+			n += fast_events(r, s, s->batch + n, BATCH - n, &failed);
+		if (failed) {
+			more = 0;
+		} else if (n < BATCH) {
+			int k = decode_next(r, s, &s->batch[n], n > 0);
+			/* an event's string lives in the stream until its next one */
+			more = k == 1 && !s->batch[n].str;
+			n += k == 1;
+		}
+		if (n)
+			defer_messages(r, s, had_err, had_warn);
+	}
+	s->bn = n;
+	return n;
+}
