@@ -276,6 +276,99 @@ static int for_each_child_trace(const char *output, const struct run *run,
 	return n;
 }
 
+/* The traces of a run's children and earlier images, for the summary:
+ * each named with its command, so that the user can tell them apart (the
+ * rule of their names: docs/output-files.md). */
+struct trace_row {
+	char *path;
+	uint64_t start; /* wall clock at the trace's start: the list's order */
+	char *cmd;
+};
+
+struct trace_rows {
+	struct trace_row *v;
+	size_t n, cap;
+};
+
+static void add_trace_row(const char *path, void *arg)
+{
+	struct trace_rows *rows = arg;
+	char err[512];
+	struct ht_reader *r = ht_reader__open(path, err, sizeof(err));
+	if (!r)
+		return;
+	const struct ht_trace_info *in = ht_reader__info(r);
+	if (rows->n == rows->cap) {
+		size_t ncap = rows->cap ? rows->cap * 2 : 16;
+		struct trace_row *nv = realloc(rows->v, ncap * sizeof(*nv));
+		if (!nv) {
+			ht_reader__close(r);
+			return;
+		}
+		rows->v = nv;
+		rows->cap = ncap;
+	}
+	/* the command as run: argv[0] without its directory, then the
+	 * arguments (shortened past 60 bytes) */
+	const char *cmd = in->cmdline && *in->cmdline ? in->cmdline : in->exe ? in->exe : "?";
+	const char *arg0_end = strchr(cmd, ' ');
+	const char *slash = memrchr(cmd, '/', arg0_end ? (size_t)(arg0_end - cmd) : strlen(cmd));
+	if (slash)
+		cmd = slash + 1;
+	struct trace_row *row = &rows->v[rows->n];
+	row->path = strdup(path);
+	row->cmd = strdup(cmd);
+	row->start = in->start_realtime_ns;
+	if (row->path && row->cmd) {
+		if (strlen(row->cmd) > 60)
+			strcpy(row->cmd + 57, "...");
+		rows->n++;
+	} else {
+		free(row->path);
+		free(row->cmd);
+	}
+	ht_reader__close(r);
+}
+
+static int by_start(const void *a, const void *b)
+{
+	const struct trace_row *x = a, *y = b;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* ", and N traces of child processes and earlier exec images: OUTPUT.<pid>
+ * (COMMAND), ..." in the order they began (at most 20 named, then how many
+ * more); an empty string (malloc'd) if there are none; NULL without memory. */
+static char *child_traces_msg(const char *path, const char *shown, const struct run *run)
+{
+	struct trace_rows rows = {0};
+	for_each_child_trace(path, run, add_trace_row, &rows);
+	qsort(rows.v, rows.n, sizeof(*rows.v), by_start);
+	char *msg = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&msg, &len);
+	if (f && rows.n)
+		fprintf(f, ", and %zu trace%s of child processes and earlier exec images:", rows.n,
+			rows.n > 1 ? "s" : "");
+	const char *base = strrchr(path, '/');
+	size_t blen = strlen(base ? base + 1 : path), max = 20;
+	for (size_t i = 0; i < rows.n; i++) {
+		const char *name = strrchr(rows.v[i].path, '/');
+		name = name ? name + 1 : rows.v[i].path;
+		if (f && i < max && strlen(name) >= blen) /* OUTPUT's name, then the suffix */
+			fprintf(f, "%s %s%s (%s)", i ? "," : "", shown, name + blen, rows.v[i].cmd);
+		free(rows.v[i].path);
+		free(rows.v[i].cmd);
+	}
+	if (f && rows.n > max)
+		fprintf(f, " and %zu more in %s.*", rows.n - max, shown);
+	free(rows.v);
+	if (f && fclose(f) == 0)
+		return msg;
+	free(msg);
+	return NULL;
+}
+
 /* The one line record adds to stderr: how the command ended, if by a
  * signal, and what the trace holds. */
 static void summarize(const char *path, const char *shown, const char *prefix,
@@ -292,18 +385,15 @@ static void summarize(const char *path, const char *shown, const char *prefix,
 	char sz[32] = "?";
 	if (stat(path, &st) == 0)
 		ht_fmt_bytes(sz, (uint64_t)st.st_size);
-	int kids = for_each_child_trace(path, run, NULL, NULL);
-	char kidmsg[PATH_MAX + 100] = "";
-	if (kids)
-		snprintf(kidmsg, sizeof(kidmsg), ", and %d trace%s of child processes and earlier "
-			 "exec images in %s.*", kids, kids > 1 ? "s" : "", shown);
+	char *kidmsg = child_traces_msg(path, shown, run);
 	fprintf(stderr,
 		"heaptrail: %swrote %llu events from %u thread%s to %s (%s)%s%s%s; see 'heaptrail "
 		"stats %s'\n",
 		prefix, (unsigned long long)in->events_chunks, in->nthreads,
 		in->nthreads == 1 ? "" : "s", shown, sz,
-		in->flags & HT_FILE_F_DISK_FULL ? ", until a write failed" : "", kidmsg, note,
+		in->flags & HT_FILE_F_DISK_FULL ? ", until a write failed" : "", kidmsg ? kidmsg : "", note,
 		shown);
+	free(kidmsg);
 	/* (a write error: the recorder said so; the trace ends where it stopped) */
 	if (ht_reader__error(r) && !(in->flags & HT_FILE_F_DISK_FULL))
 		fprintf(stderr, "heaptrail: warning: %s: %s\n", shown, ht_reader__error(r));

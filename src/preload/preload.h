@@ -320,6 +320,9 @@ void ht_writer__after_fork_child(void);
 void ht_writer__kick(void);
 /* First event of a fork child: start its writer thread. */
 void ht_writer__ensure_started(void);
+/* 1 in a followed fork child that has recorded nothing since the fork:
+ * it has no file yet (its writer starts with its first event). */
+int ht_writer__child_unstarted(void);
 /* Before exec: write everything and close the file as complete. */
 void ht_writer__before_exec(void);
 /* After a failed exec: go on recording into the same file. */
