@@ -60,6 +60,11 @@ static const char usage_text[] =
 	"another recording is left alone, and this one writes OUTPUT.<pid>.\n"
 	"The trace is compressed while the command runs when a CPU is free for it;\n"
 	"what had to be written raw is compressed when the command ends.\n"
+	"The command's environment stays its own: record passes the options in one\n"
+	"variable, HEAPTRAIL_OPTIONS=name=value,...,out=PATH (only those not at their\n"
+	"default), and the recorder takes it and itself (in LD_PRELOAD) out of the\n"
+	"environment at start-up; with --follow-exec both stay, for the programs\n"
+	"the command's children exec.\n"
 	"\fEXAMPLES\n"
 	"  heaptrail record -o app.ht -- ./app --its --args\n"
 	"  heaptrail record --stacks -o app.ht -- ./app && heaptrail leaks app.ht\n"
@@ -69,6 +74,7 @@ static const char usage_text[] =
 	"  heaptrail record --start-paused -o app.ht ./app   # app calls heaptrail_start()\n"
 	"  heaptrail record --toggle-signal -o srv.ht ./server &  kill -USR2 $!\n"
 	"  LD_PRELOAD=/path/to/libheaptrail.so HEAPTRAIL_OUT=app.ht ./app   # without record\n"
+	"  LD_PRELOAD=/path/to/libheaptrail.so HEAPTRAIL_OPTIONS=stacks=64,out=app.ht ./app\n"
 	"\n"
 	"Then: heaptrail stats app.ht, heaptrail leaks app.ht, heaptrail dump app.ht | less\n";
 
@@ -106,11 +112,59 @@ static int find_preload(char *out, size_t len)
 	return -1;
 }
 
-static void setenv_num(const char *name, unsigned long long v, const char *suffix)
+/* HEAPTRAIL_OPTIONS for the program: "name=value," for each option not at
+ * its default (the recorder's defaults, src/preload/options.c), then
+ * out=PATH, which takes the rest of the word.  HEAPTRAIL_QUIET and
+ * HEAPTRAIL_FAST_PATH, which have no flag, are taken from record's own
+ * environment.  malloc'd; NULL without memory. */
+static char *options_word(const struct record_config *cfg, const char *out)
 {
-	char buf[64];
-	snprintf(buf, sizeof(buf), "%llu%s", v, suffix);
-	setenv(name, buf, 1);
+	char *w = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&w, &len);
+	if (!f)
+		return NULL;
+	if (cfg->start_paused)
+		fputs("start_paused=1,", f);
+	if (cfg->follow_exec)
+		fputs("follow_exec=1,", f);
+	if (cfg->no_follow_fork)
+		fputs("follow_fork=0,", f);
+	if (cfg->flush_interval != 100000000ull)
+		fprintf(f, "flush_interval=%llu,", (unsigned long long)(cfg->flush_interval / 1000000));
+	if (cfg->rss_interval != 10000000ull)
+		fprintf(f, "rss_interval=%llu,", (unsigned long long)(cfg->rss_interval / 1000000));
+	if (cfg->buffer_size != 65536)
+		fprintf(f, "buffer_size=%llu,", (unsigned long long)cfg->buffer_size);
+	if (cfg->toggle_signal)
+		fputs("toggle_signal=1,", f);
+	if (cfg->zstd_level != 1)
+		fprintf(f, "zstd_level=%d,", cfg->zstd_level);
+	if (strcmp(cfg->clock, "tsc"))
+		fprintf(f, "clock=%s,", cfg->clock);
+	if (strcmp(cfg->writer, "process"))
+		fprintf(f, "writer=%s,", cfg->writer);
+	if (cfg->stacks)
+		fprintf(f, "stacks=%d,", cfg->stacks);
+	if (strcmp(cfg->unwind, "auto"))
+		fprintf(f, "unwind=%s,", cfg->unwind);
+	if (cfg->sample_bytes)
+		fprintf(f, "sample_bytes=%llu,", (unsigned long long)cfg->sample_bytes);
+	if (cfg->timestamp_every != 64)
+		fprintf(f, "timestamp_every=%d,", cfg->timestamp_every);
+	if (cfg->durations)
+		fputs("durations=1,", f);
+	const char *q = getenv("HEAPTRAIL_QUIET"), *fp = getenv("HEAPTRAIL_FAST_PATH");
+	if (q && *q && !strchr(q, ','))
+		fprintf(f, "quiet=%s,", q);
+	if (fp && *fp && !strchr(fp, ','))
+		fprintf(f, "fast_path=%s,", fp);
+	fprintf(f, "out=%s", out);
+	if (fclose(f) != 0) {
+		free(w);
+		return NULL;
+	}
+	return w;
 }
 
 /* The output template as an absolute path: the recorder runs in the
@@ -623,27 +677,19 @@ int cmd_record(int argc, char **argv)
 		sigprocmask(SIG_SETMASK, &old_mask, NULL);
 		char out[PATH_MAX];
 		ht_pidpath_expand(out, sizeof(out), out_tmpl, getpid());
-		setenv("HEAPTRAIL_OUT", out, 1);
-		unsetenv("MTRACE_CTL_FILE");
-		unsetenv("HEAPTRAIL_ROOT");
-		unsetenv("HEAPTRAIL_IMAGE");
-		setenv("HEAPTRAIL_START_PAUSED", cfg.start_paused ? "1" : "0", 1);
-		setenv("HEAPTRAIL_FOLLOW_EXEC", cfg.follow_exec ? "1" : "0", 1);
-		setenv("HEAPTRAIL_FOLLOW_FORK", cfg.no_follow_fork ? "0" : "1", 1);
-		setenv_num("HEAPTRAIL_FLUSH_INTERVAL", cfg.flush_interval / 1000000, "ms");
-		setenv_num("HEAPTRAIL_RSS_INTERVAL", cfg.rss_interval / 1000000, "ms");
-		setenv_num("HEAPTRAIL_BUFFER_SIZE", cfg.buffer_size, "");
-		setenv("HEAPTRAIL_TOGGLE_SIGNAL", cfg.toggle_signal ? "1" : "0", 1);
-		char lvl[16];
-		snprintf(lvl, sizeof(lvl), "%d", cfg.zstd_level);
-		setenv("HEAPTRAIL_ZSTD_LEVEL", lvl, 1);
-		setenv("HEAPTRAIL_CLOCK", cfg.clock, 1);
-		setenv("HEAPTRAIL_WRITER", cfg.writer, 1);
-		setenv_num("HEAPTRAIL_STACKS", (unsigned long long)cfg.stacks, "");
-		setenv("HEAPTRAIL_UNWIND", cfg.unwind, 1);
-		setenv_num("HEAPTRAIL_SAMPLE_BYTES", (unsigned long long)cfg.sample_bytes, "");
-		setenv_num("HEAPTRAIL_TIMESTAMP_EVERY", (unsigned long long)cfg.timestamp_every, "");
-		setenv("HEAPTRAIL_DURATIONS", cfg.durations ? "1" : "0", 1);
+		/* The program's environment gets two words of ours, not one
+		 * per option: the library in LD_PRELOAD, and HEAPTRAIL_OPTIONS
+		 * with the options not at their default; the recorder takes
+		 * both out of it at start-up (docs/record.md, "Environment").
+		 * It alone is read: HEAPTRAIL_* variables of the user's stay as
+		 * they are, for the program, and count for nothing. */
+		char *word = options_word(&cfg, out);
+		if (!word) {
+			fprintf(stderr, "heaptrail: out of memory\n");
+			_exit(126);
+		}
+		setenv("HEAPTRAIL_OPTIONS", word, 1);
+		free(word);
 		const char *pre = getenv("LD_PRELOAD");
 		char buf[PATH_MAX * 2];
 		if (pre && *pre)

@@ -1008,10 +1008,10 @@ static void exec_failed(int deferred, const char *path)
 	size_t n_env_ = 0;                                                       \
 	while ((envp) && (envp)[n_env_])                                         \
 		n_env_++;                                                        \
-	char *env_out_[n_env_ + 2];                                              \
+	char *env_out_[n_env_ + 3];                                              \
 	char env_entry_[4200];                                                   \
 	char *const *env_ = ht_foreign_process() ? (envp)                        \
-			    : ht_exec_env(envp, env_out_, n_env_ + 2, env_entry_, sizeof(env_entry_))
+			    : ht_exec_env(envp, env_out_, n_env_ + 3, env_entry_, sizeof(env_entry_))
 
 HT_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
