@@ -421,22 +421,21 @@ __attribute__((constructor(101))) static void ht_constructor(void)
 			set_recording(1);
 		}
 	}
-	if (!disabled) {
-		/* The images to come (this process's own execs, and with
-		 * HEAPTRAIL_FOLLOW_EXEC the programs children exec) write where
-		 * this one does, even after a chdir: the output path as made
-		 * absolute at start (or as open_output changed it, if another
-		 * recording had it), with every option that is not at its
-		 * default, in one variable.  The traced process itself passes
-		 * root=<its pid> and image=<execs so far>, which tell its next
-		 * image that it is the traced process still. */
-		int root = root_image ? (int)traced_pid : ht_opt.root_pid;
-		if (ht_options__entry(options_entry, sizeof(options_entry), root,
-				      root_image ? image_index + 1 : 0) < 0)
-			options_entry[0] = 0;
-		else if (ht_opt.follow_exec)
-			env_set(HT_OPTIONS_ENV, options_entry);
-	}
+	/* The images to come (this process's own execs, and with
+	 * HEAPTRAIL_FOLLOW_EXEC the programs children exec) write where this
+	 * one does, even after a chdir: the output path as made absolute at
+	 * start (or as open_output changed it, if another recording had it),
+	 * with every option that is not at its default, in one variable.  The
+	 * traced process itself passes root=<its pid> and image=<execs so
+	 * far>, which tell its next image that it is the traced process
+	 * still (and tell the others that they are not, even if this one
+	 * could not record). */
+	int root = root_image ? (int)traced_pid : ht_opt.root_pid;
+	if (ht_options__entry(options_entry, sizeof(options_entry), root,
+			      root_image ? image_index + 1 : 0) < 0)
+		options_entry[0] = 0;
+	else if (ht_opt.follow_exec)
+		env_set(HT_OPTIONS_ENV, options_entry);
 	t->guard--;
 	if (t->state == 1)
 		ht_register_thread_exit(); /* the main thread recorded before */

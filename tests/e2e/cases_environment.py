@@ -123,3 +123,24 @@ def test_record_help_names_options_variable(t):
     r = t.tool(["record", "--help"])
     eq(r.rc, 0, "record --help status")
     check("HEAPTRAIL_OPTIONS=" in r.stdout, "record --help:\n%s" % r.stdout)
+
+
+@case()
+def test_preload_options_variable(t):
+    """HEAPTRAIL_OPTIONS by hand with LD_PRELOAD: its options are used and
+    the individual variables are not (HEAPTRAIL_SAMPLE_BYTES below); out=
+    comes last and takes the rest, commas included; an unknown name is one
+    warning naming it; the program sees neither the variable nor the
+    library."""
+    prog = [t.prog("envcopy")]
+    out = t.path("a,b.ht")
+    user = dict(USER_VARS, HEAPTRAIL_SAMPLE_BYTES="999")
+    plain_mine, _ = environments(t.run(prog, env=user, check_rc=0))
+    opts = "sample_bytes=4096,bogus=1,out=%s" % out
+    r = t.run(prog, env=dict(user, LD_PRELOAD=t.preload, HEAPTRAIL_OPTIONS=opts), check_rc=0)
+    mine, _ = environments(r)
+    same_env(mine, plain_mine, "the program's environment")
+    eq(r.heaptrail_lines(), ["heaptrail: warning: HEAPTRAIL_OPTIONS: bogus: no such option; "
+                             "ignored"], "the recorder's lines")
+    s = t.stats(out)
+    expect(s, sampled=True, sample_bytes=4096, complete=True)
