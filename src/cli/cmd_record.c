@@ -554,7 +554,7 @@ int cmd_record(int argc, char **argv)
 	const struct ht_option opts[] = {
 		{'o', "output", HT_OPT_STRING, &cfg.output, "FILE", "trace file (heaptrail.<pid>.ht); %p is the pid"},
 		{0, "start-paused", HT_OPT_FLAG, &cfg.start_paused, NULL, "record nothing until the program calls heaptrail_start()"},
-		{0, "follow-exec", HT_OPT_FLAG, &cfg.follow_exec, NULL, "trace programs the command execs, each to OUTPUT.<pid>"},
+		{0, "follow-exec", HT_OPT_FLAG, &cfg.follow_exec, NULL, "trace programs the command's children exec: one trace per process image, OUTPUT.<pid> (OUTPUT.<pid>.2 for a second image of a pid)"},
 		{0, "no-follow-fork", HT_OPT_FLAG, &cfg.no_follow_fork, NULL, "do not trace forked children"},
 		{0, "flush-interval", HT_OPT_DURATION, &cfg.flush_interval, "TIME", "write buffered events at least this often (100ms)"},
 		{0, "rss-interval", HT_OPT_DURATION, &cfg.rss_interval, "TIME", "sample the program's RSS this often, for timeline (10ms; 0: at flushes only)"},
