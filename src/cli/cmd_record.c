@@ -60,6 +60,11 @@ static const char usage_text[] =
 	"another recording is left alone, and this one writes OUTPUT.<pid>.\n"
 	"The trace is compressed while the command runs when a CPU is free for it;\n"
 	"what had to be written raw is compressed when the command ends.\n"
+	"The command's environment stays its own: record passes the options in one\n"
+	"variable, HEAPTRAIL_OPTIONS=name=value,...,out=PATH (only those not at their\n"
+	"default), and the recorder takes it and itself (in LD_PRELOAD) out of the\n"
+	"environment at start-up; with --follow-exec both stay, for the programs\n"
+	"the command's children exec.\n"
 	"\fEXAMPLES\n"
 	"  heaptrail record -o app.ht -- ./app --its --args\n"
 	"  heaptrail record --stacks -o app.ht -- ./app && heaptrail leaks app.ht\n"
@@ -69,6 +74,7 @@ static const char usage_text[] =
 	"  heaptrail record --start-paused -o app.ht ./app   # app calls heaptrail_start()\n"
 	"  heaptrail record --toggle-signal -o srv.ht ./server &  kill -USR2 $!\n"
 	"  LD_PRELOAD=/path/to/libheaptrail.so HEAPTRAIL_OUT=app.ht ./app   # without record\n"
+	"  LD_PRELOAD=/path/to/libheaptrail.so HEAPTRAIL_OPTIONS=stacks=64,out=app.ht ./app\n"
 	"\n"
 	"Then: heaptrail stats app.ht, heaptrail leaks app.ht, heaptrail dump app.ht | less\n";
 
@@ -106,11 +112,59 @@ static int find_preload(char *out, size_t len)
 	return -1;
 }
 
-static void setenv_num(const char *name, unsigned long long v, const char *suffix)
+/* HEAPTRAIL_OPTIONS for the program: "name=value," for each option not at
+ * its default (the recorder's defaults, src/preload/options.c), then
+ * out=PATH, which takes the rest of the word.  HEAPTRAIL_QUIET and
+ * HEAPTRAIL_FAST_PATH, which have no flag, are taken from record's own
+ * environment.  malloc'd; NULL without memory. */
+static char *options_word(const struct record_config *cfg, const char *out)
 {
-	char buf[64];
-	snprintf(buf, sizeof(buf), "%llu%s", v, suffix);
-	setenv(name, buf, 1);
+	char *w = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&w, &len);
+	if (!f)
+		return NULL;
+	if (cfg->start_paused)
+		fputs("start_paused=1,", f);
+	if (cfg->follow_exec)
+		fputs("follow_exec=1,", f);
+	if (cfg->no_follow_fork)
+		fputs("follow_fork=0,", f);
+	if (cfg->flush_interval != 100000000ull)
+		fprintf(f, "flush_interval=%llu,", (unsigned long long)(cfg->flush_interval / 1000000));
+	if (cfg->rss_interval != 10000000ull)
+		fprintf(f, "rss_interval=%llu,", (unsigned long long)(cfg->rss_interval / 1000000));
+	if (cfg->buffer_size != 65536)
+		fprintf(f, "buffer_size=%llu,", (unsigned long long)cfg->buffer_size);
+	if (cfg->toggle_signal)
+		fputs("toggle_signal=1,", f);
+	if (cfg->zstd_level != 1)
+		fprintf(f, "zstd_level=%d,", cfg->zstd_level);
+	if (strcmp(cfg->clock, "tsc"))
+		fprintf(f, "clock=%s,", cfg->clock);
+	if (strcmp(cfg->writer, "process"))
+		fprintf(f, "writer=%s,", cfg->writer);
+	if (cfg->stacks)
+		fprintf(f, "stacks=%d,", cfg->stacks);
+	if (strcmp(cfg->unwind, "auto"))
+		fprintf(f, "unwind=%s,", cfg->unwind);
+	if (cfg->sample_bytes)
+		fprintf(f, "sample_bytes=%llu,", (unsigned long long)cfg->sample_bytes);
+	if (cfg->timestamp_every != 64)
+		fprintf(f, "timestamp_every=%d,", cfg->timestamp_every);
+	if (cfg->durations)
+		fputs("durations=1,", f);
+	const char *q = getenv("HEAPTRAIL_QUIET"), *fp = getenv("HEAPTRAIL_FAST_PATH");
+	if (q && *q && !strchr(q, ','))
+		fprintf(f, "quiet=%s,", q);
+	if (fp && *fp && !strchr(fp, ','))
+		fprintf(f, "fast_path=%s,", fp);
+	fprintf(f, "out=%s", out);
+	if (fclose(f) != 0) {
+		free(w);
+		return NULL;
+	}
+	return w;
 }
 
 /* The output template as an absolute path: the recorder runs in the
@@ -276,6 +330,99 @@ static int for_each_child_trace(const char *output, const struct run *run,
 	return n;
 }
 
+/* The traces of a run's children and earlier images, for the summary:
+ * each named with its command, so that the user can tell them apart (the
+ * rule of their names: docs/output-files.md). */
+struct trace_row {
+	char *path;
+	uint64_t start; /* wall clock at the trace's start: the list's order */
+	char *cmd;
+};
+
+struct trace_rows {
+	struct trace_row *v;
+	size_t n, cap;
+};
+
+static void add_trace_row(const char *path, void *arg)
+{
+	struct trace_rows *rows = arg;
+	char err[512];
+	struct ht_reader *r = ht_reader__open(path, err, sizeof(err));
+	if (!r)
+		return;
+	const struct ht_trace_info *in = ht_reader__info(r);
+	if (rows->n == rows->cap) {
+		size_t ncap = rows->cap ? rows->cap * 2 : 16;
+		struct trace_row *nv = realloc(rows->v, ncap * sizeof(*nv));
+		if (!nv) {
+			ht_reader__close(r);
+			return;
+		}
+		rows->v = nv;
+		rows->cap = ncap;
+	}
+	/* the command as run: argv[0] without its directory, then the
+	 * arguments (shortened past 60 bytes) */
+	const char *cmd = in->cmdline && *in->cmdline ? in->cmdline : in->exe ? in->exe : "?";
+	const char *arg0_end = strchr(cmd, ' ');
+	const char *slash = memrchr(cmd, '/', arg0_end ? (size_t)(arg0_end - cmd) : strlen(cmd));
+	if (slash)
+		cmd = slash + 1;
+	struct trace_row *row = &rows->v[rows->n];
+	row->path = strdup(path);
+	row->cmd = strdup(cmd);
+	row->start = in->start_realtime_ns;
+	if (row->path && row->cmd) {
+		if (strlen(row->cmd) > 60)
+			strcpy(row->cmd + 57, "...");
+		rows->n++;
+	} else {
+		free(row->path);
+		free(row->cmd);
+	}
+	ht_reader__close(r);
+}
+
+static int by_start(const void *a, const void *b)
+{
+	const struct trace_row *x = a, *y = b;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* ", and N traces of child processes and earlier exec images: OUTPUT.<pid>
+ * (COMMAND), ..." in the order they began (at most 20 named, then how many
+ * more); an empty string (malloc'd) if there are none; NULL without memory. */
+static char *child_traces_msg(const char *path, const char *shown, const struct run *run)
+{
+	struct trace_rows rows = {0};
+	for_each_child_trace(path, run, add_trace_row, &rows);
+	qsort(rows.v, rows.n, sizeof(*rows.v), by_start);
+	char *msg = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&msg, &len);
+	if (f && rows.n)
+		fprintf(f, ", and %zu trace%s of child processes and earlier exec images:", rows.n,
+			rows.n > 1 ? "s" : "");
+	const char *base = strrchr(path, '/');
+	size_t blen = strlen(base ? base + 1 : path), max = 20;
+	for (size_t i = 0; i < rows.n; i++) {
+		const char *name = strrchr(rows.v[i].path, '/');
+		name = name ? name + 1 : rows.v[i].path;
+		if (f && i < max && strlen(name) >= blen) /* OUTPUT's name, then the suffix */
+			fprintf(f, "%s %s%s (%s)", i ? "," : "", shown, name + blen, rows.v[i].cmd);
+		free(rows.v[i].path);
+		free(rows.v[i].cmd);
+	}
+	if (f && rows.n > max)
+		fprintf(f, " and %zu more in %s.*", rows.n - max, shown);
+	free(rows.v);
+	if (f && fclose(f) == 0)
+		return msg;
+	free(msg);
+	return NULL;
+}
+
 /* The one line record adds to stderr: how the command ended, if by a
  * signal, and what the trace holds. */
 static void summarize(const char *path, const char *shown, const char *prefix,
@@ -292,18 +439,15 @@ static void summarize(const char *path, const char *shown, const char *prefix,
 	char sz[32] = "?";
 	if (stat(path, &st) == 0)
 		ht_fmt_bytes(sz, (uint64_t)st.st_size);
-	int kids = for_each_child_trace(path, run, NULL, NULL);
-	char kidmsg[PATH_MAX + 100] = "";
-	if (kids)
-		snprintf(kidmsg, sizeof(kidmsg), ", and %d trace%s of child processes and earlier "
-			 "exec images in %s.*", kids, kids > 1 ? "s" : "", shown);
+	char *kidmsg = child_traces_msg(path, shown, run);
 	fprintf(stderr,
 		"heaptrail: %swrote %llu events from %u thread%s to %s (%s)%s%s%s; see 'heaptrail "
 		"stats %s'\n",
 		prefix, (unsigned long long)in->events_chunks, in->nthreads,
 		in->nthreads == 1 ? "" : "s", shown, sz,
-		in->flags & HT_FILE_F_DISK_FULL ? ", until a write failed" : "", kidmsg, note,
+		in->flags & HT_FILE_F_DISK_FULL ? ", until a write failed" : "", kidmsg ? kidmsg : "", note,
 		shown);
+	free(kidmsg);
 	/* (a write error: the recorder said so; the trace ends where it stopped) */
 	if (ht_reader__error(r) && !(in->flags & HT_FILE_F_DISK_FULL))
 		fprintf(stderr, "heaptrail: warning: %s: %s\n", shown, ht_reader__error(r));
@@ -410,7 +554,7 @@ int cmd_record(int argc, char **argv)
 	const struct ht_option opts[] = {
 		{'o', "output", HT_OPT_STRING, &cfg.output, "FILE", "trace file (heaptrail.<pid>.ht); %p is the pid"},
 		{0, "start-paused", HT_OPT_FLAG, &cfg.start_paused, NULL, "record nothing until the program calls heaptrail_start()"},
-		{0, "follow-exec", HT_OPT_FLAG, &cfg.follow_exec, NULL, "trace programs the command execs, each to OUTPUT.<pid>"},
+		{0, "follow-exec", HT_OPT_FLAG, &cfg.follow_exec, NULL, "trace programs the command's children exec: one trace per process image, OUTPUT.<pid> (OUTPUT.<pid>.2 for a second image of a pid)"},
 		{0, "no-follow-fork", HT_OPT_FLAG, &cfg.no_follow_fork, NULL, "do not trace forked children"},
 		{0, "flush-interval", HT_OPT_DURATION, &cfg.flush_interval, "TIME", "write buffered events at least this often (100ms)"},
 		{0, "rss-interval", HT_OPT_DURATION, &cfg.rss_interval, "TIME", "sample the program's RSS this often, for timeline (10ms; 0: at flushes only)"},
@@ -533,27 +677,19 @@ int cmd_record(int argc, char **argv)
 		sigprocmask(SIG_SETMASK, &old_mask, NULL);
 		char out[PATH_MAX];
 		ht_pidpath_expand(out, sizeof(out), out_tmpl, getpid());
-		setenv("HEAPTRAIL_OUT", out, 1);
-		unsetenv("MTRACE_CTL_FILE");
-		unsetenv("HEAPTRAIL_ROOT");
-		unsetenv("HEAPTRAIL_IMAGE");
-		setenv("HEAPTRAIL_START_PAUSED", cfg.start_paused ? "1" : "0", 1);
-		setenv("HEAPTRAIL_FOLLOW_EXEC", cfg.follow_exec ? "1" : "0", 1);
-		setenv("HEAPTRAIL_FOLLOW_FORK", cfg.no_follow_fork ? "0" : "1", 1);
-		setenv_num("HEAPTRAIL_FLUSH_INTERVAL", cfg.flush_interval / 1000000, "ms");
-		setenv_num("HEAPTRAIL_RSS_INTERVAL", cfg.rss_interval / 1000000, "ms");
-		setenv_num("HEAPTRAIL_BUFFER_SIZE", cfg.buffer_size, "");
-		setenv("HEAPTRAIL_TOGGLE_SIGNAL", cfg.toggle_signal ? "1" : "0", 1);
-		char lvl[16];
-		snprintf(lvl, sizeof(lvl), "%d", cfg.zstd_level);
-		setenv("HEAPTRAIL_ZSTD_LEVEL", lvl, 1);
-		setenv("HEAPTRAIL_CLOCK", cfg.clock, 1);
-		setenv("HEAPTRAIL_WRITER", cfg.writer, 1);
-		setenv_num("HEAPTRAIL_STACKS", (unsigned long long)cfg.stacks, "");
-		setenv("HEAPTRAIL_UNWIND", cfg.unwind, 1);
-		setenv_num("HEAPTRAIL_SAMPLE_BYTES", (unsigned long long)cfg.sample_bytes, "");
-		setenv_num("HEAPTRAIL_TIMESTAMP_EVERY", (unsigned long long)cfg.timestamp_every, "");
-		setenv("HEAPTRAIL_DURATIONS", cfg.durations ? "1" : "0", 1);
+		/* The program's environment gets two words of ours, not one
+		 * per option: the library in LD_PRELOAD, and HEAPTRAIL_OPTIONS
+		 * with the options not at their default; the recorder takes
+		 * both out of it at start-up (docs/record.md, "Environment").
+		 * It alone is read: HEAPTRAIL_* variables of the user's stay as
+		 * they are, for the program, and count for nothing. */
+		char *word = options_word(&cfg, out);
+		if (!word) {
+			fprintf(stderr, "heaptrail: out of memory\n");
+			_exit(126);
+		}
+		setenv("HEAPTRAIL_OPTIONS", word, 1);
+		free(word);
 		const char *pre = getenv("LD_PRELOAD");
 		char buf[PATH_MAX * 2];
 		if (pre && *pre)

@@ -972,33 +972,56 @@ HT_EXPORT pid_t fork(void)
 	return r;
 }
 
-static void before_exec(const char *path)
+/* One trace per process image that records an event (docs/output-files.md).
+ * A fork child that execs before any call of its own (the fork + exec of
+ * shells, make, git) has recorded nothing in its forked image: when the
+ * exec'd image is traced (HEAPTRAIL_FOLLOW_EXEC), the exec is not recorded
+ * either, so that no file is created for it (it held only the thread's
+ * start and the exec: 7 of the 14 files of a `git gc`), and the exec'd
+ * image writes the process's first trace, NAME.PID, whose header names the
+ * program exec'd.  Returns 1 when it deferred the exec event so: a failed
+ * exec records it then (exec_failed). */
+static int before_exec(const char *path)
 {
 	if (ht_foreign_process())
-		return;
+		return 0;
+	if (ht_opt.follow_exec && ht_writer__child_unstarted())
+		return 1;
 	if (tracing(&ht_tls))
 		ht_record(HT_EV_EXEC, 0, ht_now(), NULL, path);
 	ht_writer__before_exec();
+	return 0;
+}
+
+/* After a failed exec: the image goes on, in the same file. */
+static void exec_failed(int deferred, const char *path)
+{
+	if (deferred) {
+		if (tracing(&ht_tls))
+			ht_record(HT_EV_EXEC, 0, ht_now(), NULL, path);
+		return;
+	}
+	ht_writer__exec_failed();
 }
 
 #define EXEC_ENV(envp)                                                          \
 	size_t n_env_ = 0;                                                       \
 	while ((envp) && (envp)[n_env_])                                         \
 		n_env_++;                                                        \
-	char *env_out_[n_env_ + 2];                                              \
+	char *env_out_[n_env_ + 3];                                              \
 	char env_entry_[4200];                                                   \
 	char *const *env_ = ht_foreign_process() ? (envp)                        \
-			    : ht_exec_env(envp, env_out_, n_env_ + 2, env_entry_, sizeof(env_entry_))
+			    : ht_exec_env(envp, env_out_, n_env_ + 3, env_entry_, sizeof(env_entry_))
 
 HT_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
 	if (!real.execve)
 		ht_hooks__resolve();
 	EXEC_ENV(envp);
-	before_exec(path);
+	int deferred_ = before_exec(path);
 	int r = real.execve(path, argv, env_);
 	int e = errno;
-	ht_writer__exec_failed();
+	exec_failed(deferred_, path);
 	errno = e;
 	return r;
 }
@@ -1008,10 +1031,10 @@ HT_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 	if (!real.execvpe)
 		ht_hooks__resolve();
 	EXEC_ENV(envp);
-	before_exec(file);
+	int deferred_ = before_exec(file);
 	int r = real.execvpe(file, argv, env_);
 	int e = errno;
-	ht_writer__exec_failed();
+	exec_failed(deferred_, file);
 	errno = e;
 	return r;
 }
@@ -1031,10 +1054,10 @@ HT_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 	if (!real.fexecve)
 		ht_hooks__resolve();
 	EXEC_ENV(envp);
-	before_exec("(fd)");
+	int deferred_ = before_exec("(fd)");
 	int r = real.fexecve(fd, argv, env_);
 	int e = errno;
-	ht_writer__exec_failed();
+	exec_failed(deferred_, "(fd)");
 	errno = e;
 	return r;
 }

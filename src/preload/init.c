@@ -40,23 +40,58 @@ int ht_image_index(void)
 	return image_index;
 }
 
+/* What the images to come read their options from (HEAPTRAIL_OPTIONS=...,
+ * ht_options__entry), made once the output path is settled. */
+static char options_entry[sizeof(ht_opt.out) + 512];
+
 /* The environment for an exec by the traced process itself: the tracer
- * goes on in the new image even when children are not followed.  Returns
- * envp unchanged when nothing is to be added; else fills out (n+2 slots). */
+ * goes on in the new image even when children are not followed, so the
+ * exec gets back LD_PRELOAD with the library (in front of what the program
+ * has there) and HEAPTRAIL_OPTIONS, which the program's own environment no
+ * longer holds (docs/record.md).  Returns envp unchanged when nothing is to
+ * be added; else fills out (n+3 slots). */
 char *const *ht_exec_env(char *const envp[], char **out, size_t cap, char *entry, size_t elen)
 {
-	if (ht_opt.follow_exec || !root_image || disabled || !saved_preload[0] || !envp)
+	if (ht_opt.follow_exec || !root_image || disabled || !saved_preload[0] ||
+	    !options_entry[0] || !envp)
 		return envp;
-	snprintf(entry, elen, "LD_PRELOAD=%s", saved_preload);
+	/* the library's own word of LD_PRELOAD as it was at start */
+	const char *lib = NULL;
+	size_t llen = 0;
+	for (const char *p = saved_preload; *p;) {
+		size_t len = strcspn(p, ": ");
+		const char *base = memrchr(p, '/', len);
+		base = base ? base + 1 : p;
+		if ((size_t)(p + len - base) >= 15 && !strncmp(base, "libheaptrail.so", 15)) {
+			lib = p;
+			llen = len;
+			break;
+		}
+		p += len;
+		while (*p == ':' || *p == ' ')
+			p++;
+	}
+	if (!lib)
+		return envp;
+	const char *theirs = NULL;
 	size_t n = 0;
 	for (size_t i = 0; envp[i]; i++) {
-		if (!strncmp(envp[i], "LD_PRELOAD=", 11))
+		if (!strncmp(envp[i], "LD_PRELOAD=", 11)) {
+			theirs = envp[i] + 11;
 			continue;
-		if (n + 2 >= cap)
+		}
+		if (!strncmp(envp[i], HT_OPTIONS_ENV "=", sizeof(HT_OPTIONS_ENV)))
+			continue;
+		if (n + 3 >= cap)
 			return envp;
 		out[n++] = envp[i];
 	}
+	int len = snprintf(entry, elen, "LD_PRELOAD=%.*s%s%s", (int)llen, lib,
+			   theirs && *theirs ? ":" : "", theirs ? theirs : "");
+	if (len < 0 || (size_t)len >= elen)
+		return envp;
 	out[n++] = entry;
+	out[n++] = options_entry;
 	out[n] = NULL;
 	return out;
 }
@@ -185,11 +220,9 @@ void ht_init(void)
 	/* The traced process keeps its role across its own execs (a shim or
 	 * wrapper that execs the real program); other processes that run
 	 * the tracer are children. */
-	const char *root = getenv("HEAPTRAIL_ROOT");
-	if (root && atoi(root) != traced_pid)
+	if (ht_opt.root_pid && ht_opt.root_pid != traced_pid)
 		root_image = 0;
-	const char *img = getenv("HEAPTRAIL_IMAGE");
-	image_index = img ? atoi(img) : 0;
+	image_index = ht_opt.image;
 	set_recording(1);
 	ht_tls.guard--;
 }
@@ -373,15 +406,15 @@ __attribute__((constructor(101))) static void ht_constructor(void)
 	const char *pre = getenv("LD_PRELOAD");
 	if (pre && strlen(pre) < sizeof(saved_preload))
 		strcpy(saved_preload, pre);
-	if (root_image) {
-		static char root_entry[48], image_entry[48];
-		snprintf(root_entry, sizeof(root_entry), "HEAPTRAIL_ROOT=%d", (int)traced_pid);
-		env_set("HEAPTRAIL_ROOT", root_entry);
-		snprintf(image_entry, sizeof(image_entry), "HEAPTRAIL_IMAGE=%d", image_index + 1);
-		env_set("HEAPTRAIL_IMAGE", image_entry);
-	}
-	if (!ht_opt.follow_exec)
+	/* The program sees its own environment: without --follow-exec,
+	 * neither the library in LD_PRELOAD nor HEAPTRAIL_OPTIONS stays in it
+	 * (programs that copy their environment allocate no more than
+	 * untraced, and the programs it starts run untraced); its own execs
+	 * get them back (ht_exec_env). */
+	if (!ht_opt.follow_exec) {
 		strip_ld_preload();
+		env_remove(HT_OPTIONS_ENV);
+	}
 	if (!disabled) {
 		pthread_atfork(NULL, NULL, after_fork_child);
 		install_signals();
@@ -390,18 +423,21 @@ __attribute__((constructor(101))) static void ht_constructor(void)
 			set_recording(1);
 		}
 	}
-	if (!disabled) {
-		/* The programs this one execs (traced: itself, and with
-		 * HEAPTRAIL_FOLLOW_EXEC the others) write where it does, even
-		 * after a chdir: the output path as made absolute at start (or
-		 * as open_output changed it, if another recording had it). */
-		static char out_entry[sizeof(ht_opt.out) + 16];
-		const char *out = getenv("HEAPTRAIL_OUT");
-		if (!out || strcmp(out, ht_opt.out)) {
-			snprintf(out_entry, sizeof(out_entry), "HEAPTRAIL_OUT=%s", ht_opt.out);
-			env_set("HEAPTRAIL_OUT", out_entry);
-		}
-	}
+	/* The images to come (this process's own execs, and with
+	 * HEAPTRAIL_FOLLOW_EXEC the programs children exec) write where this
+	 * one does, even after a chdir: the output path as made absolute at
+	 * start (or as open_output changed it, if another recording had it),
+	 * with every option that is not at its default, in one variable.  The
+	 * traced process itself passes root=<its pid> and image=<execs so
+	 * far>, which tell its next image that it is the traced process
+	 * still (and tell the others that they are not, even if this one
+	 * could not record). */
+	int root = root_image ? (int)traced_pid : ht_opt.root_pid;
+	if (ht_options__entry(options_entry, sizeof(options_entry), root,
+			      root_image ? image_index + 1 : 0) < 0)
+		options_entry[0] = 0;
+	else if (ht_opt.follow_exec)
+		env_set(HT_OPTIONS_ENV, options_entry);
 	t->guard--;
 	if (t->state == 1)
 		ht_register_thread_exit(); /* the main thread recorded before */

@@ -1,6 +1,11 @@
-/* Options of the recorder, read from the environment through one table.
- * Booleans take 1/true/yes/on and 0/false/no/off; sizes take K/M/G; times
- * take ms/s.  A bad value is a warning on stderr and the default stays. */
+/* Options of the recorder, read from the environment through one table:
+ * from HEAPTRAIL_OPTIONS="name=value,...,out=PATH" when it is set (what
+ * `record` passes: the program's environment gets one variable, not one per
+ * option), else from one variable per option (HEAPTRAIL_STACKS=64, ...: by
+ * hand with LD_PRELOAD).  Booleans take 1/true/yes/on and 0/false/no/off;
+ * sizes take K/M/G; times take ms/s.  A bad value is a warning on stderr
+ * and the default stays.  Read at start-up, maybe inside the first malloc:
+ * nothing here allocates. */
 #define _GNU_SOURCE
 #include <stdarg.h>
 #include <stdio.h>
@@ -149,81 +154,161 @@ static void absolute_out(void)
 		memcpy(ht_opt.out, abs, (size_t)len + 1);
 }
 
+/* Sets option d from the text v; name is how the warning names it. */
+static void set_option(const struct opt_desc *d, const char *v, const char *name)
+{
+	int ok = 0;
+	long n = 0;
+	switch (d->type) {
+	case OPT_PATH:
+		if (strlen(v) < sizeof(ht_opt.out)) {
+			strcpy(d->dst, v);
+			ok = 1;
+		}
+		break;
+	case OPT_BOOL: {
+		int b;
+		if (parse_bool(v, &b) == 0)
+			*(int *)d->dst = b, ok = 1;
+		break;
+	}
+	case OPT_CLOCK:
+		if (!strcasecmp(v, "tsc"))
+			*(int *)d->dst = 1, ok = 1;
+		else if (!strcasecmp(v, "monotonic"))
+			*(int *)d->dst = 0, ok = 1;
+		break;
+	case OPT_UNWIND:
+		if (!strcasecmp(v, "auto"))
+			*(int *)d->dst = 1, ok = 1;
+		else if (!strcasecmp(v, "dwarf"))
+			*(int *)d->dst = 0, ok = 1;
+		break;
+	case OPT_WRITER:
+		if (!strcasecmp(v, "process"))
+			*(int *)d->dst = 1, ok = 1;
+		else if (!strcasecmp(v, "thread"))
+			*(int *)d->dst = 0, ok = 1;
+		break;
+	case OPT_INT:
+	case OPT_SIZE:
+	case OPT_MSEC:
+		if (parse_num(v, d->type, &n) == 0 && n >= d->min && n <= d->max) {
+			if (d->type == OPT_INT)
+				*(int *)d->dst = (int)n;
+			else
+				*(long *)d->dst = n;
+			ok = 1;
+		}
+		break;
+	}
+	if (ok)
+		return;
+	if (d->type == OPT_BOOL)
+		ht_msg("warning: %s=%s is not a boolean (1/true/yes/on, 0/false/no/off); "
+		       "using the default", name, v);
+	else if (d->type == OPT_CLOCK)
+		ht_msg("warning: %s=%s: expected tsc or monotonic; using the default", name, v);
+	else if (d->type == OPT_UNWIND)
+		ht_msg("warning: %s=%s: expected auto or dwarf; using the default", name, v);
+	else if (d->type == OPT_WRITER)
+		ht_msg("warning: %s=%s: expected process or thread; using the default", name, v);
+	else if (d->type == OPT_PATH)
+		ht_msg("warning: %s is too long; using the default", name);
+	else
+		ht_msg("warning: %s=%s: expected a number from %ld to %ld%s; using the default",
+		       name, v, d->min, d->max,
+		       d->type == OPT_SIZE ? " (K/M/G suffixes)"
+		       : d->type == OPT_MSEC ? " ms (or with an ms/s suffix)" : "");
+}
+
+#define NDESCS (sizeof(descs) / sizeof(descs[0]))
+#define PREFIX_LEN 10 /* "HEAPTRAIL_" */
+
+/* The option of HEAPTRAIL_OPTIONS named key (klen bytes): the variable's
+ * name without HEAPTRAIL_, in any case (stacks, sample_bytes, out). */
+static const struct opt_desc *packed_desc(const char *key, size_t klen)
+{
+	for (size_t i = 0; i < NDESCS; i++) {
+		const char *name = descs[i].env + PREFIX_LEN;
+		if (strlen(name) == klen && !strncasecmp(name, key, klen))
+			return &descs[i];
+	}
+	return NULL;
+}
+
+/* A whole number for the internal root= and image=. */
+static int parse_pid(const char *v, int *out)
+{
+	long n;
+	if (parse_num(v, OPT_INT, &n) < 0 || n < 0 || n > 1 << 30)
+		return -1;
+	*out = (int)n;
+	return 0;
+}
+
+/* HEAPTRAIL_OPTIONS: items "name=value" separated by commas; out= takes
+ * the rest of the text, commas included (a path may hold them), so it
+ * comes last.  root= and image= are the recorder's own (exec'd images). */
+static void load_packed(const char *p)
+{
+	while (*p) {
+		const char *eq = strchr(p, '=');
+		const char *comma = strchr(p, ',');
+		if (!comma)
+			comma = p + strlen(p);
+		if (!eq || eq > comma) {
+			if (comma > p)
+				ht_msg("warning: " HT_OPTIONS_ENV ": '%.*s' is not name=value; ignored",
+				       (int)(comma - p), p);
+			p = *comma ? comma + 1 : comma;
+			continue;
+		}
+		size_t klen = (size_t)(eq - p);
+		const struct opt_desc *d = packed_desc(p, klen);
+		char name[64];
+		snprintf(name, sizeof(name), HT_OPTIONS_ENV ": %.*s", (int)klen, p);
+		if (d && d->type == OPT_PATH) {
+			set_option(d, eq + 1, name); /* to the end */
+			return;
+		}
+		char v[64];
+		size_t vlen = (size_t)(comma - eq - 1);
+		snprintf(v, sizeof(v), "%.*s", (int)vlen, eq + 1);
+		if (vlen >= sizeof(v))
+			v[0] = '?'; /* too long for any value: a bad one */
+		if (d) {
+			set_option(d, v, name);
+		} else if (klen == 4 && !strncmp(p, "root", 4)) {
+			if (parse_pid(v, &ht_opt.root_pid) < 0)
+				ht_msg("warning: %s=%s: expected a pid; ignored", name, v);
+		} else if (klen == 5 && !strncmp(p, "image", 5)) {
+			if (parse_pid(v, &ht_opt.image) < 0)
+				ht_msg("warning: %s=%s: expected a number; ignored", name, v);
+		} else {
+			ht_msg("warning: %s: no such option; ignored", name);
+		}
+		p = *comma ? comma + 1 : comma;
+	}
+}
+
+/* The options as they were before they were read: the defaults. */
+static struct ht_options defaults;
+
 void ht_options__load(void)
 {
-	for (size_t i = 0; i < sizeof(descs) / sizeof(descs[0]); i++) {
-		const struct opt_desc *d = &descs[i];
-		const char *v = getenv(d->env);
-		if (!v && d->type == OPT_PATH)
-			v = getenv("MTRACE_CTL_FILE"); /* glibc tracer's name */
-		if (!v || !*v)
-			continue;
-		int ok = 0;
-		long n = 0;
-		switch (d->type) {
-		case OPT_PATH:
-			if (strlen(v) < sizeof(ht_opt.out)) {
-				strcpy(d->dst, v);
-				ok = 1;
-			}
-			break;
-		case OPT_BOOL: {
-			int b;
-			if (parse_bool(v, &b) == 0)
-				*(int *)d->dst = b, ok = 1;
-			break;
-		}
-		case OPT_CLOCK:
-			if (!strcasecmp(v, "tsc"))
-				*(int *)d->dst = 1, ok = 1;
-			else if (!strcasecmp(v, "monotonic"))
-				*(int *)d->dst = 0, ok = 1;
-			break;
-		case OPT_UNWIND:
-			if (!strcasecmp(v, "auto"))
-				*(int *)d->dst = 1, ok = 1;
-			else if (!strcasecmp(v, "dwarf"))
-				*(int *)d->dst = 0, ok = 1;
-			break;
-		case OPT_WRITER:
-			if (!strcasecmp(v, "process"))
-				*(int *)d->dst = 1, ok = 1;
-			else if (!strcasecmp(v, "thread"))
-				*(int *)d->dst = 0, ok = 1;
-			break;
-		case OPT_INT:
-		case OPT_SIZE:
-		case OPT_MSEC:
-			if (parse_num(v, d->type, &n) == 0 &&
-			    n >= d->min && n <= d->max) {
-				if (d->type == OPT_INT)
-					*(int *)d->dst = (int)n;
-				else
-					*(long *)d->dst = n;
-				ok = 1;
-			}
-			break;
-		}
-		if (!ok) {
-			if (d->type == OPT_BOOL)
-				ht_msg("warning: %s=%s is not a boolean (1/true/yes/on, 0/false/no/off); "
-				       "using the default", d->env, v);
-			else if (d->type == OPT_CLOCK)
-				ht_msg("warning: %s=%s: expected tsc or monotonic; using the default",
-				       d->env, v);
-			else if (d->type == OPT_UNWIND)
-				ht_msg("warning: %s=%s: expected auto or dwarf; using the default",
-				       d->env, v);
-			else if (d->type == OPT_WRITER)
-				ht_msg("warning: %s=%s: expected process or thread; using the default",
-				       d->env, v);
-			else if (d->type == OPT_PATH)
-				ht_msg("warning: %s is too long; using the default", d->env);
-			else
-				ht_msg("warning: %s=%s: expected a number from %ld to %ld%s; using the "
-				       "default", d->env, v, d->min, d->max,
-				       d->type == OPT_SIZE ? " (K/M/G suffixes)"
-				       : d->type == OPT_MSEC ? " ms (or with an ms/s suffix)" : "");
+	defaults = ht_opt;
+	const char *packed = getenv(HT_OPTIONS_ENV);
+	if (packed) {
+		load_packed(packed);
+	} else {
+		for (size_t i = 0; i < NDESCS; i++) {
+			const struct opt_desc *d = &descs[i];
+			const char *v = getenv(d->env);
+			if (!v && d->type == OPT_PATH)
+				v = getenv("MTRACE_CTL_FILE"); /* glibc tracer's name */
+			if (v && *v)
+				set_option(d, v, d->env);
 		}
 	}
 	absolute_out();
@@ -239,4 +324,61 @@ void ht_options__load(void)
 	int general = !ht_opt.fast_path;
 	ht_opt.slow_malloc = ht_opt.stack_depth || ht_opt.sample_bytes || ht_opt.durations || general;
 	ht_opt.slow_free = ht_opt.sample_bytes || ht_opt.durations || general;
+}
+
+int ht_options__entry(char *buf, size_t cap, int root_pid, int image)
+{
+	size_t n = 0;
+#define PUT(...)                                                                      \
+	do {                                                                          \
+		int m_ = snprintf(buf + n, n < cap ? cap - n : 0, __VA_ARGS__);       \
+		if (m_ < 0 || n + (size_t)m_ >= cap)                                 \
+			return -1;                                                    \
+		n += (size_t)m_;                                                      \
+	} while (0)
+	PUT(HT_OPTIONS_ENV "=");
+	for (size_t i = 0; i < NDESCS; i++) {
+		const struct opt_desc *d = &descs[i];
+		size_t off = (size_t)((const char *)d->dst - (const char *)&ht_opt);
+		const void *def = (const char *)&defaults + off;
+		const char *key = d->env + PREFIX_LEN;
+		char lower[32];
+		size_t k = 0;
+		for (; key[k] && k + 1 < sizeof(lower); k++)
+			lower[k] = (char)(key[k] >= 'A' && key[k] <= 'Z' ? key[k] + 32 : key[k]);
+		lower[k] = 0;
+		switch (d->type) {
+		case OPT_PATH:
+			break; /* last */
+		case OPT_BOOL:
+		case OPT_INT:
+			if (*(const int *)d->dst != *(const int *)def)
+				PUT("%s=%d,", lower, *(const int *)d->dst);
+			break;
+		case OPT_SIZE:
+		case OPT_MSEC:
+			if (*(const long *)d->dst != *(const long *)def)
+				PUT("%s=%ld,", lower, *(const long *)d->dst);
+			break;
+		case OPT_CLOCK:
+		case OPT_UNWIND:
+		case OPT_WRITER: {
+			int v = *(const int *)d->dst;
+			if (v == *(const int *)def)
+				break;
+			const char *word = d->type == OPT_CLOCK    ? (v ? "tsc" : "monotonic")
+					   : d->type == OPT_UNWIND ? (v ? "auto" : "dwarf")
+								   : (v ? "process" : "thread");
+			PUT("%s=%s,", lower, word);
+			break;
+		}
+		}
+	}
+	if (root_pid)
+		PUT("root=%d,", root_pid);
+	if (image)
+		PUT("image=%d,", image);
+	PUT("out=%s", ht_opt.out);
+#undef PUT
+	return 0;
 }

@@ -45,11 +45,22 @@ struct ht_options {
 				* HEAPTRAIL_FAST_PATH=0, no LZCNT or PREFETCHW (derived) */
 	int slow_free;         /* free leaves the fast path: sampling, durations,
 				* HEAPTRAIL_FAST_PATH=0, no LZCNT or PREFETCHW (derived) */
+	int root_pid;          /* HEAPTRAIL_OPTIONS root=: the traced process, when an image
+				* of it or of its children execs (0: this one is it) */
+	int image;             /* HEAPTRAIL_OPTIONS image=: execs of the traced process before */
 };
 
 extern struct ht_options ht_opt;
 
+/* The environment variable that carries the options in one word, as
+ * `record` passes them: "name=value,...,out=PATH" (docs/record.md). */
+#define HT_OPTIONS_ENV "HEAPTRAIL_OPTIONS"
+
 void ht_options__load(void);
+/* "HEAPTRAIL_OPTIONS=..." with every option that differs from its default,
+ * the given root= and image=, and out= last, into buf; no allocation.
+ * Returns -1 if it does not fit. */
+int ht_options__entry(char *buf, size_t cap, int root_pid, int image);
 void ht_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- buffer.c: per-thread buffers, the hand-off queue, thread records --- */
@@ -320,6 +331,9 @@ void ht_writer__after_fork_child(void);
 void ht_writer__kick(void);
 /* First event of a fork child: start its writer thread. */
 void ht_writer__ensure_started(void);
+/* 1 in a followed fork child that has recorded nothing since the fork:
+ * it has no file yet (its writer starts with its first event). */
+int ht_writer__child_unstarted(void);
 /* Before exec: write everything and close the file as complete. */
 void ht_writer__before_exec(void);
 /* After a failed exec: go on recording into the same file. */

@@ -1357,6 +1357,11 @@ void ht_writer__after_fork_child(void)
 	}
 }
 
+int ht_writer__child_unstarted(void)
+{
+	return child_needs_writer && !child_disabled;
+}
+
 /* The child's writer starts with its first event (see ht_tls__prepare). */
 void ht_writer__ensure_started(void)
 {
