@@ -166,6 +166,28 @@ static int trace_of(const char *path, pid_t pid, uint64_t t0)
 	       !(h.flags & HT_FILE_F_FORK_CHILD);
 }
 
+/* What at path (the trace's, expanded) makes record refuse to run the
+ * program, said in one line: the recorder would refuse it too, and trace
+ * nothing.  A symlink is never followed, whatever it points to (the rule
+ * of the recorder's open_output: O_NOFOLLOW); a directory is no file.
+ * 0 if there is nothing of the kind. */
+static int refuse_output(const char *path, const char *shown)
+{
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		return 0;
+	if (S_ISLNK(st.st_mode)) {
+		ht_error("%s is a symbolic link; heaptrail does not write through symlinks (remove "
+			 "it or choose another -o)", shown);
+		return -1;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		ht_error("%s is a directory; -o names the trace file", shown);
+		return -1;
+	}
+	return 0;
+}
+
 /* One run of record: its program and when record started it. */
 struct run {
 	pid_t pid;   /* the program (every image it execs keeps the pid) */
@@ -444,6 +466,10 @@ int cmd_record(int argc, char **argv)
 		ht_error("no command to record; usage: heaptrail record [options] -- COMMAND [ARGS...]");
 		goto cleanup;
 	}
+	if (cfg.output && !*cfg.output) {
+		ht_error("-o: empty path");
+		goto cleanup;
+	}
 	if (cfg.stacks == -1)
 		cfg.stacks = 64;
 	if (cfg.stacks < 0 || cfg.stacks > 256) {
@@ -522,17 +548,36 @@ int cmd_record(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(forwarded_signals) / sizeof(forwarded_signals[0]); i++)
 		sigaddset(&fwd_set, forwarded_signals[i]);
 	sigprocmask(SIG_BLOCK, &fwd_set, &old_mask);
+	/* The child says on this pipe that it refused the output path (the
+	 * path may hold %p: only the child knows it); exec closes it. */
+	int refused[2];
+	if (pipe2(refused, O_CLOEXEC) < 0) {
+		ht_error("pipe: %s", strerror(errno));
+		sigprocmask(SIG_SETMASK, &old_mask, NULL);
+		ret = HT_EXIT_DATA;
+		goto cleanup;
+	}
 	pid_t pid = fork();
 	if (pid < 0) {
 		ht_error("fork: %s", strerror(errno));
 		sigprocmask(SIG_SETMASK, &old_mask, NULL);
+		close(refused[0]);
+		close(refused[1]);
 		ret = HT_EXIT_DATA;
 		goto cleanup;
 	}
 	if (pid == 0) {
 		sigprocmask(SIG_SETMASK, &old_mask, NULL);
-		char out[PATH_MAX];
+		close(refused[0]);
+		char out[PATH_MAX], out_shown[PATH_MAX];
 		ht_pidpath_expand(out, sizeof(out), out_tmpl, getpid());
+		ht_pidpath_expand(out_shown, sizeof(out_shown),
+				  cfg.output ? cfg.output : "heaptrail.%p.ht", getpid());
+		if (refuse_output(out, out_shown) < 0) {
+			ssize_t wr = write(refused[1], "r", 1);
+			(void)wr; /* no message to add if the pipe broke */
+			_exit(HT_EXIT_USAGE);
+		}
 		setenv("HEAPTRAIL_OUT", out, 1);
 		unsetenv("MTRACE_CTL_FILE");
 		unsetenv("HEAPTRAIL_ROOT");
@@ -572,6 +617,7 @@ int cmd_record(int argc, char **argv)
 	 * the handler no longer names it (its pid could be reused). */
 	forward_signals(pid);
 	sigprocmask(SIG_SETMASK, &old_mask, NULL);
+	close(refused[1]);
 	int status = 0;
 	siginfo_t info;
 	while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) < 0 && errno == EINTR)
@@ -583,6 +629,15 @@ int cmd_record(int argc, char **argv)
 			ret = HT_EXIT_DATA;
 			goto cleanup;
 		}
+	}
+	char why;
+	ssize_t nref;
+	while ((nref = read(refused[0], &why, 1)) < 0 && errno == EINTR)
+		;
+	close(refused[0]);
+	if (nref == 1) { /* the child said why, and ran nothing */
+		ret = HT_EXIT_USAGE;
+		goto cleanup;
 	}
 	/* path: the file; shown: its name as the user gave it, for messages */
 	char path[PATH_MAX], shown[PATH_MAX];

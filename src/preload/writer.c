@@ -366,8 +366,13 @@ static int open_output(void)
 			attempt = -1;
 			continue;
 		}
-		ht_msg("%s exists and is not a file of ours (a symlink, or another user's); not "
-		       "overwriting it: choose another output path", w.path);
+		struct stat lst;
+		if (lstat(w.path, &lst) == 0 && S_ISLNK(lst.st_mode))
+			ht_msg("%s is a symbolic link; heaptrail does not write through symlinks "
+			       "(remove it or choose another output path)", w.path);
+		else
+			ht_msg("%s exists and is not a file of ours (a directory, or another "
+			       "user's); not overwriting it: choose another output path", w.path);
 		refused = 1;
 		break;
 	}
