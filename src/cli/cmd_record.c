@@ -298,6 +298,87 @@ static int for_each_child_trace(const char *output, const struct run *run,
 	return n;
 }
 
+/* record's exit status when a trace it reports is damaged: its own
+ * failure, as env, nice and timeout say theirs with 125 (126 and 127: the
+ * command could not be run). */
+#define RECORD_EXIT_DAMAGED 125
+
+/* Whether the trace at path, as it is on disk, is damaged: read back the
+ * way every analyzer opens it (the header, the index and every chunk
+ * header it lists, or the chunks in order when there is no index), with
+ * the events counted from the chunks, not taken from a counter.  Damaged:
+ * it cannot be opened; a closed trace whose index is unusable, which
+ * cannot be read to its end, or whose chunks hold another number of
+ * events than its header says were written; or a trace that was not
+ * closed, cannot be read to its end, and whose program ended without
+ * being killed (killed, it ends at its last flush: incomplete, not
+ * damaged).  A write that failed (disk full) is said otherwise.  what:
+ * what is damaged; events, threads: what can be read of it. */
+static int damaged(const char *path, int ended_ok, char *what, size_t len, uint64_t *events,
+		   uint32_t *threads)
+{
+	char err[512];
+	*events = 0;
+	*threads = 0;
+	struct ht_reader *r = ht_reader__open(path, err, sizeof(err));
+	if (!r) {
+		snprintf(what, len, "%s", err);
+		return 1;
+	}
+	const struct ht_trace_info *in = ht_reader__info(r);
+	const char *e = ht_reader__error(r);
+	int bad = 1;
+	*events = in->events_chunks;
+	*threads = in->nthreads;
+	if (in->disk_full)
+		bad = 0;
+	else if (in->closed && !in->indexed)
+		snprintf(what, len, "its index is unusable, and the chunks read in order %s%s",
+			 e ? "stop at " : "are whole", e ? e : "");
+	else if (e && (in->closed || ended_ok))
+		snprintf(what, len, "%s", e);
+	else if (in->closed && in->events_hdr != in->events_chunks)
+		snprintf(what, len, "its chunks hold %llu events, its header says %llu were written",
+			 (unsigned long long)in->events_chunks, (unsigned long long)in->events_hdr);
+	else
+		bad = 0;
+	ht_reader__close(r);
+	return bad;
+}
+
+/* The line that says a trace is damaged, in place of its summary. */
+static void say_damaged(const char *shown, const char *prefix, const char *what,
+			uint64_t events, uint32_t threads)
+{
+	fprintf(stderr,
+		"heaptrail: error: %sthe trace %s is damaged: %s; figures read from it may be "
+		"incomplete (%llu events from %u thread%s can be read); inspect it with 'heaptrail "
+		"stats %s'\n",
+		prefix, shown, what, (unsigned long long)events, threads, threads == 1 ? "" : "s",
+		shown);
+}
+
+/* The traces of the children and earlier images, checked (damaged). */
+struct kids_check {
+	const char *path;  /* the program's trace: theirs are named after it */
+	const char *shown; /* its name as the user gave it */
+	int bad;           /* damaged traces found */
+};
+
+static void check_kid(const char *path, void *arg)
+{
+	struct kids_check *k = arg;
+	char what[1024], shown[PATH_MAX + 300];
+	uint64_t events;
+	uint32_t threads;
+	if (!damaged(path, 0, what, sizeof(what), &events, &threads))
+		return;
+	/* the shown name of the program's trace and this file's suffix */
+	snprintf(shown, sizeof(shown), "%s%s", k->shown, path + strlen(k->path));
+	say_damaged(shown, "", what, events, threads);
+	k->bad++;
+}
+
 /* The one line record adds to stderr: how the command ended, if by a
  * signal, and what the trace holds. */
 static void summarize(const char *path, const char *shown, const char *prefix,
@@ -363,6 +444,11 @@ static void end_step(const char *path, void *arg)
 	}
 	if (stopped_on_write_error(path)) /* no room to rewrite it; summarize() says why */
 		return;
+	char what[1024];
+	uint64_t events;
+	uint32_t threads;
+	if (damaged(path, 0, what, sizeof(what), &events, &threads))
+		return; /* left as it is, to be inspected: record says so */
 	if (cfg->compact || cfg->zstd_level == 0) {
 		if (ht_trace__compact(path, cfg->compact_level, NULL, err, sizeof(err)) < 0)
 			ht_warning("could not compact the trace (it stays readable, only larger): %s",
@@ -674,18 +760,31 @@ int cmd_record(int argc, char **argv)
 		end_step(path, &cfg);
 		for_each_child_trace(path, &run, end_step, &cfg);
 	}
-	if (!cfg.quiet) {
-		char how[PATH_MAX + 100] = "";
-		if (WIFSIGNALED(status))
-			snprintf(how, sizeof(how), "%s was killed by signal %d (%s); ", argv[0],
-				 WTERMSIG(status), strsignal(WTERMSIG(status)));
-		if (have)
-			summarize(path, shown, how, &run, note);
-		else
-			fprintf(stderr, "heaptrail: %s%s wrote no trace to %s (statically linked, or "
-					"setuid, or the path is not writable?)\n", how, argv[0], shown);
-	}
+	char how[PATH_MAX + 100] = "";
+	if (WIFSIGNALED(status))
+		snprintf(how, sizeof(how), "%s was killed by signal %d (%s); ", argv[0],
+			 WTERMSIG(status), strsignal(WTERMSIG(status)));
 	ret = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	/* What record reports comes from the traces as they are on disk now,
+	 * read back: a damaged one is an error, whatever the program did. */
+	char what[1024];
+	uint64_t events;
+	uint32_t threads;
+	int bad = have && damaged(path, !WIFSIGNALED(status), what, sizeof(what), &events,
+				  &threads);
+	if (have) {
+		struct kids_check kids = {path, shown, 0};
+		for_each_child_trace(path, &run, check_kid, &kids);
+		if (bad || kids.bad)
+			ret = RECORD_EXIT_DAMAGED;
+	}
+	if (bad)
+		say_damaged(shown, how, what, events, threads);
+	else if (!cfg.quiet && have)
+		summarize(path, shown, how, &run, note);
+	else if (!cfg.quiet)
+		fprintf(stderr, "heaptrail: %s%s wrote no trace to %s (statically linked, or "
+				"setuid, or the path is not writable?)\n", how, argv[0], shown);
 cleanup:
 	return ret;
 }
