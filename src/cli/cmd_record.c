@@ -757,22 +757,27 @@ int cmd_record(int argc, char **argv)
 		ret = WEXITSTATUS(status); /* the command did not start */
 		goto cleanup;
 	}
+	/* What record reports comes from the traces as they are on disk,
+	 * read back before the end step (which would not repair a damaged
+	 * one, or would hide the damage: compaction keeps what it can read)
+	 * and after it: a damaged one is an error, whatever the program did. */
+	char what[1024];
+	uint64_t events;
+	uint32_t threads;
+	int ended_ok = !WIFSIGNALED(status);
+	int bad = have && damaged(path, ended_ok, what, sizeof(what), &events, &threads);
 	if (have) {
-		end_step(path, &cfg);
+		if (!bad)
+			end_step(path, &cfg);
 		for_each_child_trace(path, &run, end_step, &cfg);
+		if (!bad)
+			bad = damaged(path, ended_ok, what, sizeof(what), &events, &threads);
 	}
 	char how[PATH_MAX + 100] = "";
 	if (WIFSIGNALED(status))
 		snprintf(how, sizeof(how), "%s was killed by signal %d (%s); ", argv[0],
 			 WTERMSIG(status), strsignal(WTERMSIG(status)));
 	ret = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-	/* What record reports comes from the traces as they are on disk now,
-	 * read back: a damaged one is an error, whatever the program did. */
-	char what[1024];
-	uint64_t events;
-	uint32_t threads;
-	int bad = have && damaged(path, !WIFSIGNALED(status), what, sizeof(what), &events,
-				  &threads);
 	if (have) {
 		struct kids_check kids = {path, shown, 0};
 		for_each_child_trace(path, &run, check_kid, &kids);

@@ -1126,8 +1126,11 @@ static int wait_only_helper(idtype_t type, id_t id, int options, pid_t h)
 		return 1; /* the helper's pid: no child of the program's */
 	if (atomic_load(&ptracer))
 		return 0;
-	int e = errno;
+	int e = errno, cancel;
+	/* (no cancellation point inside: its descriptors would stay open) */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
 	int other = other_child(type, id, options, h);
+	pthread_setcancelstate(cancel, NULL);
 	errno = e;
 	return !other;
 }
