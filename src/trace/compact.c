@@ -196,10 +196,12 @@ static int read_at(int fd, void *buf, size_t n, uint64_t off)
 }
 
 /* The rewrite of path, written to tmp, read back before it replaces path
- * (as record's summary is: src/cli/cmd_record.c): its index (if it is
- * closed) and every chunk header it lists usable, the chunks holding the
- * events written.  0, or -1 with err: path is then left as it was. */
-static int read_back(const char *tmp, const char *path, uint64_t events, char *err, size_t errlen)
+ * (as record's summary is: src/cli/cmd_record.c): its index (if it was
+ * given one: indexed) and every chunk header it lists usable, the chunks
+ * holding the events written.  0, or -1 with err: path is then left as it
+ * was. */
+static int read_back(const char *tmp, const char *path, uint64_t events, int indexed, char *err,
+		     size_t errlen)
 {
 	char why[512];
 	struct ht_reader *r = ht_reader__open(tmp, why, sizeof(why));
@@ -207,7 +209,7 @@ static int read_back(const char *tmp, const char *path, uint64_t events, char *e
 		const struct ht_trace_info *in = ht_reader__info(r);
 		if (ht_reader__error(r))
 			snprintf(why, sizeof(why), "%s", ht_reader__error(r));
-		else if (in->closed && !in->indexed)
+		else if (indexed && !in->indexed)
 			snprintf(why, sizeof(why), "its index is unusable");
 		else if (in->events_chunks != events)
 			snprintf(why, sizeof(why), "%llu events written, %llu read",
@@ -404,7 +406,7 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 			snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
 		goto cleanup;
 	}
-	if (read_back(o.tmp, path, c.events, err, errlen) < 0)
+	if (read_back(o.tmp, path, c.events, hdr.sec[HT_SEC_INDEX].size != 0, err, errlen) < 0)
 		goto cleanup;
 	c.out = -1; /* closed by the commit, or the abort below */
 	if (ht_out__commit(&o, err, errlen)) /* fsync, close, rename */
@@ -623,7 +625,7 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 			snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
 		goto cleanup;
 	}
-	if (read_back(o.tmp, path, events, err, errlen) < 0)
+	if (read_back(o.tmp, path, events, 1, err, errlen) < 0)
 		goto cleanup;
 	out = -1; /* closed by the commit, or the abort below */
 	if (ht_out__commit(&o, err, errlen))
