@@ -55,7 +55,8 @@ static const char usage_text[] =
 	"call it makes (malloc family, mmap/munmap/mremap, brk/sbrk, SysV shm,\n"
 	"threads, forks) to a trace file.  The command's stdin, stdout and stderr\n"
 	"pass through; heaptrail exits with the command's exit status (128+N if a\n"
-	"signal N killed it).  Forked children write OUTPUT.<pid> of their own.\n"
+	"signal N killed it), or 125 if a trace it reads back is damaged.\n"
+	"Forked children write OUTPUT.<pid> of their own.\n"
 	"A finished trace at OUTPUT is kept as OUTPUT.old; one being written by\n"
 	"another recording is left alone, and this one writes OUTPUT.<pid>.\n"
 	"The trace is compressed while the command runs when a CPU is free for it;\n"
@@ -218,6 +219,28 @@ static int trace_of(const char *path, pid_t pid, uint64_t t0)
 	struct ht_file_header h;
 	return read_header(path, &h) == 0 && h.pid == pid && h.start_mono_ns >= t0 &&
 	       !(h.flags & HT_FILE_F_FORK_CHILD);
+}
+
+/* What at path (the trace's, expanded) makes record refuse to run the
+ * program, said in one line: the recorder would refuse it too, and trace
+ * nothing.  A symlink is never followed, whatever it points to (the rule
+ * of the recorder's open_output: O_NOFOLLOW); a directory is no file.
+ * 0 if there is nothing of the kind. */
+static int refuse_output(const char *path, const char *shown)
+{
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		return 0;
+	if (S_ISLNK(st.st_mode)) {
+		ht_error("%s is a symbolic link; heaptrail does not write through symlinks (remove "
+			 "it or choose another -o)", shown);
+		return -1;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		ht_error("%s is a directory; -o names the trace file", shown);
+		return -1;
+	}
+	return 0;
 }
 
 /* One run of record: its program and when record started it. */
@@ -423,6 +446,87 @@ static char *child_traces_msg(const char *path, const char *shown, const struct 
 	return NULL;
 }
 
+/* record's exit status when a trace it reports is damaged: its own
+ * failure, as env, nice and timeout say theirs with 125 (126 and 127: the
+ * command could not be run). */
+#define RECORD_EXIT_DAMAGED 125
+
+/* Whether the trace at path, as it is on disk, is damaged: read back the
+ * way every analyzer opens it (the header, the index and every chunk
+ * header it lists, or the chunks in order when there is no index), with
+ * the events counted from the chunks, not taken from a counter.  Damaged:
+ * it cannot be opened; a closed trace whose index is unusable, which
+ * cannot be read to its end, or whose chunks hold another number of
+ * events than its header says were written; or a trace that was not
+ * closed, cannot be read to its end, and whose program ended without
+ * being killed (killed, it ends at its last flush: incomplete, not
+ * damaged).  A write that failed (disk full) is said otherwise.  what:
+ * what is damaged; events, threads: what can be read of it. */
+static int damaged(const char *path, int ended_ok, char *what, size_t len, uint64_t *events,
+		   uint32_t *threads)
+{
+	char err[512];
+	*events = 0;
+	*threads = 0;
+	struct ht_reader *r = ht_reader__open(path, err, sizeof(err));
+	if (!r) {
+		snprintf(what, len, "%s", err);
+		return 1;
+	}
+	const struct ht_trace_info *in = ht_reader__info(r);
+	const char *e = ht_reader__error(r);
+	int bad = 1;
+	*events = in->events_chunks;
+	*threads = in->nthreads;
+	if (in->disk_full)
+		bad = 0;
+	else if (in->closed && !in->indexed)
+		snprintf(what, len, "its index is unusable, and the chunks read in order %s%s",
+			 e ? "stop at " : "are whole", e ? e : "");
+	else if (e && (in->closed || ended_ok))
+		snprintf(what, len, "%s", e);
+	else if (in->closed && in->events_hdr != in->events_chunks)
+		snprintf(what, len, "its chunks hold %llu events, its header says %llu were written",
+			 (unsigned long long)in->events_chunks, (unsigned long long)in->events_hdr);
+	else
+		bad = 0;
+	ht_reader__close(r);
+	return bad;
+}
+
+/* The line that says a trace is damaged, in place of its summary. */
+static void say_damaged(const char *shown, const char *prefix, const char *what,
+			uint64_t events, uint32_t threads)
+{
+	fprintf(stderr,
+		"heaptrail: error: %sthe trace %s is damaged: %s; figures read from it may be "
+		"incomplete (%llu events from %u thread%s can be read); inspect it with 'heaptrail "
+		"stats %s'\n",
+		prefix, shown, what, (unsigned long long)events, threads, threads == 1 ? "" : "s",
+		shown);
+}
+
+/* The traces of the children and earlier images, checked (damaged). */
+struct kids_check {
+	const char *path;  /* the program's trace: theirs are named after it */
+	const char *shown; /* its name as the user gave it */
+	int bad;           /* damaged traces found */
+};
+
+static void check_kid(const char *path, void *arg)
+{
+	struct kids_check *k = arg;
+	char what[1024], shown[PATH_MAX + 300];
+	uint64_t events;
+	uint32_t threads;
+	if (!damaged(path, 0, what, sizeof(what), &events, &threads))
+		return;
+	/* the shown name of the program's trace and this file's suffix */
+	snprintf(shown, sizeof(shown), "%s%s", k->shown, path + strlen(k->path));
+	say_damaged(shown, "", what, events, threads);
+	k->bad++;
+}
+
 /* The one line record adds to stderr: how the command ended, if by a
  * signal, and what the trace holds. */
 static void summarize(const char *path, const char *shown, const char *prefix,
@@ -485,6 +589,11 @@ static void end_step(const char *path, void *arg)
 	}
 	if (stopped_on_write_error(path)) /* no room to rewrite it; summarize() says why */
 		return;
+	char what[1024];
+	uint64_t events;
+	uint32_t threads;
+	if (damaged(path, 0, what, sizeof(what), &events, &threads))
+		return; /* left as it is, to be inspected: record says so */
 	if (cfg->compact || cfg->zstd_level == 0) {
 		if (ht_trace__compact(path, cfg->compact_level, NULL, err, sizeof(err)) < 0)
 			ht_warning("could not compact the trace (it stays readable, only larger): %s",
@@ -588,6 +697,10 @@ int cmd_record(int argc, char **argv)
 		ht_error("no command to record; usage: heaptrail record [options] -- COMMAND [ARGS...]");
 		goto cleanup;
 	}
+	if (cfg.output && !*cfg.output) {
+		ht_error("-o: empty path");
+		goto cleanup;
+	}
 	if (cfg.stacks == -1)
 		cfg.stacks = 64;
 	if (cfg.stacks < 0 || cfg.stacks > 256) {
@@ -666,17 +779,36 @@ int cmd_record(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(forwarded_signals) / sizeof(forwarded_signals[0]); i++)
 		sigaddset(&fwd_set, forwarded_signals[i]);
 	sigprocmask(SIG_BLOCK, &fwd_set, &old_mask);
+	/* The child says on this pipe that it refused the output path (the
+	 * path may hold %p: only the child knows it); exec closes it. */
+	int refused[2];
+	if (pipe2(refused, O_CLOEXEC) < 0) {
+		ht_error("pipe: %s", strerror(errno));
+		sigprocmask(SIG_SETMASK, &old_mask, NULL);
+		ret = HT_EXIT_DATA;
+		goto cleanup;
+	}
 	pid_t pid = fork();
 	if (pid < 0) {
 		ht_error("fork: %s", strerror(errno));
 		sigprocmask(SIG_SETMASK, &old_mask, NULL);
+		close(refused[0]);
+		close(refused[1]);
 		ret = HT_EXIT_DATA;
 		goto cleanup;
 	}
 	if (pid == 0) {
 		sigprocmask(SIG_SETMASK, &old_mask, NULL);
-		char out[PATH_MAX];
+		close(refused[0]);
+		char out[PATH_MAX], out_shown[PATH_MAX];
 		ht_pidpath_expand(out, sizeof(out), out_tmpl, getpid());
+		ht_pidpath_expand(out_shown, sizeof(out_shown),
+				  cfg.output ? cfg.output : "heaptrail.%p.ht", getpid());
+		if (refuse_output(out, out_shown) < 0) {
+			ssize_t wr = write(refused[1], "r", 1);
+			(void)wr; /* no message to add if the pipe broke */
+			_exit(HT_EXIT_USAGE);
+		}
 		/* The program's environment gets two words of ours, not one
 		 * per option: the library in LD_PRELOAD, and HEAPTRAIL_OPTIONS
 		 * with the options not at their default; the recorder takes
@@ -708,6 +840,7 @@ int cmd_record(int argc, char **argv)
 	 * the handler no longer names it (its pid could be reused). */
 	forward_signals(pid);
 	sigprocmask(SIG_SETMASK, &old_mask, NULL);
+	close(refused[1]);
 	int status = 0;
 	siginfo_t info;
 	while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) < 0 && errno == EINTR)
@@ -719,6 +852,15 @@ int cmd_record(int argc, char **argv)
 			ret = HT_EXIT_DATA;
 			goto cleanup;
 		}
+	}
+	char why;
+	ssize_t nref;
+	while ((nref = read(refused[0], &why, 1)) < 0 && errno == EINTR)
+		;
+	close(refused[0]);
+	if (nref == 1) { /* the child said why, and ran nothing */
+		ret = HT_EXIT_USAGE;
+		goto cleanup;
 	}
 	/* path: the file; shown: its name as the user gave it, for messages */
 	char path[PATH_MAX], shown[PATH_MAX];
@@ -751,22 +893,40 @@ int cmd_record(int argc, char **argv)
 		ret = WEXITSTATUS(status); /* the command did not start */
 		goto cleanup;
 	}
+	/* What record reports comes from the traces as they are on disk,
+	 * read back before the end step (which would not repair a damaged
+	 * one, or would hide the damage: compaction keeps what it can read)
+	 * and after it: a damaged one is an error, whatever the program did. */
+	char what[1024];
+	uint64_t events;
+	uint32_t threads;
+	int ended_ok = !WIFSIGNALED(status);
+	int bad = have && damaged(path, ended_ok, what, sizeof(what), &events, &threads);
 	if (have) {
-		end_step(path, &cfg);
+		if (!bad)
+			end_step(path, &cfg);
 		for_each_child_trace(path, &run, end_step, &cfg);
+		if (!bad)
+			bad = damaged(path, ended_ok, what, sizeof(what), &events, &threads);
 	}
-	if (!cfg.quiet) {
-		char how[PATH_MAX + 100] = "";
-		if (WIFSIGNALED(status))
-			snprintf(how, sizeof(how), "%s was killed by signal %d (%s); ", argv[0],
-				 WTERMSIG(status), strsignal(WTERMSIG(status)));
-		if (have)
-			summarize(path, shown, how, &run, note);
-		else
-			fprintf(stderr, "heaptrail: %s%s wrote no trace to %s (statically linked, or "
-					"setuid, or the path is not writable?)\n", how, argv[0], shown);
-	}
+	char how[PATH_MAX + 100] = "";
+	if (WIFSIGNALED(status))
+		snprintf(how, sizeof(how), "%s was killed by signal %d (%s); ", argv[0],
+			 WTERMSIG(status), strsignal(WTERMSIG(status)));
 	ret = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	if (have) {
+		struct kids_check kids = {path, shown, 0};
+		for_each_child_trace(path, &run, check_kid, &kids);
+		if (bad || kids.bad)
+			ret = RECORD_EXIT_DAMAGED;
+	}
+	if (bad)
+		say_damaged(shown, how, what, events, threads);
+	else if (!cfg.quiet && have)
+		summarize(path, shown, how, &run, note);
+	else if (!cfg.quiet)
+		fprintf(stderr, "heaptrail: %s%s wrote no trace to %s (statically linked, or "
+				"setuid, or the path is not writable?)\n", how, argv[0], shown);
 cleanup:
 	return ret;
 }

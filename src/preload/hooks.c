@@ -7,17 +7,25 @@
  * (free, munmap, shmdt), so that "free(p) in T1, then malloc returns p in
  * T2" is ordered correctly by timestamp (docs/FORMAT.md, "Ordering"). */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/ipc.h>
 #include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/resource.h>
 #include <sys/shm.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "preload.h"
@@ -55,6 +63,11 @@ static struct {
 	void (*_exit)(int) __attribute__((noreturn));
 	void (*_Exit)(int) __attribute__((noreturn));
 	int (*dlclose)(void *);
+	pid_t (*waitpid)(pid_t, int *, int);
+	pid_t (*wait3)(int *, int, struct rusage *);
+	pid_t (*wait4)(pid_t, int *, int, struct rusage *);
+	int (*waitid)(idtype_t, id_t, siginfo_t *, int);
+	long (*ptrace)(enum __ptrace_request, ...);
 } real;
 
 #define RESOLVE(name) real.name = (__typeof__(real.name))dlsym(RTLD_NEXT, #name)
@@ -82,6 +95,11 @@ void ht_hooks__resolve(void)
 	RESOLVE(_exit);
 	RESOLVE(_Exit);
 	RESOLVE(dlclose);
+	RESOLVE(waitpid);
+	RESOLVE(wait3);
+	RESOLVE(wait4);
+	RESOLVE(waitid);
+	RESOLVE(ptrace);
 	ht_tls.guard--;
 }
 
@@ -970,6 +988,259 @@ HT_EXPORT pid_t fork(void)
 		ht_record(HT_EV_FORK, 0, ht_now(), v, NULL);
 	}
 	return r;
+}
+
+/* ---- waiting for children ---------------------------------------------- */
+
+/* The writer's helper process (writer.c) is a child of the program, made
+ * without exit signal: wait(), waitpid(-1, ..., 0) and SIGCHLD never see
+ * it, but a wait for any child with __WALL or __WCLONE (init systems,
+ * shells and test harnesses that reap "everything", debuggers) does, and
+ * would block on it forever once the program's own children are gone: the
+ * helper ends only after the program.  Such a wait is kept off it here:
+ * it fails with ECHILD when no other child could answer it, as it would
+ * without heaptrail, and a state change of the helper that it reports
+ * (the helper killed, or stopped with its process group) is taken from
+ * it and the wait made again: the program never receives the helper's
+ * pid or status.  Every other wait goes straight to glibc. */
+
+/* The program traced a process (any ptrace request but TRACEME): its
+ * tracees answer __WALL waits too, and are not among its children, so
+ * the waits are no longer failed early, only kept off the helper. */
+static _Atomic int ptracer;
+
+HT_EXPORT long ptrace(enum __ptrace_request req, ...)
+{
+	if (!real.ptrace)
+		ht_hooks__resolve();
+	va_list ap;
+	va_start(ap, req);
+	pid_t pid = va_arg(ap, pid_t);
+	void *addr = va_arg(ap, void *);
+	void *data = va_arg(ap, void *);
+	va_end(ap);
+	if (req != PTRACE_TRACEME)
+		atomic_store(&ptracer, 1);
+	return real.ptrace(req, pid, addr, data);
+}
+
+/* The helper, if the wait (type, id, options) can report it; else 0. */
+static pid_t helper_seen_by(idtype_t type, id_t id, int options)
+{
+	pid_t h = ht_writer__helper_pid();
+	if (h <= 0 || ht_foreign_process())
+		return 0;
+	if (type == P_PID)
+		return (pid_t)id == h ? h : 0;
+	if (!(options & (__WALL | __WCLONE)))
+		return 0;
+	if (type == P_ALL)
+		return h;
+	if (type == P_PGID) {
+		pid_t g = getpgid(h);
+		return g >= 0 && g == (id ? (pid_t)id : getpgrp()) ? h : 0;
+	}
+	return 0;
+}
+
+/* Field 38 of /proc/PID/stat: the signal pid's parent gets when it ends
+ * (SIGCHLD for a fork, often 0 for a raw clone); -1 if unknown. */
+static int exit_signal(pid_t pid)
+{
+	char path[40], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	char *p = strrchr(buf, ')');
+	for (int field = 2; p && field < 38; field++)
+		p = strchr(p + 1, ' ');
+	return p ? atoi(p + 1) : -1;
+}
+
+/* Whether the child pid (not the helper h) can answer a wait for any
+ * child in group (0: any group) with these options. */
+static int answers(pid_t pid, pid_t h, pid_t group, int options)
+{
+	if (pid == h || (group && getpgid(pid) != group))
+		return 0;
+	if (options & __WALL)
+		return 1;
+	return exit_signal(pid) != SIGCHLD; /* __WCLONE: "clone" children only */
+}
+
+/* Whether a child of the program other than the helper h can answer the
+ * wait (type, id, options), from /proc/self/task/TID/children; 1 too
+ * when that cannot be read (a kernel without CONFIG_PROC_CHILDREN). */
+static int other_child(idtype_t type, id_t id, int options, pid_t h)
+{
+	pid_t group = type == P_PGID ? (id ? (pid_t)id : getpgrp()) : 0;
+	int dfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return 1;
+	int found = 0, tasks = 0;
+	char dents[2048], buf[512], path[16 + sizeof(((struct dirent64 *)0)->d_name) + 16];
+	long n;
+	while (!found && (n = syscall(SYS_getdents64, dfd, dents, sizeof(dents))) > 0) {
+		for (long off = 0; off < n && !found;) {
+			const struct dirent64 *d = (const void *)(dents + off);
+			off += d->d_reclen;
+			if (d->d_name[0] < '0' || d->d_name[0] > '9')
+				continue;
+			snprintf(path, sizeof(path), "/proc/self/task/%s/children", d->d_name);
+			int fd = open(path, O_RDONLY | O_CLOEXEC);
+			if (fd < 0)
+				continue; /* the thread ended */
+			tasks++;
+			long pid = -1; /* the number being read, -1 between numbers */
+			ssize_t k;
+			while (!found && (k = read(fd, buf, sizeof(buf))) > 0) {
+				for (ssize_t i = 0; i < k && !found; i++) {
+					if (buf[i] >= '0' && buf[i] <= '9') {
+						pid = (pid < 0 ? 0 : pid * 10) + (buf[i] - '0');
+					} else if (pid >= 0) {
+						found = answers((pid_t)pid, h, group, options);
+						pid = -1;
+					}
+				}
+			}
+			if (pid >= 0 && !found) /* the last number */
+				found = answers((pid_t)pid, h, group, options);
+			close(fd);
+		}
+	}
+	close(dfd);
+	return found || !tasks;
+}
+
+/* Before a wait that can report the helper h: 1 if it must fail with
+ * ECHILD instead (no other child can answer it). */
+static int wait_only_helper(idtype_t type, id_t id, int options, pid_t h)
+{
+	if (type == P_PID)
+		return 1; /* the helper's pid: no child of the program's */
+	if (atomic_load(&ptracer))
+		return 0;
+	int e = errno, cancel;
+	/* (no cancellation point inside: its descriptors would stay open) */
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel);
+	int other = other_child(type, id, options, h);
+	pthread_setcancelstate(cancel, NULL);
+	errno = e;
+	return !other;
+}
+
+/* A wait reported the helper h: whatever state change of it is pending
+ * (reaped already if ended) is taken, so that the wait made again does not
+ * see it; a helper that ended is gone. */
+static void helper_reported(pid_t h, int reaped)
+{
+	int e = errno;
+	for (int i = 0; !reaped && i < 4; i++) {
+		siginfo_t si;
+		memset(&si, 0, sizeof(si));
+		if (syscall(SYS_waitid, P_PID, (id_t)h, &si,
+			    WEXITED | WSTOPPED | WCONTINUED | __WALL | WNOHANG, NULL) < 0 ||
+		    si.si_pid != h)
+			break;
+		reaped = si.si_code == CLD_EXITED || si.si_code == CLD_KILLED ||
+			 si.si_code == CLD_DUMPED;
+	}
+	if (reaped)
+		ht_writer__helper_gone();
+	errno = e;
+}
+
+static void wait_target(pid_t pid, idtype_t *type, id_t *id)
+{
+	if (pid < -1) {
+		*type = P_PGID;
+		*id = (id_t)-pid;
+	} else if (pid == -1) {
+		*type = P_ALL;
+		*id = 0;
+	} else if (pid == 0) {
+		*type = P_PGID;
+		*id = 0;
+	} else {
+		*type = P_PID;
+		*id = (id_t)pid;
+	}
+}
+
+HT_EXPORT pid_t wait4(pid_t pid, int *status, int options, struct rusage *ru)
+{
+	if (!real.wait4)
+		ht_hooks__resolve();
+	idtype_t type;
+	id_t id;
+	wait_target(pid, &type, &id);
+	pid_t h;
+	while ((h = helper_seen_by(type, id, options)) > 0) {
+		if (wait_only_helper(type, id, options, h)) {
+			errno = ECHILD;
+			return -1;
+		}
+		int st = 0;
+		pid_t r = real.wait4(pid, &st, options, ru);
+		if (r != h) {
+			if (r > 0 && status)
+				*status = st;
+			return r;
+		}
+		helper_reported(h, (WIFEXITED(st) || WIFSIGNALED(st)) && !(options & WNOWAIT));
+	}
+	return real.wait4(pid, status, options, ru);
+}
+
+HT_EXPORT pid_t waitpid(pid_t pid, int *status, int options)
+{
+	if (!real.waitpid)
+		ht_hooks__resolve();
+	idtype_t type;
+	id_t id;
+	wait_target(pid, &type, &id);
+	if (helper_seen_by(type, id, options) > 0)
+		return wait4(pid, status, options, NULL);
+	return real.waitpid(pid, status, options);
+}
+
+HT_EXPORT pid_t wait3(int *status, int options, struct rusage *ru)
+{
+	if (!real.wait3)
+		ht_hooks__resolve();
+	if (helper_seen_by(P_ALL, 0, options) > 0)
+		return wait4(-1, status, options, ru);
+	return real.wait3(status, options, ru);
+}
+
+HT_EXPORT int waitid(idtype_t type, id_t id, siginfo_t *info, int options)
+{
+	if (!real.waitid)
+		ht_hooks__resolve();
+	pid_t h;
+	while ((h = helper_seen_by(type, id, options)) > 0) {
+		if (wait_only_helper(type, id, options, h)) {
+			errno = ECHILD;
+			return -1;
+		}
+		siginfo_t si;
+		memset(&si, 0, sizeof(si));
+		int r = real.waitid(type, id, &si, options);
+		if (r != 0 || si.si_pid != h) {
+			if (r == 0 && info)
+				*info = si;
+			return r;
+		}
+		helper_reported(h, (si.si_code == CLD_EXITED || si.si_code == CLD_KILLED ||
+				    si.si_code == CLD_DUMPED) && !(options & WNOWAIT));
+	}
+	return real.waitid(type, id, info, options);
 }
 
 /* One trace per process image that records an event (docs/output-files.md).

@@ -341,6 +341,11 @@ void ht_writer__exec_failed(void);
 /* Every buffer waits for the writer: if its helper process died, write
  * them out from this thread (and say so, once). */
 void ht_writer__rescue(void);
+/* The helper process while it writes the trace (a child of this process
+ * without exit signal), else 0; and: it is gone (reaped by the program's
+ * wait, which hooks.c hid from the program). */
+pid_t ht_writer__helper_pid(void);
+void ht_writer__helper_gone(void);
 /* If a write failed and nobody said so yet: stop recording, say so once. */
 void ht_writer__report_failure(void);
 

@@ -107,6 +107,7 @@ static int child_disabled;        /* fork child that is not followed */
 static pthread_t writer_thread;   /* the writer thread, if that is the writer */
 static pid_t helper_pid;          /* the helper process, if that is the writer */
 static int helper_lost;           /* the helper died on its own: threads write inline */
+static int helper_lost_said;      /* ... and the program said so */
 static pid_t parent_pid;          /* in the helper: the traced process */
 static int proc_fd = -1;          /* the traced process's descriptor of the file */
 static int statm_fd = -1;         /* /proc/PID/statm of the traced process, kept open */
@@ -365,8 +366,13 @@ static int open_output(void)
 			attempt = -1;
 			continue;
 		}
-		ht_msg("%s exists and is not a file of ours (a symlink, or another user's); not "
-		       "overwriting it: choose another output path", w.path);
+		struct stat lst;
+		if (lstat(w.path, &lst) == 0 && S_ISLNK(lst.st_mode))
+			ht_msg("%s is a symbolic link; heaptrail does not write through symlinks "
+			       "(remove it or choose another output path)", w.path);
+		else
+			ht_msg("%s exists and is not a file of ours (a directory, or another "
+			       "user's); not overwriting it: choose another output path", w.path);
 		refused = 1;
 		break;
 	}
@@ -1149,6 +1155,31 @@ int ht_writer__start(void)
 	return 0;
 }
 
+/* waitpid for the helper, as a system call: the program's waitpid is
+ * interposed (hooks.c), and keeps every wait off the helper. */
+static pid_t wait_helper(int *st, int options)
+{
+	return (pid_t)syscall(SYS_wait4, helper_pid, st, options, NULL);
+}
+
+pid_t ht_writer__helper_pid(void)
+{
+	return helper_pid;
+}
+
+/* The helper is gone (reaped here, or by a wait of the program's that
+ * hooks.c hid from it): rounds go on inline. */
+void ht_writer__helper_gone(void)
+{
+	helper_pid = 0;
+	if (atomic_load(&w.running)) {
+		/* died without saying so: mid-round, perhaps */
+		atomic_store(&w.running, 0);
+		atomic_store(&w.round_busy, 0);
+		helper_lost = 1;
+	}
+}
+
 /* Whether the writer is alive; notices a helper that died (killed on its
  * own) so that rounds go on inline. */
 static int writer_alive(void)
@@ -1157,14 +1188,9 @@ static int writer_alive(void)
 		return 0;
 	if (helper_pid > 0) {
 		int st;
-		pid_t r = waitpid(helper_pid, &st, WNOHANG | __WCLONE);
+		pid_t r = wait_helper(&st, WNOHANG | __WCLONE);
 		if (r == helper_pid || (r < 0 && errno == ECHILD)) {
-			helper_pid = 0;
-			if (atomic_load(&w.running)) {
-				/* died without saying so: mid-round, perhaps */
-				atomic_store(&w.running, 0);
-				atomic_store(&w.round_busy, 0);
-			}
+			ht_writer__helper_gone();
 			return 0;
 		}
 	}
@@ -1182,15 +1208,14 @@ void ht_writer__rescue(void)
 {
 	if (!ws || w.closed || (helper_pid <= 0 && !helper_lost))
 		return;
-	if (!helper_lost) {
-		if (writer_alive())
-			return;
-		if (__atomic_exchange_n(&helper_lost, 1, __ATOMIC_SEQ_CST) == 0)
-			ht_msg("the trace writer process died; the program's threads write %s "
-			       "themselves from now on (no periodic flush: a crash of the "
-			       "program now loses what its buffers hold)",
-			       w.path);
-	}
+	if (!helper_lost && writer_alive())
+		return;
+	helper_lost = 1;
+	if (__atomic_exchange_n(&helper_lost_said, 1, __ATOMIC_SEQ_CST) == 0)
+		ht_msg("the trace writer process died; the program's threads write %s "
+		       "themselves from now on (no periodic flush: a crash of the "
+		       "program now loses what its buffers hold)",
+		       w.path);
 	inline_round(REQ_DATA);
 }
 
@@ -1198,7 +1223,7 @@ void ht_writer__rescue(void)
 static void reap_helper(int timeout_ms)
 {
 	for (int i = 0; helper_pid > 0 && i < timeout_ms; i++) {
-		pid_t r = waitpid(helper_pid, NULL, WNOHANG | __WCLONE);
+		pid_t r = wait_helper(NULL, WNOHANG | __WCLONE);
 		if (r == helper_pid || (r < 0 && errno == ECHILD)) {
 			helper_pid = 0;
 			break;

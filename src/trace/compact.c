@@ -195,6 +195,36 @@ static int read_at(int fd, void *buf, size_t n, uint64_t off)
 	return 0;
 }
 
+/* The rewrite of path, written to tmp, read back before it replaces path
+ * (as record's summary is: src/cli/cmd_record.c): its index (if it was
+ * given one: indexed) and every chunk header it lists usable, the chunks
+ * holding the events written.  0, or -1 with err: path is then left as it
+ * was. */
+static int read_back(const char *tmp, const char *path, uint64_t events, int indexed, char *err,
+		     size_t errlen)
+{
+	char why[512];
+	struct ht_reader *r = ht_reader__open(tmp, why, sizeof(why));
+	if (r) {
+		const struct ht_trace_info *in = ht_reader__info(r);
+		if (ht_reader__error(r))
+			snprintf(why, sizeof(why), "%s", ht_reader__error(r));
+		else if (indexed && !in->indexed)
+			snprintf(why, sizeof(why), "its index is unusable");
+		else if (in->events_chunks != events)
+			snprintf(why, sizeof(why), "%llu events written, %llu read",
+				 (unsigned long long)events, (unsigned long long)in->events_chunks);
+		else
+			why[0] = 0;
+		ht_reader__close(r);
+	}
+	if (!why[0])
+		return 0;
+	snprintf(err, errlen, "%s: the rewritten trace did not read back whole (%s); the trace is "
+		 "left as it was", path, why);
+	return -1;
+}
+
 int ht_trace__compact(const char *path, int level, struct ht_compact_result *res, char *err,
 		      size_t errlen)
 {
@@ -376,6 +406,8 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 			snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
 		goto cleanup;
 	}
+	if (read_back(o.tmp, path, c.events, hdr.sec[HT_SEC_INDEX].size != 0, err, errlen) < 0)
+		goto cleanup;
 	c.out = -1; /* closed by the commit, or the abort below */
 	if (ht_out__commit(&o, err, errlen)) /* fsync, close, rename */
 		goto cleanup;
@@ -483,6 +515,7 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 	size_t maplen = 0;
 	struct fchunk *ch = NULL;
 	size_t nch = 0, capch = 0, nraw = 0;
+	uint64_t events = 0; /* in the chunks */
 	struct compactor c; /* its output and index (put_chunk, put_index) */
 	memset(&c, 0, sizeof(c));
 	c.out = -1;
@@ -538,13 +571,16 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 			ch[nch].h = h;
 			ch[nch++].z = NULL;
 			nraw += finish_raw(&h);
-			if (res)
-				res->events += h.type == HT_CHUNK_EVENTS ? h.nevents : 0;
+			events += h.type == HT_CHUNK_EVENTS ? h.nevents : 0;
 		}
 		off += sizeof(h) + h.comp_size;
 	}
+	if (res)
+		res->events = events;
 	if (!nraw) {
 	untouched:
+		if (res)
+			res->events = events; /* read so far, if damaged */
 		ret = 0;
 		goto cleanup;
 	}
@@ -589,6 +625,8 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 			snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
 		goto cleanup;
 	}
+	if (read_back(o.tmp, path, events, 1, err, errlen) < 0)
+		goto cleanup;
 	out = -1; /* closed by the commit, or the abort below */
 	if (ht_out__commit(&o, err, errlen))
 		goto cleanup;

@@ -8,8 +8,8 @@ import subprocess
 import time
 
 from htformat import FILE_F_FORK_CHILD, Trace
-from htlib import (GLIBC_DTV_CALLOCS_PER_THREAD, case, check, eq, expect, expect_calls,
-                   fail, file_mode, kill_quietly, live_set_check)
+from htlib import (GLIBC_DTV_CALLOCS_PER_THREAD, case, check, children, comm, eq, expect,
+                   expect_calls, fail, file_mode, kill_quietly, live_set_check)
 
 
 def child_pid(run, name="child"):
@@ -386,17 +386,20 @@ def test_output_mode_0600(t):
 @case()
 def test_symlink_not_followed(t):
     """A symlink planted at the output path is not followed: its target is
-    untouched, the program still runs."""
+    untouched; under LD_PRELOAD the program still runs, untraced, and the
+    recorder says why in one line (record refuses before the program
+    starts: e2e.record_output_symlink)."""
     target = t.path("precious.txt")
     with open(target, "w") as f:
         f.write("precious\n")
     os.chmod(target, 0o644)
     out = t.path("trap.ht")
     os.symlink(target, out)
-    r = t.run([t.heaptrail, "record", "-o", out, "--", t.prog("passthru"), "0"],
-              stdin=b"hello")
-    eq(r.rc, 0, "the program's status")
+    r = t.traced(out, [t.prog("passthru"), "0"], stdin=b"hello")
     eq(r.out, b"hello", "the program's output")
+    eq(r.heaptrail_lines(), ["heaptrail: %s is a symbolic link; heaptrail does not write "
+                             "through symlinks (remove it or choose another output path)" % out],
+       "the recorder's message")
     with open(target) as f:
         eq(f.read(), "precious\n", "symlink target content")
     eq(oct(file_mode(target)), oct(0o644), "symlink target mode")
@@ -494,6 +497,79 @@ def test_writer_invisible(t):
         c = t.stats(t.path(children[0]))
         expect(c, complete=True, closed=True)
         eq(c["calls"]["malloc"], 1, "%s: the child's mallocs" % writer)
+
+
+def record_reaper(t, out, args, kill_helper_after=None, timeout=20):
+    """heaptrail record (default options) -o OUT -- reaper ARGS, in a session
+    of its own, so that a program that hangs is killed with its helper.
+    kill_helper_after: seconds after which the program's writer process is
+    killed with SIGKILL, while the program waits.  Returns (rc, stdout,
+    stderr) as text."""
+    p = subprocess.Popen([t.heaptrail, "record", "-o", out, "--", t.prog("reaper")] +
+                         [str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=t.base_env(), cwd=t.dir, start_new_session=True)
+    try:
+        if kill_helper_after is not None:
+            time.sleep(kill_helper_after)
+            prog = [c for c in children(p.pid) if comm(c) == "reaper"]
+            eq(len(prog), 1, "the program under record")
+            helpers = [c for c in children(prog[0]) if comm(c) == "heaptrail-write"]
+            eq(len(helpers), 1, "the writer process of the program")
+            os.kill(helpers[0], signal.SIGKILL)
+        o, e = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        o, e = p.communicate()
+        fail("reaper %s hung: waited %ds\n%s" % (" ".join(map(str, args)), timeout,
+                                                  e.decode("utf-8", "replace")))
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    return p.returncode, o.decode("utf-8", "replace"), e.decode("utf-8", "replace")
+
+
+@case(timeout=180)
+def test_wait_all_children(t):
+    """A program that reaps every child until none is left, with
+    waitpid(-1, ..., __WALL), waitpid(0, ..., __WALL), wait(),
+    waitid(P_ALL, ..., WEXITED|__WALL), wait4(-1, ..., __WALL), a WNOHANG
+    poll, or wait4(-1, ..., __WCLONE) (no clone children: ECHILD at once),
+    ends under record with the default writer process, gets exactly its
+    own children's pids and statuses, never the writer's, and leaves
+    complete traces with exact counts.  (Before: every wait with __WALL or
+    __WCLONE blocked forever on the writer process.)"""
+    n = 4
+    for mode, kids in (("waitpid", n), ("pgrp", n), ("wait", n), ("waitid", n),
+                       ("wait4", n), ("nohang", n), ("wclone", 0)):
+        out = t.path("%s.ht" % mode)
+        rc, o, e = record_reaper(t, out, [mode, kids])
+        eq(rc, 0, "%s: exit status (stdout %r, stderr %r)" % (mode, o, e))
+        eq(o, "reaped: %d\nstrangers: 0\n" % kids, "%s: what the program reaped" % mode)
+        s = t.stats(out)
+        expect(s, complete=True, closed=True, orphaned=False, forks=kids)
+        expect_calls(s, {"malloc": 1, "free": 1})
+        files = sorted(f for f in os.listdir(t.dir) if f.startswith("%s.ht." % mode))
+        eq(len(files), kids, "%s: child traces" % mode)
+        for f in files:
+            c = t.stats(t.path(f))
+            expect(c, complete=True, closed=True)
+            expect_calls(c, {"malloc": 1, "free": 1})
+
+
+@case(timeout=120)
+def test_wait_all_writer_killed(t):
+    """The writer process killed (SIGKILL) while the program waits with
+    waitpid(-1, ..., __WALL) for children that are still running: the wait
+    reaps the writer in the kernel, but the program receives only its two
+    children, and its trace is complete."""
+    out = t.path("wk.ht")
+    rc, o, e = record_reaper(t, out, ["waitpid", 2, 2000], kill_helper_after=0.7)
+    eq(rc, 0, "exit status (stdout %r, stderr %r)" % (o, e))
+    eq(o, "reaped: 2\nstrangers: 0\n", "what the program reaped")
+    s = t.stats(out)
+    expect(s, complete=True, closed=True, forks=2)
+    expect_calls(s, {"malloc": 1, "free": 1})
 
 
 @case(locks=("cpu",))

@@ -3,7 +3,8 @@
 finished; a relative -o names the same file whatever directory the program
 moves to; a trace being written by another recording is never taken; an
 older trace at the output path is kept as OUTPUT.old; the summary counts
-only the files of this run."""
+only the files of this run; an empty -o, a symlink or a directory at the
+output path is refused before the program starts."""
 
 import os
 import signal
@@ -11,7 +12,7 @@ import subprocess
 import time
 
 import htformat
-from htlib import case, check, children, eq, fail, kill_quietly, skip, which
+from htlib import case, check, children, eq, fail, file_mode, kill_quietly, next_pids, skip, which
 
 
 def alive(pid):
@@ -274,3 +275,77 @@ def test_previous_trace_kept(t):
         eq((r.rc, r.heaptrail_lines()), (0, []), "LD_PRELOAD run %d: status, messages" % i)
     eq(t.stats(out2 + ".old")["calls"]["malloc"], 15, "LD_PRELOAD: the first trace, kept")
     check(t.stats(out2 + ".old")["pid"] != t.stats(out2)["pid"], "LD_PRELOAD: two runs")
+
+
+@case()
+def test_record_output_empty(t):
+    """record -o '' is refused before the program starts: one line, exit
+    2, no file written (it used to write heaptrail.PID.ht, or nothing, and
+    say it "wrote no trace to " an empty name)."""
+    mark = t.path("ran")
+    r = t.run([t.heaptrail, "record", "-o", "", "--", "/bin/sh", "-c", "touch " + mark])
+    eq(r.rc, 2, "record's exit status:\n" + r.describe())
+    eq(r.heaptrail_lines(), ["heaptrail: error: -o: empty path"], "record's message")
+    check(not os.path.exists(mark), "the program ran")
+    eq(os.listdir(t.dir), [], "files written")
+
+
+@case()
+def test_record_output_symlink(t):
+    """A symlink at record's output path (to a file with other content, to
+    a trace, dangling; or at the name OUT.%p expands to) is never written
+    through nor replaced: record refuses before the program starts, in
+    one line that says why and what to do, and exits 2.  (Before: the
+    program ran untraced, and record added a second line blaming a
+    statically linked program or an unwritable path.)  A directory at the
+    output path is refused the same way."""
+    target = t.path("precious.txt")
+    with open(target, "w") as f:
+        f.write("precious\n")
+    os.chmod(target, 0o644)
+    trace = t.path("real.ht")
+    t.record(trace, [t.prog("forker")])
+    with open(trace, "rb") as f:
+        trace_bytes = f.read()
+    mark = t.path("ran")
+    prog = ["/bin/sh", "-c", "touch " + mark]
+    cases = [("to-file.ht", target), ("to-trace.ht", trace), ("dangling.ht", t.path("ghost"))]
+    for name, dest in cases:
+        link = t.path(name)
+        os.symlink(dest, link)
+        before = sorted(os.listdir(t.dir))
+        r = t.run([t.heaptrail, "record", "-o", link, "--"] + prog)
+        eq(r.rc, 2, "%s: record's exit status:\n%s" % (name, r.describe()))
+        eq(r.heaptrail_lines(), ["heaptrail: error: %s is a symbolic link; heaptrail does not "
+                                 "write through symlinks (remove it or choose another -o)" % link],
+           "%s: record's message" % name)
+        check(not os.path.exists(mark), "%s: the program ran" % name)
+        check(os.path.islink(link) and os.readlink(link) == dest, "%s: the link changed" % name)
+        eq(sorted(os.listdir(t.dir)), before, "%s: files" % name)
+    with open(target) as f:
+        eq(f.read(), "precious\n", "the target's content")
+    eq(oct(file_mode(target)), oct(0o644), "the target's mode")
+    with open(trace, "rb") as f:
+        check(f.read() == trace_bytes, "the linked trace changed")
+    # -o with %p: links at the names the next pids expand to
+    planted = [t.path("p.%d.ht" % pid) for pid in next_pids(300)]
+    for p in planted:
+        os.symlink(target, p)
+    r = t.run([t.heaptrail, "record", "-o", t.path("p.%p.ht"), "--"] + prog)
+    eq(r.rc, 2, "%p: record's exit status:\n" + r.describe())
+    lines = r.heaptrail_lines()
+    eq(len(lines), 1, "%p: record's messages")
+    check("is a symbolic link; heaptrail does not write through symlinks" in lines[0] and
+          t.path("p.") in lines[0], "%p: record's message: " + lines[0])
+    check(not os.path.exists(mark), "%p: the program ran")
+    check(all(os.path.islink(p) for p in planted), "%p: a planted link was replaced")
+    with open(target) as f:
+        eq(f.read(), "precious\n", "%p: the target's content")
+    # a directory
+    d = t.path("adir")
+    os.mkdir(d)
+    r = t.run([t.heaptrail, "record", "-o", d, "--"] + prog)
+    eq(r.rc, 2, "directory: record's exit status:\n" + r.describe())
+    eq(r.heaptrail_lines(), ["heaptrail: error: %s is a directory; -o names the trace file" % d],
+       "directory: record's message")
+    check(not os.path.exists(mark), "directory: the program ran")

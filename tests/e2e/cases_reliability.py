@@ -230,3 +230,67 @@ def test_disk_full(t):
               "one warning from the recorder naming the file:\n" + r.describe())
     finally:
         t.run(["umount", "-l", mnt])
+
+
+def wrote_events(line):
+    """The N of record's "wrote N events" line."""
+    check(" wrote " in line and " events " in line, "record's summary: %r" % line)
+    return int(line.split(" wrote ")[1].split()[0])
+
+
+@case(timeout=120)
+def test_record_damaged_trace(t):
+    """record reads the trace back from the disk when it is final: a trace
+    damaged while it was recorded (the program overwrites one chunk header
+    in it, tests/progs/scribble.c) is reported as damaged, in one line that
+    says what is damaged, that figures may be incomplete and how to
+    inspect it, and record exits with 125, with the default end step,
+    --compact, --no-compact and the writer thread.  (Before: "wrote N
+    events" and exit 0, and stats found the damage.)"""
+    for opts in ([], ["--compact"], ["--no-compact"], ["--writer=thread"]):
+        what = " ".join(opts) or "default"
+        out = t.path("scribbled%d.ht" % len(os.listdir(t.dir)))
+        r = t.run([t.heaptrail, "record"] + opts + ["-o", out, "--", t.prog("scribble"),
+                                                    "20000", out])
+        eq(r.rc, 125, "%s: record's exit status:\n%s" % (what, r.describe()))
+        off = int(r.stdout.split("damaged: ")[1])
+        lines = r.heaptrail_lines()
+        eq(len(lines), 1, "%s: record's lines:\n%s" % (what, r.describe()))
+        l = lines[0]
+        check(l.startswith("heaptrail: error: the trace %s is damaged: " % out) and
+              "offset %d: not a chunk header" % off in l and "may be incomplete" in l and
+              "'heaptrail stats %s'" % out in l, "%s: record's line: %s" % (what, l))
+        s = t.stats(out, rc=None)
+        check(not s["complete"], "%s: stats finds the trace whole" % what)
+        readable = int(l.split("(")[-1].split()[0])
+        eq(readable, s["events"], "%s: events record says can be read, and stats reads" % what)
+
+
+@case(timeout=120)
+def test_record_counts_from_disk(t):
+    """A good recording: the events record says it wrote are the events
+    stats reads from the file, with the default end step, --compact and
+    --no-compact.  And a fork child's trace damaged while it was recorded
+    is reported in a line of its own, with exit status 125, the program's
+    own trace summarized as usual."""
+    for opts in ([], ["--compact"], ["--no-compact"]):
+        what = " ".join(opts) or "default"
+        out = t.path("good%d.ht" % len(os.listdir(t.dir)))
+        r = t.run([t.heaptrail, "record"] + opts + ["-o", out, "--", t.prog("threads"),
+                                                    "3", "20000"])
+        eq(r.rc, 0, "%s: record's exit status:\n%s" % (what, r.describe()))
+        lines = r.heaptrail_lines()
+        eq(len(lines), 1, "%s: record's lines:\n%s" % (what, r.describe()))
+        eq(wrote_events(lines[0]), t.stats(out)["events"],
+           "%s: events record wrote, and stats reads" % what)
+    out = t.path("kid.ht")
+    r = t.run([t.heaptrail, "record", "-o", out, "--", t.prog("scribble"), "20000", out, "child"])
+    eq(r.rc, 125, "child: record's exit status:\n" + r.describe())
+    kids = [f for f in os.listdir(t.dir) if f.startswith("kid.ht.")]
+    eq(len(kids), 1, "child traces")
+    kid = t.path(kids[0])
+    lines = r.heaptrail_lines()
+    eq(len(lines), 2, "child: record's lines:\n" + r.describe())
+    check(lines[0].startswith("heaptrail: error: the trace %s is damaged: " % kid) and
+          "not a chunk header" in lines[0], "child: the line about it: " + lines[0])
+    eq(wrote_events(lines[1]), t.stats(out)["events"], "child: the program's events")
