@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "symindex.h"
 
 /* libstdc++'s demangler (linked in for it). */
 extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
@@ -37,6 +38,8 @@ struct mod_ref {
 	uint64_t base;       /* load bias */
 	uint64_t shift;      /* added to its addresses in the Dwfl (0 unless it overlaps another) */
 	const char *name;    /* file name without directory, NULL: no path recorded */
+	struct ht_symindex *syms; /* its ELF symbols by address, built at the first need */
+	int syms_tried;      /* syms was built (or could not be) */
 };
 
 struct cache_slot {
@@ -226,6 +229,8 @@ void ht_symbolizer__free(struct ht_symbolizer *s)
 	free(s->strs);
 	free(s->frames);
 	free(s->cache);
+	for (size_t i = 0; i < s->nmods; i++)
+		ht_symindex__free(s->mods[i].syms);
 	free(s->mods);
 	free(s->by_lo);
 	free(s->debug_path);
@@ -282,6 +287,22 @@ static const char *die_function(struct ht_symbolizer *s, Dwarf_Die *die)
 	return n ? demangled(s, n) : NULL;
 }
 
+/* The ELF symbol at addr (in the Dwfl's addresses) of module m, through
+ * its index (symindex.h: the same answer as dwfl_module_addrinfo, without
+ * a scan of the table per address); NULL if none.  Asked only when DWARF
+ * does not name the function. */
+static const char *elf_symbol(struct ht_symbolizer *s, const struct mod_ref *m, Dwfl_Module *dm,
+			      uint64_t addr)
+{
+	struct mod_ref *mm = &s->mods[m - s->mods];
+	if (!mm->syms_tried) {
+		mm->syms_tried = 1;
+		mm->syms = ht_symindex__new(dm);
+	}
+	uint64_t off;
+	return ht_symindex__lookup(mm->syms, dm, addr, &off);
+}
+
 static void resolve_into(struct ht_symbolizer *s, uint64_t ip, const struct mod_ref *m)
 {
 	if (m && !m->name)
@@ -299,9 +320,6 @@ static void resolve_into(struct ht_symbolizer *s, uint64_t ip, const struct mod_
 		int col;
 		file = keep(s, dwfl_lineinfo(dl, NULL, &line, &col, NULL, NULL));
 	}
-	GElf_Off off;
-	GElf_Sym sym;
-	const char *symname = dwfl_module_addrinfo(dm, addr, &off, &sym, NULL, NULL, NULL);
 	Dwarf_Addr bias = 0;
 	Dwarf_Die *cu = dwfl_module_addrdie(dm, addr, &bias);
 	Dwarf_Die *scopes = NULL;
@@ -332,7 +350,7 @@ static void resolve_into(struct ht_symbolizer *s, uint64_t ip, const struct mod_
 		made++;
 		if (tag == DW_TAG_subprogram) {
 			if (!f->function)
-				f->function = demangled(s, symname);
+				f->function = demangled(s, elf_symbol(s, m, dm, addr));
 			break;
 		}
 		f->inlined = 1;
@@ -350,7 +368,7 @@ static void resolve_into(struct ht_symbolizer *s, uint64_t ip, const struct mod_
 	if (!made) {
 		/* no DWARF: the ELF symbol, and the line if there was one */
 		struct ht_frame *f = new_frame(s, ip, m);
-		f->function = demangled(s, symname);
+		f->function = demangled(s, elf_symbol(s, m, dm, addr));
 		f->file = file;
 		f->line = line;
 	}
