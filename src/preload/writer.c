@@ -299,7 +299,43 @@ static int keep_as_old(const char *path, int fd)
  * writer holds the lock), that file is never touched: this one writes
  * NAME.PID (NAME.PID.2, ...) and says so.  Every other process (fork children, exec'ed images) gets
  * NAME.PID, NAME.PID.2, ... */
-static int open_output(void)
+/* An unnamed file in the directory of path (O_TMPFILE), to be given its
+ * name once its header is in it, so that no trace is ever seen without
+ * one (a program killed between the two left an empty file); -1 where
+ * the file system has no unnamed files. */
+static int open_unnamed(const char *path)
+{
+	char dir[4096];
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == path)
+		snprintf(dir, sizeof(dir), "/");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+	return open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+}
+
+/* Creates path as open(O_CREAT | O_EXCL | O_NOFOLLOW) does (EEXIST if
+ * anything, a symlink included, is there): by naming the unnamed file
+ * unnamed when there is one, else by creating an empty file. */
+static int create_named(const char *path, int unnamed)
+{
+	if (unnamed >= 0) {
+		char proc[64];
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%d", unnamed);
+		if (linkat(AT_FDCWD, proc, AT_FDCWD, path, AT_SYMLINK_FOLLOW) == 0)
+			return unnamed;
+		if (errno == EEXIST)
+			return -1;
+		/* no /proc, or the link refused: an empty file, as before */
+	}
+	return open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+}
+
+/* The trace file, with its header when unnamed >= 0 holds one (then the
+ * descriptor returned is unnamed's if it got the name). */
+static int open_output(int unnamed)
 {
 	pid_t pid = (pid_t)syscall(SYS_getpid);
 	char base[4096];
@@ -312,7 +348,7 @@ static int open_output(void)
 		else
 			snprintf(w.path, sizeof(w.path), attempt ? "%s.%d.%d" : "%s.%d", base,
 				 (int)pid, attempt + 1);
-		int fd = open(w.path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		int fd = create_named(w.path, unnamed);
 		if (fd >= 0) {
 			/* Held (through every copy of the descriptor) until the
 			 * writer has closed the file: readers wait on it
@@ -506,9 +542,23 @@ static int check_fd(void)
 
 static int open_file(void)
 {
-	int fd = open_output();
+	/* the header first, in an unnamed file of the trace's directory */
+	char base[4096];
+	ht_pidpath_expand(base, sizeof(base), ht_opt.out, (pid_t)syscall(SYS_getpid));
+	int unnamed = open_unnamed(base);
+	if (unnamed >= 0) {
+		w.fd = unnamed;
+		if (write_header() < 0) {
+			close(unnamed);
+			unnamed = -1;
+		}
+	}
+	int fd = open_output(unnamed);
+	if (unnamed >= 0 && fd != unnamed)
+		close(unnamed);
 	if (fd < 0)
 		return -1;
+	int has_header = fd == unnamed;
 	w.fd = fd_move_high(fd);
 	proc_fd = w.fd;
 	struct stat st;
@@ -516,7 +566,7 @@ static int open_file(void)
 		w.dev = st.st_dev;
 		w.ino = st.st_ino;
 	}
-	if (write_header() < 0) {
+	if (!has_header && write_header() < 0) {
 		fail("header");
 		return -1;
 	}
