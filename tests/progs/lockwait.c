@@ -36,6 +36,11 @@
 static atomic_int phase; /* 0 idle, 1 trimming, 2 done */
 static atomic_ulong b_calls;
 static atomic_int stats_started; /* A is about to call malloc_stats */
+static atomic_int c_running;     /* C has started and made each call it makes
+				  * once: the tracer's pthread_create hands the
+				  * start routine over in a block the new thread
+				  * frees (src/preload/hooks.c, trampoline), and a
+				  * first call may have work of its own */
 static pid_t b_tid;
 static int drain_fd = -1;        /* the pipe's read end (thread C) */
 
@@ -130,6 +135,11 @@ static void *thread_c(void *arg)
 	char path[64] = "/proc/self/task/", num[24], buf[256];
 	strcat(strcat(path, tp_utoa(num, (unsigned long long)b_tid)), "/syscall");
 	struct timespec ms = {0, 1000000}, hold = {HOLD_MS / 1000, HOLD_MS % 1000 * 1000000L};
+	read_proc(path, buf, sizeof(buf));
+	nanosleep(&ms, NULL);
+	char none;
+	(void)!read(drain_fd, &none, 0);
+	atomic_store(&c_running, 1);
 	while (!atomic_load(&stats_started))
 		nanosleep(&ms, NULL);
 	for (;;) {
@@ -164,6 +174,8 @@ static void forced_wait(void)
 	fcntl(fds[1], F_SETFL, 0);
 	pthread_t c;
 	TP_CHECK(pthread_create(&c, NULL, thread_c, NULL) == 0);
+	while (!atomic_load(&c_running)) /* else C could wait on the lock A takes: a */
+		;                          /* hang seen 1 run in 30 on one busy CPU */
 	unsigned long seen = atomic_load(&b_calls);
 	atomic_store(&phase, 1);
 	while (atomic_load(&b_calls) < seen + 2) /* B is calling */
