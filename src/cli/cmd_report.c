@@ -4,6 +4,7 @@
  * (never raw events), so its size does not grow with the trace. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -480,6 +481,15 @@ static struct ht_jvalue *load_compare(const char *path)
 	return v;
 }
 
+/* A count from a user's JSON (any double: negative, fractional, 1e300) as
+ * uint64_t, saturating: converting a double out of range is undefined. */
+static uint64_t count_of(double v)
+{
+	if (!(v > 0))
+		return 0; /* negative, or NaN */
+	return v < 18446744073709551616.0 ? (uint64_t)v : UINT64_MAX;
+}
+
 static void section_compare(struct page *pg, struct ht_jvalue **cmp, int ncmp)
 {
 	FILE *f = pg->f;
@@ -506,10 +516,10 @@ static void section_compare(struct page *pg, struct ht_jvalue **cmp, int ncmp)
 			fputs("<tr><td>", f);
 			ht_html__text(f, label ? label : "?");
 			fprintf(f, "</td><td>%.0f</td><td>%s%s</td><td>%s</td><td>%s</td><td>%.2f</td></tr>\n",
-				ht_jvalue__num(x, "runs", 0), ht_fmt_ns(b1, (uint64_t)(w * 1000)),
+				ht_jvalue__num(x, "runs", 0), ht_fmt_ns(b1, count_of(w * 1000)),
 				w > 0 && w == best ? " (fastest)" : "",
-				ht_html__count(b2, (uint64_t)ht_jvalue__num(x, "total_call_cycles", 0)),
-				ht_fmt_bytes((char[32]){0}, (uint64_t)ht_jvalue__num(x, "max_rss_kb", 0) * 1024),
+				ht_html__count(b2, count_of(ht_jvalue__num(x, "total_call_cycles", 0))),
+				ht_fmt_bytes((char[32]){0}, count_of(ht_jvalue__num(x, "max_rss_kb", 0) * 1024)),
 				ht_jvalue__num(x, "rss_ideal_ratio", 0));
 		}
 		fputs("</table>\n", f);

@@ -68,7 +68,7 @@ static void open_(struct ht_json *j, const char *key, char c)
 {
 	member(j, key);
 	fputc(c, j->f);
-	if (j->depth < 63)
+	if (j->depth < HT_JSON_MAX_DEPTH)
 		j->depth++;
 	j->first[j->depth] = 1;
 }

@@ -5,10 +5,14 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The deepest nesting of objects and arrays (the writer's and the reader's,
+ * jsonread.h) */
+#define HT_JSON_MAX_DEPTH 64
+
 struct ht_json {
 	FILE *f;          /* output */
 	int depth;        /* nesting level */
-	int first[64];    /* no member written yet at this level */
+	int first[HT_JSON_MAX_DEPTH + 1]; /* no member written yet at this level */
 	int pretty;       /* indent output */
 };
 

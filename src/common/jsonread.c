@@ -1,13 +1,15 @@
-/* JSON reader (jsonread.h): recursive descent, depth-limited. */
+/* JSON reader (jsonread.h): recursive descent, at most HT_JSON_MAX_DEPTH deep. */
 #define _GNU_SOURCE
 #include "jsonread.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_DEPTH 64
+#include "json.h"
+#include "markup.h"
 
 struct parser {
 	const char *s, *end; /* input */
@@ -81,6 +83,17 @@ static int hex4(struct parser *ps, unsigned *out)
 	return 1;
 }
 
+/* Takes a low surrogate's escape (u+DC00..DFFF) at p into *lo, or leaves p
+ * where it is. */
+static int low_surrogate(struct parser *ps, unsigned *lo)
+{
+	const char *at = ps->p;
+	if (lit(ps, "\\u") && hex4(ps, lo) && *lo >= 0xdc00 && *lo < 0xe000)
+		return 1;
+	ps->p = at;
+	return 0;
+}
+
 static size_t put_utf8(char *o, unsigned cp)
 {
 	if (cp < 0x80) {
@@ -110,9 +123,11 @@ static char *string(struct parser *ps)
 {
 	ps->p++;
 	const char *q = ps->p;
-	while (q < ps->end && *q != '"') /* an upper bound of the decoded size */
+	while (q < ps->end && *q != '"')
 		q += *q == '\\' ? 2 : 1;
-	char *out = xalloc(ps, NULL, (size_t)(q - ps->p) + 4, 1), *o = out;
+	/* an upper bound of the decoded size: a byte that is not UTF-8 takes
+	 * two (its Latin-1 character), an escape no more than itself */
+	char *out = xalloc(ps, NULL, 2 * (size_t)(q - ps->p) + 4, 1), *o = out;
 	if (!out)
 		return NULL;
 	while (ps->p < ps->end && *ps->p != '"') {
@@ -122,8 +137,18 @@ static char *string(struct parser *ps)
 			goto bad;
 		}
 		if (c != '\\') {
-			*o++ = (char)c;
-			ps->p++;
+			/* valid UTF-8 as it is, any other byte as its Latin-1
+			 * character: the writer's policy (json.h), so that every
+			 * string read is valid UTF-8 */
+			int n = ht_utf8_len((const unsigned char *)ps->p, (size_t)(ps->end - ps->p));
+			if (n > 0) {
+				memcpy(o, ps->p, (size_t)n);
+				o += n;
+				ps->p += n;
+			} else {
+				o += put_utf8(o, c);
+				ps->p++;
+			}
 			continue;
 		}
 		if (++ps->p >= ps->end)
@@ -144,8 +169,9 @@ static char *string(struct parser *ps)
 				fail(ps, "bad \\u escape");
 				goto bad;
 			}
-			if (cp >= 0xd800 && cp < 0xdc00 && lit(ps, "\\u") && hex4(ps, &lo) &&
-			    lo >= 0xdc00 && lo < 0xe000)
+			/* a high surrogate takes the low one that follows it;
+			 * anything else after it is left to be read on its own */
+			if (cp >= 0xd800 && cp < 0xdc00 && low_surrogate(ps, &lo))
 				cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
 			else if (cp >= 0xd800 && cp < 0xe000)
 				cp = 0xfffd; /* a lone surrogate */
@@ -179,6 +205,12 @@ static int container(struct parser *ps, struct ht_jvalue *v, int depth, int obj)
 {
 	char close = obj ? '}' : ']';
 	size_t cap = 0;
+	/* depth: the containers around this one; the writer (json.h) takes
+	 * as many as the reader */
+	if (depth >= HT_JSON_MAX_DEPTH) {
+		fail(ps, "nested too deeply");
+		return 0;
+	}
 	v->type = obj ? HT_JOBJ : HT_JARR;
 	ps->p++;
 	skip_ws(ps);
@@ -237,31 +269,62 @@ static int container(struct parser *ps, struct ht_jvalue *v, int depth, int obj)
 	}
 }
 
+static const char *digits(const char *q, const char *end)
+{
+	while (q < end && *q >= '0' && *q <= '9')
+		q++;
+	return q;
+}
+
+/* A number as RFC 8259 spells it: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+ * (no leading zero, no bare '.' or 'e', no '+' in front), of any length;
+ * one beyond the range of a double is refused. */
 static int number(struct parser *ps, struct ht_jvalue *v)
 {
-	const char *q = ps->p;
+	const char *q = ps->p, *d;
 	if (q < ps->end && *q == '-')
 		q++;
-	if (q >= ps->end || *q < '0' || *q > '9') {
+	if (q < ps->end && *q == '0') {
+		q++;
+	} else if ((d = digits(q, ps->end)) > q) {
+		q = d;
+	} else {
+		ps->p = q;
 		fail(ps, "expected a value");
 		return 0;
 	}
-	while (q < ps->end && ((*q >= '0' && *q <= '9') || *q == '.' || *q == 'e' || *q == 'E' ||
-			       *q == '+' || *q == '-'))
-		q++;
-	char buf[64];
-	size_t n = (size_t)(q - ps->p);
-	if (n >= sizeof(buf)) {
-		fail(ps, "number too long");
-		return 0;
+	if (q < ps->end && *q == '.') {
+		if ((d = digits(q + 1, ps->end)) == q + 1) {
+			ps->p = d;
+			fail(ps, "expected a digit after '.' in a number");
+			return 0;
+		}
+		q = d;
 	}
-	memcpy(buf, ps->p, n);
-	buf[n] = 0;
-	char *endp;
+	if (q < ps->end && (*q == 'e' || *q == 'E')) {
+		q++;
+		if (q < ps->end && (*q == '+' || *q == '-'))
+			q++;
+		if ((d = digits(q, ps->end)) == q) {
+			ps->p = d;
+			fail(ps, "expected a digit in a number's exponent");
+			return 0;
+		}
+		q = d;
+	}
+	/* strtod wants a NUL after the number, which the text may not have */
+	char buf[64], *tmp = NULL, *copy = buf;
+	size_t n = (size_t)(q - ps->p);
+	if (n >= sizeof(buf) && !(copy = tmp = xalloc(ps, NULL, n + 1, 1)))
+		return 0;
+	memcpy(copy, ps->p, n);
+	copy[n] = 0;
 	v->type = HT_JNUM;
-	v->num = strtod(buf, &endp);
-	if (*endp) {
-		fail(ps, "bad number");
+	v->num = strtod(copy, NULL);
+	free(tmp);
+	if (isinf(v->num)) {
+		v->num = 0;
+		fail(ps, "number out of range");
 		return 0;
 	}
 	ps->p = q;
@@ -271,10 +334,6 @@ static int number(struct parser *ps, struct ht_jvalue *v)
 static int value(struct parser *ps, struct ht_jvalue *v, int depth)
 {
 	skip_ws(ps);
-	if (depth > MAX_DEPTH) {
-		fail(ps, "nested too deeply");
-		return 0;
-	}
 	if (ps->p >= ps->end) {
 		fail(ps, "unexpected end of input");
 		return 0;

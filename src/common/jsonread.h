@@ -16,7 +16,13 @@ struct ht_jvalue {
 	size_t n;                 /* elements or members */
 };
 
-/* Parses text[0..len); NULL on error with "line L, column C: what" in err. */
+/* Parses text[0..len) (no NUL needed after it): a JSON text (RFC 8259)
+ * with at most HT_JSON_MAX_DEPTH (json.h) nested objects and arrays, no
+ * \u0000 and no number beyond the range of a double.  Strings come out
+ * valid UTF-8: a valid sequence as it is, any other byte as its Latin-1
+ * character (the writer's policy, json.h), a lone surrogate escape as
+ * U+FFFD.  NULL on error with "line L, column C: what" in err (C counts
+ * bytes from 1). */
 struct ht_jvalue *ht_jvalue__parse(const char *text, size_t len, char *err, size_t errlen);
 /* The member key of an object, or NULL (also when obj is not an object). */
 const struct ht_jvalue *ht_jvalue__get(const struct ht_jvalue *obj, const char *key);

@@ -2,6 +2,7 @@
 `heaptrail record` passes through (status, stdin/stdout), the output file's
 mode and symlink safety."""
 
+import json
 import os
 import signal
 import subprocess
@@ -270,17 +271,40 @@ def test_stdio_passthrough(t):
     check(r0.out == r.out, "traced and untraced stdout differ")
 
 
+def calls_in_file(t, path, calls, secs=60):
+    """Waits until the trace at path (still being written) holds calls,
+    i.e. the writer has flushed them; fails after secs.  No sleep stands in
+    for the writer's rounds: a writer thread that the scheduler holds back
+    only makes this wait longer."""
+    deadline = time.time() + secs
+    seen = None
+    while time.time() < deadline:
+        if os.path.exists(path):
+            r = t.tool(["stats", path, "--json"])
+            try:
+                seen = json.loads(r.stdout)["calls"]
+            except ValueError:
+                seen = None  # no header yet, or a chunk being written
+            if seen and all(seen[k] == v for k, v in calls.items()):
+                return
+        time.sleep(0.02)
+    fail("the writer did not save %r within %ss (last seen: %r)" % (calls, secs, seen))
+
+
 @case(locks=("cpu",))
 def test_kill9(t):
     """kill -9 after the program said it was ready.  With the writer process
     (the default) every event is in the file and the writer closes it,
-    marked orphaned; with a writer thread (HEAPTRAIL_WRITER=thread), every
-    event older than two flush intervals, and the file is not closed."""
-    for name, interval_ms, env in (
-            ("process", 100, {}),
-            ("process-20ms", 20, {"HEAPTRAIL_FLUSH_INTERVAL": "20"}),
-            ("thread", 100, {"HEAPTRAIL_WRITER": "thread"}),
-            ("thread-20ms", 20, {"HEAPTRAIL_WRITER": "thread", "HEAPTRAIL_FLUSH_INTERVAL": "20"})):
+    marked orphaned, however soon the kill comes (right after "ready");
+    with a writer thread (HEAPTRAIL_WRITER=thread), the program is killed
+    once the file holds its events (the writer flushed them while it
+    lived): they are all still there after the kill, and the file is not
+    closed."""
+    for name, env in (
+            ("process", {}),
+            ("process-20ms", {"HEAPTRAIL_FLUSH_INTERVAL": "20"}),
+            ("thread", {"HEAPTRAIL_WRITER": "thread"}),
+            ("thread-20ms", {"HEAPTRAIL_WRITER": "thread", "HEAPTRAIL_FLUSH_INTERVAL": "20"})):
         out = t.path("kill-%s.ht" % name)
         e = t.base_env({"LD_PRELOAD": t.preload, "HEAPTRAIL_OUT": out})
         e.update(env)
@@ -289,7 +313,8 @@ def test_kill9(t):
         try:
             line = p.stdout.readline().decode()
             check(line.startswith("ready "), "killme said %r" % line)
-            time.sleep(max(3 * interval_ms / 1000.0, 0.25))
+            if name.startswith("thread"):
+                calls_in_file(t, out, {"malloc": 1000, "free": 400})
             p.kill()
             p.wait(timeout=30)
         finally:
@@ -313,7 +338,9 @@ def test_kill9(t):
 
 @case(locks=("cpu",))
 def test_kill9_record(t):
-    """record passes 128+9 through when the program is killed."""
+    """record passes 128+9 through when the program is killed (right after
+    it said it was ready: the writer process saves every event whenever
+    the kill comes)."""
     out = t.path("k.ht")
     p = subprocess.Popen([t.heaptrail, "record", "-o", out, "--", t.prog("killme")],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -321,7 +348,6 @@ def test_kill9_record(t):
     try:
         line = p.stdout.readline().decode()
         check(line.startswith("ready "), "killme said %r" % line)
-        time.sleep(0.35)
         os.kill(int(line.split()[1]), signal.SIGKILL)
         _, err = p.communicate(timeout=30)
     finally:

@@ -6,6 +6,7 @@ older trace at the output path is kept as OUTPUT.old; the summary counts
 only the files of this run; an empty -o, a symlink or a directory at the
 output path is refused before the program starts."""
 
+import json
 import os
 import signal
 import subprocess
@@ -35,10 +36,23 @@ def descendants(pid):
     return out
 
 
+def mallocs_in(t, path):
+    """The mallocs the trace at path (maybe still being written) holds so
+    far; 0 while it has no readable header."""
+    r = t.tool(["stats", "--json", path])
+    try:
+        return json.loads(r.stdout)["calls"]["malloc"]
+    except (ValueError, KeyError):
+        return 0
+
+
 def start_paced(t, argv_prefix, out, extra=()):
     """Starts argv_prefix + record -o OUT EXTRA -- paced 0 (which says
-    "ready" and waits for a line on stdin); returns the Popen and the pids
-    of the processes under it (program, writer process)."""
+    "ready" and waits for a line on stdin) and waits for the writer's first
+    round (the program's first malloc in the file: a handshake, where a
+    sleep stood that a writer held back by the scheduler could outlast);
+    returns the Popen and the pids of the processes under it (program,
+    writer process)."""
     cmd = list(argv_prefix) + [t.heaptrail, "record", "-o", out] + list(extra) + [
         "--", t.prog("paced"), "0"]
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -47,7 +61,12 @@ def start_paced(t, argv_prefix, out, extra=()):
     if line != b"ready\n":
         p.kill()
         fail("paced did not start: %r %r" % (line, p.stderr.read()))
-    time.sleep(0.3)  # the writer's first rounds
+    deadline = time.time() + 60
+    while not mallocs_in(t, out) and p.poll() is None:
+        if time.time() > deadline:
+            p.kill()
+            fail("the program's first malloc is not in %s after 60 s" % out)
+        time.sleep(0.02)
     return p, descendants(p.pid)
 
 

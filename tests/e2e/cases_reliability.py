@@ -97,6 +97,26 @@ def test_no_lost_chunk(t):
         os.unlink(out)
 
 
+def zombie(pid):
+    """pid is a zombie, or gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read()
+    except OSError:
+        return True
+    return st[st.rindex(")") + 2] in "ZX"
+
+
+def mallocs_in(t, path):
+    """The mallocs the trace at path (maybe still being written) holds so
+    far; 0 while it has no readable header."""
+    r = t.tool(["stats", "--json", path])
+    try:
+        return json.loads(r.stdout)["calls"]["malloc"]
+    except (ValueError, KeyError):
+        return 0
+
+
 @case(timeout=120)
 def test_writer_killed(t):
     """The recorder's writer process killed with SIGKILL while the program
@@ -125,7 +145,12 @@ def test_writer_killed(t):
                 time.sleep(0.05)
         eq(len(helpers), 1, "the writer process of the program")
         os.kill(helpers[0], signal.SIGKILL)
-        time.sleep(0.2)
+        # the program goes on once the writer is gone (not a sleep: dead or
+        # a zombie, whenever the scheduler got round to it)
+        deadline = time.time() + 60
+        while comm(helpers[0]) == "heaptrail-write" and not zombie(helpers[0]):
+            check(time.time() < deadline, "the killed writer process is still running")
+            time.sleep(0.01)
         p.stdin.write(b"go\n")
         p.stdin.flush()
         out, err = p.communicate(timeout=90)
@@ -161,11 +186,11 @@ def test_read_while_written(t):
                          env=t.base_env(), cwd=t.dir)
     try:
         eq(p.stdout.readline(), b"ready\n", "the program started")
-        deadline = time.time() + 10
-        while time.time() < deadline and (not os.path.exists(trace) or
-                                          os.path.getsize(trace) < 512):
-            time.sleep(0.05)
-        time.sleep(0.3)  # a flush interval: its first events are in the file
+        # the writer's first round: the program's first malloc in the file
+        # (waited for, not slept for)
+        deadline = time.time() + 60
+        while time.time() < deadline and mallocs_in(t, trace) < 1:
+            time.sleep(0.02)
         r = t.tool(["stats", trace])
         s = t.stats(trace, rc=None)
         p.stdin.write(b"go\n")

@@ -151,6 +151,40 @@ def test_report_compare(t):
 
 
 @case(labels=("analyzers",))
+def test_report_compare_odd_numbers(t):
+    """--compare with numbers compare never writes but JSON allows (a
+    user's file): 1e300, the largest double, negative and fractional ones.
+    The counts are taken saturated, not converted out of range (undefined
+    behaviour): the page is written, a negative wall time or RSS shows as
+    0; a number beyond a double (1e309) is a data error at its line and
+    column."""
+    trace = t.path("peak.ht")
+    t.record(trace, [t.prog("peak")])
+    cmp = t.path("odd.json")
+    with open(cmp, "w") as f:
+        f.write('{"workload": "w.wl", "results": [\n'
+                ' {"label": "huge", "runs": 1e300, "wall_usec": 1e300, "total_call_cycles":'
+                ' 1.7976931348623157e308, "max_rss_kb": 1e30, "rss_ideal_ratio": 1e300},\n'
+                ' {"label": "negative", "runs": -2, "wall_usec": -5, "total_call_cycles": -1e30,'
+                ' "max_rss_kb": -7, "rss_ideal_ratio": -1},\n'
+                ' {"label": "tiny", "runs": 4.9e-324, "wall_usec": 1e-300,'
+                ' "total_call_cycles": 0.5, "max_rss_kb": 0.25}]}\n')
+    out = t.path("odd.html")
+    r = t.tool(["report", "-q", "--compare", cmp, "-o", out, trace])
+    eq(r.rc, 0, "report --compare:\n" + r.describe())
+    html = open(out).read()
+    for label in ("huge", "negative", "tiny"):
+        check("<tr><td>%s</td>" % label in html, "no row for %s" % label)
+    check("<tr><td>negative</td><td>-2</td><td>0 ns</td><td>0</td><td>0 B</td>" in html,
+          "negative counts not shown as 0:\n" + html[html.find("negative") - 10:][:200])
+    with open(cmp, "w") as f:
+        f.write('{"workload": "w.wl",\n "results": [{"wall_usec": 1e309}]}')
+    r = t.tool(["report", "-q", "--compare", cmp, "-o", out, trace])
+    eq(r.rc, 1, "report --compare with 1e309:\n" + r.describe())
+    check("line 2, column 28: number out of range" in r.stderr, "the error:\n" + r.stderr)
+
+
+@case(labels=("analyzers",))
 def test_report_bad_input(t):
     """Bad inputs: one-line errors, exit 2 for usage and 1 for data, and no
     page (nor a temporary file) left behind."""

@@ -8,6 +8,8 @@ import io
 import json
 import os
 import re
+import subprocess
+import time
 import xml.etree.ElementTree as ET
 
 from htlib import case, check, eq, fail
@@ -37,6 +39,52 @@ def record_phases(t, name="phases", args=()):
     return out, said
 
 
+def samples_after(t, path, label):
+    """(time of the marker label, RSS samples after it) in the trace at path,
+    which may still be being written; (None, 0) while it says nothing yet."""
+    r = t.tool(["timeline", "--json", "-o", "-", path])
+    try:
+        j = json.loads(r.stdout)
+        at = [m["time_ns"] for m in j["marks"] if m["label"] == label][0]
+        r = t.tool(["timeline", "--json", "-o", "-", "--from", "%dns" % at, path])
+        return at, json.loads(r.stdout)["rss_samples"]
+    except (ValueError, KeyError, IndexError):
+        return None, 0
+
+
+def record_phases_held(t, name, args, samples, secs=90):
+    """record ARGS -- phases hold: the 8 MiB block is held until the trace
+    has `samples` RSS samples taken after the 'touched' marker (the writer
+    puts them in the file at its rounds); then the program goes on.  The
+    test waits for the samples, not for the scheduler: a writer held back
+    only makes the wait longer.  Returns (trace, the program's NAME=VALUE
+    lines)."""
+    out = t.path(name + ".ht")
+    p = subprocess.Popen([t.heaptrail, "record", "-q", "-o", out] + list(args) +
+                         ["--", t.prog("phases"), "hold"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=t.base_env(),
+                         cwd=t.dir)
+    try:
+        line = p.stdout.readline()
+        check(line == b"held\n", "phases hold said %r" % line)
+        deadline = time.time() + secs
+        n = 0
+        while time.time() < deadline:
+            n = samples_after(t, out, "touched")[1]
+            if n >= samples:
+                break
+            time.sleep(0.05)
+        check(n >= samples, "%d RSS samples after 'touched' in %d s" % (n, secs))
+        o, e = p.communicate(b"go\n", timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    eq(p.returncode, 0, "record phases hold:\n%s" % e.decode(errors="replace"))
+    said = dict(l.split("=", 1) for l in o.decode().splitlines() if "=" in l)
+    return out, said
+
+
 def timeline_json(t, path, *args):
     r = t.tool(["timeline", "--json", "-o", "-"] + list(args) + [path])
     eq(r.rc, 0, "timeline --json:\n" + r.describe())
@@ -63,8 +111,12 @@ def test_timeline_values(t):
     8 MiB while held and 0 after, the program's own mappings peak at the
     mremapped 128 KiB, the break series ends at the program's final break,
     allocation bytes add up to stats, markers come in order, RSS is sampled
-    at the set interval and sees the 8 MiB."""
-    out, said = record_phases(t, args=["--rss-interval", "5ms", "--flush-interval", "1s"])
+    between the flushes and sees the 8 MiB.  phases holds the block until
+    the trace has 10 RSS samples taken after it was touched (a handshake,
+    not a sleep): nothing here depends on how the threads were scheduled."""
+    flush_ns, rss_ns = 10**9, 5 * 10**6
+    out, said = record_phases_held(t, "phases", ["--rss-interval", "5ms", "--flush-interval",
+                                                 "1s"], samples=10)
     s = t.stats(out)
     j = timeline_json(t, out)
     eq(j["bins_count"], 1000, "bins")
@@ -84,29 +136,43 @@ def test_timeline_values(t):
     eq([m["label"] for m in marks], MARKS, "markers")
     times = [m["time_ns"] for m in marks]
     eq(times, sorted(times), "marker times in order")
-    # while the 8 MiB block is held, the live series holds it too
-    bn = j["bin_ns"]
-    held = [b for b in j["bins"] if times[2] <= b["start_ns"] and b["start_ns"] + bn <= times[3]]
-    check(held, "no bin between 'touched' and 'big'")
-    check(all(b["live_bytes"]["min"] >= BIG + 100 * 1000 for b in held),
+    # while the 8 MiB block is held ('touched' to 'big'), every bin of the
+    # live series holds it too, and every RSS sample sees it (a sample reads
+    # its time before the RSS)
+    w = timeline_json(t, out, "--from", "%dns" % times[2], "--to", "%dns" % times[3],
+                      "--bins", "20")
+    check(all(b["live_bytes"]["min"] >= BIG + 100 * 1000 for b in w["bins"]),
           "live bytes drop while the 8 MiB block is held")
-    # RSS: sampled every 5 ms (not only at the 1 s flushes), and it sees the block
-    check(j["rss_samples"] >= 10, "only %d RSS samples in a run of 80+ ms at 5 ms"
-          % j["rss_samples"])
-    check(2500000 <= j["rss_median_interval_ns"] <= 10000000,
-          "median RSS interval %d ns for --rss-interval 5ms" % j["rss_median_interval_ns"])
-    rss = [(b["start_ns"], b["rss_bytes"]) for b in j["bins"] if b["rss_bytes"]]
-    before = [v["max"] for ts, v in rss if ts + bn <= times[1]]
-    during = [v["max"] for ts, v in rss if times[2] <= ts and ts + bn <= times[3]]
+    rss = [b["rss_bytes"] for b in j["bins"] if b["rss_bytes"]]
+    base = min(v["min"] for v in rss)  # the smallest RSS of the run, before or after the block
+    during = [b["rss_bytes"] for b in w["bins"] if b["rss_bytes"]]
     check(during, "no RSS sample while the block was held")
-    base = min(before) if before else min(v["min"] for _, v in rss)
-    check(max(during) >= base + BIG - (1 << 20),
-          "RSS %d while 8 MiB are touched, %d before" % (max(during), base))
-    # without the interval: samples at flushes only (start, a first round, close)
+    check(min(v["min"] for v in during) >= base + BIG - (1 << 20),
+          "RSS %d while 8 MiB are touched, %d at the least"
+          % (min(v["min"] for v in during), base))
+    # RSS sampled between the flushes (every 5 ms), and never more often:
+    # in the held window of D ns, a writer round (one sample each) comes at
+    # most every flush interval, so at most D/1s + 2 of them (+1 for a
+    # requested round); the interval samples are on a 5 ms grid, each one's
+    # due time after the sample before it, so at most D/5ms + 2.  Both hold
+    # however the writer was scheduled; the handshake gave at least 10.
+    d = times[3] - times[2]
+    rounds = d // flush_ns + 3
+    n = w["rss_samples"]
+    check(n >= 10, "%d RSS samples while the block was held (the handshake waited for 10)" % n)
+    check(n > rounds, "%d RSS samples in %d ns, no more than the %d flush rounds could take: "
+          "not sampled between the flushes" % (n, d, rounds))
+    check(n <= d // rss_ns + 2 + rounds, "%d RSS samples in %d ns: more often than every 5 ms"
+          % (n, d))
+    check(j["rss_median_interval_ns"] > 0, "no median RSS interval")
+    # without the interval: samples at flushes only (start, a first round,
+    # one per second of the run, close)
     out0, _ = record_phases(t, "noint", ["--rss-interval", "0", "--flush-interval", "1s"])
     j0 = timeline_json(t, out0)
-    check(1 <= j0["rss_samples"] <= 4, "%d RSS samples with --rss-interval 0"
-          % j0["rss_samples"])
+    s0 = t.stats(out0)
+    check(1 <= j0["rss_samples"] <= 4 + s0["duration_ns"] // flush_ns,
+          "%d RSS samples with --rss-interval 0 in a run of %d ns"
+          % (j0["rss_samples"], s0["duration_ns"]))
     # CSV: header, one row per bin, the same figures
     r = t.tool(["timeline", "--csv", "--bins", "50", "-o", t.path("p.csv"), out])
     eq(r.rc, 0, "timeline --csv")

@@ -1,7 +1,7 @@
 # The fuzz corpus regression runs, for any C compiler (no clang, no libFuzzer
 # needed): builds tests/fuzz/run_corpus.c together with each fuzz target and
 # the sources it tests, with ASan+UBSan where the compiler has them, and
-# registers four ctest tests:
+# registers five ctest tests:
 #
 #   fuzz.corpus            tests/fuzz/fuzz_reader.c and the trace reader:
 #                          every file of tests/fuzz/corpus/ and
@@ -20,6 +20,12 @@
 #                          workload loader: every file of
 #                          tests/fuzz/corpus_convert/ and
 #                          tests/fuzz/regressions_convert/
+#   fuzz.jsonread_corpus   tests/fuzz/fuzz_jsonread.c and the JSON reader
+#                          of `heaptrail report --compare`
+#                          (src/common/jsonread.c) with the writer
+#                          (json.c): every file of
+#                          tests/fuzz/corpus_jsonread/ and
+#                          tests/fuzz/regressions_jsonread/
 #
 # Include it from a CMakeLists.txt in which testing is enabled, e.g. in
 # tests/CMakeLists.txt:
@@ -168,6 +174,26 @@ add_test(NAME fuzz.convert_corpus
   COMMAND ht_fuzz_run_convert_corpus -t 60 ${HT_FUZZ_DIR}/corpus_convert
     ${HT_FUZZ_DIR}/regressions_convert)
 set_tests_properties(fuzz.convert_corpus PROPERTIES ENVIRONMENT "${HT_FUZZ_WL_ENV}" TIMEOUT 300
+  LABELS "fuzz;analyzers")
+
+# the JSON reader's run (heaptrail report --compare), with the writer it
+# writes the trees back with; tests/fuzz/CMakeLists.txt builds the libFuzzer
+# target from the same list
+set(HT_FUZZ_JSONREAD_TESTED
+  ${PROJECT_SOURCE_DIR}/src/common/jsonread.c
+  ${PROJECT_SOURCE_DIR}/src/common/json.c
+  ${PROJECT_SOURCE_DIR}/src/common/markup.c)
+add_executable(ht_fuzz_run_jsonread_corpus ${HT_FUZZ_DIR}/run_corpus.c
+  ${HT_FUZZ_DIR}/fuzz_jsonread.c ${HT_FUZZ_JSONREAD_TESTED})
+target_include_directories(ht_fuzz_run_jsonread_corpus PRIVATE
+  ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
+target_compile_options(ht_fuzz_run_jsonread_corpus PRIVATE -g -O1 -fno-omit-frame-pointer ${HT_FUZZ_SAN})
+target_link_options(ht_fuzz_run_jsonread_corpus PRIVATE ${HT_FUZZ_SAN})
+target_link_libraries(ht_fuzz_run_jsonread_corpus PRIVATE m)
+add_test(NAME fuzz.jsonread_corpus
+  COMMAND ht_fuzz_run_jsonread_corpus -t 60 ${HT_FUZZ_DIR}/corpus_jsonread
+    ${HT_FUZZ_DIR}/regressions_jsonread)
+set_tests_properties(fuzz.jsonread_corpus PROPERTIES ENVIRONMENT "${HT_FUZZ_WL_ENV}" TIMEOUT 300
   LABELS "fuzz;analyzers")
 
 if(HT_FUZZ_VALGRIND)

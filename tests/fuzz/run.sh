@@ -18,10 +18,15 @@
 #              with the reader and the workload loader that checks its
 #              output (fuzz_convert.c; corpus_convert/, regressions_convert/,
 #              ht.dict)
+#   jsonread   the JSON reader of heaptrail report --compare,
+#              src/common/jsonread.c, with the writer json.c it writes the
+#              trees back with (fuzz_jsonread.c; corpus_jsonread/,
+#              regressions_jsonread/, json.dict)
 #
 # Inputs that crash, hang (> 10 s) or run out of memory (> 2 GiB) are
 # written to the target's regressions directory (tests/fuzz/regressions/,
-# regressions_workload/, regressions_smaps/ or regressions_convert/) as crash-*, timeout-*, oom-*; rename
+# regressions_workload/, regressions_smaps/, regressions_convert/ or
+# regressions_jsonread/) as crash-*, timeout-*, oom-*; rename
 # each after what it triggers once it is understood.  Every file there is
 # replayed by the corpus regression tests (tests/fuzz/run_corpus.c).
 #
@@ -29,7 +34,8 @@
 #   FUZZ_BUILD_DIR   where the binaries and the working corpora live
 #                    (default ${TMPDIR:-/tmp}/heaptrail-fuzz; the working
 #                    corpus is work/ for the reader, work_workload/ for the
-#                    workload loader, work_smaps/ for the smaps parser); the working corpus grows from run to
+#                    workload loader, work_smaps/ for the smaps parser,
+#                    work_convert/, work_jsonread/); the working corpus grows from run to
 #                    run, the seed corpus in tests/fuzz/ is never written
 #   FUZZ_JOBS        parallel fuzzing processes (default 1)
 #   FUZZ_KEEP_GOING=1
@@ -58,7 +64,7 @@ MODE=fuzz
 SECONDS_=60
 TARGET=reader
 case "${1:-}" in
-reader | workload | smaps | convert)
+reader | workload | smaps | convert | jsonread)
 	TARGET=$1
 	shift
 	;;
@@ -71,13 +77,22 @@ case "${1:-}" in
 	;;
 '') ;;
 *[!0-9]*)
-	echo "usage: $0 [reader|workload|smaps|convert] [SECONDS|--coverage]" >&2
+	echo "usage: $0 [reader|workload|smaps|convert|jsonread] [SECONDS|--coverage]" >&2
 	exit 2
 	;;
 *) SECONDS_=$1 ;;
 esac
 
-if [ "$TARGET" = convert ]; then
+if [ "$TARGET" = jsonread ]; then
+	FUZZER=fuzz_jsonread
+	TARGET_SOURCES="$SRC/src/common/jsonread.c $SRC/src/common/json.c $SRC/src/common/markup.c"
+	MAIN_SOURCE="$SRC/src/common/jsonread.c"
+	CORPUS="$HERE/corpus_jsonread"
+	REGRESSIONS="$HERE/regressions_jsonread"
+	DICT="$HERE/json.dict"
+	WORK="$BUILD/work_jsonread"
+	LIBS="-lm"
+elif [ "$TARGET" = convert ]; then
 	FUZZER=fuzz_convert
 	TARGET_SOURCES="$SRC/src/replay/converter.c $SRC/src/replay/workload.c $SRC/src/common/outfile.c $SRC/src/common/livemap.c $SRC/src/analyze/analyze.c $SRC/src/common/json.c $SRC/src/common/markup.c $SRC/src/common/util.c $SRC/src/trace/reader.c $SRC/src/trace/reader_decode.c $SRC/src/trace/reader_merge.c $SRC/src/trace/modmap.c $SRC/src/trace/record.c $SRC/src/trace/columns.c $SRC/src/trace/kinds.c"
 	MAIN_SOURCE="$SRC/src/replay/converter.c"

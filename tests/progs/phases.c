@@ -3,7 +3,10 @@
  * sleeps (RSS samples see it), a malloc that moves the program break from
  * a known line, and the program's own mmap/mremap/munmap, brk/sbrk and
  * SysV shm calls with exact arguments.  It prints what the test cannot
- * know in advance (addresses, ids, the fd) as NAME=VALUE lines. */
+ * know in advance (addresses, ids, the fd) as NAME=VALUE lines.
+ * Usage: phases [hold]: with hold, the block is held not for 80 ms but
+ * until a line comes on stdin, after "held" on stdout (the test then
+ * waits for RSS samples in the trace, not for the scheduler). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,8 +29,17 @@ static __attribute__((noinline)) void *grow_heap(void)
 	return p;
 }
 
-int main(void)
+/* Waits for a line (or the end) on stdin, without stdio. */
+static void wait_line(void)
 {
+	char c;
+	while (read(0, &c, 1) == 1 && c != '\n')
+		;
+}
+
+int main(int argc, char **argv)
+{
+	int hold = argc > 1 && !strcmp(argv[1], "hold");
 	setvbuf(stdout, NULL, _IONBF, 0); /* no stdio buffer in the heap */
 	heaptrail_mark("start");
 	for (int i = 0; i < 100; i++)
@@ -36,7 +48,13 @@ int main(void)
 	char *big = malloc(8 << 20); /* above the mmap threshold: glibc mmaps it */
 	memset(big, 1, 8 << 20);
 	heaptrail_mark("touched");
-	usleep(80000); /* RSS samples see the 8 MiB */
+	if (hold) { /* RSS samples see the 8 MiB */
+		if (write(1, "held\n", 5) != 5)
+			return 1;
+		wait_line();
+	} else {
+		usleep(80000);
+	}
 	heaptrail_mark("big");
 	free(big);
 	printf("brk_before=%p\n", sbrk(0));
