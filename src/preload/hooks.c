@@ -1372,7 +1372,7 @@ HT_EXPORT void _exit(int status)
 {
 	if (!real._exit)
 		ht_hooks__resolve();
-	ht_writer__close(0);
+	ht_writer__shutdown(0);
 	real._exit(status);
 }
 
@@ -1380,6 +1380,6 @@ HT_EXPORT void _Exit(int status)
 {
 	if (!real._Exit)
 		ht_hooks__resolve();
-	ht_writer__close(0);
+	ht_writer__shutdown(0);
 	real._Exit(status);
 }

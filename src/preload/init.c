@@ -295,7 +295,7 @@ static int set_fatal_handler(int sig, struct sigaction *old)
 static void on_fatal(int sig)
 {
 	int e = errno;
-	ht_writer__close(1);
+	ht_writer__shutdown(1);
 	if (sig > 0 && sig < HT_NSIG)
 		atomic_store(&armed[sig], 0);
 	struct sigaction dfl;
@@ -445,7 +445,7 @@ __attribute__((constructor(101))) static void ht_constructor(void)
 
 __attribute__((destructor)) static void ht_destructor(void)
 {
-	ht_writer__close(0);
+	ht_writer__shutdown(0);
 }
 
 /* ---- public API (include/heaptrail.h) ----------------------------------- */

@@ -324,7 +324,7 @@ int ht_writer__start(void);
 /* Flushes everything committed so far; waits up to timeout_ms. */
 void ht_writer__sync(int timeout_ms);
 /* Final flush, index, header patch; recording stops for good. */
-void ht_writer__close(int from_signal);
+void ht_writer__shutdown(int from_signal);
 /* In the child after fork: new file, new writer thread. */
 void ht_writer__after_fork_child(void);
 /* A full buffer was queued: wake the writer if it sleeps. */

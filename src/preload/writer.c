@@ -465,17 +465,13 @@ static int write_header(void)
 		nexe = 0;
 	exe[nexe] = 0;
 	struct ht_file_header *h = &w.hdr;
-	memset(h, 0, sizeof(*h));
-	memcpy(h->magic, HT_MAGIC, 8);
-	h->version = HT_VERSION;
-	h->header_size = sizeof(*h);
-	h->flags = HT_FILE_F_ORDERED | (ht_opt.use_tsc ? HT_FILE_F_TSC : 0) |
-		   (ht_opt.sample_bytes ? HT_FILE_F_SAMPLED : 0) |
-		   (ht_opt.durations ? HT_FILE_F_DURATIONS : 0) |
-		   (forked_child ? HT_FILE_F_FORK_CHILD : 0);
+	uint64_t flags = HT_FILE_F_ORDERED | (ht_opt.use_tsc ? HT_FILE_F_TSC : 0) |
+			 (ht_opt.sample_bytes ? HT_FILE_F_SAMPLED : 0) |
+			 (ht_opt.durations ? HT_FILE_F_DURATIONS : 0) |
+			 (forked_child ? HT_FILE_F_FORK_CHILD : 0);
+	ht_file_header__init(h, flags, (int32_t)syscall(SYS_getpid), (int32_t)getppid(), ncmd,
+			     (uint64_t)nexe + 1);
 	h->sample_bytes = (uint32_t)ht_opt.sample_bytes;
-	h->pid = (int32_t)syscall(SYS_getpid);
-	h->ppid = (int32_t)getppid();
 	struct timespec rt;
 	clock_gettime(CLOCK_REALTIME, &rt);
 	h->start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
@@ -483,11 +479,6 @@ static int write_header(void)
 	h->start_ts = ht_now();
 	h->ts_hz = ht_opt.use_tsc ? 0 : 1000000000u; /* TSC: fitted by readers */
 	h->start_brk = start_brk();
-	h->sec[HT_SEC_CMDLINE].offset = sizeof(*h);
-	h->sec[HT_SEC_CMDLINE].size = ncmd;
-	h->sec[HT_SEC_EXE].offset = sizeof(*h) + ncmd;
-	h->sec[HT_SEC_EXE].size = (uint64_t)nexe + 1;
-	h->sec[HT_SEC_CHUNKS].offset = sizeof(*h) + ncmd + (uint64_t)nexe + 1;
 	w.off = 0;
 	if (write_all(h, sizeof(*h)) < 0 || write_all(cmdline, ncmd) < 0 ||
 	    write_all(exe, (size_t)nexe + 1) < 0)
@@ -1351,7 +1342,7 @@ static void close_proc_fd(void)
 	proc_fd = -1;
 }
 
-void ht_writer__close(int from_signal)
+void ht_writer__shutdown(int from_signal)
 {
 	if (ht_foreign_process() || !ws || w.closed)
 		return;

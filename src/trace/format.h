@@ -85,6 +85,29 @@ struct ht_file_header {
 	struct ht_section_ref sec[HT_SEC_NR];
 };
 
+/* The layout every writer of a trace gives its header (the recorder's
+ * writer.c and attach's trace/writer.c): magic, version, size, flags,
+ * process, and the sections: the command line (cmdline_len bytes) and
+ * the executable's path (exe_len bytes, its NUL included) right after the
+ * header, the chunks after them.  The times and counters are the
+ * writer's to fill. */
+static inline void ht_file_header__init(struct ht_file_header *h, uint64_t flags, int32_t pid,
+					int32_t ppid, uint64_t cmdline_len, uint64_t exe_len)
+{
+	memset(h, 0, sizeof(*h));
+	memcpy(h->magic, HT_MAGIC, 8);
+	h->version = HT_VERSION;
+	h->header_size = sizeof(*h);
+	h->flags = flags;
+	h->pid = pid;
+	h->ppid = ppid;
+	h->sec[HT_SEC_CMDLINE].offset = sizeof(*h);
+	h->sec[HT_SEC_CMDLINE].size = cmdline_len;
+	h->sec[HT_SEC_EXE].offset = sizeof(*h) + cmdline_len;
+	h->sec[HT_SEC_EXE].size = exe_len;
+	h->sec[HT_SEC_CHUNKS].offset = sizeof(*h) + cmdline_len + exe_len;
+}
+
 /* Chunk types. */
 enum ht_chunk_type {
 	HT_CHUNK_EVENTS = 1, /* one thread's events */

@@ -222,12 +222,9 @@ struct ht_writer *ht_writer__open(const char *path, const struct ht_writer_info 
 		ZSTD_CCtx_setParameter(w->zc, ZSTD_c_checksumFlag, 1);
 	}
 	struct ht_file_header *h = &w->hdr;
-	memcpy(h->magic, HT_MAGIC, 8);
-	h->version = HT_VERSION;
-	h->header_size = sizeof(*h);
-	h->flags = info->flags;
-	h->pid = info->pid;
-	h->ppid = info->ppid;
+	size_t clen = info->cmdline_len > 8192 ? 8192 : info->cmdline_len;
+	size_t elen = info->exe ? strlen(info->exe) + 1 : 0;
+	ht_file_header__init(h, info->flags, info->pid, info->ppid, clen, elen);
 	struct timespec rt;
 	clock_gettime(CLOCK_REALTIME, &rt);
 	h->start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
@@ -236,13 +233,6 @@ struct ht_writer *ht_writer__open(const char *path, const struct ht_writer_info 
 	h->ts_hz = 1000000000u;
 	h->sample_every = info->sample_every;
 	h->start_brk = info->start_brk;
-	size_t clen = info->cmdline_len > 8192 ? 8192 : info->cmdline_len;
-	size_t elen = info->exe ? strlen(info->exe) + 1 : 0;
-	h->sec[HT_SEC_CMDLINE].offset = sizeof(*h);
-	h->sec[HT_SEC_CMDLINE].size = clen;
-	h->sec[HT_SEC_EXE].offset = sizeof(*h) + clen;
-	h->sec[HT_SEC_EXE].size = elen;
-	h->sec[HT_SEC_CHUNKS].offset = sizeof(*h) + clen + elen;
 	write_all(w, h, sizeof(*h));
 	if (clen)
 		write_all(w, info->cmdline, clen);
