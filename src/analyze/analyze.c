@@ -20,7 +20,7 @@ struct ht_reader *ht_analyze__open(const char *path)
 }
 
 /* Events read, for the progress line every 65536. */
-unsigned ht_analyze__nread;
+uint64_t ht_analyze__nread;
 
 void ht_analyze__progress(struct ht_reader *r, int end)
 {
@@ -30,7 +30,7 @@ void ht_analyze__progress(struct ht_reader *r, int end)
 	}
 	uint64_t done, total;
 	ht_reader__progress(r, &done, &total);
-	ht_progress("reading", done, total);
+	ht_progress("reading", done, total, ht_analyze__nread, "events");
 }
 
 int ht_analyze__next(struct ht_reader *r, struct ht_event *ev)
@@ -89,6 +89,7 @@ void ht_analyze__order_json(struct ht_json *j, const struct ht_order_info *o)
 
 int ht_analyze__finish(struct ht_reader *r, const char *path, int quiet_warnings)
 {
+	quiet_warnings |= ht_quiet;
 	const char *w = ht_reader__warning(r);
 	const char *e = ht_reader__error(r);
 	if (w && !quiet_warnings)

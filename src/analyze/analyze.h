@@ -18,7 +18,7 @@ int ht_analyze__next(struct ht_reader *r, struct ht_event *ev);
 void ht_analyze__progress(struct ht_reader *r, int end);
 static inline const struct ht_event *ht_analyze__next_event(struct ht_reader *r)
 {
-	extern unsigned ht_analyze__nread;
+	extern uint64_t ht_analyze__nread;
 	if (__builtin_expect((++ht_analyze__nread & 0xffff) == 0, 0))
 		ht_analyze__progress(r, 0);
 	const struct ht_event *e = ht_reader__next_event(r);

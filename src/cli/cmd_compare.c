@@ -523,7 +523,7 @@ int cmd_compare(int argc, char **argv)
 	int total = cfg.reps * nv, done = 0;
 	for (int rep = 0; rep < cfg.reps; rep++) {
 		for (int i = 0; i < nv; i++) {
-			ht_progress("compare: runs", (uint64_t)done, (uint64_t)total);
+			ht_progress("compare: runs", (uint64_t)done, (uint64_t)total, 0, NULL);
 			struct variant *v = &vs[i];
 			if (run_one(&cfg, v, wl, &v->res[v->nres], &v->rss[v->nres])) {
 				ht_progress_done();

@@ -34,6 +34,7 @@ struct diff_config {
 	uint64_t width;          /* --width (1200) */
 	const char *sysroot;     /* --sysroot */
 	const char *debug_dir;   /* --debug-dir */
+	int quiet;             /* -q: no progress line, no warnings about the trace's state */
 };
 
 static const char usage_text[] =
@@ -122,6 +123,7 @@ int cmd_diff(int argc, char **argv)
 		{0, "width", HT_OPT_U64, &cfg.width, "PIXELS", "the SVG's width (1200)"},
 		{0, "sysroot", HT_OPT_STRING, &cfg.sysroot, "DIR", "find the traced modules under DIR"},
 		{0, "debug-dir", HT_OPT_STRING, &cfg.debug_dir, "DIR", "also look for separate debug files in DIR"},
+		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no progress line, no warning for traces not closed cleanly or not in exact order"},
 		{0},
 	};
 	int ret = HT_EXIT_USAGE;

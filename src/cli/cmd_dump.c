@@ -19,6 +19,7 @@ struct dump_config {
 	uint64_t to;       /* --to: end time (end of trace) */
 	uint64_t limit;    /* --limit: stop after N events (no limit) */
 	int json;          /* --json: JSON lines */
+	int quiet;             /* -q: no progress line, no warnings about the trace's state */
 };
 
 static const char usage_text[] =
@@ -258,6 +259,7 @@ int cmd_dump(int argc, char **argv)
 		{0, "to", HT_OPT_DURATION, &cfg.to, "TIME", "up to this time (the end)"},
 		{'n', "limit", HT_OPT_U64, &cfg.limit, "N", "at most N events"},
 		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "one JSON object per line"},
+		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no progress line, no warning for traces not closed cleanly or not in exact order"},
 		{0},
 	};
 	int ret = HT_EXIT_USAGE;

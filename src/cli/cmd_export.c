@@ -22,6 +22,7 @@ struct export_config {
 	const char *out;       /* -o, --output (stdout) */
 	const char *threshold; /* --threshold (1.0) */
 	struct ht_export_opts o; /* the renderers' options, defaults below */
+	int quiet;             /* -q: no progress line, no warnings about the trace's state */
 };
 
 static const char usage_text[] =
@@ -68,6 +69,7 @@ int cmd_export(int argc, char **argv)
 		{0, "depth", HT_OPT_U64, &cfg.o.depth, "N", "massif: frames per tree (30)"},
 		{0, "sysroot", HT_OPT_STRING, &cfg.o.sysroot, "DIR", "find the traced modules under DIR"},
 		{0, "debug-dir", HT_OPT_STRING, &cfg.o.debug_dir, "DIR", "also look for separate debug files in DIR"},
+		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no progress line, no warning for traces not closed cleanly or not in exact order"},
 		{0},
 	};
 	int ret = HT_EXIT_USAGE;

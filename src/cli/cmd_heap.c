@@ -22,6 +22,7 @@ struct heap_config {
 	int html;      /* --html */
 	uint64_t from; /* --from (0): report from this time, ns since the start */
 	uint64_t to;   /* --to (the end): and up to this time */
+	int quiet;             /* -q: no progress line, no warnings about the trace's state */
 };
 
 static const char usage_text[] =
@@ -49,6 +50,7 @@ int cmd_heap(int argc, char **argv)
 		{0, "html", HT_OPT_FLAG, &cfg.html, NULL, "an HTML fragment: the arena table and an SVG of the heap sizes"},
 		{0, "from", HT_OPT_DURATION, &cfg.from, "TIME", "report what happens from this time since the start (0)"},
 		{0, "to", HT_OPT_DURATION, &cfg.to, "TIME", "up to this time (the end)"},
+		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no progress line, no warning for traces not closed cleanly or not in exact order"},
 		{0},
 	};
 	int ret = HT_EXIT_USAGE;

@@ -31,6 +31,7 @@ struct leaks_config {
 	int no_default_supp;     /* --no-default-suppressions */
 	const char *sysroot;     /* --sysroot */
 	const char *debug_dir;   /* --debug-dir */
+	int quiet;             /* -q: no progress line, no warnings about the trace's state */
 };
 
 static const char usage_text[] =
@@ -469,6 +470,7 @@ int cmd_leaks(int argc, char **argv)
 		{0, "sysroot", HT_OPT_STRING, &cfg.sysroot, "DIR", "find the traced modules under DIR (another machine's files)"},
 		{0, "debug-dir", HT_OPT_STRING, &cfg.debug_dir, "DIR", "also look for separate debug files in DIR"},
 		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "JSON: leaked_bytes, leaked_blocks, groups[{bytes, blocks, stack[]}]"},
+		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no progress line, no warning for traces not closed cleanly or not in exact order"},
 		{0},
 	};
 	int ret = HT_EXIT_USAGE;

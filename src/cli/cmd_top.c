@@ -26,6 +26,7 @@ struct top_config {
 	int json;              /* --json */
 	const char *sysroot;   /* --sysroot */
 	const char *debug_dir; /* --debug-dir */
+	int quiet;             /* -q: no progress line, no warnings about the trace's state */
 };
 
 static const char usage_text[] =
@@ -171,6 +172,7 @@ int cmd_top(int argc, char **argv)
 		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "JSON: peak, calls, temporary, largest"},
 		{0, "sysroot", HT_OPT_STRING, &cfg.sysroot, "DIR", "find the traced modules under DIR"},
 		{0, "debug-dir", HT_OPT_STRING, &cfg.debug_dir, "DIR", "also look for separate debug files in DIR"},
+		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no progress line, no warning for traces not closed cleanly or not in exact order"},
 		{0},
 	};
 	int ret = HT_EXIT_USAGE;

@@ -161,5 +161,11 @@ int ht_parse_options(int argc, char **argv, const struct ht_option *opts, const 
 	for (; i < argc; i++)
 		argv[nargs++] = argv[i];
 	argv[nargs] = NULL;
+	/* -q, --quiet of any command: no progress line, and the analyses keep
+	 * their warnings about the trace's state to themselves (ht_quiet) */
+	for (const struct ht_option *p = opts; p->type != HT_OPT_END; p++)
+		if (p->type == HT_OPT_FLAG && p->value && *(int *)p->value &&
+		    (p->short_name == 'q' || !strcmp(p->long_name, "quiet")))
+			ht_progress_off = ht_quiet = 1;
 	return nargs;
 }

@@ -118,23 +118,58 @@ uint64_t ht_clock_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+int ht_progress_off;
+int ht_quiet;
 static int progress_shown;
-static struct timespec progress_last;
+static struct timespec progress_start, progress_last;
+static long progress_after_ms = -1;
 
-void ht_progress(const char *what, uint64_t done, uint64_t total)
+/* 12345678 -> "12.3 M" (buf of 32) */
+static const char *fmt_count(char *buf, uint64_t v)
 {
-	if (!isatty(2))
+	if (v >= 1000000000ull)
+		snprintf(buf, 32, "%.1f G", (double)v / 1e9);
+	else if (v >= 1000000)
+		snprintf(buf, 32, "%.1f M", (double)v / 1e6);
+	else if (v >= 1000)
+		snprintf(buf, 32, "%.1f k", (double)v / 1e3);
+	else
+		snprintf(buf, 32, "%llu", (unsigned long long)v);
+	return buf;
+}
+
+static long ms_between(const struct timespec *a, const struct timespec *b)
+{
+	return (b->tv_sec - a->tv_sec) * 1000 + (b->tv_nsec - a->tv_nsec) / 1000000;
+}
+
+void ht_progress(const char *what, uint64_t done, uint64_t total, uint64_t items,
+		 const char *unit)
+{
+	if (ht_progress_off || !isatty(2))
 		return;
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	long ms = (now.tv_sec - progress_last.tv_sec) * 1000 +
-		  (now.tv_nsec - progress_last.tv_nsec) / 1000000;
-	if (progress_shown && ms < 100)
+	if (progress_after_ms < 0) {
+		const char *e = getenv("HEAPTRAIL_PROGRESS_AFTER");
+		progress_after_ms = e && *e ? atol(e) : 1000;
+		progress_start = now;
+	}
+	if (ms_between(&progress_start, &now) < progress_after_ms)
+		return;
+	if (progress_shown && ms_between(&progress_last, &now) < 100)
 		return;
 	progress_last = now;
 	progress_shown = 1;
+	char size[32], n[32];
 	double pct = total ? 100.0 * (double)done / (double)total : 0;
-	fprintf(stderr, "\r%s: %5.1f%%", what, pct);
+	double secs = (double)ms_between(&progress_start, &now) / 1000.0;
+	fprintf(stderr, "\r\033[K%s: %5.1f%%", what, pct);
+	if (unit)
+		fprintf(stderr, " of %s", ht_fmt_bytes(size, total));
+	if (items && unit)
+		fprintf(stderr, ", %s %s, %.1f M/s", fmt_count(n, items), unit,
+			secs > 0 ? (double)items / secs / 1e6 : 0.0);
 	fflush(stderr);
 }
 

@@ -41,9 +41,18 @@ uint64_t ht_hash_str(uint64_t h, const char *s);
 /* Parses "4096", "64K", "1M", "2G". Returns 0 on success. */
 int ht_parse_size(const char *s, uint64_t *out);
 
-/* A progress line on stderr, shown only when stderr is a terminal and at
- * most ten times a second; ht_progress_done() clears it. */
-void ht_progress(const char *what, uint64_t done, uint64_t total);
+/* A progress line on stderr for work that lasts: shown only when stderr
+ * is a terminal, once the work has run for a second (HEAPTRAIL_PROGRESS_AFTER
+ * milliseconds, 1000 by default), at most ten times a second, and never
+ * after -q (ht_progress_off, set by the option parser).  done and total
+ * are bytes (the percent of the file and the size), items what was read
+ * (events: the count and the rate), 0 if not counted.
+ * ht_progress_done() clears the line. */
+extern int ht_progress_off;
+/* -q was given: warnings about a trace's state are left out. */
+extern int ht_quiet;
+void ht_progress(const char *what, uint64_t done, uint64_t total, uint64_t items,
+		 const char *unit);
 void ht_progress_done(void);
 
 /* Reads a whole file of at most max bytes, NUL-terminated (*len without

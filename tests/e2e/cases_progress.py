@@ -1,0 +1,48 @@
+"""Progress of long analyses (issue 21, item 4; src/common/util.c,
+ht_progress): on a terminal, once an analysis has run for a second
+(HEAPTRAIL_PROGRESS_AFTER, in ms), a line on stderr with the percent of
+the file read, its size, the events read and the rate; never with -q,
+never when stderr is not a terminal, never for an analysis quicker than
+the delay.  The terminal is a real pseudo-terminal: script(1) from
+util-linux/bsdutils."""
+
+import re
+
+from htlib import case, check, eq, skip, which
+
+LINE = re.compile(r"reading: +\d+\.\d% of [\d.]+ [KMG]?i?B, [\d.]+ [kMG]? ?events, [\d.]+ M/s")
+
+
+def on_tty(t, cmd, after):
+    script = which("script")
+    if not script:
+        skip("script (bsdutils) is not installed")
+    r = t.run([script, "-qec", cmd, "/dev/null"], env={"HEAPTRAIL_PROGRESS_AFTER": str(after)},
+              timeout=120)
+    eq(r.rc, 0, "script -c %s:\n%s" % (cmd, r.describe()))
+    return r.out.decode("utf-8", "replace")
+
+
+@case(labels=("analyzers",))
+def test_progress_on_terminal(t):
+    """stats, leaks and top on a terminal print the progress line (delay 0
+    here: the machine's speed does not matter), and clear it at the end;
+    -q and a stderr that is not a terminal keep it off; with the default
+    delay a quick analysis shows none."""
+    out = t.path("p.ht")
+    t.record(out, [t.prog("threads"), "3", "100000"])
+    for c in ("stats", "leaks", "top"):
+        seen = on_tty(t, "%s %s %s > /dev/null" % (t.heaptrail, c, out), 0)
+        lines = [l for l in seen.replace("\r", "\n").splitlines() if "reading:" in l]
+        check(lines, "%s on a terminal: no progress line in %r" % (c, seen[-300:]))
+        check(all(LINE.search(l) for l in lines), "%s: progress lines %r" % (c, lines[:3]))
+        check(seen.rstrip("\n").endswith("\x1b[K"), "%s: the line is not cleared: %r" % (c, seen[-80:]))
+        quiet = on_tty(t, "%s %s -q %s > /dev/null" % (t.heaptrail, c, out), 0)
+        check("reading:" not in quiet, "%s -q: %r" % (c, quiet[-200:]))
+    r = t.run([t.heaptrail, "stats", out], env={"HEAPTRAIL_PROGRESS_AFTER": "0"})
+    eq(r.rc, 0, r.describe())
+    check("reading:" not in r.err.decode(), "stderr not a terminal: %r" % r.err[-200:])
+    small = t.path("small.ht")
+    t.record(small, [t.prog("threads"), "1", "10"])
+    quick = on_tty(t, "%s stats %s > /dev/null" % (t.heaptrail, small), 60000)
+    check("reading:" not in quick, "a quick analysis showed progress: %r" % quick[-200:])
