@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# bench/run_analyze_real.sh — the analyzers on a real program's stacks
+# (issue 21): gcc's cc1 (Debian's, without frame pointers) compiling a
+# generated C file, recorded once with `heaptrail record --stacks` and once
+# with heaptrack; then each command below REPS times on heaptrail's trace,
+# beside `heaptrail stats` on the same trace and `heaptrack_print` on
+# heaptrack's trace of the same run of the same program.  Wall time, CPU
+# time (user+sys) and Max RSS of each; medians; each stacked command's
+# ratio to stats (target: at most 1.5) and to heaptrack_print (target: at
+# most 1).
+#
+#   bench/run_analyze_real.sh [--write] [--keep]
+#
+# Environment (defaults in brackets):
+#   BUILD=[/work/main/build]  where the heaptrail binary is
+#   REPS=[5]                  timed runs of every command
+#   FUNCS=[2500]              functions in the generated C file (about 2 lines each)
+#   CC1=[the newest /usr/lib/gcc/x86_64-linux-gnu/*/cc1]
+# --write puts the results in bench/RESULTS.md, between the "analyze_real"
+# markers.
+set -euo pipefail
+# shellcheck source=bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+WRITE=0
+ORIG_ARGS=("$@")
+for a in "$@"; do
+	case $a in
+	--write) WRITE=1 ;;
+	--keep) KEEP=1 ;;
+	-h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
+	*) die "unknown argument '$a' (try --help)" ;;
+	esac
+done
+BUILD=${BUILD:-/work/main/build}
+REPS=${REPS:-5}
+FUNCS=${FUNCS:-2500}
+CC1=${CC1:-$(ls /usr/lib/gcc/x86_64-linux-gnu/*/cc1 2>/dev/null | sort -V | tail -n 1)}
+HT=$BUILD/heaptrail
+[[ -x $HT ]] || die "no $HT: build heaptrail first"
+[[ -x $CC1 ]] || die "no cc1 (apt-get install gcc)"
+HK=$(command -v heaptrack || true)
+HKP=$(command -v heaptrack_print || true)
+[[ -n $HK && -n $HKP ]] || die "heaptrack and heaptrack_print are needed (scripts/deps.sh bench)"
+START_DATE=$(date -u +%Y-%m-%dT%H:%MZ)
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/heaptrail-bench-areal.XXXXXX")
+trap bench_cleanup EXIT
+
+# the C file: FUNCS functions, each with a struct, a loop and a switch
+python3 - "$FUNCS" >"$WORK/gen.c" <<'PY'
+import sys
+n = int(sys.argv[1])
+for i in range(n):
+    print(f"struct s{i} {{ int a; double b[{i % 7 + 1}]; }};")
+    print(f"static int f{i}(int x) {{ struct s{i} v = {{x, {{0}}}}; int r = 0; "
+          f"for (int k = 0; k < x; k++) {{ r += v.a * k + (int)v.b[0]; if (r > {i}) r -= {i * 3 + 1}; "
+          f"switch (k & 3) {{ case 0: r ^= {i}; break; case 1: r += k * {i % 13}; break; "
+          f"default: r -= 1; }} }} return r + f{max(i - 1, 0)}(x - 1); }}")
+print(f"int main(void) {{ return f{n - 1}(3) & 1; }}")
+PY
+COMPILE=("$CC1" -O2 -quiet "$WORK/gen.c" -o /dev/null)
+note "recording ${COMPILE[*]} with heaptrail record --stacks and with heaptrack"
+"$HT" record -q --stacks -o "$WORK/cc1.ht" -- "${COMPILE[@]}"
+(cd "$WORK" && "$HK" -o "$WORK/hk" "${COMPILE[@]}" >/dev/null 2>&1)
+HKF=$(ls "$WORK"/hk*.zst "$WORK"/hk*.gz 2>/dev/null | head -n 1 || true)
+[[ -n $HKF ]] || die "heaptrack wrote no trace"
+EVENTS=$("$HT" stats --json "$WORK/cc1.ht" | python3 -c 'import json,sys; print(json.load(sys.stdin)["events"])')
+STACKS=$("$HT" top --json "$WORK/cc1.ht" 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("stacks", d.get("distinct_stacks", "?")))' 2>/dev/null || echo "?")
+
+# timed NAME CMD...: REPS runs; appends "NAME wall cpu rss" lines to $RAW
+RAW=$WORK/raw
+: >"$RAW"
+timed() {
+	local name=$1
+	shift
+	for ((i = 0; i < REPS; i++)); do
+		/usr/bin/time -f "%e %U %S %M" -o "$WORK/t" "$@" >/dev/null 2>"$WORK/err" ||
+			die "$name failed: $(tail -n 3 "$WORK/err")"
+		read -r wall user sys rss <"$WORK/t"
+		echo "$name $wall $(calc %.2f "$user + $sys") $rss" >>"$RAW"
+	done
+}
+CMDS=("stats" "top" "leaks" "flamegraph --folded" "report" "export -f pprof")
+for c in "${CMDS[@]}"; do
+	read -ra argv <<<"$c"
+	out=()
+	[[ $c == report* || $c == export* ]] && out=(-o "$WORK/out")
+	rm -f "$WORK/out"
+	timed "heaptrail $c" "$HT" "${argv[@]}" "${out[@]}" "$WORK/cc1.ht"
+done
+timed "heaptrack_print" "$HKP" "$HKF"
+
+col() { awk -v n="$1" -v k="$2" '{ name = $1; for (i = 2; i <= NF - 3; i++) name = name " " $i }
+	name == n { print $(NF - 3 + k) }' "$RAW"; }
+# shellcheck disable=SC2046
+med() { median $(col "$1" "$2"); }
+STATS_WALL=$(med "heaptrail stats" 1)
+HKP_WALL=$(med "heaptrack_print" 1)
+TABLE=$WORK/table
+{
+	echo "| command | wall s | CPU s | Max RSS MiB | wall / stats | wall / heaptrack_print | targets (<= 1.5x stats, <= heaptrack_print) |"
+	echo "|---|---:|---:|---:|---:|---:|---|"
+	for c in "${CMDS[@]}" ""; do
+		n="heaptrail $c"
+		[[ -z $c ]] && n="heaptrack_print"
+		w=$(med "$n" 1) cpu=$(med "$n" 2) rss=$(med "$n" 3)
+		v="-"
+		if [[ -n $c && $c != stats ]]; then
+			v="$(verdict "$w <= 1.5 * $STATS_WALL") / $(verdict "$w <= $HKP_WALL")"
+		fi
+		echo "| \`$n\` | $w | $cpu | $(calc %.0f "$rss / 1024") | $(calc %.2f "$w / $STATS_WALL") | $(calc %.2f "$w / $HKP_WALL") | $v |"
+	done
+} >"$TABLE"
+cat "$TABLE"
+
+if ((WRITE)); then
+	results_header gcc
+	SECTION=$WORK/section
+	{
+		results_head analyze_real "analyzers on a real program's stacks (cc1 --stacks) beside heaptrack_print" \
+			"BUILD=$BUILD REPS=$REPS FUNCS=$FUNCS bench/run_analyze_real.sh ${ORIG_ARGS[*]}"
+		echo "- program: \`${COMPILE[*]}\` (a generated file of $FUNCS functions); heaptrail's trace: $EVENTS events,"
+		echo "  $STACKS distinct stacks; heaptrack's trace of the same compilation for heaptrack_print"
+		echo "- $REPS runs of each command; medians (wall, user+sys, ru_maxrss)"
+		echo
+		cat "$TABLE"
+		echo
+		echo "<!-- analyze_real:end -->"
+	} >"$SECTION"
+	results_write analyze_real "$SECTION" "$HERE/RESULTS.md"
+	note "wrote $HERE/RESULTS.md"
+fi
