@@ -586,6 +586,27 @@ static void snapshot(struct live *L)
 		snprintf(L->msg, sizeof(L->msg), "snapshot written to %s", path);
 }
 
+/* Whether the recorder in pid switches on SIGUSR2 (record --toggle-signal
+ * sets HEAPTRAIL_TOGGLE_SIGNAL=1 in its environment); else the signal's
+ * default action would end the program. */
+static int toggle_on(int pid)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "/proc/%d/environ", pid);
+	FILE *f = fopen(name, "r");
+	if (!f)
+		return 0;
+	char *line = NULL;
+	size_t cap = 0;
+	int on = 0;
+	while (getdelim(&line, &cap, 0, f) > 0)
+		if (!strcmp(line, "HEAPTRAIL_TOGGLE_SIGNAL=1"))
+			on = 1;
+	free(line);
+	fclose(f);
+	return on;
+}
+
 static void toggle_recording(struct live *L)
 {
 	const struct ht_trace_info *in = ht_reader__info(L->r);
@@ -593,12 +614,16 @@ static void toggle_recording(struct live *L)
 		snprintf(L->msg, sizeof(L->msg), "the recording is over: nothing to switch");
 		return;
 	}
+	if (!toggle_on(in->pid)) {
+		snprintf(L->msg, sizeof(L->msg), "pid %d was not recorded with --toggle-signal (or "
+			 "--live): SIGUSR2 would end it, not sent", (int)in->pid);
+		return;
+	}
 	if (kill(in->pid, SIGUSR2) < 0)
 		snprintf(L->msg, sizeof(L->msg), "cannot signal pid %d: %s", (int)in->pid,
 			 strerror(errno));
 	else
-		snprintf(L->msg, sizeof(L->msg), "sent SIGUSR2 to pid %d: recording %s (if it was "
-			 "started with --toggle-signal)", (int)in->pid,
+		snprintf(L->msg, sizeof(L->msg), "sent SIGUSR2 to pid %d: recording %s", (int)in->pid,
 			 ht_livetop__totals(L->lt)->recording ? "pauses" : "resumes");
 }
 

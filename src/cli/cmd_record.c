@@ -43,6 +43,7 @@ struct record_config {
 	int timestamp_every;     /* --timestamp-every (64) */
 	int durations;           /* --durations (off) */
 	int quiet;               /* -q */
+	int live;                /* --live */
 	int no_compact;          /* --no-compact */
 	int compact;             /* --compact */
 	int compact_level;       /* --compact-level (3; given: --compact) */
@@ -395,6 +396,48 @@ static void forward_signals(pid_t pid)
 	}
 }
 
+/* record --live: the program's output goes to OUTPUT.out, its input is
+ * not the terminal (the display reads the keys). */
+static int live_output(const char *trace)
+{
+	char name[PATH_MAX + 8];
+	snprintf(name, sizeof(name), "%s.out", trace);
+	int fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
+	int in = open("/dev/null", O_RDONLY);
+	if (fd < 0 || in < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0 || dup2(in, 0) < 0) {
+		fprintf(stderr, "heaptrail: cannot write %s: %s\n", name, strerror(errno));
+		return -1;
+	}
+	close(fd);
+	close(in);
+	return 0;
+}
+
+/* record --live: once the trace is there, the display in the foreground;
+ * after it, record waits for the program as always. */
+static void run_live(const char *out_tmpl, pid_t pid, uint64_t t0, const char *prog)
+{
+	char path[PATH_MAX], out[PATH_MAX + 8];
+	ht_pidpath_expand(path, sizeof(path), out_tmpl, pid);
+	snprintf(out, sizeof(out), "%s.out", path);
+	for (int i = 0; !trace_of(path, pid, t0); i++) {
+		siginfo_t si = {0};
+		if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid)
+			return; /* it ended before it wrote a trace: record says why */
+		if (i == 3000) {
+			fprintf(stderr, "heaptrail: no trace at %s after 30 s: no live display\n", path);
+			return;
+		}
+		usleep(10000);
+	}
+	char *av[] = {"live", "--program-output", out, path, NULL};
+	cmd_live(4, av);
+	siginfo_t si = {0};
+	if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && !si.si_pid)
+		fprintf(stderr, "heaptrail: %s (pid %d) goes on; its trace goes to %s, its output to "
+			"%s; waiting for it to end (Ctrl-C goes to it)\n", prog, (int)pid, path, out);
+}
+
 int cmd_record(int argc, char **argv)
 {
 	struct record_config cfg = {
@@ -416,6 +459,7 @@ int cmd_record(int argc, char **argv)
 		{0, "rss-interval", HT_OPT_DURATION, &cfg.rss_interval, "TIME", "sample the program's RSS this often, for timeline (10ms; 0: at flushes only)"},
 		{0, "buffer-size", HT_OPT_SIZE, &cfg.buffer_size, "SIZE", "per-thread buffer (64K; 4K..512K)"},
 		{0, "toggle-signal", HT_OPT_FLAG, &cfg.toggle_signal, NULL, "SIGUSR2 pauses and resumes recording"},
+		{0, "live", HT_OPT_FLAG, &cfg.live, NULL, "show the heap live on this terminal (heaptrail live; implies --toggle-signal); the program's output goes to OUTPUT.out"},
 		{0, "zstd-level", HT_OPT_INT, &cfg.zstd_level, "N",
 		 "zstd level of the compression while recording, and after it of the chunks the recorder wrote raw (1; -7..19; 0: raw, then compacted)"},
 		{0, "compact", HT_OPT_FLAG, &cfg.compact, NULL,
@@ -522,6 +566,8 @@ int cmd_record(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(forwarded_signals) / sizeof(forwarded_signals[0]); i++)
 		sigaddset(&fwd_set, forwarded_signals[i]);
 	sigprocmask(SIG_BLOCK, &fwd_set, &old_mask);
+	if (cfg.live)
+		cfg.toggle_signal = 1; /* the display's r key */
 	pid_t pid = fork();
 	if (pid < 0) {
 		ht_error("fork: %s", strerror(errno));
@@ -534,6 +580,8 @@ int cmd_record(int argc, char **argv)
 		char out[PATH_MAX];
 		ht_pidpath_expand(out, sizeof(out), out_tmpl, getpid());
 		setenv("HEAPTRAIL_OUT", out, 1);
+		if (cfg.live && live_output(out) < 0)
+			_exit(126);
 		unsetenv("MTRACE_CTL_FILE");
 		unsetenv("HEAPTRAIL_ROOT");
 		unsetenv("HEAPTRAIL_IMAGE");
@@ -572,6 +620,8 @@ int cmd_record(int argc, char **argv)
 	 * the handler no longer names it (its pid could be reused). */
 	forward_signals(pid);
 	sigprocmask(SIG_SETMASK, &old_mask, NULL);
+	if (cfg.live)
+		run_live(out_tmpl, pid, t0, argv[0]);
 	int status = 0;
 	siginfo_t info;
 	while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) < 0 && errno == EINTR)
