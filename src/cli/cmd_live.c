@@ -323,12 +323,15 @@ static int draw_header(struct live *L, struct screen *s)
 		count(c, sizeof(c), (double)t->live_blocks),
 		ht_lt_bytes(d, sizeof(d), (double)t->peak_bytes), secs(e, sizeof(e), t->peak_ns),
 		rss ? ht_lt_bytes(f, sizeof(f), (double)rss * 1024) : "-");
-	screen_put(s, 3, 0, "allocations %s/s  frees %s/s   allocated %s in %s calls%s%s",
-		count(a, sizeof(a), t->alloc_rate), count(b, sizeof(b), t->free_rate),
-		ht_lt_bytes(c, sizeof(c), (double)t->alloc_bytes), count(d, sizeof(d), (double)t->allocs),
-		L->cfg.program_output ? "   program output: " : "",
-		L->cfg.program_output ? L->cfg.program_output : "");
-	return 4;
+	screen_put(s, 3, 0, "allocations %s/s  frees %s/s   allocated %s in %s calls",
+		   count(a, sizeof(a), t->alloc_rate), count(b, sizeof(b), t->free_rate),
+		   ht_lt_bytes(c, sizeof(c), (double)t->alloc_bytes),
+		   count(d, sizeof(d), (double)t->allocs));
+	if (!L->cfg.program_output)
+		return 4;
+	screen_put(s, 4, 0, "program output: %s   (q leaves the display; the program and its "
+		   "recording go on)", L->cfg.program_output);
+	return 5;
 }
 
 /* The heap over time: live bytes as columns of '#', RSS as '-' above them. */
@@ -540,8 +543,8 @@ static void draw(struct live *L)
 		draw_table(L, s, y, h);
 	}
 	screen_put(s, s->h - 1, 0, "%s", L->msg[0] ? L->msg :
-		"q quit  Enter open/close  s sort  m live/peak/alloc  t threads  c classes  / search  "
-		"p pause  w snapshot  r recording  < > time  ? help");
+		"q quit  Enter open  s sort  m mode  t threads  c classes  / search  p pause  "
+		"w snapshot  r rec on/off  <> time  ? help");
 	s->attr[s->h - 1] = 2;
 }
 
@@ -705,7 +708,7 @@ static int key(struct live *L, int ch)
 	case KEY_RIGHT:
 	case KEY_HOME:
 	case KEY_END:
-		if (!L->finished) {
+		if (ht_reader__following(L->r)) {
 			snprintf(L->msg, sizeof(L->msg), "moving through time works once the trace is "
 				 "finished");
 			break;

@@ -5,7 +5,8 @@
  *  - grow_site() allocates one block of 100000 bytes and keeps it
  *    (1000000 bytes a second, live until the end or DROP_AT);
  *  - churn_site() makes 100 malloc/free pairs of 64 bytes (nothing stays);
- *  - a second thread's helper_site() keeps one block of 1000 bytes.
+ *  - a second thread's helper_site() keeps one block of 1000 bytes (as
+ *    many times as the main thread ticks: the counts are exact).
  * At DROP_AT seconds (if given, > 0) every block grow_site kept is freed,
  * and growing goes on from zero: the heap over time drops there.
  * At the end everything is freed and the program exits 0. */
@@ -20,8 +21,7 @@
 #define MAXB 100000
 
 static void *grown[MAXB], *helped[MAXB];
-static unsigned long ngrown, nhelped;
-static volatile int stop;
+static unsigned long ngrown, nhelped, ticks;
 
 static __attribute__((noinline)) void grow_site(void)
 {
@@ -52,7 +52,7 @@ static void tick(void)
 static void *helper(void *arg)
 {
 	(void)arg;
-	while (!stop && nhelped < MAXB) {
+	while (nhelped < ticks && nhelped < MAXB) {
 		helper_site();
 		tick();
 	}
@@ -64,6 +64,7 @@ int main(int argc, char **argv)
 	TP_CHECK(argc == 2 || argc == 3);
 	unsigned long secs = tp_atoul(argv[1]);
 	unsigned long drop = argc == 3 ? tp_atoul(argv[2]) : 0;
+	ticks = secs * 10;
 	pthread_t t;
 	TP_CHECK(pthread_create(&t, NULL, helper, NULL) == 0);
 	for (unsigned long i = 0; i < secs * 10 && ngrown < MAXB; i++) {
@@ -75,7 +76,6 @@ int main(int argc, char **argv)
 		churn_site();
 		tick();
 	}
-	stop = 1;
 	pthread_join(t, NULL);
 	while (ngrown)
 		free(grown[--ngrown]);
