@@ -150,17 +150,22 @@ void ht_livetop__delete(struct ht_livetop *lt)
 	free(lt);
 }
 
-static struct cell *cell_at(struct cells *cs, size_t i)
+static __attribute__((noinline)) struct cell *cell_grow(struct cells *cs, size_t i)
 {
-	if (i >= cs->n) {
-		cs->c = ht_grow(cs->c, &cs->cap, i + 1, sizeof(*cs->c));
-		memset(cs->c + cs->n, 0, (i + 1 - cs->n) * sizeof(*cs->c));
-		cs->n = i + 1;
-	}
+	cs->c = ht_grow(cs->c, &cs->cap, i + 1, sizeof(*cs->c));
+	memset(cs->c + cs->n, 0, (i + 1 - cs->n) * sizeof(*cs->c));
+	cs->n = i + 1;
 	return &cs->c[i];
 }
 
-static unsigned size_class(uint64_t size)
+static inline __attribute__((always_inline)) struct cell *cell_at(struct cells *cs, size_t i)
+{
+	if (__builtin_expect(i >= cs->n, 0))
+		return cell_grow(cs, i);
+	return &cs->c[i];
+}
+
+static inline unsigned size_class(uint64_t size)
 {
 	if (size <= 1)
 		return (unsigned)size;
@@ -168,16 +173,21 @@ static unsigned size_class(uint64_t size)
 	return k < NCLASS ? k : NCLASS - 1;
 }
 
-static struct ht_lt_thread *thread_at(struct ht_livetop *lt, uint32_t i, uint32_t tid)
+static __attribute__((noinline)) struct ht_lt_thread *thread_grow(struct ht_livetop *lt, uint32_t i)
 {
-	if (i >= lt->nthr) {
-		lt->thr = ht_grow(lt->thr, &lt->capthr, i + 1, sizeof(*lt->thr));
-		memset(lt->thr + lt->nthr, 0, (i + 1 - lt->nthr) * sizeof(*lt->thr));
-		lt->nthr = i + 1;
-	}
-	if (tid && !lt->thr[i].tid)
-		lt->thr[i].tid = tid;
+	lt->thr = ht_grow(lt->thr, &lt->capthr, i + 1, sizeof(*lt->thr));
+	memset(lt->thr + lt->nthr, 0, (i + 1 - lt->nthr) * sizeof(*lt->thr));
+	lt->nthr = i + 1;
 	return &lt->thr[i];
+}
+
+static inline __attribute__((always_inline)) struct ht_lt_thread *
+thread_at(struct ht_livetop *lt, uint32_t i, uint32_t tid)
+{
+	struct ht_lt_thread *t = __builtin_expect(i < lt->nthr, 1) ? &lt->thr[i] : thread_grow(lt, i);
+	if (__builtin_expect(!t->tid, 0))
+		t->tid = tid;
+	return t;
 }
 
 /* A cell changes: keep its value at the peak first. */
@@ -190,7 +200,7 @@ static inline void touch(struct ht_livetop *lt, struct cell *c)
 	}
 }
 
-static void strip_put(struct ht_livetop *lt, uint64_t t)
+static __attribute__((noinline)) void strip_move(struct ht_livetop *lt, uint64_t t)
 {
 	uint64_t i = t >> lt->strip_shift;
 	while (i >= HT_LT_STRIP) {
@@ -215,7 +225,18 @@ static void strip_put(struct ht_livetop *lt, uint64_t t)
 		lt->strip[i] = live;
 }
 
-static void change(struct ht_livetop *lt, const struct ht_block *b, uint32_t tidx, int sign)
+static inline __attribute__((always_inline)) void strip_put(struct ht_livetop *lt, uint64_t t)
+{
+	uint64_t i = t >> lt->strip_shift;
+	if (__builtin_expect(i + 1 != lt->strip_n, 0)) {
+		strip_move(lt, t);
+		return;
+	}
+	if (lt->tot.live_bytes > lt->strip[i])
+		lt->strip[i] = lt->tot.live_bytes;
+}
+
+static inline __attribute__((always_inline)) void change(struct ht_livetop *lt, const struct ht_block *b, uint32_t tidx, int sign)
 {
 	int64_t w = b->weight ? b->weight : 1;
 	int64_t bytes = (int64_t)b->size * w * sign;

@@ -93,6 +93,7 @@ struct live {
 	size_t nrows;
 	uint64_t events;         /* fed (all models since start) */
 	uint64_t feed_ns;        /* time spent feeding */
+	uint64_t feed_cpu_ns;    /* CPU time of it */
 	struct screen scr;
 	int table_y, table_h;    /* where the rows are drawn */
 };
@@ -196,9 +197,16 @@ static inline void apply(struct live *L, const struct ht_event *e)
 
 /* Feeds events up to the cursor, for at most budget_ns of wall time (0:
  * no limit).  Returns 1 if it stopped because the budget ran out. */
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static int feed(struct live *L, uint64_t budget_ns)
 {
-	uint64_t t0 = ht_clock_ns(), n = 0;
+	uint64_t t0 = ht_clock_ns(), c0 = cpu_ns(), n = 0;
 	int out = 0;
 	if (L->has_pend) {
 		if (L->pend.time_ns > L->cursor_ns)
@@ -232,6 +240,7 @@ static int feed(struct live *L, uint64_t budget_ns)
 	}
 	L->events += n;
 	L->feed_ns += ht_clock_ns() - t0;
+	L->feed_cpu_ns += cpu_ns() - c0;
 	const struct ht_lt_totals *tot = ht_livetop__totals(L->lt);
 	L->shown_ns = L->cursor_ns != UINT64_MAX && (L->has_pend || L->finished)
 			      ? L->cursor_ns : tot->time_ns;
@@ -791,7 +800,7 @@ static int run_batch(struct live *L)
 			usleep(20000);
 	}
 	ht_livetop__tick(L->lt, L->shown_ns);
-	double s = (double)L->feed_ns / 1e9;
+	double s = (double)L->feed_ns / 1e9, cpu = (double)L->feed_cpu_ns / 1e9;
 	draw(L);
 	for (const char *k = L->cfg.keys; k && *k; k++) {
 		key(L, *k);
@@ -803,8 +812,9 @@ static int run_batch(struct live *L)
 			e--;
 		printf("%.*s\n", (int)(e - L->scr.line[y]), L->scr.line[y]);
 	}
-	fprintf(stderr, "heaptrail: live: %llu events in %.3f s (%.1f M events/s)\n",
-		(unsigned long long)L->events, s, s > 0 ? (double)L->events / s / 1e6 : 0.0);
+	fprintf(stderr, "heaptrail: live: %llu events read in %.3f s, %.3f s of CPU (%.1f M events/s "
+		"per core)\n", (unsigned long long)L->events, s, cpu,
+		cpu > 0 ? (double)L->events / cpu / 1e6 : 0.0);
 	return HT_EXIT_OK;
 }
 
