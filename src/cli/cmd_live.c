@@ -32,7 +32,7 @@ struct live_config {
 	const char *keys;         /* --keys: applied before the --batch screen */
 	uint64_t at_ns;           /* --at: the moment shown (--batch, finished trace) */
 	int at_given;
-	uint64_t interval_ns;     /* --interval (1s) */
+	uint64_t interval_ns;     /* --interval (500ms) */
 	const char *program_output; /* --program-output: shown in the header */
 	const char *snapshot_dir; /* --snapshot-dir (.) */
 	const char *sysroot;      /* --sysroot */
@@ -322,9 +322,13 @@ static int draw_header(struct live *L, struct screen *s)
 	size_t n = ht_livetop__threads(L->lt, &th);
 	for (size_t i = 0; i < n; i++)
 		nthr += th[i].live_blocks > 0 || th[i].allocs > 0;
-	screen_put(s, 1, 0, "time %s%s  threads %u  events %s  recording %s%s", secs(a, sizeof(a), now),
-		L->cursor_ns != UINT64_MAX ? " (cursor)" : "", nthr, count(b, sizeof(b), (double)t->events),
-		t->recording ? "on" : "paused", L->paused ? "  DISPLAY PAUSED" : "");
+	char lag[64] = "";
+	if (ht_reader__following(L->r) && in->duration_ns > now)
+		snprintf(lag, sizeof(lag), " (program at %s)", secs(f, sizeof(f), in->duration_ns));
+	screen_put(s, 1, 0, "time %s%s%s  threads %u  events %s  recording %s%s",
+		   secs(a, sizeof(a), now), L->cursor_ns != UINT64_MAX ? " (cursor)" : "", lag, nthr,
+		   count(b, sizeof(b), (double)t->events), t->recording ? "on" : "paused",
+		   L->paused ? "  DISPLAY PAUSED" : "");
 	uint64_t rss = rss_at(L, now, NULL);
 	screen_put(s, 2, 0, "heap now %s requested, %s usable, %s blocks   peak %s at %s   RSS %s",
 		ht_lt_bytes(a, sizeof(a), (double)t->live_bytes),
@@ -835,7 +839,7 @@ static int run_ui(struct live *L)
 		if (!L->paused)
 			behind = feed(L, 150000000); /* keys stay answered while catching up */
 		if (now - last >= L->cfg.interval_ns || dirty) {
-			if (now - last_tick >= L->cfg.interval_ns || !last_tick) {
+			if (now - last_tick >= 1000000000u || !last_tick) { /* rates: per second */
 				ht_livetop__tick(L->lt, L->shown_ns);
 				last_tick = now;
 			}
@@ -878,7 +882,7 @@ int cmd_live(int argc, char **argv)
 	struct live_config *cfg = &L.cfg;
 	cfg->width = 120;
 	cfg->height = 40;
-	cfg->interval_ns = 1000000000ull;
+	cfg->interval_ns = 500000000ull;
 	const char *at = NULL;
 	const struct ht_option opts[] = {
 		{0, "batch", HT_OPT_FLAG, &cfg->batch, NULL, "no terminal UI: read the trace (to its end, following it while it is written), print one screen"},
@@ -886,7 +890,7 @@ int cmd_live(int argc, char **argv)
 		{0, "height", HT_OPT_U64, &cfg->height, "N", "--batch: lines (40)"},
 		{0, "keys", HT_OPT_STRING, &cfg->keys, "KEYS", "--batch: press these keys before printing"},
 		{0, "at", HT_OPT_STRING, &at, "TIME", "--batch: show this moment of the trace, e.g. 1.5s (the end)"},
-		{0, "interval", HT_OPT_DURATION, &cfg->interval_ns, "TIME", "refresh every TIME (1s)"},
+		{0, "interval", HT_OPT_DURATION, &cfg->interval_ns, "TIME", "redraw every TIME (500ms; rates are per second)"},
 		{0, "program-output", HT_OPT_STRING, &cfg->program_output, "FILE", "say in the header where the program's output goes"},
 		{0, "snapshot-dir", HT_OPT_STRING, &cfg->snapshot_dir, "DIR", "where w writes snapshots (.)"},
 		{0, "no-symbols", HT_OPT_FLAG, &cfg->no_symbols, NULL, "show addresses, not functions"},
@@ -914,7 +918,7 @@ int cmd_live(int argc, char **argv)
 		cfg->at_given = 1;
 	}
 	if (!cfg->interval_ns)
-		cfg->interval_ns = 1000000000ull;
+		cfg->interval_ns = 500000000ull;
 	L.path = argv[0];
 	L.cursor_ns = UINT64_MAX;
 	L.sort = HT_LT_OWN;

@@ -2,7 +2,8 @@
 private server per case, new-session -d, send-keys, capture-pane -p)
 against tests/progs/grower.c: grow_site keeps 100000 bytes every 100 ms
 (1000000 bytes a second), churn_site frees what it allocates, a second
-thread's helper_site keeps 1000 bytes every 100 ms, and at DROP_AT every
+thread started after 1 s (a new thread for a follower) keeps 1000 bytes
+at helper_site every 100 ms, and at DROP_AT every
 grown block is freed.  Checks poll the screen for what they expect (up to
 a deadline) rather than sleep a fixed time: the machine may be loaded."""
 
@@ -148,7 +149,7 @@ def test_live_follows_growth(t):
     eq(rec.returncode, 0, "record: " + err.decode())
     s = t.stats(out)
     check(s["closed"] and s["complete"], "the trace is complete")
-    eq(s["calls"]["malloc"], 120 * 102, "malloc calls")
+    eq(s["calls"]["malloc"], 120 * 101 + 110, "malloc calls")
 
 
 @case(timeout=120, labels=("live",))

@@ -5,8 +5,9 @@
  *  - grow_site() allocates one block of 100000 bytes and keeps it
  *    (1000000 bytes a second, live until the end or DROP_AT);
  *  - churn_site() makes 100 malloc/free pairs of 64 bytes (nothing stays);
- *  - a second thread's helper_site() keeps one block of 1000 bytes (as
- *    many times as the main thread ticks: the counts are exact).
+ *  - from the first second on, a second thread's helper_site() keeps one
+ *    block of 1000 bytes every 100 ms: SECONDS * 10 - 10 of them (the
+ *    counts are exact; a reader following the trace meets a new thread).
  * At DROP_AT seconds (if given, > 0) every block grow_site kept is freed,
  * and growing goes on from zero: the heap over time drops there.
  * At the end everything is freed and the program exits 0. */
@@ -64,10 +65,14 @@ int main(int argc, char **argv)
 	TP_CHECK(argc == 2 || argc == 3);
 	unsigned long secs = tp_atoul(argv[1]);
 	unsigned long drop = argc == 3 ? tp_atoul(argv[2]) : 0;
-	ticks = secs * 10;
+	ticks = secs > 1 ? secs * 10 - 10 : 0;
 	pthread_t t;
-	TP_CHECK(pthread_create(&t, NULL, helper, NULL) == 0);
+	int started = 0;
 	for (unsigned long i = 0; i < secs * 10 && ngrown < MAXB; i++) {
+		if (i == 10) {
+			TP_CHECK(pthread_create(&t, NULL, helper, NULL) == 0);
+			started = 1;
+		}
 		if (drop && i == drop * 10) {
 			while (ngrown)
 				free(grown[--ngrown]);
@@ -76,7 +81,8 @@ int main(int argc, char **argv)
 		churn_site();
 		tick();
 	}
-	pthread_join(t, NULL);
+	if (started)
+		pthread_join(t, NULL);
 	while (ngrown)
 		free(grown[--ngrown]);
 	while (nhelped)
