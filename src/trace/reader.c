@@ -244,6 +244,7 @@ static void fit_clock(struct ht_reader *r)
 		r->ts_per_ns = (double)(t1 - t0) / (double)(n1 - n0);
 	else
 		r->ts_per_ns = h->ts_hz ? (double)h->ts_hz / 1e9 : 1.0;
+	r->fit_span_ns = n1 > n0 ? n1 - n0 : 0;
 }
 
 /* A double as uint64_t, saturating (a damaged clock gives absurd rates). */
@@ -667,6 +668,16 @@ int ht_reader__poll(struct ht_reader *r)
 			else
 				s->out = s->exhausted;
 		}
+	}
+	if (r->nclocks != nclocks && r->nclocks &&
+	    r->clocks[r->nclocks - 1].mono_ns > r->hdr.start_mono_ns + 2 * r->fit_span_ns) {
+		/* A fit on the first milliseconds of a run can be far off (a
+		 * preempted writer between its two clock reads): fitted again
+		 * each time the span doubles, so that times settle within a
+		 * few refits and never jump by more than the error left. */
+		fit_clock(r);
+		r->hold_ticks = sat_u64(4.0 * HT_EPOCH_MS * 1e6 * r->ts_per_ns);
+		r->info.ts_per_ns = r->ts_per_ns;
 	}
 	if (r->nclocks != nclocks) {
 		r->rss_t = ht_xrealloc(r->rss_t, (r->nclocks + 1) * sizeof(uint64_t));

@@ -151,6 +151,7 @@ struct ht_reader {
 	uint64_t gate_ts;          /* so events up to clock_prev_ts are on disk: the merge
 				    * delivers events up to gate_ts while the writer lives */
 	size_t capstreams;         /* follow mode: streams, heap and held allocated */
+	uint64_t fit_span_ns;      /* follow mode: the clock span ts_per_ns was fitted on */
 	char err[512];             /* first error, "" if none */
 	char warn[512];            /* first warning, "" if none */
 };

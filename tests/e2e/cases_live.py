@@ -301,12 +301,16 @@ def test_live_follow_exact(t):
         done = t.run([t.heaptrail, "live", "--batch", "f.ht"], check_rc=0)
         a, b = follow.stdout.splitlines(), done.stdout.splitlines()
         check("still being written" not in a[0], a[0])
-        # the rates of the last tick differ (the follower ticked along)
+        eq(len(a), len(b), "lines")
         for k in range(len(b)):
-            if k == 3:
-                a[k] = re.sub(r"^allocations \S+  frees \S+", "", a[k])
-                b[k] = re.sub(r"^allocations \S+  frees \S+", "", b[k])
-            eq(a[k], b[k], "line %d of the followed and the finished screen (%s)" % (k, extra))
+            if k in range(4, 9):
+                continue  # the strip: its columns depend on the clock fit
+            # the follower fitted the clock on the run so far, the finished
+            # reader on the whole run: times may differ in the last digit;
+            # the rates of the last tick differ (the follower ticked along)
+            x, y = (re.sub(r"[\d.]+s\b", "T", re.sub(r"^allocations \S+  frees \S+", "", l))
+                    for l in (a[k], b[k]))
+            eq(x, y, "line %d of the followed and the finished screen (%s)" % (k, extra))
 
 
 @case(timeout=60, labels=("live",))
