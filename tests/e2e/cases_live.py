@@ -326,3 +326,70 @@ def test_live_being_written(t):
         check("still being written" in text and "not closed cleanly" not in text, text)
     finally:
         rec.communicate(timeout=60)
+
+
+@case(timeout=120, labels=("live",))
+def test_live_follow_partial_chunks(t):
+    """The trace layer's follow mode on a file that grows under a lock this
+    test holds: written in three steps each cut inside a chunk (the second
+    thread's first chunk comes in a later step), the last one completing
+    the file.  The follower waits for the cut chunks instead of calling
+    them damage, takes the new thread, and ends with the screen of the
+    whole file read at once."""
+    import fcntl
+    import struct
+    import htformat
+    src = t.path("src.ht")
+    t.run([t.heaptrail, "record", "-q", "--no-compact", "-o", src, "--", t.prog("grower"), "2"],
+          check_rc=0)
+    data = open(src, "rb").read()
+    tr = htformat.Trace(src)
+    chunks = htformat.chunk_headers(data, tr.sections[htformat.SEC_CHUNKS][0])
+    check(len(chunks) > 10, "chunks: %d" % len(chunks))
+    tids = []
+    for off, h in chunks:
+        if h[3] and h[3] not in tids:
+            tids.append(h[3])
+    check(len(tids) == 2, "two threads: %r" % tids)
+    second = next(off for off, h in chunks if h[3] == tids[1])
+    # cuts: inside the first chunk after a third of the file (before the
+    # second thread's first chunk), inside the second thread's first chunk,
+    # inside a chunk two thirds in
+    def inside(off):
+        return off + htformat.CHUNK.size + 3
+    third = next((off for off, h in chunks if len(data) // 3 < off < second), chunks[2][0])
+    cuts = sorted({inside(third), inside(second),
+                   inside(next(off for off, h in chunks if off > 2 * len(data) // 3))})
+    # the header as a recorder leaves it while it writes: not closed, its
+    # pid alive (this test's: the follower sees a running writer)
+    head = bytearray(data[:tr.sections[htformat.SEC_CHUNKS][0]])
+    flags = struct.unpack_from("<Q", head, 16)[0]
+    struct.pack_into("<Q", head, 16, flags & ~htformat.FILE_F_CLOSED)
+    struct.pack_into("<i", head, 24, os.getpid())
+    dst = t.path("grow.ht")
+    fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.write(fd, bytes(head) + data[len(head):cuts[0]])
+    follower = subprocess.Popen([t.heaptrail, "live", "--batch", dst], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=t.base_env(), cwd=t.dir)
+    try:
+        for a, b in zip(cuts, cuts[1:] + [len(data)]):
+            time.sleep(0.7)
+            check(follower.poll() is None, "the follower ended before the file did")
+            os.write(fd, data[a:b])
+        time.sleep(0.5)
+        os.pwrite(fd, data[:len(head)], 0)  # the header as closed
+    finally:
+        os.close(fd)  # the lock goes: the writer is done
+    out, err = follower.communicate(timeout=60)
+    eq(follower.returncode, 0, "live --batch: " + err.decode())
+    check(b"offset" not in err and b"truncated" not in err, err.decode())
+    whole = t.run([t.heaptrail, "live", "--batch", src], check_rc=0)
+    a, b = out.decode().splitlines(), whole.stdout.splitlines()
+    eq(len(a), len(b), "lines")
+    for k in range(1, len(b)):  # (line 0 names the file's pid)
+        if k in range(4, 9):
+            continue
+        x, y = (re.sub(r"[\d.]+s\b", "T", re.sub(r"^allocations \S+  frees \S+", "", l))
+                for l in (a[k], b[k]))
+        eq(x, y, "line %d of the followed and the whole file's screen" % k)
