@@ -393,3 +393,27 @@ def test_live_follow_partial_chunks(t):
         x, y = (re.sub(r"[\d.]+s\b", "T", re.sub(r"^allocations \S+  frees \S+", "", l))
                 for l in (a[k], b[k]))
         eq(x, y, "line %d of the followed and the whole file's screen" % k)
+
+
+@case(timeout=120, labels=("live",))
+def test_live_toggle_recording(t):
+    """r switches recording off and on (SIGUSR2, the switch of
+    --toggle-signal, which record --live sets): the header follows the
+    recorder's control events, and the trace misses the calls made while
+    it was off."""
+    term = Term(t, "%s record --live --stacks -o r.ht -- %s 6; echo RECORD-EXIT=$?" % (
+        t.heaptrail, t.prog("grower")))
+    try:
+        term.wait(grow_first, "grow_site first")
+        term.keys("r")
+        term.wait_text("recording paused", timeout=15)
+        time.sleep(0.5)
+        term.keys("r")
+        term.wait_text("recording on", timeout=15)
+        term.keys("q")
+        term.wait_text("RECORD-EXIT=0", timeout=40)
+    finally:
+        term.close()
+    s = t.stats(t.path("r.ht"))
+    check(s["calls"]["malloc"] < 60 * 101 + 50, "calls while recording was off are not in the "
+          "trace: %d mallocs" % s["calls"]["malloc"])
