@@ -474,7 +474,7 @@ static void draw_table(struct live *L, struct screen *s, int y, int h)
 		L->top = L->sel - (size_t)h + 1;
 	if (!L->nrows)
 		screen_put(s, y, 2, "%s", L->search[0] ? "(no stack holds the function searched)"
-					: "(nothing yet)");
+					: "(nothing to show at this moment)");
 	for (int i = 0; i < h && L->top + (size_t)i < L->nrows; i++) {
 		const struct ht_lt_row *row = &L->rows[L->top + (size_t)i];
 		char lab[512], v[HT_LT_NCOLS][32];
