@@ -536,7 +536,7 @@ static const char *const help_lines[] = {
 	"The table: own = what the function allocated itself, total = with what it",
 	"allocated through the functions it called; blocks, allocations, bytes allocated.",
 	"A followed trace is shown up to the last complete flush of the recorder",
-	"(every event of every thread up to then: 0.1 to 0.2 s behind the program).",
+	"(every event of every thread up to then: 0.2 to 0.3 s behind the program).",
 };
 
 static void draw(struct live *L)

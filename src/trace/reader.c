@@ -107,10 +107,14 @@ static void add_clock(struct ht_reader *r, uint64_t off, const struct ht_chunk_h
 	if (ht_rd__read_at(r, &r->clocks[r->nclocks], h->comp_size, off + sizeof(*h)) < 0)
 		return;
 	if (n == 1) {
-		/* a writer's round starts with one sample (interval samples come
-		 * in batches): the round before this one is on disk */
-		r->clock_prev_ts = r->clock_cur_ts;
-		r->clock_cur_ts = r->clocks[r->nclocks].ts;
+		/* Every flush round starts with a chunk of one sample; a batch of
+		 * interval samples may be one sample too, and comes just before
+		 * its round's.  Of the three newest such chunks, the oldest is
+		 * a round's or older than the round's after it, and a chunk
+		 * follows that round's: its events are all on disk. */
+		r->clock_ts[2] = r->clock_ts[1];
+		r->clock_ts[1] = r->clock_ts[0];
+		r->clock_ts[0] = r->clocks[r->nclocks].ts;
 	}
 	r->nclocks += n;
 }
@@ -480,7 +484,7 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 		s->chunks = own;
 		s->capchunks = s->nchunks;
 	}
-	r->gate_ts = r->follow && !r->writer_gone ? r->clock_prev_ts : UINT64_MAX;
+	r->gate_ts = r->follow && !r->writer_gone ? r->clock_ts[2] : UINT64_MAX;
 	fit_clock(r);
 	/* An event without its own timestamp happened before its thread's
 	 * next epoch tick; four ticks leave room for a late writer thread. */
@@ -690,7 +694,7 @@ int ht_reader__poll(struct ht_reader *r)
 		in->duration_ns = r->hdr.end_mono_ns - r->hdr.start_mono_ns;
 	else if (r->nclocks)
 		in->duration_ns = r->clocks[r->nclocks - 1].mono_ns - r->hdr.start_mono_ns;
-	r->gate_ts = r->writer_gone ? UINT64_MAX : r->clock_prev_ts;
+	r->gate_ts = r->writer_gone ? UINT64_MAX : r->clock_ts[2];
 	if (r->writer_gone)
 		r->at_end = 0;
 	return r->nchunks != before || r->nclocks != nclocks || r->writer_gone;

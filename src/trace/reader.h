@@ -205,9 +205,9 @@ void ht_reader__close(struct ht_reader *r);
  *
  * The order stays the exact merged one: the recorder's writer starts every
  * flush round with a clock sample, then writes every thread's events, so
- * once a round's sample is followed by the next one, every event dated
- * before it is on disk.  While the writer lives the merge delivers events
- * up to that time only: what a reader shows lags the program by one or two
+ * once a round's sample is followed by another, every event dated before
+ * it is on disk.  While the writer lives the merge delivers events up to
+ * that time only: what a reader shows lags the program by two or three
  * flush intervals (HEAPTRAIL_FLUSH_INTERVAL, 100 ms), never more, and no
  * event of a thread that flushes later comes out of order.  A trace with
  * no clock samples (written by something else than the recorder) is read

@@ -146,10 +146,11 @@ struct ht_reader {
 	int follow;                /* ht_reader__open_follow: more chunks may come */
 	int writer_gone;           /* follow mode: the recorder closed the file */
 	uint64_t scan_off;         /* where the chunk scan stopped (the next chunk's offset) */
-	uint64_t clock_prev_ts;    /* follow mode: the clock sample of the writer's round */
-	uint64_t clock_cur_ts;     /* before the newest one (every round starts with one), */
-	uint64_t gate_ts;          /* so events up to clock_prev_ts are on disk: the merge
-				    * delivers events up to gate_ts while the writer lives */
+	uint64_t clock_ts[3];      /* follow mode: the newest CLOCK chunks of one sample,
+				    * newest first (every flush round starts with one) */
+	uint64_t gate_ts;          /* the merge delivers events up to this time:
+				    * clock_ts[2] while the writer lives (FORMAT.md,
+				    * "Following a trace that is being written") */
 	size_t capstreams;         /* follow mode: streams, heap and held allocated */
 	uint64_t fit_span_ns;      /* follow mode: the clock span ts_per_ns was fitted on */
 	char err[512];             /* first error, "" if none */
