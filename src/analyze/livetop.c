@@ -573,6 +573,9 @@ static void emit(struct ht_livetop *lt, const struct ht_lt_query *q, size_t lo, 
 					g[l].row.v[HT_LT_TOTAL] += a->v[HT_LT_OWN];
 			}
 		}
+		for (size_t k = 0; k < ng; k++)
+			if (g[k].key == UINT32_MAX) /* (no stack) */
+				g[k].row.v[HT_LT_TOTAL] = g[k].row.v[HT_LT_OWN];
 	}
 	sort_col = q->sort;
 	qsort(g, ng, sizeof(*g), cmp_group);

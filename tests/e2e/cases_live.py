@@ -42,6 +42,10 @@ class Term:
     def screen(self):
         return self.tmux("capture-pane", "-p", "-t", "s")
 
+    def history(self):
+        """the screen and the lines scrolled off it"""
+        return self.tmux("capture-pane", "-p", "-J", "-S", "-200", "-t", "s")
+
     def keys(self, *keys):
         self.tmux("send-keys", "-t", "s", *keys)
 
@@ -417,3 +421,26 @@ def test_live_toggle_recording(t):
     s = t.stats(t.path("r.ht"))
     check(s["calls"]["malloc"] < 60 * 101 + 50, "calls while recording was off are not in the "
           "trace: %d mallocs" % s["calls"]["malloc"])
+
+
+@case(timeout=120, labels=("live",))
+def test_live_ctrl_c(t):
+    """Ctrl-C in record --live goes to the program, as without heaptrail:
+    it ends (SIGINT), the display shows the trace finished, q leaves and
+    record ends with the program's status."""
+    term = Term(t, "%s record --live --stacks -o c.ht -- %s 60; echo RECORD-EXIT=$?" % (
+        t.heaptrail, t.prog("grower")))
+    try:
+        term.wait(grow_first, "grow_site first")
+        term.keys("C-c")
+        term.wait(lambda s: "[finished" in s.splitlines()[0], "the trace finished", timeout=30)
+        term.keys("q")
+        # (the shell may die of the SIGINT as well, before its echo)
+        end = time.monotonic() + 30
+        while "killed by signal 2" not in term.history() and time.monotonic() < end:
+            time.sleep(0.2)
+        check("killed by signal 2 (Interrupt); wrote" in term.history(), term.history())
+    finally:
+        term.close()
+    s = t.stats(t.path("c.ht"))
+    check(s["closed"], "the trace is closed")
