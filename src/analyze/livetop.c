@@ -521,6 +521,8 @@ static void emit(struct ht_livetop *lt, const struct ht_lt_query *q, size_t lo, 
 		else
 			a->key = lt->chains[a->chain + depth];
 	}
+	if (hi == lo)
+		return;
 	qsort(lt->act + lo, hi - lo, sizeof(*lt->act), cmp_key);
 	size_t ng = 0, capg = 0;
 	struct group *g = NULL;
@@ -670,7 +672,8 @@ void ht_livetop__write_text(struct ht_livetop *lt, enum ht_lt_mode mode, size_t 
 		memcpy(lt->act[lt->nact].v, v, sizeof(v));
 		lt->nact++;
 	}
-	qsort(lt->act, lt->nact, sizeof(*lt->act), cmp_active_total);
+	if (lt->nact)
+		qsort(lt->act, lt->nact, sizeof(*lt->act), cmp_active_total);
 	const char *what = mode == HT_LT_ALLOCATED ? "allocations" : "blocks";
 	for (size_t i = 0; i < lt->nact && i < max; i++) {
 		const struct active *a = &lt->act[i];

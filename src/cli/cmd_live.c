@@ -158,6 +158,8 @@ static int reopen(struct live *L, char *err, size_t errlen)
 	L->sym_nmods = 0;
 	L->lt = NULL;
 	L->p = NULL;
+	L->rows = NULL; /* (the model's) */
+	L->nrows = 0;
 	L->has_pend = 0;
 	L->finished = 0;
 	L->shown_ns = 0;
