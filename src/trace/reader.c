@@ -550,8 +550,8 @@ struct ht_reader *ht_reader__open_follow(const char *path, char *err, size_t err
 /* ---- follow mode --------------------------------------------------------- */
 
 /* Room for one more stream.  The merge's heap, its held list and the run
- * point into the array, and a stream's ev may point to its own split: a
- * move rebases them. */
+ * point into the array, a stream's ev may point to its own split and an
+ * event's string to its stream's str: a move rebases them. */
 static void grow_streams(struct ht_reader *r)
 {
 	if (r->nstreams < r->capstreams)
@@ -559,9 +559,17 @@ static void grow_streams(struct ht_reader *r)
 	size_t ncap = r->capstreams * 2;
 	struct stream *old = r->streams, *nw = ht_xcalloc(ncap, sizeof(*nw));
 	memcpy(nw, old, r->nstreams * sizeof(*nw));
-	for (size_t i = 0; i < r->nstreams; i++)
+	for (size_t i = 0; i < r->nstreams; i++) {
+		/* an event's string is the stream's str */
+		struct stream *s = &nw[i];
 		if (old[i].ev == &old[i].split)
-			nw[i].ev = &nw[i].split;
+			s->ev = &s->split;
+		for (unsigned k = 0; s->batch && k < s->bn; k++)
+			if (s->batch[k].str == old[i].str)
+				s->batch[k].str = s->str;
+		if (s->split.str == old[i].str)
+			s->split.str = s->str;
+	}
 	for (size_t i = 0; i < r->nheap; i++)
 		r->heap[i] = nw + (r->heap[i] - old);
 	for (size_t i = 0; i < r->nheld; i++)

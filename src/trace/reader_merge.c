@@ -438,6 +438,13 @@ const struct ht_event *ht_reader__next_event(struct ht_reader *r)
 		r->heap[0] = r->heap[--r->nheap];
 		r->run = NULL;
 		s->out = r->follow && s->exhausted;
+		if (s->out) {
+			/* a thread that may be over: its batch goes (the event
+			 * delivered was copied out, as the batch's last) */
+			free(s->batch);
+			s->batch = NULL;
+			s->bi = s->bn = 0;
+		}
 	}
 	/* (mostly the same thread goes on: its next event still comes first) */
 	if (s != r->run || s->ev->ts > r->run_ts)
