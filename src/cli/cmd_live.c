@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "analyze/analyze.h"
 #include "analyze/livetop.h"
 #include "analyze/pass.h"
 #include "cli/builtin.h"
@@ -935,9 +936,10 @@ int cmd_live(int argc, char **argv)
 		goto cleanup;
 	}
 	ret = cfg->batch ? run_batch(&L) : run_ui(&L);
-	const char *e = ht_reader__error(L.r);
-	if (e)
-		ht_warning("%s", e);
+	/* the reader's warnings and error, naming the file (only the error
+	 * after the display: "still being written" is what it showed) */
+	if (ht_analyze__finish(L.r, L.path, !cfg->batch))
+		ret = HT_EXIT_DATA;
 cleanup:
 	screen_free(&L.scr);
 	ht_livetop__delete(L.lt);
