@@ -17,6 +17,7 @@ struct cell {
 	int64_t live, blocks;          /* live requested bytes, blocks */
 	uint64_t allocs, bytes;        /* allocations, bytes allocated */
 	int64_t peak_live, peak_blocks; /* at the peak, if epoch is the model's */
+	uint64_t peak_allocs, peak_bytes; /* allocs and bytes at the peak, the same */
 	uint32_t epoch;                /* the peak epoch of its last change */
 };
 
@@ -196,6 +197,8 @@ static inline void touch(struct ht_livetop *lt, struct cell *c)
 	if (c->epoch != lt->epoch) {
 		c->peak_live = c->live;
 		c->peak_blocks = c->blocks;
+		c->peak_allocs = c->allocs;
+		c->peak_bytes = c->bytes;
 		c->epoch = lt->epoch;
 	}
 }
@@ -430,8 +433,9 @@ static void cell_values(const struct ht_livetop *lt, const struct cell *c, enum 
 		break;
 	}
 	v[HT_LT_OWN] = v[HT_LT_TOTAL];
-	v[HT_LT_ALLOCS] = (int64_t)c->allocs;
-	v[HT_LT_BYTES] = (int64_t)c->bytes;
+	int at_peak = m == HT_LT_PEAK && c->epoch == lt->epoch;
+	v[HT_LT_ALLOCS] = (int64_t)(at_peak ? c->peak_allocs : c->allocs);
+	v[HT_LT_BYTES] = (int64_t)(at_peak ? c->peak_bytes : c->bytes);
 }
 
 static uint64_t path_of(uint64_t parent, uint64_t key)

@@ -4,7 +4,7 @@
  *
  *  - per cell (a stack node of record --stacks, and a size class x thread),
  *    live requested bytes and blocks, allocations and bytes allocated, and
- *    the live bytes and blocks of the moment of the peak (taken lazily: a
+ *    all four as they were at the moment of the peak (taken lazily: a
  *    cell's value at the peak is copied only when the cell changes after
  *    the peak, so a new peak costs one increment, not a copy of the table);
  *  - per thread: live bytes (of the blocks it allocated), calls, bytes

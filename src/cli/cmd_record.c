@@ -417,10 +417,16 @@ static int live_output(const char *trace)
  * after it, record waits for the program as always. */
 static void run_live(const char *out_tmpl, pid_t pid, uint64_t t0, const char *prog)
 {
-	char path[PATH_MAX], out[PATH_MAX + 8];
+	char path[PATH_MAX], out[PATH_MAX + 8], alt[PATH_MAX + 16];
 	ht_pidpath_expand(path, sizeof(path), out_tmpl, pid);
 	snprintf(out, sizeof(out), "%s.out", path);
+	/* (OUTPUT.<pid> when another recording writes OUTPUT) */
+	snprintf(alt, sizeof(alt), "%s.%d", path, (int)pid);
 	for (int i = 0; !trace_of(path, pid, t0); i++) {
+		if (strlen(alt) < sizeof(path) && trace_of(alt, pid, t0)) {
+			memcpy(path, alt, strlen(alt) + 1);
+			break;
+		}
 		siginfo_t si = {0};
 		if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid)
 			return; /* it ended before it wrote a trace: record says why */
@@ -541,6 +547,10 @@ int cmd_record(int argc, char **argv)
 		goto cleanup;
 	}
 	char lib[PATH_MAX];
+	if (cfg.live && (!isatty(0) || !isatty(1))) {
+		ht_error("--live needs a terminal (heaptrail live --batch reads a trace without one)");
+		goto cleanup;
+	}
 	if (find_preload(lib, sizeof(lib)) < 0) {
 		ret = HT_EXIT_DATA;
 		goto cleanup;
