@@ -444,11 +444,9 @@ static void draw_table(struct live *L, struct screen *s, int y, int h)
 {
 	const struct ht_lt_totals *t = ht_livetop__totals(L->lt);
 	int classes = L->by_class || !t->stacks;
-	char a[32];
-	screen_put(s, y, 0, "%s, by %s%s%s%s   sort: %s", mode_name[L->mode],
-		classes ? "size class and thread" : "allocating function",
-		L->search[0] ? "   search: " : "", L->search, L->search[0] ? "" : "",
-		col_name[L->sort]);
+	screen_put(s, y, 0, "%s, by %s%s%s   sort: %s", mode_name[L->mode],
+		   classes ? "size class and thread" : "allocating function",
+		   L->search[0] ? "   search: " : "", L->search, col_name[L->sort]);
 	y++;
 	h--;
 	int lw = s->w - 5 * 12;
@@ -497,7 +495,6 @@ static void draw_table(struct live *L, struct screen *s, int y, int h)
 		if (L->top + (size_t)i == L->sel)
 			s->attr[y + i] = 2;
 	}
-	(void)a;
 }
 
 static void draw_threads(struct live *L, struct screen *s, int y, int h)
@@ -509,14 +506,12 @@ static void draw_threads(struct live *L, struct screen *s, int y, int h)
 	s->attr[y - 1] = 1;
 	for (size_t i = 0; i < n && (int)i < h - 1; i++) {
 		char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
-		screen_put(s, y + (int)i, 0, "%-7u%s%18s%12s%12s%12s%12s%12s%14s", t[i].tid,
-			i == 0 ? "" : "", ht_lt_bytes(a, sizeof(a), (double)t[i].live_bytes),
+		screen_put(s, y + (int)i, 0, "%-7u%18s%12s%12s%12s%12s%12s%14s", t[i].tid,
+			ht_lt_bytes(a, sizeof(a), (double)t[i].live_bytes),
 			count(b, sizeof(b), (double)t[i].live_blocks), count(c, sizeof(c), t[i].alloc_rate),
 			count(d, sizeof(d), t[i].free_rate), count(e, sizeof(e), (double)t[i].allocs),
 			count(f, sizeof(f), (double)t[i].frees),
 			count(g, sizeof(g), (double)t[i].cross_frees));
-		if (i == L->sel % (n ? n : 1) && 0)
-			s->attr[y + (int)i] = 2;
 	}
 }
 
@@ -856,11 +851,10 @@ static int run_ui(struct live *L)
 			last = now;
 			dirty = 0;
 		}
+		timeout(behind ? 0 : 100); /* catching up: read on at once */
 		int ch = getch();
-		if (ch == ERR) {
-			(void)behind;
+		if (ch == ERR)
 			continue;
-		}
 		if (ch == KEY_RESIZE) {
 			dirty = 1;
 			continue;
