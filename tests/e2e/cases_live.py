@@ -130,14 +130,17 @@ def test_live_follows_growth(t):
         wait_file(out)
         term = Term(t, "%s live g.ht" % t.heaptrail)
         try:
-            s = term.wait(grow_first, "grow_site as the first row")
-            check("still being written" in s.splitlines()[0], "header:\n" + s)
-            b0 = bytes_of(first_row(s)[1][0])
+            s0 = term.wait(grow_first, "grow_site as the first row")
+            check("still being written" in s0.splitlines()[0], "header:\n" + s0)
+            b0 = bytes_of(first_row(s0)[1][0])
             t0 = time.monotonic()
             s = term.wait(lambda x: grow_first(x) and bytes_of(first_row(x)[1][0]) >= b0 + 1.5 * GROW,
                           "grow_site's bytes growing", timeout=20)
             rate = (bytes_of(first_row(s)[1][0]) - b0) / (time.monotonic() - t0)
-            check(0.3 * GROW < rate < 3 * GROW, "grow_site grew %.0f bytes/s" % rate)
+            # (the display is up to a redraw and a flush round behind: a
+            # wide margin on a loaded machine)
+            check(0.3 * GROW < rate < 4 * GROW, "grow_site grew %.0f bytes/s; screens:\n%s\n%s"
+                  % (rate, s0, s))
             # the helper thread's site is there too, and the threads view
             check(any(r[0].endswith("helper_site") for r in table_rows(s)), s)
             term.keys("t")
