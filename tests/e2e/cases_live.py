@@ -141,6 +141,14 @@ def test_live_follows_growth(t):
             # wide margin on a loaded machine)
             check(0.3 * GROW < rate < 4 * GROW, "grow_site grew %.0f bytes/s; screens:\n%s\n%s"
                   % (rate, s0, s))
+            # what is shown is less than a second behind the program
+            lags = []
+            for _ in range(5):
+                m = re.search(r"^time ([\d.]+)s \(program at ([\d.]+)s\)", term.screen(), re.M)
+                if m:
+                    lags.append(float(m.group(2)) - float(m.group(1)))
+                time.sleep(0.3)
+            check(lags and min(lags) < 1.0, "the display's lag behind the program: %r" % lags)
             # the helper thread's site is there too, and the threads view
             check(any(r[0].endswith("helper_site") for r in table_rows(s)), s)
             term.keys("t")
