@@ -455,3 +455,30 @@ def test_live_ctrl_c(t):
         term.close()
     s = t.stats(t.path("c.ht"))
     check(s["closed"], "the trace is closed")
+
+
+@case(timeout=120, labels=("live",))
+def test_live_modes_values(t):
+    """The three counts of the table on grower 3 2 (30 ticks, the grown
+    blocks freed at tick 20): at the peak (just before the drop) grow_site
+    holds 20 blocks of 100000 bytes after 20 allocations; since the start
+    it allocated 30; at the end it holds nothing (the row is gone)."""
+    t.run([t.heaptrail, "record", "-q", "--stacks", "-o", t.path("m.ht"), "--", t.prog("grower"),
+           "3", "2"], check_rc=0)
+
+    def rows(keys):
+        r = t.run([t.heaptrail, "live", "--batch", "--keys", keys, "m.ht"], check_rc=0)
+        return {l.strip(): c for l, c in table_rows(r.stdout)}, r.stdout
+    peak, out = rows("m")
+    check("at the peak, by" in out, out)
+    g = peak.get("+ grow_site")
+    check(g is not None, out)
+    eq(g[2:4], ["20", "20"], "grow_site's blocks and allocations at the peak")
+    eq(bytes_of(g[1]), bytes_of("1.91 MiB"), "grow_site's bytes at the peak")
+    alloc, out = rows("mm")
+    g = alloc.get("+ grow_site")
+    check(g is not None and "allocated since start, by" in out, out)
+    eq(g[2:4], ["30", "30"], "grow_site's allocations since the start")
+    eq(bytes_of(g[4]), bytes_of("2.86 MiB"), "grow_site's bytes allocated")
+    now, out = rows("")
+    check("+ grow_site" not in now, "nothing of grow_site is live at the end:\n" + out)
