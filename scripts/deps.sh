@@ -4,10 +4,11 @@
 set -euo pipefail
 what=${1:-build}
 pkgs=(gcc g++ make cmake pkg-config libzstd-dev libunwind-dev libdw-dev libelf-dev zlib1g-dev
-  clang bpftool libbpf-dev xz-utils)  # the last four: the eBPF probes (docs/probes.md)
+  clang bpftool libbpf-dev xz-utils  # these four: the eBPF probes (docs/probes.md)
+  libncurses-dev)  # heaptrail live (docs/live.md)
 case "$what" in
   test) pkgs+=(python3 libpython3.11-testsuite perl clang libclang-rt-14-dev valgrind sqlite3 git zstd xz-utils coreutils util-linux bsdutils libjemalloc2 libtcmalloc-minimal4
-        libmimalloc2.0 chromium golang-go procps) ;;
+        libmimalloc2.0 chromium golang-go procps tmux) ;;
   bench) pkgs+=(python3 heaptrack bpftrace time) ;;
 esac
 missing=()

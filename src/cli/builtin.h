@@ -9,6 +9,7 @@ int cmd_compact(int argc, char **argv);
 int cmd_leaks(int argc, char **argv);
 int cmd_flamegraph(int argc, char **argv);
 int cmd_top(int argc, char **argv);
+int cmd_live(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_timeline(int argc, char **argv);
 int cmd_events(int argc, char **argv);

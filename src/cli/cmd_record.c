@@ -43,6 +43,7 @@ struct record_config {
 	int timestamp_every;     /* --timestamp-every (64) */
 	int durations;           /* --durations (off) */
 	int quiet;               /* -q */
+	int live;                /* --live */
 	int no_compact;          /* --no-compact */
 	int compact;             /* --compact */
 	int compact_level;       /* --compact-level (3; given: --compact) */
@@ -648,6 +649,54 @@ static void forward_signals(pid_t pid)
 	}
 }
 
+/* record --live: the program's output goes to OUTPUT.out, its input is
+ * not the terminal (the display reads the keys). */
+static int live_output(const char *trace)
+{
+	char name[PATH_MAX + 8];
+	snprintf(name, sizeof(name), "%s.out", trace);
+	int fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
+	int in = open("/dev/null", O_RDONLY);
+	if (fd < 0 || in < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0 || dup2(in, 0) < 0) {
+		fprintf(stderr, "heaptrail: cannot write %s: %s\n", name, strerror(errno));
+		return -1;
+	}
+	close(fd);
+	close(in);
+	return 0;
+}
+
+/* record --live: once the trace is there, the display in the foreground;
+ * after it, record waits for the program as always. */
+static void run_live(const char *out_tmpl, pid_t pid, uint64_t t0, const char *prog)
+{
+	char path[PATH_MAX], out[PATH_MAX + 8], alt[PATH_MAX + 16];
+	ht_pidpath_expand(path, sizeof(path), out_tmpl, pid);
+	snprintf(out, sizeof(out), "%s.out", path);
+	/* (OUTPUT.<pid> when another recording writes OUTPUT) */
+	snprintf(alt, sizeof(alt), "%s.%d", path, (int)pid);
+	for (int i = 0; !trace_of(path, pid, t0); i++) {
+		if (strlen(alt) < sizeof(path) && trace_of(alt, pid, t0)) {
+			memcpy(path, alt, strlen(alt) + 1);
+			break;
+		}
+		siginfo_t si = {0};
+		if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid)
+			return; /* it ended before it wrote a trace: record says why */
+		if (i == 3000) {
+			fprintf(stderr, "heaptrail: no trace at %s after 30 s: no live display\n", path);
+			return;
+		}
+		usleep(10000);
+	}
+	char *av[] = {"live", "--program-output", out, path, NULL};
+	cmd_live(4, av);
+	siginfo_t si = {0};
+	if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && !si.si_pid)
+		fprintf(stderr, "heaptrail: %s (pid %d) goes on; its trace goes to %s, its output to "
+			"%s; waiting for it to end (Ctrl-C goes to it)\n", prog, (int)pid, path, out);
+}
+
 int cmd_record(int argc, char **argv)
 {
 	struct record_config cfg = {
@@ -669,6 +718,7 @@ int cmd_record(int argc, char **argv)
 		{0, "rss-interval", HT_OPT_DURATION, &cfg.rss_interval, "TIME", "sample the program's RSS this often, for timeline (10ms; 0: at flushes only)"},
 		{0, "buffer-size", HT_OPT_SIZE, &cfg.buffer_size, "SIZE", "per-thread buffer (64K; 4K..512K)"},
 		{0, "toggle-signal", HT_OPT_FLAG, &cfg.toggle_signal, NULL, "SIGUSR2 pauses and resumes recording"},
+		{0, "live", HT_OPT_FLAG, &cfg.live, NULL, "show the heap live on this terminal (heaptrail live; implies --toggle-signal); the program's output goes to OUTPUT.out"},
 		{0, "zstd-level", HT_OPT_INT, &cfg.zstd_level, "N",
 		 "zstd level of the compression while recording, and after it of the chunks the recorder wrote raw (1; -7..19; 0: raw, then compacted)"},
 		{0, "compact", HT_OPT_FLAG, &cfg.compact, NULL,
@@ -754,6 +804,10 @@ int cmd_record(int argc, char **argv)
 		goto cleanup;
 	}
 	char lib[PATH_MAX];
+	if (cfg.live && (!isatty(0) || !isatty(1))) {
+		ht_error("--live needs a terminal (heaptrail live --batch reads a trace without one)");
+		goto cleanup;
+	}
 	if (find_preload(lib, sizeof(lib)) < 0) {
 		ret = HT_EXIT_DATA;
 		goto cleanup;
@@ -788,6 +842,8 @@ int cmd_record(int argc, char **argv)
 		ret = HT_EXIT_DATA;
 		goto cleanup;
 	}
+	if (cfg.live)
+		cfg.toggle_signal = 1; /* the display's r key */
 	pid_t pid = fork();
 	if (pid < 0) {
 		ht_error("fork: %s", strerror(errno));
@@ -809,6 +865,8 @@ int cmd_record(int argc, char **argv)
 			(void)wr; /* no message to add if the pipe broke */
 			_exit(HT_EXIT_USAGE);
 		}
+		if (cfg.live && live_output(out) < 0)
+			_exit(126);
 		/* The program's environment gets two words of ours, not one
 		 * per option: the library in LD_PRELOAD, and HEAPTRAIL_OPTIONS
 		 * with the options not at their default; the recorder takes
@@ -841,6 +899,14 @@ int cmd_record(int argc, char **argv)
 	forward_signals(pid);
 	sigprocmask(SIG_SETMASK, &old_mask, NULL);
 	close(refused[1]);
+	/* the child's word on the output path: EOF once it exec'ed the program */
+	char why;
+	ssize_t nref;
+	while ((nref = read(refused[0], &why, 1)) < 0 && errno == EINTR)
+		;
+	close(refused[0]);
+	if (cfg.live && nref != 1)
+		run_live(out_tmpl, pid, t0, argv[0]);
 	int status = 0;
 	siginfo_t info;
 	while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) < 0 && errno == EINTR)
@@ -853,11 +919,6 @@ int cmd_record(int argc, char **argv)
 			goto cleanup;
 		}
 	}
-	char why;
-	ssize_t nref;
-	while ((nref = read(refused[0], &why, 1)) < 0 && errno == EINTR)
-		;
-	close(refused[0]);
 	if (nref == 1) { /* the child said why, and ran nothing */
 		ret = HT_EXIT_USAGE;
 		goto cleanup;

@@ -23,6 +23,7 @@ static const struct cmd_struct commands[] = {
 	{"stats", cmd_stats, "summarize a trace: calls, bytes, peak, leaks, threads"},
 	{"leaks", cmd_leaks, "blocks never freed, grouped by the stack that allocated them"},
 	{"top", cmd_top, "biggest contributors: at the peak, most calls, most temporary, largest"},
+	{"live", cmd_live, "the heap of a running (or finished) program by stack, on the terminal"},
 	{"timeline", cmd_timeline, "the heap over time: live bytes, RSS, break, mmapped bytes, rate, marks (SVG/CSV)"},
 	{"events", cmd_events, "mmap/munmap/mremap/brk/sbrk/shm calls and heap growth, mmapsnoop style"},
 	{"diff", cmd_diff, "two traces (or two times of one) compared by stack: what grew"},

@@ -106,6 +106,16 @@ static void add_clock(struct ht_reader *r, uint64_t off, const struct ht_chunk_h
 	r->clocks = ht_grow(r->clocks, &r->capclocks, r->nclocks + n, sizeof(*r->clocks));
 	if (ht_rd__read_at(r, &r->clocks[r->nclocks], h->comp_size, off + sizeof(*h)) < 0)
 		return;
+	if (n == 1) {
+		/* Every flush round starts with a chunk of one sample; a batch of
+		 * interval samples may be one sample too, and comes just before
+		 * its round's.  Of the three newest such chunks, the oldest is
+		 * a round's or older than the round's after it, and a chunk
+		 * follows that round's: its events are all on disk. */
+		r->clock_ts[2] = r->clock_ts[1];
+		r->clock_ts[1] = r->clock_ts[0];
+		r->clock_ts[0] = r->clocks[r->nclocks].ts;
+	}
 	r->nclocks += n;
 }
 
@@ -130,34 +140,50 @@ static int check_chunk_header(struct ht_reader *r, const struct ht_chunk_header 
 	return 0;
 }
 
-/* Walks the chunk stream from the start; stops at the first bad header or
- * at a truncated chunk (what came before stays usable). */
-static void scan_chunks(struct ht_reader *r)
+/* Walks the chunk stream from r->scan_off; stops at the first bad header
+ * or at a truncated chunk (what came before stays usable).  In follow mode
+ * while the writer lives, a chunk cut by the end of the file is one being
+ * written: the scan stops before it, and goes on from there next time.
+ * new_chunk, if set, takes the event chunks instead of add_chunk. */
+static void scan_chunks_from(struct ht_reader *r,
+			     void (*new_chunk)(struct ht_reader *, const struct ht_chunk_header *,
+					       uint64_t))
 {
-	uint64_t off = r->hdr.sec[HT_SEC_CHUNKS].offset;
+	uint64_t off = r->scan_off;
 	uint64_t size = r->info.file_size;
+	int growing = r->follow && !r->writer_gone;
 	while (off < size) {
 		struct ht_chunk_header h;
 		size_t got = read_at_most(r, &h, sizeof(h), off);
 		if (got < sizeof(h)) {
-			ht_rd__err(r, "offset %llu: trace ends inside a chunk header (%zu of %zu bytes): "
-				   "the file is truncated", (unsigned long long)off, got, sizeof(h));
-			return;
+			if (!growing)
+				ht_rd__err(r, "offset %llu: trace ends inside a chunk header (%zu of %zu "
+					   "bytes): the file is truncated", (unsigned long long)off, got,
+					sizeof(h));
+			break;
 		}
 		if (check_chunk_header(r, &h, off) < 0)
-			return;
+			break;
 		if (off + sizeof(h) + h.comp_size > size) {
-			ht_rd__err(r, "offset %llu: trace ends inside a chunk (%llu of %u bytes): the "
-				   "file is truncated", (unsigned long long)off,
-				(unsigned long long)(size - off - sizeof(h)), h.comp_size);
-			return;
+			if (!growing)
+				ht_rd__err(r, "offset %llu: trace ends inside a chunk (%llu of %u bytes): "
+					   "the file is truncated", (unsigned long long)off,
+					(unsigned long long)(size - off - sizeof(h)), h.comp_size);
+			break;
 		}
 		if (h.type == HT_CHUNK_EVENTS)
-			add_chunk(r, &h, off);
+			(new_chunk ? new_chunk : add_chunk)(r, &h, off);
 		else if (h.type == HT_CHUNK_CLOCK)
 			add_clock(r, off, &h);
 		off += sizeof(h) + h.comp_size;
 	}
+	r->scan_off = off;
+}
+
+static void scan_chunks(struct ht_reader *r)
+{
+	r->scan_off = r->hdr.sec[HT_SEC_CHUNKS].offset;
+	scan_chunks_from(r, NULL);
 }
 
 /* Reads the index of a cleanly closed trace; 0 on success. */
@@ -222,6 +248,7 @@ static void fit_clock(struct ht_reader *r)
 		r->ts_per_ns = (double)(t1 - t0) / (double)(n1 - n0);
 	else
 		r->ts_per_ns = h->ts_hz ? (double)h->ts_hz / 1e9 : 1.0;
+	r->fit_span_ns = n1 > n0 ? n1 - n0 : 0;
 }
 
 /* A double as uint64_t, saturating (a damaged clock gives absurd rates). */
@@ -289,7 +316,7 @@ int ht_trace__wait_writer(int fd, int32_t pid, int timeout_ms)
 	return 1;
 }
 
-struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
+static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, int follow)
 {
 	struct stat st;
 	/* O_NONBLOCK: a FIFO must not block the open (regular files ignore it) */
@@ -359,6 +386,8 @@ struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
 			 r->hdr.version, r->hdr.header_size);
 		goto fail;
 	}
+	r->follow = follow;
+	r->writer_gone = !r->info.being_written;
 	r->cmdline = dup_section(r, HT_SEC_CMDLINE, 1);
 	r->exe = dup_section(r, HT_SEC_EXE, 0);
 	r->info.closed = (r->hdr.flags & HT_FILE_F_CLOSED) != 0;
@@ -417,7 +446,8 @@ struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
 	}
 	/* Traces with HT_FILE_F_ORDERED dated every event whose previous one on
 	 * its address was in another thread: (ts, tid, seq) is the order. */
-	r->causal = r->hdr.version >= 2 && r->nstreams > 1 && !(r->hdr.flags & HT_FILE_F_ORDERED);
+	r->causal = r->hdr.version >= 2 && (r->nstreams > 1 || r->follow) &&
+		    !(r->hdr.flags & HT_FILE_F_ORDERED);
 	/* The live set is kept where threads are merged: one thread's order is
 	 * its sequence numbers, and keeping the set would cost a single-threaded
 	 * trace with many live blocks a third more time in stats (measured:
@@ -445,6 +475,16 @@ struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
 		s->nchunks = 1;
 		s->seq = r->chunks[i].first_seq;
 	}
+	r->capstreams = r->nstreams ? r->nstreams : 1;
+	for (size_t i = 0; r->follow && i < r->nstreams; i++) {
+		/* followed: each stream's chunks grow apart */
+		struct stream *s = &r->streams[i];
+		struct chunk_ref *own = ht_xmalloc(s->nchunks * sizeof(*own));
+		memcpy(own, s->chunks, s->nchunks * sizeof(*own));
+		s->chunks = own;
+		s->capchunks = s->nchunks;
+	}
+	r->gate_ts = r->follow && !r->writer_gone ? r->clock_ts[2] : UINT64_MAX;
 	fit_clock(r);
 	/* An event without its own timestamp happened before its thread's
 	 * next epoch tick; four ticks leave room for a late writer thread. */
@@ -456,8 +496,10 @@ struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
 			r->heap[r->nheap++] = s;
 			if (s->ev->ts < r->base_ts)
 				r->base_ts = s->ev->ts; /* events before the recorder's start-up */
-			if (r->nstreams > 64 && !s->ev->str && !s->has_split)
+			if (r->nstreams > 64 && !r->follow && !s->ev->str && !s->has_split)
 				ht_rd__park(s);
+		} else {
+			s->out = s->exhausted && r->follow;
 		}
 	}
 	for (size_t i = r->nheap; i-- > 0;)
@@ -493,6 +535,182 @@ struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
 fail:
 	ht_reader__close(r);
 	return NULL;
+}
+
+struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
+{
+	return open_trace(path, err, errlen, 0);
+}
+
+struct ht_reader *ht_reader__open_follow(const char *path, char *err, size_t errlen)
+{
+	return open_trace(path, err, errlen, 1);
+}
+
+/* ---- follow mode --------------------------------------------------------- */
+
+/* Room for one more stream.  The merge's heap, its held list and the run
+ * point into the array, a stream's ev may point to its own split and an
+ * event's string to its stream's str: a move rebases them. */
+static void grow_streams(struct ht_reader *r)
+{
+	if (r->nstreams < r->capstreams)
+		return;
+	size_t ncap = r->capstreams * 2;
+	struct stream *old = r->streams, *nw = ht_xcalloc(ncap, sizeof(*nw));
+	memcpy(nw, old, r->nstreams * sizeof(*nw));
+	for (size_t i = 0; i < r->nstreams; i++) {
+		/* an event's string is the stream's str */
+		struct stream *s = &nw[i];
+		if (old[i].ev == &old[i].split)
+			s->ev = &s->split;
+		for (unsigned k = 0; s->batch && k < s->bn; k++)
+			if (s->batch[k].str == old[i].str)
+				s->batch[k].str = s->str;
+		if (s->split.str == old[i].str)
+			s->split.str = s->str;
+	}
+	for (size_t i = 0; i < r->nheap; i++)
+		r->heap[i] = nw + (r->heap[i] - old);
+	for (size_t i = 0; i < r->nheld; i++)
+		r->held[i] = nw + (r->held[i] - old);
+	r->run = NULL;
+	free(old);
+	r->streams = nw;
+	r->heap = ht_xrealloc(r->heap, ncap * sizeof(*r->heap));
+	r->held = ht_xrealloc(r->held, ncap * sizeof(*r->held));
+	r->capstreams = ncap;
+}
+
+/* An event chunk found by a follow-up scan: to its thread's stream, which
+ * is new if the thread is. */
+static void follow_chunk(struct ht_reader *r, const struct ht_chunk_header *h, uint64_t off)
+{
+	struct stream *s = NULL;
+	for (size_t i = r->nstreams; i-- > 0;)
+		if (r->streams[i].tid == h->tid) {
+			s = &r->streams[i];
+			break;
+		}
+	if (!s) {
+		grow_streams(r);
+		s = &r->streams[r->nstreams++];
+		memset(s, 0, sizeof(*s));
+		s->tid = h->tid;
+		s->seq = h->first_seq;
+		s->exhausted = 1; /* nothing decoded yet: taken into the heap below */
+		s->done = 1;
+		s->out = 1;
+	}
+	s->chunks = ht_grow(s->chunks, &s->capchunks, s->nchunks + 1, sizeof(*s->chunks));
+	struct chunk_ref *c = &s->chunks[s->nchunks++];
+	c->offset = off;
+	c->first_seq = h->first_seq;
+	c->tid = h->tid;
+	c->nevents = h->nevents;
+	c->comp_size = h->comp_size;
+	c->raw_size = h->raw_size;
+	c->flags = h->flags;
+	r->nchunks++;
+	r->total_bytes += h->comp_size;
+	r->info.events_chunks += h->nevents;
+}
+
+static void heap_push(struct ht_reader *r, struct stream *s)
+{
+	size_t i = r->nheap++;
+	r->heap[i] = s;
+	while (i > 0) {
+		size_t p = (i - 1) / 2;
+		struct stream *a = r->heap[i], *b = r->heap[p];
+		if (a->ev->ts > b->ev->ts ||
+		    (a->ev->ts == b->ev->ts && (a->tid > b->tid || (a->tid == b->tid &&
+								   a->ev->seq >= b->ev->seq))))
+			break;
+		r->heap[i] = b;
+		r->heap[p] = a;
+		i = p;
+	}
+	r->run = NULL;
+}
+
+int ht_reader__poll(struct ht_reader *r)
+{
+	if (!r->follow || r->writer_gone)
+		return 0;
+	size_t before = r->nchunks, nclocks = r->nclocks;
+	if (ht_trace__wait_writer(r->fd, r->hdr.pid, 0) == 0) {
+		/* the writer closed the file: what it wrote last, then the end */
+		r->writer_gone = 1;
+		read_at_most(r, &r->hdr, sizeof(r->hdr), 0);
+		r->info.closed = (r->hdr.flags & HT_FILE_F_CLOSED) != 0;
+		r->info.orphaned = (r->hdr.flags & HT_FILE_F_ORPHANED) != 0;
+		r->info.disk_full = (r->hdr.flags & HT_FILE_F_DISK_FULL) != 0;
+		r->info.being_written = 0;
+		r->info.events_hdr = r->hdr.events;
+		r->info.dropped = r->hdr.dropped;
+		r->info.flags = r->hdr.flags;
+		if (!strncmp(r->warn, "the trace is still being written", 32))
+			r->warn[0] = 0;
+		if (!r->info.closed)
+			ht_rd__warn(r, "the trace was not closed cleanly (the program was killed, "
+				    "crashed or exec'ed): it holds the events up to the last flush");
+	}
+	struct stat st;
+	if (fstat(r->fd, &st) == 0)
+		r->info.file_size = (uint64_t)st.st_size;
+	scan_chunks_from(r, follow_chunk);
+	for (size_t i = 0; i < r->nstreams; i++) {
+		struct stream *s = &r->streams[i];
+		if (s->next_chunk) {
+			/* decoded chunks are not read again (no parking here) */
+			memmove(s->chunks, s->chunks + s->next_chunk,
+				(s->nchunks - s->next_chunk) * sizeof(*s->chunks));
+			s->nchunks -= s->next_chunk;
+			s->next_chunk = 0;
+		}
+		if (!s->exhausted || s->next_chunk >= s->nchunks)
+			continue;
+		s->exhausted = 0;
+		s->done = 0;
+		if (s->out) {
+			s->out = 0;
+			if (stream_advance(r, s))
+				heap_push(r, s);
+			else
+				s->out = s->exhausted;
+		}
+	}
+	if (r->nclocks != nclocks && r->nclocks &&
+	    r->clocks[r->nclocks - 1].mono_ns > r->hdr.start_mono_ns + 2 * r->fit_span_ns) {
+		/* A fit on the first milliseconds of a run can be far off (a
+		 * preempted writer between its two clock reads): fitted again
+		 * each time the span doubles, so that times settle within a
+		 * few refits and never jump by more than the error left. */
+		fit_clock(r);
+		r->hold_ticks = sat_u64(4.0 * HT_EPOCH_MS * 1e6 * r->ts_per_ns);
+		r->info.ts_per_ns = r->ts_per_ns;
+	}
+	if (r->nclocks != nclocks) {
+		r->rss_t = ht_xrealloc(r->rss_t, (r->nclocks + 1) * sizeof(uint64_t));
+		r->rss_v = ht_xrealloc(r->rss_v, (r->nclocks + 1) * sizeof(uint64_t));
+	}
+	struct ht_trace_info *in = &r->info;
+	in->nchunks = (uint32_t)r->nchunks;
+	in->nthreads = (uint32_t)r->nstreams;
+	if (in->closed && r->hdr.end_mono_ns > r->hdr.start_mono_ns)
+		in->duration_ns = r->hdr.end_mono_ns - r->hdr.start_mono_ns;
+	else if (r->nclocks)
+		in->duration_ns = r->clocks[r->nclocks - 1].mono_ns - r->hdr.start_mono_ns;
+	r->gate_ts = r->writer_gone ? UINT64_MAX : r->clock_ts[2];
+	if (r->writer_gone)
+		r->at_end = 0;
+	return r->nchunks != before || r->nclocks != nclocks || r->writer_gone;
+}
+
+int ht_reader__following(const struct ht_reader *r)
+{
+	return r->follow && !r->writer_gone;
 }
 
 void ht_reader__order(const struct ht_reader *r, struct ht_order_info *o)
@@ -539,6 +757,8 @@ void ht_reader__close(struct ht_reader *r)
 		free(r->streams[i].pend_warn);
 		ht_coldec__free(r->streams[i].cd);
 		free(r->streams[i].nodes);
+		if (r->follow)
+			free(r->streams[i].chunks);
 		ht_modview__free(&r->streams[i].mods);
 	}
 	free(r->streams);

@@ -193,6 +193,30 @@ int ht_trace__wait_writer(int fd, int32_t pid, int timeout_ms);
  * ht_trace__wait_writer). */
 struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen);
 void ht_reader__close(struct ht_reader *r);
+
+/* Follow mode: reads a trace that a recorder may still be writing, and
+ * goes on with what it appends.  While the writer lives, ht_reader__next
+ * returning 0 means "nothing more for now" (ht_reader__following says
+ * so); ht_reader__poll then looks for the chunks appended since (new
+ * threads included; a chunk the writer has not finished is waited for,
+ * not reported as damage) and returns nonzero if it found any or the
+ * writer has finished meanwhile (then the reader reads to the end as
+ * ht_reader__open's does: the events, warnings and errors are the same).
+ *
+ * The order stays the exact merged one: the recorder's writer starts every
+ * flush round with a clock sample, then writes every thread's events, so
+ * once a round's sample is followed by another, every event dated before
+ * it is on disk.  While the writer lives the merge delivers events up to
+ * that time only: what a reader shows lags the program by two or three
+ * flush intervals (HEAPTRAIL_FLUSH_INTERVAL, 100 ms), never more, and no
+ * event of a thread that flushes later comes out of order.  A trace with
+ * no clock samples (written by something else than the recorder) is read
+ * once its writer is gone.  Memory stays bounded as in ht_reader__open,
+ * but for the clock and RSS samples (24 bytes each). */
+struct ht_reader *ht_reader__open_follow(const char *path, char *err, size_t errlen);
+int ht_reader__poll(struct ht_reader *r);
+/* A followed trace whose writer still runs: the end is not the end. */
+int ht_reader__following(const struct ht_reader *r);
 const struct ht_trace_info *ht_reader__info(const struct ht_reader *r);
 
 /* Next event in time order: 1 = *ev filled, 0 = end (or stopped at an

@@ -205,6 +205,7 @@ static int decode_next(struct ht_reader *r, struct stream *s, struct ht_event *e
 				return corrupt(r, s, "chunk holds fewer events than its header says");
 			if (s->next_chunk >= s->nchunks) {
 				s->done = 1;
+				s->exhausted = 1;
 				ht_coldec__free(s->cd);
 				s->cd = NULL;
 				free(s->buf);

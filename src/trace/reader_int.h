@@ -52,6 +52,10 @@ struct stream {
 	int parked;             /* buffer released; re-decode from park_chunk */
 	size_t park_chunk;      /* chunk to re-decode when unparked */
 	int done;               /* no more events to decode (those in batch remain) */
+	int exhausted;          /* done because its chunks ran out (not at an error): a
+				 * followed trace may bring more */
+	int out;                /* exhausted and out of the merge's heap (follow mode) */
+	size_t capchunks;       /* follow mode: chunks is the stream's own array */
 	struct ht_event *ev;    /* the next event: in batch, or split */
 	struct ht_event *batch; /* events decoded ahead (BATCH), NULL until the first */
 	unsigned bn, bi;        /* events in batch / index of the next one */
@@ -139,6 +143,16 @@ struct ht_reader {
 	uint64_t hold_ticks;       /* longest wait before an allocation is let through */
 	uint64_t last_out_ts;      /* timestamp of the last delivered event, 0 before */
 	uint64_t last_out_ns;      /* it in ns since the start */
+	int follow;                /* ht_reader__open_follow: more chunks may come */
+	int writer_gone;           /* follow mode: the recorder closed the file */
+	uint64_t scan_off;         /* where the chunk scan stopped (the next chunk's offset) */
+	uint64_t clock_ts[3];      /* follow mode: the newest CLOCK chunks of one sample,
+				    * newest first (every flush round starts with one) */
+	uint64_t gate_ts;          /* the merge delivers events up to this time:
+				    * clock_ts[2] while the writer lives (FORMAT.md,
+				    * "Following a trace that is being written") */
+	size_t capstreams;         /* follow mode: streams, heap and held allocated */
+	uint64_t fit_span_ns;      /* follow mode: the clock span ts_per_ns was fitted on */
 	char err[512];             /* first error, "" if none */
 	char warn[512];            /* first warning, "" if none */
 };

@@ -390,11 +390,15 @@ const struct ht_event *ht_reader__next_event(struct ht_reader *r)
 		if (r->nheld)
 			unhold_overdue(r);
 		if (!r->nheap) {
+			if (r->follow && !r->writer_gone)
+				return NULL; /* for now: ht_reader__poll brings more */
 			r->at_end = 1;
 			ht_reader__order(r, &r->info.order);
 			return NULL;
 		}
 		s = r->heap[0];
+		if (s->ev->ts > r->gate_ts)
+			return NULL; /* follow mode: later events may still be on their way */
 		if (!r->causal)
 			break;
 		event_blocks(s->ev, &rel, &acq);
@@ -433,6 +437,14 @@ const struct ht_event *ht_reader__next_event(struct ht_reader *r)
 	if (!(s->parked ? unpark_advance(r, s) : stream_advance(r, s))) {
 		r->heap[0] = r->heap[--r->nheap];
 		r->run = NULL;
+		s->out = r->follow && s->exhausted;
+		if (s->out) {
+			/* a thread that may be over: its batch goes (the event
+			 * delivered was copied out, as the batch's last) */
+			free(s->batch);
+			s->batch = NULL;
+			s->bi = s->bn = 0;
+		}
 	}
 	/* (mostly the same thread goes on: its next event still comes first) */
 	if (s != r->run || s->ev->ts > r->run_ts)

@@ -130,6 +130,7 @@ def commands(good_trace):
         ("stats-json", "trace", lambda f, o: ["stats", "--json", f], []),
         ("leaks", "trace", lambda f, o: ["leaks", f], []),
         ("top", "trace", lambda f, o: ["top", f], []),
+        ("live", "trace", lambda f, o: ["live", "--batch", f], []),
         ("timeline", "trace", lambda f, o: ["timeline", "-o", out(o, "t.svg"), f], ["t.svg"]),
         ("timeline-default", "trace", lambda f, o: ["timeline", f],
          [lambda f: f + "-timeline.svg"]),
@@ -285,7 +286,7 @@ def test_usage_every_command(t):
     without its file and with an unknown option, exits 2 with a message on
     stderr and nothing on stdout."""
     problems = []
-    for cmd in ("dump", "stats", "leaks", "top", "timeline", "events", "diff", "heap",
+    for cmd in ("dump", "stats", "leaks", "top", "live", "timeline", "events", "diff", "heap",
                 "flamegraph", "export", "report", "maps", "convert", "replay", "compare",
                 "compact"):
         for args in ([cmd], [cmd, "--no-such-option", t.path("x")]):
