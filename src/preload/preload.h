@@ -171,6 +171,28 @@ void ht_sample__realloc_start(struct ht_tls *t, uint64_t old);
  * ht_sample__realloc_start). */
 int ht_sample__realloc(struct ht_tls *t, uint64_t old, uint64_t size, uint64_t p);
 
+/* ---- ehframe.c: call-frame rules from .eh_frame, for the stack walk ------ */
+/* How to find the caller's frame from a return address, on x86-64: the
+ * CFA (the caller's stack pointer) from rsp or rbp, the return address
+ * just below it, rbp saved at an offset from it or left alone. */
+enum {
+	HT_CFI_NONE = 0,  /* not in this form (or unknown): libunwind steps this frame */
+	HT_CFI_RSP,       /* CFA = rsp + cfa_off */
+	HT_CFI_RBP,       /* CFA = rbp + cfa_off */
+	HT_CFI_RBP_DEREF, /* CFA = *(rbp + cfa_off) (a function that realigned its stack) */
+	HT_CFI_END,       /* the return address is undefined: the outermost frame */
+};
+struct ht_cfi {
+	int32_t cfa_off; /* see HT_CFI_* */
+	int16_t rbp_off; /* rbp saved at CFA + rbp_off; 0: rbp unchanged */
+	uint8_t kind;    /* HT_CFI_* */
+	uint8_t pad;     /* zero */
+};
+/* The rule at return address pc in the module whose .eh_frame_hdr is hdr
+ * (nfde entries in its search table), reading only inside [lo, hi). */
+struct ht_cfi ht_cfi__find(const uint8_t *hdr, uint32_t nfde, uintptr_t lo, uintptr_t hi,
+			   uint64_t pc);
+
 /* ---- stacks.c: stacks for record --stacks ------------------------------- */
 struct ht_stacks;
 /* Unwinds the caller of the traced function and returns its stack node,
