@@ -485,7 +485,37 @@ struct cont_entry {
 	uint64_t slots[CONT_FRAMES]; /* where each was read */
 };
 
+/* One frame of the last walk, and what the step from it read from the
+ * stack: a later walk that reaches the same frame (same return address,
+ * stack pointer and, if the rest depends on it, rbp) while those slots
+ * still hold the same values takes the rest of the stack from the log
+ * without stepping: the same registers and the same memory give the same
+ * frames.  The reads of a whole stack are independent loads (a walk's are
+ * a chain: each address comes from the load before). */
+struct wframe {
+	uint64_t pc, sp, bp; /* the frame's registers (bp: what the walk had) */
+	uint64_t ra_at, ra;  /* the step read the caller's pc here (ra_at 0: nothing) */
+	uint64_t x_at, x;    /* and rbp's save slot (x_at 0: none) */
+	uint64_t y_at, y;    /* and the CFA's slot (a realigned frame; y_at 0: none) */
+	uint8_t anchor;      /* a later walk may take the rest from here */
+	uint8_t uses_bp;     /* the step from it uses rbp (or libunwind took it) */
+	uint8_t keeps_bp;    /* the step leaves rbp as it was for the caller */
+	uint8_t bp_in;       /* the rest of the stack depends on the frame's rbp */
+	uint32_t pad;
+};
+
+#define LOG_FRAMES (HT_MAX_DEPTH + CONT_FRAMES + 8)
+
+struct walk_log {
+	uint32_t n;                   /* frames, outermost first */
+	uint32_t cut;                 /* the walk stopped at the depth asked (or at a bound that
+				       * depends on where it started), not at the stack's end */
+	struct wframe f[LOG_FRAMES];
+};
+
 struct walk_cache {
+	struct walk_log log;             /* the last walk */
+	struct wframe tmp[LOG_FRAMES];   /* the walk under way, innermost first */
 	struct {
 		uint64_t pc;      /* a return address, 0 = empty */
 		struct ht_cfi r;  /* the rule of its frame */
@@ -596,12 +626,39 @@ static inline int on_stack(uint64_t a, uintptr_t lo, uintptr_t hi)
 	return a >= lo && a <= hi - 8;
 }
 
+/* Whether every stack slot frames j..0 of the log read still holds what
+ * was read there (and lies above lo, the walk's own frame). */
+static int log_valid(const struct walk_log *L, uint32_t j, uintptr_t lo)
+{
+	for (uint32_t i = j + 1; i-- > 0;) {
+		const struct wframe *f = &L->f[i];
+		if (f->ra_at && (f->ra_at < lo || *(const uint64_t *)(uintptr_t)f->ra_at != f->ra))
+			return 0;
+		if (f->x_at && (f->x_at < lo || *(const uint64_t *)(uintptr_t)f->x_at != f->x))
+			return 0;
+		if (f->y_at && (f->y_at < lo || *(const uint64_t *)(uintptr_t)f->y_at != f->y))
+			return 0;
+	}
+	return 1;
+}
+
+/* The log's frames innermost of index from, given those from..n-1 new:
+ * which depend on the rbp they start with. */
+static void log_bp_in(struct walk_log *L, uint32_t from)
+{
+	for (uint32_t i = from; i < L->n; i++) {
+		struct wframe *f = &L->f[i];
+		f->bp_in = f->uses_bp || (f->keeps_bp && (i == 0 || L->f[i - 1].bp_in));
+	}
+}
+
 static __attribute__((noinline)) int cfi_walk(struct ht_stacks *s, uint64_t *ips, int depth)
 {
 	struct walk_cache *wc = s->walk;
+	struct walk_log *L = &wc->log;
+	struct wframe *T = wc->tmp;
 	uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
 	uintptr_t lo = fp, hi = s->stack_hi;
-	uint64_t pc, sp, bp;
 	/* the tracer's own frames, through their frame pointers */
 	for (;;) {
 		if (fp < lo || fp + 16 > hi)
@@ -610,71 +667,136 @@ static __attribute__((noinline)) int cfi_walk(struct ht_stacks *s, uint64_t *ips
 		if (!ret)
 			return 0;
 		if (ret < self_lo || ret >= self_hi) {
-			pc = ret;
-			sp = fp + 16;
-			bp = next;
+			memset(&T[0], 0, sizeof(T[0]));
+			T[0].pc = ret;
+			T[0].sp = fp + 16;
+			T[0].bp = next;
+			T[0].anchor = 1;
 			break;
 		}
 		if (next <= fp)
 			return 0;
 		fp = next;
 	}
-	int n = 0;
-	while (n < depth) {
-		ips[n++] = pc;
-	again:;
-		struct ht_cfi r = rule_of(wc, pc);
-		uint64_t cfa;
-		switch (r.kind) {
-		case HT_CFI_RSP:
-			cfa = sp + (uint64_t)(int64_t)r.cfa_off;
-			break;
-		case HT_CFI_RBP:
-			cfa = bp + (uint64_t)(int64_t)r.cfa_off;
-			break;
-		case HT_CFI_RBP_DEREF: {
-			uint64_t a = bp + (uint64_t)(int64_t)r.cfa_off;
-			if (!on_stack(a, lo, hi))
+	int k = 1, cut = 0;
+	uint32_t q = L->n; /* the log's frames below q are inner to the current one */
+	for (;;) {
+		struct wframe *w = &T[k - 1];
+		if (w->anchor) {
+			while (q > 0 && L->f[q - 1].sp < w->sp)
+				q--;
+			const struct wframe *f = q ? &L->f[q - 1] : NULL;
+			if (f && f->sp == w->sp && f->pc == w->pc && f->anchor &&
+			    (!f->bp_in || f->bp == w->bp) && (!L->cut || (int)q + k - 1 >= depth) &&
+			    log_valid(L, q - 1, lo)) {
+				/* the rest of the stack is the last walk's from here */
+				int n = 0;
+				for (int i = 0; i < k - 1 && n < depth; i++)
+					ips[n++] = T[i].pc;
+				for (uint32_t i = q; i-- > 0 && n < depth;)
+					ips[n++] = L->f[i].pc;
+				if (q + (uint32_t)k - 1 > LOG_FRAMES) {
+					L->n = 0;
+					return n;
+				}
+				for (int i = 0; i < k - 1; i++)
+					L->f[q + (uint32_t)(k - 2 - i)] = T[i];
+				L->n = q + (uint32_t)k - 1;
+				log_bp_in(L, q);
 				return n;
-			cfa = *(const uint64_t *)(uintptr_t)a;
+			}
+		}
+		if (k >= depth) {
+			cut = 1;
 			break;
 		}
-		case HT_CFI_END:
-			return n;
-		default: {
+		struct ht_cfi r = rule_of(wc, w->pc);
+		uint64_t cfa;
+		w->uses_bp = r.kind == HT_CFI_RBP || r.kind == HT_CFI_RBP_DEREF;
+		w->keeps_bp = r.rbp_off == 0;
+		if (r.kind == HT_CFI_RSP) {
+			cfa = w->sp + (uint64_t)(int64_t)r.cfa_off;
+		} else if (r.kind == HT_CFI_RBP) {
+			cfa = w->bp + (uint64_t)(int64_t)r.cfa_off;
+		} else if (r.kind == HT_CFI_RBP_DEREF) {
+			uint64_t a = w->bp + (uint64_t)(int64_t)r.cfa_off;
+			if (!on_stack(a, lo, hi)) {
+				cut = 1; /* where it stops depends on lo */
+				break;
+			}
+			cfa = *(const uint64_t *)(uintptr_t)a;
+			w->y_at = a;
+			w->y = cfa;
+		} else if (r.kind == HT_CFI_END) {
+			break;
+		} else {
 			/* libunwind, or the stretch it gave from here before */
-			struct cont_entry *c =
-				&wc->cont[mix(pc ^ (sp << 7) ^ (bp << 17)) & (CONT_SLOTS - 1)];
-			if (!(c->pc == pc && c->sp == sp && c->bp == bp && cont_valid(c, lo, hi))) {
-				c->pc = pc;
-				c->sp = sp;
-				c->bp = bp;
+			struct cont_entry *c = &wc->cont[mix(w->pc ^ (w->sp << 7) ^ (w->bp << 17)) &
+							  (CONT_SLOTS - 1)];
+			if (!(c->pc == w->pc && c->sp == w->sp && c->bp == w->bp &&
+			      cont_valid(c, lo, hi))) {
+				c->pc = w->pc;
+				c->sp = w->sp;
+				c->bp = w->bp;
 				dwarf_stretch(wc, c);
 			}
-			for (uint32_t i = 0; i < c->n && n < depth; i++)
-				ips[n++] = c->ips[i];
-			if (!c->resume || n >= depth || c->resume_sp <= sp)
-				return n;
-			pc = c->ips[c->n - 1];
-			sp = c->resume_sp;
-			bp = c->resume_bp;
-			goto again;
+			w->uses_bp = 1;
+			uint64_t sp0 = w->sp;
+			uint32_t i = 0;
+			for (; i < c->n && k < depth; i++) {
+				T[k - 1].ra_at = c->slots[i];
+				T[k - 1].ra = c->ips[i];
+				struct wframe *x = &T[k++];
+				memset(x, 0, sizeof(*x));
+				x->pc = c->ips[i];
+				x->sp = c->slots[i] + 8;
+				x->uses_bp = 1;
+			}
+			if (i < c->n) {
+				cut = 1;
+				break;
+			}
+			if (!c->resume || c->resume_sp <= sp0)
+				break;
+			T[k - 1].sp = c->resume_sp;
+			T[k - 1].bp = c->resume_bp;
+			T[k - 1].anchor = 1;
+			T[k - 1].uses_bp = 0;
+			continue;
 		}
-		}
-		if (cfa <= sp || cfa > hi)
-			return n;
-		pc = *(const uint64_t *)(uintptr_t)(cfa - 8);
+		if (cfa <= w->sp || cfa > hi)
+			break;
+		uint64_t pc = *(const uint64_t *)(uintptr_t)(cfa - 8), bp = w->bp;
+		w->ra_at = cfa - 8;
+		w->ra = pc;
 		if (r.rbp_off) {
 			uint64_t a = cfa + (uint64_t)(int64_t)r.rbp_off;
-			if (!on_stack(a, lo, hi))
-				return n;
+			if (!on_stack(a, lo, hi)) {
+				cut = 1;
+				break;
+			}
 			bp = *(const uint64_t *)(uintptr_t)a;
+			w->x_at = a;
+			w->x = bp;
 		}
-		sp = cfa;
 		if (!pc)
-			return n;
+			break;
+		struct wframe *x = &T[k++];
+		memset(x, 0, sizeof(*x));
+		x->pc = pc;
+		x->sp = cfa;
+		x->bp = bp;
+		x->anchor = 1;
 	}
-	return n;
+	/* a new stack from T[0] to its end: the log, for the next walk */
+	for (int i = 0; i < k; i++) {
+		ips[i] = T[i].pc;
+		L->f[k - 1 - i] = T[i];
+	}
+	L->n = (uint32_t)k;
+	L->cut = (uint32_t)cut;
+	log_bp_in(L, 0);
+	return k;
 }
 
 /* The calling thread's stack, for the frame-pointer walk; 0 if unknown. */
