@@ -39,6 +39,7 @@
 
 #define HT_MAX_DEPTH 256 /* --stacks=DEPTH at most */
 #define SKIP_SLACK 8     /* frames of the tracer itself above the program's */
+#define LEAF0_LG 9       /* log2 of the first-level stack table's slots */
 
 struct stk_node {
 	uint64_t ip;     /* return address */
@@ -66,7 +67,11 @@ struct ht_stacks {
 	struct mod_list *own;    /* the thread's own modules once a library was unmapped, else NULL */
 	uintptr_t stack_lo;      /* bottom of the thread's stack */
 	uintptr_t stack_hi;      /* its top; 0: no frame-pointer walk */
-	struct walk_cache *walk; /* the hybrid walk's caches, or NULL */
+	struct walk_cache *walk; /* the walk's caches, or NULL */
+	/* the stacks seen last, in front of leaves: the large table's slot
+	 * of a stack is, in a program with a large working set of its own,
+	 * out of every cache by the time the stack comes again */
+	struct stk_leaf leaf0[1u << LEAF0_LG];
 };
 
 /* ---- memory without malloc --------------------------------------------- */
@@ -474,6 +479,7 @@ static uint32_t node_get(struct ht_tls *t, struct ht_stacks *s, uint32_t parent,
 #define CONT_SLOTS 64  /* cached libunwind stretches per thread */
 #define CONT_FRAMES 16 /* frames per cached stretch */
 #define RULE_LG 14     /* log2 of the cached rules per thread */
+#define RULE0_LG 10    /* log2 of those in the first level */
 
 struct cont_entry {
 	uint64_t pc, sp, bp;         /* the frame it starts from (pc already recorded) */
@@ -500,26 +506,41 @@ struct wframe {
 	uint8_t anchor;      /* a later walk may take the rest from here */
 	uint8_t uses_bp;     /* the step from it uses rbp (or libunwind took it) */
 	uint8_t keeps_bp;    /* the step leaves rbp as it was for the caller */
-	uint8_t bp_in;       /* the rest of the stack depends on the frame's rbp */
-	uint32_t pad;
+	uint8_t pad[5];
 };
 
 #define LOG_FRAMES (HT_MAX_DEPTH + CONT_FRAMES + 8)
+#define LOG_READS (3 * LOG_FRAMES)
 
+enum { LF_ANCHOR = 1, LF_USES_BP = 2, LF_KEEPS_BP = 4, LF_BP_IN = 8 };
+
+/* The last walk, outermost frame first, in dense arrays: a later walk
+ * touches few cache lines to check it (the program's own work evicts
+ * them between two allocations). */
 struct walk_log {
-	uint32_t n;                   /* frames, outermost first */
-	uint32_t cut;                 /* the walk stopped at the depth asked (or at a bound that
-				       * depends on where it started), not at the stack's end */
-	struct wframe f[LOG_FRAMES];
+	uint32_t n;                  /* frames */
+	uint32_t cut;                /* the walk stopped at the depth asked (or at a bound that
+				      * depends on where it started), not at the stack's end */
+	uint64_t pc[LOG_FRAMES];     /* each frame's return address */
+	uint64_t sp[LOG_FRAMES];     /* its stack pointer */
+	uint64_t bp[LOG_FRAMES];     /* its rbp */
+	uint32_t rend[LOG_FRAMES];   /* its reads end at rd[rend[i]] (begin at rend[i - 1]) */
+	uint8_t flags[LOG_FRAMES];   /* LF_* */
+	struct {
+		uint64_t at, val;
+	} rd[LOG_READS];             /* the slots the steps read, and what they held */
+};
+
+struct rule_slot {
+	uint64_t pc;     /* a return address, 0 = empty */
+	struct ht_cfi r; /* the rule of its frame */
 };
 
 struct walk_cache {
-	struct walk_log log;             /* the last walk */
-	struct wframe tmp[LOG_FRAMES];   /* the walk under way, innermost first */
-	struct {
-		uint64_t pc;      /* a return address, 0 = empty */
-		struct ht_cfi r;  /* the rule of its frame */
-	} rules[1u << RULE_LG];             /* direct-mapped by pc */
+	struct rule_slot rules0[1u << RULE0_LG]; /* direct-mapped by pc: the first level */
+	struct walk_log log;                     /* the last walk */
+	struct wframe tmp[LOG_FRAMES];           /* the walk under way, innermost first */
+	struct rule_slot rules[1u << RULE_LG];   /* direct-mapped by pc: the second level */
 	struct cont_entry cont[CONT_SLOTS]; /* direct-mapped by (pc, sp, bp) */
 	struct ht_stacks *owner;            /* the thread's tables (its modules: view_of) */
 	struct ht_tls *t;                   /* and its stream, for MODULE records */
@@ -535,13 +556,22 @@ static int read_adds(struct dl_phdr_info *info, size_t size, void *arg)
 
 static struct ht_cfi rule_slow(struct walk_cache *wc, uint64_t pc, size_t k);
 
+/* Two levels: a small table the most frequent return addresses keep warm
+ * between two allocations of a program with a large working set of its
+ * own (cc1's evicts most of the large one between two stacks), then the
+ * large one. */
 static inline __attribute__((always_inline)) struct ht_cfi rule_of(struct walk_cache *wc,
 								    uint64_t pc)
 {
-	size_t k = (size_t)((pc * 0x9E3779B97F4A7C15ull) >> (64 - RULE_LG));
-	if (HT_LIKELY(wc->rules[k].pc == pc))
-		return wc->rules[k].r;
-	return rule_slow(wc, pc, k);
+	uint64_t h = pc * 0x9E3779B97F4A7C15ull;
+	size_t k0 = (size_t)(h >> (64 - RULE0_LG));
+	if (HT_LIKELY(wc->rules0[k0].pc == pc))
+		return wc->rules0[k0].r;
+	size_t k = (size_t)(h >> (64 - RULE_LG));
+	struct ht_cfi r = HT_LIKELY(wc->rules[k].pc == pc) ? wc->rules[k].r : rule_slow(wc, pc, k);
+	wc->rules0[k0].pc = pc;
+	wc->rules0[k0].r = r;
+	return r;
 }
 
 static __attribute__((noinline)) struct ht_cfi rule_slow(struct walk_cache *wc, uint64_t pc,
@@ -626,30 +656,50 @@ static inline int on_stack(uint64_t a, uintptr_t lo, uintptr_t hi)
 	return a >= lo && a <= hi - 8;
 }
 
-/* Whether every stack slot frames j..0 of the log read still holds what
- * was read there (and lies above lo, the walk's own frame). */
+/* Whether every slot the steps from frames j..0 read still holds what was
+ * read there (and lies above lo, the walk's own frame). */
 static int log_valid(const struct walk_log *L, uint32_t j, uintptr_t lo)
 {
-	for (uint32_t i = j + 1; i-- > 0;) {
-		const struct wframe *f = &L->f[i];
-		if (f->ra_at && (f->ra_at < lo || *(const uint64_t *)(uintptr_t)f->ra_at != f->ra))
+	for (uint32_t i = 0, e = L->rend[j]; i < e; i++)
+		if (L->rd[i].at < lo || *(const uint64_t *)(uintptr_t)L->rd[i].at != L->rd[i].val)
 			return 0;
-		if (f->x_at && (f->x_at < lo || *(const uint64_t *)(uintptr_t)f->x_at != f->x))
-			return 0;
-		if (f->y_at && (f->y_at < lo || *(const uint64_t *)(uintptr_t)f->y_at != f->y))
-			return 0;
-	}
 	return 1;
 }
 
-/* The log's frames innermost of index from, given those from..n-1 new:
- * which depend on the rbp they start with. */
-static void log_bp_in(struct walk_log *L, uint32_t from)
+/* Appends the walk's frames T[from] (inner) .. T[to] (outer), outer first,
+ * to the log's frames 0..L->n - 1; 0 if they do not fit. */
+static int log_append(struct walk_log *L, const struct wframe *T, int from, int to)
 {
-	for (uint32_t i = from; i < L->n; i++) {
-		struct wframe *f = &L->f[i];
-		f->bp_in = f->uses_bp || (f->keeps_bp && (i == 0 || L->f[i - 1].bp_in));
+	uint32_t n = L->n, r = n ? L->rend[n - 1] : 0;
+	if (n + (uint32_t)(to - from + 1) > LOG_FRAMES || r + 3u * (uint32_t)(to - from + 1) > LOG_READS)
+		return 0;
+	for (int i = to; i >= from; i--, n++) {
+		const struct wframe *w = &T[i];
+		L->pc[n] = w->pc;
+		L->sp[n] = w->sp;
+		L->bp[n] = w->bp;
+		uint8_t f = (uint8_t)((w->anchor ? LF_ANCHOR : 0) | (w->uses_bp ? LF_USES_BP : 0) |
+				      (w->keeps_bp ? LF_KEEPS_BP : 0));
+		/* whether the rest of the stack depends on the rbp the frame starts with */
+		if (w->uses_bp || (w->keeps_bp && (n == 0 || (L->flags[n - 1] & LF_BP_IN))))
+			f |= LF_BP_IN;
+		L->flags[n] = f;
+		if (w->ra_at) {
+			L->rd[r].at = w->ra_at;
+			L->rd[r++].val = w->ra;
+		}
+		if (w->x_at) {
+			L->rd[r].at = w->x_at;
+			L->rd[r++].val = w->x;
+		}
+		if (w->y_at) {
+			L->rd[r].at = w->y_at;
+			L->rd[r++].val = w->y;
+		}
+		L->rend[n] = r;
 	}
+	L->n = n;
+	return 1;
 }
 
 static __attribute__((noinline)) int cfi_walk(struct ht_stacks *s, uint64_t *ips, int depth)
@@ -683,26 +733,21 @@ static __attribute__((noinline)) int cfi_walk(struct ht_stacks *s, uint64_t *ips
 	for (;;) {
 		struct wframe *w = &T[k - 1];
 		if (w->anchor) {
-			while (q > 0 && L->f[q - 1].sp < w->sp)
+			while (q > 0 && L->sp[q - 1] < w->sp)
 				q--;
-			const struct wframe *f = q ? &L->f[q - 1] : NULL;
-			if (f && f->sp == w->sp && f->pc == w->pc && f->anchor &&
-			    (!f->bp_in || f->bp == w->bp) && (!L->cut || (int)q + k - 1 >= depth) &&
-			    log_valid(L, q - 1, lo)) {
+			uint32_t j = q - 1;
+			if (q && L->sp[j] == w->sp && L->pc[j] == w->pc && (L->flags[j] & LF_ANCHOR) &&
+			    (!(L->flags[j] & LF_BP_IN) || L->bp[j] == w->bp) &&
+			    (!L->cut || (int)q + k - 1 >= depth) && log_valid(L, j, lo)) {
 				/* the rest of the stack is the last walk's from here */
 				int n = 0;
 				for (int i = 0; i < k - 1 && n < depth; i++)
 					ips[n++] = T[i].pc;
 				for (uint32_t i = q; i-- > 0 && n < depth;)
-					ips[n++] = L->f[i].pc;
-				if (q + (uint32_t)k - 1 > LOG_FRAMES) {
+					ips[n++] = L->pc[i];
+				L->n = q;
+				if (k > 1 && !log_append(L, T, 0, k - 2))
 					L->n = 0;
-					return n;
-				}
-				for (int i = 0; i < k - 1; i++)
-					L->f[q + (uint32_t)(k - 2 - i)] = T[i];
-				L->n = q + (uint32_t)k - 1;
-				log_bp_in(L, q);
 				return n;
 			}
 		}
@@ -789,13 +834,11 @@ static __attribute__((noinline)) int cfi_walk(struct ht_stacks *s, uint64_t *ips
 		x->anchor = 1;
 	}
 	/* a new stack from T[0] to its end: the log, for the next walk */
-	for (int i = 0; i < k; i++) {
+	for (int i = 0; i < k; i++)
 		ips[i] = T[i].pc;
-		L->f[k - 1 - i] = T[i];
-	}
-	L->n = (uint32_t)k;
+	L->n = 0;
 	L->cut = (uint32_t)cut;
-	log_bp_in(L, 0);
+	log_append(L, T, 0, k - 1);
 	return k;
 }
 
@@ -871,6 +914,7 @@ static __attribute__((noinline)) int stacks_sync(struct ht_tls *t, struct ht_sta
 		} else {
 			tables_free(s);
 		}
+		memset(s->leaf0, 0, sizeof(s->leaf0));
 		if (s->walk) {
 			memset(s->walk, 0, sizeof(*s->walk));
 			s->walk->owner = s;
@@ -931,11 +975,17 @@ uint32_t ht_stack__capture(struct ht_tls *t)
 	if (n <= 0)
 		return 0;
 	uint64_t h = hash_ips(ips, n);
+	struct stk_leaf *l0 = &s->leaf0[h >> (64 - LEAF0_LG)];
+	if (l0->hash == h && l0->id)
+		return l0->id;
 	size_t mask = ((size_t)1 << s->leaves_lg) - 1;
 	size_t k = mix(h) & mask;
 	for (; s->leaves[k].id; k = (k + 1) & mask)
-		if (s->leaves[k].hash == h)
-			return s->leaves[k].id;
+		if (s->leaves[k].hash == h) {
+			l0->hash = h;
+			l0->id = s->leaves[k].id;
+			return l0->id;
+		}
 	/* A new call path: its nodes, outermost first. */
 	uint32_t node = 0;
 	for (int j = n - 1; j >= 0; j--) {
@@ -954,6 +1004,8 @@ uint32_t ht_stack__capture(struct ht_tls *t)
 	s->leaves[k].hash = h;
 	s->leaves[k].id = node;
 	s->nleaves++;
+	l0->hash = h;
+	l0->id = node;
 	return node;
 }
 
