@@ -842,6 +842,29 @@ static __attribute__((noinline)) int cfi_walk(struct ht_stacks *s, uint64_t *ips
 	return k;
 }
 
+/* libunwind alone, frame by frame (--unwind=dwarf, the reference, and
+ * stacks that are not on the thread's own stack).  unw_step rather than
+ * unw_backtrace: the latter's fast path keeps a per-thread table that
+ * libunwind maps on first use and unmaps when the thread exits, which the
+ * trace would show as the program's munmap. */
+static __attribute__((noinline)) int libunwind_walk(uint64_t *ips, int depth)
+{
+	unw_context_t uc;
+	unw_cursor_t cur;
+	if (unw_getcontext(&uc) != 0 || unw_init_local(&cur, &uc) < 0)
+		return 0;
+	int n = 0;
+	do {
+		unw_word_t ip;
+		if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || !ip)
+			break;
+		if (n == 0 && ip >= self_lo && ip < self_hi)
+			continue; /* the tracer's own frames */
+		ips[n++] = ip;
+	} while (n < depth && unw_step(&cur) > 0);
+	return n;
+}
+
 /* The calling thread's stack, for the frame-pointer walk; 0 if unknown. */
 static uintptr_t stack_bounds(uintptr_t *lo)
 {
@@ -964,13 +987,7 @@ uint32_t ht_stack__capture(struct ht_tls *t)
 		/* no frame-pointer walk, or not on the thread's own stack (a signal
 		 * handler's alternate stack, a coroutine's): libunwind alone, so
 		 * that nothing reads outside the stack we are on */
-		void *raw[HT_MAX_DEPTH + SKIP_SLACK];
-		int m = unw_backtrace(raw, depth + SKIP_SLACK), i = 0;
-		while (i < m && (uint64_t)(uintptr_t)raw[i] >= self_lo &&
-		       (uint64_t)(uintptr_t)raw[i] < self_hi)
-			i++;
-		for (; i < m && n < depth; i++)
-			ips[n++] = (uint64_t)(uintptr_t)raw[i];
+		n = libunwind_walk(ips, depth);
 	}
 	if (n <= 0)
 		return 0;
