@@ -37,7 +37,8 @@ struct ht_options {
 	int quiet;             /* HEAPTRAIL_QUIET: no messages on stderr */
 	int writer_process;    /* HEAPTRAIL_WRITER: 1 = helper process, 0 = thread */
 	int stack_depth;       /* HEAPTRAIL_STACKS: frames per allocation stack, 0 = none */
-	int unwind_fp;         /* HEAPTRAIL_UNWIND: 1 = frame pointers where modules keep them (auto), 0 = libunwind only (dwarf) */
+	int unwind_fp;         /* HEAPTRAIL_UNWIND: 1 = the walk from .eh_frame (auto), 0 = libunwind only
+				* (dwarf), 2 = both, libunwind's recorded, differences counted (check) */
 	long sample_bytes;     /* HEAPTRAIL_SAMPLE_BYTES: record allocations every ~N bytes, 0 = all */
 	int durations;         /* HEAPTRAIL_DURATIONS: time every malloc-API call */
 	int fast_path;         /* HEAPTRAIL_FAST_PATH: 0 = malloc/free always take the general record */

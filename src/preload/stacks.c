@@ -865,6 +865,36 @@ static __attribute__((noinline)) int libunwind_walk(uint64_t *ips, int depth)
 	return n;
 }
 
+/* --unwind=check: every stack taken both ways; libunwind's is recorded,
+ * and those the walk got otherwise are counted and the first few shown. */
+static _Atomic unsigned long check_stacks, check_differ;
+
+static __attribute__((noinline)) int unwind_check(uint64_t *ips, int n, int depth)
+{
+	uint64_t ref[HT_MAX_DEPTH];
+	int m = libunwind_walk(ref, depth);
+	atomic_fetch_add_explicit(&check_stacks, 1, memory_order_relaxed);
+	if (m == n && !memcmp(ref, ips, (size_t)n * sizeof(*ips)))
+		return n;
+	if (atomic_fetch_add(&check_differ, 1) < 5) {
+		int i = 0;
+		while (i < n && i < m && ips[i] == ref[i])
+			i++;
+		ht_msg("unwind check: a stack of %d frames (libunwind: %d) differs from frame %d: "
+		       "%#llx, libunwind %#llx", n, m, i,
+		       i < n ? (unsigned long long)ips[i] : 0ull, i < m ? (unsigned long long)ref[i] : 0ull);
+	}
+	memcpy(ips, ref, (size_t)m * sizeof(*ips));
+	return m;
+}
+
+__attribute__((destructor)) static void unwind_check_report(void)
+{
+	if (ht_opt.unwind_fp == 2)
+		ht_msg("unwind check: %lu stacks, %lu differ from libunwind's",
+		       atomic_load(&check_stacks), atomic_load(&check_differ));
+}
+
 /* The calling thread's stack, for the frame-pointer walk; 0 if unknown. */
 static uintptr_t stack_bounds(uintptr_t *lo)
 {
@@ -983,6 +1013,8 @@ uint32_t ht_stack__capture(struct ht_tls *t)
 	uintptr_t here = (uintptr_t)__builtin_frame_address(0);
 	if (s->stack_hi && here >= s->stack_lo && here < s->stack_hi) {
 		n = cfi_walk(s, ips, depth);
+		if (HT_UNLIKELY(ht_opt.unwind_fp == 2))
+			n = unwind_check(ips, n, depth);
 	} else {
 		/* no frame-pointer walk, or not on the thread's own stack (a signal
 		 * handler's alternate stack, a coroutine's): libunwind alone, so

@@ -429,7 +429,7 @@ def test_unwind_modes_agree(t):
     eq(groups["auto"], groups["dwarf"], "leak groups, frame pointers vs libunwind")
     r = t.run([t.prog("leaky")], env={"LD_PRELOAD": t.preload, "HEAPTRAIL_OUT": t.path("x.ht"),
                                       "HEAPTRAIL_STACKS": "8", "HEAPTRAIL_UNWIND": "sideways"})
-    check("HEAPTRAIL_UNWIND=sideways" in r.stderr and "auto or dwarf" in r.stderr,
+    check("HEAPTRAIL_UNWIND=sideways" in r.stderr and "auto, dwarf or check" in r.stderr,
           "no warning for a bad HEAPTRAIL_UNWIND:\n" + r.stderr)
 
 
@@ -603,6 +603,14 @@ def test_unwind_nofp_equal(t):
     eq(len(got["auto"]), len(got["dwarf"]), "distinct stacks, auto vs dwarf")
     for a, d in zip(got["auto"], got["dwarf"]):
         eq(a, d, "a stack, auto vs dwarf")
+    # the same stack taken both ways in the same run (--unwind=check)
+    r = t.run([t.heaptrail, "record", "--stacks", "--unwind", "check", "-o", t.path("c.ht"), "--",
+               t.prog("nofp"), "3", "40"])
+    eq(r.rc, 0, "record --unwind check:\n" + r.describe())
+    m = re.search(r"unwind check: (\d+) stacks, (\d+) differ", r.stderr)
+    check(m, "no unwind check summary:\n" + r.stderr)
+    check(int(m.group(1)) > 5000, "%s stacks checked" % m.group(1))
+    eq(int(m.group(2)), 0, "stacks that differ from libunwind's:\n" + r.stderr)
 
 
 @case(timeout=180, labels=("stacks",))
