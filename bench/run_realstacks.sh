@@ -24,6 +24,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/lib.sh"
 bench_args "$@"
+ms_now() { local s=${EPOCHREALTIME/[.,]/}; echo "${s:0:-3}"; }
 BUILD=${BUILD:-/work/main/build}
 REPS=${REPS:-5}
 CC1=${CC1:-$(gcc -print-prog-name=cc1)}
@@ -38,6 +39,10 @@ HT=$BUILD/heaptrail
 HK=$(command -v heaptrack || true)
 [[ -n $HK ]] || note "heaptrack not installed (scripts/deps.sh bench): its column stays empty"
 bench_workdir -realstacks
+START_DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
+results_header gcc
+PSI0=$(cpu_wait_us)
+T0=$(ms_now)
 
 "$PYTHON" "$HERE/gen_csource.py" "$FUNCS" >"$WORK/gen.c"
 LINES=$(wc -l <"$WORK/gen.c")
@@ -45,10 +50,9 @@ declare -A CMD
 CMD[cc1]="$CC1 -O2 -quiet $WORK/gen.c -o /dev/null"
 CMD[python3]="$PYTHON $HERE/alloc_heavy.py $PYROUNDS"
 
-ms_now() { local s=${EPOCHREALTIME/[.,]/}; echo "${s:0:-3}"; }
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 # timed KEY CMD...: appends the whole run's wall ms to WALL[KEY] and its
 # user+system CPU ms (children included) to CPU[KEY]
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 declare -A WALL CPU EVENTS
 timed() {
 	local key=$1 t0 t1
@@ -80,22 +84,34 @@ for w in $WORKLOADS; do
 	fi
 done
 
+PSI1=$(cpu_wait_us)
+T1=$(ms_now)
+CONTENTION=
+if [[ -n $PSI0 && -n $PSI1 ]]; then
+	CONTENTION=$(awk "BEGIN {printf \"%.0f\", ($PSI1 - $PSI0) / 10 / ($T1 - $T0)}")
+fi
+# ratio ADDED_A ADDED_B: "A/B PASS|FAIL" against the target of 1/3
+ratio() { awk "BEGIN {if ($2 <= 0) {print \"—\"; exit} r = $1 / $2; printf \"%.2f %s\", r, (r <= 1 / 3 + 0.005 ? \"PASS\" : \"FAIL\")}"; }
 TABLE=$WORK/table
 {
-	echo "| program | events | none ms | record ms | added | record --stacks ms | added | heaptrack ms | added | stacks added / heaptrack added (target <= 0.33) | CPU ms none / record / --stacks / heaptrack |"
-	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+	echo "| program | events | none ms | record ms | added | record --stacks ms | added | heaptrack ms | added | --stacks added / heaptrack added, wall (target <= 0.33) | CPU ms: none / record / --stacks / heaptrack | --stacks added / heaptrack added, CPU |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
 	for w in $WORKLOADS; do
 		n=$(echo "${WALL[$w,none]}" | median)
 		rc=$(echo "${WALL[$w,record]}" | median)
 		s=$(echo "${WALL[$w,stacks]}" | median)
-		k=— ka=— ratio=— kc=—
+		cn=$(echo "${CPU[$w,none]}" | median)
+		cr=$(echo "${CPU[$w,record]}" | median)
+		cs=$(echo "${CPU[$w,stacks]}" | median)
+		k=— ka=— wr=— kc=— cratio=—
 		if [[ -n $HK ]]; then
 			k=$(echo "${WALL[$w,heaptrack]}" | median)
 			ka=+$((k - n))
-			ratio=$(awk "BEGIN {r = ($s - $n) / ($k - $n); printf \"%.2f %s\", r, (r <= 0.34 ? \"PASS\" : \"FAIL\")}")
+			wr=$(ratio $((s - n)) $((k - n)))
 			kc=$(echo "${CPU[$w,heaptrack]}" | median)
+			cratio=$(ratio $((cs - cn)) $((kc - cn)))
 		fi
-		echo "| $w | ${EVENTS[$w]} | $n | $rc | +$((rc - n)) | $s | +$((s - n)) | $k | $ka | $ratio | $(echo "${CPU[$w,none]}" | median) / $(echo "${CPU[$w,record]}" | median) / $(echo "${CPU[$w,stacks]}" | median) / $kc |"
+		echo "| $w | ${EVENTS[$w]} | $n | $rc | +$((rc - n)) | $s | +$((s - n)) | $k | $ka | $wr | $cn / $cr / $cs / $kc | $cratio |"
 	done
 } >"$TABLE"
 STRACE=$WORK/strace
@@ -116,25 +132,17 @@ done
 cat "$TABLE" "$STRACE"
 
 if ((WRITE)); then
-	R=$HERE/RESULTS.md
-	rev=$(git -C "$HERE/.." rev-parse --short HEAD 2>/dev/null || echo "no commit")
 	SECTION=$WORK/section
 	{
-		echo "<!-- realstacks:begin (bench/run_realstacks.sh --write) -->"
-		echo "## Stacks on real programs without frame pointers: record --stacks vs heaptrack"
-		echo
-		echo "- command: \`REPS=$REPS FUNCS=$FUNCS PYROUNDS=$PYROUNDS bench/run_realstacks.sh --write\`"
-		echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC'), heaptrail at $rev, $($HK --version 2>/dev/null | head -n 1 || true)"
+		results_head realstacks "Stacks on real programs without frame pointers: record --stacks vs heaptrack" \
+			"REPS=$REPS FUNCS=$FUNCS PYROUNDS=$PYROUNDS bench/run_realstacks.sh --write"
+		echo "- peer: $($HK --version 2>/dev/null | head -n 1 || true)"
+		[[ -n $CONTENTION ]] && echo "- CPU contention: some task waited for a CPU ${CONTENTION}% of the time during the whole run (Linux PSI; above ~5% expect noisy wall times: the CPU columns are steadier)"
 		echo "- workloads: \`$(basename "$CC1") -O2\` (Debian's gcc 12, built without frame pointers) on a generated C file of $LINES lines (\`bench/gen_csource.py $FUNCS\`); Debian's \`$PYTHON\` running \`bench/alloc_heavy.py $PYROUNDS\`.  Whole process, start to exit with the trace final, medians of $REPS interleaved runs (wall ms; CPU = user + system of the process tree)"
 		echo
 		cat "$TABLE" "$STRACE"
 		echo "<!-- realstacks:end -->"
 	} >"$SECTION"
-	if grep -q '<!-- realstacks:begin' "$R"; then
-		awk -v f="$SECTION" '/<!-- realstacks:begin/ {while ((getline l < f) > 0) print l; skip=1; next}
-			/<!-- realstacks:end -->/ {skip=0; next} !skip' "$R" >"$WORK/r" && cp "$WORK/r" "$R"
-	else
-		{ echo; cat "$SECTION"; } >>"$R"
-	fi
-	note "wrote $R"
+	results_write realstacks "$SECTION" "$HERE/RESULTS.md"
+	note "wrote $HERE/RESULTS.md"
 fi
