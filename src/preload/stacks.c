@@ -1,6 +1,7 @@
 /* Stacks for `record --stacks`: the call stack of every allocation, taken
- * with libunwind (DWARF CFI, so that code built without frame pointers,
- * glibc's and libstdc++'s included, still gives whole stacks), and written
+ * from the call-frame information of each module (.eh_frame: code built
+ * without frame pointers, most of Debian, gives whole stacks at the cost
+ * of frame pointers; the walk below, rules from ehframe.c), and written
  * once per call path.
  *
  * Each thread keeps a tree of the call paths it has seen: a node is a
@@ -66,7 +67,7 @@ struct ht_stacks {
 	uint32_t gen;            /* mod_gen the tables belong to, GEN_NEW before the first stack */
 	struct mod_list *own;    /* the thread's own modules once a library was unmapped, else NULL */
 	uintptr_t stack_lo;      /* bottom of the thread's stack */
-	uintptr_t stack_hi;      /* its top; 0: no frame-pointer walk */
+	uintptr_t stack_hi;      /* its top; 0: no walk of our own (libunwind's) */
 	struct walk_cache *walk; /* the walk's caches, or NULL */
 	/* the stacks seen last, in front of leaves: the large table's slot
 	 * of a stack is, in a program with a large working set of its own,
@@ -895,7 +896,7 @@ __attribute__((destructor)) static void unwind_check_report(void)
 		       atomic_load(&check_stacks), atomic_load(&check_differ));
 }
 
-/* The calling thread's stack, for the frame-pointer walk; 0 if unknown. */
+/* The calling thread's stack, for the walk; 0 if unknown. */
 static uintptr_t stack_bounds(uintptr_t *lo)
 {
 	pthread_attr_t a;
@@ -1016,7 +1017,7 @@ uint32_t ht_stack__capture(struct ht_tls *t)
 		if (HT_UNLIKELY(ht_opt.unwind_fp == 2))
 			n = unwind_check(ips, n, depth);
 	} else {
-		/* no frame-pointer walk, or not on the thread's own stack (a signal
+		/* no walk of our own, or not on the thread's own stack (a signal
 		 * handler's alternate stack, a coroutine's): libunwind alone, so
 		 * that nothing reads outside the stack we are on */
 		n = libunwind_walk(ips, depth);
