@@ -409,7 +409,7 @@ def test_top(t):
     check("--by" in r.stderr, r.stderr)
 
 
-@case(timeout=120)
+@case(timeout=120, labels=("stacks",))
 def test_unwind_modes_agree(t):
     """The frame-pointer walk (HEAPTRAIL_UNWIND=auto, the default: rbp chain
     where functions keep it, libunwind through those that do not, cached)
