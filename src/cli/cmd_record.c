@@ -731,7 +731,8 @@ int cmd_record(int argc, char **argv)
 		{0, "sample-bytes", HT_OPT_SIZE, &cfg.sample_bytes, "N",
 		 "record one allocation every N bytes on average (Poisson; K/M/G), and their frees; analyzers scale the totals (0: all)"},
 		{0, "unwind", HT_OPT_STRING, &cfg.unwind, "HOW",
-		 "auto: frame pointers where functions keep them, libunwind elsewhere; dwarf: libunwind only (auto)"},
+		 "auto: each frame by the rule of its function's .eh_frame, libunwind for what the rule cannot say; "
+		 "dwarf: libunwind only; check: both, libunwind's recorded, differences shown (auto)"},
 		{0, "writer", HT_OPT_STRING, &cfg.writer, "KIND",
 		 "process: a helper process writes the trace, and saves every event if the program is killed; thread: a thread of the program (process)"},
 		{0, "timestamp-every", HT_OPT_INT, &cfg.timestamp_every, "N",
@@ -761,8 +762,8 @@ int cmd_record(int argc, char **argv)
 		ht_error("--sample-bytes: at most 1G");
 		goto cleanup;
 	}
-	if (strcmp(cfg.unwind, "auto") && strcmp(cfg.unwind, "dwarf")) {
-		ht_error("--unwind=%s: expected auto or dwarf", cfg.unwind);
+	if (strcmp(cfg.unwind, "auto") && strcmp(cfg.unwind, "dwarf") && strcmp(cfg.unwind, "check")) {
+		ht_error("--unwind=%s: expected auto, dwarf or check", cfg.unwind);
 		goto cleanup;
 	}
 	if (strcmp(cfg.writer, "process") && strcmp(cfg.writer, "thread")) {

@@ -62,7 +62,7 @@ static const struct opt_desc descs[] = {
 	{"HEAPTRAIL_QUIET", OPT_BOOL, &ht_opt.quiet, 0, 1},
 	{"HEAPTRAIL_WRITER", OPT_WRITER, &ht_opt.writer_process, 0, 1},
 	{"HEAPTRAIL_STACKS", OPT_INT, &ht_opt.stack_depth, 0, 256},
-	{"HEAPTRAIL_UNWIND", OPT_UNWIND, &ht_opt.unwind_fp, 0, 1},
+	{"HEAPTRAIL_UNWIND", OPT_UNWIND, &ht_opt.unwind_fp, 0, 2},
 	{"HEAPTRAIL_SAMPLE_BYTES", OPT_SIZE, &ht_opt.sample_bytes, 0, 1L << 30},
 	{"HEAPTRAIL_DURATIONS", OPT_BOOL, &ht_opt.durations, 0, 1},
 	{"HEAPTRAIL_FAST_PATH", OPT_BOOL, &ht_opt.fast_path, 0, 1},
@@ -183,6 +183,8 @@ static void set_option(const struct opt_desc *d, const char *v, const char *name
 			*(int *)d->dst = 1, ok = 1;
 		else if (!strcasecmp(v, "dwarf"))
 			*(int *)d->dst = 0, ok = 1;
+		else if (!strcasecmp(v, "check"))
+			*(int *)d->dst = 2, ok = 1;
 		break;
 	case OPT_WRITER:
 		if (!strcasecmp(v, "process"))
@@ -210,7 +212,7 @@ static void set_option(const struct opt_desc *d, const char *v, const char *name
 	else if (d->type == OPT_CLOCK)
 		ht_msg("warning: %s=%s: expected tsc or monotonic; using the default", name, v);
 	else if (d->type == OPT_UNWIND)
-		ht_msg("warning: %s=%s: expected auto or dwarf; using the default", name, v);
+		ht_msg("warning: %s=%s: expected auto, dwarf or check; using the default", name, v);
 	else if (d->type == OPT_WRITER)
 		ht_msg("warning: %s=%s: expected process or thread; using the default", name, v);
 	else if (d->type == OPT_PATH)

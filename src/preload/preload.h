@@ -37,7 +37,8 @@ struct ht_options {
 	int quiet;             /* HEAPTRAIL_QUIET: no messages on stderr */
 	int writer_process;    /* HEAPTRAIL_WRITER: 1 = helper process, 0 = thread */
 	int stack_depth;       /* HEAPTRAIL_STACKS: frames per allocation stack, 0 = none */
-	int unwind_fp;         /* HEAPTRAIL_UNWIND: 1 = frame pointers where modules keep them (auto), 0 = libunwind only (dwarf) */
+	int unwind_fp;         /* HEAPTRAIL_UNWIND: 1 = the walk from .eh_frame (auto), 0 = libunwind only
+				* (dwarf), 2 = both, libunwind's recorded, differences counted (check) */
 	long sample_bytes;     /* HEAPTRAIL_SAMPLE_BYTES: record allocations every ~N bytes, 0 = all */
 	int durations;         /* HEAPTRAIL_DURATIONS: time every malloc-API call */
 	int fast_path;         /* HEAPTRAIL_FAST_PATH: 0 = malloc/free always take the general record */
@@ -181,6 +182,28 @@ void ht_sample__realloc_start(struct ht_tls *t, uint64_t old);
 /* Whether to record realloc(old, size) that returned p (after
  * ht_sample__realloc_start). */
 int ht_sample__realloc(struct ht_tls *t, uint64_t old, uint64_t size, uint64_t p);
+
+/* ---- ehframe.c: call-frame rules from .eh_frame, for the stack walk ------ */
+/* How to find the caller's frame from a return address, on x86-64: the
+ * CFA (the caller's stack pointer) from rsp or rbp, the return address
+ * just below it, rbp saved at an offset from it or left alone. */
+enum {
+	HT_CFI_NONE = 0,  /* not in this form (or unknown): libunwind steps this frame */
+	HT_CFI_RSP,       /* CFA = rsp + cfa_off */
+	HT_CFI_RBP,       /* CFA = rbp + cfa_off */
+	HT_CFI_RBP_DEREF, /* CFA = *(rbp + cfa_off) (a function that realigned its stack) */
+	HT_CFI_END,       /* the return address is undefined: the outermost frame */
+};
+struct ht_cfi {
+	int32_t cfa_off; /* see HT_CFI_* */
+	int16_t rbp_off; /* rbp saved at CFA + rbp_off; 0: rbp unchanged */
+	uint8_t kind;    /* HT_CFI_* */
+	uint8_t pad;     /* zero */
+};
+/* The rule at return address pc in the module whose .eh_frame_hdr is hdr
+ * (nfde entries in its search table), reading only inside [lo, hi). */
+struct ht_cfi ht_cfi__find(const uint8_t *hdr, uint32_t nfde, uintptr_t lo, uintptr_t hi,
+			   uint64_t pc);
 
 /* ---- stacks.c: stacks for record --stacks ------------------------------- */
 struct ht_stacks;

@@ -1,6 +1,7 @@
 /* Stacks for `record --stacks`: the call stack of every allocation, taken
- * with libunwind (DWARF CFI, so that code built without frame pointers,
- * glibc's and libstdc++'s included, still gives whole stacks), and written
+ * from the call-frame information of each module (.eh_frame: code built
+ * without frame pointers, most of Debian, gives whole stacks at the cost
+ * of frame pointers; the walk below, rules from ehframe.c), and written
  * once per call path.
  *
  * Each thread keeps a tree of the call paths it has seen: a node is a
@@ -39,6 +40,7 @@
 
 #define HT_MAX_DEPTH 256 /* --stacks=DEPTH at most */
 #define SKIP_SLACK 8     /* frames of the tracer itself above the program's */
+#define LEAF0_LG 9       /* log2 of the first-level stack table's slots */
 
 struct stk_node {
 	uint64_t ip;     /* return address */
@@ -65,8 +67,12 @@ struct ht_stacks {
 	uint32_t gen;            /* mod_gen the tables belong to, GEN_NEW before the first stack */
 	struct mod_list *own;    /* the thread's own modules once a library was unmapped, else NULL */
 	uintptr_t stack_lo;      /* bottom of the thread's stack */
-	uintptr_t stack_hi;      /* its top; 0: no frame-pointer walk */
-	struct walk_cache *walk; /* the hybrid walk's caches, or NULL */
+	uintptr_t stack_hi;      /* its top; 0: no walk of our own (libunwind's) */
+	struct walk_cache *walk; /* the walk's caches, or NULL */
+	/* the stacks seen last, in front of leaves: the large table's slot
+	 * of a stack is, in a program with a large working set of its own,
+	 * out of every cache by the time the stack comes again */
+	struct stk_leaf leaf0[1u << LEAF0_LG];
 };
 
 /* ---- memory without malloc --------------------------------------------- */
@@ -133,16 +139,14 @@ struct mod {
 	uint64_t lo, hi;        /* extent of its PT_LOAD segments */
 	uint64_t base;          /* load bias */
 	uint64_t key;           /* hash of its path and build-id: with lo, hi, base, which module it is */
-	int fp;                 /* FP_NONE, FP_SOME or FP_ALL of its functions keep frame pointers */
 	const uint8_t *eh_hdr;  /* its .eh_frame_hdr, NULL if none usable */
+	uint64_t eh_lo, eh_hi;  /* the loaded segment that holds it: what ehframe.c may read */
 	uint32_t nfde;          /* entries of its search table */
 	uint32_t path_len;      /* bytes of path */
 	uint32_t bid_len;       /* bytes of build_id, 0 if it has none */
 	char path[HT_MAX_STR];  /* as the loader names it (the executable: /proc/self/exe) */
 	uint8_t build_id[64];   /* its GNU build-id */
 };
-
-enum { FP_NONE = 0, FP_SOME = 1, FP_ALL = 2 };
 
 struct mod_list {
 	size_t n;          /* modules */
@@ -184,26 +188,7 @@ static const struct mod *module_of(const struct mod_list *l, uint64_t ip)
 	return NULL;
 }
 
-/* ---- which modules keep frame pointers ------------------------------------
- * Read from the call-frame information the module carries for its
- * exception handling (.eh_frame, found through PT_GNU_EH_FRAME): code built
- * with frame pointers makes rbp the CFA register in the prologue of every
- * function that calls another (DW_CFA_def_cfa_register r6).  A module
- * counts as keeping frame pointers when at least 95% of up to 256 of its
- * functions, taken evenly, do; its frames are then walked through the rbp
- * chain, the others with libunwind. */
-
-static uint64_t uleb(const uint8_t **p, const uint8_t *end)
-{
-	uint64_t v = 0;
-	for (unsigned shift = 0; *p < end && shift < 64; shift += 7) {
-		uint8_t b = *(*p)++;
-		v |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80))
-			break;
-	}
-	return v;
-}
+/* ---- the modules' call-frame information ---------------------------------- */
 
 /* Bytes of a DW_EH_PE-encoded value of fixed size, 0 if not fixed. */
 static unsigned enc_size(uint8_t enc)
@@ -215,99 +200,6 @@ static unsigned enc_size(uint8_t enc)
 	case 0x04: case 0x0c: return 8;
 	default: return 0;
 	}
-}
-
-/* Whether the CFA instructions in [p, end) make rbp the CFA register; -1
- * when they cannot be read. */
-static int cfa_on_rbp(const uint8_t *p, const uint8_t *end)
-{
-	while (p < end) {
-		uint8_t op = *p++;
-		switch (op >> 6) {
-		case 1: continue; /* advance_loc */
-		case 2: uleb(&p, end); continue; /* offset */
-		case 3: continue; /* restore */
-		}
-		switch (op) {
-		case 0x00: case 0x0a: case 0x0b: break; /* nop, remember/restore_state */
-		case 0x02: p += 1; break;
-		case 0x03: p += 2; break;
-		case 0x04: p += 4; break;
-		case 0x05: case 0x09: case 0x14: uleb(&p, end); uleb(&p, end); break;
-		case 0x06: case 0x07: case 0x08: case 0x0e: case 0x13: case 0x2e: uleb(&p, end); break;
-		case 0x0c: case 0x12:
-			if (uleb(&p, end) == 6)
-				return 1;
-			uleb(&p, end);
-			break;
-		case 0x0d:
-			if (uleb(&p, end) == 6)
-				return 1;
-			break;
-		case 0x0f: { uint64_t n = uleb(&p, end); p += n; break; }
-		case 0x10: case 0x16: { uleb(&p, end); uint64_t n = uleb(&p, end); p += n; break; }
-		case 0x11: case 0x15: uleb(&p, end); uleb(&p, end); break;
-		default: return -1;
-		}
-	}
-	return 0;
-}
-
-/* One FDE: does its function keep rbp as frame pointer?  -1: unreadable. */
-static int fde_fp(const uint8_t *fde)
-{
-	uint32_t len, cie_off;
-	memcpy(&len, fde, 4);
-	if (len == 0 || len == 0xffffffffu)
-		return -1;
-	const uint8_t *end = fde + 4 + len;
-	memcpy(&cie_off, fde + 4, 4);
-	const uint8_t *cie = fde + 4 - cie_off;
-	uint32_t clen;
-	memcpy(&clen, cie, 4);
-	if (clen == 0 || clen == 0xffffffffu)
-		return -1;
-	const uint8_t *cend = cie + 4 + clen, *p = cie + 8;
-	uint8_t version = *p++;
-	const char *aug = (const char *)p;
-	p += strnlen(aug, 16) + 1;
-	uleb(&p, cend); /* code alignment */
-	uleb(&p, cend); /* data alignment (sleb, skipped alike) */
-	if (version == 1)
-		p++;
-	else
-		uleb(&p, cend);
-	uint8_t fde_enc = 0;
-	if (aug[0] == 'z') {
-		uint64_t alen = uleb(&p, cend);
-		const uint8_t *a = p;
-		for (const char *c = aug + 1; *c && a < p + alen; c++) {
-			if (*c == 'R')
-				fde_enc = *a++;
-			else if (*c == 'L')
-				a++;
-			else if (*c == 'P') {
-				unsigned n = enc_size(*a);
-				if (!n)
-					return -1;
-				a += 1 + n;
-			} else if (*c != 'S')
-				return -1;
-		}
-		p += alen;
-	}
-	int r = cfa_on_rbp(p, cend); /* the CIE's own instructions */
-	if (r)
-		return r;
-	unsigned n = enc_size(fde_enc);
-	if (!n)
-		return -1;
-	p = fde + 8 + 2 * n;
-	if (aug[0] == 'z') {
-		uint64_t alen = uleb(&p, end);
-		p += alen;
-	}
-	return cfa_on_rbp(p, end);
 }
 
 /* The search table of a module's .eh_frame_hdr: version 1, a 4-byte FDE
@@ -324,54 +216,10 @@ static const uint8_t *eh_table(const struct dl_phdr_info *info, uint32_t *count)
 	return hdr;
 }
 
-/* FP_ALL when every one of up to 256 of its functions, taken evenly,
- * keeps rbp as frame pointer, FP_NONE when none does, else FP_SOME (the
- * walk then asks function by function). */
-static int module_fp(const uint8_t *hdr, uint32_t count)
-{
-	if (!hdr || !count)
-		return FP_NONE;
-	const uint8_t *table = hdr + 8 + enc_size(hdr[1]);
-	unsigned sample = count < 256 ? count : 256, yes = 0;
-	for (unsigned k = 0; k < sample; k++) {
-		int32_t off;
-		memcpy(&off, table + 8 * ((uint64_t)k * count / sample) + 4, 4);
-		int r = fde_fp(hdr + off);
-		if (r < 0)
-			return FP_NONE;
-		yes += (unsigned)r;
-	}
-	return yes == sample ? FP_ALL : yes ? FP_SOME : FP_NONE;
-}
-
-/* Whether the function of return address ip in module m keeps rbp as
- * frame pointer: its FDE, found in the search table. */
-static int function_fp(const struct mod *m, uint64_t ip)
-{
-	const uint8_t *hdr = m->eh_hdr;
-	const uint8_t *table = hdr + 8 + enc_size(hdr[1]);
-	int64_t want = (int64_t)(ip - 1 - (uint64_t)(uintptr_t)hdr);
-	uint32_t lo = 0, hi = m->nfde;
-	while (hi - lo > 1) {
-		uint32_t mid = (lo + hi) / 2;
-		int32_t loc;
-		memcpy(&loc, table + 8 * (uint64_t)mid, 4);
-		if ((int64_t)loc <= want)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	int32_t off;
-	memcpy(&off, table + 8 * (uint64_t)lo + 4, 4);
-	return fde_fp(hdr + off) == 1;
-}
-
 struct scan {
 	struct mod_list *next;        /* the list being built */
 	size_t cap;                   /* its room */
 	int full;                     /* more modules than room: scan again */
-	const struct mod_list *prev;  /* lists whose frame-pointer answers carry over */
-	const struct mod_list *prev2; /* (either may be NULL) */
 };
 
 /* Copies the module's GNU build-id into m. */
@@ -488,19 +336,21 @@ static int on_module(struct dl_phdr_info *info, size_t size, void *arg)
 	m->key = hash_bytes(hash_bytes(0xcbf29ce484222325ull, m->path, m->path_len), m->build_id,
 			    m->bid_len);
 	m->eh_hdr = eh_table(info, &m->nfde);
-	const struct mod *was = find_same(sc->prev, m);
-	if (!was)
-		was = find_same(sc->prev2, m);
-	if (was)
-		m->fp = was->fp;
-	else
-		m->fp = ht_opt.unwind_fp ? module_fp(m->eh_hdr, m->nfde) : FP_NONE;
+	for (int i = 0; m->eh_hdr && i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uint64_t a = info->dlpi_addr + ph->p_vaddr, h = (uint64_t)(uintptr_t)m->eh_hdr;
+		if (ph->p_type == PT_LOAD && h >= a && h < a + ph->p_filesz) {
+			m->eh_lo = a;
+			m->eh_hi = a + ph->p_filesz;
+		}
+	}
+	if (!m->eh_hi)
+		m->eh_hdr = NULL;
 	return 0;
 }
 
-/* The modules mapped now; NULL if out of memory.  Frame-pointer answers
- * carry over from prev and prev2 for the modules in them. */
-static struct mod_list *modules_scan(const struct mod_list *prev, const struct mod_list *prev2)
+/* The modules mapped now; NULL if out of memory. */
+static struct mod_list *modules_scan(void)
 {
 	for (size_t extra = 8;; extra *= 2) {
 		size_t n = 0;
@@ -510,7 +360,7 @@ static struct mod_list *modules_scan(const struct mod_list *prev, const struct m
 		if (!l)
 			return NULL;
 		l->bytes = bytes;
-		struct scan sc = {l, n + extra, 0, prev, prev2};
+		struct scan sc = {l, n + extra, 0};
 		dl_iterate_phdr(on_module, &sc);
 		if (!sc.full)
 			return l;
@@ -553,7 +403,7 @@ static void modules_refresh(struct ht_tls *t)
 	if (!atomic_compare_exchange_strong(&mods_busy, &expect, 1))
 		return;
 	struct mod_list *old = atomic_load(&mods);
-	struct mod_list *l = modules_scan(old, NULL);
+	struct mod_list *l = modules_scan();
 	if (l) {
 		modules_announce(t, old, l);
 		atomic_store_explicit(&mods, l, memory_order_release);
@@ -565,7 +415,7 @@ static void modules_refresh(struct ht_tls *t)
  * changes in its own stream (all modules, the first time). */
 static void modules_own(struct ht_tls *t, struct ht_stacks *s)
 {
-	struct mod_list *l = modules_scan(s->own, atomic_load(&mods));
+	struct mod_list *l = modules_scan();
 	if (!l)
 		return;
 	modules_announce(t, s->own, l);
@@ -608,163 +458,445 @@ static uint32_t node_get(struct ht_tls *t, struct ht_stacks *s, uint32_t parent,
 }
 
 /* ---- the walk ---------------------------------------------------------------
- * Frame by frame: through the rbp chain while the functions keep frame
- * pointers (a load or two a frame), with libunwind through those that do
- * not (glibc's, libstdc++'s, the C start-up's), back to the rbp chain as
- * soon as a function keeps one again.  The libunwind stretches are cached
- * per thread by where they start (return address and stack pointer) with
- * the stack slots each return address was read from: a later walk that
- * finds the same addresses in the same slots takes the cached frames
- * without unwinding (the bottom of every stack, __libc_start_main and
- * _start or start_thread and clone, costs a few loads after the first). */
+ * Frame by frame with the rule each return address's function gives in
+ * its module's .eh_frame (ehframe.c): the caller's stack pointer (the CFA)
+ * from rsp or rbp, the return address just below it, rbp reloaded where
+ * the function saved it.  Code with frame pointers and code without cost
+ * the same: the rules are cached per thread by return address, so a warm
+ * frame is one probe of that cache and one or two loads from the stack.
+ * Only the rbp chain of the tracer's own frames is followed without rules
+ * (it is built with frame pointers).
+ *
+ * A frame whose rule the compact form cannot say (a signal frame, a PLT
+ * entry, a CFA computed from another register, code without call-frame
+ * information) goes to libunwind, from the registers the walk has (rip,
+ * rsp, rbp), until a frame with a compact rule comes again.  Those
+ * stretches are cached per thread by where they start, with the stack
+ * slots each return address was read from: a later walk that finds the
+ * same addresses in the same slots takes the cached frames without
+ * unwinding.  The walk reads nothing outside the part of the thread's
+ * stack above its own frame. */
 
-#define CONT_SLOTS 64  /* cached stretches per thread */
+#define CONT_SLOTS 64  /* cached libunwind stretches per thread */
 #define CONT_FRAMES 16 /* frames per cached stretch */
-#define IPC_SLOTS 1024 /* cached frame-pointer answers per thread */
+#define RULE_LG 14     /* log2 of the cached rules per thread */
+#define RULE0_LG 10    /* log2 of those in the first level */
 
 struct cont_entry {
-	uint64_t rip, rsp;             /* where the stretch starts (rip already recorded) */
-	uint32_t n;                    /* frames it adds */
-	int end;                       /* the stack ends after them */
-	uint64_t resume_fp;            /* else: the rbp of the last, whose function keeps one */
-	uint64_t ips[CONT_FRAMES];     /* the frames */
-	uint64_t slots[CONT_FRAMES];   /* where each was read */
+	uint64_t pc, sp, bp;         /* the frame it starts from (pc already recorded) */
+	uint32_t n;                  /* frames it adds */
+	uint32_t resume;             /* the walk goes on from the last of them, else the stack ends */
+	uint64_t resume_sp;          /* the last frame's rsp */
+	uint64_t resume_bp;          /* and rbp */
+	uint64_t ips[CONT_FRAMES];   /* the frames */
+	uint64_t slots[CONT_FRAMES]; /* where each was read */
+};
+
+/* One frame of the last walk, and what the step from it read from the
+ * stack: a later walk that reaches the same frame (same return address,
+ * stack pointer and, if the rest depends on it, rbp) while those slots
+ * still hold the same values takes the rest of the stack from the log
+ * without stepping: the same registers and the same memory give the same
+ * frames.  The reads of a whole stack are independent loads (a walk's are
+ * a chain: each address comes from the load before). */
+struct wframe {
+	uint64_t pc, sp, bp; /* the frame's registers (bp: what the walk had) */
+	uint64_t ra_at, ra;  /* the step read the caller's pc here (ra_at 0: nothing) */
+	uint64_t x_at, x;    /* and rbp's save slot (x_at 0: none) */
+	uint64_t y_at, y;    /* and the CFA's slot (a realigned frame; y_at 0: none) */
+	uint8_t anchor;      /* a later walk may take the rest from here */
+	uint8_t uses_bp;     /* the step from it uses rbp (or libunwind took it) */
+	uint8_t keeps_bp;    /* the step leaves rbp as it was for the caller */
+	uint8_t pad[5];
+};
+
+#define LOG_FRAMES (HT_MAX_DEPTH + CONT_FRAMES + 8)
+#define LOG_READS (3 * LOG_FRAMES)
+
+enum { LF_ANCHOR = 1, LF_USES_BP = 2, LF_KEEPS_BP = 4, LF_BP_IN = 8 };
+
+/* The last walk, outermost frame first, in dense arrays: a later walk
+ * touches few cache lines to check it (the program's own work evicts
+ * them between two allocations). */
+struct walk_log {
+	uint32_t n;                  /* frames */
+	uint32_t cut;                /* the walk stopped at the depth asked (or at a bound that
+				      * depends on where it started), not at the stack's end */
+	uint64_t pc[LOG_FRAMES];     /* each frame's return address */
+	uint64_t sp[LOG_FRAMES];     /* its stack pointer */
+	uint64_t bp[LOG_FRAMES];     /* its rbp */
+	uint32_t rend[LOG_FRAMES];   /* its reads end at rd[rend[i]] (begin at rend[i - 1]) */
+	uint8_t flags[LOG_FRAMES];   /* LF_* */
+	struct {
+		uint64_t at, val;
+	} rd[LOG_READS];             /* the slots the steps read, and what they held */
+};
+
+struct rule_slot {
+	uint64_t pc;     /* a return address, 0 = empty */
+	struct ht_cfi r; /* the rule of its frame */
 };
 
 struct walk_cache {
-	struct cont_entry cont[CONT_SLOTS]; /* direct-mapped by (rip, rsp) */
-	struct {
-		uint64_t ip;  /* a return address, 0 = empty */
-		uint8_t fp;   /* its function keeps a frame pointer */
-	} ipc[IPC_SLOTS];                   /* direct-mapped by ip */
-	const struct ht_stacks *owner;      /* the thread's tables (its modules: view_of) */
+	struct rule_slot rules0[1u << RULE0_LG]; /* direct-mapped by pc: the first level */
+	struct walk_log log;                     /* the last walk */
+	struct wframe tmp[LOG_FRAMES];           /* the walk under way, innermost first */
+	struct rule_slot rules[1u << RULE_LG];   /* direct-mapped by pc: the second level */
+	struct cont_entry cont[CONT_SLOTS]; /* direct-mapped by (pc, sp, bp) */
+	struct ht_stacks *owner;            /* the thread's tables (its modules: view_of) */
+	struct ht_tls *t;                   /* and its stream, for MODULE records */
+	unsigned long long adds;            /* the loader's load count when a miss last rescanned */
 };
 
-static int frame_keeps_fp_slow(struct walk_cache *wc, uint64_t ip, size_t k);
-
-static inline __attribute__((always_inline)) int frame_keeps_fp(struct walk_cache *wc,
-								 uint64_t ip)
+static int read_adds(struct dl_phdr_info *info, size_t size, void *arg)
 {
-	size_t k = (size_t)((ip * 0x9E3779B97F4A7C15ull) >> 54) & (IPC_SLOTS - 1);
-	if (HT_LIKELY(wc->ipc[k].ip == ip))
-		return wc->ipc[k].fp;
-	return frame_keeps_fp_slow(wc, ip, k);
+	if (size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof(info->dlpi_adds))
+		*(unsigned long long *)arg = info->dlpi_adds;
+	return 1; /* the counters are the same in every entry */
 }
 
-static __attribute__((noinline)) int frame_keeps_fp_slow(struct walk_cache *wc, uint64_t ip,
+static struct ht_cfi rule_slow(struct walk_cache *wc, uint64_t pc, size_t k);
+
+/* Two levels: a small table the most frequent return addresses keep warm
+ * between two allocations of a program with a large working set of its
+ * own (cc1's evicts most of the large one between two stacks), then the
+ * large one. */
+static inline __attribute__((always_inline)) struct ht_cfi rule_of(struct walk_cache *wc,
+								    uint64_t pc)
+{
+	uint64_t h = pc * 0x9E3779B97F4A7C15ull;
+	size_t k0 = (size_t)(h >> (64 - RULE0_LG));
+	if (HT_LIKELY(wc->rules0[k0].pc == pc))
+		return wc->rules0[k0].r;
+	size_t k = (size_t)(h >> (64 - RULE_LG));
+	struct ht_cfi r = HT_LIKELY(wc->rules[k].pc == pc) ? wc->rules[k].r : rule_slow(wc, pc, k);
+	wc->rules0[k0].pc = pc;
+	wc->rules0[k0].r = r;
+	return r;
+}
+
+static __attribute__((noinline)) struct ht_cfi rule_slow(struct walk_cache *wc, uint64_t pc,
 							 size_t k)
 {
-	const struct mod *m = module_of(view_of(wc->owner), ip);
-	int fp = !m || m->fp == FP_NONE ? 0 : m->fp == FP_ALL ? 1 : function_fp(m, ip);
-	wc->ipc[k].ip = ip;
-	wc->ipc[k].fp = (uint8_t)fp;
-	return fp;
+	const struct mod *m = module_of(view_of(wc->owner), pc);
+	if (!m) {
+		/* a library loaded since the modules were read: read them
+		 * again, once per load the loader counts */
+		unsigned long long adds = 0;
+		dl_iterate_phdr(read_adds, &adds);
+		if (adds != wc->adds) {
+			wc->adds = adds;
+			if (wc->owner->own)
+				modules_own(wc->t, wc->owner);
+			else
+				modules_refresh(wc->t);
+			m = module_of(view_of(wc->owner), pc);
+		}
+	}
+	struct ht_cfi r = {0, 0, HT_CFI_NONE, 0};
+	if (m)
+		r = ht_cfi__find(m->eh_hdr, m->nfde, (uintptr_t)m->eh_lo, (uintptr_t)m->eh_hi, pc);
+	wc->rules[k].pc = pc;
+	wc->rules[k].r = r;
+	return r;
 }
 
-/* libunwind from the frame of return address rip (whose function keeps no
- * frame pointer), its stack pointer rsp and rbp, until a function keeps
- * one again (*resume = its rbp) or the stack ends (*resume = 0). */
-static int dwarf_stretch(struct walk_cache *wc, uint64_t rip, uint64_t rsp, uint64_t rbp,
-			 uint64_t *ips, uint64_t *slots, int max, uint64_t *resume)
+/* libunwind from the frame of return address pc, with its rsp and rbp,
+ * until a frame has a compact rule again (c->resume, with that frame's
+ * registers) or the stack ends; also stops, resuming, a frame or two
+ * short of CONT_FRAMES (the walk goes on with another stretch).  Never
+ * resumes at the frame a signal frame interrupted: libunwind looks that
+ * one up at its own address, not the one before. */
+static void dwarf_stretch(struct walk_cache *wc, struct cont_entry *c)
 {
 	unw_context_t uc;
 	unw_cursor_t cur;
-	*resume = 0;
+	c->n = 0;
+	c->resume = 0;
 	if (unw_getcontext(&uc) != 0)
-		return 0;
-	uc.uc_mcontext.gregs[REG_RIP] = (greg_t)rip;
-	uc.uc_mcontext.gregs[REG_RSP] = (greg_t)rsp;
-	uc.uc_mcontext.gregs[REG_RBP] = (greg_t)rbp;
+		return;
+	uc.uc_mcontext.gregs[REG_RIP] = (greg_t)c->pc;
+	uc.uc_mcontext.gregs[REG_RSP] = (greg_t)c->sp;
+	uc.uc_mcontext.gregs[REG_RBP] = (greg_t)c->bp;
 	if (unw_init_local(&cur, &uc) < 0)
-		return 0;
-	int n = 0;
-	while (n < max && unw_step(&cur) > 0) {
+		return;
+	while (c->n < CONT_FRAMES) {
+		int after_signal = unw_is_signal_frame(&cur) > 0;
+		if (unw_step(&cur) <= 0)
+			break;
 		unw_word_t ip, sp, bp;
 		if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || !ip ||
 		    unw_get_reg(&cur, UNW_REG_SP, &sp) < 0)
 			break;
-		ips[n] = ip;
-		slots[n] = sp - 8; /* the return address sat just below the caller's stack pointer */
-		n++;
-		if (frame_keeps_fp(wc, ip) && unw_get_reg(&cur, UNW_X86_64_RBP, &bp) == 0) {
-			*resume = bp;
+		c->ips[c->n] = ip;
+		c->slots[c->n] = sp - 8; /* the return address sat just below the caller's stack pointer */
+		c->n++;
+		if (after_signal || unw_get_reg(&cur, UNW_X86_64_RBP, &bp) < 0)
+			continue;
+		if (c->n + 2 >= CONT_FRAMES || rule_of(wc, ip).kind != HT_CFI_NONE) {
+			c->resume = 1;
+			c->resume_sp = sp;
+			c->resume_bp = bp;
 			break;
 		}
 	}
-	return n;
 }
 
 static int cont_valid(const struct cont_entry *c, uintptr_t lo, uintptr_t hi)
 {
 	for (uint32_t i = 0; i < c->n; i++) {
-		if (c->slots[i] < lo || c->slots[i] + 8 > hi || (c->slots[i] & 7) ||
+		if (c->slots[i] < lo || c->slots[i] + 8 > hi ||
 		    *(const uint64_t *)(uintptr_t)c->slots[i] != c->ips[i])
 			return 0;
 	}
 	return 1;
 }
 
-static __attribute__((noinline)) int hybrid_walk(struct ht_stacks *s, uint64_t *ips, int depth)
+static inline int on_stack(uint64_t a, uintptr_t lo, uintptr_t hi)
+{
+	return a >= lo && a <= hi - 8;
+}
+
+/* Whether every slot the steps from frames j..0 read still holds what was
+ * read there (and lies above lo, the walk's own frame). */
+static int log_valid(const struct walk_log *L, uint32_t j, uintptr_t lo)
+{
+	for (uint32_t i = 0, e = L->rend[j]; i < e; i++)
+		if (L->rd[i].at < lo || *(const uint64_t *)(uintptr_t)L->rd[i].at != L->rd[i].val)
+			return 0;
+	return 1;
+}
+
+/* Appends the walk's frames T[from] (inner) .. T[to] (outer), outer first,
+ * to the log's frames 0..L->n - 1; 0 if they do not fit. */
+static int log_append(struct walk_log *L, const struct wframe *T, int from, int to)
+{
+	uint32_t n = L->n, r = n ? L->rend[n - 1] : 0;
+	if (n + (uint32_t)(to - from + 1) > LOG_FRAMES || r + 3u * (uint32_t)(to - from + 1) > LOG_READS)
+		return 0;
+	for (int i = to; i >= from; i--, n++) {
+		const struct wframe *w = &T[i];
+		L->pc[n] = w->pc;
+		L->sp[n] = w->sp;
+		L->bp[n] = w->bp;
+		uint8_t f = (uint8_t)((w->anchor ? LF_ANCHOR : 0) | (w->uses_bp ? LF_USES_BP : 0) |
+				      (w->keeps_bp ? LF_KEEPS_BP : 0));
+		/* whether the rest of the stack depends on the rbp the frame starts with */
+		if (w->uses_bp || (w->keeps_bp && (n == 0 || (L->flags[n - 1] & LF_BP_IN))))
+			f |= LF_BP_IN;
+		L->flags[n] = f;
+		if (w->ra_at) {
+			L->rd[r].at = w->ra_at;
+			L->rd[r++].val = w->ra;
+		}
+		if (w->x_at) {
+			L->rd[r].at = w->x_at;
+			L->rd[r++].val = w->x;
+		}
+		if (w->y_at) {
+			L->rd[r].at = w->y_at;
+			L->rd[r++].val = w->y;
+		}
+		L->rend[n] = r;
+	}
+	L->n = n;
+	return 1;
+}
+
+static __attribute__((noinline)) int cfi_walk(struct ht_stacks *s, uint64_t *ips, int depth)
 {
 	struct walk_cache *wc = s->walk;
+	struct walk_log *L = &wc->log;
+	struct wframe *T = wc->tmp;
 	uintptr_t fp = (uintptr_t)__builtin_frame_address(0);
 	uintptr_t lo = fp, hi = s->stack_hi;
-	int n = 0;
-	while (n < depth && fp >= lo && fp + 16 <= hi && !(fp & 7)) {
+	/* the tracer's own frames, through their frame pointers */
+	for (;;) {
+		if (fp < lo || fp + 16 > hi)
+			return 0;
 		uintptr_t next = ((const uintptr_t *)fp)[0], ret = ((const uintptr_t *)fp)[1];
 		if (!ret)
+			return 0;
+		if (ret < self_lo || ret >= self_hi) {
+			memset(&T[0], 0, sizeof(T[0]));
+			T[0].pc = ret;
+			T[0].sp = fp + 16;
+			T[0].bp = next;
+			T[0].anchor = 1;
 			break;
-		if (ret >= self_lo && ret < self_hi) {
-			fp = next; /* the tracer's own frames keep frame pointers */
-			continue;
 		}
-		ips[n++] = ret;
-		if (frame_keeps_fp(wc, ret)) {
-			if (next <= fp)
-				break;
-			fp = next;
-			continue;
-		}
-		/* a function without frame pointer: libunwind, or the cache */
-		uint64_t rsp = fp + 16;
-		struct cont_entry *c = &wc->cont[mix(ret ^ (rsp << 7)) & (CONT_SLOTS - 1)];
-		if (!(c->rip == ret && c->rsp == rsp && cont_valid(c, lo, hi))) {
-			uint64_t resume;
-			c->rip = ret;
-			c->rsp = rsp;
-			c->n = (uint32_t)dwarf_stretch(wc, ret, rsp, next, c->ips, c->slots, CONT_FRAMES,
-						       &resume);
-			c->end = !resume && c->n < CONT_FRAMES;
-			c->resume_fp = resume;
-			if (!resume && c->n == CONT_FRAMES) {
-				/* longer than a cached stretch: the rest uncached */
-				c->rip = 0;
-				for (uint32_t i = 0; i < CONT_FRAMES && n < depth; i++)
-					ips[n++] = c->ips[i];
-				uint64_t more[HT_MAX_DEPTH], sl[HT_MAX_DEPTH];
-				int m = depth > n ? dwarf_stretch(wc, c->ips[CONT_FRAMES - 1],
-								  c->slots[CONT_FRAMES - 1] + 8, 0, more,
-								  sl, depth - n, &resume)
-						  : 0;
-				for (int i = 0; i < m; i++)
-					ips[n++] = more[i];
-				if (!resume)
-					break;
-				fp = resume;
-				continue;
+		if (next <= fp)
+			return 0;
+		fp = next;
+	}
+	int k = 1, cut = 0;
+	uint32_t q = L->n; /* the log's frames below q are inner to the current one */
+	for (;;) {
+		struct wframe *w = &T[k - 1];
+		if (w->anchor) {
+			while (q > 0 && L->sp[q - 1] < w->sp)
+				q--;
+			uint32_t j = q - 1;
+			if (q && L->sp[j] == w->sp && L->pc[j] == w->pc && (L->flags[j] & LF_ANCHOR) &&
+			    (!(L->flags[j] & LF_BP_IN) || L->bp[j] == w->bp) &&
+			    (!L->cut || (int)q + k - 1 >= depth) && log_valid(L, j, lo)) {
+				/* the rest of the stack is the last walk's from here */
+				int n = 0;
+				for (int i = 0; i < k - 1 && n < depth; i++)
+					ips[n++] = T[i].pc;
+				for (uint32_t i = q; i-- > 0 && n < depth;)
+					ips[n++] = L->pc[i];
+				L->n = q;
+				if (k > 1 && !log_append(L, T, 0, k - 2))
+					L->n = 0;
+				return n;
 			}
 		}
-		for (uint32_t i = 0; i < c->n && n < depth; i++)
-			ips[n++] = c->ips[i];
-		if (c->end || !c->resume_fp)
+		if (k >= depth) {
+			cut = 1;
 			break;
-		fp = c->resume_fp;
-
+		}
+		struct ht_cfi r = rule_of(wc, w->pc);
+		uint64_t cfa;
+		w->uses_bp = r.kind == HT_CFI_RBP || r.kind == HT_CFI_RBP_DEREF;
+		w->keeps_bp = r.rbp_off == 0;
+		if (r.kind == HT_CFI_RSP) {
+			cfa = w->sp + (uint64_t)(int64_t)r.cfa_off;
+		} else if (r.kind == HT_CFI_RBP) {
+			cfa = w->bp + (uint64_t)(int64_t)r.cfa_off;
+		} else if (r.kind == HT_CFI_RBP_DEREF) {
+			uint64_t a = w->bp + (uint64_t)(int64_t)r.cfa_off;
+			if (!on_stack(a, lo, hi)) {
+				cut = 1; /* where it stops depends on lo */
+				break;
+			}
+			cfa = *(const uint64_t *)(uintptr_t)a;
+			w->y_at = a;
+			w->y = cfa;
+		} else if (r.kind == HT_CFI_END) {
+			break;
+		} else {
+			/* libunwind, or the stretch it gave from here before */
+			struct cont_entry *c = &wc->cont[mix(w->pc ^ (w->sp << 7) ^ (w->bp << 17)) &
+							  (CONT_SLOTS - 1)];
+			if (!(c->pc == w->pc && c->sp == w->sp && c->bp == w->bp &&
+			      cont_valid(c, lo, hi))) {
+				c->pc = w->pc;
+				c->sp = w->sp;
+				c->bp = w->bp;
+				dwarf_stretch(wc, c);
+			}
+			w->uses_bp = 1;
+			uint64_t sp0 = w->sp;
+			uint32_t i = 0;
+			for (; i < c->n && k < depth; i++) {
+				T[k - 1].ra_at = c->slots[i];
+				T[k - 1].ra = c->ips[i];
+				struct wframe *x = &T[k++];
+				memset(x, 0, sizeof(*x));
+				x->pc = c->ips[i];
+				x->sp = c->slots[i] + 8;
+				x->uses_bp = 1;
+			}
+			if (i < c->n) {
+				cut = 1;
+				break;
+			}
+			if (!c->resume || c->resume_sp <= sp0)
+				break;
+			T[k - 1].sp = c->resume_sp;
+			T[k - 1].bp = c->resume_bp;
+			T[k - 1].anchor = 1;
+			T[k - 1].uses_bp = 0;
+			continue;
+		}
+		if (cfa <= w->sp || cfa > hi)
+			break;
+		uint64_t pc = *(const uint64_t *)(uintptr_t)(cfa - 8), bp = w->bp;
+		w->ra_at = cfa - 8;
+		w->ra = pc;
+		if (r.rbp_off) {
+			uint64_t a = cfa + (uint64_t)(int64_t)r.rbp_off;
+			if (!on_stack(a, lo, hi)) {
+				cut = 1;
+				break;
+			}
+			bp = *(const uint64_t *)(uintptr_t)a;
+			w->x_at = a;
+			w->x = bp;
+		}
+		if (!pc)
+			break;
+		struct wframe *x = &T[k++];
+		memset(x, 0, sizeof(*x));
+		x->pc = pc;
+		x->sp = cfa;
+		x->bp = bp;
+		x->anchor = 1;
 	}
+	/* a new stack from T[0] to its end: the log, for the next walk */
+	for (int i = 0; i < k; i++)
+		ips[i] = T[i].pc;
+	L->n = 0;
+	L->cut = (uint32_t)cut;
+	log_append(L, T, 0, k - 1);
+	return k;
+}
+
+/* libunwind alone, frame by frame (--unwind=dwarf, the reference, and
+ * stacks that are not on the thread's own stack).  unw_step rather than
+ * unw_backtrace: the latter's fast path keeps a per-thread table that
+ * libunwind maps on first use and unmaps when the thread exits, which the
+ * trace would show as the program's munmap. */
+static __attribute__((noinline)) int libunwind_walk(uint64_t *ips, int depth)
+{
+	unw_context_t uc;
+	unw_cursor_t cur;
+	if (unw_getcontext(&uc) != 0 || unw_init_local(&cur, &uc) < 0)
+		return 0;
+	int n = 0;
+	do {
+		unw_word_t ip;
+		if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || !ip)
+			break;
+		if (n == 0 && ip >= self_lo && ip < self_hi)
+			continue; /* the tracer's own frames */
+		ips[n++] = ip;
+	} while (n < depth && unw_step(&cur) > 0);
 	return n;
 }
 
-/* The calling thread's stack, for the frame-pointer walk; 0 if unknown. */
+/* --unwind=check: every stack taken both ways; libunwind's is recorded,
+ * and those the walk got otherwise are counted and the first few shown. */
+static _Atomic unsigned long check_stacks, check_differ;
+
+static __attribute__((noinline)) int unwind_check(uint64_t *ips, int n, int depth)
+{
+	uint64_t ref[HT_MAX_DEPTH];
+	int m = libunwind_walk(ref, depth);
+	atomic_fetch_add_explicit(&check_stacks, 1, memory_order_relaxed);
+	if (m == n && !memcmp(ref, ips, (size_t)n * sizeof(*ips)))
+		return n;
+	if (atomic_fetch_add(&check_differ, 1) < 5) {
+		int i = 0;
+		while (i < n && i < m && ips[i] == ref[i])
+			i++;
+		ht_msg("unwind check: a stack of %d frames (libunwind: %d) differs from frame %d: "
+		       "%#llx, libunwind %#llx", n, m, i,
+		       i < n ? (unsigned long long)ips[i] : 0ull, i < m ? (unsigned long long)ref[i] : 0ull);
+	}
+	memcpy(ips, ref, (size_t)m * sizeof(*ips));
+	return m;
+}
+
+__attribute__((destructor)) static void unwind_check_report(void)
+{
+	if (ht_opt.unwind_fp == 2)
+		ht_msg("unwind check: %lu stacks, %lu differ from libunwind's",
+		       atomic_load(&check_stacks), atomic_load(&check_differ));
+}
+
+/* The calling thread's stack, for the walk; 0 if unknown. */
 static uintptr_t stack_bounds(uintptr_t *lo)
 {
 	pthread_attr_t a;
@@ -836,9 +968,11 @@ static __attribute__((noinline)) int stacks_sync(struct ht_tls *t, struct ht_sta
 		} else {
 			tables_free(s);
 		}
+		memset(s->leaf0, 0, sizeof(s->leaf0));
 		if (s->walk) {
 			memset(s->walk, 0, sizeof(*s->walk));
 			s->walk->owner = s;
+			s->walk->t = t;
 		}
 		if ((!s->nodes && grow_nodes(s) < 0) || (!s->leaves && grow_leaves(s) < 0))
 			return -1;
@@ -859,8 +993,13 @@ uint32_t ht_stack__capture(struct ht_tls *t)
 		if (!s || grow_nodes(s) < 0 || grow_leaves(s) < 0)
 			return 0;
 		s->gen = GEN_NEW;
+		/* libunwind's caches per thread: no lock, so no signal masking
+		 * around each lookup (its global cache blocks signals to take
+		 * its lock) */
+		unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
 		if (ht_opt.unwind_fp && (s->walk = map(sizeof(*s->walk))) != NULL) {
 			s->walk->owner = s;
+			s->walk->t = t;
 			s->stack_hi = stack_bounds(&s->stack_lo);
 		}
 		t->stacks = s;
@@ -874,27 +1013,29 @@ uint32_t ht_stack__capture(struct ht_tls *t)
 	int n = 0;
 	uintptr_t here = (uintptr_t)__builtin_frame_address(0);
 	if (s->stack_hi && here >= s->stack_lo && here < s->stack_hi) {
-		n = hybrid_walk(s, ips, depth);
+		n = cfi_walk(s, ips, depth);
+		if (HT_UNLIKELY(ht_opt.unwind_fp == 2))
+			n = unwind_check(ips, n, depth);
 	} else {
-		/* no frame-pointer walk, or not on the thread's own stack (a signal
+		/* no walk of our own, or not on the thread's own stack (a signal
 		 * handler's alternate stack, a coroutine's): libunwind alone, so
 		 * that nothing reads outside the stack we are on */
-		void *raw[HT_MAX_DEPTH + SKIP_SLACK];
-		int m = unw_backtrace(raw, depth + SKIP_SLACK), i = 0;
-		while (i < m && (uint64_t)(uintptr_t)raw[i] >= self_lo &&
-		       (uint64_t)(uintptr_t)raw[i] < self_hi)
-			i++;
-		for (; i < m && n < depth; i++)
-			ips[n++] = (uint64_t)(uintptr_t)raw[i];
+		n = libunwind_walk(ips, depth);
 	}
 	if (n <= 0)
 		return 0;
 	uint64_t h = hash_ips(ips, n);
+	struct stk_leaf *l0 = &s->leaf0[h >> (64 - LEAF0_LG)];
+	if (l0->hash == h && l0->id)
+		return l0->id;
 	size_t mask = ((size_t)1 << s->leaves_lg) - 1;
 	size_t k = mix(h) & mask;
 	for (; s->leaves[k].id; k = (k + 1) & mask)
-		if (s->leaves[k].hash == h)
-			return s->leaves[k].id;
+		if (s->leaves[k].hash == h) {
+			l0->hash = h;
+			l0->id = s->leaves[k].id;
+			return l0->id;
+		}
 	/* A new call path: its nodes, outermost first. */
 	uint32_t node = 0;
 	for (int j = n - 1; j >= 0; j--) {
@@ -913,6 +1054,8 @@ uint32_t ht_stack__capture(struct ht_tls *t)
 	s->leaves[k].hash = h;
 	s->leaves[k].id = node;
 	s->nleaves++;
+	l0->hash = h;
+	l0->id = node;
 	return node;
 }
 

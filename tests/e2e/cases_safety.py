@@ -159,7 +159,7 @@ BAD_OPTIONS = [
     ("HEAPTRAIL_QUIET", "shh", "1/true/yes/on, 0/false/no/off"),
     ("HEAPTRAIL_WRITER", "fibre", "process or thread"),
     ("HEAPTRAIL_STACKS", "deep", "from 0 to 256"),
-    ("HEAPTRAIL_UNWIND", "fp", "auto or dwarf"),
+    ("HEAPTRAIL_UNWIND", "fp", "auto, dwarf or check"),
     ("HEAPTRAIL_SAMPLE_BYTES", "12Q", "from 0 to 1073741824"),
     ("HEAPTRAIL_DURATIONS", "always", "1/true/yes/on, 0/false/no/off"),
     ("HEAPTRAIL_FAST_PATH", "fastest", "1/true/yes/on, 0/false/no/off"),

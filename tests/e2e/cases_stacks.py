@@ -409,7 +409,7 @@ def test_top(t):
     check("--by" in r.stderr, r.stderr)
 
 
-@case(timeout=120)
+@case(timeout=120, labels=("stacks",))
 def test_unwind_modes_agree(t):
     """The frame-pointer walk (HEAPTRAIL_UNWIND=auto, the default: rbp chain
     where functions keep it, libunwind through those that do not, cached)
@@ -429,7 +429,7 @@ def test_unwind_modes_agree(t):
     eq(groups["auto"], groups["dwarf"], "leak groups, frame pointers vs libunwind")
     r = t.run([t.prog("leaky")], env={"LD_PRELOAD": t.preload, "HEAPTRAIL_OUT": t.path("x.ht"),
                                       "HEAPTRAIL_STACKS": "8", "HEAPTRAIL_UNWIND": "sideways"})
-    check("HEAPTRAIL_UNWIND=sideways" in r.stderr and "auto or dwarf" in r.stderr,
+    check("HEAPTRAIL_UNWIND=sideways" in r.stderr and "auto, dwarf or check" in r.stderr,
           "no warning for a bad HEAPTRAIL_UNWIND:\n" + r.stderr)
 
 
@@ -562,3 +562,80 @@ def test_leaks_cxx(t):
     lost = int(d.group(1).replace(",", "")) + int(i.group(1).replace(",", ""))
     eq(sum(g["bytes"] for g in j["groups"] if in_prog(g)), lost,
        "the program's groups vs valgrind's definitely + indirectly lost")
+
+
+def stacks_by_address(t, path):
+    """Every allocation stack of a trace (heaptrail top's "calls" table, all
+    of it): calls, bytes and the frames as (module, offset), sorted."""
+    r = t.tool(["top", "--json", "--top", "1000000", path])
+    eq(r.rc, 0, "top --json:\n" + r.describe())
+    j = json.loads(r.stdout)
+    return sorted((e["calls"], e["bytes_allocated"],
+                   tuple((f["module"], f["offset"], f["function"] or "") for f in e["stack"]))
+                  for e in j["calls"]["entries"])
+
+
+@case(timeout=120, labels=("stacks",))
+def test_unwind_nofp_equal(t):
+    """The walk from .eh_frame (auto, the default) gives exactly libunwind's
+    stacks (dwarf), return address by return address, for nofp: a program
+    and a library built as Debian builds them (-O2, no frame pointers),
+    allocating through recursion, glibc's qsort (the comparator allocates)
+    and tsearch, a function whose CFA comes from rbp (a variable-length
+    array), one that realigns its stack (a CFA expression: libunwind steps
+    it), a signal handler (a signal frame) and threads that exit.  The
+    threads' exits leave no munmap in the trace (the recorder's own tables
+    are not the program's)."""
+    got = {}
+    for mode in ("auto", "dwarf"):
+        out = t.path("%s.ht" % mode)
+        r = t.run([t.heaptrail, "record", "-q", "--stacks", "--unwind", mode, "-o", out, "--",
+                   t.prog("nofp"), "3", "40"])
+        eq(r.rc, 0, "record (%s):\n%s" % (mode, r.describe()))
+        got[mode] = stacks_by_address(t, out)
+        s = t.stats(out)
+        eq((s["calls"]["munmap"], s["calls"]["mmap"]), (0, 0),
+           "%s: munmap, mmap calls (the program makes none)" % mode)
+    fns = {f[2] for e in got["auto"] for f in e[2]}
+    for fn in ("chain", "by_value", "vla", "realigned", "on_signal", "start_thread", "main"):
+        check(fn in fns, "no stack through %s: %s" % (fn, sorted(fns)))
+    check(max(len(e[2]) for e in got["auto"]) >= 15, "no deep stack (recursion through chain)")
+    eq(len(got["auto"]), len(got["dwarf"]), "distinct stacks, auto vs dwarf")
+    for a, d in zip(got["auto"], got["dwarf"]):
+        eq(a, d, "a stack, auto vs dwarf")
+    # the same stack taken both ways in the same run (--unwind=check)
+    r = t.run([t.heaptrail, "record", "--stacks", "--unwind", "check", "-o", t.path("c.ht"), "--",
+               t.prog("nofp"), "3", "40"])
+    eq(r.rc, 0, "record --unwind check:\n" + r.describe())
+    m = re.search(r"unwind check: (\d+) stacks, (\d+) differ", r.stderr)
+    check(m, "no unwind check summary:\n" + r.stderr)
+    check(int(m.group(1)) > 5000, "%s stacks checked" % m.group(1))
+    eq(int(m.group(2)), 0, "stacks that differ from libunwind's:\n" + r.stderr)
+
+
+@case(timeout=180, labels=("stacks",))
+def test_stacks_no_syscall_per_allocation(t):
+    """`record --stacks` of nofp (about 80,000 allocations through code
+    without frame pointers, 4 threads) makes system calls by the module and
+    the thread, not by the allocation: in all, fewer than one per 50
+    allocations, and rt_sigprocmask no more than for the threads (libunwind
+    with its global cache blocks signals around every lookup: about one
+    per allocation)."""
+    st = shutil.which("strace")
+    check(st, "strace is not installed (scripts/deps.sh test installs it)")
+    out, log = t.path("x.ht"), t.path("strace.txt")
+    r = t.run([st, "-f", "-c", "-o", log, t.heaptrail, "record", "-q", "--stacks", "-o", out,
+               "--", t.prog("nofp"), "3", "500"], timeout=150)
+    eq(r.rc, 0, "strace heaptrail record:\n" + r.describe())
+    calls = {}
+    with open(log) as f:
+        for line in f:
+            w = line.split()
+            if len(w) >= 5 and w[0][0].isdigit() and w[-1] != "total":
+                calls[w[-1]] = int(w[3])
+    s = t.stats(out)
+    allocs = s["calls"]["malloc"] + s["calls"]["calloc"]
+    check(allocs > 50000, "%d allocations" % allocs)
+    total = sum(calls.values())
+    check(total * 50 < allocs, "%d system calls for %d allocations: %s" % (total, allocs, calls))
+    check(calls.get("rt_sigprocmask", 0) < 200, "%d rt_sigprocmask" % calls.get("rt_sigprocmask", 0))
