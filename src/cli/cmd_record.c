@@ -421,7 +421,8 @@ static char *child_traces_msg(const char *path, const char *shown, const struct 
 {
 	struct trace_rows rows = {0};
 	for_each_child_trace(path, run, add_trace_row, &rows);
-	qsort(rows.v, rows.n, sizeof(*rows.v), by_start);
+	if (rows.n > 1)
+		qsort(rows.v, rows.n, sizeof(*rows.v), by_start);
 	char *msg = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&msg, &len);
