@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <curses.h>
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -753,6 +754,15 @@ static int key(struct live *L, int ch)
 	return 0;
 }
 
+/* The terminal is gone (hung up, its window closed, its tmux session
+ * killed): curses' reads then fail at once, and the loop must end rather
+ * than spin. */
+static int terminal_gone(void)
+{
+	struct pollfd p = {.fd = 0, .events = POLLIN};
+	return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
+}
+
 /* The search prompt, on the status line; returns when Enter or Esc is
  * pressed. */
 static void prompt_search(struct live *L)
@@ -769,6 +779,8 @@ static void prompt_search(struct live *L)
 		attroff(A_REVERSE);
 		refresh();
 		int ch = getch();
+		if (ch == ERR && terminal_gone())
+			break;
 		if (ch == '\n' || ch == '\r' || ch == KEY_ENTER) {
 			memcpy(L->search, buf, n + 1);
 			L->sel = 0;
@@ -866,8 +878,11 @@ static int run_ui(struct live *L)
 		}
 		timeout(behind ? 0 : 100); /* catching up: read on at once */
 		int ch = getch();
-		if (ch == ERR)
+		if (ch == ERR) {
+			if (terminal_gone())
+				break;
 			continue;
+		}
 		if (ch == KEY_RESIZE) {
 			dirty = 1;
 			continue;

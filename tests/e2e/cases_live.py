@@ -482,3 +482,32 @@ def test_live_modes_values(t):
     eq(bytes_of(g[4]), bytes_of("2.86 MiB"), "grow_site's bytes allocated")
     now, out = rows("")
     check("+ grow_site" not in now, "nothing of grow_site is live at the end:\n" + out)
+
+
+@case(timeout=120, labels=("live",))
+def test_live_terminal_gone(t):
+    """The terminal of record --live goes away (its tmux server killed:
+    the pane's terminal hangs up): the display ends instead of spinning on
+    reads that fail at once, record waits for its program as without
+    --live and ends with it, and the trace is whole.  (Before: record
+    spun at full CPU for ever after its program ended.)"""
+    out = t.path("gone.ht")
+    term = Term(t, "%s record --live --stacks -o %s -- %s 3" % (t.heaptrail, out, t.prog("grower")))
+    try:
+        term.wait(grow_first, "grow_site first")
+    finally:
+        term.close()
+    end = time.monotonic() + 30
+    pids = []
+    while time.monotonic() < end:
+        p = subprocess.run(["pgrep", "-f", "record --live --stacks -o " + out], stdout=subprocess.PIPE)
+        pids = p.stdout.split()
+        if not pids:
+            break
+        time.sleep(0.5)
+    if pids:
+        subprocess.run(["pkill", "-9", "-f", "record --live --stacks -o " + out])
+        fail("record --live still runs 30 s after its terminal went away (pids %s)" % pids)
+    s = t.stats(out)
+    eq((s["closed"], s["complete"]), (True, True), "the trace is closed and complete")
+    check(s["calls"]["malloc"] > 0, "no malloc in the trace")
