@@ -81,17 +81,22 @@ static size_t read_at_most(struct ht_reader *r, void *buf, size_t n, uint64_t of
 	return got;
 }
 
+/* The reference to the event chunk whose header h is at off. */
+static struct chunk_ref chunk_ref_of(const struct ht_chunk_header *h, uint64_t off)
+{
+	return (struct chunk_ref){.offset = off,
+				  .first_seq = h->first_seq,
+				  .tid = h->tid,
+				  .nevents = h->nevents,
+				  .comp_size = h->comp_size,
+				  .raw_size = h->raw_size,
+				  .flags = h->flags};
+}
+
 static void add_chunk(struct ht_reader *r, const struct ht_chunk_header *h, uint64_t off)
 {
 	r->chunks = ht_grow(r->chunks, &r->capchunks, r->nchunks + 1, sizeof(*r->chunks));
-	struct chunk_ref *c = &r->chunks[r->nchunks++];
-	c->offset = off;
-	c->first_seq = h->first_seq;
-	c->tid = h->tid;
-	c->nevents = h->nevents;
-	c->comp_size = h->comp_size;
-	c->raw_size = h->raw_size;
-	c->flags = h->flags;
+	r->chunks[r->nchunks++] = chunk_ref_of(h, off);
 	r->total_bytes += h->comp_size;
 	r->info.events_chunks += h->nevents;
 }
@@ -603,14 +608,7 @@ static void follow_chunk(struct ht_reader *r, const struct ht_chunk_header *h, u
 		s->out = 1;
 	}
 	s->chunks = ht_grow(s->chunks, &s->capchunks, s->nchunks + 1, sizeof(*s->chunks));
-	struct chunk_ref *c = &s->chunks[s->nchunks++];
-	c->offset = off;
-	c->first_seq = h->first_seq;
-	c->tid = h->tid;
-	c->nevents = h->nevents;
-	c->comp_size = h->comp_size;
-	c->raw_size = h->raw_size;
-	c->flags = h->flags;
+	s->chunks[s->nchunks++] = chunk_ref_of(h, off);
 	r->nchunks++;
 	r->total_bytes += h->comp_size;
 	r->info.events_chunks += h->nevents;
