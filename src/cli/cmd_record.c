@@ -462,8 +462,11 @@ static char *child_traces_msg(const char *path, const char *shown, const struct 
  * events than its header says were written; or a trace that was not
  * closed, cannot be read to its end, and whose program ended without
  * being killed (killed, it ends at its last flush: incomplete, not
- * damaged).  A write that failed (disk full) is said otherwise.  what:
- * what is damaged; events, threads: what can be read of it. */
+ * damaged).  Returns TRACE_DAMAGED, TRACE_WHOLE, or TRACE_CUT when a
+ * write failed (disk full: not damaged, said otherwise, and no room to
+ * rewrite it).  what: what is damaged; events, threads: what can be read
+ * of it. */
+enum { TRACE_WHOLE, TRACE_DAMAGED, TRACE_CUT };
 static int damaged(const char *path, int ended_ok, char *what, size_t len, uint64_t *events,
 		   uint32_t *threads)
 {
@@ -473,15 +476,15 @@ static int damaged(const char *path, int ended_ok, char *what, size_t len, uint6
 	struct ht_reader *r = ht_reader__open(path, err, sizeof(err));
 	if (!r) {
 		snprintf(what, len, "%s", err);
-		return 1;
+		return TRACE_DAMAGED;
 	}
 	const struct ht_trace_info *in = ht_reader__info(r);
 	const char *e = ht_reader__error(r);
-	int bad = 1;
+	int bad = TRACE_DAMAGED;
 	*events = in->events_chunks;
 	*threads = in->nthreads;
 	if (in->disk_full)
-		bad = 0;
+		bad = TRACE_CUT;
 	else if (in->closed && !in->indexed)
 		snprintf(what, len, "its index is unusable, and the chunks read in order %s%s",
 			 e ? "stop at " : "are whole", e ? e : "");
@@ -491,7 +494,7 @@ static int damaged(const char *path, int ended_ok, char *what, size_t len, uint6
 		snprintf(what, len, "its chunks hold %llu events, its header says %llu were written",
 			 (unsigned long long)in->events_chunks, (unsigned long long)in->events_hdr);
 	else
-		bad = 0;
+		bad = TRACE_WHOLE;
 	ht_reader__close(r);
 	return bad;
 }
@@ -521,7 +524,7 @@ static void check_kid(const char *path, void *arg)
 	char what[1024], shown[PATH_MAX + 300];
 	uint64_t events;
 	uint32_t threads;
-	if (!damaged(path, 0, what, sizeof(what), &events, &threads))
+	if (damaged(path, 0, what, sizeof(what), &events, &threads) != TRACE_DAMAGED)
 		return;
 	/* the shown name of the program's trace and this file's suffix */
 	snprintf(shown, sizeof(shown), "%s%s", k->shown, path + strlen(k->path));
@@ -560,26 +563,18 @@ static void summarize(const char *path, const char *shown, const char *prefix,
 	ht_reader__close(r);
 }
 
-/* Whether the recorder stopped because it could not write (disk full). */
-static int stopped_on_write_error(const char *path)
-{
-	char err[512];
-	struct ht_reader *r = ht_reader__open(path, err, sizeof(err));
-	int full = r && (ht_reader__info(r)->flags & HT_FILE_F_DISK_FULL);
-	ht_reader__close(r);
-	return full;
-}
-
 /* The end step, on the trace of the program and on those of its children:
  * by default the chunks the recorder had to write raw are compressed
  * (ht_trace__finish; nothing to do when its writer kept up); with
  * --compact, or a recording made raw (--zstd-level=0), the whole trace is
  * compacted (column coding: smaller, slower); with --no-compact, nothing.
- * Either way the trace is final when record exits. */
-static void end_step(const char *path, void *arg)
+ * Either way the trace is final when record exits.  state: what damaged()
+ * said of the trace, read back before (a damaged one is not touched). */
+static void end_step_on(const char *path, const struct record_config *cfg, int state)
 {
-	const struct record_config *cfg = arg;
 	char err[512];
+	if (state == TRACE_DAMAGED)
+		return; /* left as it is, to be inspected: record says so */
 	if (cfg->no_compact) {
 		int fd = open(path, O_RDONLY | O_CLOEXEC);
 		struct ht_file_header h;
@@ -589,13 +584,8 @@ static void end_step(const char *path, void *arg)
 			close(fd);
 		return;
 	}
-	if (stopped_on_write_error(path)) /* no room to rewrite it; summarize() says why */
+	if (state == TRACE_CUT) /* no room to rewrite it; summarize() says why */
 		return;
-	char what[1024];
-	uint64_t events;
-	uint32_t threads;
-	if (damaged(path, 0, what, sizeof(what), &events, &threads))
-		return; /* left as it is, to be inspected: record says so */
 	if (cfg->compact || cfg->zstd_level == 0) {
 		if (ht_trace__compact(path, cfg->compact_level, NULL, err, sizeof(err)) < 0)
 			ht_warning("could not compact the trace (it stays readable, only larger): %s",
@@ -604,6 +594,18 @@ static void end_step(const char *path, void *arg)
 		ht_warning("could not compress the chunks recorded raw (the trace stays readable, "
 			   "only larger): %s", err);
 	}
+}
+
+/* The end step of a trace not read back yet (the children's). */
+static void end_step(const char *path, void *arg)
+{
+	const struct record_config *cfg = arg;
+	char what[1024];
+	uint64_t events;
+	uint32_t threads;
+	int state = cfg->no_compact ? TRACE_WHOLE
+				    : damaged(path, 0, what, sizeof(what), &events, &threads);
+	end_step_on(path, cfg, state);
 }
 
 /* Signals that end a program, which record passes on to it: a `kill` of
@@ -964,13 +966,15 @@ int cmd_record(int argc, char **argv)
 	uint64_t events;
 	uint32_t threads;
 	int ended_ok = !WIFSIGNALED(status);
-	int bad = have && damaged(path, ended_ok, what, sizeof(what), &events, &threads);
+	int state = have ? damaged(path, ended_ok, what, sizeof(what), &events, &threads)
+			 : TRACE_WHOLE;
+	int bad = state == TRACE_DAMAGED;
 	if (have) {
-		if (!bad)
-			end_step(path, &cfg);
+		end_step_on(path, &cfg, state);
 		for_each_child_trace(path, &run, end_step, &cfg);
 		if (!bad)
-			bad = damaged(path, ended_ok, what, sizeof(what), &events, &threads);
+			bad = damaged(path, ended_ok, what, sizeof(what), &events, &threads) ==
+			      TRACE_DAMAGED;
 	}
 	char how[PATH_MAX + 100] = "";
 	if (WIFSIGNALED(status))
