@@ -25,13 +25,16 @@ def on_tty(t, cmd, after):
 
 @case(labels=("analyzers",))
 def test_progress_on_terminal(t):
-    """stats, leaks and top on a terminal print the progress line (delay 0
+    """Every command that reads a trace (stats, leaks, top, heap, dump,
+    flamegraph, export, timeline, diff) on a terminal prints the progress line (delay 0
     here: the machine's speed does not matter), and clear it at the end;
     -q and a stderr that is not a terminal keep it off; with the default
     delay a quick analysis shows none."""
-    out = t.path("p.ht")
-    t.record(out, [t.prog("threads"), "3", "100000"])
-    for c in ("stats", "leaks", "top"):
+    out = t.path("p.ht")  # with stacks: diff and flamegraph have nothing to say otherwise
+    t.run([t.heaptrail, "record", "-q", "--stacks", "-o", out, "--", t.prog("threads"), "3",
+           "100000"], check_rc=0)
+    for c in ("stats", "leaks", "top", "heap", "dump", "flamegraph --folded", "export -f csv",
+              "timeline --csv -o -", "diff %s" % out):
         seen = on_tty(t, "%s %s %s > /dev/null" % (t.heaptrail, c, out), 0)
         lines = [l for l in seen.replace("\r", "\n").splitlines() if "reading:" in l]
         check(lines, "%s on a terminal: no progress line in %r" % (c, seen[-300:]))
