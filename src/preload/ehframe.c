@@ -51,37 +51,42 @@ static uint64_t rd_fixed(struct rd *r, unsigned n)
 	return v;
 }
 
-static uint64_t rd_uleb(struct rd *r)
+/* A LEB128 number's bits; *bits: how many it had, *sign: its sign bit
+ * (the last byte's 0x40). */
+static uint64_t rd_leb(struct rd *r, unsigned *bits, int *sign)
 {
 	uint64_t v = 0;
 	for (unsigned shift = 0;; shift += 7) {
 		if (r->p >= r->end || shift >= 64) {
 			r->bad = 1;
-			return 0;
-		}
-		uint8_t b = *r->p++;
-		v |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80))
-			return v;
-	}
-}
-
-static int64_t rd_sleb(struct rd *r)
-{
-	uint64_t v = 0;
-	for (unsigned shift = 0;; shift += 7) {
-		if (r->p >= r->end || shift >= 64) {
-			r->bad = 1;
+			*bits = 0, *sign = 0;
 			return 0;
 		}
 		uint8_t b = *r->p++;
 		v |= (uint64_t)(b & 0x7f) << shift;
 		if (!(b & 0x80)) {
-			if ((b & 0x40) && shift + 7 < 64)
-				v |= ~(uint64_t)0 << (shift + 7);
-			return (int64_t)v;
+			*bits = shift + 7;
+			*sign = (b & 0x40) != 0;
+			return v;
 		}
 	}
+}
+
+static uint64_t rd_uleb(struct rd *r)
+{
+	unsigned bits;
+	int sign;
+	return rd_leb(r, &bits, &sign);
+}
+
+static int64_t rd_sleb(struct rd *r)
+{
+	unsigned bits;
+	int sign;
+	uint64_t v = rd_leb(r, &bits, &sign);
+	if (sign && bits < 64)
+		v |= ~(uint64_t)0 << bits;
+	return (int64_t)v;
 }
 
 /* A DW_EH_PE-encoded pointer: absolute or relative to where it is read
