@@ -23,16 +23,7 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-WRITE=0
-ORIG_ARGS=("$@")
-for a in "$@"; do
-	case $a in
-	--write) WRITE=1 ;;
-	--keep) KEEP=1 ;;
-	-h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; exit 0 ;;
-	*) die "unknown argument '$a' (try --help)" ;;
-	esac
-done
+bench_args "$@"
 BUILD=${BUILD:-/work/main/build}
 REPS=${REPS:-5}
 FUNCS=${FUNCS:-2500}
@@ -44,8 +35,7 @@ HK=$(command -v heaptrack || true)
 HKP=$(command -v heaptrack_print || true)
 [[ -n $HK && -n $HKP ]] || die "heaptrack and heaptrack_print are needed (scripts/deps.sh bench)"
 START_DATE=$(date -u +%Y-%m-%dT%H:%MZ)
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/heaptrail-bench-areal.XXXXXX")
-trap bench_cleanup EXIT
+bench_workdir -areal
 
 # the C file: FUNCS functions, each with a struct, a loop and a switch
 python3 - "$FUNCS" >"$WORK/gen.c" <<'PY'
