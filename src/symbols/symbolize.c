@@ -291,19 +291,17 @@ static const char *die_function(struct ht_symbolizer *s, Dwarf_Die *die)
  * its index (symindex.h: the same answer as dwfl_module_addrinfo, without
  * a scan of the table per address); NULL if none.  Asked only when DWARF
  * does not name the function. */
-static const char *elf_symbol(struct ht_symbolizer *s, const struct mod_ref *m, Dwfl_Module *dm,
-			      uint64_t addr)
+static const char *elf_symbol(struct mod_ref *m, Dwfl_Module *dm, uint64_t addr)
 {
-	struct mod_ref *mm = &s->mods[m - s->mods];
-	if (!mm->syms_tried) {
-		mm->syms_tried = 1;
-		mm->syms = ht_symindex__new(dm);
+	if (!m->syms_tried) {
+		m->syms_tried = 1;
+		m->syms = ht_symindex__new(dm);
 	}
 	uint64_t off;
-	return ht_symindex__lookup(mm->syms, dm, addr, &off);
+	return ht_symindex__lookup(m->syms, dm, addr, &off);
 }
 
-static void resolve_into(struct ht_symbolizer *s, uint64_t ip, const struct mod_ref *m)
+static void resolve_into(struct ht_symbolizer *s, uint64_t ip, struct mod_ref *m)
 {
 	if (m && !m->name)
 		m = NULL;
@@ -350,7 +348,7 @@ static void resolve_into(struct ht_symbolizer *s, uint64_t ip, const struct mod_
 		made++;
 		if (tag == DW_TAG_subprogram) {
 			if (!f->function)
-				f->function = demangled(s, elf_symbol(s, m, dm, addr));
+				f->function = demangled(s, elf_symbol(m, dm, addr));
 			break;
 		}
 		f->inlined = 1;
@@ -368,7 +366,7 @@ static void resolve_into(struct ht_symbolizer *s, uint64_t ip, const struct mod_
 	if (!made) {
 		/* no DWARF: the ELF symbol, and the line if there was one */
 		struct ht_frame *f = new_frame(s, ip, m);
-		f->function = demangled(s, elf_symbol(s, m, dm, addr));
+		f->function = demangled(s, elf_symbol(m, dm, addr));
 		f->file = file;
 		f->line = line;
 	}
