@@ -166,13 +166,12 @@ int ht_stackcount__collect(struct ht_stackcount *sc, int counts_fd, int stacks_f
 		s->bytes = v.bytes;
 		sc->total += v.count;
 		sc->total_bytes += v.bytes;
-		if (keys[i].stackid < 0) {
-			s->error = keys[i].stackid;
+		if (keys[i].error < 0) {
+			s->error = keys[i].error;
 			continue;
 		}
 		memset(ips, 0, sizeof(ips));
-		__u32 id = (__u32)keys[i].stackid;
-		if (bpf_map_lookup_elem(stacks_fd, &id, ips)) {
+		if (bpf_map_lookup_elem(stacks_fd, &keys[i].stack, ips)) {
 			s->error = -ENOENT;
 			continue;
 		}
@@ -181,9 +180,8 @@ int ht_stackcount__collect(struct ht_stackcount *sc, int counts_fd, int stacks_f
 	/* the next interval starts with an empty stack map too (once every
 	 * count that shares a stack has read it) */
 	for (size_t i = 0; clear && i < nkeys; i++) {
-		__u32 id = (__u32)keys[i].stackid;
-		if (keys[i].stackid >= 0)
-			bpf_map_delete_elem(stacks_fd, &id);
+		if (!keys[i].error)
+			bpf_map_delete_elem(stacks_fd, &keys[i].stack);
 	}
 	free(keys);
 	if (sc->n)
@@ -196,7 +194,6 @@ static const char *error_text(int error)
 {
 	switch (-error) {
 	case EFAULT: return "[no user stack]";
-	case EEXIST:
 	case ENOMEM: return "[stack map full]";
 	default: return "[stack lost]";
 	}

@@ -7,12 +7,31 @@
 #include "probe.bpf.h"
 #include "stacks.h"
 
+#ifndef EFAULT
+#define EFAULT 14
+#endif
+#ifndef EEXIST
+#define EEXIST 17
+#endif
+#ifndef ENOMEM
+#define ENOMEM 12
+#endif
+
+/* hash of the addresses -> the addresses (HT_STACK_DEPTH, zero-filled) */
 struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, HT_STACK_ENTRIES);
-	__uint(key_size, sizeof(__u32));
+	__uint(key_size, sizeof(__u64));
 	__uint(value_size, HT_STACK_DEPTH * sizeof(__u64));
 } stacks SEC(".maps");
+
+/* Where a stack is taken before it is hashed (too big for the BPF stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, HT_STACK_DEPTH * sizeof(__u64));
+} stack_scratch SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -38,7 +57,25 @@ struct {
 static __always_inline void ht_count_stack(void *ctx, __u32 tgid, __u64 bytes)
 {
 	struct ht_stack_key k = {.pid = tgid};
-	k.stackid = (__s32)bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+	__u32 zero_index = 0;
+	__u64 *ips = bpf_map_lookup_elem(&stack_scratch, &zero_index);
+	long got = ips ? bpf_get_stack(ctx, ips, HT_STACK_DEPTH * sizeof(__u64), BPF_F_USER_STACK)
+		       : -ENOMEM;
+	if (got <= 0) {
+		k.error = got ? (__s32)got : -EFAULT;
+	} else {
+		/* FNV-1a over the addresses (the rest of the buffer is zeroed
+		 * by bpf_get_stack), with the depth in the seed */
+		__u64 h = 0xcbf29ce484222325ULL ^ (__u64)got;
+		for (int i = 0; i < HT_STACK_DEPTH; i++) {
+			h ^= ips[i];
+			h *= 0x100000001b3ULL;
+		}
+		k.stack = h;
+		long rc = bpf_map_update_elem(&stacks, &h, ips, BPF_NOEXIST);
+		if (rc && rc != -EEXIST)
+			k.error = -ENOMEM; /* the stack map is full */
+	}
 	struct ht_stack_val *v = bpf_map_lookup_elem(&counts, &k);
 	if (!v) {
 		struct ht_stack_val zero = {};

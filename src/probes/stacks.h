@@ -8,9 +8,15 @@
 #define HT_STACK_ENTRIES 16384 /* distinct stacks kept */
 #define HT_COUNT_ENTRIES 32768 /* distinct (process, stack) pairs counted */
 
+/* A stack is named by a 64-bit hash of its addresses, computed by the BPF
+ * program, not by the kernel's stack-trace map: that map hashes with a
+ * fixed seed into as many buckets as it has entries and refuses (EEXIST)
+ * a stack whose bucket holds another, so two of a few dozen stacks
+ * colliding in 16384 buckets lost every event of one of them. */
 struct ht_stack_key {
-	__u32 pid;     /* process (tgid) */
-	__s32 stackid; /* in the stack map; < 0: bpf_get_stackid's error */
+	__u32 pid;   /* process (tgid) */
+	__s32 error; /* 0, or why the stack was not taken (-errno) */
+	__u64 stack; /* key of the stack map (the hash of its addresses) */
 };
 
 struct ht_stack_val {
