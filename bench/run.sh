@@ -489,7 +489,7 @@ if ((WRITE)); then
 	} >"$WORK/results.md"
 	# keep every section the other scripts write (<!-- NAME:begin ... NAME:end -->)
 	if [[ -f $HERE/RESULTS.md ]]; then
-		awk '/^<!-- [a-z]+:begin/ { keep = 1; print "" } keep { print } /^<!-- [a-z]+:end -->/ { keep = 0 }' \
+		awk '/^<!-- [a-z_]+:begin/ { keep = 1; print "" } keep { print } /^<!-- [a-z_]+:end -->/ { keep = 0 }' \
 			"$HERE/RESULTS.md" >>"$WORK/results.md"
 	fi
 	cp "$WORK/results.md" "$HERE/RESULTS.md"

@@ -56,7 +56,8 @@ note "recording ${COMPILE[*]} with heaptrail record --stacks and with heaptrack"
 HKF=$(ls "$WORK"/hk*.zst "$WORK"/hk*.gz 2>/dev/null | head -n 1 || true)
 [[ -n $HKF ]] || die "heaptrack wrote no trace"
 EVENTS=$("$HT" stats --json "$WORK/cc1.ht" | python3 -c 'import json,sys; print(json.load(sys.stdin)["events"])')
-STACKS=$("$HT" top --json "$WORK/cc1.ht" 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("stacks", d.get("distinct_stacks", "?")))' 2>/dev/null || echo "?")
+# distinct stacks as the flame graph sees them (by function and line)
+STACKS=$("$HT" flamegraph -q --folded "$WORK/cc1.ht" 2>/dev/null | wc -l)
 
 # timed NAME CMD...: REPS runs; appends "NAME wall cpu rss" lines to $RAW
 RAW=$WORK/raw
@@ -111,7 +112,7 @@ if ((WRITE)); then
 		results_head analyze_real "analyzers on a real program's stacks (cc1 --stacks) beside heaptrack_print" \
 			"BUILD=$BUILD REPS=$REPS FUNCS=$FUNCS bench/run_analyze_real.sh ${ORIG_ARGS[*]}"
 		echo "- program: \`${COMPILE[*]}\` (a generated file of $FUNCS functions); heaptrail's trace: $EVENTS events,"
-		echo "  $STACKS distinct stacks; heaptrack's trace of the same compilation for heaptrack_print"
+		echo "  $STACKS distinct stacks (folded); heaptrack's trace of the same compilation for heaptrack_print"
 		echo "- $REPS runs of each command; medians (wall, user+sys, ru_maxrss)"
 		echo
 		cat "$TABLE"
