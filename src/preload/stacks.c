@@ -462,6 +462,38 @@ static uint32_t node_get(struct ht_tls *t, struct ht_stacks *s, uint32_t parent,
 	return id;
 }
 
+/* The hash of a call path, outermost frame first, one frame at a time:
+ * path_step(... path_step(PATH_SEED, outermost) ..., innermost).  So a
+ * stack that shares its outer frames with the last one continues from the
+ * hash the log kept where they agree (log_node), and the frames the last
+ * walk reused are not read again.  For a given ip each step is a
+ * bijection of h (xor, then an invertible multiply-xorshift mix): two
+ * paths of one length that differ in one frame never collide, others as
+ * random 64-bit values do.  The stack table trusts the hash: two stacks of
+ * one thread with the same hash would share a node (odds about n^2 / 2^65
+ * for n distinct stacks). */
+#define PATH_SEED 0x9E3779B97F4A7C15ull
+
+static inline uint64_t path_step(uint64_t h, uint64_t ip)
+{
+	h ^= ip;
+	h *= 0xBF58476D1CE4E5B9ull;
+	h ^= h >> 31;
+	h *= 0x94D049BB133111EBull;
+	h ^= h >> 29;
+	return h;
+}
+
+/* Asks for the cache lines where the stack table may hold the stack of
+ * path hash h (both levels at once: in a program with a large working set
+ * of its own, such as cc1, each is a miss, and one after the other they
+ * were the walk's largest cost). */
+static inline void leaf_prefetch(const struct ht_stacks *s, uint64_t h)
+{
+	__builtin_prefetch(&s->leaf0[h >> (64 - LEAF0_LG)]);
+	__builtin_prefetch(&s->leaves[mix(h) & (((size_t)1 << s->leaves_lg) - 1)]);
+}
+
 /* ---- the walk ---------------------------------------------------------------
  * Frame by frame with the rule each return address's function gives in
  * its module's .eh_frame (ehframe.c): the caller's stack pointer (the CFA)
@@ -486,6 +518,7 @@ static uint32_t node_get(struct ht_tls *t, struct ht_stacks *s, uint32_t parent,
 #define CONT_FRAMES 16 /* frames per cached stretch */
 #define RULE_LG 14     /* log2 of the cached rules per thread */
 #define RULE0_LG 10    /* log2 of those in the first level */
+#define RULE_WAYS_LG 2 /* log2 of the ways of a second-level set (4: a cache line) */
 
 struct cont_entry {
 	uint64_t pc, sp, bp;         /* the frame it starts from (pc already recorded) */
@@ -572,7 +605,10 @@ struct walk_cache {
 	struct rule_slot rules0[1u << RULE0_LG]; /* direct-mapped by pc: the first level */
 	struct walk_log log;                     /* the last walk */
 	struct wframe tmp[LOG_FRAMES];           /* the walk under way, innermost first */
-	struct rule_slot rules[1u << RULE_LG];   /* direct-mapped by pc: the second level */
+	/* the second level: sets of four by pc, one cache line each (a
+	 * direct-mapped table of cc1's return addresses parsed .eh_frame
+	 * again for 1% of the steps, conflicts) */
+	struct rule_slot rules[1u << RULE_LG] __attribute__((aligned(64)));
 	struct cont_entry cont[CONT_SLOTS]; /* direct-mapped by (pc, sp, bp) */
 	struct ht_stacks *owner;            /* the thread's tables (its modules: view_of) */
 	struct ht_tls *t;                   /* and its stream, for MODULE records */
@@ -586,7 +622,14 @@ static int read_adds(struct dl_phdr_info *info, size_t size, void *arg)
 	return 1; /* the counters are the same in every entry */
 }
 
-static struct ht_cfi rule_slow(struct walk_cache *wc, uint64_t pc, size_t k);
+static struct ht_cfi rule_slow(struct walk_cache *wc, uint64_t pc, struct rule_slot *set);
+
+/* The set of the second level for a return address hashed to h. */
+static inline struct rule_slot *rule_set(const struct walk_cache *wc, uint64_t h)
+{
+	size_t set = (size_t)(h >> (64 - RULE_LG + RULE_WAYS_LG));
+	return (struct rule_slot *)&wc->rules[set << RULE_WAYS_LG];
+}
 
 /* Two levels: a small table the most frequent return addresses keep warm
  * between two allocations of a program with a large working set of its
@@ -599,15 +642,35 @@ static inline __attribute__((always_inline)) struct ht_cfi rule_of(struct walk_c
 	size_t k0 = (size_t)(h >> (64 - RULE0_LG));
 	if (HT_LIKELY(wc->rules0[k0].pc == pc))
 		return wc->rules0[k0].r;
-	size_t k = (size_t)(h >> (64 - RULE_LG));
-	struct ht_cfi r = HT_LIKELY(wc->rules[k].pc == pc) ? wc->rules[k].r : rule_slow(wc, pc, k);
+	struct rule_slot *set = rule_set(wc, h);
+	struct ht_cfi r;
+	if (HT_LIKELY(set[0].pc == pc))
+		r = set[0].r;
+	else if (set[1].pc == pc)
+		r = set[1].r;
+	else if (set[2].pc == pc)
+		r = set[2].r;
+	else if (set[3].pc == pc)
+		r = set[3].r;
+	else
+		r = rule_slow(wc, pc, set);
 	wc->rules0[k0].pc = pc;
 	wc->rules0[k0].r = r;
 	return r;
 }
 
+/* Asks for the cache lines of pc's rule (its slot in the first level and
+ * its set in the second), for a step from pc that may come: the walk
+ * checks the frame against the log while they come. */
+static inline void rule_prefetch(const struct walk_cache *wc, uint64_t pc)
+{
+	uint64_t h = pc * 0x9E3779B97F4A7C15ull;
+	__builtin_prefetch(&wc->rules0[h >> (64 - RULE0_LG)]);
+	__builtin_prefetch(rule_set(wc, h));
+}
+
 static __attribute__((noinline)) struct ht_cfi rule_slow(struct walk_cache *wc, uint64_t pc,
-							 size_t k)
+							 struct rule_slot *set)
 {
 	const struct mod *m = module_of(view_of(wc->owner), pc);
 	if (!m) {
@@ -627,8 +690,10 @@ static __attribute__((noinline)) struct ht_cfi rule_slow(struct walk_cache *wc, 
 	struct ht_cfi r = {0, 0, HT_CFI_NONE, 0};
 	if (m)
 		r = ht_cfi__find(m->eh_hdr, m->nfde, (uintptr_t)m->eh_lo, (uintptr_t)m->eh_hi, pc);
-	wc->rules[k].pc = pc;
-	wc->rules[k].r = r;
+	/* the set's newest: the oldest leaves */
+	memmove(set + 1, set, ((1u << RULE_WAYS_LG) - 1) * sizeof(*set));
+	set[0].pc = pc;
+	set[0].r = r;
 	return r;
 }
 
@@ -732,15 +797,23 @@ static inline void log_read(struct walk_log *L, uint32_t *r, uint64_t *rlo, uint
 }
 
 /* Appends the walk's frames T[from] (inner) .. T[to] (outer), outer first,
- * to the log's frames 0..L->n - 1; 0 if they do not fit. */
+ * to the log's frames 0..L->n - 1; 0 if they do not fit.  Their paths'
+ * hashes too, when the log has those of all its frames. */
 static int log_append(struct walk_log *L, const struct wframe *T, int from, int to)
 {
 	uint32_t n = L->n, r = n ? L->rend[n - 1] : 0;
 	uint64_t rlo = n ? L->rlo[n - 1] : UINT64_MAX;
 	if (n + (uint32_t)(to - from + 1) > LOG_FRAMES || r + 3u * (uint32_t)(to - from + 1) > LOG_READS)
 		return 0;
+	int hash = L->nhash == n;
+	uint64_t h = n ? L->hs[n - 1] : PATH_SEED;
 	for (int i = to; i >= from; i--, n++) {
 		const struct wframe *w = &T[i];
+		if (hash) {
+			h = path_step(h, w->pc);
+			L->hs[n] = h;
+			L->nd[n] = 0;
+		}
 		L->pc[n] = w->pc;
 		L->sp[n] = w->sp;
 		L->bp[n] = w->bp;
@@ -770,6 +843,8 @@ static int log_append(struct walk_log *L, const struct wframe *T, int from, int 
 		L->rlo[n] = rlo;
 	}
 	L->n = n;
+	if (hash)
+		L->nhash = n;
 	return 1;
 }
 
@@ -778,6 +853,14 @@ static void log_ips(const struct walk_log *L, uint64_t *ips, int n)
 {
 	for (int i = 0; i < n; i++)
 		ips[i] = L->pc[L->n - 1 - (uint32_t)i];
+}
+
+/* The walk's end: the stack table's lines for the stack the log holds,
+ * when log_node will look for it there. */
+static inline void walk_done(const struct ht_stacks *s, const struct walk_log *L, int n)
+{
+	if ((uint32_t)n == L->n && L->nhash == L->n && !L->nd[n - 1])
+		leaf_prefetch(s, L->hs[n - 1]);
 }
 
 /* The stack of the caller of the traced function, at most depth frames:
@@ -805,6 +888,7 @@ static __attribute__((noinline)) int cfi_walk(struct ht_stacks *s, uint64_t *ips
 			T[0].sp = fp + 16;
 			T[0].bp = next;
 			T[0].anchor = 1;
+			rule_prefetch(wc, ret);
 			break;
 		}
 		if (next <= fp)
@@ -839,6 +923,7 @@ static __attribute__((noinline)) int cfi_walk(struct ht_stacks *s, uint64_t *ips
 					L->n = L->nhash = 0;
 					*in_log = 0;
 				}
+				walk_done(s, L, n);
 				return n;
 			}
 		}
@@ -923,6 +1008,7 @@ static __attribute__((noinline)) int cfi_walk(struct ht_stacks *s, uint64_t *ips
 		x->sp = cfa;
 		x->bp = bp;
 		x->anchor = 1;
+		rule_prefetch(wc, pc);
 	}
 	/* a new stack from T[0] to its end: the log, for the next walk (k
 	 * frames always fit: k <= depth) */
@@ -932,6 +1018,7 @@ static __attribute__((noinline)) int cfi_walk(struct ht_stacks *s, uint64_t *ips
 	if (!*in_log)
 		for (int i = 0; i < k; i++)
 			ips[i] = T[i].pc;
+	walk_done(s, L, k);
 	return k;
 }
 
@@ -1003,28 +1090,6 @@ static uintptr_t stack_bounds(uintptr_t *lo)
 		pthread_attr_destroy(&a);
 	}
 	return hi;
-}
-
-/* The hash of a call path, outermost frame first, one frame at a time:
- * path_step(... path_step(PATH_SEED, outermost) ..., innermost).  So a
- * stack that shares its outer frames with the last one continues from the
- * hash the log kept where they agree (log_node), and the frames the last
- * walk reused are not read again.  For a given ip each step is a
- * bijection of h (xor, then an invertible multiply-xorshift mix): two
- * paths of one length that differ in one frame never collide, others as
- * random 64-bit values do.  The stack table trusts the hash: two stacks of
- * one thread with the same hash would share a node (odds about n^2 / 2^65
- * for n distinct stacks). */
-#define PATH_SEED 0x9E3779B97F4A7C15ull
-
-static inline uint64_t path_step(uint64_t h, uint64_t ip)
-{
-	h ^= ip;
-	h *= 0xBF58476D1CE4E5B9ull;
-	h ^= h >> 31;
-	h *= 0x94D049BB133111EBull;
-	h ^= h >> 29;
-	return h;
 }
 
 /* The innermost node of the stack whose path hash is h, 0 if none yet. */
