@@ -9,8 +9,12 @@
  * the thread's stream as a FRAME record (id, parent, address) before the
  * first event that uses it.  A second table maps a hash of a whole stack
  * to its innermost node, so that a call path seen before costs one lookup
- * after the unwind.  The tables are the thread's own (no lock); the same
- * path in two threads is two sets of nodes, which the reader merges.
+ * after the unwind; the hash goes from the outermost frame in, so that a
+ * stack sharing its outer frames with the last one continues the last
+ * one's hash where they part (log_node), and one that ends at a frame of
+ * the last one takes that frame's node without a lookup.  The tables are
+ * the thread's own (no lock); the same path in two threads is two sets of
+ * nodes, which the reader merges.
  *
  * The modules the addresses belong to (path, load bias, extent, build-id)
  * are written as MODULE records the first time a stack is taken and
@@ -27,6 +31,7 @@
 #define _GNU_SOURCE
 #define UNW_LOCAL_ONLY
 #include <elf.h>
+#include <emmintrin.h>
 #include <stddef.h>
 #include <libunwind.h>
 #include <link.h>
@@ -457,6 +462,38 @@ static uint32_t node_get(struct ht_tls *t, struct ht_stacks *s, uint32_t parent,
 	return id;
 }
 
+/* The hash of a call path, outermost frame first, one frame at a time:
+ * path_step(... path_step(PATH_SEED, outermost) ..., innermost).  So a
+ * stack that shares its outer frames with the last one continues from the
+ * hash the log kept where they agree (log_node), and the frames the last
+ * walk reused are not read again.  For a given ip each step is a
+ * bijection of h (xor, then an invertible multiply-xorshift mix): two
+ * paths of one length that differ in one frame never collide, others as
+ * random 64-bit values do.  The stack table trusts the hash: two stacks of
+ * one thread with the same hash would share a node (odds about n^2 / 2^65
+ * for n distinct stacks). */
+#define PATH_SEED 0x9E3779B97F4A7C15ull
+
+static inline uint64_t path_step(uint64_t h, uint64_t ip)
+{
+	h ^= ip;
+	h *= 0xBF58476D1CE4E5B9ull;
+	h ^= h >> 31;
+	h *= 0x94D049BB133111EBull;
+	h ^= h >> 29;
+	return h;
+}
+
+/* Asks for the cache lines where the stack table may hold the stack of
+ * path hash h (both levels at once: in a program with a large working set
+ * of its own, such as cc1, each is a miss, and one after the other they
+ * were the walk's largest cost). */
+static inline void leaf_prefetch(const struct ht_stacks *s, uint64_t h)
+{
+	__builtin_prefetch(&s->leaf0[h >> (64 - LEAF0_LG)]);
+	__builtin_prefetch(&s->leaves[mix(h) & (((size_t)1 << s->leaves_lg) - 1)]);
+}
+
 /* ---- the walk ---------------------------------------------------------------
  * Frame by frame with the rule each return address's function gives in
  * its module's .eh_frame (ehframe.c): the caller's stack pointer (the CFA)
@@ -481,6 +518,7 @@ static uint32_t node_get(struct ht_tls *t, struct ht_stacks *s, uint32_t parent,
 #define CONT_FRAMES 16 /* frames per cached stretch */
 #define RULE_LG 14     /* log2 of the cached rules per thread */
 #define RULE0_LG 10    /* log2 of those in the first level */
+#define RULE_WAYS_LG 2 /* log2 of the ways of a second-level set (4: a cache line) */
 
 struct cont_entry {
 	uint64_t pc, sp, bp;         /* the frame it starts from (pc already recorded) */
@@ -515,6 +553,15 @@ struct wframe {
 
 enum { LF_ANCHOR = 1, LF_USES_BP = 2, LF_KEEPS_BP = 4, LF_BP_IN = 8 };
 
+/* What the step from a frame read, as one 16-byte window of the stack
+ * (see walk_log.w). */
+struct log_win {
+	__m128i v;   /* what the window held */
+	__m128i m;   /* the bytes the step read */
+	uint64_t at; /* where it is */
+	uint64_t pad;
+};
+
 /* The last walk, outermost frame first, in dense arrays: a later walk
  * touches few cache lines to check it (the program's own work evicts
  * them between two allocations). */
@@ -522,14 +569,31 @@ struct walk_log {
 	uint32_t n;                  /* frames */
 	uint32_t cut;                /* the walk stopped at the depth asked (or at a bound that
 				      * depends on where it started), not at the stack's end */
+	uint32_t nhash;              /* frames 0..nhash - 1 have their path's hash (and maybe node) */
+	uint32_t pad;
 	uint64_t pc[LOG_FRAMES];     /* each frame's return address */
 	uint64_t sp[LOG_FRAMES];     /* its stack pointer */
 	uint64_t bp[LOG_FRAMES];     /* its rbp */
+	uint64_t rlo[LOG_FRAMES];    /* the lowest slot the steps from frames i..0 read */
 	uint32_t rend[LOG_FRAMES];   /* its reads end at rd[rend[i]] (begin at rend[i - 1]) */
 	uint8_t flags[LOG_FRAMES];   /* LF_* */
+	/* the call path from frame 0 (outermost) to frame i: its hash (the
+	 * key of the stack table, path_step) and its node (0: not known
+	 * yet), so that a stack that shares its outer frames with the last
+	 * one is named from where they agree, not hashed again whole */
+	uint64_t hs[LOG_FRAMES];
+	uint32_t nd[LOG_FRAMES];
+	/* What the step from frame i read, as one 16-byte window of the
+	 * stack at w[i].at: the return address in its upper half (v) and,
+	 * when rbp was saved just below it (every frame-pointer frame), rbp
+	 * in its lower half; m masks off what the step did not read (a frame
+	 * that read nothing: all of it, and at points at its own v).  Checking
+	 * a frame is then one load of 16 bytes, where checking its two slots
+	 * one by one is three loads each. */
+	struct log_win w[LOG_FRAMES];
 	struct {
 		uint64_t at, val;
-	} rd[LOG_READS];             /* the slots the steps read, and what they held */
+	} rd[LOG_READS];             /* the other slots the steps read, and what they held */
 };
 
 struct rule_slot {
@@ -541,7 +605,10 @@ struct walk_cache {
 	struct rule_slot rules0[1u << RULE0_LG]; /* direct-mapped by pc: the first level */
 	struct walk_log log;                     /* the last walk */
 	struct wframe tmp[LOG_FRAMES];           /* the walk under way, innermost first */
-	struct rule_slot rules[1u << RULE_LG];   /* direct-mapped by pc: the second level */
+	/* the second level: sets of four by pc, one cache line each (a
+	 * direct-mapped table of cc1's return addresses parsed .eh_frame
+	 * again for 1% of the steps, conflicts) */
+	struct rule_slot rules[1u << RULE_LG] __attribute__((aligned(64)));
 	struct cont_entry cont[CONT_SLOTS]; /* direct-mapped by (pc, sp, bp) */
 	struct ht_stacks *owner;            /* the thread's tables (its modules: view_of) */
 	struct ht_tls *t;                   /* and its stream, for MODULE records */
@@ -555,7 +622,14 @@ static int read_adds(struct dl_phdr_info *info, size_t size, void *arg)
 	return 1; /* the counters are the same in every entry */
 }
 
-static struct ht_cfi rule_slow(struct walk_cache *wc, uint64_t pc, size_t k);
+static struct ht_cfi rule_slow(struct walk_cache *wc, uint64_t pc, struct rule_slot *set);
+
+/* The set of the second level for a return address hashed to h. */
+static inline struct rule_slot *rule_set(const struct walk_cache *wc, uint64_t h)
+{
+	size_t set = (size_t)(h >> (64 - RULE_LG + RULE_WAYS_LG));
+	return (struct rule_slot *)&wc->rules[set << RULE_WAYS_LG];
+}
 
 /* Two levels: a small table the most frequent return addresses keep warm
  * between two allocations of a program with a large working set of its
@@ -568,15 +642,35 @@ static inline __attribute__((always_inline)) struct ht_cfi rule_of(struct walk_c
 	size_t k0 = (size_t)(h >> (64 - RULE0_LG));
 	if (HT_LIKELY(wc->rules0[k0].pc == pc))
 		return wc->rules0[k0].r;
-	size_t k = (size_t)(h >> (64 - RULE_LG));
-	struct ht_cfi r = HT_LIKELY(wc->rules[k].pc == pc) ? wc->rules[k].r : rule_slow(wc, pc, k);
+	struct rule_slot *set = rule_set(wc, h);
+	struct ht_cfi r;
+	if (HT_LIKELY(set[0].pc == pc))
+		r = set[0].r;
+	else if (set[1].pc == pc)
+		r = set[1].r;
+	else if (set[2].pc == pc)
+		r = set[2].r;
+	else if (set[3].pc == pc)
+		r = set[3].r;
+	else
+		r = rule_slow(wc, pc, set);
 	wc->rules0[k0].pc = pc;
 	wc->rules0[k0].r = r;
 	return r;
 }
 
+/* Asks for the cache lines of pc's rule (its slot in the first level and
+ * its set in the second), for a step from pc that may come: the walk
+ * checks the frame against the log while they come. */
+static inline void rule_prefetch(const struct walk_cache *wc, uint64_t pc)
+{
+	uint64_t h = pc * 0x9E3779B97F4A7C15ull;
+	__builtin_prefetch(&wc->rules0[h >> (64 - RULE0_LG)]);
+	__builtin_prefetch(rule_set(wc, h));
+}
+
 static __attribute__((noinline)) struct ht_cfi rule_slow(struct walk_cache *wc, uint64_t pc,
-							 size_t k)
+							 struct rule_slot *set)
 {
 	const struct mod *m = module_of(view_of(wc->owner), pc);
 	if (!m) {
@@ -596,8 +690,10 @@ static __attribute__((noinline)) struct ht_cfi rule_slow(struct walk_cache *wc, 
 	struct ht_cfi r = {0, 0, HT_CFI_NONE, 0};
 	if (m)
 		r = ht_cfi__find(m->eh_hdr, m->nfde, (uintptr_t)m->eh_lo, (uintptr_t)m->eh_hi, pc);
-	wc->rules[k].pc = pc;
-	wc->rules[k].r = r;
+	/* the set's newest: the oldest leaves */
+	memmove(set + 1, set, ((1u << RULE_WAYS_LG) - 1) * sizeof(*set));
+	set[0].pc = pc;
+	set[0].r = r;
 	return r;
 }
 
@@ -657,25 +753,67 @@ static inline int on_stack(uint64_t a, uintptr_t lo, uintptr_t hi)
 	return a >= lo && a <= hi - 8;
 }
 
+/* The bits of a window that differ from what the step read there. */
+static inline __m128i win_diff(const struct log_win *p)
+{
+	__m128i now = _mm_loadu_si128((const __m128i *)(uintptr_t)p->at);
+	return _mm_xor_si128(_mm_and_si128(now, p->m), p->v);
+}
+
 /* Whether every slot the steps from frames j..0 read still holds what was
- * read there (and lies above lo, the walk's own frame). */
+ * read there (and lies above lo, the walk's own frame).  Innermost frames
+ * first (what changed since the last walk is most often near the top of
+ * the stack), four at a time with one branch: the loads are independent,
+ * and a stack 60 frames deep has over 100 slots to check. */
 static int log_valid(const struct walk_log *L, uint32_t j, uintptr_t lo)
 {
-	for (uint32_t i = 0, e = L->rend[j]; i < e; i++)
-		if (L->rd[i].at < lo || *(const uint64_t *)(uintptr_t)L->rd[i].at != L->rd[i].val)
+	if (L->rlo[j] < lo)
+		return 0;
+	uint64_t d = 0;
+	for (uint32_t e = L->rend[j]; e > 0; e--)
+		d |= *(const uint64_t *)(uintptr_t)L->rd[e - 1].at ^ L->rd[e - 1].val;
+	if (d)
+		return 0;
+	const __m128i zero = _mm_setzero_si128();
+	const struct log_win *p = &L->w[j + 1];
+	for (; p - L->w >= 4; p -= 4) {
+		__m128i x = _mm_or_si128(_mm_or_si128(win_diff(p - 1), win_diff(p - 2)),
+					 _mm_or_si128(win_diff(p - 3), win_diff(p - 4)));
+		if (_mm_movemask_epi8(_mm_cmpeq_epi8(x, zero)) != 0xffff)
 			return 0;
-	return 1;
+	}
+	__m128i x = zero;
+	for (; p > L->w; p--)
+		x = _mm_or_si128(x, win_diff(p - 1));
+	return _mm_movemask_epi8(_mm_cmpeq_epi8(x, zero)) == 0xffff;
+}
+
+static inline void log_read(struct walk_log *L, uint32_t *r, uint64_t *rlo, uint64_t at,
+			    uint64_t val)
+{
+	L->rd[*r].at = at;
+	L->rd[(*r)++].val = val;
+	*rlo = at < *rlo ? at : *rlo;
 }
 
 /* Appends the walk's frames T[from] (inner) .. T[to] (outer), outer first,
- * to the log's frames 0..L->n - 1; 0 if they do not fit. */
+ * to the log's frames 0..L->n - 1; 0 if they do not fit.  Their paths'
+ * hashes too, when the log has those of all its frames. */
 static int log_append(struct walk_log *L, const struct wframe *T, int from, int to)
 {
 	uint32_t n = L->n, r = n ? L->rend[n - 1] : 0;
+	uint64_t rlo = n ? L->rlo[n - 1] : UINT64_MAX;
 	if (n + (uint32_t)(to - from + 1) > LOG_FRAMES || r + 3u * (uint32_t)(to - from + 1) > LOG_READS)
 		return 0;
+	int hash = L->nhash == n;
+	uint64_t h = n ? L->hs[n - 1] : PATH_SEED;
 	for (int i = to; i >= from; i--, n++) {
 		const struct wframe *w = &T[i];
+		if (hash) {
+			h = path_step(h, w->pc);
+			L->hs[n] = h;
+			L->nd[n] = 0;
+		}
 		L->pc[n] = w->pc;
 		L->sp[n] = w->sp;
 		L->bp[n] = w->bp;
@@ -685,25 +823,52 @@ static int log_append(struct walk_log *L, const struct wframe *T, int from, int 
 		if (w->uses_bp || (w->keeps_bp && (n == 0 || (L->flags[n - 1] & LF_BP_IN))))
 			f |= LF_BP_IN;
 		L->flags[n] = f;
+		int x_in = 0;
 		if (w->ra_at) {
-			L->rd[r].at = w->ra_at;
-			L->rd[r++].val = w->ra;
+			x_in = w->x_at && w->x_at == w->ra_at - 8;
+			L->w[n].at = w->ra_at - 8;
+			L->w[n].v = _mm_set_epi64x((long long)w->ra, x_in ? (long long)w->x : 0);
+			L->w[n].m = _mm_set_epi64x(-1, x_in ? -1 : 0);
+			rlo = w->ra_at - 8 < rlo ? w->ra_at - 8 : rlo;
+		} else {
+			L->w[n].v = _mm_setzero_si128();
+			L->w[n].m = _mm_setzero_si128();
+			L->w[n].at = (uint64_t)(uintptr_t)&L->w[n].v;
 		}
-		if (w->x_at) {
-			L->rd[r].at = w->x_at;
-			L->rd[r++].val = w->x;
-		}
-		if (w->y_at) {
-			L->rd[r].at = w->y_at;
-			L->rd[r++].val = w->y;
-		}
+		if (w->x_at && !x_in)
+			log_read(L, &r, &rlo, w->x_at, w->x);
+		if (w->y_at)
+			log_read(L, &r, &rlo, w->y_at, w->y);
 		L->rend[n] = r;
+		L->rlo[n] = rlo;
 	}
 	L->n = n;
+	if (hash)
+		L->nhash = n;
 	return 1;
 }
 
-static __attribute__((noinline)) int cfi_walk(struct ht_stacks *s, uint64_t *ips, int depth)
+/* The walk's stack, innermost first, when it is the log's (see cfi_walk). */
+static void log_ips(const struct walk_log *L, uint64_t *ips, int n)
+{
+	for (int i = 0; i < n; i++)
+		ips[i] = L->pc[L->n - 1 - (uint32_t)i];
+}
+
+/* The walk's end: the stack table's lines for the stack the log holds,
+ * when log_node will look for it there. */
+static inline void walk_done(const struct ht_stacks *s, const struct walk_log *L, int n)
+{
+	if ((uint32_t)n == L->n && L->nhash == L->n && !L->nd[n - 1])
+		leaf_prefetch(s, L->hs[n - 1]);
+}
+
+/* The stack of the caller of the traced function, at most depth frames:
+ * returns how many.  *in_log says where they are: 1, in the log, which
+ * then holds the stack (its frames L->n - 1 .. L->n - n, innermost first:
+ * log_ips), written nowhere else; 0, in ips. */
+static __attribute__((noinline)) int cfi_walk(struct ht_stacks *s, uint64_t *ips, int depth,
+					      int *in_log)
 {
 	struct walk_cache *wc = s->walk;
 	struct walk_log *L = &wc->log;
@@ -723,6 +888,7 @@ static __attribute__((noinline)) int cfi_walk(struct ht_stacks *s, uint64_t *ips
 			T[0].sp = fp + 16;
 			T[0].bp = next;
 			T[0].anchor = 1;
+			rule_prefetch(wc, ret);
 			break;
 		}
 		if (next <= fp)
@@ -741,14 +907,23 @@ static __attribute__((noinline)) int cfi_walk(struct ht_stacks *s, uint64_t *ips
 			    (!(L->flags[j] & LF_BP_IN) || L->bp[j] == w->bp) &&
 			    (!L->cut || (int)q + k - 1 >= depth) && log_valid(L, j, lo)) {
 				/* the rest of the stack is the last walk's from here */
-				int n = 0;
-				for (int i = 0; i < k - 1 && n < depth; i++)
-					ips[n++] = T[i].pc;
-				for (uint32_t i = q; i-- > 0 && n < depth;)
-					ips[n++] = L->pc[i];
+				int n = (int)q + k - 1 < depth ? (int)q + k - 1 : depth;
 				L->n = q;
-				if (k > 1 && !log_append(L, T, 0, k - 2))
-					L->n = 0;
+				if (L->nhash > q)
+					L->nhash = q;
+				*in_log = 1;
+				if (k > 1 && !log_append(L, T, 0, k - 2)) {
+					/* no room (a deep stack grown deeper): the stack
+					 * in ips, the log forgotten */
+					int m = 0;
+					for (int i = 0; i < k - 1 && m < depth; i++)
+						ips[m++] = T[i].pc;
+					for (uint32_t i = q; i-- > 0 && m < depth;)
+						ips[m++] = L->pc[i];
+					L->n = L->nhash = 0;
+					*in_log = 0;
+				}
+				walk_done(s, L, n);
 				return n;
 			}
 		}
@@ -833,13 +1008,17 @@ static __attribute__((noinline)) int cfi_walk(struct ht_stacks *s, uint64_t *ips
 		x->sp = cfa;
 		x->bp = bp;
 		x->anchor = 1;
+		rule_prefetch(wc, pc);
 	}
-	/* a new stack from T[0] to its end: the log, for the next walk */
-	for (int i = 0; i < k; i++)
-		ips[i] = T[i].pc;
-	L->n = 0;
+	/* a new stack from T[0] to its end: the log, for the next walk (k
+	 * frames always fit: k <= depth) */
+	L->n = L->nhash = 0;
 	L->cut = (uint32_t)cut;
-	log_append(L, T, 0, k - 1);
+	*in_log = log_append(L, T, 0, k - 1);
+	if (!*in_log)
+		for (int i = 0; i < k; i++)
+			ips[i] = T[i].pc;
+	walk_done(s, L, k);
 	return k;
 }
 
@@ -913,28 +1092,92 @@ static uintptr_t stack_bounds(uintptr_t *lo)
 	return hi;
 }
 
-/* A 64-bit hash of a stack: four independent lanes (the multiplies
- * overlap), mixed at the end.  The leaf cache trusts it: two different
- * stacks of one thread with the same hash would share a node (odds about
- * n^2 / 2^65 for n distinct stacks). */
-static uint64_t hash_ips(const uint64_t *ips, int n)
+/* The innermost node of the stack whose path hash is h, 0 if none yet. */
+static uint32_t leaf_get(struct ht_stacks *s, uint64_t h)
 {
-	uint64_t a = 0x9E3779B97F4A7C15ull ^ (uint64_t)n, b = 0xC2B2AE3D27D4EB4Full,
-		 c = 0x165667B19E3779F9ull, d = 0x27D4EB2F165667C5ull;
-	int j = 0;
-	for (; j + 4 <= n; j += 4) {
-		a = (a ^ ips[j]) * 0x100000001B3ull;
-		b = (b ^ ips[j + 1]) * 0x100000001B3ull;
-		c = (c ^ ips[j + 2]) * 0x100000001B3ull;
-		d = (d ^ ips[j + 3]) * 0x100000001B3ull;
+	struct stk_leaf *l0 = &s->leaf0[h >> (64 - LEAF0_LG)];
+	if (l0->hash == h && l0->id)
+		return l0->id;
+	size_t mask = ((size_t)1 << s->leaves_lg) - 1;
+	for (size_t k = mix(h) & mask; s->leaves[k].id; k = (k + 1) & mask)
+		if (s->leaves[k].hash == h) {
+			l0->hash = h;
+			l0->id = s->leaves[k].id;
+			return l0->id;
+		}
+	return 0;
+}
+
+/* Remembers id as the innermost node of the stack whose path hash is h
+ * (not found by leaf_get).  Out of memory, the stack is only not
+ * remembered: the next one along the same path finds its nodes again. */
+static void leaf_put(struct ht_stacks *s, uint64_t h, uint32_t id)
+{
+	if ((s->nleaves + 1) * 2 >= ((size_t)1 << s->leaves_lg) && grow_leaves(s) < 0)
+		return;
+	size_t mask = ((size_t)1 << s->leaves_lg) - 1, k = mix(h) & mask;
+	while (s->leaves[k].id)
+		k = (k + 1) & mask;
+	s->leaves[k].hash = h;
+	s->leaves[k].id = id;
+	s->nleaves++;
+	struct stk_leaf *l0 = &s->leaf0[h >> (64 - LEAF0_LG)];
+	l0->hash = h;
+	l0->id = id;
+}
+
+/* The node of the stack ips[0] (innermost) .. ips[n - 1]. */
+static uint32_t ips_node(struct ht_tls *t, struct ht_stacks *s, const uint64_t *ips, int n)
+{
+	uint64_t h = PATH_SEED;
+	for (int j = n - 1; j >= 0; j--)
+		h = path_step(h, ips[j]);
+	uint32_t node = leaf_get(s, h);
+	if (node)
+		return node;
+	/* a new call path: its nodes, outermost first */
+	for (int j = n - 1; j >= 0; j--) {
+		node = node_get(t, s, node, ips[j]);
+		if (!node)
+			return 0;
 	}
-	for (; j < n; j++)
-		a = (a ^ ips[j]) * 0x9E3779B97F4A7C15ull;
-	uint64_t h = a ^ (b << 17 | b >> 47) ^ (c << 31 | c >> 33) ^ (d << 47 | d >> 17);
-	h ^= h >> 29;
-	h *= 0xBF58476D1CE4E5B9ull;
-	h ^= h >> 32;
-	return h ? h : 1;
+	leaf_put(s, h, node);
+	return node;
+}
+
+/* The node of the stack the log holds (all its frames): the path's hash
+ * goes on from the last frame the log knows it for (the frames the walk
+ * reused keep theirs), and a stack ending at a frame whose node the log
+ * knows is named without a lookup. */
+static uint32_t log_node(struct ht_tls *t, struct ht_stacks *s, struct walk_log *L)
+{
+	uint32_t n = L->n, i = L->nhash;
+	if (i == n && L->nd[n - 1])
+		return L->nd[n - 1];
+	uint64_t h = i ? L->hs[i - 1] : PATH_SEED;
+	for (; i < n; i++) {
+		h = path_step(h, L->pc[i]);
+		L->hs[i] = h;
+		L->nd[i] = 0;
+	}
+	L->nhash = n;
+	uint32_t node = leaf_get(s, h);
+	if (!node) {
+		/* a new call path: its nodes, from the innermost the log knows */
+		uint32_t b = n - 1;
+		while (b > 0 && !L->nd[b - 1])
+			b--;
+		node = b ? L->nd[b - 1] : 0;
+		for (; b < n; b++) {
+			node = node_get(t, s, node, L->pc[b]);
+			if (!node)
+				return 0;
+			L->nd[b] = node;
+		}
+		leaf_put(s, h, node);
+	}
+	L->nd[n - 1] = node;
+	return node;
 }
 
 static void tables_free(struct ht_stacks *s)
@@ -1010,12 +1253,16 @@ uint32_t ht_stack__capture(struct ht_tls *t)
 		return 0;
 	uint64_t ips[HT_MAX_DEPTH + SKIP_SLACK];
 	int depth = ht_opt.stack_depth > HT_MAX_DEPTH ? HT_MAX_DEPTH : ht_opt.stack_depth;
-	int n = 0;
+	int n = 0, in_log = 0;
 	uintptr_t here = (uintptr_t)__builtin_frame_address(0);
 	if (s->stack_hi && here >= s->stack_lo && here < s->stack_hi) {
-		n = cfi_walk(s, ips, depth);
-		if (HT_UNLIKELY(ht_opt.unwind_fp == 2))
+		n = cfi_walk(s, ips, depth, &in_log);
+		if (HT_UNLIKELY(ht_opt.unwind_fp == 2)) {
+			if (in_log)
+				log_ips(&s->walk->log, ips, n);
+			in_log = 0;
 			n = unwind_check(ips, n, depth);
+		}
 	} else {
 		/* no walk of our own, or not on the thread's own stack (a signal
 		 * handler's alternate stack, a coroutine's): libunwind alone, so
@@ -1024,39 +1271,13 @@ uint32_t ht_stack__capture(struct ht_tls *t)
 	}
 	if (n <= 0)
 		return 0;
-	uint64_t h = hash_ips(ips, n);
-	struct stk_leaf *l0 = &s->leaf0[h >> (64 - LEAF0_LG)];
-	if (l0->hash == h && l0->id)
-		return l0->id;
-	size_t mask = ((size_t)1 << s->leaves_lg) - 1;
-	size_t k = mix(h) & mask;
-	for (; s->leaves[k].id; k = (k + 1) & mask)
-		if (s->leaves[k].hash == h) {
-			l0->hash = h;
-			l0->id = s->leaves[k].id;
-			return l0->id;
-		}
-	/* A new call path: its nodes, outermost first. */
-	uint32_t node = 0;
-	for (int j = n - 1; j >= 0; j--) {
-		node = node_get(t, s, node, ips[j]);
-		if (!node)
-			return 0;
+	if (in_log) {
+		struct walk_log *L = &s->walk->log;
+		if ((uint32_t)n == L->n)
+			return log_node(t, s, L);
+		log_ips(L, ips, n); /* cut at depth: not the log's whole path */
 	}
-	if ((s->nleaves + 1) * 2 >= ((size_t)1 << s->leaves_lg)) {
-		if (grow_leaves(s) < 0)
-			return node;
-		mask = ((size_t)1 << s->leaves_lg) - 1;
-		k = mix(h) & mask;
-		while (s->leaves[k].id)
-			k = (k + 1) & mask;
-	}
-	s->leaves[k].hash = h;
-	s->leaves[k].id = node;
-	s->nleaves++;
-	l0->hash = h;
-	l0->id = node;
-	return node;
+	return ips_node(t, s, ips, n);
 }
 
 void ht_stack__thread_exit(struct ht_tls *t)
