@@ -975,6 +975,7 @@ HOT int events_loop(struct ht_coldec *d, struct ht_coldec_thread *t, struct ht_e
 		e->str = NULL;
 		e->part = HT_PART_WHOLE;
 		e->stack = node && node <= t->nnodes ? t->nodes[node - 1] : 0;
+		e->time_ns = node; /* the thread's own id, for the reader's decoding threads */
 	}
 #undef RD
 	goto out;
