@@ -104,7 +104,7 @@ static void emit_meta(const struct stream *s, const struct ht_rec *rec, struct h
 	e->str = (const char *)rec->str;
 }
 
-static int corrupt(struct ht_reader *r, struct stream *s, const char *what)
+int ht_rd__corrupt(struct ht_reader *r, struct stream *s, const char *what)
 {
 	ht_rd__err(r, "offset %llu: thread %u, event %llu: %s: the trace is corrupt here",
 		(unsigned long long)s->chunk_off, s->tid, (unsigned long long)s->seq, what);
@@ -160,7 +160,7 @@ int ht_rd__meta(struct ht_reader *r, struct stream *s, const struct ht_rec *rec)
 		/* Ids are handed out in order: a new one is the next; one seen
 		 * before (a stream decoded again) is defined the same way. */
 		if (f[0] == 0 || f[0] > s->nnodes + 1 || f[1] >= f[0])
-			return corrupt(r, s, "stack frame record out of order"), -1;
+			return ht_rd__corrupt(r, s, "stack frame record out of order"), -1;
 		uint32_t parent = f[1] ? s->nodes[f[1] - 1] : 0;
 		uint32_t id = node_intern(r, parent, f[2], ht_modmap__find(&r->mods, &s->mods, f[2]));
 		if (f[0] == s->nnodes + 1) {
@@ -221,7 +221,7 @@ static int decode_next(struct ht_reader *r, struct stream *s, struct ht_event *e
 		}
 		if (s->pos >= s->end) {
 			if (s->pos && s->chunk_events != s->chunk_expect)
-				return corrupt(r, s, "chunk holds fewer events than its header says");
+				return ht_rd__corrupt(r, s, "chunk holds fewer events than its header says");
 			if (s->next_chunk >= s->nchunks) {
 				s->done = 1;
 				s->exhausted = 1;
@@ -246,7 +246,7 @@ static int decode_next(struct ht_reader *r, struct stream *s, struct ht_event *e
 		}
 		size_t used = ht_rec__parse(&rec, s->pos, s->end, &why);
 		if (!used)
-			return corrupt(r, s, why);
+			return ht_rd__corrupt(r, s, why);
 		p = s->pos + used;
 	got_record:;
 		int kind = rec.kind;
@@ -256,14 +256,14 @@ static int decode_next(struct ht_reader *r, struct stream *s, struct ht_event *e
 		int v2 = r->hdr.version >= 2;
 		if (kind == HT_EV_TICK) {
 			if (!s->synced)
-				return corrupt(r, s, "event before any sync record");
+				return ht_rd__corrupt(r, s, "event before any sync record");
 			s->last_ts += f[0] + (v2 && f[1] ? f[1] - 1 : f[1]);
 			s->pos = p;
 			continue;
 		}
 		if (kind == HT_EV_SYNC) {
 			if (f[0] != s->seq)
-				return corrupt(r, s, "sync record disagrees with the chunk's sequence number");
+				return ht_rd__corrupt(r, s, "sync record disagrees with the chunk's sequence number");
 			s->last_ts = f[1];
 			s->last_ptr = 0;
 			s->dur = 0;
@@ -273,7 +273,7 @@ static int decode_next(struct ht_reader *r, struct stream *s, struct ht_event *e
 			continue;
 		}
 		if (!s->synced)
-			return corrupt(r, s, "event before any sync record");
+			return ht_rd__corrupt(r, s, "event before any sync record");
 		if (kind == HT_EV_DURATION) { /* times the thread's next event */
 			s->dur = f[0];
 			s->pos = p;
@@ -425,9 +425,9 @@ static void defer_messages(struct ht_reader *r, struct stream *s, int had_err, i
 	}
 }
 
-int ht_rd__decode(struct ht_reader *r, struct stream *s, struct ht_event *e)
+int ht_rd__decode(struct ht_reader *r, struct stream *s, struct ht_event *e, int ahead)
 {
-	return decode_next(r, s, e, DEC_EMIT);
+	return decode_next(r, s, e, ahead);
 }
 
 unsigned ht_rd__fill(struct ht_reader *r, struct stream *s)

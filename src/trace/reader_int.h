@@ -182,12 +182,16 @@ unsigned ht_rd__fill(struct ht_reader *r, struct stream *s);
 enum { DEC_AHEAD = 1, DEC_EMIT = 2 };
 
 /* For a decoding thread (reader_par.c), on a stream and a reader of its
- * own: the stream's next event into e (1), or the next stack or module
- * record (3: kind >= 32, its fields in v, its string in str, valid until
- * the next call; seq and ts hold the sequence number and the chunk offset
- * a message about it names), or 0 at the end or an error (in r->err).
- * Stack node ids stay the thread's own, in time_ns (stack is 0). */
-int ht_rd__decode(struct ht_reader *r, struct stream *s, struct ht_event *e);
+ * own: the stream's next event into e (1), or 0 at the end or an error (in
+ * r->err).  ahead 0 is not allowed: with DEC_AHEAD, 2 where the serial
+ * reader stops a batch; with DEC_EMIT, 3 with the next stack or module
+ * record in e (kind >= 32, its fields in v, its string in str, valid until
+ * the next call).  Stack node ids stay the thread's own, in time_ns
+ * (stack is 0: s knows no nodes). */
+int ht_rd__decode(struct ht_reader *r, struct stream *s, struct ht_event *e, int ahead);
+/* Says that the stream's data is corrupt at its current event (WHAT) and
+ * ends it; returns 0. */
+int ht_rd__corrupt(struct ht_reader *r, struct stream *s, const char *what);
 /* The malloc and free events that come next in a column-coded chunk, up
  * to max, into ev (stack ids as ht_rd__decode leaves them when s knows no
  * nodes); *failed on an error, in r->err. */

@@ -24,11 +24,10 @@
 
 #include "reader_int.h"
 
-/* Events (and items) a block holds: a handoff between threads per this
- * many events keeps the locking and the wake-ups out of the profile. */
+/* Events a block holds about (it ends after the serial reader's batch
+ * that reaches it): a handoff between threads per this many events keeps
+ * the locking and the wake-ups out of the profile. */
 #define PBLK 512
-/* Room for the strings of a block's events, items and messages. */
-#define PARENA 8192
 /* Blocks decoded ahead per stream; the decoding threads, once they have
  * nothing to do, are woken again when the stream being read is down to a
  * quarter of that: a wake-up costs tens of microseconds in a VM. */
@@ -43,16 +42,28 @@
  * (32..35): a warning and an error, their text in str. */
 #define ITEM_WARN 254
 #define ITEM_ERR  255
+/* Bytes of a page of a block's strings. */
+#define APAGE 8192
 
+/* Strings of a block's events, items and messages, in pages that do not
+ * move (the events point to them). */
+struct apage {
+	struct apage *next;
+	size_t used;
+	char data[APAGE];
+};
+
+/* Decoded events and, between them, the items that the reader handles in
+ * the stream's turn; they grow as needed (a batch of the serial reader
+ * stays whole in one block). */
 struct pblock {
 	struct pblock *next;
-	unsigned n;		      /* items in ev */
-	uint64_t done_bytes;	      /* chunk payload bytes loaded for them (progress) */
-	size_t used;		      /* of arena */
-	unsigned nitems;	      /* items that are not events */
-	uint16_t item_at[PBLK + 3];   /* their places in ev, in order */
-	struct ht_event ev[PBLK + 3]; /* a warning and an error may follow the last event */
-	char arena[PARENA];
+	size_t n, cap;		    /* items in ev (events included) / room */
+	size_t nitems, capitems;    /* items that are not events / room */
+	uint64_t done_bytes;	    /* chunk payload bytes loaded for them (progress) */
+	struct ht_event *ev;	    /* events and items */
+	size_t *item_at;	    /* places of the items that are not events, in order */
+	struct apage *pages, *page; /* the strings: first page, page in use (NULL: none yet) */
 };
 
 /* One stream's pipeline.  dec is the worker side's decoding state, used by
@@ -68,11 +79,12 @@ struct pstream {
 	int exhausted;		    /* ... because its chunks ran out */
 	int wanted;		    /* the reader waits for its next block */
 	uint64_t last_ts;	    /* timestamp of its last event decoded */
+	uint64_t nframes;	    /* stack frame ids the thread has defined */
 	char pad[64];		    /* (the next pstream's dec) */
 	/* the reader's, on a cache line of their own (the worker writes dec) */
 	_Alignas(64) struct pblock *cur; /* the block being read */
-	unsigned pos;			 /* next item in cur */
-	unsigned item;			 /* next of cur's items that are not events */
+	size_t pos;			 /* next entry in cur */
+	size_t item;			 /* next of cur's items that are not events */
 };
 
 struct pworker {
@@ -118,25 +130,52 @@ static unsigned thread_count(void)
 
 /* ---- a worker ------------------------------------------------------------ */
 
-/* Copies n bytes to the block's arena, NUL-terminated; NULL if full. */
+/* Copies n bytes to the block's strings, NUL-terminated. */
 static const char *arena_put(struct pblock *b, const char *s, size_t n)
 {
-	if (b->used + n + 1 > PARENA)
-		return NULL;
-	char *d = b->arena + b->used;
+	struct apage *pg = b->page;
+	if (!pg || pg->used + n + 1 > APAGE) { /* (n <= 511) */
+		struct apage *nx = pg ? pg->next : b->pages;
+		if (!nx) {
+			nx = ht_xmalloc(sizeof(*nx));
+			nx->next = NULL;
+			if (pg)
+				pg->next = nx;
+			else
+				b->pages = nx;
+		}
+		nx->used = 0;
+		b->page = pg = nx;
+	}
+	char *d = pg->data + pg->used;
 	memcpy(d, s, n);
 	d[n] = 0;
-	b->used += n + 1;
+	pg->used += n + 1;
 	return d;
 }
 
-/* A message of the worker's reader as the block's next item. */
-static void put_message(struct pblock *b, struct ht_event *e, int kind, char *msg)
+/* Room for k more entries in b->ev (pointers into it move). */
+static void room(struct pblock *b, size_t k)
 {
+	if (b->n + k > b->cap)
+		b->ev = ht_grow(b->ev, &b->cap, b->n + k, sizeof(*b->ev));
+}
+
+/* The entry b->ev[b->n], filled, becomes an item. */
+static void push_item(struct pblock *b)
+{
+	b->item_at = ht_grow(b->item_at, &b->capitems, b->nitems + 1, sizeof(*b->item_at));
+	b->item_at[b->nitems++] = b->n++;
+}
+
+/* A message as the block's next item. */
+static void put_message(struct pblock *b, int kind, const char *msg)
+{
+	room(b, 1);
+	struct ht_event *e = &b->ev[b->n];
 	e->kind = (uint8_t)kind;
-	e->str = arena_put(b, msg, strlen(msg)); /* fits: checked before each step */
-	msg[0] = 0;
-	b->item_at[b->nitems++] = (uint16_t)b->n++;
+	e->str = arena_put(b, msg, strlen(msg));
+	push_item(b);
 }
 
 /* The length of a stack or module record's string (build_id: raw bytes). */
@@ -149,50 +188,103 @@ static size_t meta_str_len(const struct ht_event *e)
 	return 0;
 }
 
-/* Decodes ps's next block into b. */
+/* One step of a batch (decode_next): the next event into the block (1),
+ * 2 where the batch stops, 0 at the stream's end.  The first step of a
+ * batch (n = 0) takes the stack and module records before its event, as
+ * items, and checks the frame ids as the reader would on taking them. */
+static int step(struct ht_reader *r, struct pstream *ps, struct pblock *b, unsigned n)
+{
+	struct stream *d = &ps->dec;
+	for (;;) {
+		room(b, 1);
+		struct ht_event *e = &b->ev[b->n];
+		int k = ht_rd__decode(r, d, e, n ? DEC_AHEAD : DEC_EMIT);
+		if (k == 3) {
+			if (e->kind == HT_EV_FRAME) {
+				/* ht_rd__meta's check, which needs the ids of the
+				 * thread only */
+				if (e->v[0] == 0 || e->v[0] > ps->nframes + 1 || e->v[1] >= e->v[0])
+					return ht_rd__corrupt(r, d,
+							      "stack frame record out of order");
+				if (e->v[0] == ps->nframes + 1)
+					ps->nframes++;
+			}
+			if (e->str)
+				e->str = arena_put(b, e->str, meta_str_len(e));
+			push_item(b);
+			continue;
+		}
+		if (k == 1) {
+			if (e->str) /* the stream's, until its next event */
+				e->str = arena_put(b, e->str, strlen(e->str));
+			ps->last_ts = e->ts;
+			b->n++;
+		}
+		return k;
+	}
+}
+
+/* One batch of the serial reader (ht_rd__fill), into the block: the same
+ * steps, so that what the reader does between two batches (take stack and
+ * module records, say what decoding found) comes between the same two
+ * events.  A message met while the batch has events is said once they are
+ * delivered: it follows them, as an item; one met in a batch without
+ * events (the stream ends) is said at once. */
+static void one_batch(struct ht_reader *r, struct pstream *ps, struct pblock *b)
+{
+	struct stream *d = &ps->dec;
+	char warn[sizeof(r->warn)] = "", err[sizeof(r->err)] = "";
+	unsigned n = 0;
+	int more = 1;
+	while (more && n < BATCH) {
+		int failed = 0;
+		if (d->cols && d->synced && !d->has_pend && !d->done) {
+			room(b, BATCH - n);
+			unsigned k = ht_rd__fast(r, d, b->ev + b->n, BATCH - n, &failed);
+			if (k)
+				ps->last_ts = b->ev[b->n + k - 1].ts;
+			b->n += k;
+			n += k;
+		}
+		if (failed) {
+			more = 0;
+		} else if (n < BATCH) {
+			int k = step(r, ps, b, n);
+			/* an event's string lives in the stream until its next one */
+			more = k == 1 && !b->ev[b->n - 1].str;
+			n += k == 1;
+		}
+		if (n) {
+			/* (a batch meets one warning at most, and an error ends it) */
+			if (r->warn[0] && !warn[0])
+				memcpy(warn, r->warn, sizeof(warn));
+			if (r->err[0] && !err[0])
+				memcpy(err, r->err, sizeof(err));
+			r->warn[0] = r->err[0] = 0;
+		}
+	}
+	if (r->warn[0])
+		memcpy(warn, r->warn, sizeof(warn));
+	if (r->err[0])
+		memcpy(err, r->err, sizeof(err));
+	r->warn[0] = r->err[0] = 0;
+	if (warn[0])
+		put_message(b, ITEM_WARN, warn);
+	if (err[0])
+		put_message(b, ITEM_ERR, err);
+}
+
+/* Decodes ps's next block into b: whole batches, up to PBLK events or the
+ * stream's end. */
 static void produce(struct pworker *w, struct pstream *ps, struct pblock *b)
 {
 	struct ht_reader *r = w->r;
-	struct stream *d = &ps->dec;
 	b->n = 0;
-	b->used = 0;
 	b->nitems = 0;
+	b->page = NULL;
 	r->done_bytes = 0;
-	/* each step adds at most a warning, an item and an error, and two
-	 * messages and a string fit in what is left */
-	while (b->n < PBLK && !d->done && b->used + 2 * sizeof(r->err) + HT_MAX_STR + 1 <= PARENA) {
-		if (d->cols && d->synced && !d->has_pend) {
-			int failed = 0;
-			b->n += ht_rd__fast(r, d, b->ev + b->n, PBLK - b->n, &failed);
-			if (failed) {
-				put_message(b, &b->ev[b->n], ITEM_ERR, r->err);
-				break;
-			}
-			if (b->n >= PBLK)
-				break;
-		}
-		struct ht_event *e = &b->ev[b->n];
-		int k = ht_rd__decode(r, d, e);
-		if (r->warn[0]) {
-			/* met before what the step returns (loading a chunk) */
-			if (k)
-				b->ev[b->n + 1] = *e;
-			put_message(b, e, ITEM_WARN, r->warn);
-			e = &b->ev[b->n];
-		}
-		if (!k) {
-			if (r->err[0])
-				put_message(b, e, ITEM_ERR, r->err);
-			break;
-		}
-		if (e->str)
-			e->str = arena_put(b, e->str, k == 3 ? meta_str_len(e) : strlen(e->str));
-		if (k == 1)
-			ps->last_ts = e->ts;
-		else
-			b->item_at[b->nitems++] = (uint16_t)b->n;
-		b->n++;
-	}
+	while (!ps->dec.done && b->n < PBLK)
+		one_batch(r, ps, b);
 	b->done_bytes = r->done_bytes;
 }
 
@@ -235,7 +327,7 @@ static void *worker(void *arg)
 			p->spare = b->next;
 		pthread_mutex_unlock(&p->mu);
 		if (!b)
-			b = ht_xmalloc(sizeof(*b));
+			b = ht_xcalloc(1, sizeof(*b));
 		produce(w, ps, b);
 		pthread_mutex_lock(&p->mu);
 		b->next = NULL;
@@ -330,10 +422,10 @@ unsigned ht_rd__par_fill(struct ht_reader *r, struct stream *s)
 		}
 		struct pblock *b = ps->cur;
 		struct ht_event *e = &b->ev[ps->pos];
-		unsigned next = ps->item < b->nitems ? b->item_at[ps->item] : b->n;
+		size_t next = ps->item < b->nitems ? b->item_at[ps->item] : b->n;
 		if (ps->pos < next) {
 			/* the events up to the next item are delivered in place */
-			unsigned n = next - ps->pos;
+			unsigned n = (unsigned)(next - ps->pos);
 			if (s->nnodes)
 				for (unsigned i = 0; i < n; i++) {
 					uint64_t id = e[i].time_ns;
@@ -414,6 +506,19 @@ void ht_rd__par_start(struct ht_reader *r)
 		ht_rd__par_stop(r);
 }
 
+static void free_block(struct pblock *b)
+{
+	if (!b)
+		return;
+	for (struct apage *pg = b->pages, *nx; pg; pg = nx) {
+		nx = pg->next;
+		free(pg);
+	}
+	free(b->ev);
+	free(b->item_at);
+	free(b);
+}
+
 static void free_stream_dec(struct stream *d)
 {
 	free(d->buf);
@@ -441,17 +546,17 @@ void ht_rd__par_stop(struct ht_reader *r)
 	for (size_t i = 0; i < p->n; i++) {
 		struct pstream *ps = &p->ps[i];
 		free_stream_dec(&ps->dec);
-		free(ps->cur);
+		free_block(ps->cur);
 		for (struct pblock *b = ps->head, *nb; b; b = nb) {
 			nb = b->next;
-			free(b);
+			free_block(b);
 		}
 		r->streams[i].pipe = NULL;
 		r->streams[i].batch = NULL; /* it was in a block */
 	}
 	for (struct pblock *b = p->spare, *nb; b; b = nb) {
 		nb = b->next;
-		free(b);
+		free_block(b);
 	}
 	pthread_cond_destroy(&p->ready);
 	pthread_cond_destroy(&p->work);
