@@ -1,8 +1,9 @@
-/* The reader's state, shared by its three files (private to src/trace):
+/* The reader's state, shared by its four files (private to src/trace):
  * reader.c opens the trace and finds its chunks (index or scan) and clock,
  * reader_decode.c decodes one thread's chunks into events, reader_merge.c
  * merges the threads' streams by (timestamp, thread, seq) and keeps the
- * causal order's set of live addresses. */
+ * causal order's set of live addresses, reader_par.c runs the decoding of
+ * the streams in threads of its own, ahead of the merge. */
 #ifndef HEAPTRAIL_TRACE_READER_INT_H
 #define HEAPTRAIL_TRACE_READER_INT_H
 
