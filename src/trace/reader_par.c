@@ -53,15 +53,31 @@ struct apage {
 	char data[APAGE];
 };
 
+/* An entry of a block: a malloc or a free in 64 bytes (a cache line,
+ * where struct ht_event takes 136: what goes from one core to the other is
+ * what costs, more than the decoding), or, with full set, the index of an
+ * event or item in the block's big array. */
+struct pev {
+	uint64_t ts, seq;
+	uint64_t v0, v1, v2; /* the event's v[0..2] (a free has v0 only); full: the index */
+	uint64_t usable;
+	uint32_t stack; /* the thread's own stack node id, 0 none */
+	uint32_t weight;
+	uint8_t kind, flags, ts_taken, full;
+	uint8_t pad[4];
+};
+
 /* Decoded events and, between them, the items that the reader handles in
  * the stream's turn; they grow as needed (a batch of the serial reader
  * stays whole in one block). */
 struct pblock {
 	struct pblock *next;
-	size_t n, cap;		    /* items in ev (events included) / room */
+	size_t n, cap;		    /* entries in ev (events and items) / room */
 	size_t nitems, capitems;    /* items that are not events / room */
+	size_t nbig, capbig;	    /* entries of big / room */
 	uint64_t done_bytes;	    /* chunk payload bytes loaded for them (progress) */
-	struct ht_event *ev;	    /* events and items */
+	struct pev *ev;		    /* events, and items by their index in big */
+	struct ht_event *big;	    /* the other events and the items */
 	size_t *item_at;	    /* places of the items that are not events, in order */
 	struct apage *pages, *page; /* the strings: first page, page in use (NULL: none yet) */
 };
@@ -83,6 +99,7 @@ struct pstream {
 	char pad[64];		    /* (the next pstream's dec) */
 	/* the reader's, on a cache line of their own (the worker writes dec) */
 	_Alignas(64) struct pblock *cur; /* the block being read */
+	struct ht_event *own;		 /* the events of cur given out now (BATCH) */
 	size_t pos;			 /* next entry in cur */
 	size_t item;			 /* next of cur's items that are not events */
 };
@@ -90,7 +107,8 @@ struct pstream {
 struct pworker {
 	struct ht_par *p;
 	pthread_t th;
-	struct ht_reader *r; /* its own: file, header, zstd context, messages */
+	struct ht_reader *r;	    /* its own: file, header, zstd context, messages */
+	struct ht_event loc[BATCH]; /* the fast path's events, before they are packed */
 };
 
 struct ht_par {
@@ -154,28 +172,73 @@ static const char *arena_put(struct pblock *b, const char *s, size_t n)
 	return d;
 }
 
-/* Room for k more entries in b->ev (pointers into it move). */
-static void room(struct pblock *b, size_t k)
+/* Room for one more entry in b->ev. */
+static struct pev *entry(struct pblock *b)
 {
-	if (b->n + k > b->cap)
-		b->ev = ht_grow(b->ev, &b->cap, b->n + k, sizeof(*b->ev));
+	if (b->n + 1 > b->cap)
+		b->ev = ht_grow(b->ev, &b->cap, b->n + 1, sizeof(*b->ev));
+	return &b->ev[b->n];
 }
 
-/* The entry b->ev[b->n], filled, becomes an item. */
-static void push_item(struct pblock *b)
+/* The next slot of b->big, where an event or item is decoded (pointers
+ * into big move when it grows: the slot is used at once). */
+static struct ht_event *big_slot(struct pblock *b)
 {
-	b->item_at = ht_grow(b->item_at, &b->capitems, b->nitems + 1, sizeof(*b->item_at));
-	b->item_at[b->nitems++] = b->n++;
+	if (b->nbig + 1 > b->capbig)
+		b->big = ht_grow(b->big, &b->capbig, b->nbig + 1, sizeof(*b->big));
+	return &b->big[b->nbig];
+}
+
+/* The big slot filled becomes the block's next entry, an item (not an
+ * event) if item is set. */
+static void put_big(struct pblock *b, int item)
+{
+	struct pev *p = entry(b);
+	p->kind = b->big[b->nbig].kind;
+	p->full = 1;
+	p->v0 = b->nbig++;
+	if (item) {
+		b->item_at = ht_grow(b->item_at, &b->capitems, b->nitems + 1, sizeof(*b->item_at));
+		b->item_at[b->nitems++] = b->n;
+	}
+	b->n++;
+}
+
+/* An event (not in big) as the block's next entry: packed if it is a plain
+ * malloc or free, else copied to big. */
+static void put_event(struct pblock *b, const struct ht_event *e)
+{
+	int plain =
+	    ((e->kind == HT_EV_MALLOC && e->nv == 3) || (e->kind == HT_EV_FREE && e->nv == 1)) &&
+	    !e->duration && !e->str && e->part == HT_PART_WHOLE && e->time_ns <= UINT32_MAX;
+	if (!plain) {
+		*big_slot(b) = *e;
+		put_big(b, 0);
+		return;
+	}
+	struct pev *p = entry(b);
+	p->ts = e->ts;
+	p->seq = e->seq;
+	p->v0 = e->v[0];
+	p->v1 = e->v[1];
+	p->v2 = e->v[2];
+	p->usable = e->usable;
+	p->stack = (uint32_t)e->time_ns; /* the raw id (decode_next, ht_coldec__events) */
+	p->weight = e->weight;
+	p->kind = e->kind;
+	p->flags = e->flags;
+	p->ts_taken = e->ts_taken;
+	p->full = 0;
+	b->n++;
 }
 
 /* A message as the block's next item. */
 static void put_message(struct pblock *b, int kind, const char *msg)
 {
-	room(b, 1);
-	struct ht_event *e = &b->ev[b->n];
+	struct ht_event *e = big_slot(b);
 	e->kind = (uint8_t)kind;
 	e->str = arena_put(b, msg, strlen(msg));
-	push_item(b);
+	put_big(b, 1);
 }
 
 /* The length of a stack or module record's string (build_id: raw bytes). */
@@ -188,16 +251,16 @@ static size_t meta_str_len(const struct ht_event *e)
 	return 0;
 }
 
-/* One step of a batch (decode_next): the next event into the block (1),
- * 2 where the batch stops, 0 at the stream's end.  The first step of a
- * batch (n = 0) takes the stack and module records before its event, as
- * items, and checks the frame ids as the reader would on taking them. */
-static int step(struct ht_reader *r, struct pstream *ps, struct pblock *b, unsigned n)
+/* One step of a batch (decode_next): the next event into the block (1;
+ * *str: it has a string), 2 where the batch stops, 0 at the stream's end.
+ * The first step of a batch (n = 0) takes the stack and module records
+ * before its event, as items, and checks the frame ids as the reader would
+ * on taking them. */
+static int step(struct ht_reader *r, struct pstream *ps, struct pblock *b, unsigned n, int *str)
 {
 	struct stream *d = &ps->dec;
 	for (;;) {
-		room(b, 1);
-		struct ht_event *e = &b->ev[b->n];
+		struct ht_event *e = big_slot(b);
 		int k = ht_rd__decode(r, d, e, n ? DEC_AHEAD : DEC_EMIT);
 		if (k == 3) {
 			if (e->kind == HT_EV_FRAME) {
@@ -211,14 +274,19 @@ static int step(struct ht_reader *r, struct pstream *ps, struct pblock *b, unsig
 			}
 			if (e->str)
 				e->str = arena_put(b, e->str, meta_str_len(e));
-			push_item(b);
+			put_big(b, 1);
 			continue;
 		}
 		if (k == 1) {
-			if (e->str) /* the stream's, until its next event */
-				e->str = arena_put(b, e->str, strlen(e->str));
+			*str = e->str != NULL;
 			ps->last_ts = e->ts;
-			b->n++;
+			if (e->str) { /* the stream's, until its next event */
+				e->str = arena_put(b, e->str, strlen(e->str));
+				put_big(b, 0);
+			} else {
+				struct ht_event ev = *e;
+				put_event(b, &ev);
+			}
 		}
 		return k;
 	}
@@ -230,8 +298,9 @@ static int step(struct ht_reader *r, struct pstream *ps, struct pblock *b, unsig
  * events.  A message met while the batch has events is said once they are
  * delivered: it follows them, as an item; one met in a batch without
  * events (the stream ends) is said at once. */
-static void one_batch(struct ht_reader *r, struct pstream *ps, struct pblock *b)
+static void one_batch(struct pworker *w, struct pstream *ps, struct pblock *b)
 {
+	struct ht_reader *r = w->r;
 	struct stream *d = &ps->dec;
 	char warn[sizeof(r->warn)] = "", err[sizeof(r->err)] = "";
 	unsigned n = 0;
@@ -239,19 +308,19 @@ static void one_batch(struct ht_reader *r, struct pstream *ps, struct pblock *b)
 	while (more && n < BATCH) {
 		int failed = 0;
 		if (d->cols && d->synced && !d->has_pend && !d->done) {
-			room(b, BATCH - n);
-			unsigned k = ht_rd__fast(r, d, b->ev + b->n, BATCH - n, &failed);
+			unsigned k = ht_rd__fast(r, d, w->loc, BATCH - n, &failed);
+			for (unsigned i = 0; i < k; i++)
+				put_event(b, &w->loc[i]);
 			if (k)
-				ps->last_ts = b->ev[b->n + k - 1].ts;
-			b->n += k;
+				ps->last_ts = w->loc[k - 1].ts;
 			n += k;
 		}
 		if (failed) {
 			more = 0;
 		} else if (n < BATCH) {
-			int k = step(r, ps, b, n);
+			int str = 0, k = step(r, ps, b, n, &str);
 			/* an event's string lives in the stream until its next one */
-			more = k == 1 && !b->ev[b->n - 1].str;
+			more = k == 1 && !str;
 			n += k == 1;
 		}
 		if (n) {
@@ -281,10 +350,11 @@ static void produce(struct pworker *w, struct pstream *ps, struct pblock *b)
 	struct ht_reader *r = w->r;
 	b->n = 0;
 	b->nitems = 0;
+	b->nbig = 0;
 	b->page = NULL;
 	r->done_bytes = 0;
 	while (!ps->dec.done && b->n < PBLK)
-		one_batch(r, ps, b);
+		one_batch(w, ps, b);
 	b->done_bytes = r->done_bytes;
 }
 
@@ -404,6 +474,38 @@ static int next_block(struct ht_reader *r, struct ht_par *p, struct pstream *ps)
 	return 1;
 }
 
+/* n entries of b into events of stream s. */
+static void unpack(const struct pblock *b, const struct pev *p, unsigned n, const struct stream *s,
+		   struct ht_event *out)
+{
+	for (unsigned i = 0; i < n; i++, p++) {
+		struct ht_event *o = &out[i];
+		uint64_t id;
+		if (p->full) {
+			*o = b->big[p->v0];
+			id = o->time_ns;
+		} else {
+			o->kind = p->kind;
+			o->flags = p->flags;
+			o->tid = s->tid;
+			o->seq = p->seq;
+			o->ts = p->ts;
+			o->v[0] = p->v0;
+			o->v[1] = p->v1;
+			o->v[2] = p->v2;
+			o->nv = p->kind == HT_EV_FREE ? 1 : 3;
+			o->usable = p->usable;
+			o->duration = 0;
+			o->str = NULL;
+			o->part = HT_PART_WHOLE;
+			o->ts_taken = p->ts_taken;
+			o->weight = p->weight;
+			id = p->stack;
+		}
+		o->stack = id && id <= s->nnodes ? s->nodes[id - 1] : 0;
+	}
+}
+
 unsigned ht_rd__par_fill(struct ht_reader *r, struct stream *s)
 {
 	struct pstream *ps = s->pipe;
@@ -421,21 +523,20 @@ unsigned ht_rd__par_fill(struct ht_reader *r, struct stream *s)
 			continue;
 		}
 		struct pblock *b = ps->cur;
-		struct ht_event *e = &b->ev[ps->pos];
 		size_t next = ps->item < b->nitems ? b->item_at[ps->item] : b->n;
 		if (ps->pos < next) {
-			/* the events up to the next item are delivered in place */
-			unsigned n = (unsigned)(next - ps->pos);
-			if (s->nnodes)
-				for (unsigned i = 0; i < n; i++) {
-					uint64_t id = e[i].time_ns;
-					e[i].stack = id && id <= s->nnodes ? s->nodes[id - 1] : 0;
-				}
+			/* the events up to the next item, unpacked here, where
+			 * they stay in the cache of the thread that reads them */
+			unsigned n = next - ps->pos < BATCH ? (unsigned)(next - ps->pos) : BATCH;
+			if (!ps->own)
+				ps->own = ht_xmalloc(BATCH * sizeof(*ps->own));
+			unpack(b, b->ev + ps->pos, n, s, ps->own);
 			ps->pos += n;
-			s->batch = e;
+			s->batch = ps->own;
 			s->bn = n;
 			return n;
 		}
+		const struct ht_event *e = &b->big[b->ev[ps->pos].v0];
 		ps->pos++;
 		ps->item++;
 		if (e->kind == ITEM_WARN) {
@@ -514,6 +615,7 @@ static void free_block(struct pblock *b)
 		nx = pg->next;
 		free(pg);
 	}
+	free(b->big);
 	free(b->ev);
 	free(b->item_at);
 	free(b);
@@ -547,6 +649,7 @@ void ht_rd__par_stop(struct ht_reader *r)
 		struct pstream *ps = &p->ps[i];
 		free_stream_dec(&ps->dec);
 		free_block(ps->cur);
+		free(ps->own);
 		for (struct pblock *b = ps->head, *nb; b; b = nb) {
 			nb = b->next;
 			free_block(b);
