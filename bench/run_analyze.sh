@@ -257,6 +257,8 @@ PARTABLE=$WORK/partable
 			[[ -n ${S[$w,$c,wall1]:-} && -n ${S[$w,$c,wall]:-} ]] || continue
 			w1=$(med "$w,$c,wall1")
 			wn=$(med "$w,$c,wall")
+			c1=$(med "$w,$c,cpu1")
+			echo "- \`$c\` on $w, one core (the serial reader): $(calc %.1f "${EV[$w]} / ($c1 > 0 ? $c1 : 0.001) / 1e6") M events/s per core (events / CPU time; target >= $(calc %.0f "$TARGET_EPS / 1e6") M; the figure above counts the decoding thread's CPU too): $(verdict "${EV[$w]} / ($c1 > 0 ? $c1 : 0.001) >= $TARGET_EPS")"
 			echo "- \`$c\` on $w: $(calc %.2f "$w1 / ($wn > 0 ? $wn : 0.001)")x faster in wall time on all $NCPU CPUs than on one (target >= ${TARGET_SPEEDUP}x): $(verdict "$w1 >= $TARGET_SPEEDUP * $wn")"
 		done
 	done

@@ -426,6 +426,19 @@ static void *worker(void *arg)
 
 /* ---- the reader's side --------------------------------------------------- */
 
+/* A pause in a spin: leaves the core's other hardware thread (a decoding
+ * worker, maybe) the execution units. */
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#else
+	__asm__ __volatile__("" ::: "memory");
+#endif
+}
+
 /* Gives back the block read and takes the stream's next one, waiting for
  * it if need be; 0 when the stream has no more. */
 static int next_block(struct ht_reader *r, struct ht_par *p, struct pstream *ps)
@@ -444,7 +457,7 @@ static int next_block(struct ht_reader *r, struct ht_par *p, struct pstream *ps)
 		for (int i = 0;
 		     i < SPIN && atomic_load_explicit(&ps->published, memory_order_relaxed) == seen;
 		     i++)
-			__builtin_ia32_pause();
+			cpu_relax();
 		pthread_mutex_lock(&p->mu);
 	}
 	while (!ps->head && !ps->finished) {
