@@ -11,7 +11,13 @@
 #      (events / CPU seconds);
 #   3. runs each command once more on a trace of a tenth of the events and
 #      compares Max RSS: memory bounded by the live set does not grow with
-#      the trace (malloc_loop keeps one block live per thread).
+#      the trace (malloc_loop keeps one block live per thread);
+#   4. every core on one trace: the commands of PAR_CMDS again on one core
+#      (taskset -c 0: the reader then decodes serially, as -j 1), REPS
+#      times, against the runs of 2. (all the CPUs: the reader's decoding
+#      threads, docs/FORMAT.md "Reading with several threads"), and what
+#      the machine gives two independent serial readers at once (two
+#      `stats -j 1` side by side: the most any split of the work can win).
 # Medians of REPS runs; a PASS/FAIL line per target.
 #
 #   bench/run_analyze.sh [--write] [--keep] [COMMAND...]
@@ -30,6 +36,8 @@
 #   TARGET_EPS=[20000000]     events per second per core a command must reach
 #   RSS_SLACK_KB=[2048]       Max RSS growth from the tenth trace to the full
 #                             one that still counts as bounded (plus 10%)
+#   PAR_CMDS=[stats report]   commands timed on one core against all of them
+#   TARGET_SPEEDUP=[1.7]      wall time on one core / on all, at least
 #   CC=[gcc]                  compiler for malloc_loop
 # --write puts the results in bench/RESULTS.md, between the "analyze"
 # markers; --keep (or KEEP=1) keeps the work directory with its traces
@@ -50,6 +58,9 @@ REPS=${REPS:-3}
 SEED=${SEED:-1}
 TARGET_EPS=${TARGET_EPS:-20000000}
 RSS_SLACK_KB=${RSS_SLACK_KB:-2048}
+PAR_CMDS=${PAR_CMDS:-stats report}
+TARGET_SPEEDUP=${TARGET_SPEEDUP:-1.7}
+NCPU=$(nproc)
 CC=${CC:-gcc}
 
 for v in REPS SEED TARGET_EPS RSS_SLACK_KB; do
@@ -150,6 +161,24 @@ for w in $WORKLOADS; do
 		((rc == 0)) && add "$w,$c,rss10" "$rss"
 		rm -f "$WORK"/scratch/* "$WORK"/*-timeline.* "$WORK"/*.html 2>/dev/null || true
 	done
+	# 4. one core against all of them, and two serial readers side by side
+	for ((rep = 1; rep <= REPS; rep++)); do
+		for c in $PAR_CMDS; do
+			note "$w: $c on one core (run $rep of $REPS)"
+			timed "$WORK/run" taskset -c 0 "$HT" "$c" "$WORK/$w.ht"
+			read -r wall user sys rss rc <"$WORK/run"
+			((rc == 0)) && add "$w,$c,wall1" "$wall" && add "$w,$c,cpu1" "$(calc %.3f "$user + $sys")"
+			rm -f "$WORK"/scratch/* 2>/dev/null || true
+		done
+		note "$w: two serial stats side by side (run $rep of $REPS)"
+		t0=$(date +%s%N)
+		(cd "$WORK/scratch" && "$HT" stats -j 1 "$WORK/$w.ht" >/dev/null & cd "$WORK/scratch" &&
+			"$HT" stats -j 1 "$WORK/$w.ht" >/dev/null; wait)
+		add "$w,pair" "$(calc %.3f "($(date +%s%N) - $t0) / 1e9")"
+		timed "$WORK/run" "$HT" stats -j 1 "$WORK/$w.ht"
+		read -r wall _ _ _ rc <"$WORK/run"
+		((rc == 0)) && add "$w,alone" "$wall"
+	done
 	((KEEP)) || rm -f "$WORK/$w.ht" "$WORK/$w-tenth.ht"
 done
 W1=$(cpu_wait_us)
@@ -200,6 +229,40 @@ TRACES=$WORK/traces
 		done
 	done
 } >"$TABLE"
+PARTABLE=$WORK/partable
+{
+	echo "| trace | command | wall s, one core (taskset -c 0) | wall s, all $NCPU CPUs (default) | speed-up | CPU s, one core | CPU s, all CPUs | two serial \`stats\` side by side: throughput vs one |"
+	echo "|---|---|---:|---:|---:|---:|---:|---:|"
+	for w in $WORKLOADS; do
+		ceil=
+		if [[ -n ${S[$w,pair]:-} && -n ${S[$w,alone]:-} ]]; then
+			ceil=$(calc %.2f "2 * $(med "$w,alone") / $(med "$w,pair")")
+		fi
+		for c in $PAR_CMDS; do
+			if [[ -z ${S[$w,$c,wall1]:-} || -z ${S[$w,$c,wall]:-} ]]; then
+				echo "| $w | \`$c\` | failed | | | | | |"
+				continue
+			fi
+			w1=$(med "$w,$c,wall1")
+			wn=$(med "$w,$c,wall")
+			printf '| %s | `%s` | %.2f | %.2f | %.2fx | %.2f | %.2f | %sx |\n' "$w" "$c" "$w1" "$wn" \
+				"$(calc %.3f "$w1 / ($wn > 0 ? $wn : 0.001)")" "$(med "$w,$c,cpu1")" \
+				"$(med "$w,$c,cpu")" "${ceil:-?}"
+		done
+	done
+} >"$PARTABLE"
+{
+	for w in $WORKLOADS; do
+		for c in $PAR_CMDS; do
+			[[ -n ${S[$w,$c,wall1]:-} && -n ${S[$w,$c,wall]:-} ]] || continue
+			w1=$(med "$w,$c,wall1")
+			wn=$(med "$w,$c,wall")
+			c1=$(med "$w,$c,cpu1")
+			echo "- \`$c\` on $w, one core (the serial reader): $(calc %.1f "${EV[$w]} / ($c1 > 0 ? $c1 : 0.001) / 1e6") M events/s per core (events / CPU time; target >= $(calc %.0f "$TARGET_EPS / 1e6") M; the figure above counts the decoding thread's CPU too): $(verdict "${EV[$w]} / ($c1 > 0 ? $c1 : 0.001) >= $TARGET_EPS")"
+			echo "- \`$c\` on $w: $(calc %.2f "$w1 / ($wn > 0 ? $wn : 0.001)")x faster in wall time on all $NCPU CPUs than on one (target >= ${TARGET_SPEEDUP}x): $(verdict "$w1 >= $TARGET_SPEEDUP * $wn")"
+		done
+	done
+} >"$WORK/parchecks"
 {
 	for w in $WORKLOADS; do
 		for c in "${CMDS[@]}"; do
@@ -219,6 +282,7 @@ TRACES=$WORK/traces
 			fi
 		done
 	done
+	cat "$WORK/parchecks"
 	if [[ -n $CONTENTION ]]; then
 		echo "- CPU contention from other processes: some task waited for a CPU ${CONTENTION}% of the time (Linux PSI; above ~5% expect noisy wall times, CPU times suffer less)"
 	fi
@@ -228,11 +292,12 @@ TRACES=$WORK/traces
 	for w in $WORKLOADS; do
 		for c in "${CMDS[@]}"; do
 			line=
-			for k in wall cpu rss rss10; do
+			for k in wall cpu rss rss10 wall1 cpu1; do
 				[[ -n ${S[$w,$c,$k]:-} ]] && line+="; $k ${S[$w,$c,$k]% }"
 			done
 			[[ -n $line ]] && echo "- $w \`$c\`${line}"
 		done
+		[[ -n ${S[$w,pair]:-} ]] && echo "- $w two \`stats -j 1\` side by side: wall ${S[$w,pair]% }; one alone: ${S[$w,alone]% }"
 	done
 } >"$RAW"
 
@@ -240,6 +305,8 @@ echo
 cat "$TRACES"
 echo
 cat "$TABLE"
+echo
+cat "$PARTABLE"
 echo
 cat "$CHECKS"
 
@@ -262,6 +329,15 @@ if ((WRITE)); then
 		echo "### Commands"
 		echo
 		cat "$TABLE"
+		echo
+		echo "### One core against all of them"
+		echo
+		echo "- one core: \`taskset -c 0 heaptrail CMD\` (the reader sees one CPU and decodes serially, as with -j 1);"
+		echo "  all CPUs: \`heaptrail CMD\` (the caller's thread merges and analyses, $((NCPU - 1)) decoding thread(s) decode"
+		echo "  the trace's streams ahead). The last column is the ceiling any split of the work can reach here:"
+		echo "  two independent \`stats -j 1\` on the trace at once, their throughput against one alone"
+		echo
+		cat "$PARTABLE"
 		echo
 		echo "### Targets"
 		echo

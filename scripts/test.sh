@@ -22,6 +22,10 @@ cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEAPTRAIL_WERROR=ON
   -DBUILD_TESTING=OFF >/dev/null
 cmake --build build-tsan -j"$jobs" --target heaptrail
 python3 tests/sanitize/replay_tsan.py build build-tsan
+# ... and on the trace reader's decoding threads (src/trace/reader_par.c):
+# stats, dump, leaks, flamegraph and report with 2, 3 and 8 threads, the
+# same output as the serial reader; tests/sanitize/reader_tsan.py
+python3 tests/sanitize/reader_tsan.py build build-tsan
 # libFuzzer (clang): a bounded run of each target, HT_FUZZ_SECONDS each (a
 # crash fails the run and lands in tests/fuzz/regressions*/); the longer
 # runs are done by hand (tests/fuzz/README.md)

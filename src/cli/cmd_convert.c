@@ -74,6 +74,7 @@ int cmd_convert(int argc, char **argv)
 		 "also replay the program's own anonymous mmap/munmap/mremap calls"},
 		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "print the summary as JSON"},
 		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no summary"},
+		HT_OPT_THREADS,
 		{0},
 	};
 	static const char usage_text[] =

@@ -260,6 +260,7 @@ int cmd_dump(int argc, char **argv)
 		{'n', "limit", HT_OPT_U64, &cfg.limit, "N", "at most N events"},
 		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "one JSON object per line"},
 		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no progress line, no warning for traces not closed cleanly or not in exact order"},
+		HT_OPT_THREADS,
 		{0},
 	};
 	int ret = HT_EXIT_USAGE;

@@ -84,6 +84,7 @@ int cmd_flamegraph(int argc, char **argv)
 		{0, "sysroot", HT_OPT_STRING, &cfg.sysroot, "DIR", "find the traced modules under DIR"},
 		{0, "debug-dir", HT_OPT_STRING, &cfg.debug_dir, "DIR", "also look for separate debug files in DIR"},
 		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no progress line, no warning for traces not closed cleanly or not in exact order"},
+		HT_OPT_THREADS,
 		{0},
 	};
 	int ret = HT_EXIT_USAGE;

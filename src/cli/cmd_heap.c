@@ -51,6 +51,7 @@ int cmd_heap(int argc, char **argv)
 		{0, "from", HT_OPT_DURATION, &cfg.from, "TIME", "report what happens from this time since the start (0)"},
 		{0, "to", HT_OPT_DURATION, &cfg.to, "TIME", "up to this time (the end)"},
 		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no progress line, no warning for traces not closed cleanly or not in exact order"},
+		HT_OPT_THREADS,
 		{0},
 	};
 	int ret = HT_EXIT_USAGE;

@@ -471,6 +471,7 @@ int cmd_leaks(int argc, char **argv)
 		{0, "debug-dir", HT_OPT_STRING, &cfg.debug_dir, "DIR", "also look for separate debug files in DIR"},
 		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "JSON: leaked_bytes, leaked_blocks, groups[{bytes, blocks, stack[]}]"},
 		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no progress line, no warning for traces not closed cleanly or not in exact order"},
+		HT_OPT_THREADS,
 		{0},
 	};
 	int ret = HT_EXIT_USAGE;

@@ -69,6 +69,7 @@ int cmd_timeline(int argc, char **argv)
 		{0, "width", HT_OPT_U64, &cfg.width, "PIXELS", "the SVG's width (1200)"},
 		{0, "height", HT_OPT_U64, &cfg.height, "PIXELS", "the SVG's height (600)"},
 		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no warnings about traces not closed cleanly or not in exact order"},
+		HT_OPT_THREADS,
 		{0},
 	};
 	int ret = HT_EXIT_USAGE;

@@ -34,6 +34,13 @@ struct ht_option {
 	const char *help;     /* one line; the default in parentheses */
 };
 
+/* -j N of every command that reads a trace: the threads its reader uses
+ * (ht_threads, common/util.h; trace/reader_par.c). */
+#define HT_OPT_THREADS                                                                             \
+	{'j', "threads", HT_OPT_INT, &ht_threads, "N",                                             \
+	 "read the trace with N threads, N-1 of them decoding ahead "                                 \
+	 "(HEAPTRAIL_THREADS; default: one per CPU; 1: serial)"}
+
 #define HT_OPT_STOP_AT_NONOPT 1 /* first non-option ends parsing (record) */
 
 /* Parses argv[1..] (argv[0] is the command name).  Non-option arguments are

@@ -120,6 +120,7 @@ uint64_t ht_clock_ns(void)
 
 int ht_progress_off;
 int ht_quiet;
+int ht_threads;
 static int progress_shown;
 static struct timespec progress_start, progress_last;
 static long progress_after_ms = -1;

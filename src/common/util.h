@@ -51,6 +51,10 @@ int ht_parse_size(const char *s, uint64_t *out);
 extern int ht_progress_off;
 /* -q was given: warnings about a trace's state are left out. */
 extern int ht_quiet;
+/* -j N of the commands that read a trace: threads the reader uses (the
+ * caller's and N - 1 that decode); 0: HEAPTRAIL_THREADS, else one per CPU
+ * the process may run on (trace/reader_par.c). */
+extern int ht_threads;
 void ht_progress(const char *what, uint64_t done, uint64_t total, uint64_t items,
 		 const char *unit);
 void ht_progress_done(void);

@@ -18,6 +18,7 @@
  * model lives for one chunk: a chunk decodes on its own. */
 #include "columns.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__)
@@ -633,13 +634,20 @@ struct ht_coldec {
 	int ready;                  /* m holds tables (reset, not freed, between payloads) */
 };
 
-struct ht_coldec *ht_coldec__new(void)
+static void detect_lzcnt(void)
 {
 #if defined(__x86_64__)
 	unsigned eax, ebx, ecx = 0, edx;
 	/* CPUID 0x80000001: ECX bit 5 is LZCNT (ABM) */
 	ht_lzcnt = __get_cpuid(0x80000001, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 5));
 #endif
+}
+
+struct ht_coldec *ht_coldec__new(void)
+{
+	/* once: the reader's decoding threads make decoders at the same time */
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, detect_lzcnt);
 	return calloc(1, sizeof(struct ht_coldec));
 }
 
@@ -975,6 +983,7 @@ HOT int events_loop(struct ht_coldec *d, struct ht_coldec_thread *t, struct ht_e
 		e->str = NULL;
 		e->part = HT_PART_WHOLE;
 		e->stack = node && node <= t->nnodes ? t->nodes[node - 1] : 0;
+		e->time_ns = node; /* the thread's own id, for the reader's decoding threads */
 	}
 #undef RD
 	goto out;

@@ -68,7 +68,8 @@ struct ht_coldec_thread {
  * make them from ht_coldec__next's records, and stops before any other
  * record (take that one with ht_coldec__next).  Sets *n to the events
  * written; returns 0, or -1 with *why set as ht_coldec__next would (the
- * *n events before the bad record are good). */
+ * *n events before the bad record are good).  Each event's time_ns holds
+ * its record's stack node id as stored (the thread's own), 0 if none. */
 int ht_coldec__events(struct ht_coldec *d, struct ht_coldec_thread *t, struct ht_event *ev,
 		      unsigned max, unsigned *n, const char **why);
 

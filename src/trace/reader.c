@@ -495,6 +495,7 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 	 * next epoch tick; four ticks leave room for a late writer thread. */
 	r->hold_ticks = sat_u64(4.0 * HT_EPOCH_MS * 1e6 * r->ts_per_ns);
 	r->base_ts = r->hdr.start_ts;
+	ht_rd__par_start(r);
 	for (size_t i = 0; i < r->nstreams; i++) {
 		struct stream *s = &r->streams[i];
 		if (stream_advance(r, s)) {
@@ -746,6 +747,7 @@ void ht_reader__close(struct ht_reader *r)
 {
 	if (!r)
 		return;
+	ht_rd__par_stop(r); /* (its workers read fd) */
 	if (r->fd >= 0)
 		close(r->fd);
 	for (size_t i = 0; i < r->nstreams; i++) {

@@ -87,7 +87,24 @@ static int load_chunk(struct ht_reader *r, struct stream *s)
 	return 1;
 }
 
-static int corrupt(struct ht_reader *r, struct stream *s, const char *what)
+/* A stack or module record as an item of a decoding thread's block
+ * (reader_par.c): its fields in v, its string (the bytes of the record,
+ * valid until the stream's next record) in str, the seq and chunk offset
+ * a message about it would name in seq and ts. */
+static void emit_meta(const struct stream *s, const struct ht_rec *rec, struct ht_event *e)
+{
+	e->kind = rec->kind;
+	e->flags = 0;
+	e->tid = s->tid;
+	e->seq = s->seq;
+	e->ts = s->chunk_off;
+	e->nv = rec->nf;
+	for (unsigned i = 0; i < rec->nf; i++)
+		e->v[i] = rec->f[i];
+	e->str = (const char *)rec->str;
+}
+
+int ht_rd__corrupt(struct ht_reader *r, struct stream *s, const char *what)
 {
 	ht_rd__err(r, "offset %llu: thread %u, event %llu: %s: the trace is corrupt here",
 		(unsigned long long)s->chunk_off, s->tid, (unsigned long long)s->seq, what);
@@ -135,7 +152,7 @@ static uint32_t node_intern(struct ht_reader *r, uint32_t parent, uint64_t ip, u
 }
 
 /* FRAME, MODULE, BUILD_ID, MODULE_GONE: what stacks need, not events. */
-static int meta_record(struct ht_reader *r, struct stream *s, const struct ht_rec *rec)
+int ht_rd__meta(struct ht_reader *r, struct stream *s, const struct ht_rec *rec)
 {
 	const uint64_t *f = rec->f;
 	switch (rec->kind) {
@@ -143,7 +160,7 @@ static int meta_record(struct ht_reader *r, struct stream *s, const struct ht_re
 		/* Ids are handed out in order: a new one is the next; one seen
 		 * before (a stream decoded again) is defined the same way. */
 		if (f[0] == 0 || f[0] > s->nnodes + 1 || f[1] >= f[0])
-			return corrupt(r, s, "stack frame record out of order"), -1;
+			return ht_rd__corrupt(r, s, "stack frame record out of order"), -1;
 		uint32_t parent = f[1] ? s->nodes[f[1] - 1] : 0;
 		uint32_t id = node_intern(r, parent, f[2], ht_modmap__find(&r->mods, &s->mods, f[2]));
 		if (f[0] == s->nnodes + 1) {
@@ -170,10 +187,12 @@ static int meta_record(struct ht_reader *r, struct stream *s, const struct ht_re
 }
 
 /* Decodes the stream's next event into e: 1; 0 when the stream ends (or
- * stops at an error).  With ahead set (events decoded ahead wait in the
- * batch), returns 2 instead of taking a step that must come in its turn:
- * a stack or module record (the reader's node ids are given out in the
- * order of delivery) or the next chunk (its warnings). */
+ * stops at an error).  With ahead DEC_AHEAD (events decoded ahead wait in
+ * the batch), returns 2 instead of taking a step that must come in its
+ * turn: a stack or module record (the reader's node ids are given out in
+ * the order of delivery) or the next chunk (its warnings).  With
+ * DEC_EMIT (a decoding thread, reader_par.c), loads chunks as they come
+ * and returns 3 with a stack or module record in e (ht_rd__decode). */
 static int decode_next(struct ht_reader *r, struct stream *s, struct ht_event *e, int ahead)
 {
 	for (;;) {
@@ -202,7 +221,7 @@ static int decode_next(struct ht_reader *r, struct stream *s, struct ht_event *e
 		}
 		if (s->pos >= s->end) {
 			if (s->pos && s->chunk_events != s->chunk_expect)
-				return corrupt(r, s, "chunk holds fewer events than its header says");
+				return ht_rd__corrupt(r, s, "chunk holds fewer events than its header says");
 			if (s->next_chunk >= s->nchunks) {
 				s->done = 1;
 				s->exhausted = 1;
@@ -214,7 +233,7 @@ static int decode_next(struct ht_reader *r, struct stream *s, struct ht_event *e
 				s->pos = s->end = NULL;
 				return 0;
 			}
-			if (ahead)
+			if (ahead == DEC_AHEAD)
 				return 2;
 			int k = load_chunk(r, s);
 			if (k < 0) {
@@ -227,7 +246,7 @@ static int decode_next(struct ht_reader *r, struct stream *s, struct ht_event *e
 		}
 		size_t used = ht_rec__parse(&rec, s->pos, s->end, &why);
 		if (!used)
-			return corrupt(r, s, why);
+			return ht_rd__corrupt(r, s, why);
 		p = s->pos + used;
 	got_record:;
 		int kind = rec.kind;
@@ -237,14 +256,14 @@ static int decode_next(struct ht_reader *r, struct stream *s, struct ht_event *e
 		int v2 = r->hdr.version >= 2;
 		if (kind == HT_EV_TICK) {
 			if (!s->synced)
-				return corrupt(r, s, "event before any sync record");
+				return ht_rd__corrupt(r, s, "event before any sync record");
 			s->last_ts += f[0] + (v2 && f[1] ? f[1] - 1 : f[1]);
 			s->pos = p;
 			continue;
 		}
 		if (kind == HT_EV_SYNC) {
 			if (f[0] != s->seq)
-				return corrupt(r, s, "sync record disagrees with the chunk's sequence number");
+				return ht_rd__corrupt(r, s, "sync record disagrees with the chunk's sequence number");
 			s->last_ts = f[1];
 			s->last_ptr = 0;
 			s->dur = 0;
@@ -254,13 +273,18 @@ static int decode_next(struct ht_reader *r, struct stream *s, struct ht_event *e
 			continue;
 		}
 		if (!s->synced)
-			return corrupt(r, s, "event before any sync record");
+			return ht_rd__corrupt(r, s, "event before any sync record");
 		if (kind == HT_EV_DURATION) { /* times the thread's next event */
 			s->dur = f[0];
 			s->pos = p;
 			continue;
 		}
 		if (kind >= 32) {
+			if (ahead == DEC_EMIT) {
+				emit_meta(s, &rec, e);
+				s->pos = p;
+				return 3;
+			}
 			if (ahead) {
 				if (s->cols) {
 					s->pend = rec;
@@ -268,7 +292,7 @@ static int decode_next(struct ht_reader *r, struct stream *s, struct ht_event *e
 				}
 				return 2; /* (a record's is parsed again) */
 			}
-			if (meta_record(r, s, &rec) < 0)
+			if (ht_rd__meta(r, s, &rec) < 0)
 				return 0;
 			s->pos = p;
 			continue;
@@ -286,6 +310,9 @@ static int decode_next(struct ht_reader *r, struct stream *s, struct ht_event *e
 		e->nv = 0;
 		e->part = HT_PART_WHOLE;
 		e->stack = 0;
+		/* the thread's own id, for a decoding thread (reader_par.c):
+		 * its stream knows no nodes, the reader's thread maps it */
+		e->time_ns = rec.has_stack ? f[nf + 1] : 0;
 		if (rec.has_stack && f[nf + 1] && f[nf + 1] <= s->nnodes)
 			e->stack = s->nodes[f[nf + 1] - 1];
 		uint64_t result_ptr = 0, slack = 0;
@@ -352,8 +379,8 @@ static int decode_next(struct ht_reader *r, struct stream *s, struct ht_event *e
 /* Malloc and free records of a column-coded chunk, straight into events
  * (ht_coldec__events: what decode_next makes of them).  Returns how many;
  * *failed on an error, said as decode_next says it. */
-static unsigned fast_events(struct ht_reader *r, struct stream *s, struct ht_event *ev,
-			    unsigned max, int *failed)
+unsigned ht_rd__fast(struct ht_reader *r, struct stream *s, struct ht_event *ev, unsigned max,
+		     int *failed)
 {
 	struct ht_coldec_thread t = {
 		.last_ts = s->last_ts,
@@ -398,8 +425,15 @@ static void defer_messages(struct ht_reader *r, struct stream *s, int had_err, i
 	}
 }
 
+int ht_rd__decode(struct ht_reader *r, struct stream *s, struct ht_event *e, int ahead)
+{
+	return decode_next(r, s, e, ahead);
+}
+
 unsigned ht_rd__fill(struct ht_reader *r, struct stream *s)
 {
+	if (s->pipe)
+		return ht_rd__par_fill(r, s);
 	s->bi = s->bn = 0;
 	if (s->pend_warn) {
 		ht_rd__warn(r, "%s", s->pend_warn);
@@ -421,11 +455,11 @@ unsigned ht_rd__fill(struct ht_reader *r, struct stream *s)
 	while (more && n < BATCH) {
 		int had_err = r->err[0] != 0, had_warn = r->warn[0] != 0, failed = 0;
 		if (s->cols && s->synced && !s->has_pend && !s->done)
-			n += fast_events(r, s, s->batch + n, BATCH - n, &failed);
+			n += ht_rd__fast(r, s, s->batch + n, BATCH - n, &failed);
 		if (failed) {
 			more = 0;
 		} else if (n < BATCH) {
-			int k = decode_next(r, s, &s->batch[n], n > 0);
+			int k = decode_next(r, s, &s->batch[n], n > 0 ? DEC_AHEAD : 0);
 			/* an event's string lives in the stream until its next one */
 			more = k == 1 && !s->batch[n].str;
 			n += k == 1;

@@ -1,8 +1,9 @@
-/* The reader's state, shared by its three files (private to src/trace):
+/* The reader's state, shared by its four files (private to src/trace):
  * reader.c opens the trace and finds its chunks (index or scan) and clock,
  * reader_decode.c decodes one thread's chunks into events, reader_merge.c
  * merges the threads' streams by (timestamp, thread, seq) and keeps the
- * causal order's set of live addresses. */
+ * causal order's set of live addresses, reader_par.c runs the decoding of
+ * the streams in threads of its own, ahead of the merge. */
 #ifndef HEAPTRAIL_TRACE_READER_INT_H
 #define HEAPTRAIL_TRACE_READER_INT_H
 
@@ -26,6 +27,10 @@ struct chunk_ref {
 
 /* Steps on the path of every event: inlined. */
 #define HOT static inline __attribute__((always_inline))
+
+/* The decoding threads take traces of at most this many threads (more use
+ * the serial reader, which parks the streams not being read). */
+#define HT_PAR_MAX_STREAMS 64
 
 /* Events a stream decodes ahead, into an array: decoding many at a time
  * keeps the decoder's loop tight (columns.h, ht_coldec__events). */
@@ -74,6 +79,7 @@ struct stream {
 	uint32_t *nodes;        /* this thread's stack node ids -> the reader's */
 	size_t nnodes, capnodes; /* ids defined (1..nnodes) / allocated */
 	struct ht_modview mods; /* the modules this thread's records announced */
+	struct pstream *pipe;   /* decoded by the reader's threads (reader_par.c), else NULL */
 	char str[HT_MAX_STR + 1]; /* its string field */
 };
 
@@ -153,6 +159,7 @@ struct ht_reader {
 				    * "Following a trace that is being written") */
 	size_t capstreams;         /* follow mode: streams, heap and held allocated */
 	uint64_t fit_span_ns;      /* follow mode: the clock span ts_per_ns was fitted on */
+	struct ht_par *par;        /* the decoding threads, NULL: decoded here (reader_par.c) */
 	char err[512];             /* first error, "" if none */
 	char warn[512];            /* first warning, "" if none */
 };
@@ -171,6 +178,43 @@ int ht_rd__read_at(struct ht_reader *r, void *buf, size_t n, uint64_t off);
 /* Decodes the stream's next events into s->batch; how many, 0 when the
  * stream ends. */
 unsigned ht_rd__fill(struct ht_reader *r, struct stream *s);
+
+/* How decode_next goes on past what must come in its turn (0: takes it). */
+enum { DEC_AHEAD = 1, DEC_EMIT = 2 };
+
+/* For a decoding thread (reader_par.c), on a stream and a reader of its
+ * own: the stream's next event into e (1), or 0 at the end or an error (in
+ * r->err).  ahead 0 is not allowed: with DEC_AHEAD, 2 where the serial
+ * reader stops a batch; with DEC_EMIT, 3 with the next stack or module
+ * record in e (kind >= 32, its fields in v, its string in str, valid until
+ * the next call).  Stack node ids stay the thread's own, in time_ns
+ * (stack is 0: s knows no nodes). */
+int ht_rd__decode(struct ht_reader *r, struct stream *s, struct ht_event *e, int ahead);
+/* Says that the stream's data is corrupt at its current event (WHAT) and
+ * ends it; returns 0. */
+int ht_rd__corrupt(struct ht_reader *r, struct stream *s, const char *what);
+/* The malloc and free events that come next in a column-coded chunk, up
+ * to max, into ev (stack ids as ht_rd__decode leaves them when s knows no
+ * nodes); *failed on an error, in r->err. */
+unsigned ht_rd__fast(struct ht_reader *r, struct stream *s, struct ht_event *ev, unsigned max,
+		     int *failed);
+/* A stack or module record in its turn: interns the node or notes the
+ * module (-1 and the stream ends on a frame out of order). */
+int ht_rd__meta(struct ht_reader *r, struct stream *s, const struct ht_rec *rec);
+
+/* ---- reader_par.c -------------------------------------------------------- */
+
+/* Starts the decoding threads for r's streams, if the thread count
+ * (ht_threads, HEAPTRAIL_THREADS, else the CPUs this process may run on)
+ * is above one and the trace suits: not followed, 1..HT_PAR_MAX_STREAMS
+ * threads.  Otherwise the streams are decoded by the caller, as always. */
+void ht_rd__par_start(struct ht_reader *r);
+/* Stops and joins them, frees what they hold. */
+void ht_rd__par_stop(struct ht_reader *r);
+/* ht_rd__fill of a stream the threads decode: the next run of events of
+ * its blocks, after the stack and module records and the messages that
+ * come before them, handled here in the stream's turn. */
+unsigned ht_rd__par_fill(struct ht_reader *r, struct stream *s);
 
 /* Moves or frees: the call is delivered as RELEASE then ACQUIRE parts. */
 HOT int splits(const struct ht_event *e)

@@ -60,6 +60,7 @@ set(HT_FUZZ_SOURCES
   ${PROJECT_SOURCE_DIR}/src/trace/reader.c
   ${PROJECT_SOURCE_DIR}/src/trace/reader_decode.c
   ${PROJECT_SOURCE_DIR}/src/trace/reader_merge.c
+  ${PROJECT_SOURCE_DIR}/src/trace/reader_par.c
   ${PROJECT_SOURCE_DIR}/src/trace/modmap.c
   ${PROJECT_SOURCE_DIR}/src/trace/record.c
   ${PROJECT_SOURCE_DIR}/src/trace/columns.c
@@ -93,7 +94,7 @@ target_include_directories(ht_fuzz_run_corpus PRIVATE
   ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
 target_compile_options(ht_fuzz_run_corpus PRIVATE -g -O1 -fno-omit-frame-pointer ${HT_FUZZ_SAN})
 target_link_options(ht_fuzz_run_corpus PRIVATE ${HT_FUZZ_SAN})
-target_link_libraries(ht_fuzz_run_corpus PRIVATE PkgConfig::ZSTD m)
+target_link_libraries(ht_fuzz_run_corpus PRIVATE PkgConfig::ZSTD Threads::Threads m)
 
 add_test(NAME fuzz.corpus
   COMMAND ht_fuzz_run_corpus -t 60 ${HT_FUZZ_DIR}/corpus ${HT_FUZZ_DIR}/regressions)
@@ -159,6 +160,7 @@ set(HT_FUZZ_CONVERT_TESTED
   ${PROJECT_SOURCE_DIR}/src/trace/reader.c
   ${PROJECT_SOURCE_DIR}/src/trace/reader_decode.c
   ${PROJECT_SOURCE_DIR}/src/trace/reader_merge.c
+  ${PROJECT_SOURCE_DIR}/src/trace/reader_par.c
   ${PROJECT_SOURCE_DIR}/src/trace/modmap.c
   ${PROJECT_SOURCE_DIR}/src/trace/record.c
   ${PROJECT_SOURCE_DIR}/src/trace/columns.c
@@ -169,7 +171,7 @@ target_include_directories(ht_fuzz_run_convert_corpus PRIVATE
   ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
 target_compile_options(ht_fuzz_run_convert_corpus PRIVATE -g -O1 -fno-omit-frame-pointer ${HT_FUZZ_SAN})
 target_link_options(ht_fuzz_run_convert_corpus PRIVATE ${HT_FUZZ_SAN})
-target_link_libraries(ht_fuzz_run_convert_corpus PRIVATE PkgConfig::ZSTD m)
+target_link_libraries(ht_fuzz_run_convert_corpus PRIVATE PkgConfig::ZSTD Threads::Threads m)
 add_test(NAME fuzz.convert_corpus
   COMMAND ht_fuzz_run_convert_corpus -t 60 ${HT_FUZZ_DIR}/corpus_convert
     ${HT_FUZZ_DIR}/regressions_convert)
@@ -202,7 +204,7 @@ if(HT_FUZZ_VALGRIND)
   target_include_directories(ht_fuzz_run_corpus_plain PRIVATE
     ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
   target_compile_options(ht_fuzz_run_corpus_plain PRIVATE -g -O1)
-  target_link_libraries(ht_fuzz_run_corpus_plain PRIVATE PkgConfig::ZSTD m)
+  target_link_libraries(ht_fuzz_run_corpus_plain PRIVATE PkgConfig::ZSTD Threads::Threads m)
   add_test(NAME fuzz.corpus.valgrind
     COMMAND ${HT_VALGRIND} -q --error-exitcode=1 --track-origins=yes
       $<TARGET_FILE:ht_fuzz_run_corpus_plain> -t 300

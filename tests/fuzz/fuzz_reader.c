@@ -15,6 +15,10 @@
  * realloc's RELEASE part not counted), i.e. no event was dropped silently
  * (tests/fuzz/regressions/logic-*).  fuzz.corpus sets it; run.sh too.
  *
+ * Each input is read twice: by the serial reader (-j 1) and with three
+ * decoding threads (src/trace/reader_par.c); the events (every field), the
+ * error and the warning must be the same.
+ *
  * Build (clang): see tests/fuzz/run.sh or tests/fuzz/CMakeLists.txt.
  * Without clang, tests/fuzz/run_corpus.c runs the same function over the
  * corpus and the saved regressions. */
@@ -27,6 +31,7 @@
 #include <unistd.h>
 
 #include "fuzz_input.h"
+#include "common/util.h"
 #include "trace/reader.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -96,16 +101,51 @@ static void check_message(const char *what, const char *msg, int want_offset)
 		broken("error does not start with \"offset N:\"", msg);
 }
 
+/* A hash of every field of an event, its string and its stack's path. */
+static uint64_t event_hash(uint64_t h, const struct ht_event *e, const struct ht_reader *r)
+{
+	uint64_t f[] = {e->kind, e->flags, e->tid, e->seq, e->ts, e->time_ns, (uint64_t)e->nv,
+			e->usable, e->duration, e->part, e->ts_taken, e->stack, e->weight};
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+		h = (h ^ f[i]) * 0x100000001b3ull;
+	for (int i = 0; i < e->nv && i < HT_MAX_FIELDS; i++)
+		h = (h ^ e->v[i]) * 0x100000001b3ull;
+	for (const char *s = e->str; s && *s; s++)
+		h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+	for (uint32_t n = e->stack, k = 0; n && k < 64; n = ht_reader__node_parent(r, n), k++)
+		h = (h ^ ht_reader__node_ip(r, n) ^ (uint64_t)ht_reader__node_module(r, n) << 48) *
+		    0x100000001b3ull;
+	return h;
+}
+
+static int one_read(uint64_t *hash, char *msgs, size_t msglen);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	put_input(data, size);
+	uint64_t h1 = 0, h3 = 0;
+	char m1[1100], m3[1100];
+	ht_threads = 1;
+	int opened = one_read(&h1, m1, sizeof(m1));
+	ht_threads = 3;
+	if (one_read(&h3, m3, sizeof(m3)) != opened || h1 != h3)
+		broken("the decoding threads read other events than the serial reader", NULL);
+	if (strcmp(m1, m3) != 0)
+		broken("the decoding threads say other messages than the serial reader", m3);
+	return 0;
+}
 
+/* Reads the input to the end (or FUZZ_MAX_EVENTS): 1 if it opened; the
+ * events' hash in *hash, the error and warning in msgs. */
+static int one_read(uint64_t *hash, char *msgs, size_t msglen)
+{
 	char err[512];
 	memset(err, 0x5a, sizeof(err));
 	struct ht_reader *r = ht_reader__open(input_path, err, sizeof(err));
 	if (!r) {
 		if (!memchr(err, 0, sizeof(err)) || err[0] == 0)
 			broken("open failed without a message", NULL);
+		snprintf(msgs, msglen, "%s", err);
 		return 0;
 	}
 
@@ -119,6 +159,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint64_t n = 0, calls = 0;
 	while (n < FUZZ_MAX_EVENTS && ht_reader__next(r, &ev)) {
 		check_event(&ev);
+		*hash = event_hash(*hash, &ev, r);
 		n++;
 		calls += ht_event__is_call(&ev);
 	}
@@ -147,7 +188,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t i = 0; i < ns; i++)
 		sink ^= t[i] ^ v[i];
 	sink ^= done ^ total ^ n;
+	snprintf(msgs, msglen, "%s|%s", error ? error : "", warning ? warning : "");
 
 	ht_reader__close(r);
-	return 0;
+	return 1;
 }

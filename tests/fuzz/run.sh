@@ -94,13 +94,13 @@ if [ "$TARGET" = jsonread ]; then
 	LIBS="-lm"
 elif [ "$TARGET" = convert ]; then
 	FUZZER=fuzz_convert
-	TARGET_SOURCES="$SRC/src/replay/converter.c $SRC/src/replay/workload.c $SRC/src/common/outfile.c $SRC/src/common/livemap.c $SRC/src/analyze/analyze.c $SRC/src/common/json.c $SRC/src/common/markup.c $SRC/src/common/util.c $SRC/src/trace/reader.c $SRC/src/trace/reader_decode.c $SRC/src/trace/reader_merge.c $SRC/src/trace/modmap.c $SRC/src/trace/record.c $SRC/src/trace/columns.c $SRC/src/trace/kinds.c"
+	TARGET_SOURCES="$SRC/src/replay/converter.c $SRC/src/replay/workload.c $SRC/src/common/outfile.c $SRC/src/common/livemap.c $SRC/src/analyze/analyze.c $SRC/src/common/json.c $SRC/src/common/markup.c $SRC/src/common/util.c $SRC/src/trace/reader.c $SRC/src/trace/reader_decode.c $SRC/src/trace/reader_merge.c $SRC/src/trace/reader_par.c $SRC/src/trace/modmap.c $SRC/src/trace/record.c $SRC/src/trace/columns.c $SRC/src/trace/kinds.c"
 	MAIN_SOURCE="$SRC/src/replay/converter.c"
 	CORPUS="$HERE/corpus_convert"
 	REGRESSIONS="$HERE/regressions_convert"
 	DICT="$HERE/ht.dict"
 	WORK="$BUILD/work_convert"
-	LIBS="-lzstd -lm"
+	LIBS="-lzstd -lm -pthread"
 elif [ "$TARGET" = smaps ]; then
 	FUZZER=fuzz_smaps
 	TARGET_SOURCES="$SRC/src/analyze/smaps.c $SRC/src/analyze/mapkinds.c $SRC/src/common/json.c $SRC/src/common/markup.c $SRC/src/common/util.c"
@@ -121,13 +121,13 @@ elif [ "$TARGET" = workload ]; then
 	LIBS="-lm"
 else
 	FUZZER=fuzz_reader
-	TARGET_SOURCES="$SRC/src/trace/reader.c $SRC/src/trace/reader_decode.c $SRC/src/trace/reader_merge.c $SRC/src/trace/modmap.c $SRC/src/trace/record.c $SRC/src/trace/columns.c $SRC/src/trace/kinds.c $SRC/src/common/util.c"
+	TARGET_SOURCES="$SRC/src/trace/reader.c $SRC/src/trace/reader_decode.c $SRC/src/trace/reader_merge.c $SRC/src/trace/reader_par.c $SRC/src/trace/modmap.c $SRC/src/trace/record.c $SRC/src/trace/columns.c $SRC/src/trace/kinds.c $SRC/src/common/util.c"
 	MAIN_SOURCE="$SRC/src/trace/reader.c"
 	CORPUS="$HERE/corpus"
 	REGRESSIONS="$HERE/regressions"
 	DICT="$HERE/ht.dict"
 	WORK="$BUILD/work"
-	LIBS="-lzstd -lm"
+	LIBS="-lzstd -lm -pthread"
 fi
 mkdir -p "$WORK" "$REGRESSIONS"
 SOURCES="$HERE/$FUZZER.c $TARGET_SOURCES"
