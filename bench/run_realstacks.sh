@@ -113,6 +113,15 @@ TABLE=$WORK/table
 		fi
 		echo "| $w | ${EVENTS[$w]} | $n | $rc | +$((rc - n)) | $s | +$((s - n)) | $k | $ka | $wr | $cn / $cr / $cs / $kc | $cratio |"
 	done
+	echo
+	echo "Raw samples, in run order (wall ms; CPU ms), so that a median moved by a host's hiccup shows (a negative \"added\" is such noise):"
+	echo
+	for w in $WORKLOADS; do
+		for v in none record stacks heaptrack; do
+			[[ -n ${WALL[$w,$v]:-} ]] || continue
+			echo "- $w, $v: wall${WALL[$w,$v]}; CPU${CPU[$w,$v]}"
+		done
+	done
 } >"$TABLE"
 STRACE=$WORK/strace
 : >"$STRACE"
