@@ -195,7 +195,10 @@ struct ht_symbolizer *ht_symbolizer__new(const struct ht_module *mods, size_t nm
 		const unsigned char *bits;
 		GElf_Addr vaddr;
 		int len = dwfl_module_build_id(dm, &bits, &vaddr);
-		if (m->build_id_len && len > 0 &&
+		/* (the recorder's own library is left out: its frames are never
+		 * shown, and a heaptrail rebuilt or upgraded since the recording
+		 * would make every old trace warn for nothing) */
+		if (m->build_id_len && len > 0 && strncmp(r->name, "libheaptrail.so", 15) != 0 &&
 		    ((size_t)len != m->build_id_len || memcmp(bits, m->build_id, (size_t)len))) {
 			char want[129], got[129];
 			hex(want, m->build_id, m->build_id_len);

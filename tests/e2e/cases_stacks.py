@@ -639,3 +639,38 @@ def test_stacks_no_syscall_per_allocation(t):
     total = sum(calls.values())
     check(total * 50 < allocs, "%d system calls for %d allocations: %s" % (total, allocs, calls))
     check(calls.get("rt_sigprocmask", 0) < 200, "%d rt_sigprocmask" % calls.get("rt_sigprocmask", 0))
+
+
+@case(labels=("analyzers", "stacks"))
+def test_symbols_module_changed(t):
+    """A module replaced since the recording (another file, another
+    build-id, at the same path) gets one warning that names it, and its
+    frames show as module+offset; the recorder's own library replaced
+    since (heaptrail rebuilt or upgraded) gets none: its frames are never
+    shown, and every older trace would warn for nothing."""
+    d = t.path("mods")
+    os.mkdir(d)
+    lib = os.path.join(d, "libheaptrail.so")
+    prog = os.path.join(d, "churn")
+    shutil.copy(t.preload, lib)
+    shutil.copy(t.prog("churn"), prog)
+    out = t.path("m.ht")
+    r = t.run([prog, "3"], env={"LD_PRELOAD": lib, "HEAPTRAIL_OUT": out,
+                                "HEAPTRAIL_STACKS": "64"})
+    eq(r.rc, 0, "churn under the copied recorder:\n" + r.describe())
+    fg = [t.heaptrail, "flamegraph", "--folded", out]
+    r = t.run(fg)
+    eq(r.rc, 0, "flamegraph before:\n" + r.describe())
+    check("not the file" not in r.stderr, "a warning before anything changed:\n" + r.stderr)
+    check(";one" in r.stdout, "churn's thread function in the stacks:\n" + r.stdout[:1000])
+    # both replaced by other ELF files of other build-ids
+    shutil.copy(t.prog("peak"), prog)
+    shutil.copy(os.path.join(os.path.dirname(t.prog("nofp")), "libnofplib.so"), lib)
+    r = t.run(fg)
+    eq(r.rc, 0, "flamegraph after:\n" + r.describe())
+    warned = [l for l in r.stderr.splitlines() if "not the file that was traced" in l]
+    eq(len(warned), 1, "warnings about changed files:\n" + r.stderr)
+    check(warned[0].lstrip().startswith(prog + ":"), "the warning names the program: %r" % warned[0])
+    check("libheaptrail" not in r.stderr, "a warning about the recorder's own library:\n" + r.stderr)
+    check(";one" not in r.stdout and "churn+0x" in r.stdout,
+          "the replaced program's frames as module+offset:\n" + r.stdout[:1000])
