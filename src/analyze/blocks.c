@@ -37,7 +37,7 @@ size_t ht_blocks__frames(struct ht_reader *r, struct ht_symbolizer *sym, uint32_
 						      ht_reader__node_module(r, node), &f);
 		node = ht_reader__node_parent(r, node);
 		for (size_t j = 0; j < nf && k < max; j++)
-			if (!f[j].module || strncmp(f[j].module, "libheaptrail.so", 15))
+			if (!ht_symbols__is_recorder(f[j].module))
 				out[k++] = f[j]; /* the tracer's own wrappers are noise */
 	}
 	return k;

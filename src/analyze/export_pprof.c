@@ -184,7 +184,7 @@ static uint64_t location_of(struct profile *p, struct ht_symbolizer *sym, uint64
 		return id == UINT64_MAX ? 0 : id;
 	const struct ht_frame *f;
 	size_t nf = ht_symbolizer__resolve_in(sym, ip, mod, &f);
-	if (nf && f[0].module && !strncmp(f[0].module, "libheaptrail.so", 15)) {
+	if (nf && ht_symbols__is_recorder(f[0].module)) {
 		map_put(&p->loc_ix, key, UINT64_MAX); /* the tracer's wrappers are noise */
 		return 0;
 	}

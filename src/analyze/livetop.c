@@ -369,7 +369,7 @@ static uint32_t node_site(struct ht_livetop *lt, uint32_t node)
 	if (lt->sym)
 		nf = ht_symbolizer__resolve_in(lt->sym, ip, ht_reader__node_module(lt->r, node), &f);
 	size_t j = 0;
-	while (j < nf && f[j].module && !strncmp(f[j].module, "libheaptrail.so", 15))
+	while (j < nf && ht_symbols__is_recorder(f[j].module))
 		j++;
 	if (nf && j == nf)
 		return lt->node_site[node] = UINT32_MAX;

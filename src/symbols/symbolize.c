@@ -195,16 +195,14 @@ struct ht_symbolizer *ht_symbolizer__new(const struct ht_module *mods, size_t nm
 		const unsigned char *bits;
 		GElf_Addr vaddr;
 		int len = dwfl_module_build_id(dm, &bits, &vaddr);
-		/* (the recorder's own library is left out: its frames are never
-		 * shown, and a heaptrail rebuilt or upgraded since the recording
-		 * would make every old trace warn for nothing) */
-		if (m->build_id_len && len > 0 && strncmp(r->name, "libheaptrail.so", 15) != 0 &&
+		/* (the recorder's own library is left out: a heaptrail rebuilt
+		 * or upgraded since the recording would make every old trace
+		 * warn for nothing) */
+		if (m->build_id_len && len > 0 && !ht_symbols__is_recorder(r->name) &&
 		    ((size_t)len != m->build_id_len || memcmp(bits, m->build_id, (size_t)len))) {
-			char want[129], got[129];
-			hex(want, m->build_id, m->build_id_len);
+			char got[129];
 			hex(got, bits, (size_t)len < 64 ? (size_t)len : 64);
 			problem(s, "%s: not the file that was traced (build-id %s)", file, got);
-			(void)want;
 		}
 	}
 	dwfl_report_end(s->dwfl, NULL, NULL);

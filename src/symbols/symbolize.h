@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "trace/reader.h"
 
@@ -44,8 +45,17 @@ size_t ht_symbolizer__resolve(struct ht_symbolizer *s, uint64_t ip,
 size_t ht_symbolizer__resolve_in(struct ht_symbolizer *s, uint64_t ip, int mod,
 				 const struct ht_frame **frames);
 
+/* Whether module (a frame's module name, NULL if none) is the recorder's
+ * own library: its frames (the malloc wrappers) are never shown, and its
+ * file changing since the recording is no problem. */
+static inline int ht_symbols__is_recorder(const char *module)
+{
+	return module && !strncmp(module, "libheaptrail.so", 15);
+}
+
 /* Modules whose file could not be opened or whose build-id differs from
- * the recorded one: a line each, for a warning; NULL if none. */
+ * the recorded one (the recorder's own library left out): a line each,
+ * for a warning; NULL if none. */
 const char *ht_symbolizer__problems(const struct ht_symbolizer *s);
 
 #endif
