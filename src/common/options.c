@@ -64,6 +64,10 @@ static int set_value(const struct ht_option *o, const char *arg, const char *sho
 		*(int *)o->value = (int)v;
 		return 0;
 	}
+	case HT_OPT_NTHREADS:
+		if (ht_parse_threads(arg, (int *)o->value) == 0)
+			return 0;
+		break;
 	case HT_OPT_SIZE:
 		if (ht_parse_size(arg, (uint64_t *)o->value) == 0)
 			return 0;
@@ -77,6 +81,7 @@ static int set_value(const struct ht_option *o, const char *arg, const char *sho
 	}
 	const char *what = o->type == HT_OPT_SIZE ? "a size like 4096, 64K or 1M"
 			   : o->type == HT_OPT_DURATION ? "a duration like 1.5s, 200ms or 30us"
+			   : o->type == HT_OPT_NTHREADS ? "a number of threads, 0 (one per CPU) to 1024"
 							: "a number";
 	ht_error("%s: '%s' is not %s", shown, arg, what);
 	return -1;

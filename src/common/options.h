@@ -15,6 +15,7 @@ enum ht_opt_type {
 	HT_OPT_INT,       /* int */
 	HT_OPT_OPT_INT,   /* int, value optional: --name sets -1, --name=N sets N */
 	HT_OPT_STRINGS,   /* struct ht_opt_strings: each use adds a value */
+	HT_OPT_NTHREADS,  /* int, a thread count: 0 (one per CPU) to HT_THREADS_MAX */
 };
 
 #define HT_OPT_STRINGS_MAX 8 /* values an HT_OPT_STRINGS option takes */
@@ -37,9 +38,9 @@ struct ht_option {
 /* -j N of every command that reads a trace: the threads its reader uses
  * (ht_threads, common/util.h; trace/reader_par.c). */
 #define HT_OPT_THREADS                                                                             \
-	{'j', "threads", HT_OPT_INT, &ht_threads, "N",                                             \
+	{'j', "threads", HT_OPT_NTHREADS, &ht_threads, "N",                                        \
 	 "read the trace with N threads, N-1 of them decoding ahead "                                 \
-	 "(HEAPTRAIL_THREADS; default: one per CPU; 1: serial)"}
+	 "(HEAPTRAIL_THREADS; default and 0: one per CPU; 1: serial)"}
 
 #define HT_OPT_STOP_AT_NONOPT 1 /* first non-option ends parsing (record) */
 

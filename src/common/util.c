@@ -121,6 +121,17 @@ uint64_t ht_clock_ns(void)
 int ht_progress_off;
 int ht_quiet;
 int ht_threads;
+
+int ht_parse_threads(const char *s, int *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (end == s || *end || errno || v < 0 || v > HT_THREADS_MAX)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
 static int progress_shown;
 static struct timespec progress_start, progress_last;
 static long progress_after_ms = -1;

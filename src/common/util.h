@@ -55,6 +55,10 @@ extern int ht_quiet;
  * caller's and N - 1 that decode); 0: HEAPTRAIL_THREADS, else one per CPU
  * the process may run on (trace/reader_par.c). */
 extern int ht_threads;
+#define HT_THREADS_MAX 1024
+/* Parses a thread count for -j and HEAPTRAIL_THREADS: 0 (one per CPU) to
+ * HT_THREADS_MAX; 0 on success, -1 if s is anything else. */
+int ht_parse_threads(const char *s, int *out);
 void ht_progress(const char *what, uint64_t done, uint64_t total, uint64_t items,
 		 const char *unit);
 void ht_progress_done(void);

@@ -142,12 +142,15 @@ static unsigned thread_count(void)
 	if (ht_threads > 0)
 		return (unsigned)ht_threads;
 	const char *e = getenv("HEAPTRAIL_THREADS");
-	if (e && *e) {
-		char *end;
-		long v = strtol(e, &end, 10);
-		if (!*end && v > 0)
-			return v > 1024 ? 1024 : (unsigned)v;
+	int v = 0;
+	if (e && *e && ht_parse_threads(e, &v) < 0) {
+		static int warned;
+		if (!warned++)
+			ht_warning("HEAPTRAIL_THREADS='%s' is not a number of threads, 0 (one per "
+				   "CPU) to %d: using one per CPU", e, HT_THREADS_MAX);
 	}
+	if (v > 0)
+		return (unsigned)v;
 	/* the CPUs this process may use: `taskset -c 0` means one */
 	cpu_set_t set;
 	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)

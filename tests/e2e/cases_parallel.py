@@ -228,7 +228,9 @@ def test_parallel_damaged(t):
 
 @case(timeout=120, labels=("analyzers",))
 def test_parallel_option(t):
-    """-j takes a count; HEAPTRAIL_THREADS chooses it when -j is not given;
+    """-j takes a count, 0 (one per CPU) to 1024, anything else is a usage
+    error in one line; HEAPTRAIL_THREADS chooses it when -j is not given
+    (junk: one warning, then one per CPU);
     every command that reads a trace documents -j in its --help."""
     out = t.path("small.ht")
     t.traced(out, [t.prog("threads"), "2", "2000"])
@@ -239,8 +241,18 @@ def test_parallel_option(t):
         r = t.run([t.heaptrail, "stats", "--json", out], env=env)
         eq(r.rc, 0, "stats with %s" % env)
         check(r.out == serial.out, "stats with %s differs from -j 1" % env)
-    r = t.tool(["stats", "-j", "x", out])
-    eq(r.rc, 2, "stats -j x: a usage error")
+    junk = t.run([t.heaptrail, "stats", "--json", out], env={"HEAPTRAIL_THREADS": "junk"})
+    eq([l for l in junk.stderr.splitlines() if "HEAPTRAIL_THREADS" in l],
+       ["heaptrail: warning: HEAPTRAIL_THREADS='junk' is not a number of threads, "
+        "0 (one per CPU) to 1024: using one per CPU"], "HEAPTRAIL_THREADS=junk: one warning")
+    for bad in ("x", "-1", "1025"):
+        r = t.tool(["stats", "-j", bad, out])
+        eq(r.rc, 2, "stats -j %s: a usage error" % bad)
+        eq(r.stderr.strip().splitlines(),
+           ["heaptrail: error: -j: '%s' is not a number of threads, 0 (one per CPU) to 1024"
+            % bad], "stats -j %s: its one line" % bad)
+    r = t.tool(["stats", "--json", "-j", "0", out])
+    eq((r.rc, r.out == serial.out), (0, True), "stats -j 0 (one per CPU): as -j 1")
     for cmd in ("stats", "report", "leaks", "flamegraph", "top", "heap", "dump", "events",
                 "timeline", "export", "diff", "convert"):
         r = t.tool([cmd, "--help"])
