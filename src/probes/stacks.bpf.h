@@ -64,10 +64,11 @@ static __always_inline void ht_count_stack(void *ctx, __u32 tgid, __u64 bytes)
 	if (got <= 0) {
 		k.error = got ? (__s32)got : -EFAULT;
 	} else {
-		/* FNV-1a over the addresses (the rest of the buffer is zeroed
-		 * by bpf_get_stack), with the depth in the seed */
+		/* FNV-1a over the addresses taken (got bytes; bpf_get_stack
+		 * zeroes the rest of the buffer, which the map keeps too), with
+		 * the depth in the seed */
 		__u64 h = 0xcbf29ce484222325ULL ^ (__u64)got;
-		for (int i = 0; i < HT_STACK_DEPTH; i++) {
+		for (int i = 0; i < HT_STACK_DEPTH && i * 8 < got; i++) {
 			h ^= ips[i];
 			h *= 0x100000001b3ULL;
 		}
