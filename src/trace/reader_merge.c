@@ -382,7 +382,7 @@ HOT uint64_t must_wait(struct ht_reader *r, const struct ht_event *e, uint64_t r
 	return rel && !live_has(r, rel) ? rel : 0;
 }
 
-const struct ht_event *ht_reader__next_event(struct ht_reader *r)
+static __attribute__((noinline)) const struct ht_event *next_event_general(struct ht_reader *r)
 {
 	struct stream *s;
 	uint64_t rel = 0, acq = 0;
@@ -460,6 +460,33 @@ const struct ht_event *ht_reader__next_event(struct ht_reader *r)
 		track_live(r, ev, rel, acq);
 	}
 	return ev;
+}
+
+/* The next event; the general path above, but for the rule of a
+ * single-threaded program (its only stream in the middle of its batch),
+ * which is taken here in a few instructions. */
+const struct ht_event *ht_reader__next_event(struct ht_reader *r)
+{
+	if (r->nheap == 1 && !r->nheld && !r->track && !r->follow) {
+		/* One thread left (a single-threaded program: all along), in the
+		 * middle of its batch: what the general path does then */
+		struct stream *s = r->heap[0];
+		struct ht_event *ev = s->ev;
+		if (s == r->run && ev != &s->split && s->bi + 1 < s->bn && !s->has_split &&
+		    !s->parked && !ev->str) {
+			if (ev->ts < r->last_out_ts)
+				ev->ts = r->last_out_ts;
+			if (ev->ts != r->last_out_ts) {
+				r->last_out_ts = ev->ts;
+				r->last_out_ns = ht_reader__ts_to_ns(r, ev->ts);
+			}
+			ev->time_ns = r->last_out_ns;
+			s->ev = &s->batch[++s->bi];
+			split_event(s);
+			return ev;
+		}
+	}
+	return next_event_general(r);
 }
 
 int ht_reader__next(struct ht_reader *r, struct ht_event *ev)
