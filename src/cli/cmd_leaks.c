@@ -496,18 +496,18 @@ int cmd_leaks(int argc, char **argv)
 		ret = HT_EXIT_DATA;
 		goto cleanup;
 	}
-	struct ht_event e;
+	const struct ht_event *e;
 	l.end_ns = 0;
 	uint64_t next_at = cfg.interval;
-	while (ht_analyze__next(r, &e)) {
-		if (e.time_ns > cfg.at)
+	while ((e = ht_analyze__next_event(r))) {
+		if (e->time_ns > cfg.at)
 			break;
-		while (cfg.interval && e.time_ns > next_at && next_at <= cfg.at) {
+		while (cfg.interval && e->time_ns > next_at && next_at <= cfg.at) {
 			snapshot(&l, next_at, cfg.older);
 			next_at += cfg.interval;
 		}
-		ht_pass__event(l.blocks, &e);
-		l.end_ns = e.time_ns;
+		ht_pass__event(l.blocks, e);
+		l.end_ns = e->time_ns;
 	}
 	if (cfg.at != UINT64_MAX)
 		l.end_ns = cfg.at;
