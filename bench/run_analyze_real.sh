@@ -2,12 +2,12 @@
 # bench/run_analyze_real.sh — the analyzers on a real program's stacks
 # (issue 21): gcc's cc1 (Debian's, without frame pointers) compiling a
 # generated C file, recorded once with `heaptrail record --stacks` and once
-# with heaptrack; then each command below REPS times on heaptrail's trace,
-# beside `heaptrail stats` on the same trace and `heaptrack_print` on
-# heaptrack's trace of the same run of the same program.  Wall time, CPU
-# time (user+sys) and Max RSS of each; medians; each stacked command's
-# ratio to stats (target: at most 1.5) and to heaptrack_print (target: at
-# most 1).
+# with heaptrack; then REPS rounds, each running every command below once
+# on heaptrail's trace (with the default reader and with -j 1), beside
+# `heaptrail stats` on the same trace and `heaptrack_print` on heaptrack's
+# trace of the same run of the same program.  Wall time, CPU time
+# (user+sys) and Max RSS of each; medians; each stacked command's ratio to
+# stats (target: at most 1.5) and to heaptrack_print (target: at most 1).
 #
 #   bench/run_analyze_real.sh [--write] [--keep]
 #
@@ -59,51 +59,71 @@ EVENTS=$("$HT" stats --json "$WORK/cc1.ht" | python3 -c 'import json,sys; print(
 # distinct stacks as the flame graph sees them (by function and line)
 STACKS=$("$HT" flamegraph -q --folded "$WORK/cc1.ht" 2>/dev/null | wc -l)
 
-# timed NAME CMD...: REPS runs; appends "NAME wall cpu rss" lines to $RAW
+# once NAME CMD...: one timed run; appends "NAME wall cpu rss" to $RAW
 RAW=$WORK/raw
 : >"$RAW"
-timed() {
+once() {
 	local name=$1
 	shift
-	for ((i = 0; i < REPS; i++)); do
-		/usr/bin/time -f "%e %U %S %M" -o "$WORK/t" "$@" >/dev/null 2>"$WORK/err" ||
-			die "$name failed: $(tail -n 3 "$WORK/err")"
-		read -r wall user sys rss <"$WORK/t"
-		echo "$name $wall $(calc %.2f "$user + $sys") $rss" >>"$RAW"
-	done
+	/usr/bin/time -f "%e %U %S %M" -o "$WORK/t" "$@" >/dev/null 2>"$WORK/err" ||
+		die "$name failed: $(tail -n 3 "$WORK/err")"
+	read -r wall user sys rss <"$WORK/t"
+	echo "$name $wall $(calc %.2f "$user + $sys") $rss" >>"$RAW"
 }
+# REPS rounds, each running every command once (interleaved, so that a
+# slow spell of the host hits them all alike): heaptrail's with the default
+# reader (decoding threads, one per CPU) and with -j 1 (serial), then
+# heaptrack_print
 CMDS=("stats" "top" "leaks" "flamegraph --folded" "report" "export -f pprof")
-for c in "${CMDS[@]}"; do
-	read -ra argv <<<"$c"
-	out=()
-	[[ $c == report* || $c == export* ]] && out=(-o "$WORK/out")
-	rm -f "$WORK/out"
-	timed "heaptrail $c" "$HT" "${argv[@]}" "${out[@]}" "$WORK/cc1.ht"
+CPU_WAIT0=$(cpu_wait_us)
+START_S=$(date +%s)
+for ((i = 0; i < REPS; i++)); do
+	for c in "${CMDS[@]}"; do
+		read -ra argv <<<"$c"
+		out=()
+		[[ $c == report* || $c == export* ]] && out=(-o "$WORK/out")
+		rm -f "$WORK/out"
+		once "heaptrail $c" "$HT" "${argv[@]}" "${out[@]}" "$WORK/cc1.ht"
+		rm -f "$WORK/out"
+		once "heaptrail $c -j 1" "$HT" "${argv[@]}" -j 1 "${out[@]}" "$WORK/cc1.ht"
+	done
+	once "heaptrack_print" "$HKP" "$HKF"
 done
-timed "heaptrack_print" "$HKP" "$HKF"
+CPU_WAIT1=$(cpu_wait_us)
 
 col() { awk -v n="$1" -v k="$2" '{ name = $1; for (i = 2; i <= NF - 3; i++) name = name " " $i }
 	name == n { print $(NF - 3 + k) }' "$RAW"; }
 # shellcheck disable=SC2046
 med() { median $(col "$1" "$2"); }
 STATS_WALL=$(med "heaptrail stats" 1)
+STATS1_WALL=$(med "heaptrail stats -j 1" 1)
 HKP_WALL=$(med "heaptrack_print" 1)
 TABLE=$WORK/table
 {
-	echo "| command | wall s | CPU s | Max RSS MiB | wall / stats | wall / heaptrack_print | targets (<= 1.5x stats, <= heaptrack_print) |"
-	echo "|---|---:|---:|---:|---:|---:|---|"
-	for c in "${CMDS[@]}" ""; do
+	echo "| command | wall s | CPU s | wall s, -j 1 | CPU s, -j 1 | Max RSS MiB | wall / stats | wall / heaptrack_print | -j 1: wall / stats (-j 1) | -j 1: wall / heaptrack_print | targets (<= 1.5x stats, <= heaptrack_print), default / -j 1 |"
+	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+	for c in "${CMDS[@]}"; do
 		n="heaptrail $c"
-		[[ -z $c ]] && n="heaptrack_print"
 		w=$(med "$n" 1) cpu=$(med "$n" 2) rss=$(med "$n" 3)
+		w1=$(med "$n -j 1" 1) cpu1=$(med "$n -j 1" 2)
 		v="-"
-		if [[ -n $c && $c != stats ]]; then
-			v="$(verdict "$w <= 1.5 * $STATS_WALL") / $(verdict "$w <= $HKP_WALL")"
+		if [[ $c != stats ]]; then
+			v="$(verdict "$w <= 1.5 * $STATS_WALL") $(verdict "$w <= $HKP_WALL") / $(verdict "$w1 <= 1.5 * $STATS1_WALL") $(verdict "$w1 <= $HKP_WALL")"
+		else
+			v="- $(verdict "$w <= $HKP_WALL") / - $(verdict "$w1 <= $HKP_WALL")"
 		fi
-		echo "| \`$n\` | $w | $cpu | $(calc %.0f "$rss / 1024") | $(calc %.2f "$w / $STATS_WALL") | $(calc %.2f "$w / $HKP_WALL") | $v |"
+		echo "| \`$n\` | $w | $cpu | $w1 | $cpu1 | $(calc %.0f "$rss / 1024") | $(calc %.2f "$w / $STATS_WALL") | $(calc %.2f "$w / $HKP_WALL") | $(calc %.2f "$w1 / $STATS1_WALL") | $(calc %.2f "$w1 / $HKP_WALL") | $v |"
 	done
+	w=$(med "heaptrack_print" 1) cpu=$(med "heaptrack_print" 2) rss=$(med "heaptrack_print" 3)
+	echo "| \`heaptrack_print\` | $w | $cpu | - | - | $(calc %.0f "$rss / 1024") | $(calc %.2f "$w / $STATS_WALL") | 1.00 | $(calc %.2f "$w / $STATS1_WALL") | 1.00 | - |"
 } >"$TABLE"
 cat "$TABLE"
+ELAPSED_S=$(( $(date +%s) - START_S ))
+# Linux PSI: the share of the timed runs some task waited for a CPU
+WAIT_PCT="?"
+if [[ -n $CPU_WAIT0 && -n $CPU_WAIT1 ]] && ((ELAPSED_S > 0)); then
+	WAIT_PCT=$(calc %.1f "($CPU_WAIT1 - $CPU_WAIT0) / 10000 / $ELAPSED_S")
+fi
 
 if ((WRITE)); then
 	results_header gcc
@@ -113,9 +133,19 @@ if ((WRITE)); then
 			"BUILD=$BUILD REPS=$REPS FUNCS=$FUNCS bench/run_analyze_real.sh ${ORIG_ARGS[*]}"
 		echo "- program: \`${COMPILE[*]}\` (a generated file of $FUNCS functions); heaptrail's trace: $EVENTS events,"
 		echo "  $STACKS distinct stacks (folded); heaptrack's trace of the same compilation for heaptrack_print"
-		echo "- $REPS runs of each command; medians (wall, user+sys, ru_maxrss)"
+		echo "- $REPS rounds, each running every command once (interleaved); medians (wall, user+sys, ru_maxrss);"
+		echo "  each heaptrail command with the default reader (decoding threads, one per CPU) and with -j 1 (serial)"
+		echo "- CPU contention from other processes: some task waited for a CPU $WAIT_PCT% of the time (Linux PSI; above ~5% expect noisy wall times)"
 		echo
 		cat "$TABLE"
+		echo
+		echo "Raw samples (wall s per round):"
+		echo
+		for n in "${CMDS[@]}" heaptrack_print; do
+			[[ $n == heaptrack_print ]] || n="heaptrail $n"
+			echo "- \`$n\`: $(col "$n" 1 | tr '\n' ' ')"
+			[[ $n == heaptrack_print ]] || echo "- \`$n -j 1\`: $(col "$n -j 1" 1 | tr '\n' ' ')"
+		done
 		echo
 		echo "<!-- analyze_real:end -->"
 	} >"$SECTION"
