@@ -372,7 +372,7 @@ static void add_trace_row(const char *path, void *arg)
 {
 	struct trace_rows *rows = arg;
 	char err[512];
-	struct ht_reader *r = ht_reader__open(path, err, sizeof(err));
+	struct ht_reader *r = ht_reader__open_info(path, err, sizeof(err));
 	if (!r)
 		return;
 	const struct ht_trace_info *in = ht_reader__info(r);
@@ -473,7 +473,7 @@ static int damaged(const char *path, int ended_ok, char *what, size_t len, uint6
 	char err[512];
 	*events = 0;
 	*threads = 0;
-	struct ht_reader *r = ht_reader__open(path, err, sizeof(err));
+	struct ht_reader *r = ht_reader__open_info(path, err, sizeof(err));
 	if (!r) {
 		snprintf(what, len, "%s", err);
 		return TRACE_DAMAGED;
@@ -538,7 +538,7 @@ static void summarize(const char *path, const char *shown, const char *prefix,
 		      const struct run *run, const char *note)
 {
 	char err[512];
-	struct ht_reader *r = ht_reader__open(path, err, sizeof(err));
+	struct ht_reader *r = ht_reader__open_info(path, err, sizeof(err));
 	if (!r) {
 		fprintf(stderr, "heaptrail: no usable trace: %s\n", err);
 		return;

@@ -204,7 +204,7 @@ static int read_back(const char *tmp, const char *path, uint64_t events, int ind
 		     size_t errlen)
 {
 	char why[512];
-	struct ht_reader *r = ht_reader__open(tmp, why, sizeof(why));
+	struct ht_reader *r = ht_reader__open_info(tmp, why, sizeof(why));
 	if (r) {
 		const struct ht_trace_info *in = ht_reader__info(r);
 		if (ht_reader__error(r))
@@ -249,7 +249,7 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 	    hdr.sec[HT_SEC_CHUNKS].offset < sizeof(hdr)) {
 		/* the reader says what is wrong: a directory, empty, a
 		 * workload, truncated, too new */
-		struct ht_reader *why = ht_reader__open(path, err, errlen);
+		struct ht_reader *why = ht_reader__open_info(path, err, errlen);
 		if (why) {
 			ht_reader__close(why);
 			snprintf(err, errlen, "%s: not a heaptrail trace of format version %d..%d", path,

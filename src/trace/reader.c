@@ -321,7 +321,8 @@ int ht_trace__wait_writer(int fd, int32_t pid, int timeout_ms)
 	return 1;
 }
 
-static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, int follow)
+static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, int follow,
+				    int serial)
 {
 	struct stat st;
 	/* O_NONBLOCK: a FIFO must not block the open (regular files ignore it) */
@@ -495,7 +496,8 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 	 * next epoch tick; four ticks leave room for a late writer thread. */
 	r->hold_ticks = sat_u64(4.0 * HT_EPOCH_MS * 1e6 * r->ts_per_ns);
 	r->base_ts = r->hdr.start_ts;
-	ht_rd__par_start(r);
+	if (!serial)
+		ht_rd__par_start(r);
 	for (size_t i = 0; i < r->nstreams; i++) {
 		struct stream *s = &r->streams[i];
 		if (stream_advance(r, s)) {
@@ -545,12 +547,17 @@ fail:
 
 struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
 {
-	return open_trace(path, err, errlen, 0);
+	return open_trace(path, err, errlen, 0, 0);
+}
+
+struct ht_reader *ht_reader__open_info(const char *path, char *err, size_t errlen)
+{
+	return open_trace(path, err, errlen, 0, 1);
 }
 
 struct ht_reader *ht_reader__open_follow(const char *path, char *err, size_t errlen)
 {
-	return open_trace(path, err, errlen, 1);
+	return open_trace(path, err, errlen, 1, 0);
 }
 
 /* ---- follow mode --------------------------------------------------------- */

@@ -198,6 +198,11 @@ int ht_trace__wait_writer(int fd, int32_t pid, int timeout_ms);
  * file cannot be read as a trace at all.  Waits for the writer first (see
  * ht_trace__wait_writer). */
 struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen);
+/* The same for a caller that wants what the trace holds (its info, its
+ * first error) and reads few events or none (record's summary, a rewritten
+ * trace read back): the serial reader, with no decoding threads started
+ * (ht_reader__open starts them at once, and they decode ahead). */
+struct ht_reader *ht_reader__open_info(const char *path, char *err, size_t errlen);
 void ht_reader__close(struct ht_reader *r);
 
 /* Follow mode: reads a trace that a recorder may still be writing, and
