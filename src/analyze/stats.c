@@ -44,6 +44,26 @@ static int size_bucket(uint64_t size)
 	return size <= 1 ? 0 : 64 - __builtin_clzll(size - 1);
 }
 
+/* The life_hist bucket of a lifetime in ns: 0 below 1 us, k from 10^(k+2)
+ * ns, the last from 100 s.  floor(log10) from the bit length (1233/4096
+ * is just above log10(2)) and one comparison, without branches (a loop
+ * over the bounds mispredicted its exit on one free in eight, on a cc1
+ * trace). */
+static unsigned life_bucket(uint64_t life)
+{
+	static const uint64_t p10[20] = {
+		1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull,
+		100000000ull, 1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull,
+		10000000000000ull, 100000000000000ull, 1000000000000000ull,
+		10000000000000000ull, 100000000000000000ull, 1000000000000000000ull,
+		10000000000000000000ull};
+	_Static_assert(HT_STATS_LIFE_BUCKETS == 10, "the buckets run from 10^3 to 10^11 ns");
+	uint64_t x = life | 1;
+	unsigned t = ((64u - (unsigned)__builtin_clzll(x)) * 1233u) >> 12; /* 0..19 */
+	unsigned d = t - (x < p10[t]); /* floor(log10(x)) */
+	return d < 3 ? 0 : d > 11 ? 9 : d - 2;
+}
+
 static void note_peak(struct ht_stats *s, uint64_t t)
 {
 	if (s->live_bytes > s->peak_bytes) {
@@ -77,10 +97,7 @@ static void release(struct ht_stats *s, const struct ht_event *e, const struct h
 	if (b->tid != e->tid)
 		s->cross_thread_frees += w;
 	uint64_t life = e->time_ns > b->time_ns ? e->time_ns - b->time_ns : 0;
-	int lb = 0;
-	for (uint64_t lim = 1000; lb < HT_STATS_LIFE_BUCKETS - 1 && life >= lim; lim *= 10)
-		lb++;
-	s->life_hist[lb] += w;
+	s->life_hist[life_bucket(life)] += w;
 }
 
 /* The block the event handed out (op->acquired). */
