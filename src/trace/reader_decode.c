@@ -421,15 +421,14 @@ HOT uint64_t row_value(const uint8_t **q, uint32_t *tag)
  * with HT_RD_ROW_SAFE bytes of the chunk left at least, made into the events
  * decode_next makes of them.  It stops before any other record, and before
  * one it cannot take for sure (a length above 8): decode_next takes those
- * and says what is wrong with them.  sampled: r->sampled (a copy of the
- * loop for each). */
+ * and says what is wrong with them.  sampled: r->sampled, v2: the format
+ * is 2 or later (a copy of the loop for each but the rare version 1). */
 HOT unsigned row_loop(struct ht_reader *r, struct stream *s, struct ht_event *ev, unsigned max,
-		      const int sampled)
+		      const int sampled, const int v2)
 {
 	const uint8_t *p = s->pos, *lim = s->end - HT_RD_ROW_SAFE; /* end - pos >= HT_RD_ROW_SAFE */
 	uint64_t last_ts = s->last_ts, last_ptr = s->last_ptr, seq = s->seq, dur = s->dur;
 	const uint32_t version = r->hdr.version;
-	const uint64_t v2 = version >= 2, v1 = !v2;
 	const uint32_t tid = s->tid;
 	const uint32_t weight = r->hdr.sample_every ? r->hdr.sample_every : 1;
 	const uint64_t sample_bytes = r->hdr.sample_bytes;
@@ -486,8 +485,8 @@ HOT unsigned row_loop(struct ht_reader *r, struct stream *s, struct ht_event *ev
 		e->flags = (uint8_t)(kb & ~HT_KIND_MASK);
 		e->tid = tid;
 		e->seq = seq++;
-		e->ts_taken = (uint8_t)((tf != 0) | v1);
-		last_ts += tf - (v2 & (tf != 0));
+		e->ts_taken = !v2 || tf != 0;
+		last_ts += v2 ? tf - (tf != 0) : tf;
 		e->ts = last_ts;
 		e->duration = dur;
 		dur = 0;
@@ -511,13 +510,15 @@ static unsigned fast_rows(struct ht_reader *r, struct stream *s, struct ht_event
 {
 	if (s->end - s->pos < HT_RD_ROW_SAFE)
 		return 0;
+	if (r->hdr.version < 2)
+		return row_loop(r, s, ev, max, r->sampled, 0);
 	switch (r->sampled) {
 	case 0:
-		return row_loop(r, s, ev, max, 0);
+		return row_loop(r, s, ev, max, 0, 1);
 	case 1:
-		return row_loop(r, s, ev, max, 1);
+		return row_loop(r, s, ev, max, 1, 1);
 	default:
-		return row_loop(r, s, ev, max, 2);
+		return row_loop(r, s, ev, max, 2, 1);
 	}
 }
 
