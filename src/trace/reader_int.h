@@ -195,9 +195,10 @@ int ht_rd__decode(struct ht_reader *r, struct stream *s, struct ht_event *e, int
 /* Says that the stream's data is corrupt at its current event (WHAT) and
  * ends it; returns 0. */
 int ht_rd__corrupt(struct ht_reader *r, struct stream *s, const char *what);
-/* The malloc and free events that come next in a column-coded chunk, up
- * to max, into ev (stack ids as ht_rd__decode leaves them when s knows no
- * nodes); *failed on an error, in r->err. */
+/* The malloc and free events that come next in a column-coded or a row
+ * chunk (ht_rd__fast_ready), up to max, into ev (stack ids as
+ * ht_rd__decode leaves them when s knows no nodes); *failed on an error,
+ * in r->err (a row chunk's are left to ht_rd__decode: it stops before). */
 unsigned ht_rd__fast(struct ht_reader *r, struct stream *s, struct ht_event *ev, unsigned max,
 		     int *failed);
 /* Bytes of a row chunk the fast loop wants left before a record: the
