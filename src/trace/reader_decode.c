@@ -376,12 +376,174 @@ static int decode_next(struct ht_reader *r, struct stream *s, struct ht_event *e
 	}
 }
 
-/* Malloc and free records of a column-coded chunk, straight into events
- * (ht_coldec__events: what decode_next makes of them).  Returns how many;
- * *failed on an error, said as decode_next says it. */
+/* ---- the row fast loop ---------------------------------------------------- */
+
+/* The low len bytes of an 8-byte load (len 0..8; 9..15 are refused
+ * before). */
+static const uint64_t len_mask[16] = {
+	0, 0xff, 0xffff, 0xffffff, 0xffffffffull, 0xffffffffffull, 0xffffffffffffull,
+	0xffffffffffffffull, ~0ull,
+};
+
+static inline uint64_t load64(const uint8_t *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8); /* little endian host */
+	return v;
+}
+
+static inline uint32_t load32(const uint8_t *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return v;
+}
+
+/* Some nibble of the tag above 8 (no length): bit 3 set with another. */
+static inline uint64_t bad_nibbles(uint64_t tag)
+{
+	return (tag >> 3) & (tag | tag >> 1 | tag >> 2) & 0x1111111111111111ull;
+}
+
+/* The next value of a record whose tag (its lengths, lowest nibble
+ * first) is at *tag: read without a branch, the tag and the cursor moved
+ * on. */
+HOT uint64_t row_value(const uint8_t **q, uint32_t *tag)
+{
+	unsigned len = *tag & 15;
+	uint64_t v = load64(*q) & len_mask[len];
+	*q += len;
+	*tag >>= 4;
+	return v;
+}
+
+/* The loop of ht_rd__fast over a row chunk: malloc and free records, each
+ * with HT_RD_ROW_SAFE bytes of the chunk left at least, made into the events
+ * decode_next makes of them.  It stops before any other record, and before
+ * one it cannot take for sure (a length above 8): decode_next takes those
+ * and says what is wrong with them.  sampled: r->sampled, v2: the format
+ * is 2 or later (a copy of the loop for each but the rare version 1). */
+HOT unsigned row_loop(struct ht_reader *r, struct stream *s, struct ht_event *ev, unsigned max,
+		      const int sampled, const int v2)
+{
+	const uint8_t *p = s->pos, *lim = s->end - HT_RD_ROW_SAFE; /* end - pos >= HT_RD_ROW_SAFE */
+	uint64_t last_ts = s->last_ts, last_ptr = s->last_ptr, seq = s->seq, dur = s->dur;
+	const uint32_t version = r->hdr.version;
+	const uint32_t tid = s->tid;
+	const uint32_t weight = r->hdr.sample_every ? r->hdr.sample_every : 1;
+	const uint64_t sample_bytes = r->hdr.sample_bytes;
+	const uint32_t *nodes = s->nodes;
+	const uint64_t nnodes = s->nnodes;
+	struct ht_event *e = ev, *e_end = ev + max;
+	for (; e < e_end && p <= lim; e++) {
+		unsigned kb = p[0], kind = kb & HT_KIND_MASK, st = kb >> 7; /* HT_F_STACK */
+		uint64_t tf, node;
+		const uint8_t *q;
+		if (kind == HT_EV_MALLOC) {
+			/* size, ptr, slack, timestamp, stack: 4 or 5 nibbles in 2 or 3 bytes */
+			uint32_t tag = load32(p + 1) & (st ? 0xfffffu : 0xffffu);
+			if (bad_nibbles(tag))
+				break;
+			q = p + 3 + st;
+			uint64_t size = row_value(&q, &tag);
+			uint64_t ptr = last_ptr + (uint64_t)ht_unzigzag(row_value(&q, &tag));
+			uint64_t slack = row_value(&q, &tag);
+			tf = row_value(&q, &tag);
+			node = row_value(&q, &tag);
+			last_ptr = ptr;
+			e->v[0] = size;
+			e->v[1] = ptr;
+			e->v[2] = slack;
+			e->nv = 3;
+			e->usable = 0;
+			e->weight = 1;
+			if (ptr) {
+				e->usable = ht_usable_of(version, kb & ~HT_KIND_MASK, size, slack);
+				if (sampled)
+					e->weight = sampled == 1 ? weight
+								 : ht_sample_weight(size, ptr, sample_bytes);
+			}
+		} else if (kind == HT_EV_FREE) {
+			/* ptr, timestamp, stack: 2 or 3 nibbles in 1 or 2 bytes */
+			uint32_t tag = load32(p + 1) & (st ? 0xfffu : 0xffu);
+			if (bad_nibbles(tag))
+				break;
+			q = p + 2 + st;
+			uint64_t ptr = last_ptr + (uint64_t)ht_unzigzag(row_value(&q, &tag));
+			tf = row_value(&q, &tag);
+			node = row_value(&q, &tag);
+			last_ptr = ptr;
+			e->v[0] = ptr;
+			e->nv = 1;
+			e->usable = 0;
+			e->weight = 1;
+		} else {
+			break;
+		}
+		p = q;
+		e->kind = (uint8_t)kind;
+		e->flags = (uint8_t)(kb & ~HT_KIND_MASK);
+		e->tid = tid;
+		e->seq = seq++;
+		e->ts_taken = !v2 || tf != 0;
+		last_ts += v2 ? tf - (tf != 0) : tf;
+		e->ts = last_ts;
+		e->duration = dur;
+		dur = 0;
+		e->str = NULL;
+		e->part = HT_PART_WHOLE;
+		e->stack = node - 1 < nnodes ? nodes[node - 1] : 0; /* (0 wraps) */
+		e->time_ns = node; /* the thread's own id, for the reader's decoding threads */
+	}
+	unsigned n = (unsigned)(e - ev);
+	s->pos = p;
+	s->last_ts = last_ts;
+	s->last_ptr = last_ptr;
+	s->seq = seq;
+	s->dur = dur;
+	s->chunk_events += n;
+	return n;
+}
+
+/* The malloc and free records that come next in a row chunk (ht_rd__fast). */
+static unsigned fast_rows(struct ht_reader *r, struct stream *s, struct ht_event *ev, unsigned max)
+{
+	if (s->end - s->pos < HT_RD_ROW_SAFE)
+		return 0;
+	if (r->hdr.version < 2)
+		return row_loop(r, s, ev, max, r->sampled, 0);
+	switch (r->sampled) {
+	case 0:
+		return row_loop(r, s, ev, max, 0, 1);
+	case 1:
+		return row_loop(r, s, ev, max, 1, 1);
+	default:
+		return row_loop(r, s, ev, max, 2, 1);
+	}
+}
+
+int ht_read_fast_path = -1;
+
+int ht_rd__fast_path(void)
+{
+	if (ht_read_fast_path < 0) {
+		const char *e = getenv("HEAPTRAIL_READ_FAST_PATH");
+		ht_read_fast_path = !(e && (!strcmp(e, "0") || !strcasecmp(e, "false") ||
+					      !strcasecmp(e, "no") || !strcasecmp(e, "off")));
+	}
+	return ht_read_fast_path;
+}
+
+/* Malloc and free records of a column-coded chunk (ht_coldec__events) or a
+ * row chunk (row_loop), straight into events: what decode_next makes of
+ * them.  Returns how many; *failed on an error, said as decode_next says
+ * it (a row chunk leaves its errors to decode_next). */
 unsigned ht_rd__fast(struct ht_reader *r, struct stream *s, struct ht_event *ev, unsigned max,
 		     int *failed)
 {
+	*failed = 0;
+	if (!s->cols)
+		return fast_rows(r, s, ev, max);
 	struct ht_coldec_thread t = {
 		.last_ts = s->last_ts,
 		.last_ptr = s->last_ptr,
@@ -454,7 +616,7 @@ unsigned ht_rd__fill(struct ht_reader *r, struct stream *s)
 	int more = 1;
 	while (more && n < BATCH) {
 		int had_err = r->err[0] != 0, had_warn = r->warn[0] != 0, failed = 0;
-		if (s->cols && s->synced && !s->has_pend && !s->done)
+		if (ht_rd__fast_ready(r, s))
 			n += ht_rd__fast(r, s, s->batch + n, BATCH - n, &failed);
 		if (failed) {
 			more = 0;

@@ -335,7 +335,7 @@ static void one_batch(struct pworker *w, struct pstream *ps, struct pblock *b)
 	int more = 1;
 	while (more && n < BATCH) {
 		int failed = 0;
-		if (d->cols && d->synced && !d->has_pend && !d->done) {
+		if (ht_rd__fast_ready(r, d)) {
 			unsigned k = ht_rd__fast(r, d, w->loc, BATCH - n, &failed);
 			for (unsigned i = 0; i < k; i++)
 				put_event(b, &w->loc[i]);
@@ -639,6 +639,7 @@ void ht_rd__par_start(struct ht_reader *r)
 		w->r->fd = r->fd;
 		w->r->hdr = r->hdr;
 		w->r->sampled = r->sampled;
+		w->r->row_fast = r->row_fast;
 		w->r->dctx = ZSTD_createDCtx();
 		if (!w->r->dctx || pthread_create(&w->th, NULL, worker, w) != 0) {
 			if (w->r->dctx)

@@ -15,9 +15,10 @@
  * realloc's RELEASE part not counted), i.e. no event was dropped silently
  * (tests/fuzz/regressions/logic-*).  fuzz.corpus sets it; run.sh too.
  *
- * Each input is read twice: by the serial reader (-j 1) and with three
- * decoding threads (src/trace/reader_par.c); the events (every field), the
- * error and the warning must be the same.
+ * Each input is read three times: by the serial reader (-j 1), with three
+ * decoding threads (src/trace/reader_par.c), and serially without the fast
+ * loop for row chunks (ht_read_fast_path = 0, HEAPTRAIL_READ_FAST_PATH=0);
+ * the events (every field), the error and the warning must be the same.
  *
  * Build (clang): see tests/fuzz/run.sh or tests/fuzz/CMakeLists.txt.
  * Without clang, tests/fuzz/run_corpus.c runs the same function over the
@@ -123,15 +124,23 @@ static int one_read(uint64_t *hash, char *msgs, size_t msglen);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	put_input(data, size);
-	uint64_t h1 = 0, h3 = 0;
-	char m1[1100], m3[1100];
+	uint64_t h1 = 0, h3 = 0, h0 = 0;
+	char m1[1100], m3[1100], m0[1100];
 	ht_threads = 1;
+	ht_read_fast_path = 1;
 	int opened = one_read(&h1, m1, sizeof(m1));
 	ht_threads = 3;
 	if (one_read(&h3, m3, sizeof(m3)) != opened || h1 != h3)
 		broken("the decoding threads read other events than the serial reader", NULL);
 	if (strcmp(m1, m3) != 0)
 		broken("the decoding threads say other messages than the serial reader", m3);
+	/* the row chunks' malloc and free records without their fast loop */
+	ht_threads = 1;
+	ht_read_fast_path = 0;
+	if (one_read(&h0, m0, sizeof(m0)) != opened || h1 != h0)
+		broken("the row fast loop reads other events than the general decoding", NULL);
+	if (strcmp(m1, m0) != 0)
+		broken("the row fast loop says other messages than the general decoding", m0);
 	return 0;
 }
 

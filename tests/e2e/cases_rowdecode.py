@@ -1,0 +1,169 @@
+"""The reader's fast loop for row chunks (src/trace/reader_decode.c,
+row_loop; docs/FORMAT.md, "Reading"): malloc and free records of the
+recorder's own layout are decoded straight into events, the rest record by
+record.  HEAPTRAIL_READ_FAST_PATH=0 sends every record the general way; the
+two must give the same bytes, serially and with decoding threads, on
+recorded traces and on damaged ones (the same events before the damage,
+the same error after)."""
+
+import random
+
+import htformat
+from htlib import case, check, eq
+
+CHUNK_SIZE = htformat.CHUNK.size
+FIELDS = {i: k[1] for i, k in enumerate(htformat.KINDS)}
+
+# (fast path, thread count): the first is the reference
+WAYS = (("1", "1"), ("0", "1"), ("1", "2"), ("0", "2"))
+
+
+def same_both_ways(t, args, what):
+    """heaptrail ARGS with the fast loop on and off, -j 1 and -j 2: the exit
+    status, stdout and stderr must be equal.  Returns the reference run."""
+    runs = []
+    for fp, j in WAYS:
+        r = t.run([t.heaptrail, args[0], "-j", j] + list(args[1:]),
+                  env={"HEAPTRAIL_READ_FAST_PATH": fp}, timeout=120)
+        check(r.rc < 128, "%s: heaptrail %s crashed:\n%s" % (what, " ".join(args), r.describe()))
+        runs.append(((fp, j), r))
+    w0, r0 = runs[0]
+    for w, r in runs[1:]:
+        label = "%s: heaptrail %s, fast path %s -j %s vs fast path 1 -j 1" % (
+            what, " ".join(args), w[0], w[1])
+        eq(r.rc, r0.rc, label + ": exit status")
+        check(r.out == r0.out, label + ": stdout differs (%d vs %d bytes)"
+              % (len(r.out), len(r0.out)))
+        check(r.err == r0.err, label + ": stderr differs:\n%s\n--- vs\n%s"
+              % (r.stderr[-1500:], r0.stderr[-1500:]))
+    return r0
+
+
+def recorded(t, name, opts, argv, env=None):
+    """argv recorded by `heaptrail record OPTS` (row chunks, zstd): its path."""
+    out = t.path(name + ".ht")
+    r = t.run([t.heaptrail, "record", "-q", "--no-compact", "-o", out] + opts + ["--"] + argv,
+              env=env, timeout=120)
+    eq(r.rc, 0, "record %s:\n%s" % (name, r.describe()))
+    return out
+
+
+@case(timeout=300, labels=("analyzers",))
+def test_read_fast_path_same(t):
+    """One thread and several, --stacks, --sample-bytes, --durations,
+    realloc/calloc-heavy programs and every kind (api_all): `dump`,
+    `dump --json`, `stats --json`, `heap --json` (durations) and, with
+    stacks, `flamegraph --folded` (every allocation's stack) print the
+    same bytes with the row fast loop and without it, serially and with a
+    decoding thread."""
+    traces = [
+        ("loop", [], [t.prog("randloop"), "30000"]),
+        ("threads", [], [t.prog("threads"), "3", "4000"]),
+        ("stacks", ["--stacks"], [t.prog("randloop"), "30000"]),
+        ("stacks_threads", ["--stacks"], [t.prog("threads"), "2", "3000"]),
+        ("sampled", ["--sample-bytes", "512"], [t.prog("randloop"), "30000"]),
+        ("durations", ["--durations"], [t.prog("threads"), "2", "3000"]),
+        ("reallocs", ["--stacks"], [t.prog("reallocs")]),
+        ("api_all", [], [t.prog("api_all")]),
+    ]
+    for name, opts, argv in traces:
+        path = recorded(t, name, opts, argv)
+        tr = htformat.Trace(path)
+        check(tr.events, "%s: no events" % name)
+        cmds = [["dump", "-q", path], ["dump", "-q", "--json", path],
+                ["stats", "-q", "--json", path], ["heap", "-q", "--json", path]]
+        if "--stacks" in opts:
+            cmds.append(["flamegraph", "-q", "--folded", "--metric", "allocated", path])
+        for args in cmds:
+            r = same_both_ways(t, args, name)
+            eq(r.rc, 0, "%s: heaptrail %s" % (name, " ".join(args)))
+
+
+def row_records(payload):
+    """(offset, kind, tag offset, tag bytes) of each record of a row payload,
+    as far as it parses."""
+    out = []
+    p = 0
+    while p < len(payload):
+        kb = payload[p]
+        kind, q = kb & 0x1f, p + 1
+        if kind == htformat.EXT:
+            if q >= len(payload):
+                break
+            kind, q = 32 + payload[q], q + 1
+        if kind not in FIELDS:
+            break
+        fields = FIELDS[kind]
+        nv = len(fields) + 1 + (1 if kb & htformat.F_STACK else 0)
+        tb = (nv + 1) // 2
+        if q + tb > len(payload):
+            break
+        lens = [(payload[q + i // 2] >> (4 * (i % 2))) & 15 for i in range(nv)]
+        vals, r = [], q + tb
+        for n in lens:
+            vals.append(int.from_bytes(payload[r:r + n], "little"))
+            r += n
+        r += sum(v for f, v in zip(fields, vals) if f == "S")
+        out.append((p, kind, q, tb))
+        p = r
+    return out
+
+
+@case(timeout=300, labels=("analyzers",))
+def test_read_fast_path_damaged(t):
+    """Damaged row chunks (written raw): a field length above 8 in a malloc
+    or free record in the middle of a chunk and near its end, a kind byte
+    made unknown, a truncated record, and random bit flips.  With the fast
+    loop and without it, serially and with a decoding thread, the reader
+    delivers the same events and says the same error."""
+    raw = t.path("raw.ht")
+    t.traced(raw, [t.prog("threads"), "2", "3000"], env={"HEAPTRAIL_ZSTD_LEVEL": "0"})
+    with open(raw, "rb") as f:
+        data = f.read()
+    tr = htformat.Trace(raw)
+    chunks = [(off, h) for off, h in htformat.chunk_headers(data, tr.sections[htformat.SEC_CHUNKS][0])
+              if h[1] == htformat.CHUNK_EVENTS and not h[2] & 0x6 and h[5] > 2000]
+    check(chunks, "no raw event chunk of 2000 bytes or more")
+    off, h = chunks[len(chunks) // 2]
+    start = off + CHUNK_SIZE
+    payload = data[start:start + h[5]]
+    recs = [r for r in row_records(payload) if r[1] in (1, 2)]
+    check(len(recs) > 100, "malloc/free records in the chunk: %d" % len(recs))
+    # a malloc and a free record mid-chunk, and the last ones before the end
+    picks = []
+    for kind in (1, 2):
+        of = [r for r in recs if r[1] == kind]
+        check(len(of) > 10, "records of kind %d in the chunk: %d" % (kind, len(of)))
+        picks += [("mid%d" % kind, of[len(of) // 2]), ("late%d" % kind, of[-2])]
+
+    def variant(name, edits):
+        b = bytearray(data)
+        for pos, val in edits:
+            b[pos] = val
+        path = t.path(name + ".ht")
+        with open(path, "wb") as f:
+            f.write(b)
+        return path
+
+    damaged = []
+    for where, rec in picks:
+        p, kind, q, tb = rec
+        # the first value's length 9..15, then the last's
+        damaged.append(("badlen-%s" % where, [(start + q, (payload[q] & 0xf0) | 0x9)]))
+        damaged.append(("badlen-last-%s" % where,
+                        [(start + q + tb - 1, payload[q + tb - 1] | 0xf0)]))
+        damaged.append(("kind-%s" % where, [(start + p, 31), (start + p + 1, 200)]))
+    # a record cut short by the chunk's end: the last one's lengths all 8
+    p, kind, q, tb = recs[-1]
+    damaged.append(("truncated", [(start + q + i, 0x88) for i in range(tb)]))
+    rng = random.Random(7)
+    for i in range(12):
+        pos = start + rng.randrange(len(payload))
+        damaged.append(("flip%d" % i, [(pos, data[pos] ^ (1 << rng.randrange(8)))]))
+    errors = 0
+    for name, edits in damaged:
+        path = variant(name, edits)
+        for args in (["dump", "-q", path], ["stats", "-q", "--json", path]):
+            r = same_both_ways(t, args, name)
+            errors += r.rc == 1
+    check(errors >= 8, "damaged variants the reader found corrupt: %d" % (errors // 2))
