@@ -13,9 +13,9 @@
 #      compares Max RSS: memory bounded by the live set does not grow with
 #      the trace (malloc_loop keeps one block live per thread);
 #   4. every core on one trace: the commands of PAR_CMDS again on one core
-#      (taskset -c 0: the reader then decodes serially, as -j 1), REPS
-#      times, against the runs of 2. (all the CPUs: the reader's decoding
-#      threads, docs/FORMAT.md "Reading with several threads"), and what
+#      (taskset -c 0: the serial reader, the default), REPS times, against
+#      as many runs with -j 0 (all the CPUs: the reader's decoding threads,
+#      docs/FORMAT.md "Reading with several threads"), and what
 #      the machine gives two independent serial readers at once (two
 #      `stats -j 1` side by side: the most any split of the work can win).
 # Medians of REPS runs; a PASS/FAIL line per target.
@@ -169,6 +169,11 @@ for w in $WORKLOADS; do
 			read -r wall user sys rss rc <"$WORK/run"
 			((rc == 0)) && add "$w,$c,wall1" "$wall" && add "$w,$c,cpu1" "$(calc %.3f "$user + $sys")"
 			rm -f "$WORK"/scratch/* 2>/dev/null || true
+			note "$w: $c with -j 0, one thread per CPU (run $rep of $REPS)"
+			timed "$WORK/run" "$HT" "$c" -j 0 "$WORK/$w.ht"
+			read -r wall user sys rss rc <"$WORK/run"
+			((rc == 0)) && add "$w,$c,walln" "$wall" && add "$w,$c,cpun" "$(calc %.3f "$user + $sys")"
+			rm -f "$WORK"/scratch/* 2>/dev/null || true
 		done
 		note "$w: two serial stats side by side (run $rep of $REPS)"
 		t0=$(date +%s%N)
@@ -231,7 +236,7 @@ TRACES=$WORK/traces
 } >"$TABLE"
 PARTABLE=$WORK/partable
 {
-	echo "| trace | command | wall s, one core (taskset -c 0) | wall s, all $NCPU CPUs (default) | speed-up | CPU s, one core | CPU s, all CPUs | two serial \`stats\` side by side: throughput vs one |"
+	echo "| trace | command | wall s, one core (taskset -c 0) | wall s, all $NCPU CPUs (-j 0) | speed-up | CPU s, one core | CPU s, all CPUs | two serial \`stats\` side by side: throughput vs one |"
 	echo "|---|---|---:|---:|---:|---:|---:|---:|"
 	for w in $WORKLOADS; do
 		ceil=
@@ -239,26 +244,26 @@ PARTABLE=$WORK/partable
 			ceil=$(calc %.2f "2 * $(med "$w,alone") / $(med "$w,pair")")
 		fi
 		for c in $PAR_CMDS; do
-			if [[ -z ${S[$w,$c,wall1]:-} || -z ${S[$w,$c,wall]:-} ]]; then
+			if [[ -z ${S[$w,$c,wall1]:-} || -z ${S[$w,$c,walln]:-} ]]; then
 				echo "| $w | \`$c\` | failed | | | | | |"
 				continue
 			fi
 			w1=$(med "$w,$c,wall1")
-			wn=$(med "$w,$c,wall")
+			wn=$(med "$w,$c,walln")
 			printf '| %s | `%s` | %.2f | %.2f | %.2fx | %.2f | %.2f | %sx |\n' "$w" "$c" "$w1" "$wn" \
 				"$(calc %.3f "$w1 / ($wn > 0 ? $wn : 0.001)")" "$(med "$w,$c,cpu1")" \
-				"$(med "$w,$c,cpu")" "${ceil:-?}"
+				"$(med "$w,$c,cpun")" "${ceil:-?}"
 		done
 	done
 } >"$PARTABLE"
 {
 	for w in $WORKLOADS; do
 		for c in $PAR_CMDS; do
-			[[ -n ${S[$w,$c,wall1]:-} && -n ${S[$w,$c,wall]:-} ]] || continue
+			[[ -n ${S[$w,$c,wall1]:-} && -n ${S[$w,$c,walln]:-} ]] || continue
 			w1=$(med "$w,$c,wall1")
-			wn=$(med "$w,$c,wall")
+			wn=$(med "$w,$c,walln")
 			c1=$(med "$w,$c,cpu1")
-			echo "- \`$c\` on $w, one core (the serial reader): $(calc %.1f "${EV[$w]} / ($c1 > 0 ? $c1 : 0.001) / 1e6") M events/s per core (events / CPU time; target >= $(calc %.0f "$TARGET_EPS / 1e6") M; the figure above counts the decoding thread's CPU too): $(verdict "${EV[$w]} / ($c1 > 0 ? $c1 : 0.001) >= $TARGET_EPS")"
+			echo "- \`$c\` on $w, one core (the serial reader): $(calc %.1f "${EV[$w]} / ($c1 > 0 ? $c1 : 0.001) / 1e6") M events/s per core (events / CPU time; target >= $(calc %.0f "$TARGET_EPS / 1e6") M): $(verdict "${EV[$w]} / ($c1 > 0 ? $c1 : 0.001) >= $TARGET_EPS")"
 			echo "- \`$c\` on $w: $(calc %.2f "$w1 / ($wn > 0 ? $wn : 0.001)")x faster in wall time on all $NCPU CPUs than on one (target >= ${TARGET_SPEEDUP}x): $(verdict "$w1 >= $TARGET_SPEEDUP * $wn")"
 		done
 	done
@@ -292,7 +297,7 @@ PARTABLE=$WORK/partable
 	for w in $WORKLOADS; do
 		for c in "${CMDS[@]}"; do
 			line=
-			for k in wall cpu rss rss10 wall1 cpu1; do
+			for k in wall cpu rss rss10 wall1 cpu1 walln cpun; do
 				[[ -n ${S[$w,$c,$k]:-} ]] && line+="; $k ${S[$w,$c,$k]% }"
 			done
 			[[ -n $line ]] && echo "- $w \`$c\`${line}"
@@ -333,7 +338,7 @@ if ((WRITE)); then
 		echo "### One core against all of them"
 		echo
 		echo "- one core: \`taskset -c 0 heaptrail CMD\` (the reader sees one CPU and decodes serially, as with -j 1);"
-		echo "  all CPUs: \`heaptrail CMD\` (the caller's thread merges and analyses, $((NCPU - 1)) decoding thread(s) decode"
+		echo "  all CPUs: \`heaptrail CMD -j 0\` (the caller's thread merges and analyses, $((NCPU - 1)) decoding thread(s) decode"
 		echo "  the trace's streams ahead). The last column is the ceiling any split of the work can reach here:"
 		echo "  two independent \`stats -j 1\` on the trace at once, their throughput against one alone"
 		echo

@@ -40,7 +40,7 @@ struct ht_option {
 #define HT_OPT_THREADS                                                                             \
 	{'j', "threads", HT_OPT_NTHREADS, &ht_threads, "N",                                        \
 	 "read the trace with N threads, N-1 of them decoding ahead "                                 \
-	 "(HEAPTRAIL_THREADS; default and 0: one per CPU; 1: serial)"}
+	 "(HEAPTRAIL_THREADS; default 1: serial; 0: one per CPU)"}
 
 #define HT_OPT_STOP_AT_NONOPT 1 /* first non-option ends parsing (record) */
 

@@ -120,7 +120,7 @@ uint64_t ht_clock_ns(void)
 
 int ht_progress_off;
 int ht_quiet;
-int ht_threads;
+int ht_threads = -1;
 
 int ht_parse_threads(const char *s, int *out)
 {

@@ -52,8 +52,8 @@ extern int ht_progress_off;
 /* -q was given: warnings about a trace's state are left out. */
 extern int ht_quiet;
 /* -j N of the commands that read a trace: threads the reader uses (the
- * caller's and N - 1 that decode); 0: HEAPTRAIL_THREADS, else one per CPU
- * the process may run on (trace/reader_par.c). */
+ * caller's and N - 1 that decode), 0 one per CPU the process may run on;
+ * -1 (not given): HEAPTRAIL_THREADS, else 1 (trace/reader_par.c). */
 extern int ht_threads;
 #define HT_THREADS_MAX 1024
 /* Parses a thread count for -j and HEAPTRAIL_THREADS: 0 (one per CPU) to

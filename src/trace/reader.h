@@ -5,8 +5,8 @@
  * chunk index and, for multi-threaded traces of format 2, the set of live
  * block addresses, never by the number of events.
  *
- * Threads: with more than one (ht_threads, HEAPTRAIL_THREADS, else the
- * CPUs), the threads' streams are decoded ahead by worker threads into a
+ * Threads: with more than one (ht_threads, HEAPTRAIL_THREADS; one by
+ * default), the threads' streams are decoded ahead by worker threads into a
  * bounded number of blocks, and merged here; what the reader delivers is
  * the same, byte for byte (docs/FORMAT.md, "Reading with several
  * threads").  A reader is used by one thread at a time, as ever.

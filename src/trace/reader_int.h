@@ -226,8 +226,8 @@ int ht_rd__meta(struct ht_reader *r, struct stream *s, const struct ht_rec *rec)
 /* ---- reader_par.c -------------------------------------------------------- */
 
 /* Starts the decoding threads for r's streams, if the thread count
- * (ht_threads, HEAPTRAIL_THREADS, else the CPUs this process may run on)
- * is above one and the trace suits: not followed, 1..HT_PAR_MAX_STREAMS
+ * (ht_threads, HEAPTRAIL_THREADS, else 1; 0: the CPUs this process may
+ * run on) is above one and the trace suits: not followed, 1..HT_PAR_MAX_STREAMS
  * threads.  Otherwise the streams are decoded by the caller, as always. */
 void ht_rd__par_start(struct ht_reader *r);
 /* Stops and joins them, frees what they hold. */

@@ -137,17 +137,26 @@ struct ht_par {
 
 /* ---- the thread count ---------------------------------------------------- */
 
+/* -j N, else HEAPTRAIL_THREADS, else 1: the serial reader by default.
+ * Decoding threads did not pay on the machine of bench/RESULTS.md (two
+ * vCPUs): `stats` 1.0-1.1x and `report` 1.0-1.1x the speed of the serial
+ * reader on 100 M-event traces, slower on a real program's one-thread
+ * trace, for 1.4-2x the CPU time (docs/FORMAT.md, "Reading with several
+ * threads").  0 asks for one thread per CPU. */
 static unsigned thread_count(void)
 {
-	if (ht_threads > 0)
-		return (unsigned)ht_threads;
-	const char *e = getenv("HEAPTRAIL_THREADS");
-	int v = 0;
-	if (e && *e && ht_parse_threads(e, &v) < 0) {
-		static int warned;
-		if (!warned++)
-			ht_warning("HEAPTRAIL_THREADS='%s' is not a number of threads, 0 (one per "
-				   "CPU) to %d: using one per CPU", e, HT_THREADS_MAX);
+	int v = 1;
+	if (ht_threads >= 0) {
+		v = ht_threads;
+	} else {
+		const char *e = getenv("HEAPTRAIL_THREADS");
+		if (e && *e && ht_parse_threads(e, &v) < 0) {
+			static int warned;
+			if (!warned++)
+				ht_warning("HEAPTRAIL_THREADS='%s' is not a number of threads, 0 (one "
+					   "per CPU) to %d: reading with one", e, HT_THREADS_MAX);
+			v = 1;
+		}
 	}
 	if (v > 0)
 		return (unsigned)v;

@@ -23,8 +23,8 @@ import golden  # noqa: E402
 
 CHUNK_SIZE = htformat.CHUNK.size
 # -j 1: the serial reader; 2: one decoding thread; 3: two (on a trace of
-# several threads, both at work); the default: one per CPU
-COUNTS = (["-j", "1"], ["-j", "2"], ["-j", "3"], [])
+# several threads, both at work); 0: one per CPU; the default (serial)
+COUNTS = (["-j", "1"], ["-j", "2"], ["-j", "3"], ["-j", "0"], [])
 
 
 def with_threads(args, j):
@@ -230,7 +230,7 @@ def test_parallel_damaged(t):
 def test_parallel_option(t):
     """-j takes a count, 0 (one per CPU) to 1024, anything else is a usage
     error in one line; HEAPTRAIL_THREADS chooses it when -j is not given
-    (junk: one warning, then one per CPU);
+    (junk: one warning, then one thread);
     every command that reads a trace documents -j in its --help."""
     out = t.path("small.ht")
     t.traced(out, [t.prog("threads"), "2", "2000"])
@@ -244,7 +244,7 @@ def test_parallel_option(t):
     junk = t.run([t.heaptrail, "stats", "--json", out], env={"HEAPTRAIL_THREADS": "junk"})
     eq([l for l in junk.stderr.splitlines() if "HEAPTRAIL_THREADS" in l],
        ["heaptrail: warning: HEAPTRAIL_THREADS='junk' is not a number of threads, "
-        "0 (one per CPU) to 1024: using one per CPU"], "HEAPTRAIL_THREADS=junk: one warning")
+        "0 (one per CPU) to 1024: reading with one"], "HEAPTRAIL_THREADS=junk: one warning")
     for bad in ("x", "-1", "1025"):
         r = t.tool(["stats", "-j", bad, out])
         eq(r.rc, 2, "stats -j %s: a usage error" % bad)
