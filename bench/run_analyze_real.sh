@@ -3,8 +3,8 @@
 # (issue 21): gcc's cc1 (Debian's, without frame pointers) compiling a
 # generated C file, recorded once with `heaptrail record --stacks` and once
 # with heaptrack; then REPS rounds, each running every command below once
-# on heaptrail's trace (with the default reader and with -j 1), beside
-# `heaptrail stats` on the same trace and `heaptrack_print` on heaptrack's
+# on heaptrail's trace (with the default, serial reader and with -j 0, one
+# thread per CPU), beside `heaptrail stats` on the same trace and `heaptrack_print` on heaptrack's
 # trace of the same run of the same program.  Wall time, CPU time
 # (user+sys) and Max RSS of each; medians; each stacked command's ratio to
 # stats (target: at most 1.5) and to heaptrack_print (target: at most 1).
@@ -72,7 +72,7 @@ once() {
 }
 # REPS rounds, each running every command once (interleaved, so that a
 # slow spell of the host hits them all alike): heaptrail's with the default
-# reader (decoding threads, one per CPU) and with -j 1 (serial), then
+# reader (serial) and with -j 0 (decoding threads, one per CPU), then
 # heaptrack_print
 CMDS=("stats" "top" "leaks" "flamegraph --folded" "report" "export -f pprof")
 CPU_WAIT0=$(cpu_wait_us)
@@ -85,7 +85,7 @@ for ((i = 0; i < REPS; i++)); do
 		rm -f "$WORK/out"
 		once "heaptrail $c" "$HT" "${argv[@]}" "${out[@]}" "$WORK/cc1.ht"
 		rm -f "$WORK/out"
-		once "heaptrail $c -j 1" "$HT" "${argv[@]}" -j 1 "${out[@]}" "$WORK/cc1.ht"
+		once "heaptrail $c -j 0" "$HT" "${argv[@]}" -j 0 "${out[@]}" "$WORK/cc1.ht"
 	done
 	once "heaptrack_print" "$HKP" "$HKF"
 done
@@ -96,16 +96,16 @@ col() { awk -v n="$1" -v k="$2" '{ name = $1; for (i = 2; i <= NF - 3; i++) name
 # shellcheck disable=SC2046
 med() { median $(col "$1" "$2"); }
 STATS_WALL=$(med "heaptrail stats" 1)
-STATS1_WALL=$(med "heaptrail stats -j 1" 1)
+STATS1_WALL=$(med "heaptrail stats -j 0" 1)
 HKP_WALL=$(med "heaptrack_print" 1)
 TABLE=$WORK/table
 {
-	echo "| command | wall s | CPU s | wall s, -j 1 | CPU s, -j 1 | Max RSS MiB | wall / stats | wall / heaptrack_print | -j 1: wall / stats (-j 1) | -j 1: wall / heaptrack_print | targets (<= 1.5x stats, <= heaptrack_print), default / -j 1 |"
+	echo "| command | wall s | CPU s | wall s, -j 0 | CPU s, -j 0 | Max RSS MiB | wall / stats | wall / heaptrack_print | -j 0: wall / stats (-j 0) | -j 0: wall / heaptrack_print | targets (<= 1.5x stats, <= heaptrack_print), default / -j 0 |"
 	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
 	for c in "${CMDS[@]}"; do
 		n="heaptrail $c"
 		w=$(med "$n" 1) cpu=$(med "$n" 2) rss=$(med "$n" 3)
-		w1=$(med "$n -j 1" 1) cpu1=$(med "$n -j 1" 2)
+		w1=$(med "$n -j 0" 1) cpu1=$(med "$n -j 0" 2)
 		v="-"
 		if [[ $c != stats ]]; then
 			v="$(verdict "$w <= 1.5 * $STATS_WALL") $(verdict "$w <= $HKP_WALL") / $(verdict "$w1 <= 1.5 * $STATS1_WALL") $(verdict "$w1 <= $HKP_WALL")"
@@ -134,7 +134,7 @@ if ((WRITE)); then
 		echo "- program: \`${COMPILE[*]}\` (a generated file of $FUNCS functions); heaptrail's trace: $EVENTS events,"
 		echo "  $STACKS distinct stacks (folded); heaptrack's trace of the same compilation for heaptrack_print"
 		echo "- $REPS rounds, each running every command once (interleaved); medians (wall, user+sys, ru_maxrss);"
-		echo "  each heaptrail command with the default reader (decoding threads, one per CPU) and with -j 1 (serial)"
+		echo "  each heaptrail command with the default reader (serial) and with -j 0 (decoding threads, one per CPU)"
 		echo "- CPU contention from other processes: some task waited for a CPU $WAIT_PCT% of the time (Linux PSI; above ~5% expect noisy wall times)"
 		echo
 		cat "$TABLE"
@@ -144,7 +144,7 @@ if ((WRITE)); then
 		for n in "${CMDS[@]}" heaptrack_print; do
 			[[ $n == heaptrack_print ]] || n="heaptrail $n"
 			echo "- \`$n\`: $(col "$n" 1 | tr '\n' ' ')"
-			[[ $n == heaptrack_print ]] || echo "- \`$n -j 1\`: $(col "$n -j 1" 1 | tr '\n' ' ')"
+			[[ $n == heaptrack_print ]] || echo "- \`$n -j 0\`: $(col "$n -j 0" 1 | tr '\n' ' ')"
 		done
 		echo
 		echo "<!-- analyze_real:end -->"
