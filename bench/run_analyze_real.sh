@@ -4,8 +4,9 @@
 # generated C file, recorded once with `heaptrail record --stacks` and once
 # with heaptrack; then REPS rounds, each running every command below once
 # on heaptrail's trace (with the default, serial reader and with -j 0, one
-# thread per CPU), beside `heaptrail stats` on the same trace and `heaptrack_print` on heaptrack's
-# trace of the same run of the same program.  Wall time, CPU time
+# thread per CPU), beside `heaptrail stats` on the same trace and
+# `heaptrack_print` on heaptrack's trace of the same run of the same
+# program.  Wall time, CPU time
 # (user+sys) and Max RSS of each; medians; each stacked command's ratio to
 # stats (target: at most 1.5) and to heaptrack_print (target: at most 1).
 #
