@@ -19,9 +19,8 @@ char *ht_flame__join(const struct ht_frame *frames, size_t n, int reverse)
 	for (size_t k = 0; k < n; k++) {
 		char label[512];
 		ht_blocks__frame_name(label, sizeof(label), &frames[reverse ? k : n - 1 - k]);
-		for (char *p = label; *p; p++)
-			if (*p == ';' || *p == '\n')
-				*p = ':'; /* the folded format's separators */
+		for (char *p = strpbrk(label, ";\n"); p; p = strpbrk(p + 1, ";\n"))
+			*p = ':'; /* the folded format's separators */
 		size_t l = strlen(label);
 		while (len + l + 2 > cap) {
 			cap *= 2;
