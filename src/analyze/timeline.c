@@ -54,7 +54,9 @@ struct ht_timeline {
 	int merging;               /* time past end_ns doubles the bins' width */
 	int cur_bin;               /* bin of the event being applied, -1 outside */
 	uint64_t bin_lo, bin_hi;   /* times [lo, hi) fall in bin cached_bin (lo = hi: none) */
+	uint64_t bin_w;            /* hi - lo */
 	int cached_bin;            /* the bin of the previous event */
+	struct bin *cached;        /* &bins[cached_bin] */
 	unsigned dirty;            /* series the event changed (bit = series) */
 	uint64_t cur[NSER];        /* the series now */
 	int64_t mmap_live;         /* the program's own mmapped bytes (may dip below 0) */
@@ -208,7 +210,7 @@ static void widen(struct ht_timeline *tl)
 	tl->filled = (filled + 1) / 2;
 	tl->width_ns *= 2;
 	tl->end_ns = tl->o.from_ns + tl->width_ns * n;
-	tl->bin_lo = tl->bin_hi = 0; /* the cached bin moved */
+	tl->bin_lo = tl->bin_hi = tl->bin_w = 0; /* the cached bin moved */
 }
 
 /* The bin of time t: -1 before the range, -2 after it.  Events never go
@@ -230,6 +232,8 @@ static int bin_of(struct ht_timeline *tl, uint64_t t, int monotonic)
 		tl->cached_bin = (int)i;
 		tl->bin_lo = tl->o.from_ns + i * tl->width_ns;
 		tl->bin_hi = tl->bin_lo + tl->width_ns;
+		tl->bin_w = tl->width_ns;
+		tl->cached = &tl->bins[i];
 	}
 	return (int)i;
 }
@@ -284,8 +288,10 @@ static void mmap_changed(struct ht_timeline *tl)
 	tl->dirty |= 1u << S_MMAP;
 }
 
-void ht_timeline__event(struct ht_timeline *tl, const struct ht_event *e,
-			const struct ht_blockop *op)
+/* Every event event_fast does not take. */
+static __attribute__((noinline)) void event_slow(struct ht_timeline *tl,
+						 const struct ht_event *e,
+						 const struct ht_blockop *op)
 {
 	if (tl->finished)
 		return;
@@ -355,6 +361,70 @@ void ht_timeline__event(struct ht_timeline *tl, const struct ht_event *e,
 	}
 }
 
+/* The common events: a heap call that hands out or releases one block
+ * (or none), in the bin of the previous event, what on_acquire and
+ * on_release do and the bin's figures, with no call.  A larger value can
+ * only raise the bin's maximum, a smaller one only lower its minimum.
+ * Returns 0 when the event is not one of these, before it changed
+ * anything (after finish the cached bin is none). */
+static inline int event_fast(struct ht_timeline *tl, const struct ht_event *e,
+			     const struct ht_blockop *op)
+{
+	uint64_t t = e->time_ns;
+	const struct ht_block *acq = op->acquired, *rel = op->released;
+	if (t - tl->bin_lo >= tl->bin_w || e->kind > HT_EV_PVALLOC || op->replaced || (acq && rel))
+		return 0; /* (t - lo wraps round below lo) */
+	struct bin *bn = tl->cached;
+	tl->cur_bin = tl->cached_bin;
+	tl->events++;
+	tl->last_ns = t;
+	if (acq) {
+		uint64_t w = acq->weight, bytes = acq->size * w;
+		uint64_t live = tl->cur[S_LIVE] += bytes;
+		uint64_t usable = tl->cur[S_USABLE] += acq->usable * w;
+		if (acq->pad & HT_BLOCK_MMAPPED) {
+			tl->cur[S_MMC] += bytes;
+			bin_note(bn, S_MMC, tl->cur[S_MMC]);
+		}
+		if (live > tl->peak) {
+			tl->peak = live;
+			tl->peak_ns = t;
+		}
+		if (usable > tl->peak_usable)
+			tl->peak_usable = usable;
+		bn->calls += w;
+		bn->bytes += bytes;
+		if (live > bn->max[S_LIVE])
+			bn->max[S_LIVE] = live;
+		bn->last[S_LIVE] = live;
+		if (usable > bn->max[S_USABLE])
+			bn->max[S_USABLE] = usable;
+		bn->last[S_USABLE] = usable;
+	} else if (rel && !(rel->pad & HT_BLOCK_FORGOTTEN)) {
+		uint64_t w = rel->weight, bytes = rel->size * w;
+		uint64_t live = tl->cur[S_LIVE] -= bytes;
+		uint64_t usable = tl->cur[S_USABLE] -= rel->usable * w;
+		if (rel->pad & HT_BLOCK_MMAPPED) {
+			tl->cur[S_MMC] -= bytes;
+			bin_note(bn, S_MMC, tl->cur[S_MMC]);
+		}
+		if (live < bn->min[S_LIVE])
+			bn->min[S_LIVE] = live;
+		bn->last[S_LIVE] = live;
+		if (usable < bn->min[S_USABLE])
+			bn->min[S_USABLE] = usable;
+		bn->last[S_USABLE] = usable;
+	}
+	return 1;
+}
+
+void ht_timeline__event(struct ht_timeline *tl, const struct ht_event *e,
+			const struct ht_blockop *op)
+{
+	if (!event_fast(tl, e, op))
+		event_slow(tl, e, op);
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -402,6 +472,7 @@ void ht_timeline__finish(struct ht_timeline *tl, struct ht_reader *r)
 	fill_to(tl, tl->o.bins - 1);
 	end_pause(tl, tl->end_ns);
 	tl->finished = 1;
+	tl->bin_lo = tl->bin_hi = tl->bin_w = 0; /* no more events (event_fast) */
 }
 
 uint64_t ht_timeline__peak(const struct ht_timeline *tl, uint64_t *time_ns)
