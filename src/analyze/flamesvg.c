@@ -94,11 +94,11 @@ static void value_details(void *ctx, FILE *f, const struct ht_flame_frame *fr, u
 	const char *unit = ctx;
 	char amount[32];
 	if (!strcmp(unit, "bytes"))
-		fprintf(f, " (%llu bytes, %s, %llu allocations, %.2f%%)",
+		ht_fputf(f, " (%llu bytes, %s, %llu allocations, %.2f%%)",
 			(unsigned long long)fr->value, ht_fmt_bytes(amount, fr->value),
 			(unsigned long long)fr->count, 100.0 * (double)fr->value / (double)total);
 	else
-		fprintf(f, " (%llu %s, %.2f%%)", (unsigned long long)fr->value, unit,
+		ht_fputf(f, " (%llu %s, %.2f%%)", (unsigned long long)fr->value, unit,
 			100.0 * (double)fr->value / (double)total);
 }
 
@@ -143,7 +143,7 @@ static void draw(struct svg *s, int id, double x, int depth)
 			s->st->fill(s->st->ctx, fr, s->max_change, rgb);
 		else
 			memory_fill(fr, rgb);
-		fprintf(s->f, "<g class=\"f\" data-x=\"%.6f\" data-w=\"%.6f\" data-d=\"%d\"><title>",
+		ht_fputf(s->f, "<g class=\"f\" data-x=\"%.6f\" data-w=\"%.6f\" data-d=\"%d\"><title>",
 			(x - PAD_SIDE) / s->scale / (double)s->total,
 			(double)fr->value / (double)s->total, depth);
 		ht_markup__text(s->f, fr->name, fr->namelen);
@@ -151,7 +151,7 @@ static void draw(struct svg *s, int id, double x, int depth)
 			s->st->details(s->st->ctx, s->f, fr, s->total);
 		else
 			value_details((void *)s->st->unit, s->f, fr, s->total);
-		fprintf(s->f, "</title><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" "
+		ht_fputf(s->f, "</title><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" "
 			      "fill=\"rgb(%d,%d,%d)\" rx=\"2\" class=\"mark\"/><text x=\"%.2f\" y=\"%.1f\">",
 			x, y - FRAME_H, w, FRAME_H - 1, rgb[0], rgb[1], rgb[2], x + 3, y - 4.5);
 		size_t fit = w > 20 ? (size_t)((w - 6) / 7) : 0;

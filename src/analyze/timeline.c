@@ -675,11 +675,11 @@ static void draw_series(const struct plot *p, const struct ht_timeline *tl, int 
 {
 	FILE *f = p->f;
 	double bw = p->pw / tl->o.bins;
-	fprintf(f, "<g id=\"%s\" class=\"series\"><title>%s</title>\n", series[s].key,
+	ht_fputf(f, "<g id=\"%s\" class=\"series\"><title>%s</title>\n", series[s].key,
 		series[s].label);
 	/* the min..max envelope (spikes narrower than a bin), then the last
 	 * value of each bin as a step line */
-	fprintf(f, "<path fill=\"%s\" fill-opacity=\"0.2\" stroke=\"none\" d=\"", series[s].color);
+	ht_fputf(f, "<path fill=\"%s\" fill-opacity=\"0.2\" stroke=\"none\" d=\"", series[s].color);
 	int open = 0;
 	for (unsigned i = 0; i < tl->o.bins; i++) {
 		const struct bin *b = &tl->bins[i];
@@ -688,12 +688,12 @@ static void draw_series(const struct plot *p, const struct ht_timeline *tl, int 
 		if (b->max[s] == b->min[s])
 			continue;
 		double x = p->x0 + i * bw;
-		fprintf(f, "M%.1f %.1fH%.1fV%.1fH%.1fZ", x, ypos(p, (double)b->max[s]), x + bw,
+		ht_fputf(f, "M%.1f %.1fH%.1fV%.1fH%.1fZ", x, ypos(p, (double)b->max[s]), x + bw,
 			ypos(p, (double)b->min[s]), x);
 		open = 1;
 	}
-	fprintf(f, "%s\"/>\n", open ? "" : "M0 0");
-	fprintf(f, "<path fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\"%s d=\"", series[s].color,
+	ht_fputf(f, "%s\"/>\n", open ? "" : "M0 0");
+	ht_fputf(f, "<path fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\"%s d=\"", series[s].color,
 		s == S_USABLE ? " stroke-dasharray=\"4 2\"" : "");
 	int first = 1;
 	for (unsigned i = 0; i < tl->o.bins; i++) {
@@ -702,19 +702,19 @@ static void draw_series(const struct plot *p, const struct ht_timeline *tl, int 
 			if (!b->nrss)
 				continue;
 			double x = p->x0 + (i + 0.5) * bw;
-			fprintf(f, "%c%.1f %.1f", first ? 'M' : 'L', x, ypos(p, (double)b->last[s]));
+			ht_fputf(f, "%c%.1f %.1f", first ? 'M' : 'L', x, ypos(p, (double)b->last[s]));
 		} else {
 			double x = p->x0 + i * bw;
 			double y = ypos(p, (double)b->last[s]);
 			if (first)
-				fprintf(f, "M%.1f %.1f", x, y);
+				ht_fputf(f, "M%.1f %.1f", x, y);
 			else
-				fprintf(f, "V%.1f", y);
-			fprintf(f, "H%.1f", x + bw);
+				ht_fputf(f, "V%.1f", y);
+			ht_fputf(f, "H%.1f", x + bw);
 		}
 		first = 0;
 	}
-	fprintf(f, "%s\"/>\n</g>\n", first ? "M0 0" : "");
+	ht_fputf(f, "%s\"/>\n</g>\n", first ? "M0 0" : "");
 }
 
 /* A bytes axis (binary units, per second with a suffix) from 0 to max
@@ -777,7 +777,7 @@ static void draw_axes(const struct plot *p, const struct ht_timeline *tl)
 static void bin_tooltip(FILE *f, const struct ht_timeline *tl, unsigned i0, unsigned i1)
 {
 	char a[32], b[32], c[32];
-	fprintf(f, "%s .. %s", ht_fmt_ns(a, bin_start(tl, i0)), ht_fmt_ns(b, bin_start(tl, i1)));
+	ht_fputf(f, "%s .. %s", ht_fmt_ns(a, bin_start(tl, i0)), ht_fmt_ns(b, bin_start(tl, i1)));
 	const struct bin *last = &tl->bins[i1 - 1];
 	for (int s = 0; s < NSER; s++) {
 		uint64_t mn = UINT64_MAX, mx = 0;
@@ -792,17 +792,17 @@ static void bin_tooltip(FILE *f, const struct ht_timeline *tl, unsigned i0, unsi
 		}
 		if (!have)
 			continue;
-		fprintf(f, "\n%s: %s", series[s].label, ht_fmt_bytes(a, mn));
+		ht_fputf(f, "\n%s: %s", series[s].label, ht_fmt_bytes(a, mn));
 		if (mx != mn)
-			fprintf(f, " .. %s", ht_fmt_bytes(b, mx));
+			ht_fputf(f, " .. %s", ht_fmt_bytes(b, mx));
 		if (s != S_RSS && last->last[s] != mx)
-			fprintf(f, " (then %s)", ht_fmt_bytes(c, last->last[s]));
+			ht_fputf(f, " (then %s)", ht_fmt_bytes(c, last->last[s]));
 	}
 	uint64_t calls = 0, bytes = 0;
 	for (unsigned i = i0; i < i1; i++)
 		calls += tl->bins[i].calls, bytes += tl->bins[i].bytes;
 	double secs = (double)tl->width_ns * (i1 - i0) / 1e9;
-	fprintf(f, "\nallocations: %llu (%.0f/s), %s (%s/s)", (unsigned long long)calls,
+	ht_fputf(f, "\nallocations: %llu (%.0f/s), %s (%s/s)", (unsigned long long)calls,
 		calls / secs, ht_fmt_bytes(a, bytes), ht_fmt_bytes(b, (uint64_t)(bytes / secs)));
 }
 
@@ -871,7 +871,7 @@ int ht_timeline__svg(const struct ht_timeline *tl, FILE *f, unsigned width, unsi
 	for (unsigned i = 0; i < tl->o.bins && p.rmax > 0; i++) {
 		double h = p.rh * per_s(tl, tl->bins[i].bytes) / p.rmax;
 		if (h > 0)
-			fprintf(f, "M%.1f %.1fh%.2fv%.1fh%.2fZ", p.x0 + i * bw, p.r0 + p.rh - h, bw, h,
+			ht_fputf(f, "M%.1f %.1fh%.2fv%.1fh%.2fZ", p.x0 + i * bw, p.r0 + p.rh - h, bw, h,
 				-bw);
 	}
 	fprintf(f, "M0 0\"/>\n</g>\n");
@@ -897,7 +897,7 @@ int ht_timeline__svg(const struct ht_timeline *tl, FILE *f, unsigned width, unsi
 	fprintf(f, "<g id=\"tooltips\" fill=\"#000\" fill-opacity=\"0\">\n");
 	for (unsigned i = 0; i < tl->o.bins; i += group) {
 		unsigned e = i + group < tl->o.bins ? i + group : tl->o.bins;
-		fprintf(f, "<rect class=\"hover\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" "
+		ht_fputf(f, "<rect class=\"hover\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" "
 			   "height=\"%.1f\"><title>", p.x0 + i * bw, p.y0, bw * (e - i),
 			p.r0 + p.rh - p.y0);
 		bin_tooltip(f, tl, i, e);
