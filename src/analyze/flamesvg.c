@@ -49,7 +49,11 @@ static int tree_child(struct tree *t, int parent, const char *name, size_t len)
 	int prev = -1;
 	for (int c = t->n[parent].child; c >= 0; prev = c, c = t->n[c].next) {
 		const struct ht_flame_frame *fr = &t->n[c].fr;
-		int cmp = strncmp(fr->name, name, len < fr->namelen ? len : fr->namelen);
+		size_t min = len < fr->namelen ? len : fr->namelen;
+		/* (most siblings differ in the first byte: no call for them) */
+		int cmp = min && fr->name[0] != name[0]
+				  ? (unsigned char)fr->name[0] - (unsigned char)name[0]
+				  : strncmp(fr->name, name, min);
 		if (!cmp && fr->namelen == len)
 			return c;
 		if (cmp > 0 || (!cmp && fr->namelen > len))
