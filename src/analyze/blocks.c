@@ -43,6 +43,29 @@ size_t ht_blocks__frames(struct ht_reader *r, struct ht_symbolizer *sym, uint32_
 	return k;
 }
 
+/* snprintf(buf, len, "%s+0x%llx", module, x), or "0x%llx" without a
+ * module: the same bytes, cut short the same way. */
+static void put_hex_name(char *buf, size_t len, const char *module, uint64_t x)
+{
+	char hex[24];
+	size_t nh = 0;
+	do
+		hex[sizeof(hex) - ++nh] = "0123456789abcdef"[x & 15];
+	while (x >>= 4);
+	size_t k = 0;
+	if (!len)
+		return;
+	for (const char *m = module; m && *m && k < len - 1; m++)
+		buf[k++] = *m;
+	if (module && k < len - 1)
+		buf[k++] = '+';
+	for (const char *p = "0x"; *p && k < len - 1; p++)
+		buf[k++] = *p;
+	for (size_t i = sizeof(hex) - nh; i < sizeof(hex) && k < len - 1; i++)
+		buf[k++] = hex[i];
+	buf[k] = 0;
+}
+
 const char *ht_blocks__frame_name(char *buf, size_t len, const struct ht_frame *f)
 {
 	if (f->function) { /* (snprintf's "%s" cut short, without its cost: the
@@ -52,10 +75,9 @@ const char *ht_blocks__frame_name(char *buf, size_t len, const struct ht_frame *
 			memcpy(buf, f->function, n);
 			buf[n] = 0;
 		}
-	} else if (f->module)
-		snprintf(buf, len, "%s+0x%llx", f->module, (unsigned long long)f->offset);
-	else
-		snprintf(buf, len, "0x%llx", (unsigned long long)f->ip);
+	} else {
+		put_hex_name(buf, len, f->module, f->module ? f->offset : f->ip);
+	}
 	return buf;
 }
 
