@@ -47,23 +47,23 @@ size_t ht_blocks__frames(struct ht_reader *r, struct ht_symbolizer *sym, uint32_
  * module: the same bytes, cut short the same way. */
 static void put_hex_name(char *buf, size_t len, const char *module, uint64_t x)
 {
-	char hex[24];
-	size_t nh = 0;
+	char tail[24]; /* "+0x" or "0x", then the digits, at its end */
+	size_t t = sizeof(tail);
 	do
-		hex[sizeof(hex) - ++nh] = "0123456789abcdef"[x & 15];
+		tail[--t] = "0123456789abcdef"[x & 15];
 	while (x >>= 4);
-	size_t k = 0;
+	tail[--t] = 'x';
+	tail[--t] = '0';
+	if (module)
+		tail[--t] = '+';
 	if (!len)
 		return;
-	for (const char *m = module; m && *m && k < len - 1; m++)
-		buf[k++] = *m;
-	if (module && k < len - 1)
-		buf[k++] = '+';
-	for (const char *p = "0x"; *p && k < len - 1; p++)
-		buf[k++] = *p;
-	for (size_t i = sizeof(hex) - nh; i < sizeof(hex) && k < len - 1; i++)
-		buf[k++] = hex[i];
-	buf[k] = 0;
+	size_t room = len - 1, ml = module ? strlen(module) : 0;
+	size_t k = ml < room ? ml : room;
+	memcpy(buf, module ? module : "", k);
+	size_t n = sizeof(tail) - t < room - k ? sizeof(tail) - t : room - k;
+	memcpy(buf + k, tail + t, n);
+	buf[k + n] = 0;
 }
 
 const char *ht_blocks__frame_name(char *buf, size_t len, const struct ht_frame *f)
