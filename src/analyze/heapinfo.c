@@ -816,7 +816,9 @@ static inline int event_fast(struct ht_heapinfo *h, const struct ht_event *e,
 		h->last_ns = now;
 		t->last_ns = now;
 		h->calls[e->kind]++;
-		uint64_t req = ht_event__size(e), usable = e->usable;
+		uint64_t req = e->kind == HT_EV_MALLOC ? (e->nv > 0 ? e->v[0] : 0)
+						       : (e->nv > 1 ? e->v[0] * e->v[1] : 0),
+			 usable = e->usable; /* (ht_event__size, for these two) */
 		a->allocs++;
 		a->live += usable;
 		a->live_req += req;
