@@ -43,14 +43,41 @@ size_t ht_blocks__frames(struct ht_reader *r, struct ht_symbolizer *sym, uint32_
 	return k;
 }
 
+/* snprintf(buf, len, "%s+0x%llx", module, x), or "0x%llx" without a
+ * module: the same bytes, cut short the same way. */
+static void put_hex_name(char *buf, size_t len, const char *module, uint64_t x)
+{
+	char tail[24]; /* "+0x" or "0x", then the digits, at its end */
+	size_t t = sizeof(tail);
+	do
+		tail[--t] = "0123456789abcdef"[x & 15];
+	while (x >>= 4);
+	tail[--t] = 'x';
+	tail[--t] = '0';
+	if (module)
+		tail[--t] = '+';
+	if (!len)
+		return;
+	size_t room = len - 1, ml = module ? strlen(module) : 0;
+	size_t k = ml < room ? ml : room;
+	memcpy(buf, module ? module : "", k);
+	size_t n = sizeof(tail) - t < room - k ? sizeof(tail) - t : room - k;
+	memcpy(buf + k, tail + t, n);
+	buf[k + n] = 0;
+}
+
 const char *ht_blocks__frame_name(char *buf, size_t len, const struct ht_frame *f)
 {
-	if (f->function)
-		snprintf(buf, len, "%s", f->function);
-	else if (f->module)
-		snprintf(buf, len, "%s+0x%llx", f->module, (unsigned long long)f->offset);
-	else
-		snprintf(buf, len, "0x%llx", (unsigned long long)f->ip);
+	if (f->function) { /* (snprintf's "%s" cut short, without its cost: the
+			    * flame graphs and tables name every frame) */
+		if (len) {
+			size_t n = strnlen(f->function, len - 1);
+			memcpy(buf, f->function, n);
+			buf[n] = 0;
+		}
+	} else {
+		put_hex_name(buf, len, f->module, f->module ? f->offset : f->ip);
+	}
 	return buf;
 }
 

@@ -19,9 +19,8 @@ char *ht_flame__join(const struct ht_frame *frames, size_t n, int reverse)
 	for (size_t k = 0; k < n; k++) {
 		char label[512];
 		ht_blocks__frame_name(label, sizeof(label), &frames[reverse ? k : n - 1 - k]);
-		for (char *p = label; *p; p++)
-			if (*p == ';' || *p == '\n')
-				*p = ':'; /* the folded format's separators */
+		for (char *p = strpbrk(label, ";\n"); p; p = strpbrk(p + 1, ";\n"))
+			*p = ':'; /* the folded format's separators */
 		size_t l = strlen(label);
 		while (len + l + 2 > cap) {
 			cap *= 2;
@@ -50,7 +49,11 @@ static int tree_child(struct tree *t, int parent, const char *name, size_t len)
 	int prev = -1;
 	for (int c = t->n[parent].child; c >= 0; prev = c, c = t->n[c].next) {
 		const struct ht_flame_frame *fr = &t->n[c].fr;
-		int cmp = strncmp(fr->name, name, len < fr->namelen ? len : fr->namelen);
+		size_t min = len < fr->namelen ? len : fr->namelen;
+		/* (most siblings differ in the first byte: no call for them) */
+		int cmp = min && fr->name[0] != name[0]
+				  ? (unsigned char)fr->name[0] - (unsigned char)name[0]
+				  : strncmp(fr->name, name, min);
 		if (!cmp && fr->namelen == len)
 			return c;
 		if (cmp > 0 || (!cmp && fr->namelen > len))
@@ -95,11 +98,11 @@ static void value_details(void *ctx, FILE *f, const struct ht_flame_frame *fr, u
 	const char *unit = ctx;
 	char amount[32];
 	if (!strcmp(unit, "bytes"))
-		fprintf(f, " (%llu bytes, %s, %llu allocations, %.2f%%)",
+		ht_fputf(f, " (%llu bytes, %s, %llu allocations, %.2f%%)",
 			(unsigned long long)fr->value, ht_fmt_bytes(amount, fr->value),
 			(unsigned long long)fr->count, 100.0 * (double)fr->value / (double)total);
 	else
-		fprintf(f, " (%llu %s, %.2f%%)", (unsigned long long)fr->value, unit,
+		ht_fputf(f, " (%llu %s, %.2f%%)", (unsigned long long)fr->value, unit,
 			100.0 * (double)fr->value / (double)total);
 }
 
@@ -144,7 +147,7 @@ static void draw(struct svg *s, int id, double x, int depth)
 			s->st->fill(s->st->ctx, fr, s->max_change, rgb);
 		else
 			memory_fill(fr, rgb);
-		fprintf(s->f, "<g class=\"f\" data-x=\"%.6f\" data-w=\"%.6f\" data-d=\"%d\"><title>",
+		ht_fputf(s->f, "<g class=\"f\" data-x=\"%.6f\" data-w=\"%.6f\" data-d=\"%d\"><title>",
 			(x - PAD_SIDE) / s->scale / (double)s->total,
 			(double)fr->value / (double)s->total, depth);
 		ht_markup__text(s->f, fr->name, fr->namelen);
@@ -152,7 +155,7 @@ static void draw(struct svg *s, int id, double x, int depth)
 			s->st->details(s->st->ctx, s->f, fr, s->total);
 		else
 			value_details((void *)s->st->unit, s->f, fr, s->total);
-		fprintf(s->f, "</title><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" "
+		ht_fputf(s->f, "</title><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" "
 			      "fill=\"rgb(%d,%d,%d)\" rx=\"2\" class=\"mark\"/><text x=\"%.2f\" y=\"%.1f\">",
 			x, y - FRAME_H, w, FRAME_H - 1, rgb[0], rgb[1], rgb[2], x + 3, y - 4.5);
 		size_t fit = w > 20 ? (size_t)((w - 6) / 7) : 0;

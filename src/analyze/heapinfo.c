@@ -611,6 +611,7 @@ struct ht_heapinfo *ht_heapinfo__new(const struct ht_reader *r)
 	h->pid = in->pid;
 	h->mmap_thr = G_MMAP_THRESHOLD;
 	h->trim_thr = G_TRIM_THRESHOLD;
+	h->fast_ix = UINT32_MAX;
 	arena_add(h, 0, 0, 0); /* the main arena, glibc's static one */
 	ht_heapinfo__window(h, 0, 0);
 	return h;
@@ -657,7 +658,42 @@ static int window_checks(struct ht_heapinfo *h, uint64_t now)
 	return 1;
 }
 
-void ht_heapinfo__event(struct ht_heapinfo *h, const struct ht_event *e,
+/* What event_fast takes from the state of thread ix (tid) at time now,
+ * if it qualifies. */
+static void fast_setup(struct ht_heapinfo *h, uint32_t ix, uint32_t tid, uint64_t now)
+{
+	h->fast_ix = UINT32_MAX;
+	if (ix >= h->nthrs)
+		return;
+	struct thr *t = &h->thrs[ix];
+	if (t->tid != tid || t->arena != 0 || !t->first_ns)
+		return;
+	struct arena *a = &h->arenas[0];
+	struct use *u = NULL;
+	if (in_window(h, now)) {
+		if (t->last_arena != 0 || t->last_use >= a->nuses || a->uses[t->last_use].tid != t->tid)
+			return;
+		u = &a->uses[t->last_use];
+	}
+	h->fast_ix = ix;
+	h->fast_thr = t;
+	h->fast_use = u;
+}
+
+static void event_apply(struct ht_heapinfo *h, const struct ht_event *e,
+			const struct ht_blockop *op);
+
+/* Every event event_fast does not take. */
+static __attribute__((noinline)) void event_slow(struct ht_heapinfo *h,
+						 const struct ht_event *e,
+						 const struct ht_blockop *op)
+{
+	h->fast_ix = UINT32_MAX; /* (it may move threads, arenas and uses) */
+	event_apply(h, e, op);
+	fast_setup(h, op->thread, e->tid, e->time_ns);
+}
+
+static void event_apply(struct ht_heapinfo *h, const struct ht_event *e,
 			const struct ht_blockop *op)
 {
 	uint64_t now = e->time_ns;
@@ -750,6 +786,79 @@ void ht_heapinfo__event(struct ht_heapinfo *h, const struct ht_event *e,
 		arena = acquire(h, e, t, -1, op);
 		timed_call(h, e, t, arena, ht_event__size(e));
 	}
+}
+
+/* The common events: malloc or calloc of a block in the main arena, or
+ * free of one, by a thread seen before whose arena is the main one, no
+ * duration, no window edge to pass: what acquire, release and use do for
+ * them, with no call.  Returns 0 when the event is not one of these,
+ * before it changed anything. */
+static inline int event_fast(struct ht_heapinfo *h, const struct ht_event *e,
+			     const struct ht_blockop *op)
+{
+	uint64_t now = e->time_ns;
+	if (now >= h->gate || e->duration || op->replaced || op->thread != h->fast_ix)
+		return 0;
+	struct thr *t = h->fast_thr;
+	struct arena *a = &h->arenas[0];
+	if (e->kind == HT_EV_MALLOC || e->kind == HT_EV_CALLOC) {
+		struct ht_block *b = op->acquired;
+		if (!b || (e->flags & (HT_F_MMAPPED | HT_F_NONMAIN)))
+			return 0;
+		int win = in_window(h, now);
+		struct use *u = h->fast_use;
+		if (win) {
+			if (!u)
+				return 0;
+			u->last_ns = now;
+			u->calls++;
+		}
+		h->last_ns = now;
+		t->last_ns = now;
+		h->calls[e->kind]++;
+		uint64_t req = e->kind == HT_EV_MALLOC ? (e->nv > 0 ? e->v[0] : 0)
+						       : (e->nv > 1 ? e->v[0] * e->v[1] : 0),
+			 usable = e->usable; /* (ht_event__size, for these two) */
+		a->allocs++;
+		a->live += usable;
+		a->live_req += req;
+		a->blocks++;
+		if (a->live > a->peak && win) {
+			a->peak = a->live;
+			a->peak_ns = now;
+		}
+		h->live_req += req;
+		h->live_use += usable;
+		if (h->live_req > h->peak_req && win) {
+			h->peak_req = h->live_req;
+			h->peak_use = h->live_use;
+			h->peak_ns = now;
+		}
+		b->pad = (b->pad & ~HT_BLOCK_ARENA) | 1u; /* arena 0 */
+		return 1;
+	}
+	if (e->kind == HT_EV_FREE) {
+		const struct ht_block *b = op->released;
+		if (!b || (b->pad & (HT_BLOCK_FORGOTTEN | HT_BLOCK_ARENA)) != 1u) /* not arena 0 */
+			return 0;
+		h->last_ns = now;
+		t->last_ns = now;
+		h->calls[HT_EV_FREE]++;
+		h->live_req -= b->size;
+		h->live_use -= b->usable;
+		a->live -= b->usable;
+		a->live_req -= b->size;
+		a->blocks--;
+		return 1;
+	}
+	return 0;
+}
+
+void ht_heapinfo__event(struct ht_heapinfo *h, const struct ht_event *e,
+			const struct ht_blockop *op)
+{
+	if (!event_fast(h, e, op))
+		event_slow(h, e, op);
 }
 
 static int by_dur(const void *a, const void *b)

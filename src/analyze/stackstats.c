@@ -11,14 +11,41 @@
 #include "analyze/pass.h"
 #include "common/util.h"
 
-/* The record of node; the one found last is kept (every record of a trace
- * without stacks is node 0's): each lookup that misses it sets it, and
- * only a lookup grows the table, so it always points into the table. */
+#define AT_MAX (1u << 24) /* nodes indexed directly below this (64 MiB of index at most);
+			   * the rest are only hashed */
+
+/* Node's record added to the table; at says where it went. */
+static struct ht_stackstat *stat_add(struct ht_stackstats *s, uint32_t node)
+{
+	size_t cap = s->cap;
+	struct ht_stackstat *st =
+		ht_nodetab__get((void **)&s->slots, &s->cap, &s->n, sizeof(*s->slots), node);
+	if (node < AT_MAX && node >= s->nat) {
+		size_t nat = s->nat ? s->nat : 1024;
+		while (nat <= node)
+			nat *= 2;
+		s->at = ht_xrealloc(s->at, nat * sizeof(*s->at));
+		memset(s->at + s->nat, 0, (nat - s->nat) * sizeof(*s->at));
+		s->nat = nat;
+	}
+	if (s->cap != cap) { /* the table grew: every record moved */
+		memset(s->at, 0, s->nat * sizeof(*s->at));
+		for (size_t i = 0; i < s->cap; i++)
+			if (s->slots[i].node && s->slots[i].node - 1 < s->nat)
+				s->at[s->slots[i].node - 1] = (uint32_t)i + 1;
+	} else if (node < s->nat) {
+		s->at[node] = (uint32_t)(st - s->slots) + 1;
+	}
+	return st;
+}
+
+/* The record of node: by the direct index, else found or added in the
+ * table (only stat_add grows it, and it keeps the index right). */
 static inline struct ht_stackstat *stat_of(struct ht_stackstats *s, uint32_t node)
 {
-	if (s->hot && s->hot->node == node + 1)
-		return s->hot;
-	return s->hot = ht_nodetab__get((void **)&s->slots, &s->cap, &s->n, sizeof(*s->slots), node);
+	if (node < s->nat && s->at[node])
+		return &s->slots[s->at[node] - 1];
+	return stat_add(s, node);
 }
 
 struct ht_stackstats_last {
@@ -123,25 +150,98 @@ void ht_stackstats__init(struct ht_stackstats *s, uint32_t tid)
 	s->tid = tid;
 }
 
-void ht_stackstats__event(struct ht_stackstats *s, const struct ht_event *e,
-			  const struct ht_blockop *op)
+/* heaptrail_reset(): the blocks so far are forgotten (pass.h). */
+static void reset(struct ht_stackstats *s)
 {
-	if (e->kind == HT_EV_CONTROL && e->v[0] == HT_CTL_RESET) {
-		/* heaptrail_reset(): the blocks so far are forgotten (pass.h) */
-		for (size_t i = 0; i < s->cap; i++) {
-			struct ht_stackstat *st = &s->slots[i];
-			if (!st->node)
-				continue;
-			snapshot(s, st);
-			st->live_bytes = st->live_blocks = 0;
-		}
-		s->live = 0;
+	for (size_t i = 0; i < s->cap; i++) {
+		struct ht_stackstat *st = &s->slots[i];
+		if (!st->node)
+			continue;
+		snapshot(s, st);
+		st->live_bytes = st->live_blocks = 0;
 	}
-	if (!op->released && !op->replaced && !op->acquired)
+	s->live = 0;
+}
+
+/* Every event the fast paths below do not take. */
+static __attribute__((noinline)) void event_slow(struct ht_stackstats *s,
+						 const struct ht_event *e,
+						 const struct ht_blockop *op)
+{
+	if (!op->released && !op->replaced && !op->acquired) { /* (a reset changes no block) */
+		if (e->kind == HT_EV_CONTROL && e->v[0] == HT_CTL_RESET)
+			reset(s);
 		return;
+	}
 	s->thread = op->thread;
 	const struct ht_block_cbs cbs = {on_release, on_acquire, s};
 	ht_blockop__callbacks(op, e, &cbs);
+}
+
+/* The record of node if it has one in the direct index, else NULL. */
+static inline struct ht_stackstat *stat_indexed(const struct ht_stackstats *s, uint32_t node)
+{
+	if (node < s->nat && s->at[node])
+		return &s->slots[s->at[node] - 1];
+	return NULL;
+}
+
+/* The common events, one block handed out or released by a thread seen
+ * before, of a stack with a record, not among the biggest, all threads
+ * kept: what on_acquire and on_release do, with nothing to add to a table
+ * and no call (so none of the slow path's registers to save).  Returns 0
+ * when the event is not one of these, before it changed anything. */
+static inline int event_fast(struct ht_stackstats *s, const struct ht_event *e,
+			     const struct ht_blockop *op)
+{
+	const struct ht_block *b = op->acquired;
+	if (op->replaced || s->tid || op->thread >= s->nlast)
+		return 0;
+	struct ht_stackstats_last *l = &s->last[op->thread];
+	if (b && !op->released) {
+		struct ht_stackstat *st = stat_indexed(s, b->aux);
+		if (!st || (s->nbig < HT_BIG_ALLOCS || b->size > s->big[s->nbig - 1].size))
+			return 0;
+		uint64_t w = b->weight, bytes = b->size * w;
+		s->thread = op->thread;
+		snapshot(s, st);
+		st->live_bytes += bytes;
+		st->live_blocks += w;
+		st->alloc_bytes += bytes;
+		st->alloc_calls += w;
+		l->ptr = b->ptr;
+		s->live += bytes;
+		if (s->live > s->peak_bytes) { /* a new peak: every stack's snapshot is stale */
+			s->peak_bytes = s->live;
+			s->peak_time_ns = e->time_ns;
+			s->npeaks++;
+		}
+		return 1;
+	}
+	b = op->released;
+	if (!b || op->acquired || (b->pad & HT_BLOCK_FORGOTTEN))
+		return 0;
+	struct ht_stackstat *st = stat_indexed(s, b->aux);
+	if (!st)
+		return 0;
+	uint64_t w = b->weight, bytes = b->size * w;
+	s->thread = op->thread;
+	s->live -= bytes;
+	int temp = l->ptr == b->ptr && b->tid == e->tid;
+	if (temp)
+		l->ptr = 0;
+	snapshot(s, st);
+	st->live_bytes -= bytes;
+	st->live_blocks -= w;
+	st->temp_calls += temp ? w : 0;
+	return 1;
+}
+
+void ht_stackstats__event(struct ht_stackstats *s, const struct ht_event *e,
+			  const struct ht_blockop *op)
+{
+	if (!event_fast(s, e, op))
+		event_slow(s, e, op);
 }
 
 void ht_stackstats__finish(struct ht_stackstats *s)
@@ -151,10 +251,11 @@ void ht_stackstats__finish(struct ht_stackstats *s)
 		if (!st->node)
 			continue;
 		int changed = st->snap_peak == s->npeaks && s->npeaks;
-		st->peak_bytes = changed ? st->snap_bytes : st->live_bytes;
-		st->peak_blocks = changed ? st->snap_blocks : st->live_blocks;
-		st->end_bytes = st->live_bytes;
-		st->end_blocks = st->live_blocks;
+		/* (peak_* share snap_*'s fields, end_* live_*'s) */
+		if (!changed) {
+			st->peak_bytes = st->live_bytes;
+			st->peak_blocks = st->live_blocks;
+		}
 	}
 }
 
@@ -178,8 +279,9 @@ void ht_stackstats__free(struct ht_stackstats *s)
 {
 	free(s->slots);
 	free(s->last);
+	free(s->at);
 	s->slots = NULL;
 	s->last = NULL;
-	s->hot = NULL;
-	s->cap = s->n = s->nlast = s->caplast = 0;
+	s->at = NULL;
+	s->cap = s->n = s->nlast = s->caplast = s->nat = 0;
 }

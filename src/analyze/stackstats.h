@@ -14,20 +14,30 @@
 #include "analyze/pass.h"
 #include "trace/reader.h"
 
+/* 64 bytes, a cache line: the peak and end figures share the fields of
+ * the collection state that finish turns into them. */
 struct ht_stackstat {
 	uint32_t node;         /* stack node + 1 (0 = empty slot) */
 	uint32_t snap_peak;    /* peak number snap_* were saved for */
 	uint64_t alloc_bytes;  /* requested by its allocations */
 	uint64_t alloc_calls;  /* allocations that returned a block */
 	uint64_t temp_calls;   /* freed before their thread's next allocation */
-	uint64_t live_bytes;   /* live now (while collecting) */
-	uint64_t live_blocks;  /* blocks of those */
-	uint64_t snap_bytes;   /* live_bytes when the peak snap_peak was reached */
-	uint64_t snap_blocks;  /* live_blocks then */
-	uint64_t peak_bytes;   /* live when the heap peaked (after finish) */
-	uint64_t peak_blocks;  /* blocks of those */
-	uint64_t end_bytes;    /* live at the end (after finish) */
-	uint64_t end_blocks;   /* blocks of those */
+	union {
+		uint64_t live_bytes; /* live now (while collecting) */
+		uint64_t end_bytes;  /* live at the end (after finish) */
+	};
+	union {
+		uint64_t live_blocks; /* blocks of those */
+		uint64_t end_blocks;
+	};
+	union {
+		uint64_t snap_bytes; /* live_bytes when the peak snap_peak was reached */
+		uint64_t peak_bytes; /* live when the heap peaked (after finish) */
+	};
+	union {
+		uint64_t snap_blocks; /* live_blocks then */
+		uint64_t peak_blocks; /* blocks of those */
+	};
 };
 
 struct ht_big_alloc {
@@ -55,7 +65,8 @@ struct ht_stackstats {
 	struct ht_stackstats_last *last; /* per thread, by the pass's index (op->thread) */
 	size_t nlast, caplast;      /* entries used / allocated */
 	uint32_t thread;            /* the pass's index of the event's thread */
-	struct ht_stackstat *hot;   /* the record found last (a slot), NULL none */
+	uint32_t *at;               /* node -> its slot + 1, 0 none (nodes below nat) */
+	size_t nat;                 /* entries of at */
 };
 
 /* Starts collecting; only blocks thread tid allocated, unless tid is 0

@@ -54,7 +54,9 @@ struct ht_timeline {
 	int merging;               /* time past end_ns doubles the bins' width */
 	int cur_bin;               /* bin of the event being applied, -1 outside */
 	uint64_t bin_lo, bin_hi;   /* times [lo, hi) fall in bin cached_bin (lo = hi: none) */
+	uint64_t bin_w;            /* hi - lo */
 	int cached_bin;            /* the bin of the previous event */
+	struct bin *cached;        /* &bins[cached_bin] */
 	unsigned dirty;            /* series the event changed (bit = series) */
 	uint64_t cur[NSER];        /* the series now */
 	int64_t mmap_live;         /* the program's own mmapped bytes (may dip below 0) */
@@ -208,7 +210,7 @@ static void widen(struct ht_timeline *tl)
 	tl->filled = (filled + 1) / 2;
 	tl->width_ns *= 2;
 	tl->end_ns = tl->o.from_ns + tl->width_ns * n;
-	tl->bin_lo = tl->bin_hi = 0; /* the cached bin moved */
+	tl->bin_lo = tl->bin_hi = tl->bin_w = 0; /* the cached bin moved */
 }
 
 /* The bin of time t: -1 before the range, -2 after it.  Events never go
@@ -230,6 +232,8 @@ static int bin_of(struct ht_timeline *tl, uint64_t t, int monotonic)
 		tl->cached_bin = (int)i;
 		tl->bin_lo = tl->o.from_ns + i * tl->width_ns;
 		tl->bin_hi = tl->bin_lo + tl->width_ns;
+		tl->bin_w = tl->width_ns;
+		tl->cached = &tl->bins[i];
 	}
 	return (int)i;
 }
@@ -284,8 +288,10 @@ static void mmap_changed(struct ht_timeline *tl)
 	tl->dirty |= 1u << S_MMAP;
 }
 
-void ht_timeline__event(struct ht_timeline *tl, const struct ht_event *e,
-			const struct ht_blockop *op)
+/* Every event event_fast does not take. */
+static __attribute__((noinline)) void event_slow(struct ht_timeline *tl,
+						 const struct ht_event *e,
+						 const struct ht_blockop *op)
 {
 	if (tl->finished)
 		return;
@@ -355,6 +361,70 @@ void ht_timeline__event(struct ht_timeline *tl, const struct ht_event *e,
 	}
 }
 
+/* The common events: a heap call that hands out or releases one block
+ * (or none), in the bin of the previous event, what on_acquire and
+ * on_release do and the bin's figures, with no call.  A larger value can
+ * only raise the bin's maximum, a smaller one only lower its minimum.
+ * Returns 0 when the event is not one of these, before it changed
+ * anything (after finish the cached bin is none). */
+static inline int event_fast(struct ht_timeline *tl, const struct ht_event *e,
+			     const struct ht_blockop *op)
+{
+	uint64_t t = e->time_ns;
+	const struct ht_block *acq = op->acquired, *rel = op->released;
+	if (t - tl->bin_lo >= tl->bin_w || e->kind > HT_EV_PVALLOC || op->replaced || (acq && rel))
+		return 0; /* (t - lo wraps round below lo) */
+	struct bin *bn = tl->cached;
+	tl->cur_bin = tl->cached_bin;
+	tl->events++;
+	tl->last_ns = t;
+	if (acq) {
+		uint64_t w = acq->weight, bytes = acq->size * w;
+		uint64_t live = tl->cur[S_LIVE] += bytes;
+		uint64_t usable = tl->cur[S_USABLE] += acq->usable * w;
+		if (acq->pad & HT_BLOCK_MMAPPED) {
+			tl->cur[S_MMC] += bytes;
+			bin_note(bn, S_MMC, tl->cur[S_MMC]);
+		}
+		if (live > tl->peak) {
+			tl->peak = live;
+			tl->peak_ns = t;
+		}
+		if (usable > tl->peak_usable)
+			tl->peak_usable = usable;
+		bn->calls += w;
+		bn->bytes += bytes;
+		if (live > bn->max[S_LIVE])
+			bn->max[S_LIVE] = live;
+		bn->last[S_LIVE] = live;
+		if (usable > bn->max[S_USABLE])
+			bn->max[S_USABLE] = usable;
+		bn->last[S_USABLE] = usable;
+	} else if (rel && !(rel->pad & HT_BLOCK_FORGOTTEN)) {
+		uint64_t w = rel->weight, bytes = rel->size * w;
+		uint64_t live = tl->cur[S_LIVE] -= bytes;
+		uint64_t usable = tl->cur[S_USABLE] -= rel->usable * w;
+		if (rel->pad & HT_BLOCK_MMAPPED) {
+			tl->cur[S_MMC] -= bytes;
+			bin_note(bn, S_MMC, tl->cur[S_MMC]);
+		}
+		if (live < bn->min[S_LIVE])
+			bn->min[S_LIVE] = live;
+		bn->last[S_LIVE] = live;
+		if (usable < bn->min[S_USABLE])
+			bn->min[S_USABLE] = usable;
+		bn->last[S_USABLE] = usable;
+	}
+	return 1;
+}
+
+void ht_timeline__event(struct ht_timeline *tl, const struct ht_event *e,
+			const struct ht_blockop *op)
+{
+	if (!event_fast(tl, e, op))
+		event_slow(tl, e, op);
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -402,6 +472,7 @@ void ht_timeline__finish(struct ht_timeline *tl, struct ht_reader *r)
 	fill_to(tl, tl->o.bins - 1);
 	end_pause(tl, tl->end_ns);
 	tl->finished = 1;
+	tl->bin_lo = tl->bin_hi = tl->bin_w = 0; /* no more events (event_fast) */
 }
 
 uint64_t ht_timeline__peak(const struct ht_timeline *tl, uint64_t *time_ns)
@@ -604,11 +675,11 @@ static void draw_series(const struct plot *p, const struct ht_timeline *tl, int 
 {
 	FILE *f = p->f;
 	double bw = p->pw / tl->o.bins;
-	fprintf(f, "<g id=\"%s\" class=\"series\"><title>%s</title>\n", series[s].key,
+	ht_fputf(f, "<g id=\"%s\" class=\"series\"><title>%s</title>\n", series[s].key,
 		series[s].label);
 	/* the min..max envelope (spikes narrower than a bin), then the last
 	 * value of each bin as a step line */
-	fprintf(f, "<path fill=\"%s\" fill-opacity=\"0.2\" stroke=\"none\" d=\"", series[s].color);
+	ht_fputf(f, "<path fill=\"%s\" fill-opacity=\"0.2\" stroke=\"none\" d=\"", series[s].color);
 	int open = 0;
 	for (unsigned i = 0; i < tl->o.bins; i++) {
 		const struct bin *b = &tl->bins[i];
@@ -617,12 +688,12 @@ static void draw_series(const struct plot *p, const struct ht_timeline *tl, int 
 		if (b->max[s] == b->min[s])
 			continue;
 		double x = p->x0 + i * bw;
-		fprintf(f, "M%.1f %.1fH%.1fV%.1fH%.1fZ", x, ypos(p, (double)b->max[s]), x + bw,
+		ht_fputf(f, "M%.1f %.1fH%.1fV%.1fH%.1fZ", x, ypos(p, (double)b->max[s]), x + bw,
 			ypos(p, (double)b->min[s]), x);
 		open = 1;
 	}
-	fprintf(f, "%s\"/>\n", open ? "" : "M0 0");
-	fprintf(f, "<path fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\"%s d=\"", series[s].color,
+	ht_fputf(f, "%s\"/>\n", open ? "" : "M0 0");
+	ht_fputf(f, "<path fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\"%s d=\"", series[s].color,
 		s == S_USABLE ? " stroke-dasharray=\"4 2\"" : "");
 	int first = 1;
 	for (unsigned i = 0; i < tl->o.bins; i++) {
@@ -631,19 +702,19 @@ static void draw_series(const struct plot *p, const struct ht_timeline *tl, int 
 			if (!b->nrss)
 				continue;
 			double x = p->x0 + (i + 0.5) * bw;
-			fprintf(f, "%c%.1f %.1f", first ? 'M' : 'L', x, ypos(p, (double)b->last[s]));
+			ht_fputf(f, "%c%.1f %.1f", first ? 'M' : 'L', x, ypos(p, (double)b->last[s]));
 		} else {
 			double x = p->x0 + i * bw;
 			double y = ypos(p, (double)b->last[s]);
 			if (first)
-				fprintf(f, "M%.1f %.1f", x, y);
+				ht_fputf(f, "M%.1f %.1f", x, y);
 			else
-				fprintf(f, "V%.1f", y);
-			fprintf(f, "H%.1f", x + bw);
+				ht_fputf(f, "V%.1f", y);
+			ht_fputf(f, "H%.1f", x + bw);
 		}
 		first = 0;
 	}
-	fprintf(f, "%s\"/>\n</g>\n", first ? "M0 0" : "");
+	ht_fputf(f, "%s\"/>\n</g>\n", first ? "M0 0" : "");
 }
 
 /* A bytes axis (binary units, per second with a suffix) from 0 to max
@@ -706,7 +777,7 @@ static void draw_axes(const struct plot *p, const struct ht_timeline *tl)
 static void bin_tooltip(FILE *f, const struct ht_timeline *tl, unsigned i0, unsigned i1)
 {
 	char a[32], b[32], c[32];
-	fprintf(f, "%s .. %s", ht_fmt_ns(a, bin_start(tl, i0)), ht_fmt_ns(b, bin_start(tl, i1)));
+	ht_fputf(f, "%s .. %s", ht_fmt_ns(a, bin_start(tl, i0)), ht_fmt_ns(b, bin_start(tl, i1)));
 	const struct bin *last = &tl->bins[i1 - 1];
 	for (int s = 0; s < NSER; s++) {
 		uint64_t mn = UINT64_MAX, mx = 0;
@@ -721,17 +792,17 @@ static void bin_tooltip(FILE *f, const struct ht_timeline *tl, unsigned i0, unsi
 		}
 		if (!have)
 			continue;
-		fprintf(f, "\n%s: %s", series[s].label, ht_fmt_bytes(a, mn));
+		ht_fputf(f, "\n%s: %s", series[s].label, ht_fmt_bytes(a, mn));
 		if (mx != mn)
-			fprintf(f, " .. %s", ht_fmt_bytes(b, mx));
+			ht_fputf(f, " .. %s", ht_fmt_bytes(b, mx));
 		if (s != S_RSS && last->last[s] != mx)
-			fprintf(f, " (then %s)", ht_fmt_bytes(c, last->last[s]));
+			ht_fputf(f, " (then %s)", ht_fmt_bytes(c, last->last[s]));
 	}
 	uint64_t calls = 0, bytes = 0;
 	for (unsigned i = i0; i < i1; i++)
 		calls += tl->bins[i].calls, bytes += tl->bins[i].bytes;
 	double secs = (double)tl->width_ns * (i1 - i0) / 1e9;
-	fprintf(f, "\nallocations: %llu (%.0f/s), %s (%s/s)", (unsigned long long)calls,
+	ht_fputf(f, "\nallocations: %llu (%.0f/s), %s (%s/s)", (unsigned long long)calls,
 		calls / secs, ht_fmt_bytes(a, bytes), ht_fmt_bytes(b, (uint64_t)(bytes / secs)));
 }
 
@@ -800,7 +871,7 @@ int ht_timeline__svg(const struct ht_timeline *tl, FILE *f, unsigned width, unsi
 	for (unsigned i = 0; i < tl->o.bins && p.rmax > 0; i++) {
 		double h = p.rh * per_s(tl, tl->bins[i].bytes) / p.rmax;
 		if (h > 0)
-			fprintf(f, "M%.1f %.1fh%.2fv%.1fh%.2fZ", p.x0 + i * bw, p.r0 + p.rh - h, bw, h,
+			ht_fputf(f, "M%.1f %.1fh%.2fv%.1fh%.2fZ", p.x0 + i * bw, p.r0 + p.rh - h, bw, h,
 				-bw);
 	}
 	fprintf(f, "M0 0\"/>\n</g>\n");
@@ -826,7 +897,7 @@ int ht_timeline__svg(const struct ht_timeline *tl, FILE *f, unsigned width, unsi
 	fprintf(f, "<g id=\"tooltips\" fill=\"#000\" fill-opacity=\"0\">\n");
 	for (unsigned i = 0; i < tl->o.bins; i += group) {
 		unsigned e = i + group < tl->o.bins ? i + group : tl->o.bins;
-		fprintf(f, "<rect class=\"hover\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" "
+		ht_fputf(f, "<rect class=\"hover\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" "
 			   "height=\"%.1f\"><title>", p.x0 + i * bw, p.y0, bw * (e - i),
 			p.r0 + p.rh - p.y0);
 		bin_tooltip(f, tl, i, e);

@@ -34,6 +34,15 @@ void ht_markup__text(FILE *f, const char *s, size_t n)
 		return;
 	const unsigned char *p = (const unsigned char *)s;
 	for (size_t i = 0; i < n && p[i];) {
+		size_t j = i; /* a run of printable ASCII that needs no escape, in one write */
+		while (j < n && p[j] >= 0x20 && p[j] < 0x7f && p[j] != '&' && p[j] != '<' &&
+		       p[j] != '>' && p[j] != '"' && p[j] != '\'')
+			j++;
+		if (j > i) {
+			fwrite(p + i, 1, j - i, f);
+			i = j;
+			continue;
+		}
 		unsigned c = p[i];
 		int len;
 		switch (c) {

@@ -3,6 +3,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,116 @@ void ht_warning(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+/* The decimal digits of q, at p; returns their end. */
+static char *put_u64(char *p, uint64_t q)
+{
+	char tmp[24];
+	int n = 0;
+	do
+		tmp[n++] = (char)('0' + q % 10);
+	while (q /= 10);
+	while (n)
+		*p++ = tmp[--n];
+	return p;
+}
+
+char *ht_fmt_fixed(char *buf, double v, int prec)
+{
+	static const uint64_t pow10[] = {1, 10, 100, 1000, 10000, 100000, 1000000};
+	if (prec < 0 || prec > 6 || !(fabs(v) < 1e12)) /* (NaN fails too) */
+		return NULL;
+	char *p = buf;
+	if (signbit(v)) { /* printf keeps the sign of -0.0 and of what rounds to it */
+		*p++ = '-';
+		v = -v;
+	}
+	/* v = m * 2^e exactly; v * 10^prec rounded to the nearest, ties to
+	 * even, as glibc does on the exact value */
+	int e;
+	double fr = frexp(v, &e);
+	uint64_t m = (uint64_t)ldexp(fr, 53);
+	e -= 53;
+	unsigned __int128 x = (unsigned __int128)m * pow10[prec];
+	uint64_t q;
+	if (e >= 0) {
+		q = (uint64_t)(x << e);
+	} else if (-e >= 127) {
+		q = 0; /* below 2^-50: rounds to zero */
+	} else {
+		int sh = -e;
+		unsigned __int128 one = 1;
+		unsigned __int128 rem = x & ((one << sh) - 1), half = one << (sh - 1);
+		q = (uint64_t)(x >> sh);
+		if (rem > half || (rem == half && (q & 1)))
+			q++;
+	}
+	uint64_t ip = q / pow10[prec], fp = q % pow10[prec];
+	p = put_u64(p, ip);
+	if (prec) {
+		*p++ = '.';
+		for (int i = prec - 1; i >= 0; i--, fp /= 10)
+			p[i] = (char)('0' + fp % 10);
+		p += prec;
+	}
+	*p = 0;
+	return p;
+}
+
+void ht_fputf(FILE *f, const char *fmt, ...)
+{
+	va_list ap;
+	char buf[32];
+	va_start(ap, fmt);
+	for (const char *s = fmt; *s;) {
+		const char *pct = strchr(s, '%');
+		if (!pct) {
+			fputs(s, f);
+			break;
+		}
+		fwrite(s, 1, (size_t)(pct - s), f);
+		s = pct + 1;
+		if (*s == '.') {
+			int prec = s[1] - '0';
+			s += 3; /* ".Nf" */
+			double v = va_arg(ap, double);
+			char *end = ht_fmt_fixed(buf, v, prec);
+			if (end)
+				fwrite(buf, 1, (size_t)(end - buf), f);
+			else
+				fprintf(f, "%.*f", prec, v);
+		} else if (*s == 'd') {
+			s++;
+			int v = va_arg(ap, int);
+			unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+			char *p = buf;
+			if (v < 0)
+				*p++ = '-';
+			p = put_u64(p, u);
+			fwrite(buf, 1, (size_t)(p - buf), f);
+		} else if (*s == 'u') {
+			s++;
+			char *p = put_u64(buf, va_arg(ap, unsigned));
+			fwrite(buf, 1, (size_t)(p - buf), f);
+		} else if (s[0] == 'l' && s[1] == 'l' && s[2] == 'u') {
+			s += 3;
+			char *p = put_u64(buf, va_arg(ap, unsigned long long));
+			fwrite(buf, 1, (size_t)(p - buf), f);
+		} else if (*s == 'c') {
+			s++;
+			fputc(va_arg(ap, int), f);
+		} else if (*s == 's') {
+			s++;
+			fputs(va_arg(ap, const char *), f);
+		} else if (*s == '%') {
+			s++;
+			fputc('%', f);
+		} else {
+			break; /* not one of ours: a caller's mistake */
+		}
+	}
+	va_end(ap);
+}
+
 const char *ht_fmt_bytes(char *buf, uint64_t b)
 {
 	static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -37,10 +148,16 @@ const char *ht_fmt_bytes(char *buf, uint64_t b)
 	int u = 0;
 	while (v >= 1024 && u < 4)
 		v /= 1024, u++;
-	if (u == 0)
-		snprintf(buf, 32, "%llu B", (unsigned long long)b);
-	else
+	char *end;
+	if (u == 0) {
+		end = put_u64(buf, b);
+		memcpy(end, " B", 3);
+	} else if ((end = ht_fmt_fixed(buf, v, 1))) {
+		*end++ = ' ';
+		strcpy(end, units[u]);
+	} else {
 		snprintf(buf, 32, "%.1f %s", v, units[u]);
+	}
 	return buf;
 }
 

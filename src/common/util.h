@@ -33,6 +33,15 @@ uint64_t ht_clock_ns(void);
 const char *ht_fmt_bytes(char *buf, uint64_t bytes);
 /* "1.234 s", "56.7 ms"; buf needs 32 bytes. */
 const char *ht_fmt_ns(char *buf, uint64_t ns);
+/* printf's "%.<prec>f" of v (prec 0..6), the same bytes at a fraction of
+ * the cost for values below 1e12; returns the end (NUL-terminated), buf
+ * needs 32 bytes.  Returns NULL, with nothing written, for the rest (NaN,
+ * infinities, larger values, other precisions): printf them. */
+char *ht_fmt_fixed(char *buf, double v, int prec);
+/* fprintf for the drawing code's many coordinates: the same output, for
+ * formats made only of %.Nf (N 0..6, by ht_fmt_fixed), %d, %u, %llu, %c,
+ * %s and %%. */
+void ht_fputf(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Parses "1.5s", "200ms", "30us", "100ns", "2m", "1h"; plain numbers are seconds.
  * Returns 0 on success. */
 int ht_parse_duration(const char *s, uint64_t *ns);
