@@ -882,10 +882,13 @@ HOT unsigned rec_bytes_of(uint64_t v, int lz)
 	return field_bytes(v);
 }
 
-/* The loop of ht_coldec__events over the records [i, max).  checked = 0
- * when every column it reads holds 10 bytes a record more at least, so
- * that no read needs its own bound (the stack node ids of OTHER are read
- * checked always); lz: rec_bytes_of's. */
+/* The loop of ht_coldec__events over the records [i, max): malloc, free,
+ * calloc and realloc records, each with the model updated as
+ * ht_coldec__next updates it (ptr_decode, ptr_seen, record_seen's
+ * release, in the same order).  checked = 0 when every column it reads
+ * holds 10 bytes more at least for each value a record takes from it, so
+ * that no read needs its own bound (a realloc's duration and the stack
+ * node ids of OTHER are read checked always); lz: rec_bytes_of's. */
 HOT int events_loop(struct ht_coldec *d, struct ht_coldec_thread *t, struct ht_event *ev,
 		    unsigned *pi, unsigned max, const int checked, const int lz)
 {
@@ -919,14 +922,18 @@ HOT int events_loop(struct ht_coldec *d, struct ht_coldec_thread *t, struct ht_e
 			break;
 		uint8_t kb = *kp;
 		unsigned kind = kb & HT_KIND_MASK;
-		if (kind != HT_EV_MALLOC && kind != HT_EV_FREE)
+		/* malloc, free, calloc, realloc: 1..4 */
+		if (kind - HT_EV_MALLOC > HT_EV_REALLOC - HT_EV_MALLOC)
 			break;
 		kp++;
 		unsigned has_stack = kb >> 7; /* HT_F_STACK */
 		struct ht_event *e = &ev[i];
-		uint64_t tf, code, v, node = 0;
+		uint64_t tf, code, v, node = 0, ticks = 0;
 		size_t len;
 		RD(HT_COL_TIME, tp, tf);
+		/* OTHER holds a realloc's duration field, then the stack id */
+		if (kind == HT_EV_REALLOC && rcol_u64(&d->col[HT_COL_OTHER], &ticks) < 0)
+			goto bad;
 		if (has_stack && rcol_u64(&d->col[HT_COL_OTHER], &node) < 0)
 			goto bad;
 		RD(HT_COL_PTR, pp, code);
@@ -951,6 +958,67 @@ HOT int events_loop(struct ht_coldec *d, struct ht_coldec_thread *t, struct ht_e
 			if (p && t->sampled)
 				e->weight = t->sampled == 1 ? t->weight
 							    : ht_sample_weight(size, p, t->sample_bytes);
+		} else if (kind == HT_EV_CALLOC) {
+			/* what ht_coldec__next's general path does with nmemb(u)
+			 * size(u) ptr(p) usable(U) */
+			uint64_t nmemb, size, slack;
+			RD(HT_COL_UINT, up, nmemb);
+			RD(HT_COL_UINT, up, size);
+			RD(HT_COL_SLACK, sp, slack);
+			uint64_t req = nmemb * size; /* rec_size */
+			uint64_t usable = ht_usable_of(m->version, kb & ~HT_KIND_MASK, req, slack);
+			if (ptr_decode(m, 1, usable, code, &v) < 0)
+				goto bad;
+			len = 1 + ht_tag_bytes(4 + has_stack) + rec_bytes_of(nmemb, lz) +
+			      rec_bytes_of(size, lz) +
+			      rec_bytes_of(ht_zigzag((int64_t)(v - m->last_ptr)), lz) +
+			      rec_bytes_of(slack, lz);
+			ptr_seen(m, 1, usable, v);
+			uint64_t p = v + off;
+			e->v[0] = nmemb;
+			e->v[1] = size;
+			e->v[2] = p;
+			e->v[3] = slack;
+			e->nv = 4;
+			e->usable = p ? usable : 0;
+			e->weight = 1;
+			if (p && t->sampled)
+				e->weight = t->sampled == 1 ? t->weight
+							    : ht_sample_weight(req, p, t->sample_bytes);
+		} else if (kind == HT_EV_REALLOC) {
+			/* the same with old(p) size(u) ptr(p) usable(U) duration(d):
+			 * the pointers in field order, then record_seen's release */
+			uint64_t size, slack, code2, old;
+			RD(HT_COL_UINT, up, size);
+			RD(HT_COL_SLACK, sp, slack);
+			RD(HT_COL_PTR, pp, code2);
+			uint64_t usable = ht_usable_of(m->version, kb & ~HT_KIND_MASK, size, slack);
+			if (ptr_decode(m, 0, usable, code, &old) < 0)
+				goto bad;
+			len = 1 + ht_tag_bytes(5 + has_stack) +
+			      rec_bytes_of(ht_zigzag((int64_t)(old - m->last_ptr)), lz) +
+			      rec_bytes_of(size, lz) + rec_bytes_of(slack, lz) + rec_bytes_of(ticks, lz);
+			ptr_seen(m, 0, usable, old);
+			if (ptr_decode(m, 1, usable, code2, &v) < 0)
+				goto bad;
+			len += rec_bytes_of(ht_zigzag((int64_t)(v - m->last_ptr)), lz);
+			ptr_seen(m, 1, usable, v);
+			/* ht_event__frees_old, and the result elsewhere */
+			if (old && (v || !size) && v != old)
+				release(m, old);
+			uint64_t p = v + off;
+			e->v[0] = old + off;
+			e->v[1] = size;
+			e->v[2] = p;
+			e->v[3] = slack;
+			e->v[4] = ticks;
+			e->nv = 5;
+			e->usable = p ? usable : 0;
+			e->weight = 1;
+			if (p && t->sampled)
+				e->weight = t->sampled == 1 ? t->weight
+							    : ht_sample_weight(size, p, t->sample_bytes);
+			dur = ticks; /* the record's own duration, not a DURATION record's */
 		} else {
 			if (ptr_decode(m, 0, 0, code, &v) < 0)
 				goto bad;
@@ -1005,8 +1073,8 @@ out:
 	return ret;
 }
 
-/* The records of ht_coldec__next's own fast paths (malloc and free), made
- * into the events decode_next (reader.c) makes of them, without the record
+/* Malloc, free, calloc and realloc records, made into the events
+ * decode_next (reader_decode.c) makes of ht_coldec__next's records of them, without the record
  * in between: first as many as the columns surely hold without a bound
  * checked on every read, then the rest with the bounds. */
 int ht_coldec__events(struct ht_coldec *d, struct ht_coldec_thread *t, struct ht_event *ev,
@@ -1017,9 +1085,12 @@ int ht_coldec__events(struct ht_coldec *d, struct ht_coldec_thread *t, struct ht
 	if (max > d->left)
 		max = d->left;
 	size_t safe = (size_t)(d->col[HT_COL_KIND].end - d->col[HT_COL_KIND].p);
+	/* the columns read without a bound, and the values a record takes
+	 * from each at most (a calloc two sizes, a realloc two pointers) */
 	static const int cols[] = {HT_COL_UINT, HT_COL_PTR, HT_COL_TIME, HT_COL_SLACK};
+	static const unsigned per_rec[] = {2, 2, 1, 1};
 	for (unsigned c = 0; c < sizeof(cols) / sizeof(cols[0]); c++) {
-		size_t room = (size_t)(d->col[cols[c]].end - d->col[cols[c]].p) / 10;
+		size_t room = (size_t)(d->col[cols[c]].end - d->col[cols[c]].p) / (10 * per_rec[c]);
 		if (room < safe)
 			safe = room;
 	}

@@ -63,8 +63,8 @@ struct ht_coldec_thread {
 	uint64_t sample_bytes; /* the mean bytes between samples when sampled is 2 */
 };
 
-/* The fast way through a payload: decodes the malloc and free records
- * that come next (up to max) straight into events, as the reader would
+/* The fast way through a payload: decodes the malloc, free, calloc and
+ * realloc records that come next (up to max) straight into events, as the reader would
  * make them from ht_coldec__next's records, and stops before any other
  * record (take that one with ht_coldec__next).  Sets *n to the events
  * written; returns 0, or -1 with *why set as ht_coldec__next would (the

@@ -469,7 +469,7 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 		r->sampled = 1;
 	else if (r->hdr.flags & HT_FILE_F_SAMPLED)
 		r->sampled = 2;
-	r->row_fast = ht_rd__fast_path();
+	r->fast = ht_rd__fast_path();
 	size_t si = 0;
 	for (size_t i = 0; i < r->nchunks; i++) {
 		if (i > 0 && r->chunks[i].tid == r->chunks[i - 1].tid) {

@@ -194,10 +194,11 @@ struct ht_trace_info {
  * Returns 0 when no writer holds the file (any more). */
 int ht_trace__wait_writer(int fd, int32_t pid, int timeout_ms);
 
-/* Whether readers opened from now on decode the malloc and free records of
- * row chunks in a loop of their own (1), or record by record like every
- * other (0, a check on that loop: the events are the same).  -1, the
- * default: HEAPTRAIL_READ_FAST_PATH, read once (0/false/no/off: 0). */
+/* Whether readers opened from now on decode the common records of row
+ * and column-coded chunks in loops of their own (1), or record by record
+ * like every other (0, a check on those loops: the events are the same).
+ * -1, the default: HEAPTRAIL_READ_FAST_PATH, read once (0/false/no/off:
+ * 0). */
 extern int ht_read_fast_path;
 
 /* Returns NULL and fills err (a one-line message naming the file) if the

@@ -417,9 +417,23 @@ HOT uint64_t row_value(const uint8_t **q, uint32_t *tag)
 	return v;
 }
 
-/* The loop of ht_rd__fast over a row chunk: malloc and free records, each
- * with HT_RD_ROW_SAFE bytes of the chunk left at least, made into the events
- * decode_next makes of them.  It stops before any other record, and before
+/* The usable size and weight decode_next gives an allocation of req bytes
+ * at ptr (none when ptr is 0: the call failed). */
+HOT void row_alloc(struct ht_event *e, uint32_t version, unsigned kb, uint64_t req, uint64_t ptr,
+		   uint64_t slack, const int sampled, uint32_t weight, uint64_t sample_bytes)
+{
+	e->usable = 0;
+	e->weight = 1;
+	if (ptr) {
+		e->usable = ht_usable_of(version, kb & ~HT_KIND_MASK, req, slack);
+		if (sampled)
+			e->weight = sampled == 1 ? weight : ht_sample_weight(req, ptr, sample_bytes);
+	}
+}
+
+/* The loop of ht_rd__fast over a row chunk: malloc, free, calloc and
+ * realloc records, each with HT_RD_ROW_SAFE bytes of the chunk left at
+ * least, made into the events decode_next makes of them.  It stops before any other record, and before
  * one it cannot take for sure (a length above 8): decode_next takes those
  * and says what is wrong with them.  sampled: r->sampled, v2: the format
  * is 2 or later (a copy of the loop for each but the rare version 1). */
@@ -455,14 +469,7 @@ HOT unsigned row_loop(struct ht_reader *r, struct stream *s, struct ht_event *ev
 			e->v[1] = ptr;
 			e->v[2] = slack;
 			e->nv = 3;
-			e->usable = 0;
-			e->weight = 1;
-			if (ptr) {
-				e->usable = ht_usable_of(version, kb & ~HT_KIND_MASK, size, slack);
-				if (sampled)
-					e->weight = sampled == 1 ? weight
-								 : ht_sample_weight(size, ptr, sample_bytes);
-			}
+			row_alloc(e, version, kb, size, ptr, slack, sampled, weight, sample_bytes);
 		} else if (kind == HT_EV_FREE) {
 			/* ptr, timestamp, stack: 2 or 3 nibbles in 1 or 2 bytes */
 			uint32_t tag = load32(p + 1) & (st ? 0xfffu : 0xffu);
@@ -477,6 +484,50 @@ HOT unsigned row_loop(struct ht_reader *r, struct stream *s, struct ht_event *ev
 			e->nv = 1;
 			e->usable = 0;
 			e->weight = 1;
+		} else if (kind == HT_EV_CALLOC) {
+			/* nmemb, size, ptr, slack, timestamp, stack: 5 or 6 nibbles in 3 bytes */
+			uint32_t tag = load32(p + 1) & (st ? 0xffffffu : 0xfffffu);
+			if (bad_nibbles(tag))
+				break;
+			q = p + 4;
+			uint64_t nmemb = row_value(&q, &tag);
+			uint64_t size = row_value(&q, &tag);
+			uint64_t ptr = last_ptr + (uint64_t)ht_unzigzag(row_value(&q, &tag));
+			uint64_t slack = row_value(&q, &tag);
+			tf = row_value(&q, &tag);
+			node = row_value(&q, &tag);
+			last_ptr = ptr;
+			e->v[0] = nmemb;
+			e->v[1] = size;
+			e->v[2] = ptr;
+			e->v[3] = slack;
+			e->nv = 4;
+			/* the request as ht_event__size has it (mod 2^64) */
+			row_alloc(e, version, kb, nmemb * size, ptr, slack, sampled, weight,
+				  sample_bytes);
+		} else if (kind == HT_EV_REALLOC) {
+			/* old, size, ptr, slack, duration, timestamp, stack: 6 or 7
+			 * nibbles in 3 or 4 bytes; both pointers are deltas, old first */
+			uint32_t tag = load32(p + 1) & (st ? 0xfffffffu : 0xffffffu);
+			if (bad_nibbles(tag))
+				break;
+			q = p + 4 + st;
+			uint64_t old = last_ptr + (uint64_t)ht_unzigzag(row_value(&q, &tag));
+			uint64_t size = row_value(&q, &tag);
+			uint64_t ptr = old + (uint64_t)ht_unzigzag(row_value(&q, &tag));
+			uint64_t slack = row_value(&q, &tag);
+			uint64_t d = row_value(&q, &tag);
+			tf = row_value(&q, &tag);
+			node = row_value(&q, &tag);
+			last_ptr = ptr;
+			e->v[0] = old;
+			e->v[1] = size;
+			e->v[2] = ptr;
+			e->v[3] = slack;
+			e->v[4] = d;
+			e->nv = 5;
+			dur = d; /* the record's own duration, not a DURATION record's */
+			row_alloc(e, version, kb, size, ptr, slack, sampled, weight, sample_bytes);
 		} else {
 			break;
 		}
@@ -505,7 +556,8 @@ HOT unsigned row_loop(struct ht_reader *r, struct stream *s, struct ht_event *ev
 	return n;
 }
 
-/* The malloc and free records that come next in a row chunk (ht_rd__fast). */
+/* The malloc, free, calloc and realloc records that come next in a row
+ * chunk (ht_rd__fast). */
 static unsigned fast_rows(struct ht_reader *r, struct stream *s, struct ht_event *ev, unsigned max)
 {
 	if (s->end - s->pos < HT_RD_ROW_SAFE)
@@ -534,8 +586,8 @@ int ht_rd__fast_path(void)
 	return ht_read_fast_path;
 }
 
-/* Malloc and free records of a column-coded chunk (ht_coldec__events) or a
- * row chunk (row_loop), straight into events: what decode_next makes of
+/* Malloc and free records of a column-coded chunk (ht_coldec__events), or
+ * those and calloc and realloc ones of a row chunk (row_loop), straight into events: what decode_next makes of
  * them.  Returns how many; *failed on an error, said as decode_next says
  * it (a row chunk leaves its errors to decode_next). */
 unsigned ht_rd__fast(struct ht_reader *r, struct stream *s, struct ht_event *ev, unsigned max,

@@ -133,7 +133,7 @@ struct ht_reader {
 	uint64_t undated;          /* undated malloc/free events of the causal merge */
 	uint32_t undated_threads;  /* threads that have some */
 	int sampled;               /* allocations' weights: 0 all 1, 1 sample_every, 2 by size */
-	int row_fast;              /* row chunks' malloc and free records take ht_rd__fast
+	int fast;                  /* records take ht_rd__fast's loops where they can
 				    * (HEAPTRAIL_READ_FAST_PATH) */
 	uint64_t *live;            /* open-addressing set of live block addresses */
 	uint64_t live_last;        /* the newest live address, kept out of live (the set is
@@ -195,29 +195,31 @@ int ht_rd__decode(struct ht_reader *r, struct stream *s, struct ht_event *e, int
 /* Says that the stream's data is corrupt at its current event (WHAT) and
  * ends it; returns 0. */
 int ht_rd__corrupt(struct ht_reader *r, struct stream *s, const char *what);
-/* The malloc and free events that come next in a column-coded or a row
- * chunk (ht_rd__fast_ready), up to max, into ev (stack ids as
- * ht_rd__decode leaves them when s knows no nodes); *failed on an error,
- * in r->err (a row chunk's are left to ht_rd__decode: it stops before). */
+/* The malloc and free events (and a row chunk's calloc and realloc ones)
+ * that come next in a column-coded or a row chunk (ht_rd__fast_ready), up
+ * to max, into ev (stack ids as ht_rd__decode leaves them when s knows no
+ * nodes); *failed on an error, in r->err (a row chunk's are left to
+ * ht_rd__decode: it stops before). */
 unsigned ht_rd__fast(struct ht_reader *r, struct stream *s, struct ht_event *ev, unsigned max,
 		     int *failed);
 /* Bytes of a row chunk the fast loop wants left before a record: the
- * longest malloc record (kind byte, 3 tag bytes, 5 values of 8 bytes) is
- * 44, and every read stays within them (the tag is read as 4 bytes, each
+ * longest realloc record (kind byte, 4 tag bytes, 7 values of 8 bytes) is
+ * 61, and every read stays within them (the tag is read as 4 bytes, each
  * value as 8 from where it starts).  The last records of a chunk are
  * decode_next's. */
-#define HT_RD_ROW_SAFE 48
+#define HT_RD_ROW_SAFE 64
 /* HEAPTRAIL_READ_FAST_PATH, read once (ht_read_fast_path, reader.h): 0
- * sends row chunks' malloc and free records through decode_next too. */
+ * sends every record through decode_next, row chunks' and column-coded
+ * ones'. */
 int ht_rd__fast_path(void);
-/* ht_rd__fast may take the stream's next records: synced, nothing read
- * ahead, and a column-coded chunk, or a row chunk (unless r->row_fast
- * says no) with more than its last records left. */
+/* ht_rd__fast may take the stream's next records: unless r->fast says
+ * no, synced, nothing read ahead, and a column-coded chunk, or a row
+ * chunk with more than its last records left. */
 HOT int ht_rd__fast_ready(const struct ht_reader *r, const struct stream *s)
 {
-	if (!s->synced || s->has_pend || s->done)
+	if (!r->fast || !s->synced || s->has_pend || s->done)
 		return 0;
-	return s->cols || (r->row_fast && s->pos && s->end - s->pos >= HT_RD_ROW_SAFE);
+	return s->cols || (s->pos && s->end - s->pos >= HT_RD_ROW_SAFE);
 }
 /* A stack or module record in its turn: interns the node or notes the
  * module (-1 and the stream ends on a frame out of order). */

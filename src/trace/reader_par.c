@@ -648,7 +648,7 @@ void ht_rd__par_start(struct ht_reader *r)
 		w->r->fd = r->fd;
 		w->r->hdr = r->hdr;
 		w->r->sampled = r->sampled;
-		w->r->row_fast = r->row_fast;
+		w->r->fast = r->fast;
 		w->r->dctx = ZSTD_createDCtx();
 		if (!w->r->dctx || pthread_create(&w->th, NULL, worker, w) != 0) {
 			if (w->r->dctx)

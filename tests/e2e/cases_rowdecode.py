@@ -7,6 +7,7 @@ recorded traces and on damaged ones (the same events before the damage,
 the same error after)."""
 
 import random
+import shutil
 
 import htformat
 from htlib import case, check, eq
@@ -48,14 +49,16 @@ def recorded(t, name, opts, argv, env=None):
     return out
 
 
-@case(timeout=300, labels=("analyzers",))
+@case(timeout=420, labels=("analyzers",))
 def test_read_fast_path_same(t):
     """One thread and several, --stacks, --sample-bytes, --durations,
-    realloc/calloc-heavy programs and every kind (api_all): `dump`,
-    `dump --json`, `stats --json`, `heap --json` (durations) and, with
-    stacks, `flamegraph --folded` (every allocation's stack) print the
-    same bytes with the row fast loop and without it, serially and with a
-    decoding thread."""
+    realloc/calloc-heavy programs (callocs: calloc, realloc and
+    reallocarray of every sort, failed ones included) and every kind
+    (api_all): `dump`, `dump --json`, `stats --json`, `heap --json`
+    (durations) and, with stacks, `flamegraph --folded` (every
+    allocation's stack) print the same bytes with the fast loops and
+    without them, serially and with a decoding thread, on the recorded
+    row chunks and on a copy compacted into column-coded ones."""
     traces = [
         ("loop", [], [t.prog("randloop"), "30000"]),
         ("threads", [], [t.prog("threads"), "3", "4000"]),
@@ -65,18 +68,27 @@ def test_read_fast_path_same(t):
         ("durations", ["--durations"], [t.prog("threads"), "2", "3000"]),
         ("reallocs", ["--stacks"], [t.prog("reallocs")]),
         ("api_all", [], [t.prog("api_all")]),
+        ("callocs", [], [t.prog("callocs"), "20000"]),
+        ("callocs_stacks", ["--stacks"], [t.prog("callocs"), "20000"]),
+        ("callocs_sampled", ["--sample-bytes", "256"], [t.prog("callocs"), "20000"]),
+        ("callocs_durations", ["--durations"], [t.prog("callocs"), "20000"]),
     ]
     for name, opts, argv in traces:
         path = recorded(t, name, opts, argv)
         tr = htformat.Trace(path)
         check(tr.events, "%s: no events" % name)
-        cmds = [["dump", "-q", path], ["dump", "-q", "--json", path],
-                ["stats", "-q", "--json", path], ["heap", "-q", "--json", path]]
-        if "--stacks" in opts:
-            cmds.append(["flamegraph", "-q", "--folded", "--metric", "allocated", path])
-        for args in cmds:
-            r = same_both_ways(t, args, name)
-            eq(r.rc, 0, "%s: heaptrail %s" % (name, " ".join(args)))
+        cols = t.path(name + "-cols.ht")
+        shutil.copyfile(path, cols)
+        r = t.run([t.heaptrail, "compact", "-q", cols], timeout=120)
+        eq(r.rc, 0, "compact %s:\n%s" % (name, r.describe()))
+        for what, p in ((name, path), (name + " compacted", cols)):
+            cmds = [["dump", "-q", p], ["dump", "-q", "--json", p],
+                    ["stats", "-q", "--json", p], ["heap", "-q", "--json", p]]
+            if "--stacks" in opts:
+                cmds.append(["flamegraph", "-q", "--folded", "--metric", "allocated", p])
+            for args in cmds:
+                r = same_both_ways(t, args, what)
+                eq(r.rc, 0, "%s: heaptrail %s" % (what, " ".join(args)))
 
 
 def row_records(payload):
@@ -112,35 +124,44 @@ def row_records(payload):
 @case(timeout=300, labels=("analyzers",))
 def test_read_fast_path_damaged(t):
     """Damaged row chunks (written raw): a field length above 8 in a malloc
-    or free record in the middle of a chunk and near its end, a kind byte
-    made unknown, a truncated record, and random bit flips.  With the fast
-    loop and without it, serially and with a decoding thread, the reader
-    delivers the same events and says the same error."""
-    raw = t.path("raw.ht")
-    t.traced(raw, [t.prog("threads"), "2", "3000"], env={"HEAPTRAIL_ZSTD_LEVEL": "0"})
+    or free record (threads) and in a calloc or realloc record (callocs),
+    in the middle of a chunk and near its end, a kind byte made unknown, a
+    truncated record, and random bit flips.  With the fast loop and
+    without it, serially and with a decoding thread, the reader delivers
+    the same events and says the same error."""
+    for prog, argv, kinds in (("threads", ["2", "3000"], (1, 2)),
+                              ("callocs", ["3000"], (3, 4))):
+        damaged_chunk(t, prog, [t.prog(prog)] + argv, kinds)
+
+
+def damaged_chunk(t, prog, argv, kinds):
+    """The damaged variants of a raw row chunk of argv's trace, in records
+    of the given kinds."""
+    raw = t.path(prog + "-raw.ht")
+    t.traced(raw, argv, env={"HEAPTRAIL_ZSTD_LEVEL": "0"})
     with open(raw, "rb") as f:
         data = f.read()
     tr = htformat.Trace(raw)
     chunks = [(off, h) for off, h in htformat.chunk_headers(data, tr.sections[htformat.SEC_CHUNKS][0])
               if h[1] == htformat.CHUNK_EVENTS and not h[2] & 0x6 and h[5] > 2000]
-    check(chunks, "no raw event chunk of 2000 bytes or more")
+    check(chunks, "%s: no raw event chunk of 2000 bytes or more" % prog)
     off, h = chunks[len(chunks) // 2]
     start = off + CHUNK_SIZE
     payload = data[start:start + h[5]]
-    recs = [r for r in row_records(payload) if r[1] in (1, 2)]
-    check(len(recs) > 100, "malloc/free records in the chunk: %d" % len(recs))
-    # a malloc and a free record mid-chunk, and the last ones before the end
+    recs = [r for r in row_records(payload) if r[1] in kinds]
+    check(len(recs) > 100, "%s: records of kinds %s in the chunk: %d" % (prog, kinds, len(recs)))
+    # a record of each kind mid-chunk, and the last ones before the end
     picks = []
-    for kind in (1, 2):
+    for kind in kinds:
         of = [r for r in recs if r[1] == kind]
-        check(len(of) > 10, "records of kind %d in the chunk: %d" % (kind, len(of)))
+        check(len(of) > 10, "%s: records of kind %d in the chunk: %d" % (prog, kind, len(of)))
         picks += [("mid%d" % kind, of[len(of) // 2]), ("late%d" % kind, of[-2])]
 
     def variant(name, edits):
         b = bytearray(data)
         for pos, val in edits:
             b[pos] = val
-        path = t.path(name + ".ht")
+        path = t.path("%s-%s.ht" % (prog, name))
         with open(path, "wb") as f:
             f.write(b)
         return path
@@ -166,4 +187,4 @@ def test_read_fast_path_damaged(t):
         for args in (["dump", "-q", path], ["stats", "-q", "--json", path]):
             r = same_both_ways(t, args, name)
             errors += r.rc == 1
-    check(errors >= 8, "damaged variants the reader found corrupt: %d" % (errors // 2))
+    check(errors >= 8, "%s: damaged variants the reader found corrupt: %d" % (prog, errors // 2))

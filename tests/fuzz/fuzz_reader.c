@@ -17,7 +17,8 @@
  *
  * Each input is read three times: by the serial reader (-j 1), with three
  * decoding threads (src/trace/reader_par.c), and serially without the fast
- * loop for row chunks (ht_read_fast_path = 0, HEAPTRAIL_READ_FAST_PATH=0);
+ * loops for row and column-coded chunks (ht_read_fast_path = 0,
+ * HEAPTRAIL_READ_FAST_PATH=0);
  * the events (every field), the error and the warning must be the same.
  *
  * Build (clang): see tests/fuzz/run.sh or tests/fuzz/CMakeLists.txt.
@@ -134,13 +135,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		broken("the decoding threads read other events than the serial reader", NULL);
 	if (strcmp(m1, m3) != 0)
 		broken("the decoding threads say other messages than the serial reader", m3);
-	/* the row chunks' malloc and free records without their fast loop */
+	/* every record without the fast loops */
 	ht_threads = 1;
 	ht_read_fast_path = 0;
 	if (one_read(&h0, m0, sizeof(m0)) != opened || h1 != h0)
-		broken("the row fast loop reads other events than the general decoding", NULL);
+		broken("the fast loops read other events than the general decoding", NULL);
 	if (strcmp(m1, m0) != 0)
-		broken("the row fast loop says other messages than the general decoding", m0);
+		broken("the fast loops say other messages than the general decoding", m0);
 	return 0;
 }
 

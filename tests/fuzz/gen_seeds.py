@@ -373,7 +373,7 @@ def main():
                             "v3-api_all.", "v4-leaky.")):
             for k, v in damaged(base.replace(".ht", ""), data).items():
                 seeds[k + ".ht"] = v
-        if base.startswith(("v3-", "v4-")):
+        if base.startswith(("v3-", "v4-", "v5-")):
             seeds["rawcols-" + base] = raw_columns(data)
     for name, data in sorted(seeds.items()):
         with open(os.path.join(outdir, name), "wb") as f:
