@@ -213,8 +213,12 @@ static int feed(struct live *L, uint64_t budget_ns)
 	uint64_t t0 = ht_clock_ns(), c0 = cpu_ns(), n = 0;
 	int out = 0;
 	if (L->has_pend) {
-		if (L->pend.time_ns > L->cursor_ns)
+		if (L->pend.time_ns > L->cursor_ns) {
+			/* the cursor moved, but not past the next event: nothing
+			 * to apply, the time shown is the cursor's still */
+			L->shown_ns = L->cursor_ns;
 			return 0;
+		}
 		apply(L, &L->pend);
 		L->has_pend = 0;
 		n++;
