@@ -538,6 +538,10 @@ static int open_file(void)
 	ht_pidpath_expand(base, sizeof(base), ht_opt.out, (pid_t)syscall(SYS_getpid));
 	int unnamed = open_unnamed(base);
 	if (unnamed >= 0) {
+		/* locked before it has a name: a reader that finds the name
+		 * (record --live polls for it) must never see a trace with a
+		 * header and no writer, which reads as one whose writer died */
+		flock(unnamed, LOCK_EX | LOCK_NB);
 		w.fd = unnamed;
 		if (write_header() < 0) {
 			close(unnamed);
