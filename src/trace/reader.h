@@ -279,6 +279,16 @@ size_t ht_reader__modules(const struct ht_reader *r, const struct ht_module **mo
  * sample_bytes)), rounded up or down at random (a fixed function of ptr)
  * so that sums stay unbiased in whole numbers. */
 uint32_t ht_sample_weight(uint64_t size, uint64_t ptr, uint64_t sample_bytes);
+/* The weight of an allocation of req bytes at ptr (0: it failed, weight
+ * 1) in a trace read with sampled: 0 not sampled, 1 one call in every
+ * `every`, 2 by size (ht_sample_weight). */
+static inline uint32_t ht_alloc_weight(int sampled, uint32_t every, uint64_t req, uint64_t ptr,
+				       uint64_t sample_bytes)
+{
+	if (!sampled || !ptr)
+		return 1;
+	return sampled == 1 ? every : ht_sample_weight(req, ptr, sample_bytes);
+}
 
 /* Converts a raw timestamp to ns since the start. */
 uint64_t ht_reader__ts_to_ns(const struct ht_reader *r, uint64_t ts);

@@ -362,11 +362,9 @@ static int decode_next(struct ht_reader *r, struct stream *s, struct ht_event *e
 		if (d->is_alloc && result_ptr) {
 			uint64_t req = ht_event__size(e);
 			e->usable = ht_usable_of(r->hdr.version, e->flags, req, slack);
-			if ((r->hdr.flags & (HT_FILE_F_SAMPLED | HT_FILE_F_SAMPLE_EVERY)) ==
-			    (HT_FILE_F_SAMPLED | HT_FILE_F_SAMPLE_EVERY))
-				e->weight = r->hdr.sample_every ? r->hdr.sample_every : 1;
-			else if (r->hdr.flags & HT_FILE_F_SAMPLED)
-				e->weight = ht_sample_weight(req, result_ptr, r->hdr.sample_bytes);
+			e->weight = ht_alloc_weight(r->sampled,
+						    r->hdr.sample_every ? r->hdr.sample_every : 1, req,
+						    result_ptr, r->hdr.sample_bytes);
 		}
 		s->last_ts = e->ts;
 		s->pos = p;
@@ -378,20 +376,6 @@ static int decode_next(struct ht_reader *r, struct stream *s, struct ht_event *e
 
 /* ---- the row fast loop ---------------------------------------------------- */
 
-/* The low len bytes of an 8-byte load (len 0..8; 9..15 are refused
- * before). */
-static const uint64_t len_mask[16] = {
-	0, 0xff, 0xffff, 0xffffff, 0xffffffffull, 0xffffffffffull, 0xffffffffffffull,
-	0xffffffffffffffull, ~0ull,
-};
-
-static inline uint64_t load64(const uint8_t *p)
-{
-	uint64_t v;
-	memcpy(&v, p, 8); /* little endian host */
-	return v;
-}
-
 static inline uint32_t load32(const uint8_t *p)
 {
 	uint32_t v;
@@ -399,10 +383,14 @@ static inline uint32_t load32(const uint8_t *p)
 	return v;
 }
 
-/* Some nibble of the tag above 8 (no length): bit 3 set with another. */
-static inline uint64_t bad_nibbles(uint64_t tag)
+/* The tag of the record at p (kind byte first) that holds nv values, one
+ * length nibble each (nv <= 7 here): *q is set past it.  0 if a length is
+ * above 8: decode_next takes the record and says so. */
+HOT int row_tag(const uint8_t *p, unsigned nv, uint32_t *tag, const uint8_t **q)
 {
-	return (tag >> 3) & (tag | tag >> 1 | tag >> 2) & 0x1111111111111111ull;
+	*tag = load32(p + 1) & ((1u << (4 * nv)) - 1);
+	*q = p + 1 + (nv + 1) / 2;
+	return !ht_rec__bad_lengths(*tag);
 }
 
 /* The next value of a record whose tag (its lengths, lowest nibble
@@ -411,7 +399,7 @@ static inline uint64_t bad_nibbles(uint64_t tag)
 HOT uint64_t row_value(const uint8_t **q, uint32_t *tag)
 {
 	unsigned len = *tag & 15;
-	uint64_t v = load64(*q) & len_mask[len];
+	uint64_t v = ht_rec__value(*q, len);
 	*q += len;
 	*tag >>= 4;
 	return v;
@@ -422,13 +410,8 @@ HOT uint64_t row_value(const uint8_t **q, uint32_t *tag)
 HOT void row_alloc(struct ht_event *e, uint32_t version, unsigned kb, uint64_t req, uint64_t ptr,
 		   uint64_t slack, const int sampled, uint32_t weight, uint64_t sample_bytes)
 {
-	e->usable = 0;
-	e->weight = 1;
-	if (ptr) {
-		e->usable = ht_usable_of(version, kb & ~HT_KIND_MASK, req, slack);
-		if (sampled)
-			e->weight = sampled == 1 ? weight : ht_sample_weight(req, ptr, sample_bytes);
-	}
+	e->usable = ptr ? ht_usable_of(version, kb & ~HT_KIND_MASK, req, slack) : 0;
+	e->weight = ht_alloc_weight(sampled, weight, req, ptr, sample_bytes);
 }
 
 /* The loop of ht_rd__fast over a row chunk: malloc, free, calloc and
@@ -454,11 +437,10 @@ HOT unsigned row_loop(struct ht_reader *r, struct stream *s, struct ht_event *ev
 		uint64_t tf, node;
 		const uint8_t *q;
 		if (kind == HT_EV_MALLOC) {
-			/* size, ptr, slack, timestamp, stack: 4 or 5 nibbles in 2 or 3 bytes */
-			uint32_t tag = load32(p + 1) & (st ? 0xfffffu : 0xffffu);
-			if (bad_nibbles(tag))
+			/* size, ptr, slack, timestamp, stack */
+			uint32_t tag;
+			if (!row_tag(p, 4 + st, &tag, &q))
 				break;
-			q = p + 3 + st;
 			uint64_t size = row_value(&q, &tag);
 			uint64_t ptr = last_ptr + (uint64_t)ht_unzigzag(row_value(&q, &tag));
 			uint64_t slack = row_value(&q, &tag);
@@ -471,11 +453,10 @@ HOT unsigned row_loop(struct ht_reader *r, struct stream *s, struct ht_event *ev
 			e->nv = 3;
 			row_alloc(e, version, kb, size, ptr, slack, sampled, weight, sample_bytes);
 		} else if (kind == HT_EV_FREE) {
-			/* ptr, timestamp, stack: 2 or 3 nibbles in 1 or 2 bytes */
-			uint32_t tag = load32(p + 1) & (st ? 0xfffu : 0xffu);
-			if (bad_nibbles(tag))
+			/* ptr, timestamp, stack */
+			uint32_t tag;
+			if (!row_tag(p, 2 + st, &tag, &q))
 				break;
-			q = p + 2 + st;
 			uint64_t ptr = last_ptr + (uint64_t)ht_unzigzag(row_value(&q, &tag));
 			tf = row_value(&q, &tag);
 			node = row_value(&q, &tag);
@@ -485,11 +466,10 @@ HOT unsigned row_loop(struct ht_reader *r, struct stream *s, struct ht_event *ev
 			e->usable = 0;
 			e->weight = 1;
 		} else if (kind == HT_EV_CALLOC) {
-			/* nmemb, size, ptr, slack, timestamp, stack: 5 or 6 nibbles in 3 bytes */
-			uint32_t tag = load32(p + 1) & (st ? 0xffffffu : 0xfffffu);
-			if (bad_nibbles(tag))
+			/* nmemb, size, ptr, slack, timestamp, stack */
+			uint32_t tag;
+			if (!row_tag(p, 5 + st, &tag, &q))
 				break;
-			q = p + 4;
 			uint64_t nmemb = row_value(&q, &tag);
 			uint64_t size = row_value(&q, &tag);
 			uint64_t ptr = last_ptr + (uint64_t)ht_unzigzag(row_value(&q, &tag));
@@ -506,12 +486,11 @@ HOT unsigned row_loop(struct ht_reader *r, struct stream *s, struct ht_event *ev
 			row_alloc(e, version, kb, nmemb * size, ptr, slack, sampled, weight,
 				  sample_bytes);
 		} else if (kind == HT_EV_REALLOC) {
-			/* old, size, ptr, slack, duration, timestamp, stack: 6 or 7
-			 * nibbles in 3 or 4 bytes; both pointers are deltas, old first */
-			uint32_t tag = load32(p + 1) & (st ? 0xfffffffu : 0xffffffu);
-			if (bad_nibbles(tag))
+			/* old, size, ptr, slack, duration, timestamp, stack; both
+			 * pointers are deltas, old first */
+			uint32_t tag;
+			if (!row_tag(p, 6 + st, &tag, &q))
 				break;
-			q = p + 4 + st;
 			uint64_t old = last_ptr + (uint64_t)ht_unzigzag(row_value(&q, &tag));
 			uint64_t size = row_value(&q, &tag);
 			uint64_t ptr = old + (uint64_t)ht_unzigzag(row_value(&q, &tag));

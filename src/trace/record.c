@@ -42,18 +42,10 @@ static int parse_strings(struct ht_rec *rec, const uint8_t **pp, const uint8_t *
  * included: with this many left, parse_fixed reads without a bound. */
 #define PARSE_SAFE 80
 
-/* The low len bytes of an 8-byte load (len 0..8). */
-static const uint64_t len_mask[9] = {
+const uint64_t ht_rec_len_mask[9] = {
 	0, 0xff, 0xffff, 0xffffff, 0xffffffffull, 0xffffffffffull, 0xffffffffffffull,
 	0xffffffffffffffull, ~0ull,
 };
-
-static inline uint64_t load64(const uint8_t *p)
-{
-	uint64_t v;
-	memcpy(&v, p, 8); /* little endian host */
-	return v;
-}
 
 /* ht_rec__parse with PARSE_SAFE bytes left at least: no read needs a
  * bound, and the values are read without a branch each (a masked 8-byte
@@ -74,10 +66,9 @@ static size_t parse_fixed(struct ht_rec *rec, const uint8_t *p, const uint8_t *e
 	unsigned nf = ht_kind_nf(kind);
 	unsigned nv = nf + 1 + ((kb & HT_F_STACK) != 0); /* fields, timestamp, stack */
 	unsigned tb = (nv + 1) / 2;
-	uint64_t tag = load64(p) & ((1ull << (4 * nv)) - 1); /* nv <= 9 nibbles */
+	uint64_t tag = ht_rec__value(p, 8) & ((1ull << (4 * nv)) - 1); /* nv <= 9 nibbles */
 	p += tb;
-	/* a nibble above 8: bit 3 set with another one */
-	if ((tag >> 3) & (tag | tag >> 1 | tag >> 2) & 0x1111111111111111ull) {
+	if (ht_rec__bad_lengths(tag)) {
 		*why = "bad field length";
 		return 0;
 	}
@@ -88,7 +79,7 @@ static size_t parse_fixed(struct ht_rec *rec, const uint8_t *p, const uint8_t *e
 	rec->str = NULL;
 	for (unsigned i = 0; i < nv; i++) {
 		unsigned len = tag & 15;
-		rec->f[i] = load64(p) & len_mask[len];
+		rec->f[i] = ht_rec__value(p, len);
 		p += len;
 		tag >>= 4;
 	}

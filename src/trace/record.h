@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "common/util.h"
 
@@ -27,6 +28,25 @@ extern uint8_t ht_kind_nf_tab[HT_EV_NR];
 static inline unsigned ht_kind_nf(unsigned kind)
 {
 	return ht_kind_nf_tab[kind];
+}
+
+/* A record's value of len bytes (0..8) at p, read without a branch: the
+ * low bytes of an 8-byte load (little endian host), so p needs 8 readable
+ * bytes.  What the reader's fast paths (ht_rec__parse, the row loop of
+ * reader_decode.c) read values with. */
+extern const uint64_t ht_rec_len_mask[9];
+static inline uint64_t ht_rec__value(const uint8_t *p, unsigned len)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return v & ht_rec_len_mask[len];
+}
+
+/* Non-zero if a tag of value lengths (a nibble each) has one above 8:
+ * bit 3 set with another bit of the nibble. */
+static inline uint64_t ht_rec__bad_lengths(uint64_t tag)
+{
+	return (tag >> 3) & (tag | tag >> 1 | tag >> 2) & 0x1111111111111111ull;
 }
 
 /* Takes apart the record at p (at most end - p bytes).  Returns the bytes
