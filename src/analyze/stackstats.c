@@ -39,13 +39,20 @@ static struct ht_stackstat *stat_add(struct ht_stackstats *s, uint32_t node)
 	return st;
 }
 
+/* The record of node if it has one in the direct index, else NULL. */
+static inline struct ht_stackstat *stat_indexed(const struct ht_stackstats *s, uint32_t node)
+{
+	if (node < s->nat && s->at[node])
+		return &s->slots[s->at[node] - 1];
+	return NULL;
+}
+
 /* The record of node: by the direct index, else found or added in the
  * table (only stat_add grows it, and it keeps the index right). */
 static inline struct ht_stackstat *stat_of(struct ht_stackstats *s, uint32_t node)
 {
-	if (node < s->nat && s->at[node])
-		return &s->slots[s->at[node] - 1];
-	return stat_add(s, node);
+	struct ht_stackstat *st = stat_indexed(s, node);
+	return st ? st : stat_add(s, node);
 }
 
 struct ht_stackstats_last {
@@ -176,14 +183,6 @@ static __attribute__((noinline)) void event_slow(struct ht_stackstats *s,
 	s->thread = op->thread;
 	const struct ht_block_cbs cbs = {on_release, on_acquire, s};
 	ht_blockop__callbacks(op, e, &cbs);
-}
-
-/* The record of node if it has one in the direct index, else NULL. */
-static inline struct ht_stackstat *stat_indexed(const struct ht_stackstats *s, uint32_t node)
-{
-	if (node < s->nat && s->at[node])
-		return &s->slots[s->at[node] - 1];
-	return NULL;
 }
 
 /* The common events, one block handed out or released by a thread seen

@@ -53,8 +53,7 @@ struct ht_timeline {
 	uint64_t width_ns;         /* of a bin (end - from) / bins, at least 1 */
 	int merging;               /* time past end_ns doubles the bins' width */
 	int cur_bin;               /* bin of the event being applied, -1 outside */
-	uint64_t bin_lo, bin_hi;   /* times [lo, hi) fall in bin cached_bin (lo = hi: none) */
-	uint64_t bin_w;            /* hi - lo */
+	uint64_t bin_lo, bin_w;    /* times [lo, lo + w) fall in bin cached_bin (w = 0: none) */
 	int cached_bin;            /* the bin of the previous event */
 	struct bin *cached;        /* &bins[cached_bin] */
 	unsigned dirty;            /* series the event changed (bit = series) */
@@ -210,7 +209,7 @@ static void widen(struct ht_timeline *tl)
 	tl->filled = (filled + 1) / 2;
 	tl->width_ns *= 2;
 	tl->end_ns = tl->o.from_ns + tl->width_ns * n;
-	tl->bin_lo = tl->bin_hi = tl->bin_w = 0; /* the cached bin moved */
+	tl->bin_lo = tl->bin_w = 0; /* the cached bin moved */
 }
 
 /* The bin of time t: -1 before the range, -2 after it.  Events never go
@@ -231,7 +230,6 @@ static int bin_of(struct ht_timeline *tl, uint64_t t, int monotonic)
 	else if (monotonic && t < tl->end_ns) { /* the next events likely fall in it too */
 		tl->cached_bin = (int)i;
 		tl->bin_lo = tl->o.from_ns + i * tl->width_ns;
-		tl->bin_hi = tl->bin_lo + tl->width_ns;
 		tl->bin_w = tl->width_ns;
 		tl->cached = &tl->bins[i];
 	}
@@ -297,7 +295,7 @@ static __attribute__((noinline)) void event_slow(struct ht_timeline *tl,
 		return;
 	uint64_t t = e->time_ns;
 	int b;
-	if (t >= tl->bin_lo && t < tl->bin_hi) {
+	if (t - tl->bin_lo < tl->bin_w) { /* (t - lo wraps round below lo) */
 		b = tl->cached_bin; /* (filled already) */
 	} else {
 		b = bin_of(tl, t, 1);
@@ -472,7 +470,7 @@ void ht_timeline__finish(struct ht_timeline *tl, struct ht_reader *r)
 	fill_to(tl, tl->o.bins - 1);
 	end_pause(tl, tl->end_ns);
 	tl->finished = 1;
-	tl->bin_lo = tl->bin_hi = tl->bin_w = 0; /* no more events (event_fast) */
+	tl->bin_lo = tl->bin_w = 0; /* no more events (event_fast) */
 }
 
 uint64_t ht_timeline__peak(const struct ht_timeline *tl, uint64_t *time_ns)
