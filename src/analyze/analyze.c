@@ -21,6 +21,7 @@ struct ht_reader *ht_analyze__open(const char *path)
 
 /* Events read, for the progress line every 65536. */
 uint64_t ht_analyze__nread;
+void (*ht_analyze__tick)(struct ht_reader *r);
 
 void ht_analyze__progress(struct ht_reader *r, int end)
 {
@@ -28,6 +29,8 @@ void ht_analyze__progress(struct ht_reader *r, int end)
 		ht_progress_done();
 		return;
 	}
+	if (ht_analyze__tick)
+		ht_analyze__tick(r);
 	uint64_t done, total;
 	ht_reader__progress(r, &done, &total);
 	ht_progress("reading", done, total, ht_analyze__nread, "events");

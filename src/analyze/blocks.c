@@ -2,13 +2,91 @@
 #define _GNU_SOURCE
 #include "blocks.h"
 
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "analyze/analyze.h"
 #include "common/json.h"
 #include "common/util.h"
 
 #define MAX_DEPTH 256 /* return addresses read per stack */
+
+/* ---- symbols made ready while the events are read ---------------------- */
+
+/* One request at a time (a command symbolizes one trace): asked before
+ * the trace is opened, bound to the reader that opens next, started at
+ * its first progress tick, taken by ht_blocks__symbolizer. */
+static struct {
+	int asked;                 /* ht_blocks__symbols_ahead was called */
+	struct ht_reader *r;       /* the reader it is for, once opened */
+	char *sysroot, *debug_dir; /* the symbolizer's options */
+	struct ht_symbolizer *sym; /* made from the modules known at the start */
+	uint8_t *want;             /* the modules to prepare */
+	pthread_t thread;          /* preparing sym */
+	int running;               /* thread not joined yet */
+} ahead;
+
+static void *prepare_main(void *arg)
+{
+	(void)arg;
+	ht_symbolizer__prepare(ahead.sym, ahead.want);
+	return NULL;
+}
+
+static void ahead_join(void)
+{
+	if (ahead.running) {
+		pthread_join(ahead.thread, NULL);
+		ahead.running = 0;
+	}
+}
+
+/* (ht_analyze__tick: the first reader that ticks is the command's) */
+static void symbols_tick(struct ht_reader *r)
+{
+	if (!ahead.asked)
+		return;
+	ahead.asked = 0; /* one try */
+	ahead.r = r;
+	const struct ht_module *mods;
+	size_t nmods = ht_reader__modules(r, &mods), nwant = 0;
+	/* the modules of the stacks read so far: those of the rest are
+	 * mostly the same, and a module no stack needs is not worth loading */
+	ahead.want = calloc(nmods ? nmods : 1, 1);
+	if (!ahead.want)
+		return;
+	for (size_t n = 1, nn = ht_reader__nnodes(r); n < nn; n++) {
+		int m = ht_reader__node_module(r, (uint32_t)n);
+		if (m >= 0 && (size_t)m < nmods && !ahead.want[m]) {
+			ahead.want[m] = 1;
+			nwant++;
+		}
+	}
+	if (!nwant)
+		return;
+	struct ht_symbol_opts so = {ahead.sysroot, ahead.debug_dir};
+	ahead.sym = ht_symbolizer__new(mods, nmods, &so);
+	if (!ahead.sym)
+		return;
+	if (pthread_create(&ahead.thread, NULL, prepare_main, NULL) == 0) {
+		ahead.running = 1;
+		atexit(ahead_join); /* (an exit before the symbols are asked for) */
+	}
+}
+
+void ht_blocks__symbols_ahead(const char *sysroot, const char *debug_dir)
+{
+	/* another CPU, and not told to use one thread (-j 1) */
+	if (ht_threads == 1 || sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		return;
+	ahead.asked = 1;
+	ht_analyze__tick = symbols_tick;
+	ahead.sysroot = sysroot ? ht_xstrdup(sysroot) : NULL;
+	ahead.debug_dir = debug_dir ? ht_xstrdup(debug_dir) : NULL;
+}
 
 struct ht_symbolizer *ht_blocks__symbolizer(struct ht_reader *r, const char *sysroot,
 					    const char *debug_dir)
@@ -16,7 +94,21 @@ struct ht_symbolizer *ht_blocks__symbolizer(struct ht_reader *r, const char *sys
 	const struct ht_module *mods;
 	size_t nmods = ht_reader__modules(r, &mods);
 	struct ht_symbol_opts so = {sysroot, debug_dir};
-	struct ht_symbolizer *sym = ht_symbolizer__new(mods, nmods, &so);
+	struct ht_symbolizer *sym = NULL;
+	if (ahead.sym && r == ahead.r) { /* made ready while the events were read */
+		ahead_join();
+		sym = ahead.sym;
+		ahead.sym = NULL;
+		ahead.r = NULL;
+		free(ahead.want);
+		ahead.want = NULL;
+		if (ht_symbolizer__extend(sym, mods, nmods) < 0) {
+			ht_symbolizer__free(sym);
+			sym = NULL;
+		}
+	} else {
+		sym = ht_symbolizer__new(mods, nmods, &so);
+	}
 	if (!sym) {
 		ht_error("cannot set up symbolization (libdw)");
 		return NULL;

@@ -25,6 +25,15 @@ struct ht_block_cbs {
 struct ht_symbolizer *ht_blocks__symbolizer(struct ht_reader *r, const char *sysroot,
 					    const char *debug_dir);
 
+/* Symbols made ready on another CPU while a trace is read: asked before
+ * the trace is opened, with the options ht_blocks__symbolizer will get.
+ * At the first progress tick (65,536 events: a shorter trace does
+ * without) of the reader, the modules of the stacks read so far are
+ * loaded by a thread while the rest is read, and ht_blocks__symbolizer
+ * takes them, adding the modules recorded since.  The same answers as
+ * without; off with -j 1 or one CPU.  For commands that read one trace. */
+void ht_blocks__symbols_ahead(const char *sysroot, const char *debug_dir);
+
 /* The frames of a stack node, inlined calls expanded, innermost first,
  * without the tracer's own frames; returns how many (at most max). */
 size_t ht_blocks__frames(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t node,

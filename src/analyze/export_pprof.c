@@ -279,6 +279,7 @@ int ht_export__pprof(const struct ht_export_opts *o, FILE *f)
 	struct ht_reader *r = NULL;
 	struct ht_symbolizer *sym = NULL;
 	struct ht_pb prof = {0};
+	ht_blocks__symbols_ahead(o->sysroot, o->debug_dir);
 	int ret = ht_stackstats__collect(o->trace, 0, &ss, &r);
 	if (!r)
 		goto cleanup;

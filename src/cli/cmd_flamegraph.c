@@ -116,6 +116,7 @@ int cmd_flamegraph(int argc, char **argv)
 		ht_error("--width=%llu: expected 100 to 100000 pixels", (unsigned long long)cfg.width);
 		goto cleanup;
 	}
+	ht_blocks__symbols_ahead(cfg.sysroot, cfg.debug_dir);
 	ret = ht_stackstats__collect(argv[0], (uint32_t)cfg.tid, &ss, &r);
 	if (!r)
 		goto cleanup;

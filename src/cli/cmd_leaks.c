@@ -491,6 +491,7 @@ int cmd_leaks(int argc, char **argv)
 			add_pattern(&l, default_suppressions[i], &pcap);
 	if (cfg.suppressions && load_suppressions(&l, cfg.suppressions, &pcap) < 0)
 		goto cleanup;
+	ht_blocks__symbols_ahead(cfg.sysroot, cfg.debug_dir);
 	r = ht_analyze__open(argv[0]);
 	if (!r) {
 		ret = HT_EXIT_DATA;

@@ -638,6 +638,7 @@ int cmd_report(int argc, char **argv)
 		}
 	}
 	out = cfg.out ? strdup(cfg.out) : default_output(argv[0]);
+	ht_blocks__symbols_ahead(cfg.sysroot, cfg.debug_dir);
 	ret = read_trace(argv[0], &c, &r);
 	if (!r)
 		goto cleanup;

@@ -194,6 +194,7 @@ int cmd_top(int argc, char **argv)
 		ht_error("--by=%s: expected stack or function", cfg.by);
 		goto cleanup;
 	}
+	ht_blocks__symbols_ahead(cfg.sysroot, cfg.debug_dir);
 	ret = ht_stackstats__collect(argv[0], (uint32_t)cfg.tid, &ss, &r);
 	if (!r)
 		goto cleanup;

@@ -15,7 +15,9 @@
  * address space: each one that overlaps a module reported before it is
  * reported at an address range of its own above every recorded module,
  * and an address resolved in that module (ht_symbolizer__resolve_in) is
- * moved there first. */
+ * moved there first.  Modules recorded later (ht_symbolizer__extend) are
+ * added the same way; one that reaches into those ranges is moved above
+ * them too. */
 #define _GNU_SOURCE
 #include "symbolize.h"
 
@@ -40,6 +42,7 @@ struct mod_ref {
 	const char *name;    /* file name without directory, NULL: no path recorded */
 	struct ht_symindex *syms; /* its ELF symbols by address, built at the first need */
 	int syms_tried;      /* syms was built (or could not be) */
+	Dwfl_Module *dm;     /* as reported to the Dwfl, NULL if it was not */
 };
 
 struct cache_slot {
@@ -53,6 +56,9 @@ struct ht_symbolizer {
 	Dwfl *dwfl;                 /* every module, reported offline */
 	Dwfl_Callbacks cb;          /* its callbacks */
 	char *debug_path;           /* libdwfl's search path for debug files */
+	char *sysroot;              /* prefix of module paths, NULL if none */
+	uint64_t shift_floor;       /* where the ranges of overlapping modules start */
+	uint64_t next_free;         /* where the next one goes */
 	struct mod_ref *mods;       /* the recorded modules, in their order */
 	size_t nmods;               /* count */
 	uint32_t *by_lo;            /* those at their own addresses (shift 0), by lo */
@@ -133,6 +139,56 @@ static void hex(char *out, const uint8_t *b, size_t n)
 	out[2 * n] = 0;
 }
 
+/* Reports module m (index i of the recorded ones) to the Dwfl, between
+ * dwfl_report_begin_add and dwfl_report_end. */
+static void add_module(struct ht_symbolizer *s, const struct ht_module *m, size_t i)
+{
+	struct mod_ref *r = &s->mods[s->nmods++];
+	const uint64_t align = (uint64_t)1 << 30;
+	r->lo = m->lo;
+	r->hi = m->hi;
+	r->base = m->base;
+	if (!m->path)
+		return;
+	const char *slash = strrchr(m->path, '/');
+	r->name = keep(s, slash ? slash + 1 : m->path);
+	/* (a module added after the first ones may reach where the shifted
+	 * ones go: it is shifted too) */
+	int overlap = m->hi > s->shift_floor;
+	for (size_t j = 0; j < s->nby_lo; j++) {
+		const struct mod_ref *o = &s->mods[s->by_lo[j]];
+		overlap |= o->lo < m->hi && m->lo < o->hi;
+	}
+	if (!overlap) {
+		s->by_lo[s->nby_lo++] = (uint32_t)i;
+	} else {
+		r->shift = s->next_free - (m->lo & ~(align - 1));
+		s->next_free += (m->hi - (m->lo & ~(align - 1)) + align) & ~(align - 1);
+	}
+	if (m->path[0] != '/')
+		return; /* [vdso] and friends: no file */
+	char file[4096];
+	snprintf(file, sizeof(file), "%s%s", s->sysroot ? s->sysroot : "", m->path);
+	Dwfl_Module *dm = dwfl_report_elf(s->dwfl, r->name, file, -1, m->base + r->shift, true);
+	if (!dm) {
+		problem(s, "%s: %s", file, dwfl_errmsg(-1));
+		return;
+	}
+	r->dm = dm;
+	const unsigned char *bits;
+	GElf_Addr vaddr;
+	int len = dwfl_module_build_id(dm, &bits, &vaddr);
+	/* (the recorder's own library is left out: a heaptrail rebuilt
+	 * or upgraded since the recording would make every old trace
+	 * warn for nothing) */
+	if (m->build_id_len && len > 0 && !ht_symbols__is_recorder(r->name) &&
+	    ((size_t)len != m->build_id_len || memcmp(bits, m->build_id, (size_t)len))) {
+		char got[129];
+		hex(got, bits, (size_t)len < 64 ? (size_t)len : 64);
+		problem(s, "%s: not the file that was traced (build-id %s)", file, got);
+	}
+}
+
 struct ht_symbolizer *ht_symbolizer__new(const struct ht_module *mods, size_t nmods,
 					 const struct ht_symbol_opts *opts)
 {
@@ -147,9 +203,9 @@ struct ht_symbolizer *ht_symbolizer__new(const struct ht_module *mods, size_t nm
 	s->cb.section_address = dwfl_offline_section_address;
 	s->cb.debuginfo_path = &s->debug_path;
 	s->dwfl = dwfl_begin(&s->cb);
-	s->mods = calloc(nmods ? nmods : 1, sizeof(*s->mods));
-	s->by_lo = calloc(nmods ? nmods : 1, sizeof(*s->by_lo));
-	if (!s->dwfl || !s->mods || !s->by_lo) {
+	if (opts && opts->sysroot)
+		s->sysroot = strdup(opts->sysroot);
+	if (!s->dwfl || (opts && opts->sysroot && !s->sysroot)) {
 		ht_symbolizer__free(s);
 		return NULL;
 	}
@@ -159,52 +215,31 @@ struct ht_symbolizer *ht_symbolizer__new(const struct ht_module *mods, size_t nm
 		if (mods[i].hi > top)
 			top = mods[i].hi;
 	const uint64_t align = (uint64_t)1 << 30;
-	uint64_t next_free = (top + align) & ~(align - 1);
-	dwfl_report_begin(s->dwfl);
-	for (size_t i = 0; i < nmods; i++) {
-		const struct ht_module *m = &mods[i];
-		struct mod_ref *r = &s->mods[s->nmods++];
-		r->lo = m->lo;
-		r->hi = m->hi;
-		r->base = m->base;
-		if (!m->path)
-			continue;
-		const char *slash = strrchr(m->path, '/');
-		r->name = keep(s, slash ? slash + 1 : m->path);
-		int overlap = 0;
-		for (size_t j = 0; j < s->nby_lo; j++) {
-			const struct mod_ref *o = &s->mods[s->by_lo[j]];
-			overlap |= o->lo < m->hi && m->lo < o->hi;
-		}
-		if (!overlap) {
-			s->by_lo[s->nby_lo++] = (uint32_t)i;
-		} else {
-			r->shift = next_free - (m->lo & ~(align - 1));
-			next_free += (m->hi - (m->lo & ~(align - 1)) + align) & ~(align - 1);
-		}
-		if (m->path[0] != '/')
-			continue; /* [vdso] and friends: no file */
-		char file[4096];
-		snprintf(file, sizeof(file), "%s%s", opts && opts->sysroot ? opts->sysroot : "",
-			 m->path);
-		Dwfl_Module *dm = dwfl_report_elf(s->dwfl, r->name, file, -1, m->base + r->shift, true);
-		if (!dm) {
-			problem(s, "%s: %s", file, dwfl_errmsg(-1));
-			continue;
-		}
-		const unsigned char *bits;
-		GElf_Addr vaddr;
-		int len = dwfl_module_build_id(dm, &bits, &vaddr);
-		/* (the recorder's own library is left out: a heaptrail rebuilt
-		 * or upgraded since the recording would make every old trace
-		 * warn for nothing) */
-		if (m->build_id_len && len > 0 && !ht_symbols__is_recorder(r->name) &&
-		    ((size_t)len != m->build_id_len || memcmp(bits, m->build_id, (size_t)len))) {
-			char got[129];
-			hex(got, bits, (size_t)len < 64 ? (size_t)len : 64);
-			problem(s, "%s: not the file that was traced (build-id %s)", file, got);
-		}
+	s->shift_floor = s->next_free = (top + align) & ~(align - 1);
+	if (ht_symbolizer__extend(s, mods, nmods) < 0) {
+		ht_symbolizer__free(s);
+		return NULL;
 	}
+	return s;
+}
+
+int ht_symbolizer__extend(struct ht_symbolizer *s, const struct ht_module *mods, size_t nmods)
+{
+	size_t had = s->nmods;
+	if (nmods <= had && s->mods)
+		return 0;
+	struct mod_ref *m = realloc(s->mods, (nmods ? nmods : 1) * sizeof(*m));
+	if (m)
+		s->mods = m;
+	uint32_t *b = m ? realloc(s->by_lo, (nmods ? nmods : 1) * sizeof(*b)) : NULL;
+	if (b)
+		s->by_lo = b;
+	if (!m || !b)
+		return -1;
+	memset(s->mods + had, 0, (nmods - had) * sizeof(*m));
+	dwfl_report_begin_add(s->dwfl);
+	for (size_t i = had; i < nmods; i++)
+		add_module(s, &mods[i], i);
 	dwfl_report_end(s->dwfl, NULL, NULL);
 	/* the recorded modules by address, for module+offset */
 	for (size_t i = 1; i < s->nby_lo; i++) {
@@ -216,7 +251,26 @@ struct ht_symbolizer *ht_symbolizer__new(const struct ht_module *mods, size_t nm
 		}
 		s->by_lo[k] = x;
 	}
-	return s;
+	return 0;
+}
+
+void ht_symbolizer__prepare(struct ht_symbolizer *s, const uint8_t *want)
+{
+	for (size_t i = 0; i < s->nmods; i++) {
+		struct mod_ref *m = &s->mods[i];
+		if (!m->dm || (want && !want[i]) || ht_symbols__is_recorder(m->name))
+			continue;
+		Dwarf_Addr bias;
+		Dwarf *dw = dwfl_module_getdwarf(m->dm, &bias);
+		Dwarf_Aranges *ar;
+		size_t nar;
+		if (dw)
+			dwarf_getaranges(dw, &ar, &nar);
+		if (!m->syms_tried) {
+			m->syms_tried = 1;
+			m->syms = ht_symindex__new(m->dm);
+		}
+	}
 }
 
 void ht_symbolizer__free(struct ht_symbolizer *s)
@@ -235,6 +289,7 @@ void ht_symbolizer__free(struct ht_symbolizer *s)
 	free(s->mods);
 	free(s->by_lo);
 	free(s->debug_path);
+	free(s->sysroot);
 	free(s->problems);
 	free(s);
 }

@@ -32,6 +32,17 @@ struct ht_frame {
 struct ht_symbolizer *ht_symbolizer__new(const struct ht_module *mods, size_t nmods,
 					 const struct ht_symbol_opts *opts);
 void ht_symbolizer__free(struct ht_symbolizer *s);
+/* Adds the modules mods[k..nmods) to a symbolizer made from mods[0..k)
+ * (the reader's list, which only grows: ht_reader__modules); 0, or -1 if
+ * out of memory. */
+int ht_symbolizer__extend(struct ht_symbolizer *s, const struct ht_module *mods, size_t nmods);
+/* Does now what the first address of each module would do: loads its
+ * DWARF (the debug file found, its sections decompressed, the address
+ * ranges of its compilation units) and its ELF symbol index; only the
+ * modules with want[i] set (all if want is NULL), never the recorder's.
+ * The answers are the same with or without it: it lets another thread do
+ * that work while the events are read (ht_blocks__symbols_ahead). */
+void ht_symbolizer__prepare(struct ht_symbolizer *s, const uint8_t *want);
 
 /* The frames of return address ip, innermost (most inlined) first; at
  * least one.  *frames stays valid until the next call. */
