@@ -12,6 +12,7 @@
 #include "common/util.h"
 
 #define MAX_FRAMES 1024
+#define MAX_NODES 256 /* stack nodes ht_blocks__frames reads */
 
 enum metric {
 	M_ALLOCATED = HT_FLAME_ALLOCATED,
@@ -88,4 +89,112 @@ struct ht_flame_stack *ht_flamegraph__fold(struct ht_reader *r, struct ht_symbol
 	}
 	*nout = o;
 	return out;
+}
+
+/* ---- the tree straight from the stack nodes ---------------------------------- */
+
+/* A frame's label as ht_flame__join writes it (len in *len). */
+static const char *label_of(char buf[512], const struct ht_frame *fr, size_t *len)
+{
+	ht_blocks__frame_name(buf, 512, fr);
+	for (char *p = strpbrk(buf, ";\n"); p; p = strpbrk(p + 1, ";\n"))
+		*p = ':';
+	*len = strlen(buf);
+	return buf;
+}
+
+/* The tree node of a stack's frames, inserted from the outermost. */
+static int insert_frames(struct ht_flame_tree *t, const struct ht_frame *fr, size_t n)
+{
+	char buf[512];
+	int cur = 0;
+	if (!n)
+		return ht_flame_tree__child(t, 0, "[no stack]", 10);
+	for (size_t k = 0; k < n; k++) {
+		size_t len;
+		const char *l = label_of(buf, &fr[n - 1 - k], &len);
+		if (!len && k == n - 1)
+			break; /* (an empty last label ends a folded line: none) */
+		cur = ht_flame_tree__child(t, cur, l, len);
+	}
+	return cur;
+}
+
+/* What the tree of one graph knows of each stack node. */
+struct node_memo {
+	int id;       /* its tree node + 1, 0: not known yet */
+	int nframes;  /* frames from the root to it (the recorder's left out) */
+	int depth;    /* nodes from the root to it */
+};
+
+/* The tree node of stack node `node` (a reader node, not 0), its frames
+ * inserted after those of its callers, each node once per graph.  -1 when
+ * the path is longer than ht_blocks__frames reads, or holds an empty
+ * label: the caller then inserts that stack's frames as folding would. */
+static int node_tree(struct ht_flame_tree *t, struct node_memo *memo, struct ht_reader *r,
+		     struct ht_symbolizer *sym, uint32_t node)
+{
+	uint32_t chain[MAX_NODES + 1];
+	size_t nc = 0;
+	for (uint32_t x = node; x && !memo[x].id; x = ht_reader__node_parent(r, x)) {
+		if (nc == MAX_NODES + 1)
+			return -1;
+		chain[nc++] = x;
+	}
+	uint32_t top = nc ? ht_reader__node_parent(r, chain[nc - 1]) : node;
+	int cur = top ? memo[top].id - 1 : 0;
+	int nframes = top ? memo[top].nframes : 0, depth = top ? memo[top].depth : 0;
+	char buf[512];
+	while (nc--) {
+		uint32_t x = chain[nc];
+		const struct ht_frame *f;
+		size_t nf = ht_symbolizer__resolve_in(sym, ht_reader__node_ip(r, x),
+						      ht_reader__node_module(r, x), &f);
+		for (size_t j = nf; j-- > 0;) {
+			if (ht_symbols__is_recorder(f[j].module))
+				continue;
+			size_t len;
+			const char *l = label_of(buf, &f[j], &len);
+			if (!len)
+				return -1;
+			cur = ht_flame_tree__child(t, cur, l, len);
+			nframes++;
+		}
+		depth++;
+		memo[x] = (struct node_memo){cur + 1, nframes, depth};
+	}
+	const struct node_memo *m = &memo[node];
+	if (m->depth > MAX_NODES || m->nframes > MAX_FRAMES)
+		return -1;
+	return m->nframes ? m->id - 1 : ht_flame_tree__child(t, 0, "[no stack]", 10);
+}
+
+int ht_flamegraph__svg(FILE *f, struct ht_reader *r, struct ht_symbolizer *sym,
+		       const struct ht_stackstats *ss, int metric, const struct ht_flame_style *style)
+{
+	enum metric m = (enum metric)metric;
+	static struct ht_frame frames[MAX_FRAMES];
+	struct ht_flame_tree *t = ht_flame_tree__new();
+	size_t nn = ht_reader__nnodes(r);
+	struct node_memo *memo = ht_xcalloc(nn ? nn : 1, sizeof(*memo));
+	for (size_t i = 0; i < ss->cap; i++) {
+		const struct ht_stackstat *st = &ss->slots[i];
+		uint64_t value = 0, count = 0;
+		if (!st->node)
+			continue;
+		metric_of(m, st, &value, &count);
+		if (!value)
+			continue;
+		uint32_t node = st->node - 1;
+		int id = node && node < nn ? node_tree(t, memo, r, sym, node) : -1;
+		if (id < 0) {
+			size_t nf = node ? ht_blocks__frames(r, sym, node, frames, MAX_FRAMES) : 0;
+			id = insert_frames(t, frames, nf);
+		}
+		ht_flame_tree__add(t, id, value, count, 0);
+	}
+	free(memo);
+	int drawn = ht_flame_tree__svg(f, t, style);
+	ht_flame_tree__free(t);
+	return drawn;
 }

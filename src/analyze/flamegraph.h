@@ -27,4 +27,12 @@ struct ht_flame_stack *ht_flamegraph__fold(struct ht_reader *r, struct ht_symbol
 					   const struct ht_stackstats *ss, int metric, int reverse,
 					   size_t *nout);
 
+/* Writes the flame graph (outermost frames at the bottom) of the stacks'
+ * metric as SVG, as ht_flame__svg would draw the stacks
+ * ht_flamegraph__fold gives, byte for byte, without joining and parsing
+ * them: each stack node's frames are resolved and put in the tree once.
+ * Returns the number of frames drawn. */
+int ht_flamegraph__svg(FILE *f, struct ht_reader *r, struct ht_symbolizer *sym,
+		       const struct ht_stackstats *ss, int metric, const struct ht_flame_style *style);
+
 #endif

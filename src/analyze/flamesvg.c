@@ -35,16 +35,48 @@ char *ht_flame__join(const struct ht_frame *frames, size_t n, int reverse)
 }
 
 struct tnode {
-	struct ht_flame_frame fr; /* label (points into a stack) and sums */
-	int child, next;          /* first child, next sibling: indexes, -1 none */
+	struct ht_flame_frame fr; /* label and sums */
+	int child, next, parent;  /* first child, next sibling, parent: indexes, -1 none */
 };
 
-struct tree {
-	struct tnode *n; /* n[0] is the root */
-	size_t len, cap; /* used / allocated */
+#define ARENA_BLOCK 65536 /* bytes of labels per block of a tree's arena */
+
+struct ht_flame_tree {
+	struct tnode *n;   /* n[0] is the root */
+	size_t len, cap;   /* used / allocated */
+	char **blocks;     /* the labels copied in (ht_flame_tree__child) */
+	size_t nblocks;    /* count */
+	size_t used;       /* bytes used in the last block */
 };
 
-static int tree_child(struct tree *t, int parent, const char *name, size_t len)
+/* A copy of name that lives as long as the tree. */
+static const char *tree_keep(struct ht_flame_tree *t, const char *name, size_t len)
+{
+	if (len > ARENA_BLOCK / 4) { /* (a long label gets a block of its own, kept first) */
+		char *b = ht_xmalloc(len ? len : 1);
+		memcpy(b, name, len);
+		t->blocks = ht_xrealloc(t->blocks, (t->nblocks + 1) * sizeof(*t->blocks));
+		memmove(t->blocks + 1, t->blocks, t->nblocks * sizeof(*t->blocks));
+		t->blocks[0] = b;
+		t->nblocks++;
+		return b;
+	}
+	if (!t->nblocks || t->used + len > ARENA_BLOCK) {
+		t->blocks = ht_xrealloc(t->blocks, (t->nblocks + 1) * sizeof(*t->blocks));
+		t->blocks[t->nblocks++] = ht_xmalloc(ARENA_BLOCK);
+		t->used = 0;
+	}
+	char *c = t->blocks[t->nblocks - 1] + t->used;
+	memcpy(c, name, len);
+	t->used += len;
+	return c;
+}
+
+/* The child of parent named name (found, or added in its place among the
+ * children, which are kept sorted by name); copy: name is copied into the
+ * tree's arena when added, else it must outlive the tree. */
+static int tree_child(struct ht_flame_tree *t, int parent, const char *name, size_t len,
+		      int copy)
 {
 	int prev = -1;
 	for (int c = t->n[parent].child; c >= 0; prev = c, c = t->n[c].next) {
@@ -64,7 +96,9 @@ static int tree_child(struct tree *t, int parent, const char *name, size_t len)
 		t->n = ht_xrealloc(t->n, t->cap * sizeof(*t->n));
 	}
 	int id = (int)t->len++;
-	t->n[id] = (struct tnode){{name, len, 0, 0, 0}, -1, -1};
+	if (copy)
+		name = tree_keep(t, name, len);
+	t->n[id] = (struct tnode){{name, len, 0, 0, 0}, -1, -1, parent};
 	if (prev < 0) {
 		t->n[id].next = t->n[parent].child;
 		t->n[parent].child = id;
@@ -73,6 +107,42 @@ static int tree_child(struct tree *t, int parent, const char *name, size_t len)
 		t->n[prev].next = id;
 	}
 	return id;
+}
+
+struct ht_flame_tree *ht_flame_tree__new(void)
+{
+	struct ht_flame_tree *t = ht_xcalloc(1, sizeof(*t));
+	t->cap = 1024;
+	t->n = ht_xmalloc(t->cap * sizeof(*t->n));
+	t->n[0] = (struct tnode){{"all", 3, 0, 0, 0}, -1, -1, -1};
+	t->len = 1;
+	return t;
+}
+
+int ht_flame_tree__child(struct ht_flame_tree *t, int parent, const char *name, size_t len)
+{
+	return tree_child(t, parent, name, len, 1);
+}
+
+void ht_flame_tree__add(struct ht_flame_tree *t, int id, uint64_t value, uint64_t count,
+			uint64_t base)
+{
+	for (; id >= 0; id = t->n[id].parent) {
+		t->n[id].fr.value += value;
+		t->n[id].fr.count += count;
+		t->n[id].fr.base += base;
+	}
+}
+
+void ht_flame_tree__free(struct ht_flame_tree *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->nblocks; i++)
+		free(t->blocks[i]);
+	free(t->blocks);
+	free(t->n);
+	free(t);
 }
 
 static unsigned name_hash(const char *s, size_t n)
@@ -113,7 +183,7 @@ static void value_details(void *ctx, FILE *f, const struct ht_flame_frame *fr, u
 
 struct svg {
 	FILE *f;           /* output */
-	struct tree *t;    /* frames */
+	struct ht_flame_tree *t; /* frames */
 	double scale;      /* pixels per unit of value */
 	int height;        /* of the image */
 	const struct ht_flame_style *st; /* colours and tooltips */
@@ -122,7 +192,7 @@ struct svg {
 	int drawn;         /* frames written */
 };
 
-static int max_depth(const struct tree *t, int id, int d)
+static int max_depth(const struct ht_flame_tree *t, int id, int d)
 {
 	int m = d;
 	for (int c = t->n[id].child; c >= 0; c = t->n[c].next) {
@@ -245,38 +315,41 @@ static const char svg_script[] =
 int ht_flame__svg(FILE *f, const struct ht_flame_stack *fl, size_t n,
 		  const struct ht_flame_style *style)
 {
-	struct tree t = {0};
-	t.cap = 1024;
-	t.n = ht_xmalloc(t.cap * sizeof(*t.n));
-	t.n[0] = (struct tnode){{"all", 3, 0, 0, 0}, -1, -1};
-	t.len = 1;
+	struct ht_flame_tree *t = ht_flame_tree__new();
 	for (size_t i = 0; i < n; i++) {
 		int cur = 0;
-		t.n[0].fr.value += fl[i].value;
-		t.n[0].fr.count += fl[i].count;
-		t.n[0].fr.base += fl[i].base;
+		t->n[0].fr.value += fl[i].value;
+		t->n[0].fr.count += fl[i].count;
+		t->n[0].fr.base += fl[i].base;
 		for (const char *p = fl[i].stack; *p;) {
 			const char *e = strchr(p, ';');
 			size_t len = e ? (size_t)(e - p) : strlen(p);
-			cur = tree_child(&t, cur, p, len);
-			t.n[cur].fr.value += fl[i].value;
-			t.n[cur].fr.count += fl[i].count;
-			t.n[cur].fr.base += fl[i].base;
+			cur = tree_child(t, cur, p, len, 0);
+			t->n[cur].fr.value += fl[i].value;
+			t->n[cur].fr.count += fl[i].count;
+			t->n[cur].fr.base += fl[i].base;
 			p += len + (e ? 1 : 0);
 		}
 	}
+	int drawn = ht_flame_tree__svg(f, t, style);
+	ht_flame_tree__free(t);
+	return drawn;
+}
+
+int ht_flame_tree__svg(FILE *f, struct ht_flame_tree *t, const struct ht_flame_style *style)
+{
 	uint64_t width = style->width;
-	int depth = max_depth(&t, 0, 0);
-	struct svg s = {f, &t, 0, PAD_TOP + PAD_BOTTOM + (depth + 1) * FRAME_H, style,
-			t.n[0].fr.value, 0, 0};
-	for (size_t i = 1; i < t.len; i++) {
-		const struct ht_flame_frame *fr = &t.n[i].fr;
+	int depth = max_depth(t, 0, 0);
+	struct svg s = {f, t, 0, PAD_TOP + PAD_BOTTOM + (depth + 1) * FRAME_H, style,
+			t->n[0].fr.value, 0, 0};
+	for (size_t i = 1; i < t->len; i++) {
+		const struct ht_flame_frame *fr = &t->n[i].fr;
 		uint64_t c = fr->value > fr->base ? fr->value - fr->base : fr->base - fr->value;
 		if (c > s.max_change)
 			s.max_change = c;
 	}
 	double fw = (double)width - 2 * PAD_SIDE;
-	s.scale = t.n[0].fr.value ? fw / (double)t.n[0].fr.value : 0;
+	s.scale = t->n[0].fr.value ? fw / (double)t->n[0].fr.value : 0;
 	if (!style->id)
 		fputs("<?xml version=\"1.0\" standalone=\"no\"?>\n", f);
 	fputs("<svg version=\"1.1\"", f);
@@ -286,7 +359,7 @@ int ht_flame__svg(FILE *f, const struct ht_flame_stack *fl, size_t n,
 		   "viewBox=\"0 0 %llu %d\" xmlns=\"http://www.w3.org/2000/svg\" "
 		   "data-fw=\"%.2f\" data-total=\"%llu\" data-unit=\"%s\">\n",
 		(unsigned long long)width, s.height, (unsigned long long)width, s.height, fw,
-		(unsigned long long)t.n[0].fr.value, style->unit);
+		(unsigned long long)t->n[0].fr.value, style->unit);
 	fputs("<style>text { font-family: Verdana, sans-serif; font-size: 12px; fill: #000; }\n"
 	      "g.f:hover rect { stroke: #000; stroke-width: 0.5; cursor: pointer; }\n"
 	      ".title { font-size: 17px; }\n"
@@ -308,6 +381,5 @@ int ht_flame__svg(FILE *f, const struct ht_flame_stack *fl, size_t n,
 	fputs("</g>\n", f);
 	fputs(svg_script, f);
 	fputs("</svg>\n", f);
-	free(t.n);
 	return s.drawn;
 }

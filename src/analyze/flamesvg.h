@@ -57,5 +57,20 @@ char *ht_flame__join(const struct ht_frame *frames, size_t n, int reverse);
 int ht_flame__svg(FILE *f, const struct ht_flame_stack *st, size_t n,
 		  const struct ht_flame_style *style);
 
+/* The tree ht_flame__svg draws, for callers that build it without folded
+ * stacks (ht_flamegraph__svg): node 0 is the root ("all"); a node's
+ * children are kept sorted by name, so the same stacks make the same tree
+ * in any order.  Exits if out of memory. */
+struct ht_flame_tree;
+struct ht_flame_tree *ht_flame_tree__new(void);
+/* The child of parent labelled name[0..len) (copied), added if new. */
+int ht_flame_tree__child(struct ht_flame_tree *t, int parent, const char *name, size_t len);
+/* Adds to node id and to each of its ancestors, the root included. */
+void ht_flame_tree__add(struct ht_flame_tree *t, int id, uint64_t value, uint64_t count,
+			uint64_t base);
+/* Writes its SVG; returns the number of frames drawn. */
+int ht_flame_tree__svg(FILE *f, struct ht_flame_tree *t, const struct ht_flame_style *style);
+void ht_flame_tree__free(struct ht_flame_tree *t);
+
 
 #endif

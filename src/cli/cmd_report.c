@@ -421,17 +421,11 @@ static void section_flame(struct page *pg)
 	fputs("<p>Click a frame to zoom, Reset Zoom to go back, Search to highlight; hover for "
 	      "bytes and counts.</p>\n", f);
 	for (size_t g = 0; g < sizeof(graphs) / sizeof(graphs[0]); g++) {
-		size_t n = 0;
-		struct ht_flame_stack *st =
-			ht_flamegraph__fold(pg->r, pg->sym, &pg->c->stacks, graphs[g].metric, 0, &n);
 		struct ht_flame_style style = {.title = graphs[g].title, .unit = "bytes",
 					       .width = 1200, .id = graphs[g].id};
 		fputs("<div class=\"chart\">", f);
-		ht_flame__svg(f, st, n, &style);
+		ht_flamegraph__svg(f, pg->r, pg->sym, &pg->c->stacks, graphs[g].metric, &style);
 		fputs("</div>\n", f);
-		for (size_t i = 0; i < n; i++)
-			free(st[i].stack);
-		free(st);
 	}
 	fputs("</section>\n", f);
 }

@@ -215,3 +215,42 @@ def test_report_bad_input(t):
               "expected one line naming %r from %s:\n%s" % (what, " ".join(args), r.describe()))
         left = [n for n in os.listdir(t.dir) if n.startswith("out.html")]
         eq(left, [], "files left behind by %s" % " ".join(args))
+
+
+def flame_frames(svg):
+    """The frame elements of one flame graph SVG, in drawing order."""
+    return re.findall(r'<g class="f" .*?</g>', svg)
+
+
+@case(timeout=180, labels=("analyzers",))
+def test_report_flame_same(t):
+    """The report builds its flame graphs from the stack nodes, each
+    node's frames resolved once (ht_flamegraph__svg); `flamegraph` draws
+    the same graphs from folded stacks.  Every frame (label, value,
+    position, colour) must be the same in both, on stacks of 40 to 300
+    frames (tests/progs/deeprec: deeper than the recorder keeps) and on a
+    multi-threaded trace."""
+    for name, argv in (("deeprec", [t.prog("deeprec"), "300"]),
+                       ("threads", [t.prog("threads"), "3", "5000"])):
+        trace = t.path(name + ".ht")
+        r = t.run([t.heaptrail, "record", "-q", "--stacks=256", "-o", trace, "--"] + argv)
+        eq(r.rc, 0, "record --stacks:\n" + r.describe())
+        html = t.path(name + ".html")
+        eq(t.tool(["report", "-o", html, trace]).rc, 0, "report " + name)
+        with open(html) as f:
+            page = f.read()
+        for metric, gid in (("allocated", "flame-allocated"), ("peak", "flame-peak")):
+            m = re.search(r'<svg [^>]*id="%s".*?</svg>' % gid, page, re.S)
+            check(m, "%s: no %s graph in the report" % (name, gid))
+            svg = t.path("%s-%s.svg" % (name, metric))
+            r = t.tool(["flamegraph", "--metric", metric, "--width", "1200", "-o", svg, trace])
+            eq(r.rc, 0, "flamegraph --metric " + metric)
+            with open(svg) as f:
+                want = flame_frames(f.read())
+            got = flame_frames(m.group(0))
+            check(len(want) > (40 if name == "deeprec" else 3),
+                  "%s %s: only %d frames drawn" % (name, metric, len(want)))
+            eq(len(got), len(want), "%s %s: frames drawn" % (name, metric))
+            for i, (a, b) in enumerate(zip(got, want)):
+                check(a == b, "%s %s: frame %d differs:\n%s\n--- flamegraph:\n%s"
+                      % (name, metric, i, a, b))
