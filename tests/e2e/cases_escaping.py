@@ -78,9 +78,10 @@ def strings_in(v):
 
 @case(labels=("analyzers",))
 def test_json_any_bytes(t):
-    """stats, top, leaks --json and export -f perfetto of a trace whose
-    symbol and command line hold bytes that are not UTF-8: strict JSON,
-    with the function's and the argument's bytes read back as Latin-1."""
+    """stats, top, leaks, diff, events, heap, timeline and dump --json and
+    export -f perfetto of a trace whose symbol and command line hold bytes
+    that are not UTF-8: strict JSON, with the function's and the
+    argument's bytes read back as Latin-1."""
     out = weird_trace(t)
     arg = RAW_ARG.decode("latin-1")
     s = strict_json(t, ["stats", "--json", out], "stats --json")
@@ -91,6 +92,18 @@ def test_json_any_bytes(t):
               "%s: no function %r among its strings" % (args[0], JSON_NAME))
     p = strict_json(t, ["export", "-f", "perfetto", out], "export -f perfetto")
     check(any(s.endswith(arg) for s in strings_in(p)), "perfetto: no command line with %r" % arg)
+    d = strict_json(t, ["diff", "--json", out, out], "diff --json")
+    check(JSON_NAME in set(strings_in(d)), "diff: no function %r among its strings" % JSON_NAME)
+    for args in (["events", "--json", out], ["heap", "--json", out],
+                 ["timeline", "--json", "-o", "-", out]):
+        strict_json(t, args, " ".join(args[:2]))
+    r = t.run([t.heaptrail, "dump", "--json", out])
+    eq(r.rc, 0, "dump --json:\n" + r.describe())
+    for line in r.out.splitlines():
+        try:
+            json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as e:
+            raise AssertionError("dump --json: not valid JSON in UTF-8: %s\n%r" % (e, line[:400]))
 
 
 @case(labels=("analyzers",))

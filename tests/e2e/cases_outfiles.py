@@ -80,9 +80,10 @@ def run_ok(t, args, what, timeout=120):
 
 @case(timeout=120, labels=("analyzers", "safety"))
 def test_outfile_symlinks(t):
-    """export (each format), report, flamegraph, timeline, diff: symlinks
-    planted at the output and at the temporary's predictable names are
-    replaced or left alone, never followed; the modes are as documented."""
+    """export (each format), report, flamegraph, timeline and diff (each
+    output): symlinks planted at the output and at the temporary's
+    predictable names are replaced or left alone, never followed; the modes
+    are as documented."""
     old = os.umask(0o022)
     try:
         a, b = traces(t)
@@ -99,7 +100,9 @@ def test_outfile_symlinks(t):
             ("flamegraph --folded", "x.folded", ["flamegraph", "--folded", "-o", "@", a]),
             ("timeline", "t.svg", ["timeline", "-q", "-o", "@", a]),
             ("timeline --csv", "t.csv", ["timeline", "-q", "--csv", "-o", "@", a]),
+            ("timeline --json", "t.json", ["timeline", "-q", "--json", "-o", "@", a]),
             ("diff", "d.svg", ["diff", "-o", "@", a, b]),
+            ("diff --json", "d.json", ["diff", "--json", "-o", "@", a, b]),
         ]
         for what, name, args in jobs:
             out = t.path(name)
@@ -283,6 +286,28 @@ def test_outfile_signals(t):
             eq(r.rc, 0, "export under timeout:\n" + r.describe())
             for n in left:
                 os.unlink(t.path(n))
+
+
+@case(timeout=120, labels=("probes", "safety"), locks=("bpf",))
+def test_outfile_probes(t):
+    """The probes' flame graph and folded stacks (faults -o, --folded -o;
+    brkstack writes through the same code): symlinks at the output and the
+    temporary's names are never followed; the files are 0666 less the
+    umask, as the other pictures."""
+    need_bpf(t, "faults")
+    old = os.umask(0o022)
+    try:
+        for what, name, args in (("faults -o", "f.svg", []),
+                                 ("faults --folded -o", "f.folded", ["--folded"])):
+            out = t.path(name)
+            p = Planted(t, out)
+            with t.soft():
+                run_ok(t, ["faults", "-n", "0"] + args + ["-o", out, "-c",
+                                                         "%s 100" % t.prog("faulter")], what)
+                p.check(PUBLIC, what)
+            p.remove()
+    finally:
+        os.umask(old)
 
 
 @case(timeout=150, labels=("probes", "safety"), locks=("bpf",))

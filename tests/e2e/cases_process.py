@@ -525,23 +525,41 @@ def test_writer_invisible(t):
         eq(c["calls"]["malloc"], 1, "%s: the child's mallocs" % writer)
 
 
-def record_reaper(t, out, args, kill_helper_after=None, timeout=20):
+def reaper_waiting(pid, nkids, secs=30):
+    """The reaper run by record pid and its writer process, once it has
+    forked its nkids children and sleeps in its wait (polled for, not
+    slept for: a fixed delay found it not started, or done, on a loaded
+    machine)."""
+    end = time.monotonic() + secs
+    while time.monotonic() < end:
+        prog = [c for c in children(pid) if comm(c) == "reaper"]
+        if len(prog) == 1:
+            kids = children(prog[0])
+            helpers = [c for c in kids if comm(c) == "heaptrail-write"]
+            try:
+                with open("/proc/%d/wchan" % prog[0]) as f:
+                    waits = f.read() == "do_wait"
+            except OSError:
+                waits = False
+            if len(helpers) == 1 and len(kids) == nkids + 1 and waits:
+                return prog[0], helpers[0]
+        time.sleep(0.01)
+    check(False, "the reaper under record did not wait for %d children within %d s" % (nkids, secs))
+
+
+def record_reaper(t, out, args, kill_helper=False, timeout=20):
     """heaptrail record (default options) -o OUT -- reaper ARGS, in a session
     of its own, so that a program that hangs is killed with its helper.
-    kill_helper_after: seconds after which the program's writer process is
-    killed with SIGKILL, while the program waits.  Returns (rc, stdout,
-    stderr) as text."""
+    kill_helper: the program's writer process is killed with SIGKILL once
+    the program waits for its children.  Returns (rc, stdout, stderr) as
+    text."""
     p = subprocess.Popen([t.heaptrail, "record", "-o", out, "--", t.prog("reaper")] +
                          [str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          env=t.base_env(), cwd=t.dir, start_new_session=True)
     try:
-        if kill_helper_after is not None:
-            time.sleep(kill_helper_after)
-            prog = [c for c in children(p.pid) if comm(c) == "reaper"]
-            eq(len(prog), 1, "the program under record")
-            helpers = [c for c in children(prog[0]) if comm(c) == "heaptrail-write"]
-            eq(len(helpers), 1, "the writer process of the program")
-            os.kill(helpers[0], signal.SIGKILL)
+        if kill_helper:
+            _, helper = reaper_waiting(p.pid, int(args[1]))
+            os.kill(helper, signal.SIGKILL)
         o, e = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
@@ -590,7 +608,7 @@ def test_wait_all_writer_killed(t):
     reaps the writer in the kernel, but the program receives only its two
     children, and its trace is complete."""
     out = t.path("wk.ht")
-    rc, o, e = record_reaper(t, out, ["waitpid", 2, 2000], kill_helper_after=0.7)
+    rc, o, e = record_reaper(t, out, ["waitpid", 2, 2000], kill_helper=True)
     eq(rc, 0, "exit status (stdout %r, stderr %r)" % (o, e))
     eq(o, "reaped: 2\nstrangers: 0\n", "what the program reaped")
     s = t.stats(out)

@@ -28,12 +28,23 @@ def commands():
 
 
 def run(heaptrail, args, empty):
-    """(exit status, stdout bytes, stderr text) of heaptrail ARGS in tests/golden."""
-    argv = [heaptrail] + [empty if a == "@EMPTY@" else a for a in args]
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", "TZ": "UTC"}
-    p = subprocess.run(argv, cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       env=env, timeout=120)
-    return p.returncode, p.stdout, p.stderr.decode("utf-8", "replace")
+    """(exit status, output bytes, stderr text) of heaptrail ARGS in
+    tests/golden; the output is standard output, or with @OUT@ among ARGS
+    the file the command wrote there."""
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "out")
+        argv = [heaptrail] + [empty if a == "@EMPTY@" else out if a == "@OUT@" else a
+                              for a in args]
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", "TZ": "UTC"}
+        p = subprocess.run(argv, cwd=HERE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           env=env, timeout=120)
+        data = p.stdout
+        if "@OUT@" in args:
+            data = b""
+            if os.path.exists(out):
+                with open(out, "rb") as f:
+                    data = f.read()
+    return p.returncode, data, p.stderr.decode("utf-8", "replace")
 
 
 def update(build):

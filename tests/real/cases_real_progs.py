@@ -5,6 +5,7 @@ exec from a multi-threaded process, and deaths by signal."""
 
 import collections
 import glob
+import json
 import os
 import re
 import signal
@@ -172,6 +173,16 @@ def test_real_fork_no_exec(t):
         check(any(p["tid"] == kids[i] for p in c["per_thread"]), "child %d's own thread" % i)
 
 
+def mallocs_in(t, path):
+    """The mallocs the trace at path (maybe still being written) holds so
+    far; 0 while it has no readable header."""
+    r = t.tool(["stats", "--json", path])
+    try:
+        return json.loads(r.stdout)["calls"]["malloc"]
+    except (ValueError, KeyError):
+        return 0
+
+
 @case(timeout=60, labels=("real",))
 def test_real_killed(t):
     """Programs killed by a signal from outside: `sort --parallel=2` on
@@ -200,7 +211,11 @@ def test_real_killed(t):
             kid = int(ch[0]) if ch else None
             time.sleep(0.05)
         check(kid, "record started no child")
-        time.sleep(0.3)
+        # signalled once its trace holds a malloc: the program runs under
+        # the recorder (polled for; a fixed delay could find it before its
+        # exec on a loaded machine)
+        while time.monotonic() < deadline and mallocs_in(t, out) < 1:
+            time.sleep(0.05)
         os.kill(kid, sig)
         o, e = p.communicate(timeout=30)
         eq(p.returncode, 128 + sig, "%s: record's status" % name)
