@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -138,6 +139,21 @@ static const char *shown(const char *path, char *buf, size_t len)
 	return buf;
 }
 
+int ht_out__check(const char *path, char *err, size_t errlen)
+{
+	char sbuf[128];
+	struct stat st;
+	if (path && lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+		snprintf(err, errlen,
+			 "cannot write %s: it is a symbolic link (heaptrail neither writes through "
+			 "one nor replaces it): remove it or choose another path",
+			 shown(path, sbuf, sizeof(sbuf)));
+		errno = ELOOP;
+		return -1;
+	}
+	return 0;
+}
+
 int ht_out__open(struct ht_out *o, const char *path, mode_t mode, unsigned flags, char *err,
 		 size_t errlen)
 {
@@ -172,6 +188,8 @@ int ht_out__open(struct ht_out *o, const char *path, mode_t mode, unsigned flags
 		errno = ENAMETOOLONG;
 		return -1;
 	}
+	if (ht_out__check(path, err, errlen))
+		return -1;
 	o->path = strdup(path);
 	o->tmp = malloc(need + 1);
 	if (!o->path || !o->tmp) {

@@ -5,9 +5,10 @@
  * DEST.tmp-XXXXXX with a random suffix, by open(O_CREAT|O_EXCL|O_NOFOLLOW)
  * with the mode asked for: nothing planted at a predictable name (a
  * symlink, a file) is followed, truncated or in the way.  ht_out__commit
- * renames it to DEST, which replaces whatever DEST was (a symlink there is
- * replaced, not followed); readers of DEST see the old file or the whole
- * new one, never a part.  ht_out__abort removes it.
+ * renames it to DEST, which replaces whatever DEST was; readers of DEST
+ * see the old file or the whole new one, never a part.  ht_out__abort
+ * removes it.  A symlink at DEST is refused (ht_out__check); one planted
+ * after that is replaced by the rename, not followed.
  *
  * Live temporaries are listed in a small signal-safe registry: on SIGINT,
  * SIGTERM or SIGHUP (when the signal's action was the default one) they
@@ -45,6 +46,10 @@ struct ht_out {
  * message in err ("cannot write PATH: why") and errno set. */
 int ht_out__open(struct ht_out *o, const char *path, mode_t mode, unsigned flags, char *err,
 		 size_t errlen);
+/* Whether path may be written: -1 (with the message and errno ELOOP) if
+ * it is a symbolic link, which ht_out__open refuses too; for commands
+ * that open their output only at the end, to refuse at the start. */
+int ht_out__check(const char *path, char *err, size_t errlen);
 /* Flushes (and with HT_OUT_SYNC fsyncs), closes and renames the temporary
  * into place.  0, or -1 with a message in err and the temporary removed.
  * For standard output: flushes it and checks for errors. */

@@ -312,7 +312,7 @@ int ht_stackcount__write(const struct ht_stackcount *sc, const char *path, int f
 	/* (the probes' message: "PATH: cannot write: why"; the layer's when
 	 * the path is too long) */
 	if (ht_out__open(&out, path, HT_OUT_PUBLIC, 0, err, sizeof(err))) {
-		if (errno == ENAMETOOLONG)
+		if (errno == ENAMETOOLONG || errno == ELOOP)
 			ht_error("%s", err);
 		else
 			ht_error("%s: cannot write: %s", path, strerror(errno));
@@ -364,6 +364,11 @@ int ht_stackcount__run(struct ht_stackcount *sc, struct ht_probe_session *s,
 	enum ht_probe_step st;
 	int rc = 0, counts_fd = m->counts_fd, stacks_fd = m->stacks_fd;
 	struct ring_buffer *rb = NULL;
+	char err[1024];
+	if (o->out && ht_out__check(o->out, err, sizeof(err))) { /* (not after the probing) */
+		ht_error("%s", err);
+		return HT_EXIT_DATA;
+	}
 #ifdef HT_HAVE_BPF
 	rb = ring_buffer__new(m->notes_fd, ht_stackcount__on_note, sc, NULL);
 	if (!rb) {

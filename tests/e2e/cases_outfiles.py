@@ -2,7 +2,8 @@
 docs/output-files.md): a temporary of an unpredictable name created with
 O_EXCL|O_NOFOLLOW, renamed into place.  A symlink planted at the output
 path, or at the temporary names the code used before (OUT.tmp, OUT.tmp-PID,
-OUT.compact.PID), is never followed: its target stays untouched and the
+OUT.compact.PID), is never followed: a symlink at the output is refused
+with one error (exit 1), its target stays untouched; once it is gone the
 output is a regular file of the documented mode (0600 for traces,
 workloads and exports, 0666 less the umask for reports and pictures).  A
 path too long for the temporary's name is one clear error, never a
@@ -38,6 +39,31 @@ class Planted:
         for n in [out] + names:
             os.symlink(self.target, n)
             self.links.append(n)
+
+    def attempt(self, t, args, mode, what, timeout=120):
+        """Runs heaptrail ARGS (refused: the symlink at OUT), then again
+        once it is gone (the file written, the other links left alone)."""
+        self.refused(t.tool(args, timeout=timeout), what)
+        run_ok(t, args, what, timeout=timeout)
+        self.check(mode, what)
+
+    def refused(self, r, what):
+        """r, the command run with the symlink at OUT, was refused: exit
+        status 1, one error naming the symbolic link, the target, the
+        links and the directory as they were.  Then the link at OUT goes,
+        for the run that must succeed (check)."""
+        eq(r.rc, 1, "%s with a symlink at the output: exit status\n%s" % (what, r.describe()))
+        check("is a symbolic link" in r.stderr and self.out in r.stderr,
+              "%s: the error does not name the symlink:\n%s" % (what, r.stderr))
+        with open(self.target, "rb") as f:
+            eq(f.read(), b"precious\n", "%s: the planted symlink's target" % what)
+        for n in self.links:
+            check(os.path.islink(n), "%s: the planted %s was replaced" % (what, n))
+        d, base = os.path.split(self.out)
+        left = [n for n in os.listdir(d) if n.startswith(base + ".")
+                and os.path.join(d, n) not in self.links]
+        eq(left, [], "%s: files left beside the output" % what)
+        os.unlink(self.out)
 
     def check(self, mode, what):
         with open(self.target, "rb") as f:
@@ -91,8 +117,8 @@ def test_outfile_symlinks(t):
             out = t.path("x." + fmt)
             p = Planted(t, out)
             with t.soft():
-                run_ok(t, ["export", "--format", fmt, "-o", out, a], "export " + fmt)
-                p.check(PRIVATE, "export --format " + fmt)
+                p.attempt(t, ["export", "--format", fmt, "-o", out, a], PRIVATE,
+                          "export --format " + fmt)
             p.remove()
         jobs = [
             ("report", "x.html", ["report", "-q", "-o", "@", a]),
@@ -108,8 +134,7 @@ def test_outfile_symlinks(t):
             out = t.path(name)
             p = Planted(t, out)
             with t.soft():
-                run_ok(t, [out if x == "@" else x for x in args], what)
-                p.check(PUBLIC, what)
+                p.attempt(t, [out if x == "@" else x for x in args], PUBLIC, what)
             p.remove()
     finally:
         os.umask(old)
@@ -124,22 +149,19 @@ def test_outfile_symlinks_replay(t):
         a, _ = traces(t)
         wl = t.path("a.wl")
         p = Planted(t, wl)
-        run_ok(t, ["convert", "-q", wl, a], "convert")
         with t.soft():
-            p.check(PRIVATE, "convert")
+            p.attempt(t, ["convert", "-q", wl, a], PRIVATE, "convert")
         p.remove()
         csv = t.path("rss.csv")
         p = Planted(t, csv)
         with t.soft():
-            run_ok(t, ["replay", "--rss-csv", csv, wl], "replay --rss-csv")
-            p.check(PUBLIC, "replay --rss-csv")
+            p.attempt(t, ["replay", "--rss-csv", csv, wl], PUBLIC, "replay --rss-csv")
         p.remove()
         svg = t.path("c.svg")
         p = Planted(t, svg)
         with t.soft():
-            run_ok(t, ["compare", "-a", "glibc", "-n", "1", "-o", svg, wl], "compare",
-                   timeout=150)
-            p.check(PUBLIC, "compare -o")
+            p.attempt(t, ["compare", "-a", "glibc", "-n", "1", "-o", svg, wl], PUBLIC,
+                      "compare -o", timeout=150)
         p.remove()
         # compact: regular files and symlinks at TRACE.compact.PID and
         # TRACE.finish.PID of the next pids
@@ -302,9 +324,9 @@ def test_outfile_probes(t):
             out = t.path(name)
             p = Planted(t, out)
             with t.soft():
-                run_ok(t, ["faults", "-n", "0"] + args + ["-o", out, "-c",
-                                                         "%s 100" % t.prog("faulter")], what)
-                p.check(PUBLIC, what)
+                p.attempt(t, ["faults", "-n", "0"] + args + ["-o", out, "-c",
+                                                             "%s 100" % t.prog("faulter")],
+                          PUBLIC, what)
             p.remove()
     finally:
         os.umask(old)
@@ -320,6 +342,7 @@ def test_outfile_attach(t):
     try:
         out = t.path("live.ht")
         p = Planted(t, out)
+        p.refused(t.tool(["attach", "-o", out, "-p", str(os.getpid())], timeout=60), "attach -o")
         run_attach(t, ["-o", out, "--json"])
         p.check(PRIVATE, "attach -o")
         p.remove()

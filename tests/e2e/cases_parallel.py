@@ -73,7 +73,7 @@ def test_parallel_golden(t):
             got = r.out
             if out:
                 with open(out, "rb") as f:
-                    got = f.read()
+                    got = golden.normalize(f.read())
             with open(os.path.join(golden.EXPECTED, name), "rb") as f:
                 check(got == f.read(), "%s: -j 1 differs from the golden output" % name)
 

@@ -27,6 +27,13 @@ def commands():
     return out
 
 
+def normalize(data):
+    """Output bytes with the absolute path of tests/golden (a workload
+    names the trace it was converted from) written @GOLDEN@, so that the
+    expected files hold for any checkout."""
+    return data.replace(HERE.encode(), b"@GOLDEN@")
+
+
 def run(heaptrail, args, empty):
     """(exit status, output bytes, stderr text) of heaptrail ARGS in
     tests/golden; the output is standard output, or with @OUT@ among ARGS
@@ -43,7 +50,7 @@ def run(heaptrail, args, empty):
             data = b""
             if os.path.exists(out):
                 with open(out, "rb") as f:
-                    data = f.read()
+                    data = normalize(f.read())
     return p.returncode, data, p.stderr.decode("utf-8", "replace")
 
 
