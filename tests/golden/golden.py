@@ -3,6 +3,7 @@ commands.txt on the committed traces, their standard output compared byte
 for byte with expected/NAME.  Used by tests/e2e/cases_golden.py and by
 update.sh (python3 tests/golden/golden.py --update BUILD)."""
 
+import gzip
 import os
 import subprocess
 import sys
@@ -29,8 +30,11 @@ def commands():
 
 def normalize(data):
     """Output bytes with the absolute path of tests/golden (a workload
-    names the trace it was converted from) written @GOLDEN@, so that the
-    expected files hold for any checkout."""
+    names the trace it was converted from) written @GOLDEN@, and gzip'ed
+    output (the pprof export) decompressed, so that the expected files
+    hold for any checkout and any zlib."""
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
     return data.replace(HERE.encode(), b"@GOLDEN@")
 
 
