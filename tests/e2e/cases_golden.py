@@ -30,8 +30,7 @@ def check_trace(t, trace):
             if rc != 0:
                 bad.append("%s: heaptrail %s: exit %d\n%s" % (name, " ".join(args), rc, err[-800:]))
                 continue
-            with open(os.path.join(golden.EXPECTED, name), "rb") as f:
-                want = f.read()
+            want = golden.expected(name)
             if out == want:
                 continue
             with open(t.path(name), "wb") as f:

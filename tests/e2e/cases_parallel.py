@@ -74,8 +74,7 @@ def test_parallel_golden(t):
             if out:
                 with open(out, "rb") as f:
                     got = golden.normalize(f.read())
-            with open(os.path.join(golden.EXPECTED, name), "rb") as f:
-                check(got == f.read(), "%s: -j 1 differs from the golden output" % name)
+            check(got == golden.expected(name), "%s: -j 1 differs from the golden output" % name)
 
 
 def analyses(t, trace, what, stacks=True):

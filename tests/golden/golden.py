@@ -38,6 +38,14 @@ def normalize(data):
     return data.replace(HERE.encode(), b"@GOLDEN@")
 
 
+def expected(name):
+    """The expected bytes of line NAME (a NAME ending in .gz is kept
+    compressed: the report's pages are large)."""
+    with open(os.path.join(EXPECTED, name), "rb") as f:
+        data = f.read()
+    return gzip.decompress(data) if name.endswith(".gz") else data
+
+
 def run(heaptrail, args, empty):
     """(exit status, output bytes, stderr text) of heaptrail ARGS in
     tests/golden; the output is standard output, or with @OUT@ among ARGS
@@ -67,7 +75,7 @@ def update(build):
             if rc != 0:
                 sys.exit("%s: heaptrail %s: exit %d\n%s" % (name, " ".join(args), rc, err))
             with open(os.path.join(EXPECTED, name), "wb") as f:
-                f.write(out)
+                f.write(gzip.compress(out, mtime=0) if name.endswith(".gz") else out)
             print("expected/%s: %d bytes" % (name, len(out)))
 
 
