@@ -215,11 +215,16 @@ struct ht_symbolizer *ht_symbolizer__new(const struct ht_module *mods, size_t nm
 		if (mods[i].hi > top)
 			top = mods[i].hi;
 	const uint64_t align = (uint64_t)1 << 30;
-	s->shift_floor = s->next_free = (top + align) & ~(align - 1);
+	s->next_free = (top + align) & ~(align - 1);
+	s->shift_floor = UINT64_MAX; /* (these are below it by construction) */
 	if (ht_symbolizer__extend(s, mods, nmods) < 0) {
 		ht_symbolizer__free(s);
 		return NULL;
 	}
+	/* a module added later that reaches the shifted ones is shifted too;
+	 * none is when the modules span the whole space (hi = UINT64_MAX:
+	 * the probes' one file at a time) */
+	s->shift_floor = s->next_free > top ? s->next_free : UINT64_MAX;
 	return s;
 }
 
