@@ -149,6 +149,18 @@ def test_live_follows_growth(t):
                     lags.append(float(m.group(2)) - float(m.group(1)))
                 time.sleep(0.3)
             check(lags and min(lags) < 1.0, "the display's lag behind the program: %r" % lags)
+            # p holds the screen still (the events read stay), p again reads on
+            term.keys("p")
+            s = term.wait_text("display paused")
+
+            def events(x):
+                m = re.search(r"^time .* events (\S+)", x, re.M)
+                return m and m.group(1)
+            time.sleep(1.5)
+            s1 = term.screen()
+            eq(events(s1), events(s), "events read while paused")
+            term.keys("p")
+            term.wait(lambda x: events(x) != events(s), "the display reading on after p")
             # the helper thread's site is there too, and the threads view
             check(any(r[0].endswith("helper_site") for r in table_rows(s)), s)
             term.keys("t")
@@ -237,6 +249,27 @@ def test_live_keys(t):
         rows = table_rows(s)
         check(len(rows) > 1 and "main" in rows[1][0] and "grower.c" in rows[1][0],
               "a caller under grow_site: %r" % rows[:3])
+
+        def labels(x):
+            return [r[0] for r in table_rows(x)]
+        # Enter again closes it; j selects the next row, space opens and
+        # closes it; PgDn goes to the last row, + opens it, - closes it;
+        # PgUp goes back to the first (rows at 1.5 s: grow_site, helper_site,
+        # calloc)
+        term.keys("Enter")
+        term.wait(lambda x: labels(x)[:1] == ["+ grow_site"], "grow_site closed")
+        term.keys("j", "Space")
+        term.wait(lambda x: labels(x)[:2] == ["+ grow_site", "- helper_site"], "helper_site open")
+        term.keys("Space")
+        term.wait(lambda x: labels(x)[:3] == ["+ grow_site", "+ helper_site", "+ calloc"],
+                  "helper_site closed")
+        term.keys("PgDn", "+")
+        term.wait(lambda x: labels(x)[2:3] == ["- calloc"] and len(labels(x)) == 4, "calloc open")
+        term.keys("-")
+        term.wait(lambda x: labels(x) == ["+ grow_site", "+ helper_site", "+ calloc"],
+                  "calloc closed")
+        term.keys("PgUp", "Enter")
+        term.wait(lambda x: labels(x)[:1] == ["- grow_site"], "grow_site open again")
         term.keys("m")
         term.wait_text("at the peak, by")
         term.keys("m")
@@ -255,6 +288,13 @@ def test_live_keys(t):
               "search keeps helper_site only: %r" % labels)
         term.keys("/", "Enter")
         term.wait(grow_first, "all functions again")
+        # Esc leaves the search as it was
+        term.keys("/", "zzz", "Escape")
+        term.keys("m")
+        s = term.wait_text("at the peak, by")
+        check("search: zzz" not in s and grow_first(s), "Esc applied the search:\n" + s)
+        term.keys("m", "m")
+        term.wait_text("live now, by")
         term.keys("t")
         term.wait_text("cross frees")
         term.keys("t")
@@ -272,6 +312,12 @@ def test_live_keys(t):
         term.wait_text("the recording is over")
         term.keys("End")
         s = term.wait(lambda x: "(cursor)" not in x.splitlines()[1], "the end again")
+        # < steps back a fortieth of the run from the end
+        term.keys("<")
+        at = "time %.1fs (cursor)" % ((dur - dur // 40) / 1e9)
+        term.wait_text(at)
+        term.keys("End")
+        term.wait(lambda x: "(cursor)" not in x.splitlines()[1], "the end again")
         term.keys("q")
         term.wait(lambda x: term.dead(), "live ending", timeout=10)
     finally:
@@ -298,6 +344,12 @@ def test_live_phase_strip(t):
     drops = [k for k in range(int(w * 0.3), int(w * 0.8)) if h[k - 1] >= 4 and h[k] <= 2]
     check(drops and max(h[:drops[0]]) >= 6, "no drop in the strip's middle (heights %r):\n%s"
           % (h, "\n".join(lines[i - 4:i + 1])))
+    # without --stacks the table is by size class, opening onto threads
+    check("live now, by size class and thread" in r.stdout, r.stdout)
+    r2 = t.run([t.heaptrail, "live", "--batch", "--keys", "\n", "p.ht"], check_rc=0)
+    rows = table_rows(r2.stdout)
+    check(len(rows) > 1 and rows[0][0].startswith("- ") and ".." in rows[0][0]
+          and rows[1][0].startswith("thread "), "a size class open onto its threads: %r" % rows)
     # and the model agrees with stats on the finished trace
     s = t.stats(t.path("p.ht"))
     m = re.search(r"events (\S+)", lines[1])
@@ -341,9 +393,12 @@ def test_live_being_written(t):
     try:
         wait_file(out)
         time.sleep(0.5)
-        r = t.run([t.heaptrail, "stats", out])
-        text = r.stdout + r.stderr
-        check("still being written" in text and "not closed cleanly" not in text, text)
+        for cmd in (["stats"], ["leaks"], ["top"], ["dump"], ["timeline", "-o", t.path("w.svg")],
+                    ["report", "-o", t.path("w.html")]):
+            r = t.run([t.heaptrail] + cmd + [out])
+            text = r.stdout + r.stderr
+            check("still being written" in text and "not closed cleanly" not in text
+                  and "killed" not in text, "%s: %s" % (cmd[0], text))
     finally:
         rec.communicate(timeout=60)
 
@@ -487,6 +542,14 @@ def test_live_modes_values(t):
     eq(bytes_of(g[4]), bytes_of("2.86 MiB"), "grow_site's bytes allocated")
     now, out = rows("")
     check("+ grow_site" not in now, "nothing of grow_site is live at the end:\n" + out)
+    # the threads view: the helper thread made 20 allocations and freed
+    # nothing; main freed its 20 blocks at the end (cross-thread frees)
+    r = t.run([t.heaptrail, "live", "--batch", "--keys", "t", "m.ht"], check_rc=0)
+    thr = [l.split() for l in r.stdout.splitlines() if re.match(r"^\d+ ", l)]
+    eq(len(thr), 2, "threads:\n" + r.stdout)
+    eq(thr[1][-3:], ["20", "0", "0"], "the helper thread's allocs, frees, cross frees")
+    eq(thr[1][1:4], ["0", "B", "0"], "the helper thread's live bytes and blocks")
+    eq(thr[0][-1], "20", "main's frees of the helper's blocks")
 
 
 @case(timeout=120, labels=("live",))
@@ -516,3 +579,30 @@ def test_live_terminal_gone(t):
     s = t.stats(out)
     eq((s["closed"], s["complete"]), (True, True), "the trace is closed and complete")
     check(s["calls"]["malloc"] > 0, "no malloc in the trace")
+
+
+@case(timeout=120, labels=("live",))
+def test_live_forks(t):
+    """record --live on a program that forks (forktree: the parent's thread
+    makes 20000 malloc/free pairs, three children and grandchildren a few
+    each, one trace per process): the display follows the trace it was
+    given, the parent's, and none of the children's events mix in; each
+    child's trace is read on its own."""
+    term = Term(t, "%s record --live --stacks -o f.ht -- %s; echo RECORD-EXIT=$?" % (
+        t.heaptrail, t.prog("forktree")))
+    try:
+        s = term.wait(lambda x: "[finished" in x.splitlines()[0], "the trace finished", timeout=60)
+        term.keys("q")
+        term.wait_text("RECORD-EXIT=0", timeout=30)
+    finally:
+        term.close()
+    st = t.stats(t.path("f.ht"))
+    check("pid %d " % st["pid"] in s.splitlines()[0], s)
+    m = re.search(r"allocated \S+ \S+ in (\S+) calls", s)
+    allocs = sum(st["calls"][k] for k in ("malloc", "calloc", "realloc"))
+    check(m and m.group(1) == "%.1fK" % (allocs / 1000), "the parent's %d allocations:\n%s"
+          % (allocs, s))
+    kids = [f for f in os.listdir(t.dir) if re.match(r"f\.ht\.\d+$", f)]
+    eq(len(kids), 6, "children's traces: %r" % kids)
+    r = t.run([t.heaptrail, "live", "--batch", kids[0]], check_rc=0)
+    check("pid %s " % kids[0].split(".")[-1] in r.stdout.splitlines()[0], r.stdout)
