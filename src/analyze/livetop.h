@@ -18,10 +18,12 @@
  * not the number of events.
  *
  * The table rows are built on demand (ht_livetop__rows, about once a
- * second): with stacks, the allocating functions (own: the function
- * allocated itself; total: it is anywhere on the stack), each opening onto
- * the call paths that lead to its own allocations; without, the size
- * classes, each opening onto the threads. */
+ * second): with stacks, the functions on the stacks (own: the function
+ * allocated itself; total: it is anywhere on the stack), each that
+ * allocates opening onto the call paths that lead to its own allocations,
+ * the others (main, a thread's start) counting blocks, allocations and
+ * bytes through them; without, the size classes, each opening onto the
+ * threads. */
 #ifndef HEAPTRAIL_ANALYZE_LIVETOP_H
 #define HEAPTRAIL_ANALYZE_LIVETOP_H
 

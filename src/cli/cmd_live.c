@@ -537,7 +537,8 @@ static const char *const help_lines[] = {
 	"  ?            this help; any key leaves it",
 	"",
 	"The table: own = what the function allocated itself, total = with what it",
-	"allocated through the functions it called; blocks, allocations, bytes allocated.",
+	"allocated through the functions it called; blocks, allocations, bytes allocated",
+	"(of its own; of its total for a function that only calls others, such as main).",
 	"A followed trace is shown up to the last complete flush of the recorder",
 	"(every event of every thread up to then: 0.2 to 0.3 s behind the program).",
 };

@@ -46,6 +46,14 @@ class Term:
         """the screen and the lines scrolled off it"""
         return self.tmux("capture-pane", "-p", "-J", "-S", "-200", "-t", "s")
 
+    def selected(self):
+        """The label of the selected row (in reverse video), or None."""
+        for l in self.tmux("capture-pane", "-e", "-p", "-t", "s").splitlines():
+            if any("7" in a.split(";") for a in re.findall(r"\x1b\[([0-9;]*)m", l)):
+                m = re.match(r"^(\s*[-+ ] \S.*?)\s{2,}\S", re.sub(r"\x1b\[[0-9;]*m", "", l))
+                return m and m.group(1).strip()
+        return None
+
     def keys(self, *keys):
         self.tmux("send-keys", "-t", "s", *keys)
 
@@ -253,22 +261,34 @@ def test_live_keys(t):
         def labels(x):
             return [r[0] for r in table_rows(x)]
         # Enter again closes it; j selects the next row, space opens and
-        # closes it; PgDn goes to the last row, + opens it, - closes it;
-        # PgUp goes back to the first (rows at 1.5 s: grow_site, helper_site,
-        # calloc)
+        # closes it; + and - too; PgDn selects the last row, PgUp the
+        # first (rows at 1.5 s: grow_site, helper_site, calloc, then the
+        # functions that only call them)
         term.keys("Enter")
         term.wait(lambda x: labels(x)[:1] == ["+ grow_site"], "grow_site closed")
-        term.keys("j", "Space")
+        term.keys("j")
+        term.wait(lambda x: term.selected() == "+ helper_site", "helper_site selected")
+        term.keys("Space")
         term.wait(lambda x: labels(x)[:2] == ["+ grow_site", "- helper_site"], "helper_site open")
         term.keys("Space")
         term.wait(lambda x: labels(x)[:3] == ["+ grow_site", "+ helper_site", "+ calloc"],
                   "helper_site closed")
-        term.keys("PgDn", "+")
-        term.wait(lambda x: labels(x)[2:3] == ["- calloc"] and len(labels(x)) == 4, "calloc open")
+        term.keys("j", "+")
+        term.wait(lambda x: labels(x)[2:3] == ["- calloc"], "calloc open")
         term.keys("-")
-        term.wait(lambda x: labels(x) == ["+ grow_site", "+ helper_site", "+ calloc"],
+        term.wait(lambda x: labels(x)[:3] == ["+ grow_site", "+ helper_site", "+ calloc"],
                   "calloc closed")
-        term.keys("PgUp", "Enter")
+        term.keys("PgDn")
+        s = term.wait(lambda x: len(labels(x)) > 3 and term.selected() == labels(x)[-1],
+                      "the last row selected")
+        # the functions that allocate nothing themselves: main holds
+        # grow_site's bytes in total, nothing of its own
+        mrow = [r for r in table_rows(s) if r[0] == "main"]
+        check(mrow and mrow[0][1][0] == "0 B" and mrow[0][1][1] == first_row(s)[1][1],
+              "main: nothing of its own, grow_site's in total: %r" % mrow)
+        term.keys("PgUp")
+        term.wait(lambda x: term.selected() == "+ grow_site", "the first row selected")
+        term.keys("Enter")
         term.wait(lambda x: labels(x)[:1] == ["- grow_site"], "grow_site open again")
         term.keys("m")
         term.wait_text("at the peak, by")
@@ -283,9 +303,10 @@ def test_live_keys(t):
         term.wait_text("by allocating function")
         term.keys("/", "helper", "Enter")
         s = term.wait_text("search: helper")
-        labels = [r[0] for r in table_rows(s) if not r[0].startswith(" ")]
-        check(labels and all("helper_site" in l for l in labels if not l.startswith(" ")),
-              "search keeps helper_site only: %r" % labels)
+        found = labels(s)
+        check(found[:1] == ["+ helper_site"] and not any("grow_site" in l or l == "main"
+                                                          for l in found),
+              "search keeps helper_site's stacks only: %r" % found)
         term.keys("/", "Enter")
         term.wait(grow_first, "all functions again")
         # Esc leaves the search as it was
