@@ -140,11 +140,28 @@ def test_live_follows_growth(t):
         try:
             s0 = term.wait(grow_first, "grow_site as the first row")
             check("still being written" in s0.splitlines()[0], "header:\n" + s0)
+            # the header's fields
+            for pat in (r"^heaptrail live  pid \d+  \S*grower 12  \[running",
+                        r"^time [\d.]+s \(program at [\d.]+s\)  threads [12]  events \S+  "
+                        r"recording on$",
+                        r"^heap now [\d.]+ \S+ requested, [\d.]+ \S+ usable, \d+ blocks   "
+                        r"peak [\d.]+ \S+ at [\d.]+s   RSS [\d.]+ \S+$",
+                        r"^allocations \S+/s  frees \S+/s   allocated [\d.]+ \S+ in \S+ calls$"):
+                check(re.search(pat, s0, re.M), "no %r in the header:\n%s" % (pat, s0))
             b0 = bytes_of(first_row(s0)[1][0])
             t0 = time.monotonic()
             s = term.wait(lambda x: grow_first(x) and bytes_of(first_row(x)[1][0]) >= b0 + 1.5 * GROW,
                           "grow_site's bytes growing", timeout=20)
             rate = (bytes_of(first_row(s)[1][0]) - b0) / (time.monotonic() - t0)
+            # grower makes 1010 allocations a second (1020 with its helper)
+            m = re.search(r"^allocations (\d+)/s  frees (\d+)/s", s, re.M)
+            check(m and 700 < int(m.group(1)) < 1400 and 700 < int(m.group(2)) < 1400,
+                  "rates:\n" + s)
+            # the strip: live bytes (#) and RSS (-)
+            lines = s.splitlines()
+            i = next(k for k, l in enumerate(lines) if "heap over time" in l)
+            strip = "".join(l[10:] for l in lines[i - 4:i])
+            check("#" in strip and "-" in strip, "the strip lacks live bytes or RSS:\n" + s)
             # (the display is up to a redraw and a flush round behind: a
             # wide margin on a loaded machine)
             check(0.3 * GROW < rate < 4 * GROW, "grow_site grew %.0f bytes/s; screens:\n%s\n%s"
