@@ -642,5 +642,10 @@ def test_live_forks(t):
           % (allocs, s))
     kids = [f for f in os.listdir(t.dir) if re.match(r"f\.ht\.\d+$", f)]
     eq(len(kids), 6, "children's traces: %r" % kids)
+    # the program's output went to f.ht.out, not over the display
+    with open(t.path("f.ht.out")) as f:
+        said = f.read()
+    check(sorted(re.findall(r"^(?:grand)?child \d: (\d+)$", said, re.M))
+          == sorted(k.split(".")[-1] for k in kids), "f.ht.out: %r, traces %r" % (said, kids))
     r = t.run([t.heaptrail, "live", "--batch", kids[0]], check_rc=0)
     check("pid %s " % kids[0].split(".")[-1] in r.stdout.splitlines()[0], r.stdout)
