@@ -295,6 +295,28 @@ def test_live_keys(t):
         term.keys("-")
         term.wait(lambda x: labels(x)[:3] == ["+ grow_site", "+ helper_site", "+ calloc"],
                   "calloc closed")
+        # s sorts by each column in turn: the rows (all closed) come in
+        # that column's order, biggest first; S goes back one
+        def value(text):
+            if text.endswith("B"):
+                return bytes_of(text)
+            m = re.match(r"([\d.]+)([KMG]?)$", text)
+            return float(m.group(1)) * {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}[m.group(2)]
+
+        def sorted_by(name):
+            return lambda x: re.search(r"sort: %s\s*$" % name, x, re.M) and "*" + name in x
+        names = ["own", "total", "blocks", "allocs", "bytes alloc"]
+        for k in (1, 2, 3, 4, 0):
+            term.keys("s")
+            s = term.wait(sorted_by(names[k]), "sorted by " + names[k])
+            vals = [value(r[1][k]) for r in table_rows(s)]
+            check(len(vals) > 3 and vals == sorted(vals, reverse=True),
+                  "sorted by %s: %r\n%s" % (names[k], vals, s))
+        term.keys("S")
+        term.wait(sorted_by("bytes alloc"), "S: sorted by bytes alloc")
+        term.keys("s")
+        term.wait(lambda x: sorted_by("own")(x) and labels(x)[:3] == ["+ grow_site",
+                  "+ helper_site", "+ calloc"], "sorted by own again")
         term.keys("PgDn")
         s = term.wait(lambda x: len(labels(x)) > 3 and term.selected() == labels(x)[-1],
                       "the last row selected")
