@@ -844,9 +844,10 @@ static int run_batch(struct live *L)
 			e--;
 		printf("%.*s\n", (int)(e - L->scr.line[y]), L->scr.line[y]);
 	}
+	const uint64_t *tn, *kb;
 	fprintf(stderr, "heaptrail: live: %llu events read in %.3f s, %.3f s of CPU (%.1f M events/s "
-		"per core)\n", (unsigned long long)L->events, s, cpu,
-		cpu > 0 ? (double)L->events / cpu / 1e6 : 0.0);
+		"per core); %zu RSS samples kept\n", (unsigned long long)L->events, s, cpu,
+		cpu > 0 ? (double)L->events / cpu / 1e6 : 0.0, ht_reader__rss_samples(L->r, &tn, &kb));
 	return HT_EXIT_OK;
 }
 

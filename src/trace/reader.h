@@ -230,7 +230,8 @@ void ht_reader__close(struct ht_reader *r);
  * event of a thread that flushes later comes out of order.  A trace with
  * no clock samples (written by something else than the recorder) is read
  * once its writer is gone.  Memory stays bounded as in ht_reader__open,
- * but for the clock and RSS samples (24 bytes each). */
+ * the clock and RSS samples too: at most 8192 of them are kept, thinned
+ * evenly over the run (ht_reader__rss_samples gives those). */
 struct ht_reader *ht_reader__open_follow(const char *path, char *err, size_t errlen);
 int ht_reader__poll(struct ht_reader *r);
 /* A followed trace whose writer still runs: the end is not the end. */

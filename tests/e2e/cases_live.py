@@ -671,3 +671,45 @@ def test_live_forks(t):
           == sorted(k.split(".")[-1] for k in kids), "f.ht.out: %r, traces %r" % (said, kids))
     r = t.run([t.heaptrail, "live", "--batch", kids[0]], check_rc=0)
     check("pid %s " % kids[0].split(".")[-1] in r.stdout.splitlines()[0], r.stdout)
+
+
+@case(timeout=180, labels=("live",))
+def test_live_rss_samples_bounded(t):
+    """The clock and RSS samples a follower keeps are bounded (8192,
+    thinned evenly over the run), not one per RSS interval of the run:
+    live --batch follows grower 14 recorded with --rss-interval 1ms (about
+    14000 samples) and keeps between 4096 and 8192; the header and the
+    strip still show the RSS."""
+    import struct
+    import htformat
+    out = t.path("rss.ht")
+    rec = record_bg(t, out, ["--no-compact", "--rss-interval", "1ms"], 14)
+    wait_file(out)
+    follow = t.run([t.heaptrail, "live", "--batch", "rss.ht"], timeout=120, check_rc=0)
+    _, err = rec.communicate(timeout=60)
+    eq(rec.returncode, 0, "record: " + err.decode())
+    data = open(out, "rb").read()
+    tr = htformat.Trace(out)
+    rss = []
+    for off, h in htformat.chunk_headers(data, tr.sections[htformat.SEC_CHUNKS][0]):
+        if h[1] == htformat.CHUNK_CLOCK:
+            for k in range(h[5] // 24):
+                v = struct.unpack_from("<Q", data, off + htformat.CHUNK.size + 24 * k + 16)[0]
+                if v:
+                    rss.append(v)
+    m = re.search(r"; (\d+) RSS samples kept", follow.stderr)
+    check(m, follow.stderr)
+    kept = int(m.group(1))
+    check(kept <= 8192 and kept <= len(rss), "%d RSS samples kept of %d" % (kept, len(rss)))
+    if len(rss) > 10000:
+        check(kept >= 4096, "%d RSS samples kept of %d" % (kept, len(rss)))
+    # the header's RSS is one of the last second's samples, and the strip
+    # draws the series
+    hm = re.search(r"RSS ([\d.]+ \S+)$", follow.stdout.splitlines()[2])
+    check(hm and any(abs(bytes_of(hm.group(1)) - v * 1024) <= 0.01 * v * 1024
+                     for v in rss[-1000:]),
+          "the header's RSS is none of the last second's samples (%r KiB):\n%s"
+          % (sorted(set(rss[-1000:])), follow.stdout))
+    lines = follow.stdout.splitlines()
+    i = next(k for k, l in enumerate(lines) if "heap over time" in l)
+    check("-" in "".join(l[10:] for l in lines[i - 4:i]), follow.stdout)
