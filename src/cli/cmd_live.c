@@ -8,12 +8,14 @@
 #define _GNU_SOURCE
 #include <curses.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -532,6 +534,7 @@ static const char *const help_lines[] = {
 	"  /            search: keep the functions whose stacks hold the text (empty: all)",
 	"  p            pause the display (the trace keeps being read later)",
 	"  w            write a snapshot of this moment (leaks-style text) to a file",
+	"  W            write the HTML report (heaptrail report) of the trace so far",
 	"  r            toggle recording: SIGUSR2 to the program (record --toggle-signal)",
 	"  < > (arrows) move through time on a finished trace; Home/End: start/end",
 	"  ?            this help; any key leaves it",
@@ -561,7 +564,7 @@ static void draw(struct live *L)
 	}
 	screen_put(s, s->h - 1, 0, "%s", L->msg[0] ? L->msg :
 		"q quit  Enter open  s sort  m mode  t threads  c classes  / search  p pause  "
-		"w snapshot  r rec on/off  <> time  ? help");
+		"w/W snapshot  r rec on/off  <> time  ? help");
 	s->attr[s->h - 1] = 2;
 }
 
@@ -604,6 +607,62 @@ static void snapshot(struct live *L)
 		snprintf(L->msg, sizeof(L->msg), "%s", err);
 	else
 		snprintf(L->msg, sizeof(L->msg), "snapshot written to %s", path);
+}
+
+/* W: the HTML report (heaptrail report) of the trace up to now, written
+ * by a process of its own in the background (reading the trace takes a
+ * while; the display goes on).  It is of the whole trace so far, so the
+ * moment shown must be the trace's latest: not with the time cursor. */
+static void snapshot_html(struct live *L)
+{
+	if (L->cursor_ns != UINT64_MAX) {
+		snprintf(L->msg, sizeof(L->msg), "W reports the whole trace so far: End first (w "
+			 "writes the text of the moment at the cursor)");
+		return;
+	}
+	const struct ht_trace_info *in = ht_reader__info(L->r);
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/heaptrail-live-%d-%llu.html",
+		 L->cfg.snapshot_dir ? L->cfg.snapshot_dir : ".", (int)in->pid,
+		 (unsigned long long)(L->shown_ns / 1000000));
+	/* twice forked: the report's process is nobody's child here (record
+	 * --live waits for its program only; no zombie is left) */
+	pid_t p = fork();
+	if (p == 0) {
+		if (fork() == 0) {
+			int fd = open("/dev/null", O_RDWR);
+			if (fd >= 0 && (dup2(fd, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0))
+				_exit(127);
+			char *av[12];
+			int n = 0;
+			av[n++] = "heaptrail";
+			av[n++] = "report";
+			av[n++] = "-q";
+			av[n++] = "-o";
+			av[n++] = path;
+			if (L->cfg.sysroot) {
+				av[n++] = "--sysroot";
+				av[n++] = (char *)L->cfg.sysroot;
+			}
+			if (L->cfg.debug_dir) {
+				av[n++] = "--debug-dir";
+				av[n++] = (char *)L->cfg.debug_dir;
+			}
+			av[n++] = "--";
+			av[n++] = (char *)L->path;
+			av[n] = NULL;
+			execv("/proc/self/exe", av);
+			_exit(127);
+		}
+		_exit(0);
+	}
+	if (p < 0) {
+		snprintf(L->msg, sizeof(L->msg), "cannot start heaptrail report: %s", strerror(errno));
+		return;
+	}
+	while (waitpid(p, NULL, 0) < 0 && errno == EINTR)
+		;
+	snprintf(L->msg, sizeof(L->msg), "report of the trace so far being written to %s", path);
 }
 
 /* Whether the recorder in pid switches on SIGUSR2 (record --toggle-signal
@@ -722,6 +781,9 @@ static int key(struct live *L, int ch)
 		break;
 	case 'w':
 		snapshot(L);
+		break;
+	case 'W':
+		snapshot_html(L);
 		break;
 	case 'r':
 		toggle_recording(L);
@@ -923,7 +985,7 @@ int cmd_live(int argc, char **argv)
 		{0, "at", HT_OPT_STRING, &at, "TIME", "--batch: show this moment of the trace, e.g. 1.5s (the end)"},
 		{0, "interval", HT_OPT_DURATION, &cfg->interval_ns, "TIME", "redraw every TIME (500ms; rates are per second)"},
 		{0, "program-output", HT_OPT_STRING, &cfg->program_output, "FILE", "say in the header where the program's output goes"},
-		{0, "snapshot-dir", HT_OPT_STRING, &cfg->snapshot_dir, "DIR", "where w writes snapshots (.)"},
+		{0, "snapshot-dir", HT_OPT_STRING, &cfg->snapshot_dir, "DIR", "where w and W write snapshots (.)"},
 		{0, "no-symbols", HT_OPT_FLAG, &cfg->no_symbols, NULL, "show addresses, not functions"},
 		{0, "sysroot", HT_OPT_STRING, &cfg->sysroot, "DIR", "find the traced modules under DIR"},
 		{0, "debug-dir", HT_OPT_STRING, &cfg->debug_dir, "DIR", "also look for separate debug files in DIR"},

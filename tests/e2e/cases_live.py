@@ -242,7 +242,7 @@ def test_live_keys(t):
         s = term.wait_text("[finished]")
         status = s.splitlines()[-1]
         for k in ("q quit", "Enter open", "s sort", "m mode", "t threads", "c classes",
-                  "/ search", "p pause", "w snapshot", "r rec on/off", "<> time", "? help"):
+                  "/ search", "p pause", "w/W snapshot", "r rec on/off", "<> time", "? help"):
             check(k in status, "status line lacks %r: %r" % (k, status))
         term.keys("?")
         s = term.wait_text("toggle recording")
@@ -368,10 +368,23 @@ def test_live_keys(t):
         with open(os.path.join(t.dir, m.group(1))) as f:
             snap = f.read()
         check("grow_site" in snap and "bytes in" in snap, snap[:2000])
+        # W: the HTML report is of the whole trace so far, not of the cursor
+        term.keys("W")
+        term.wait_text("W reports the whole trace so far: End first")
         term.keys("r")
         term.wait_text("the recording is over")
         term.keys("End")
         s = term.wait(lambda x: "(cursor)" not in x.splitlines()[1], "the end again")
+        term.keys("W")
+        s = term.wait_text("report of the trace so far being written to")
+        html = os.path.join(t.dir, re.search(r"being written to (\S+)", s).group(1))
+        end = time.monotonic() + 30
+        while not os.path.exists(html) and time.monotonic() < end:
+            time.sleep(0.2)
+        with open(html) as f:
+            page = f.read()
+        check(page.startswith("<!DOCTYPE html>") and "grow_site" in page and "</html>" in page,
+              page[:500])
         # < steps back a fortieth of the run from the end
         term.keys("<")
         at = "time %.1fs (cursor)" % ((dur - dur // 40) / 1e9)
