@@ -290,7 +290,7 @@ def test_live_keys(t):
         term.keys("Space")
         term.wait(lambda x: labels(x)[:3] == ["+ grow_site", "+ helper_site", "+ calloc"],
                   "helper_site closed")
-        term.keys("j", "+")
+        term.keys("Down", "+")
         term.wait(lambda x: labels(x)[2:3] == ["- calloc"], "calloc open")
         term.keys("-")
         term.wait(lambda x: labels(x)[:3] == ["+ grow_site", "+ helper_site", "+ calloc"],
@@ -320,6 +320,8 @@ def test_live_keys(t):
         term.keys("PgDn")
         s = term.wait(lambda x: len(labels(x)) > 3 and term.selected() == labels(x)[-1],
                       "the last row selected")
+        term.keys("Up")
+        term.wait(lambda x: term.selected() == labels(x)[-2], "the row before the last selected")
         # the functions that allocate nothing themselves: main holds
         # grow_site's bytes in total, nothing of its own
         mrow = [r for r in table_rows(s) if r[0] == "main"]
@@ -388,6 +390,11 @@ def test_live_keys(t):
         # < steps back a fortieth of the run from the end
         term.keys("<")
         at = "time %.1fs (cursor)" % ((dur - dur // 40) / 1e9)
+        term.wait_text(at)
+        # and the arrows: left steps back, right forward
+        term.keys("Left")
+        term.wait_text("time %.1fs (cursor)" % ((dur - 2 * (dur // 40)) / 1e9))
+        term.keys("Right")
         term.wait_text(at)
         term.keys("End")
         term.wait(lambda x: "(cursor)" not in x.splitlines()[1], "the end again")
