@@ -312,6 +312,12 @@ void ht_livetop__event(struct ht_livetop *lt, const struct ht_event *e, const st
 	strip_put(lt, e->time_ns);
 }
 
+void ht_livetop__advance(struct ht_livetop *lt, uint64_t t_ns)
+{
+	if (t_ns > lt->tot.time_ns)
+		strip_put(lt, t_ns);
+}
+
 void ht_livetop__tick(struct ht_livetop *lt, uint64_t now_ns)
 {
 	if (now_ns <= lt->tick_ns)

@@ -98,6 +98,10 @@ void ht_livetop__set_symbolizer(struct ht_livetop *lt, struct ht_symbolizer *sym
 
 /* Applies an event the pass applied (op: what it did). */
 void ht_livetop__event(struct ht_livetop *lt, const struct ht_event *e, const struct ht_blockop *op);
+/* The trace is known up to t_ns with no event since the last one fed (a
+ * program that allocates nothing for a while, or the end of the run): the
+ * strip carries what is live up to t_ns. */
+void ht_livetop__advance(struct ht_livetop *lt, uint64_t t_ns);
 /* Closes a rate window at trace time now_ns (about once a second). */
 void ht_livetop__tick(struct ht_livetop *lt, uint64_t now_ns);
 

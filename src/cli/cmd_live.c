@@ -254,6 +254,17 @@ static int feed(struct live *L, uint64_t budget_ns)
 	const struct ht_lt_totals *tot = ht_livetop__totals(L->lt);
 	L->shown_ns = L->cursor_ns != UINT64_MAX && (L->has_pend || L->finished)
 			      ? L->cursor_ns : tot->time_ns;
+	if (L->cursor_ns == UINT64_MAX && !L->has_pend && !out) {
+		/* read to the end, or to where the writer is: the time shown
+		 * is that, not the last event's (a program that allocates
+		 * nothing for a while still has time passing, at no rate) */
+		uint64_t end = L->finished ? ht_reader__info(L->r)->duration_ns
+					   : ht_reader__follow_ns(L->r);
+		if (end > L->shown_ns) {
+			ht_livetop__advance(L->lt, end);
+			L->shown_ns = end;
+		}
+	}
 	return out;
 }
 

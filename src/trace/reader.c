@@ -741,6 +741,13 @@ int ht_reader__following(const struct ht_reader *r)
 	return r->follow && !r->writer_gone;
 }
 
+uint64_t ht_reader__follow_ns(const struct ht_reader *r)
+{
+	if (!ht_reader__following(r) || !r->gate_ts || r->gate_ts == UINT64_MAX)
+		return 0;
+	return ht_reader__ts_to_ns(r, r->gate_ts);
+}
+
 void ht_reader__order(const struct ht_reader *r, struct ht_order_info *o)
 {
 	memset(o, 0, sizeof(*o));

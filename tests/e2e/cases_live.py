@@ -733,3 +733,30 @@ def test_live_rss_samples_bounded(t):
     lines = follow.stdout.splitlines()
     i = next(k for k, l in enumerate(lines) if "heap over time" in l)
     check("-" in "".join(l[10:] for l in lines[i - 4:i]), follow.stdout)
+
+
+@case(timeout=120, labels=("live",))
+def test_live_idle_time_passes(t):
+    """A program that allocates nothing for a while (sh -c 'sleep 6'):
+    the time shown goes on with the program's (it stood at the last
+    event's, 0.0s, with the rates of then), the rates fall to 0, and the
+    finished trace shows its whole duration."""
+    term = Term(t, "%s record --live -o i.ht -- sh -c 'sleep 6; true'; echo RECORD-EXIT=$?"
+                % t.heaptrail)
+    try:
+        def times(x):
+            m = re.search(r"^time ([\d.]+)s \(program at ([\d.]+)s\)", x, re.M)
+            return m and (float(m.group(1)), float(m.group(2)))
+        s = term.wait(lambda x: times(x) and times(x)[1] >= 3, "the program at 3 s")
+        shown, prog = times(s)
+        check(prog - shown < 1.0, "the time shown lags the program's by more than 1 s:\n" + s)
+        check(re.search(r"^allocations 0/s  frees 0/s", s, re.M), "rates while idle:\n" + s)
+        s = term.wait(lambda x: "[finished" in x.splitlines()[0], "the trace finished")
+        m = re.search(r"^time ([\d.]+)s ", s, re.M)
+        dur = t.stats(t.path("i.ht"))["duration_ns"] / 1e9
+        check(m and abs(float(m.group(1)) - dur) < 0.15, "the finished trace's time is not its "
+              "duration (%.2f s):\n%s" % (dur, s))
+        term.keys("q")
+        term.wait_text("RECORD-EXIT=0", timeout=30)
+    finally:
+        term.close()
