@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -80,6 +81,10 @@ struct live {
 	struct ht_event pend;    /* read, beyond the cursor: applied when it moves on */
 	int has_pend;
 	int finished;            /* the writer is gone and every event was read */
+	int followed;            /* the writer was alive when the trace was opened */
+	int exec_seen;           /* the program exec'd (its trace then ends) */
+	dev_t dev;               /* the file read, as its name found it */
+	ino_t ino;
 	uint64_t cursor_ns;      /* moment shown on a finished trace (UINT64_MAX: the end) */
 	uint64_t shown_ns;       /* the time of the model */
 	enum view view;
@@ -167,12 +172,50 @@ static int reopen(struct live *L, char *err, size_t errlen)
 	L->has_pend = 0;
 	L->finished = 0;
 	L->shown_ns = 0;
+	L->exec_seen = 0;
 	L->r = ht_reader__open_follow(L->path, err, errlen);
 	if (!L->r)
 		return -1;
+	struct stat st;
+	if (stat(L->path, &st) == 0) {
+		L->dev = st.st_dev;
+		L->ino = st.st_ino;
+	}
+	L->followed = ht_reader__following(L->r);
 	L->p = ht_pass__new();
 	L->lt = ht_livetop__new(L->r, NULL);
 	return 0;
+}
+
+/* The program exec'd while it was followed: the trace of the image before
+ * is closed and renamed OUTPUT.exec<N>, and the new image writes the name
+ * again (docs/record.md, "Processes": a wrapper script, env, a pyenv
+ * shim).  Once the name holds a trace of the same process, the display
+ * follows that one, from its start.  Returns 1 if it did. */
+static int follow_exec(struct live *L)
+{
+	if (!L->finished || !L->exec_seen || !L->followed || L->cursor_ns != UINT64_MAX)
+		return 0;
+	struct stat st;
+	if (stat(L->path, &st) < 0 || (st.st_dev == L->dev && st.st_ino == L->ino))
+		return 0; /* not there yet */
+	char err[512];
+	struct ht_reader *r = ht_reader__open_follow(L->path, err, sizeof(err));
+	if (!r)
+		return 0;
+	int pid = ht_reader__info(L->r)->pid, same = ht_reader__info(r)->pid == pid;
+	ht_reader__close(r);
+	if (!same) { /* another recording's: stay */
+		L->exec_seen = 0;
+		return 0;
+	}
+	if (reopen(L, err, sizeof(err)) < 0) {
+		snprintf(L->msg, sizeof(L->msg), "%s", err);
+		return 0;
+	}
+	snprintf(L->msg, sizeof(L->msg), "pid %d exec'd: %s follows %s (the trace before is %s.exec<N>)",
+		 pid, L->path, ht_reader__info(L->r)->cmdline, L->path);
+	return 1;
 }
 
 /* New modules were announced: symbols from a symbolizer that knows them. */
@@ -197,6 +240,8 @@ static void update_symbols(struct live *L)
 
 static inline void apply(struct live *L, const struct ht_event *e)
 {
+	if (__builtin_expect(e->kind == HT_EV_EXEC, 0))
+		L->exec_seen = 1;
 	const struct ht_blockop *op = ht_pass__event(L->p, e);
 	ht_livetop__event(L->lt, e, op);
 }
@@ -335,7 +380,12 @@ static int draw_header(struct live *L, struct screen *s)
 	const char *state = ht_reader__following(L->r) ? "running, still being written"
 			    : in->closed			? "finished"
 							: "finished, not closed cleanly";
-	screen_put(s, 0, 0, "heaptrail live  pid %d  %s  [%s]", (int)in->pid, in->cmdline, state);
+	/* the command cut short rather than the state */
+	int room = s->w - (int)strlen(state) - 40, len = (int)strlen(in->cmdline);
+	if (room < 10)
+		room = 10;
+	screen_put(s, 0, 0, "heaptrail live  pid %d  %.*s%s  [%s]", (int)in->pid,
+		   len > room ? room - 3 : len, in->cmdline, len > room ? "..." : "", state);
 	s->attr[0] = 1;
 	uint64_t now = L->shown_ns;
 	uint32_t nthr = 0;
@@ -899,10 +949,20 @@ static int run_batch(struct live *L)
 	screen_init(&L->scr, (int)L->cfg.width, (int)L->cfg.height);
 	if (L->cfg.at_given)
 		L->cursor_ns = L->cfg.at_ns;
-	while (!L->finished && !(L->has_pend)) {
-		feed(L, 0);
-		if (!L->finished && !L->has_pend)
+	for (;;) {
+		while (!L->finished && !(L->has_pend)) {
+			feed(L, 0);
+			if (!L->finished && !L->has_pend)
+				usleep(20000);
+		}
+		if (!L->finished) /* at the cursor */
+			break;
+		/* an exec: the new image's trace, once it is there (2 s) */
+		int k = 0, switched = 0;
+		while (L->exec_seen && L->followed && k++ < 100 && !(switched = follow_exec(L)))
 			usleep(20000);
+		if (!switched)
+			break;
 	}
 	ht_livetop__tick(L->lt, L->shown_ns);
 	double s = (double)L->feed_ns / 1e9, cpu = (double)L->feed_cpu_ns / 1e9;
@@ -940,6 +1000,8 @@ static int run_ui(struct live *L)
 		int behind = 0;
 		if (!L->paused)
 			behind = feed(L, 150000000); /* keys stay answered while catching up */
+		if (L->finished && follow_exec(L))
+			dirty = 1;
 		if (now - last >= L->cfg.interval_ns || dirty) {
 			if (now - last_tick >= 1000000000u || !last_tick) { /* rates: per second */
 				ht_livetop__tick(L->lt, L->shown_ns);

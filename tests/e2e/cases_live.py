@@ -760,3 +760,32 @@ def test_live_idle_time_passes(t):
         term.wait_text("RECORD-EXIT=0", timeout=30)
     finally:
         term.close()
+
+
+@case(timeout=120, labels=("live",))
+def test_live_follows_exec(t):
+    """record --live on a wrapper script that runs a while, then execs the
+    program (as a pyenv shim or a start script does): the trace of the
+    script's image is closed and renamed OUTPUT.exec1, the program's image
+    writes OUTPUT again, and the display follows it there (it stayed on
+    the script's finished trace)."""
+    script = t.path("wrap.sh")
+    with open(script, "w") as f:
+        f.write("#!/bin/sh\nsleep 1.5\nexec %s \"$@\"\n" % t.prog("grower"))
+    os.chmod(script, 0o755)
+    term = Term(t, "%s record --live --stacks -o x.ht -- %s 4; echo RECORD-EXIT=$?" % (
+        t.heaptrail, script))
+    try:
+        s = term.wait(lambda x: grow_first(x) and "grower 4  [running" in x.splitlines()[0],
+                      "the exec'd program's trace followed")
+        term.keys("q")
+        term.wait_text("RECORD-EXIT=0", timeout=30)
+    finally:
+        term.close()
+    check(os.path.exists(t.path("x.ht.exec1")), "no x.ht.exec1: %r" % os.listdir(t.dir))
+    r = t.run([t.heaptrail, "live", "--batch", "x.ht.exec1"], check_rc=0)
+    check("wrap.sh" in r.stdout.splitlines()[0], r.stdout)
+    # a long command is cut short in the header, not the state
+    r = t.run([t.heaptrail, "live", "--batch", "--width", "70", "x.ht.exec1"], check_rc=0)
+    head = r.stdout.splitlines()[0]
+    check(head.endswith("...  [finished]") and len(head) <= 70, head)
