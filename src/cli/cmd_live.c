@@ -156,8 +156,12 @@ __attribute__((format(printf, 4, 5))) static void screen_put(struct screen *s, i
 
 /* ---- reading ------------------------------------------------------------- */
 
+/* Reads the trace again from its start; on failure, what was shown stays. */
 static int reopen(struct live *L, char *err, size_t errlen)
 {
+	struct ht_reader *r = ht_reader__open_follow(L->path, err, errlen);
+	if (!r && L->r)
+		return -1;
 	ht_livetop__delete(L->lt);
 	ht_pass__delete(L->p);
 	ht_reader__close(L->r);
@@ -173,7 +177,7 @@ static int reopen(struct live *L, char *err, size_t errlen)
 	L->finished = 0;
 	L->shown_ns = 0;
 	L->exec_seen = 0;
-	L->r = ht_reader__open_follow(L->path, err, errlen);
+	L->r = r;
 	if (!L->r)
 		return -1;
 	struct stat st;

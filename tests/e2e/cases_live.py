@@ -789,3 +789,23 @@ def test_live_follows_exec(t):
     r = t.run([t.heaptrail, "live", "--batch", "--width", "70", "x.ht.exec1"], check_rc=0)
     head = r.stdout.splitlines()[0]
     check(head.endswith("...  [finished]") and len(head) <= 70, head)
+
+
+@case(timeout=60, labels=("live",))
+def test_live_trace_removed(t):
+    """The trace shown is removed, then Home asks to read it again from
+    its start: the display says it cannot and keeps what it showed (it
+    crashed on the reader it had closed), q ends it with status 0."""
+    t.run([t.heaptrail, "record", "-q", "-o", t.path("d.ht"), "--", t.prog("grower"), "1"],
+          check_rc=0)
+    term = Term(t, "%s live d.ht; echo LIVE-EXIT=$?" % t.heaptrail)
+    try:
+        term.wait_text("[finished]")
+        os.unlink(t.path("d.ht"))
+        term.keys("Home")
+        s = term.wait_text("cannot open")
+        check(s.splitlines()[0].startswith("heaptrail live  pid"), s)
+        term.keys("q")
+        term.wait_text("LIVE-EXIT=0", timeout=10)
+    finally:
+        term.close()
