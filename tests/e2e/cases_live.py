@@ -398,6 +398,11 @@ def test_live_keys(t):
         term.wait_text(at)
         term.keys("End")
         term.wait(lambda x: "(cursor)" not in x.splitlines()[1], "the end again")
+        # a smaller terminal: the screen is drawn again to its size
+        term.tmux("resize-window", "-t", "s", "-x", "90", "-y", "20")
+        term.wait(lambda x: len(x.splitlines()) == 20 and max(len(l) for l in x.splitlines()) <= 90
+                  and "heap over time" in x and x.splitlines()[-1].startswith("q quit"),
+                  "the screen redrawn at 90x20")
         term.keys("q")
         term.wait(lambda x: term.dead(), "live ending", timeout=10)
     finally:
