@@ -217,8 +217,9 @@ static int follow_exec(struct live *L)
 		snprintf(L->msg, sizeof(L->msg), "%s", err);
 		return 0;
 	}
-	snprintf(L->msg, sizeof(L->msg), "pid %d exec'd: %s follows %s (the trace before is %s.exec<N>)",
-		 pid, L->path, ht_reader__info(L->r)->cmdline, L->path);
+	snprintf(L->msg, sizeof(L->msg),
+		 "pid %d exec'd: %s follows %s (the trace before is %s.exec<N>)", pid, L->path,
+		 ht_reader__info(L->r)->cmdline, L->path);
 	return 1;
 }
 
@@ -722,7 +723,8 @@ static void snapshot_html(struct live *L)
 		_exit(0);
 	}
 	if (p < 0) {
-		snprintf(L->msg, sizeof(L->msg), "cannot start heaptrail report: %s", strerror(errno));
+		snprintf(L->msg, sizeof(L->msg), "cannot start heaptrail report: %s",
+			 strerror(errno));
 		return;
 	}
 	while (waitpid(p, NULL, 0) < 0 && errno == EINTR)
@@ -984,7 +986,8 @@ static int run_batch(struct live *L)
 	const uint64_t *tn, *kb;
 	fprintf(stderr, "heaptrail: live: %llu events read in %.3f s, %.3f s of CPU (%.1f M events/s "
 		"per core); %zu RSS samples kept\n", (unsigned long long)L->events, s, cpu,
-		cpu > 0 ? (double)L->events / cpu / 1e6 : 0.0, ht_reader__rss_samples(L->r, &tn, &kb));
+		cpu > 0 ? (double)L->events / cpu / 1e6 : 0.0,
+		ht_reader__rss_samples(L->r, &tn, &kb));
 	return HT_EXIT_OK;
 }
 
