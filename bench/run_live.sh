@@ -16,8 +16,10 @@
 #
 # Environment (defaults in brackets):
 #   BUILD=[/work/main/build]  where the heaptrail binary is
-#   WORKLOADS=[1x10000000 2x5000000]
-#                             traces to record, THREADSxPAIRS_PER_THREAD each
+#   WORKLOADS=[1x10000000 2x5000000 1x10000000s]
+#                             traces to record, THREADSxPAIRS_PER_THREAD each;
+#                             a trailing s records with --stacks (the table
+#                             by stack, and the symbols of the stacks shown)
 #   REPS=[3]                  timed runs of every command on every trace
 #   SEED=[1]                  seed of malloc_loop's sizes
 #   TARGET_EPS=[20000000]     events per second per core live must reach
@@ -34,7 +36,7 @@ bench_args "$@"
 START_DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 BUILD=${BUILD:-/work/main/build}
-WORKLOADS=${WORKLOADS:-1x10000000 2x5000000}
+WORKLOADS=${WORKLOADS:-1x10000000 2x5000000 1x10000000s}
 REPS=${REPS:-3}
 SEED=${SEED:-1}
 TARGET_EPS=${TARGET_EPS:-20000000}
@@ -45,7 +47,7 @@ for v in REPS SEED TARGET_EPS RSS_SLACK_KB; do
 done
 ((REPS >= 1)) || die "REPS must be >= 1"
 for w in $WORKLOADS; do
-	[[ $w =~ ^[1-9][0-9]*x[1-9][0-9]*$ ]] || die "WORKLOADS: '$w' is not THREADSxPAIRS (e.g. 1x10000000)"
+	[[ $w =~ ^[1-9][0-9]*x[1-9][0-9]*s?$ ]] || die "WORKLOADS: '$w' is not THREADSxPAIRS[s] (e.g. 1x10000000)"
 done
 HT=$BUILD/heaptrail
 [[ -x $HT ]] || die "no $HT: build heaptrail first (cmake -S . -B build && cmake --build build -j2)"
@@ -73,10 +75,15 @@ echo "|---|---:|---|---:|---:|---:|---:|---:|" >>"$TABLE"
 for w in $WORKLOADS; do
 	th=${w%x*}
 	pairs=${w#*x}
+	stacks=()
+	if [[ $pairs == *s ]]; then
+		pairs=${pairs%s}
+		stacks=(--stacks)
+	fi
 	for part in full tenth; do
 		p=$pairs
 		[[ $part == tenth ]] && p=$((pairs / 10))
-		"$HT" record -q --no-compact -o "$WORK/$w.$part.ht" -- "$WORK/malloc_loop" "$th" "$p" "$SEED" \
+		"$HT" record -q --no-compact "${stacks[@]}" -o "$WORK/$w.$part.ht" -- "$WORK/malloc_loop" "$th" "$p" "$SEED" \
 			>/dev/null || die "record failed ($w)"
 	done
 	ev=$("$HT" stats --json "$WORK/$w.full.ht" | sed -n 's/^  "events": \([0-9]*\).*/\1/p')

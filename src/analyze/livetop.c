@@ -312,6 +312,12 @@ void ht_livetop__event(struct ht_livetop *lt, const struct ht_event *e, const st
 	strip_put(lt, e->time_ns);
 }
 
+void ht_livetop__advance(struct ht_livetop *lt, uint64_t t_ns)
+{
+	if (t_ns > lt->tot.time_ns)
+		strip_put(lt, t_ns);
+}
+
 void ht_livetop__tick(struct ht_livetop *lt, uint64_t now_ns)
 {
 	if (now_ns <= lt->tick_ns)
@@ -448,6 +454,7 @@ static uint64_t path_of(uint64_t parent, uint64_t key)
 struct group {
 	size_t lo, hi;   /* its cells act[lo, hi) */
 	uint32_t key;
+	int caller;      /* a function that allocates nothing itself: no cells */
 	struct ht_lt_row row;
 };
 
@@ -463,12 +470,20 @@ static int cmp_group(const void *a, const void *b)
 	}
 	if (vx != vy)
 		return vx > vy ? -1 : 1;
+	if (x->row.v[HT_LT_OWN] != y->row.v[HT_LT_OWN]) /* what allocates first */
+		return x->row.v[HT_LT_OWN] > y->row.v[HT_LT_OWN] ? -1 : 1;
 	return strcmp(x->row.label, y->row.label);
 }
 
 static int cmp_key(const void *a, const void *b)
 {
 	const struct active *x = a, *y = b;
+	return x->key < y->key ? -1 : x->key > y->key;
+}
+
+static int cmp_group_key(const void *a, const void *b)
+{
+	const struct group *x = a, *y = b;
 	return x->key < y->key ? -1 : x->key > y->key;
 }
 
@@ -554,10 +569,36 @@ static void emit(struct ht_livetop *lt, const struct ht_lt_query *q, size_t lo, 
 		i = j;
 	}
 	if (!classes && depth == 0) {
+		/* the functions that only call others (main, a thread's start
+		 * routine): a row each too, with nothing of its own and the rest
+		 * counted through it */
+		lt->stamp = ht_grow(lt->stamp, &lt->capstamp, lt->fns.n + 1, sizeof(*lt->stamp));
+		memset(lt->stamp, 0, lt->capstamp * sizeof(*lt->stamp));
+		for (size_t k = 0; k < ng; k++)
+			if (g[k].key != UINT32_MAX)
+				lt->stamp[g[k].key] = 1;
+		size_t nalloc = ng;
+		for (size_t i = lo; i < hi; i++) {
+			struct active *a = &lt->act[i];
+			for (size_t d = 0; d < a->n; d++) {
+				uint32_t fn = lt->site[lt->chains[a->chain + d]].fn;
+				if (lt->stamp[fn])
+					continue;
+				lt->stamp[fn] = 1;
+				g = ht_grow(g, &capg, ng + 1, sizeof(*g));
+				struct group *x = &g[ng++];
+				memset(x, 0, sizeof(*x));
+				x->key = fn;
+				x->caller = 1;
+				x->row.path = path_of(parent, fn);
+				label_of(lt, q, 0, fn, x->row.label, sizeof(x->row.label));
+			}
+		}
+		if (ng > nalloc)
+			qsort(g, ng, sizeof(*g), cmp_group_key);
 		/* total: the function anywhere on the stack, once per stack */
 		for (size_t k = 0; k < ng; k++)
 			g[k].row.v[HT_LT_TOTAL] = 0;
-		lt->stamp = ht_grow(lt->stamp, &lt->capstamp, lt->fns.n + 1, sizeof(*lt->stamp));
 		memset(lt->stamp, 0, lt->capstamp * sizeof(*lt->stamp));
 		/* fn -> group, by a search in the groups sorted by key */
 		for (size_t i = 0; i < lt->nact; i++) {
@@ -575,8 +616,12 @@ static void emit(struct ht_livetop *lt, const struct ht_lt_query *q, size_t lo, 
 					else
 						h = m;
 				}
-				if (l < ng && g[l].key == fn)
+				if (l < ng && g[l].key == fn) {
 					g[l].row.v[HT_LT_TOTAL] += a->v[HT_LT_OWN];
+					if (g[l].caller)
+						for (int c = HT_LT_BLOCKS; c < HT_LT_NCOLS; c++)
+							g[l].row.v[c] += a->v[c];
+				}
 			}
 		}
 		for (size_t k = 0; k < ng; k++)

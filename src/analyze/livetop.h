@@ -18,10 +18,12 @@
  * not the number of events.
  *
  * The table rows are built on demand (ht_livetop__rows, about once a
- * second): with stacks, the allocating functions (own: the function
- * allocated itself; total: it is anywhere on the stack), each opening onto
- * the call paths that lead to its own allocations; without, the size
- * classes, each opening onto the threads. */
+ * second): with stacks, the functions on the stacks (own: the function
+ * allocated itself; total: it is anywhere on the stack), each that
+ * allocates opening onto the call paths that lead to its own allocations,
+ * the others (main, a thread's start) counting blocks, allocations and
+ * bytes through them; without, the size classes, each opening onto the
+ * threads. */
 #ifndef HEAPTRAIL_ANALYZE_LIVETOP_H
 #define HEAPTRAIL_ANALYZE_LIVETOP_H
 
@@ -96,6 +98,10 @@ void ht_livetop__set_symbolizer(struct ht_livetop *lt, struct ht_symbolizer *sym
 
 /* Applies an event the pass applied (op: what it did). */
 void ht_livetop__event(struct ht_livetop *lt, const struct ht_event *e, const struct ht_blockop *op);
+/* The trace is known up to t_ns with no event since the last one fed (a
+ * program that allocates nothing for a while, or the end of the run): the
+ * strip carries what is live up to t_ns. */
+void ht_livetop__advance(struct ht_livetop *lt, uint64_t t_ns);
 /* Closes a rate window at trace time now_ns (about once a second). */
 void ht_livetop__tick(struct ht_livetop *lt, uint64_t now_ns);
 

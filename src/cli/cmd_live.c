@@ -8,12 +8,15 @@
 #define _GNU_SOURCE
 #include <curses.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -78,6 +81,10 @@ struct live {
 	struct ht_event pend;    /* read, beyond the cursor: applied when it moves on */
 	int has_pend;
 	int finished;            /* the writer is gone and every event was read */
+	int followed;            /* the writer was alive when the trace was opened */
+	int exec_seen;           /* the program exec'd (its trace then ends) */
+	dev_t dev;               /* the file read, as its name found it */
+	ino_t ino;
 	uint64_t cursor_ns;      /* moment shown on a finished trace (UINT64_MAX: the end) */
 	uint64_t shown_ns;       /* the time of the model */
 	enum view view;
@@ -149,8 +156,12 @@ __attribute__((format(printf, 4, 5))) static void screen_put(struct screen *s, i
 
 /* ---- reading ------------------------------------------------------------- */
 
+/* Reads the trace again from its start; on failure, what was shown stays. */
 static int reopen(struct live *L, char *err, size_t errlen)
 {
+	struct ht_reader *r = ht_reader__open_follow(L->path, err, errlen);
+	if (!r && L->r)
+		return -1;
 	ht_livetop__delete(L->lt);
 	ht_pass__delete(L->p);
 	ht_reader__close(L->r);
@@ -165,12 +176,51 @@ static int reopen(struct live *L, char *err, size_t errlen)
 	L->has_pend = 0;
 	L->finished = 0;
 	L->shown_ns = 0;
-	L->r = ht_reader__open_follow(L->path, err, errlen);
+	L->exec_seen = 0;
+	L->r = r;
 	if (!L->r)
 		return -1;
+	struct stat st;
+	if (stat(L->path, &st) == 0) {
+		L->dev = st.st_dev;
+		L->ino = st.st_ino;
+	}
+	L->followed = ht_reader__following(L->r);
 	L->p = ht_pass__new();
 	L->lt = ht_livetop__new(L->r, NULL);
 	return 0;
+}
+
+/* The program exec'd while it was followed: the trace of the image before
+ * is closed and renamed OUTPUT.exec<N>, and the new image writes the name
+ * again (docs/record.md, "Processes": a wrapper script, env, a pyenv
+ * shim).  Once the name holds a trace of the same process, the display
+ * follows that one, from its start.  Returns 1 if it did. */
+static int follow_exec(struct live *L)
+{
+	if (!L->finished || !L->exec_seen || !L->followed || L->cursor_ns != UINT64_MAX)
+		return 0;
+	struct stat st;
+	if (stat(L->path, &st) < 0 || (st.st_dev == L->dev && st.st_ino == L->ino))
+		return 0; /* not there yet */
+	char err[512];
+	struct ht_reader *r = ht_reader__open_follow(L->path, err, sizeof(err));
+	if (!r)
+		return 0;
+	int pid = ht_reader__info(L->r)->pid, same = ht_reader__info(r)->pid == pid;
+	ht_reader__close(r);
+	if (!same) { /* another recording's: stay */
+		L->exec_seen = 0;
+		return 0;
+	}
+	if (reopen(L, err, sizeof(err)) < 0) {
+		snprintf(L->msg, sizeof(L->msg), "%s", err);
+		return 0;
+	}
+	snprintf(L->msg, sizeof(L->msg),
+		 "pid %d exec'd: %s follows %s (the trace before is %s.exec<N>)", pid, L->path,
+		 ht_reader__info(L->r)->cmdline, L->path);
+	return 1;
 }
 
 /* New modules were announced: symbols from a symbolizer that knows them. */
@@ -195,6 +245,8 @@ static void update_symbols(struct live *L)
 
 static inline void apply(struct live *L, const struct ht_event *e)
 {
+	if (__builtin_expect(e->kind == HT_EV_EXEC, 0))
+		L->exec_seen = 1;
 	const struct ht_blockop *op = ht_pass__event(L->p, e);
 	ht_livetop__event(L->lt, e, op);
 }
@@ -252,6 +304,17 @@ static int feed(struct live *L, uint64_t budget_ns)
 	const struct ht_lt_totals *tot = ht_livetop__totals(L->lt);
 	L->shown_ns = L->cursor_ns != UINT64_MAX && (L->has_pend || L->finished)
 			      ? L->cursor_ns : tot->time_ns;
+	if (L->cursor_ns == UINT64_MAX && !L->has_pend && !out) {
+		/* read to the end, or to where the writer is: the time shown
+		 * is that, not the last event's (a program that allocates
+		 * nothing for a while still has time passing, at no rate) */
+		uint64_t end = L->finished ? ht_reader__info(L->r)->duration_ns
+					   : ht_reader__follow_ns(L->r);
+		if (end > L->shown_ns) {
+			ht_livetop__advance(L->lt, end);
+			L->shown_ns = end;
+		}
+	}
 	return out;
 }
 
@@ -322,7 +385,12 @@ static int draw_header(struct live *L, struct screen *s)
 	const char *state = ht_reader__following(L->r) ? "running, still being written"
 			    : in->closed			? "finished"
 							: "finished, not closed cleanly";
-	screen_put(s, 0, 0, "heaptrail live  pid %d  %s  [%s]", (int)in->pid, in->cmdline, state);
+	/* the command cut short rather than the state */
+	int room = s->w - (int)strlen(state) - 40, len = (int)strlen(in->cmdline);
+	if (room < 10)
+		room = 10;
+	screen_put(s, 0, 0, "heaptrail live  pid %d  %.*s%s  [%s]", (int)in->pid,
+		   len > room ? room - 3 : len, in->cmdline, len > room ? "..." : "", state);
 	s->attr[0] = 1;
 	uint64_t now = L->shown_ns;
 	uint32_t nthr = 0;
@@ -532,12 +600,14 @@ static const char *const help_lines[] = {
 	"  /            search: keep the functions whose stacks hold the text (empty: all)",
 	"  p            pause the display (the trace keeps being read later)",
 	"  w            write a snapshot of this moment (leaks-style text) to a file",
+	"  W            write the HTML report (heaptrail report) of the trace so far",
 	"  r            toggle recording: SIGUSR2 to the program (record --toggle-signal)",
 	"  < > (arrows) move through time on a finished trace; Home/End: start/end",
 	"  ?            this help; any key leaves it",
 	"",
 	"The table: own = what the function allocated itself, total = with what it",
-	"allocated through the functions it called; blocks, allocations, bytes allocated.",
+	"allocated through the functions it called; blocks, allocations, bytes allocated",
+	"(of its own; of its total for a function that only calls others, such as main).",
 	"A followed trace is shown up to the last complete flush of the recorder",
 	"(every event of every thread up to then: 0.2 to 0.3 s behind the program).",
 };
@@ -560,7 +630,7 @@ static void draw(struct live *L)
 	}
 	screen_put(s, s->h - 1, 0, "%s", L->msg[0] ? L->msg :
 		"q quit  Enter open  s sort  m mode  t threads  c classes  / search  p pause  "
-		"w snapshot  r rec on/off  <> time  ? help");
+		"w/W snapshot  r rec on/off  <> time  ? help");
 	s->attr[s->h - 1] = 2;
 }
 
@@ -603,6 +673,63 @@ static void snapshot(struct live *L)
 		snprintf(L->msg, sizeof(L->msg), "%s", err);
 	else
 		snprintf(L->msg, sizeof(L->msg), "snapshot written to %s", path);
+}
+
+/* W: the HTML report (heaptrail report) of the trace up to now, written
+ * by a process of its own in the background (reading the trace takes a
+ * while; the display goes on).  It is of the whole trace so far, so the
+ * moment shown must be the trace's latest: not with the time cursor. */
+static void snapshot_html(struct live *L)
+{
+	if (L->cursor_ns != UINT64_MAX) {
+		snprintf(L->msg, sizeof(L->msg), "W reports the whole trace so far: End first (w "
+			 "writes the text of the moment at the cursor)");
+		return;
+	}
+	const struct ht_trace_info *in = ht_reader__info(L->r);
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/heaptrail-live-%d-%llu.html",
+		 L->cfg.snapshot_dir ? L->cfg.snapshot_dir : ".", (int)in->pid,
+		 (unsigned long long)(L->shown_ns / 1000000));
+	/* twice forked: the report's process is nobody's child here (record
+	 * --live waits for its program only; no zombie is left) */
+	pid_t p = fork();
+	if (p == 0) {
+		if (fork() == 0) {
+			int fd = open("/dev/null", O_RDWR);
+			if (fd >= 0 && (dup2(fd, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0))
+				_exit(127);
+			char *av[12];
+			int n = 0;
+			av[n++] = "heaptrail";
+			av[n++] = "report";
+			av[n++] = "-q";
+			av[n++] = "-o";
+			av[n++] = path;
+			if (L->cfg.sysroot) {
+				av[n++] = "--sysroot";
+				av[n++] = (char *)L->cfg.sysroot;
+			}
+			if (L->cfg.debug_dir) {
+				av[n++] = "--debug-dir";
+				av[n++] = (char *)L->cfg.debug_dir;
+			}
+			av[n++] = "--";
+			av[n++] = (char *)L->path;
+			av[n] = NULL;
+			execv("/proc/self/exe", av);
+			_exit(127);
+		}
+		_exit(0);
+	}
+	if (p < 0) {
+		snprintf(L->msg, sizeof(L->msg), "cannot start heaptrail report: %s",
+			 strerror(errno));
+		return;
+	}
+	while (waitpid(p, NULL, 0) < 0 && errno == EINTR)
+		;
+	snprintf(L->msg, sizeof(L->msg), "report of the trace so far being written to %s", path);
 }
 
 /* Whether the recorder in pid switches on SIGUSR2 (record --toggle-signal
@@ -722,6 +849,9 @@ static int key(struct live *L, int ch)
 	case 'w':
 		snapshot(L);
 		break;
+	case 'W':
+		snapshot_html(L);
+		break;
 	case 'r':
 		toggle_recording(L);
 		break;
@@ -825,10 +955,20 @@ static int run_batch(struct live *L)
 	screen_init(&L->scr, (int)L->cfg.width, (int)L->cfg.height);
 	if (L->cfg.at_given)
 		L->cursor_ns = L->cfg.at_ns;
-	while (!L->finished && !(L->has_pend)) {
-		feed(L, 0);
-		if (!L->finished && !L->has_pend)
+	for (;;) {
+		while (!L->finished && !(L->has_pend)) {
+			feed(L, 0);
+			if (!L->finished && !L->has_pend)
+				usleep(20000);
+		}
+		if (!L->finished) /* at the cursor */
+			break;
+		/* an exec: the new image's trace, once it is there (2 s) */
+		int k = 0, switched = 0;
+		while (L->exec_seen && L->followed && k++ < 100 && !(switched = follow_exec(L)))
 			usleep(20000);
+		if (!switched)
+			break;
 	}
 	ht_livetop__tick(L->lt, L->shown_ns);
 	double s = (double)L->feed_ns / 1e9, cpu = (double)L->feed_cpu_ns / 1e9;
@@ -843,9 +983,11 @@ static int run_batch(struct live *L)
 			e--;
 		printf("%.*s\n", (int)(e - L->scr.line[y]), L->scr.line[y]);
 	}
+	const uint64_t *tn, *kb;
 	fprintf(stderr, "heaptrail: live: %llu events read in %.3f s, %.3f s of CPU (%.1f M events/s "
-		"per core)\n", (unsigned long long)L->events, s, cpu,
-		cpu > 0 ? (double)L->events / cpu / 1e6 : 0.0);
+		"per core); %zu RSS samples kept\n", (unsigned long long)L->events, s, cpu,
+		cpu > 0 ? (double)L->events / cpu / 1e6 : 0.0,
+		ht_reader__rss_samples(L->r, &tn, &kb));
 	return HT_EXIT_OK;
 }
 
@@ -865,6 +1007,8 @@ static int run_ui(struct live *L)
 		int behind = 0;
 		if (!L->paused)
 			behind = feed(L, 150000000); /* keys stay answered while catching up */
+		if (L->finished && follow_exec(L))
+			dirty = 1;
 		if (now - last >= L->cfg.interval_ns || dirty) {
 			if (now - last_tick >= 1000000000u || !last_tick) { /* rates: per second */
 				ht_livetop__tick(L->lt, L->shown_ns);
@@ -921,7 +1065,7 @@ int cmd_live(int argc, char **argv)
 		{0, "at", HT_OPT_STRING, &at, "TIME", "--batch: show this moment of the trace, e.g. 1.5s (the end)"},
 		{0, "interval", HT_OPT_DURATION, &cfg->interval_ns, "TIME", "redraw every TIME (500ms; rates are per second)"},
 		{0, "program-output", HT_OPT_STRING, &cfg->program_output, "FILE", "say in the header where the program's output goes"},
-		{0, "snapshot-dir", HT_OPT_STRING, &cfg->snapshot_dir, "DIR", "where w writes snapshots (.)"},
+		{0, "snapshot-dir", HT_OPT_STRING, &cfg->snapshot_dir, "DIR", "where w and W write snapshots (.)"},
 		{0, "no-symbols", HT_OPT_FLAG, &cfg->no_symbols, NULL, "show addresses, not functions"},
 		{0, "sysroot", HT_OPT_STRING, &cfg->sysroot, "DIR", "find the traced modules under DIR"},
 		{0, "debug-dir", HT_OPT_STRING, &cfg->debug_dir, "DIR", "also look for separate debug files in DIR"},

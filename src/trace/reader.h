@@ -230,11 +230,17 @@ void ht_reader__close(struct ht_reader *r);
  * event of a thread that flushes later comes out of order.  A trace with
  * no clock samples (written by something else than the recorder) is read
  * once its writer is gone.  Memory stays bounded as in ht_reader__open,
- * but for the clock and RSS samples (24 bytes each). */
+ * the clock and RSS samples too: at most 8192 of them are kept, thinned
+ * evenly over the run (ht_reader__rss_samples gives those). */
 struct ht_reader *ht_reader__open_follow(const char *path, char *err, size_t errlen);
 int ht_reader__poll(struct ht_reader *r);
 /* A followed trace whose writer still runs: the end is not the end. */
 int ht_reader__following(const struct ht_reader *r);
+/* While following: the time (ns since the start) up to which every event
+ * is out once ht_reader__next has returned 0, though the last may be
+ * older (a program that allocates nothing for a while); 0 before the
+ * writer's first complete flush round. */
+uint64_t ht_reader__follow_ns(const struct ht_reader *r);
 const struct ht_trace_info *ht_reader__info(const struct ht_reader *r);
 
 /* Next event in time order: 1 = *ev filled, 0 = end (or stopped at an

@@ -46,6 +46,14 @@ class Term:
         """the screen and the lines scrolled off it"""
         return self.tmux("capture-pane", "-p", "-J", "-S", "-200", "-t", "s")
 
+    def selected(self):
+        """The label of the selected row (in reverse video), or None."""
+        for l in self.tmux("capture-pane", "-e", "-p", "-t", "s").splitlines():
+            if any("7" in a.split(";") for a in re.findall(r"\x1b\[([0-9;]*)m", l)):
+                m = re.match(r"^(\s*[-+ ] \S.*?)\s{2,}\S", re.sub(r"\x1b\[[0-9;]*m", "", l))
+                return m and m.group(1).strip()
+        return None
+
     def keys(self, *keys):
         self.tmux("send-keys", "-t", "s", *keys)
 
@@ -132,11 +140,28 @@ def test_live_follows_growth(t):
         try:
             s0 = term.wait(grow_first, "grow_site as the first row")
             check("still being written" in s0.splitlines()[0], "header:\n" + s0)
+            # the header's fields
+            for pat in (r"^heaptrail live  pid \d+  \S*grower 12  \[running",
+                        r"^time [\d.]+s \(program at [\d.]+s\)  threads [12]  events \S+  "
+                        r"recording on$",
+                        r"^heap now [\d.]+ \S+ requested, [\d.]+ \S+ usable, \d+ blocks   "
+                        r"peak [\d.]+ \S+ at [\d.]+s   RSS [\d.]+ \S+$",
+                        r"^allocations \S+/s  frees \S+/s   allocated [\d.]+ \S+ in \S+ calls$"):
+                check(re.search(pat, s0, re.M), "no %r in the header:\n%s" % (pat, s0))
             b0 = bytes_of(first_row(s0)[1][0])
             t0 = time.monotonic()
             s = term.wait(lambda x: grow_first(x) and bytes_of(first_row(x)[1][0]) >= b0 + 1.5 * GROW,
                           "grow_site's bytes growing", timeout=20)
             rate = (bytes_of(first_row(s)[1][0]) - b0) / (time.monotonic() - t0)
+            # grower makes 1010 allocations a second (1020 with its helper)
+            m = re.search(r"^allocations (\d+)/s  frees (\d+)/s", s, re.M)
+            check(m and 700 < int(m.group(1)) < 1400 and 700 < int(m.group(2)) < 1400,
+                  "rates:\n" + s)
+            # the strip: live bytes (#) and RSS (-)
+            lines = s.splitlines()
+            i = next(k for k, l in enumerate(lines) if "heap over time" in l)
+            strip = "".join(l[10:] for l in lines[i - 4:i])
+            check("#" in strip and "-" in strip, "the strip lacks live bytes or RSS:\n" + s)
             # (the display is up to a redraw and a flush round behind: a
             # wide margin on a loaded machine)
             check(0.3 * GROW < rate < 4 * GROW, "grow_site grew %.0f bytes/s; screens:\n%s\n%s"
@@ -149,6 +174,18 @@ def test_live_follows_growth(t):
                     lags.append(float(m.group(2)) - float(m.group(1)))
                 time.sleep(0.3)
             check(lags and min(lags) < 1.0, "the display's lag behind the program: %r" % lags)
+            # p holds the screen still (the events read stay), p again reads on
+            term.keys("p")
+            s = term.wait_text("display paused")
+
+            def events(x):
+                m = re.search(r"^time .* events (\S+)", x, re.M)
+                return m and m.group(1)
+            time.sleep(1.5)
+            s1 = term.screen()
+            eq(events(s1), events(s), "events read while paused")
+            term.keys("p")
+            term.wait(lambda x: events(x) != events(s), "the display reading on after p")
             # the helper thread's site is there too, and the threads view
             check(any(r[0].endswith("helper_site") for r in table_rows(s)), s)
             term.keys("t")
@@ -205,7 +242,7 @@ def test_live_keys(t):
         s = term.wait_text("[finished]")
         status = s.splitlines()[-1]
         for k in ("q quit", "Enter open", "s sort", "m mode", "t threads", "c classes",
-                  "/ search", "p pause", "w snapshot", "r rec on/off", "<> time", "? help"):
+                  "/ search", "p pause", "w/W snapshot", "r rec on/off", "<> time", "? help"):
             check(k in status, "status line lacks %r: %r" % (k, status))
         term.keys("?")
         s = term.wait_text("toggle recording")
@@ -237,6 +274,63 @@ def test_live_keys(t):
         rows = table_rows(s)
         check(len(rows) > 1 and "main" in rows[1][0] and "grower.c" in rows[1][0],
               "a caller under grow_site: %r" % rows[:3])
+
+        def labels(x):
+            return [r[0] for r in table_rows(x)]
+        # Enter again closes it; j selects the next row, space opens and
+        # closes it; + and - too; PgDn selects the last row, PgUp the
+        # first (rows at 1.5 s: grow_site, helper_site, calloc, then the
+        # functions that only call them)
+        term.keys("Enter")
+        term.wait(lambda x: labels(x)[:1] == ["+ grow_site"], "grow_site closed")
+        term.keys("j")
+        term.wait(lambda x: term.selected() == "+ helper_site", "helper_site selected")
+        term.keys("Space")
+        term.wait(lambda x: labels(x)[:2] == ["+ grow_site", "- helper_site"], "helper_site open")
+        term.keys("Space")
+        term.wait(lambda x: labels(x)[:3] == ["+ grow_site", "+ helper_site", "+ calloc"],
+                  "helper_site closed")
+        term.keys("Down", "+")
+        term.wait(lambda x: labels(x)[2:3] == ["- calloc"], "calloc open")
+        term.keys("-")
+        term.wait(lambda x: labels(x)[:3] == ["+ grow_site", "+ helper_site", "+ calloc"],
+                  "calloc closed")
+        # s sorts by each column in turn: the rows (all closed) come in
+        # that column's order, biggest first; S goes back one
+        def value(text):
+            if text.endswith("B"):
+                return bytes_of(text)
+            m = re.match(r"([\d.]+)([KMG]?)$", text)
+            return float(m.group(1)) * {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}[m.group(2)]
+
+        def sorted_by(name):
+            return lambda x: re.search(r"sort: %s\s*$" % name, x, re.M) and "*" + name in x
+        names = ["own", "total", "blocks", "allocs", "bytes alloc"]
+        for k in (1, 2, 3, 4, 0):
+            term.keys("s")
+            s = term.wait(sorted_by(names[k]), "sorted by " + names[k])
+            vals = [value(r[1][k]) for r in table_rows(s)]
+            check(len(vals) > 3 and vals == sorted(vals, reverse=True),
+                  "sorted by %s: %r\n%s" % (names[k], vals, s))
+        term.keys("S")
+        term.wait(sorted_by("bytes alloc"), "S: sorted by bytes alloc")
+        term.keys("s")
+        term.wait(lambda x: sorted_by("own")(x) and labels(x)[:3] == ["+ grow_site",
+                  "+ helper_site", "+ calloc"], "sorted by own again")
+        term.keys("PgDn")
+        s = term.wait(lambda x: len(labels(x)) > 3 and term.selected() == labels(x)[-1],
+                      "the last row selected")
+        term.keys("Up")
+        term.wait(lambda x: term.selected() == labels(x)[-2], "the row before the last selected")
+        # the functions that allocate nothing themselves: main holds
+        # grow_site's bytes in total, nothing of its own
+        mrow = [r for r in table_rows(s) if r[0] == "main"]
+        check(mrow and mrow[0][1][0] == "0 B" and mrow[0][1][1] == first_row(s)[1][1],
+              "main: nothing of its own, grow_site's in total: %r" % mrow)
+        term.keys("PgUp")
+        term.wait(lambda x: term.selected() == "+ grow_site", "the first row selected")
+        term.keys("Enter")
+        term.wait(lambda x: labels(x)[:1] == ["- grow_site"], "grow_site open again")
         term.keys("m")
         term.wait_text("at the peak, by")
         term.keys("m")
@@ -250,11 +344,19 @@ def test_live_keys(t):
         term.wait_text("by allocating function")
         term.keys("/", "helper", "Enter")
         s = term.wait_text("search: helper")
-        labels = [r[0] for r in table_rows(s) if not r[0].startswith(" ")]
-        check(labels and all("helper_site" in l for l in labels if not l.startswith(" ")),
-              "search keeps helper_site only: %r" % labels)
+        found = labels(s)
+        check(found[:1] == ["+ helper_site"] and not any("grow_site" in l or l == "main"
+                                                          for l in found),
+              "search keeps helper_site's stacks only: %r" % found)
         term.keys("/", "Enter")
         term.wait(grow_first, "all functions again")
+        # Esc leaves the search as it was
+        term.keys("/", "zzz", "Escape")
+        term.keys("m")
+        s = term.wait_text("at the peak, by")
+        check("search: zzz" not in s and grow_first(s), "Esc applied the search:\n" + s)
+        term.keys("m", "m")
+        term.wait_text("live now, by")
         term.keys("t")
         term.wait_text("cross frees")
         term.keys("t")
@@ -268,10 +370,39 @@ def test_live_keys(t):
         with open(os.path.join(t.dir, m.group(1))) as f:
             snap = f.read()
         check("grow_site" in snap and "bytes in" in snap, snap[:2000])
+        # W: the HTML report is of the whole trace so far, not of the cursor
+        term.keys("W")
+        term.wait_text("W reports the whole trace so far: End first")
         term.keys("r")
         term.wait_text("the recording is over")
         term.keys("End")
         s = term.wait(lambda x: "(cursor)" not in x.splitlines()[1], "the end again")
+        term.keys("W")
+        s = term.wait_text("report of the trace so far being written to")
+        html = os.path.join(t.dir, re.search(r"being written to (\S+)", s).group(1))
+        end = time.monotonic() + 30
+        while not os.path.exists(html) and time.monotonic() < end:
+            time.sleep(0.2)
+        with open(html) as f:
+            page = f.read()
+        check(page.startswith("<!DOCTYPE html>") and "grow_site" in page and "</html>" in page,
+              page[:500])
+        # < steps back a fortieth of the run from the end
+        term.keys("<")
+        at = "time %.1fs (cursor)" % ((dur - dur // 40) / 1e9)
+        term.wait_text(at)
+        # and the arrows: left steps back, right forward
+        term.keys("Left")
+        term.wait_text("time %.1fs (cursor)" % ((dur - 2 * (dur // 40)) / 1e9))
+        term.keys("Right")
+        term.wait_text(at)
+        term.keys("End")
+        term.wait(lambda x: "(cursor)" not in x.splitlines()[1], "the end again")
+        # a smaller terminal: the screen is drawn again to its size
+        term.tmux("resize-window", "-t", "s", "-x", "90", "-y", "20")
+        term.wait(lambda x: len(x.splitlines()) == 20 and max(len(l) for l in x.splitlines()) <= 90
+                  and "heap over time" in x and x.splitlines()[-1].startswith("q quit"),
+                  "the screen redrawn at 90x20")
         term.keys("q")
         term.wait(lambda x: term.dead(), "live ending", timeout=10)
     finally:
@@ -298,6 +429,12 @@ def test_live_phase_strip(t):
     drops = [k for k in range(int(w * 0.3), int(w * 0.8)) if h[k - 1] >= 4 and h[k] <= 2]
     check(drops and max(h[:drops[0]]) >= 6, "no drop in the strip's middle (heights %r):\n%s"
           % (h, "\n".join(lines[i - 4:i + 1])))
+    # without --stacks the table is by size class, opening onto threads
+    check("live now, by size class and thread" in r.stdout, r.stdout)
+    r2 = t.run([t.heaptrail, "live", "--batch", "--keys", "\n", "p.ht"], check_rc=0)
+    rows = table_rows(r2.stdout)
+    check(len(rows) > 1 and rows[0][0].startswith("- ") and ".." in rows[0][0]
+          and rows[1][0].startswith("thread "), "a size class open onto its threads: %r" % rows)
     # and the model agrees with stats on the finished trace
     s = t.stats(t.path("p.ht"))
     m = re.search(r"events (\S+)", lines[1])
@@ -341,9 +478,12 @@ def test_live_being_written(t):
     try:
         wait_file(out)
         time.sleep(0.5)
-        r = t.run([t.heaptrail, "stats", out])
-        text = r.stdout + r.stderr
-        check("still being written" in text and "not closed cleanly" not in text, text)
+        for cmd in (["stats"], ["leaks"], ["top"], ["dump"], ["timeline", "-o", t.path("w.svg")],
+                    ["report", "-o", t.path("w.html")]):
+            r = t.run([t.heaptrail] + cmd + [out])
+            text = r.stdout + r.stderr
+            check("still being written" in text and "not closed cleanly" not in text
+                  and "killed" not in text, "%s: %s" % (cmd[0], text))
     finally:
         rec.communicate(timeout=60)
 
@@ -487,6 +627,14 @@ def test_live_modes_values(t):
     eq(bytes_of(g[4]), bytes_of("2.86 MiB"), "grow_site's bytes allocated")
     now, out = rows("")
     check("+ grow_site" not in now, "nothing of grow_site is live at the end:\n" + out)
+    # the threads view: the helper thread made 20 allocations and freed
+    # nothing; main freed its 20 blocks at the end (cross-thread frees)
+    r = t.run([t.heaptrail, "live", "--batch", "--keys", "t", "m.ht"], check_rc=0)
+    thr = [l.split() for l in r.stdout.splitlines() if re.match(r"^\d+ ", l)]
+    eq(len(thr), 2, "threads:\n" + r.stdout)
+    eq(thr[1][-3:], ["20", "0", "0"], "the helper thread's allocs, frees, cross frees")
+    eq(thr[1][1:4], ["0", "B", "0"], "the helper thread's live bytes and blocks")
+    eq(thr[0][-1], "20", "main's frees of the helper's blocks")
 
 
 @case(timeout=120, labels=("live",))
@@ -516,3 +664,158 @@ def test_live_terminal_gone(t):
     s = t.stats(out)
     eq((s["closed"], s["complete"]), (True, True), "the trace is closed and complete")
     check(s["calls"]["malloc"] > 0, "no malloc in the trace")
+
+
+@case(timeout=120, labels=("live",))
+def test_live_forks(t):
+    """record --live on a program that forks (forktree: the parent's thread
+    makes 20000 malloc/free pairs, three children and grandchildren a few
+    each, one trace per process): the display follows the trace it was
+    given, the parent's, and none of the children's events mix in; each
+    child's trace is read on its own."""
+    term = Term(t, "%s record --live --stacks -o f.ht -- %s; echo RECORD-EXIT=$?" % (
+        t.heaptrail, t.prog("forktree")))
+    try:
+        s = term.wait(lambda x: "[finished" in x.splitlines()[0], "the trace finished", timeout=60)
+        term.keys("q")
+        term.wait_text("RECORD-EXIT=0", timeout=30)
+    finally:
+        term.close()
+    st = t.stats(t.path("f.ht"))
+    check("pid %d " % st["pid"] in s.splitlines()[0], s)
+    m = re.search(r"allocated \S+ \S+ in (\S+) calls", s)
+    allocs = sum(st["calls"][k] for k in ("malloc", "calloc", "realloc"))
+    check(m and m.group(1) == "%.1fK" % (allocs / 1000), "the parent's %d allocations:\n%s"
+          % (allocs, s))
+    kids = [f for f in os.listdir(t.dir) if re.match(r"f\.ht\.\d+$", f)]
+    eq(len(kids), 6, "children's traces: %r" % kids)
+    # the program's output went to f.ht.out, not over the display
+    with open(t.path("f.ht.out")) as f:
+        said = f.read()
+    check(sorted(re.findall(r"^(?:grand)?child \d: (\d+)$", said, re.M))
+          == sorted(k.split(".")[-1] for k in kids), "f.ht.out: %r, traces %r" % (said, kids))
+    r = t.run([t.heaptrail, "live", "--batch", kids[0]], check_rc=0)
+    check("pid %s " % kids[0].split(".")[-1] in r.stdout.splitlines()[0], r.stdout)
+
+
+@case(timeout=180, labels=("live",))
+def test_live_rss_samples_bounded(t):
+    """The clock and RSS samples a follower keeps are bounded (8192,
+    thinned evenly over the run), not one per RSS interval of the run:
+    live --batch follows grower 14 recorded with --rss-interval 1ms (about
+    14000 samples) and keeps between 4096 and 8192; the header and the
+    strip still show the RSS."""
+    import struct
+    import htformat
+    out = t.path("rss.ht")
+    rec = record_bg(t, out, ["--no-compact", "--rss-interval", "1ms"], 14)
+    wait_file(out)
+    follow = t.run([t.heaptrail, "live", "--batch", "rss.ht"], timeout=120, check_rc=0)
+    _, err = rec.communicate(timeout=60)
+    eq(rec.returncode, 0, "record: " + err.decode())
+    data = open(out, "rb").read()
+    tr = htformat.Trace(out)
+    rss = []
+    for off, h in htformat.chunk_headers(data, tr.sections[htformat.SEC_CHUNKS][0]):
+        if h[1] == htformat.CHUNK_CLOCK:
+            for k in range(h[5] // 24):
+                v = struct.unpack_from("<Q", data, off + htformat.CHUNK.size + 24 * k + 16)[0]
+                if v:
+                    rss.append(v)
+    m = re.search(r"; (\d+) RSS samples kept", follow.stderr)
+    check(m, follow.stderr)
+    kept = int(m.group(1))
+    check(kept <= 8192 and kept <= len(rss), "%d RSS samples kept of %d" % (kept, len(rss)))
+    if len(rss) > 10000:
+        check(kept >= 4096, "%d RSS samples kept of %d" % (kept, len(rss)))
+    # the header's RSS is one of the last second's samples, and the strip
+    # draws the series
+    hm = re.search(r"RSS ([\d.]+ \S+)$", follow.stdout.splitlines()[2])
+    check(hm and any(abs(bytes_of(hm.group(1)) - v * 1024) <= 0.01 * v * 1024
+                     for v in rss[-1000:]),
+          "the header's RSS is none of the last second's samples (%r KiB):\n%s"
+          % (sorted(set(rss[-1000:])), follow.stdout))
+    lines = follow.stdout.splitlines()
+    i = next(k for k, l in enumerate(lines) if "heap over time" in l)
+    check("-" in "".join(l[10:] for l in lines[i - 4:i]), follow.stdout)
+
+
+@case(timeout=120, labels=("live",))
+def test_live_idle_time_passes(t):
+    """A program that allocates nothing for a while (sh -c 'sleep 6'):
+    the time shown goes on with the program's (it stood at the last
+    event's, 0.0s, with the rates of then), the rates fall to 0, and the
+    finished trace shows its whole duration."""
+    term = Term(t, "%s record --live -o i.ht -- sh -c 'sleep 6; true'; echo RECORD-EXIT=$?"
+                % t.heaptrail)
+    try:
+        def times(x):
+            m = re.search(r"^time ([\d.]+)s \(program at ([\d.]+)s\)", x, re.M)
+            return m and (float(m.group(1)), float(m.group(2)))
+        s = term.wait(lambda x: times(x) and times(x)[1] >= 3, "the program at 3 s")
+        shown, prog = times(s)
+        check(prog - shown < 1.0, "the time shown lags the program's by more than 1 s:\n" + s)
+        check(re.search(r"^allocations 0/s  frees 0/s", s, re.M), "rates while idle:\n" + s)
+        s = term.wait(lambda x: "[finished" in x.splitlines()[0], "the trace finished")
+        m = re.search(r"^time ([\d.]+)s ", s, re.M)
+        dur = t.stats(t.path("i.ht"))["duration_ns"] / 1e9
+        check(m and abs(float(m.group(1)) - dur) < 0.15, "the finished trace's time is not its "
+              "duration (%.2f s):\n%s" % (dur, s))
+        term.keys("q")
+        term.wait_text("RECORD-EXIT=0", timeout=30)
+    finally:
+        term.close()
+
+
+@case(timeout=120, labels=("live",))
+def test_live_follows_exec(t):
+    """record --live on a wrapper script that runs a while, then execs the
+    program (as a pyenv shim or a start script does): the trace of the
+    script's image is closed and renamed OUTPUT.exec1, the program's image
+    writes OUTPUT again, and the display follows it there (it stayed on
+    the script's finished trace)."""
+    script = t.path("wrap.sh")
+    with open(script, "w") as f:
+        f.write("#!/bin/sh\nsleep 1.5\nexec %s \"$@\"\n" % t.prog("grower"))
+    os.chmod(script, 0o755)
+    term = Term(t, "%s record --live --stacks -o x.ht -- %s 4; echo RECORD-EXIT=$?" % (
+        t.heaptrail, script))
+    try:
+        s = term.wait(lambda x: grow_first(x) and "grower 4  [running" in x.splitlines()[0],
+                      "the exec'd program's trace followed")
+        term.keys("q")
+        term.wait_text("RECORD-EXIT=0", timeout=30)
+    finally:
+        term.close()
+    check(os.path.exists(t.path("x.ht.exec1")), "no x.ht.exec1: %r" % os.listdir(t.dir))
+    r = t.run([t.heaptrail, "live", "--batch", "x.ht.exec1"], check_rc=0)
+    check("wrap.sh" in r.stdout.splitlines()[0], r.stdout)
+    # a long command is cut short in the header, not the state
+    r = t.run([t.heaptrail, "live", "--batch", "--width", "70", "x.ht.exec1"], check_rc=0)
+    head = r.stdout.splitlines()[0]
+    check(head.endswith("...  [finished]") and len(head) <= 70, head)
+
+
+@case(timeout=60, labels=("live",))
+def test_live_trace_removed(t):
+    """The trace shown is removed, then Home asks to read it again from
+    its start: the display says it cannot and keeps what it showed (it
+    crashed on the reader it had closed), q ends it with status 0."""
+    t.run([t.heaptrail, "record", "-q", "-o", t.path("d.ht"), "--", t.prog("grower"), "1"],
+          check_rc=0)
+    term = Term(t, "%s live d.ht; echo LIVE-EXIT=$?" % t.heaptrail)
+    try:
+        term.wait_text("[finished]")
+        os.unlink(t.path("d.ht"))
+        term.keys("Home")
+        s = term.wait_text("cannot open")
+        check(s.splitlines()[0].startswith("heaptrail live  pid"), s)
+        term.keys("q")
+        end = time.monotonic() + 10
+        while "LIVE-EXIT" not in term.history() and time.monotonic() < end:
+            time.sleep(0.2)
+        # (read from the history: the line may come out above the restored
+        # screen's top)
+        check("LIVE-EXIT=0" in term.history(), term.history())
+    finally:
+        term.close()
