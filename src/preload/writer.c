@@ -1121,9 +1121,7 @@ static void *writer_main(void *arg)
 	ht_tls.guard = 1; /* nothing this thread allocates is traced */
 	own_fd_table();
 	nptl_nthreads = dlsym(RTLD_DEFAULT, "__nptl_nthreads");
-	sigset_t all;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	/* (every signal blocked from its start: ht_writer__start) */
 	compressor_init();
 	writer_loop(0);
 	atomic_store(&w.running, 0);
@@ -1191,12 +1189,23 @@ int ht_writer__start(void)
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
-	if (ht_real_pthread_create(&writer_thread, &attr, writer_main, NULL) != 0) {
+	/* The thread is born with every signal blocked (it inherits this
+	 * mask), as the helper is: a signal for the process taken by the
+	 * writer thread before it ran its first line (a busy machine may not
+	 * run it for a while) ran on_fatal there, which waited for the
+	 * writer, itself, and the program died 2 s later with its trace
+	 * unwritten (a SIGTERM to a program of four threads right after it
+	 * started: 1 run in 5 on a machine with six busy loops on 2 CPUs). */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	int r = ht_real_pthread_create(&writer_thread, &attr, writer_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (r != 0) {
 		atomic_store(&w.running, 0);
-		pthread_attr_destroy(&attr);
 		return 0; /* rounds run inline */
 	}
-	pthread_attr_destroy(&attr);
 	return 0;
 }
 
