@@ -340,6 +340,14 @@ static int open_output(int unnamed)
 	pid_t pid = (pid_t)syscall(SYS_getpid);
 	char base[4096];
 	int had_pid = ht_pidpath_expand(base, sizeof(base), ht_opt.out, pid);
+	if (had_pid < 0) {
+		/* never cut to another name */
+		ht_msg("the output path %.40s... is too long (at most %d bytes once %%p is "
+		       "expanded); recording nothing: choose a shorter one",
+		       ht_opt.out, HT_PIDPATH_MAX);
+		errno = ENAMETOOLONG;
+		return -1;
+	}
 	int own_name = ht_is_root_image() || had_pid;
 	int diverted = 0, refused = 0, looks = 0, held = -1;
 	for (int attempt = 0; attempt < 100; attempt++) {
@@ -535,8 +543,9 @@ static int open_file(void)
 {
 	/* the header first, in an unnamed file of the trace's directory */
 	char base[4096];
-	ht_pidpath_expand(base, sizeof(base), ht_opt.out, (pid_t)syscall(SYS_getpid));
-	int unnamed = open_unnamed(base);
+	int unnamed = -1; /* (a path too long: open_output says so) */
+	if (ht_pidpath_expand(base, sizeof(base), ht_opt.out, (pid_t)syscall(SYS_getpid)) >= 0)
+		unnamed = open_unnamed(base);
 	if (unnamed >= 0) {
 		/* locked before it has a name: a reader that finds the name
 		 * (record --live polls for it) must never see a trace with a

@@ -390,6 +390,72 @@ def test_record_output_empty(t):
 
 
 @case()
+def test_record_output_too_long(t):
+    """An output path too long for the recorder (4072 bytes and more once
+    absolute, or a file name of more than 231 bytes: it needs room for
+    OUTPUT.<pid>.<n>, OUTPUT.old) is refused before the program starts:
+    one line, exit 2, nothing written.  Under LD_PRELOAD, HEAPTRAIL_OUT so
+    long is one warning, and no file gets another name; a %p template that
+    fits but not once expanded records nothing, said in one line.  The
+    longest path taken (4071) is written at that very name.  (Before:
+    paths of 4073 to 4095 bytes were cut to 4072, and the trace written
+    under that other name.)"""
+    from cases_outfiles import long_path
+    mark = t.path("ran")
+    prog = ["/bin/sh", "-c", "touch " + mark]
+    for n in (4072, 4073, 4090, 4095, 4100):
+        out = long_path(t, "o%d" % n, n)
+        d = os.path.dirname(out)
+        r = t.run([t.heaptrail, "record", "-o", out, "--"] + prog)
+        eq(r.rc, 2, "%d: record's exit status:\n%s" % (n, r.describe()))
+        lines = r.heaptrail_lines()
+        check(len(lines) == 1 and "-o: the path is too long (%d bytes; at most 4071" % n
+              in lines[0], "%d: record's message: %s" % (n, lines))
+        check(not os.path.exists(mark), "%d: the program ran" % n)
+        eq(os.listdir(d), [], "%d: files written" % n)
+        r = t.run([t.prog("crash"), "exit", "0"],
+                  env={"LD_PRELOAD": t.preload, "HEAPTRAIL_OUT": out})
+        eq(r.rc, 0, "%d: the program under LD_PRELOAD" % n)
+        eq(r.heaptrail_lines(), ["heaptrail: warning: HEAPTRAIL_OUT is too long (%d bytes; "
+                                 "at most 4071); using the default" % n],
+           "%d: the recorder's message" % n)
+        check(not [f for f in os.listdir(d) if f.startswith("o%d" % n)],
+              "%d: a trace under a name cut short: %s" % (n, os.listdir(d)))
+        eq(len([f for f in os.listdir(t.dir) if f.startswith("heaptrail.")]), 1,
+           "%d: the default trace" % n)
+        for f in os.listdir(t.dir):
+            if f.startswith("heaptrail."):
+                os.unlink(t.path(f))
+    # a %p template that fits, but not once expanded
+    tmpl = long_path(t, "p%p", 4071)
+    d = os.path.dirname(tmpl)
+    r = t.run([t.heaptrail, "record", "-o", tmpl, "--"] + prog)
+    eq(r.rc, 2, "%p: record's exit status:\n" + r.describe())
+    check(not os.path.exists(mark), "%p: the program ran")
+    r = t.run([t.prog("crash"), "exit", "0"], env={"LD_PRELOAD": t.preload, "HEAPTRAIL_OUT": tmpl})
+    lines = r.heaptrail_lines()
+    check(r.rc == 0 and len(lines) == 1 and "is too long (at most 4071 bytes once %p is "
+          "expanded); recording nothing" in lines[0], "%p under LD_PRELOAD:\n" + r.describe())
+    eq(os.listdir(d), [], "%p: files written")
+    # file names
+    for n in (232, 300):
+        out = t.path("f" * n)
+        r = t.run([t.heaptrail, "record", "-o", out, "--"] + prog)
+        eq((r.rc, r.heaptrail_lines()),
+           (2, ["heaptrail: error: -o: the file name is too long (%d bytes; at most 231, to "
+                "leave room for the names derived from it)" % n]), "a name of %d bytes" % n)
+        check(not os.path.exists(mark), "a name of %d bytes: the program ran" % n)
+    # the longest path taken: the trace is there, under that name
+    out = long_path(t, "ok", 4071)
+    t.record(out, [t.prog("forker")])
+    eq(t.stats(out)["calls"]["malloc"], 15, "the trace at a path of 4071 bytes")
+    for n in (231,):
+        out = t.path("g" * n)
+        t.record(out, [t.prog("crash"), "exit", "0"])
+        eq(t.stats(out)["calls"]["malloc"], 20, "the trace at a name of %d bytes" % n)
+
+
+@case()
 def test_record_output_symlink(t):
     """A symlink at record's output path (to a file with other content, to
     a trace, dangling; or at the name OUT.%p expands to) is never written
