@@ -174,8 +174,9 @@ static char *options_word(const struct record_config *cfg, const char *out)
  * wrapper's cd before it execs) and must still write where the user asked.
  * The directory is resolved with realpath when it exists and holds no %p;
  * otherwise the path is taken relative to the current directory, and the
- * recorder says what is wrong with it. */
-static void absolute_output(char *out, size_t cap, const char *tmpl)
+ * recorder says what is wrong with it.  Returns the length of the path
+ * made; out holds it if that is less than cap. */
+static size_t absolute_output(char *out, size_t cap, const char *tmpl)
 {
 	char dir[PATH_MAX], real[PATH_MAX], cwd[PATH_MAX];
 	snprintf(dir, sizeof(dir), "%s", tmpl);
@@ -192,8 +193,9 @@ static void absolute_output(char *out, size_t cap, const char *tmpl)
 		n = snprintf(out, cap, "%s%s%s", real, real[1] ? "/" : "", base);
 	else if (tmpl[0] != '/' && getcwd(cwd, sizeof(cwd)))
 		n = snprintf(out, cap, "%s%s%s", cwd, cwd[1] ? "/" : "", tmpl);
-	if (n < 0 || (size_t)n >= cap)
-		snprintf(out, cap, "%s", tmpl);
+	if (n < 0)
+		n = snprintf(out, cap, "%s", tmpl);
+	return (size_t)n;
 }
 
 /* Reads the header of the trace at path (a regular file, not followed
@@ -816,8 +818,27 @@ int cmd_record(int argc, char **argv)
 		ret = HT_EXIT_DATA;
 		goto cleanup;
 	}
-	char out_abs[PATH_MAX];
-	absolute_output(out_abs, sizeof(out_abs), cfg.output ? cfg.output : "heaptrail.%p.ht");
+	char out_abs[PATH_MAX], longest[PATH_MAX];
+	/* The output path, absolute and with the longest pid there can be
+	 * (pid_max is at most 2^22), must fit the recorder's bound: a longer
+	 * one is an error here, never a name cut to another */
+	size_t out_len =
+	    absolute_output(out_abs, sizeof(out_abs), cfg.output ? cfg.output : "heaptrail.%p.ht");
+	if (out_len >= sizeof(out_abs) ||
+	    ht_pidpath_expand(longest, sizeof(longest), out_abs, 4194304) < 0) {
+		ht_error("-o: the path is too long (%zu bytes; at most %d once it is made "
+			 "absolute and %%p expanded, to leave room for the names derived from it)",
+			 out_len, HT_PIDPATH_MAX);
+		goto cleanup;
+	}
+	const char *last = strrchr(longest, '/');
+	last = last ? last + 1 : longest;
+	if (strlen(last) > NAME_MAX - HT_PIDPATH_ROOM) {
+		ht_error("-o: the file name is too long (%zu bytes; at most %d, to leave room "
+			 "for the names derived from it)",
+			 strlen(last), NAME_MAX - HT_PIDPATH_ROOM);
+		goto cleanup;
+	}
 	const char *out_tmpl = out_abs;
 
 	/* What is at the output path is the recorder's to judge (open_output
@@ -862,8 +883,9 @@ int cmd_record(int argc, char **argv)
 		close(refused[0]);
 		char out[PATH_MAX], out_shown[PATH_MAX];
 		ht_pidpath_expand(out, sizeof(out), out_tmpl, getpid());
-		ht_pidpath_expand(out_shown, sizeof(out_shown),
-				  cfg.output ? cfg.output : "heaptrail.%p.ht", getpid());
+		if (ht_pidpath_expand(out_shown, sizeof(out_shown),
+				      cfg.output ? cfg.output : "heaptrail.%p.ht", getpid()) < 0)
+			memcpy(out_shown, out, sizeof(out)); /* the name as given is longer */
 		if (refuse_output(out, out_shown) < 0) {
 			ssize_t wr = write(refused[1], "r", 1);
 			(void)wr; /* no message to add if the pipe broke */
@@ -930,7 +952,9 @@ int cmd_record(int argc, char **argv)
 	/* path: the file; shown: its name as the user gave it, for messages */
 	char path[PATH_MAX], shown[PATH_MAX];
 	ht_pidpath_expand(path, sizeof(path), out_tmpl, pid);
-	ht_pidpath_expand(shown, sizeof(shown), cfg.output ? cfg.output : "heaptrail.%p.ht", pid);
+	if (ht_pidpath_expand(shown, sizeof(shown), cfg.output ? cfg.output : "heaptrail.%p.ht",
+			      pid) < 0)
+		memcpy(shown, path, sizeof(path)); /* the name as given is longer */
 	struct run run = {pid, t0};
 	char note[PATH_MAX + 64] = "";
 	int have = trace_of(path, pid, t0);

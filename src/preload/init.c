@@ -285,7 +285,17 @@ static int set_fatal_handler(int sig, struct sigaction *old)
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_fatal;
-	sa.sa_flags = SA_RESETHAND;
+	/* Not SA_RESETHAND: the kernel resets the disposition when it takes
+	 * the signal, and blocks it (with sa_mask) only once the handler's
+	 * frame is set up; a second SIGTERM between the two (timeout(1)
+	 * sends one to the program and one to its group, record passes a
+	 * third on) found SIG_DFL and killed the program before on_fatal
+	 * ran, and the writer process finished the trace as orphaned (1 time
+	 * in 80 with a handler of 2 ms and two signals in a row; in a
+	 * threaded program, a second signal taken by another thread found
+	 * SIG_DFL for as long as the handler ran).  on_fatal sets SIG_DFL
+	 * itself once the trace is closed. */
+	sa.sa_flags = 0;
 	sigemptyset(&sa.sa_mask);
 	for (size_t i = 0; i < sizeof(ending_signals) / sizeof(ending_signals[0]); i++)
 		sigaddset(&sa.sa_mask, ending_signals[i]);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "preload.h"
+#include "../common/pidpath.h"
 
 struct ht_options ht_opt = {
 	.out = "heaptrail.%p.ht",
@@ -161,7 +162,8 @@ static void set_option(const struct opt_desc *d, const char *v, const char *name
 	long n = 0;
 	switch (d->type) {
 	case OPT_PATH:
-		if (strlen(v) < sizeof(ht_opt.out)) {
+		/* (a longer path is never cut to another name) */
+		if (strlen(v) <= HT_PIDPATH_MAX) {
 			strcpy(d->dst, v);
 			ok = 1;
 		}
@@ -216,7 +218,8 @@ static void set_option(const struct opt_desc *d, const char *v, const char *name
 	else if (d->type == OPT_WRITER)
 		ht_msg("warning: %s=%s: expected process or thread; using the default", name, v);
 	else if (d->type == OPT_PATH)
-		ht_msg("warning: %s is too long; using the default", name);
+		ht_msg("warning: %s is too long (%zu bytes; at most %d); using the default", name,
+		       strlen(v), HT_PIDPATH_MAX);
 	else
 		ht_msg("warning: %s=%s: expected a number from %ld to %ld%s; using the default",
 		       name, v, d->min, d->max,

@@ -340,6 +340,14 @@ static int open_output(int unnamed)
 	pid_t pid = (pid_t)syscall(SYS_getpid);
 	char base[4096];
 	int had_pid = ht_pidpath_expand(base, sizeof(base), ht_opt.out, pid);
+	if (had_pid < 0) {
+		/* never cut to another name */
+		ht_msg("the output path %.40s... is too long (at most %d bytes once %%p is "
+		       "expanded); recording nothing: choose a shorter one",
+		       ht_opt.out, HT_PIDPATH_MAX);
+		errno = ENAMETOOLONG;
+		return -1;
+	}
 	int own_name = ht_is_root_image() || had_pid;
 	int diverted = 0, refused = 0, looks = 0, held = -1;
 	for (int attempt = 0; attempt < 100; attempt++) {
@@ -535,8 +543,9 @@ static int open_file(void)
 {
 	/* the header first, in an unnamed file of the trace's directory */
 	char base[4096];
-	ht_pidpath_expand(base, sizeof(base), ht_opt.out, (pid_t)syscall(SYS_getpid));
-	int unnamed = open_unnamed(base);
+	int unnamed = -1; /* (a path too long: open_output says so) */
+	if (ht_pidpath_expand(base, sizeof(base), ht_opt.out, (pid_t)syscall(SYS_getpid)) >= 0)
+		unnamed = open_unnamed(base);
 	if (unnamed >= 0) {
 		/* locked before it has a name: a reader that finds the name
 		 * (record --live polls for it) must never see a trace with a
@@ -1121,9 +1130,7 @@ static void *writer_main(void *arg)
 	ht_tls.guard = 1; /* nothing this thread allocates is traced */
 	own_fd_table();
 	nptl_nthreads = dlsym(RTLD_DEFAULT, "__nptl_nthreads");
-	sigset_t all;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	/* (every signal blocked from its start: ht_writer__start) */
 	compressor_init();
 	writer_loop(0);
 	atomic_store(&w.running, 0);
@@ -1191,12 +1198,23 @@ int ht_writer__start(void)
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
-	if (ht_real_pthread_create(&writer_thread, &attr, writer_main, NULL) != 0) {
+	/* The thread is born with every signal blocked (it inherits this
+	 * mask), as the helper is: a signal for the process taken by the
+	 * writer thread before it ran its first line (a busy machine may not
+	 * run it for a while) ran on_fatal there, which waited for the
+	 * writer, itself, and the program died 2 s later with its trace
+	 * unwritten (a SIGTERM to a program of four threads right after it
+	 * started: 1 run in 5 on a machine with six busy loops on 2 CPUs). */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	int r = ht_real_pthread_create(&writer_thread, &attr, writer_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (r != 0) {
 		atomic_store(&w.running, 0);
-		pthread_attr_destroy(&attr);
 		return 0; /* rounds run inline */
 	}
-	pthread_attr_destroy(&attr);
 	return 0;
 }
 

@@ -12,6 +12,7 @@ import pwd
 import re
 import shutil
 import subprocess
+import time
 
 from htlib import case, check, eq, fail, skip
 
@@ -410,6 +411,21 @@ def test_maps_bad_inputs(t):
         f.write("hello\nworld: 12 kB\n")
     bad([junk], 1, r"junk.txt: not an smaps file")
     bad([t.path("missing")], 1, r"missing: No such file")
+    # what is no text: /dev/zero, and a 20 GB sparse file (a disk image)
+    # that begins like an smaps copy: maps stops at the first NUL byte
+    # (before, /dev/zero never ended and the sparse file took > 20 s)
+    with open("/proc/self/smaps", "rb") as f:
+        text = f.read()
+    sparse = t.path("sparse.img")
+    with open(sparse, "wb") as f:
+        f.write(text)
+        f.truncate(20 << 30)
+    for what, path, off in (("/dev/zero", "/dev/zero", 0), ("sparse", sparse, len(text))):
+        t0 = time.monotonic()
+        bad([path], 1, r"binary data \(a NUL byte at offset %d\): not an smaps file" % off)
+        secs = time.monotonic() - t0
+        check(secs < 10, "maps %s took %.1f s" % (what, secs))
+    os.unlink(sparse)
     bad([], 2, r"no process or file given")
     bad(["1", "2"], 2, r"one process or file at a time")
     bad(["--nope", "1"], 2, r"nope")

@@ -440,13 +440,17 @@ def test_symlink_not_followed(t):
 
 @case()
 def test_old_trace_replaced(t):
-    """An old regular file at the output path is replaced by the new trace."""
+    """An old regular file of the user's at the output path (here not even
+    a trace) gives its name to the new trace and is kept, unchanged, as
+    OUTPUT.old: nothing is overwritten (docs/record.md, "Files")."""
     out = t.path("old.ht")
     with open(out, "wb") as f:
         f.write(b"junk" * 1000)
     t.traced(out, [t.prog("crash"), "exit", "0"])
     s = t.stats(out)
     expect_calls(s, {"malloc": 20, "free": 5})
+    with open(out + ".old", "rb") as f:
+        eq(f.read(), b"junk" * 1000, "the old file, kept as OUTPUT.old")
 
 
 @case()
