@@ -1329,6 +1329,13 @@ void ht_writer__helper_gone(void)
 		atomic_store(&w.running, 0);
 		atomic_store(&w.round_busy, 0);
 		helper_lost = 1;
+		/* said whoever noticed it: the buffers running out, the
+		 * program's end, a wait of the program's that reaped it */
+		if (__atomic_exchange_n(&helper_lost_said, 1, __ATOMIC_SEQ_CST) == 0)
+			ht_msg("the trace writer process died; the program's threads write %s "
+			       "themselves from now on (no periodic flush: a crash of the "
+			       "program now loses what its buffers hold)",
+			       w.path);
 	}
 }
 
