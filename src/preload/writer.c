@@ -90,6 +90,19 @@ struct wstate {
 	_Atomic uint32_t queued;      /* buffers handed over so far */
 	struct ht_clock_sample rss[HT_RSS_BATCH]; /* interval samples not written yet */
 	uint32_t nrss;           /* entries in rss */
+	/* The chunk being written, for a writer that takes over from a
+	 * helper killed in the middle of it (tx_recover): */
+	_Atomic int tx;          /* 0: none; TX_WRITING: begun; TX_WRITTEN: in
+				  * the file and the index, its buffer's
+				  * taken not yet moved on */
+	uint64_t tx_off;         /* where it begins: the file's end before it */
+	size_t tx_nindex;        /* nindex before it */
+	uint64_t tx_events;      /* events before it */
+	struct ht_buf *tx_buf;   /* the buffer it drains (NULL: not events) */
+	uint32_t tx_taken;       /* that buffer's taken once it is written */
+	uint32_t tx_taken_events; /* and its taken_events */
+	struct ht_buf *_Atomic inflight; /* a handed-over buffer taken off the
+					  * queue and not yet given back */
 };
 _Static_assert(sizeof(struct wstate) <= HT_WRITER_AREA, "writer state too large");
 
@@ -595,6 +608,60 @@ static void add_index(const struct ht_chunk_header *c, uint64_t offset)
 	e->flags = c->flags;
 }
 
+/* A chunk is written as one step that a writer taking over from a killed
+ * helper can undo or finish (tx_recover): begun (the file's end, the index
+ * and the event count noted), written (chunk and index entry in; for
+ * events, the buffer's new taken noted), ended (the buffer's taken moved
+ * on).  The helper can be killed at any instruction: before, a chunk cut
+ * in the middle stayed in the file, and the next one written after it made
+ * the rest of the trace unreadable. */
+enum { TX_WRITING = 1, TX_WRITTEN = 2 };
+
+static void tx_begin(struct ht_buf *b, uint32_t taken, uint32_t taken_events)
+{
+	w.tx_off = w.off;
+	w.tx_nindex = w.nindex;
+	w.tx_events = w.events;
+	w.tx_buf = b;
+	w.tx_taken = taken;
+	w.tx_taken_events = taken_events;
+	atomic_store_explicit(&w.tx, TX_WRITING, memory_order_release);
+}
+
+static void tx_set(int state)
+{
+	atomic_store_explicit(&w.tx, state, memory_order_release);
+}
+
+static void drain_buf(struct ht_buf *b, int compress);
+
+/* At the start of a round: the writer before this one (a helper, killed)
+ * left a chunk half-written or a buffer half-handled.  A chunk begun and
+ * not written whole is cut off the file (its events are written again
+ * from their buffer); one written whole moves its buffer's taken on; a
+ * buffer taken off the queue is drained and given back. */
+static void tx_recover(void)
+{
+	int st = atomic_load_explicit(&w.tx, memory_order_acquire);
+	if (st == TX_WRITING && w.fd >= 0 && !w.failed) {
+		if (ftruncate(w.fd, (off_t)w.tx_off) < 0 ||
+		    lseek(w.fd, (off_t)w.tx_off, SEEK_SET) != (off_t)w.tx_off)
+			fail("write");
+		w.off = w.tx_off;
+		w.nindex = w.tx_nindex;
+		w.events = w.tx_events;
+	} else if (st == TX_WRITTEN && w.tx_buf) {
+		w.tx_buf->taken = w.tx_taken;
+		w.tx_buf->taken_events = w.tx_taken_events;
+	}
+	tx_set(0);
+	struct ht_buf *b = atomic_exchange(&w.inflight, NULL);
+	if (b) {
+		drain_buf(b, 0);
+		ht_buf__put(b);
+	}
+}
+
 static void write_chunk(struct ht_chunk_header *c, const void *payload, size_t n, int compress)
 {
 	if (w.fd < 0 || w.failed)
@@ -603,6 +670,9 @@ static void write_chunk(struct ht_chunk_header *c, const void *payload, size_t n
 	if (c->type == HT_CHUNK_EVENTS)
 		return;
 #endif
+	int own_tx = atomic_load_explicit(&w.tx, memory_order_relaxed) == 0;
+	if (own_tx)
+		tx_begin(NULL, 0, 0);
 	c->magic = HT_CHUNK_MAGIC;
 	c->raw_size = (uint32_t)n;
 	const void *data = payload;
@@ -627,9 +697,13 @@ static void write_chunk(struct ht_chunk_header *c, const void *payload, size_t n
 	uint64_t at = w.off;
 	if (write_all(c, sizeof(*c)) < 0 || write_all(data, len) < 0) {
 		fail("write");
+		if (own_tx)
+			tx_set(0);
 		return;
 	}
 	add_index(c, at);
+	if (own_tx)
+		tx_set(0);
 }
 
 static void note_tid(uint32_t tid)
@@ -657,11 +731,18 @@ static void drain_buf(struct ht_buf *b, int compress)
 	h.tid = b->tid;
 	h.first_seq = b->first_seq + b->taken_events;
 	h.nevents = nev - b->taken_events;
+	int tx = w.fd >= 0 && !w.failed;
+	if (tx)
+		tx_begin(b, bytes, nev);
 	write_chunk(&h, b->data + b->taken, bytes - b->taken, compress);
 	w.events += h.nevents;
 	note_tid(b->tid);
+	if (tx)
+		tx_set(TX_WRITTEN);
 	b->taken = bytes;
 	b->taken_events = nev;
+	if (tx)
+		tx_set(0);
 }
 
 /* The descriptor of /proc/PID/statm, opened once per traced process (a
@@ -781,9 +862,11 @@ static void finalize(int orphan)
 	h.magic = HT_CHUNK_MAGIC;
 	h.raw_size = h.comp_size = (uint32_t)(w.nindex * sizeof(*windex));
 	uint64_t at = w.off;
+	tx_begin(NULL, 0, 0); /* (the index and the header: written again if cut) */
 	if (!w.index_full) {
 		if (write_all(&h, sizeof(h)) < 0 || write_all(windex, h.raw_size) < 0) {
 			fail("index");
+			tx_set(0);
 			return;
 		}
 		w.hdr.sec[HT_SEC_INDEX].offset = at;
@@ -797,6 +880,7 @@ static void finalize(int orphan)
 	w.hdr.nthreads = w.ntids;
 	if (pwrite(w.fd, &w.hdr, sizeof(w.hdr), 0) != (ssize_t)sizeof(w.hdr))
 		fail("header");
+	tx_set(0);
 }
 
 /* Reopens a finalized file for appending (exec failed): the index chunk
@@ -918,7 +1002,9 @@ static void drain_queue(void)
 		/* (a thread's last buffer is handed over uncounted: never below 1) */
 		int32_t behind = (int32_t)(atomic_load_explicit(&w.queued, memory_order_relaxed) - drained);
 		int64_t waiting = behind > 0 ? (int64_t)behind + 1 : 1;
+		atomic_store(&w.inflight, b);
 		drain_buf(b, waiting <= limit && zc && cpu_free());
+		atomic_store(&w.inflight, NULL); /* (killed here: b is lost to the pool only) */
 		ht_buf__put(b);
 	}
 }
@@ -932,6 +1018,9 @@ static void do_round(uint32_t req)
 		atomic_store(&ht_on, 0);
 	}
 	check_fd();
+	/* (after check_fd: w.fd is the trace's, whatever the program did) */
+	if (atomic_load(&w.tx) || atomic_load(&w.inflight))
+		tx_recover(); /* the writer before was killed in a round */
 	if (req & REQ_REOPEN)
 		unfinalize();
 	if (w.fd >= 0 && !w.failed)
@@ -1240,6 +1329,13 @@ void ht_writer__helper_gone(void)
 		atomic_store(&w.running, 0);
 		atomic_store(&w.round_busy, 0);
 		helper_lost = 1;
+		/* said whoever noticed it: the buffers running out, the
+		 * program's end, a wait of the program's that reaped it */
+		if (__atomic_exchange_n(&helper_lost_said, 1, __ATOMIC_SEQ_CST) == 0)
+			ht_msg("the trace writer process died; the program's threads write %s "
+			       "themselves from now on (no periodic flush: a crash of the "
+			       "program now loses what its buffers hold)",
+			       w.path);
 	}
 }
 
