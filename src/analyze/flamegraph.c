@@ -45,6 +45,22 @@ static void metric_of(enum metric m, const struct ht_stackstat *st, uint64_t *va
 	}
 }
 
+/* The next stack record from *i on with a value of metric m (its value
+ * and count in *value, *count), NULL after the last. */
+static const struct ht_stackstat *next_valued(const struct ht_stackstats *ss, size_t *i,
+					      enum metric m, uint64_t *value, uint64_t *count)
+{
+	for (; *i < ss->cap; (*i)++) {
+		const struct ht_stackstat *st = &ss->slots[*i];
+		if (!st->node)
+			continue;
+		metric_of(m, st, value, count);
+		if (*value)
+			return &ss->slots[(*i)++];
+	}
+	return NULL;
+}
+
 /* ---- folded stacks ------------------------------------------------------------- */
 
 static int by_stack(const void *a, const void *b)
@@ -60,15 +76,10 @@ struct ht_flame_stack *ht_flamegraph__fold(struct ht_reader *r, struct ht_symbol
 	enum metric m = (enum metric)metric;
 	static struct ht_frame frames[MAX_FRAMES];
 	struct ht_flame_stack *out = ht_xcalloc(ss->n ? ss->n : 1, sizeof(*out));
-	size_t n = 0;
-	for (size_t i = 0; i < ss->cap; i++) {
-		const struct ht_stackstat *st = &ss->slots[i];
-		uint64_t value = 0, count = 0;
-		if (!st->node)
-			continue;
-		metric_of(m, st, &value, &count);
-		if (!value)
-			continue;
+	size_t n = 0, at = 0;
+	const struct ht_stackstat *st;
+	uint64_t value, count;
+	while ((st = next_valued(ss, &at, m, &value, &count))) {
 		size_t nf = st->node > 1 ? ht_blocks__frames(r, sym, st->node - 1, frames, MAX_FRAMES) : 0;
 		char *s = ht_flame__join(frames, nf, reverse);
 		out[n].stack = s;
@@ -93,29 +104,18 @@ struct ht_flame_stack *ht_flamegraph__fold(struct ht_reader *r, struct ht_symbol
 
 /* ---- the tree straight from the stack nodes ---------------------------------- */
 
-/* A frame's label as ht_flame__join writes it (len in *len). */
-static const char *label_of(char buf[512], const struct ht_frame *fr, size_t *len)
-{
-	ht_blocks__frame_name(buf, 512, fr);
-	for (char *p = strpbrk(buf, ";\n"); p; p = strpbrk(p + 1, ";\n"))
-		*p = ':';
-	*len = strlen(buf);
-	return buf;
-}
-
 /* The tree node of a stack's frames, inserted from the outermost. */
 static int insert_frames(struct ht_flame_tree *t, const struct ht_frame *fr, size_t n)
 {
-	char buf[512];
+	char buf[HT_FLAME_LABEL];
 	int cur = 0;
 	if (!n)
 		return ht_flame_tree__child(t, 0, "[no stack]", 10);
 	for (size_t k = 0; k < n; k++) {
-		size_t len;
-		const char *l = label_of(buf, &fr[n - 1 - k], &len);
+		size_t len = ht_flame__label(buf, &fr[n - 1 - k]);
 		if (!len && k == n - 1)
 			break; /* (an empty last label ends a folded line: none) */
-		cur = ht_flame_tree__child(t, cur, l, len);
+		cur = ht_flame_tree__child(t, cur, buf, len);
 	}
 	return cur;
 }
@@ -144,7 +144,7 @@ static int node_tree(struct ht_flame_tree *t, struct node_memo *memo, struct ht_
 	uint32_t top = nc ? ht_reader__node_parent(r, chain[nc - 1]) : node;
 	int cur = top ? memo[top].id - 1 : 0;
 	int nframes = top ? memo[top].nframes : 0, depth = top ? memo[top].depth : 0;
-	char buf[512];
+	char buf[HT_FLAME_LABEL];
 	while (nc--) {
 		uint32_t x = chain[nc];
 		const struct ht_frame *f;
@@ -153,11 +153,10 @@ static int node_tree(struct ht_flame_tree *t, struct node_memo *memo, struct ht_
 		for (size_t j = nf; j-- > 0;) {
 			if (ht_symbols__is_recorder(f[j].module))
 				continue;
-			size_t len;
-			const char *l = label_of(buf, &f[j], &len);
+			size_t len = ht_flame__label(buf, &f[j]);
 			if (!len)
 				return -1;
-			cur = ht_flame_tree__child(t, cur, l, len);
+			cur = ht_flame_tree__child(t, cur, buf, len);
 			nframes++;
 		}
 		depth++;
@@ -177,14 +176,10 @@ int ht_flamegraph__svg(FILE *f, struct ht_reader *r, struct ht_symbolizer *sym,
 	struct ht_flame_tree *t = ht_flame_tree__new();
 	size_t nn = ht_reader__nnodes(r);
 	struct node_memo *memo = ht_xcalloc(nn ? nn : 1, sizeof(*memo));
-	for (size_t i = 0; i < ss->cap; i++) {
-		const struct ht_stackstat *st = &ss->slots[i];
-		uint64_t value = 0, count = 0;
-		if (!st->node)
-			continue;
-		metric_of(m, st, &value, &count);
-		if (!value)
-			continue;
+	size_t at = 0;
+	const struct ht_stackstat *st;
+	uint64_t value, count;
+	while ((st = next_valued(ss, &at, m, &value, &count))) {
 		uint32_t node = st->node - 1;
 		int id = node && node < nn ? node_tree(t, memo, r, sym, node) : -1;
 		if (id < 0) {

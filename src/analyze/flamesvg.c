@@ -9,6 +9,14 @@
 #include "common/markup.h"
 #include "common/util.h"
 
+size_t ht_flame__label(char buf[HT_FLAME_LABEL], const struct ht_frame *fr)
+{
+	ht_blocks__frame_name(buf, HT_FLAME_LABEL, fr);
+	for (char *p = strpbrk(buf, ";\n"); p; p = strpbrk(p + 1, ";\n"))
+		*p = ':'; /* the folded format's separators */
+	return strlen(buf);
+}
+
 char *ht_flame__join(const struct ht_frame *frames, size_t n, int reverse)
 {
 	size_t cap = 64, len = 0;
@@ -17,11 +25,8 @@ char *ht_flame__join(const struct ht_frame *frames, size_t n, int reverse)
 	if (!n)
 		snprintf(s, cap, "[no stack]");
 	for (size_t k = 0; k < n; k++) {
-		char label[512];
-		ht_blocks__frame_name(label, sizeof(label), &frames[reverse ? k : n - 1 - k]);
-		for (char *p = strpbrk(label, ";\n"); p; p = strpbrk(p + 1, ";\n"))
-			*p = ':'; /* the folded format's separators */
-		size_t l = strlen(label);
+		char label[HT_FLAME_LABEL];
+		size_t l = ht_flame__label(label, &frames[reverse ? k : n - 1 - k]);
 		while (len + l + 2 > cap) {
 			cap *= 2;
 			s = ht_xrealloc(s, cap);
@@ -46,24 +51,16 @@ struct ht_flame_tree {
 	size_t len, cap;   /* used / allocated */
 	char **blocks;     /* the labels copied in (ht_flame_tree__child) */
 	size_t nblocks;    /* count */
-	size_t used;       /* bytes used in the last block */
+	size_t used, room; /* bytes used in the last block / its size */
 };
 
 /* A copy of name that lives as long as the tree. */
 static const char *tree_keep(struct ht_flame_tree *t, const char *name, size_t len)
 {
-	if (len > ARENA_BLOCK / 4) { /* (a long label gets a block of its own, kept first) */
-		char *b = ht_xmalloc(len ? len : 1);
-		memcpy(b, name, len);
+	if (t->used + len > t->room) { /* a new block (a label longer than one: its own) */
+		t->room = len > ARENA_BLOCK ? len : ARENA_BLOCK;
 		t->blocks = ht_xrealloc(t->blocks, (t->nblocks + 1) * sizeof(*t->blocks));
-		memmove(t->blocks + 1, t->blocks, t->nblocks * sizeof(*t->blocks));
-		t->blocks[0] = b;
-		t->nblocks++;
-		return b;
-	}
-	if (!t->nblocks || t->used + len > ARENA_BLOCK) {
-		t->blocks = ht_xrealloc(t->blocks, (t->nblocks + 1) * sizeof(*t->blocks));
-		t->blocks[t->nblocks++] = ht_xmalloc(ARENA_BLOCK);
+		t->blocks[t->nblocks++] = ht_xmalloc(t->room);
 		t->used = 0;
 	}
 	char *c = t->blocks[t->nblocks - 1] + t->used;
