@@ -74,6 +74,13 @@ class Term:
     def wait_text(self, text, timeout=30):
         return self.wait(lambda s: text in s, repr(text), timeout)
 
+    def wait_history(self, text, timeout):
+        """Polls the history (history()) until it holds text, for at most
+        timeout seconds; the caller checks what it then holds."""
+        end = time.monotonic() + timeout
+        while text not in self.history() and time.monotonic() < end:
+            time.sleep(0.2)
+
     def close(self):
         subprocess.run(["tmux", "-L", self.sock, "kill-server"], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, timeout=30)
@@ -592,9 +599,7 @@ def test_live_ctrl_c(t):
         term.wait(lambda s: "[finished" in s.splitlines()[0], "the trace finished", timeout=30)
         term.keys("q")
         # (the shell may die of the SIGINT as well, before its echo)
-        end = time.monotonic() + 30
-        while "killed by signal 2" not in term.history() and time.monotonic() < end:
-            time.sleep(0.2)
+        term.wait_history("killed by signal 2", 30)
         check("killed by signal 2 (Interrupt); wrote" in term.history(), term.history())
     finally:
         term.close()
@@ -811,9 +816,7 @@ def test_live_trace_removed(t):
         s = term.wait_text("cannot open")
         check(s.splitlines()[0].startswith("heaptrail live  pid"), s)
         term.keys("q")
-        end = time.monotonic() + 10
-        while "LIVE-EXIT" not in term.history() and time.monotonic() < end:
-            time.sleep(0.2)
+        term.wait_history("LIVE-EXIT", 10)
         # (read from the history: the line may come out above the restored
         # screen's top)
         check("LIVE-EXIT=0" in term.history(), term.history())

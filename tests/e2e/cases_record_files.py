@@ -7,14 +7,13 @@ only the files of this run; an empty -o, a symlink or a directory at the
 output path is refused before the program starts; a second signal that
 comes while the trace is closed waits for the close."""
 
-import json
 import os
 import signal
 import subprocess
 import time
 
 import htformat
-from htlib import case, check, children, eq, fail, file_mode, kill_quietly, next_pids, skip, which
+from htlib import case, check, children, eq, fail, file_mode, kill_quietly, mallocs_in, next_pids, skip, which
 
 
 def alive(pid):
@@ -35,16 +34,6 @@ def descendants(pid):
             out.append(c)
             todo.append(c)
     return out
-
-
-def mallocs_in(t, path):
-    """The mallocs the trace at path (maybe still being written) holds so
-    far; 0 while it has no readable header."""
-    r = t.tool(["stats", "--json", path])
-    try:
-        return json.loads(r.stdout)["calls"]["malloc"]
-    except (ValueError, KeyError):
-        return 0
 
 
 def start_paced(t, argv_prefix, out, extra=()):

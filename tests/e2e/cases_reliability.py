@@ -11,7 +11,7 @@ import signal
 import subprocess
 import time
 
-from htlib import case, check, children, comm, eq, fail, skip
+from htlib import case, check, children, comm, eq, fail, mallocs_in, skip
 
 PERIOD = 4000  # stress_size(i, k) repeats every 4000 calls (gcd(2654435761 % 4000, 4000) = 1)
 
@@ -61,6 +61,18 @@ def check_prefix(t, trace, nthreads, ended=False):
         total += n
     return total
 
+
+
+def writer_processes(pid, timeout=10):
+    """The writer processes (heaptrail-write) of program pid, polled for:
+    the helper names itself once it runs, under load a moment later."""
+    deadline = time.time() + timeout
+    helpers = []
+    while not helpers and time.time() < deadline:
+        helpers = [c for c in children(pid) if comm(c) == "heaptrail-write"]
+        if not helpers:
+            time.sleep(0.01)
+    return helpers
 
 @case(timeout=240, labels=("cpu",), locks=("cpu",))
 def test_kill9_prefix(t):
@@ -114,16 +126,6 @@ def zombie(pid):
     return st[st.rindex(")") + 2] in "ZX"
 
 
-def mallocs_in(t, path):
-    """The mallocs the trace at path (maybe still being written) holds so
-    far; 0 while it has no readable header."""
-    r = t.tool(["stats", "--json", path])
-    try:
-        return json.loads(r.stdout)["calls"]["malloc"]
-    except (ValueError, KeyError):
-        return 0
-
-
 @case(timeout=120)
 def test_writer_killed(t):
     """The recorder's writer process killed with SIGKILL while the program
@@ -143,13 +145,7 @@ def test_writer_killed(t):
         eq(line, b"ready\n", "the program started")
         prog = [c for c in children(p.pid) if comm(c) == "paced"]
         eq(len(prog), 1, "the program under record")
-        # the helper names itself once it runs: under load, a moment later
-        deadline = time.time() + 10
-        helpers = []
-        while not helpers and time.time() < deadline:
-            helpers = [c for c in children(prog[0]) if comm(c) == "heaptrail-write"]
-            if not helpers:
-                time.sleep(0.05)
+        helpers = writer_processes(prog[0])
         eq(len(helpers), 1, "the writer process of the program")
         os.kill(helpers[0], signal.SIGKILL)
         # the program goes on once the writer is gone (not a sleep: dead or
@@ -207,12 +203,7 @@ def test_writer_killed_while_writing(t):
             eq(p.stdout.readline(), b"ready\n", "run %d: the program started" % run)
             prog = [c for c in children(p.pid) if comm(c) == "stress"]
             eq(len(prog), 1, "run %d: the program under record" % run)
-            deadline = time.time() + 10
-            helpers = []
-            while not helpers and time.time() < deadline:
-                helpers = [c for c in children(prog[0]) if comm(c) == "heaptrail-write"]
-                if not helpers:
-                    time.sleep(0.01)
+            helpers = writer_processes(prog[0])
             eq(len(helpers), 1, "run %d: the writer process" % run)
             tracer = subprocess.Popen([st, "-p", str(helpers[0]), "-e", "trace=write", "-e",
                                        "inject=write:delay_exit=50000", "-o", os.devnull],

@@ -576,6 +576,16 @@ def comm(pid):
         return ""
 
 
+def mallocs_in(t, path):
+    """The mallocs the trace at path (maybe still being written) holds so
+    far; 0 while it has no readable header."""
+    r = t.tool(["stats", "--json", path])
+    try:
+        return json.loads(r.stdout)["calls"]["malloc"]
+    except (ValueError, KeyError):
+        return 0
+
+
 def next_pids(n):
     """The next n pids the kernel will probably hand out."""
     with open("/proc/sys/kernel/ns_last_pid") as f:

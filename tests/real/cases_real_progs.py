@@ -5,14 +5,13 @@ exec from a multi-threaded process, and deaths by signal."""
 
 import collections
 import glob
-import json
 import os
 import re
 import signal
 import subprocess
 import time
 
-from htlib import case, check, eq
+from htlib import case, check, eq, mallocs_in
 from realib import both, plausible, validate, validate_all
 import pbdecode
 
@@ -171,16 +170,6 @@ def test_real_fork_no_exec(t):
         c = res[out + ".%d" % kids[i]]
         eq((c["forks"], c["threads"]), (1, 2), "child %d: forks, threads" % i)
         check(any(p["tid"] == kids[i] for p in c["per_thread"]), "child %d's own thread" % i)
-
-
-def mallocs_in(t, path):
-    """The mallocs the trace at path (maybe still being written) holds so
-    far; 0 while it has no readable header."""
-    r = t.tool(["stats", "--json", path])
-    try:
-        return json.loads(r.stdout)["calls"]["malloc"]
-    except (ValueError, KeyError):
-        return 0
 
 
 @case(timeout=60, labels=("real",))
