@@ -107,7 +107,7 @@ static void rehash(struct ht_diff *d)
 {
 	free(d->hash);
 	d->hcap = d->hcap ? d->hcap * 2 : 1024;
-	d->hash = ht_xcalloc(d->hcap, sizeof(*d->hash));
+	d->hash = ht_xzalloc(d->hcap, sizeof(*d->hash));
 	for (size_t i = 0; i < d->n; i++) {
 		size_t k = (size_t)key_hash(d->e[i].key) & (d->hcap - 1);
 		while (d->hash[k])

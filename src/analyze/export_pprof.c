@@ -49,8 +49,8 @@ static void map_grow(struct u64map *m)
 {
 	struct u64map o = *m;
 	m->cap = o.cap ? o.cap * 2 : 1024;
-	m->keys = ht_xcalloc(m->cap, sizeof(*m->keys));
-	m->vals = ht_xcalloc(m->cap, sizeof(*m->vals));
+	m->keys = ht_xzalloc(m->cap, sizeof(*m->keys));
+	m->vals = ht_xzalloc(m->cap, sizeof(*m->vals));
 	for (size_t i = 0; i < o.cap; i++)
 		if (o.vals[i]) {
 			size_t k = slot_of(m, o.keys[i]);

@@ -264,7 +264,7 @@ static void cell_add(struct ht_heapinfo *h, uint64_t key)
 {
 	if (h->ncells * 2 >= h->capcells) {
 		size_t cap = h->capcells ? h->capcells * 2 : 1024;
-		struct cell *c = ht_xcalloc(cap, sizeof(*c));
+		struct cell *c = ht_xzalloc(cap, sizeof(*c));
 		for (size_t i = 0; i < h->capcells; i++) {
 			if (!h->cells[i].key)
 				continue;

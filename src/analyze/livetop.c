@@ -84,7 +84,7 @@ static uint32_t intern(struct strtab *t, const char *s)
 {
 	if ((t->n + 1) * 2 > t->scap) {
 		size_t ncap = t->scap ? t->scap * 2 : 256;
-		uint32_t *ns = ht_xcalloc(ncap, sizeof(*ns));
+		uint32_t *ns = ht_xzalloc(ncap, sizeof(*ns));
 		for (size_t i = 0; i < t->n; i++) {
 			size_t j = str_hash(t->s[i]) & (ncap - 1);
 			while (ns[j])

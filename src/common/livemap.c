@@ -10,7 +10,7 @@ void ht_livemap__init(struct ht_livemap *m)
 {
 	m->cap = 1024;
 	m->count = 0;
-	m->slots = ht_xcalloc(m->cap, sizeof(*m->slots));
+	m->slots = ht_xzalloc(m->cap, sizeof(*m->slots));
 }
 
 void ht_livemap__free(struct ht_livemap *m)
@@ -24,7 +24,7 @@ void ht_livemap__rehash(struct ht_livemap *m, size_t cap)
 {
 	struct ht_block *old = m->slots;
 	size_t ocap = m->cap;
-	m->slots = ht_xcalloc(cap, sizeof(*m->slots));
+	m->slots = ht_xzalloc(cap, sizeof(*m->slots));
 	m->cap = cap;
 	for (size_t i = 0; i < ocap; i++) {
 		if (!old[i].ptr)

@@ -9,7 +9,7 @@
 void ht_nodetab__grow(void **slots, size_t *cap, size_t elem)
 {
 	size_t ncap = *cap ? *cap * 2 : 1024;
-	char *t = ht_xcalloc(ncap, elem), *old = *slots;
+	char *t = ht_xzalloc(ncap, elem), *old = *slots;
 	for (size_t i = 0; i < *cap; i++) {
 		const char *r = old + i * elem;
 		uint32_t key;

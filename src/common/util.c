@@ -387,6 +387,22 @@ void *ht_xcalloc(size_t n, size_t size)
 	return p;
 }
 
+/* memset, called so that the compiler cannot make malloc + memset a
+ * calloc again (gcc -O2 does). */
+static void *(*volatile zero_fill)(void *, int, size_t) = memset;
+
+void *ht_xzalloc(size_t n, size_t size)
+{
+	if (size && n > SIZE_MAX / size)
+		ht_oom();
+	size_t bytes = n * size;
+	if (!bytes)
+		bytes = 1;
+	void *p = ht_xmalloc(bytes);
+	zero_fill(p, 0, bytes);
+	return p;
+}
+
 char *ht_xstrdup(const char *s)
 {
 	char *p = strdup(s);

@@ -446,7 +446,7 @@ size_t ht_symbolizer__resolve_in(struct ht_symbolizer *s, uint64_t ip, int mod,
 		mod = mod_of(s, ip);
 	if (s->cache_n * 2 >= s->cache_cap) {
 		size_t cap = s->cache_cap ? s->cache_cap * 2 : 4096;
-		struct cache_slot *c = ht_xcalloc(cap, sizeof(*c));
+		struct cache_slot *c = ht_xzalloc(cap, sizeof(*c));
 		for (size_t i = 0; i < s->cache_cap; i++) {
 			if (!s->cache[i].ip)
 				continue;

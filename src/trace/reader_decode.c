@@ -124,7 +124,7 @@ static uint32_t node_intern(struct ht_reader *r, uint32_t parent, uint64_t ip, u
 	}
 	if (r->nnodes * 2 >= r->node_hcap) {
 		size_t cap = r->node_hcap ? r->node_hcap * 2 : 4096;
-		uint32_t *h = ht_xcalloc(cap, sizeof(*h));
+		uint32_t *h = ht_xzalloc(cap, sizeof(*h));
 		for (size_t id = 1; id < r->nnodes; id++) {
 			size_t i = hash_node(r->nodes[id].parent, r->nodes[id].ip) & (cap - 1);
 			while (h[i])
