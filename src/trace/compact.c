@@ -22,6 +22,7 @@
 
 #include "columns.h"
 #include "common/outfile.h"
+#include "common/util.h"
 #include "reader.h"
 #include "record.h"
 
@@ -225,6 +226,24 @@ static int read_back(const char *tmp, const char *path, uint64_t events, int ind
 	return -1;
 }
 
+/* An EVENTS chunk of the input, for pass 2's order. */
+struct ref {
+	uint64_t off;              /* chunk header offset */
+	struct ht_chunk_header h;  /* its header */
+};
+
+/* By thread, then sequence number, then place in the file: a total order
+ * (one chunk per offset), so qsort gives the one result. */
+static int ref_order(const void *a, const void *b)
+{
+	const struct ref *x = a, *y = b;
+	if (x->h.tid != y->h.tid)
+		return x->h.tid < y->h.tid ? -1 : 1;
+	if (x->h.first_seq != y->h.first_seq)
+		return x->h.first_seq < y->h.first_seq ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
 int ht_trace__compact(const char *path, int level, struct ht_compact_result *res, char *err,
 		      size_t errlen)
 {
@@ -296,10 +315,7 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 		stop = hdr.sec[HT_SEC_INDEX].offset; /* the old index is dropped */
 	int truncated = 0;
 	/* Pass 1: where the chunks are.  Clock chunks are copied at once. */
-	struct ref {
-		uint64_t off;        /* chunk header offset */
-		struct ht_chunk_header h; /* its header */
-	} *refs = NULL;
+	struct ref *refs = NULL;
 	size_t nrefs = 0, caprefs = 0;
 	while (off + sizeof(struct ht_chunk_header) <= stop && !c.failed) {
 		struct ht_chunk_header h;
@@ -320,22 +336,18 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 		}
 		off += sizeof(h) + h.comp_size;
 	}
-	/* Pass 2: each thread's chunks in sequence order, merged into runs. */
-	for (size_t i = 1; i < nrefs; i++) {
-		struct ref x = refs[i];
-		size_t k = i;
-		while (k > 0 && (refs[k - 1].h.tid > x.h.tid ||
-				 (refs[k - 1].h.tid == x.h.tid &&
-				  (refs[k - 1].h.first_seq > x.h.first_seq ||
-				   (refs[k - 1].h.first_seq == x.h.first_seq && refs[k - 1].off > x.off))))) {
-			refs[k] = refs[k - 1];
-			k--;
-		}
-		refs[k] = x;
-	}
+	/* Pass 2: each thread's chunks in sequence order, merged into runs.
+	 * (An insertion sort did this before: quadratic in the chunks, hours
+	 * for a trace of millions of them.) */
+	if (nrefs > 1)
+		qsort(refs, nrefs, sizeof(*refs), ref_order);
 	struct pending *p = NULL;
+	uint64_t done = start, seen = 0; /* input bytes and events gone through (progress) */
 	for (size_t i = 0; i < nrefs && !c.failed; i++) {
 		struct ht_chunk_header h = refs[i].h;
+		done += sizeof(h) + h.comp_size;
+		seen += h.nevents;
+		ht_progress("compacting", done, c.in_size, seen, "events");
 		c.zbuf = ht_grow(c.zbuf, &c.zcap, h.comp_size + 1, 1);
 		if (read_at(c.in, c.zbuf, h.comp_size, refs[i].off + sizeof(h)) < 0) {
 			truncated = 1;
@@ -394,6 +406,7 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 	free(refs);
 	for (size_t i = 0; i < c.npend; i++)
 		flush_pending(&c, &c.pend[i], level);
+	ht_progress_done();
 	/* New index and header. */
 	put_index(&c, &hdr, start);
 	if (truncated || !(hdr.flags & HT_FILE_F_CLOSED)) {
@@ -419,6 +432,7 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 	}
 	ret = 0;
 cleanup:
+	ht_progress_done(); /* (a progress line left by an error) */
 	if (c.in >= 0)
 		close(c.in);
 	ht_out__abort(&o);
@@ -591,6 +605,7 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 	out_write(&c, map, start);
 	int nthr = finish_threads();
 	pthread_t thr[FINISH_THREADS];
+	uint64_t done_events = 0; /* for the progress line */
 	for (size_t b = 0; b < nch && !c.failed;) {
 		/* A batch of chunks, FINISH_BATCH payload bytes at most. */
 		size_t e = b;
@@ -614,9 +629,12 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 		for (size_t i = b; i < e; i++) {
 			free(ch[i].z);
 			ch[i].z = NULL;
+			done_events += ch[i].h.type == HT_CHUNK_EVENTS ? ch[i].h.nevents : 0;
 		}
 		b = e;
+		ht_progress("compressing", e < nch ? ch[e].off : size, size, done_events, "events");
 	}
+	ht_progress_done();
 	put_index(&c, &hdr, start);
 	/* No fsync: the recorder's file had none either, and rename over it
 	 * is ordered after the data on ext4 and the like (auto_da_alloc). */
@@ -637,6 +655,7 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 	}
 	ret = 0;
 cleanup:
+	ht_progress_done(); /* (a progress line left by an error) */
 	if (map != MAP_FAILED)
 		munmap(map, maplen);
 	if (in >= 0)

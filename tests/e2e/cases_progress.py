@@ -49,3 +49,32 @@ def test_progress_on_terminal(t):
     t.record(small, [t.prog("threads"), "1", "10"])
     quick = on_tty(t, "%s stats %s > /dev/null" % (t.heaptrail, small), 60000)
     check("reading:" not in quick, "a quick analysis showed progress: %r" % quick[-200:])
+
+
+@case(labels=("analyzers",))
+def test_progress_of_end_steps(t):
+    """The end steps that rewrite a trace show their progress too on a
+    terminal: `compact` ("compacting:") and `compact --fast`, which is
+    record's default end step ("compressing:"), with the same line and
+    its clearing; -q keeps it off.  The trace is recorded raw so that
+    --fast has chunks to compress."""
+    import shutil
+    raw = t.path("raw.ht")
+    t.run([t.heaptrail, "record", "-q", "--zstd-level", "0", "--no-compact", "-o", raw, "--",
+           t.prog("threads"), "3", "100000"], check_rc=0)
+    for opt, word in (("--fast", "compressing"), ("", "compacting")):
+        for quiet in ("", "-q"):
+            copy = t.path("copy%s%s.ht" % (opt, quiet))
+            shutil.copyfile(raw, copy)
+            seen = on_tty(t, "%s compact %s %s %s" % (t.heaptrail, opt, quiet, copy), 0)
+            lines = [l for l in seen.replace("\r", "\n").splitlines() if word + ":" in l]
+            if quiet:
+                check(not lines, "compact %s -q: %r" % (opt, seen[-200:]))
+                continue
+            check(lines, "compact %s on a terminal: no %s line in %r" % (opt, word, seen[-300:]))
+            pat = re.compile(word + r": +\d+\.\d% of [\d.]+ [KMG]?i?B, [\d.]+ [kMG]? ?events")
+            check(all(pat.search(l) for l in lines), "compact %s: lines %r" % (opt, lines[:3]))
+            check("\x1b[K" in seen.split(lines[-1])[-1],
+                  "compact %s: the line is not cleared: %r" % (opt, seen[-120:]))
+            r = t.run([t.heaptrail, "stats", "--json", copy], check_rc=0)
+            check(b'"events"' in r.out, "compact %s: the trace does not read: %s" % (opt, r.describe()))
