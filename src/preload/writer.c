@@ -43,6 +43,7 @@
 #include <zstd.h>
 
 #include "../common/pidpath.h"
+#include "cpujudge.h"
 #include "preload.h"
 
 /* RSS samples taken between flush rounds (HEAPTRAIL_RSS_INTERVAL) wait in
@@ -962,16 +963,7 @@ static int writer_sched(uint64_t *run, uint64_t *wait)
  * program (measured on the loop with one thread and some load: 228 ms
  * for the whole record, against 275 ms with every chunk left to the end
  * step).
- * Another process's CPU clock moves in scheduler ticks (4 ms here, at
- * HZ=250) while its thread runs: over 10 ms a busy thread read anywhere
- * from 6 to 12 ms, and above 11 said "no CPU free" for a program of one
- * thread a third of the time, which left a third of its chunks raw for
- * the end step (40 of the 160 ms of the whole record on the loop).  So
- * the window is 20 ms and the program is given 8 ms more than it used
- * (two ticks at HZ=250): one busy thread (20 +- 4 ms) leaves a CPU free,
- * two (40 +- 4 ms) do not. */
-#define CPU_WINDOW_NS 20000000u
-#define CPU_TICK_SLACK 8000000u
+ * The judgement itself is cpu_judge() (cpujudge.h, where a test asks it). */
 static int cpu_free(void)
 {
 	static int ok = 1, have_sched;
@@ -979,17 +971,16 @@ static int cpu_free(void)
 	if (ncpus <= 0)
 		return 1;
 	uint64_t now = ht_mono_ns();
-	if (wall0 && now - wall0 < CPU_WINDOW_NS)
+	if (wall0 && now - wall0 < HT_CPU_WINDOW_NS)
 		return ok;
 	uint64_t cpu = program_cpu_ns(), run = 0, wait = 0;
 	if (!cpu)
 		return 1;
 	int sched = writer_sched(&run, &wait);
 	if (wall0 && cpu >= cpu0) {
-		uint64_t dt = now - wall0, used = cpu - cpu0;
-		ok = (uint64_t)ncpus * dt + CPU_TICK_SLACK >= used + dt / 10 * 9;
-		if (ok && sched && have_sched && run >= run0 && wait >= wait0)
-			ok = wait - wait0 < dt / 10 || (wait - wait0) * 3 <= run - run0;
+		int timed = sched && have_sched && run >= run0 && wait >= wait0;
+		ok = cpu_judge(ncpus, now - wall0, cpu - cpu0, timed, timed ? run - run0 : 0,
+			       timed ? wait - wait0 : 0);
 	}
 	cpu0 = cpu;
 	wall0 = now;
