@@ -275,7 +275,10 @@ static long ms_between(const struct timespec *a, const struct timespec *b)
 void ht_progress(const char *what, uint64_t done, uint64_t total, uint64_t items,
 		 const char *unit)
 {
-	if (ht_progress_off || !isatty(2))
+	static int tty = -1; /* (asked once: the callers come often) */
+	if (tty < 0)
+		tty = isatty(2);
+	if (ht_progress_off || !tty)
 		return;
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);

@@ -337,8 +337,8 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 		off += sizeof(h) + h.comp_size;
 	}
 	/* Pass 2: each thread's chunks in sequence order, merged into runs.
-	 * (An insertion sort did this before: quadratic in the chunks, hours
-	 * for a trace of millions of them.) */
+	 * (An insertion sort did this before: quadratic in the chunks,
+	 * minutes for a trace of a million of them.) */
 	if (nrefs > 1)
 		qsort(refs, nrefs, sizeof(*refs), ref_order);
 	struct pending *p = NULL;
