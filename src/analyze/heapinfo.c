@@ -611,7 +611,6 @@ struct ht_heapinfo *ht_heapinfo__new(const struct ht_reader *r)
 	h->pid = in->pid;
 	h->mmap_thr = G_MMAP_THRESHOLD;
 	h->trim_thr = G_TRIM_THRESHOLD;
-	h->fast_ix = UINT32_MAX;
 	arena_add(h, 0, 0, 0); /* the main arena, glibc's static one */
 	ht_heapinfo__window(h, 0, 0);
 	return h;
@@ -658,28 +657,6 @@ static int window_checks(struct ht_heapinfo *h, uint64_t now)
 	return 1;
 }
 
-/* What event_fast takes from the state of thread ix (tid) at time now,
- * if it qualifies. */
-static void fast_setup(struct ht_heapinfo *h, uint32_t ix, uint32_t tid, uint64_t now)
-{
-	h->fast_ix = UINT32_MAX;
-	if (ix >= h->nthrs)
-		return;
-	struct thr *t = &h->thrs[ix];
-	if (t->tid != tid || t->arena != 0 || !t->first_ns)
-		return;
-	struct arena *a = &h->arenas[0];
-	struct use *u = NULL;
-	if (in_window(h, now)) {
-		if (t->last_arena != 0 || t->last_use >= a->nuses || a->uses[t->last_use].tid != t->tid)
-			return;
-		u = &a->uses[t->last_use];
-	}
-	h->fast_ix = ix;
-	h->fast_thr = t;
-	h->fast_use = u;
-}
-
 static void event_apply(struct ht_heapinfo *h, const struct ht_event *e,
 			const struct ht_blockop *op);
 
@@ -688,9 +665,7 @@ static __attribute__((noinline)) void event_slow(struct ht_heapinfo *h,
 						 const struct ht_event *e,
 						 const struct ht_blockop *op)
 {
-	h->fast_ix = UINT32_MAX; /* (it may move threads, arenas and uses) */
 	event_apply(h, e, op);
-	fast_setup(h, op->thread, e->tid, e->time_ns);
 }
 
 static void event_apply(struct ht_heapinfo *h, const struct ht_event *e,
@@ -788,28 +763,47 @@ static void event_apply(struct ht_heapinfo *h, const struct ht_event *e,
 	}
 }
 
-/* The common events: malloc or calloc of a block in the main arena, or
- * free of one, by a thread seen before whose arena is the main one, no
- * duration, no window edge to pass: what acquire, release and use do for
- * them, with no call.  Returns 0 when the event is not one of these,
- * before it changed anything. */
+/* The common events: malloc or calloc of a block, or free of one, by a
+ * thread seen before, in the arena the thread allocates from (the main one
+ * or a heap of its own, already seen and not growing), no duration, no
+ * window edge to pass, the thread's use of the arena cached: what acquire,
+ * release and use do for them, with no call.  Any thread, any arena: the
+ * threads of a multi-threaded program allocate from arenas of their own,
+ * and took the slow path for every call when this took the main arena's
+ * only (18% of report on a trace of two threads).  Returns 0 when the
+ * event is not one of these, before it changed anything. */
 static inline int event_fast(struct ht_heapinfo *h, const struct ht_event *e,
 			     const struct ht_blockop *op)
 {
 	uint64_t now = e->time_ns;
-	if (now >= h->gate || e->duration || op->replaced || op->thread != h->fast_ix)
+	if (now >= h->gate || e->duration || op->replaced || op->thread >= h->nthrs)
 		return 0;
-	struct thr *t = h->fast_thr;
-	struct arena *a = &h->arenas[0];
+	struct thr *t = &h->thrs[op->thread];
+	int ar = t->arena;
+	if (t->tid != e->tid || !t->first_ns || ar < 0)
+		return 0;
+	struct arena *a = &h->arenas[ar];
 	if (e->kind == HT_EV_MALLOC || e->kind == HT_EV_CALLOC) {
 		struct ht_block *b = op->acquired;
-		if (!b || (e->flags & (HT_F_MMAPPED | HT_F_NONMAIN)))
+		if (!b || (e->flags & HT_F_MMAPPED))
 			return 0;
+		uint64_t p = b->ptr, usable = e->usable;
+		struct heap *hp = NULL;
+		if (e->flags & HT_F_NONMAIN) {
+			uint64_t base = p & ~(G_HEAP_MAX - 1);
+			if (!ar || !(hp = heap_find(h, base)) || hp->arena != ar ||
+			    p - base < hp->min_off || p - base + usable > hp->size)
+				return 0; /* another arena, a new heap, or one that grows */
+		} else if (ar) {
+			return 0;
+		}
 		int win = in_window(h, now);
-		struct use *u = h->fast_use;
+		struct use *u = NULL;
 		if (win) {
-			if (!u)
+			if (t->last_arena != ar || t->last_use >= a->nuses ||
+			    a->uses[t->last_use].tid != t->tid)
 				return 0;
+			u = &a->uses[t->last_use];
 			u->last_ns = now;
 			u->calls++;
 		}
@@ -817,8 +811,10 @@ static inline int event_fast(struct ht_heapinfo *h, const struct ht_event *e,
 		t->last_ns = now;
 		h->calls[e->kind]++;
 		uint64_t req = e->kind == HT_EV_MALLOC ? (e->nv > 0 ? e->v[0] : 0)
-						       : (e->nv > 1 ? e->v[0] * e->v[1] : 0),
-			 usable = e->usable; /* (ht_event__size, for these two) */
+						       : (e->nv > 1 ? e->v[0] * e->v[1] : 0);
+		/* (req: ht_event__size, for these two) */
+		if (hp)
+			hp->live += usable;
 		a->allocs++;
 		a->live += usable;
 		a->live_req += req;
@@ -834,12 +830,16 @@ static inline int event_fast(struct ht_heapinfo *h, const struct ht_event *e,
 			h->peak_use = h->live_use;
 			h->peak_ns = now;
 		}
-		b->pad = (b->pad & ~HT_BLOCK_ARENA) | 1u; /* arena 0 */
+		b->pad = (b->pad & ~HT_BLOCK_ARENA) | (uint32_t)(ar + 1);
 		return 1;
 	}
 	if (e->kind == HT_EV_FREE) {
 		const struct ht_block *b = op->released;
-		if (!b || (b->pad & (HT_BLOCK_FORGOTTEN | HT_BLOCK_ARENA)) != 1u) /* not arena 0 */
+		/* (a block of another arena goes to the thread's tcache model) */
+		if (!b || (b->pad & (HT_BLOCK_FORGOTTEN | HT_BLOCK_ARENA)) != (uint32_t)(ar + 1))
+			return 0;
+		struct heap *hp = NULL;
+		if (ar && !(hp = heap_find(h, e->v[0] & ~(G_HEAP_MAX - 1))))
 			return 0;
 		h->last_ns = now;
 		t->last_ns = now;
@@ -849,6 +849,8 @@ static inline int event_fast(struct ht_heapinfo *h, const struct ht_event *e,
 		a->live -= b->usable;
 		a->live_req -= b->size;
 		a->blocks--;
+		if (hp)
+			hp->live -= b->usable;
 		return 1;
 	}
 	return 0;

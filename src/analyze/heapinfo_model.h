@@ -149,13 +149,6 @@ struct ht_heapinfo {
 	struct thr *thrs;
 	size_t nthrs, capthrs;
 	struct ht_keyindex thr_idx;  /* tid -> thread */
-	/* event_fast's thread: the pass's index of a thread seen before whose
-	 * arena is the main one (UINT32_MAX none), its record and, in the
-	 * window, its use of the main arena; any other event drops it, and
-	 * sets it again after */
-	uint32_t fast_ix;
-	struct thr *fast_thr;
-	struct use *fast_use;
 
 	/* thresholds */
 	uint64_t mmap_thr, trim_thr;
