@@ -94,6 +94,7 @@ struct thr {
 	uint8_t *tcn;         /* entries per bin */
 	uint64_t timed;       /* calls with a duration */
 	uint64_t slow, slow_worst; /* slow calls (finish), the slowest in ticks */
+	size_t heap_hint;     /* cache: the heap of its last block (index + 1, 0 none) */
 };
 
 struct change {
@@ -149,6 +150,13 @@ struct ht_heapinfo {
 	struct thr *thrs;
 	size_t nthrs, capthrs;
 	struct ht_keyindex thr_idx;  /* tid -> thread */
+	/* event_fast's thread: the pass's index of a thread seen before whose
+	 * arena is the main one (UINT32_MAX none), its record and, in the
+	 * window, its use of the main arena; any other event drops it, and
+	 * sets it again after */
+	uint32_t fast_ix;
+	struct thr *fast_thr;
+	struct use *fast_use;
 
 	/* thresholds */
 	uint64_t mmap_thr, trim_thr;
