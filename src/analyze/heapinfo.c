@@ -788,6 +788,63 @@ static void event_apply(struct ht_heapinfo *h, const struct ht_event *e,
 	}
 }
 
+/* What both fast paths do for a malloc or calloc they take, once it
+ * qualifies: the counts of the call, of arena a (ar) and of heap hp (NULL
+ * in the main arena), the peaks in the window, the block's arena; u is the
+ * thread's use of the arena (NULL out of the window). */
+static inline __attribute__((always_inline)) void
+fast_acquire(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t, struct arena *a,
+	     int ar, struct heap *hp, struct use *u, struct ht_block *b, int win)
+{
+	uint64_t now = e->time_ns;
+	if (u) {
+		u->last_ns = now;
+		u->calls++;
+	}
+	h->last_ns = now;
+	t->last_ns = now;
+	h->calls[e->kind]++;
+	uint64_t req = e->kind == HT_EV_MALLOC ? (e->nv > 0 ? e->v[0] : 0)
+					       : (e->nv > 1 ? e->v[0] * e->v[1] : 0),
+		 usable = e->usable; /* (ht_event__size, for these two) */
+	if (hp)
+		hp->live += usable;
+	a->allocs++;
+	a->live += usable;
+	a->live_req += req;
+	a->blocks++;
+	if (a->live > a->peak && win) {
+		a->peak = a->live;
+		a->peak_ns = now;
+	}
+	h->live_req += req;
+	h->live_use += usable;
+	if (h->live_req > h->peak_req && win) {
+		h->peak_req = h->live_req;
+		h->peak_use = h->live_use;
+		h->peak_ns = now;
+	}
+	b->pad = (b->pad & ~HT_BLOCK_ARENA) | (uint32_t)(ar + 1);
+}
+
+/* What both fast paths do for a free they take: block b of arena a (heap
+ * hp, NULL in the main arena) is no longer live. */
+static inline __attribute__((always_inline)) void
+fast_release(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t, struct arena *a,
+	     struct heap *hp, const struct ht_block *b)
+{
+	h->last_ns = e->time_ns;
+	t->last_ns = e->time_ns;
+	h->calls[HT_EV_FREE]++;
+	h->live_req -= b->size;
+	h->live_use -= b->usable;
+	a->live -= b->usable;
+	a->live_req -= b->size;
+	a->blocks--;
+	if (hp)
+		hp->live -= b->usable;
+}
+
 /* The common events: malloc or calloc of a block in the main arena, or
  * free of one, by a thread seen before whose arena is the main one, no
  * duration, no window edge to pass: what acquire, release and use do for
@@ -807,48 +864,16 @@ static inline int event_fast(struct ht_heapinfo *h, const struct ht_event *e,
 			return 0;
 		int win = in_window(h, now);
 		struct use *u = h->fast_use;
-		if (win) {
-			if (!u)
-				return 0;
-			u->last_ns = now;
-			u->calls++;
-		}
-		h->last_ns = now;
-		t->last_ns = now;
-		h->calls[e->kind]++;
-		uint64_t req = e->kind == HT_EV_MALLOC ? (e->nv > 0 ? e->v[0] : 0)
-						       : (e->nv > 1 ? e->v[0] * e->v[1] : 0),
-			 usable = e->usable; /* (ht_event__size, for these two) */
-		a->allocs++;
-		a->live += usable;
-		a->live_req += req;
-		a->blocks++;
-		if (a->live > a->peak && win) {
-			a->peak = a->live;
-			a->peak_ns = now;
-		}
-		h->live_req += req;
-		h->live_use += usable;
-		if (h->live_req > h->peak_req && win) {
-			h->peak_req = h->live_req;
-			h->peak_use = h->live_use;
-			h->peak_ns = now;
-		}
-		b->pad = (b->pad & ~HT_BLOCK_ARENA) | 1u; /* arena 0 */
+		if (win && !u)
+			return 0;
+		fast_acquire(h, e, t, a, 0, NULL, win ? u : NULL, b, win);
 		return 1;
 	}
 	if (e->kind == HT_EV_FREE) {
 		const struct ht_block *b = op->released;
 		if (!b || (b->pad & (HT_BLOCK_FORGOTTEN | HT_BLOCK_ARENA)) != 1u) /* not arena 0 */
 			return 0;
-		h->last_ns = now;
-		t->last_ns = now;
-		h->calls[HT_EV_FREE]++;
-		h->live_req -= b->size;
-		h->live_use -= b->usable;
-		a->live -= b->usable;
-		a->live_req -= b->size;
-		a->blocks--;
+		fast_release(h, e, t, a, NULL, b);
 		return 1;
 	}
 	return 0;
@@ -877,9 +902,8 @@ static inline struct heap *thread_heap(struct ht_heapinfo *h, struct thr *t, uin
  * trace of two threads).  Out of line, after event_fast, so that a
  * program of one thread in the main arena pays nothing for it.  Returns 0
  * when the event is not one of these, before it changed anything. */
-static inline int event_fast_any(struct ht_heapinfo *h,
-						     const struct ht_event *e,
-						     const struct ht_blockop *op)
+static inline int event_fast_any(struct ht_heapinfo *h, const struct ht_event *e,
+				 const struct ht_blockop *op)
 {
 	uint64_t now = e->time_ns;
 	if (e->duration || (e->kind != HT_EV_MALLOC && e->kind != HT_EV_CALLOC &&
@@ -897,7 +921,7 @@ static inline int event_fast_any(struct ht_heapinfo *h,
 		if (!b || (e->flags & HT_F_MMAPPED))
 			return 0;
 		uint64_t p = b->ptr, usable = e->usable;
-		struct heap *hp = NULL;
+		struct heap *hp = NULL; /* (stays NULL in the main arena) */
 		if (e->flags & HT_F_NONMAIN) {
 			uint64_t base = p & ~(G_HEAP_MAX - 1);
 			if (!ar || !(hp = thread_heap(h, t, base)) || hp->arena != ar ||
@@ -913,33 +937,8 @@ static inline int event_fast_any(struct ht_heapinfo *h,
 			    a->uses[t->last_use].tid != t->tid)
 				return 0;
 			u = &a->uses[t->last_use];
-			u->last_ns = now;
-			u->calls++;
 		}
-		h->last_ns = now;
-		t->last_ns = now;
-		h->calls[e->kind]++;
-		uint64_t req = e->kind == HT_EV_MALLOC ? (e->nv > 0 ? e->v[0] : 0)
-						       : (e->nv > 1 ? e->v[0] * e->v[1] : 0);
-		/* (req: ht_event__size, for these two) */
-		if (hp)
-			hp->live += usable;
-		a->allocs++;
-		a->live += usable;
-		a->live_req += req;
-		a->blocks++;
-		if (a->live > a->peak && win) {
-			a->peak = a->live;
-			a->peak_ns = now;
-		}
-		h->live_req += req;
-		h->live_use += usable;
-		if (h->live_req > h->peak_req && win) {
-			h->peak_req = h->live_req;
-			h->peak_use = h->live_use;
-			h->peak_ns = now;
-		}
-		b->pad = (b->pad & ~HT_BLOCK_ARENA) | (uint32_t)(ar + 1);
+		fast_acquire(h, e, t, a, ar, hp, u, b, win);
 		return 1;
 	}
 	if (e->kind == HT_EV_FREE) {
@@ -950,16 +949,7 @@ static inline int event_fast_any(struct ht_heapinfo *h,
 		struct heap *hp = NULL;
 		if (ar && !(hp = thread_heap(h, t, e->v[0] & ~(G_HEAP_MAX - 1))))
 			return 0;
-		h->last_ns = now;
-		t->last_ns = now;
-		h->calls[HT_EV_FREE]++;
-		h->live_req -= b->size;
-		h->live_use -= b->usable;
-		a->live -= b->usable;
-		a->live_req -= b->size;
-		a->blocks--;
-		if (hp)
-			hp->live -= b->usable;
+		fast_release(h, e, t, a, hp, b);
 		return 1;
 	}
 	return 0;
