@@ -61,6 +61,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+	ht_progress_start(); /* (a command's progress counts from here) */
 	/* the names of glibc's tools: trace2wl OUT.wl TRACE, trace_run WL */
 	const char *base = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
 	if (!strcmp(base, "trace2wl"))

@@ -272,6 +272,15 @@ static long ms_between(const struct timespec *a, const struct timespec *b)
 	return (b->tv_sec - a->tv_sec) * 1000 + (b->tv_nsec - a->tv_nsec) / 1000000;
 }
 
+void ht_progress_start(void)
+{
+	if (progress_after_ms >= 0)
+		return;
+	const char *e = getenv("HEAPTRAIL_PROGRESS_AFTER");
+	progress_after_ms = e && *e ? atol(e) : 1000;
+	clock_gettime(CLOCK_MONOTONIC, &progress_start);
+}
+
 void ht_progress(const char *what, uint64_t done, uint64_t total, uint64_t items,
 		 const char *unit)
 {
@@ -283,19 +292,21 @@ void ht_progress(const char *what, uint64_t done, uint64_t total, uint64_t items
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	if (progress_after_ms < 0) {
-		const char *e = getenv("HEAPTRAIL_PROGRESS_AFTER");
-		progress_after_ms = e && *e ? atol(e) : 1000;
+		ht_progress_start();
 		progress_start = now;
 	}
 	if (ms_between(&progress_start, &now) < progress_after_ms)
 		return;
+	/* (to the nanosecond: with no delay the first line comes within a
+	 * millisecond of the start, and its rate said 0.0) */
+	double secs = (double)(now.tv_sec - progress_start.tv_sec) +
+		      (double)(now.tv_nsec - progress_start.tv_nsec) / 1e9;
 	if (progress_shown && ms_between(&progress_last, &now) < 100)
 		return;
 	progress_last = now;
 	progress_shown = 1;
 	char size[32], n[32];
 	double pct = total ? 100.0 * (double)done / (double)total : 0;
-	double secs = (double)ms_between(&progress_start, &now) / 1000.0;
 	fprintf(stderr, "\r\033[K%s: %5.1f%%", what, pct);
 	if (unit)
 		fprintf(stderr, " of %s", ht_fmt_bytes(size, total));

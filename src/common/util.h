@@ -63,8 +63,9 @@ int ht_parse_size(const char *s, uint64_t *out);
  * milliseconds, 1000 by default), at most ten times a second, and never
  * after -q (ht_progress_off, set by the option parser).  done and total
  * are bytes (the percent of the file and the size), items what was read
- * (events: the count and the rate), 0 if not counted.
- * ht_progress_done() clears the line. */
+ * (events: the count and the rate), 0 if not counted.  The second and the
+ * rate count from ht_progress_start() (the command's start), or else from
+ * the first call.  ht_progress_done() clears the line. */
 extern int ht_progress_off;
 /* -q was given: warnings about a trace's state are left out. */
 extern int ht_quiet;
@@ -76,6 +77,7 @@ extern int ht_threads;
 /* Parses a thread count for -j and HEAPTRAIL_THREADS: 0 (one per CPU) to
  * HT_THREADS_MAX; 0 on success, -1 if s is anything else. */
 int ht_parse_threads(const char *s, int *out);
+void ht_progress_start(void);
 void ht_progress(const char *what, uint64_t done, uint64_t total, uint64_t items,
 		 const char *unit);
 void ht_progress_done(void);

@@ -27,7 +27,8 @@ def on_tty(t, cmd, after):
 def test_progress_on_terminal(t):
     """Every command that reads a trace (stats, leaks, top, heap, dump,
     flamegraph, export, timeline, diff) on a terminal prints the progress line (delay 0
-    here: the machine's speed does not matter), and clear it at the end;
+    here: the machine's speed does not matter), with a rate that is not 0,
+    and clear it at the end;
     -q and a stderr that is not a terminal keep it off; with the default
     delay a quick analysis shows none."""
     out = t.path("p.ht")  # with stacks: diff and flamegraph have nothing to say otherwise
@@ -39,6 +40,9 @@ def test_progress_on_terminal(t):
         lines = [l for l in seen.replace("\r", "\n").splitlines() if "reading:" in l]
         check(lines, "%s on a terminal: no progress line in %r" % (c, seen[-300:]))
         check(all(LINE.search(l) for l in lines), "%s: progress lines %r" % (c, lines[:3]))
+        # the rate counts from the command's start: never 0.0 on a line
+        # that has read events (the first one with no delay said 0.0)
+        check(not any(" 0.0 M/s" in l for l in lines), "%s: a rate of 0: %r" % (c, lines[:3]))
         check(seen.rstrip("\n").endswith("\x1b[K"), "%s: the line is not cleared: %r" % (c, seen[-80:]))
         quiet = on_tty(t, "%s %s -q %s > /dev/null" % (t.heaptrail, c, out), 0)
         check("reading:" not in quiet, "%s -q: %r" % (c, quiet[-200:]))
