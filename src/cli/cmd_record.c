@@ -575,6 +575,7 @@ static void summarize(const char *path, const char *shown, const char *prefix,
 static void end_step_on(const char *path, const struct record_config *cfg, int state)
 {
 	char err[512];
+	ht_progress_start(); /* (its progress counts from here, not from the program's start) */
 	if (state == TRACE_DAMAGED)
 		return; /* left as it is, to be inspected: record says so */
 	if (cfg->no_compact) {

@@ -274,10 +274,10 @@ static long ms_between(const struct timespec *a, const struct timespec *b)
 
 void ht_progress_start(void)
 {
-	if (progress_after_ms >= 0)
-		return;
-	const char *e = getenv("HEAPTRAIL_PROGRESS_AFTER");
-	progress_after_ms = e && *e ? atol(e) : 1000;
+	if (progress_after_ms < 0) {
+		const char *e = getenv("HEAPTRAIL_PROGRESS_AFTER");
+		progress_after_ms = e && *e ? atol(e) : 1000;
+	}
 	clock_gettime(CLOCK_MONOTONIC, &progress_start);
 }
 
@@ -291,10 +291,8 @@ void ht_progress(const char *what, uint64_t done, uint64_t total, uint64_t items
 		return;
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	if (progress_after_ms < 0) {
+	if (progress_after_ms < 0)
 		ht_progress_start();
-		progress_start = now;
-	}
 	if (ms_between(&progress_start, &now) < progress_after_ms)
 		return;
 	/* (to the nanosecond: with no delay the first line comes within a

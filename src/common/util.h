@@ -64,8 +64,9 @@ int ht_parse_size(const char *s, uint64_t *out);
  * after -q (ht_progress_off, set by the option parser).  done and total
  * are bytes (the percent of the file and the size), items what was read
  * (events: the count and the rate), 0 if not counted.  The second and the
- * rate count from ht_progress_start() (the command's start), or else from
- * the first call.  ht_progress_done() clears the line. */
+ * rate count from the latest ht_progress_start() (the command's start, or
+ * the start of a step that follows other work: record's end step), or
+ * else from the first call.  ht_progress_done() clears the line. */
 extern int ht_progress_off;
 /* -q was given: warnings about a trace's state are left out. */
 extern int ht_quiet;
