@@ -309,13 +309,8 @@ int ht_stackcount__write(const struct ht_stackcount *sc, const char *path, int f
 {
 	char err[1024];
 	struct ht_out out;
-	/* (the probes' message: "PATH: cannot write: why"; the layer's when
-	 * the path is too long) */
 	if (ht_out__open(&out, path, HT_OUT_PUBLIC, 0, err, sizeof(err))) {
-		if (errno == ENAMETOOLONG || errno == ELOOP)
-			ht_error("%s", err);
-		else
-			ht_error("%s: cannot write: %s", path, strerror(errno));
+		ht_error("%s", err); /* ("cannot write PATH: why", as every command says it) */
 		return -1;
 	}
 	if (folded)

@@ -157,9 +157,7 @@ struct ht_wl_writer *ht_wl_writer__open(const char *path, char *err, size_t errl
 	}
 	/* private, as traces: the workload is the program's heap calls */
 	if (ht_out__open(&w->out, path, HT_OUT_PRIVATE, HT_OUT_SYNC, err, errlen)) {
-		if (errno != ENAMETOOLONG && errno != ELOOP) /* (else the layer's message says why) */
-			snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
-		free(w);
+		free(w); /* (err: the output layer's "cannot write PATH: why") */
 		return NULL;
 	}
 	w->f = w->out.f;

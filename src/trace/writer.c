@@ -210,9 +210,7 @@ struct ht_writer *ht_writer__open(const char *path, const struct ht_writer_info 
 	/* attach runs as root: an unpredictable temporary, never a planted
 	 * file or symlink; 0600 as the recorder's traces */
 	if (ht_out__open(&w->out, path, HT_OUT_PRIVATE, HT_OUT_FD | HT_OUT_SYNC, err, errlen)) {
-		if (errno != ENAMETOOLONG && errno != ELOOP) /* (else the layer's message says why) */
-			snprintf(err, errlen, "%s: cannot create: %s", path, strerror(errno));
-		free(w);
+		free(w); /* (err: the output layer's "cannot write PATH: why") */
 		return NULL;
 	}
 	w->fd = w->out.fd;
