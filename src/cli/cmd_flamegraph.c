@@ -149,6 +149,10 @@ int cmd_flamegraph(int argc, char **argv)
 	if (!nfl)
 		ht_warning("%s: nothing to show for --metric=%s%s", argv[0], metrics[m].name,
 			   ht_reader__nnodes(r) ? "" : " (no stacks: record with --stacks)");
+	else if (!ht_reader__nnodes(r)) /* (as export -f pprof says it) */
+		ht_warning("%s has no stacks: one frame \"[no stack]\" (record with --stacks to see "
+			   "where memory is allocated)",
+			   argv[0]);
 	if (ferror(out)) {
 		ht_error("cannot write %s", cfg.out ? cfg.out : "standard output");
 		ret = HT_EXIT_DATA;

@@ -305,6 +305,23 @@ def test_flamegraph_folded(t):
     check(th and all("start_thread" in k for k in th), "--thread: %s" % list(th))
 
 
+@case(labels=("analyzers",))
+def test_flamegraph_without_stacks(t):
+    """A trace recorded without --stacks: one "[no stack]" frame holding
+    every byte, and a warning that says why and what to do (as export -f
+    pprof gives), for the SVG and the folded stacks alike."""
+    out = t.path("plain.ht")
+    t.record(out, [t.prog("threads"), "2", "1000"])
+    for args in (["--folded"], ["-o", t.path("plain.svg")]):
+        r = t.tool(["flamegraph"] + args + [out])
+        eq(r.rc, 0, "flamegraph %s:\n%s" % (args, r.describe()))
+        check("plain.ht has no stacks: one frame \"[no stack]\" (record with --stacks" in r.stderr,
+              "flamegraph %s: no warning: %r" % (args, r.stderr))
+    lines = t.tool(["flamegraph", "--folded", out]).stdout.splitlines()
+    eq(len(lines), 1, "folded lines: %r" % lines[:3])
+    check(lines[0].startswith("[no stack] "), "the frame: %r" % lines)
+
+
 @case(timeout=120, labels=("analyzers",))
 def test_flamegraph_svg(t):
     """The SVG is well-formed and self-contained (its script inline, no
