@@ -400,6 +400,11 @@ static void add_trace_row(const char *path, void *arg)
 	row->cmd = strdup(cmd);
 	row->start = in->start_realtime_ns;
 	if (row->path && row->cmd) {
+		/* one line: a newline or a tab of the arguments (python3 -c
+		 * 'SCRIPT') is a space here */
+		for (char *c = row->cmd; *c; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f)
+				*c = ' ';
 		if (strlen(row->cmd) > 60)
 			strcpy(row->cmd + 57, "...");
 		rows->n++;
@@ -536,6 +541,81 @@ static void check_kid(const char *path, void *arg)
 
 /* The one line record adds to stderr: how the command ended, if by a
  * signal, and what the trace holds. */
+/* The CPU time (ns) the program spent itself and its child processes spent
+ * (those it waited for, and theirs: the kernel's cutime and cstime), read
+ * from /proc while the program is a zombie not yet reaped; 0 if unknown. */
+static int cpu_of(pid_t pid, uint64_t *self_ns, uint64_t *kids_ns)
+{
+	char p[64], buf[1024];
+	snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	const char *q = strrchr(buf, ')'); /* (the command may hold anything) */
+	unsigned long long f[4];           /* fields 14 to 17 */
+	if (!q || sscanf(q + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu",
+			 &f[0], &f[1], &f[2], &f[3]) != 4)
+		return 0;
+	long hz = sysconf(_SC_CLK_TCK);
+	if (hz <= 0)
+		return 0;
+	*self_ns = (f[0] + f[1]) * (1000000000ull / (unsigned long long)hz);
+	*kids_ns = (f[2] + f[3]) * (1000000000ull / (unsigned long long)hz);
+	return 1;
+}
+
+/* What the traces of a run say of the program's children: how many
+ * traces forked children wrote, and the CPU time of the writer processes
+ * of the program's own images (the kernel counts them among its
+ * children). */
+struct kids_tally {
+	pid_t pid;             /* the program */
+	size_t forked;         /* traces of other processes */
+	uint64_t writers_ns;   /* writer_cpu_ns of the program's own images */
+};
+
+static void tally_trace(const char *path, void *arg)
+{
+	struct kids_tally *k = arg;
+	char err[512];
+	struct ht_reader *r = ht_reader__open_info(path, err, sizeof(err));
+	if (!r)
+		return;
+	const struct ht_trace_info *in = ht_reader__info(r);
+	if (in->pid == k->pid)
+		k->writers_ns += in->writer_cpu_ns;
+	else
+		k->forked++;
+	ht_reader__close(r);
+}
+
+/* A program whose child processes did real work (50 ms of CPU and a tenth
+ * of its own, beyond what the recorder's writer processes used, which the
+ * kernel counts among them) and left no trace: they ran other programs (a
+ * shell's commands, make's, system(), posix_spawn), which are traced only
+ * with --follow-exec.  Said once, after the summary, so that a trace of
+ * `sh -c ...` holding only the shell's calls does not pass for the
+ * program's. */
+static void note_untraced_children(const char *path, const struct run *run, uint64_t self_ns,
+				   uint64_t kids_ns)
+{
+	struct kids_tally k = {run->pid, 0, 0};
+	tally_trace(path, &k);
+	for_each_child_trace(path, run, tally_trace, &k);
+	uint64_t others = kids_ns > k.writers_ns ? kids_ns - k.writers_ns : 0;
+	if (k.forked || others < 50000000ull || others * 10 < self_ns)
+		return;
+	fprintf(stderr,
+		"heaptrail: note: the program's child processes used %.2f s of CPU and none of "
+		"them was traced: the programs they ran are traced only with --follow-exec\n",
+		(double)others / 1e9);
+}
+
 static void summarize(const char *path, const char *shown, const char *prefix,
 		      const struct run *run, const char *note)
 {
@@ -938,6 +1018,8 @@ int cmd_record(int argc, char **argv)
 	siginfo_t info;
 	while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) < 0 && errno == EINTR)
 		;
+	uint64_t self_ns = 0, kids_ns = 0;
+	int cpu_known = cpu_of(pid, &self_ns, &kids_ns); /* (the zombie, not reaped yet) */
 	fwd_pid = 0;
 	while (waitpid(pid, &status, 0) < 0) {
 		if (errno != EINTR) {
@@ -1019,6 +1101,8 @@ int cmd_record(int argc, char **argv)
 	else if (!cfg.quiet)
 		fprintf(stderr, "heaptrail: %s%s wrote no trace to %s (statically linked, or "
 				"setuid, or the path is not writable?)\n", how, argv[0], shown);
+	if (!cfg.quiet && have && !bad && cpu_known && !cfg.follow_exec)
+		note_untraced_children(path, &run, self_ns, kids_ns);
 cleanup:
 	return ret;
 }

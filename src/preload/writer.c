@@ -879,6 +879,12 @@ static void finalize(int orphan)
 	w.hdr.events = w.events;
 	w.hdr.dropped = atomic_load(&ht_dropped);
 	w.hdr.nthreads = w.ntids;
+	/* The helper's own CPU time: it is the program's child, so the kernel
+	 * counts it among the program's children's (record tells the two
+	 * apart: cmd_record.c, note_untraced_children). */
+	struct timespec cpu;
+	if (in_helper && clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu) == 0)
+		w.hdr.writer_cpu_ns = (uint64_t)cpu.tv_sec * 1000000000u + (uint64_t)cpu.tv_nsec;
 	if (pwrite(w.fd, &w.hdr, sizeof(w.hdr), 0) != (ssize_t)sizeof(w.hdr))
 		fail("header");
 	tx_set(0);

@@ -81,7 +81,10 @@ struct ht_file_header {
 	uint64_t start_brk;       /* where the heap starts (kernel's start_brk) */
 	uint32_t sample_every;    /* HT_FILE_F_SAMPLE_EVERY: 1 in N allocations, else 0 */
 	uint32_t reserved0;       /* zero */
-	uint64_t reserved[4];     /* zero */
+	uint64_t writer_cpu_ns;   /* CPU time of the writer process that wrote the file
+				   * (the recorder's helper, a child of the program),
+				   * 0 if not one or not known (format 5; zero before) */
+	uint64_t reserved[3];     /* zero */
 	struct ht_section_ref sec[HT_SEC_NR];
 };
 

@@ -181,6 +181,7 @@ struct ht_trace_info {
 	uint64_t start_brk;    /* where the heap begins */
 	uint64_t sample_bytes; /* record --sample-bytes (HT_FILE_F_SAMPLED in flags), else 0 */
 	uint32_t sample_every; /* attach --sample N (HT_FILE_F_SAMPLE_EVERY): 1 in N allocations, else 0 */
+	uint64_t writer_cpu_ns; /* CPU time of the recorder's writer process, 0 if not known */
 	struct ht_order_info order; /* ht_reader__order, set once the reader reached the end */
 };
 

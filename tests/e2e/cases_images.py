@@ -73,3 +73,51 @@ def test_fork_exec_one_trace_per_image(t):
     check(", and 5 traces of child processes and earlier exec images: %s; see" % listed
           in main[0], "the summary names each trace with its command:\n%s\nnot:\n%s"
           % (main[0], listed))
+
+
+@case()
+def test_untraced_children_noted(t):
+    """A command whose child processes did the work in programs of their
+    own (a shell running randloop: dash vforks and execs it) leaves a trace
+    of the shell only; record says so in one note, with the CPU time the
+    kernel counted for those children, and names --follow-exec.  No note
+    with --follow-exec (the child's trace is there), with -q, or when the
+    program does the work itself."""
+    loop = t.prog("randloop")
+    note = "heaptrail: note: the program's child processes used "
+    tail = " s of CPU and none of them was traced: the programs they ran are traced only " \
+           "with --follow-exec"
+    out = t.path("sh.ht")
+    r = t.run([t.heaptrail, "record", "-o", out, "--", "sh", "-c", "%s 4000000; true" % loop],
+              check_rc=0)
+    lines = r.heaptrail_lines()
+    eq(len(lines), 2, "summary and note: %s" % lines)
+    check(lines[1].startswith(note) and lines[1].endswith(tail), "the note: %r" % lines[1])
+    secs = float(lines[1][len(note):-len(tail)])
+    check(0.05 <= secs < 30, "the children's CPU time: %r" % lines[1])
+    mallocs = t.stats(out)["calls"]["malloc"]
+    check(mallocs < 1000, "the shell's trace holds %d mallocs: randloop's?" % mallocs)
+    follow = t.path("follow.ht")
+    r = t.run([t.heaptrail, "record", "--follow-exec", "-o", follow, "--", "sh", "-c",
+               "%s 4000000; true" % loop], check_rc=0)
+    check(not [l for l in r.heaptrail_lines() if "note:" in l], "--follow-exec: %s" % r.stderr)
+    check([f for f in os.listdir(t.dir) if f.startswith("follow.ht.")],
+          "--follow-exec: no trace of the child in %s" % os.listdir(t.dir))
+    r = t.run([t.heaptrail, "record", "-q", "-o", t.path("q.ht"), "--", "sh", "-c",
+               "%s 4000000; true" % loop], check_rc=0)
+    eq(r.heaptrail_lines(), [], "-q")
+    r = t.run([t.heaptrail, "record", "-o", t.path("self.ht"), "--", loop, "4000000"],
+              check_rc=0)
+    eq(len(r.heaptrail_lines()), 1, "the program's own work: %s" % r.heaptrail_lines())
+
+
+@case()
+def test_summary_one_line(t):
+    """A child's command with a newline in its arguments (env X='a
+    b' ...) is named on the summary's one line, the newline a space."""
+    out = t.path("nl.ht")
+    r = t.run([t.heaptrail, "record", "--follow-exec", "-o", out, "--", "sh", "-c",
+               "env X='a\nb' %s 100; true" % t.prog("randloop")], check_rc=0)
+    lines = [l for l in r.stderr.splitlines() if l]
+    eq(len(lines), 1, "stderr lines: %r" % r.stderr)
+    check("(env X=a b " in lines[0], "the child's command: %r" % lines[0])
