@@ -604,6 +604,8 @@ static void tally_trace(const char *path, void *arg)
 static void note_untraced_children(const char *path, const struct run *run, uint64_t self_ns,
 				   uint64_t kids_ns)
 {
+	if (kids_ns < 50000000ull || kids_ns * 10 < self_ns)
+		return; /* (not enough even with no writer's time taken off) */
 	struct kids_tally k = {run->pid, 0, 0};
 	tally_trace(path, &k);
 	for_each_child_trace(path, run, tally_trace, &k);
