@@ -539,8 +539,6 @@ static void check_kid(const char *path, void *arg)
 	k->bad++;
 }
 
-/* The one line record adds to stderr: how the command ended, if by a
- * signal, and what the trace holds. */
 /* The CPU time (ns) the program spent itself and its child processes spent
  * (those it waited for, and theirs: the kernel's cutime and cstime), read
  * from /proc while the program is a zombie not yet reaped; 0 if unknown. */
@@ -618,6 +616,8 @@ static void note_untraced_children(const char *path, const struct run *run, uint
 		(double)others / 1e9);
 }
 
+/* The one line record adds to stderr: how the command ended, if by a
+ * signal, and what the trace holds. */
 static void summarize(const char *path, const char *shown, const char *prefix,
 		      const struct run *run, const char *note)
 {
