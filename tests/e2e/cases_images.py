@@ -88,7 +88,7 @@ def test_untraced_children_noted(t):
     tail = " s of CPU and none of them was traced: the programs they ran are traced only " \
            "with --follow-exec"
     out = t.path("sh.ht")
-    r = t.run([t.heaptrail, "record", "-o", out, "--", "sh", "-c", "%s 4000000; true" % loop],
+    r = t.run([t.heaptrail, "record", "-o", out, "--", "sh", "-c", "%s 10000000; true" % loop],
               check_rc=0)
     lines = r.heaptrail_lines()
     eq(len(lines), 2, "summary and note: %s" % lines)
@@ -99,12 +99,12 @@ def test_untraced_children_noted(t):
     check(mallocs < 1000, "the shell's trace holds %d mallocs: randloop's?" % mallocs)
     follow = t.path("follow.ht")
     r = t.run([t.heaptrail, "record", "--follow-exec", "-o", follow, "--", "sh", "-c",
-               "%s 4000000; true" % loop], check_rc=0)
+               "%s 200000; true" % loop], check_rc=0)
     check(not [l for l in r.heaptrail_lines() if "note:" in l], "--follow-exec: %s" % r.stderr)
     check([f for f in os.listdir(t.dir) if f.startswith("follow.ht.")],
           "--follow-exec: no trace of the child in %s" % os.listdir(t.dir))
     r = t.run([t.heaptrail, "record", "-q", "-o", t.path("q.ht"), "--", "sh", "-c",
-               "%s 4000000; true" % loop], check_rc=0)
+               "%s 10000000; true" % loop], check_rc=0)
     eq(r.heaptrail_lines(), [], "-q")
     r = t.run([t.heaptrail, "record", "-o", t.path("self.ht"), "--", loop, "4000000"],
               check_rc=0)
