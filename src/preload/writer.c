@@ -1016,10 +1016,13 @@ static void drain_queue(void)
 	}
 }
 
-static void do_round(uint32_t req)
+/* What every round does first: the file open and still the trace's, and
+ * what a killed writer before this one left half-done put right.  0 if
+ * the round can go on. */
+static int round_start(void)
 {
 	if (w.closed)
-		return;
+		return -1;
 	if (w.fd < 0 && !w.failed && open_file() < 0) {
 		w.failed = 2; /* open_output said why */
 		atomic_store(&ht_on, 0);
@@ -1028,6 +1031,27 @@ static void do_round(uint32_t req)
 	/* (after check_fd: w.fd is the trace's, whatever the program did) */
 	if (atomic_load(&w.tx) || atomic_load(&w.inflight))
 		tx_recover(); /* the writer before was killed in a round */
+	return 0;
+}
+
+/* The threads handed over full buffers (REQ_DATA, every HT_KICK_BUFFERS
+ * of them) between two flushes: those are written, and nothing else.  A
+ * whole round drained every thread's current buffer as well, cutting it
+ * into two chunks, each piece compressed whatever cpu_free() said, and
+ * ticked the epoch (a clock read more in every thread): with two busy
+ * threads on two CPUs, a round every 3 ms, a tenth of the chunks of the
+ * loop compressed beside the program.  The flushes (flush interval, sync,
+ * close) still drain everything. */
+static void data_round(void)
+{
+	if (round_start() == 0)
+		drain_queue();
+}
+
+static void do_round(uint32_t req)
+{
+	if (round_start() < 0)
+		return;
 	if (req & REQ_REOPEN)
 		unfinalize();
 	if (w.fd >= 0 && !w.failed)
@@ -1157,19 +1181,27 @@ static void writer_loop(int helper)
 		uint32_t req = atomic_exchange(&w.req_word, 0);
 		if (helper && getppid() != parent_pid)
 			req |= REQ_CLOSE | REQ_ORPHAN; /* killed, _exit, crashed: write it all */
-		if (req || first || now - last_tick >= period_ns - 500000) {
+		if ((req & ~(uint32_t)REQ_DATA) || first || now - last_tick >= period_ns - 500000) {
 			atomic_fetch_add_explicit(ht_epoch_p, 1, memory_order_relaxed);
 			last_tick = now;
 		}
 		int sample = rss_ns && now >= next_rss;
 		if (sample) /* on the grid; after a stall, from now on */
 			next_rss = now - next_rss < rss_ns ? next_rss + rss_ns : now + rss_ns;
-		if (!req && !first && now - last_round < flush_ns - 500000) {
-			if (sample) { /* between rounds: into the batch */
+		if (!(req & ~(uint32_t)REQ_DATA) && !first && now - last_round < flush_ns - 500000) {
+			if (req || sample) {
 				while (atomic_exchange(&w.round_busy, 1))
 					sched_yield();
-				rss_sample();
+				if (req) /* full buffers only: data_round */
+					data_round();
+				if (sample) /* between rounds: into the batch */
+					rss_sample();
 				atomic_store(&w.round_busy, 0);
+			}
+			if (req) { /* (a request made before ticket had its bits
+				    * taken by an earlier round: served) */
+				atomic_store(&w.done_ticket, ticket);
+				futex(&w.done_ticket, FUTEX_WAKE, INT_MAX, NULL);
 			}
 			continue;
 		}
