@@ -600,7 +600,7 @@ static void tally_trace(const char *path, void *arg)
  * `sh -c ...` holding only the shell's calls does not pass for the
  * program's. */
 static void note_untraced_children(const char *path, const struct run *run, uint64_t self_ns,
-				   uint64_t kids_ns)
+				   uint64_t kids_ns, int no_follow_fork)
 {
 	if (kids_ns < 50000000ull || kids_ns * 10 < self_ns)
 		return; /* (not enough even with no writer's time taken off) */
@@ -612,8 +612,10 @@ static void note_untraced_children(const char *path, const struct run *run, uint
 		return;
 	fprintf(stderr,
 		"heaptrail: note: the program's child processes used %.2f s of CPU and none of "
-		"them was traced: the programs they ran are traced only with --follow-exec\n",
-		(double)others / 1e9);
+		"them was traced: %s\n",
+		(double)others / 1e9,
+		no_follow_fork ? "--no-follow-fork leaves them out"
+			       : "the programs they ran are traced only with --follow-exec");
 }
 
 /* The one line record adds to stderr: how the command ended, if by a
@@ -1104,7 +1106,7 @@ int cmd_record(int argc, char **argv)
 		fprintf(stderr, "heaptrail: %s%s wrote no trace to %s (statically linked, or "
 				"setuid, or the path is not writable?)\n", how, argv[0], shown);
 	if (!cfg.quiet && have && !bad && cpu_known && !cfg.follow_exec)
-		note_untraced_children(path, &run, self_ns, kids_ns);
+		note_untraced_children(path, &run, self_ns, kids_ns, cfg.no_follow_fork);
 cleanup:
 	return ret;
 }

@@ -80,9 +80,10 @@ def test_untraced_children_noted(t):
     """A command whose child processes did the work in programs of their
     own (a shell running randloop: dash vforks and execs it) leaves a trace
     of the shell only; record says so in one note, with the CPU time the
-    kernel counted for those children, and names --follow-exec.  No note
-    with --follow-exec (the child's trace is there), with -q, or when the
-    program does the work itself."""
+    kernel counted for those children, and names --follow-exec (or, with
+    --no-follow-fork, that option).  No note with --follow-exec (the
+    child's trace is there), with -q, or when the program does the work
+    itself."""
     loop = t.prog("randloop")
     note = "heaptrail: note: the program's child processes used "
     tail = " s of CPU and none of them was traced: the programs they ran are traced only " \
@@ -106,6 +107,13 @@ def test_untraced_children_noted(t):
     r = t.run([t.heaptrail, "record", "-q", "-o", t.path("q.ht"), "--", "sh", "-c",
                "%s 10000000; true" % loop], check_rc=0)
     eq(r.heaptrail_lines(), [], "-q")
+    # --no-follow-fork: the note says that option left them out
+    r = t.run([t.heaptrail, "record", "--no-follow-fork", "-o", t.path("nf.ht"), "--", "sh",
+               "-c", "%s 10000000; true" % loop], check_rc=0)
+    lines = r.heaptrail_lines()
+    check(len(lines) == 2 and lines[1].startswith(note) and
+          lines[1].endswith(" s of CPU and none of them was traced: --no-follow-fork leaves "
+                            "them out"), "--no-follow-fork: %s" % lines)
     r = t.run([t.heaptrail, "record", "-o", t.path("self.ht"), "--", loop, "4000000"],
               check_rc=0)
     eq(len(r.heaptrail_lines()), 1, "the program's own work: %s" % r.heaptrail_lines())
