@@ -16,6 +16,7 @@
 #include "cli/builtin.h"
 #include "common/options.h"
 #include "common/pidpath.h"
+#include "common/readsmall.h"
 #include "common/util.h"
 #include "trace/compact.h"
 #include "trace/reader.h"
@@ -546,12 +547,8 @@ static int cpu_of(pid_t pid, uint64_t *self_ns, uint64_t *kids_ns)
 {
 	char p[64], buf[1024];
 	snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
-	int fd = open(p, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
+	size_t n = ht_read_small(p, buf, sizeof(buf) - 1);
+	if (!n)
 		return 0;
 	buf[n] = 0;
 	const char *q = strrchr(buf, ')'); /* (the command may hold anything) */

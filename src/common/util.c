@@ -295,14 +295,14 @@ void ht_progress(const char *what, uint64_t done, uint64_t total, uint64_t items
 		ht_progress_start();
 	if (ms_between(&progress_start, &now) < progress_after_ms)
 		return;
-	/* (to the nanosecond: with no delay the first line comes within a
-	 * millisecond of the start, and its rate said 0.0) */
-	double secs = (double)(now.tv_sec - progress_start.tv_sec) +
-		      (double)(now.tv_nsec - progress_start.tv_nsec) / 1e9;
 	if (progress_shown && ms_between(&progress_last, &now) < 100)
 		return;
 	progress_last = now;
 	progress_shown = 1;
+	/* (to the nanosecond: with no delay the first line comes within a
+	 * millisecond of the start, and its rate said 0.0) */
+	double secs = (double)(now.tv_sec - progress_start.tv_sec) +
+		      (double)(now.tv_nsec - progress_start.tv_nsec) / 1e9;
 	char size[32], n[32];
 	double pct = total ? 100.0 * (double)done / (double)total : 0;
 	fprintf(stderr, "\r\033[K%s: %5.1f%%", what, pct);

@@ -43,6 +43,7 @@
 #include <zstd.h>
 
 #include "../common/pidpath.h"
+#include "../common/readsmall.h"
 #include "cpujudge.h"
 #include "preload.h"
 
@@ -442,27 +443,11 @@ static int open_output(int unnamed)
 	return -1;
 }
 
-static size_t read_small(const char *path, char *buf, size_t cap)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	size_t n = 0;
-	while (n < cap) {
-		ssize_t r = read(fd, buf + n, cap - n);
-		if (r <= 0)
-			break;
-		n += (size_t)r;
-	}
-	close(fd);
-	return n;
-}
-
 /* Field 47 of /proc/self/stat: the address where the heap begins. */
 static uint64_t start_brk(void)
 {
 	char buf[1024];
-	size_t n = read_small("/proc/self/stat", buf, sizeof(buf) - 1);
+	size_t n = ht_read_small("/proc/self/stat", buf, sizeof(buf) - 1);
 	buf[n] = 0;
 	char *p = strrchr(buf, ')');
 	if (!p)
@@ -481,7 +466,7 @@ static int write_header(void)
 {
 	static char cmdline[8192];
 	static char exe[PATH_MAX];
-	size_t ncmd = read_small("/proc/self/cmdline", cmdline, sizeof(cmdline));
+	size_t ncmd = ht_read_small("/proc/self/cmdline", cmdline, sizeof(cmdline));
 	ssize_t nexe = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (nexe < 0)
 		nexe = 0;
@@ -938,12 +923,8 @@ static uint64_t program_cpu_ns(void)
 static int writer_sched(uint64_t *run, uint64_t *wait)
 {
 	char buf[96];
-	int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
+	size_t n = ht_read_small("/proc/thread-self/schedstat", buf, sizeof(buf) - 1);
+	if (!n)
 		return 0;
 	buf[n] = 0;
 	char *end;
