@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -680,16 +681,73 @@ static void end_step_on(const char *path, const struct record_config *cfg, int s
 	}
 }
 
-/* The end step of a trace not read back yet (the children's). */
+/* The pid of the program writing path if it still runs (its recorder
+ * holds the file's lock), else 0. */
+static pid_t still_written(const char *path)
+{
+	struct ht_file_header h;
+	pid_t pid = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return 0;
+	if (pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) && h.pid > 0 &&
+	    flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK &&
+	    (kill(h.pid, 0) == 0 || errno == EPERM))
+		pid = h.pid;
+	close(fd);
+	return pid;
+}
+
+/* The children's end step, and those still running (a daemon's). */
+struct kids_end {
+	const struct record_config *cfg;
+	char first[PATH_MAX]; /* the first still written */
+	pid_t first_pid;      /* its program */
+	int running;          /* how many */
+};
+
+/* The end step of a trace not read back yet (the children's).  A child
+ * that outlived the program (daemon(), a server's workers, `cmd &`) still
+ * writes its trace: that one is left as it is. */
 static void end_step(const char *path, void *arg)
 {
-	const struct record_config *cfg = arg;
+	struct kids_end *k = arg;
 	char what[1024];
 	uint64_t events;
 	uint32_t threads;
-	int state = cfg->no_compact ? TRACE_WHOLE
-				    : damaged(path, 0, what, sizeof(what), &events, &threads);
-	end_step_on(path, cfg, state);
+	pid_t pid = still_written(path);
+	if (pid) {
+		if (!k->running++) {
+			snprintf(k->first, sizeof(k->first), "%s", path);
+			k->first_pid = pid;
+		}
+		return;
+	}
+	int state = k->cfg->no_compact ? TRACE_WHOLE
+				       : damaged(path, 0, what, sizeof(what), &events, &threads);
+	end_step_on(path, k->cfg, state);
+}
+
+/* Said after the summary: the children that still run write on. */
+static void note_running_children(const struct kids_end *k, const char *path, const char *shown)
+{
+	if (!k->running)
+		return;
+	const char *suffix = k->first + strlen(path); /* (named after the program's trace) */
+	if (k->running == 1)
+		fprintf(stderr,
+			"heaptrail: note: the program writing %s%s (pid %d) still runs after the "
+			"traced program ended (a daemon, or a child left running): that trace grows "
+			"until it ends, and is not compressed ('heaptrail compact --fast %s%s' does "
+			"it then)\n",
+			shown, suffix, (int)k->first_pid, shown, suffix);
+	else
+		fprintf(stderr,
+			"heaptrail: note: the programs writing %s%s (pid %d) and %d more child "
+			"traces still run after the traced program ended (daemons, or children left "
+			"running): those traces grow until they end, and are not compressed "
+			"('heaptrail compact --fast' on each does it then)\n",
+			shown, suffix, (int)k->first_pid, k->running - 1);
 }
 
 /* Signals that end a program, which record passes on to it: a `kill` of
@@ -1077,9 +1135,10 @@ int cmd_record(int argc, char **argv)
 	int state = have ? damaged(path, ended_ok, what, sizeof(what), &events, &threads)
 			 : TRACE_WHOLE;
 	int bad = state == TRACE_DAMAGED;
+	struct kids_end kids_end = {.cfg = &cfg};
 	if (have) {
 		end_step_on(path, &cfg, state);
-		for_each_child_trace(path, &run, end_step, &cfg);
+		for_each_child_trace(path, &run, end_step, &kids_end);
 		if (!bad)
 			bad = damaged(path, ended_ok, what, sizeof(what), &events, &threads) ==
 			      TRACE_DAMAGED;
@@ -1102,6 +1161,8 @@ int cmd_record(int argc, char **argv)
 	else if (!cfg.quiet)
 		fprintf(stderr, "heaptrail: %s%s wrote no trace to %s (statically linked, or "
 				"setuid, or the path is not writable?)\n", how, argv[0], shown);
+	if (!cfg.quiet && have)
+		note_running_children(&kids_end, path, shown);
 	if (!cfg.quiet && have && !bad && cpu_known && !cfg.follow_exec)
 		note_untraced_children(path, &run, self_ns, kids_ns, cfg.no_follow_fork);
 cleanup:

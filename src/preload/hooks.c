@@ -24,6 +24,7 @@
 #include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/shm.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -988,6 +989,44 @@ HT_EXPORT pid_t fork(void)
 		ht_record(HT_EV_FORK, 0, ht_now(), v, NULL);
 	}
 	return r;
+}
+
+/* glibc's daemon() forks and leaves the parent with its own internal calls,
+ * which no hook sees: the parent's trace lost its fork event and was closed
+ * by the writer as if the program had been killed.  The same steps through
+ * the hooks: fork (recorded in the parent), the parent's _exit (the tracer
+ * shut down first), then in the child a new session, "/" as its directory
+ * unless nochdir, and stdin, stdout and stderr on /dev/null unless noclose
+ * (-1 if /dev/null is not the null device), as glibc does. */
+HT_EXPORT int daemon(int nochdir, int noclose)
+{
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid > 0)
+		_exit(0);
+	if (setsid() < 0)
+		return -1;
+	if (!nochdir && chdir("/") < 0) {
+		/* (glibc ignores a failed chdir too) */
+	}
+	if (noclose)
+		return 0;
+	int fd = open("/dev/null", O_RDWR); /* (kept across exec if it is 0, 1 or 2) */
+	struct stat st;
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) < 0 || !S_ISCHR(st.st_mode)) {
+		close(fd);
+		errno = ENODEV;
+		return -1;
+	}
+	for (int i = 0; i < 3; i++)
+		if (fd != i)
+			dup2(fd, i);
+	if (fd > 2)
+		close(fd);
+	return 0;
 }
 
 /* ---- waiting for children ---------------------------------------------- */

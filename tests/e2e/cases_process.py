@@ -44,6 +44,61 @@ def test_fork(t):
     expect(c, order_exact=True)
 
 
+def wait_for_file(path, timeout=30):
+    """The contents of path once a program has written it (a daemon, which
+    nothing else waits for)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if os.path.exists(path):
+            time.sleep(0.05)  # (written in one write, then closed)
+            with open(path) as f:
+                text = f.read()
+            if text.endswith("\n"):
+                return text
+        time.sleep(0.05)
+    fail("%s: not written within %ds" % (path, timeout))
+
+
+@case(timeout=120)
+def test_daemon(t):
+    """daemon(3): glibc's forks and leaves the parent by calls of its own
+    that no hook sees, which lost the parent's fork event and had the
+    writer close its trace as if the program had been killed.  The
+    parent's trace holds its calls and the fork and was shut down
+    cleanly; the child's holds its own; record, which ends with the
+    parent, says the child's trace is still being written; daemon() did
+    what it does (new session, "/", stdio on /dev/null; or neither with
+    nochdir and noclose)."""
+    for nochdir, noclose in ((0, 0), (1, 1)):
+        what = "daemon(%d, %d)" % (nochdir, noclose)
+        out = t.path("d%d.ht" % nochdir)
+        done = t.path("done%d.txt" % nochdir)
+        r = t.run([t.heaptrail, "record", "-o", out, "--", t.prog("daemonize"), str(nochdir),
+                   str(noclose), "2000", done])
+        eq(r.rc, 0, "%s: record's exit status" % what)
+        said = wait_for_file(done)
+        check(said.startswith("ok "), "%s: the daemon found %r" % (what, said.strip()))
+        kid = int(said.split()[1])
+        if not noclose:  # (with noclose, record's pipes stay open until the daemon ends)
+            check("the program writing %s.%d (pid %d) still runs after the traced program "
+                  "ended" % (out, kid, kid) in r.stderr,
+                  "%s: no note of the daemon still writing:\n%s" % (what, r.stderr))
+        s = t.stats(out)
+        expect_calls(s, {"malloc": 4})
+        expect(s, forks=1, complete=True, closed=True, threads=1)
+        check("warning" not in s["_run"].stderr,
+              "%s: the parent's trace has warnings:\n%s" % (what, s["_run"].stderr))
+        c = t.stats(out + ".%d" % kid)
+        expect_calls(c, {"malloc": 1000, "free": 1002})
+        expect(c, complete=True, closed=True, threads=1, unknown_frees=2, live_blocks_at_exit=0)
+        check(Trace(out + ".%d" % kid).flags & FILE_F_FORK_CHILD, "child trace without FORK_CHILD")
+    r = t.run([t.heaptrail, "record", "-q", "-o", t.path("q.ht"), "--", t.prog("daemonize"),
+               "0", "0", "1000", t.path("doneq.txt")])
+    eq(r.rc, 0, "record -q: exit status")
+    eq(r.stderr, "", "record -q of a daemon: stderr")
+    wait_for_file(t.path("doneq.txt"))
+
+
 @case()
 def test_fork_not_followed(t):
     out = t.path("fork.ht")
