@@ -24,7 +24,8 @@ _Atomic int ht_on = 1;
 _Atomic int ht_multithreaded;
 static _Atomic uint32_t epoch_before_pool;
 _Atomic uint32_t *ht_epoch_p = &epoch_before_pool;
-_Atomic uint64_t ht_dropped;
+static _Atomic uint64_t dropped_before_pool;
+_Atomic uint64_t *ht_dropped_p = &dropped_before_pool;
 
 /* Everything the writer shares with the traced threads lives in one
  * MAP_SHARED mapping, so that the writer can be a helper process as well as
@@ -39,6 +40,7 @@ struct ht_shm {
 	struct ht_buf *q_tail;                /* hand-off queue: consumer (writer) side */
 	_Atomic uint32_t threads_used;        /* thread records handed out */
 	_Atomic(struct ht_thread *) thread_list; /* all thread records, newest first */
+	_Atomic uint64_t dropped;             /* calls not recorded (nested.c) */
 };
 
 static uint8_t *region;            /* the shared mapping */
@@ -78,6 +80,8 @@ int ht_buf__pool_init(void)
 	shm->q_tail = q_stub;
 	atomic_store(&shm->epoch, atomic_load(ht_epoch_p));
 	ht_epoch_p = &shm->epoch;
+	atomic_store(&shm->dropped, atomic_load(ht_dropped_p));
+	ht_dropped_p = &shm->dropped;
 	return 0;
 }
 
@@ -100,6 +104,8 @@ void ht_buf__pool_reset_after_fork(void)
 	shm = NULL;
 	atomic_store(&epoch_before_pool, e);
 	ht_epoch_p = &epoch_before_pool;
+	atomic_store(&dropped_before_pool, 0); /* (the child's own count) */
+	ht_dropped_p = &dropped_before_pool;
 }
 
 static void pause_briefly(void)
@@ -283,7 +289,7 @@ void ht_tls__refill(struct ht_tls *t, uint64_t ts)
 	struct ht_buf *b = ht_buf__get(t->tid, seq);
 	t->buf = b;
 	t->pos = b->data;
-	t->end = b->data + b->cap - HT_MAX_RECORD - HT_MAX_STR - 16;
+	t->end = ht_tls__end(t);
 	t->ts_left = (uint32_t)ht_opt.ts_every;
 	if (t->rec)
 		atomic_store_explicit(&t->rec->cur, b, memory_order_release);
@@ -293,6 +299,22 @@ void ht_tls__refill(struct ht_tls *t, uint64_t ts)
 		ht_writer__kick();
 		ht_writer__report_failure();
 	}
+	if (HT_UNLIKELY(ht_nested__pending(t)))
+		t->end = NULL; /* (kept while t->end was being set: the next record drains) */
+}
+
+uint8_t *ht_tls__end(const struct ht_tls *t)
+{
+	return t->buf->data + t->buf->cap - HT_MAX_RECORD - HT_MAX_STR - 16;
+}
+
+void ht_tls__room(struct ht_tls *t, uint64_t ts)
+{
+	t->end = ht_tls__end(t); /* (NULL only to bring the record here) */
+	if (ht_nested__pending(t) && !t->nested_draining)
+		ht_nested__drain(t);
+	if (t->pos >= t->end)
+		ht_tls__refill(t, ts);
 }
 
 static void encode(struct ht_tls *t, int kind, int flags, uint64_t ts, const uint64_t *vals,
@@ -304,10 +326,11 @@ static uint32_t sys_gettid(void)
 }
 
 
-int ht_tls__prepare(struct ht_tls *t, uint64_t *ts)
+/* prepare()'s work, the tracer's own: what glibc allocates in there
+ * (pthread_create's stack cache, pthread_setspecific's key pages) is
+ * not the program's (HT_GUARD_OWN). */
+static int prepare_own(struct ht_tls *t, uint64_t *ts)
 {
-	if (t->state == 1)
-		return 1;
 	if (!ht_initialized) {
 		ht_init();
 		/* the options may have changed the clock, or paused recording */
@@ -318,7 +341,6 @@ int ht_tls__prepare(struct ht_tls *t, uint64_t *ts)
 	if (!region && ht_buf__pool_init() < 0)
 		return 0;
 	int fresh = t->state == 0;
-	t->guard++;
 	t->tid = sys_gettid();
 	if (fresh) {
 		ht_order__thread(t);
@@ -328,7 +350,6 @@ int ht_tls__prepare(struct ht_tls *t, uint64_t *ts)
 			atomic_store(&ht_multithreaded, 1);
 	}
 	t->rec = ht_thread__get(t->tid);
-	t->guard--;
 	if (!t->rec)
 		return 0;
 	t->buf = NULL;
@@ -336,8 +357,20 @@ int ht_tls__prepare(struct ht_tls *t, uint64_t *ts)
 	t->state = 1;
 	ht_register_thread_exit();
 	ht_writer__ensure_started();
+	return fresh ? 2 : 1;
+}
+
+int ht_tls__prepare(struct ht_tls *t, uint64_t *ts)
+{
+	if (t->state == 1)
+		return 1;
+	t->guard += HT_GUARD_OWN;
+	int r = prepare_own(t, ts);
+	t->guard -= HT_GUARD_OWN;
+	if (!r)
+		return 0;
 	ht_tls__refill(t, *ts);
-	if (fresh) {
+	if (r == 2) {
 		uint64_t v[1] = {t->creator};
 		encode(t, HT_EV_THREAD_START, 0, *ts, v, NULL, 0, NULL);
 	}
@@ -389,7 +422,9 @@ static void encode(struct ht_tls *t, int kind, int flags, uint64_t ts, const uin
 	if (kind < 32 && ((1u << kind) & EPOCH_KINDS))
 		atomic_fetch_add_explicit(ht_epoch_p, 1, memory_order_relaxed);
 	if (HT_UNLIKELY(t->pos >= t->end))
-		ht_tls__refill(t, ts);
+		ht_tls__room(t, ts);
+	if (HT_UNLIKELY((int64_t)(ts - t->last_ts) < 0))
+		ts = t->last_ts; /* (after a handler's call, dated in the handler) */
 	if (dur) {
 		uint64_t f[2] = {*dur, 0}; /* undated, like every pseudo-record */
 		t->pos = put_record(t->pos, HT_EV_DURATION, 0, f, 2, NULL, 0);
@@ -458,11 +493,11 @@ static void record(int kind, int flags, uint64_t ts, const uint64_t *vals, const
 	struct ht_tls *t = &ht_tls;
 	if (t->guard)
 		return;
-	t->guard++;
+	t->guard = HT_GUARD_REC;
 	if (HT_LIKELY(t->state == 1) || ht_tls__prepare(t, &ts)) {
 		if (HT_UNLIKELY(ht_opt.sample_bytes) && kind < 32 && ht_kind_descs[kind].is_alloc &&
 		    !sampled(t, kind, vals)) {
-			t->guard--;
+			t->guard = 0;
 			return;
 		}
 		/* a block handed out: the next event on it, in another thread,
@@ -474,7 +509,14 @@ static void record(int kind, int flags, uint64_t ts, const uint64_t *vals, const
 			stack = ht_stack__capture(t);
 		encode(t, kind, flags, ts, vals, str, stack, dur);
 	}
-	t->guard--;
+	t->guard = 0;
+}
+
+void ht_nested__write(struct ht_tls *t, int kind, int flags, uint64_t ts, const uint64_t *vals)
+{
+	if (kind < 32 && ht_kind_descs[kind].is_alloc && vals[ht_kind_descs[kind].result])
+		ht_order__note(t, vals[ht_kind_descs[kind].result]);
+	encode(t, kind, flags, ts, vals, NULL, 0, NULL);
 }
 
 void ht_record(int kind, int flags, uint64_t ts, const uint64_t *vals, const char *str)
@@ -493,7 +535,7 @@ void ht_meta__write(struct ht_tls *t, int kind, const uint64_t *vals, const void
 		    size_t slen)
 {
 	if (HT_UNLIKELY(t->pos >= t->end))
-		ht_tls__refill(t, ht_now());
+		ht_tls__room(t, ht_now());
 	unsigned nf = (unsigned)strlen(ht_kind_descs[kind].fields);
 	uint64_t f[HT_MAX_FIELDS + 1];
 	for (unsigned i = 0; i < nf; i++)

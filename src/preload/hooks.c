@@ -75,7 +75,7 @@ static struct {
 
 void ht_hooks__resolve(void)
 {
-	ht_tls.guard++;
+	ht_tls.guard += HT_GUARD_OWN;
 	RESOLVE(malloc_trim);
 	RESOLVE(mmap);
 	RESOLVE(mmap64);
@@ -101,12 +101,34 @@ void ht_hooks__resolve(void)
 	RESOLVE(wait4);
 	RESOLVE(waitid);
 	RESOLVE(ptrace);
-	ht_tls.guard--;
+	ht_tls.guard -= HT_GUARD_OWN;
 }
 
 static inline int tracing(const struct ht_tls *t)
 {
 	return HT_LIKELY(atomic_load_explicit(&ht_on, memory_order_relaxed)) && !t->guard;
+}
+
+/* A call that came in while the thread was writing a record: a signal
+ * handler's (nested.c). */
+static inline int nested(const struct ht_tls *t)
+{
+	return HT_UNLIKELY(t->guard == HT_GUARD_REC);
+}
+
+static void keep_alloc(struct ht_tls *t, int kind, uint64_t a0, uint64_t a1, uint64_t a2,
+		       uint64_t size, void *p);
+static void keep_free(struct ht_tls *t, void *p);
+
+/* tracing(), for the calls nested.c does not keep: such a call made by a
+ * signal handler during a record is counted instead. */
+static inline int tracing_else_drop(const struct ht_tls *t)
+{
+	if (tracing(t))
+		return 1;
+	if (nested(t))
+		ht_nested__drop();
+	return 0;
 }
 
 /* ---- the hot path ------------------------------------------------------ */
@@ -226,6 +248,9 @@ static __attribute__((noinline, cold)) int hot_ready_slow(struct ht_tls *t, int 
 		if (!ht_tls__prepare(t, &now))
 			return 0;
 	}
+	t->end = ht_tls__end(t); /* (NULL only to bring the record here) */
+	if (ht_nested__pending(t) && !t->nested_draining)
+		ht_nested__drain(t); /* (a handler's calls, kept during the last record) */
 	if (t->pos >= t->end)
 		ht_tls__refill(t, timed ? ts : release ? ht_now_release() : ht_now());
 	return 1;
@@ -259,12 +284,12 @@ static inline __attribute__((always_inline)) void
 rec_malloc_with(struct ht_tls *t, size_t size, void *p, int stacked, int timed, uint64_t ts,
 		uint64_t dur)
 {
-	t->guard = 1;
+	t->guard = HT_GUARD_REC;
 	if (!hot_ready(t, 0, timed, ts))
 		goto out;
 	uint64_t stack = stacked ? ht_stack__capture(t) : 0;
 	if (stacked && HT_UNLIKELY(t->pos >= t->end)) /* the capture wrote frames */
-		ht_tls__refill(t, timed ? ts : ht_now());
+		ht_tls__room(t, timed ? ts : ht_now());
 	if (timed)
 		put_duration(t, dur);
 	uint64_t usable = size;
@@ -314,7 +339,7 @@ static inline __attribute__((always_inline)) void rec_free_with(struct ht_tls *t
 								int timed, int tflags,
 								uint64_t ts, uint64_t dur)
 {
-	t->guard = 1;
+	t->guard = HT_GUARD_REC;
 	if (!hot_ready(t, 1, timed, ts))
 		goto out;
 	uint64_t usable;
@@ -348,9 +373,9 @@ static __attribute__((noinline)) void rec_malloc_slow(struct ht_tls *t, size_t s
 	if (HT_UNLIKELY(!ht_initialized)) {
 		/* an allocation before our constructor (another library's):
 		 * read the options first, they may ask for its stack */
-		t->guard++;
+		t->guard += HT_GUARD_OWN;
 		ht_init();
-		t->guard--;
+		t->guard -= HT_GUARD_OWN;
 		if (!tracing(t))
 			return;
 	}
@@ -381,6 +406,8 @@ static __attribute__((noinline)) void *malloc_slow(struct ht_tls *t, size_t size
 	void *p = __libc_malloc(size);
 	if (tracing(t))
 		rec_malloc_slow(t, size, p, t0);
+	else if (nested(t))
+		keep_alloc(t, HT_EV_MALLOC, size, 0, 0, size, p);
 	return p;
 }
 
@@ -446,7 +473,7 @@ static inline int ts_skip(const struct ht_tls *t, int flags)
 static __attribute__((noinline)) void *malloc_rec(size_t size, void *p)
 {
 	struct ht_tls *t = &ht_tls;
-	t->guard = 1;
+	t->guard = HT_GUARD_REC;
 	atomic_signal_fence(memory_order_seq_cst);
 	uint8_t *o = t->pos;
 	buf_prefetch(o);
@@ -482,6 +509,8 @@ HT_EXPORT void *malloc(size_t size)
 	void *p = __libc_malloc(size);
 	if (tracing(t))
 		return malloc_rec(size, p);
+	if (nested(t))
+		keep_alloc(t, HT_EV_MALLOC, size, 0, 0, size, p);
 	return p;
 }
 
@@ -526,6 +555,8 @@ HT_EXPORT void free(void *p)
 {
 	struct ht_tls *t = &ht_tls;
 	if (!tracing(t)) {
+		if (nested(t))
+			keep_free(t, p);
 		__libc_free(p);
 		return;
 	}
@@ -533,7 +564,7 @@ HT_EXPORT void free(void *p)
 		free_slow(t, p);
 		return;
 	}
-	t->guard = 1;
+	t->guard = HT_GUARD_REC;
 	atomic_signal_fence(memory_order_seq_cst);
 	uint8_t *o = t->pos;
 	int flags = 0;
@@ -569,34 +600,93 @@ static inline uint64_t slack(const void *p, uint64_t size, int *flags)
 	return ht_slack(p, size, usable, *flags);
 }
 
-static void rec_alloc(int kind, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t size, void *p,
-		      uint64_t t0)
+/* The field values of an allocation-kind event (ht_record's vals) and its
+ * chunk flags; the number of values, 0 for a kind not of this family. */
+static unsigned alloc_vals(int kind, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t size,
+			   void *p, uint64_t *v, int *flags)
 {
-	int flags;
-	uint64_t s = slack(p, size, &flags);
-	uint64_t v[5];
-	uint64_t ts = ht_now();
+	uint64_t s = slack(p, size, flags);
 	switch (kind) {
+	case HT_EV_MALLOC:
+		v[0] = a0, v[1] = (uintptr_t)p, v[2] = s;
+		return 3;
 	case HT_EV_CALLOC:
 	case HT_EV_MEMALIGN:
 	case HT_EV_ALIGNED_ALLOC:
 		v[0] = a0, v[1] = a1, v[2] = (uintptr_t)p, v[3] = s;
-		break;
+		return 4;
 	case HT_EV_VALLOC:
 	case HT_EV_PVALLOC:
 		v[0] = a0, v[1] = (uintptr_t)p, v[2] = s;
-		break;
+		return 3;
 	case HT_EV_POSIX_MEMALIGN:
 		v[0] = a0, v[1] = a1, v[2] = (uintptr_t)p, v[3] = a2, v[4] = s;
-		break;
+		return 5;
 	default:
-		return;
+		return 0;
 	}
+}
+
+static void rec_alloc(int kind, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t size, void *p,
+		      uint64_t t0)
+{
+	int flags;
+	uint64_t v[5];
+	uint64_t ts = ht_now();
+	if (!alloc_vals(kind, a0, a1, a2, size, p, v, &flags))
+		return;
 	if (t0)
 		ht_record_timed(kind, flags, ts, ts - t0, v);
 	else
 		ht_record(kind, flags, ts, v, NULL);
 	check_brk();
+}
+
+/* An allocation a signal handler made while its thread was recording: kept
+ * (nested.c), and the block's next event in another thread dated. */
+static __attribute__((noinline, cold)) void keep_alloc(struct ht_tls *t, int kind, uint64_t a0,
+							uint64_t a1, uint64_t a2, uint64_t size,
+							void *p)
+{
+	int flags;
+	uint64_t v[5];
+	unsigned n = alloc_vals(kind, a0, a1, a2, size, p, v, &flags);
+	if (p)
+		ht_order__forget((uintptr_t)p);
+	ht_nested__keep(t, kind, flags, ht_now(), v, n);
+}
+
+/* The same for a free, before the block is released. */
+static __attribute__((noinline, cold)) void keep_free(struct ht_tls *t, void *p)
+{
+	uint64_t usable, v[1] = {(uintptr_t)p};
+	int flags = p ? chunk_flags(p, &usable) : 0;
+	if (p)
+		ht_order__forget((uintptr_t)p);
+	ht_nested__keep(t, HT_EV_FREE, flags, ht_now_release(), v, 1);
+}
+
+/* The same for a realloc (REALLOC or REALLOCARRAY: n x size bytes). */
+static __attribute__((noinline, cold)) void *keep_realloc(struct ht_tls *t, int kind, void *old,
+							   size_t n, size_t size, size_t bytes)
+{
+	if (old)
+		ht_order__forget((uintptr_t)old);
+	uint64_t t0 = ht_now_release();
+	void *p = __libc_realloc(old, bytes);
+	uint64_t ts = ht_now();
+	int flags;
+	uint64_t s = slack(p, bytes, &flags);
+	if (p)
+		ht_order__forget((uintptr_t)p);
+	if (kind == HT_EV_REALLOC) {
+		uint64_t v[5] = {(uintptr_t)old, size, (uintptr_t)p, s, ts - t0};
+		ht_nested__keep(t, kind, flags, ts, v, 5);
+	} else {
+		uint64_t v[6] = {(uintptr_t)old, n, size, (uintptr_t)p, s, ts - t0};
+		ht_nested__keep(t, kind, flags, ts, v, 6);
+	}
+	return p;
 }
 
 HT_EXPORT void *calloc(size_t n, size_t size)
@@ -605,6 +695,8 @@ HT_EXPORT void *calloc(size_t n, size_t size)
 	void *p = __libc_calloc(n, size);
 	if (tracing(&ht_tls))
 		rec_alloc(HT_EV_CALLOC, n, size, 0, (uint64_t)n * size, p, t0);
+	else if (nested(&ht_tls))
+		keep_alloc(&ht_tls, HT_EV_CALLOC, n, size, 0, (uint64_t)n * size, p);
 	return p;
 }
 
@@ -624,7 +716,8 @@ HT_EXPORT void *realloc(void *old, size_t size)
 {
 	struct ht_tls *t = &ht_tls;
 	if (!tracing(t))
-		return __libc_realloc(old, size);
+		return nested(t) ? keep_realloc(t, HT_EV_REALLOC, old, 1, size, size)
+				 : __libc_realloc(old, size);
 	realloc_start(t, old);
 	uint64_t t0 = ht_now_release();
 	void *p = __libc_realloc(old, size);
@@ -641,7 +734,7 @@ HT_EXPORT void *reallocarray(void *old, size_t n, size_t size)
 	size_t bytes;
 	if (__builtin_mul_overflow(n, size, &bytes)) {
 		errno = ENOMEM;
-		if (tracing(&ht_tls)) {
+		if (tracing_else_drop(&ht_tls)) {
 			uint64_t ts = ht_now();
 			uint64_t v[6] = {(uintptr_t)old, n, size, 0, 0, 0};
 			ht_record(HT_EV_REALLOCARRAY, 0, ts, v, NULL);
@@ -650,7 +743,8 @@ HT_EXPORT void *reallocarray(void *old, size_t n, size_t size)
 	}
 	struct ht_tls *t = &ht_tls;
 	if (!tracing(t))
-		return __libc_realloc(old, bytes);
+		return nested(t) ? keep_realloc(t, HT_EV_REALLOCARRAY, old, n, size, bytes)
+				 : __libc_realloc(old, bytes);
 	realloc_start(t, old);
 	uint64_t t0 = ht_now_release();
 	void *p = __libc_realloc(old, bytes);
@@ -668,6 +762,8 @@ HT_EXPORT void *memalign(size_t align, size_t size)
 	void *p = __libc_memalign(align, size);
 	if (tracing(&ht_tls))
 		rec_alloc(HT_EV_MEMALIGN, align, size, 0, size, p, t0);
+	else if (nested(&ht_tls))
+		keep_alloc(&ht_tls, HT_EV_MEMALIGN, align, size, 0, size, p);
 	return p;
 }
 
@@ -677,6 +773,8 @@ HT_EXPORT void *aligned_alloc(size_t align, size_t size)
 	void *p = __libc_memalign(align, size);
 	if (tracing(&ht_tls))
 		rec_alloc(HT_EV_ALIGNED_ALLOC, align, size, 0, size, p, t0);
+	else if (nested(&ht_tls))
+		keep_alloc(&ht_tls, HT_EV_ALIGNED_ALLOC, align, size, 0, size, p);
 	return p;
 }
 
@@ -697,6 +795,8 @@ HT_EXPORT int posix_memalign(void **out, size_t align, size_t size)
 	}
 	if (tracing(&ht_tls))
 		rec_alloc(HT_EV_POSIX_MEMALIGN, align, size, (uint64_t)(int64_t)ret, size, p, t0);
+	else if (nested(&ht_tls))
+		keep_alloc(&ht_tls, HT_EV_POSIX_MEMALIGN, align, size, (uint64_t)(int64_t)ret, size, p);
 	return ret;
 }
 
@@ -706,6 +806,8 @@ HT_EXPORT void *valloc(size_t size)
 	void *p = __libc_valloc(size);
 	if (tracing(&ht_tls))
 		rec_alloc(HT_EV_VALLOC, size, 0, 0, size, p, t0);
+	else if (nested(&ht_tls))
+		keep_alloc(&ht_tls, HT_EV_VALLOC, size, 0, 0, size, p);
 	return p;
 }
 
@@ -715,6 +817,8 @@ HT_EXPORT void *pvalloc(size_t size)
 	void *p = __libc_pvalloc(size);
 	if (tracing(&ht_tls))
 		rec_alloc(HT_EV_PVALLOC, size, 0, 0, size, p, t0);
+	else if (nested(&ht_tls))
+		keep_alloc(&ht_tls, HT_EV_PVALLOC, size, 0, 0, size, p);
 	return p;
 }
 
@@ -722,7 +826,7 @@ HT_EXPORT int mallopt(int param, int value)
 {
 	uint64_t t0 = timed_start();
 	int r = __libc_mallopt(param, value);
-	if (tracing(&ht_tls)) {
+	if (tracing_else_drop(&ht_tls)) {
 		uint64_t v[3] = {(uint64_t)(int64_t)param, (uint64_t)(int64_t)value, (uint64_t)(int64_t)r};
 		uint64_t ts = ht_now();
 		if (t0)
@@ -739,7 +843,7 @@ HT_EXPORT int malloc_trim(size_t pad)
 		ht_hooks__resolve();
 	uint64_t t0 = timed_start();
 	int r = real.malloc_trim ? real.malloc_trim(pad) : 0;
-	if (tracing(&ht_tls)) {
+	if (tracing_else_drop(&ht_tls)) {
 		uint64_t v[2] = {pad, (uint64_t)(int64_t)r};
 		uint64_t ts = ht_now();
 		if (t0)
@@ -770,7 +874,7 @@ HT_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t 
 {
 	void *r = real.mmap ? real.mmap(addr, len, prot, flags, fd, off)
 			    : sys_mmap(addr, len, prot, flags, fd, off);
-	if (tracing(&ht_tls))
+	if (tracing_else_drop(&ht_tls))
 		rec_mmap(addr, len, prot, flags, fd, off, r);
 	return r;
 }
@@ -779,14 +883,14 @@ HT_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off6
 {
 	void *r = real.mmap64 ? real.mmap64(addr, len, prot, flags, fd, off)
 			      : sys_mmap(addr, len, prot, flags, fd, off);
-	if (tracing(&ht_tls))
+	if (tracing_else_drop(&ht_tls))
 		rec_mmap(addr, len, prot, flags, fd, off, r);
 	return r;
 }
 
 HT_EXPORT int munmap(void *addr, size_t len)
 {
-	if (tracing(&ht_tls)) {
+	if (tracing_else_drop(&ht_tls)) {
 		/* Recorded before the call: the range is free from then on. */
 		uint64_t ts = ht_now();
 		int r = real.munmap ? real.munmap(addr, len) : (int)syscall(SYS_munmap, addr, len);
@@ -806,7 +910,7 @@ HT_EXPORT void *mremap(void *old, size_t oldlen, size_t newlen, int flags, ...)
 		newaddr = va_arg(ap, void *);
 		va_end(ap);
 	}
-	int on = tracing(&ht_tls);
+	int on = tracing_else_drop(&ht_tls);
 	uint64_t t0 = on ? ht_now() : 0;
 	void *r = real.mremap ? real.mremap(old, oldlen, newlen, flags, newaddr)
 			      : (void *)syscall(SYS_mremap, old, oldlen, newlen, flags, newaddr);
@@ -824,7 +928,7 @@ HT_EXPORT int brk(void *addr)
 	if (!real.brk)
 		ht_hooks__resolve();
 	int r = real.brk(addr);
-	if (tracing(&ht_tls)) {
+	if (tracing_else_drop(&ht_tls)) {
 		uint64_t v[2] = {(uintptr_t)addr, (uint64_t)(int64_t)r};
 		ht_record(HT_EV_BRK, 0, ht_now(), v, NULL);
 		check_brk();
@@ -837,7 +941,7 @@ HT_EXPORT void *sbrk(intptr_t incr)
 	if (!real.sbrk)
 		ht_hooks__resolve();
 	void *r = real.sbrk(incr);
-	if (tracing(&ht_tls)) {
+	if (tracing_else_drop(&ht_tls)) {
 		uint64_t v[2] = {(uint64_t)(int64_t)incr, (uintptr_t)r};
 		ht_record(HT_EV_SBRK, 0, ht_now(), v, NULL);
 		check_brk();
@@ -852,7 +956,7 @@ HT_EXPORT int shmget(key_t key, size_t size, int flags)
 	if (!real.shmget)
 		ht_hooks__resolve();
 	int r = real.shmget(key, size, flags);
-	if (tracing(&ht_tls)) {
+	if (tracing_else_drop(&ht_tls)) {
 		uint64_t v[4] = {(uint64_t)(int64_t)key, size, (uint64_t)(int64_t)flags,
 				 (uint64_t)(int64_t)r};
 		ht_record(HT_EV_SHMGET, 0, ht_now(), v, NULL);
@@ -865,7 +969,7 @@ HT_EXPORT void *shmat(int id, const void *addr, int flags)
 	if (!real.shmat)
 		ht_hooks__resolve();
 	void *r = real.shmat(id, addr, flags);
-	if (tracing(&ht_tls)) {
+	if (tracing_else_drop(&ht_tls)) {
 		uint64_t v[4] = {(uint64_t)(int64_t)id, (uintptr_t)addr, (uint64_t)(int64_t)flags,
 				 (uintptr_t)r};
 		ht_record(HT_EV_SHMAT, 0, ht_now(), v, NULL);
@@ -879,7 +983,7 @@ HT_EXPORT int shmdt(const void *addr)
 		ht_hooks__resolve();
 	uint64_t ts = ht_now();
 	int r = real.shmdt(addr);
-	if (tracing(&ht_tls)) {
+	if (tracing_else_drop(&ht_tls)) {
 		uint64_t v[2] = {(uintptr_t)addr, (uint64_t)(int64_t)r};
 		ht_record(HT_EV_SHMDT, 0, ts, v, NULL);
 	}
@@ -891,7 +995,7 @@ HT_EXPORT int shmctl(int id, int cmd, struct shmid_ds *buf)
 	if (!real.shmctl)
 		ht_hooks__resolve();
 	int r = real.shmctl(id, cmd, buf);
-	if (tracing(&ht_tls)) {
+	if (tracing_else_drop(&ht_tls)) {
 		uint64_t v[3] = {(uint64_t)(int64_t)id, (uint64_t)(int64_t)cmd, (uint64_t)(int64_t)r};
 		ht_record(HT_EV_SHMCTL, 0, ht_now(), v, NULL);
 	}
@@ -914,9 +1018,9 @@ static void *trampoline(void *a)
 	t->creator = s.creator;
 	if (tracing(t)) {
 		uint64_t ts = ht_now();
-		t->guard++;
+		t->guard = HT_GUARD_REC;
 		ht_tls__prepare(t, &ts); /* records THREAD_START */
-		t->guard--;
+		t->guard = 0;
 	}
 	return s.fn(s.arg);
 }

@@ -198,7 +198,7 @@ void ht_init(void)
 {
 	if (atomic_exchange(&ht_initialized, 1))
 		return;
-	ht_tls.guard++;
+	ht_tls.guard += HT_GUARD_OWN;
 	ht_options__load();
 #if defined(__x86_64__)
 	__builtin_cpu_init();
@@ -224,13 +224,13 @@ void ht_init(void)
 		root_image = 0;
 	image_index = ht_opt.image;
 	set_recording(1);
-	ht_tls.guard--;
+	ht_tls.guard -= HT_GUARD_OWN;
 }
 
 static void after_fork_child(void)
 {
 	struct ht_tls *t = &ht_tls;
-	t->guard++;
+	t->guard += HT_GUARD_OWN;
 	traced_pid = (pid_t)syscall(SYS_getpid);
 	root_image = 0;
 	image_index = 0;
@@ -239,6 +239,7 @@ static void after_fork_child(void)
 	t->state = 0;
 	t->buf = NULL;
 	t->end = NULL; /* hot_ready() takes the slow path */
+	t->nested_tail = t->nested_head; /* (a handler's calls kept before the fork: the parent's) */
 	t->rec = NULL;
 	t->creator = 0;
 	if (!ht_opt.follow_fork)
@@ -246,7 +247,7 @@ static void after_fork_child(void)
 	set_recording(1);
 	ht_writer__after_fork_child();
 	ht_buf__pool_reset_after_fork();
-	t->guard--;
+	t->guard -= HT_GUARD_OWN;
 }
 
 /* Fatal signals: write what we have, then die as the program would have.
@@ -409,7 +410,7 @@ __attribute__((constructor(101))) static void ht_constructor(void)
 {
 	ht_init();
 	struct ht_tls *t = &ht_tls;
-	t->guard++;
+	t->guard += HT_GUARD_OWN;
 	if (!exit_key_ok && pthread_key_create(&exit_key, thread_exit_dtor) == 0)
 		exit_key_ok = 1;
 	ht_hooks__resolve();
@@ -448,7 +449,7 @@ __attribute__((constructor(101))) static void ht_constructor(void)
 		options_entry[0] = 0;
 	else if (ht_opt.follow_exec)
 		env_set(HT_OPTIONS_ENV, options_entry);
-	t->guard--;
+	t->guard -= HT_GUARD_OWN;
 	if (t->state == 1)
 		ht_register_thread_exit(); /* the main thread recorded before */
 }

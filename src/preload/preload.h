@@ -98,6 +98,22 @@ struct ht_thread {
  * writer leaves it alone, as a FREE one. */
 enum { HT_THR_FREE = 0, HT_THR_LIVE = 1, HT_THR_EXITED = 2, HT_THR_CLAIMING = 3 };
 
+/* ht_tls.guard: HT_GUARD_REC while the thread records an event, so that a
+ * heap call that comes in then can only be a signal handler's (nested.c
+ * keeps it and records it right after); HT_GUARD_OWN more for each piece
+ * of the tracer's own work, whose calls are never recorded. */
+#define HT_GUARD_REC 1
+#define HT_GUARD_OWN 2
+
+/* A heap call a signal handler made while its thread was recording
+ * (nested.c): the event's values as ht_record() takes them. */
+#define HT_NESTED_MAX 16
+struct ht_nested_call {
+	uint8_t kind, flags;
+	uint64_t ts;   /* taken in the handler */
+	uint64_t v[6]; /* the kind's field values */
+};
+
 /* The hot per-thread state, in initial-exec TLS. */
 struct ht_tls {
 	uint8_t *pos;           /* next byte to write in buf->data */
@@ -119,6 +135,13 @@ struct ht_tls {
 	int sample_old;         /* the block of the realloc under way was sampled (sample.c) */
 	uint64_t rng;           /* the sampler's random state */
 	uint64_t oidx;          /* the thread's index in the order table's keys (order.c) */
+	/* nested.c: calls signal handlers made while the thread recorded, in
+	 * a ring (indexes that wrap) */
+	volatile uint32_t nested_head;     /* calls kept */
+	volatile uint32_t nested_tail;     /* of them, those taken to be recorded */
+	volatile uint8_t nested_keeping;   /* a handler keeps one now */
+	volatile uint8_t nested_draining;  /* they are being recorded */
+	struct ht_nested_call nested[HT_NESTED_MAX];
 };
 
 extern __thread struct ht_tls ht_tls __attribute__((tls_model("initial-exec")));
@@ -132,8 +155,33 @@ extern _Atomic int ht_multithreaded;
  * thread after a bump takes the clock, so that sampled timestamps are never
  * older than one epoch (docs/FORMAT.md, "Timestamps"). */
 extern _Atomic uint32_t *ht_epoch_p;
-/* Events that could not be recorded (tracer disabled by an error). */
-extern _Atomic uint64_t ht_dropped;
+/* Calls that could not be recorded (nested.c), in the mapping the writer
+ * shares once it exists: its header's `dropped`. */
+extern _Atomic uint64_t *ht_dropped_p;
+
+/* ---- nested.c: heap calls made by signal handlers while recording ------ */
+/* Keeps the call (kind, flags, values as for ht_record, its time) that a
+ * signal handler made while t was recording another, to be recorded right
+ * after it; counts it dropped if there is no room.  Async-signal-safe. */
+void ht_nested__keep(struct ht_tls *t, int kind, int flags, uint64_t ts, const uint64_t *v,
+		     unsigned nv);
+/* Counts one call that is not recorded (a kind nested.c does not keep). */
+void ht_nested__drop(void);
+/* Records what was kept; t is inside the tracer (HT_GUARD_REC) and
+ * active. */
+void ht_nested__drain(struct ht_tls *t);
+static inline int ht_nested__pending(const struct ht_tls *t)
+{
+	return t->nested_head != t->nested_tail;
+}
+/* A record found no room below t->end (an active thread): the kept calls
+ * are recorded (t->end was NULL for them), and a new buffer taken if the
+ * record does not fit, its SYNC dated ts. */
+void ht_tls__room(struct ht_tls *t, uint64_t ts);
+/* Writes one kept call (buffer.c's encoder, as ht_record would have). */
+void ht_nested__write(struct ht_tls *t, int kind, int flags, uint64_t ts, const uint64_t *vals);
+/* t->end as the buffer allows (buffer.c), for a thread with a buffer. */
+uint8_t *ht_tls__end(const struct ht_tls *t);
 
 int ht_buf__pool_init(void);
 void ht_buf__pool_reset_after_fork(void);

@@ -959,7 +959,9 @@ static __attribute__((noinline)) int cfi_walk(struct ht_stacks *s, uint64_t *ips
 				c->pc = w->pc;
 				c->sp = w->sp;
 				c->bp = w->bp;
+				ht_tls.guard += HT_GUARD_OWN; /* (libunwind maps memory) */
 				dwarf_stretch(wc, c);
+				ht_tls.guard -= HT_GUARD_OWN;
 			}
 			w->uses_bp = 1;
 			uint64_t sp0 = w->sp;
@@ -1052,7 +1054,9 @@ static _Atomic unsigned long check_stacks, check_differ;
 static __attribute__((noinline)) int unwind_check(uint64_t *ips, int n, int depth)
 {
 	uint64_t ref[HT_MAX_DEPTH];
+	ht_tls.guard += HT_GUARD_OWN; /* (libunwind maps memory) */
 	int m = libunwind_walk(ref, depth);
+	ht_tls.guard -= HT_GUARD_OWN;
 	atomic_fetch_add_explicit(&check_stacks, 1, memory_order_relaxed);
 	if (m == n && !memcmp(ref, ips, (size_t)n * sizeof(*ips)))
 		return n;
@@ -1082,6 +1086,7 @@ static uintptr_t stack_bounds(uintptr_t *lo)
 	void *addr;
 	size_t size;
 	uintptr_t hi = 0;
+	ht_tls.guard += HT_GUARD_OWN; /* (glibc's own malloc and free in there) */
 	if (pthread_getattr_np(pthread_self(), &a) == 0) {
 		if (pthread_attr_getstack(&a, &addr, &size) == 0) {
 			*lo = (uintptr_t)addr;
@@ -1089,6 +1094,7 @@ static uintptr_t stack_bounds(uintptr_t *lo)
 		}
 		pthread_attr_destroy(&a);
 	}
+	ht_tls.guard -= HT_GUARD_OWN;
 	return hi;
 }
 
@@ -1239,7 +1245,9 @@ uint32_t ht_stack__capture(struct ht_tls *t)
 		/* libunwind's caches per thread: no lock, so no signal masking
 		 * around each lookup (its global cache blocks signals to take
 		 * its lock) */
+		ht_tls.guard += HT_GUARD_OWN; /* (libunwind maps memory) */
 		unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+		ht_tls.guard -= HT_GUARD_OWN;
 		if (ht_opt.unwind_fp && (s->walk = map(sizeof(*s->walk))) != NULL) {
 			s->walk->owner = s;
 			s->walk->t = t;
@@ -1267,7 +1275,9 @@ uint32_t ht_stack__capture(struct ht_tls *t)
 		/* no walk of our own, or not on the thread's own stack (a signal
 		 * handler's alternate stack, a coroutine's): libunwind alone, so
 		 * that nothing reads outside the stack we are on */
+		ht_tls.guard += HT_GUARD_OWN; /* (libunwind maps memory) */
 		n = libunwind_walk(ips, depth);
+		ht_tls.guard -= HT_GUARD_OWN;
 	}
 	if (n <= 0)
 		return 0;

@@ -862,7 +862,7 @@ static void finalize(int orphan)
 	w.hdr.end_ts = ht_now();
 	w.hdr.end_mono_ns = ht_mono_ns();
 	w.hdr.events = w.events;
-	w.hdr.dropped = atomic_load(&ht_dropped);
+	w.hdr.dropped = atomic_load(ht_dropped_p);
 	w.hdr.nthreads = w.ntids;
 	/* The helper's own CPU time: it is the program's child, so the kernel
 	 * counts it among the program's children's (record tells the two
@@ -1087,9 +1087,9 @@ static int inline_round(uint32_t req)
 	int expect = 0;
 	if (!atomic_compare_exchange_strong(&w.round_busy, &expect, 1))
 		return -1;
-	ht_tls.guard++;
+	ht_tls.guard += HT_GUARD_OWN;
 	do_round(req);
-	ht_tls.guard--;
+	ht_tls.guard -= HT_GUARD_OWN;
 	atomic_store(&w.round_busy, 0);
 	return 0;
 }
@@ -1236,7 +1236,7 @@ static void own_fd_table(void)
 static void *writer_main(void *arg)
 {
 	(void)arg;
-	ht_tls.guard = 1; /* nothing this thread allocates is traced */
+	ht_tls.guard = HT_GUARD_OWN; /* nothing this thread allocates is traced */
 	own_fd_table();
 	nptl_nthreads = dlsym(RTLD_DEFAULT, "__nptl_nthreads");
 	/* (every signal blocked from its start: ht_writer__start) */
@@ -1252,7 +1252,7 @@ static void *writer_main(void *arg)
  * it ends when the program closes the trace or is gone. */
 static __attribute__((noreturn)) void helper_main(void)
 {
-	ht_tls.guard = 1; /* (every signal is blocked: see start_helper) */
+	ht_tls.guard = HT_GUARD_OWN; /* (every signal is blocked: see start_helper) */
 	in_helper = 1;
 	prctl(PR_SET_NAME, "heaptrail-write", 0, 0, 0);
 	/* Only the trace's descriptor is ours (so the helper has no stderr
@@ -1484,7 +1484,7 @@ void ht_writer__shutdown(int from_signal)
 {
 	if (ht_foreign_process() || !ws || w.closed)
 		return;
-	ht_tls.guard++;
+	ht_tls.guard += HT_GUARD_OWN;
 	atomic_store(&ht_on, 0);
 	request(REQ_CLOSE, from_signal ? 2000 : 10000);
 	ht_writer__report_failure();
@@ -1493,7 +1493,7 @@ void ht_writer__shutdown(int from_signal)
 	reap_helper(from_signal ? 100 : 1000);
 	if (w.closed)
 		close_proc_fd();
-	ht_tls.guard--;
+	ht_tls.guard -= HT_GUARD_OWN;
 }
 
 /* The traced process execs: its trace becomes OUT.exec<N> and the new
@@ -1505,7 +1505,7 @@ void ht_writer__before_exec(void)
 {
 	if (ht_foreign_process() || !ws)
 		return;
-	ht_tls.guard++;
+	ht_tls.guard += HT_GUARD_OWN;
 	/* A helper ends after finalizing: the new image has a writer of its
 	 * own, and if the exec fails a new helper takes over. */
 	request(REQ_FINALIZE | (helper_pid > 0 ? REQ_EXIT : 0), 5000);
@@ -1516,20 +1516,20 @@ void ht_writer__before_exec(void)
 		if (rename(w.path, exec_path) < 0)
 			exec_path[0] = 0;
 	}
-	ht_tls.guard--;
+	ht_tls.guard -= HT_GUARD_OWN;
 }
 
 void ht_writer__exec_failed(void)
 {
 	if (ht_foreign_process() || !ws)
 		return;
-	ht_tls.guard++;
+	ht_tls.guard += HT_GUARD_OWN;
 	if (exec_path[0] && rename(exec_path, w.path) == 0)
 		exec_path[0] = 0;
 	if (!writer_alive() && !w.closed && !w.failed)
 		ht_writer__start();
 	request(REQ_REOPEN, 5000);
-	ht_tls.guard--;
+	ht_tls.guard -= HT_GUARD_OWN;
 }
 
 /* In the forked child (atfork handler, before buffer.c drops the shared

@@ -223,9 +223,12 @@ class T:
     def tool(self, args, timeout=120):
         return self.run([self.heaptrail] + list(args), timeout=timeout)
 
-    def stats(self, path, rc=0, timeout=120):
-        """heaptrail stats --json PATH, parsed.  Checks the exit status and
-        that every key of the contract is there."""
+    def stats(self, path, rc=0, timeout=120, dropped_ok=False):
+        """heaptrail stats --json PATH, parsed.  Checks the exit status,
+        that every key of the contract is there, and that the recorder
+        dropped no call (a call the tracer makes itself while it records,
+        counted as the program's, would show there: src/preload/nested.c)
+        unless dropped_ok."""
         r = self.tool(["stats", path, "--json"], timeout=timeout)
         if rc is not None and r.rc != rc:
             fail("expected exit %s from %s" % (rc, r.describe()))
@@ -234,6 +237,9 @@ class T:
         except ValueError as e:
             fail("stats --json printed no JSON (%s):\n%s" % (e, r.describe()))
         check_stats_keys(s)
+        if not dropped_ok and s.get("dropped"):
+            fail("%s: the recorder dropped %d calls (header's dropped):\n%s"
+                 % (path, s["dropped"], r.describe()))
         s["_run"] = r
         return s
 
