@@ -5,8 +5,10 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sched.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -14,6 +16,7 @@
 #include "preload.h"
 
 #define HT_POOL_BUFS 4096u   /* buffers in flight at most */
+#define HT_POOL_MIN 64u      /* ... when the address space is short */
 #define HT_THREAD_RECS 65536u /* thread records at most */
 
 __thread struct ht_tls ht_tls __attribute__((tls_model("initial-exec")));
@@ -48,8 +51,10 @@ static size_t region_bytes;        /* its size */
 static struct ht_shm *shm;         /* at its start */
 static struct ht_buf *q_stub;      /* queue stub node, after the header */
 static struct ht_thread *threads;  /* HT_THREAD_RECS records */
-static uint8_t *writer_area;       /* HT_WRITER_AREA + HT_INDEX_AREA bytes */
-static uint8_t *pool;              /* HT_POOL_BUFS * buf_bytes bytes */
+static uint8_t *writer_area;       /* HT_WRITER_AREA + index_area bytes */
+static uint8_t *pool;              /* pool_bufs * buf_bytes bytes */
+static uint32_t pool_bufs;         /* HT_POOL_BUFS, fewer if they did not fit */
+static size_t index_area;          /* HT_INDEX_AREA, less with fewer buffers */
 static size_t buf_bytes;           /* header + data of one buffer */
 
 static struct ht_buf *buf_at(uint32_t i)
@@ -65,17 +70,47 @@ int ht_buf__pool_init(void)
 	buf_bytes = (buf_bytes + 4095) & ~(size_t)4095;
 	size_t head = 4096; /* struct ht_shm, then the queue stub */
 	size_t thr = ((size_t)HT_THREAD_RECS * sizeof(struct ht_thread) + 4095) & ~(size_t)4095;
-	size_t bytes = head + thr + HT_WRITER_AREA + HT_INDEX_AREA + HT_POOL_BUFS * buf_bytes;
-	void *p = ht_own_map(bytes, MAP_SHARED | MAP_NORESERVE);
-	if (!p)
+	/* Reserved, not used (MAP_NORESERVE): ~340 MiB of address space with
+	 * 64 KiB buffers.  Under an address-space limit (ulimit -v, a
+	 * container's) it would be taken from the program's share: then at
+	 * most an eighth of the limit, with fewer buffers and a smaller index
+	 * (down to 1/64: a thread waits for the writer sooner, and a trace of
+	 * more chunks than the index holds is read by a scan; docs/record.md,
+	 * "Address space"). */
+	struct rlimit rl;
+	size_t cap = SIZE_MAX;
+	if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+		cap = (size_t)(rl.rlim_cur / 8);
+	void *p = NULL;
+	size_t bytes = 0;
+	for (unsigned shift = 0; !p && (HT_POOL_BUFS >> shift) >= HT_POOL_MIN; shift++) {
+		pool_bufs = HT_POOL_BUFS >> shift;
+		index_area = HT_INDEX_AREA >> shift;
+		bytes = head + thr + HT_WRITER_AREA + index_area + (size_t)pool_bufs * buf_bytes;
+		if (bytes <= cap)
+			p = ht_own_map(bytes, MAP_SHARED | MAP_NORESERVE);
+	}
+	if (!p) {
+		static int said;
+		if (said++)
+			return -1;
+		if (cap != SIZE_MAX)
+			ht_msg("the address-space limit of %llu MiB (ulimit -v) leaves no room for the "
+			       "recorder's buffers (%zu MiB at the least, an eighth of the limit at "
+			       "the most): the program runs untraced",
+			       (unsigned long long)(rl.rlim_cur >> 20), bytes >> 20);
+		else
+			ht_msg("cannot map the recorder's buffers (%zu MiB of address space): the "
+			       "program runs untraced", bytes >> 20);
 		return -1;
+	}
 	region = p;
 	region_bytes = bytes;
 	shm = p;
 	q_stub = (struct ht_buf *)(region + 2048);
 	threads = (struct ht_thread *)(region + head);
 	writer_area = region + head + thr;
-	pool = writer_area + HT_WRITER_AREA + HT_INDEX_AREA;
+	pool = writer_area + HT_WRITER_AREA + index_area;
 	atomic_store(&shm->q_head, q_stub);
 	shm->q_tail = q_stub;
 	atomic_store(&shm->epoch, atomic_load(ht_epoch_p));
@@ -87,7 +122,7 @@ int ht_buf__pool_init(void)
 
 void *ht_buf__writer_area(size_t *index_bytes)
 {
-	*index_bytes = HT_INDEX_AREA;
+	*index_bytes = index_area;
 	return region ? writer_area : NULL;
 }
 
@@ -130,7 +165,7 @@ struct ht_buf *ht_buf__get(uint32_t tid, uint64_t first_seq)
 			continue;
 		}
 		uint32_t n = atomic_load(&shm->pool_used);
-		if (n < HT_POOL_BUFS) {
+		if (n < pool_bufs) {
 			if (atomic_compare_exchange_weak(&shm->pool_used, &n, n + 1)) {
 				b = buf_at(n);
 				b->index = n;

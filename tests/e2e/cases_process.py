@@ -170,6 +170,60 @@ def test_signal_handler_allocates(t):
         t.note("%d heap calls of signal handlers dropped (counted): a loaded machine" % lost)
 
 
+def limited(kib, argv):
+    """argv under `ulimit -v KIB` (bash's)."""
+    return ["bash", "-c", 'ulimit -v %d && exec "$@"' % kib, "sh"] + list(argv)
+
+
+@case(timeout=180)
+def test_address_space_limit(t):
+    """Under an address-space limit (ulimit -v, as CI jobs and containers
+    set) the recorder reserves at most an eighth of it for its buffers
+    (fewer buffers, a smaller index, down to 1/64 of its ~340 MiB), so the
+    program keeps its share and every call is recorded; below the smallest
+    reservation the program runs untraced and the recorder says why, once.
+    Before: the whole ~340 MiB was taken from the program's share (under
+    `ulimit -v 1200000` tests/progs/huge.c's 1 GiB malloc failed, traced
+    only, and the program with it) or, when it did not fit, the program
+    ran untraced in silence and record blamed a static binary."""
+    out = t.path("huge.ht")
+    r = t.run(limited(1200000, [t.heaptrail, "record", "-q", "-o", out, "--", t.prog("huge")]))
+    eq(r.rc, 0, "huge under ulimit -v 1200000: exit status (%s)" % r.stderr.strip())
+    s = t.stats(out)
+    expect_calls(s, {"malloc": 3, "calloc": 1, "realloc": 1, "free": 2})
+    expect_calls(s, {"malloc": 1, "calloc": 1, "realloc": 1}, key="failed")
+    out = t.path("limited.ht")
+    r = t.run(limited(150000, [t.heaptrail, "record", "-q", "-o", out, "--", t.prog("randloop"),
+                               "20000"]))
+    eq(r.rc, 0, "record under ulimit -v 150000: %s" % r.stderr.strip())
+    s = t.stats(out)
+    expect_calls(s, {"malloc": 20000, "free": 20000})
+    expect(s, complete=True, closed=True)
+    # Lower, under LD_PRELOAD: traced while an eighth of the limit holds the
+    # smallest reservation, then untraced with the recorder's one line,
+    # then the loader cannot map the program's libraries; never a program
+    # that fails, never untraced in silence.
+    said = traced = 0
+    for kib in range(80000, 2000, -4000):
+        w = t.path("w%d.ht" % kib)
+        r = t.run(limited(kib, [t.prog("randloop"), "2000"]),
+                  env={"LD_PRELOAD": t.preload, "HEAPTRAIL_OUT": w})
+        if r.rc == 127:  # the loader's limit: below the program's own
+            break
+        eq(r.rc, 0, "ulimit -v %d: exit status (%s)" % (kib, r.stderr.strip()))
+        if os.path.exists(w):
+            expect_calls(t.stats(w), {"malloc": 2000, "free": 2000})
+            traced += 1
+            continue
+        check("leaves no room for the recorder's buffers" in r.stderr and
+              "the program runs untraced" in r.stderr,
+              "ulimit -v %d: untraced, and nothing said:\n%s" % (kib, r.stderr))
+        eq(r.stderr.count("heaptrail:"), 1, "ulimit -v %d: lines of the recorder's" % kib)
+        said += 1
+    check(traced and said, "between 80000 and 2000 KiB: %d limits traced, %d untraced with "
+          "the recorder's line: want both" % (traced, said))
+
+
 @case()
 def test_fork_not_followed(t):
     out = t.path("fork.ht")
