@@ -16,7 +16,7 @@
 #include "preload.h"
 
 #define HT_POOL_BUFS 4096u   /* buffers in flight at most */
-#define HT_POOL_MIN 64u      /* ... when the address space is short */
+#define HT_POOL_MIN 128u     /* ... when the address space is short */
 #define HT_THREAD_RECS 65536u /* thread records at most */
 
 __thread struct ht_tls ht_tls __attribute__((tls_model("initial-exec")));
@@ -74,7 +74,7 @@ int ht_buf__pool_init(void)
 	 * 64 KiB buffers.  Under an address-space limit (ulimit -v, a
 	 * container's) it would be taken from the program's share: then at
 	 * most an eighth of the limit, with fewer buffers and a smaller index
-	 * (down to 1/64: a thread waits for the writer sooner, and a trace of
+	 * (down to 1/32: a thread waits for the writer sooner, and a trace of
 	 * more chunks than the index holds is read by a scan; docs/record.md,
 	 * "Address space"). */
 	struct rlimit rl;

@@ -179,7 +179,7 @@ def limited(kib, argv):
 def test_address_space_limit(t):
     """Under an address-space limit (ulimit -v, as CI jobs and containers
     set) the recorder reserves at most an eighth of it for its buffers
-    (fewer buffers, a smaller index, down to 1/64 of its ~340 MiB), so the
+    (fewer buffers, a smaller index, down to 1/32 of its ~340 MiB), so the
     program keeps its share and every call is recorded; below the smallest
     reservation the program runs untraced and the recorder says why, once.
     Before: the whole ~340 MiB was taken from the program's share (under
@@ -204,7 +204,7 @@ def test_address_space_limit(t):
     # then the loader cannot map the program's libraries; never a program
     # that fails, never untraced in silence.
     said = traced = 0
-    for kib in range(80000, 2000, -4000):
+    for kib in range(160000, 2000, -8000):
         w = t.path("w%d.ht" % kib)
         r = t.run(limited(kib, [t.prog("randloop"), "2000"]),
                   env={"LD_PRELOAD": t.preload, "HEAPTRAIL_OUT": w})
@@ -220,7 +220,7 @@ def test_address_space_limit(t):
               "ulimit -v %d: untraced, and nothing said:\n%s" % (kib, r.stderr))
         eq(r.stderr.count("heaptrail:"), 1, "ulimit -v %d: lines of the recorder's" % kib)
         said += 1
-    check(traced and said, "between 80000 and 2000 KiB: %d limits traced, %d untraced with "
+    check(traced and said, "between 160000 and 2000 KiB: %d limits traced, %d untraced with "
           "the recorder's line: want both" % (traced, said))
 
 
