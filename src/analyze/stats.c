@@ -468,8 +468,8 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_trace_inf
 		fprintf(f, "unknown frees    %llu (blocks allocated before recording started)\n",
 		       (unsigned long long)s->unknown_frees);
 	if (in->dropped)
-		fprintf(f, "not recorded     %llu calls (made by signal handlers while the recorder "
-			   "was busy: not in the figures above)\n",
+		fprintf(f, "not recorded     %llu calls (of signal handlers while the recorder was "
+			   "busy, or of threads beyond its buffers: not in the figures above)\n",
 		       (unsigned long long)in->dropped);
 	if (s->re_calls)
 		fprintf(f, "realloc          %llu calls: %llu moved, %llu in place, %llu as malloc, %llu as "

@@ -43,7 +43,8 @@ struct ht_shm {
 	struct ht_buf *q_tail;                /* hand-off queue: consumer (writer) side */
 	_Atomic uint32_t threads_used;        /* thread records handed out */
 	_Atomic(struct ht_thread *) thread_list; /* all thread records, newest first */
-	_Atomic uint64_t dropped;             /* calls not recorded (nested.c) */
+	_Atomic uint64_t dropped;             /* calls not recorded (nested.c, no buffer) */
+	_Atomic uint32_t freed;               /* buffers put back so far */
 };
 
 static uint8_t *region;            /* the shared mapping */
@@ -149,9 +150,10 @@ static void pause_briefly(void)
 	nanosleep(&ts, NULL);
 }
 
-struct ht_buf *ht_buf__get(uint32_t tid, uint64_t first_seq)
+struct ht_buf *ht_buf__get(uint32_t tid, uint64_t first_seq, unsigned wait_ms)
 {
 	struct ht_buf *b = NULL;
+	unsigned waits = 0;
 	for (;;) {
 		uint64_t head = atomic_load_explicit(&shm->free_head, memory_order_acquire);
 		uint32_t idx = (uint32_t)head;
@@ -175,7 +177,12 @@ struct ht_buf *ht_buf__get(uint32_t tid, uint64_t first_seq)
 		}
 		/* Every buffer is waiting for the writer: wait for it rather
 		 * than lose events, unless it is dead (then this thread
-		 * writes them out). */
+		 * writes them out).  A thread that has none yet gives up after
+		 * wait_ms: with more threads recording at once than buffers,
+		 * every one is some thread's current buffer and none may come
+		 * back until a thread ends. */
+		if (waits++ >= wait_ms * 5)
+			return NULL;
 		ht_writer__rescue();
 		pause_briefly();
 	}
@@ -196,9 +203,16 @@ void ht_buf__put(struct ht_buf *b)
 		uint64_t head = atomic_load(&shm->free_head);
 		b->free_next = (uint32_t)head;
 		uint64_t next = ((head >> 32) + 1) << 32 | (b->index + 1);
-		if (atomic_compare_exchange_weak(&shm->free_head, &head, next))
+		if (atomic_compare_exchange_weak(&shm->free_head, &head, next)) {
+			atomic_fetch_add_explicit(&shm->freed, 1, memory_order_release);
 			return;
+		}
 	}
+}
+
+uint32_t ht_buf__freed(void)
+{
+	return shm ? atomic_load_explicit(&shm->freed, memory_order_acquire) : 0;
 }
 
 /* Vyukov's intrusive MPSC queue: wait-free push, single consumer. */
@@ -317,11 +331,26 @@ static void write_sync(struct ht_tls *t, uint64_t ts)
 	commit(t);
 }
 
-void ht_tls__refill(struct ht_tls *t, uint64_t ts)
+int ht_tls__refill(struct ht_tls *t, uint64_t ts)
 {
 	struct ht_buf *old = t->buf;
 	uint64_t seq = old ? old->first_seq + t->nev : t->next_seq;
-	struct ht_buf *b = ht_buf__get(t->tid, seq);
+	if (old) {
+		/* Handed over before the next is taken: with every buffer some
+		 * thread's, the writer can free this one for it. */
+		if (t->rec)
+			atomic_store_explicit(&t->rec->cur, NULL, memory_order_release);
+		ht_queue__push(old);
+		ht_writer__kick();
+		ht_writer__report_failure();
+	}
+	/* (a thread with none yet waits 20 ms, then goes without: ht_tls__prepare) */
+	struct ht_buf *b = ht_buf__get(t->tid, seq, old ? UINT32_MAX / 5 : t->nobuf ? 0 : 20);
+	if (!b) {
+		t->buf = NULL;
+		t->end = NULL;
+		return 0;
+	}
 	t->buf = b;
 	t->pos = b->data;
 	t->end = ht_tls__end(t);
@@ -329,13 +358,9 @@ void ht_tls__refill(struct ht_tls *t, uint64_t ts)
 	if (t->rec)
 		atomic_store_explicit(&t->rec->cur, b, memory_order_release);
 	write_sync(t, ts);
-	if (old) {
-		ht_queue__push(old);
-		ht_writer__kick();
-		ht_writer__report_failure();
-	}
 	if (HT_UNLIKELY(ht_nested__pending(t)))
 		t->end = NULL; /* (kept while t->end was being set: the next record drains) */
+	return 1;
 }
 
 uint8_t *ht_tls__end(const struct ht_tls *t)
@@ -399,12 +424,36 @@ int ht_tls__prepare(struct ht_tls *t, uint64_t *ts)
 {
 	if (t->state == 1)
 		return 1;
-	t->guard += HT_GUARD_OWN;
-	int r = prepare_own(t, ts);
-	t->guard -= HT_GUARD_OWN;
-	if (!r)
+	int r;
+	if (t->nobuf) {
+		/* No buffer was to be had: this call is counted, and another
+		 * try made once the writer has put one back. */
+		uint32_t freed = ht_buf__freed();
+		if (freed == t->nobuf_freed) {
+			ht_nested__drop();
+			return 0;
+		}
+		t->nobuf_freed = freed;
+		r = t->nobuf; /* (1, or 2 if the thread's start is still to be said) */
+	} else {
+		t->guard += HT_GUARD_OWN;
+		r = prepare_own(t, ts);
+		t->guard -= HT_GUARD_OWN;
+		if (!r)
+			return 0;
+	}
+	t->state = 1;
+	if (!ht_tls__refill(t, *ts)) {
+		/* More threads recording at once than buffers (docs/record.md,
+		 * "Address space"): this one goes without, its calls counted. */
+		if (!t->nobuf)
+			t->nobuf_freed = ht_buf__freed();
+		t->nobuf = r;
+		t->state = 3;
+		ht_nested__drop();
 		return 0;
-	ht_tls__refill(t, *ts);
+	}
+	t->nobuf = 0;
 	if (r == 2) {
 		uint64_t v[1] = {t->creator};
 		encode(t, HT_EV_THREAD_START, 0, *ts, v, NULL, 0, NULL);

@@ -240,6 +240,7 @@ static void after_fork_child(void)
 	t->buf = NULL;
 	t->end = NULL; /* hot_ready() takes the slow path */
 	t->nested_tail = t->nested_head; /* (a handler's calls kept before the fork: the parent's) */
+	t->nobuf = 0;
 	t->rec = NULL;
 	t->creator = 0;
 	if (!ht_opt.follow_fork)

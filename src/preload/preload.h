@@ -135,6 +135,9 @@ struct ht_tls {
 	int sample_old;         /* the block of the realloc under way was sampled (sample.c) */
 	uint64_t rng;           /* the sampler's random state */
 	uint64_t oidx;          /* the thread's index in the order table's keys (order.c) */
+	int nobuf;              /* no buffer was to be had (state 3): 2 if its start is
+				 * still to be recorded, else 1; 0 normally */
+	uint32_t nobuf_freed;   /* ht_buf__freed() when it last tried */
 	/* nested.c: calls signal handlers made while the thread recorded, in
 	 * a ring (indexes that wrap) */
 	volatile uint32_t nested_head;     /* calls kept */
@@ -191,15 +194,20 @@ void ht_buf__pool_reset_after_fork(void);
  * state, then *index_bytes (HT_INDEX_AREA) for its chunk index; NULL
  * before the mapping exists. */
 void *ht_buf__writer_area(size_t *index_bytes);
-struct ht_buf *ht_buf__get(uint32_t tid, uint64_t first_seq);
+/* A free buffer; waits for the writer to put one back when there is none,
+ * for good or wait_ms (then NULL). */
+struct ht_buf *ht_buf__get(uint32_t tid, uint64_t first_seq, unsigned wait_ms);
+/* Buffers put back so far (a count that wraps). */
+uint32_t ht_buf__freed(void);
 void ht_buf__put(struct ht_buf *b);
 void ht_queue__push(struct ht_buf *b);
 struct ht_buf *ht_queue__pop(void);
 struct ht_thread *ht_thread__first(void);
 struct ht_thread *ht_thread__get(uint32_t tid);
 
-/* Starts a fresh buffer for the calling thread (first event, or full). */
-void ht_tls__refill(struct ht_tls *t, uint64_t ts);
+/* Starts a fresh buffer for the calling thread (first event, or full);
+ * 0 if a thread without one found none (then t->buf and t->end are NULL). */
+int ht_tls__refill(struct ht_tls *t, uint64_t ts);
 /* Called when the thread exits: final record, hand the buffer over. */
 void ht_tls__exit(struct ht_tls *t);
 /* Makes the thread's state fit for recording; 0 if it cannot record.

@@ -419,9 +419,9 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 	r->exe = dup_section(r, HT_SEC_EXE, 0);
 	r->info.closed = (r->hdr.flags & HT_FILE_F_CLOSED) != 0;
 	if (r->hdr.dropped) /* (said first: the figures are short of these calls) */
-		ht_rd__warn(r, "the recorder could not record %llu calls of the program (made by "
-			       "signal handlers while it was recording another call, more than it "
-			       "keeps for later): figures miss them",
+		ht_rd__warn(r, "the recorder could not record %llu calls of the program (signal "
+			       "handlers' calls beyond those it keeps for later, or threads beyond "
+			       "its buffers: docs/record.md): figures miss them",
 			    (unsigned long long)r->hdr.dropped);
 	if (r->info.closed && load_index(r) == 0) {
 		r->info.indexed = 1;

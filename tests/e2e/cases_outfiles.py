@@ -104,7 +104,7 @@ def run_ok(t, args, what, timeout=120):
     return r
 
 
-@case(timeout=120, labels=("analyzers", "safety"))
+@case(timeout=120, labels=("analyzers", "safety"), locks=("pids",))
 def test_outfile_symlinks(t):
     """export (each format), report, flamegraph, timeline and diff (each
     output): symlinks planted at the output and at the temporary's
@@ -140,7 +140,7 @@ def test_outfile_symlinks(t):
         os.umask(old)
 
 
-@case(timeout=180, labels=("replay", "safety"))
+@case(timeout=180, labels=("replay", "safety"), locks=("pids",))
 def test_outfile_symlinks_replay(t):
     """convert, replay --rss-csv, compare -o: the same, and compact (its
     temporary was TRACE.compact.PID: files planted there made it fail)."""

@@ -10,7 +10,7 @@ import time
 
 from htformat import FILE_F_FORK_CHILD, Trace
 from htlib import (GLIBC_DTV_CALLOCS_PER_THREAD, case, check, children, comm, eq, expect,
-                   expect_calls, fail, file_mode, kill_quietly, live_set_check)
+                   expect_calls, fail, file_mode, kill_quietly, live_set_check, skip)
 
 
 def child_pid(run, name="child"):
@@ -222,6 +222,39 @@ def test_address_space_limit(t):
         said += 1
     check(traced and said, "between 160000 and 2000 KiB: %d limits traced, %d untraced with "
           "the recorder's line: want both" % (traced, said))
+
+
+@case(timeout=240, locks=("pids",))
+def test_more_threads_than_buffers(t):
+    """4200 threads that each allocate and wait until all have started:
+    more threads recording at once than the recorder's 4096 buffers, each
+    of them some thread's current buffer.  The threads beyond go without
+    (their calls counted in `dropped`, said by the readers) and try again
+    once a buffer is put back; the program ends as it does untraced.
+    Before: the 4097th thread waited for a buffer for good, and so did the
+    program (a server with a thread per connection)."""
+    n = 4200
+    probe = t.run([t.prog("manythreads"), str(n)], timeout=120)
+    if probe.rc == 3:
+        skip("this machine lets a process make %s threads, not %d"
+             % (probe.stdout.split(": ")[-1].strip(), n))
+    eq(probe.rc, 0, "manythreads untraced: %s" % probe.describe())
+    out = t.path("many.ht")
+    r = t.run([t.heaptrail, "record", "-q", "-o", out, "--", t.prog("manythreads"), str(n)],
+              timeout=120)
+    eq(r.rc, 0, "record: exit status (%s)" % r.stderr.strip())
+    check("threads: %d" % n in r.stdout, "the program did not end its way:\n%s" % r.stdout)
+    s = t.stats(out, dropped_ok=True)
+    expect(s, complete=True, closed=True)
+    check(s["threads"] <= 4096 + 1, "%d threads in the trace, more than the buffers"
+          % s["threads"])
+    # each thread beyond the buffers lost at least its malloc, counted
+    lost = n + 1 - s["calls"]["malloc"]
+    check(lost >= n - 4096, "%d mallocs of %d missing: fewer than the threads beyond the "
+          "buffers" % (lost, n + 1))
+    check(s["dropped"] >= lost, "dropped %d, but %d mallocs missing" % (s["dropped"], lost))
+    check("could not record %d calls of the program" % s["dropped"] in s["_run"].stderr,
+          "no warning of the calls not recorded:\n%s" % s["_run"].stderr)
 
 
 @case()

@@ -469,7 +469,7 @@ def test_record_output_too_long(t):
         eq(t.stats(out)["calls"]["malloc"], 20, "the trace at a name of %d bytes" % n)
 
 
-@case()
+@case(locks=("pids",))
 def test_record_output_symlink(t):
     """A symlink at record's output path (to a file with other content, to
     a trace, dangling; or at the name OUT.%p expands to) is never written

@@ -14,7 +14,7 @@ from htlib import case, check, eq, file_mode, next_pids, skip, which
 NOBODY = 65534
 
 
-@case(labels=("safety",))
+@case(labels=("safety",), locks=("pids",))
 def test_symlink_at_pid_path(t):
     """HEAPTRAIL_OUT with %p: symlinks planted at the names the next 300
     pids expand to (and at the fork child's NAME.PID) point at a file of

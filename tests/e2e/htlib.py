@@ -593,7 +593,9 @@ def mallocs_in(t, path):
 
 
 def next_pids(n):
-    """The next n pids the kernel will probably hand out."""
+    """The next n pids the kernel will probably hand out.  A test that
+    counts on them takes the "pids" lock, which a test that makes
+    thousands of threads takes too (test_more_threads_than_buffers)."""
     with open("/proc/sys/kernel/ns_last_pid") as f:
         last = int(f.read())
     with open("/proc/sys/kernel/pid_max") as f:
