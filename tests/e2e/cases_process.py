@@ -246,8 +246,9 @@ def test_more_threads_than_buffers(t):
     check("threads: %d" % n in r.stdout, "the program did not end its way:\n%s" % r.stdout)
     s = t.stats(out, dropped_ok=True)
     expect(s, complete=True, closed=True)
-    check(s["threads"] <= 4096 + 1, "%d threads in the trace, more than the buffers"
-          % s["threads"])
+    # (threads that went without get a buffer once others end: more than
+    # 4096 may show in the trace, never all that ran at once)
+    check(4096 <= s["threads"] <= n + 1, "%d threads in the trace" % s["threads"])
     # each thread beyond the buffers lost at least its malloc, counted
     lost = n + 1 - s["calls"]["malloc"]
     check(lost >= n - 4096, "%d mallocs of %d missing: fewer than the threads beyond the "
