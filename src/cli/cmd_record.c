@@ -633,13 +633,17 @@ static void summarize(const char *path, const char *shown, const char *prefix,
 	if (stat(path, &st) == 0)
 		ht_fmt_bytes(sz, (uint64_t)st.st_size);
 	char *kidmsg = child_traces_msg(path, shown, run);
+	char lost[96] = ""; /* calls the recorder could not record (docs/FORMAT.md, dropped) */
+	if (in->dropped)
+		snprintf(lost, sizeof(lost), ", %llu calls not recorded (see 'heaptrail stats')",
+			 (unsigned long long)in->dropped);
 	fprintf(stderr,
-		"heaptrail: %swrote %llu events from %u thread%s to %s (%s)%s%s%s; see 'heaptrail "
+		"heaptrail: %swrote %llu events from %u thread%s to %s (%s)%s%s%s%s; see 'heaptrail "
 		"stats %s'\n",
 		prefix, (unsigned long long)in->events_chunks, in->nthreads,
 		in->nthreads == 1 ? "" : "s", shown, sz,
-		in->flags & HT_FILE_F_DISK_FULL ? ", until a write failed" : "", kidmsg ? kidmsg : "", note,
-		shown);
+		in->flags & HT_FILE_F_DISK_FULL ? ", until a write failed" : "", lost,
+		kidmsg ? kidmsg : "", note, shown);
 	free(kidmsg);
 	/* (a write error: the recorder said so; the trace ends where it stopped) */
 	if (ht_reader__error(r) && !(in->flags & HT_FILE_F_DISK_FULL))

@@ -224,7 +224,7 @@ def test_address_space_limit(t):
           "the recorder's line: want both" % (traced, said))
 
 
-@case(timeout=240, locks=("pids",))
+@case(timeout=240, locks=("pids", "serial"))
 def test_more_threads_than_buffers(t):
     """4200 threads that each allocate and wait until all have started:
     more threads recording at once than the recorder's 4096 buffers, each
@@ -240,7 +240,7 @@ def test_more_threads_than_buffers(t):
              % (probe.stdout.split(": ")[-1].strip(), n))
     eq(probe.rc, 0, "manythreads untraced: %s" % probe.describe())
     out = t.path("many.ht")
-    r = t.run([t.heaptrail, "record", "-q", "-o", out, "--", t.prog("manythreads"), str(n)],
+    r = t.run([t.heaptrail, "record", "-o", out, "--", t.prog("manythreads"), str(n)],
               timeout=120)
     eq(r.rc, 0, "record: exit status (%s)" % r.stderr.strip())
     check("threads: %d" % n in r.stdout, "the program did not end its way:\n%s" % r.stdout)
@@ -256,6 +256,8 @@ def test_more_threads_than_buffers(t):
     check(s["dropped"] >= lost, "dropped %d, but %d mallocs missing" % (s["dropped"], lost))
     check("could not record %d calls of the program" % s["dropped"] in s["_run"].stderr,
           "no warning of the calls not recorded:\n%s" % s["_run"].stderr)
+    check(", %d calls not recorded (see 'heaptrail stats')" % s["dropped"] in r.stderr,
+          "record's line does not say how many calls were not recorded:\n%s" % r.stderr)
 
 
 @case()

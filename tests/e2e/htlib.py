@@ -595,7 +595,8 @@ def mallocs_in(t, path):
 def next_pids(n):
     """The next n pids the kernel will probably hand out.  A test that
     counts on them takes the "pids" lock, which a test that makes
-    thousands of threads takes too (test_more_threads_than_buffers)."""
+    thousands of threads takes too (test_more_threads_than_buffers, which
+    also runs alone: the lock "serial", ctest's RUN_SERIAL)."""
     with open("/proc/sys/kernel/ns_last_pid") as f:
         last = int(f.read())
     with open("/proc/sys/kernel/pid_max") as f:
