@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -694,8 +693,9 @@ static pid_t still_written(const char *path)
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		return 0;
+	/* (a writer finishing for a program that has ended is waited for) */
 	if (pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) && h.pid > 0 &&
-	    flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK &&
+	    ht_trace__wait_writer(fd, h.pid, HT_WAIT_WRITER_MS) &&
 	    (kill(h.pid, 0) == 0 || errno == EPERM))
 		pid = h.pid;
 	close(fd);

@@ -368,12 +368,17 @@ uint8_t *ht_tls__end(const struct ht_tls *t)
 	return t->buf->data + t->buf->cap - HT_MAX_RECORD - HT_MAX_STR - 16;
 }
 
-void ht_tls__room(struct ht_tls *t, uint64_t ts)
+int ht_tls__drain_kept(struct ht_tls *t)
 {
 	t->end = ht_tls__end(t); /* (NULL only to bring the record here) */
 	if (ht_nested__pending(t) && !t->nested_draining)
 		ht_nested__drain(t);
-	if (t->pos >= t->end)
+	return t->pos >= t->end;
+}
+
+void ht_tls__room(struct ht_tls *t, uint64_t ts)
+{
+	if (ht_tls__drain_kept(t))
 		ht_tls__refill(t, ts);
 }
 

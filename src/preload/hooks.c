@@ -248,10 +248,7 @@ static __attribute__((noinline, cold)) int hot_ready_slow(struct ht_tls *t, int 
 		if (!ht_tls__prepare(t, &now))
 			return 0;
 	}
-	t->end = ht_tls__end(t); /* (NULL only to bring the record here) */
-	if (ht_nested__pending(t) && !t->nested_draining)
-		ht_nested__drain(t); /* (a handler's calls, kept during the last record) */
-	if (t->pos >= t->end)
+	if (ht_tls__drain_kept(t)) /* (a handler's calls, kept during the last record) */
 		ht_tls__refill(t, timed ? ts : release ? ht_now_release() : ht_now());
 	return 1;
 }

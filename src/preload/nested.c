@@ -72,11 +72,8 @@ void ht_nested__drain(struct ht_tls *t)
 		atomic_signal_fence(memory_order_seq_cst);
 		t->nested_tail = t->nested_tail + 1;
 		atomic_signal_fence(memory_order_seq_cst);
-		t->end = ht_tls__end(t);
-		if (t->pos >= t->end)
-			ht_tls__refill(t, c.ts);
-		if ((int64_t)(c.ts - t->last_ts) < 0)
-			c.ts = t->last_ts; /* (dated in the handler, during the record before) */
+		/* (the encoder takes a new buffer if need be, and dates the call
+		 * no earlier than the record before: it was dated in the handler) */
 		ht_nested__write(t, c.kind, c.flags, c.ts, c.v);
 	}
 	atomic_signal_fence(memory_order_seq_cst);

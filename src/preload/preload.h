@@ -181,6 +181,10 @@ static inline int ht_nested__pending(const struct ht_tls *t)
  * are recorded (t->end was NULL for them), and a new buffer taken if the
  * record does not fit, its SYNC dated ts. */
 void ht_tls__room(struct ht_tls *t, uint64_t ts);
+/* ht_tls__room's first half: t->end set again, the kept calls recorded;
+ * whether the record still needs a new buffer (for a caller that dates
+ * its SYNC only then). */
+int ht_tls__drain_kept(struct ht_tls *t);
 /* Writes one kept call (buffer.c's encoder, as ht_record would have). */
 void ht_nested__write(struct ht_tls *t, int kind, int flags, uint64_t ts, const uint64_t *vals);
 /* t->end as the buffer allows (buffer.c), for a thread with a buffer. */
