@@ -317,6 +317,8 @@ void ht_stats__json(const struct ht_stats *s, struct ht_json *j, const struct ht
 	ht_json__str(j, "trace", path);
 	ht_json__i64(j, "pid", in->pid);
 	ht_json__str(j, "command", in->cmdline);
+	if (in->allocator) /* (only then: glibc's otherwise) */
+		ht_json__str(j, "allocator", in->allocator);
 	ht_json__bool(j, "complete", complete);
 	ht_json__bool(j, "closed", in->closed);
 	ht_json__bool(j, "orphaned", in->orphaned);
@@ -433,6 +435,8 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_trace_inf
 {
 	char b1[32], b2[32], b3[32];
 	fprintf(f, "trace      %s\ncommand    %s (pid %d)\n", path, in->cmdline, in->pid);
+	if (in->allocator)
+		fprintf(f, "allocator  %s (not glibc's: usable sizes are its own)\n", in->allocator);
 	fprintf(f, "duration   %s, %llu events, %zu thread%s%s\n", ht_fmt_ns(b1, in->duration_ns),
 	       (unsigned long long)s->events, s->nthreads, s->nthreads == 1 ? "" : "s",
 	       in->closed             ? ""
@@ -477,8 +481,9 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_trace_inf
 		       (unsigned long long)s->re_moved, (unsigned long long)s->re_inplace,
 		       (unsigned long long)s->re_as_malloc, (unsigned long long)s->re_as_free,
 		       (unsigned long long)s->re_failed);
-	fprintf(f, "mmapped chunks   %llu allocations served by mmap, %s\n",
-	       (unsigned long long)s->mmc_allocs, ht_fmt_bytes(b1, s->mmc_bytes));
+	if (!in->allocator) /* (glibc's chunk flag: another allocator's blocks have none) */
+		fprintf(f, "mmapped chunks   %llu allocations served by mmap, %s\n",
+		       (unsigned long long)s->mmc_allocs, ht_fmt_bytes(b1, s->mmc_bytes));
 	if (s->brk_events)
 		fprintf(f, "heap break       grew %+lld bytes in %llu moves (max %s above start)\n",
 		       (long long)(s->brk_final - s->brk_initial),

@@ -77,6 +77,15 @@ int cmd_heap(int argc, char **argv)
 		ret = HT_EXIT_DATA;
 		goto cleanup;
 	}
+	const char *other = ht_reader__info(r)->allocator;
+	if (other) {
+		ht_error("%s: the program's malloc was not glibc's but that of %s: 'heap' shows glibc's "
+			 "arenas, heaps and thresholds, which that allocator does not have; 'stats', "
+			 "'timeline', 'top' and 'leaks' show its blocks",
+			 argv[0], other);
+		ret = HT_EXIT_DATA;
+		goto cleanup;
+	}
 	h = ht_heapinfo__new(r);
 	if (!h) {
 		ht_error("out of memory");

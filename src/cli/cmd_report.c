@@ -434,6 +434,14 @@ static void section_flame(struct page *pg)
 static void section_heap(struct page *pg)
 {
 	FILE *f = pg->f;
+	const char *other = ht_reader__info(pg->r)->allocator;
+	if (other) {
+		fputs("<section id=\"heap\"><h2>glibc's heap: arenas, heaps, thresholds</h2>\n<p>"
+		      "The program's malloc was not glibc's but that of ", f);
+		ht_html__text(f, other);
+		fputs(": there are no glibc arenas, heaps or thresholds to show.</p>\n</section>\n", f);
+		return;
+	}
 	char *html = NULL;
 	size_t len = 0;
 	FILE *m = open_memstream(&html, &len);

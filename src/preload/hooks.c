@@ -31,15 +31,10 @@
 
 #include "preload.h"
 
-/* glibc's own entry points: forwarding to these needs no dlsym. */
+/* glibc's own entry points, which the fast paths call (alloc.c forwards the
+ * rest, to another allocator when the program runs on one). */
 extern void *__libc_malloc(size_t);
 extern void __libc_free(void *);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void *__libc_memalign(size_t, size_t);
-extern void *__libc_valloc(size_t);
-extern void *__libc_pvalloc(size_t);
-extern int __libc_mallopt(int, int);
 extern void *__curbrk;
 
 /* Everything else is found with dlsym(RTLD_NEXT) once, at start-up. */
@@ -160,6 +155,17 @@ static inline int chunk_flags(const void *p, uint64_t *usable)
 	int mm = (h & 2) != 0;
 	*usable = (h & ~(size_t)7) - (mm ? 2 * sizeof(size_t) : sizeof(size_t));
 	return (mm ? HT_F_MMAPPED : 0) | ((h & 4) ? HT_F_NONMAIN : 0);
+}
+
+/* chunk_flags() for any allocator: another one's blocks have no such
+ * header, and their usable size is the allocator's answer (alloc.c). */
+static inline int block_flags(const void *p, uint64_t size, uint64_t *usable)
+{
+	if (HT_UNLIKELY(ht_alloc_other)) {
+		*usable = ht_alloc__usable((void *)p, size);
+		return 0;
+	}
+	return chunk_flags(p, usable);
 }
 
 /* The 'U' field of a record (format.h): 0 whenever glibc's rounding
@@ -290,7 +296,7 @@ rec_malloc_with(struct ht_tls *t, size_t size, void *p, int stacked, int timed, 
 	if (timed)
 		put_duration(t, dur);
 	uint64_t usable = size;
-	int flags = HT_LIKELY(p != NULL) ? chunk_flags(p, &usable) : 0;
+	int flags = HT_LIKELY(p != NULL) ? block_flags(p, size, &usable) : 0;
 	uint64_t f0 = size;
 	uint64_t f1 = ht_zigzag((int64_t)((uintptr_t)p - t->last_ptr));
 	uint64_t f2 = ht_slack(p, size, usable, flags);
@@ -340,7 +346,7 @@ static inline __attribute__((always_inline)) void rec_free_with(struct ht_tls *t
 	if (!hot_ready(t, 1, timed, ts))
 		goto out;
 	uint64_t usable;
-	int flags = timed ? tflags : HT_LIKELY(p != NULL) ? chunk_flags(p, &usable) : 0;
+	int flags = timed ? tflags : HT_LIKELY(p != NULL) ? block_flags(p, 0, &usable) : 0;
 	if (timed)
 		put_duration(t, dur);
 	uint64_t f0 = ht_zigzag((int64_t)((uintptr_t)p - t->last_ptr));
@@ -400,7 +406,7 @@ static inline uint64_t timed_start(void)
 static __attribute__((noinline)) void *malloc_slow(struct ht_tls *t, size_t size)
 {
 	uint64_t t0 = timed_start();
-	void *p = __libc_malloc(size);
+	void *p = ht_alloc__malloc(size);
 	if (tracing(t))
 		rec_malloc_slow(t, size, p, t0);
 	else if (nested(t))
@@ -511,26 +517,30 @@ HT_EXPORT void *malloc(size_t size)
 	return p;
 }
 
+/* This library's own malloc, whatever the program's is (alloc.c). */
+extern __typeof__(malloc) ht_self_malloc
+	__attribute__((alias("malloc"), copy(malloc), visibility("hidden")));
+
 /* free out of the fast path: sampled, or timed (--durations). */
 static __attribute__((noinline)) void free_slow(struct ht_tls *t, void *p)
 {
 	if (ht_opt.sample_bytes && !ht_sample__free((uintptr_t)p)) {
-		__libc_free(p); /* a block that was not sampled */
+		ht_alloc__free(p); /* a block that was not sampled */
 		check_brk();
 		return;
 	}
 	if (!ht_opt.durations) {
 		rec_free(t, p);
-		__libc_free(p);
+		ht_alloc__free(p);
 		check_brk();
 		return;
 	}
 	uint64_t usable;
-	int flags = p ? chunk_flags(p, &usable) : 0;
+	int flags = p ? block_flags(p, 0, &usable) : 0;
 	if (p) /* the next event on p may come as soon as it is released */
 		ht_order__note(t, (uintptr_t)p);
 	uint64_t t0 = ht_now_release();
-	__libc_free(p);
+	ht_alloc__free(p);
 	uint64_t t1 = ht_now();
 	rec_free_with(t, p, 1, flags, t0, t1 - t0);
 	check_brk();
@@ -540,7 +550,7 @@ static __attribute__((noinline)) void free_slow(struct ht_tls *t, void *p)
 static __attribute__((noinline, cold)) void free_cold(void *p)
 {
 	rec_free(&ht_tls, p);
-	__libc_free(p);
+	ht_alloc__free(p);
 	check_brk();
 }
 
@@ -554,7 +564,7 @@ HT_EXPORT void free(void *p)
 	if (!tracing(t)) {
 		if (nested(t))
 			keep_free(t, p);
-		__libc_free(p);
+		ht_alloc__free(p);
 		return;
 	}
 	if (HT_UNLIKELY(ht_opt.slow_free)) {
@@ -593,7 +603,7 @@ HT_EXPORT void free(void *p)
 static inline uint64_t slack(const void *p, uint64_t size, int *flags)
 {
 	uint64_t usable = 0;
-	*flags = p ? chunk_flags(p, &usable) : 0;
+	*flags = p ? block_flags(p, size, &usable) : 0;
 	return ht_slack(p, size, usable, *flags);
 }
 
@@ -653,11 +663,24 @@ static __attribute__((noinline, cold)) void keep_alloc(struct ht_tls *t, int kin
 	ht_nested__keep(t, kind, flags, ht_now(), v, n);
 }
 
+/* After an allocation call of kind returned p: recorded, or kept when a
+ * signal handler made it during a record (a0..a2 as alloc_vals takes
+ * them; t0 the start of a timed call). */
+static inline void alloc_done(int kind, uint64_t a0, uint64_t a1, uint64_t a2, uint64_t size,
+			      void *p, uint64_t t0)
+{
+	struct ht_tls *t = &ht_tls;
+	if (tracing(t))
+		rec_alloc(kind, a0, a1, a2, size, p, t0);
+	else if (nested(t))
+		keep_alloc(t, kind, a0, a1, a2, size, p);
+}
+
 /* The same for a free, before the block is released. */
 static __attribute__((noinline, cold)) void keep_free(struct ht_tls *t, void *p)
 {
 	uint64_t usable, v[1] = {(uintptr_t)p};
-	int flags = p ? chunk_flags(p, &usable) : 0;
+	int flags = p ? block_flags(p, 0, &usable) : 0;
 	if (p)
 		ht_order__forget((uintptr_t)p);
 	ht_nested__keep(t, HT_EV_FREE, flags, ht_now_release(), v, 1);
@@ -670,7 +693,7 @@ static __attribute__((noinline, cold)) void *keep_realloc(struct ht_tls *t, int 
 	if (old)
 		ht_order__forget((uintptr_t)old);
 	uint64_t t0 = ht_now_release();
-	void *p = __libc_realloc(old, bytes);
+	void *p = ht_alloc__realloc(old, bytes);
 	uint64_t ts = ht_now();
 	int flags;
 	uint64_t s = slack(p, bytes, &flags);
@@ -689,11 +712,8 @@ static __attribute__((noinline, cold)) void *keep_realloc(struct ht_tls *t, int 
 HT_EXPORT void *calloc(size_t n, size_t size)
 {
 	uint64_t t0 = timed_start();
-	void *p = __libc_calloc(n, size);
-	if (tracing(&ht_tls))
-		rec_alloc(HT_EV_CALLOC, n, size, 0, (uint64_t)n * size, p, t0);
-	else if (nested(&ht_tls))
-		keep_alloc(&ht_tls, HT_EV_CALLOC, n, size, 0, (uint64_t)n * size, p);
+	void *p = ht_alloc__calloc(n, size);
+	alloc_done(HT_EV_CALLOC, n, size, 0, (uint64_t)n * size, p, t0);
 	return p;
 }
 
@@ -714,10 +734,10 @@ HT_EXPORT void *realloc(void *old, size_t size)
 	struct ht_tls *t = &ht_tls;
 	if (!tracing(t))
 		return nested(t) ? keep_realloc(t, HT_EV_REALLOC, old, 1, size, size)
-				 : __libc_realloc(old, size);
+				 : ht_alloc__realloc(old, size);
 	realloc_start(t, old);
 	uint64_t t0 = ht_now_release();
-	void *p = __libc_realloc(old, size);
+	void *p = ht_alloc__realloc(old, size);
 	uint64_t ts = ht_now();
 	int flags;
 	uint64_t v[5] = {(uintptr_t)old, size, (uintptr_t)p, slack(p, size, &flags), ts - t0};
@@ -741,10 +761,10 @@ HT_EXPORT void *reallocarray(void *old, size_t n, size_t size)
 	struct ht_tls *t = &ht_tls;
 	if (!tracing(t))
 		return nested(t) ? keep_realloc(t, HT_EV_REALLOCARRAY, old, n, size, bytes)
-				 : __libc_realloc(old, bytes);
+				 : ht_alloc__realloc(old, bytes);
 	realloc_start(t, old);
 	uint64_t t0 = ht_now_release();
-	void *p = __libc_realloc(old, bytes);
+	void *p = ht_alloc__realloc(old, bytes);
 	uint64_t ts = ht_now();
 	int flags;
 	uint64_t v[6] = {(uintptr_t)old, n, size, (uintptr_t)p, slack(p, bytes, &flags), ts - t0};
@@ -756,22 +776,16 @@ HT_EXPORT void *reallocarray(void *old, size_t n, size_t size)
 HT_EXPORT void *memalign(size_t align, size_t size)
 {
 	uint64_t t0 = timed_start();
-	void *p = __libc_memalign(align, size);
-	if (tracing(&ht_tls))
-		rec_alloc(HT_EV_MEMALIGN, align, size, 0, size, p, t0);
-	else if (nested(&ht_tls))
-		keep_alloc(&ht_tls, HT_EV_MEMALIGN, align, size, 0, size, p);
+	void *p = ht_alloc__memalign(align, size);
+	alloc_done(HT_EV_MEMALIGN, align, size, 0, size, p, t0);
 	return p;
 }
 
 HT_EXPORT void *aligned_alloc(size_t align, size_t size)
 {
 	uint64_t t0 = timed_start();
-	void *p = __libc_memalign(align, size);
-	if (tracing(&ht_tls))
-		rec_alloc(HT_EV_ALIGNED_ALLOC, align, size, 0, size, p, t0);
-	else if (nested(&ht_tls))
-		keep_alloc(&ht_tls, HT_EV_ALIGNED_ALLOC, align, size, 0, size, p);
+	void *p = ht_alloc__memalign(align, size);
+	alloc_done(HT_EV_ALIGNED_ALLOC, align, size, 0, size, p, t0);
 	return p;
 }
 
@@ -784,45 +798,36 @@ HT_EXPORT int posix_memalign(void **out, size_t align, size_t size)
 	if (align % sizeof(void *) != 0 || (align & (align - 1)) != 0 || align == 0) {
 		ret = EINVAL;
 	} else {
-		p = __libc_memalign(align, size);
+		p = ht_alloc__memalign(align, size);
 		if (p)
 			*out = p;
 		else
 			ret = ENOMEM;
 	}
-	if (tracing(&ht_tls))
-		rec_alloc(HT_EV_POSIX_MEMALIGN, align, size, (uint64_t)(int64_t)ret, size, p, t0);
-	else if (nested(&ht_tls))
-		keep_alloc(&ht_tls, HT_EV_POSIX_MEMALIGN, align, size, (uint64_t)(int64_t)ret, size, p);
+	alloc_done(HT_EV_POSIX_MEMALIGN, align, size, (uint64_t)(int64_t)ret, size, p, t0);
 	return ret;
 }
 
 HT_EXPORT void *valloc(size_t size)
 {
 	uint64_t t0 = timed_start();
-	void *p = __libc_valloc(size);
-	if (tracing(&ht_tls))
-		rec_alloc(HT_EV_VALLOC, size, 0, 0, size, p, t0);
-	else if (nested(&ht_tls))
-		keep_alloc(&ht_tls, HT_EV_VALLOC, size, 0, 0, size, p);
+	void *p = ht_alloc__valloc(size);
+	alloc_done(HT_EV_VALLOC, size, 0, 0, size, p, t0);
 	return p;
 }
 
 HT_EXPORT void *pvalloc(size_t size)
 {
 	uint64_t t0 = timed_start();
-	void *p = __libc_pvalloc(size);
-	if (tracing(&ht_tls))
-		rec_alloc(HT_EV_PVALLOC, size, 0, 0, size, p, t0);
-	else if (nested(&ht_tls))
-		keep_alloc(&ht_tls, HT_EV_PVALLOC, size, 0, 0, size, p);
+	void *p = ht_alloc__pvalloc(size);
+	alloc_done(HT_EV_PVALLOC, size, 0, 0, size, p, t0);
 	return p;
 }
 
 HT_EXPORT int mallopt(int param, int value)
 {
 	uint64_t t0 = timed_start();
-	int r = __libc_mallopt(param, value);
+	int r = ht_alloc__mallopt(param, value);
 	if (tracing_else_drop(&ht_tls)) {
 		uint64_t v[3] = {(uint64_t)(int64_t)param, (uint64_t)(int64_t)value, (uint64_t)(int64_t)r};
 		uint64_t ts = ht_now();
@@ -850,6 +855,58 @@ HT_EXPORT int malloc_trim(size_t pad)
 		check_brk();
 	}
 	return r;
+}
+
+/* ---- for C++'s operators of another allocator (cxxops.c) --------------- */
+
+uint64_t ht_hooks__timed_start(void)
+{
+	return timed_start();
+}
+
+/* After another allocator's operator new returned p for size bytes
+ * (aligned to align, 0 for the plain forms). */
+void ht_hooks__new_done(size_t size, size_t align, void *p, uint64_t t0)
+{
+	struct ht_tls *t = &ht_tls;
+	if (align)
+		alloc_done(HT_EV_ALIGNED_ALLOC, align, size, 0, size, p, t0);
+	else if (tracing(t))
+		rec_malloc_slow(t, size, p, t0);
+	else if (nested(t))
+		keep_alloc(t, HT_EV_MALLOC, size, 0, 0, size, p);
+}
+
+/* Before another allocator's operator delete gives p back: its free
+ * recorded (or kept, or left out when sampled out).  With --durations the
+ * record waits for ht_hooks__delete_done, which *d prepares. */
+void ht_hooks__delete_start(void *p, struct ht_delete *d)
+{
+	struct ht_tls *t = &ht_tls;
+	d->timed = 0;
+	if (!tracing(t)) {
+		if (nested(t))
+			keep_free(t, p);
+		return;
+	}
+	if (ht_opt.sample_bytes && !ht_sample__free((uintptr_t)p))
+		return;
+	if (!ht_opt.durations) {
+		rec_free(t, p);
+		return;
+	}
+	uint64_t usable;
+	d->flags = p ? block_flags(p, 0, &usable) : 0;
+	if (p)
+		ht_order__note(t, (uintptr_t)p);
+	d->timed = 1;
+	d->t0 = ht_now_release();
+}
+
+void ht_hooks__delete_done(void *p, const struct ht_delete *d)
+{
+	if (d->timed)
+		rec_free_with(&ht_tls, p, 1, d->flags, d->t0, ht_now() - d->t0);
 }
 
 /* ---- the program's own mappings ---------------------------------------- */

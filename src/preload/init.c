@@ -198,6 +198,7 @@ void ht_init(void)
 {
 	if (atomic_exchange(&ht_initialized, 1))
 		return;
+	ht_alloc__resolve(); /* (before the options: it sets the slow paths) */
 	ht_tls.guard += HT_GUARD_OWN;
 	ht_options__load();
 #if defined(__x86_64__)
@@ -216,6 +217,8 @@ void ht_init(void)
 	if (getauxval(AT_SECURE)) {
 		disabled = 1; /* setuid/setgid: never trace, never write files */
 	}
+	if (!disabled)
+		ht_alloc__check_first();
 	paused_by_user = ht_opt.start_paused;
 	/* The traced process keeps its role across its own execs (a shim or
 	 * wrapper that execs the real program); other processes that run

@@ -37,6 +37,7 @@ struct ht_options ht_opt = {
 	.sample_bytes = 0,
 	.fast_path = 1,
 	.slow_malloc = 1, /* until the options are read: see malloc_slow */
+	.slow_free = 1,   /* (and until alloc.c knows the allocator) */
 };
 
 enum opt_type { OPT_BOOL, OPT_INT, OPT_SIZE, OPT_MSEC, OPT_PATH, OPT_CLOCK, OPT_WRITER, OPT_UNWIND };
@@ -326,7 +327,7 @@ void ht_options__load(void)
 		ht_msg("warning: no memory for sampling; recording every allocation");
 		ht_opt.sample_bytes = 0;
 	}
-	int general = !ht_opt.fast_path;
+	int general = !ht_opt.fast_path || ht_alloc_other; /* (alloc.c) */
 	ht_opt.slow_malloc = ht_opt.stack_depth || ht_opt.sample_bytes || ht_opt.durations || general;
 	ht_opt.slow_free = ht_opt.sample_bytes || ht_opt.durations || general;
 }

@@ -446,6 +446,40 @@ int ht_foreign_process(void);
  * with (a fork child that dropped privileges before it exec'ed). */
 int ht_identity_changed(void);
 
+/* ---- alloc.c: the allocator the malloc API is forwarded to -------------- */
+extern int ht_alloc_other; /* 1: another allocator than glibc's serves malloc */
+extern _Atomic int ht_alloc_state; /* 2 once looked up */
+/* Looks the allocator up, once (every forwarder below does it first). */
+void ht_alloc__resolve(void);
+/* Says so when the program's malloc is not this library's (a library before
+ * it in LD_PRELOAD, an executable with its own malloc): nothing recorded. */
+void ht_alloc__check_first(void);
+extern void *ht_self_malloc(size_t size);
+/* The other allocator's library, or NULL with glibc's. */
+const char *ht_alloc__path(void);
+void *ht_alloc__malloc(size_t size);
+void ht_alloc__free(void *p);
+void *ht_alloc__calloc(size_t n, size_t size);
+void *ht_alloc__realloc(void *old, size_t size);
+void *ht_alloc__memalign(size_t align, size_t size);
+void *ht_alloc__valloc(size_t size);
+void *ht_alloc__pvalloc(size_t size);
+int ht_alloc__mallopt(int param, int value);
+/* The other allocator's usable size of p (size if it has no answer). */
+uint64_t ht_alloc__usable(void *p, uint64_t size);
+
+/* ---- hooks.c: what cxxops.c records of another allocator's operators ---- */
+struct ht_delete {
+	int timed;  /* --durations: the record waits for delete_done */
+	int flags;  /* (then) the block's flags */
+	uint64_t t0; /* (then) when the call started */
+};
+/* The clock before a timed call (record --durations), 0 when untimed. */
+uint64_t ht_hooks__timed_start(void);
+void ht_hooks__new_done(size_t size, size_t align, void *p, uint64_t t0);
+void ht_hooks__delete_start(void *p, struct ht_delete *d);
+void ht_hooks__delete_done(void *p, const struct ht_delete *d);
+
 /* ---- hooks.c: forwarding targets resolved with dlsym(RTLD_NEXT) -------- */
 void ht_hooks__resolve(void);
 int ht_real_pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *),

@@ -35,7 +35,11 @@
 #include <stddef.h>
 #include <libunwind.h>
 #include <link.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/ucontext.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -1079,22 +1083,55 @@ __attribute__((destructor)) static void unwind_check_report(void)
 		       atomic_load(&check_stacks), atomic_load(&check_differ));
 }
 
-/* The calling thread's stack, for the walk; 0 if unknown. */
+/* The calling thread's stack, for the walk; 0 if unknown: the mapping of
+ * /proc/self/maps that holds the stack pointer, and for the main thread's
+ * "[stack]" as far down as RLIMIT_STACK lets it grow (what glibc's
+ * pthread_getattr_np says).  Read with system calls and no allocation:
+ * pthread_getattr_np mallocs, and the first stack of a thread may be taken
+ * in an mmap made by another allocator holding its own lock (alloc.c). */
 static uintptr_t stack_bounds(uintptr_t *lo)
 {
-	pthread_attr_t a;
-	void *addr;
-	size_t size;
-	uintptr_t hi = 0;
-	ht_tls.guard += HT_GUARD_OWN; /* (glibc's own malloc and free in there) */
-	if (pthread_getattr_np(pthread_self(), &a) == 0) {
-		if (pthread_attr_getstack(&a, &addr, &size) == 0) {
-			*lo = (uintptr_t)addr;
-			hi = (uintptr_t)addr + size;
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0), prev_end = 0, hi = 0;
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	char buf[4096];
+	size_t have = 0;
+	for (;;) {
+		ssize_t n = syscall(SYS_read, fd, buf + have, sizeof(buf) - 1 - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		buf[have] = 0;
+		char *line = buf, *nl;
+		while ((nl = memchr(line, '\n', have - (size_t)(line - buf))) != NULL) {
+			*nl = 0;
+			char *e;
+			uintptr_t start = (uintptr_t)strtoull(line, &e, 16);
+			uintptr_t end = *e == '-' ? (uintptr_t)strtoull(e + 1, NULL, 16) : 0;
+			if (sp >= start && sp < end) {
+				hi = end;
+				*lo = start;
+				struct rlimit rl;
+				if (strstr(line, "[stack]") && getrlimit(RLIMIT_STACK, &rl) == 0) {
+					uintptr_t grow = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > end
+								 ? end
+								 : (uintptr_t)rl.rlim_cur;
+					*lo = end - grow > prev_end ? end - grow : prev_end;
+				}
+				goto done;
+			}
+			prev_end = end;
+			line = nl + 1;
 		}
-		pthread_attr_destroy(&a);
+		/* keep the partial line */
+		have -= (size_t)(line - buf);
+		memmove(buf, line, have);
+		if (have == sizeof(buf) - 1)
+			break; /* (a line longer than the buffer: not maps) */
 	}
-	ht_tls.guard -= HT_GUARD_OWN;
+done:
+	syscall(SYS_close, fd);
 	return hi;
 }
 

@@ -476,8 +476,14 @@ static int write_header(void)
 			 (ht_opt.sample_bytes ? HT_FILE_F_SAMPLED : 0) |
 			 (ht_opt.durations ? HT_FILE_F_DURATIONS : 0) |
 			 (forked_child ? HT_FILE_F_FORK_CHILD : 0);
+	const char *alloc = ht_alloc__path(); /* (another allocator than glibc's) */
+	size_t nalloc = alloc ? strlen(alloc) + 1 : 0;
+	if (alloc)
+		flags |= HT_FILE_F_OTHER_ALLOCATOR;
 	ht_file_header__init(h, flags, (int32_t)syscall(SYS_getpid), (int32_t)getppid(), ncmd,
 			     (uint64_t)nexe + 1);
+	if (alloc)
+		ht_file_header__add(h, HT_SEC_ALLOCATOR, nalloc);
 	h->sample_bytes = (uint32_t)ht_opt.sample_bytes;
 	struct timespec rt;
 	clock_gettime(CLOCK_REALTIME, &rt);
@@ -488,7 +494,7 @@ static int write_header(void)
 	h->start_brk = start_brk();
 	w.off = 0;
 	if (write_all(h, sizeof(*h)) < 0 || write_all(cmdline, ncmd) < 0 ||
-	    write_all(exe, (size_t)nexe + 1) < 0)
+	    write_all(exe, (size_t)nexe + 1) < 0 || (alloc && write_all(alloc, nalloc) < 0))
 		return -1;
 	return 0;
 }

@@ -34,6 +34,8 @@ enum ht_section {
 	HT_SEC_EXE,         /* path of the executable (readlink /proc/self/exe) */
 	HT_SEC_CHUNKS,      /* the chunk stream (size patched on close) */
 	HT_SEC_INDEX,       /* index chunk (patched on close; 0 = scan chunks) */
+	HT_SEC_ALLOCATOR,   /* with HT_FILE_F_OTHER_ALLOCATOR: the path of the library
+			     * that served the malloc API, between EXE and CHUNKS */
 	HT_SEC_NR = 8,      /* room for later sections; readers ignore unknown */
 };
 
@@ -60,6 +62,10 @@ struct ht_section_ref {
 				  * (docs/FORMAT.md, "Ordering guarantee") */
 #define HT_FILE_F_FORK_CHILD 0x100 /* the trace of a fork child: it may free blocks its
 				    * parent allocated before the fork */
+#define HT_FILE_F_OTHER_ALLOCATOR 0x200 /* the malloc API was served by another allocator
+					 * than glibc's (section ALLOCATOR names it):
+					 * usable sizes are its malloc_usable_size(), and
+					 * no block has glibc's chunk flags */
 
 struct ht_file_header {
 	char magic[8];            /* HT_MAGIC */
@@ -109,6 +115,15 @@ static inline void ht_file_header__init(struct ht_file_header *h, uint64_t flags
 	h->sec[HT_SEC_EXE].offset = sizeof(*h) + cmdline_len;
 	h->sec[HT_SEC_EXE].size = exe_len;
 	h->sec[HT_SEC_CHUNKS].offset = sizeof(*h) + cmdline_len + exe_len;
+}
+
+/* Puts a section of len bytes right before the chunks (after those
+ * ht_file_header__init placed). */
+static inline void ht_file_header__add(struct ht_file_header *h, int sec, uint64_t len)
+{
+	h->sec[sec].offset = h->sec[HT_SEC_CHUNKS].offset;
+	h->sec[sec].size = len;
+	h->sec[HT_SEC_CHUNKS].offset += len;
 }
 
 /* Chunk types. */

@@ -417,6 +417,8 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 	r->writer_gone = !r->info.being_written;
 	r->cmdline = dup_section(r, HT_SEC_CMDLINE, 1);
 	r->exe = dup_section(r, HT_SEC_EXE, 0);
+	if (r->hdr.flags & HT_FILE_F_OTHER_ALLOCATOR)
+		r->allocator = dup_section(r, HT_SEC_ALLOCATOR, 0);
 	r->info.closed = (r->hdr.flags & HT_FILE_F_CLOSED) != 0;
 	if (r->hdr.dropped) /* (said first: the figures are short of these calls) */
 		ht_rd__warn(r, "the recorder could not record %llu calls of the program (signal "
@@ -558,6 +560,8 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 	in->nthreads = (uint32_t)r->nstreams;
 	in->cmdline = r->cmdline ? r->cmdline : "";
 	in->exe = r->exe ? r->exe : "";
+	if (r->hdr.flags & HT_FILE_F_OTHER_ALLOCATOR)
+		in->allocator = r->allocator && *r->allocator ? r->allocator : "?";
 	if (in->closed && r->hdr.end_mono_ns > r->hdr.start_mono_ns)
 		in->duration_ns = r->hdr.end_mono_ns - r->hdr.start_mono_ns;
 	else if (r->nclocks)
@@ -817,6 +821,7 @@ void ht_reader__close(struct ht_reader *r)
 	free(r->zbuf);
 	free(r->cmdline);
 	free(r->exe);
+	free(r->allocator);
 	free(r->path);
 	if (r->dctx)
 		ZSTD_freeDCtx(r->dctx);

@@ -177,6 +177,8 @@ struct ht_trace_info {
 	int indexed;           /* the index was used (else the chunks were scanned) */
 	const char *cmdline;   /* argv joined by spaces */
 	const char *exe;       /* executable path */
+	const char *allocator; /* the library of the allocator that served the malloc
+				* API when it was not glibc's (jemalloc, ...), else NULL */
 	uint64_t file_size;    /* bytes */
 	uint64_t start_brk;    /* where the heap begins */
 	uint64_t sample_bytes; /* record --sample-bytes (HT_FILE_F_SAMPLED in flags), else 0 */

@@ -96,7 +96,7 @@ struct ht_reader {
 	char *path;                /* its name, for messages */
 	struct ht_file_header hdr; /* as read */
 	struct ht_trace_info info; /* what ht_reader__info returns */
-	char *cmdline, *exe;       /* strings of the header sections */
+	char *cmdline, *exe, *allocator; /* strings of the header sections */
 	struct chunk_ref *chunks;  /* every event chunk, file order */
 	size_t nchunks, capchunks; /* count / allocated */
 	struct ht_clock_sample *clocks; /* clock chunks, file order */

@@ -1,0 +1,149 @@
+"""The recorder on programs that run on another allocator than glibc's
+(jemalloc, tcmalloc, mimalloc in LD_PRELOAD): calls forwarded to it, its
+usable sizes, its C++ operators recorded, the trace saying which it was."""
+
+import os
+
+from cases_api import said
+from htlib import case, check, eq, expect, live_set_check, skip
+
+ALLOCATORS = {
+    "jemalloc": "libjemalloc.so.2",
+    "tcmalloc": "libtcmalloc_minimal.so.4",
+    "mimalloc": "libmimalloc.so.2",
+}
+ROUNDS = 300
+# tests/progs/otheralloc.c, per round
+PER_ROUND = {"malloc": 3, "calloc": 1, "realloc": 1, "reallocarray": 1, "memalign": 1,
+             "aligned_alloc": 1, "posix_memalign": 2, "valloc": 1, "pvalloc": 1}
+ALLOC_KINDS = set(PER_ROUND)
+
+
+def find_lib(name):
+    for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"):
+        p = os.path.join(d, ALLOCATORS[name])
+        if os.path.exists(p):
+            return p
+    skip("%s is not installed (%s, scripts/deps.sh)" % (ALLOCATORS[name], name))
+
+
+def between_marks(evs):
+    marks = [i for i, e in enumerate(evs) if e.kind == "mark"]
+    eq(len(marks), 2, "marks in the trace")
+    return evs[marks[0] + 1:marks[1]]
+
+
+def check_otheralloc(t, out, run, lib):
+    """The trace of otheralloc against the program's own counts."""
+    v = said(run)
+    eq(v["calls"], 12 * ROUNDS, "the program's count of its calls")
+    body = between_marks(t.dump(out))
+    counts = {}
+    for e in body:
+        if e.kind != "heap_break":
+            counts[e.kind] = counts.get(e.kind, 0) + 1
+    want = {k: n * ROUNDS for k, n in PER_ROUND.items()}
+    want["free"] = v["frees"] + v["own_api"]
+    eq(counts, want, "calls between the marks")
+    allocs = [e for e in body if e.kind in ALLOC_KINDS and e.result_ptr()]
+    failed = [e for e in body if e.kind == "posix_memalign" and not e.result_ptr()]
+    eq(len(failed), ROUNDS, "posix_memalign(3): EINVAL")
+    usable = sum(e.fields.get("usable", 0) for e in allocs)
+    eq(usable, v["usable"], "usable bytes: the trace against malloc_usable_size()")
+    s = t.stats(out)
+    if lib:
+        eq(s.get("allocator"), lib, "stats: the allocator")
+    else:
+        check("allocator" not in s, "stats names an allocator with glibc's: %r"
+              % s.get("allocator"))
+    # the block of the allocator's own function (mallocx, ...) was not seen
+    expect(s, complete=True, closed=True, unknown_frees=v["own_api"])
+    c = live_set_check(t.dump(out))
+    check(c.reuse == 0 and c.unknown == v["own_api"], c.summary())
+    return s
+
+
+def other_allocator_case(name):
+    @case(timeout=120, labels=("analyzers",))
+    def test(t):
+        lib = find_lib(name)
+        out = t.path("o.ht")
+        r = t.record(out, [t.prog("otheralloc"), str(ROUNDS)], env={"LD_PRELOAD": lib})
+        check(said(r)["own_api"] == 1, "%s has no mallocx/tc_malloc/mi_malloc?" % name)
+        s = check_otheralloc(t, out, r, lib)
+        text = t.tool(["stats", out]).stdout
+        check(("allocator  %s" % lib) in text, "stats does not name %s:\n%s" % (lib, text))
+        check("mmapped chunks" not in text, "stats speaks of glibc's mmapped chunks")
+        # glibc's internals: refused, saying why
+        h = t.tool(["heap", out])
+        check(h.rc == 1 and lib in h.stderr and "not glibc" in h.stderr, h.describe())
+        # with stacks (the general path) and after compaction: the same
+        out2 = t.path("s.ht")
+        r2 = t.run([t.heaptrail, "record", "-q", "--stacks", "-o", out2, "--",
+                    t.prog("otheralloc"), str(ROUNDS)], env={"LD_PRELOAD": lib}, check_rc=0)
+        check_otheralloc(t, out2, r2, lib)
+        eq(t.tool(["compact", out2]).rc, 0, "compact")
+        s3 = check_otheralloc(t, out2, r2, lib)
+        eq(s3["usable_bytes_allocated"] > 0, True, "usable bytes after compaction")
+        # C++: the allocator's own operator new and delete, recorded
+        cx = t.path("cx.ht")
+        t.record(cx, [t.prog("cxx_new")], env={"LD_PRELOAD": lib})
+        body = between_marks(t.dump(cx))
+        mallocs = [e.args[0] for e in body if e.kind == "malloc"]
+        eq(mallocs[:12], [24] * 10 + [1000, 4000], "operator new sizes")
+        eq([e.result_ptr() for e in body if e.kind == "malloc"][12:13], [0],
+           "the failed nothrow new")
+        eq(sum(1 for e in body if e.kind == "free"),
+           sum(1 for e in body if e.kind == "malloc" and e.result_ptr()),
+           "operator delete: every block new gave")
+        check(s["calls"]["malloc"] > 0, "no malloc")
+        # an operator new that throws: the thread records on (mimalloc 2.0
+        # aborts instead of throwing, untraced too: nothing to check there)
+        if t.run([t.prog("cxx_throw")], env={"LD_PRELOAD": lib}).rc == 0:
+            th = t.path("th.ht")
+            t.record(th, [t.prog("cxx_throw")], env={"LD_PRELOAD": lib})
+            body = [e for e in between_marks(t.dump(th)) if e.kind in ("malloc", "free")]
+            eq([(e.kind, e.args[0] if e.kind == "malloc" else None) for e in body][-2:],
+               [("malloc", 77), ("free", None)], "new char[77] and its delete[] after the throw")
+        else:
+            check(name == "mimalloc", "cxx_throw fails untraced on " + name)
+    test.__doc__ = ("The program runs on %s (LD_PRELOAD): every malloc-API call goes to it "
+                    "(before: glibc's blocks passed to its functions crashed the program, "
+                    "or usable sizes were read from headers it does not have), its usable "
+                    "sizes are in the trace, its C++ operators are recorded, and the trace "
+                    "names it." % name)
+    return test
+
+
+test_record_jemalloc = other_allocator_case("jemalloc")
+test_record_tcmalloc = other_allocator_case("tcmalloc")
+test_record_mimalloc = other_allocator_case("mimalloc")
+
+
+@case(labels=("analyzers",))
+def test_record_glibc_usable(t):
+    """The same program on glibc's allocator: usable sizes from the chunk
+    headers agree with malloc_usable_size(), and no allocator is named."""
+    out = t.path("g.ht")
+    r = t.record(out, [t.prog("otheralloc"), str(ROUNDS)])
+    eq(said(r)["own_api"], 0, "glibc has no mallocx")
+    check_otheralloc(t, out, r, None)
+
+
+@case(labels=("analyzers",))
+def test_record_malloc_not_first(t):
+    """When the program's malloc is not the recorder's, nothing of it is
+    recorded, and the recorder says so: a library before it in LD_PRELOAD
+    (used directly, not through record, which puts it first) and an
+    executable with its own malloc (tests/progs/ownmalloc.c)."""
+    lib = find_lib("jemalloc")
+    out = t.path("j.ht")
+    r = t.traced(out, [t.prog("cxx_new")],
+                 env={"LD_PRELOAD": lib + ":" + t.preload})
+    check(("malloc is %s's, which comes before the recorder" % lib) in r.stderr, r.describe())
+    out2 = t.path("o.ht")
+    r2 = t.record(out2, [t.prog("ownmalloc")])
+    check("the program's executable defines malloc itself" in r2.stderr, r2.describe())
+    # and with the recorder first: no such line
+    r3 = t.record(t.path("f.ht"), [t.prog("otheralloc"), "10"], env={"LD_PRELOAD": lib})
+    check("comes before the recorder" not in r3.stderr, r3.describe())
