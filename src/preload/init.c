@@ -44,50 +44,71 @@ int ht_image_index(void)
  * ht_options__entry), made once the output path is settled. */
 static char options_entry[sizeof(ht_opt.out) + 512];
 
-/* The environment for an exec by the traced process itself: the tracer
+/* Whether the LD_PRELOAD value v (n bytes, or up to its NUL) names the
+ * library: a word whose file name starts with libheaptrail.so; its start
+ * in *at and length in *len. */
+static int preload_word(const char *v, size_t n, const char **at, size_t *len)
+{
+	for (const char *p = v, *end = v + n; p < end && *p;) {
+		size_t l = strcspn(p, ": ");
+		if (l > (size_t)(end - p))
+			l = (size_t)(end - p);
+		const char *base = memrchr(p, '/', l);
+		base = base ? base + 1 : p;
+		if ((size_t)(p + l - base) >= 15 && !strncmp(base, "libheaptrail.so", 15)) {
+			*at = p;
+			*len = l;
+			return 1;
+		}
+		p += l;
+		while (p < end && (*p == ':' || *p == ' '))
+			p++;
+	}
+	return 0;
+}
+
+/* The environment for an exec.  By the traced process itself: the tracer
  * goes on in the new image even when children are not followed, so the
  * exec gets back LD_PRELOAD with the library (in front of what the program
  * has there) and HEAPTRAIL_OPTIONS, which the program's own environment no
- * longer holds (docs/record.md).  Returns envp unchanged when nothing is to
- * be added; else fills out (n+3 slots). */
+ * longer holds (docs/record.md).  With --follow-exec, by any process: the
+ * two stay in the environment, but a program may have replaced or cleared
+ * them (`env LD_PRELOAD=libjemalloc.so.2 app`, `env -i app`), and whichever
+ * is missing is put back.  Returns envp unchanged when nothing is to be
+ * added; else fills out (n+3 slots). */
 char *const *ht_exec_env(char *const envp[], char **out, size_t cap, char *entry, size_t elen)
 {
-	if (ht_opt.follow_exec || !root_image || disabled || !saved_preload[0] ||
+	if ((!ht_opt.follow_exec && !root_image) || disabled || !saved_preload[0] ||
 	    !options_entry[0] || !envp)
 		return envp;
 	/* the library's own word of LD_PRELOAD as it was at start */
-	const char *lib = NULL;
-	size_t llen = 0;
-	for (const char *p = saved_preload; *p;) {
-		size_t len = strcspn(p, ": ");
-		const char *base = memrchr(p, '/', len);
-		base = base ? base + 1 : p;
-		if ((size_t)(p + len - base) >= 15 && !strncmp(base, "libheaptrail.so", 15)) {
-			lib = p;
-			llen = len;
-			break;
-		}
-		p += len;
-		while (*p == ':' || *p == ' ')
-			p++;
-	}
-	if (!lib)
+	const char *lib = NULL, *w;
+	size_t llen = 0, wlen;
+	if (!preload_word(saved_preload, sizeof(saved_preload), &lib, &llen))
 		return envp;
 	const char *theirs = NULL;
+	int has_opts = 0;
+	for (size_t i = 0; envp[i]; i++) {
+		if (!strncmp(envp[i], "LD_PRELOAD=", 11))
+			theirs = envp[i] + 11;
+		else if (!strncmp(envp[i], HT_OPTIONS_ENV "=", sizeof(HT_OPTIONS_ENV)))
+			has_opts = 1;
+	}
+	int has_lib = theirs && preload_word(theirs, strlen(theirs), &w, &wlen);
+	if (ht_opt.follow_exec && has_lib && has_opts)
+		return envp; /* (as the tracer left it) */
 	size_t n = 0;
 	for (size_t i = 0; envp[i]; i++) {
-		if (!strncmp(envp[i], "LD_PRELOAD=", 11)) {
-			theirs = envp[i] + 11;
-			continue;
-		}
-		if (!strncmp(envp[i], HT_OPTIONS_ENV "=", sizeof(HT_OPTIONS_ENV)))
+		if (!strncmp(envp[i], "LD_PRELOAD=", 11) ||
+		    !strncmp(envp[i], HT_OPTIONS_ENV "=", sizeof(HT_OPTIONS_ENV)))
 			continue;
 		if (n + 3 >= cap)
 			return envp;
 		out[n++] = envp[i];
 	}
-	int len = snprintf(entry, elen, "LD_PRELOAD=%.*s%s%s", (int)llen, lib,
-			   theirs && *theirs ? ":" : "", theirs ? theirs : "");
+	int len = has_lib ? snprintf(entry, elen, "LD_PRELOAD=%s", theirs)
+			  : snprintf(entry, elen, "LD_PRELOAD=%.*s%s%s", (int)llen, lib,
+				     theirs && *theirs ? ":" : "", theirs ? theirs : "");
 	if (len < 0 || (size_t)len >= elen)
 		return envp;
 	out[n++] = entry;

@@ -35,19 +35,23 @@ def between_marks(evs):
 
 def check_otheralloc(t, out, run, lib):
     """The trace of otheralloc against the program's own counts."""
+    return check_otheralloc_rounds(t, out, run, lib, ROUNDS)
+
+
+def check_otheralloc_rounds(t, out, run, lib, rounds):
     v = said(run)
-    eq(v["calls"], 12 * ROUNDS, "the program's count of its calls")
+    eq(v["calls"], 12 * rounds, "the program's count of its calls")
     body = between_marks(t.dump(out))
     counts = {}
     for e in body:
         if e.kind != "heap_break":
             counts[e.kind] = counts.get(e.kind, 0) + 1
-    want = {k: n * ROUNDS for k, n in PER_ROUND.items()}
+    want = {k: n * rounds for k, n in PER_ROUND.items()}
     want["free"] = v["frees"] + v["own_api"]
     eq(counts, want, "calls between the marks")
     allocs = [e for e in body if e.kind in ALLOC_KINDS and e.result_ptr()]
     failed = [e for e in body if e.kind == "posix_memalign" and not e.result_ptr()]
-    eq(len(failed), ROUNDS, "posix_memalign(3): EINVAL")
+    eq(len(failed), rounds, "posix_memalign(3): EINVAL")
     usable = sum(e.fields.get("usable", 0) for e in allocs)
     eq(usable, v["usable"], "usable bytes: the trace against malloc_usable_size()")
     s = t.stats(out)
@@ -147,3 +151,20 @@ def test_record_malloc_not_first(t):
     # and with the recorder first: no such line
     r3 = t.record(t.path("f.ht"), [t.prog("otheralloc"), "10"], env={"LD_PRELOAD": lib})
     check("comes before the recorder" not in r3.stderr, r3.describe())
+
+
+@case(labels=("analyzers",))
+def test_record_follow_exec_env_replaced(t):
+    """record --follow-exec of a command that replaces LD_PRELOAD (env
+    LD_PRELOAD=libjemalloc.so.2 PROG) or clears the environment (env -i
+    PROG): the exec'd program is traced all the same, on its allocator (it
+    was not: the exec dropped the recorder with the variable, and record
+    said that env wrote no trace)."""
+    lib = find_lib("jemalloc")
+    for name, argv, allocator in (
+            ("preload", ["env", "LD_PRELOAD=" + lib, t.prog("otheralloc"), "20"], lib),
+            ("cleared", ["env", "-i", t.prog("otheralloc"), "20"], None)):
+        out = t.path(name + ".ht")
+        r = t.run([t.heaptrail, "record", "--follow-exec", "-o", out, "--"] + argv, check_rc=0)
+        check("wrote no trace" not in r.stderr, r.describe())
+        check_otheralloc_rounds(t, out, r, allocator, 20)
