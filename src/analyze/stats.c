@@ -469,8 +469,11 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_trace_inf
 	       "their allocator\n", (unsigned long long)s->free_null,
 	       (unsigned long long)s->cross_thread_frees);
 	if (s->unknown_frees)
-		fprintf(f, "unknown frees    %llu (blocks allocated before recording started)\n",
-		       (unsigned long long)s->unknown_frees);
+		fprintf(f, "unknown frees    %llu (blocks allocated before recording started%s)\n",
+		       (unsigned long long)s->unknown_frees,
+		       in->allocator ? ", or by the allocator's own functions: mallocx, tc_malloc, "
+				       "mi_malloc..."
+				     : "");
 	if (in->dropped)
 		fprintf(f, "not recorded     %llu calls (of signal handlers while the recorder was "
 			   "busy, or of threads beyond its buffers: not in the figures above)\n",

@@ -78,6 +78,8 @@ def other_allocator_case(name):
         text = t.tool(["stats", out]).stdout
         check(("allocator  %s" % lib) in text, "stats does not name %s:\n%s" % (lib, text))
         check("mmapped chunks" not in text, "stats speaks of glibc's mmapped chunks")
+        check("or by the allocator's own functions" in text,
+              "stats does not say where the unknown free's block may come from:\n" + text)
         # glibc's internals: refused, saying why
         h = t.tool(["heap", out])
         check(h.rc == 1 and lib in h.stderr and "not glibc" in h.stderr, h.describe())
