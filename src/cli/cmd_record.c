@@ -18,6 +18,7 @@
 #include "common/pidpath.h"
 #include "common/readsmall.h"
 #include "common/util.h"
+#include "symbols/elfsyms.h"
 #include "trace/compact.h"
 #include "trace/reader.h"
 
@@ -800,6 +801,41 @@ static void forward_signals(pid_t pid)
 
 /* record --live: the program's output goes to OUTPUT.out, its input is
  * not the terminal (the display reads the keys). */
+/* The sanitizer the program cmd (found in PATH as execvp would) is built
+ * with, if it loads one as a shared runtime: its name, and the library in
+ * lib; NULL if none.  Those runtimes replace malloc and must be the first
+ * library loaded (ASan and LSan stop with a CHECK failure or ask to come
+ * first, TSan crashed), so that the recorder cannot run beside them. */
+static const char *sanitizer_of(const char *cmd, char *lib, size_t cap)
+{
+	static const char *const prefixes[] = {
+		"libasan.so", "libtsan.so", "liblsan.so", "libhwasan.so", "libclang_rt.asan",
+		"libclang_rt.tsan", "libclang_rt.msan", "libclang_rt.lsan", "libclang_rt.hwasan",
+		NULL};
+	char path[PATH_MAX];
+	const char *found = NULL;
+	if (strchr(cmd, '/')) {
+		found = cmd;
+	} else {
+		const char *p = getenv("PATH");
+		for (p = p ? p : "/usr/local/bin:/usr/bin:/bin"; *p && !found;) {
+			size_t n = strcspn(p, ":");
+			if (n && (size_t)snprintf(path, sizeof(path), "%.*s/%s", (int)n, p, cmd) <
+				     sizeof(path) &&
+			    access(path, X_OK) == 0)
+				found = path;
+			p += n + (p[n] == ':');
+		}
+	}
+	if (!found || ht_elf__needs(found, prefixes, lib, cap) < 0)
+		return NULL;
+	return strstr(lib, "hwasan")  ? "HWAddressSanitizer"
+	       : strstr(lib, "asan")  ? "AddressSanitizer"
+	       : strstr(lib, "tsan")  ? "ThreadSanitizer"
+	       : strstr(lib, "msan")  ? "MemorySanitizer"
+				      : "LeakSanitizer";
+}
+
 static int live_output(const char *trace)
 {
 	char name[PATH_MAX + 8];
@@ -960,6 +996,15 @@ int cmd_record(int argc, char **argv)
 	}
 	if (find_preload(lib, sizeof(lib)) < 0) {
 		ret = HT_EXIT_DATA;
+		goto cleanup;
+	}
+	char san_lib[256];
+	const char *san = sanitizer_of(argv[0], san_lib, sizeof(san_lib));
+	if (san) {
+		ht_error("%s is built with %s (it loads %s), whose runtime replaces malloc and must "
+			 "be the first library loaded: it cannot run beside the recorder. Record a "
+			 "build without -fsanitize",
+			 argv[0], san, san_lib);
 		goto cleanup;
 	}
 	char out_abs[PATH_MAX], longest[PATH_MAX];

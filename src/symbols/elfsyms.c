@@ -175,3 +175,34 @@ out:
 	free(b);
 	return ret;
 }
+
+int ht_elf__needs(const char *path, const char *const *prefixes, char *out, size_t cap)
+{
+	int fd, ret = -1;
+	Elf *e = elf_open(path, &fd);
+	if (!e)
+		return -1;
+	Elf_Scn *scn = NULL;
+	while (ret < 0 && (scn = elf_nextscn(e, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC || !sh.sh_entsize)
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		size_t n = sh.sh_size / sh.sh_entsize;
+		for (size_t i = 0; d && ret < 0 && i < n; i++) {
+			GElf_Dyn dyn;
+			if (!gelf_getdyn(d, (int)i, &dyn) || dyn.d_tag != DT_NEEDED)
+				continue;
+			const char *lib = elf_strptr(e, sh.sh_link, dyn.d_un.d_val);
+			for (size_t k = 0; lib && prefixes[k]; k++)
+				if (!strncmp(lib, prefixes[k], strlen(prefixes[k]))) {
+					snprintf(out, cap, "%s", lib);
+					ret = 0;
+					break;
+				}
+		}
+	}
+	elf_end(e);
+	close(fd);
+	return ret;
+}

@@ -28,4 +28,9 @@ int ht_elf__func_offset(const char *path, const char *name, uint64_t *off, uint6
  * still as at the entry there); else off. */
 uint64_t ht_elf__probe_offset(const char *path, uint64_t off, uint64_t size);
 
+/* The first library the ELF file path needs (DT_NEEDED) whose name starts
+ * with one of prefixes (NULL-terminated), copied into out; 0 if found, -1
+ * if none (or path is no dynamic ELF file). */
+int ht_elf__needs(const char *path, const char *const *prefixes, char *out, size_t cap);
+
 #endif

@@ -5,7 +5,7 @@ usable sizes, its C++ operators recorded, the trace saying which it was."""
 import os
 
 from cases_api import said
-from htlib import case, check, eq, expect, live_set_check, skip
+from htlib import case, check, eq, expect, live_set_check, skip, which
 
 ALLOCATORS = {
     "jemalloc": "libjemalloc.so.2",
@@ -170,3 +170,56 @@ def test_record_follow_exec_env_replaced(t):
         r = t.run([t.heaptrail, "record", "--follow-exec", "-o", out, "--"] + argv, check_rc=0)
         check("wrote no trace" not in r.stderr, r.describe())
         check_otheralloc_rounds(t, out, r, allocator, 20)
+
+
+SAN_PROG = b"""#include <stdio.h>
+#include <stdlib.h>
+int main(void)
+{
+	for (int i = 0; i < 100; i++)
+		free(malloc(32));
+	puts("done");
+	return 0;
+}
+"""
+
+
+@case(timeout=120)
+def test_record_sanitizer_builds(t):
+    """A program built with a sanitizer runtime that replaces malloc: gcc's
+    -fsanitize=address, thread and leak (shared runtimes that must be loaded
+    first) are refused before they start, one line naming the sanitizer and
+    its library, exit 2 (before: ASan and LSan stopped with their own
+    errors, TSan crashed with SIGSEGV, and record guessed at a static
+    binary); clang's -fsanitize=address (the runtime in the executable)
+    runs, and the recorder says that the executable's malloc is its own;
+    -fsanitize=undefined is recorded as any build."""
+    gcc = which("gcc")
+    if not gcc:
+        skip("gcc is not installed")
+    src = t.path("san.c")
+    with open(src, "wb") as f:
+        f.write(SAN_PROG)
+    for flag, name in (("address", "AddressSanitizer"), ("thread", "ThreadSanitizer"),
+                       ("leak", "LeakSanitizer")):
+        exe = t.path("san_" + flag)
+        if t.run([gcc, "-fsanitize=" + flag, "-o", exe, src]).rc != 0:
+            skip("gcc cannot build with -fsanitize=%s here" % flag)
+        out = t.path(flag + ".ht")
+        r = t.run([t.heaptrail, "record", "-o", out, "--", exe], check_rc=2)
+        lines = r.heaptrail_lines()
+        eq(len(lines), 1, "one line:\n" + r.describe())
+        check(name in lines[0] and "-fsanitize" in lines[0], r.describe())
+        check(r.stdout == "", "the program ran:\n" + r.describe())
+        check(not os.path.exists(out), "a trace was written")
+    exe = t.path("san_undefined")
+    eq(t.run([gcc, "-fsanitize=undefined", "-o", exe, src]).rc, 0, "gcc -fsanitize=undefined")
+    out = t.path("ub.ht")
+    t.record(out, [exe])
+    s = t.stats(out)
+    check(s["calls"]["malloc"] >= 100 and s["calls"]["free"] >= 100, "ubsan build: %r" % s["calls"])
+    clang = which("clang")
+    if clang and t.run([clang, "-fsanitize=address", "-o", t.path("c_asan"), src]).rc == 0:
+        r = t.run([t.heaptrail, "record", "-o", t.path("c.ht"), "--", t.path("c_asan")],
+                  check_rc=0)
+        check("the program's executable defines malloc itself" in r.stderr, r.describe())
