@@ -130,6 +130,11 @@ static void section_summary(struct page *pg)
 		ht_html__text(f, note);
 		fputs(" (docs/FORMAT.md, &ldquo;Ordering guarantee&rdquo;).</p>\n", f);
 	}
+	if (in->allocator) {
+		fputs("<p id=\"allocator\">The program's malloc was ", f);
+		ht_html__text(f, in->allocator);
+		fputs("'s, not glibc's: usable sizes are its own.</p>\n", f);
+	}
 	fputs("<div class=\"cards\">\n", f);
 	ht_html__card(f, "peak live heap", ht_fmt_bytes(b1, s->peak_bytes), "requested, at %s (%s usable)",
 		      ht_fmt_ns(b2, s->peak_time), ht_fmt_bytes((char[32]){0}, s->peak_usable));

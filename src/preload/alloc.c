@@ -106,7 +106,9 @@ static void resolve(void)
 	other.posix_memalign = (__typeof__(other.posix_memalign))next_in("posix_memalign", base);
 	other.valloc = (__typeof__(other.valloc))next_in("valloc", base);
 	other.pvalloc = (__typeof__(other.pvalloc))next_in("pvalloc", base);
-	other.mallopt = (__typeof__(other.mallopt))next_in("mallopt", base);
+	/* (mallopt goes where the program's would: glibc's, for an allocator
+	 * without one, as untraced) */
+	other.mallopt = (__typeof__(other.mallopt))dlsym(RTLD_NEXT, "mallopt");
 	other.usable = (__typeof__(other.usable))next_in("malloc_usable_size", base);
 	size_t n = strlen(di.dli_fname);
 	if (n >= sizeof(other_path))

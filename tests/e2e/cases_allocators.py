@@ -19,6 +19,12 @@ PER_ROUND = {"malloc": 3, "calloc": 1, "realloc": 1, "reallocarray": 1, "memalig
 ALLOC_KINDS = set(PER_ROUND)
 
 
+def on(lib, argv):
+    """argv run on lib: LD_PRELOAD for the program only (record's own
+    process, built with ASan in CI's second pass, must not load it)."""
+    return ["env", "LD_PRELOAD=" + lib] + list(argv)
+
+
 def find_lib(name):
     for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"):
         p = os.path.join(d, ALLOCATORS[name])
@@ -72,7 +78,7 @@ def other_allocator_case(name):
     def test(t):
         lib = find_lib(name)
         out = t.path("o.ht")
-        r = t.record(out, [t.prog("otheralloc"), str(ROUNDS)], env={"LD_PRELOAD": lib})
+        r = t.record(out, on(lib, [t.prog("otheralloc"), str(ROUNDS)]))
         check(said(r)["own_api"] == 1, "%s has no mallocx/tc_malloc/mi_malloc?" % name)
         s = check_otheralloc(t, out, r, lib)
         text = t.tool(["stats", out]).stdout
@@ -83,17 +89,25 @@ def other_allocator_case(name):
         # glibc's internals: refused, saying why
         h = t.tool(["heap", out])
         check(h.rc == 1 and lib in h.stderr and "not glibc" in h.stderr, h.describe())
+        rep = t.path("o.html")
+        eq(t.tool(["report", "-q", "-o", rep, out]).rc, 0, "report")
+        with open(rep, encoding="utf-8") as f:
+            page = f.read()
+        check(("The program's malloc was %s's, not glibc's" % lib) in page,
+              "report does not name the allocator in its summary")
+        check("there are no glibc arenas, heaps or thresholds to show" in page,
+              "report shows glibc's heap internals")
         # with stacks (the general path) and after compaction: the same
         out2 = t.path("s.ht")
-        r2 = t.run([t.heaptrail, "record", "-q", "--stacks", "-o", out2, "--",
-                    t.prog("otheralloc"), str(ROUNDS)], env={"LD_PRELOAD": lib}, check_rc=0)
+        r2 = t.run([t.heaptrail, "record", "-q", "--stacks", "-o", out2, "--"] +
+                   on(lib, [t.prog("otheralloc"), str(ROUNDS)]), check_rc=0)
         check_otheralloc(t, out2, r2, lib)
         eq(t.tool(["compact", out2]).rc, 0, "compact")
         s3 = check_otheralloc(t, out2, r2, lib)
         eq(s3["usable_bytes_allocated"] > 0, True, "usable bytes after compaction")
         # C++: the allocator's own operator new and delete, recorded
         cx = t.path("cx.ht")
-        t.record(cx, [t.prog("cxx_new")], env={"LD_PRELOAD": lib})
+        t.record(cx, on(lib, [t.prog("cxx_new")]))
         body = between_marks(t.dump(cx))
         mallocs = [e.args[0] for e in body if e.kind == "malloc"]
         eq(mallocs[:12], [24] * 10 + [1000, 4000], "operator new sizes")
@@ -107,7 +121,7 @@ def other_allocator_case(name):
         # aborts instead of throwing, untraced too: nothing to check there)
         if t.run([t.prog("cxx_throw")], env={"LD_PRELOAD": lib}).rc == 0:
             th = t.path("th.ht")
-            t.record(th, [t.prog("cxx_throw")], env={"LD_PRELOAD": lib})
+            t.record(th, on(lib, [t.prog("cxx_throw")]))
             body = [e for e in between_marks(t.dump(th)) if e.kind in ("malloc", "free")]
             eq([(e.kind, e.args[0] if e.kind == "malloc" else None) for e in body][-2:],
                [("malloc", 77), ("free", None)], "new char[77] and its delete[] after the throw")
@@ -151,7 +165,7 @@ def test_record_malloc_not_first(t):
     r2 = t.record(out2, [t.prog("ownmalloc")])
     check("the program's executable defines malloc itself" in r2.stderr, r2.describe())
     # and with the recorder first: no such line
-    r3 = t.record(t.path("f.ht"), [t.prog("otheralloc"), "10"], env={"LD_PRELOAD": lib})
+    r3 = t.record(t.path("f.ht"), on(lib, [t.prog("otheralloc"), "10"]))
     check("comes before the recorder" not in r3.stderr, r3.describe())
 
 
