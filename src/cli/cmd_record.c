@@ -801,6 +801,37 @@ static void forward_signals(pid_t pid)
 
 /* record --live: the program's output goes to OUTPUT.out, its input is
  * not the terminal (the display reads the keys). */
+/* The file of the program cmd, found in PATH as execvp would (in buf);
+ * NULL if not found. */
+static const char *find_command(const char *cmd, char *buf, size_t cap)
+{
+	if (strchr(cmd, '/'))
+		return cmd;
+	const char *p = getenv("PATH");
+	for (p = p ? p : "/usr/local/bin:/usr/bin:/bin"; *p;) {
+		size_t n = strcspn(p, ":");
+		if (n && (size_t)snprintf(buf, cap, "%.*s/%s", (int)n, p, cmd) < cap &&
+		    access(buf, X_OK) == 0)
+			return buf;
+		p += n + (p[n] == ':');
+	}
+	return NULL;
+}
+
+/* Why the program cmd left no trace, as far as its file tells. */
+static const char *no_trace_reason(const char *cmd)
+{
+	char path[PATH_MAX];
+	const char *f = find_command(cmd, path, sizeof(path));
+	struct stat st;
+	if (f && stat(f, &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)))
+		return "it is setuid or setgid, and the recorder never runs in such a process";
+	if (f && ht_elf__interp(f) == 0)
+		return "it is statically linked, and LD_PRELOAD does not reach it: 'heaptrail "
+		       "attach -c' probes such a program";
+	return "statically linked, or setuid, or the path is not writable?";
+}
+
 /* The sanitizer the program cmd (found in PATH as execvp would) is built
  * with, if it loads one as a shared runtime: its name, and the library in
  * lib; NULL if none.  Those runtimes replace malloc and must be the first
@@ -813,20 +844,7 @@ static const char *sanitizer_of(const char *cmd, char *lib, size_t cap)
 		"libclang_rt.tsan", "libclang_rt.msan", "libclang_rt.lsan", "libclang_rt.hwasan",
 		NULL};
 	char path[PATH_MAX];
-	const char *found = NULL;
-	if (strchr(cmd, '/')) {
-		found = cmd;
-	} else {
-		const char *p = getenv("PATH");
-		for (p = p ? p : "/usr/local/bin:/usr/bin:/bin"; *p && !found;) {
-			size_t n = strcspn(p, ":");
-			if (n && (size_t)snprintf(path, sizeof(path), "%.*s/%s", (int)n, p, cmd) <
-				     sizeof(path) &&
-			    access(path, X_OK) == 0)
-				found = path;
-			p += n + (p[n] == ':');
-		}
-	}
+	const char *found = find_command(cmd, path, sizeof(path));
 	if (!found || ht_elf__needs(found, prefixes, lib, cap) < 0)
 		return NULL;
 	return strstr(lib, "hwasan")  ? "HWAddressSanitizer"
@@ -1208,8 +1226,8 @@ int cmd_record(int argc, char **argv)
 	else if (!cfg.quiet && have)
 		summarize(path, shown, how, &run, note);
 	else if (!cfg.quiet)
-		fprintf(stderr, "heaptrail: %s%s wrote no trace to %s (statically linked, or "
-				"setuid, or the path is not writable?)\n", how, argv[0], shown);
+		fprintf(stderr, "heaptrail: %s%s wrote no trace to %s (%s)\n", how, argv[0], shown,
+			no_trace_reason(argv[0]));
 	if (!cfg.quiet && have)
 		note_running_children(&kids_end, path, shown);
 	if (!cfg.quiet && have && !bad && cpu_known && !cfg.follow_exec)

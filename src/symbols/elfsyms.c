@@ -206,3 +206,22 @@ int ht_elf__needs(const char *path, const char *const *prefixes, char *out, size
 	close(fd);
 	return ret;
 }
+
+int ht_elf__interp(const char *path)
+{
+	int fd, ret = 0;
+	Elf *e = elf_open(path, &fd);
+	if (!e)
+		return -1;
+	size_t n = 0;
+	if (elf_getphdrnum(e, &n) < 0)
+		ret = -1;
+	for (size_t i = 0; ret == 0 && i < n; i++) {
+		GElf_Phdr ph;
+		if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_INTERP)
+			ret = 1;
+	}
+	elf_end(e);
+	close(fd);
+	return ret;
+}

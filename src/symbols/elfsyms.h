@@ -33,4 +33,8 @@ uint64_t ht_elf__probe_offset(const char *path, uint64_t off, uint64_t size);
  * if none (or path is no dynamic ELF file). */
 int ht_elf__needs(const char *path, const char *const *prefixes, char *out, size_t cap);
 
+/* 1 if the ELF file path asks for a program interpreter (dynamically
+ * linked), 0 if it does not (static), -1 if it is no ELF file. */
+int ht_elf__interp(const char *path);
+
 #endif

@@ -10,7 +10,8 @@ import time
 
 from htformat import FILE_F_FORK_CHILD, Trace
 from htlib import (GLIBC_DTV_CALLOCS_PER_THREAD, case, check, children, comm, eq, expect,
-                   expect_calls, fail, file_mode, kill_quietly, live_set_check, skip)
+                   expect_calls, fail, file_mode, kill_quietly, live_set_check, skip,
+                   which)
 
 
 def child_pid(run, name="child"):
@@ -858,3 +859,26 @@ def test_writer_survives_group_signal(t):
     s = t.stats(out)
     expect_calls(s, {"malloc": 1000, "free": 400})
     expect(s, complete=True, closed=True, orphaned=True)
+
+
+@case()
+def test_record_static_program(t):
+    """A statically linked program runs under record untraced (LD_PRELOAD
+    cannot reach it), and record's line says why, by the file: statically
+    linked, and `attach -c` probes such a program (before: a guess among
+    static, setuid and an unwritable path)."""
+    gcc = which("gcc")
+    if not gcc:
+        skip("gcc is not installed")
+    src = t.path("st.c")
+    with open(src, "w") as f:
+        f.write("#include <stdio.h>\nint main(void) { puts(\"static\"); return 0; }\n")
+    exe = t.path("st")
+    if t.run([gcc, "-static", "-o", exe, src]).rc != 0:
+        skip("gcc cannot link statically here (libc6-dev's libc.a)")
+    out = t.path("st.ht")
+    r = t.run([t.heaptrail, "record", "-o", out, "--", exe], check_rc=0)
+    eq(r.stdout, "static\n", "the program's output")
+    eq(r.heaptrail_lines(), ["heaptrail: %s wrote no trace to %s (it is statically linked, and "
+                             "LD_PRELOAD does not reach it: 'heaptrail attach -c' probes such a "
+                             "program)" % (exe, out)], "record's line")
