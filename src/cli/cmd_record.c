@@ -60,6 +60,8 @@ static const char usage_text[] =
 	"pass through; heaptrail exits with the command's exit status (128+N if a\n"
 	"signal N killed it), or 125 if a trace it reads back is damaged.\n"
 	"Forked children write OUTPUT.<pid> of their own.\n"
+	"A command on jemalloc, tcmalloc or mimalloc (env LD_PRELOAD=...) is recorded\n"
+	"on that allocator; a build with ASan, TSan or LSan is refused (exit 2).\n"
 	"A finished trace at OUTPUT is kept as OUTPUT.old; one being written by\n"
 	"another recording is left alone, and this one writes OUTPUT.<pid>.\n"
 	"The trace is compressed while the command runs when a CPU is free for it;\n"
