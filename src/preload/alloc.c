@@ -179,11 +179,10 @@ const char *ht_alloc__path(void)
 	return ht_alloc_other ? other_path : NULL;
 }
 
+/* Whether this call goes to the other allocator (not while resolving). */
 static inline int ready_other(void)
 {
-	if (HT_UNLIKELY(atomic_load_explicit(&ht_alloc_state, memory_order_acquire) != 2))
-		ht_alloc__resolve();
-	return ht_alloc_other && !resolving;
+	return ht_alloc__is_other() && !resolving;
 }
 
 static void *booted(void *p)
@@ -220,13 +219,17 @@ void *ht_alloc__malloc(size_t size)
 
 void ht_alloc__free(void *p)
 {
-	int i = ready_other() && HT_UNLIKELY(atomic_load(&nboot)) ? boot_index(p) : -1;
-	if (i >= 0)
-		boot[i] = NULL;
-	if (ready_other() && i < 0)
-		other.free(p);
-	else
+	if (!ready_other()) {
 		__libc_free(p);
+		return;
+	}
+	int i = HT_UNLIKELY(atomic_load(&nboot)) ? boot_index(p) : -1;
+	if (i < 0) {
+		other.free(p);
+		return;
+	}
+	boot[i] = NULL; /* (glibc's, handed out while resolving) */
+	__libc_free(p);
 }
 
 void *ht_alloc__calloc(size_t n, size_t size)

@@ -87,14 +87,6 @@ static inline void *cxx_fn(int i)
 	return HT_LIKELY(f != NULL) ? f : cxx_find(i);
 }
 
-/* Whether operators are recorded here: another allocator serves malloc. */
-static inline int cxx_other(void)
-{
-	if (HT_UNLIKELY(atomic_load_explicit(&ht_alloc_state, memory_order_acquire) != 2))
-		ht_alloc__resolve();
-	return HT_UNLIKELY(ht_alloc_other);
-}
-
 /* While the other allocator's operator runs: the calls it makes to the
  * malloc API itself (jemalloc's delete[] calls its delete) are its own, as
  * the calls glibc's allocator makes inside are.  Restored by a cleanup
@@ -128,7 +120,7 @@ static void *_Atomic cxx_plain[CXX_NR];
 static __attribute__((noinline)) void *new_slow(int i, size_t n, size_t al, const void *nt)
 {
 	void *f = cxx_fn(i);
-	if (!cxx_other())
+	if (!ht_alloc__is_other())
 		atomic_store_explicit(&cxx_plain[i], f, memory_order_relaxed);
 	int rec = ht_alloc_other;
 	uint64_t t0 = rec ? ht_hooks__timed_start() : 0;
@@ -161,12 +153,12 @@ static __attribute__((noinline)) void delete_slow(int i, void *p, size_t sz, siz
 						  const void *nt)
 {
 	void *f = cxx_fn(i);
-	if (!cxx_other())
+	if (!ht_alloc__is_other())
 		atomic_store_explicit(&cxx_plain[i], f, memory_order_relaxed);
 	int rec = ht_alloc_other;
-	struct ht_delete d = {0};
+	struct ht_free_timing d = {0};
 	if (rec)
-		ht_hooks__delete_start(p, &d);
+		ht_hooks__free_start(p, &d);
 	switch (i) {
 	case CXX_DEL:
 	case CXX_DELA:
@@ -193,7 +185,7 @@ static __attribute__((noinline)) void delete_slow(int i, void *p, size_t sz, siz
 		break;
 	}
 	if (rec)
-		ht_hooks__delete_done(p, &d);
+		ht_hooks__free_done(p, &d);
 }
 
 /* The operators: with glibc's allocator, a load and a tail jump to the next

@@ -521,28 +521,46 @@ HT_EXPORT void *malloc(size_t size)
 extern __typeof__(malloc) ht_self_malloc
 	__attribute__((alias("malloc"), copy(malloc), visibility("hidden")));
 
-/* free out of the fast path: sampled, or timed (--durations). */
-static __attribute__((noinline)) void free_slow(struct ht_tls *t, void *p)
+/* Before a free (or another allocator's operator delete) gives p back:
+ * its record written (or kept, or left out when sampled out).  With
+ * --durations the record waits for ht_hooks__free_done, which *d
+ * prepares. */
+void ht_hooks__free_start(void *p, struct ht_free_timing *d)
 {
-	if (ht_opt.sample_bytes && !ht_sample__free((uintptr_t)p)) {
-		ht_alloc__free(p); /* a block that was not sampled */
-		check_brk();
+	struct ht_tls *t = &ht_tls;
+	d->timed = 0;
+	if (!tracing(t)) {
+		if (nested(t))
+			keep_free(t, p);
 		return;
 	}
+	if (ht_opt.sample_bytes && !ht_sample__free((uintptr_t)p))
+		return;
 	if (!ht_opt.durations) {
 		rec_free(t, p);
-		ht_alloc__free(p);
-		check_brk();
 		return;
 	}
 	uint64_t usable;
-	int flags = p ? block_flags(p, 0, &usable) : 0;
-	if (p) /* the next event on p may come as soon as it is released */
+	d->flags = p ? block_flags(p, 0, &usable) : 0;
+	if (p)
 		ht_order__note(t, (uintptr_t)p);
-	uint64_t t0 = ht_now_release();
+	d->timed = 1;
+	d->t0 = ht_now_release();
+}
+
+void ht_hooks__free_done(void *p, const struct ht_free_timing *d)
+{
+	if (d->timed)
+		rec_free_with(&ht_tls, p, 1, d->flags, d->t0, ht_now() - d->t0);
+}
+
+/* free out of the fast path: sampled, or timed (--durations). */
+static __attribute__((noinline)) void free_slow(void *p)
+{
+	struct ht_free_timing d;
+	ht_hooks__free_start(p, &d);
 	ht_alloc__free(p);
-	uint64_t t1 = ht_now();
-	rec_free_with(t, p, 1, flags, t0, t1 - t0);
+	ht_hooks__free_done(p, &d);
 	check_brk();
 }
 
@@ -568,7 +586,7 @@ HT_EXPORT void free(void *p)
 		return;
 	}
 	if (HT_UNLIKELY(ht_opt.slow_free)) {
-		free_slow(t, p);
+		free_slow(p);
 		return;
 	}
 	t->guard = HT_GUARD_REC;
@@ -686,6 +704,23 @@ static __attribute__((noinline, cold)) void keep_free(struct ht_tls *t, void *p)
 	ht_nested__keep(t, HT_EV_FREE, flags, ht_now_release(), v, 1);
 }
 
+/* The field values of a REALLOC event (old, size, ptr, usable, dur) or a
+ * REALLOCARRAY one (old, nmemb, size, ptr, usable, dur; n x size = bytes)
+ * and the block's flags; the number of values. */
+static unsigned realloc_vals(int kind, void *old, size_t n, size_t size, size_t bytes, void *p,
+			     uint64_t dur, uint64_t *v, int *flags)
+{
+	unsigned k = 0;
+	v[k++] = (uintptr_t)old;
+	if (kind == HT_EV_REALLOCARRAY)
+		v[k++] = n;
+	v[k++] = size;
+	v[k++] = (uintptr_t)p;
+	v[k++] = slack(p, bytes, flags);
+	v[k++] = dur;
+	return k;
+}
+
 /* The same for a realloc (REALLOC or REALLOCARRAY: n x size bytes). */
 static __attribute__((noinline, cold)) void *keep_realloc(struct ht_tls *t, int kind, void *old,
 							   size_t n, size_t size, size_t bytes)
@@ -696,16 +731,11 @@ static __attribute__((noinline, cold)) void *keep_realloc(struct ht_tls *t, int 
 	void *p = ht_alloc__realloc(old, bytes);
 	uint64_t ts = ht_now();
 	int flags;
-	uint64_t s = slack(p, bytes, &flags);
+	uint64_t v[6];
+	unsigned k = realloc_vals(kind, old, n, size, bytes, p, ts - t0, v, &flags);
 	if (p)
 		ht_order__forget((uintptr_t)p);
-	if (kind == HT_EV_REALLOC) {
-		uint64_t v[5] = {(uintptr_t)old, size, (uintptr_t)p, s, ts - t0};
-		ht_nested__keep(t, kind, flags, ts, v, 5);
-	} else {
-		uint64_t v[6] = {(uintptr_t)old, n, size, (uintptr_t)p, s, ts - t0};
-		ht_nested__keep(t, kind, flags, ts, v, 6);
-	}
+	ht_nested__keep(t, kind, flags, ts, v, k);
 	return p;
 }
 
@@ -729,21 +759,28 @@ static inline void realloc_start(struct ht_tls *t, void *old)
 		ht_sample__realloc_start(t, (uintptr_t)old);
 }
 
-HT_EXPORT void *realloc(void *old, size_t size)
+/* realloc and reallocarray (n x size = bytes), recorded or kept. */
+static void *realloc_call(int kind, void *old, size_t n, size_t size, size_t bytes)
 {
 	struct ht_tls *t = &ht_tls;
 	if (!tracing(t))
-		return nested(t) ? keep_realloc(t, HT_EV_REALLOC, old, 1, size, size)
-				 : ht_alloc__realloc(old, size);
+		return nested(t) ? keep_realloc(t, kind, old, n, size, bytes)
+				 : ht_alloc__realloc(old, bytes);
 	realloc_start(t, old);
 	uint64_t t0 = ht_now_release();
-	void *p = ht_alloc__realloc(old, size);
+	void *p = ht_alloc__realloc(old, bytes);
 	uint64_t ts = ht_now();
 	int flags;
-	uint64_t v[5] = {(uintptr_t)old, size, (uintptr_t)p, slack(p, size, &flags), ts - t0};
-	ht_record(HT_EV_REALLOC, flags, ts, v, NULL);
+	uint64_t v[6];
+	realloc_vals(kind, old, n, size, bytes, p, ts - t0, v, &flags);
+	ht_record(kind, flags, ts, v, NULL);
 	check_brk();
 	return p;
+}
+
+HT_EXPORT void *realloc(void *old, size_t size)
+{
+	return realloc_call(HT_EV_REALLOC, old, 1, size, size);
 }
 
 HT_EXPORT void *reallocarray(void *old, size_t n, size_t size)
@@ -758,19 +795,7 @@ HT_EXPORT void *reallocarray(void *old, size_t n, size_t size)
 		}
 		return NULL;
 	}
-	struct ht_tls *t = &ht_tls;
-	if (!tracing(t))
-		return nested(t) ? keep_realloc(t, HT_EV_REALLOCARRAY, old, n, size, bytes)
-				 : ht_alloc__realloc(old, bytes);
-	realloc_start(t, old);
-	uint64_t t0 = ht_now_release();
-	void *p = ht_alloc__realloc(old, bytes);
-	uint64_t ts = ht_now();
-	int flags;
-	uint64_t v[6] = {(uintptr_t)old, n, size, (uintptr_t)p, slack(p, bytes, &flags), ts - t0};
-	ht_record(HT_EV_REALLOCARRAY, flags, ts, v, NULL);
-	check_brk();
-	return p;
+	return realloc_call(HT_EV_REALLOCARRAY, old, n, size, bytes);
 }
 
 HT_EXPORT void *memalign(size_t align, size_t size)
@@ -875,38 +900,6 @@ void ht_hooks__new_done(size_t size, size_t align, void *p, uint64_t t0)
 		rec_malloc_slow(t, size, p, t0);
 	else if (nested(t))
 		keep_alloc(t, HT_EV_MALLOC, size, 0, 0, size, p);
-}
-
-/* Before another allocator's operator delete gives p back: its free
- * recorded (or kept, or left out when sampled out).  With --durations the
- * record waits for ht_hooks__delete_done, which *d prepares. */
-void ht_hooks__delete_start(void *p, struct ht_delete *d)
-{
-	struct ht_tls *t = &ht_tls;
-	d->timed = 0;
-	if (!tracing(t)) {
-		if (nested(t))
-			keep_free(t, p);
-		return;
-	}
-	if (ht_opt.sample_bytes && !ht_sample__free((uintptr_t)p))
-		return;
-	if (!ht_opt.durations) {
-		rec_free(t, p);
-		return;
-	}
-	uint64_t usable;
-	d->flags = p ? block_flags(p, 0, &usable) : 0;
-	if (p)
-		ht_order__note(t, (uintptr_t)p);
-	d->timed = 1;
-	d->t0 = ht_now_release();
-}
-
-void ht_hooks__delete_done(void *p, const struct ht_delete *d)
-{
-	if (d->timed)
-		rec_free_with(&ht_tls, p, 1, d->flags, d->t0, ht_now() - d->t0);
 }
 
 /* ---- the program's own mappings ---------------------------------------- */

@@ -451,6 +451,14 @@ extern int ht_alloc_other; /* 1: another allocator than glibc's serves malloc */
 extern _Atomic int ht_alloc_state; /* 2 once looked up */
 /* Looks the allocator up, once (every forwarder below does it first). */
 void ht_alloc__resolve(void);
+/* Whether another allocator than glibc's serves malloc, looked up first if
+ * not yet. */
+static inline int ht_alloc__is_other(void)
+{
+	if (HT_UNLIKELY(atomic_load_explicit(&ht_alloc_state, memory_order_acquire) != 2))
+		ht_alloc__resolve();
+	return HT_UNLIKELY(ht_alloc_other);
+}
 /* Says so when the program's malloc is not this library's (a library before
  * it in LD_PRELOAD, an executable with its own malloc): nothing recorded. */
 void ht_alloc__check_first(void);
@@ -468,17 +476,18 @@ int ht_alloc__mallopt(int param, int value);
 /* The other allocator's usable size of p (size if it has no answer). */
 uint64_t ht_alloc__usable(void *p, uint64_t size);
 
-/* ---- hooks.c: what cxxops.c records of another allocator's operators ---- */
-struct ht_delete {
-	int timed;  /* --durations: the record waits for delete_done */
+/* ---- hooks.c: free's record around the call, and what cxxops.c records
+ * of another allocator's operators ---------------------------------------- */
+struct ht_free_timing {
+	int timed;  /* --durations: the record waits for free_done */
 	int flags;  /* (then) the block's flags */
 	uint64_t t0; /* (then) when the call started */
 };
 /* The clock before a timed call (record --durations), 0 when untimed. */
 uint64_t ht_hooks__timed_start(void);
 void ht_hooks__new_done(size_t size, size_t align, void *p, uint64_t t0);
-void ht_hooks__delete_start(void *p, struct ht_delete *d);
-void ht_hooks__delete_done(void *p, const struct ht_delete *d);
+void ht_hooks__free_start(void *p, struct ht_free_timing *d);
+void ht_hooks__free_done(void *p, const struct ht_free_timing *d);
 
 /* ---- hooks.c: forwarding targets resolved with dlsym(RTLD_NEXT) -------- */
 void ht_hooks__resolve(void);
