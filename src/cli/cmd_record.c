@@ -119,11 +119,13 @@ static int find_preload(char *out, size_t len)
 }
 
 /* HEAPTRAIL_OPTIONS for the program: "name=value," for each option not at
- * its default (the recorder's defaults, src/preload/options.c), then
+ * its default (the recorder's defaults, src/preload/options.c), root=PID
+ * (the program's pid: what its next images would be told, and what tells
+ * this run's processes from another's, see unstarted_children), then
  * out=PATH, which takes the rest of the word.  HEAPTRAIL_QUIET and
  * HEAPTRAIL_FAST_PATH, which have no flag, are taken from record's own
  * environment.  malloc'd; NULL without memory. */
-static char *options_word(const struct record_config *cfg, const char *out)
+static char *options_word(const struct record_config *cfg, pid_t pid, const char *out)
 {
 	char *w = NULL;
 	size_t len = 0;
@@ -165,7 +167,7 @@ static char *options_word(const struct record_config *cfg, const char *out)
 		fprintf(f, "quiet=%s,", q);
 	if (fp && *fp && !strchr(fp, ','))
 		fprintf(f, "fast_path=%s,", fp);
-	fprintf(f, "out=%s", out);
+	fprintf(f, "root=%d,out=%s", (int)pid, out);
 	if (fclose(f) != 0) {
 		free(w);
 		return NULL;
@@ -711,7 +713,120 @@ struct kids_end {
 	char first[PATH_MAX]; /* the first still written */
 	pid_t first_pid;      /* its program */
 	int running;          /* how many */
+	pid_t unstarted[64];  /* unstarted_children, less those end_step met */
+	int nunstarted;
 };
+
+/* Field `field` (from 3: after the name) of /proc/PID/stat, a number:
+ * 22 starttime (clock ticks since boot), 38 exit_signal; -1 if it cannot
+ * be read. */
+static long long proc_stat(const char *pid, int field)
+{
+	char p[NAME_MAX + 16], buf[1024];
+	snprintf(p, sizeof(p), "/proc/%s/stat", pid);
+	size_t n = ht_read_small(p, buf, sizeof(buf) - 1);
+	if (!n)
+		return -1;
+	buf[n] = 0;
+	const char *q = strrchr(buf, ')'); /* (the name may hold spaces) */
+	for (int f = 2; q && f < field; f++)
+		q = strchr(q + 1, ' ');
+	return q ? strtoll(q + 1, NULL, 10) : -1;
+}
+
+/* Whether the environment /proc/PID/environ shows holds entry. */
+static int environ_has(const char *pid, const char *entry)
+{
+	char p[NAME_MAX + 16];
+	snprintf(p, sizeof(p), "/proc/%s/environ", pid);
+	int fd = open(p, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	size_t want = strlen(entry) + 1, have = 0, cap = 1 << 16;
+	char *buf = malloc(cap);
+	ssize_t n;
+	int found = 0;
+	while (buf && !found) {
+		if (have == cap) { /* (an environment may be as long as ARG_MAX) */
+			char *nb = cap < (64u << 20) ? realloc(buf, cap * 2) : NULL;
+			if (!nb)
+				break;
+			buf = nb;
+			cap *= 2;
+		}
+		n = read(fd, buf + have, cap - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		for (size_t i = 0; i + want <= have; i += strlen(buf + i) + 1) {
+			if (!memchr(buf + i, 0, have - i))
+				break; /* (the rest of this entry is still to come) */
+			if (!memcmp(buf + i, entry, want)) {
+				found = 1;
+				break;
+			}
+		}
+	}
+	free(buf);
+	close(fd);
+	return found;
+}
+
+/* A fork child makes its trace at its first call, so that children that
+ * only exec leave no file; a child left running when the program ended (a
+ * daemon, `cmd &`) that the scheduler had not run yet has none when record
+ * looks for the traces still written.  Such children are found here,
+ * before that look: the processes of this user, started after record,
+ * but not a recorder's writer process,
+ * whose environment (the memory /proc/PID/environ reads, which the
+ * recorder leaves as it was when it takes its variables out of the
+ * program's environ) holds the HEAPTRAIL_OPTIONS word record gave the
+ * program, whose root=PID is this run's alone.  Followed exec'd images
+ * carry a word of their own and write their traces at once. */
+static void unstarted_children(struct kids_end *k, const char *word)
+{
+	char self[32];
+	snprintf(self, sizeof(self), "%d", (int)getpid());
+	long long since = proc_stat(self, 22);
+	DIR *d = opendir("/proc");
+	if (!d || since < 0) {
+		if (d)
+			closedir(d);
+		return;
+	}
+	uid_t uid = getuid();
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL && k->nunstarted < (int)(sizeof(k->unstarted) / sizeof(k->unstarted[0]))) {
+		const char *name = de->d_name;
+		if (!(*name >= '1' && *name <= '9') || strspn(name, "0123456789") != strlen(name) ||
+		    !strcmp(name, self))
+			continue;
+		struct stat st;
+		char dir[NAME_MAX + 16];
+		snprintf(dir, sizeof(dir), "/proc/%s", name);
+		/* (a recorder's writer process, cloned from its program,
+		 * shares its environment: its exit signal is 0, a fork's
+		 * SIGCHLD) */
+		if (stat(dir, &st) < 0 || st.st_uid != uid || proc_stat(name, 22) < since ||
+		    proc_stat(name, 38) == 0)
+			continue;
+		if (environ_has(name, word))
+			k->unstarted[k->nunstarted++] = (pid_t)atoi(name);
+	}
+	closedir(d);
+}
+
+/* Notes a child still writing its trace, once. */
+static void still_running(struct kids_end *k, const char *path, pid_t pid)
+{
+	for (int i = 0; i < k->nunstarted; i++)
+		if (k->unstarted[i] == pid)
+			k->unstarted[i] = k->unstarted[--k->nunstarted];
+	if (!k->running++) {
+		snprintf(k->first, sizeof(k->first), "%s", path);
+		k->first_pid = pid;
+	}
+}
 
 /* The end step of a trace not read back yet (the children's).  A child
  * that outlived the program (daemon(), a server's workers, `cmd &`) still
@@ -724,10 +839,7 @@ static void end_step(const char *path, void *arg)
 	uint32_t threads;
 	pid_t pid = still_written(path);
 	if (pid) {
-		if (!k->running++) {
-			snprintf(k->first, sizeof(k->first), "%s", path);
-			k->first_pid = pid;
-		}
+		still_running(k, path, pid);
 		return;
 	}
 	int state = k->cfg->no_compact ? TRACE_WHOLE
@@ -1108,7 +1220,7 @@ int cmd_record(int argc, char **argv)
 		 * both out of it at start-up (docs/record.md, "Environment").
 		 * It alone is read: HEAPTRAIL_* variables of the user's stay as
 		 * they are, for the program, and count for nothing. */
-		char *word = options_word(&cfg, out);
+		char *word = options_word(&cfg, getpid(), out);
 		if (!word) {
 			fprintf(stderr, "heaptrail: out of memory\n");
 			_exit(126);
@@ -1167,6 +1279,12 @@ int cmd_record(int argc, char **argv)
 			      pid) < 0)
 		memcpy(shown, path, sizeof(path)); /* the name as given is longer */
 	struct run run = {pid, t0};
+	/* the program's own variable, for unstarted_children */
+	char entry[PATH_MAX * 2] = "";
+	char *word = cfg.quiet || cfg.no_follow_fork ? NULL : options_word(&cfg, pid, path);
+	if (word)
+		snprintf(entry, sizeof(entry), "HEAPTRAIL_OPTIONS=%s", word);
+	free(word);
 	char note[PATH_MAX + 64] = "";
 	int have = trace_of(path, pid, t0);
 	if (have && had_prev) {
@@ -1207,7 +1325,17 @@ int cmd_record(int argc, char **argv)
 	struct kids_end kids_end = {.cfg = &cfg};
 	if (have) {
 		end_step_on(path, &cfg, state);
+		if (entry[0])
+			unstarted_children(&kids_end, entry);
 		for_each_child_trace(path, &run, end_step, &kids_end);
+		/* those that made no trace yet, or one after that look */
+		for (int i = kids_end.nunstarted - 1; i >= 0; i--) {
+			pid_t kid = kids_end.unstarted[i];
+			char name[PATH_MAX + 16];
+			snprintf(name, sizeof(name), "%s.%d", path, (int)kid);
+			if (kill(kid, 0) == 0 || errno == EPERM)
+				still_running(&kids_end, name, kid);
+		}
 		if (!bad)
 			bad = damaged(path, ended_ok, what, sizeof(what), &events, &threads) ==
 			      TRACE_DAMAGED;

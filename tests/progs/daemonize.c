@@ -1,5 +1,7 @@
 /* daemon(3): the parent leaves at once, the child goes on.
- * Usage: daemonize NOCHDIR NOCLOSE HOLD_MS DONEFILE (DONEFILE absolute).
+ * Usage: daemonize NOCHDIR NOCLOSE HOLD_MS DONEFILE [WAIT_MS]
+ * (DONEFILE absolute; WAIT_MS: the child sleeps that long before its first
+ * call, so that it has no trace yet when the parent has ended).
  * Parent: 4 x malloc(64) kept, then daemon(NOCHDIR, NOCLOSE): malloc 4.
  * Child: frees 2 of the inherited blocks (its trace never saw them
  * allocated), then 1000 x malloc(48)/free, waits HOLD_MS, checks what
@@ -24,7 +26,8 @@ static int is_devnull(int fd, const struct stat *null)
 
 int main(int argc, char **argv)
 {
-	TP_CHECK(argc == 5);
+	TP_CHECK(argc == 5 || argc == 6);
+	unsigned long wait_ms = argc == 6 ? tp_atoul(argv[5]) : 0;
 	int nochdir = (int)tp_atoul(argv[1]), noclose = (int)tp_atoul(argv[2]);
 	unsigned long hold_ms = tp_atoul(argv[3]);
 	void *kept[4];
@@ -34,6 +37,9 @@ int main(int argc, char **argv)
 	TP_CHECK(getcwd(cwd, sizeof(cwd)) != NULL);
 	if (daemon(nochdir, noclose) < 0)
 		return 98;
+	struct timespec w = {(time_t)(wait_ms / 1000), (long)(wait_ms % 1000) * 1000000};
+	if (wait_ms)
+		nanosleep(&w, NULL);
 	for (int i = 0; i < 2; i++)
 		free(kept[i]);
 	for (int i = 0; i < 1000; i++) {
