@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # bench/run_realstacks.sh — the cost of `record --stacks` on real programs
 # built without frame pointers (Debian's): gcc's cc1 -O2 compiling a
-# generated C file (bench/gen_csource.py), and Debian's /usr/bin/python3
-# running bench/alloc_heavy.py.  Side by side in one run, interleaved: no
+# generated C file (bench/gen_csource.py), Debian's /usr/bin/python3
+# running bench/alloc_heavy.py, and Debian's node running
+# bench/alloc_heavy.js (stacks through V8's JIT code and builtins, which
+# no unwind information covers).  Side by side in one run, interleaved: no
 # tracer, heaptrail record, heaptrail record --stacks, heaptrack (which
 # always records stacks).  Whole process, start to exit with the trace
 # final; medians of REPS runs.  Also each variant's user+system CPU time,
@@ -18,7 +20,9 @@
 #   FUNCS=[200]               function pairs in the generated C file (~22 lines each)
 #   PYROUNDS=[150000]         rounds of bench/alloc_heavy.py
 #   PYTHON=[/usr/bin/python3] the interpreter (Debian's, not a pyenv shim)
-#   WORKLOADS=["cc1 python3"] which to run
+#   NODE=[/usr/bin/node]      Node.js (Debian's nodejs)
+#   NODEROUNDS=[200000]       rounds of bench/alloc_heavy.js
+#   WORKLOADS=["cc1 python3 node"] which to run (node left out if not installed)
 # --write puts the results in bench/RESULTS.md, between the "realstacks" markers.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -31,7 +35,12 @@ CC1=${CC1:-$(gcc -print-prog-name=cc1)}
 FUNCS=${FUNCS:-200}
 PYROUNDS=${PYROUNDS:-150000}
 PYTHON=${PYTHON:-/usr/bin/python3}
-WORKLOADS=${WORKLOADS:-cc1 python3}
+NODE=${NODE:-/usr/bin/node}
+NODEROUNDS=${NODEROUNDS:-200000}
+if [[ -z ${WORKLOADS:-} ]]; then
+	WORKLOADS="cc1 python3"
+	if [[ -x $NODE ]]; then WORKLOADS+=" node"; else note "no $NODE (scripts/deps.sh bench): node left out"; fi
+fi
 HT=$BUILD/heaptrail
 [[ -x $HT ]] || die "no $HT: build heaptrail first"
 [[ -x $CC1 ]] || die "no cc1 at '$CC1' (set CC1)"
@@ -49,6 +58,7 @@ LINES=$(wc -l <"$WORK/gen.c")
 declare -A CMD
 CMD[cc1]="$CC1 -O2 -quiet $WORK/gen.c -o /dev/null"
 CMD[python3]="$PYTHON $HERE/alloc_heavy.py $PYROUNDS"
+CMD[node]="$NODE $HERE/alloc_heavy.js $NODEROUNDS"
 
 # timed KEY CMD...: appends the whole run's wall ms to WALL[KEY] and its
 # user+system CPU ms (children included) to CPU[KEY]
@@ -144,10 +154,10 @@ if ((WRITE)); then
 	SECTION=$WORK/section
 	{
 		results_head realstacks "Stacks on real programs without frame pointers: record --stacks vs heaptrack" \
-			"REPS=$REPS FUNCS=$FUNCS PYROUNDS=$PYROUNDS bench/run_realstacks.sh --write"
+			"REPS=$REPS FUNCS=$FUNCS PYROUNDS=$PYROUNDS NODEROUNDS=$NODEROUNDS bench/run_realstacks.sh --write"
 		echo "- peer: $($HK --version 2>/dev/null | head -n 1 || true)"
 		[[ -n $CONTENTION ]] && echo "- CPU contention: some task waited for a CPU ${CONTENTION}% of the time during the whole run (Linux PSI; above ~5% expect noisy wall times: the CPU columns are steadier)"
-		echo "- workloads: \`$(basename "$CC1") -O2\` (Debian's gcc 12, built without frame pointers) on a generated C file of $LINES lines (\`bench/gen_csource.py $FUNCS\`); Debian's \`$PYTHON\` running \`bench/alloc_heavy.py $PYROUNDS\`.  Whole process, start to exit with the trace final, medians of $REPS interleaved runs (wall ms; CPU = user + system of the process tree)"
+		echo "- workloads: \`$(basename "$CC1") -O2\` (Debian's gcc 12, built without frame pointers) on a generated C file of $LINES lines (\`bench/gen_csource.py $FUNCS\`); Debian's \`$PYTHON\` running \`bench/alloc_heavy.py $PYROUNDS\`; Debian's \`$NODE\` running \`bench/alloc_heavy.js $NODEROUNDS\` (V8's JIT code and builtins: no unwind information).  Whole process, start to exit with the trace final, medians of $REPS interleaved runs (wall ms; CPU = user + system of the process tree)"
 		echo
 		cat "$TABLE" "$STRACE"
 		echo "<!-- realstacks:end -->"

@@ -427,10 +427,11 @@ struct ht_cfi ht_cfi__find(const uint8_t *hdr, uint32_t nfde, uintptr_t lo, uint
 	uint64_t target = pc - 1; /* the call, not the instruction after it */
 	int64_t want = (int64_t)(target - (uint64_t)(uintptr_t)hdr);
 	uint32_t a = 0, b = nfde;
+	struct ht_cfi nofde = {0, 0, HT_CFI_NOFDE, 0};
 	int32_t first;
 	memcpy(&first, table, 4);
 	if ((int64_t)first > want)
-		return none;
+		return nofde;
 	while (b - a > 1) {
 		uint32_t mid = a + (b - a) / 2;
 		int32_t loc;
@@ -464,8 +465,10 @@ struct ht_cfi ht_cfi__find(const uint8_t *hdr, uint32_t nfde, uintptr_t lo, uint
 			return none;
 		r.p += n;
 	}
-	if (r.bad || target < start || target - start >= range)
+	if (r.bad)
 		return none;
+	if (target < start || target - start >= range)
+		return nofde;
 	struct row w = {0, 0, 0, 0, CFA_OTHER, AT_SAME, AT_OTHER, AT_SAME};
 	if (run_cfa(&c, c.ins, c.end, start, UINT64_MAX, &w, NULL) < 0)
 		return none;

@@ -253,6 +253,9 @@ enum {
 	HT_CFI_RBP,       /* CFA = rbp + cfa_off */
 	HT_CFI_RBP_DEREF, /* CFA = *(rbp + cfa_off) (a function that realigned its stack) */
 	HT_CFI_END,       /* the return address is undefined: the outermost frame */
+	HT_CFI_GUESS,     /* code no unwind information covers (a JIT's, or in a module
+			   * outside every FDE): libunwind's frame-chain guess */
+	HT_CFI_NOFDE,     /* (ht_cfi__find only) no FDE covers pc */
 };
 struct ht_cfi {
 	int32_t cfa_off; /* see HT_CFI_* */

@@ -673,6 +673,29 @@ static inline void rule_prefetch(const struct walk_cache *wc, uint64_t pc)
 	__builtin_prefetch(rule_set(wc, h));
 }
 
+/* The rule for code of a module that no FDE covers (V8's builtins in
+ * node, hand-written assembly), as libunwind steps it when it finds no
+ * unwind information: a signal trampoline it recognizes by its code
+ * (libunwind steps it), a PLT entry (the return address at rsp), else the
+ * frame-chain guess (HT_CFI_GUESS).  The code is read only when the 16
+ * bytes at pc lie in the page of pc - 1, the call's, which is mapped;
+ * otherwise libunwind steps the frame. */
+static struct ht_cfi rule_nofde(uint64_t pc)
+{
+	struct ht_cfi none = {0, 0, HT_CFI_NONE, 0}, plt = {8, 0, HT_CFI_RSP, 0};
+	struct ht_cfi guess = {0, 0, HT_CFI_GUESS, 0};
+	if ((pc & 0xfff) == 0 || (pc & 0xfff) > 0x1000 - 16)
+		return none;
+	uint64_t w0, w1;
+	memcpy(&w0, (const void *)(uintptr_t)pc, 8);
+	memcpy(&w1, (const void *)(uintptr_t)(pc + 8), 8);
+	if (w0 == 0x0f0000000fc0c748ull && (w1 & 0xff) == 0x05)
+		return none; /* mov $15, %rax; syscall: rt_sigreturn */
+	if ((w0 & 0xffff) == 0x25ff && ((w0 >> 48) & 0xff) == 0x68 && ((w1 >> 24) & 0xff) == 0xe9)
+		return plt; /* jmp *x(%rip); push $n; jmp .plt */
+	return guess;
+}
+
 static __attribute__((noinline)) struct ht_cfi rule_slow(struct walk_cache *wc, uint64_t pc,
 							 struct rule_slot *set)
 {
@@ -691,9 +714,11 @@ static __attribute__((noinline)) struct ht_cfi rule_slow(struct walk_cache *wc, 
 			m = module_of(view_of(wc->owner), pc);
 		}
 	}
-	struct ht_cfi r = {0, 0, HT_CFI_NONE, 0};
+	struct ht_cfi r = {0, 0, HT_CFI_GUESS, 0};
 	if (m)
 		r = ht_cfi__find(m->eh_hdr, m->nfde, (uintptr_t)m->eh_lo, (uintptr_t)m->eh_hi, pc);
+	if (r.kind == HT_CFI_NOFDE)
+		r = rule_nofde(pc);
 	/* the set's newest: the oldest leaves */
 	memmove(set + 1, set, ((1u << RULE_WAYS_LG) - 1) * sizeof(*set));
 	set[0].pc = pc;
@@ -936,10 +961,33 @@ static __attribute__((noinline)) int cfi_walk(struct ht_stacks *s, uint64_t *ips
 			break;
 		}
 		struct ht_cfi r = rule_of(wc, w->pc);
-		uint64_t cfa;
+		uint64_t cfa = 0, ra_at, nsp, bp_at = 0; /* (the caller's pc, rsp, rbp: where) */
 		w->uses_bp = r.kind == HT_CFI_RBP || r.kind == HT_CFI_RBP_DEREF;
 		w->keeps_bp = r.rbp_off == 0;
-		if (r.kind == HT_CFI_RSP) {
+		if (r.kind == HT_CFI_GUESS) {
+			/* Code no unwind information covers: a JIT's (V8,
+			 * HotSpot, LuaJIT: in no module), or a module's outside
+			 * every FDE (V8's builtins in node).  libunwind finds none
+			 * either (lookups that mask signals, and addresses
+			 * validated with system calls, at every such step), then
+			 * guesses a frame-pointer frame: the caller's pc at
+			 * rbp + 8, its rbp at rbp, its rsp this frame's + 16;
+			 * unless rbp is 0, below this frame's rsp or more than
+			 * 16 KiB above it, which ends the stack.  The same guess
+			 * here, reading the thread's stack only. */
+			uint64_t b = w->bp;
+			w->uses_bp = 1;
+			w->keeps_bp = 0;
+			if (!b || b < w->sp || b - w->sp > 0x4000)
+				break;
+			if (!on_stack(b, lo, hi) || !on_stack(b + 8, lo, hi)) {
+				cut = 1;
+				break;
+			}
+			ra_at = b + 8;
+			nsp = w->sp + 16;
+			bp_at = b;
+		} else if (r.kind == HT_CFI_RSP) {
 			cfa = w->sp + (uint64_t)(int64_t)r.cfa_off;
 		} else if (r.kind == HT_CFI_RBP) {
 			cfa = w->bp + (uint64_t)(int64_t)r.cfa_off;
@@ -991,19 +1039,25 @@ static __attribute__((noinline)) int cfi_walk(struct ht_stacks *s, uint64_t *ips
 			T[k - 1].uses_bp = 0;
 			continue;
 		}
-		if (cfa <= w->sp || cfa > hi)
-			break;
-		uint64_t pc = *(const uint64_t *)(uintptr_t)(cfa - 8), bp = w->bp;
-		w->ra_at = cfa - 8;
-		w->ra = pc;
-		if (r.rbp_off) {
-			uint64_t a = cfa + (uint64_t)(int64_t)r.rbp_off;
-			if (!on_stack(a, lo, hi)) {
-				cut = 1;
+		if (r.kind != HT_CFI_GUESS) {
+			if (cfa <= w->sp || cfa > hi)
 				break;
+			ra_at = cfa - 8;
+			nsp = cfa;
+			if (r.rbp_off) {
+				bp_at = cfa + (uint64_t)(int64_t)r.rbp_off;
+				if (!on_stack(bp_at, lo, hi)) {
+					cut = 1;
+					break;
+				}
 			}
-			bp = *(const uint64_t *)(uintptr_t)a;
-			w->x_at = a;
+		}
+		uint64_t pc = *(const uint64_t *)(uintptr_t)ra_at, bp = w->bp;
+		w->ra_at = ra_at;
+		w->ra = pc;
+		if (bp_at) {
+			bp = *(const uint64_t *)(uintptr_t)bp_at;
+			w->x_at = bp_at;
 			w->x = bp;
 		}
 		if (!pc)
@@ -1011,7 +1065,7 @@ static __attribute__((noinline)) int cfi_walk(struct ht_stacks *s, uint64_t *ips
 		struct wframe *x = &T[k++];
 		memset(x, 0, sizeof(*x));
 		x->pc = pc;
-		x->sp = cfa;
+		x->sp = nsp;
 		x->bp = bp;
 		x->anchor = 1;
 		rule_prefetch(wc, pc);

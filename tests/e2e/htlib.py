@@ -592,6 +592,37 @@ def mallocs_in(t, path):
         return 0
 
 
+def record_syscalls(t, argv, opts=("--stacks",), timeout=150):
+    """System calls of `strace -f -c heaptrail record -q OPTS -- ARGV` (the
+    recorder, its writer and the program): ({name: calls}, the trace)."""
+    st = shutil.which("strace")
+    check(st, "strace is not installed (scripts/deps.sh test installs it)")
+    log = t.path("strace-%d.txt" % len(os.listdir(t.dir)))
+    r = t.run([st, "-f", "-c", "-o", log, t.heaptrail, "record", "-q"] + list(opts) +
+              ["-o", log + ".ht", "--"] + list(argv), timeout=timeout)
+    eq(r.rc, 0, "strace heaptrail record:\n" + r.describe())
+    calls = {}
+    with open(log) as f:
+        for line in f:
+            w = line.split()
+            if len(w) >= 5 and w[0][0].isdigit() and w[-1] != "total":
+                calls[w[-1]] = int(w[3])
+    return calls, log + ".ht"
+
+
+def unwind_check(t, argv, min_stacks, timeout=150):
+    """`heaptrail record --stacks --unwind check -- ARGV`: at least
+    min_stacks stacks taken both ways, none that differ from libunwind's."""
+    r = t.run([t.heaptrail, "record", "-q", "--stacks", "--unwind", "check", "-o",
+               t.path("check-%d.ht" % len(os.listdir(t.dir))), "--"] + list(argv),
+              timeout=timeout)
+    eq(r.rc, 0, "record --unwind check:\n" + r.describe())
+    m = re.search(r"unwind check: (\d+) stacks, (\d+) differ", r.stderr)
+    check(m, "no unwind check summary:\n" + r.stderr)
+    check(int(m.group(1)) >= min_stacks, "%s stacks checked" % m.group(1))
+    eq(int(m.group(2)), 0, "stacks that differ from libunwind's:\n" + r.stderr)
+
+
 def next_pids(n):
     """The next n pids the kernel will probably hand out.  A test that
     counts on them takes the "pids" lock, which a test that makes
