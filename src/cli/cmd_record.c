@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -689,6 +690,33 @@ static void end_step_on(const char *path, const struct record_config *cfg, int s
 	}
 }
 
+/* A program that exited with a status (record saw it: not a signal) and
+ * left its trace to the writer process (HT_FILE_F_ORPHANED) did not go
+ * through exit() or _exit(), whose hooks shut the tracer down: it made
+ * the exit_group system call itself, as Go's runtime ends every program.
+ * Nothing was lost, and the readers' warning "killed, or ended by a
+ * signal" would be wrong: the header says so (HT_FILE_F_EXIT_SYSCALL). */
+static void note_exit_syscall(const char *path)
+{
+	struct ht_file_header h;
+	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return;
+	if (pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
+	    !ht_trace__wait_writer(fd, h.pid, HT_WAIT_WRITER_MS) &&
+	    pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
+	    !memcmp(h.magic, HT_MAGIC, sizeof(h.magic)) &&
+	    (h.flags & (HT_FILE_F_CLOSED | HT_FILE_F_ORPHANED)) ==
+		    (HT_FILE_F_CLOSED | HT_FILE_F_ORPHANED)) {
+		h.flags |= HT_FILE_F_EXIT_SYSCALL;
+		if (pwrite(fd, &h.flags, sizeof(h.flags), offsetof(struct ht_file_header, flags)) !=
+		    (ssize_t)sizeof(h.flags))
+			ht_warning("%s: could not note in its header that the program ended by the "
+				   "exit_group system call: %s", path, strerror(errno));
+	}
+	close(fd);
+}
+
 /* The pid of the program writing path if it still runs (its recorder
  * holds the file's lock), else 0. */
 static pid_t still_written(const char *path)
@@ -1325,6 +1353,8 @@ int cmd_record(int argc, char **argv)
 	struct kids_end kids_end = {.cfg = &cfg};
 	if (have) {
 		end_step_on(path, &cfg, state);
+		if (WIFEXITED(status) && state != TRACE_DAMAGED)
+			note_exit_syscall(path);
 		if (entry[0])
 			unstarted_children(&kids_end, entry);
 		for_each_child_trace(path, &run, end_step, &kids_end);

@@ -66,6 +66,10 @@ struct ht_section_ref {
 					 * than glibc's (section ALLOCATOR names it):
 					 * usable sizes are its malloc_usable_size(), and
 					 * no block has glibc's chunk flags */
+#define HT_FILE_F_EXIT_SYSCALL 0x400 /* with ORPHANED: the program exited with a status,
+				      * not by a signal (record saw it), without exit()
+				      * or _exit(): the exit_group system call itself, as
+				      * Go's runtime does.  Nothing was lost */
 
 struct ht_file_header {
 	char magic[8];            /* HT_MAGIC */

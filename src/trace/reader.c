@@ -448,10 +448,14 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 				(unsigned long long)end);
 	}
 	r->info.orphaned = (r->hdr.flags & HT_FILE_F_ORPHANED) != 0;
-	if (r->info.orphaned)
-		ht_rd__warn(r, "the program ended without shutting the tracer down (killed, or ended "
-			    "by a signal it did not catch); its writer process saved every event "
-			    "it had recorded");
+	r->info.exit_syscall = r->info.orphaned && (r->hdr.flags & HT_FILE_F_EXIT_SYSCALL);
+	/* (a program that ended by the exit_group system call, as record saw
+	 * it exit with a status, lost nothing: no warning) */
+	if (r->info.orphaned && !r->info.exit_syscall)
+		ht_rd__warn(r, "the program ended without shutting the tracer down (killed, ended "
+			    "by a signal it did not catch, or by the exit_group system call "
+			    "without exit(), as Go programs end); its writer process saved every "
+			    "event it had recorded");
 	r->info.disk_full = (r->hdr.flags & HT_FILE_F_DISK_FULL) != 0;
 	if (r->info.being_written && !r->info.closed)
 		ht_rd__warn(r, "the trace is still being written (its program, pid %d, runs): read as "

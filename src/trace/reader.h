@@ -171,6 +171,8 @@ struct ht_trace_info {
 	uint32_t nthreads;     /* distinct threads in the chunks */
 	int closed;            /* header says the recorder closed the file */
 	int orphaned;          /* closed by the writer process after the program died */
+	int exit_syscall;      /* orphaned, and the program exited with a status by the
+				* exit_group system call, not exit() (HT_FILE_F_EXIT_SYSCALL) */
 	int being_written;     /* a recorder still writes it (its lock is held and the
 				* program runs): what was read is the trace as of now */
 	int disk_full;         /* recording stopped on a failed write (HT_FILE_F_DISK_FULL) */

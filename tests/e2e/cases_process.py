@@ -602,6 +602,41 @@ def test_exit_modes(t):
 
 
 @case()
+def test_exit_syscall(t):
+    """A program that ends by the exit_group system call itself (Go's
+    runtime does; exiter's exit_group: 10 x malloc(32), 4 freed, a thread's
+    2 x malloc(48), then exit_group(3)) goes through no exit() or _exit()
+    hook: its writer process closes the trace, which is whole.  Under
+    record, which saw the program exit with status 3, the trace says so
+    and no reader warns (it said "killed, or ended by a signal it did not
+    catch"); with LD_PRELOAD alone the warning names the system call among
+    its causes."""
+    out = t.path("eg.ht")
+    r = t.run([t.heaptrail, "record", "-o", out, "--", t.prog("exiter"), "exit_group"])
+    eq(r.rc, 3, "record's exit status (the program's)")
+    check("warning" not in r.stderr, "record warned:\n" + r.stderr)
+    s = t.stats(out)
+    expect(s, complete=True, closed=True, orphaned=True, exit_syscall=True, threads=2)
+    eq(s["_run"].stderr, "", "stats' stderr")
+    evs = t.dump(out, ["--kind", "malloc"])
+    eq(sorted(e.args[0] for e in evs if e.args[0] in (32, 48)), [32] * 10 + [48] * 2,
+       "the program's mallocs")
+    out = t.path("pre.ht")
+    t.traced(out, [t.prog("exiter"), "exit_group"], rc=3)
+    s = t.stats(out)
+    expect(s, complete=True, closed=True, orphaned=True, exit_syscall=False)
+    check("exit_group system call" in s["_run"].stderr,
+          "the warning of a trace recorded without record:\n" + s["_run"].stderr)
+    # killed: the warning stays, and no exit_syscall
+    out = t.path("k.ht")
+    r = t.run([t.heaptrail, "record", "-o", out, "--", "sh", "-c", "kill -KILL $$"])
+    eq(r.rc, 128 + 9, "record's exit status (killed)")
+    s = t.stats(out)
+    expect(s, orphaned=True, exit_syscall=False)
+    check("killed" in s["_run"].stderr, "no warning of a killed program:\n" + s["_run"].stderr)
+
+
+@case()
 def test_main_pthread_exit(t):
     """main ends with pthread_exit; the process ends when its last thread
     does (the recorder's own thread must not keep it alive)."""

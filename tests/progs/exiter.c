@@ -2,6 +2,9 @@
  *   _exit:       10 x malloc(32), 4 freed, then _exit(5)
  *   _Exit:       the same, then _Exit(6)
  *   exit:        the same, then exit(0)
+ *   exit_group:  the same, and a thread that allocates 2 x malloc(48),
+ *                then the exit_group system call itself (status 3), as
+ *                Go's runtime ends a program: no exit(), no _exit()
  *   atexit:      the same, an atexit handler that does malloc(11)/free,
  *                then return 0 from main
  *   thread-exit: main mallocs 2 x 16 and waits in pthread_join; a thread
@@ -14,6 +17,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "tp.h"
@@ -40,6 +44,14 @@ static void *exiting_thread(void *arg)
 		TP_CHECK((p[i] = tp_keep(malloc(64))) != NULL);
 	free(p[0]);
 	exit(7);
+}
+
+static void *two_48(void *arg)
+{
+	(void)arg;
+	tp_keep(malloc(48));
+	tp_keep(malloc(48));
+	return NULL;
 }
 
 static pthread_t main_thread;
@@ -82,6 +94,12 @@ int main(int argc, char **argv)
 		_Exit(6);
 	if (!strcmp(m, "exit"))
 		exit(0);
+	if (!strcmp(m, "exit_group")) {
+		pthread_t t;
+		TP_CHECK(pthread_create(&t, NULL, two_48, NULL) == 0);
+		pthread_join(t, NULL);
+		syscall(SYS_exit_group, 3);
+	}
 	TP_CHECK(!strcmp(m, "atexit"));
 	return 0;
 }
