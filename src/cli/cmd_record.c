@@ -238,9 +238,21 @@ static int trace_of(const char *path, pid_t pid, uint64_t t0)
  * 0 if there is nothing of the kind. */
 static int refuse_output(const char *path, const char *shown)
 {
-	struct stat st;
+	struct stat st, to;
 	if (lstat(path, &st) < 0)
 		return 0;
+	/* (a device, a pipe, /dev/stdout: the recorder seeks, patches its
+	 * header and appends an index, and renames files next to it) */
+	if (!S_ISDIR(st.st_mode) &&
+	    ((!S_ISLNK(st.st_mode) && !S_ISREG(st.st_mode)) ||
+	     (S_ISLNK(st.st_mode) && stat(path, &to) == 0 && !S_ISREG(to.st_mode) &&
+	      !S_ISDIR(to.st_mode)))) {
+		ht_error("%s is not a regular file (a device, a pipe or a terminal): a trace is "
+			 "written with seeks, an index and files next to it, so -o names a file "
+			 "(to keep no trace, write it to a temporary file and remove it)",
+			 shown);
+		return -1;
+	}
 	if (S_ISLNK(st.st_mode)) {
 		ht_error("%s is a symbolic link; heaptrail does not write through symlinks (remove "
 			 "it or choose another -o)", shown);
@@ -1095,6 +1107,11 @@ int cmd_record(int argc, char **argv)
 	}
 	if (cfg.output && !*cfg.output) {
 		ht_error("-o: empty path");
+		goto cleanup;
+	}
+	if (cfg.output && !strcmp(cfg.output, "-")) {
+		ht_error("-o -: a trace cannot go to standard output (it is written with seeks, an "
+			 "index and files next to it): give a file name (./- for a file named '-')");
 		goto cleanup;
 	}
 	if (cfg.stacks == -1)

@@ -404,6 +404,33 @@ def test_record_output_empty(t):
 
 
 @case()
+def test_record_output_not_a_file(t):
+    """-o naming no regular file (-, /dev/null, /dev/stdout, a fifo) is
+    refused before the program starts: one line that says a trace needs a
+    file, exit 2.  Before: -o - wrote a file named '-'; /dev/null ran the
+    program untraced after the recorder's refusal and record guessed
+    "statically linked, or setuid"; /dev/stdout was "a symbolic link"."""
+    fifo = t.path("fifo")
+    os.mkfifo(fifo)
+    mark = t.path("ran")
+    for out, what in (("-", "a trace cannot go to standard output"),
+                      ("/dev/null", "/dev/null is not a regular file"),
+                      ("/dev/stdout", "/dev/stdout is not a regular file"),
+                      (fifo, "%s is not a regular file" % fifo)):
+        r = t.run([t.heaptrail, "record", "-o", out, "--", "/bin/sh", "-c", "touch " + mark],
+                  cwd=t.dir)
+        eq(r.rc, 2, "-o %s: record's exit status:\n%s" % (out, r.describe()))
+        lines = r.heaptrail_lines()
+        eq(len(lines), 1, "-o %s: record's messages: %s" % (out, lines))
+        check(what in lines[0], "-o %s: %s" % (out, lines[0]))
+        check(not os.path.exists(mark), "-o %s: the program ran" % out)
+        eq(sorted(os.listdir(t.dir)), ["fifo"], "-o %s: files written" % out)
+    r = t.run([t.heaptrail, "record", "-q", "-o", "./-", "--", "/bin/true"], cwd=t.dir)
+    eq(r.rc, 0, "-o ./-:\n" + r.describe())
+    check(os.path.isfile(t.path("-")), "-o ./- wrote no file named '-'")
+
+
+@case()
 def test_record_output_too_long(t):
     """An output path too long for the recorder (4072 bytes and more once
     absolute, or a file name of more than 231 bytes: it needs room for
