@@ -6,11 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "analyze/analyze.h"
 #include "common/json.h"
 #include "common/util.h"
+#include "symbols/perfmap.h"
 
 #define MAX_DEPTH 256 /* return addresses read per stack */
 
@@ -88,6 +90,34 @@ void ht_blocks__symbols_ahead(const char *sysroot, const char *debug_dir)
 	ahead.debug_dir = debug_dir ? ht_xstrdup(debug_dir) : NULL;
 }
 
+/* The perf map of the traced process's JIT, /tmp/perf-PID.map (node
+ * --perf-basic-prof, java's perf-map-agent, LuaJIT, .NET), names the
+ * frames in no module: when there is one of this process, not older than
+ * the recording (an earlier process's with the same pid), and
+ * HEAPTRAIL_PERF_MAP is not 0.  HEAPTRAIL_PERF_MAP=FILE reads that file
+ * instead (a map saved from another machine). */
+static void perf_map(struct ht_reader *r, struct ht_symbolizer *sym)
+{
+	const struct ht_trace_info *in = ht_reader__info(r);
+	const char *env = getenv("HEAPTRAIL_PERF_MAP");
+	char path[64], err[256];
+	if (env && (!strcmp(env, "0") || !*env))
+		return;
+	if (!env) {
+		struct stat st;
+		snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)in->pid);
+		if (lstat(path, &st) < 0 || !S_ISREG(st.st_mode) ||
+		    (uint64_t)st.st_mtime < in->start_realtime_ns / 1000000000u)
+			return;
+	}
+	struct ht_perfmap *m = ht_perfmap__load(env ? env : path, err, sizeof(err));
+	if (!m) {
+		ht_warning("%s: %s: frames in no module stay addresses", env ? env : path, err);
+		return;
+	}
+	ht_symbolizer__set_perf_map(sym, m);
+}
+
 struct ht_symbolizer *ht_blocks__symbolizer(struct ht_reader *r, const char *sysroot,
 					    const char *debug_dir)
 {
@@ -113,6 +143,7 @@ struct ht_symbolizer *ht_blocks__symbolizer(struct ht_reader *r, const char *sys
 		ht_error("cannot set up symbolization (libdw)");
 		return NULL;
 	}
+	perf_map(r, sym);
 	const char *prob = ht_symbolizer__problems(sym);
 	if (prob) /* (one line per module, the last ends in a newline) */
 		ht_warning("some stacks will show addresses only:\n%.*s", (int)strlen(prob) - 1, prob);

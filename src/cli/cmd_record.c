@@ -239,6 +239,34 @@ static int trace_of(const char *path, pid_t pid, uint64_t t0)
 static int refuse_output(const char *path, const char *shown)
 {
 	struct stat st, to;
+	/* The directory first: the recorder creates the trace there, and
+	 * files next to it.  A directory that does not exist, that was
+	 * removed (a deleted working directory), or that this user cannot
+	 * write in used to run the program untraced, the recorder's one
+	 * line, then record's guess "statically linked, or setuid". */
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash == dir)
+		dir[1] = 0;
+	else if (slash)
+		*slash = 0;
+	else
+		snprintf(dir, sizeof(dir), ".");
+	const char *why = NULL;
+	if (stat(dir, &to) < 0)
+		why = strerror(errno);
+	else if (!S_ISDIR(to.st_mode))
+		why = "not a directory";
+	else if (to.st_nlink == 0)
+		why = "it has been removed";
+	else if (access(dir, W_OK | X_OK) < 0)
+		why = strerror(errno);
+	if (why) {
+		ht_error("cannot write %s: its directory %s: %s; choose another -o", shown,
+			 strcmp(dir, ".") ? dir : "(the current directory)", why);
+		return -1;
+	}
 	if (lstat(path, &st) < 0)
 		return 0;
 	/* (a device, a pipe, /dev/stdout: the recorder seeks, patches its

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "perfmap.h"
 #include "symindex.h"
 
 /* libstdc++'s demangler (linked in for it). */
@@ -71,6 +72,7 @@ struct ht_symbolizer {
 	size_t nstrs, capstrs;      /* count / allocated */
 	char *problems;             /* for ht_symbolizer__problems */
 	size_t problems_len;        /* its length */
+	struct ht_perfmap *perfmap; /* names of code in no module (a JIT's), or NULL */
 };
 
 static void *xrealloc(void *p, size_t n)
@@ -296,7 +298,14 @@ void ht_symbolizer__free(struct ht_symbolizer *s)
 	free(s->debug_path);
 	free(s->sysroot);
 	free(s->problems);
+	ht_perfmap__free(s->perfmap);
 	free(s);
+}
+
+void ht_symbolizer__set_perf_map(struct ht_symbolizer *s, struct ht_perfmap *m)
+{
+	ht_perfmap__free(s->perfmap);
+	s->perfmap = m;
 }
 
 const char *ht_symbolizer__problems(const struct ht_symbolizer *s)
@@ -369,7 +378,9 @@ static void resolve_into(struct ht_symbolizer *s, uint64_t ip, struct mod_ref *m
 	uint64_t addr = (ip ? ip - 1 : 0) + (m ? m->shift : 0);
 	Dwfl_Module *dm = m ? dwfl_addrmodule(s->dwfl, addr) : NULL;
 	if (!dm) {
-		new_frame(s, ip, m);
+		struct ht_frame *f = new_frame(s, ip, m);
+		if (!m && s->perfmap) /* (a JIT's code: its perf map names it) */
+			f->function = keep(s, ht_perfmap__lookup(s->perfmap, addr));
 		return;
 	}
 	const char *file = NULL;

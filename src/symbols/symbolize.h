@@ -56,6 +56,12 @@ size_t ht_symbolizer__resolve(struct ht_symbolizer *s, uint64_t ip,
 size_t ht_symbolizer__resolve_in(struct ht_symbolizer *s, uint64_t ip, int mod,
 				 const struct ht_frame **frames);
 
+/* Names the frames in no module (a JIT's code) from m, a JIT's perf map
+ * (perfmap.h), which the symbolizer then owns; NULL: none.  Their module
+ * stays NULL, their offset the address. */
+struct ht_perfmap;
+void ht_symbolizer__set_perf_map(struct ht_symbolizer *s, struct ht_perfmap *m);
+
 /* Whether module (a frame's module name, NULL if none) is the recorder's
  * own library: its frames (the malloc wrappers) are never shown, and its
  * file changing since the recording is no problem. */

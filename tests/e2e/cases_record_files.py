@@ -8,6 +8,7 @@ output path is refused before the program starts; a second signal that
 comes while the trace is closed waits for the close."""
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -428,6 +429,47 @@ def test_record_output_not_a_file(t):
     r = t.run([t.heaptrail, "record", "-q", "-o", "./-", "--", "/bin/true"], cwd=t.dir)
     eq(r.rc, 0, "-o ./-:\n" + r.describe())
     check(os.path.isfile(t.path("-")), "-o ./- wrote no file named '-'")
+
+
+@case()
+def test_record_output_dir_unusable(t):
+    """An output directory that does not exist, is a file, was removed (a
+    deleted working directory and the default name) or that the user
+    cannot write in is refused before the program starts: one line that
+    names the directory and why, exit 2.  Before: the program ran
+    untraced, the recorder said it could not create the file, and record
+    guessed "statically linked, or setuid, or the path is not writable?"."""
+    mark = t.path("ran")
+    prog = ["/bin/sh", "-c", "touch " + mark]
+    f = t.path("afile")
+    with open(f, "w"):
+        pass
+    cases = [(["-o", t.path("nodir/x.ht")], None,
+              "its directory %s: No such file or directory" % t.path("nodir")),
+             (["-o", f + "/x.ht"], None, "its directory %s: not a directory" % f)]
+    for opts, cwd, what in cases:
+        r = t.run([t.heaptrail, "record"] + opts + ["--"] + prog, cwd=cwd)
+        eq(r.rc, 2, "%s: record's exit status:\n%s" % (opts, r.describe()))
+        lines = r.heaptrail_lines()
+        eq(len(lines), 1, "%s: record's messages: %s" % (opts, lines))
+        check(what in lines[0], "%s: %s" % (opts, lines[0]))
+        check(not os.path.exists(mark), "%s: the program ran" % opts)
+    # the working directory removed, the default output name
+    r = t.run(["/bin/sh", "-c", "mkdir gone && cd gone && rmdir ../gone && exec %s record -- %s"
+               % (t.heaptrail, " ".join(prog[:2] + ["'%s'" % prog[2]]))], cwd=t.dir)
+    eq(r.rc, 2, "removed cwd: record's exit status:\n" + r.describe())
+    check("its directory (the current directory): it has been removed" in r.stderr,
+          "removed cwd: " + r.stderr)
+    check(not os.path.exists(mark), "removed cwd: the program ran")
+    if os.getuid() == 0 and shutil.which("setpriv"):  # (root writes anywhere)
+        ro = t.path("ro")
+        os.mkdir(ro)
+        os.chmod(ro, 0o555)
+        os.chmod(t.dir, 0o755)
+        r = t.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                   t.heaptrail, "record", "-o", ro + "/x.ht", "--", "/bin/true"])
+        eq(r.rc, 2, "a directory not writable: record's exit status:\n" + r.describe())
+        check("its directory %s: Permission denied" % ro in r.stderr, r.stderr)
 
 
 @case()

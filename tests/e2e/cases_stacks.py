@@ -670,6 +670,52 @@ def test_unwind_jit_frames(t):
           % (sum(calls.values()), 3 * rounds, calls))
 
 
+@case(labels=("stacks", "analyzers"))
+def test_perf_map_names_jit_frames(t):
+    """A JIT's perf map (/tmp/perf-PID.map, as node --perf-basic-prof or
+    java's perf-map-agent write it; jitframes.c writes one line for its
+    copied code) names the frames in no module, in every command that
+    shows stacks; HEAPTRAIL_PERF_MAP=0 leaves them addresses, and
+    HEAPTRAIL_PERF_MAP=FILE reads another map (a saved one)."""
+    out = t.path("m.ht")
+    r = t.run([t.heaptrail, "record", "-q", "--stacks", "-o", out, "--",
+               t.prog("jitframes"), "100", "map"])
+    eq(r.rc, 0, "record:\n" + r.describe())
+    pid = t.stats(out)["pid"]
+    pmap = "/tmp/perf-%d.map" % pid
+    check(os.path.exists(pmap), "jitframes wrote no %s" % pmap)
+    try:
+        def jit_frame(env=None):
+            r = t.run([t.heaptrail, "top", "--json", "--top", "100", out], env=env)
+            eq(r.rc, 0, "top --json:\n" + r.describe())
+            for e in json.loads(r.stdout)["calls"]["entries"]:
+                st = e["stack"]
+                if e["bytes_allocated"] == 100 * 100:
+                    eq(st[0]["function"], "leaf", "the 100-byte blocks' stack: %s" % st)
+                    return st[1]["module"], st[1]["function"]
+            fail("no stack of the 100-byte blocks:\n" + r.stdout)
+        eq(jit_frame(), (None, "jit_frame_code"), "the JIT frame, named by the map")
+        eq(jit_frame({"HEAPTRAIL_PERF_MAP": "0"}), (None, None), "with HEAPTRAIL_PERF_MAP=0")
+        saved = t.path("saved.map")
+        with open(pmap) as f:
+            addr = f.read().split()[0]
+        with open(saved, "w") as f:
+            f.write("garbage line\n%s e saved_name\n" % addr)
+        os.unlink(pmap)
+        eq(jit_frame(), (None, None), "the map removed")
+        eq(jit_frame({"HEAPTRAIL_PERF_MAP": saved}), (None, "saved_name"),
+           "HEAPTRAIL_PERF_MAP=FILE")
+        r = t.run([t.heaptrail, "flamegraph", "--folded", out], env={"HEAPTRAIL_PERF_MAP": saved})
+        check(";saved_name;leaf " in r.stdout, "flamegraph --folded:\n" + r.stdout)
+        r = t.run([t.heaptrail, "top", out], env={"HEAPTRAIL_PERF_MAP": t.path("none.map")})
+        eq(r.rc, 0, "top with a map that is not there:\n" + r.describe())
+        check("none.map" in r.stderr and "frames in no module stay addresses" in r.stderr,
+              "no warning of the missing map:\n" + r.stderr)
+    finally:
+        if os.path.exists(pmap):
+            os.unlink(pmap)
+
+
 @case(timeout=180, labels=("stacks",))
 def test_stacks_no_syscall_per_allocation(t):
     """`record --stacks` of nofp (about 80,000 allocations through code

@@ -1,7 +1,7 @@
 # The fuzz corpus regression runs, for any C compiler (no clang, no libFuzzer
 # needed): builds tests/fuzz/run_corpus.c together with each fuzz target and
 # the sources it tests, with ASan+UBSan where the compiler has them, and
-# registers five ctest tests:
+# registers six ctest tests:
 #
 #   fuzz.corpus            tests/fuzz/fuzz_reader.c and the trace reader:
 #                          every file of tests/fuzz/corpus/ and
@@ -20,6 +20,10 @@
 #                          workload loader: every file of
 #                          tests/fuzz/corpus_convert/ and
 #                          tests/fuzz/regressions_convert/
+#   fuzz.perfmap_corpus    tests/fuzz/fuzz_perfmap.c and the perf map
+#                          parser (src/symbols/perfmap.c): every file of
+#                          tests/fuzz/corpus_perfmap/ and
+#                          tests/fuzz/regressions_perfmap/
 #   fuzz.jsonread_corpus   tests/fuzz/fuzz_jsonread.c and the JSON reader
 #                          of `heaptrail report --compare`
 #                          (src/common/jsonread.c) with the writer
@@ -124,25 +128,33 @@ set(HT_FUZZ_WL_ENV "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:max_allocation_
 set_tests_properties(fuzz.workload_corpus PROPERTIES ENVIRONMENT "${HT_FUZZ_WL_ENV}" TIMEOUT 300
   LABELS "fuzz;analyzers")
 
+# A corpus run of a parser that needs nothing but its sources: the
+# executable TARGET from run_corpus.c and the sources after the test's
+# name, the ctest test NAME over tests/fuzz/CORPUS and tests/fuzz/REGRESSIONS.
+function(ht_fuzz_corpus_run target name corpus regressions)
+  add_executable(${target} ${HT_FUZZ_DIR}/run_corpus.c ${ARGN})
+  target_include_directories(${target} PRIVATE
+    ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
+  target_compile_options(${target} PRIVATE -g -O1 -fno-omit-frame-pointer ${HT_FUZZ_SAN})
+  target_link_options(${target} PRIVATE ${HT_FUZZ_SAN})
+  add_test(NAME ${name}
+    COMMAND ${target} -t 60 ${HT_FUZZ_DIR}/${corpus} ${HT_FUZZ_DIR}/${regressions})
+  set_tests_properties(${name} PROPERTIES ENVIRONMENT "${HT_FUZZ_WL_ENV}" TIMEOUT 300
+    LABELS "fuzz;analyzers")
+endfunction()
+
 # the smaps parser's run (heaptrail maps)
-set(HT_FUZZ_SMAPS_SOURCES
-  ${HT_FUZZ_DIR}/run_corpus.c
+ht_fuzz_corpus_run(ht_fuzz_run_smaps_corpus fuzz.smaps_corpus corpus_smaps regressions_smaps
   ${HT_FUZZ_DIR}/fuzz_smaps.c
   ${PROJECT_SOURCE_DIR}/src/analyze/smaps.c
   ${PROJECT_SOURCE_DIR}/src/analyze/mapkinds.c
   ${PROJECT_SOURCE_DIR}/src/common/json.c
   ${PROJECT_SOURCE_DIR}/src/common/markup.c
   ${PROJECT_SOURCE_DIR}/src/common/util.c)
-add_executable(ht_fuzz_run_smaps_corpus ${HT_FUZZ_SMAPS_SOURCES})
-target_include_directories(ht_fuzz_run_smaps_corpus PRIVATE
-  ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
-target_compile_options(ht_fuzz_run_smaps_corpus PRIVATE -g -O1 -fno-omit-frame-pointer ${HT_FUZZ_SAN})
-target_link_options(ht_fuzz_run_smaps_corpus PRIVATE ${HT_FUZZ_SAN})
-add_test(NAME fuzz.smaps_corpus
-  COMMAND ht_fuzz_run_smaps_corpus -t 60 ${HT_FUZZ_DIR}/corpus_smaps
-    ${HT_FUZZ_DIR}/regressions_smaps)
-set_tests_properties(fuzz.smaps_corpus PROPERTIES ENVIRONMENT "${HT_FUZZ_WL_ENV}" TIMEOUT 300
-  LABELS "fuzz;analyzers")
+
+# the perf map parser's run (the names of a JIT's frames)
+ht_fuzz_corpus_run(ht_fuzz_run_perfmap_corpus fuzz.perfmap_corpus corpus_perfmap
+  regressions_perfmap ${HT_FUZZ_DIR}/fuzz_perfmap.c ${PROJECT_SOURCE_DIR}/src/symbols/perfmap.c)
 
 # the converter's run (heaptrail convert): the reader, the converter, and
 # the loader that checks what it wrote

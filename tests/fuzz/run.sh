@@ -22,11 +22,14 @@
 #              src/common/jsonread.c, with the writer json.c it writes the
 #              trees back with (fuzz_jsonread.c; corpus_jsonread/,
 #              regressions_jsonread/, json.dict)
+#   perfmap    the perf map parser, src/symbols/perfmap.c: the names of a
+#              JIT's code (fuzz_perfmap.c; corpus_perfmap/,
+#              regressions_perfmap/, perfmap.dict)
 #
 # Inputs that crash, hang (> 10 s) or run out of memory (> 2 GiB) are
 # written to the target's regressions directory (tests/fuzz/regressions/,
-# regressions_workload/, regressions_smaps/, regressions_convert/ or
-# regressions_jsonread/) as crash-*, timeout-*, oom-*; rename
+# regressions_workload/, regressions_smaps/, regressions_convert/,
+# regressions_jsonread/ or regressions_perfmap/) as crash-*, timeout-*, oom-*; rename
 # each after what it triggers once it is understood.  Every file there is
 # replayed by the corpus regression tests (tests/fuzz/run_corpus.c).
 #
@@ -64,7 +67,7 @@ MODE=fuzz
 SECONDS_=60
 TARGET=reader
 case "${1:-}" in
-reader | workload | smaps | convert | jsonread)
+reader | workload | smaps | convert | jsonread | perfmap)
 	TARGET=$1
 	shift
 	;;
@@ -77,13 +80,22 @@ case "${1:-}" in
 	;;
 '') ;;
 *[!0-9]*)
-	echo "usage: $0 [reader|workload|smaps|convert|jsonread] [SECONDS|--coverage]" >&2
+	echo "usage: $0 [reader|workload|smaps|convert|jsonread|perfmap] [SECONDS|--coverage]" >&2
 	exit 2
 	;;
 *) SECONDS_=$1 ;;
 esac
 
-if [ "$TARGET" = jsonread ]; then
+if [ "$TARGET" = perfmap ]; then
+	FUZZER=fuzz_perfmap
+	TARGET_SOURCES="$SRC/src/symbols/perfmap.c"
+	MAIN_SOURCE="$SRC/src/symbols/perfmap.c"
+	CORPUS="$HERE/corpus_perfmap"
+	REGRESSIONS="$HERE/regressions_perfmap"
+	DICT="$HERE/perfmap.dict"
+	WORK="$BUILD/work_perfmap"
+	LIBS=""
+elif [ "$TARGET" = jsonread ]; then
 	FUZZER=fuzz_jsonread
 	TARGET_SOURCES="$SRC/src/common/jsonread.c $SRC/src/common/json.c $SRC/src/common/markup.c"
 	MAIN_SOURCE="$SRC/src/common/jsonread.c"

@@ -1,4 +1,4 @@
-/* jitframes ROUNDS: allocations under frames that no unwind information
+/* jitframes ROUNDS [map]: allocations under frames that no unwind information
  * covers, as a JIT's code and a virtual machine's hand-written stubs make
  * them (cases_stacks.py, unwind_jit_frames).  Each round:
  *   jit_frame(leaf, 100)   code copied into an anonymous executable
@@ -8,11 +8,15 @@
  *                          FDE (assembly without .cfi directives)
  *   leaf(300)              directly
  * leaf mallocs its size and frees it: 3 mallocs and 3 frees a round.
+ * With "map", the program writes /tmp/perf-PID.map as a JIT does for perf:
+ * one line, "ADDR e jit_frame_code" (the copied code, 14 bytes).
  * x86-64 only. */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "tp.h"
 
@@ -54,13 +58,22 @@ static __attribute__((noinline)) void leaf(long n)
 
 int main(int argc, char **argv)
 {
-	TP_CHECK(argc == 2);
+	TP_CHECK(argc == 2 || (argc == 3 && !strcmp(argv[2], "map")));
 	unsigned long rounds = tp_atoul(argv[1]);
 	void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	TP_CHECK(page != MAP_FAILED);
 	memcpy(page, frame_code, sizeof(frame_code));
 	TP_CHECK(mprotect(page, 4096, PROT_READ | PROT_EXEC) == 0);
 	frame_fn jit_frame = (frame_fn)page;
+	if (argc == 3) {
+		char path[64];
+		snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)getpid());
+		FILE *f = fopen(path, "w");
+		TP_CHECK(f != NULL);
+		fprintf(f, "%lx %zx jit_frame_code\n", (unsigned long)(uintptr_t)page,
+			sizeof(frame_code));
+		TP_CHECK(fclose(f) == 0);
+	}
 	for (unsigned long i = 0; i < rounds; i++) {
 		jit_frame(leaf, 100);
 		stub_frame(leaf, 200);
