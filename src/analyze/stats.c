@@ -233,6 +233,8 @@ void ht_stats__event(struct ht_stats *s, const struct ht_event *e, const struct 
 		if (e->v[6] != (uint64_t)-1) {
 			s->mm_mapped += e->v[1];
 			s->mm_live += (int64_t)e->v[1];
+			if (e->v[2] == 0) /* PROT_NONE */
+				s->mm_prot_none += e->v[1];
 		}
 		break;
 	case HT_EV_MUNMAP:
@@ -376,6 +378,8 @@ void ht_stats__json(const struct ht_stats *s, struct ht_json *j, const struct ht
 	ht_json__u64(j, "bytes_unmapped", s->mm_unmapped);
 	ht_json__u64(j, "live_mapped_bytes", s->mm_live > 0 ? (uint64_t)s->mm_live : 0);
 	ht_json__u64(j, "peak_mapped_bytes", s->mm_peak);
+	if (s->mm_prot_none) /* (only then) */
+		ht_json__u64(j, "bytes_mapped_prot_none", s->mm_prot_none);
 	ht_json__obj_end(j);
 	ht_json__obj_begin(j, "mmapped_chunks");
 	ht_json__u64(j, "allocations", s->mmc_allocs);
@@ -435,7 +439,7 @@ void ht_stats__json(const struct ht_stats *s, struct ht_json *j, const struct ht
 void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_trace_info *in,
 		    const char *path)
 {
-	char b1[32], b2[32], b3[32];
+	char b1[32], b2[32], b3[32], b4[32];
 	fprintf(f, "trace      %s\ncommand    %s (pid %d)\n", path, in->cmdline, in->pid);
 	if (in->allocator)
 		fprintf(f, "allocator  %s (not glibc's: usable sizes are its own)\n", in->allocator);
@@ -494,10 +498,16 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_trace_inf
 		       (long long)(s->brk_final - s->brk_initial),
 		       (unsigned long long)(s->brk_events - 1),
 		       ht_fmt_bytes(b1, s->brk_max - s->brk_initial));
-	if (s->mm_calls)
-		fprintf(f, "program's mmaps  %llu calls, %s mapped, %s unmapped, peak %s\n",
-		       (unsigned long long)s->mm_calls, ht_fmt_bytes(b1, s->mm_mapped),
+	if (s->mm_calls) {
+		char none[96] = "";
+		if (s->mm_prot_none) /* (a JVM's 8 GiB heap reservation is no memory yet) */
+			snprintf(none, sizeof(none),
+				 " (%s of it PROT_NONE: address space reserved, not memory)",
+				 ht_fmt_bytes(b4, s->mm_prot_none));
+		fprintf(f, "program's mmaps  %llu calls, %s mapped%s, %s unmapped, peak %s\n",
+		       (unsigned long long)s->mm_calls, ht_fmt_bytes(b1, s->mm_mapped), none,
 		       ht_fmt_bytes(b2, s->mm_unmapped), ht_fmt_bytes(b3, s->mm_peak));
+	}
 
 	fprintf(f, "\nsizes (requested bytes)\n");
 	uint64_t max = 1;

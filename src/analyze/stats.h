@@ -43,6 +43,9 @@ struct ht_stats {
 	uint64_t inversions;         /* addresses handed out while live */
 	uint64_t re_calls, re_moved, re_inplace, re_as_malloc, re_as_free, re_failed; /* realloc */
 	uint64_t mm_calls, mm_mapped, mm_unmapped, mm_peak; /* the program's own mmaps */
+	uint64_t mm_prot_none; /* of mm_mapped, mapped PROT_NONE: address space reserved
+				* (a JVM's heap, Go's arenas, sanitizers' shadow), which
+				* an mprotect (not traced) may make memory later */
 	int64_t mm_live;             /* bytes the program has mapped now */
 	uint64_t mmc_allocs, mmc_bytes; /* allocations glibc served by mmap */
 	uint64_t brk_initial, brk_final, brk_max, brk_events; /* program break */
