@@ -17,7 +17,7 @@
 #include "cli/builtin.h"
 #include "common/options.h"
 #include "common/pidpath.h"
-#include "common/readsmall.h"
+#include "common/procstat.h"
 #include "common/util.h"
 #include "symbols/elfsyms.h"
 #include "trace/compact.h"
@@ -591,14 +591,9 @@ static void check_kid(const char *path, void *arg)
  * from /proc while the program is a zombie not yet reaped; 0 if unknown. */
 static int cpu_of(pid_t pid, uint64_t *self_ns, uint64_t *kids_ns)
 {
-	char p[64], buf[1024];
-	snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
-	size_t n = ht_read_small(p, buf, sizeof(buf) - 1);
-	if (!n)
-		return 0;
-	buf[n] = 0;
-	const char *q = strrchr(buf, ')'); /* (the command may hold anything) */
-	unsigned long long f[4];           /* fields 14 to 17 */
+	char buf[1024];
+	const char *q = ht_procstat_read(pid, buf, sizeof(buf));
+	unsigned long long f[4]; /* fields 14 to 17 */
 	if (!q || sscanf(q + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu",
 			 &f[0], &f[1], &f[2], &f[3]) != 4)
 		return 0;
@@ -785,23 +780,6 @@ struct kids_end {
 	int nunstarted;
 };
 
-/* Field `field` (from 3: after the name) of /proc/PID/stat, a number:
- * 22 starttime (clock ticks since boot), 38 exit_signal; -1 if it cannot
- * be read. */
-static long long proc_stat(const char *pid, int field)
-{
-	char p[NAME_MAX + 16], buf[1024];
-	snprintf(p, sizeof(p), "/proc/%s/stat", pid);
-	size_t n = ht_read_small(p, buf, sizeof(buf) - 1);
-	if (!n)
-		return -1;
-	buf[n] = 0;
-	const char *q = strrchr(buf, ')'); /* (the name may hold spaces) */
-	for (int f = 2; q && f < field; f++)
-		q = strchr(q + 1, ' ');
-	return q ? strtoll(q + 1, NULL, 10) : -1;
-}
-
 /* Whether the environment /proc/PID/environ shows holds entry. */
 static int environ_has(const char *pid, const char *entry)
 {
@@ -853,9 +831,9 @@ static int environ_has(const char *pid, const char *entry)
  * carry a word of their own and write their traces at once. */
 static void unstarted_children(struct kids_end *k, const char *word)
 {
-	char self[32];
-	snprintf(self, sizeof(self), "%d", (int)getpid());
-	long long since = proc_stat(self, 22);
+	char buf[1024];
+	pid_t self = getpid();
+	long long since = ht_procstat_field(ht_procstat_read(self, buf, sizeof(buf)), 22);
 	DIR *d = opendir("/proc");
 	if (!d || since < 0) {
 		if (d)
@@ -863,23 +841,26 @@ static void unstarted_children(struct kids_end *k, const char *word)
 		return;
 	}
 	uid_t uid = getuid();
+	const int cap = (int)(sizeof(k->unstarted) / sizeof(k->unstarted[0]));
 	struct dirent *de;
-	while ((de = readdir(d)) != NULL && k->nunstarted < (int)(sizeof(k->unstarted) / sizeof(k->unstarted[0]))) {
+	while ((de = readdir(d)) != NULL && k->nunstarted < cap) {
 		const char *name = de->d_name;
-		if (!(*name >= '1' && *name <= '9') || strspn(name, "0123456789") != strlen(name) ||
-		    !strcmp(name, self))
+		if (!(*name >= '1' && *name <= '9') || strspn(name, "0123456789") != strlen(name))
 			continue;
+		pid_t pid = (pid_t)atoi(name);
 		struct stat st;
 		char dir[NAME_MAX + 16];
 		snprintf(dir, sizeof(dir), "/proc/%s", name);
+		if (pid == self || stat(dir, &st) < 0 || st.st_uid != uid)
+			continue;
 		/* (a recorder's writer process, cloned from its program,
 		 * shares its environment: its exit signal is 0, a fork's
 		 * SIGCHLD) */
-		if (stat(dir, &st) < 0 || st.st_uid != uid || proc_stat(name, 22) < since ||
-		    proc_stat(name, 38) == 0)
+		const char *f = ht_procstat_read(pid, buf, sizeof(buf));
+		if (ht_procstat_field(f, 22) < since || ht_procstat_field(f, 38) == 0)
 			continue;
 		if (environ_has(name, word))
-			k->unstarted[k->nunstarted++] = (pid_t)atoi(name);
+			k->unstarted[k->nunstarted++] = pid;
 	}
 	closedir(d);
 }

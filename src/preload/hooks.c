@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/procstat.h"
 #include "preload.h"
 
 /* glibc's own entry points, which the fast paths call (alloc.c forwards the
@@ -1237,20 +1238,8 @@ static pid_t helper_seen_by(idtype_t type, id_t id, int options)
  * (SIGCHLD for a fork, often 0 for a raw clone); -1 if unknown. */
 static int exit_signal(pid_t pid)
 {
-	char path[40], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = 0;
-	char *p = strrchr(buf, ')');
-	for (int field = 2; p && field < 38; field++)
-		p = strchr(p + 1, ' ');
-	return p ? atoi(p + 1) : -1;
+	char buf[1024];
+	return (int)ht_procstat_field(ht_procstat_read(pid, buf, sizeof(buf)), 38);
 }
 
 /* Whether the child pid (not the helper h) can answer a wait for any
