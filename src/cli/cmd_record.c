@@ -176,6 +176,18 @@ static char *options_word(const struct record_config *cfg, pid_t pid, const char
 	return w;
 }
 
+/* The directory of path into dir ("/" for a file at the root, "." for a
+ * bare name); returns where its last component begins in path. */
+static const char *split_path(const char *path, char *dir, size_t cap)
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		snprintf(dir, cap, ".");
+	else
+		snprintf(dir, cap, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+	return slash ? slash + 1 : path;
+}
+
 /* The output template as an absolute path: the recorder runs in the
  * program, which may chdir (a daemon's chdir("/") before it forks, a
  * wrapper's cd before it execs) and must still write where the user asked.
@@ -186,15 +198,7 @@ static char *options_word(const struct record_config *cfg, pid_t pid, const char
 static size_t absolute_output(char *out, size_t cap, const char *tmpl)
 {
 	char dir[PATH_MAX], real[PATH_MAX], cwd[PATH_MAX];
-	snprintf(dir, sizeof(dir), "%s", tmpl);
-	char *slash = strrchr(dir, '/');
-	const char *base = slash ? tmpl + (slash - dir) + 1 : tmpl;
-	if (slash == dir)
-		snprintf(dir, sizeof(dir), "/");
-	else if (slash)
-		*slash = 0;
-	else
-		snprintf(dir, sizeof(dir), ".");
+	const char *base = split_path(tmpl, dir, sizeof(dir));
 	int n = -1;
 	if (!strstr(dir, "%p") && *base && realpath(dir, real))
 		n = snprintf(out, cap, "%s%s%s", real, real[1] ? "/" : "", base);
@@ -245,14 +249,7 @@ static int refuse_output(const char *path, const char *shown)
 	 * write in used to run the program untraced, the recorder's one
 	 * line, then record's guess "statically linked, or setuid". */
 	char dir[PATH_MAX];
-	snprintf(dir, sizeof(dir), "%s", path);
-	char *slash = strrchr(dir, '/');
-	if (slash == dir)
-		dir[1] = 0;
-	else if (slash)
-		*slash = 0;
-	else
-		snprintf(dir, sizeof(dir), ".");
+	split_path(path, dir, sizeof(dir));
 	const char *why = NULL;
 	if (stat(dir, &to) < 0)
 		why = strerror(errno);
@@ -340,13 +337,7 @@ static int for_each_child_trace(const char *output, const struct run *run,
 				void (*fn)(const char *path, void *arg), void *arg)
 {
 	char dir[PATH_MAX];
-	snprintf(dir, sizeof(dir), "%s", output);
-	char *slash = strrchr(dir, '/');
-	const char *base = slash ? slash + 1 : output;
-	if (slash)
-		*slash = 0;
-	else
-		snprintf(dir, sizeof(dir), ".");
+	const char *base = split_path(output, dir, sizeof(dir));
 	size_t blen = strlen(base);
 	DIR *d = opendir(dir);
 	if (!d)
@@ -962,8 +953,6 @@ static void forward_signals(pid_t pid)
 	}
 }
 
-/* record --live: the program's output goes to OUTPUT.out, its input is
- * not the terminal (the display reads the keys). */
 /* The file of the program cmd, found in PATH as execvp would (in buf);
  * NULL if not found. */
 static const char *find_command(const char *cmd, char *buf, size_t cap)
@@ -1017,6 +1006,8 @@ static const char *sanitizer_of(const char *cmd, char *lib, size_t cap)
 				      : "LeakSanitizer";
 }
 
+/* record --live: the program's output goes to OUTPUT.out, its input is
+ * not the terminal (the display reads the keys). */
 static int live_output(const char *trace)
 {
 	char name[PATH_MAX + 8];
