@@ -27,4 +27,10 @@ int cmd_faults(int argc, char **argv);
 int cmd_ffaults(int argc, char **argv);
 int cmd_attach(int argc, char **argv);
 
+/* The line of the --help of the commands that name stack frames: where a
+ * JIT's frames get their names (src/analyze/blocks.c, perf_map). */
+#define HT_HELP_PERF_MAP                                                                  \
+	"Frames of a JIT's code are named from its /tmp/perf-PID.map when it has one\n"     \
+	"(HEAPTRAIL_PERF_MAP=FILE reads another map, HEAPTRAIL_PERF_MAP=0 none).\n"
+
 #endif

@@ -64,6 +64,7 @@ static const char usage_text[] =
 	"Metrics: allocated (bytes, every allocation), allocations (calls),\n"
 	"leaked (bytes never freed), peak (bytes live when the heap peaked),\n"
 	"temporary (allocations freed before their thread's next allocation).\n"
+	HT_HELP_PERF_MAP
 	"\fEXAMPLES\n"
 	"  heaptrail flamegraph -o alloc.svg app.ht\n"
 	"  heaptrail flamegraph -o leaks.svg --metric leaked app.ht\n"

@@ -39,6 +39,7 @@ static const char usage_text[] =
 	"\n"
 	"Lists the heap blocks the program never freed, grouped by the stack that\n"
 	"allocated them, most bytes first.  Record with --stacks to see the stacks.\n"
+	HT_HELP_PERF_MAP
 	"\fEXAMPLES\n"
 	"  heaptrail record --stacks -o app.ht -- ./app && heaptrail leaks app.ht\n"
 	"  heaptrail leaks --older 10s --top 5 app.ht       # blocks alive for 10 s or more\n"

@@ -49,6 +49,7 @@ static const char usage_text[] =
 	"stacks, the leaks, a flame graph, glibc's heap internals and, given\n"
 	"`heaptrail compare --json` results, the allocator table.  The trace is\n"
 	"read once; the page holds aggregates only, whatever the trace's length.\n"
+	HT_HELP_PERF_MAP
 	"\fEXAMPLES\n"
 	"  heaptrail report app.ht                       # writes app.html\n"
 	"  heaptrail report -o /tmp/app.html --top 20 app.ht\n"

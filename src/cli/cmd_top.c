@@ -36,6 +36,7 @@ static const char usage_text[] =
 	"functions) that held the most memory when the heap peaked, that allocate\n"
 	"most often, that make the most temporary allocations (freed before the\n"
 	"thread allocates again), and the biggest single allocations.\n"
+	HT_HELP_PERF_MAP
 	"\fEXAMPLES\n"
 	"  heaptrail top app.ht\n"
 	"  heaptrail top --by function --top 20 app.ht\n"

@@ -711,6 +711,10 @@ def test_perf_map_names_jit_frames(t):
         eq(r.rc, 0, "top with a map that is not there:\n" + r.describe())
         check("none.map" in r.stderr and "frames in no module stay addresses" in r.stderr,
               "no warning of the missing map:\n" + r.stderr)
+        for cmd in ("leaks", "top", "flamegraph", "report"):
+            r = t.run([t.heaptrail, cmd, "--help"])
+            check("/tmp/perf-PID.map" in r.stdout and "HEAPTRAIL_PERF_MAP" in r.stdout,
+                  "%s --help does not say where JIT frames get their names" % cmd)
     finally:
         if os.path.exists(pmap):
             os.unlink(pmap)
