@@ -450,7 +450,7 @@ cleanup:
 
 /* ---- finishing: the raw chunks compressed, nothing else changed ---------- */
 
-#define FINISH_BATCH (8u << 20)  /* payload bytes compressed at a time */
+#define FINISH_AHEAD (16u << 20) /* raw payload bytes compressed ahead of the writing */
 #define FINISH_MIN 256u          /* smaller raw chunks stay as they are */
 #define FINISH_THREADS 8         /* workers at most */
 
@@ -458,15 +458,25 @@ struct fchunk {
 	uint64_t off;              /* chunk header offset in the input */
 	struct ht_chunk_header h;  /* its header (rewritten when compressed) */
 	uint8_t *z;                /* compressed payload, or NULL: copy it */
+	_Atomic int done;          /* a worker is through with it (h and z final) */
 };
 
+/* The chunks are taken in file order by the workers (the calling thread
+ * among them), each with its own zstd context for the whole run, and
+ * written in that order by the calling thread as soon as the first one
+ * not written is done: the writing overlaps the compression, and no
+ * worker waits for the others but when it runs FINISH_AHEAD bytes ahead
+ * of the writing (which bounds the memory the compressed chunks take). */
 struct finisher {
 	const uint8_t *in;         /* the input, mapped */
-	struct fchunk *ch;         /* the chunks of the batch */
+	struct fchunk *ch;         /* every chunk */
 	size_t n;                  /* how many */
 	_Atomic size_t next;       /* the next one to take */
+	_Atomic size_t written;    /* chunks written (the first not written) */
 	int level;                 /* zstd level */
-	_Atomic int nomem;         /* a worker could not allocate */
+	_Atomic int stop;          /* out of memory, or the writing failed */
+	pthread_mutex_t mu;        /* with cv: waits for a chunk done or written */
+	pthread_cond_t cv;
 };
 
 static int finish_raw(const struct ht_chunk_header *h)
@@ -475,39 +485,90 @@ static int finish_raw(const struct ht_chunk_header *h)
 	       h->comp_size >= FINISH_MIN;
 }
 
+static void finish_wake(struct finisher *f)
+{
+	pthread_mutex_lock(&f->mu);
+	pthread_cond_broadcast(&f->cv);
+	pthread_mutex_unlock(&f->mu);
+}
+
+/* Compresses chunk i with zc (it stays raw if that does not make it
+ * smaller); 0, or -1 out of memory. */
+static int finish_one(struct finisher *f, ZSTD_CCtx *zc, size_t i)
+{
+	struct fchunk *c = &f->ch[i];
+	int ret = 0;
+	if (finish_raw(&c->h)) {
+		size_t cap = c->h.comp_size; /* (a result this long is no use) */
+		uint8_t *z = malloc(cap);
+		if (!z) {
+			ret = -1;
+		} else {
+			size_t r = ZSTD_compress2(zc, z, cap, f->in + c->off + sizeof(c->h),
+						  c->h.comp_size);
+			if (ZSTD_isError(r) || r >= c->h.comp_size) {
+				free(z); /* stays raw */
+			} else {
+				c->z = z;
+				c->h.raw_size = c->h.comp_size;
+				c->h.comp_size = (uint32_t)r;
+				c->h.flags |= HT_CHUNK_F_ZSTD;
+			}
+		}
+	}
+	atomic_store_explicit(&c->done, 1, memory_order_release);
+	return ret;
+}
+
+/* Takes the next chunk, unless it is too far ahead of the writing (then
+ * waits, unless nowait: the calling thread has the writing to do) or none
+ * is left: SIZE_MAX. */
+static size_t finish_take(struct finisher *f, int nowait)
+{
+	for (;;) {
+		if (atomic_load(&f->stop))
+			return SIZE_MAX;
+		size_t i = atomic_load(&f->next);
+		if (i >= f->n)
+			return SIZE_MAX;
+		size_t w = atomic_load(&f->written);
+		if (w < f->n && f->ch[i].off - f->ch[w].off > FINISH_AHEAD) {
+			if (nowait)
+				return SIZE_MAX;
+			pthread_mutex_lock(&f->mu);
+			while (!atomic_load(&f->stop) && atomic_load(&f->written) == w)
+				pthread_cond_wait(&f->cv, &f->mu);
+			pthread_mutex_unlock(&f->mu);
+			continue;
+		}
+		if (atomic_compare_exchange_weak(&f->next, &i, i + 1))
+			return i;
+	}
+}
+
+static ZSTD_CCtx *finish_cctx(int level)
+{
+	ZSTD_CCtx *zc = ZSTD_createCCtx();
+	if (zc) {
+		ZSTD_CCtx_setParameter(zc, ZSTD_c_compressionLevel, level);
+		ZSTD_CCtx_setParameter(zc, ZSTD_c_checksumFlag, 1);
+	}
+	return zc;
+}
+
 static void *finish_worker(void *arg)
 {
 	struct finisher *f = arg;
-	ZSTD_CCtx *zc = ZSTD_createCCtx();
-	if (!zc) {
-		f->nomem = 1;
-		return NULL;
+	ZSTD_CCtx *zc = finish_cctx(f->level);
+	size_t i;
+	while (zc && (i = finish_take(f, 0)) != SIZE_MAX) {
+		if (finish_one(f, zc, i) < 0)
+			atomic_store(&f->stop, 1);
+		finish_wake(f);
 	}
-	ZSTD_CCtx_setParameter(zc, ZSTD_c_compressionLevel, f->level);
-	ZSTD_CCtx_setParameter(zc, ZSTD_c_checksumFlag, 1);
-	for (;;) {
-		size_t i = atomic_fetch_add(&f->next, 1);
-		if (i >= f->n)
-			break;
-		struct fchunk *c = &f->ch[i];
-		if (!finish_raw(&c->h))
-			continue;
-		size_t bound = ZSTD_compressBound(c->h.comp_size);
-		uint8_t *z = malloc(bound);
-		if (!z) {
-			f->nomem = 1;
-			break;
-		}
-		size_t r = ZSTD_compress2(zc, z, bound, f->in + c->off + sizeof(c->h), c->h.comp_size);
-		if (ZSTD_isError(r) || r >= c->h.comp_size) {
-			free(z); /* stays raw */
-			continue;
-		}
-		c->z = z;
-		c->h.raw_size = c->h.comp_size;
-		c->h.comp_size = (uint32_t)r;
-		c->h.flags |= HT_CHUNK_F_ZSTD;
-	}
+	if (!zc)
+		atomic_store(&f->stop, 1);
+	finish_wake(f);
 	ZSTD_freeCCtx(zc);
 	return NULL;
 }
@@ -583,7 +644,8 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 			ch = ht_grow(ch, &capch, nch + 1, sizeof(*ch));
 			ch[nch].off = off;
 			ch[nch].h = h;
-			ch[nch++].z = NULL;
+			ch[nch].z = NULL;
+			ch[nch++].done = 0;
 			nraw += finish_raw(&h);
 			events += h.type == HT_CHUNK_EVENTS ? h.nevents : 0;
 		}
@@ -603,37 +665,59 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 	out = o.fd;
 	c.out = out;
 	out_write(&c, map, start);
-	int nthr = finish_threads();
+	struct finisher f = {.in = map, .ch = ch, .n = nch, .level = level};
+	pthread_mutex_init(&f.mu, NULL);
+	pthread_cond_init(&f.cv, NULL);
+	int nthr = finish_threads(), started = 0;
 	pthread_t thr[FINISH_THREADS];
-	uint64_t done_events = 0; /* for the progress line */
-	for (size_t b = 0; b < nch && !c.failed;) {
-		/* A batch of chunks, FINISH_BATCH payload bytes at most. */
-		size_t e = b;
-		uint64_t bytes = 0;
-		while (e < nch && (e == b || bytes + ch[e].h.comp_size <= FINISH_BATCH))
-			bytes += ch[e++].h.comp_size;
-		struct finisher f = {.in = map, .ch = ch + b, .n = e - b, .level = level};
-		int started = 0;
-		for (int t = 1; t < nthr; t++)
-			if (pthread_create(&thr[started], NULL, finish_worker, &f) == 0)
-				started++;
-		finish_worker(&f);
-		for (int t = 0; t < started; t++)
-			pthread_join(thr[t], NULL);
-		if (f.nomem) {
+	for (int t = 1; t < nthr; t++)
+		if (pthread_create(&thr[started], NULL, finish_worker, &f) == 0)
+			started++;
+	ZSTD_CCtx *zc = finish_cctx(level);
+	uint64_t done_events = 0, said = 0; /* for the progress line */
+	for (size_t w = 0; w < nch && !c.failed; w++) {
+		/* chunk w written as soon as it is done; meanwhile this thread
+		 * compresses the next ones itself */
+		while (!atomic_load_explicit(&ch[w].done, memory_order_acquire)) {
+			size_t i = zc && !atomic_load(&f.stop) ? finish_take(&f, 1) : SIZE_MAX;
+			if (i != SIZE_MAX) {
+				if (finish_one(&f, zc, i) < 0)
+					atomic_store(&f.stop, 1);
+				continue;
+			}
+			if (atomic_load(&f.stop) || !zc)
+				break;
+			pthread_mutex_lock(&f.mu);
+			while (!atomic_load(&ch[w].done) && !atomic_load(&f.stop) &&
+			       (atomic_load(&f.next) >= nch ||
+				ch[atomic_load(&f.next)].off - ch[w].off > FINISH_AHEAD))
+				pthread_cond_wait(&f.cv, &f.mu);
+			pthread_mutex_unlock(&f.mu);
+		}
+		if (!zc || (atomic_load(&f.stop) && !atomic_load(&ch[w].done))) {
 			snprintf(err, errlen, "out of memory");
 			c.failed = 1;
+			break;
 		}
-		for (size_t i = b; i < e && !c.failed; i++)
-			put_chunk(&c, &ch[i].h, ch[i].z ? ch[i].z : map + ch[i].off + sizeof(ch[i].h));
-		for (size_t i = b; i < e; i++) {
-			free(ch[i].z);
-			ch[i].z = NULL;
-			done_events += ch[i].h.type == HT_CHUNK_EVENTS ? ch[i].h.nevents : 0;
+		put_chunk(&c, &ch[w].h, ch[w].z ? ch[w].z : map + ch[w].off + sizeof(ch[w].h));
+		free(ch[w].z);
+		ch[w].z = NULL;
+		done_events += ch[w].h.type == HT_CHUNK_EVENTS ? ch[w].h.nevents : 0;
+		atomic_store(&f.written, w + 1);
+		finish_wake(&f);
+		if (ch[w].off - said >= (8u << 20) || w + 1 == nch) {
+			said = ch[w].off;
+			ht_progress("compressing", w + 1 < nch ? ch[w + 1].off : size, size, done_events,
+				    "events");
 		}
-		b = e;
-		ht_progress("compressing", e < nch ? ch[e].off : size, size, done_events, "events");
 	}
+	atomic_store(&f.stop, 1); /* (the workers leave) */
+	finish_wake(&f);
+	for (int t = 0; t < started; t++)
+		pthread_join(thr[t], NULL);
+	ZSTD_freeCCtx(zc);
+	pthread_cond_destroy(&f.cv);
+	pthread_mutex_destroy(&f.mu);
 	ht_progress_done();
 	put_index(&c, &hdr, start);
 	/* No fsync: the recorder's file had none either, and rename over it

@@ -157,6 +157,49 @@ def test_record_compresses_while_recording(t):
     eq(t.stats(paths["compact"])["calls"], s["calls"], "calls, default vs --compact")
 
 
+def event_headers(path):
+    """Headers of the EVENTS chunks of the trace at path, from the chunk
+    headers alone (event_chunks decodes every event: slow on a big one)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    sec = htformat.HEADER.unpack_from(data, 0)[22:38]
+    return [h for _, h in htformat.chunk_headers(data, sec[2 * htformat.SEC_CHUNKS])
+            if h[1] == htformat.CHUNK_EVENTS]
+
+
+@case(timeout=180)
+def test_compact_fast_pipeline(t):
+    """`compact --fast` (record's end step) on a raw trace of 3 threads
+    more than twice as long as what its workers compress ahead of the
+    writing (16 MiB): the chunks come out in the input's order, each the
+    same thread, first sequence number and events, every big one
+    compressed, and the analyses see the same trace."""
+    argv = [t.prog("threads"), "3", "2000000"]
+    raw = t.path("raw.ht")
+    r = t.run([t.heaptrail, "record", "-q", "-o", raw, "--no-compact", "--zstd-level=0",
+               "--"] + argv, env={"HEAPTRAIL_RSS_INTERVAL": "0"})
+    eq(r.rc, 0, "record:\n" + r.describe())
+    check(os.path.getsize(raw) > 32 << 20, "raw trace of %d bytes: want more than 32 MiB"
+          % os.path.getsize(raw))
+    fast = t.path("fast.ht")
+    shutil.copy(raw, fast)
+    r = t.tool(["compact", "--fast", fast])
+    eq(r.rc, 0, "compact --fast:\n" + r.describe())
+    before, after = event_headers(raw), event_headers(fast)
+    # (tid, first_seq, nevents, raw bytes) in file order
+    key_raw = [(h[3], h[7], h[4], h[5]) for h in before]
+    key_fast = [(h[3], h[7], h[4], h[6] if h[2] & htformat.F_ZSTD else h[5]) for h in after]
+    eq(len(key_fast), len(key_raw), "event chunks")
+    check(key_fast == key_raw, "compact --fast changed the chunks' order or contents")
+    check(len({h[3] for h in after}) >= 3, "chunks of fewer than 3 threads")
+    check(all(h[2] & htformat.F_ZSTD for h in after if h[5] >= 256 or h[6] >= 256),
+          "compact --fast left big raw chunks")
+    s_raw, s_fast = t.stats(raw), t.stats(fast)
+    eq(s_fast["events"], s_raw["events"], "events")
+    eq(s_fast["calls"], s_raw["calls"], "calls")
+    eq(s_fast["calls"]["malloc"], 6000000, "mallocs")
+
+
 def rewrite_raw_column_chunk(t, packed, name, edit):
     """A copy of packed whose first column-coded chunk is stored without zstd
     (payload passed through edit), the index dropped (the reader scans)."""

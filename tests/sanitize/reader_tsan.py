@@ -9,7 +9,11 @@ traces); TSAN_BUILD a tree configured with -DHEAPTRAIL_TSAN=ON in which the
 target `heaptrail` is built.  Multi-threaded programs are recorded (with
 stacks, raw and compacted), a copy is cut in the middle, and the TSan
 heaptrail reads each with 2, 3 and 8 threads (stats, dump, leaks,
-flamegraph, the HTML report).  Fails on any ThreadSanitizer report
+flamegraph, the HTML report).  Then record's end step, `compact --fast`,
+whose workers compress a raw trace of 3 threads (more than twice what
+they may run ahead of the writing) while the calling thread writes: the
+TSan build's file must be the normal build's, byte for byte.
+Fails on any ThreadSanitizer report
 (halt_on_error, exit code 66), or when an output differs from the normal
 build's serial one (-j 1).  Exit 0 when all is clean."""
 
@@ -34,6 +38,32 @@ def run(argv, env=None, cwd=None):
     p = subprocess.run(argv, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        timeout=300, cwd=cwd)
     return p.returncode, p.stdout, p.stderr.decode("utf-8", "replace")
+
+
+def finish(ht, ht_tsan, progs, d, tsan_env, bad):
+    """compact --fast (src/trace/compact.c, ht_trace__finish) under TSan."""
+    raw = os.path.join(d, "finish-raw.ht")
+    rc, _, err = run([ht, "record", "-q", "-o", raw, "--no-compact", "--zstd-level=0", "--",
+                      os.path.join(progs, "threads"), "3", "2000000"])
+    if rc:
+        bad.append("finish: record failed: " + err[-500:])
+        return
+    outs = {}
+    for name, tool, env in (("normal", ht, None), ("tsan", ht_tsan, tsan_env)):
+        outs[name] = os.path.join(d, "finish-%s.ht" % name)
+        shutil.copy(raw, outs[name])
+        rc, _, err = run([tool, "compact", "-q", "--fast", outs[name]], env=env)
+        if rc == 66 or "ThreadSanitizer" in err:
+            bad.append("compact --fast: ThreadSanitizer:\n" + err[-4000:])
+            return
+        if rc:
+            bad.append("compact --fast (%s build): exit %d: %s" % (name, rc, err[-500:]))
+            return
+    with open(outs["normal"], "rb") as a, open(outs["tsan"], "rb") as b:
+        if a.read() != b.read():
+            bad.append("compact --fast: the TSan build's file differs from the normal build's")
+            return
+    print("reader_tsan: compact --fast: clean, the same file as the normal build's")
 
 
 def main():
@@ -90,6 +120,7 @@ def main():
                         bad.append("%s -j %s: the HTML report differs" % (what, j))
                         continue
                 print("reader_tsan: %s: clean, the same as -j 1" % what)
+        finish(ht, ht_tsan, progs, d, tsan_env, bad)
     if bad:
         print("reader_tsan: FAILED\n" + "\n\n".join(bad), file=sys.stderr)
         return 1
