@@ -769,7 +769,31 @@ struct kids_end {
 	int running;          /* how many */
 	pid_t unstarted[64];  /* unstarted_children, less those end_step met */
 	int nunstarted;
+	const char *word;     /* the HEAPTRAIL_OPTIONS entry record gave the program */
+	int grace_ms;         /* what is left of KIDS_GRACE_MS */
 };
+
+/* A child still running when the program has ended may only be on its
+ * way out: a fork child between its last call and its exec (a shell's
+ * `cmd &`, make's), which closes its trace at the exec, or its exit.  The
+ * children are given this long in all to get there before they are said
+ * to run on (a daemon's record ends this much later). */
+#define KIDS_GRACE_MS 100
+
+/* Whether done(k, arg) comes true within what is left of the grace,
+ * looked at every 2 ms. */
+static int grace(struct kids_end *k, int (*done)(struct kids_end *, const void *),
+		 const void *arg)
+{
+	while (!done(k, arg)) {
+		if (k->grace_ms <= 0)
+			return 0;
+		struct timespec ts = {0, 2000000};
+		nanosleep(&ts, NULL);
+		k->grace_ms -= 2;
+	}
+	return 1;
+}
 
 /* Whether the environment /proc/PID/environ shows holds entry. */
 static int environ_has(const char *pid, const char *entry)
@@ -856,6 +880,25 @@ static void unstarted_children(struct kids_end *k, const char *word)
 	closedir(d);
 }
 
+/* (grace: a trace no longer written) */
+static int trace_done(struct kids_end *k, const void *path)
+{
+	(void)k;
+	return still_written(path) == 0;
+}
+
+/* (grace: an unstarted child gone, or exec'd into a program that is not
+ * recorded, or one that has written its trace and closed it) */
+static int kid_done(struct kids_end *k, const void *arg)
+{
+	const pid_t *kid = arg;
+	char name[24];
+	snprintf(name, sizeof(name), "%d", (int)*kid);
+	if (kill(*kid, 0) != 0 && errno != EPERM)
+		return 1;
+	return !environ_has(name, k->word);
+}
+
 /* Notes a child still writing its trace, once. */
 static void still_running(struct kids_end *k, const char *path, pid_t pid)
 {
@@ -878,10 +921,13 @@ static void end_step(const char *path, void *arg)
 	uint64_t events;
 	uint32_t threads;
 	pid_t pid = still_written(path);
-	if (pid) {
+	if (pid && !grace(k, trace_done, path)) {
 		still_running(k, path, pid);
 		return;
 	}
+	for (int i = 0; pid && i < k->nunstarted; i++) /* (it exec'd or ended) */
+		if (k->unstarted[i] == pid)
+			k->unstarted[i] = k->unstarted[--k->nunstarted];
 	int state = k->cfg->no_compact ? TRACE_WHOLE
 				       : damaged(path, 0, what, sizeof(what), &events, &threads);
 	end_step_on(path, k->cfg, state);
@@ -1367,7 +1413,7 @@ int cmd_record(int argc, char **argv)
 	int state = have ? damaged(path, ended_ok, what, sizeof(what), &events, &threads)
 			 : TRACE_WHOLE;
 	int bad = state == TRACE_DAMAGED;
-	struct kids_end kids_end = {.cfg = &cfg};
+	struct kids_end kids_end = {.cfg = &cfg, .word = entry, .grace_ms = KIDS_GRACE_MS};
 	if (have) {
 		end_step_on(path, &cfg, state);
 		if (WIFEXITED(status) && state != TRACE_DAMAGED)
@@ -1380,6 +1426,15 @@ int cmd_record(int argc, char **argv)
 			pid_t kid = kids_end.unstarted[i];
 			char name[PATH_MAX + 16];
 			snprintf(name, sizeof(name), "%s.%d", path, (int)kid);
+			if (access(name, F_OK) == 0) { /* (made since: end_step says) */
+				end_step(name, &kids_end);
+				continue;
+			}
+			if (grace(&kids_end, kid_done, &kid)) {
+				if (access(name, F_OK) == 0)
+					end_step(name, &kids_end);
+				continue;
+			}
 			if (kill(kid, 0) == 0 || errno == EPERM)
 				still_running(&kids_end, name, kid);
 		}

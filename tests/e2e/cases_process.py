@@ -103,6 +103,32 @@ def test_daemon(t):
     wait_for_file(t.path("doneq.txt"))
 
 
+@case(timeout=60)
+def test_child_about_to_exec(t):
+    """`cmd &` as a shell runs it: the program ends while its fork child,
+    which has made calls (so it has a trace), has not exec'd yet.  record
+    gives such children a moment (100 ms in all): a child that execs 30 ms
+    after the program's end closes its trace at the exec, and record
+    neither says it "still runs" (before: it did, in about half the runs of
+    `sh -c 'sleep 1 & echo'`, as the fork child had or had not reached its
+    exec); one that waits 600 ms is noted."""
+    for wait, noted in ((30, False), (600, True)):
+        out = t.path("late%d.ht" % wait)
+        r = t.run([t.heaptrail, "record", "-o", out, "--", t.prog("forkexec"), "late",
+                   str(wait), "200"])
+        eq(r.rc, 0, "late %d: record's exit status" % wait)
+        kid = child_pid(r, "forked late")
+        note = "the program writing %s.%d (pid %d) still runs" % (out, kid, kid)
+        if noted:
+            check(note in r.stderr, "late %d: no note of the child:\n%s" % (wait, r.stderr))
+            continue
+        check(note not in r.stderr and "still runs" not in r.stderr,
+              "late %d: a child that exec'd said to run on:\n%s" % (wait, r.stderr))
+        c = t.stats(out + ".%d" % kid)
+        expect_calls(c, {"malloc": 2, "free": 2})
+        expect(c, complete=True, closed=True, threads=1)
+
+
 def sigalloc(t, name, maps, opts=(), env=None, calls=2000000):
     """record of tests/progs/sigalloc.c (a 100 us timer whose handler
     allocates); the trace's stats, the handler's runs and the calls the
