@@ -90,6 +90,69 @@ void ht_analyze__order_json(struct ht_json *j, const struct ht_order_info *o)
 	ht_json__u64(j, "order_events_concerned", o->events_concerned);
 }
 
+const char *ht_analyze__sample_note(const struct ht_trace_info *in, char *buf, size_t len)
+{
+	char b[32];
+	if (!(in->flags & HT_FILE_F_SAMPLED)) {
+		if (len)
+			buf[0] = 0;
+		return buf;
+	}
+	if (in->sample_every)
+		snprintf(buf, len,
+			 "a sampled trace (one allocation call in %u recorded, attach --sample): "
+			 "counts, bytes and blocks are estimates",
+			 in->sample_every);
+	else
+		snprintf(buf, len,
+			 "a sampled trace (about one allocation per %s recorded, --sample-bytes): "
+			 "counts, bytes and blocks are estimates; the peak runs high when few "
+			 "sampled blocks are live",
+			 ht_fmt_bytes(b, in->sample_bytes));
+	return buf;
+}
+
+const char *ht_analyze__sampled_text(const struct ht_trace_info *in, char *buf)
+{
+	char b[32];
+	if (!(in->flags & HT_FILE_F_SAMPLED))
+		buf[0] = 0;
+	else if (in->sample_every)
+		snprintf(buf, HT_SAMPLED_TEXT_MAX, " (estimates: a sampled trace, one allocation call in %u)",
+			 in->sample_every);
+	else
+		snprintf(buf, HT_SAMPLED_TEXT_MAX, " (estimates: a sampled trace, about one allocation per %s)",
+			 ht_fmt_bytes(b, in->sample_bytes));
+	return buf;
+}
+
+void ht_analyze__sample_json(struct ht_json *j, const struct ht_trace_info *in)
+{
+	int sampled = (in->flags & HT_FILE_F_SAMPLED) != 0;
+	ht_json__bool(j, "sampled", sampled);
+	if (sampled && in->sample_every)
+		ht_json__u64(j, "sample_every", in->sample_every);
+	else if (sampled)
+		ht_json__u64(j, "sample_bytes", in->sample_bytes);
+}
+
+/* The readers whose sample note was said. */
+static const struct ht_reader *sample_said[8];
+
+static void sample_note(const struct ht_reader *r, const char *path)
+{
+	char note[512];
+	if (!*ht_analyze__sample_note(ht_reader__info(r), note, sizeof(note)))
+		return;
+	size_t i = 0;
+	for (; i < sizeof(sample_said) / sizeof(sample_said[0]) && sample_said[i]; i++)
+		if (sample_said[i] == r)
+			return;
+	if (i < sizeof(sample_said) / sizeof(sample_said[0]))
+		sample_said[i] = r;
+	fprintf(stderr, "heaptrail: note: %s: %s\n", path, note);
+}
+
 int ht_analyze__finish(struct ht_reader *r, const char *path, int quiet_warnings)
 {
 	quiet_warnings |= ht_quiet;
@@ -97,8 +160,10 @@ int ht_analyze__finish(struct ht_reader *r, const char *path, int quiet_warnings
 	const char *e = ht_reader__error(r);
 	if (w && !quiet_warnings)
 		ht_warning("%s: %s", path, w);
-	if (!quiet_warnings)
+	if (!quiet_warnings) {
 		ht_analyze__order_warning(r, path);
+		sample_note(r, path);
+	}
 	if (e) {
 		ht_error("%s: %s (results above cover the events before it)", path, e);
 		return HT_EXIT_DATA;

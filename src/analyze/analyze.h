@@ -49,6 +49,20 @@ void ht_analyze__order_json(struct ht_json *j, const struct ht_order_info *o);
  * for notes in HTML or text reports. */
 const char *ht_analyze__order_note(const struct ht_reader *r, char *buf, size_t len);
 
+/* A sampled trace (record --sample-bytes, attach --sample) in one sentence
+ * (no newline), "" for a trace of every call: what it holds, and that the
+ * counts, bytes and blocks the analyzers give are estimates from it.
+ * ht_analyze__finish says it on stderr, once per reader, as a note. */
+const char *ht_analyze__sample_note(const struct ht_trace_info *in, char *buf, size_t len);
+/* For the first line of a text report: "" for a trace of every call, else
+ * " (estimates: a sampled trace, about one allocation per 4.0 KiB)" or
+ * "(..., one allocation call in N)"; buf holds HT_SAMPLED_TEXT_MAX bytes. */
+#define HT_SAMPLED_TEXT_MAX 96
+const char *ht_analyze__sampled_text(const struct ht_trace_info *in, char *buf);
+/* JSON members: "sampled" (true/false) and, for a sampled trace,
+ * "sample_bytes" or "sample_every". */
+void ht_analyze__sample_json(struct ht_json *j, const struct ht_trace_info *in);
+
 /* Parses a comma-separated list of kind names into a bitmask (bit = kind);
  * "alloc" expands to the malloc family.  Returns -1 naming the bad one. */
 int ht_parse_kinds(const char *list, uint64_t *mask);

@@ -449,6 +449,14 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_trace_inf
 	       : in->being_written    ? " (still being written: as of now)"
 	       : in->disk_full        ? " (recording stopped: a write failed)"
 				      : " (trace not closed cleanly)");
+	if (in->flags & HT_FILE_F_SAMPLED) {
+		if (in->sample_every)
+			fprintf(f, "sampled    one allocation call in %u recorded (attach --sample): "
+				   "the numbers below are estimates\n", in->sample_every);
+		else
+			fprintf(f, "sampled    about one allocation per %s recorded (--sample-bytes): "
+				   "the numbers below are estimates\n", ht_fmt_bytes(b1, in->sample_bytes));
+	}
 	fprintf(f, "\n%-16s %12s %10s %16s\n", "function", "calls", "failed", "bytes");
 	for (size_t i = 0; i < NCALL_KINDS; i++) {
 		int k = call_kinds[i];

@@ -120,6 +120,9 @@ void ht_timeline__opts_init(struct ht_timeline_opts *o, const struct ht_trace_in
 		o->duration_ns = in->duration_ns;
 		o->duration_exact = in->closed;
 		o->start_brk = in->start_brk;
+		o->trace_flags = in->flags;
+		o->sample_bytes = in->sample_bytes;
+		o->sample_every = in->sample_every;
 	}
 }
 
@@ -587,6 +590,10 @@ void ht_timeline__json(const struct ht_timeline *tl, struct ht_json *j, const ch
 	ht_json__u64(j, "events", tl->events);
 	if (tl->has_order)
 		ht_analyze__order_json(j, &tl->order);
+	struct ht_trace_info in = {.flags = tl->o.trace_flags,
+				   .sample_bytes = tl->o.sample_bytes,
+				   .sample_every = tl->o.sample_every};
+	ht_analyze__sample_json(j, &in);
 	ht_json__u64(j, "peak_live_bytes", tl->peak);
 	ht_json__u64(j, "peak_time_ns", tl->peak_ns);
 	ht_json__u64(j, "peak_live_usable_bytes", tl->peak_usable);

@@ -42,6 +42,9 @@ struct ht_timeline_opts {
 			       * the last bin; else bins merge pairwise when time runs past */
 	uint64_t start_brk;   /* where the heap starts (ht_trace_info), 0 = first break seen */
 	const char *title;    /* the SVG's title, NULL = "heap over time" */
+	uint64_t trace_flags; /* the trace's HT_FILE_F_* (sampled: its JSON says so) */
+	uint64_t sample_bytes; /* and its sampling (ht_trace_info) */
+	uint32_t sample_every;
 };
 
 #define HT_TIMELINE_MAX_BINS 1000000

@@ -109,6 +109,7 @@ int cmd_heap(int argc, char **argv)
 		struct ht_order_info order;
 		ht_reader__order(r, &order); /* (--to stops reading early) */
 		ht_analyze__order_json(&j, &order);
+		ht_analyze__sample_json(&j, ht_reader__info(r));
 		ht_heapinfo__json(h, &j);
 		ht_json__obj_end(&j);
 		ht_json__finish(&j);

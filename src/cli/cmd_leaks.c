@@ -411,6 +411,7 @@ static int report(struct leaks *l, struct ht_reader *r, const struct leaks_confi
 		struct ht_order_info order;
 		ht_reader__order(r, &order); /* (--at stops reading early) */
 		ht_analyze__order_json(&j, &order);
+		ht_analyze__sample_json(&j, in);
 		ht_json__u64(&j, "leaked_bytes", bytes);
 		ht_json__u64(&j, "leaked_blocks", blocks);
 		ht_json__u64(&j, "suppressed_bytes", sup_bytes);
@@ -436,7 +437,8 @@ static int report(struct leaks *l, struct ht_reader *r, const struct leaks_confi
 		if (sup_blocks)
 			printf(" (%llu blocks, %s suppressed)", (unsigned long long)sup_blocks,
 			       ht_fmt_bytes(b1, sup_bytes));
-		printf("\n");
+		char sb[HT_SAMPLED_TEXT_MAX];
+		printf("%s\n", ht_analyze__sampled_text(in, sb));
 		for (size_t i = 0; i < l->ngroups && shown < cfg->top; i++) {
 			const struct group *g = &l->groups[i];
 			if (g->suppressed)

@@ -131,6 +131,11 @@ static void section_summary(struct page *pg)
 		ht_html__text(f, note);
 		fputs(" (docs/FORMAT.md, &ldquo;Ordering guarantee&rdquo;).</p>\n", f);
 	}
+	if (*ht_analyze__sample_note(in, note, sizeof(note))) {
+		fputs("<p class=\"warn\" id=\"sampled-note\">Note: ", f);
+		ht_html__text(f, note);
+		fputs(" (docs/FORMAT.md, &ldquo;Sampling&rdquo;).</p>\n", f);
+	}
 	if (in->allocator) {
 		fputs("<p id=\"allocator\">The program's malloc was ", f);
 		ht_html__text(f, in->allocator);

@@ -248,9 +248,12 @@ int cmd_top(int argc, char **argv)
 		ht_json__str(&j, "trace", argv[0]);
 		ht_json__str(&j, "by", by_function ? "function" : "stack");
 		ht_analyze__order_json(&j, &in->order);
+		ht_analyze__sample_json(&j, in);
 	} else {
-		printf("%s (pid %d): the heap peaked at %s at %s\n", in->cmdline, in->pid,
+		printf("%s (pid %d): the heap peaked at %s at %s", in->cmdline, in->pid,
 		       ht_fmt_bytes(b1, ss.peak_bytes), ht_fmt_ns(b2, ss.peak_time_ns));
+		char sb[HT_SAMPLED_TEXT_MAX];
+		printf("%s\n", ht_analyze__sampled_text(in, sb));
 	}
 	static const char *const heading[T_NTABLES] = {
 		"held the most at the peak", "most allocation calls",

@@ -481,6 +481,48 @@ def test_sampling(t):
     eq(s["live_blocks_at_exit"], e["live_blocks_at_exit"], "live blocks at exit")
     r = t.tool(["record", "--sample-bytes", "2G", "--", "/bin/true"])
     eq(r.rc, 2, "record --sample-bytes 2G")
+    sampled_says_so(t, samp, exact)
+
+
+def sampled_says_so(t, samp, exact):
+    """Every analyzer says a sampled trace's numbers are estimates: one note
+    on stderr (not with -q), a line or a remark in the text, the HTML
+    report's summary, "sampled" in the JSON; of a trace of every call, none
+    of it ("sampled": false)."""
+    note = ("heaptrail: note: %s: a sampled trace (about one allocation per 256.0 KiB "
+            "recorded, --sample-bytes): counts, bytes and blocks are estimates" % samp)
+    html = t.path("sampled.html")
+    for args, text in ((["stats"], "\nsampled    about one allocation per 256.0 KiB recorded"),
+                       (["leaks"], "(estimates: a sampled trace, about one allocation per "
+                                   "256.0 KiB)"),
+                       (["top"], "(estimates: a sampled trace, about one allocation per "
+                                 "256.0 KiB)"),
+                       (["timeline", "-o", t.path("tl.svg")], None),
+                       (["report", "-o", html], None),
+                       (["dump"], None)):
+        r = t.tool(args + [samp])
+        eq(r.rc, 0, "%s:\n%s" % (args[0], r.describe()))
+        eq(r.stderr.count(note), 1, "%s: the note on stderr, once:\n%s" % (args[0], r.stderr))
+        if text:
+            check(text in r.stdout, "%s: no %r in its text:\n%s" % (args[0], text,
+                                                                    r.stdout[:600]))
+        e = t.tool(args + [exact])
+        check("note:" not in e.stderr and "estimates" not in e.stdout,
+              "%s of a trace of every call: said sampled:\n%s" % (args[0], e.describe()))
+        q = t.tool(args[:1] + ["-q"] + args[1:] + [samp])
+        check("note" not in q.stderr, "%s -q: the note:\n%s" % (args[0], q.stderr))
+    with open(html) as f:
+        check('id="sampled-note">Note: a sampled trace' in f.read(), "report: no note")
+    for args in (["leaks", "--json"], ["top", "--json"], ["heap", "--json"],
+                 ["timeline", "--json", "-o", "-"]):
+        for path, want in ((samp, True), (exact, False)):
+            r = t.tool(args + [path])
+            eq(r.rc, 0, "%s:\n%s" % (" ".join(args), r.describe()))
+            j = json.loads(r.stdout)
+            j = j.get("timeline", j)
+            eq(j["sampled"], want, "%s: sampled" % " ".join(args))
+            if want:
+                eq(j["sample_bytes"], 262144, "%s: sample_bytes" % " ".join(args))
 
 
 @case(timeout=120)
