@@ -15,6 +15,7 @@ struct ht_pass {
 	uint32_t *tids;          /* index -> tid, nthreads of them */
 	size_t nthreads, capthreads; /* used / allocated */
 	struct ht_keyindex tid_idx; /* tid -> index */
+	struct ht_pauses pauses;    /* recording off */
 };
 
 struct ht_pass *ht_pass__new(void)
@@ -123,6 +124,7 @@ const struct ht_blockop *ht_pass__event(struct ht_pass *p, const struct ht_event
 	case HT_EV_CONTROL:
 		if (e->v[0] == HT_CTL_RESET)
 			forget_all(p);
+		ht_pauses__control(&p->pauses, e);
 		return op;
 	case HT_EV_REALLOC:
 	case HT_EV_REALLOCARRAY:
@@ -138,6 +140,11 @@ const struct ht_blockop *ht_pass__event(struct ht_pass *p, const struct ht_event
 	if (ptr)
 		hand_out(p, e, ptr, ht_event__size(e));
 	return op;
+}
+
+const struct ht_pauses *ht_pass__pauses(const struct ht_pass *p)
+{
+	return &p->pauses;
 }
 
 const struct ht_livemap *ht_pass__live(const struct ht_pass *p)

@@ -51,12 +51,57 @@ struct ht_blockop {
 
 struct ht_pass; /* opaque */
 
+/* The times recording was off (heaptrail_pause() or _stop(), SIGUSR2 with
+ * --toggle-signal, --start-paused until heaptrail_start()), from the
+ * trace's control events.  The calls made meanwhile are not in the trace:
+ * a block freed then stays live in it (a leak that was freed), the free of
+ * a block allocated then is unknown. */
+struct ht_pauses {
+	uint64_t count;       /* times it went off (a start paused is one) */
+	uint64_t off_ns;      /* time off before the latest one (ht_pauses__total) */
+	uint64_t last_off_ns; /* when it last went off (0: the trace's start) */
+	int off;              /* off since last_off_ns */
+	int seen;             /* a pause, resume, start or stop came */
+};
+
+/* A control event (HT_EV_CONTROL) e. */
+static inline void ht_pauses__control(struct ht_pauses *ps, const struct ht_event *e)
+{
+	uint64_t op = e->nv ? e->v[0] : 0;
+	if (op == HT_CTL_PAUSE || op == HT_CTL_STOP) {
+		if (!ps->off) {
+			ps->off = 1;
+			ps->count++;
+			ps->last_off_ns = e->time_ns;
+		}
+		ps->seen = 1;
+	} else if (op == HT_CTL_RESUME || op == HT_CTL_START) {
+		if (ps->off) {
+			ps->off_ns += e->time_ns - ps->last_off_ns;
+			ps->off = 0;
+		} else if (!ps->seen && op == HT_CTL_START) {
+			ps->count++; /* started paused: off from the start */
+			ps->off_ns += e->time_ns;
+			ps->last_off_ns = 0;
+		}
+		ps->seen = 1;
+	}
+}
+
+/* Time off up to end_ns (a pause still on counts to there). */
+static inline uint64_t ht_pauses__total(const struct ht_pauses *ps, uint64_t end_ns)
+{
+	return ps->off_ns + (ps->off && end_ns > ps->last_off_ns ? end_ns - ps->last_off_ns : 0);
+}
+
 /* Exits (after a message) if out of memory. */
 struct ht_pass *ht_pass__new(void);
 /* Applies e (in the reader's order) and says what changed. */
 const struct ht_blockop *ht_pass__event(struct ht_pass *p, const struct ht_event *e);
 /* Every live block (forgotten ones included: ht_block__forgotten). */
 const struct ht_livemap *ht_pass__live(const struct ht_pass *p);
+/* The times recording was off, so far. */
+const struct ht_pauses *ht_pass__pauses(const struct ht_pass *p);
 /* Whether b was allocated before a heaptrail_reset() (then it is in the
  * map only so that its free is not "unknown"). */
 static inline int ht_block__forgotten(const struct ht_block *b)

@@ -56,6 +56,7 @@ struct ht_stats {
 	struct ht_stats_thread *threads; /* per thread, in order of appearance */
 	size_t nthreads, capthreads; /* used / allocated */
 	struct ht_marks marks;       /* heaptrail_mark() labels in order, the first HT_MARKS_MAX */
+	struct ht_pauses pauses;     /* recording off (pause, stop, a start paused) */
 };
 
 struct ht_json;

@@ -69,6 +69,8 @@ struct group {
 	uint32_t stack;    /* stack node, 0 = none recorded */
 	uint64_t bytes;    /* requested bytes */
 	uint64_t blocks;   /* blocks */
+	uint64_t off_bytes, off_blocks; /* of those, allocated before recording last
+					 * went off: maybe freed meanwhile */
 	int suppressed;    /* matched a suppression */
 	uint64_t key;      /* hash of its symbolized frames */
 };
@@ -174,6 +176,7 @@ static int by_bytes(const void *a, const void *b)
 static void group_blocks(struct leaks *l, uint64_t older)
 {
 	const struct ht_livemap *live = ht_pass__live(l->blocks);
+	const struct ht_pauses *ps = ht_pass__pauses(l->blocks);
 	size_t hcap = 1024;
 	while (hcap < 2 * live->count + 2)
 		hcap *= 2;
@@ -189,6 +192,10 @@ static void group_blocks(struct leaks *l, uint64_t older)
 		struct group *g = group_of(l, b->aux, hash, hcap);
 		g->bytes += b->size * b->weight;
 		g->blocks += b->weight;
+		if (ps->count && b->time_ns < ps->last_off_ns) {
+			g->off_bytes += b->size * b->weight;
+			g->off_blocks += b->weight;
+		}
 	}
 	free(hash);
 	if (l->ngroups > 1) /* (groups is NULL when there are none) */
@@ -257,6 +264,8 @@ static void merge_alike(struct leaks *l, struct ht_reader *r, struct ht_symboliz
 		if (o && l->groups[o - 1].key == l->groups[i].key && l->groups[i].key) {
 			l->groups[o - 1].bytes += l->groups[i].bytes;
 			l->groups[o - 1].blocks += l->groups[i].blocks;
+			l->groups[o - 1].off_bytes += l->groups[i].off_bytes;
+			l->groups[o - 1].off_blocks += l->groups[i].off_blocks;
 			continue;
 		}
 		l->groups[o++] = l->groups[i];
@@ -284,6 +293,7 @@ struct totals {
 	uint64_t bytes, blocks;         /* reported */
 	uint64_t sup_bytes, sup_blocks; /* suppressed */
 	uint64_t nostack;               /* blocks without a stack */
+	uint64_t off_bytes, off_blocks; /* reported, allocated before recording last went off */
 	size_t kept;                    /* groups reported */
 };
 
@@ -308,6 +318,8 @@ static struct totals summarize(struct leaks *l, struct ht_reader *r, struct ht_s
 		}
 		t.bytes += g->bytes;
 		t.blocks += g->blocks;
+		t.off_bytes += g->off_bytes;
+		t.off_blocks += g->off_blocks;
 		t.kept++;
 		if (!g->stack)
 			t.nostack += g->blocks;
@@ -328,6 +340,10 @@ static void json_groups(struct ht_json *j, struct leaks *l, struct ht_reader *r,
 		ht_json__obj_begin(j, NULL);
 		ht_json__u64(j, "bytes", g->bytes);
 		ht_json__u64(j, "blocks", g->blocks);
+		if (ht_pass__pauses(l->blocks)->count) {
+			ht_json__u64(j, "live_when_paused_bytes", g->off_bytes);
+			ht_json__u64(j, "live_when_paused_blocks", g->off_blocks);
+		}
 		ht_json__arr_begin(j, "stack");
 		size_t n = ht_blocks__frames(r, sym, g->stack, frames, MAX_FRAMES);
 		for (size_t k = 0; k < n; k++)
@@ -417,6 +433,9 @@ static int report(struct leaks *l, struct ht_reader *r, const struct leaks_confi
 		ht_json__u64(&j, "suppressed_bytes", sup_bytes);
 		ht_json__u64(&j, "suppressed_blocks", sup_blocks);
 		ht_json__u64(&j, "blocks_without_stack", nostack);
+		ht_json__u64(&j, "paused_count", ht_pass__pauses(l->blocks)->count);
+		ht_json__u64(&j, "live_when_paused_bytes", t.off_bytes);
+		ht_json__u64(&j, "live_when_paused_blocks", t.off_blocks);
 		json_groups(&j, l, r, sym, cfg->top);
 		if (l->nsnaps)
 			report_intervals(l, r, sym, cfg, &j);
@@ -437,6 +456,12 @@ static int report(struct leaks *l, struct ht_reader *r, const struct leaks_confi
 		if (sup_blocks)
 			printf(" (%llu blocks, %s suppressed)", (unsigned long long)sup_blocks,
 			       ht_fmt_bytes(b1, sup_bytes));
+		const struct ht_pauses *ps = ht_pass__pauses(l->blocks);
+		if (ps->count)
+			printf("; recording was off %llu time%s: %s in %llu of these blocks were live "
+			       "then, and may have been freed meanwhile",
+			       (unsigned long long)ps->count, ps->count == 1 ? "" : "s",
+			       ht_fmt_bytes(b1, t.off_bytes), (unsigned long long)t.off_blocks);
 		char sb[HT_SAMPLED_TEXT_MAX];
 		printf("%s\n", ht_analyze__sampled_text(in, sb));
 		for (size_t i = 0; i < l->ngroups && shown < cfg->top; i++) {
@@ -444,8 +469,14 @@ static int report(struct leaks *l, struct ht_reader *r, const struct leaks_confi
 			if (g->suppressed)
 				continue;
 			shown++;
-			printf("\n%llu bytes in %llu allocations from stack\n",
+			printf("\n%llu bytes in %llu allocations from stack",
 			       (unsigned long long)g->bytes, (unsigned long long)g->blocks);
+			if (g->off_blocks)
+				printf(" (%llu bytes in %llu of them allocated before recording went "
+				       "off: maybe freed meanwhile)",
+				       (unsigned long long)g->off_bytes,
+				       (unsigned long long)g->off_blocks);
+			printf("\n");
 			size_t n = ht_blocks__frames(r, sym, g->stack, frames, MAX_FRAMES);
 			for (size_t k = 0; k < n; k++)
 				print_frame_text(&frames[k]);

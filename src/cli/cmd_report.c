@@ -136,6 +136,15 @@ static void section_summary(struct page *pg)
 		ht_html__text(f, note);
 		fputs(" (docs/FORMAT.md, &ldquo;Sampling&rdquo;).</p>\n", f);
 	}
+	if (s->pauses.count) {
+		uint64_t end = in->duration_ns > s->last_time ? in->duration_ns : s->last_time;
+		fprintf(f, "<p class=\"warn\" id=\"paused-note\">Note: recording was off %llu "
+			   "time%s, %s of %s (heaptrail_pause() or _stop(), SIGUSR2, a start paused): "
+			   "the calls meanwhile are not in the trace, so a block freed then shows as "
+			   "live (and leaked), the free of one allocated then as unknown.</p>\n",
+			(unsigned long long)s->pauses.count, s->pauses.count == 1 ? "" : "s",
+			ht_fmt_ns(b1, ht_pauses__total(&s->pauses, end)), ht_fmt_ns(b2, end));
+	}
 	if (in->allocator) {
 		fputs("<p id=\"allocator\">The program's malloc was ", f);
 		ht_html__text(f, in->allocator);

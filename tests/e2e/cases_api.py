@@ -207,6 +207,63 @@ def test_api_marks(t):
 
 
 @case(labels=("analyzers",))
+def test_api_paused_said(t):
+    """Recording off for a while (heaptrail_pause() or _stop(), SIGUSR2, a
+    start paused): the calls meanwhile are not in the trace, and the
+    analyzers say so.  pausefree frees a block while paused: stats counts
+    the pause and its time, says that unknown frees may be blocks allocated
+    while it was off; leaks reports the block (1000 bytes) and says it was
+    live when recording went off (maybe freed meanwhile), in its text, its
+    JSON and per group; the report's summary has the note.  marks (a pause
+    and a stop) counts 2, a start paused 1 (no block live then), a trace
+    with no pause 0 and says nothing."""
+    out = t.path("pausefree.ht")
+    r = t.traced(out, [t.prog("api_marks"), "pausefree"])
+    eq(r.stdout, "traced\n", "stdout")
+    s = t.stats(out)
+    expect_calls(s, {"malloc": 2, "free": 2})
+    expect(s, live_blocks_at_exit=1, live_bytes_at_exit=1000, unknown_frees=1, paused_count=1)
+    check(0 < s["paused_ns"] < s["duration_ns"], "paused_ns %d of %d"
+          % (s["paused_ns"], s["duration_ns"]))
+    text = t.tool(["stats", out]).stdout
+    check("\npaused     1 time, " in text, "stats: no paused line:\n" + text)
+    check("unknown frees    1 (blocks allocated before recording started, or while it was off)"
+          in text, "stats: unknown frees not explained:\n" + text)
+    lk = t.tool(["leaks", out]).stdout
+    check("1000 B in 1 blocks not freed at exit, from 1 stacks; recording was off 1 time: "
+          "1000 B in 1 of these blocks were live then, and may have been freed meanwhile" in lk,
+          "leaks: no word of the pause:\n" + lk)
+    check("1000 bytes in 1 allocations from stack (1000 bytes in 1 of them allocated before "
+          "recording went off: maybe freed meanwhile)" in lk, "leaks: the group:\n" + lk)
+    j = json.loads(t.tool(["leaks", "--json", out]).stdout)
+    eq((j["leaked_bytes"], j["paused_count"], j["live_when_paused_bytes"],
+        j["live_when_paused_blocks"]), (1000, 1, 1000, 1), "leaks --json")
+    eq((j["groups"][0]["live_when_paused_bytes"], j["groups"][0]["live_when_paused_blocks"]),
+       (1000, 1), "leaks --json: the group")
+    html = t.path("pausefree.html")
+    eq(t.tool(["report", "-q", "-o", html, out]).rc, 0, "report")
+    with open(html) as f:
+        check('id="paused-note">Note: recording was off 1 time' in f.read(),
+              "report: no note of the pause")
+    marks = t.path("marks.ht")
+    t.traced(marks, [t.prog("api_marks"), "marks"])
+    eq(t.stats(marks)["paused_count"], 2, "marks: a pause and a stop")
+    started = t.path("started.ht")
+    t.traced(started, [t.prog("api_marks"), "paused"], env={"HEAPTRAIL_START_PAUSED": "1"})
+    s = t.stats(started)
+    eq(s["paused_count"], 1, "a start paused")
+    j = json.loads(t.tool(["leaks", "--json", started]).stdout)
+    eq((j["paused_count"], j["live_when_paused_blocks"]), (1, 0), "a start paused: leaks")
+    plain = t.path("plain.ht")
+    t.traced(plain, [t.prog("api_marks"), "reset"])
+    s = t.stats(plain)
+    eq((s["paused_count"], s["paused_ns"]), (0, 0), "no pause")
+    text = t.tool(["stats", plain]).stdout + t.tool(["leaks", plain]).stdout
+    check("\npaused " not in text and "recording was off" not in text,
+          "a trace without a pause: said paused:\n" + text)
+
+
+@case(labels=("analyzers",))
 def test_api_marks_many(t):
     """12,000 marks: stats and timeline keep the first 10,000 (their memory
     must not grow with the trace) and count the rest; the events between

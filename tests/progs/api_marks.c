@@ -14,6 +14,10 @@
  *           analyzers forget a, b and big at the reset, so only d (400
  *           bytes) is live at exit and the frees of b and big are of
  *           forgotten blocks.
+ *   pausefree: a = malloc(1000), b = malloc(2000); pause; free(a) and
+ *           c = malloc(3000), not recorded; resume; free(c); free(b).  The
+ *           trace has a live at exit (freed while paused) and an unknown
+ *           free (c's).
  *   many:   12000 marks "m0" .. "m11999", one malloc(16)/free after each:
  *           the analyzers keep the first 10000 (HT_MARKS_MAX) and count
  *           the rest.
@@ -83,6 +87,16 @@ int main(int argc, char **argv)
 		free(big);
 		TP_CHECK(tp_keep(malloc(400)));
 		free(c);
+	} else if (!strcmp(m, "pausefree")) {
+		char *a = tp_keep(malloc(1000)), *b = tp_keep(malloc(2000));
+		TP_CHECK(a && b);
+		HEAPTRAIL_PAUSE();
+		free(a);
+		char *c = tp_keep(malloc(3000));
+		TP_CHECK(c);
+		HEAPTRAIL_RESUME();
+		free(c);
+		free(b);
 	} else if (!strcmp(m, "many")) {
 		for (int i = 0; i < 12000; i++) {
 			char label[16];
