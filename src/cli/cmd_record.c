@@ -708,11 +708,13 @@ static void end_step_on(const char *path, const struct record_config *cfg, int s
 		return;
 	if (cfg->compact || cfg->zstd_level == 0) {
 		if (ht_trace__compact(path, cfg->compact_level, NULL, err, sizeof(err)) < 0)
-			ht_warning("could not compact the trace (it stays readable, only larger): %s",
-				   err);
+			ht_warning("could not compact the trace: %s (readable as it is, only larger: "
+				   "'heaptrail compact %s' does it later)",
+				   err, path);
 	} else if (ht_trace__finish(path, cfg->zstd_level, NULL, err, sizeof(err)) < 0) {
-		ht_warning("could not compress the chunks recorded raw (the trace stays readable, "
-			   "only larger): %s", err);
+		ht_warning("could not compress the chunks recorded raw: %s (readable as it is, only "
+			   "larger: 'heaptrail compact --fast %s' does it later)",
+			   err, path);
 	}
 }
 

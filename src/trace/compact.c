@@ -50,6 +50,7 @@ struct compactor {
 	struct ht_index_entry *index;   /* chunks written */
 	size_t nindex, capindex;        /* count / allocated */
 	uint64_t events;                /* events copied */
+	const char *path;               /* the trace, for messages */
 	char *err;                      /* message buffer */
 	size_t errlen;                  /* its size */
 	int failed;                     /* a write failed */
@@ -68,7 +69,9 @@ static int out_write(struct compactor *c, const void *p, size_t n)
 			continue;
 		if (w <= 0) {
 			if (!c->failed)
-				snprintf(c->err, c->errlen, "write: %s", strerror(errno));
+				snprintf(c->err, c->errlen,
+					 "%s: cannot write its rewrite (%s): the trace is left as it "
+					 "was", c->path, strerror(errno ? errno : EIO));
 			c->failed = 1;
 			return -1;
 		}
@@ -249,6 +252,7 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 {
 	struct compactor c;
 	memset(&c, 0, sizeof(c));
+	c.path = path;
 	c.err = err;
 	c.errlen = errlen;
 	c.out = -1;
@@ -594,6 +598,7 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 	struct compactor c; /* its output and index (put_chunk, put_index) */
 	memset(&c, 0, sizeof(c));
 	c.out = -1;
+	c.path = path;
 	c.err = err;
 	c.errlen = errlen;
 	struct ht_file_header hdr;

@@ -313,6 +313,38 @@ def test_disk_full(t):
         t.run(["umount", "-l", mnt])
 
 
+@case(timeout=120)
+def test_end_step_disk_full(t):
+    """The disk fills up during the end step, not the recording: a raw
+    trace (4 MB) on a 5 MiB tmpfs, whose rewrite (1.7 MB) does not fit.
+    `compact --fast` (what record's end step does, its workers compressing
+    while the calling thread writes) says which trace and why in one line,
+    exits 1, and leaves the trace as it was, byte for byte, with no
+    temporary file behind; it reads back whole."""
+    mnt = t.path("small")
+    os.mkdir(mnt)
+    r = t.run(["mount", "-t", "tmpfs", "-o", "size=5m", "tmpfs", mnt])
+    if r.rc != 0:
+        skip("cannot mount a tmpfs here (needs root): " + r.stderr.strip())
+    try:
+        trace = os.path.join(mnt, "raw.ht")
+        t.traced(trace, [t.prog("randloop"), "500000"], env={"HEAPTRAIL_ZSTD_LEVEL": "0"})
+        with open(trace, "rb") as f:
+            before = f.read()
+        check(len(before) > 3 << 20, "the raw trace: %d bytes" % len(before))
+        r = t.tool(["compact", "--fast", trace])
+        eq(r.rc, 1, "compact --fast with no room: exit status\n" + r.describe())
+        eq(r.stderr.strip(), "heaptrail: error: %s: cannot write its rewrite (No space left "
+           "on device): the trace is left as it was" % trace, "the message")
+        with open(trace, "rb") as f:
+            check(f.read() == before, "the trace changed")
+        eq(os.listdir(mnt), ["raw.ht"], "files left in the directory")
+        s = t.stats(trace)
+        eq(s["calls"]["malloc"], 500000, "mallocs read back")
+    finally:
+        t.run(["umount", "-l", mnt])
+
+
 def wrote_events(line):
     """The N of record's "wrote N events" line."""
     check(" wrote " in line and " events " in line, "record's summary: %r" % line)
