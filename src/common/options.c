@@ -87,6 +87,38 @@ static int set_value(const struct ht_option *o, const char *arg, const char *sho
 	return -1;
 }
 
+/* The long option nearest to name (up to '='), within two edits and
+ * nearer than any other, else the only one name begins; NULL if none. */
+static const char *nearest(const struct ht_option *opts, const char *name)
+{
+	const char *eq = strchr(name, '=');
+	size_t len = eq ? (size_t)(eq - name) : strlen(name);
+	const char *best = NULL;
+	unsigned bestd = len >= 5 ? 3 : 2; /* (two edits only in a long word) */
+	int ties = 0;
+	for (const struct ht_option *p = opts; p->type != HT_OPT_END; p++) {
+		if (!p->long_name)
+			continue;
+		unsigned d = ht_edit_distance(name, len, p->long_name);
+		if (d < bestd) {
+			bestd = d;
+			best = p->long_name;
+			ties = 0;
+		} else if (d == bestd) {
+			ties++;
+		}
+	}
+	if (!best || ties) { /* else the only one it begins */
+		int n = 0;
+		for (const struct ht_option *p = opts; len >= 2 && p->type != HT_OPT_END; p++)
+			if (p->long_name && !strncmp(name, p->long_name, len))
+				n++, best = p->long_name;
+		ties = n != 1;
+		bestd = 0;
+	}
+	return best && !ties && bestd < len ? best : NULL;
+}
+
 int ht_parse_options(int argc, char **argv, const struct ht_option *opts, const char *usage,
 		     int flags)
 {
@@ -141,7 +173,12 @@ int ht_parse_options(int argc, char **argv, const struct ht_option *opts, const 
 			}
 		}
 		if (!o) {
-			ht_error("unknown option '%s'; run 'heaptrail %s --help'", a, cmd);
+			const char *near = a[1] == '-' ? nearest(opts, a + 2) : NULL;
+			if (near)
+				ht_error("unknown option '%s'; did you mean '--%s'? (run 'heaptrail %s "
+					 "--help')", a, near, cmd);
+			else
+				ht_error("unknown option '%s'; run 'heaptrail %s --help'", a, cmd);
 			exit(HT_EXIT_USAGE);
 		}
 		if (o->type == HT_OPT_FLAG) {

@@ -199,6 +199,34 @@ int ht_parse_duration(const char *s, uint64_t *ns)
 	return 0;
 }
 
+unsigned ht_edit_distance(const char *a, size_t alen, const char *b)
+{
+	size_t blen = strlen(b);
+	if (alen > 62 || blen > 62)
+		return 3;
+	if ((alen > blen ? alen - blen : blen - alen) >= 3)
+		return 3;
+	unsigned d[64][64];
+	for (size_t i = 0; i <= alen; i++)
+		d[i][0] = (unsigned)i;
+	for (size_t j = 0; j <= blen; j++)
+		d[0][j] = (unsigned)j;
+	for (size_t i = 1; i <= alen; i++) {
+		for (size_t j = 1; j <= blen; j++) {
+			unsigned c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+			if (d[i - 1][j] + 1 < c)
+				c = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < c)
+				c = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+			    d[i - 2][j - 2] + 1 < c)
+				c = d[i - 2][j - 2] + 1;
+			d[i][j] = c;
+		}
+	}
+	return d[alen][blen] < 3 ? d[alen][blen] : 3;
+}
+
 uint64_t ht_hash_str(uint64_t h, const char *s)
 {
 	for (; s && *s; s++)

@@ -55,6 +55,9 @@ void ht_fputf(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 int ht_parse_duration(const char *s, uint64_t *ns);
 /* FNV-1a of a string (NULL counts as empty) on top of h, its end mixed in. */
 uint64_t ht_hash_str(uint64_t h, const char *s);
+/* Edits (insert, delete, change, swap of two neighbours) from a[0..alen)
+ * to b, counted up to 3 (more is 3): for "did you mean" hints. */
+unsigned ht_edit_distance(const char *a, size_t alen, const char *b);
 /* Parses "4096", "64K", "1M", "2G". Returns 0 on success. */
 int ht_parse_size(const char *s, uint64_t *out);
 

@@ -295,3 +295,29 @@ def test_usage_every_command(t):
             if r.rc != 2 or not lines or not lines[0].startswith("heaptrail") or r.stdout:
                 problems.append(r.describe())
     check(not problems, "usage errors:\n\n" + "\n\n".join(problems))
+
+
+@case(labels=("analyzers",))
+def test_usage_typos_suggested(t):
+    """A mistyped command or long option (one or two edits, a swap of two
+    letters, the start of the only name that begins so) gets the name meant
+    in its error, as git does; a word near nothing, or near two names, gets
+    the plain message.  Exit 2 either way."""
+    for args, said in ((["stat", "x.ht"], "did you mean 'stats'?"),
+                       (["recrod", "--", "true"], "did you mean 'record'?"),
+                       (["flamegrap"], "did you mean 'flamegraph'?"),
+                       (["rec"], "did you mean 'record'?"),
+                       (["stats", "--jsn", "x.ht"], "did you mean '--json'?"),
+                       (["record", "--sampel-bytes", "4K", "--", "true"],
+                        "did you mean '--sample-bytes'?"),
+                       (["leaks", "--suppresions", "f", "x.ht"], "did you mean '--suppressions'?"),
+                       (["xyz"], "'xyz' is not a heaptrail command; run 'heaptrail help' for "
+                                 "the list"),
+                       (["com"], "'com' is not a heaptrail command; run 'heaptrail help' for "
+                                 "the list"),
+                       (["stats", "--zzzzzz", "x.ht"], "unknown option '--zzzzzz'; run "
+                                                       "'heaptrail stats --help'")):
+        r = t.tool(args)
+        eq(r.rc, 2, "%s: exit status" % args)
+        check(said in r.stderr, "%s: want %r in:\n%s" % (args, said, r.stderr))
+        eq(len(r.stderr.splitlines()), 1, "%s: one line" % args)
