@@ -1032,6 +1032,15 @@ static const char *no_trace_reason(const char *cmd)
 	return "statically linked, or setuid, or the path is not writable?";
 }
 
+/* Whether the program's first image wrote a trace of its own in this run
+ * (PATH.exec1: the images before an exec, when record follows them). */
+static int earlier_image(const char *path, pid_t pid, uint64_t t0)
+{
+	char name[PATH_MAX + 8];
+	snprintf(name, sizeof(name), "%s.exec1", path);
+	return trace_of(name, pid, t0);
+}
+
 /* The sanitizer the program cmd (found in PATH as execvp would) is built
  * with, if it loads one as a shared runtime: its name, and the library in
  * lib; NULL if none.  Those runtimes replace malloc and must be the first
@@ -1459,6 +1468,14 @@ int cmd_record(int argc, char **argv)
 		say_damaged(shown, how, what, events, threads);
 	else if (!cfg.quiet && have)
 		summarize(path, shown, how, &run, note);
+	else if (!cfg.quiet && earlier_image(path, pid, t0))
+		/* it exec'd a program that runs untraced (a sanitizer's build,
+		 * a setuid or static one): its earlier images have their traces */
+		fprintf(stderr,
+			"heaptrail: %s%s exec'd a program that was not traced, so nothing was "
+			"written to %s; the traces of its images before that exec are %s.exec1 and "
+			"on (see 'heaptrail stats %s.exec1')\n",
+			how, argv[0], shown, shown, shown);
 	else if (!cfg.quiet)
 		fprintf(stderr, "heaptrail: %s%s wrote no trace to %s (%s)\n", how, argv[0], shown,
 			no_trace_reason(argv[0]));

@@ -1454,20 +1454,91 @@ static void exec_failed(int deferred, const char *path)
 	ht_writer__exec_failed();
 }
 
-#define EXEC_ENV(envp)                                                          \
+/* Appends s to the line at *at (end of the buffer: end), cut if need be. */
+static void put_str(char **at, char *end, const char *s)
+{
+	size_t n = strlen(s);
+	if (n > (size_t)(end - *at))
+		n = (size_t)(end - *at);
+	memcpy(*at, s, n);
+	*at += n;
+}
+
+/* An image built with a sanitizer runs without the tracer: its runtime
+ * must be the first library loaded, and LD_PRELOAD of this one stops it
+ * at start (ASan: "runtime does not come first", exit 1), which record
+ * refuses for the program it starts and the exec of a traced process
+ * must not do either.  Returns env as it goes to path (or fd): without
+ * the library and HEAPTRAIL_OPTIONS for such an image, saying so in one
+ * line on stderr; else env. */
+static char *const *sanitized_env(char *const *env, const char *path, int fd, char **out,
+				  size_t cap, char *entry, size_t elen)
+{
+	char lib[64];
+	if (!path && fd < 0)
+		return env; /* (execvpe found no file: it fails) */
+	if (!path)
+		path = "(fd)";
+	char *const *u = ht_exec_env_untraced(env, out, cap, entry, elen);
+	if (u == env || ht_exec_sanitizer(path, fd, lib, sizeof(lib)) < 0)
+		return env;
+	const char *san = strstr(lib, "hwasan") ? "HWAddressSanitizer"
+			  : strstr(lib, "asan") ? "AddressSanitizer"
+			  : strstr(lib, "tsan") ? "ThreadSanitizer"
+			  : strstr(lib, "msan") ? "MemorySanitizer"
+						: "LeakSanitizer";
+	char line[PATH_MAX + 256], *at = line, *end = line + sizeof(line) - 1;
+	put_str(&at, end, "heaptrail: note: ");
+	put_str(&at, end, path);
+	put_str(&at, end, " is built with ");
+	put_str(&at, end, san);
+	put_str(&at, end, " (");
+	put_str(&at, end, lib);
+	put_str(&at, end, "), whose runtime must be the first library loaded: it runs without "
+			  "the tracer\n");
+	ssize_t w = write(2, line, (size_t)(at - line));
+	(void)w;
+	return u;
+}
+
+/* The file execvpe would run for file: file itself if it has a '/', else
+ * the first executable of that name in PATH (in buf); NULL if none. */
+static const char *exec_path(const char *file, char *buf, size_t cap)
+{
+	if (strchr(file, '/'))
+		return file;
+	const char *p = getenv("PATH");
+	for (p = p ? p : "/bin:/usr/bin"; *p;) {
+		size_t n = strcspn(p, ":"), fl = strlen(file);
+		if (n && n + 1 + fl < cap) {
+			memcpy(buf, p, n);
+			buf[n] = '/';
+			memcpy(buf + n + 1, file, fl + 1);
+			if (access(buf, X_OK) == 0)
+				return buf;
+		}
+		p += n + (p[n] == ':');
+	}
+	return NULL;
+}
+
+/* The environment an exec hands on (ht_exec_env, then sanitized_env for
+ * the file path or fd), in env_, on the caller's stack. */
+#define EXEC_ENV(envp, path, fd)                                                \
 	size_t n_env_ = 0;                                                       \
 	while ((envp) && (envp)[n_env_])                                         \
 		n_env_++;                                                        \
-	char *env_out_[n_env_ + 3];                                              \
-	char env_entry_[4200];                                                   \
+	char *env_out_[n_env_ + 3], *env_out2_[n_env_ + 3];                      \
+	char env_entry_[4200], env_entry2_[4200];                                \
 	char *const *env_ = ht_foreign_process() ? (envp)                        \
-			    : ht_exec_env(envp, env_out_, n_env_ + 3, env_entry_, sizeof(env_entry_))
+			    : ht_exec_env(envp, env_out_, n_env_ + 3, env_entry_, sizeof(env_entry_)); \
+	env_ = sanitized_env(env_, path, fd, env_out2_, n_env_ + 3, env_entry2_, sizeof(env_entry2_))
 
 HT_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
 	if (!real.execve)
 		ht_hooks__resolve();
-	EXEC_ENV(envp);
+	EXEC_ENV(envp, path, -1);
 	int deferred_ = before_exec(path);
 	int r = real.execve(path, argv, env_);
 	int e = errno;
@@ -1480,7 +1551,9 @@ HT_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	if (!real.execvpe)
 		ht_hooks__resolve();
-	EXEC_ENV(envp);
+	char found_[PATH_MAX];
+	const char *file_ = exec_path(file, found_, sizeof(found_));
+	EXEC_ENV(envp, file_, -1);
 	int deferred_ = before_exec(file);
 	int r = real.execvpe(file, argv, env_);
 	int e = errno;
@@ -1503,7 +1576,7 @@ HT_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	if (!real.fexecve)
 		ht_hooks__resolve();
-	EXEC_ENV(envp);
+	EXEC_ENV(envp, NULL, fd);
 	int deferred_ = before_exec("(fd)");
 	int r = real.fexecve(fd, argv, env_);
 	int e = errno;

@@ -117,6 +117,53 @@ char *const *ht_exec_env(char *const envp[], char **out, size_t cap, char *entry
 	return out;
 }
 
+char *const *ht_exec_env_untraced(char *const envp[], char **out, size_t cap, char *entry,
+				  size_t elen)
+{
+	int ours = 0;
+	for (size_t i = 0; envp && envp[i]; i++) {
+		const char *w;
+		size_t wl;
+		if ((!strncmp(envp[i], "LD_PRELOAD=", 11) &&
+		     preload_word(envp[i] + 11, strlen(envp[i] + 11), &w, &wl)) ||
+		    !strncmp(envp[i], HT_OPTIONS_ENV "=", sizeof(HT_OPTIONS_ENV)))
+			ours = 1;
+	}
+	if (!ours)
+		return envp;
+	size_t n = 0;
+	for (size_t i = 0; envp[i]; i++) {
+		if (!strncmp(envp[i], HT_OPTIONS_ENV "=", sizeof(HT_OPTIONS_ENV)))
+			continue;
+		if (n + 1 >= cap)
+			return envp;
+		const char *v = envp[i] + 11, *w;
+		size_t wl;
+		if (strncmp(envp[i], "LD_PRELOAD=", 11) || !preload_word(v, strlen(v), &w, &wl)) {
+			out[n++] = envp[i];
+			continue;
+		}
+		/* the value less the word and one separator next to it */
+		size_t pre = (size_t)(w - v), rest = strlen(w + wl);
+		const char *after = w + wl;
+		while (rest && (*after == ':' || *after == ' '))
+			after++, rest--;
+		while (pre && (v[pre - 1] == ':' || v[pre - 1] == ' ') && !rest)
+			pre--;
+		if (!pre && !rest)
+			continue; /* nothing else in it */
+		if (11 + pre + rest + 1 > elen)
+			return envp;
+		memcpy(entry, "LD_PRELOAD=", 11);
+		memcpy(entry + 11, v, pre);
+		memcpy(entry + 11 + pre, after, rest);
+		entry[11 + pre + rest] = 0;
+		out[n++] = entry;
+	}
+	out[n] = NULL;
+	return out;
+}
+
 int ht_identity_changed(void)
 {
 	return geteuid() != start_euid || getegid() != start_egid;

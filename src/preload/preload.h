@@ -441,6 +441,16 @@ void ht_init(void);
 int ht_is_root_image(void);
 int ht_image_index(void);
 char *const *ht_exec_env(char *const envp[], char **out, size_t cap, char *entry, size_t elen);
+/* envp as it goes to an image that must run without the tracer (a
+ * sanitizer's build): LD_PRELOAD without this library's word (dropped if
+ * nothing else is left in it) and no HEAPTRAIL_OPTIONS; envp itself when
+ * it holds neither.  out has room for as many entries as envp and a NULL. */
+char *const *ht_exec_env_untraced(char *const envp[], char **out, size_t cap, char *entry,
+				  size_t elen);
+/* execcheck.c: the sanitizer runtime (libasan.so.8, ...) the ELF file path
+ * (or fd, when not -1) needs, in lib; 0 if it needs one, else -1.  Opens,
+ * reads and closes the file: no allocation (between fork and exec). */
+int ht_exec_sanitizer(const char *path, int fd, char *lib, size_t cap);
 /* Arms the per-thread destructor that records THREAD_EXIT. */
 void ht_register_thread_exit(void);
 /* 1 if this is a vfork child sharing the traced process's memory. */

@@ -237,3 +237,62 @@ def test_record_sanitizer_builds(t):
         r = t.run([t.heaptrail, "record", "-o", t.path("c.ht"), "--", t.path("c_asan")],
                   check_rc=0)
         check("the program's executable defines malloc itself" in r.stderr, r.describe())
+
+
+SAN_ENV_PROG = b"""#include <stdio.h>
+#include <stdlib.h>
+int main(void)
+{
+	const char *p = getenv("LD_PRELOAD"), *o = getenv("HEAPTRAIL_OPTIONS");
+	free(malloc(32));
+	printf("LD_PRELOAD=%s HEAPTRAIL_OPTIONS=%s\\n", p ? p : "(none)", o ? "set" : "(none)");
+	return 0;
+}
+"""
+
+
+@case(timeout=120)
+def test_exec_sanitizer_builds(t):
+    """A traced program execs a sanitizer's build (a test script running
+    ASan binaries under record --follow-exec): the exec'd program runs
+    without the tracer, to its end, and one line says why (before: ASan
+    stopped it at start, "runtime does not come first", exit 1, and record
+    said nothing).  Its environment loses the library's word of LD_PRELOAD
+    (another library there stays) and HEAPTRAIL_OPTIONS; the shell that
+    exec'd it keeps its trace.  An exec with nothing after it leaves no
+    main trace: record says the program exec'd one that was not traced and
+    names the traces of the images before."""
+    gcc = which("gcc")
+    if not gcc:
+        skip("gcc is not installed")
+    src = t.path("san_env.c")
+    with open(src, "wb") as f:
+        f.write(SAN_ENV_PROG)
+    exe = t.path("san_env")
+    if t.run([gcc, "-fsanitize=address", "-o", exe, src]).rc != 0:
+        skip("gcc cannot build with -fsanitize=address here")
+    note = ("heaptrail: note: %s is built with AddressSanitizer (libasan.so" % exe)
+    out = t.path("sh.ht")
+    r = t.run([t.heaptrail, "record", "--follow-exec", "-o", out, "--", "sh", "-c",
+               exe + "; echo after"], check_rc=0)
+    eq(r.stdout, "LD_PRELOAD=(none) HEAPTRAIL_OPTIONS=(none)\nafter\n",
+       "the ASan program ran to its end:\n" + r.describe())
+    eq(r.stderr.count(note), 1, "the note:\n" + r.stderr)
+    check("runs without the tracer" in r.stderr, r.stderr)
+    check(t.stats(out)["events"] > 0, "the shell's trace")
+    # another library in LD_PRELOAD stays (ASan told not to mind it)
+    libz = [p for p in ("/lib/x86_64-linux-gnu/libz.so.1", "/usr/lib/x86_64-linux-gnu/libz.so.1")
+            if os.path.exists(p)]
+    if libz:
+        r = t.run([t.heaptrail, "record", "--follow-exec", "-o", t.path("z.ht"), "--", "sh",
+                   "-c", exe], env={"LD_PRELOAD": libz[0],
+                                    "ASAN_OPTIONS": "verify_asan_link_order=0"}, check_rc=0)
+        eq(r.stdout, "LD_PRELOAD=%s HEAPTRAIL_OPTIONS=(none)\n" % libz[0],
+           "the other preloaded library:\n" + r.describe())
+    out = t.path("exec.ht")
+    r = t.run([t.heaptrail, "record", "--follow-exec", "-o", out, "--", "sh", "-c",
+               "exec " + exe], check_rc=0)
+    eq(r.stdout, "LD_PRELOAD=(none) HEAPTRAIL_OPTIONS=(none)\n", r.describe())
+    check("sh exec'd a program that was not traced, so nothing was written to %s; the traces "
+          "of its images before that exec are %s.exec1" % (out, out) in r.stderr, r.stderr)
+    check(t.stats(out + ".exec1")["events"] > 0, "the shell's own trace")
