@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <spawn.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -57,6 +58,10 @@ static struct {
 	int (*execve)(const char *, char *const[], char *const[]);
 	int (*execvpe)(const char *, char *const[], char *const[]);
 	int (*fexecve)(int, char *const[], char *const[]);
+	int (*posix_spawn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+			   const posix_spawnattr_t *, char *const[], char *const[]);
+	int (*posix_spawnp)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+			    const posix_spawnattr_t *, char *const[], char *const[]);
 	void (*_exit)(int) __attribute__((noreturn));
 	void (*_Exit)(int) __attribute__((noreturn));
 	int (*dlclose)(void *);
@@ -89,6 +94,8 @@ void ht_hooks__resolve(void)
 	RESOLVE(execve);
 	RESOLVE(execvpe);
 	RESOLVE(fexecve);
+	RESOLVE(posix_spawn);
+	RESOLVE(posix_spawnp);
 	RESOLVE(_exit);
 	RESOLVE(_Exit);
 	RESOLVE(dlclose);
@@ -1583,6 +1590,40 @@ HT_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 	exec_failed(deferred_, "(fd)");
 	errno = e;
 	return r;
+}
+
+/* posix_spawn and posix_spawnp exec inside glibc, past the hooks above: a
+ * child that would carry the tracer into a sanitizer's build gets the
+ * environment sanitized_env gives (the others are left as they are: a
+ * spawned child is traced as a fork + exec one, with --follow-exec). */
+#define SPAWN_ENV(envp, path)                                                   \
+	size_t n_env_ = 0;                                                       \
+	while ((envp) && (envp)[n_env_])                                         \
+		n_env_++;                                                        \
+	char *env_out_[n_env_ + 1];                                              \
+	char env_entry_[4200];                                                   \
+	char *const *env_ = sanitized_env(envp, path, -1, env_out_, n_env_ + 1, env_entry_, \
+					  sizeof(env_entry_))
+
+HT_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+			  const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	if (!real.posix_spawn)
+		ht_hooks__resolve();
+	const char *path_ = path;
+	SPAWN_ENV(envp, path_);
+	return real.posix_spawn(pid, path, fa, attr, argv, env_);
+}
+
+HT_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+			   const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	if (!real.posix_spawnp)
+		ht_hooks__resolve();
+	char found_[PATH_MAX];
+	const char *file_ = exec_path(file, found_, sizeof(found_));
+	SPAWN_ENV(envp, file_);
+	return real.posix_spawnp(pid, file, fa, attr, argv, env_);
 }
 
 /* execl*: collect the variadic list into an array on the stack. */

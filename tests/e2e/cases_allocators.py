@@ -3,6 +3,7 @@
 usable sizes, its C++ operators recorded, the trace saying which it was."""
 
 import os
+import sys
 
 from cases_api import said
 from htlib import case, check, eq, expect, live_set_check, skip, which
@@ -289,6 +290,19 @@ def test_exec_sanitizer_builds(t):
                                     "ASAN_OPTIONS": "verify_asan_link_order=0"}, check_rc=0)
         eq(r.stdout, "LD_PRELOAD=%s HEAPTRAIL_OPTIONS=(none)\n" % libz[0],
            "the other preloaded library:\n" + r.describe())
+    # posix_spawn and posix_spawnp, which exec inside glibc (python3's os.posix_spawn)
+    py = sys.executable
+    for fn, prog in (("posix_spawn", exe), ("posix_spawnp", os.path.basename(exe))):
+        code = ("import os; pid = os.%s(%r, [%r], dict(os.environ, PATH=%r)); "
+                "print(os.waitpid(pid, 0)[1], flush=True)"
+                % (fn, prog, prog, os.path.dirname(exe) + ":" + os.environ.get("PATH", "")))
+        r = t.run([t.heaptrail, "record", "--follow-exec", "-o", t.path(fn + ".ht"), "--", py,
+                   "-c", code], env={"PATH": os.path.dirname(exe) + ":" +
+                                     os.environ.get("PATH", "")}, check_rc=0)
+        eq(r.stdout, "LD_PRELOAD=(none) HEAPTRAIL_OPTIONS=(none)\n0\n",
+           "%s: the ASan program ran to its end:\n%s" % (fn, r.describe()))
+        eq(r.stderr.count(note.replace(exe, prog if fn == "posix_spawn" else exe)), 1,
+           "%s: the note:\n%s" % (fn, r.stderr))
     out = t.path("exec.ht")
     r = t.run([t.heaptrail, "record", "--follow-exec", "-o", out, "--", "sh", "-c",
                "exec " + exe], check_rc=0)
