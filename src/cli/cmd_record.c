@@ -668,11 +668,15 @@ static void summarize(const char *path, const char *shown, const char *prefix,
 	if (in->dropped)
 		snprintf(lost, sizeof(lost), ", %llu calls not recorded (see 'heaptrail stats')",
 			 (unsigned long long)in->dropped);
+	char sampled[96] = "", b[32];
+	if ((in->flags & HT_FILE_F_SAMPLED) && in->sample_bytes)
+		snprintf(sampled, sizeof(sampled), ", a sample of about one allocation per %s",
+			 ht_fmt_bytes(b, in->sample_bytes));
 	fprintf(stderr,
-		"heaptrail: %swrote %llu events from %u thread%s to %s (%s)%s%s%s%s; see 'heaptrail "
-		"stats %s'\n",
+		"heaptrail: %swrote %llu events from %u thread%s to %s (%s)%s%s%s%s%s; see "
+		"'heaptrail stats %s'\n",
 		prefix, (unsigned long long)in->events_chunks, in->nthreads,
-		in->nthreads == 1 ? "" : "s", shown, sz,
+		in->nthreads == 1 ? "" : "s", shown, sz, sampled,
 		in->flags & HT_FILE_F_DISK_FULL ? ", until a write failed" : "", lost,
 		kidmsg ? kidmsg : "", note, shown);
 	free(kidmsg);

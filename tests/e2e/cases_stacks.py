@@ -481,6 +481,10 @@ def test_sampling(t):
     eq(s["live_blocks_at_exit"], e["live_blocks_at_exit"], "live blocks at exit")
     r = t.tool(["record", "--sample-bytes", "2G", "--", "/bin/true"])
     eq(r.rc, 2, "record --sample-bytes 2G")
+    r = t.tool(["record", "--sample-bytes", "256K", "-o", t.path("s2.ht"), "--",
+                t.prog("randloop"), "1000"])
+    check(", a sample of about one allocation per 256.0 KiB; see 'heaptrail stats" in r.stderr,
+          "record's line does not say the trace is a sample:\n" + r.stderr)
     sampled_says_so(t, samp, exact)
 
 
