@@ -269,6 +269,7 @@ int ht_stackstats__collect(const char *path, uint32_t tid, struct ht_stackstats 
 	const struct ht_event *e;
 	while ((e = ht_analyze__next_event(*rp)))
 		ht_stackstats__event(s, e, ht_pass__event(pass, e));
+	s->pauses = *ht_pass__pauses(pass);
 	ht_pass__delete(pass);
 	ht_stackstats__finish(s);
 	return ht_analyze__finish(*rp, path, 0);

@@ -58,6 +58,7 @@ struct ht_stackstats {
 	uint64_t peak_time_ns;      /* when */
 	struct ht_big_alloc big[HT_BIG_ALLOCS]; /* the biggest, biggest first */
 	size_t nbig;                /* entries used */
+	struct ht_pauses pauses;    /* recording off (ht_stackstats__collect's pass) */
 	/* collection state */
 	uint32_t tid;               /* only blocks this thread allocated (0 = all) */
 	uint32_t npeaks;            /* times a new peak was reached */

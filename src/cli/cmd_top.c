@@ -249,9 +249,14 @@ int cmd_top(int argc, char **argv)
 		ht_json__str(&j, "by", by_function ? "function" : "stack");
 		ht_analyze__order_json(&j, &in->order);
 		ht_analyze__sample_json(&j, in);
+		ht_json__u64(&j, "paused_count", ss.pauses.count);
 	} else {
 		printf("%s (pid %d): the heap peaked at %s at %s", in->cmdline, in->pid,
 		       ht_fmt_bytes(b1, ss.peak_bytes), ht_fmt_ns(b2, ss.peak_time_ns));
+		if (ss.pauses.count)
+			printf(" (recording was off %llu time%s: the calls meanwhile are not in the "
+			       "trace)",
+			       (unsigned long long)ss.pauses.count, ss.pauses.count == 1 ? "" : "s");
 		char sb[HT_SAMPLED_TEXT_MAX];
 		printf("%s\n", ht_analyze__sampled_text(in, sb));
 	}

@@ -240,6 +240,10 @@ def test_api_paused_said(t):
         j["live_when_paused_blocks"]), (1000, 1, 1000, 1), "leaks --json")
     eq((j["groups"][0]["live_when_paused_bytes"], j["groups"][0]["live_when_paused_blocks"]),
        (1000, 1), "leaks --json: the group")
+    top = t.tool(["top", out]).stdout
+    check("(recording was off 1 time: the calls meanwhile are not in the trace)" in top,
+          "top: no word of the pause:\n" + top)
+    eq(json.loads(t.tool(["top", "--json", out]).stdout)["paused_count"], 1, "top --json")
     html = t.path("pausefree.html")
     eq(t.tool(["report", "-q", "-o", html, out]).rc, 0, "report")
     with open(html) as f:
