@@ -18,6 +18,7 @@
 #include "common/options.h"
 #include "common/pidpath.h"
 #include "common/procstat.h"
+#include "common/sanitizers.h"
 #include "common/util.h"
 #include "symbols/elfsyms.h"
 #include "trace/compact.h"
@@ -1052,19 +1053,11 @@ static int earlier_image(const char *path, pid_t pid, uint64_t t0)
  * first, TSan crashed), so that the recorder cannot run beside them. */
 static const char *sanitizer_of(const char *cmd, char *lib, size_t cap)
 {
-	static const char *const prefixes[] = {
-		"libasan.so", "libtsan.so", "liblsan.so", "libhwasan.so", "libclang_rt.asan",
-		"libclang_rt.tsan", "libclang_rt.msan", "libclang_rt.lsan", "libclang_rt.hwasan",
-		NULL};
 	char path[PATH_MAX];
 	const char *found = find_command(cmd, path, sizeof(path));
-	if (!found || ht_elf__needs(found, prefixes, lib, cap) < 0)
+	if (!found || ht_elf__needs(found, ht_sanitizer_runtimes(), lib, cap) < 0)
 		return NULL;
-	return strstr(lib, "hwasan")  ? "HWAddressSanitizer"
-	       : strstr(lib, "asan")  ? "AddressSanitizer"
-	       : strstr(lib, "tsan")  ? "ThreadSanitizer"
-	       : strstr(lib, "msan")  ? "MemorySanitizer"
-				      : "LeakSanitizer";
+	return ht_sanitizer_name(lib);
 }
 
 /* record --live: the program's output goes to OUTPUT.out, its input is

@@ -14,14 +14,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/sanitizers.h"
 #include "preload.h"
 
 #define MAX_PHDRS 64 /* program headers read (a few in any real program) */
 #define MAX_DYN 512  /* dynamic entries read */
 
-static const char *const runtimes[] = {
-	"libasan.so", "libtsan.so", "liblsan.so", "libhwasan.so", "libclang_rt.asan",
-	"libclang_rt.tsan", "libclang_rt.msan", "libclang_rt.lsan", "libclang_rt.hwasan", NULL};
 
 static int read_at(int fd, void *buf, size_t n, uint64_t off)
 {
@@ -98,6 +96,7 @@ static int needs_runtime(int fd, char *lib, size_t cap)
 		if (r <= 0)
 			continue;
 		name[r] = 0;
+		const char *const *runtimes = ht_sanitizer_runtimes();
 		for (int k = 0; runtimes[k]; k++)
 			if (!strncmp(name, runtimes[k], strlen(runtimes[k]))) {
 				size_t len = strnlen(name, sizeof(name) - 1);

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "../common/procstat.h"
+#include "../common/sanitizers.h"
 #include "preload.h"
 
 /* glibc's own entry points, which the fast paths call (alloc.c forwards the
@@ -1489,11 +1490,7 @@ static char *const *sanitized_env(char *const *env, const char *path, int fd, ch
 	char *const *u = ht_exec_env_untraced(env, out, cap, entry, elen);
 	if (u == env || ht_exec_sanitizer(path, fd, lib, sizeof(lib)) < 0)
 		return env;
-	const char *san = strstr(lib, "hwasan") ? "HWAddressSanitizer"
-			  : strstr(lib, "asan") ? "AddressSanitizer"
-			  : strstr(lib, "tsan") ? "ThreadSanitizer"
-			  : strstr(lib, "msan") ? "MemorySanitizer"
-						: "LeakSanitizer";
+	const char *san = ht_sanitizer_name(lib);
 	char line[PATH_MAX + 256], *at = line, *end = line + sizeof(line) - 1;
 	put_str(&at, end, "heaptrail: note: ");
 	put_str(&at, end, path);
