@@ -14,26 +14,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/readsmall.h"
 #include "../common/sanitizers.h"
 #include "preload.h"
 
 #define MAX_PHDRS 64 /* program headers read (a few in any real program) */
 #define MAX_DYN 512  /* dynamic entries read */
 
-
-static int read_at(int fd, void *buf, size_t n, uint64_t off)
-{
-	size_t got = 0;
-	while (got < n) {
-		ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		got += (size_t)r;
-	}
-	return 0;
-}
 
 /* The file offset of address vaddr in the file's loaded segments, or
  * UINT64_MAX. */
@@ -51,13 +38,13 @@ static uint64_t file_offset(const Elf64_Phdr *ph, unsigned n, uint64_t vaddr)
 static int needs_runtime(int fd, char *lib, size_t cap)
 {
 	Elf64_Ehdr eh;
-	if (read_at(fd, &eh, sizeof(eh), 0) < 0 || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
+	if (ht_pread_full(fd, &eh, sizeof(eh), 0) < 0 || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
 	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr) ||
 	    eh.e_phnum == 0 || eh.e_phnum > MAX_PHDRS)
 		return -1;
 	Elf64_Phdr ph[MAX_PHDRS];
 	unsigned n = eh.e_phnum;
-	if (read_at(fd, ph, n * sizeof(ph[0]), eh.e_phoff) < 0)
+	if (ht_pread_full(fd, ph, n * sizeof(ph[0]), eh.e_phoff) < 0)
 		return -1;
 	const Elf64_Phdr *dyn = NULL;
 	for (unsigned i = 0; i < n && !dyn; i++)
@@ -73,7 +60,7 @@ static int needs_runtime(int fd, char *lib, size_t cap)
 		count = MAX_DYN;
 	for (uint64_t at = 0; at < count;) {
 		unsigned k = count - at < 32 ? (unsigned)(count - at) : 32;
-		if (read_at(fd, d, k * sizeof(d[0]), dyn->p_offset + at * sizeof(d[0])) < 0)
+		if (ht_pread_full(fd, d, k * sizeof(d[0]), dyn->p_offset + at * sizeof(d[0])) < 0)
 			return -1;
 		for (unsigned i = 0; i < k; i++) {
 			if (d[i].d_tag == DT_NULL) {

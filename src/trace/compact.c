@@ -22,6 +22,7 @@
 
 #include "columns.h"
 #include "common/outfile.h"
+#include "common/readsmall.h"
 #include "common/util.h"
 #include "reader.h"
 #include "record.h"
@@ -185,20 +186,6 @@ static struct pending *pending_of(struct compactor *c, uint32_t tid)
 	return p;
 }
 
-static int read_at(int fd, void *buf, size_t n, uint64_t off)
-{
-	size_t got = 0;
-	while (got < n) {
-		ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		got += (size_t)r;
-	}
-	return 0;
-}
-
 /* The rewrite of path, written to tmp, read back before it replaces path
  * (as record's summary is: src/cli/cmd_record.c): its index (if it was
  * given one: indexed) and every chunk header it lists usable, the chunks
@@ -266,7 +253,7 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 		goto cleanup;
 	}
 	c.in_size = (uint64_t)st.st_size;
-	if (c.in_size < sizeof(hdr) || read_at(c.in, &hdr, sizeof(hdr), 0) < 0 ||
+	if (c.in_size < sizeof(hdr) || ht_pread_full(c.in, &hdr, sizeof(hdr), 0) < 0 ||
 	    memcmp(hdr.magic, HT_MAGIC, 8) || hdr.version < HT_VERSION_MIN || hdr.version > HT_VERSION ||
 	    hdr.sec[HT_SEC_CHUNKS].offset > c.in_size ||
 	    hdr.sec[HT_SEC_CHUNKS].offset < sizeof(hdr)) {
@@ -286,7 +273,7 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 		goto cleanup;
 	}
 	/* The writer may have finished meanwhile: the header and size now. */
-	if (fstat(c.in, &st) < 0 || read_at(c.in, &hdr, sizeof(hdr), 0) < 0) {
+	if (fstat(c.in, &st) < 0 || ht_pread_full(c.in, &hdr, sizeof(hdr), 0) < 0) {
 		snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
 		goto cleanup;
 	}
@@ -306,7 +293,7 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 	/* Header and the strings that follow it, unchanged for now. */
 	uint64_t start = hdr.sec[HT_SEC_CHUNKS].offset;
 	uint8_t *head = malloc(start);
-	if (!head || read_at(c.in, head, start, 0) < 0) {
+	if (!head || ht_pread_full(c.in, head, start, 0) < 0) {
 		free(head);
 		snprintf(err, errlen, "%s: cannot read the header", path);
 		goto cleanup;
@@ -323,7 +310,7 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 	size_t nrefs = 0, caprefs = 0;
 	while (off + sizeof(struct ht_chunk_header) <= stop && !c.failed) {
 		struct ht_chunk_header h;
-		if (read_at(c.in, &h, sizeof(h), off) < 0 || h.magic != HT_CHUNK_MAGIC ||
+		if (ht_pread_full(c.in, &h, sizeof(h), off) < 0 || h.magic != HT_CHUNK_MAGIC ||
 		    h.comp_size > HT_MAX_CHUNK_RAW || h.raw_size > HT_MAX_CHUNK_RAW ||
 		    off + sizeof(h) + h.comp_size > c.in_size) {
 			truncated = 1;
@@ -335,7 +322,7 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 			refs[nrefs++].h = h;
 		} else if (h.type == HT_CHUNK_CLOCK) {
 			c.zbuf = ht_grow(c.zbuf, &c.zcap, h.comp_size + 1, 1);
-			if (read_at(c.in, c.zbuf, h.comp_size, off + sizeof(h)) == 0)
+			if (ht_pread_full(c.in, c.zbuf, h.comp_size, off + sizeof(h)) == 0)
 				emit(&c, &h, c.zbuf, h.comp_size, 0, level);
 		}
 		off += sizeof(h) + h.comp_size;
@@ -353,7 +340,7 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 		seen += h.nevents;
 		ht_progress("compacting", done, c.in_size, seen, "events");
 		c.zbuf = ht_grow(c.zbuf, &c.zcap, h.comp_size + 1, 1);
-		if (read_at(c.in, c.zbuf, h.comp_size, refs[i].off + sizeof(h)) < 0) {
+		if (ht_pread_full(c.in, c.zbuf, h.comp_size, refs[i].off + sizeof(h)) < 0) {
 			truncated = 1;
 			break;
 		}
@@ -524,6 +511,13 @@ static int finish_one(struct finisher *f, ZSTD_CCtx *zc, size_t i)
 	return ret;
 }
 
+/* Whether chunk i lies more than FINISH_AHEAD bytes past the first chunk
+ * not written, w. */
+static int too_far_ahead(const struct finisher *f, size_t i, size_t w)
+{
+	return w < f->n && f->ch[i].off - f->ch[w].off > FINISH_AHEAD;
+}
+
 /* Takes the next chunk, unless it is too far ahead of the writing (then
  * waits, unless nowait: the calling thread has the writing to do) or none
  * is left: SIZE_MAX. */
@@ -536,7 +530,7 @@ static size_t finish_take(struct finisher *f, int nowait)
 		if (i >= f->n)
 			return SIZE_MAX;
 		size_t w = atomic_load(&f->written);
-		if (w < f->n && f->ch[i].off - f->ch[w].off > FINISH_AHEAD) {
+		if (too_far_ahead(f, i, w)) {
 			if (nowait)
 				return SIZE_MAX;
 			pthread_mutex_lock(&f->mu);
@@ -607,7 +601,7 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 		memset(res, 0, sizeof(*res));
 	in = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (in < 0 || fstat(in, &st) < 0 || (uint64_t)st.st_size < sizeof(hdr) ||
-	    read_at(in, &hdr, sizeof(hdr), 0) < 0 || memcmp(hdr.magic, HT_MAGIC, 8)) {
+	    ht_pread_full(in, &hdr, sizeof(hdr), 0) < 0 || memcmp(hdr.magic, HT_MAGIC, 8)) {
 		snprintf(err, errlen, "%s: not a heaptrail trace", path);
 		goto cleanup;
 	}
@@ -616,7 +610,7 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 			 path, (int)hdr.pid);
 		goto cleanup;
 	}
-	if (fstat(in, &st) < 0 || read_at(in, &hdr, sizeof(hdr), 0) < 0) {
+	if (fstat(in, &st) < 0 || ht_pread_full(in, &hdr, sizeof(hdr), 0) < 0) {
 		snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
 		goto cleanup;
 	}
@@ -693,9 +687,9 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 			if (atomic_load(&f.stop) || !zc)
 				break;
 			pthread_mutex_lock(&f.mu);
+			size_t nx;
 			while (!atomic_load(&ch[w].done) && !atomic_load(&f.stop) &&
-			       (atomic_load(&f.next) >= nch ||
-				ch[atomic_load(&f.next)].off - ch[w].off > FINISH_AHEAD))
+			       ((nx = atomic_load(&f.next)) >= nch || too_far_ahead(&f, nx, w)))
 				pthread_cond_wait(&f.cv, &f.mu);
 			pthread_mutex_unlock(&f.mu);
 		}

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "common/readsmall.h"
 #include "reader_int.h"
 
 void ht_rd__err(struct ht_reader *r, const char *fmt, ...)
@@ -55,30 +56,12 @@ int ht_kind_parse(const char *name)
 
 int ht_rd__read_at(struct ht_reader *r, void *buf, size_t n, uint64_t off)
 {
-	size_t got = 0;
-	while (got < n) {
-		ssize_t k = pread(r->fd, (char *)buf + got, n - got, (off_t)(off + got));
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			break;
-		got += (size_t)k;
-	}
-	return (int)(got == n ? 0 : -1) ;
+	return ht_pread_full(r->fd, buf, n, off);
 }
 
 static size_t read_at_most(struct ht_reader *r, void *buf, size_t n, uint64_t off)
 {
-	size_t got = 0;
-	while (got < n) {
-		ssize_t k = pread(r->fd, (char *)buf + got, n - got, (off_t)(off + got));
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			break;
-		got += (size_t)k;
-	}
-	return got;
+	return ht_pread_most(r->fd, buf, n, off);
 }
 
 /* The reference to the event chunk whose header h is at off. */
