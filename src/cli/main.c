@@ -88,31 +88,13 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (!strcmp(argv[1], commands[i].name))
 			return commands[i].fn(argc - 1, argv + 1);
-	/* a typo: the nearest name, if one is within two edits and nearer
-	 * than the others; else the only one it begins */
-	size_t len = strlen(argv[1]);
-	const char *best = NULL;
-	unsigned bestd = len >= 5 ? 3 : 2; /* (two edits only in a long word) */
-	int ties = 0;
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-		unsigned d = ht_edit_distance(argv[1], len, commands[i].name);
-		if (d < bestd) {
-			bestd = d;
-			best = commands[i].name;
-			ties = 0;
-		} else if (d == bestd) {
-			ties++;
-		}
-	}
-	if (!best || ties) { /* else the one name it begins */
-		int n = 0;
-		for (size_t i = 0; len >= 2 && i < sizeof(commands) / sizeof(commands[0]); i++)
-			if (!strncmp(argv[1], commands[i].name, len))
-				n++, best = commands[i].name;
-		ties = n != 1;
-		bestd = 0;
-	}
-	if (best && !ties && bestd < len)
+	/* a typo: the name meant, if it is clear (ht_nearest_name) */
+	const size_t ncmd = sizeof(commands) / sizeof(commands[0]);
+	const char *names[ncmd];
+	for (size_t i = 0; i < ncmd; i++)
+		names[i] = commands[i].name;
+	const char *best = ht_nearest_name(argv[1], strlen(argv[1]), names, ncmd);
+	if (best)
 		ht_error("'%s' is not a heaptrail command; did you mean '%s'? ('heaptrail help' "
 			 "lists them)", argv[1], best);
 	else

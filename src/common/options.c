@@ -87,36 +87,18 @@ static int set_value(const struct ht_option *o, const char *arg, const char *sho
 	return -1;
 }
 
-/* The long option nearest to name (up to '='), within two edits and
- * nearer than any other, else the only one name begins; NULL if none. */
+/* The long option name (up to '=') mistypes, NULL if none
+ * (ht_nearest_name). */
 static const char *nearest(const struct ht_option *opts, const char *name)
 {
 	const char *eq = strchr(name, '=');
-	size_t len = eq ? (size_t)(eq - name) : strlen(name);
-	const char *best = NULL;
-	unsigned bestd = len >= 5 ? 3 : 2; /* (two edits only in a long word) */
-	int ties = 0;
-	for (const struct ht_option *p = opts; p->type != HT_OPT_END; p++) {
-		if (!p->long_name)
-			continue;
-		unsigned d = ht_edit_distance(name, len, p->long_name);
-		if (d < bestd) {
-			bestd = d;
-			best = p->long_name;
-			ties = 0;
-		} else if (d == bestd) {
-			ties++;
-		}
-	}
-	if (!best || ties) { /* else the only one it begins */
-		int n = 0;
-		for (const struct ht_option *p = opts; len >= 2 && p->type != HT_OPT_END; p++)
-			if (p->long_name && !strncmp(name, p->long_name, len))
-				n++, best = p->long_name;
-		ties = n != 1;
-		bestd = 0;
-	}
-	return best && !ties && bestd < len ? best : NULL;
+	size_t len = eq ? (size_t)(eq - name) : strlen(name), n = 0;
+	while (opts[n].type != HT_OPT_END)
+		n++;
+	const char *names[n + 1];
+	for (size_t i = 0; i < n; i++)
+		names[i] = opts[i].long_name;
+	return ht_nearest_name(name, len, names, n);
 }
 
 int ht_parse_options(int argc, char **argv, const struct ht_option *opts, const char *usage,

@@ -199,7 +199,8 @@ int ht_parse_duration(const char *s, uint64_t *ns)
 	return 0;
 }
 
-unsigned ht_edit_distance(const char *a, size_t alen, const char *b)
+/* Edits from a[0..alen) to b, counted up to 3 (more is 3). */
+static unsigned edit_distance(const char *a, size_t alen, const char *b)
 {
 	size_t blen = strlen(b);
 	if (alen > 62 || blen > 62)
@@ -225,6 +226,34 @@ unsigned ht_edit_distance(const char *a, size_t alen, const char *b)
 		}
 	}
 	return d[alen][blen] < 3 ? d[alen][blen] : 3;
+}
+
+const char *ht_nearest_name(const char *word, size_t len, const char *const *names, size_t n)
+{
+	const char *best = NULL;
+	unsigned bestd = len >= 5 ? 3 : 2; /* (two edits only in a long word) */
+	int ties = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!names[i])
+			continue;
+		unsigned d = edit_distance(word, len, names[i]);
+		if (d < bestd) {
+			bestd = d;
+			best = names[i];
+			ties = 0;
+		} else if (d == bestd) {
+			ties++;
+		}
+	}
+	if (!best || ties) { /* else the only one it begins */
+		int k = 0;
+		for (size_t i = 0; len >= 2 && i < n; i++)
+			if (names[i] && !strncmp(word, names[i], len))
+				k++, best = names[i];
+		ties = k != 1;
+		bestd = 0;
+	}
+	return best && !ties && bestd < len ? best : NULL;
 }
 
 uint64_t ht_hash_str(uint64_t h, const char *s)

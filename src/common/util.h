@@ -55,9 +55,12 @@ void ht_fputf(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 int ht_parse_duration(const char *s, uint64_t *ns);
 /* FNV-1a of a string (NULL counts as empty) on top of h, its end mixed in. */
 uint64_t ht_hash_str(uint64_t h, const char *s);
-/* Edits (insert, delete, change, swap of two neighbours) from a[0..alen)
- * to b, counted up to 3 (more is 3): for "did you mean" hints. */
-unsigned ht_edit_distance(const char *a, size_t alen, const char *b);
+/* For a "did you mean" hint: the one of names[0..n) (NULLs skipped) that
+ * word[0..len) mistypes: within one edit (insert, delete, change, swap of
+ * two neighbours), two in a word of 5 letters or more, and nearer than
+ * any other; else the only name word begins (2 letters or more); NULL if
+ * none or several. */
+const char *ht_nearest_name(const char *word, size_t len, const char *const *names, size_t n);
 /* Parses "4096", "64K", "1M", "2G". Returns 0 on success. */
 int ht_parse_size(const char *s, uint64_t *out);
 
