@@ -65,22 +65,30 @@ const char *ht_analyze__order_note(const struct ht_reader *r, char *buf, size_t 
 	return buf;
 }
 
-/* The readers whose order warning was said (a command reads a trace once,
- * diff two, massif one twice: a few). */
-static const struct ht_reader *order_said[8];
+/* Readers a line was said of, per kind of line (a command reads a trace
+ * once, diff two, massif one twice: a few). */
+#define SAID_MAX 8
+static const struct ht_reader *order_said[SAID_MAX], *sample_said[SAID_MAX];
+
+/* Whether r is not in said yet; notes it there. */
+static int first_said(const struct ht_reader **said, const struct ht_reader *r)
+{
+	size_t i = 0;
+	for (; i < SAID_MAX && said[i]; i++)
+		if (said[i] == r)
+			return 0;
+	if (i < SAID_MAX)
+		said[i] = r;
+	return 1;
+}
 
 int ht_analyze__order_warning(const struct ht_reader *r, const char *path)
 {
 	char note[256];
 	if (!*ht_analyze__order_note(r, note, sizeof(note)))
 		return 1;
-	size_t i = 0;
-	for (; i < sizeof(order_said) / sizeof(order_said[0]) && order_said[i]; i++)
-		if (order_said[i] == r)
-			return 0;
-	if (i < sizeof(order_said) / sizeof(order_said[0]))
-		order_said[i] = r;
-	ht_warning("%s: %s", path, note);
+	if (first_said(order_said, r))
+		ht_warning("%s: %s", path, note);
 	return 0;
 }
 
@@ -136,21 +144,12 @@ void ht_analyze__sample_json(struct ht_json *j, const struct ht_trace_info *in)
 		ht_json__u64(j, "sample_bytes", in->sample_bytes);
 }
 
-/* The readers whose sample note was said. */
-static const struct ht_reader *sample_said[8];
-
 static void sample_note(const struct ht_reader *r, const char *path)
 {
 	char note[512];
-	if (!*ht_analyze__sample_note(ht_reader__info(r), note, sizeof(note)))
-		return;
-	size_t i = 0;
-	for (; i < sizeof(sample_said) / sizeof(sample_said[0]) && sample_said[i]; i++)
-		if (sample_said[i] == r)
-			return;
-	if (i < sizeof(sample_said) / sizeof(sample_said[0]))
-		sample_said[i] = r;
-	fprintf(stderr, "heaptrail: note: %s: %s\n", path, note);
+	if (*ht_analyze__sample_note(ht_reader__info(r), note, sizeof(note)) &&
+	    first_said(sample_said, r))
+		fprintf(stderr, "heaptrail: note: %s: %s\n", path, note);
 }
 
 int ht_analyze__finish(struct ht_reader *r, const char *path, int quiet_warnings)

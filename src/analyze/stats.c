@@ -313,8 +313,7 @@ void ht_stats__delete(struct ht_stats *s)
 	free(s);
 }
 
-/* How long the trace lasts: the header's, or its last event's time. */
-static uint64_t stats_end(const struct ht_stats *s, const struct ht_trace_info *in)
+uint64_t ht_stats__duration(const struct ht_stats *s, const struct ht_trace_info *in)
 {
 	return in->duration_ns > s->last_time ? in->duration_ns : s->last_time;
 }
@@ -338,14 +337,14 @@ void ht_stats__json(const struct ht_stats *s, struct ht_json *j, const struct ht
 	ht_json__bool(j, "sampled", (in->flags & HT_FILE_F_SAMPLED) != 0);
 	ht_json__u64(j, "sample_bytes", in->sample_bytes);
 	ht_json__u64(j, "sample_every", in->sample_every);
-	ht_json__u64(j, "duration_ns", stats_end(s, in));
+	ht_json__u64(j, "duration_ns", ht_stats__duration(s, in));
 	ht_json__u64(j, "events", s->events);
 	ht_json__u64(j, "timestamps_taken", s->ts_taken);
 	ht_json__u64(j, "dropped", in->dropped);
 	ht_json__u64(j, "threads", s->nthreads);
 	ht_analyze__order_json(j, &in->order);
 	ht_json__u64(j, "paused_count", s->pauses.count);
-	ht_json__u64(j, "paused_ns", ht_pauses__total(&s->pauses, stats_end(s, in)));
+	ht_json__u64(j, "paused_ns", ht_pauses__total(&s->pauses, ht_stats__duration(s, in)));
 	ht_json__obj_begin(j, "calls");
 	for (size_t i = 0; i < NCALL_KINDS; i++)
 		ht_json__u64(j, ht_kind_name(call_kinds[i]), s->calls[call_kinds[i]]);
@@ -467,7 +466,7 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_trace_inf
 				   "the numbers below are estimates\n", ht_fmt_bytes(b1, in->sample_bytes));
 	}
 	if (s->pauses.count) {
-		uint64_t end = stats_end(s, in);
+		uint64_t end = ht_stats__duration(s, in);
 		fprintf(f, "paused     %llu time%s, %s of %s: the calls meanwhile are not in the trace "
 			   "(blocks freed then show as live)\n",
 			(unsigned long long)s->pauses.count, s->pauses.count == 1 ? "" : "s",

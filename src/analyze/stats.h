@@ -70,6 +70,9 @@ void ht_stats__json(const struct ht_stats *s, struct ht_json *j, const struct ht
 /* The stats text summary. */
 void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_trace_info *in,
 		    const char *path);
+/* How long the trace lasts: its header's duration, or its last event's time
+ * if later. */
+uint64_t ht_stats__duration(const struct ht_stats *s, const struct ht_trace_info *in);
 void ht_stats__delete(struct ht_stats *s);
 
 #endif

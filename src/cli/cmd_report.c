@@ -137,7 +137,7 @@ static void section_summary(struct page *pg)
 		fputs(" (docs/FORMAT.md, &ldquo;Sampling&rdquo;).</p>\n", f);
 	}
 	if (s->pauses.count) {
-		uint64_t end = in->duration_ns > s->last_time ? in->duration_ns : s->last_time;
+		uint64_t end = ht_stats__duration(s, in);
 		fprintf(f, "<p class=\"warn\" id=\"paused-note\">Note: recording was off %llu "
 			   "time%s, %s of %s (heaptrail_pause() or _stop(), SIGUSR2, a start paused): "
 			   "the calls meanwhile are not in the trace, so a block freed then shows as "
@@ -161,7 +161,7 @@ static void section_summary(struct page *pg)
 		      (unsigned long long)s->events, ht_html__count(b2, s->ts_taken));
 	ht_html__card(f, "threads", ht_html__count(b1, s->nthreads), "%llu cross-thread frees",
 		      (unsigned long long)s->cross_thread_frees);
-	ht_html__card(f, "duration", ht_fmt_ns(b1, in->duration_ns > s->last_time ? in->duration_ns : s->last_time),
+	ht_html__card(f, "duration", ht_fmt_ns(b1, ht_stats__duration(s, in)),
 		      "%s", in->closed ? "trace closed cleanly" : "trace not closed cleanly");
 	fputs("</div>\n<table class=\"calls\"><tr><th>function</th><th>calls</th><th>failed</th>"
 	      "<th>bytes requested</th></tr>\n", f);
