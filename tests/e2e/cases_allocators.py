@@ -199,6 +199,21 @@ int main(void)
 """
 
 
+def sanitizer_build(t, source, flag, name):
+    """source (C, bytes) built by gcc with -fsanitize=flag as the test's
+    file name, or the test is skipped (no gcc, or no such runtime)."""
+    gcc = which("gcc")
+    if not gcc:
+        skip("gcc is not installed")
+    src = t.path(name + ".c")
+    with open(src, "wb") as f:
+        f.write(source)
+    exe = t.path(name)
+    if t.run([gcc, "-fsanitize=" + flag, "-o", exe, src]).rc != 0:
+        skip("gcc cannot build with -fsanitize=%s here" % flag)
+    return exe
+
+
 @case(timeout=120)
 def test_record_sanitizer_builds(t):
     """A program built with a sanitizer runtime that replaces malloc: gcc's
@@ -209,17 +224,9 @@ def test_record_sanitizer_builds(t):
     binary); clang's -fsanitize=address (the runtime in the executable)
     runs, and the recorder says that the executable's malloc is its own;
     -fsanitize=undefined is recorded as any build."""
-    gcc = which("gcc")
-    if not gcc:
-        skip("gcc is not installed")
-    src = t.path("san.c")
-    with open(src, "wb") as f:
-        f.write(SAN_PROG)
     for flag, name in (("address", "AddressSanitizer"), ("thread", "ThreadSanitizer"),
                        ("leak", "LeakSanitizer")):
-        exe = t.path("san_" + flag)
-        if t.run([gcc, "-fsanitize=" + flag, "-o", exe, src]).rc != 0:
-            skip("gcc cannot build with -fsanitize=%s here" % flag)
+        exe = sanitizer_build(t, SAN_PROG, flag, "san_" + flag)
         out = t.path(flag + ".ht")
         r = t.run([t.heaptrail, "record", "-o", out, "--", exe], check_rc=2)
         lines = r.heaptrail_lines()
@@ -227,6 +234,7 @@ def test_record_sanitizer_builds(t):
         check(name in lines[0] and "-fsanitize" in lines[0], r.describe())
         check(r.stdout == "", "the program ran:\n" + r.describe())
         check(not os.path.exists(out), "a trace was written")
+    gcc, src = which("gcc"), t.path("san_address.c")  # (sanitizer_build wrote it)
     exe = t.path("san_undefined")
     eq(t.run([gcc, "-fsanitize=undefined", "-o", exe, src]).rc, 0, "gcc -fsanitize=undefined")
     out = t.path("ub.ht")
@@ -263,15 +271,7 @@ def test_exec_sanitizer_builds(t):
     exec'd it keeps its trace.  An exec with nothing after it leaves no
     main trace: record says the program exec'd one that was not traced and
     names the traces of the images before."""
-    gcc = which("gcc")
-    if not gcc:
-        skip("gcc is not installed")
-    src = t.path("san_env.c")
-    with open(src, "wb") as f:
-        f.write(SAN_ENV_PROG)
-    exe = t.path("san_env")
-    if t.run([gcc, "-fsanitize=address", "-o", exe, src]).rc != 0:
-        skip("gcc cannot build with -fsanitize=address here")
+    exe = sanitizer_build(t, SAN_ENV_PROG, "address", "san_env")
     note = ("heaptrail: note: %s is built with AddressSanitizer (libasan.so" % exe)
     out = t.path("sh.ht")
     r = t.run([t.heaptrail, "record", "--follow-exec", "-o", out, "--", "sh", "-c",

@@ -270,16 +270,23 @@ def test_read_while_written(t):
     eq(s2["calls"]["malloc"], 1001, "mallocs of the finished trace")
 
 
+def small_tmpfs(t, size):
+    """A tmpfs of size (mount's size=) at the test's "small" directory, or
+    the test is skipped (mounting needs root); the caller unmounts it."""
+    mnt = t.path("small")
+    os.mkdir(mnt)
+    r = t.run(["mount", "-t", "tmpfs", "-o", "size=" + size, "tmpfs", mnt])
+    if r.rc != 0:
+        skip("cannot mount a tmpfs here (needs root): " + r.stderr.strip())
+    return mnt
+
+
 @case(timeout=120, labels=("cpu",), locks=("cpu",))
 def test_disk_full(t):
     """A 2 MiB tmpfs as the output: recording stops with one warning, the
     program finishes normally with its own output, and what was written
     reads back as a prefix."""
-    mnt = t.path("small")
-    os.mkdir(mnt)
-    r = t.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", mnt])
-    if r.rc != 0:
-        skip("cannot mount a tmpfs here (needs root): " + r.stderr.strip())
+    mnt = small_tmpfs(t, "2m")
     try:
         trace = os.path.join(mnt, "full.ht")
         r = t.run([t.heaptrail, "record", "-o", trace, "--", t.prog("stress"), "1", "2"],
@@ -321,11 +328,7 @@ def test_end_step_disk_full(t):
     while the calling thread writes) says which trace and why in one line,
     exits 1, and leaves the trace as it was, byte for byte, with no
     temporary file behind; it reads back whole."""
-    mnt = t.path("small")
-    os.mkdir(mnt)
-    r = t.run(["mount", "-t", "tmpfs", "-o", "size=5m", "tmpfs", mnt])
-    if r.rc != 0:
-        skip("cannot mount a tmpfs here (needs root): " + r.stderr.strip())
+    mnt = small_tmpfs(t, "5m")
     try:
         trace = os.path.join(mnt, "raw.ht")
         t.traced(trace, [t.prog("randloop"), "500000"], env={"HEAPTRAIL_ZSTD_LEVEL": "0"})
