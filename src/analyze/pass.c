@@ -16,6 +16,7 @@ struct ht_pass {
 	size_t nthreads, capthreads; /* used / allocated */
 	struct ht_keyindex tid_idx; /* tid -> index */
 	struct ht_pauses pauses;    /* recording off */
+	struct ht_reader *r;        /* checks the merged order for it, NULL none */
 };
 
 struct ht_pass *ht_pass__new(void)
@@ -57,19 +58,37 @@ static uint32_t thread_index(struct ht_pass *p, uint32_t tid)
 	return (uint32_t)p->nthreads - 1;
 }
 
+void ht_pass__check_order(struct ht_pass *p, struct ht_reader *r)
+{
+	p->r = ht_reader__hand_over_check(r) ? r : NULL;
+}
+
 static void release(struct ht_pass *p, uint64_t ptr)
 {
 	p->op.releases = 1;
 	p->op.released_ptr = ptr;
 	if (ht_livemap__del(&p->live, ptr, &p->released))
 		p->op.released = &p->released;
+	else if (__builtin_expect(p->r != NULL, 0) && ptr)
+		ht_reader__out_of_step(p->r, 1);
 }
 
-static void forget_all(struct ht_pass *p)
+/* Flags every live block (HT_BLOCK_FORGOTTEN, HT_BLOCK_BEFORE_CTL). */
+static void flag_all(struct ht_pass *p, uint32_t flag)
 {
 	for (size_t i = 0; i < p->live.cap; i++)
 		if (p->live.slots[i].ptr)
-			p->live.slots[i].pad |= HT_BLOCK_FORGOTTEN;
+			p->live.slots[i].pad |= flag;
+}
+
+/* A control event, for the order's checks: calls went untraced since
+ * the latest one, unless it paused or synced (the reader's rule). */
+static void check_control(struct ht_pass *p, const struct ht_event *e)
+{
+	uint64_t op = e->nv ? e->v[0] : 0;
+	if (op != HT_CTL_SYNC && op != HT_CTL_PAUSE)
+		flag_all(p, HT_BLOCK_BEFORE_CTL);
+	ht_reader__control(p->r, e);
 }
 
 /* e hands out the block at ptr of size bytes. */
@@ -81,6 +100,8 @@ static inline void hand_out(struct ht_pass *p, const struct ht_event *e, uint64_
 	if (!added) {
 		p->replaced = *b;
 		p->op.replaced = &p->replaced;
+		if (__builtin_expect(p->r != NULL, 0) && !(b->pad & HT_BLOCK_BEFORE_CTL))
+			ht_reader__out_of_step(p->r, 0);
 	}
 	*b = (struct ht_block){ptr,
 			       size,
@@ -123,8 +144,10 @@ const struct ht_blockop *ht_pass__event(struct ht_pass *p, const struct ht_event
 		return op;
 	case HT_EV_CONTROL:
 		if (e->v[0] == HT_CTL_RESET)
-			forget_all(p);
+			flag_all(p, HT_BLOCK_FORGOTTEN);
 		ht_pauses__control(&p->pauses, e);
+		if (p->r)
+			check_control(p, e);
 		return op;
 	case HT_EV_REALLOC:
 	case HT_EV_REALLOCARRAY:

@@ -32,6 +32,8 @@
  * its weight, and pad holds these flags and a collector's arena: */
 #define HT_BLOCK_FORGOTTEN 0x80000000u /* allocated before a heaptrail_reset() */
 #define HT_BLOCK_MMAPPED 0x40000000u   /* glibc served it by mmap (HT_F_MMAPPED) */
+#define HT_BLOCK_BEFORE_CTL 0x20000000u /* allocated before the latest control event that
+					 * was not a pause or sync (ht_pass__check_order) */
 #define HT_BLOCK_ARENA 0x00ffffffu     /* heapinfo's arena index + 1, 0 = none (at most
 					* 2^21 heaps fit in the address space) */
 
@@ -96,6 +98,11 @@ static inline uint64_t ht_pauses__total(const struct ht_pauses *ps, uint64_t end
 
 /* Exits (after a message) if out of memory. */
 struct ht_pass *ht_pass__new(void);
+/* Makes the reader's checks of the merged order (ht_reader__hand_over_check)
+ * in the pass's own lookups, when r wants them: every event r delivers
+ * must then come to ht_pass__event, in order, until the reading stops.
+ * Before the first event. */
+void ht_pass__check_order(struct ht_pass *p, struct ht_reader *r);
 /* Applies e (in the reader's order) and says what changed. */
 const struct ht_blockop *ht_pass__event(struct ht_pass *p, const struct ht_event *e);
 /* Every live block (forgotten ones included: ht_block__forgotten). */

@@ -266,6 +266,7 @@ int ht_stackstats__collect(const char *path, uint32_t tid, struct ht_stackstats 
 	if (!*rp)
 		return HT_EXIT_DATA;
 	struct ht_pass *pass = ht_pass__new();
+	ht_pass__check_order(pass, *rp);
 	const struct ht_event *e;
 	while ((e = ht_analyze__next_event(*rp)))
 		ht_stackstats__event(s, e, ht_pass__event(pass, e));

@@ -94,6 +94,7 @@ int cmd_heap(int argc, char **argv)
 	}
 	ht_heapinfo__window(h, cfg.from, cfg.to);
 	pass = ht_pass__new();
+	ht_pass__check_order(pass, r);
 	const struct ht_event *e;
 	while ((e = ht_analyze__next_event(r))) {
 		if (cfg.to && e->time_ns > cfg.to)

@@ -531,6 +531,7 @@ int cmd_leaks(int argc, char **argv)
 		ret = HT_EXIT_DATA;
 		goto cleanup;
 	}
+	ht_pass__check_order(l.blocks, r);
 	const struct ht_event *e;
 	l.end_ns = 0;
 	uint64_t next_at = cfg.interval;

@@ -86,6 +86,7 @@ static int read_trace(const char *path, struct collectors *c, struct ht_reader *
 		exit(HT_EXIT_DATA);
 	}
 	struct ht_pass *pass = ht_pass__new(); /* the live blocks, once for all four */
+	ht_pass__check_order(pass, *rp);
 	const struct ht_event *e;
 	while ((e = ht_analyze__next_event(*rp))) {
 		const struct ht_blockop *op = ht_pass__event(pass, e);

@@ -52,6 +52,7 @@ int cmd_stats(int argc, char **argv)
 	}
 	s = ht_stats__new(ht_reader__info(r));
 	pass = ht_pass__new();
+	ht_pass__check_order(pass, r);
 	const struct ht_event *e;
 	while ((e = ht_analyze__next_event(r)))
 		ht_stats__event(s, e, ht_pass__event(pass, e));

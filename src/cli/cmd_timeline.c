@@ -136,6 +136,7 @@ int cmd_timeline(int argc, char **argv)
 		goto cleanup;
 	}
 	pass = ht_pass__new();
+	ht_pass__check_order(pass, r);
 	const struct ht_event *ev;
 	while ((ev = ht_analyze__next_event(r))) {
 		if (cfg.to && ev->time_ns > cfg.to)

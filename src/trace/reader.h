@@ -262,6 +262,23 @@ const char *ht_reader__warning(const struct ht_reader *r);
 
 void ht_reader__order(const struct ht_reader *r, struct ht_order_info *o);
 
+/* A caller that keeps every live block of its own, in the reader's order
+ * (the analyzers' pass, analyze/pass.h), can make the checks of (b) above
+ * in its own lookups, so that each address is hashed once per event, not
+ * twice: the reader keeps no set of its own.  Before the first event;
+ * returns 1 if the caller is to check from now on, 0 if the reader needs
+ * no checks or keeps its set anyway (the causal merge of an older trace
+ * orders by it).  The caller must then see every event it is delivered,
+ * in order, and say for each: */
+int ht_reader__hand_over_check(struct ht_reader *r);
+/* ... an address released while not live (release = 1) or handed out
+ * while live (0), counting only blocks acquired since the last control
+ * event that was not a pause or a sync (the reader forgets the addresses
+ * then: calls went untraced); */
+void ht_reader__out_of_step(struct ht_reader *r, int release);
+/* ... and every control event (HT_EV_CONTROL). */
+void ht_reader__control(struct ht_reader *r, const struct ht_event *e);
+
 /* Progress: bytes of chunk payload consumed so far, of the total. */
 void ht_reader__progress(const struct ht_reader *r, uint64_t *done, uint64_t *total);
 

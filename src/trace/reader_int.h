@@ -124,6 +124,8 @@ struct ht_reader {
 				    * not sampled) */
 	int check_free;            /* count a release of an address not live (the same, until
 				    * the first control event) */
+	int handed;                /* the caller keeps the live blocks and makes the checks
+				    * (ht_reader__hand_over_check): no set here */
 	int ctl_state;             /* 0 before any control event, 1 recording, 2 paused */
 	int at_end;                /* ht_reader__next_event returned NULL */
 	uint64_t anomalies;        /* addresses out of step with the merged order */

@@ -342,6 +342,27 @@ static void track_control(struct ht_reader *r, uint64_t op)
 	}
 }
 
+int ht_reader__hand_over_check(struct ht_reader *r)
+{
+	if (!r->check || r->causal || r->handed)
+		return 0;
+	r->handed = 1;
+	r->track = 0;
+	return 1;
+}
+
+void ht_reader__out_of_step(struct ht_reader *r, int release)
+{
+	if (release ? r->check_free : r->check)
+		anomaly(r);
+}
+
+void ht_reader__control(struct ht_reader *r, const struct ht_event *e)
+{
+	if (r->handed && e->kind == HT_EV_CONTROL && e->nv)
+		track_control(r, e->v[0]);
+}
+
 /* Keeps the live set in step with a delivered event e, which releases
  * rel and acquires acq (event_blocks), and counts what is out of step:
  * an address handed out while live, released while not live. */
