@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyze/pass.h"
 #include "common/json.h"
 #include "common/util.h"
 
@@ -68,7 +69,8 @@ const char *ht_analyze__order_note(const struct ht_reader *r, char *buf, size_t 
 /* Readers a line was said of, per kind of line (a command reads a trace
  * once, diff two, massif one twice: a few). */
 #define SAID_MAX 8
-static const struct ht_reader *order_said[SAID_MAX], *sample_said[SAID_MAX];
+static const struct ht_reader *order_said[SAID_MAX], *sample_said[SAID_MAX],
+	*pause_said[SAID_MAX];
 
 /* Whether r is not in said yet; notes it there. */
 static int first_said(const struct ht_reader **said, const struct ht_reader *r)
@@ -152,7 +154,34 @@ static void sample_note(const struct ht_reader *r, const char *path)
 		fprintf(stderr, "heaptrail: note: %s: %s\n", path, note);
 }
 
-int ht_analyze__finish(struct ht_reader *r, const char *path, int quiet_warnings)
+const char *ht_analyze__pause_note(const struct ht_pauses *ps, uint64_t end_ns, char *buf,
+				   size_t len)
+{
+	char b1[32], b2[32];
+	if (!ps->count) {
+		if (len)
+			buf[0] = 0;
+		return buf;
+	}
+	snprintf(buf, len,
+		 "recording was off %" PRIu64 " time%s, %s of %s (heaptrail_pause() or _stop(), "
+		 "SIGUSR2, a start paused): the calls meanwhile are not in the trace, so blocks "
+		 "freed then stay live in it and frees of blocks allocated then are unknown",
+		 ps->count, ps->count == 1 ? "" : "s", ht_fmt_ns(b1, ht_pauses__total(ps, end_ns)),
+		 ht_fmt_ns(b2, end_ns));
+	return buf;
+}
+
+static void pause_note(const struct ht_reader *r, const char *path, const struct ht_pauses *ps)
+{
+	char note[512];
+	if (ps && *ht_analyze__pause_note(ps, ht_reader__info(r)->duration_ns, note, sizeof(note)) &&
+	    first_said(pause_said, r))
+		fprintf(stderr, "heaptrail: note: %s: %s\n", path, note);
+}
+
+int ht_analyze__finish_pass(struct ht_reader *r, const char *path, int quiet_warnings,
+			    const struct ht_pauses *ps)
 {
 	quiet_warnings |= ht_quiet;
 	const char *w = ht_reader__warning(r);
@@ -162,12 +191,18 @@ int ht_analyze__finish(struct ht_reader *r, const char *path, int quiet_warnings
 	if (!quiet_warnings) {
 		ht_analyze__order_warning(r, path);
 		sample_note(r, path);
+		pause_note(r, path, ps);
 	}
 	if (e) {
 		ht_error("%s: %s (results above cover the events before it)", path, e);
 		return HT_EXIT_DATA;
 	}
 	return HT_EXIT_OK;
+}
+
+int ht_analyze__finish(struct ht_reader *r, const char *path, int quiet_warnings)
+{
+	return ht_analyze__finish_pass(r, path, quiet_warnings, NULL);
 }
 
 int ht_parse_kinds(const char *list, uint64_t *mask)

@@ -34,6 +34,17 @@ static inline const struct ht_event *ht_analyze__next_event(struct ht_reader *r)
  * quiet_warnings (-q) leaves out the first two.  Returns HT_EXIT_DATA if
  * the trace had an error, else 0. */
 int ht_analyze__finish(struct ht_reader *r, const char *path, int quiet_warnings);
+/* The same for a command that read the trace through a pass (pass.h),
+ * whose times with recording off (ps) it also says, once per reader, as a
+ * note (ht_analyze__pause_note). */
+struct ht_pauses;
+int ht_analyze__finish_pass(struct ht_reader *r, const char *path, int quiet_warnings,
+			    const struct ht_pauses *ps);
+/* Recording off (ps->count times, up to end_ns) in one sentence (no
+ * newline), "" if it never was: that the calls meanwhile are not in the
+ * trace, and what that does to the blocks. */
+const char *ht_analyze__pause_note(const struct ht_pauses *ps, uint64_t end_ns, char *buf,
+				   size_t len);
 
 /* Whether the reader delivered the events in their true order across
  * threads (ht_reader__order).  When it did not: one line on stderr, once

@@ -210,7 +210,7 @@ static int read_trace(struct ht_diff *d, const char *path, const struct ht_diff_
 		while (p.k < npts && at_point(&pt[p.k], &e))
 			take(&p, e.time_ns);
 	}
-	ret = ht_analyze__finish(r, path, 0);
+	ret = ht_analyze__finish_pass(r, path, 0, ht_pass__pauses(p.blocks));
 	const struct ht_trace_info *in = ht_reader__info(r);
 	uint64_t end = p.last_ns > in->duration_ns ? p.last_ns : in->duration_ns;
 	char b1[32], b2[32];

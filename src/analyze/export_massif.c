@@ -167,7 +167,7 @@ int ht_export__massif(const struct ht_export_opts *o, FILE *f)
 		goto cleanup;
 	while (ht_analyze__next(r1, &e))
 		step(&p1, &e);
-	damaged = ht_analyze__finish(r1, o->trace, 0) != 0; /* then up to the damage */
+	damaged = ht_analyze__finish_pass(r1, o->trace, 0, ht_pass__pauses(p1.blocks)) != 0; /* then up to the damage */
 	ht_pass__delete(p1.blocks); /* (its blocks are not needed again) */
 	p1.blocks = ht_pass__new();
 	/* the symbolizer knows every module once the whole trace is read */

@@ -210,7 +210,8 @@ int ht_export__perfetto(const struct ht_export_opts *o, FILE *f)
 		if (o->all_events && ht_event__is_call(&e))
 			call_instant(&p, &e);
 	}
-	ret = ht_analyze__finish(r, o->trace, 0) ? HT_EXPORT_DAMAGED : HT_EXIT_OK;
+	ret = ht_analyze__finish_pass(r, o->trace, 0, ht_pass__pauses(p.blocks)) ? HT_EXPORT_DAMAGED
+										 : HT_EXIT_OK;
 	const uint64_t *rt, *rkb;
 	size_t nrss = ht_reader__rss_samples(r, &rt, &rkb);
 	for (size_t i = 0; i < nrss; i++)

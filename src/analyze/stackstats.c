@@ -273,7 +273,7 @@ int ht_stackstats__collect(const char *path, uint32_t tid, struct ht_stackstats 
 	s->pauses = *ht_pass__pauses(pass);
 	ht_pass__delete(pass);
 	ht_stackstats__finish(s);
-	return ht_analyze__finish(*rp, path, 0);
+	return ht_analyze__finish_pass(*rp, path, 0, &s->pauses);
 }
 
 void ht_stackstats__free(struct ht_stackstats *s)

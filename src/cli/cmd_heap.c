@@ -120,7 +120,7 @@ int cmd_heap(int argc, char **argv)
 		ht_heapinfo__text(h, stdout);
 	}
 	fflush(stdout);
-	ret = ht_analyze__finish(r, argv[0], 0);
+	ret = ht_analyze__finish_pass(r, argv[0], 0, ht_pass__pauses(pass));
 cleanup:
 	ht_heapinfo__delete(h);
 	ht_pass__delete(pass);

@@ -547,7 +547,7 @@ int cmd_leaks(int argc, char **argv)
 	}
 	if (cfg.at != UINT64_MAX)
 		l.end_ns = cfg.at;
-	ret = ht_analyze__finish(r, argv[0], 0);
+	ret = ht_analyze__finish_pass(r, argv[0], 0, ht_pass__pauses(l.blocks));
 	group_blocks(&l, cfg.older);
 	int rr = report(&l, r, &cfg, argv[0]);
 	if (!ret)

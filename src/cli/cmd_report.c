@@ -95,11 +95,12 @@ static int read_trace(const char *path, struct collectors *c, struct ht_reader *
 		ht_timeline__event(c->timeline, e, op);
 		ht_heapinfo__event(c->heap, e, op);
 	}
+	struct ht_pauses pauses = *ht_pass__pauses(pass);
 	ht_pass__delete(pass);
 	ht_stackstats__finish(&c->stacks);
 	ht_timeline__finish(c->timeline, *rp);
 	ht_heapinfo__finish(c->heap, *rp);
-	return ht_analyze__finish(*rp, path, 0);
+	return ht_analyze__finish_pass(*rp, path, 0, &pauses);
 }
 
 /* ---- sections -------------------------------------------------------------- */

@@ -66,7 +66,7 @@ int cmd_stats(int argc, char **argv)
 		ht_stats__text(s, stdout, ht_reader__info(r), argv[0]);
 	}
 	fflush(stdout);
-	ret = ht_analyze__finish(r, argv[0], cfg.quiet);
+	ret = ht_analyze__finish_pass(r, argv[0], cfg.quiet, ht_pass__pauses(pass));
 cleanup:
 	ht_reader__close(r);
 	ht_stats__delete(s);

@@ -144,7 +144,7 @@ int cmd_timeline(int argc, char **argv)
 		ht_timeline__event(tl, ev, ht_pass__event(pass, ev));
 	}
 	ht_timeline__finish(tl, r);
-	int read_ret = ht_analyze__finish(r, argv[0], cfg.quiet);
+	int read_ret = ht_analyze__finish_pass(r, argv[0], cfg.quiet, ht_pass__pauses(pass));
 
 	const char *ext = cfg.csv ? "csv" : cfg.json ? "json" : "svg";
 	out = cfg.out ? strdup(cfg.out) : default_output(argv[0], ext);

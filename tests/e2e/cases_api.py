@@ -249,6 +249,29 @@ def test_api_paused_said(t):
     with open(html) as f:
         check('id="paused-note">Note: recording was off 1 time' in f.read(),
               "report: no note of the pause")
+    # every analyzer that reads the blocks says it once on stderr, as a
+    # note (not with -q); the raw event lists (dump, events, csv) show the
+    # control events themselves
+    note = re.compile(r"^heaptrail: note: %s: recording was off 1 time, [0-9.]+ [mun]?s of "
+                      r"[0-9.]+ [mun]?s \(heaptrail_pause\(\) or _stop\(\), SIGUSR2, a start paused\): "
+                      r"the calls meanwhile are not in the trace, so blocks freed then stay live "
+                      r"in it and frees of blocks allocated then are unknown$" % re.escape(out))
+    o = lambda ext: t.path("pausefree." + ext)
+    for args, want in ((["stats"], 1), (["leaks"], 1), (["top"], 1), (["heap"], 1),
+                       (["flamegraph", "-o", o("svg")], 1), (["timeline", "-o", o("svg")], 1),
+                       (["report", "-o", html], 1), (["diff", out], 2),
+                       (["export", "-f", "pprof", "-o", o("pb.gz")], 1),
+                       (["export", "-f", "massif", "-o", o("massif")], 1),
+                       (["export", "-f", "perfetto", "-o", o("json")], 1),
+                       (["export", "-f", "csv", "-o", o("csv")], 0), (["dump"], 0)):
+        r = t.tool(args + [out])
+        eq(r.rc, 0, "%s: %s" % (args[0], r.describe()))
+        lines = [l for l in r.stderr.splitlines() if "recording was off" in l]
+        eq(len(lines), want, "%s: lines on the pause:\n%s" % (" ".join(args), r.stderr))
+        check(all(note.match(l) for l in lines), "%s: the note:\n%s" % (args[0], r.stderr))
+        if want:
+            q = t.tool(args[:1] + ["-q"] + args[1:] + [out])
+            check("recording was off" not in q.stderr, "%s -q: %s" % (args[0], q.stderr))
     marks = t.path("marks.ht")
     t.traced(marks, [t.prog("api_marks"), "marks"])
     eq(t.stats(marks)["paused_count"], 2, "marks: a pause and a stop")
@@ -262,7 +285,8 @@ def test_api_paused_said(t):
     t.traced(plain, [t.prog("api_marks"), "reset"])
     s = t.stats(plain)
     eq((s["paused_count"], s["paused_ns"]), (0, 0), "no pause")
-    text = t.tool(["stats", plain]).stdout + t.tool(["leaks", plain]).stdout
+    text = "".join(t.tool([c, plain]).stdout + t.tool([c, plain]).stderr
+                   for c in ("stats", "leaks", "top", "heap"))
     check("\npaused " not in text and "recording was off" not in text,
           "a trace without a pause: said paused:\n" + text)
 
