@@ -288,6 +288,24 @@ static int refuse_output(const char *path, const char *shown)
 		ht_error("%s is a directory; -o names the trace file", shown);
 		return -1;
 	}
+	/* A finished trace there is kept as OUTPUT.old; any other file (a
+	 * source file named by a mistyped -o) is never moved nor replaced
+	 * (the recorder's is_trace_file).  Empty: a recorder killed before
+	 * its header. */
+	char magic[8];
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd >= 0) {
+		int trace = st.st_size == 0 ||
+			    (pread(fd, magic, sizeof(magic), 0) == (ssize_t)sizeof(magic) &&
+			     !memcmp(magic, HT_MAGIC, sizeof(magic)));
+		close(fd);
+		if (!trace) {
+			ht_error("%s exists and is not a heaptrail trace; not moving nor overwriting "
+				 "it: choose another -o, or remove it",
+				 shown);
+			return -1;
+		}
+	}
 	return 0;
 }
 

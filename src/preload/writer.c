@@ -246,6 +246,19 @@ void ht_writer__report_failure(void)
 	       w.fail_what, errstr(w.fail_errno));
 }
 
+/* Whether the file open on fd (st) is a trace: it starts with the
+ * magic, or is empty (a recorder killed before its header, which holds
+ * nothing to lose).  Anything else (the user's own file, named by a
+ * mistyped -o) is never moved nor replaced. */
+static int is_trace_file(int fd, const struct stat *st)
+{
+	char magic[8];
+	if (st->st_size == 0)
+		return 1;
+	return ht_pread_full(fd, magic, sizeof(magic), 0) == 0 &&
+	       memcmp(magic, HT_MAGIC, sizeof(magic)) == 0;
+}
+
 /* What is at path, which exists (its creation failed with EEXIST):
  *  0: a finished trace of ours, a regular file of this user that no writer
  *     holds; *fdp is open on it with its lock taken (no other recorder
@@ -253,7 +266,8 @@ void ht_writer__report_failure(void)
  *  1: a trace being written: its writer holds the flock (below), the
  *     recording is alive; never touched;
  *  2: gone meanwhile: create it again;
- * -1: not a file of ours (a symlink, another user's, not a regular file). */
+ * -1: not a file of ours (a symlink, another user's, not a regular file);
+ * -2: a regular file of ours that is not a trace. */
 static int probe_existing(const char *path, int *fdp)
 {
 	*fdp = -1;
@@ -269,6 +283,10 @@ static int probe_existing(const char *path, int *fdp)
 		if (fstat(fd, &fst) < 0 || fst.st_dev != st.st_dev || fst.st_ino != st.st_ino) {
 			close(fd);
 			continue; /* replaced meanwhile: look again */
+		}
+		if (!is_trace_file(fd, &fst)) {
+			close(fd);
+			return -2;
 		}
 		/* A writer holds LOCK_EX; readers (stats, a record waiting for
 		 * its trace) take LOCK_SH for a moment only.  A file system
@@ -290,15 +308,16 @@ static int probe_existing(const char *path, int *fdp)
 
 /* Renames the finished trace at path (open on fd, locked) to path.old,
  * like perf's perf.data.old: replacing an older .old only if that is a
- * finished trace of ours too (never a symlink, another user's file, nor a
- * trace being written).  0 when path is free. */
+ * finished trace of ours too (never a symlink, another user's file, a file
+ * that is not a trace, nor a trace being written).  0 when path is free,
+ * -2 if path.old is a file of ours that is not a trace, else -1. */
 static int keep_as_old(const char *path, int fd)
 {
 	char old[sizeof(w.path) + 8];
 	snprintf(old, sizeof(old), "%s.old", path);
 	int ofd = -1, r = probe_existing(old, &ofd);
 	if (r != 0 && r != 2) /* 2: there is none */
-		return -1;
+		return r == -2 ? -2 : -1;
 	/* path must still be the file fd holds: not replaced meanwhile */
 	struct stat a, b;
 	int ok = fstat(fd, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev &&
@@ -365,7 +384,7 @@ static int open_output(int unnamed)
 		return -1;
 	}
 	int own_name = ht_is_root_image() || had_pid;
-	int diverted = 0, refused = 0, looks = 0, held = -1;
+	int diverted = 0, refused = 0, looks = 0, held = -1, kept;
 	for (int attempt = 0; attempt < 100; attempt++) {
 		if (own_name)
 			snprintf(w.path, sizeof(w.path), attempt ? "%s.%d" : "%s", base, attempt + 1);
@@ -386,6 +405,11 @@ static int open_output(int unnamed)
 					ht_msg("%s is being written by another recording; this one "
 					       "writes %s",
 					       base, w.path);
+				else if (diverted == 3)
+					ht_msg("%s.old is not a trace (a file of yours heaptrail "
+					       "does not replace): %s stays as it is and this "
+					       "recording writes %s",
+					       base, base, w.path);
 				else
 					ht_msg("%s.old is not a finished trace of ours (a symlink, "
 					       "another user's, or being written): %s stays as it "
@@ -405,10 +429,10 @@ static int open_output(int unnamed)
 		int old;
 		switch (probe_existing(w.path, &old)) {
 		case 0: /* a finished trace of ours: kept as NAME.old */
-			if (keep_as_old(w.path, old) < 0) {
+			if ((kept = keep_as_old(w.path, old)) < 0) {
 				close(old);
 				own_name = 0;
-				diverted = 2;
+				diverted = kept == -2 ? 3 : 2;
 				attempt = -1;
 				continue;
 			}
@@ -425,7 +449,15 @@ static int open_output(int unnamed)
 			diverted = 1;
 			attempt = -1;
 			continue;
+		case -2:
+			ht_msg("%s exists and is not a heaptrail trace; not moving nor "
+			       "overwriting it: choose another output path, or remove it",
+			       w.path);
+			refused = 1;
+			break;
 		}
+		if (refused)
+			break;
 		struct stat lst;
 		if (lstat(w.path, &lst) == 0 && S_ISLNK(lst.st_mode))
 			ht_msg("%s is a symbolic link; heaptrail does not write through symlinks "

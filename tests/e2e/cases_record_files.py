@@ -391,6 +391,57 @@ def test_previous_trace_kept(t):
     check(t.stats(out2 + ".old")["pid"] != t.stats(out2)["pid"], "LD_PRELOAD: two runs")
 
 
+@case(timeout=120)
+def test_previous_file_not_a_trace(t):
+    """Only traces are moved to X.old or replaced there: a file of the
+    user's at X that is not a trace (a mistyped -o naming a source file)
+    is refused before the program runs (exit 2, one line, the file as it
+    was), and so by the recorder under LD_PRELOAD (the program runs on
+    untraced); one at X.old stays, X stays, and the new trace is X.<pid>,
+    said in one line.  An empty file at X (a recorder killed before its
+    header) is a trace's place.  (Before: X was moved to X.old and called
+    the previous trace, and a file at X.old was replaced.)"""
+    src = t.path("src.c")
+    text = "int main(void) { return 0; }\n"
+    with open(src, "w") as f:
+        f.write(text)
+    r = t.run([t.heaptrail, "record", "-o", src, "--", t.prog("forker")])
+    eq(r.rc, 2, "record -o a source file:\n" + r.describe())
+    eq(r.heaptrail_lines(), ["heaptrail: error: %s exists and is not a heaptrail trace; not "
+                             "moving nor overwriting it: choose another -o, or remove it" % src],
+       "the line")
+    eq(r.stdout, "", "the program did not run")
+    r = t.run([t.prog("forker")], env={"LD_PRELOAD": t.preload, "HEAPTRAIL_OUT": src})
+    eq(r.rc, 0, "LD_PRELOAD: the program runs on:\n" + r.describe())
+    said = [l for l in r.heaptrail_lines() if "is not a heaptrail trace" in l]
+    eq(len(said), 1, "LD_PRELOAD: one line says why:\n" + r.describe())
+    with open(src) as f:
+        eq(f.read(), text, "the source file")
+    eq(sorted(n for n in os.listdir(t.dir) if n.startswith("src.c")), ["src.c"],
+       "nothing next to it")
+    # a file at X.old that is not a trace
+    out = t.path("n.ht")
+    t.record(out, [t.prog("forker")])
+    first = t.stats(out)["pid"]
+    with open(out + ".old", "w") as f:
+        f.write("notes\n")
+    r = t.run([t.heaptrail, "record", "-o", out, "--", t.prog("forker")])
+    eq(r.rc, 0, "with notes at X.old:\n" + r.describe())
+    with open(out + ".old") as f:
+        eq(f.read(), "notes\n", "X.old")
+    eq(t.stats(out)["pid"], first, "X stays the first run's")
+    said = [l for l in r.heaptrail_lines() if "n.ht.old is not a trace" in l]
+    eq(len(said), 1, "one line says why:\n" + r.describe())
+    alt = said[0].rsplit(" ", 1)[1]
+    eq(t.stats(alt)["calls"]["malloc"], 15, "the new trace, at %s" % alt)
+    # an empty file at X: taken, and kept as X.old
+    empty = t.path("e.ht")
+    open(empty, "w").close()
+    r = t.record(empty, [t.prog("forker")])
+    eq(os.path.getsize(empty + ".old"), 0, "the empty file, kept as X.old")
+    eq(t.stats(empty)["calls"]["malloc"], 15, "the trace at X")
+
+
 @case()
 def test_record_output_empty(t):
     """record -o '' is refused before the program starts: one line, exit
