@@ -411,8 +411,6 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 	if (r->info.closed && load_index(r) == 0) {
 		r->info.indexed = 1;
 	} else {
-		if (r->info.closed)
-			ht_rd__warn(r, "the index is damaged; chunks were scanned instead");
 		scan_chunks(r);
 		/* A closed trace says where its chunks and index end: a scan
 		 * that stops cleanly before that, at a chunk boundary, read a
@@ -429,6 +427,17 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 							     r->hdr.sec[HT_SEC_CHUNKS].size
 					? "index" : "last chunk",
 				(unsigned long long)end);
+		/* The header of a closed trace counts its events: chunks short
+		 * of that lost some (a cut file salvaged by compact keeps the
+		 * count, and would read cleanly otherwise). */
+		if (r->info.closed && r->hdr.events > r->info.events_chunks)
+			ht_rd__warn(r, "its header counts %llu events but its chunks hold %llu: the "
+				    "rest was lost (the file was cut or damaged, and maybe compacted "
+				    "since); figures miss them",
+				    (unsigned long long)r->hdr.events,
+				    (unsigned long long)r->info.events_chunks);
+		else if (r->info.closed)
+			ht_rd__warn(r, "the index is damaged; chunks were scanned instead");
 	}
 	r->info.orphaned = (r->hdr.flags & HT_FILE_F_ORPHANED) != 0;
 	r->info.exit_syscall = r->info.orphaned && (r->hdr.flags & HT_FILE_F_EXIT_SYSCALL);
