@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli/builtin.h"
+#include "common/dirwatch.h"
 #include "common/options.h"
 #include "common/pidpath.h"
 #include "common/procstat.h"
@@ -1055,6 +1056,32 @@ static const char *no_trace_reason(const char *cmd)
 	return "statically linked, or setuid, or the path is not writable?";
 }
 
+/* The trace the recorder wrote at path was taken away while the program
+ * ran (fate, from the watch of its directory): said in one line, in place
+ * of a guess at why there is none.  Returns the exit status: the
+ * program's (status) when the trace is only under another name (moved_to,
+ * in the same directory), else RECORD_EXIT_DAMAGED (it is lost to this
+ * run). */
+static int trace_gone(enum ht_dirwatch_fate fate, const char *how, const char *cmd,
+		      const char *shown, const char *path, const char *moved_to, int status)
+{
+	char dir[PATH_MAX];
+	split_path(path, dir, sizeof(dir));
+	if (fate == HT_FATE_RENAMED) {
+		fprintf(stderr,
+			"heaptrail: %s%s wrote its trace to %s, which was renamed to %s/%s while it "
+			"ran; see 'heaptrail stats %s/%s'\n",
+			how, cmd, shown, dir, moved_to, dir, moved_to);
+		return status;
+	}
+	const char *what = fate == HT_FATE_REMOVED     ? "which was removed"
+			   : fate == HT_FATE_MOVED_OUT ? "which was moved out of its directory"
+						       : "whose directory was removed or moved";
+	fprintf(stderr, "heaptrail: %s%s wrote its trace to %s, %s while it ran: nothing to report\n",
+		how, cmd, shown, what);
+	return RECORD_EXIT_DAMAGED;
+}
+
 /* Whether the program's first image wrote a trace of its own in this run
  * (PATH.exec1: the images before an exec, when record follows them). */
 static int earlier_image(const char *path, pid_t pid, uint64_t t0)
@@ -1138,6 +1165,8 @@ int cmd_record(int argc, char **argv)
 		.unwind = "auto",
 		.timestamp_every = 64,
 	};
+	/* the output's directory, for a trace removed or renamed meanwhile */
+	struct ht_dirwatch watch = {-1};
 	const struct ht_option opts[] = {
 		{'o', "output", HT_OPT_STRING, &cfg.output, "FILE", "trace file (heaptrail.<pid>.ht); %p is the pid"},
 		{0, "start-paused", HT_OPT_FLAG, &cfg.start_paused, NULL, "record nothing until the program calls heaptrail_start()"},
@@ -1307,6 +1336,12 @@ int cmd_record(int argc, char **argv)
 	}
 	if (cfg.live)
 		cfg.toggle_signal = 1; /* the display's r key */
+	{
+		char wdir[PATH_MAX];
+		split_path(out_tmpl, wdir, sizeof(wdir));
+		if (!strchr(wdir, '%'))
+			ht_dirwatch__start(&watch, wdir);
+	}
 	pid_t pid = fork();
 	if (pid < 0) {
 		ht_error("fork: %s", strerror(errno));
@@ -1423,6 +1458,13 @@ int cmd_record(int argc, char **argv)
 			snprintf(shown + sl, sizeof(shown) - sl, ".%d", (int)pid);
 		}
 	}
+	enum ht_dirwatch_fate fate = HT_FATE_UNKNOWN;
+	char moved_to[NAME_MAX + 1] = "";
+	if (!have) {
+		char wdir[PATH_MAX];
+		fate = ht_dirwatch__fate(&watch, split_path(path, wdir, sizeof(wdir)), moved_to,
+					 sizeof(moved_to));
+	}
 	if (WIFEXITED(status) && (WEXITSTATUS(status) == 127 || WEXITSTATUS(status) == 126) &&
 	    !have) {
 		ret = WEXITSTATUS(status); /* the command did not start */
@@ -1483,6 +1525,8 @@ int cmd_record(int argc, char **argv)
 		say_damaged(shown, how, what, events, threads);
 	else if (!cfg.quiet && have)
 		summarize(path, shown, how, &run, note);
+	else if (fate != HT_FATE_UNKNOWN && fate != HT_FATE_THERE)
+		ret = trace_gone(fate, how, argv[0], shown, path, moved_to, ret);
 	else if (!cfg.quiet && earlier_image(path, pid, t0))
 		/* it exec'd a program that runs untraced (a sanitizer's build,
 		 * a setuid or static one): its earlier images have their traces */
@@ -1499,5 +1543,6 @@ int cmd_record(int argc, char **argv)
 	if (!cfg.quiet && have && !bad && cpu_known && !cfg.follow_exec)
 		note_untraced_children(path, &run, self_ns, kids_ns, cfg.no_follow_fork);
 cleanup:
+	ht_dirwatch__stop(&watch);
 	return ret;
 }

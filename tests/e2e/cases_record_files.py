@@ -245,6 +245,59 @@ def test_signal_while_closing(t):
                  "too busy for this test to see the handler)" % (writer, runs))
 
 
+@case(timeout=120)
+def test_trace_taken_away_while_recording(t):
+    """The trace removed, renamed, removed with its directory, or gone with
+    its directory moved, while the program runs (paced waits for the
+    test): record says what became of
+    it, from its watch of the directory, and exits 125 when it is lost
+    (the program's status when it is only renamed, naming the new name).
+    (Before: "wrote no trace ... (statically linked, or setuid, or the
+    path is not writable?)" and exit 0.)"""
+    for what in ("remove", "rename", "rmdir", "mvdir"):
+        d = t.path("d-" + what)
+        os.mkdir(d)
+        trace = os.path.join(d, "x.ht")
+        p = subprocess.Popen([t.heaptrail, "record", "-o", trace, "--", t.prog("paced"), "100"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=t.base_env(), cwd=t.dir)
+        try:
+            eq(p.stdout.readline(), b"ready\n", "%s: the program started" % what)
+            deadline = time.time() + 60
+            while time.time() < deadline and not os.path.exists(trace):
+                time.sleep(0.01)
+            check(os.path.exists(trace), "%s: no trace while the program runs" % what)
+            if what == "remove":
+                os.unlink(trace)
+            elif what == "rename":
+                os.rename(trace, os.path.join(d, "y.ht"))
+            elif what == "rmdir":
+                shutil.rmtree(d)  # (the file first)
+            else:
+                os.rename(d, d + "-moved")
+            out, err = p.communicate(b"go\n", timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        lines = [l for l in err.decode().splitlines() if l.startswith("heaptrail")]
+        check(not any("wrote no trace" in l for l in lines), "%s: the guess:\n%s" % (what, err))
+        if what == "rename":
+            y = os.path.join(d, "y.ht")
+            eq(lines, ["heaptrail: %s wrote its trace to %s, which was renamed to %s while it "
+                       "ran; see 'heaptrail stats %s'" % (t.prog("paced"), trace, y, y)],
+               "rename: the line")
+            eq(p.returncode, 0, "rename: the program's status")
+            eq(t.stats(y)["calls"]["malloc"], 101, "rename: the trace, under its new name")
+        else:
+            gone = "whose directory was removed or moved" if what == "mvdir" else "which was removed"
+            eq(len(lines), 1, "%s: one line:\n%s" % (what, err))
+            check(lines[0].startswith("heaptrail: %s wrote its trace to %s, %s while it ran: "
+                                      "nothing to report" % (t.prog("paced"), trace, gone)),
+                  "%s: the line: %s" % (what, lines[0]))
+            eq(p.returncode, 125, "%s: record's status" % what)
+
+
 @case()
 def test_relative_output_after_chdir(t):
     """A relative output path names a file in the directory the program
