@@ -670,7 +670,7 @@ static void note_untraced_children(const char *path, const struct run *run, uint
 /* The one line record adds to stderr: how the command ended, if by a
  * signal, and what the trace holds. */
 static void summarize(const char *path, const char *shown, const char *prefix,
-		      const struct run *run, const char *note)
+		      const struct run *run, const char *note, int writer_process)
 {
 	char err[512];
 	struct ht_reader *r = ht_reader__open_info(path, err, sizeof(err));
@@ -703,6 +703,18 @@ static void summarize(const char *path, const char *shown, const char *prefix,
 	/* (a write error: the recorder said so; the trace ends where it stopped) */
 	if (ht_reader__error(r) && !(in->flags & HT_FILE_F_DISK_FULL))
 		fprintf(stderr, "heaptrail: warning: %s: %s\n", shown, ht_reader__error(r));
+	/* The writer process closes the trace whatever becomes of the program
+	 * (HT_FILE_F_ORPHANED when it died): not closed, the writer died
+	 * first, and the program died before it could write its buffers
+	 * itself (killed with it, or after it: a program learns of its
+	 * writer's death only when its buffers run out, or at exit). */
+	if (writer_process && !in->closed && !(in->flags & HT_FILE_F_DISK_FULL))
+		fprintf(stderr,
+			"heaptrail: warning: %s was not closed: its writer process died before the "
+			"program ended (killed?), and the program did not end cleanly, so what it "
+			"recorded after the writer's last write is lost; the trace holds what came "
+			"before\n",
+			shown);
 	ht_reader__close(r);
 }
 
@@ -1524,7 +1536,7 @@ int cmd_record(int argc, char **argv)
 	if (bad)
 		say_damaged(shown, how, what, events, threads);
 	else if (!cfg.quiet && have)
-		summarize(path, shown, how, &run, note);
+		summarize(path, shown, how, &run, note, !strcmp(cfg.writer, "process"));
 	else if (fate != HT_FATE_UNKNOWN && fate != HT_FATE_THERE)
 		ret = trace_gone(fate, how, argv[0], shown, path, moved_to, ret);
 	else if (!cfg.quiet && earlier_image(path, pid, t0))

@@ -177,6 +177,46 @@ def test_writer_killed(t):
         k: s.get(k) for k in ("complete", "closed")})
 
 
+@case(timeout=120)
+def test_writer_killed_then_program(t):
+    """The writer process killed, then the program killed with SIGKILL
+    before its buffers ran out (it learns of its writer's death only then,
+    or at exit): the events recorded after the writer's last write are
+    lost, and record says so in a line of its own, naming the trace, under
+    its summary (exit 137).  (Before: only the summary, as if the trace
+    held everything up to the kill.)"""
+    trace = t.path("wkp.ht")
+    p = subprocess.Popen([t.heaptrail, "record", "-o", trace, "--", t.prog("paced"), "10"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=t.base_env(), cwd=t.dir)
+    try:
+        eq(p.stdout.readline(), b"ready\n", "the program started")
+        prog = [c for c in children(p.pid) if comm(c) == "paced"]
+        eq(len(prog), 1, "the program under record")
+        helpers = writer_processes(prog[0])
+        eq(len(helpers), 1, "the writer process of the program")
+        os.kill(helpers[0], signal.SIGKILL)
+        deadline = time.time() + 60
+        while comm(helpers[0]) == "heaptrail-write" and not zombie(helpers[0]):
+            check(time.time() < deadline, "the killed writer process is still running")
+            time.sleep(0.01)
+        os.kill(prog[0], signal.SIGKILL)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    err = err.decode("utf-8", "replace")
+    eq(p.returncode, 137, "record's exit status (the program's):\n" + err)
+    lines = [l for l in err.splitlines() if l.startswith("heaptrail")]
+    eq(len(lines), 2, "the summary and the warning:\n" + err)
+    check("killed by signal 9" in lines[0] and "wrote" in lines[0], "the summary: " + lines[0])
+    eq(lines[1], "heaptrail: warning: %s was not closed: its writer process died before the "
+       "program ended (killed?), and the program did not end cleanly, so what it recorded "
+       "after the writer's last write is lost; the trace holds what came before" % trace,
+       "the warning")
+
+
 @case(timeout=240, labels=("cpu",), locks=("cpu",))
 def test_writer_killed_while_writing(t):
     """The writer process killed with SIGKILL in the middle of writing a
