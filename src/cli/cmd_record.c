@@ -17,6 +17,7 @@
 #include "cli/builtin.h"
 #include "common/dirwatch.h"
 #include "common/options.h"
+#include "common/outfile.h"
 #include "common/pidpath.h"
 #include "common/procstat.h"
 #include "common/sanitizers.h"
@@ -718,6 +719,10 @@ static void summarize(const char *path, const char *shown, const char *prefix,
 	ht_reader__close(r);
 }
 
+/* What a second signal that comes while record finishes the traces says
+ * (forward_signal), set before each end step. */
+static char late_msg[PATH_MAX + 256];
+
 /* The end step, on the trace of the program and on those of its children:
  * by default the chunks the recorder had to write raw are compressed
  * (ht_trace__finish; nothing to do when its writer kept up); with
@@ -742,6 +747,16 @@ static void end_step_on(const char *path, const struct record_config *cfg, int s
 	}
 	if (state == TRACE_CUT) /* no room to rewrite it; summarize() says why */
 		return;
+	/* what a second signal now says (forward_signal): set with the
+	 * signals blocked, so that it never reads it half written */
+	sigset_t all, old;
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
+	snprintf(late_msg, sizeof(late_msg),
+		 "heaptrail: interrupted while finishing %s: it stays as the recorder wrote it, "
+		 "readable ('heaptrail compact %s%s' finishes it)\n",
+		 path, cfg->compact || cfg->zstd_level == 0 ? "" : "--fast ", path);
+	sigprocmask(SIG_SETMASK, &old, NULL);
 	if (cfg->compact || cfg->zstd_level == 0) {
 		if (ht_trace__compact(path, cfg->compact_level, NULL, err, sizeof(err)) < 0)
 			ht_warning("could not compact the trace: %s (readable as it is, only larger: "
@@ -1013,7 +1028,13 @@ static void forward_signal(int sig, siginfo_t *si, void *uc)
 			kill(pid, sig);
 	} else if (late_sigs++) {
 		/* The program has ended and the trace is being finished: a
-		 * second signal ends record (the trace stays readable). */
+		 * second signal ends record, without the temporary of the end
+		 * step (the trace stays readable as the recorder wrote it). */
+		ht_out__unlink_live();
+		if (late_msg[0]) {
+			ssize_t w = write(2, late_msg, strlen(late_msg));
+			(void)w;
+		}
 		signal(sig, SIG_DFL);
 		raise(sig);
 	}

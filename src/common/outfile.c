@@ -26,7 +26,7 @@
 static char *_Atomic live[SLOTS];
 static atomic_int handlers_set;
 
-static void on_signal(int sig)
+void ht_out__unlink_live(void)
 {
 	int saved = errno;
 	for (int i = 0; i < SLOTS; i++) {
@@ -35,6 +35,11 @@ static void on_signal(int sig)
 			unlink(p);
 	}
 	errno = saved;
+}
+
+static void on_signal(int sig)
+{
+	ht_out__unlink_live();
 	/* Then the default action, raised and unblocked: the process ends as
 	 * it would have (status 128+sig in a shell).  Not SA_RESETHAND: a
 	 * second signal (timeout(1) sends one to the process and one to its

@@ -56,6 +56,10 @@ int ht_out__check(const char *path, char *err, size_t errlen);
 int ht_out__commit(struct ht_out *o, char *err, size_t errlen);
 /* Closes and removes the temporary, if any; safe after commit and twice. */
 void ht_out__abort(struct ht_out *o);
+/* Removes every temporary being written now, from a signal handler of
+ * the command's own (async-signal-safe): the registry's handler does it
+ * for commands that have none. */
+void ht_out__unlink_live(void);
 /* Whether o writes to standard output. */
 static inline int ht_out__is_stdout(const struct ht_out *o)
 {

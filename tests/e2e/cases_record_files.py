@@ -246,6 +246,53 @@ def test_signal_while_closing(t):
 
 
 @case(timeout=120)
+def test_second_signal_in_end_step(t):
+    """Two SIGTERMs to record while it compacts the trace after the program
+    ended (record --compact, the temporary seen): the first is let go (the
+    end step goes on), the second ends record, which removes its
+    temporary, says in one line that the trace stays as the recorder wrote
+    it and how to finish it, and dies of the signal; the trace reads whole.
+    (Before: the temporary stayed and nothing was said.)  A try where the
+    end step was over before the second signal (a busy machine) does not
+    count."""
+    n = 1500000
+    for attempt in range(4):
+        out = t.path("late%d.ht" % attempt)
+        name = os.path.basename(out)
+        p = subprocess.Popen([t.heaptrail, "record", "--compact", "-o", out, "--",
+                              t.prog("randloop"), str(n)], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, env=t.base_env(), cwd=t.dir)
+        try:
+            deadline = time.time() + 60
+            tmp = []
+            while not tmp and p.poll() is None and time.time() < deadline:
+                tmp = [f for f in os.listdir(t.dir) if f.startswith(name + ".tmp")]
+                time.sleep(0.002)
+            check(tmp, "no end step's temporary seen (record ended first?)")
+            os.kill(p.pid, signal.SIGTERM)
+            time.sleep(0.03)  # (two pending SIGTERMs would be one)
+            os.kill(p.pid, signal.SIGTERM)
+            p.wait(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        err = p.stderr.read().decode()
+        if p.returncode == 0:
+            continue  # the end step ended before the second signal
+        eq(p.returncode, -signal.SIGTERM, "record's end:\n" + err)
+        eq([l for l in err.splitlines() if l.startswith("heaptrail")],
+           ["heaptrail: interrupted while finishing %s: it stays as the recorder wrote it, "
+            "readable ('heaptrail compact %s' finishes it)" % (out, out)], "the line")
+        eq(sorted(f for f in os.listdir(t.dir) if f.startswith(name)), [name], "files left")
+        s = t.stats(out)
+        eq((s["complete"], s["closed"]), (True, True), "the trace")
+        check(s["calls"]["malloc"] >= n, "the trace's mallocs: %d" % s["calls"]["malloc"])
+        return
+    fail("the end step ended before the second signal in 4 tries")
+
+
+@case(timeout=120)
 def test_trace_taken_away_while_recording(t):
     """The trace removed, renamed, removed with its directory, or gone with
     its directory moved, while the program runs (paced waits for the
