@@ -390,10 +390,18 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 		goto fail;
 	}
 	if (r->hdr.version == 0 || r->hdr.header_size < sizeof(r->hdr) ||
-	    r->hdr.sec[HT_SEC_CHUNKS].offset < sizeof(r->hdr) ||
-	    r->hdr.sec[HT_SEC_CHUNKS].offset > r->info.file_size) {
+	    r->hdr.sec[HT_SEC_CHUNKS].offset < sizeof(r->hdr)) {
 		snprintf(err, errlen, "%s: corrupt header (version %u, header size %u)", path,
 			 r->hdr.version, r->hdr.header_size);
+		goto fail;
+	}
+	if (r->hdr.sec[HT_SEC_CHUNKS].offset > r->info.file_size) {
+		/* a whole header, but not the sections it says come before the
+		 * chunks (command line, executable): a cut file */
+		snprintf(err, errlen,
+			 "%s: file ends at %llu bytes, before its first chunk (at %llu): truncated",
+			 path, (unsigned long long)r->info.file_size,
+			 (unsigned long long)r->hdr.sec[HT_SEC_CHUNKS].offset);
 		goto fail;
 	}
 	r->follow = follow;

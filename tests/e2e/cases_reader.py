@@ -74,6 +74,7 @@ def test_truncated(t):
     mid = events[len(events) // 2][0]
     cuts = {
         "inside the header": HEADER_SIZE // 2,
+        "between the header and the chunks": (HEADER_SIZE + chunks[0][0]) // 2,
         "after the header": chunks[0][0],
         "inside a chunk header": mid + CHUNK_SIZE // 2,
         "inside a chunk payload": mid + CHUNK_SIZE + events[len(events) // 2][1][5] // 2,
@@ -95,8 +96,10 @@ def check_cut(t, data, chunks, mid, full, what, size):
     path = t.path("cut-%d.ht" % size)
     with open(path, "wb") as f:
         f.write(data[:size])
-    if size < HEADER_SIZE:
-        data_error(t, ["stats", path, "--json"], path, what)
+    if size < chunks[0][0]:
+        r, line = data_error(t, ["stats", path, "--json"], path, what)
+        # said as a cut file, not as a corrupt header
+        check(line.endswith(": truncated") and "corrupt" not in line, "%s: %s" % (what, line))
         return
     s = t.stats(path, rc=1)
     eq(s["complete"], False, "%s (%d bytes): complete" % (what, size))
