@@ -55,10 +55,16 @@ const char *ht_analyze__order_note(const struct ht_reader *r, char *buf, size_t 
 			buf[0] = 0;
 		return buf;
 	}
-	/* in an older trace, addresses out of step are the guesses' doing */
+	/* in an older trace, addresses out of step are the guesses' doing; in
+	 * one that lacks events (cut, damaged, not closed), most likely the
+	 * missing events' */
+	const struct ht_trace_info *in = ht_reader__info(r);
+	int lacking = ht_reader__error(r) || !in->closed || !in->indexed;
 	const char *why = o.undated
 			      ? "recorded by an older heaptrail: record it again for an exact order"
-			      : "calls hidden from the tracer, or a recorder that missed an order";
+		      : lacking ? "events missing from a trace that is cut, damaged or was not "
+				  "closed, or calls hidden from the tracer"
+				: "calls hidden from the tracer, or a recorder that missed an order";
 	snprintf(buf, len,
 		 "the order of %" PRIu64 " event%s across threads is not exact (%s); "
 		 "peaks, leaks and live bytes may be wrong",

@@ -116,6 +116,29 @@ def test_order_older_traces(t):
                   "export massif %s: no order note in desc:" % name)
 
 
+@case(timeout=120, labels=("analyzers",))
+def test_order_cut_trace_why(t):
+    """A multi-threaded trace cut in the middle (pipeline: blocks cross
+    threads): frees of blocks whose allocations were in the lost chunks
+    put addresses out of step, and the order warning names the missing
+    events as the likely cause, not only hidden calls; the whole trace is
+    exact."""
+    whole = t.path("pipe.ht")
+    t.record(whole, [t.prog("pipeline"), "4", "100000"])
+    eq(order_lines(t.stats(whole)["_run"]), [], "the whole trace: order")
+    with open(whole, "rb") as f:
+        data = f.read()
+    cut = t.path("pipe-cut.ht")
+    with open(cut, "wb") as f:
+        f.write(data[:len(data) * 6 // 10])
+    r = t.tool(["stats", cut])
+    eq(r.rc, 1, "stats of the cut trace: " + r.describe())
+    lines = order_lines(r)
+    eq(len(lines), 1, "one order warning:\n" + r.stderr)
+    check("(events missing from a trace that is cut, damaged or was not closed, or calls "
+          "hidden from the tracer)" in r.stderr, "the cause:\n" + r.stderr)
+
+
 @case(timeout=240, labels=("analyzers",))
 def test_order_hidden_calls_counted(t):
     """Calls hidden from the tracer (glibc's __libc_malloc, __libc_free)
