@@ -448,6 +448,10 @@ static int report(struct leaks *l, struct ht_reader *r, const struct leaks_confi
 		       ht_fmt_bytes(b1, bytes), (unsigned long long)blocks);
 		if (cfg->at != UINT64_MAX)
 			printf(" at %s", ht_fmt_ns(b1, l->end_ns));
+		else if (in->being_written && !in->closed)
+			printf(" yet (the program still runs: live now)");
+		else if (!in->closed)
+			printf(" by the trace's end (the program did not exit cleanly)");
 		else
 			printf(" at exit");
 		if (cfg->older)

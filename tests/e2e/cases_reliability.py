@@ -289,6 +289,7 @@ def test_read_while_written(t):
             time.sleep(0.02)
         r = t.tool(["stats", trace])
         s = t.stats(trace, rc=None)
+        lk = t.tool(["leaks", trace])
         p.stdin.write(b"go\n")
         p.stdin.flush()
         p.communicate(timeout=60)
@@ -300,6 +301,9 @@ def test_read_while_written(t):
     with t.soft():
         check("still being written" in r.stderr and "killed" not in r.stderr,
               "stats on a running trace:\n" + r.describe())
+        first = lk.stdout.splitlines()[0] if lk.stdout else ""
+        check("not freed yet (the program still runs: live now)" in first and
+              "at exit" not in first, "leaks on a running trace: %r" % first)
         check("live now" in r.stdout and "live at exit" not in r.stdout,
               "stats text on a running trace:\n" + r.stdout)
         check(s["being_written"] and not s["closed"] and not s["disk_full"],
