@@ -271,6 +271,10 @@ int cmd_dump(int argc, char **argv)
 		ht_error("%s; usage: heaptrail dump [options] TRACE", nargs ? "one trace at a time" : "no trace given");
 		goto cleanup;
 	}
+	if (cfg.to && cfg.to < cfg.from) {
+		ht_error("--to is before --from");
+		goto cleanup;
+	}
 	if (cfg.kinds && ht_parse_kinds(cfg.kinds, &kinds) < 0)
 		goto cleanup;
 	uint32_t tids[DUMP_MAX_TIDS];

@@ -507,6 +507,10 @@ int cmd_events(int argc, char **argv)
 			 nargs ? "one trace at a time" : "no trace given");
 		goto cleanup;
 	}
+	if (cfg.to && cfg.to < cfg.from) {
+		ht_error("--to is before --from");
+		goto cleanup;
+	}
 	uint64_t kinds = shown_kinds;
 	if (cfg.kinds) {
 		if (ht_parse_kinds(cfg.kinds, &kinds) < 0)

@@ -305,6 +305,21 @@ def test_usage_every_command(t):
 
 
 @case(labels=("analyzers",))
+def test_usage_time_window_backwards(t):
+    """--to before --from is a usage error (exit 2, one line, nothing on
+    stdout) for every command that takes both (before: dump and events
+    printed nothing and exited 0)."""
+    trace = t.path("w.ht")
+    t.record(trace, [t.prog("api_all")])
+    for cmd in ("dump", "events", "heap", "timeline"):
+        r = t.tool([cmd, "--from", "5s", "--to", "1s", trace])
+        eq((r.rc, r.stdout), (2, ""), "%s: status, stdout:\n%s" % (cmd, r.describe()))
+        lines = [l for l in r.stderr.splitlines() if l.strip()]
+        check(len(lines) == 1 and "--to" in lines[0] and "--from" in lines[0],
+              "%s: the line:\n%s" % (cmd, r.stderr))
+
+
+@case(labels=("analyzers",))
 def test_usage_typos_suggested(t):
     """A mistyped command or long option (one or two edits, a swap of two
     letters, the start of the only name that begins so) gets the name meant
