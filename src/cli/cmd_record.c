@@ -1495,8 +1495,15 @@ int cmd_record(int argc, char **argv)
 	char moved_to[NAME_MAX + 1] = "";
 	if (!have) {
 		char wdir[PATH_MAX];
-		fate = ht_dirwatch__fate(&watch, split_path(path, wdir, sizeof(wdir)), moved_to,
-					 sizeof(moved_to));
+		const char *base = split_path(path, wdir, sizeof(wdir));
+		fate = ht_dirwatch__fate(&watch, base, moved_to, sizeof(moved_to));
+		/* the recorder's own rename at an exec (OUTPUT.exec<n>, the
+		 * images before it; earlier_image below) */
+		size_t bl = strlen(base);
+		if (fate == HT_FATE_RENAMED && !strncmp(moved_to, base, bl) &&
+		    !strncmp(moved_to + bl, ".exec", 5) && moved_to[bl + 5] >= '1' &&
+		    moved_to[bl + 5] <= '9')
+			fate = HT_FATE_UNKNOWN;
 	}
 	if (WIFEXITED(status) && (WEXITSTATUS(status) == 127 || WEXITSTATUS(status) == 126) &&
 	    !have) {

@@ -721,17 +721,23 @@ def test_symlink_not_followed(t):
 
 @case()
 def test_old_trace_replaced(t):
-    """An old regular file of the user's at the output path (here not even
-    a trace) gives its name to the new trace and is kept, unchanged, as
-    OUTPUT.old: nothing is overwritten (docs/record.md, "Files")."""
+    """An old regular file of the user's at the output path that is not a
+    trace is neither overwritten nor moved: the recorder refuses it in one
+    line, the program runs on untraced, and nothing is written next to it
+    (docs/record.md, "Files"; e2e.previous_file_not_a_trace for record).
+    A trace there is kept as OUTPUT.old (e2e.previous_trace_kept).
+    (Before: the file was moved to OUTPUT.old as if it were a trace, and a
+    second run replaced it there.)"""
     out = t.path("old.ht")
     with open(out, "wb") as f:
         f.write(b"junk" * 1000)
-    t.traced(out, [t.prog("crash"), "exit", "0"])
-    s = t.stats(out)
-    expect_calls(s, {"malloc": 20, "free": 5})
-    with open(out + ".old", "rb") as f:
-        eq(f.read(), b"junk" * 1000, "the old file, kept as OUTPUT.old")
+    r = t.traced(out, [t.prog("crash"), "exit", "0"])
+    said = [l for l in r.stderr.splitlines() if "is not a heaptrail trace" in l]
+    eq(len(said), 1, "one line says why:\n" + r.describe())
+    with open(out, "rb") as f:
+        eq(f.read(), b"junk" * 1000, "the old file, unchanged")
+    eq(sorted(n for n in os.listdir(t.dir) if n.startswith("old.ht")), ["old.ht"],
+       "files next to it")
 
 
 @case()

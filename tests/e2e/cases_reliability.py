@@ -126,6 +126,24 @@ def zombie(pid):
     return st[st.rindex(")") + 2] in "ZX"
 
 
+def kill_writer(p):
+    """The writer process of paced under record p (started, "ready" not
+    read yet) killed with SIGKILL, and gone; returns paced's pid."""
+    eq(p.stdout.readline(), b"ready\n", "the program started")
+    prog = [c for c in children(p.pid) if comm(c) == "paced"]
+    eq(len(prog), 1, "the program under record")
+    helpers = writer_processes(prog[0])
+    eq(len(helpers), 1, "the writer process of the program")
+    os.kill(helpers[0], signal.SIGKILL)
+    # the program goes on once the writer is gone (not a sleep: dead or
+    # a zombie, whenever the scheduler got round to it)
+    deadline = time.time() + 60
+    while comm(helpers[0]) == "heaptrail-write" and not zombie(helpers[0]):
+        check(time.time() < deadline, "the killed writer process is still running")
+        time.sleep(0.01)
+    return prog[0]
+
+
 @case(timeout=120)
 def test_writer_killed(t):
     """The recorder's writer process killed with SIGKILL while the program
@@ -141,19 +159,7 @@ def test_writer_killed(t):
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          env=env, cwd=t.dir)
     try:
-        line = p.stdout.readline()
-        eq(line, b"ready\n", "the program started")
-        prog = [c for c in children(p.pid) if comm(c) == "paced"]
-        eq(len(prog), 1, "the program under record")
-        helpers = writer_processes(prog[0])
-        eq(len(helpers), 1, "the writer process of the program")
-        os.kill(helpers[0], signal.SIGKILL)
-        # the program goes on once the writer is gone (not a sleep: dead or
-        # a zombie, whenever the scheduler got round to it)
-        deadline = time.time() + 60
-        while comm(helpers[0]) == "heaptrail-write" and not zombie(helpers[0]):
-            check(time.time() < deadline, "the killed writer process is still running")
-            time.sleep(0.01)
+        kill_writer(p)
         p.stdin.write(b"go\n")
         p.stdin.flush()
         out, err = p.communicate(timeout=90)
@@ -190,17 +196,7 @@ def test_writer_killed_then_program(t):
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          env=t.base_env(), cwd=t.dir)
     try:
-        eq(p.stdout.readline(), b"ready\n", "the program started")
-        prog = [c for c in children(p.pid) if comm(c) == "paced"]
-        eq(len(prog), 1, "the program under record")
-        helpers = writer_processes(prog[0])
-        eq(len(helpers), 1, "the writer process of the program")
-        os.kill(helpers[0], signal.SIGKILL)
-        deadline = time.time() + 60
-        while comm(helpers[0]) == "heaptrail-write" and not zombie(helpers[0]):
-            check(time.time() < deadline, "the killed writer process is still running")
-            time.sleep(0.01)
-        os.kill(prog[0], signal.SIGKILL)
+        os.kill(kill_writer(p), signal.SIGKILL)
         out, err = p.communicate(timeout=60)
     finally:
         if p.poll() is None:
