@@ -1243,6 +1243,12 @@ int cmd_record(int argc, char **argv)
 		ht_error("-o: empty path");
 		goto cleanup;
 	}
+	if (cfg.output && cfg.output[strlen(cfg.output) - 1] == '/') {
+		ht_error("-o %s ends in '/': -o names the trace file, not a directory (give a file "
+			 "name in it, e.g. %sapp.ht)",
+			 cfg.output, cfg.output);
+		goto cleanup;
+	}
 	if (cfg.output && !strcmp(cfg.output, "-")) {
 		ht_error("-o -: a trace cannot go to standard output (it is written with seeks, an "
 			 "index and files next to it): give a file name (./- for a file named '-')");

@@ -557,7 +557,8 @@ def test_record_output_empty(t):
 
 @case()
 def test_record_output_not_a_file(t):
-    """-o naming no regular file (-, /dev/null, /dev/stdout, a fifo) is
+    """-o naming no regular file (-, /dev/null, /dev/stdout, a fifo, a
+    path that ends in '/', whether the directory exists or not) is
     refused before the program starts: one line that says a trace needs a
     file, exit 2.  Before: -o - wrote a file named '-'; /dev/null ran the
     program untraced after the recorder's refusal and record guessed
@@ -568,7 +569,10 @@ def test_record_output_not_a_file(t):
     for out, what in (("-", "a trace cannot go to standard output"),
                       ("/dev/null", "/dev/null is not a regular file"),
                       ("/dev/stdout", "/dev/stdout is not a regular file"),
-                      (fifo, "%s is not a regular file" % fifo)):
+                      (fifo, "%s is not a regular file" % fifo),
+                      ("newdir/", "-o newdir/ ends in '/': -o names the trace file, not a "
+                       "directory (give a file name in it, e.g. newdir/app.ht)"),
+                      (t.dir + "/", "ends in '/'")):
         r = t.run([t.heaptrail, "record", "-o", out, "--", "/bin/sh", "-c", "touch " + mark],
                   cwd=t.dir)
         eq(r.rc, 2, "-o %s: record's exit status:\n%s" % (out, r.describe()))
