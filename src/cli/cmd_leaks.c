@@ -549,8 +549,22 @@ int cmd_leaks(int argc, char **argv)
 		ht_pass__event(l.blocks, e);
 		l.end_ns = e->time_ns;
 	}
-	if (cfg.at != UINT64_MAX)
-		l.end_ns = cfg.at;
+	if (cfg.at != UINT64_MAX) {
+		const struct ht_trace_info *ti = ht_reader__info(r);
+		uint64_t end = ti->duration_ns > l.end_ns ? ti->duration_ns : l.end_ns;
+		if (cfg.at > end && !ht_reader__following(r)) {
+			/* nothing happens after the trace: say when it ends */
+			char b1[32], b2[32];
+			if (!ht_quiet)
+				fprintf(stderr,
+					"heaptrail: note: --at %s is after the end of %s (%s): the "
+					"blocks live at its end\n",
+					ht_fmt_ns(b1, cfg.at), argv[0], ht_fmt_ns(b2, end));
+			l.end_ns = end;
+		} else {
+			l.end_ns = cfg.at;
+		}
+	}
 	ret = ht_analyze__finish_pass(r, argv[0], 0, ht_pass__pauses(l.blocks));
 	group_blocks(&l, cfg.older);
 	int rr = report(&l, r, &cfg, argv[0]);

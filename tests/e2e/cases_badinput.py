@@ -308,7 +308,8 @@ def test_usage_every_command(t):
 def test_usage_time_window_backwards(t):
     """--to before --from is a usage error (exit 2, one line, nothing on
     stdout) for every command that takes both (before: dump and events
-    printed nothing and exited 0)."""
+    printed nothing and exited 0); leaks --at after the trace's end shows
+    its end and says so (before: "not freed at 999.000 s")."""
     trace = t.path("w.ht")
     t.record(trace, [t.prog("api_all")])
     for cmd in ("dump", "events", "heap", "timeline"):
@@ -317,6 +318,13 @@ def test_usage_time_window_backwards(t):
         lines = [l for l in r.stderr.splitlines() if l.strip()]
         check(len(lines) == 1 and "--to" in lines[0] and "--from" in lines[0],
               "%s: the line:\n%s" % (cmd, r.stderr))
+    # a time after the trace's end: leaks shows its end, and says so
+    r = t.tool(["leaks", "--at", "999s", trace])
+    eq(r.rc, 0, "leaks --at 999s: " + r.describe())
+    first = r.stdout.splitlines()[0]
+    check("999" not in first and " not freed at " in first, "leaks --at 999s: %r" % first)
+    check(re.search(r"^heaptrail: note: --at 999\.000 s is after the end of .*w\.ht \(.*\): the "
+                    r"blocks live at its end$", r.stderr, re.M), "the note:\n" + r.stderr)
 
 
 @case(labels=("analyzers",))
