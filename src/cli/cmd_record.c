@@ -1398,6 +1398,7 @@ int cmd_record(int argc, char **argv)
 		if (ht_pidpath_expand(out_shown, sizeof(out_shown),
 				      cfg.output ? cfg.output : "heaptrail.%p.ht", getpid()) < 0)
 			memcpy(out_shown, out, sizeof(out)); /* the name as given is longer */
+		ht_shell_word_inplace(out_shown, sizeof(out_shown));
 		if (refuse_output(out, out_shown) < 0) {
 			ssize_t wr = write(refused[1], "r", 1);
 			(void)wr; /* no message to add if the pipe broke */
@@ -1469,6 +1470,7 @@ int cmd_record(int argc, char **argv)
 	if (ht_pidpath_expand(shown, sizeof(shown), cfg.output ? cfg.output : "heaptrail.%p.ht",
 			      pid) < 0)
 		memcpy(shown, path, sizeof(path)); /* the name as given is longer */
+	ht_shell_word_inplace(shown, sizeof(shown)); /* one line, one word */
 	struct run run = {pid, t0};
 	/* the program's own variable, for unstarted_children */
 	char entry[PATH_MAX * 2] = "";

@@ -493,3 +493,49 @@ void *ht_grow(void *p, size_t *cap, size_t need, size_t elem)
 	*cap = c;
 	return p;
 }
+
+void ht_shell_word_inplace(char *s, size_t cap)
+{
+	size_t n = strlen(s), need = 0;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c < 0x20 || c == 0x7f || c == '\'' || c == '\\')
+			need = 1;
+	}
+	if (!need || cap < 4)
+		return;
+	char *copy = strdup(s);
+	if (!copy)
+		return;
+	size_t o = 0;
+	char esc[8];
+	s[o++] = '$';
+	s[o++] = '\'';
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)copy[i];
+		const char *e = NULL;
+		if (c == '\n')
+			e = "\\n";
+		else if (c == '\t')
+			e = "\\t";
+		else if (c == '\'')
+			e = "\\'";
+		else if (c == '\\')
+			e = "\\\\";
+		else if (c < 0x20 || c == 0x7f) {
+			snprintf(esc, sizeof(esc), "\\x%02x", c);
+			e = esc;
+		}
+		size_t len = e ? strlen(e) : 1;
+		if (o + len + 2 > cap)
+			break;
+		if (e)
+			memcpy(s + o, e, len);
+		else
+			s[o] = (char)c;
+		o += len;
+	}
+	s[o++] = '\'';
+	s[o] = 0;
+	free(copy);
+}

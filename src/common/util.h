@@ -61,6 +61,13 @@ uint64_t ht_hash_str(uint64_t h, const char *s);
  * any other; else the only name word begins (2 letters or more); NULL if
  * none or several. */
 const char *ht_nearest_name(const char *word, size_t len, const char *const *names, size_t n);
+/* A file name as one shell word, in place, for messages that name it (and
+ * suggest a command with it): left as it is unless it holds a control
+ * character, a quote or a backslash, which would break the one-line
+ * message or the command; then $'...' with those escaped (\n, \t, \',
+ * \\, \xHH).  Suffixes appended to the result (".old", ".123") still make
+ * one word.  Cut to cap (the word unusable then, the line still one). */
+void ht_shell_word_inplace(char *s, size_t cap);
 /* Parses "4096", "64K", "1M", "2G". Returns 0 on success. */
 int ht_parse_size(const char *s, uint64_t *out);
 
