@@ -19,6 +19,9 @@ What a trace must give, against the program's own count:
   - the peak of live bytes within PEAK_SLACK_BLOCKS_PER_THREAD blocks of
     ACCT_MAX_BLOCK bytes per thread of the program's own peak (plus the
     glibc blocks of the main thread live at most at once), see peak_slack.
+  - timeline's peak, heap's live bytes, blocks and allocations over its
+    arenas, and flamegraph's bytes allocated (no flags either) those of
+    stats.
 
 HEAPTRAIL_TEST_ORDER_RECORD_ARGS (for checking by hand, e.g.
 "--timestamp-every=1"): options added to every `record` of these cases.
@@ -178,6 +181,25 @@ def check_trace(t, name, trace, prog, convert=True):
         if stacked:
             eq((lk["leaked_bytes"], lk["leaked_blocks"]), (0, 0),
                "leaks --json with stacks: glibc's DTVs suppressed by default")
+    # the other analyzers that keep the live blocks, with no flags, agree
+    # with stats (checked against the program above)
+    with t.soft():
+        r = t.tool(["timeline", "--json", "-o", "-", trace])
+        eq(r.rc, 0, "timeline --json: exit status\n" + r.describe())
+        eq(json.loads(r.stdout)["peak_live_bytes"], s["peak_live_bytes"],
+           "timeline's peak, stats'")
+        r = t.tool(["heap", "--json", trace])
+        eq(r.rc, 0, "heap --json: exit status\n" + r.describe())
+        arenas = json.loads(r.stdout)["arenas"]
+        eq((sum(a["live_requested_bytes"] for a in arenas), sum(a["live_blocks"] for a in arenas),
+            sum(a["allocations"] for a in arenas)),
+           (s["live_bytes_at_exit"], s["live_blocks_at_exit"],
+            s["calls"]["malloc"] + s["calls"]["calloc"] + s["calls"]["realloc"]),
+           "heap's arenas: live bytes and blocks at the end, allocations (stats')")
+        r = t.tool(["flamegraph", "--folded", trace])
+        eq(r.rc, 0, "flamegraph --folded: exit status\n" + r.describe())
+        eq(sum(int(l.rsplit(" ", 1)[1]) for l in r.stdout.splitlines() if l.strip()),
+           s["bytes_allocated"], "flamegraph's bytes allocated, stats'")
     if convert:
         with t.soft():
             r = t.tool(["convert", "--json", t.path(name + ".wl"), trace])
