@@ -15,6 +15,7 @@ HEAPTRAIL_TEST_PROGS_DIR can stand in for the options.
 import argparse
 import importlib
 import os
+import signal
 import sys
 import time
 import traceback
@@ -45,6 +46,15 @@ def all_cases():
 
 
 def main():
+    # The programs under test start with the default action of SIGINT and
+    # SIGQUIT, as from a terminal, however this runner was started: a
+    # shell's background job ignores both, and its children would inherit
+    # that (python3 then installs no KeyboardInterrupt handler:
+    # e2e.real_python_ctrl_c failed so when run with '&').
+    for sig, action in ((signal.SIGINT, signal.default_int_handler),
+                        (signal.SIGQUIT, signal.SIG_DFL)):
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            signal.signal(sig, action)
     ap = argparse.ArgumentParser()
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--build-dir", default=os.environ.get("HEAPTRAIL_TEST_BUILD_DIR"))
