@@ -707,14 +707,14 @@ static void summarize(const char *path, const char *shown, const char *prefix,
 	/* The writer process closes the trace whatever becomes of the program
 	 * (HT_FILE_F_ORPHANED when it died): not closed, the writer died
 	 * first, and the program died before it could write its buffers
-	 * itself (killed with it, or after it: a program learns of its
-	 * writer's death only when its buffers run out, or at exit). */
+	 * itself (killed with it, or soon after it: a program learns of its
+	 * writer's death at its next full buffer, ht_writer__kick). */
 	if (writer_process && !in->closed && !(in->flags & HT_FILE_F_DISK_FULL))
 		fprintf(stderr,
 			"heaptrail: warning: %s was not closed: its writer process died before the "
 			"program ended (killed?), and the program did not end cleanly, so what it "
-			"recorded after the writer's last write is lost; the trace holds what came "
-			"before\n",
+			"recorded since its buffers were last written is lost; the trace holds what "
+			"came before\n",
 			shown);
 	ht_reader__close(r);
 }

@@ -1520,7 +1520,17 @@ static void request(uint32_t req, int timeout_ms)
 
 void ht_writer__kick(void)
 {
-	if (!ws || atomic_fetch_add_explicit(&w.queued, 1, memory_order_relaxed) % HT_KICK_BUFFERS)
+	if (!ws)
+		return;
+	/* A helper process that died on its own is noticed here, at the next
+	 * full buffer of any thread (a wait4 that does not wait, per 64 KiB
+	 * of records), not only once every buffer is full: its buffers are
+	 * written out at once, and from then on each full buffer as it comes,
+	 * so that a crash of the program afterwards loses at most the
+	 * buffers its threads are filling. */
+	if (helper_pid > 0 || helper_lost)
+		ht_writer__rescue();
+	if (atomic_fetch_add_explicit(&w.queued, 1, memory_order_relaxed) % HT_KICK_BUFFERS)
 		return;
 	if (atomic_load_explicit(&w.writer_waiting, memory_order_relaxed) &&
 	    !(atomic_fetch_or(&w.req_word, REQ_DATA) & REQ_DATA))
@@ -1615,6 +1625,7 @@ void ht_writer__after_fork_child(void)
 	zbuf = NULL;
 	zcap = 0;
 	helper_pid = 0;
+	helper_lost = helper_lost_said = 0; /* (the parent's; the child's own comes) */
 	writer_thread = 0;
 	child_needs_writer = 1;
 	forked_child = 1;

@@ -186,8 +186,8 @@ def test_writer_killed(t):
 @case(timeout=120)
 def test_writer_killed_then_program(t):
     """The writer process killed, then the program killed with SIGKILL
-    before its buffers ran out (it learns of its writer's death only then,
-    or at exit): the events recorded after the writer's last write are
+    before its next full buffer (where it would learn of its writer's
+    death): the events recorded since its buffers were last written are
     lost, and record says so in a line of its own, naming the trace, under
     its summary (exit 137).  (Before: only the summary, as if the trace
     held everything up to the kill.)"""
@@ -209,8 +209,45 @@ def test_writer_killed_then_program(t):
     check("killed by signal 9" in lines[0] and "wrote" in lines[0], "the summary: " + lines[0])
     eq(lines[1], "heaptrail: warning: %s was not closed: its writer process died before the "
        "program ended (killed?), and the program did not end cleanly, so what it recorded "
-       "after the writer's last write is lost; the trace holds what came before" % trace,
+       "since its buffers were last written is lost; the trace holds what came before" % trace,
        "the warning")
+
+
+@case(timeout=120)
+def test_writer_death_noticed_early(t):
+    """The writer process killed while the program waits; the program then
+    makes 100,000 malloc/free pairs (about 50 buffers of records, far from
+    all of them) and is killed with SIGKILL: it noticed the death at its
+    next full buffer, said so, and wrote its full buffers itself, so that
+    the trace lacks at most the buffer it was filling.  (Before: only a
+    thread that found every buffer full noticed, and the trace ended where
+    the writer died: one malloc.)"""
+    n = 100000
+    trace = t.path("early.ht")
+    p = subprocess.Popen([t.heaptrail, "record", "-o", trace, "--", t.prog("paced"), str(n),
+                          "hold"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=t.base_env(), cwd=t.dir)
+    try:
+        prog = kill_writer(p)
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        eq(p.stdout.readline(), b"done\n", "the pairs made")
+        os.kill(prog, signal.SIGKILL)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    err = err.decode("utf-8", "replace")
+    eq(p.returncode, 137, "record's exit status:\n" + err)
+    said = [l for l in err.splitlines() if "the trace writer process died" in l]
+    eq(len(said), 1, "the program said its writer died:\n" + err)
+    check(any("was not closed: its writer process died" in l for l in err.splitlines()),
+          "record's warning:\n" + err)
+    s = t.stats(trace, rc=None)
+    # 64 KiB of records hold about 8,000 pairs here
+    check(n + 1 - 10000 <= s["calls"]["malloc"] <= n + 1,
+          "mallocs in the trace: %d of %d" % (s["calls"]["malloc"], n + 1))
 
 
 @case(timeout=240, labels=("cpu",), locks=("cpu",))
