@@ -17,6 +17,8 @@ struct ht_pass {
 	struct ht_keyindex tid_idx; /* tid -> index */
 	struct ht_pauses pauses;    /* recording off */
 	struct ht_reader *r;        /* checks the merged order for it, NULL none */
+	struct ht_reader *reader;   /* feeds it (ht_pass__check_order), NULL unknown */
+	int ahead_on;               /* it looks ahead in the reader's batch (grew) */
 };
 
 struct ht_pass *ht_pass__new(void)
@@ -58,9 +60,38 @@ static uint32_t thread_index(struct ht_pass *p, uint32_t tid)
 	return (uint32_t)p->nthreads - 1;
 }
 
+/* The look-ahead (ht_reader__peek): the slot of the live map the event
+ * AHEAD places on will look up, prefetched.  Only once the map has
+ * AHEAD_SLOTS slots (12 MiB, some 200,000 live blocks): on a trace of two
+ * threads with 100,000 random live blocks each (a 24 MiB map), stats took
+ * 1.68 s in place of 2.65 and report 2.09 in place of 3.26 (a batch's
+ * slots asked for at once, when the reader decodes it: 2.12 for stats);
+ * on cc1's trace (75,000 live blocks, a 6 MiB map whose blocks mostly die
+ * young, in cache) it cost 8%, so a smaller map does without. */
+#define AHEAD_SLOTS (1u << 18)
+#define AHEAD 8
+
+static __attribute__((noinline)) void prefetch_ahead(const struct ht_pass *p)
+{
+	const struct ht_event *e = ht_reader__peek(p->reader, AHEAD);
+	if (!e)
+		return;
+	uint64_t a = e->kind == HT_EV_FREE ? e->v[0] : e->kind == HT_EV_MALLOC ? e->v[1] : 0;
+	if (a)
+		__builtin_prefetch(&p->live.slots[ht_livemap__hash(a, p->live.cap - 1)]);
+}
+
+/* The map grew: past AHEAD_SLOTS, the pass looks ahead. */
+static __attribute__((noinline)) void grew(struct ht_pass *p)
+{
+	if (p->live.cap >= AHEAD_SLOTS)
+		p->ahead_on = 1;
+}
+
 void ht_pass__check_order(struct ht_pass *p, struct ht_reader *r)
 {
 	p->r = ht_reader__hand_over_check(r) ? r : NULL;
+	p->reader = r;
 }
 
 static void release(struct ht_pass *p, uint64_t ptr)
@@ -97,6 +128,8 @@ static inline void hand_out(struct ht_pass *p, const struct ht_event *e, uint64_
 {
 	int added;
 	struct ht_block *b = ht_livemap__find_or_add(&p->live, ptr, &added);
+	if (__builtin_expect(p->live.cap >= AHEAD_SLOTS && !p->ahead_on && p->reader, 0))
+		grew(p);
 	if (!added) {
 		p->replaced = *b;
 		p->op.replaced = &p->replaced;
@@ -117,6 +150,8 @@ static inline void hand_out(struct ht_pass *p, const struct ht_event *e, uint64_
 const struct ht_blockop *ht_pass__event(struct ht_pass *p, const struct ht_event *e)
 {
 	struct ht_blockop *op = &p->op;
+	if (__builtin_expect(p->ahead_on, 0))
+		prefetch_ahead(p);
 	op->releases = 0;
 	op->released_ptr = 0;
 	op->released = op->replaced = NULL;

@@ -98,10 +98,13 @@ static inline uint64_t ht_pauses__total(const struct ht_pauses *ps, uint64_t end
 
 /* Exits (after a message) if out of memory. */
 struct ht_pass *ht_pass__new(void);
-/* Makes the reader's checks of the merged order (ht_reader__hand_over_check)
- * in the pass's own lookups, when r wants them: every event r delivers
- * must then come to ht_pass__event, in order, until the reading stops.
- * Before the first event. */
+/* Ties the pass to the reader r that feeds it, before the first event:
+ * the pass makes r's checks of the merged order (ht_reader__hand_over_check)
+ * in its own lookups, when r wants them, and once its live map outgrows
+ * the caches nearest the core, it looks ahead in r's decoded events
+ * (ht_reader__peek) so that the map's cache misses overlap.  Every event
+ * r delivers must then come to ht_pass__event, in order, until the
+ * reading stops; delete the pass before closing r. */
 void ht_pass__check_order(struct ht_pass *p, struct ht_reader *r);
 /* Applies e (in the reader's order) and says what changed. */
 const struct ht_blockop *ht_pass__event(struct ht_pass *p, const struct ht_event *e);

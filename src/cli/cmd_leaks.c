@@ -572,8 +572,8 @@ int cmd_leaks(int argc, char **argv)
 		ret = rr;
 	fflush(stdout);
 cleanup:
+	ht_pass__delete(l.blocks); /* (before its reader: pass.h) */
 	ht_reader__close(r);
-	ht_pass__delete(l.blocks);
 	for (size_t i = 0; i < l.npatterns; i++)
 		free(l.patterns[i]);
 	free(l.patterns);

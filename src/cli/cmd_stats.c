@@ -68,8 +68,8 @@ int cmd_stats(int argc, char **argv)
 	fflush(stdout);
 	ret = ht_analyze__finish_pass(r, argv[0], cfg.quiet, ht_pass__pauses(pass));
 cleanup:
+	ht_pass__delete(pass); /* (before its reader: pass.h) */
 	ht_reader__close(r);
 	ht_stats__delete(s);
-	ht_pass__delete(pass);
 	return ret;
 }

@@ -195,6 +195,41 @@ int ht_out__open(struct ht_out *o, const char *path, mode_t mode, unsigned flags
 	}
 	if (ht_out__check(path, err, errlen))
 		return -1;
+	struct stat st;
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+		if (!S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+			snprintf(err, errlen,
+				 "cannot write %s: it is a %s, not a file: choose another path",
+				 shown(path, sbuf, sizeof(sbuf)),
+				 S_ISBLK(st.st_mode) ? "block device" : "socket");
+			errno = EINVAL;
+			return -1;
+		}
+		/* written to itself (a rename would replace the node) */
+		o->fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (o->fd < 0) {
+			int e = errno;
+			snprintf(err, errlen, "cannot write %s: %s", shown(path, sbuf, sizeof(sbuf)),
+				 strerror(e));
+			errno = e;
+			return -1;
+		}
+		o->direct = 1;
+		o->path = strdup(path); /* (messages; NULL if out of memory) */
+		if (!(flags & HT_OUT_FD) && !(o->f = fdopen(o->fd, "w"))) {
+			int e = errno;
+			close(o->fd);
+			o->fd = -1;
+			o->direct = 0;
+			free(o->path);
+			o->path = NULL;
+			snprintf(err, errlen, "cannot write %s: %s", shown(path, sbuf, sizeof(sbuf)),
+				 strerror(e));
+			errno = e;
+			return -1;
+		}
+		return 0;
+	}
 	o->path = strdup(path);
 	o->tmp = malloc(need + 1);
 	if (!o->path || !o->tmp) {
@@ -255,6 +290,23 @@ fail_nomem:
 int ht_out__commit(struct ht_out *o, char *err, size_t errlen)
 {
 	char sbuf[128];
+	if (o->direct) {
+		int e = 0;
+		if (o->f && (fflush(o->f) != 0 || ferror(o->f)))
+			e = errno ? errno : EIO;
+		if ((o->f ? fclose(o->f) : close(o->fd)) != 0 && !e)
+			e = errno ? errno : EIO;
+		o->f = NULL;
+		o->fd = -1;
+		o->direct = 0;
+		if (e)
+			snprintf(err, errlen, "cannot write %s: %s",
+				 o->path ? shown(o->path, sbuf, sizeof(sbuf)) : "", strerror(e));
+		free(o->path);
+		o->path = NULL;
+		errno = e;
+		return e ? -1 : 0;
+	}
 	if (!o->tmp) {
 		if (o->f != stdout)
 			return 0; /* committed or aborted already */
@@ -308,6 +360,18 @@ int ht_out__commit(struct ht_out *o, char *err, size_t errlen)
 
 void ht_out__abort(struct ht_out *o)
 {
+	if (o->direct) {
+		if (o->f)
+			fclose(o->f);
+		else if (o->fd >= 0)
+			close(o->fd);
+		o->f = NULL;
+		o->fd = -1;
+		o->direct = 0;
+		free(o->path);
+		o->path = NULL;
+		return;
+	}
 	if (o->f && o->f != stdout)
 		fclose(o->f);
 	else if (!o->f && o->fd >= 0 && o->tmp)

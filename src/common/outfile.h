@@ -14,6 +14,11 @@
  * SIGTERM or SIGHUP (when the signal's action was the default one) they
  * are removed and the process dies of the signal as it would have.
  *
+ * A destination that is a character device or a FIFO (`-o /dev/null`, a
+ * named pipe) is written to itself: a rename would replace the device node
+ * with a file (as root, /dev/null itself).  A block device or a socket is
+ * refused.
+ *
  * A destination or temporary longer than PATH_MAX is an error, never a
  * truncated name. */
 #ifndef HEAPTRAIL_COMMON_OUTFILE_H
@@ -39,7 +44,9 @@ struct ht_out {
 	char *path; /* the destination; NULL for standard output */
 	char *tmp;  /* the temporary, until commit or abort */
 	unsigned flags;
-	int slot; /* in the registry, -1 if none */
+	int slot;   /* in the registry, -1 if none */
+	int direct; /* path is a character device or a FIFO (/dev/null): written
+		     * to itself, no temporary (a rename would replace the node) */
 };
 
 /* Opens the temporary for path (see above).  0, or -1 with a one-line

@@ -279,6 +279,14 @@ void ht_reader__out_of_step(struct ht_reader *r, int release);
 /* ... and every control event (HT_EV_CONTROL). */
 void ht_reader__control(struct ht_reader *r, const struct ht_event *e);
 
+/* The event k places after the next one the reader will deliver, if the
+ * stream of the last one delivered has it decoded already (most runs of
+ * the merged order are one thread's), else NULL: for a caller whose memory
+ * that event will touch (the pass's live map) to prefetch it, so that the
+ * cache misses of a large live set overlap instead of coming one per
+ * event.  A guess: the merge may deliver another thread's events first. */
+const struct ht_event *ht_reader__peek(const struct ht_reader *r, unsigned k);
+
 /* Progress: bytes of chunk payload consumed so far, of the total. */
 void ht_reader__progress(const struct ht_reader *r, uint64_t *done, uint64_t *total);
 

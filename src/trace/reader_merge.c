@@ -357,6 +357,16 @@ void ht_reader__out_of_step(struct ht_reader *r, int release)
 		anomaly(r);
 }
 
+const struct ht_event *ht_reader__peek(const struct ht_reader *r, unsigned k)
+{
+	/* the stream of the event delivered last, whose next event is at bi
+	 * (mostly the one that goes on: reorder_top) */
+	const struct stream *s = r->run ? r->run : r->nheap ? r->heap[0] : NULL;
+	if (!s || !s->batch || s->bi + k >= s->bn)
+		return NULL;
+	return &s->batch[s->bi + k];
+}
+
 void ht_reader__control(struct ht_reader *r, const struct ht_event *e)
 {
 	if (r->handed && e->kind == HT_EV_CONTROL && e->nv)

@@ -289,6 +289,46 @@ def stop_while_running(p, secs=10):
     check(False, "the export did not stop within %ss" % secs)
 
 
+@case(labels=("analyzers", "safety"))
+def test_outfile_devices(t):
+    """An output path that is a character device (a node like /dev/null,
+    made here in the test's directory) or a FIFO is written to itself: the
+    node stays what it is, and a reader of the FIFO gets the output.
+    (Before: the temporary was renamed over it: as root, `-o /dev/null`
+    replaced /dev/null with a file, which broke tmux and every daemon()
+    on the machine.)"""
+    trace = t.path("d.ht")
+    t.record(trace, [t.prog("api_all")])
+    nul = t.path("nulldev")
+    try:
+        os.mknod(nul, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    except PermissionError:
+        nul = None
+    fifo = t.path("fifo")
+    os.mkfifo(fifo)
+    cmds = (["export", "-f", "csv", "-o"], ["export", "-f", "pprof", "-o"],
+            ["report", "-o"], ["flamegraph", "-o"], ["timeline", "-o"])
+    for args in cmds:
+        if nul:
+            r = t.tool(args + [nul, trace])
+            eq(r.rc, 0, "%s %s: %s" % (" ".join(args), nul, r.describe()))
+            check(stat.S_ISCHR(os.stat(nul).st_mode), "%s: the device node was replaced" % args)
+        got = t.path("got")
+        with open(got, "wb") as f:  # (a file: a pipe would fill and stall both)
+            reader = subprocess.Popen(["cat", fifo], stdout=f)
+            r = t.tool(args + [fifo, trace])
+            reader.wait(timeout=30)
+        with open(got, "rb") as f:
+            out = f.read()
+        eq(r.rc, 0, "%s fifo: %s" % (" ".join(args), r.describe()))
+        check(stat.S_ISFIFO(os.stat(fifo).st_mode), "%s: the FIFO was replaced" % args)
+        check(len(out) > 0, "%s: the FIFO's reader got nothing" % args)
+        eq(sorted(n for n in os.listdir(t.dir) if ".tmp" in n), [], "temporaries left")
+        os.unlink(got)
+    if not nul:
+        t.note("no character device made (not root): FIFO only")
+
+
 @case(timeout=120, labels=("analyzers", "safety"), locks=("cpu",))
 def test_outfile_signals(t):
     """export --format csv of a big trace stopped by SIGTERM, SIGINT or
