@@ -56,6 +56,7 @@ static struct {
 	int (*pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 	int (*pthread_setname_np)(pthread_t, const char *);
 	pid_t (*fork)(void);
+	int (*clone)(int (*)(void *), void *, int, void *, ...);
 	int (*execve)(const char *, char *const[], char *const[]);
 	int (*execvpe)(const char *, char *const[], char *const[]);
 	int (*fexecve)(int, char *const[], char *const[]);
@@ -92,6 +93,7 @@ void ht_hooks__resolve(void)
 	RESOLVE(pthread_create);
 	RESOLVE(pthread_setname_np);
 	RESOLVE(fork);
+	RESOLVE(clone);
 	RESOLVE(execve);
 	RESOLVE(execvpe);
 	RESOLVE(fexecve);
@@ -1144,6 +1146,53 @@ HT_EXPORT pid_t fork(void)
 	if (!real.fork)
 		ht_hooks__resolve();
 	pid_t r = real.fork();
+	if (r > 0 && tracing(&ht_tls)) {
+		uint64_t v[1] = {(uint64_t)(int64_t)r};
+		ht_record(HT_EV_FORK, 0, ht_now(), v, NULL);
+	}
+	return r;
+}
+
+/* clone() without CLONE_VM makes a new process, as fork() does, but glibc
+ * runs no atfork handler for it: the child kept the recorder's state as it
+ * was, its thread's buffer and the writer's shared mapping, and its calls
+ * went into the parent's trace as the parent's (corrupting it, while the
+ * parent's own later calls were lost).  The child now starts with the
+ * reset fork's handler does (then it is followed as a fork child, or not
+ * at all), and the parent records the fork.  CLONE_VM (a thread, vfork)
+ * passes through as it is. */
+struct clone_start {
+	int (*fn)(void *);
+	void *arg;
+};
+
+static int clone_child(void *p)
+{
+	/* the parent's frame below, in this process's copy of its memory */
+	struct clone_start c = *(struct clone_start *)p;
+	ht_init__after_fork_child();
+	int r = c.fn(c.arg);
+	/* glibc ends the child with the exit system call when fn returns, past
+	 * every hook: the trace is closed first, as _exit does */
+	ht_writer__shutdown(0);
+	return r;
+}
+
+HT_EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
+{
+	/* glibc's clone takes these whether or not flags use them */
+	va_list ap;
+	va_start(ap, arg);
+	pid_t *ptid = va_arg(ap, pid_t *);
+	void *tls = va_arg(ap, void *);
+	pid_t *ctid = va_arg(ap, pid_t *);
+	va_end(ap);
+	if (!real.clone)
+		ht_hooks__resolve();
+	if ((flags & CLONE_VM) || !fn)
+		return real.clone(fn, stack, flags, arg, ptid, tls, ctid);
+	struct clone_start c = {fn, arg};
+	int r = real.clone(clone_child, stack, flags, &c, ptid, tls, ctid);
 	if (r > 0 && tracing(&ht_tls)) {
 		uint64_t v[1] = {(uint64_t)(int64_t)r};
 		ht_record(HT_EV_FORK, 0, ht_now(), v, NULL);

@@ -298,7 +298,7 @@ void ht_init(void)
 	ht_tls.guard -= HT_GUARD_OWN;
 }
 
-static void after_fork_child(void)
+void ht_init__after_fork_child(void)
 {
 	struct ht_tls *t = &ht_tls;
 	t->guard += HT_GUARD_OWN;
@@ -499,7 +499,7 @@ __attribute__((constructor(101))) static void ht_constructor(void)
 		env_remove(HT_OPTIONS_ENV);
 	}
 	if (!disabled) {
-		pthread_atfork(NULL, NULL, after_fork_child);
+		pthread_atfork(NULL, NULL, ht_init__after_fork_child);
 		install_signals();
 		if (ht_writer__start() < 0) {
 			disabled = 1;

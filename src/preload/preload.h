@@ -413,6 +413,9 @@ void ht_writer__sync(int timeout_ms);
 void ht_writer__shutdown(int from_signal);
 /* In the child after fork: new file, new writer thread. */
 void ht_writer__after_fork_child(void);
+/* init.c: the recorder's state in a new process made from this one (fork's
+ * atfork handler, and the child of a clone() without CLONE_VM, hooks.c). */
+void ht_init__after_fork_child(void);
 /* A full buffer was queued: wake the writer if it sleeps. */
 void ht_writer__kick(void);
 /* First event of a fork child: start its writer thread. */
