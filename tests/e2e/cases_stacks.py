@@ -454,9 +454,12 @@ def test_unwind_modes_agree(t):
 def test_sampling(t):
     """--sample-bytes: a Poisson sample of the allocations by bytes (and
     their frees); the trace says so, and the totals analyzers compute from
-    it fall within 5% of the exact ones on a large run (2M malloc/free pairs
-    of 16..4096 bytes, 4 GB; about 16,000 samples at 256K, so the error's
-    standard deviation is under 1%)."""
+    it fall near the exact ones on a large run (2M malloc/free pairs of
+    16..4096 bytes, 4 GB; about 16,000 samples at 256K).  Bytes: within 5%
+    (a standard deviation of 0.8%).  Calls: within 7.5%, as each sampled
+    block stands for 1/p calls, and the rare small ones weigh up to 16,384
+    each: a standard deviation of 1.3% (1.4% measured over 12 runs), with a
+    heavy tail (one CI run was 5.6% off)."""
     n = 2000000
     exact = t.path("exact.ht")
     r = t.run([t.heaptrail, "record", "-q", "-o", exact, "--", t.prog("randloop"), str(n)],
@@ -476,7 +479,7 @@ def test_sampling(t):
         check(abs(s[key] - e[key]) <= 0.05 * e[key], "%s: %d sampled vs %d exact"
               % (key, s[key], e[key]))
     for call in ("malloc", "free"):
-        check(abs(s["calls"][call] - n) <= 0.05 * n, "calls.%s: %d sampled vs %d"
+        check(abs(s["calls"][call] - n) <= 0.075 * n, "calls.%s: %d sampled vs %d"
               % (call, s["calls"][call], n))
     eq(s["live_blocks_at_exit"], e["live_blocks_at_exit"], "live blocks at exit")
     r = t.tool(["record", "--sample-bytes", "2G", "--", "/bin/true"])
