@@ -18,7 +18,6 @@ struct ht_pass {
 	struct ht_pauses pauses;    /* recording off */
 	struct ht_reader *r;        /* checks the merged order for it, NULL none */
 	struct ht_reader *reader;   /* feeds it (ht_pass__check_order), NULL unknown */
-	int ahead_on;               /* it looks ahead in the reader's batch (grew) */
 };
 
 struct ht_pass *ht_pass__new(void)
@@ -81,13 +80,6 @@ static __attribute__((noinline)) void prefetch_ahead(const struct ht_pass *p)
 		__builtin_prefetch(&p->live.slots[ht_livemap__hash(a, p->live.cap - 1)]);
 }
 
-/* The map grew: past AHEAD_SLOTS, the pass looks ahead. */
-static __attribute__((noinline)) void grew(struct ht_pass *p)
-{
-	if (p->live.cap >= AHEAD_SLOTS)
-		p->ahead_on = 1;
-}
-
 void ht_pass__check_order(struct ht_pass *p, struct ht_reader *r)
 {
 	p->r = ht_reader__hand_over_check(r) ? r : NULL;
@@ -128,8 +120,6 @@ static inline void hand_out(struct ht_pass *p, const struct ht_event *e, uint64_
 {
 	int added;
 	struct ht_block *b = ht_livemap__find_or_add(&p->live, ptr, &added);
-	if (__builtin_expect(p->live.cap >= AHEAD_SLOTS && !p->ahead_on && p->reader, 0))
-		grew(p);
 	if (!added) {
 		p->replaced = *b;
 		p->op.replaced = &p->replaced;
@@ -150,7 +140,7 @@ static inline void hand_out(struct ht_pass *p, const struct ht_event *e, uint64_
 const struct ht_blockop *ht_pass__event(struct ht_pass *p, const struct ht_event *e)
 {
 	struct ht_blockop *op = &p->op;
-	if (__builtin_expect(p->ahead_on, 0))
+	if (__builtin_expect(p->live.cap >= AHEAD_SLOTS, 0) && p->reader)
 		prefetch_ahead(p);
 	op->releases = 0;
 	op->released_ptr = 0;

@@ -290,16 +290,11 @@ static int refuse_output(const char *path, const char *shown)
 		ht_error("%s is a directory; -o names the trace file", shown);
 		return -1;
 	}
-	/* A finished trace there is kept as OUTPUT.old; any other file (a
-	 * source file named by a mistyped -o) is never moved nor replaced
-	 * (the recorder's is_trace_file).  Empty: a recorder killed before
-	 * its header. */
-	char magic[8];
+	/* A finished trace there is kept as OUTPUT.old; any other file is
+	 * never moved nor replaced (the recorder refuses it too) */
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd >= 0) {
-		int trace = st.st_size == 0 ||
-			    (pread(fd, magic, sizeof(magic), 0) == (ssize_t)sizeof(magic) &&
-			     !memcmp(magic, HT_MAGIC, sizeof(magic)));
+		int trace = ht_file_is_trace(fd, (uint64_t)st.st_size);
 		close(fd);
 		if (!trace) {
 			ht_error("%s exists and is not a heaptrail trace; not moving nor overwriting "

@@ -159,6 +159,21 @@ int ht_out__check(const char *path, char *err, size_t errlen)
 	return 0;
 }
 
+/* Closes a destination written to itself (o->direct) and forgets it:
+ * 0, or the errno of the close. */
+static int close_direct(struct ht_out *o)
+{
+	int e = 0;
+	if ((o->f ? fclose(o->f) : o->fd >= 0 ? close(o->fd) : 0) != 0)
+		e = errno ? errno : EIO;
+	o->f = NULL;
+	o->fd = -1;
+	o->direct = 0;
+	free(o->path);
+	o->path = NULL;
+	return e;
+}
+
 int ht_out__open(struct ht_out *o, const char *path, mode_t mode, unsigned flags, char *err,
 		 size_t errlen)
 {
@@ -218,11 +233,7 @@ int ht_out__open(struct ht_out *o, const char *path, mode_t mode, unsigned flags
 		o->path = strdup(path); /* (messages; NULL if out of memory) */
 		if (!(flags & HT_OUT_FD) && !(o->f = fdopen(o->fd, "w"))) {
 			int e = errno;
-			close(o->fd);
-			o->fd = -1;
-			o->direct = 0;
-			free(o->path);
-			o->path = NULL;
+			close_direct(o);
 			snprintf(err, errlen, "cannot write %s: %s", shown(path, sbuf, sizeof(sbuf)),
 				 strerror(e));
 			errno = e;
@@ -291,19 +302,16 @@ int ht_out__commit(struct ht_out *o, char *err, size_t errlen)
 {
 	char sbuf[128];
 	if (o->direct) {
+		char name[128]; /* (shown's is at most 120 bytes) */
+		snprintf(name, sizeof(name), "%s", o->path ? shown(o->path, sbuf, sizeof(sbuf)) : "");
 		int e = 0;
 		if (o->f && (fflush(o->f) != 0 || ferror(o->f)))
 			e = errno ? errno : EIO;
-		if ((o->f ? fclose(o->f) : close(o->fd)) != 0 && !e)
-			e = errno ? errno : EIO;
-		o->f = NULL;
-		o->fd = -1;
-		o->direct = 0;
+		int c = close_direct(o);
+		if (!e)
+			e = c;
 		if (e)
-			snprintf(err, errlen, "cannot write %s: %s",
-				 o->path ? shown(o->path, sbuf, sizeof(sbuf)) : "", strerror(e));
-		free(o->path);
-		o->path = NULL;
+			snprintf(err, errlen, "cannot write %s: %s", name, strerror(e));
 		errno = e;
 		return e ? -1 : 0;
 	}
@@ -361,15 +369,7 @@ int ht_out__commit(struct ht_out *o, char *err, size_t errlen)
 void ht_out__abort(struct ht_out *o)
 {
 	if (o->direct) {
-		if (o->f)
-			fclose(o->f);
-		else if (o->fd >= 0)
-			close(o->fd);
-		o->f = NULL;
-		o->fd = -1;
-		o->direct = 0;
-		free(o->path);
-		o->path = NULL;
+		close_direct(o);
 		return;
 	}
 	if (o->f && o->f != stdout)

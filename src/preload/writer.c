@@ -246,19 +246,6 @@ void ht_writer__report_failure(void)
 	       w.fail_what, errstr(w.fail_errno));
 }
 
-/* Whether the file open on fd (st) is a trace: it starts with the
- * magic, or is empty (a recorder killed before its header, which holds
- * nothing to lose).  Anything else (the user's own file, named by a
- * mistyped -o) is never moved nor replaced. */
-static int is_trace_file(int fd, const struct stat *st)
-{
-	char magic[8];
-	if (st->st_size == 0)
-		return 1;
-	return ht_pread_full(fd, magic, sizeof(magic), 0) == 0 &&
-	       memcmp(magic, HT_MAGIC, sizeof(magic)) == 0;
-}
-
 /* What is at path, which exists (its creation failed with EEXIST):
  *  0: a finished trace of ours, a regular file of this user that no writer
  *     holds; *fdp is open on it with its lock taken (no other recorder
@@ -284,7 +271,7 @@ static int probe_existing(const char *path, int *fdp)
 			close(fd);
 			continue; /* replaced meanwhile: look again */
 		}
-		if (!is_trace_file(fd, &fst)) {
+		if (!ht_file_is_trace(fd, (uint64_t)fst.st_size)) {
 			close(fd);
 			return -2;
 		}

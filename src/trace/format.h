@@ -18,7 +18,21 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../common/readsmall.h"
+
 #define HT_MAGIC "HEAPTRL\0"       /* 8 bytes at offset 0 */
+
+/* Whether the regular file open on fd, of size bytes, may be taken for a
+ * trace's place (kept as OUTPUT.old by a new recording): it starts with
+ * HT_MAGIC, or is empty (a recorder killed before its header).  Anything
+ * else, the user's own file named by a mistyped -o, is never moved nor
+ * replaced (record's refuse_output, the recorder's open_output). */
+static inline int ht_file_is_trace(int fd, uint64_t size)
+{
+	char magic[8];
+	return size == 0 || (ht_pread_full(fd, magic, sizeof(magic), 0) == 0 &&
+			     memcmp(magic, HT_MAGIC, sizeof(magic)) == 0);
+}
 #define HT_VERSION 5               /* bumped on any incompatible change */
 #define HT_VERSION_MIN 1           /* oldest version readers still decode */
 

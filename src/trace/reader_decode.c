@@ -623,8 +623,10 @@ int ht_rd__decode(struct ht_reader *r, struct stream *s, struct ht_event *e, int
 	return decode_next(r, s, e, ahead);
 }
 
-static unsigned fill_serial(struct ht_reader *r, struct stream *s)
+unsigned ht_rd__fill(struct ht_reader *r, struct stream *s)
 {
+	if (s->pipe)
+		return ht_rd__par_fill(r, s);
 	s->bi = s->bn = 0;
 	if (s->pend_warn) {
 		ht_rd__warn(r, "%s", s->pend_warn);
@@ -660,9 +662,4 @@ static unsigned fill_serial(struct ht_reader *r, struct stream *s)
 	}
 	s->bn = n;
 	return n;
-}
-
-unsigned ht_rd__fill(struct ht_reader *r, struct stream *s)
-{
-	return s->pipe ? ht_rd__par_fill(r, s) : fill_serial(r, s);
 }
