@@ -286,6 +286,63 @@ static int count_module(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
+/* The absolute path of the file mapped at addr, from /proc/self/maps,
+ * into out (at most cap bytes, " (deleted)" left off); its length, 0 if
+ * none is found.  For libraries the loader names by a relative path
+ * (LD_LIBRARY_PATH=., dlopen("./x.so")): that name means nothing once the
+ * program has changed directory, or to an analyzer run elsewhere.  System
+ * calls only, into a mapping of its own (no malloc, signal-safe). */
+static uint32_t maps_path(uint64_t addr, char *out, size_t cap)
+{
+	enum { BUF = 8192 };
+	char *buf = map(BUF);
+	if (!buf)
+		return 0;
+	uint32_t got = 0;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	size_t have = 0;
+	while (fd >= 0 && !got) {
+		ssize_t n = read(fd, buf + have, BUF - 1 - have);
+		if (n <= 0)
+			break;
+		have += (size_t)n;
+		buf[have] = 0;
+		char *line = buf, *nl;
+		while (!got && (nl = memchr(line, '\n', have - (size_t)(line - buf)))) {
+			*nl = 0;
+			char *end;
+			uint64_t lo = strtoull(line, &end, 16), hi = 0;
+			if (*end == '-')
+				hi = strtoull(end + 1, NULL, 16);
+			char *path = strchr(line, '/');
+			if (addr >= lo && addr < hi && path) {
+				size_t len = (size_t)(nl - path);
+				static const char deleted[] = " (deleted)";
+				if (len > sizeof(deleted) - 1 &&
+				    !memcmp(nl - (sizeof(deleted) - 1), deleted, sizeof(deleted) - 1))
+					len -= sizeof(deleted) - 1;
+				if (len <= cap) {
+					memcpy(out, path, len);
+					got = (uint32_t)len;
+				}
+			} else if (addr >= lo && addr < hi) {
+				break; /* mapped, but not from a file */
+			}
+			line = nl + 1;
+		}
+		if (line == buf && have == BUF - 1)
+			have = 0; /* a line longer than the buffer: not one of ours */
+		else {
+			have -= (size_t)(line - buf);
+			memmove(buf, line, have);
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+	ht_own_unmap(buf, BUF);
+	return got;
+}
+
 static int on_module(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
@@ -344,6 +401,20 @@ static int on_module(struct dl_phdr_info *info, size_t size, void *arg)
 	find_build_id(m, info);
 	m->key = hash_bytes(hash_bytes(0xcbf29ce484222325ull, m->path, m->path_len), m->build_id,
 			    m->bid_len);
+	if (m->path_len && m->path[0] != '/') {
+		/* named by a relative path: the file's absolute one, from the
+		 * list published before if it has the module (the key stays
+		 * that of the loader's name), else from /proc/self/maps */
+		const struct mod *had = find_same(atomic_load(&mods), m);
+		if (had) {
+			memcpy(m->path, had->path, had->path_len);
+			m->path_len = had->path_len;
+		} else {
+			uint32_t n = maps_path(lo, m->path, sizeof(m->path));
+			if (n)
+				m->path_len = n;
+		}
+	}
 	m->eh_hdr = eh_table(info, &m->nfde);
 	for (int i = 0; m->eh_hdr && i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/util.h"
 #include "perfmap.h"
@@ -167,10 +168,26 @@ static void add_module(struct ht_symbolizer *s, const struct ht_module *m, size_
 		r->shift = s->next_free - (m->lo & ~(align - 1));
 		s->next_free += (m->hi - (m->lo & ~(align - 1)) + align) & ~(align - 1);
 	}
-	if (m->path[0] != '/')
+	if (m->path[0] != '/' && (m->path[0] == '[' || !slash))
 		return; /* [vdso] and friends: no file */
 	char file[4096];
-	snprintf(file, sizeof(file), "%s%s", s->sysroot ? s->sysroot : "", m->path);
+	if (m->path[0] != '/') {
+		/* a path relative to the program's directory then (the
+		 * loader's name of a library found by LD_LIBRARY_PATH=. or
+		 * dlopen("./x.so"), in traces of recorders before absolute
+		 * paths): from here, and the build-id check below says if
+		 * that is another file */
+		if (access(m->path, R_OK) != 0) {
+			problem(s,
+				"%s: recorded by a relative path, not found from this directory "
+				"(run the command from the directory the program ran in)",
+				m->path);
+			return;
+		}
+		snprintf(file, sizeof(file), "%s", m->path);
+	} else {
+		snprintf(file, sizeof(file), "%s%s", s->sysroot ? s->sysroot : "", m->path);
+	}
 	Dwfl_Module *dm = dwfl_report_elf(s->dwfl, r->name, file, -1, m->base + r->shift, true);
 	if (!dm) {
 		problem(s, "%s: %s", file, dwfl_errmsg(-1));

@@ -596,6 +596,47 @@ def test_symbols_offline(t):
           "vector<int>::reserve, demangled: %s" % list(fl))
 
 
+@case(timeout=120, labels=("analyzers",))
+def test_symbols_relative_paths(t):
+    """A library the loader names by a relative path (dlopen("./x.so"),
+    LD_LIBRARY_PATH=.) resolves from any directory: the recorder stores
+    the file's absolute path.  A trace of an older recorder, which stored
+    the relative name (tests/e2e/data), resolves from the directory the
+    program ran in, and says so from anywhere else."""
+    app = t.path("app")
+    os.makedirs(app)
+    for f in ("leaky", "libleaklib.so"):
+        shutil.copy(t.prog(f), os.path.join(app, f))
+    out = t.path("rel.ht")
+    r = t.run([t.heaptrail, "record", "-q", "--stacks", "-o", out, "--", "./leaky",
+               "./libleaklib.so"], cwd=app, env={"LD_LIBRARY_PATH": "."})
+    eq(r.rc, 0, "record:\n" + r.describe())
+
+    def lib_site(path, cwd):
+        r = t.run([t.heaptrail, "leaks", "--json", "--top", "1000", path], cwd=cwd)
+        eq(r.rc, 0, "leaks:\n" + r.describe())
+        gs = [g for g in json.loads(r.stdout)["groups"]
+              if g["bytes"] == 123 and g["stack"] and g["stack"][0]["module"] == "libleaklib.so"]
+        eq(len(gs), 1, "the library's leak of 123 bytes:\n" + r.stdout[:3000])
+        return gs[0]["stack"][0], r.stderr
+
+    f, err = lib_site(out, t.dir)
+    eq(f["function"], "leaklib_inner", "recorded now, read from another directory")
+    check("relative" not in err and "addresses only" not in err, "a warning:\n" + err)
+    # the older trace: from elsewhere, said; from the program's directory, resolved
+    data = os.path.join(HERE, "data")
+    f, err = lib_site(os.path.join(data, "relative-module.ht"), t.dir)
+    eq(f["function"], None, "older trace, another directory: no function")
+    check("./libleaklib.so: recorded by a relative path, not found from this directory" in err,
+          "no warning naming the relative path:\n" + err)
+    ran = t.path("ran")
+    os.makedirs(ran)
+    shutil.copy(os.path.join(data, "libleaklib.so"), os.path.join(ran, "libleaklib.so"))
+    f, err = lib_site(os.path.join(data, "relative-module.ht"), ran)
+    eq(f["function"], "leaklib_inner", "older trace, from the program's directory")
+    check("relative" not in err and "not the file" not in err, "a warning:\n" + err)
+
+
 @case(timeout=120)
 def test_leaks_cxx(t):
     """C++ leaks (tests/progs/leaky_cxx.cpp): new in a member function,
