@@ -85,6 +85,14 @@ static uint64_t now(const struct pass *p)
 	return p->unit == U_CALLS ? p->calls : p->unit == U_MS ? p->ms : p->bytes;
 }
 
+/* s on one line: a control character (a newline in the command's
+ * arguments or the trace's name) as a space, for massif's line format. */
+static void put_flat(FILE *f, const char *s)
+{
+	for (; *s; s++)
+		fputc((unsigned char)*s < 0x20 || *s == 0x7f ? ' ' : *s, f);
+}
+
 static void write_site(FILE *f, const struct ht_site *s, size_t depth, uint64_t total,
 		       double threshold)
 {
@@ -181,11 +189,12 @@ int ht_export__massif(const struct ht_export_opts *o, FILE *f)
 	uint64_t stepsz = end / (n - 1), next = stepsz ? stepsz : UINT64_MAX;
 	char note[256];
 	ht_analyze__order_note(r1, note, sizeof(note));
-	fprintf(f, "desc: heaptrail export --format massif --time-unit %s%s (of %s)%s%s\n",
-		o->time_unit, unit == U_CALLS ? " (i: heap calls, not instructions)" : "", o->trace,
-		*note ? "; " : "", note);
-	fprintf(f, "cmd: %s\ntime_unit: %s\n", in->cmdline && *in->cmdline ? in->cmdline : "?",
-		o->time_unit);
+	fprintf(f, "desc: heaptrail export --format massif --time-unit %s%s (of ", o->time_unit,
+		unit == U_CALLS ? " (i: heap calls, not instructions)" : "");
+	put_flat(f, o->trace);
+	fprintf(f, ")%s%s\ncmd: ", *note ? "; " : "", note);
+	put_flat(f, in->cmdline && *in->cmdline ? in->cmdline : "?");
+	fprintf(f, "\ntime_unit: %s\n", o->time_unit);
 	regular(&m, &p2); /* the empty heap at time 0 */
 	while (ht_analyze__next(m.r, &e)) {
 		step(&p2, &e);

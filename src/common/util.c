@@ -178,7 +178,7 @@ int ht_parse_duration(const char *s, uint64_t *ns)
 {
 	char *end;
 	double v = strtod(s, &end);
-	if (end == s || v < 0)
+	if (end == s || !(v >= 0)) /* (NaN too) */
 		return -1;
 	double mul = 1e9;
 	if (!*end || !strcmp(end, "s"))
@@ -194,6 +194,8 @@ int ht_parse_duration(const char *s, uint64_t *ns)
 	else if (!strcmp(end, "h"))
 		mul = 3600e9;
 	else
+		return -1;
+	if (!(v * mul < 0x1p63)) /* 292 years; inf, 1e400s: no uint64_t holds them */
 		return -1;
 	*ns = (uint64_t)(v * mul + 0.5);
 	return 0;

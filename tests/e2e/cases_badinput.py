@@ -309,7 +309,8 @@ def test_usage_time_window_backwards(t):
     """--to before --from is a usage error (exit 2, one line, nothing on
     stdout) for every command that takes both (before: dump and events
     printed nothing and exited 0); leaks --at after the trace's end shows
-    its end and says so (before: "not freed at 999.000 s")."""
+    its end and says so (before: "not freed at 999.000 s").  Times no
+    clock holds (nan, inf, 1e400s) are refused (before: they wrapped)."""
     trace = t.path("w.ht")
     t.record(trace, [t.prog("api_all")])
     for cmd in ("dump", "events", "heap", "timeline"):
@@ -318,6 +319,16 @@ def test_usage_time_window_backwards(t):
         lines = [l for l in r.stderr.splitlines() if l.strip()]
         check(len(lines) == 1 and "--to" in lines[0] and "--from" in lines[0],
               "%s: the line:\n%s" % (cmd, r.stderr))
+    # times no clock holds (they used to wrap): refused, one line, exit 2
+    for cmd, opt in (("dump", "--from"), ("events", "--to"), ("heap", "--to"),
+                     ("timeline", "--from"), ("leaks", "--at"), ("diff", "--at")):
+        for v in ("nan", "inf", "1e400s", "1e12h"):
+            r = t.tool([cmd, opt, v, trace])
+            eq((r.rc, r.stdout), (2, ""), "%s %s %s: status, stdout:\n%s" % (cmd, opt, v,
+                                                                          r.describe()))
+            lines = [l for l in r.stderr.splitlines() if l.strip()]
+            check(len(lines) == 1 and v in lines[0], "%s %s %s: the line:\n%s" % (
+                cmd, opt, v, r.stderr))
     # a time after the trace's end: leaks shows its end, and says so
     r = t.tool(["leaks", "--at", "999s", trace])
     eq(r.rc, 0, "leaks --at 999s: " + r.describe())

@@ -307,7 +307,8 @@ def test_export_massif(t):
     """massif of expo: ms_print reads it (exit 0, nothing on stderr); the
     peak snapshot's useful heap is stats' peak; the peak tree has
     alloc_a's 4000 bytes at its line; snapshots stay within --snapshots
-    plus the peak and the end; every time unit reads."""
+    plus the peak and the end; every time unit reads; a newline in the
+    command or the trace's name does not break massif's lines."""
     trace = record_expo(t)
     s = t.stats(trace)
     lines = _lines("expo.c")
@@ -343,6 +344,18 @@ def test_export_massif(t):
     check(re.search(r"^ +n0: \d+ in \d+ places?, (all )?below massif's threshold \(20\.00%\)$",
                     raw, re.M), "no below-threshold line:\n" + raw[-2000:])
     ms_print(t, o3)
+    # a command whose argument holds a newline, a trace whose name does:
+    # desc and cmd stay one line each (they used to break the file)
+    odd = t.path("odd\nname.ht")
+    r = t.run([t.heaptrail, "record", "-q", "-o", odd, "--", "/bin/sh", "-c", "true\ntrue"])
+    eq(r.rc, 0, "record:\n" + r.describe())
+    o4, _ = export(t, "massif", odd)
+    with open(o4) as f:
+        head = f.read().splitlines()[:3]
+    check(head[0].startswith("desc: ") and "odd name.ht" in head[0], "desc: %r" % head[0])
+    eq(head[1], "cmd: /bin/sh -c true true", "the cmd line")
+    check(head[2].startswith("time_unit: "), "line 3: %r" % head[2])
+    ms_print(t, o4)
 
 
 @case(timeout=120, labels=("analyzers",))
