@@ -121,6 +121,11 @@ int ht_buf__pool_init(void)
 	return 0;
 }
 
+size_t ht_buf__reserved(void)
+{
+	return region ? region_bytes : 0;
+}
+
 void *ht_buf__writer_area(size_t *index_bytes)
 {
 	*index_bytes = index_area;

@@ -1490,6 +1490,7 @@ HT_EXPORT int waitid(idtype_t type, id_t id, siginfo_t *info, int options)
  * exec records it then (exec_failed). */
 static int before_exec(const char *path)
 {
+	ht_rlimit__before_exec();
 	if (ht_foreign_process())
 		return 0;
 	if (ht_opt.follow_exec && ht_writer__child_unstarted())
@@ -1503,6 +1504,7 @@ static int before_exec(const char *path)
 /* After a failed exec: the image goes on, in the same file. */
 static void exec_failed(int deferred, const char *path)
 {
+	ht_rlimit__exec_failed();
 	if (deferred) {
 		if (tracing(&ht_tls))
 			ht_record(HT_EV_EXEC, 0, ht_now(), NULL, path);

@@ -198,6 +198,14 @@ void ht_buf__pool_reset_after_fork(void);
  * state, then *index_bytes (HT_INDEX_AREA) for its chunk index; NULL
  * before the mapping exists. */
 void *ht_buf__writer_area(size_t *index_bytes);
+/* Bytes of address space the shared mapping reserves, 0 before it exists
+ * (rlimit.c adds them to a limit the program sets). */
+size_t ht_buf__reserved(void);
+/* Around an exec: the program's own address-space limit back in the kernel
+ * (the new image reserves its own within it), and the recorder's share
+ * added again if the exec failed (rlimit.c). */
+void ht_rlimit__before_exec(void);
+void ht_rlimit__exec_failed(void);
 /* A free buffer; waits for the writer to put one back when there is none,
  * for good or wait_ms (then NULL). */
 struct ht_buf *ht_buf__get(uint32_t tid, uint64_t first_seq, unsigned wait_ms);

@@ -4,6 +4,7 @@ mode and symlink safety."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -252,6 +253,41 @@ def test_address_space_limit(t):
         said += 1
     check(traced and said, "between 160000 and 2000 KiB: %d limits traced, %d untraced with "
           "the recorder's line: want both" % (traced, said))
+
+
+@case(timeout=120)
+def test_own_address_space_limit(t):
+    """A program that limits its own address space (setrlimit(RLIMIT_AS)
+    to 1 GiB, then a malloc of 800 MiB: tests/progs/aslimit.c) runs traced
+    as it does untraced: the recorder adds its reservation to the limit
+    the kernel gets, and getrlimit/prlimit read back the program's own
+    figures.  Also with --stacks, and Python's resource module; a traced
+    shell's `ulimit -v` reaches the program it execs unchanged.  Before,
+    the ~340 MiB reserved at start-up counted in the program's 1 GiB and
+    the malloc failed, traced only."""
+    eq(t.run([t.prog("aslimit")]).rc, 0, "aslimit untraced")
+    for args in ([], ["--stacks"]):
+        out = t.path("as%d.ht" % len(args))
+        r = t.run([t.heaptrail, "record", "-q", "-o", out] + args + ["--", t.prog("aslimit")])
+        eq((r.rc, r.stdout), (0, "aslimit: ok\n"), "aslimit traced %s:\n%s" % (args,
+                                                                             r.describe()))
+        s = t.stats(out)
+        expect_calls(s, {"malloc": 1, "free": 1})
+        eq(s["peak_live_bytes"], 800 << 20, "the 800 MiB block")
+    py = which("python3")
+    if py:
+        out = t.path("py.ht")
+        code = ("import resource as r; r.setrlimit(r.RLIMIT_AS, (1 << 30, r.RLIM_INFINITY)); "
+                "print(r.getrlimit(r.RLIMIT_AS)); b = bytearray(800 << 20); print(len(b))")
+        r = t.run([t.heaptrail, "record", "-q", "-o", out, "--", py, "-c", code])
+        eq((r.rc, r.stdout), (0, "(1073741824, -1)\n838860800\n"), "python3:\n" + r.describe())
+    # a traced shell's `ulimit -v`, then exec: the new image gets exactly
+    # the shell's limit (the recorder's share of the shell is not handed on)
+    r = t.run([t.heaptrail, "record", "-q", "-o", t.path("sh.ht"), "--", "bash", "-c",
+               "ulimit -v 500000 && exec cat /proc/self/limits"])
+    eq(r.rc, 0, "bash, ulimit -v, exec cat:\n" + r.describe())
+    check(re.search(r"^Max address space +512000000 +512000000 +bytes", r.stdout, re.M),
+          "the limit after exec:\n" + r.stdout)
 
 
 @case(timeout=240, locks=("pids", "serial"))
