@@ -69,6 +69,7 @@ static void note_peak(struct ht_stats *s, uint64_t t)
 	if (s->live_bytes > s->peak_bytes) {
 		s->peak_bytes = s->live_bytes;
 		s->peak_blocks = s->live_blocks;
+		s->peak_usable_at = s->live_usable;
 		s->peak_time = t;
 	}
 	if (s->live_blocks > s->max_blocks)
@@ -365,6 +366,7 @@ void ht_stats__json(const struct ht_stats *s, struct ht_json *j, const struct ht
 	ht_json__u64(j, "peak_live_usable_bytes", s->peak_usable);
 	ht_json__u64(j, "peak_live_blocks", s->max_blocks);
 	ht_json__u64(j, "live_blocks_at_peak", s->peak_blocks);
+	ht_json__u64(j, "live_usable_bytes_at_peak", s->peak_usable_at);
 	ht_json__u64(j, "peak_time_ns", s->peak_time);
 	ht_json__u64(j, "live_bytes_at_exit", s->live_bytes);
 	ht_json__u64(j, "live_usable_bytes_at_exit", s->live_usable);
@@ -488,7 +490,7 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_trace_inf
 	fprintf(f, "\nallocated        %s requested, %s usable\n", ht_fmt_bytes(b1, s->bytes_allocated),
 	       ht_fmt_bytes(b2, s->usable_allocated));
 	fprintf(f, "peak live heap   %s requested (%s usable) in %llu blocks, at %s\n",
-	       ht_fmt_bytes(b1, s->peak_bytes), ht_fmt_bytes(b2, s->peak_usable),
+	       ht_fmt_bytes(b1, s->peak_bytes), ht_fmt_bytes(b2, s->peak_usable_at),
 	       (unsigned long long)s->peak_blocks, ht_fmt_ns(b3, s->peak_time));
 	fprintf(f, "most live blocks %llu\n", (unsigned long long)s->max_blocks);
 	fprintf(f, "%s %s in %llu blocks\n",

@@ -36,6 +36,8 @@ struct ht_stats {
 	uint64_t peak_bytes;         /* the most requested bytes live at once */
 	uint64_t peak_usable;        /* the most usable bytes live at once */
 	uint64_t peak_blocks;        /* blocks live at peak_bytes */
+	uint64_t peak_usable_at;     /* usable bytes live at peak_bytes (peak_usable may be
+				      * reached at another moment) */
 	uint64_t peak_time;          /* when peak_bytes was reached (ns) */
 	uint64_t max_blocks;         /* the most blocks live at once */
 	uint64_t cross_thread_frees; /* blocks freed by another thread than their allocator */

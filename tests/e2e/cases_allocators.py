@@ -3,10 +3,11 @@
 usable sizes, its C++ operators recorded, the trace saying which it was."""
 
 import os
+import re
 import sys
 
 from cases_api import said
-from htlib import case, check, eq, expect, live_set_check, skip, which
+from htlib import case, check, eq, expect, expect_calls, live_set_check, skip, which
 
 ALLOCATORS = {
     "jemalloc": "libjemalloc.so.2",
@@ -149,6 +150,33 @@ def test_record_glibc_usable(t):
     r = t.record(out, [t.prog("otheralloc"), str(ROUNDS)])
     eq(said(r)["own_api"], 0, "glibc has no mallocx")
     check_otheralloc(t, out, r, None)
+
+
+@case(labels=("analyzers",))
+def test_stats_usable_at_peak(t):
+    """The usable bytes shown beside the peak are those live at that
+    moment, not the usable bytes' own peak, which tests/progs/usablepeak.c
+    reaches later (50 one-byte blocks): stats' text line and JSON, and the
+    report's card, against the program's malloc_usable_size().  Before, the
+    line put the later usable peak beside the requested one."""
+    out = t.path("u.ht")
+    r = t.record(out, [t.prog("usablepeak")])
+    own = dict((k, int(v)) for k, v in (l.split(": ") for l in r.stdout.splitlines()))
+    s = t.stats(out)
+    expect_calls(s, {"malloc": 51, "free": 1})
+    eq((s["peak_live_bytes"], s["live_usable_bytes_at_peak"], s["peak_live_usable_bytes"]),
+       (own["peak_requested"], own["usable_at_peak"], own["usable_peak"]),
+       "peak, usable at the peak, usable peak")
+    text = t.tool(["stats", out]).stdout
+    line = [l for l in text.splitlines() if l.startswith("peak live heap")]
+    eq(len(line), 1, "the peak line:\n" + text)
+    check(re.search(r"1000 B requested \(%d B usable\) in 1 blocks" % own["usable_at_peak"],
+                    line[0]), "the peak line: %r" % line[0])
+    html = t.path("u.html")
+    t.run([t.heaptrail, "report", "-q", "-o", html, out], check_rc=0)
+    with open(html) as f:
+        page = f.read()
+    check("(%d B usable)" % own["usable_at_peak"] in page, "the report's peak card")
 
 
 @case(labels=("analyzers",))

@@ -268,7 +268,8 @@ class T:
 STATS_KEYS = [
     "events", "threads", "duration_ns", "complete", "closed", "calls", "failed",
     "free_null", "bytes_allocated", "usable_bytes_allocated", "peak_live_bytes",
-    "peak_live_usable_bytes", "peak_live_blocks", "live_blocks_at_peak", "peak_time_ns",
+    "peak_live_usable_bytes", "peak_live_blocks", "live_blocks_at_peak",
+    "live_usable_bytes_at_peak", "peak_time_ns",
     "live_bytes_at_exit", "live_blocks_at_exit", "live_usable_bytes_at_exit",
     "cross_thread_frees", "unknown_frees", "realloc", "mmap", "mmapped_chunks",
     "heap_break", "size_histogram", "lifetime_histogram", "per_thread", "marks",
