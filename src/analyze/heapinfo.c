@@ -434,12 +434,13 @@ acquire(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t, int old_
 		return -1;
 	uint64_t p = op->acquired->ptr;
 	uint64_t req = ht_event__size(e), usable = e->usable, now = e->time_ns;
+	uint64_t w = op->acquired->weight; /* > 1 in a sampled trace */
 	int arena = -1;
 	if (e->flags & HT_F_MMAPPED) {
 		uint64_t c = usable + G_MMAPPED_OVERHEAD;
-		h->mm_live += c;
-		h->mm_count++;
-		h->mm_bytes += c;
+		h->mm_live += c * w;
+		h->mm_count += w;
+		h->mm_bytes += c * w;
 		if (h->mm_live > h->mm_peak && in_window(h, now))
 			h->mm_peak = h->mm_live;
 		/* sysmalloc mmaps when nb >= mmap_threshold (or the heap cannot grow) */
@@ -467,7 +468,7 @@ acquire(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t, int old_
 				if (in_window(h, now))
 					series_add(&hp->s, now, end);
 			}
-			hp->live += usable;
+			hp->live += usable * w;
 		} else {
 			arena = 0;
 		}
@@ -489,16 +490,17 @@ acquire(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t, int old_
 		else
 			h->arenas[arena].allocs++;
 		struct arena *a = &h->arenas[arena];
-		a->live += usable;
-		a->live_req += req;
-		a->blocks++;
+		a->allocs += w - 1; /* (use counted the call once) */
+		a->live += usable * w;
+		a->live_req += req * w;
+		a->blocks += w;
 		if (a->live > a->peak && in_window(h, now)) {
 			a->peak = a->live;
 			a->peak_ns = now;
 		}
 	}
-	h->live_req += req;
-	h->live_use += usable;
+	h->live_req += req * w;
+	h->live_use += usable * w;
 	if (h->live_req > h->peak_req && in_window(h, now)) {
 		h->peak_req = h->live_req;
 		h->peak_use = h->live_use;
@@ -506,8 +508,8 @@ acquire(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t, int old_
 	}
 	const struct ht_block *old = op->replaced;
 	if (old && !(old->pad & HT_BLOCK_FORGOTTEN)) { /* handed out while live: trust the new */
-		h->live_req -= old->size;
-		h->live_use -= old->usable;
+		h->live_req -= old->size * old->weight;
+		h->live_use -= old->usable * old->weight;
 	}
 	op->acquired->pad = (op->acquired->pad & ~HT_BLOCK_ARENA) | (uint32_t)(arena + 1);
 	return arena;
@@ -534,25 +536,26 @@ release(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t, uint64_t
 		return -1;
 	}
 	const struct ht_block b = *bp;
+	uint64_t w = b.weight; /* > 1 in a sampled trace */
 	*size = b.size;
-	h->live_req -= b.size;
-	h->live_use -= b.usable;
+	h->live_req -= b.size * w;
+	h->live_use -= b.usable * w;
 	if (!(b.pad & HT_BLOCK_ARENA)) { /* mmapped */
 		uint64_t c = b.usable + G_MMAPPED_OVERHEAD;
-		h->mm_live -= c;
+		h->mm_live -= c * w;
 		if (is_free)
 			free_mmapped(h, e, c);
 		return -1;
 	}
 	int arena = block_arena(&b);
 	struct arena *a = &h->arenas[arena];
-	a->live -= b.usable;
-	a->live_req -= b.size;
-	a->blocks--;
+	a->live -= b.usable * w;
+	a->live_req -= b.size * w;
+	a->blocks -= w;
 	if (arena > 0) {
 		struct heap *hp = heap_find(h, ptr & ~(G_HEAP_MAX - 1));
 		if (hp)
-			hp->live -= b.usable;
+			hp->live -= b.usable * w;
 	}
 	/* a block of another arena freed into this thread's tcache may come
 	 * back to it (only malloc takes from the tcache) */
@@ -612,26 +615,35 @@ struct ht_heapinfo *ht_heapinfo__new(const struct ht_reader *r)
 	h->mmap_thr = G_MMAP_THRESHOLD;
 	h->trim_thr = G_TRIM_THRESHOLD;
 	h->fast_ix = UINT32_MAX;
+	h->r = r;
+	h->sampled = (in->flags & HT_FILE_F_SAMPLED) != 0;
 	arena_add(h, 0, 0, 0); /* the main arena, glibc's static one */
 	ht_heapinfo__window(h, 0, 0);
 	return h;
 }
+
+static void rss_pick(struct ht_heapinfo *h, const struct ht_reader *r);
 
 void ht_heapinfo__window(struct ht_heapinfo *h, uint64_t from_ns, uint64_t to_ns)
 {
 	h->from = from_ns;
 	h->to = to_ns ? to_ns : UINT64_MAX;
 	h->seeded = from_ns == 0;
+	rss_pick(h, h->r);
 	set_gate(h);
 }
 
-/* The RSS peak in the window: found by finish from the samples; the live
- * bytes at that time are taken as the events pass it. */
+/* The RSS peak in the window, from the samples of the clock chunks, which
+ * the reader has from the start (a trace being followed gets more later:
+ * finish picks again); the live bytes at that time are taken as the events
+ * pass it (window_checks).  (It was picked by finish only, after every
+ * event had passed: the live bytes shown beside the peak were those at the
+ * end, 1.9 KiB beside a 50 MiB RSS peak that 48 MiB of blocks made.) */
 static void rss_pick(struct ht_heapinfo *h, const struct ht_reader *r)
 {
 	const uint64_t *t, *v;
-	size_t n = ht_reader__rss_samples(r, &t, &v);
-	h->rss_peak_kb = 0;
+	size_t n = r ? ht_reader__rss_samples(r, &t, &v) : 0;
+	h->rss_peak_kb = h->rss_peak_ns = 0;
 	for (size_t i = 0; i < n; i++)
 		if (t[i] >= h->from && t[i] <= h->to && v[i] > h->rss_peak_kb) {
 			h->rss_peak_kb = v[i];
@@ -663,8 +675,8 @@ static int window_checks(struct ht_heapinfo *h, uint64_t now)
 static void fast_setup(struct ht_heapinfo *h, uint32_t ix, uint32_t tid, uint64_t now)
 {
 	h->fast_ix = UINT32_MAX;
-	if (ix >= h->nthrs)
-		return;
+	if (ix >= h->nthrs || h->sampled)
+		return; /* (the fast paths count every block once) */
 	struct thr *t = &h->thrs[ix];
 	if (t->tid != tid || t->arena != 0 || !t->first_ns)
 		return;
@@ -708,20 +720,21 @@ static void event_apply(struct ht_heapinfo *h, const struct ht_event *e,
 	int arena = -1;
 	/* the common calls first (whole events: each counts as a call) */
 	if (e->kind == HT_EV_MALLOC) {
-		h->calls[HT_EV_MALLOC]++;
+		h->calls[HT_EV_MALLOC] += op->weight;
 		arena = acquire(h, e, t, -1, op);
 		timed_call(h, e, t, arena, ht_event__size(e));
 		return;
 	}
 	if (e->kind == HT_EV_FREE) {
-		h->calls[HT_EV_FREE]++;
+		/* (a sampled block's free stands for as many as its weight) */
+		h->calls[HT_EV_FREE] += op->released ? op->released->weight : 1;
 		if (e->v[0])
 			arena = release(h, e, t, e->v[0], 1, &size, op);
 		timed_call(h, e, t, arena, size);
 		return;
 	}
 	if (ht_event__is_call(e) && e->kind < HT_EV_NR)
-		h->calls[e->kind]++;
+		h->calls[e->kind] += op->weight;
 	switch (e->kind) {
 	case HT_EV_REALLOC:
 	case HT_EV_REALLOCARRAY: {
@@ -907,8 +920,9 @@ static inline int event_fast_any(struct ht_heapinfo *h, const struct ht_event *e
 {
 	uint64_t now = e->time_ns;
 	if (e->duration || (e->kind != HT_EV_MALLOC && e->kind != HT_EV_CALLOC &&
-			    e->kind != HT_EV_FREE))
-		return 0; /* (what event_fast left for this is mostly realloc) */
+			    e->kind != HT_EV_FREE) || h->sampled)
+		return 0; /* (what event_fast left for this is mostly realloc; the fast
+			   * paths count every block once) */
 	if (now >= h->gate || op->replaced || op->thread >= h->nthrs)
 		return 0;
 	struct thr *t = &h->thrs[op->thread];
@@ -980,8 +994,12 @@ static int by_dur(const void *a, const void *b)
 
 void ht_heapinfo__finish(struct ht_heapinfo *h, const struct ht_reader *r)
 {
-	/* the RSS peak: if no event came after it, the live bytes at the end */
+	/* the RSS peak: if no event came after it, the live bytes at the end
+	 * (and so if samples that came since the start moved it) */
+	uint64_t picked = h->rss_peak_ns;
 	rss_pick(h, r);
+	if (h->rss_peak_ns != picked)
+		h->rss_taken = 0;
 	if (!h->rss_taken) {
 		h->rss_live_req = h->live_req;
 		h->rss_live_use = h->live_use;

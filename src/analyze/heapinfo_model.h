@@ -131,6 +131,8 @@ struct cell {
 };
 
 struct ht_heapinfo {
+	const struct ht_reader *r; /* its RSS samples (clock chunks, read at open) */
+	int sampled;          /* a sampled trace: blocks and calls count by their weights */
 	uint64_t from, to;    /* window */
 	int seeded;           /* peaks started at the window */
 	uint64_t gate;        /* events from this time on take window_checks (set_gate) */

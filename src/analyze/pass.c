@@ -13,6 +13,8 @@ struct ht_pass {
 	struct ht_block replaced; /* op.replaced points here */
 	uint32_t last_tid;       /* tid of the latest event (op.thread is its index) */
 	uint32_t *tids;          /* index -> tid, nthreads of them */
+	uint32_t *split_w;       /* index -> weight of the block a RELEASE part of its
+				  * realloc released, for the ACQUIRE part (0 none) */
 	size_t nthreads, capthreads; /* used / allocated */
 	struct ht_keyindex tid_idx; /* tid -> index */
 	struct ht_pauses pauses;    /* recording off */
@@ -34,6 +36,7 @@ void ht_pass__delete(struct ht_pass *p)
 		return;
 	ht_livemap__free(&p->live);
 	free(p->tids);
+	free(p->split_w);
 	free(p->tid_idx.slot);
 	free(p);
 }
@@ -53,8 +56,10 @@ static uint32_t thread_index(struct ht_pass *p, uint32_t tid)
 	if (p->nthreads == p->capthreads) {
 		p->capthreads = p->capthreads ? p->capthreads * 2 : 16;
 		p->tids = ht_xrealloc(p->tids, p->capthreads * sizeof(*p->tids));
+		p->split_w = ht_xrealloc(p->split_w, p->capthreads * sizeof(*p->split_w));
 	}
 	p->tids[p->nthreads] = tid;
+	p->split_w[p->nthreads] = 0;
 	p->tid_idx.slot[k] = (uint32_t)++p->nthreads;
 	return (uint32_t)p->nthreads - 1;
 }
@@ -132,7 +137,7 @@ static inline void hand_out(struct ht_pass *p, const struct ht_event *e, uint64_
 			       e->time_ns,
 			       e->tid,
 			       e->stack,
-			       e->weight,
+			       p->op.weight,
 			       (e->flags & HT_F_MMAPPED) ? HT_BLOCK_MMAPPED : 0};
 	p->op.acquired = b;
 }
@@ -146,6 +151,7 @@ const struct ht_blockop *ht_pass__event(struct ht_pass *p, const struct ht_event
 	op->released_ptr = 0;
 	op->released = op->replaced = NULL;
 	op->acquired = NULL;
+	op->weight = e->weight;
 	if (e->tid != p->last_tid || !p->nthreads) { /* (runs of one thread are the rule) */
 		op->thread = thread_index(p, e->tid);
 		p->last_tid = e->tid;
@@ -158,8 +164,10 @@ const struct ht_blockop *ht_pass__event(struct ht_pass *p, const struct ht_event
 		return op;
 	}
 	if (e->part == HT_PART_RELEASE) {
-		if (kind != HT_EV_MREMAP)
+		if (kind != HT_EV_MREMAP) {
 			release(p, ht_event__old_ptr(e));
+			p->split_w[op->thread] = op->released ? op->released->weight : 0;
+		}
 		return op;
 	}
 	switch (kind) {
@@ -176,8 +184,22 @@ const struct ht_blockop *ht_pass__event(struct ht_pass *p, const struct ht_event
 		return op;
 	case HT_EV_REALLOC:
 	case HT_EV_REALLOCARRAY:
-		if (ht_event__release_now(e))
+		/* In a sampled trace the reader weighs the event by its new
+		 * size, but it is in the trace because the old block was
+		 * sampled: it counts, and its result weighs, as that block. */
+		if (e->part == HT_PART_ACQUIRE) {
+			if (p->split_w[op->thread])
+				op->weight = p->split_w[op->thread];
+			p->split_w[op->thread] = 0;
+		} else if (ht_event__release_now(e)) {
 			release(p, ht_event__old_ptr(e));
+			if (op->released)
+				op->weight = op->released->weight;
+		} else if (ht_event__old_ptr(e)) { /* failed: the old block stays */
+			const struct ht_block *old = ht_livemap__get(&p->live, ht_event__old_ptr(e));
+			if (old)
+				op->weight = old->weight;
+		}
 		break;
 	default:
 		break;

@@ -49,6 +49,10 @@ struct ht_blockop {
 	const struct ht_livemap *live; /* every live block, forgotten ones included */
 	uint32_t thread;               /* the event's thread as a dense index: 0, 1, ... in
 					* the order the pass first saw each tid */
+	uint32_t weight;               /* the calls the event stands for: its own weight,
+					* but a realloc's is that of the block it resizes
+					* (sampled at its allocation, by its size then),
+					* which its result keeps */
 };
 
 struct ht_pass; /* opaque */

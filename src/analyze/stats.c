@@ -114,7 +114,7 @@ static void acquire(struct ht_stats *s, const struct ht_event *e, const struct h
 		release(s, e, old, th);
 	}
 	uint64_t size = op->acquired->size;
-	uint64_t w = e->weight; /* > 1 for a sampled allocation */
+	uint64_t w = op->weight; /* > 1 for a sampled allocation */
 	s->live_bytes += size * w;
 	s->live_usable += e->usable * w;
 	s->live_blocks += w;
@@ -202,28 +202,28 @@ void ht_stats__event(struct ht_stats *s, const struct ht_event *e, const struct 
 	}
 	const struct ht_kind_desc *d = &ht_kind_descs[e->kind];
 	if (e->kind != HT_EV_HEAP_BREAK && e->kind < HT_EV_HEAP_BREAK) {
-		s->calls[e->kind] += e->weight;
+		s->calls[e->kind] += op->weight;
 		if (is_failure(e))
 			s->failed[e->kind]++;
 	}
 	switch (e->kind) {
 	case HT_EV_REALLOC:
 	case HT_EV_REALLOCARRAY: {
-		uint64_t old = ht_event__old_ptr(e), res = ht_event__result_ptr(e);
-		s->re_calls++;
+		uint64_t old = ht_event__old_ptr(e), res = ht_event__result_ptr(e), w = op->weight;
+		s->re_calls += w;
 		if (!old)
-			s->re_as_malloc++;
+			s->re_as_malloc += w;
 		if (ht_event__frees_old(e)) {
 			if (!res)
-				s->re_as_free++;
+				s->re_as_free += w;
 			else if (res == old)
-				s->re_inplace++;
+				s->re_inplace += w;
 			else
-				s->re_moved++;
+				s->re_moved += w;
 			if (ht_event__release_now(e))
 				release(s, e, op->released, th);
 		} else if (old && !res) {
-			s->re_failed++;
+			s->re_failed += w;
 		}
 		if (res)
 			acquire(s, e, op, th);

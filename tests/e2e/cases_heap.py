@@ -85,6 +85,25 @@ def test_heap_arenas(t):
 
 
 @case(timeout=120, labels=("analyzers",))
+def test_heap_rss_peak_live(t):
+    """The live bytes beside the RSS peak are those live when the RSS
+    peaked: tests/progs/rsshold.c holds 48 MiB (touched) for 150 ms, frees
+    it, and keeps 1000 bytes till exit.  Before, heap printed the live
+    bytes of the trace's end beside the peak (1000 B beside some 50 MiB of
+    RSS, a ratio of thousands)."""
+    out, _ = record(t, "rss", [t.prog("rsshold")])
+    s = heap_json(t, out)["summary"]
+    big = 48 << 20
+    check(s["rss_peak_bytes"] >= big, "the RSS peak: %d bytes" % s["rss_peak_bytes"])
+    eq(s["end_requested_bytes"], 1000, "live at the end")
+    eq(s["rss_peak_live_requested_bytes"], big, "live at the RSS peak (%.3f ms)"
+       % (s["rss_peak_ns"] / 1e6))
+    text = t.tool(["heap", out]).stdout
+    check(re.search(r"RSS peak [\d.]+ MiB at [\d.]+ ms, when 48\.0 MiB was in use \(1\.\d\dx\)",
+                    text), "the RSS line:\n" + text)
+
+
+@case(timeout=120, labels=("analyzers",))
 def test_heap_arena_max(t):
     """GLIBC_TUNABLES=glibc.malloc.arena_max=2: four threads share the one
     new arena glibc may create and the main arena: exactly 2 arenas, and

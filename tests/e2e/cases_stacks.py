@@ -8,7 +8,7 @@ import os
 import re
 import shutil
 
-from htlib import case, check, eq, fail, record_syscalls, unwind_check
+from htlib import case, check, eq, expect_calls, fail, record_syscalls, unwind_check
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGS_SRC = os.path.join(HERE, "..", "progs")
@@ -489,6 +489,45 @@ def test_sampling(t):
     check(", a sample of about one allocation per 256.0 KiB; see 'heaptrail stats" in r.stderr,
           "record's line does not say the trace is a sample:\n" + r.stderr)
     sampled_says_so(t, samp, exact)
+
+
+@case(timeout=150, labels=("analyzers",))
+def test_sampling_realloc(t):
+    """--sample-bytes and realloc: a realloc is in the trace because the
+    block it resizes was sampled (by its size at malloc), so it counts as
+    that block, and its result keeps that block's weight
+    (tests/progs/rshrink.c: 200,000 rounds of malloc 1..5 KiB, realloc to a
+    quarter, free).  Before, the reader's weight by the new, smaller size
+    counted some 790,000 reallocs and frees for 200,000.  stats, heap and
+    timeline agree on the sampled trace, and stats is near the exact one:
+    calls within 7.5%, bytes within 5% (test_sampling's bounds)."""
+    n = 200000
+    exact = t.path("exact.ht")
+    t.run([t.heaptrail, "record", "-q", "-o", exact, "--", t.prog("rshrink"), str(n)],
+          timeout=120, check_rc=0)
+    e = t.stats(exact)
+    expect_calls(e, {"malloc": n, "realloc": n, "free": n})
+    samp = t.path("sampled.ht")
+    t.run([t.heaptrail, "record", "-q", "--sample-bytes", "256K", "-o", samp, "--",
+           t.prog("rshrink"), str(n)], timeout=120, check_rc=0)
+    s = t.stats(samp)
+    for call in ("malloc", "realloc", "free"):
+        check(abs(s["calls"][call] - n) <= 0.075 * n, "calls.%s: %d sampled vs %d"
+              % (call, s["calls"][call], n))
+    check(abs(s["realloc"]["calls"] - n) <= 0.075 * n, "realloc.calls: %d sampled vs %d"
+          % (s["realloc"]["calls"], n))
+    eq(s["realloc"]["calls"], s["calls"]["realloc"], "realloc.calls vs calls.realloc")
+    check(abs(s["bytes_allocated"] - e["bytes_allocated"]) <= 0.05 * e["bytes_allocated"],
+          "bytes_allocated: %d sampled vs %d exact" % (s["bytes_allocated"], e["bytes_allocated"]))
+    r = t.tool(["heap", "--json", samp])
+    h = json.loads(r.stdout)["summary"]
+    eq((h["malloc"], h["free"], h["realloc"]),
+       (s["calls"]["malloc"], s["calls"]["free"], s["calls"]["realloc"]), "heap's calls vs stats'")
+    eq((h["peak_requested_bytes"], h["end_requested_bytes"]),
+       (s["peak_live_bytes"], s["live_bytes_at_exit"]), "heap's peak and end vs stats'")
+    r = t.tool(["timeline", "--json", "-o", "-", samp])
+    eq(json.loads(r.stdout)["peak_live_bytes"], s["peak_live_bytes"],
+       "timeline's peak vs stats'")
 
 
 def sampled_says_so(t, samp, exact):
