@@ -150,6 +150,20 @@ struct ht_symbolizer *ht_blocks__symbolizer(struct ht_reader *r, const char *sys
 	return sym;
 }
 
+uint64_t ht_blocks__hash_frames(const struct ht_frame *f, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull ^ n;
+	for (size_t i = 0; i < n; i++) {
+		h = ht_hash_str(h, f[i].function);
+		h = ht_hash_str(h, f[i].file);
+		h = ht_hash_str(h, f[i].module);
+		h = (h ^ (uint64_t)f[i].line ^ ((uint64_t)f[i].inlined << 32)) * 0x100000001B3ull;
+		if (!f[i].function && !f[i].file)
+			h = (h ^ f[i].offset) * 0x100000001B3ull;
+	}
+	return h;
+}
+
 size_t ht_blocks__frames(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t node,
 			 struct ht_frame *out, size_t max)
 {

@@ -39,6 +39,12 @@ void ht_blocks__symbols_ahead(const char *sysroot, const char *debug_dir);
 size_t ht_blocks__frames(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t node,
 			 struct ht_frame *out, size_t max);
 
+/* A hash of what a reader sees of frames f[0..n): function, file, line,
+ * module, and the offset where there is neither function nor file.  Two
+ * stacks that differ only in addresses that resolve alike (an unrolled
+ * loop's call sites, several calls on one line) hash alike. */
+uint64_t ht_blocks__hash_frames(const struct ht_frame *f, size_t n);
+
 /* The name a report gives a frame: its function, else module+0xOFFSET (the
  * offset in the module's file), else 0xADDRESS.  Returns buf. */
 const char *ht_blocks__frame_name(char *buf, size_t len, const struct ht_frame *f);

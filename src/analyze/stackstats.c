@@ -258,6 +258,58 @@ void ht_stackstats__finish(struct ht_stackstats *s)
 	}
 }
 
+struct alike {
+	uint64_t key;  /* ht_blocks__hash_frames of the stack */
+	uint32_t node; /* its node + 1 */
+	uint32_t slot; /* its record */
+};
+
+static int by_key_node(const void *a, const void *b)
+{
+	const struct alike *x = a, *y = b;
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
+	return x->node < y->node ? -1 : x->node > y->node;
+}
+
+void ht_stackstats__merge_alike(struct ht_stackstats *s, struct ht_reader *r,
+				struct ht_symbolizer *sym)
+{
+	enum { MAX = 1024 };
+	static struct ht_frame f[MAX];
+	struct alike *k = ht_xrealloc(NULL, (s->n ? s->n : 1) * sizeof(*k));
+	size_t n = 0;
+	for (size_t i = 0; i < s->cap; i++) {
+		if (!s->slots[i].node)
+			continue;
+		size_t nf = s->slots[i].node > 1 ? ht_blocks__frames(r, sym, s->slots[i].node - 1, f, MAX)
+						 : 0;
+		/* (no frames: the stack of no stack, or all the tracer's own: as is) */
+		k[n++] = (struct alike){nf ? ht_blocks__hash_frames(f, nf) : 0, s->slots[i].node,
+					(uint32_t)i};
+	}
+	qsort(k, n, sizeof(*k), by_key_node);
+	for (size_t i = 1; i < n; i++) {
+		size_t first = i - 1;
+		while (i < n && k[i].key && k[i].key == k[first].key) {
+			struct ht_stackstat *to = &s->slots[k[first].slot], *from = &s->slots[k[i].slot];
+			to->alloc_bytes += from->alloc_bytes;
+			to->alloc_calls += from->alloc_calls;
+			to->temp_calls += from->temp_calls;
+			to->end_bytes += from->end_bytes;
+			to->end_blocks += from->end_blocks;
+			to->peak_bytes += from->peak_bytes;
+			to->peak_blocks += from->peak_blocks;
+			memset(from, 0, sizeof(*from));
+			s->n--;
+			i++;
+		}
+	}
+	free(k);
+	if (s->at)
+		memset(s->at, 0, s->nat * sizeof(*s->at)); /* (stale now) */
+}
+
 int ht_stackstats__collect(const char *path, uint32_t tid, struct ht_stackstats *s,
 			   struct ht_reader **rp)
 {

@@ -77,6 +77,13 @@ void ht_stackstats__init(struct ht_stackstats *s, uint32_t tid);
  * live blocks. */
 void ht_stackstats__event(struct ht_stackstats *s, const struct ht_event *e,
 			  const struct ht_blockop *op);
+/* After finish, for tables a reader reads: the stacks that read alike
+ * (ht_blocks__hash_frames of all their frames: calls on one line, an
+ * unrolled loop) summed into one record, the one of the smallest node, the
+ * others emptied (node 0).  Lookups by node are over then. */
+struct ht_symbolizer;
+void ht_stackstats__merge_alike(struct ht_stackstats *s, struct ht_reader *r,
+				struct ht_symbolizer *sym);
 /* After the last event: fills peak_* and end_* of every stack. */
 void ht_stackstats__finish(struct ht_stackstats *s);
 void ht_stackstats__free(struct ht_stackstats *s);

@@ -226,21 +226,6 @@ static void snapshot(struct leaks *l, uint64_t at, uint64_t older)
 	l->end_ns = end;
 }
 
-/* What a reader sees of a frame: function, file, line, module. */
-static uint64_t hash_frames(const struct ht_frame *f, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ull ^ n;
-	for (size_t i = 0; i < n; i++) {
-		h = ht_hash_str(h, f[i].function);
-		h = ht_hash_str(h, f[i].file);
-		h = ht_hash_str(h, f[i].module);
-		h = (h ^ (uint64_t)f[i].line ^ ((uint64_t)f[i].inlined << 32)) * 0x100000001B3ull;
-		if (!f[i].function && !f[i].file)
-			h = (h ^ f[i].offset) * 0x100000001B3ull;
-	}
-	return h;
-}
-
 static int by_key(const void *a, const void *b)
 {
 	const struct group *x = a, *y = b;
@@ -255,7 +240,7 @@ static void merge_alike(struct leaks *l, struct ht_reader *r, struct ht_symboliz
 {
 	for (size_t i = 0; i < l->ngroups; i++) {
 		size_t n = ht_blocks__frames(r, sym, l->groups[i].stack, frames, max);
-		l->groups[i].key = l->groups[i].stack ? hash_frames(frames, n) : 0;
+		l->groups[i].key = l->groups[i].stack ? ht_blocks__hash_frames(frames, n) : 0;
 	}
 	if (l->ngroups > 1) /* (groups is NULL when there are none) */
 		qsort(l->groups, l->ngroups, sizeof(*l->groups), by_key);

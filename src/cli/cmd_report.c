@@ -673,6 +673,8 @@ int cmd_report(int argc, char **argv)
 		ret = HT_EXIT_DATA;
 		goto cleanup;
 	}
+	/* stacks that read alike are one row (several calls on one line) */
+	ht_stackstats__merge_alike(&c.stacks, r, sym);
 	if (ht_html__open(&hf, out) < 0) {
 		ret = HT_EXIT_DATA;
 		goto cleanup;

@@ -204,6 +204,8 @@ int cmd_top(int argc, char **argv)
 		ret = HT_EXIT_DATA;
 		goto cleanup;
 	}
+	/* stacks that read alike are one row (several calls on one line) */
+	ht_stackstats__merge_alike(&ss, r, sym);
 	e = calloc(ss.n ? ss.n : 1, sizeof(*e));
 	if (!e)
 		exit(HT_EXIT_DATA);

@@ -392,6 +392,45 @@ def test_top_rows_distinct(t):
           "the largest blocks (one path each) keep --depth 3:\n" + "\n".join(big))
 
 
+@case(labels=("analyzers",))
+def test_top_rows_alike_merged(t):
+    """Three allocations on one source line (tests/progs/oneline.c): three
+    call sites whose stacks read the same.  top and the report's stack
+    tables show them as one row of 6000 bytes in 30 blocks, as leaks and
+    flamegraph do; before, three rows that read exactly alike, each ranked
+    by a third of the bytes."""
+    out = t.path("oneline.ht")
+    t.run([t.heaptrail, "record", "-q", "--stacks", "-o", out, "--", t.prog("oneline")],
+          check_rc=0)
+    line = marker_lines_text("oneline.c", "ONELINE")
+    j = json.loads(t.tool(["top", "--json", out]).stdout)
+    mine = [x for x in j["peak"]["entries"] if x["stack"] and x["stack"][0]["function"] == "make"]
+    eq([(x["bytes"], x["blocks"], x["stack"][0]["line"]) for x in mine], [(6000, 30, line)],
+       "top's rows for make()")
+    calls = [x for x in j["calls"]["entries"] if x["stack"] and x["stack"][0]["function"] == "make"]
+    eq([(x["calls"], x["bytes_allocated"]) for x in calls], [(30, 6000)], "top: calls of make()")
+    text = t.tool(["top", out]).stdout
+    tables = text.split("biggest single allocations:")[0]
+    eq(len(re.findall(r"make \(oneline\.c:%d\)" % line, tables)), 2,
+       "one row in each of top's two tables:\n" + text)
+    html = t.path("oneline.html")
+    t.run([t.heaptrail, "report", "-q", "-o", html, out], check_rc=0)
+    with open(html) as f:
+        page = f.read()
+    stacks = page.split('<section id="stacks">')[1].split("</section>")[0]
+    peak = stacks.split('id="peak"')[1].split("</table>")[0]
+    eq(peak.count("oneline.c:%d" % line), 1, "the report's peak table: one row for make()")
+
+
+def marker_lines_text(name, marker):
+    """The line of tests/progs/<name> that holds marker."""
+    with open(os.path.join(PROGS_SRC, name)) as f:
+        for no, text in enumerate(f, 1):
+            if marker in text:
+                return no
+    fail("no %s in %s" % (marker, name))
+
+
 @case(timeout=120, labels=("analyzers",))
 def test_top(t):
     """top: the peak's contributors add up to stats' peak, calls to the
