@@ -56,6 +56,7 @@ static struct {
 	int (*pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 	int (*pthread_setname_np)(pthread_t, const char *);
 	pid_t (*fork)(void);
+	pid_t (*_Fork)(void);
 	int (*clone)(int (*)(void *), void *, int, void *, ...);
 	int (*execve)(const char *, char *const[], char *const[]);
 	int (*execvpe)(const char *, char *const[], char *const[]);
@@ -93,6 +94,7 @@ void ht_hooks__resolve(void)
 	RESOLVE(pthread_create);
 	RESOLVE(pthread_setname_np);
 	RESOLVE(fork);
+	RESOLVE(_Fork);
 	RESOLVE(clone);
 	RESOLVE(execve);
 	RESOLVE(execvpe);
@@ -1147,6 +1149,32 @@ HT_EXPORT pid_t fork(void)
 		ht_hooks__resolve();
 	pid_t r = real.fork();
 	if (r > 0 && tracing(&ht_tls)) {
+		uint64_t v[1] = {(uint64_t)(int64_t)r};
+		ht_record(HT_EV_FORK, 0, ht_now(), v, NULL);
+	}
+	return r;
+}
+
+/* _Fork() (glibc 2.34, POSIX 2024) forks without the atfork handlers, so
+ * that a signal handler may fork (crash reporters do): the child kept the
+ * recorder's state as it was, its thread's buffer and the writer's shared
+ * mapping, and wrote into the parent's trace (its calls lost, or mixed in
+ * as the parent's, the trace corrupt).  The child gets fork's reset here,
+ * with system calls only (no lock, no malloc: _Fork is async-signal-safe
+ * and so is the reset), and the parent records the fork.  glibc's own
+ * fork() calls its _Fork inside libc, past this hook.  A fork made with
+ * the raw system call (syscall(SYS_fork), SYS_clone without CLONE_VM)
+ * passes no hook at all (docs/record.md, "Known limitations"). */
+HT_EXPORT pid_t _Fork(void)
+{
+	if (!real._Fork)
+		ht_hooks__resolve();
+	pid_t r = real._Fork ? real._Fork() : (pid_t)syscall(SYS_fork);
+	if (r == 0) {
+		int e = errno;
+		ht_init__after_fork_child();
+		errno = e;
+	} else if (r > 0 && tracing(&ht_tls)) {
 		uint64_t v[1] = {(uint64_t)(int64_t)r};
 		ht_record(HT_EV_FORK, 0, ht_now(), v, NULL);
 	}

@@ -339,33 +339,40 @@ def test_fork_not_followed(t):
 
 @case()
 def test_clone_child_traced(t):
-    """A child made by clone() without CLONE_VM (no atfork handler runs for
-    it) is followed as a fork child: its trace OUTPUT.<pid> holds its own
-    calls exactly and is closed; the parent's holds its own exactly, with
-    the fork; not followed, the child is untraced and the parent's trace is
-    the same.  (Before: the child's calls went into the parent's trace as
-    the parent's, the parent's later calls were lost, and the trace was
-    sometimes corrupt; record said nothing.)"""
+    """A child made without glibc's atfork handlers, by clone() without
+    CLONE_VM, by _Fork(), or by _Fork() in a signal handler, is followed
+    as a fork child: its trace OUTPUT.<pid> holds its own calls exactly and
+    is closed; the parent's holds its own exactly, with the fork; not
+    followed, the child is untraced and the parent's trace is the same.
+    (Before: the child's calls went into the parent's trace as the
+    parent's, or were lost, the parent's later calls were lost, and the
+    trace was sometimes corrupt; record said nothing.)"""
     n = 50000
-    out = t.path("cl.ht")
-    r = t.record(out, [t.prog("clonefork"), str(n)])
-    pid = int(dict(l.split(": ") for l in r.stdout.splitlines())["child"])
-    eq(sorted(os.listdir(t.dir)), ["cl.ht", "cl.ht.%d" % pid], "files")
-    s = t.stats(out)
-    expect_calls(s, {"malloc": 31, "free": 30})
-    expect(s, forks=1, complete=True, closed=True, live_bytes_at_exit=65536)
-    c = t.stats(t.path("cl.ht.%d" % pid))
-    expect_calls(c, {"malloc": n + 10, "free": n})
-    expect(c, complete=True, closed=True, live_bytes_at_exit=5550, live_blocks_at_exit=10)
-    eq(c["pid"], pid, "the child's trace: its pid")
-    check(not any("ended without shutting the tracer down" in l for l in r.stderr.splitlines()),
-          "the child's trace closed by the child:\n" + r.stderr)
-    out2 = t.path("nf.ht")
-    t.traced(out2, [t.prog("clonefork"), str(n)], env={"HEAPTRAIL_FOLLOW_FORK": "0"})
-    eq(sorted(f for f in os.listdir(t.dir) if f.startswith("nf.ht")), ["nf.ht"], "not followed")
-    s = t.stats(out2)
-    expect_calls(s, {"malloc": 31, "free": 30})
-    expect(s, forks=1, complete=True, closed=True, live_bytes_at_exit=65536)
+    for how in ("clone", "_Fork", "sigfork"):
+        out = t.path("cl-%s.ht" % how)
+        r = t.record(out, [t.prog("clonefork"), str(n), how])
+        pid = int(dict(l.split(": ") for l in r.stdout.splitlines())["child"])
+        name = os.path.basename(out)
+        eq(sorted(f for f in os.listdir(t.dir) if f.startswith(name)),
+           [name, "%s.%d" % (name, pid)], "%s: files" % how)
+        s = t.stats(out)
+        expect_calls(s, {"malloc": 31, "free": 30})
+        expect(s, forks=1, complete=True, closed=True, live_bytes_at_exit=65536)
+        c = t.stats("%s.%d" % (out, pid))
+        expect_calls(c, {"malloc": n + 10, "free": n})
+        expect(c, complete=True, closed=True, live_bytes_at_exit=5550, live_blocks_at_exit=10)
+        eq(c["pid"], pid, "%s: the child's trace: its pid" % how)
+        check(not any("ended without shutting the tracer down" in l
+                      for l in r.stderr.splitlines()),
+              "%s: the child's trace closed by the child:\n%s" % (how, r.stderr))
+        out2 = t.path("nf-%s.ht" % how)
+        t.traced(out2, [t.prog("clonefork"), str(n), how], env={"HEAPTRAIL_FOLLOW_FORK": "0"})
+        name = os.path.basename(out2)
+        eq(sorted(f for f in os.listdir(t.dir) if f.startswith(name)), [name],
+           "%s: not followed" % how)
+        s = t.stats(out2)
+        expect_calls(s, {"malloc": 31, "free": 30})
+        expect(s, forks=1, complete=True, closed=True, live_bytes_at_exit=65536)
 
 
 def calls_by_file(t, prefix):

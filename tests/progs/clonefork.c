@@ -1,17 +1,20 @@
-/* A child made by clone() without CLONE_VM (a new process, as fork's, but
- * glibc runs no atfork handler for it: sandboxes and zygotes do this).
- * Usage: clonefork N.  The parent makes 10 malloc/free pairs of 10 bytes,
- * allocates the child's 64 KiB stack (kept), clones with SIGCHLD, waits
- * for the child (which exits 7), then makes 20 pairs of 20 bytes: malloc
- * 31, free 30, 65536 bytes live at exit.  The child makes N pairs of 100
- * bytes and keeps 10 blocks of 555 bytes: malloc N + 10, free N, 5550
- * bytes live.  Exits 0 when the child exited 7.  Checked by
- * tests/e2e/cases_process.py (clone_child_traced). */
+/* A child made without glibc's atfork handlers: by clone() without
+ * CLONE_VM (a new process, as fork's: sandboxes and zygotes do this), by
+ * _Fork(), or by _Fork() in a signal handler (crash reporters).
+ * Usage: clonefork N [clone|_Fork|sigfork] (clone).  The parent makes 10
+ * malloc/free pairs of 10 bytes, allocates a 64 KiB block (the clone's
+ * stack, kept), makes the child, waits for it (it exits 7), then makes 20
+ * pairs of 20 bytes: malloc 31, free 30, 65536 bytes live at exit.  The
+ * child makes N pairs of 100 bytes and keeps 10 blocks of 555 bytes:
+ * malloc N + 10, free N, 5550 bytes live.  Exits 0 when the child exited
+ * 7.  Checked by tests/e2e/cases_process.py (clone_child_traced). */
 #define _GNU_SOURCE
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "tp.h"
 
@@ -27,15 +30,38 @@ static int child(void *arg)
 	return 7;
 }
 
+static pid_t forked;
+
+static void on_usr2(int sig)
+{
+	(void)sig;
+	forked = _Fork();
+	if (forked == 0)
+		_exit(child(NULL));
+}
+
 int main(int argc, char **argv)
 {
-	TP_CHECK(argc == 2);
+	TP_CHECK(argc == 2 || argc == 3);
 	n = tp_atoul(argv[1]);
+	const char *how = argc == 3 ? argv[2] : "clone";
 	for (int i = 0; i < 10; i++)
 		free(tp_keep(malloc(10)));
 	char *stack = tp_keep(malloc(1 << 16));
 	TP_CHECK(stack);
-	pid_t pid = clone(child, stack + (1 << 16), SIGCHLD, NULL);
+	pid_t pid;
+	if (!strcmp(how, "clone")) {
+		pid = clone(child, stack + (1 << 16), SIGCHLD, NULL);
+	} else if (!strcmp(how, "_Fork")) {
+		pid = _Fork();
+		if (pid == 0)
+			exit(child(NULL));
+	} else {
+		TP_CHECK(!strcmp(how, "sigfork"));
+		TP_CHECK(signal(SIGUSR2, on_usr2) != SIG_ERR);
+		TP_CHECK(raise(SIGUSR2) == 0);
+		pid = forked;
+	}
 	TP_CHECK(pid > 0);
 	int st;
 	TP_CHECK(waitpid(pid, &st, 0) == pid);
