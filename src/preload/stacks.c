@@ -286,61 +286,78 @@ static int count_module(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
-/* The absolute path of the file mapped at addr, from /proc/self/maps,
- * into out (at most cap bytes, " (deleted)" left off); its length, 0 if
- * none is found.  For libraries the loader names by a relative path
- * (LD_LIBRARY_PATH=., dlopen("./x.so")): that name means nothing once the
- * program has changed directory, or to an analyzer run elsewhere.  System
- * calls only, into a mapping of its own (no malloc, signal-safe). */
-static uint32_t maps_path(uint64_t addr, char *out, size_t cap)
+/* The line of /proc/self/maps whose mapping holds addr: its start and end,
+ * the end of the mapping before it (*prev_end), and the rest of the line
+ * (permissions, offset, device, inode, path) in rest (cut at cap).  1 if
+ * found.  System calls only, no allocation, no cancellation point: the
+ * first stack of a thread may be taken in an mmap made by another
+ * allocator holding its own lock (alloc.c), and in a signal handler. */
+static int maps_line(uintptr_t addr, uintptr_t *start, uintptr_t *end, uintptr_t *prev_end,
+		     char *rest, size_t cap)
 {
-	enum { BUF = 8192 };
-	char *buf = map(BUF);
-	if (!buf)
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
 		return 0;
-	uint32_t got = 0;
-	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	char buf[4096];
 	size_t have = 0;
-	while (fd >= 0 && !got) {
-		ssize_t n = read(fd, buf + have, BUF - 1 - have);
+	int found = 0;
+	uintptr_t before = 0;
+	while (!found) {
+		ssize_t n = syscall(SYS_read, fd, buf + have, sizeof(buf) - 1 - have);
 		if (n <= 0)
 			break;
 		have += (size_t)n;
 		buf[have] = 0;
 		char *line = buf, *nl;
-		while (!got && (nl = memchr(line, '\n', have - (size_t)(line - buf)))) {
+		while (!found && (nl = memchr(line, '\n', have - (size_t)(line - buf))) != NULL) {
 			*nl = 0;
-			char *end;
-			uint64_t lo = strtoull(line, &end, 16), hi = 0;
-			if (*end == '-')
-				hi = strtoull(end + 1, NULL, 16);
-			char *path = strchr(line, '/');
-			if (addr >= lo && addr < hi && path) {
-				size_t len = (size_t)(nl - path);
-				static const char deleted[] = " (deleted)";
-				if (len > sizeof(deleted) - 1 &&
-				    !memcmp(nl - (sizeof(deleted) - 1), deleted, sizeof(deleted) - 1))
-					len -= sizeof(deleted) - 1;
-				if (len <= cap) {
-					memcpy(out, path, len);
-					got = (uint32_t)len;
-				}
-			} else if (addr >= lo && addr < hi) {
-				break; /* mapped, but not from a file */
+			char *e;
+			uintptr_t lo = (uintptr_t)strtoull(line, &e, 16);
+			uintptr_t hi = *e == '-' ? (uintptr_t)strtoull(e + 1, &e, 16) : 0;
+			if (addr >= lo && addr < hi) {
+				*start = lo;
+				*end = hi;
+				*prev_end = before;
+				size_t k = strnlen(e, cap - 1);
+				memcpy(rest, e, k);
+				rest[k] = 0;
+				found = 1;
 			}
+			before = hi;
 			line = nl + 1;
 		}
-		if (line == buf && have == BUF - 1)
-			have = 0; /* a line longer than the buffer: not one of ours */
-		else {
-			have -= (size_t)(line - buf);
-			memmove(buf, line, have);
-		}
+		/* keep the partial line */
+		have -= (size_t)(line - buf);
+		memmove(buf, line, have);
+		if (have == sizeof(buf) - 1)
+			break; /* (a line longer than the buffer: not maps) */
 	}
-	if (fd >= 0)
-		close(fd);
-	ht_own_unmap(buf, BUF);
-	return got;
+	syscall(SYS_close, fd);
+	return found;
+}
+
+/* The absolute path of the file mapped at addr (maps_line), " (deleted)"
+ * left off, into out (at most cap bytes); its length, 0 if none.  For
+ * libraries the loader names by a relative path (LD_LIBRARY_PATH=.,
+ * dlopen("./x.so")): that name means nothing once the program has changed
+ * directory, or to an analyzer run elsewhere. */
+static uint32_t maps_path(uint64_t addr, char *out, size_t cap)
+{
+	uintptr_t lo, hi, prev;
+	char rest[HT_MAX_STR + 128];
+	if (!maps_line((uintptr_t)addr, &lo, &hi, &prev, rest, sizeof(rest)))
+		return 0;
+	const char *path = strchr(rest, '/');
+	if (!path)
+		return 0; /* mapped, but not from a file */
+	size_t len = strlen(path);
+	static const char deleted[] = " (deleted)";
+	if (len > sizeof(deleted) - 1 && !strcmp(path + len - (sizeof(deleted) - 1), deleted))
+		len -= sizeof(deleted) - 1;
+	if (len > cap || len >= sizeof(rest) - 1 - (size_t)(path - rest))
+		return 0; /* (cut: not the whole path) */
+	memcpy(out, path, len);
+	return (uint32_t)len;
 }
 
 static int on_module(struct dl_phdr_info *info, size_t size, void *arg)
@@ -1216,48 +1233,18 @@ __attribute__((destructor)) static void unwind_check_report(void)
  * in an mmap made by another allocator holding its own lock (alloc.c). */
 static uintptr_t stack_bounds(uintptr_t *lo)
 {
-	uintptr_t sp = (uintptr_t)__builtin_frame_address(0), prev_end = 0, hi = 0;
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0), start, end, prev_end;
+	char rest[256];
+	if (!maps_line(sp, &start, &end, &prev_end, rest, sizeof(rest)))
 		return 0;
-	char buf[4096];
-	size_t have = 0;
-	for (;;) {
-		ssize_t n = syscall(SYS_read, fd, buf + have, sizeof(buf) - 1 - have);
-		if (n <= 0)
-			break;
-		have += (size_t)n;
-		buf[have] = 0;
-		char *line = buf, *nl;
-		while ((nl = memchr(line, '\n', have - (size_t)(line - buf))) != NULL) {
-			*nl = 0;
-			char *e;
-			uintptr_t start = (uintptr_t)strtoull(line, &e, 16);
-			uintptr_t end = *e == '-' ? (uintptr_t)strtoull(e + 1, NULL, 16) : 0;
-			if (sp >= start && sp < end) {
-				hi = end;
-				*lo = start;
-				struct rlimit rl;
-				if (strstr(line, "[stack]") && getrlimit(RLIMIT_STACK, &rl) == 0) {
-					uintptr_t grow = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > end
-								 ? end
-								 : (uintptr_t)rl.rlim_cur;
-					*lo = end - grow > prev_end ? end - grow : prev_end;
-				}
-				goto done;
-			}
-			prev_end = end;
-			line = nl + 1;
-		}
-		/* keep the partial line */
-		have -= (size_t)(line - buf);
-		memmove(buf, line, have);
-		if (have == sizeof(buf) - 1)
-			break; /* (a line longer than the buffer: not maps) */
+	*lo = start;
+	struct rlimit rl;
+	if (strstr(rest, "[stack]") && getrlimit(RLIMIT_STACK, &rl) == 0) {
+		uintptr_t grow = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > end ? end
+										     : (uintptr_t)rl.rlim_cur;
+		*lo = end - grow > prev_end ? end - grow : prev_end;
 	}
-done:
-	syscall(SYS_close, fd);
-	return hi;
+	return end;
 }
 
 /* The innermost node of the stack whose path hash is h, 0 if none yet. */
