@@ -152,7 +152,7 @@ void ht_buf__pool_reset_after_fork(void)
 static void pause_briefly(void)
 {
 	struct timespec ts = {0, 200000};
-	nanosleep(&ts, NULL);
+	ht_sys_nanosleep(&ts, NULL);
 }
 
 struct ht_buf *ht_buf__get(uint32_t tid, uint64_t first_seq, unsigned wait_ms)

@@ -79,7 +79,7 @@ static int needs_runtime(int fd, char *lib, size_t cap)
 		return -1;
 	for (unsigned i = 0; i < nneeded; i++) {
 		char name[64];
-		ssize_t r = pread(fd, name, sizeof(name) - 1, (off_t)(str + needed[i]));
+		ssize_t r = ht_sys_pread(fd, name, sizeof(name) - 1, (off_t)(str + needed[i]));
 		if (r <= 0)
 			continue;
 		name[r] = 0;
@@ -101,11 +101,11 @@ int ht_exec_sanitizer(const char *path, int fd, char *lib, size_t cap)
 {
 	int own = fd < 0;
 	if (own)
-		fd = open(path, O_RDONLY | O_CLOEXEC);
+		fd = ht_sys_open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	int r = needs_runtime(fd, lib, cap);
 	if (own)
-		close(fd);
+		ht_sys_close(fd);
 	return r;
 }

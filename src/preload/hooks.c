@@ -1249,12 +1249,12 @@ HT_EXPORT int daemon(int nochdir, int noclose)
 	}
 	if (noclose)
 		return 0;
-	int fd = open("/dev/null", O_RDWR); /* (kept across exec if it is 0, 1 or 2) */
+	int fd = ht_sys_open("/dev/null", O_RDWR); /* (kept across exec if it is 0, 1 or 2) */
 	struct stat st;
 	if (fd < 0)
 		return -1;
 	if (fstat(fd, &st) < 0 || !S_ISCHR(st.st_mode)) {
-		close(fd);
+		ht_sys_close(fd);
 		errno = ENODEV;
 		return -1;
 	}
@@ -1262,7 +1262,7 @@ HT_EXPORT int daemon(int nochdir, int noclose)
 		if (fd != i)
 			dup2(fd, i);
 	if (fd > 2)
-		close(fd);
+		ht_sys_close(fd);
 	return 0;
 }
 
@@ -1344,7 +1344,7 @@ static int answers(pid_t pid, pid_t h, pid_t group, int options)
 static int other_child(idtype_t type, id_t id, int options, pid_t h)
 {
 	pid_t group = type == P_PGID ? (id ? (pid_t)id : getpgrp()) : 0;
-	int dfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int dfd = ht_sys_open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return 1;
 	int found = 0, tasks = 0;
@@ -1357,13 +1357,13 @@ static int other_child(idtype_t type, id_t id, int options, pid_t h)
 			if (d->d_name[0] < '0' || d->d_name[0] > '9')
 				continue;
 			snprintf(path, sizeof(path), "/proc/self/task/%s/children", d->d_name);
-			int fd = open(path, O_RDONLY | O_CLOEXEC);
+			int fd = ht_sys_open(path, O_RDONLY | O_CLOEXEC);
 			if (fd < 0)
 				continue; /* the thread ended */
 			tasks++;
 			long pid = -1; /* the number being read, -1 between numbers */
 			ssize_t k;
-			while (!found && (k = read(fd, buf, sizeof(buf))) > 0) {
+			while (!found && (k = ht_sys_read(fd, buf, sizeof(buf))) > 0) {
 				for (ssize_t i = 0; i < k && !found; i++) {
 					if (buf[i] >= '0' && buf[i] <= '9') {
 						pid = (pid < 0 ? 0 : pid * 10) + (buf[i] - '0');
@@ -1375,10 +1375,10 @@ static int other_child(idtype_t type, id_t id, int options, pid_t h)
 			}
 			if (pid >= 0 && !found) /* the last number */
 				found = answers((pid_t)pid, h, group, options);
-			close(fd);
+			ht_sys_close(fd);
 		}
 	}
-	close(dfd);
+	ht_sys_close(dfd);
 	return found || !tasks;
 }
 
@@ -1579,7 +1579,7 @@ static char *const *sanitized_env(char *const *env, const char *path, int fd, ch
 	put_str(&at, end, lib);
 	put_str(&at, end, "), whose runtime must be the first library loaded: it runs without "
 			  "the tracer\n");
-	ssize_t w = write(2, line, (size_t)(at - line));
+	ssize_t w = ht_sys_write(2, line, (size_t)(at - line));
 	(void)w;
 	return u;
 }

@@ -88,7 +88,7 @@ void ht_msg(const char *fmt, ...)
 	if (n > (int)sizeof(buf) - 2)
 		n = (int)sizeof(buf) - 2;
 	buf[n++] = '\n';
-	ssize_t w = write(2, buf, (size_t)n);
+	ssize_t w = ht_sys_write(2, buf, (size_t)n);
 	(void)w;
 }
 

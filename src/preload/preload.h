@@ -5,16 +5,67 @@
 #ifndef HEAPTRAIL_PRELOAD_H
 #define HEAPTRAIL_PRELOAD_H
 
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../trace/format.h"
+
+/* The recorder's own file and sleep calls, made as system calls: glibc's
+ * wrappers of these are cancellation points, and a program thread with a
+ * cancellation pending must not be cancelled inside malloc or free, where
+ * the recorder makes them (a wait for a buffer, its own writes once the
+ * writer process is gone, the modules' paths): it unwound holding a
+ * buffer, which other threads then waited for forever.  syscall() is no
+ * cancellation point; errno is set as by the wrappers. */
+static inline ssize_t ht_sys_write(int fd, const void *p, size_t n)
+{
+	return syscall(SYS_write, fd, p, n);
+}
+static inline ssize_t ht_sys_read(int fd, void *p, size_t n)
+{
+	return syscall(SYS_read, fd, p, n);
+}
+static inline ssize_t ht_sys_pread(int fd, void *p, size_t n, off_t off)
+{
+	return syscall(SYS_pread64, fd, p, n, off);
+}
+static inline ssize_t ht_sys_pwrite(int fd, const void *p, size_t n, off_t off)
+{
+	return syscall(SYS_pwrite64, fd, p, n, off);
+}
+static inline int ht_sys_open(const char *path, int flags, ...)
+{
+	unsigned mode = 0;
+	if ((flags & O_CREAT) || (flags & __O_TMPFILE) == __O_TMPFILE) {
+		va_list ap;
+		va_start(ap, flags);
+		mode = va_arg(ap, unsigned);
+		va_end(ap);
+	}
+	return (int)syscall(SYS_openat, AT_FDCWD, path, flags, mode);
+}
+static inline int ht_sys_close(int fd)
+{
+	return (int)syscall(SYS_close, fd);
+}
+static inline int ht_sys_nanosleep(const struct timespec *ts, struct timespec *left)
+{
+	return (int)syscall(SYS_nanosleep, ts, left);
+}
+static inline int ht_sys_poll(struct pollfd *fds, nfds_t n, int ms)
+{
+	return (int)syscall(SYS_poll, fds, n, ms);
+}
 
 #define HT_EXPORT __attribute__((visibility("default")))
 #define HT_HIDDEN __attribute__((visibility("hidden")))

@@ -201,7 +201,7 @@ static int write_all(const void *buf, size_t n)
 {
 	const uint8_t *p = buf;
 	while (n) {
-		ssize_t r = write(w.fd, p, n);
+		ssize_t r = ht_sys_write(w.fd, p, n);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
@@ -225,7 +225,7 @@ static void fail(const char *what)
 	atomic_store(&ht_on, 0);
 	w.hdr.flags |= HT_FILE_F_DISK_FULL;
 	if (w.fd >= 0) {
-		ssize_t r = pwrite(w.fd, &w.hdr, sizeof(w.hdr), 0); /* best effort */
+		ssize_t r = ht_sys_pwrite(w.fd, &w.hdr, sizeof(w.hdr), 0); /* best effort */
 		(void)r;
 	}
 	if (!in_helper)
@@ -264,31 +264,31 @@ static int probe_existing(const char *path, int *fdp)
 			return errno == ENOENT ? 2 : -1;
 		if (!S_ISREG(st.st_mode) || st.st_uid != geteuid())
 			return -1;
-		int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		int fd = ht_sys_open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 		if (fd < 0)
 			return errno == ENOENT ? 2 : -1;
 		if (fstat(fd, &fst) < 0 || fst.st_dev != st.st_dev || fst.st_ino != st.st_ino) {
-			close(fd);
+			ht_sys_close(fd);
 			continue; /* replaced meanwhile: look again */
 		}
 		if (!ht_file_is_trace(fd, (uint64_t)fst.st_size)) {
-			close(fd);
+			ht_sys_close(fd);
 			return -2;
 		}
 		/* A writer holds LOCK_EX; readers (stats, a record waiting for
 		 * its trace) take LOCK_SH for a moment only.  A file system
 		 * without locks (some network ones) tells nothing: finished. */
 		if (flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK) {
-			close(fd);
+			ht_sys_close(fd);
 			return 1;
 		}
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK) {
 			*fdp = fd;
 			return 0;
 		}
-		close(fd);
+		ht_sys_close(fd);
 		struct timespec ts = {0, 1000000};
-		nanosleep(&ts, NULL);
+		ht_sys_nanosleep(&ts, NULL);
 	}
 	return 1;
 }
@@ -310,7 +310,7 @@ static int keep_as_old(const char *path, int fd)
 	int ok = fstat(fd, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev &&
 		 a.st_ino == b.st_ino && rename(path, old) == 0;
 	if (ofd >= 0)
-		close(ofd);
+		ht_sys_close(ofd);
 	return ok ? 0 : -1;
 }
 
@@ -335,7 +335,7 @@ static int open_unnamed(const char *path)
 		snprintf(dir, sizeof(dir), "/");
 	else
 		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
-	return open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+	return ht_sys_open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
 }
 
 /* Creates path as open(O_CREAT | O_EXCL | O_NOFOLLOW) does (EEXIST if
@@ -352,7 +352,7 @@ static int create_named(const char *path, int unnamed)
 			return -1;
 		/* no /proc, or the link refused: an empty file, as before */
 	}
-	return open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	return ht_sys_open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 }
 
 /* The trace file, with its header when unnamed >= 0 holds one (then the
@@ -386,7 +386,7 @@ static int open_output(int unnamed)
 			 * old trace's lock is let go only now. */
 			flock(fd, LOCK_EX | LOCK_NB);
 			if (held >= 0)
-				close(held);
+				ht_sys_close(held);
 			if (diverted) {
 				if (diverted == 1)
 					ht_msg("%s is being written by another recording; this one "
@@ -417,14 +417,14 @@ static int open_output(int unnamed)
 		switch (probe_existing(w.path, &old)) {
 		case 0: /* a finished trace of ours: kept as NAME.old */
 			if ((kept = keep_as_old(w.path, old)) < 0) {
-				close(old);
+				ht_sys_close(old);
 				own_name = 0;
 				diverted = kept == -2 ? 3 : 2;
 				attempt = -1;
 				continue;
 			}
 			if (held >= 0)
-				close(held);
+				ht_sys_close(held);
 			held = old;
 			/* fallthrough */
 		case 2:
@@ -457,7 +457,7 @@ static int open_output(int unnamed)
 	}
 	int e = errno;
 	if (held >= 0)
-		close(held);
+		ht_sys_close(held);
 	if (!refused)
 		ht_msg("cannot create the trace file %s: %s", w.path, errstr(e));
 	return -1;
@@ -529,7 +529,7 @@ static int fd_move_high(int fd)
 	int hi = fcntl(fd, F_DUPFD_CLOEXEC, HT_FD_MIN);
 	if (hi < 0)
 		return fd;
-	close(fd);
+	ht_sys_close(fd);
 	return hi;
 }
 
@@ -549,7 +549,7 @@ static int check_fd(void)
 	if (w.fd < 0 || w.failed || fd_is_ours(w.fd))
 		return w.fd >= 0 && !w.failed ? 0 : -1;
 	w.fd = -1; /* not ours any more: never touch it */
-	int fd = open(w.path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = ht_sys_open(w.path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd >= 0 && fd_is_ours(fd) && lseek(fd, (off_t)w.off, SEEK_SET) == (off_t)w.off) {
 		w.fd = fd_move_high(fd);
 		static int said; /* once: a program may close it in a loop */
@@ -558,7 +558,7 @@ static int check_fd(void)
 		return 0;
 	}
 	if (fd >= 0)
-		close(fd);
+		ht_sys_close(fd);
 	errno = EBADF;
 	fail("the program closed its descriptor and the file could not be reopened");
 	return -1;
@@ -578,13 +578,13 @@ static int open_file(void)
 		flock(unnamed, LOCK_EX | LOCK_NB);
 		w.fd = unnamed;
 		if (write_header() < 0) {
-			close(unnamed);
+			ht_sys_close(unnamed);
 			unnamed = -1;
 		}
 	}
 	int fd = open_output(unnamed);
 	if (unnamed >= 0 && fd != unnamed)
-		close(unnamed);
+		ht_sys_close(unnamed);
 	if (fd < 0)
 		return -1;
 	int has_header = fd == unnamed;
@@ -773,12 +773,12 @@ static int statm_open(void)
 	statm_fd = -1;
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/statm", (int)w.hdr.pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = ht_sys_open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	fd = fd_move_high(fd);
 	if (fstat(fd, &st) < 0) {
-		close(fd);
+		ht_sys_close(fd);
 		return -1;
 	}
 	statm_fd = fd;
@@ -798,7 +798,7 @@ static uint64_t rss_kb(void)
 	if (fd < 0)
 		return 0;
 	char buf[128];
-	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	ssize_t n = ht_sys_pread(fd, buf, sizeof(buf) - 1, 0);
 	if (n <= 0)
 		return 0;
 	buf[n] = 0;
@@ -896,7 +896,7 @@ static void finalize(int orphan)
 	struct timespec cpu;
 	if (in_helper && clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu) == 0)
 		w.hdr.writer_cpu_ns = (uint64_t)cpu.tv_sec * 1000000000u + (uint64_t)cpu.tv_nsec;
-	if (pwrite(w.fd, &w.hdr, sizeof(w.hdr), 0) != (ssize_t)sizeof(w.hdr))
+	if (ht_sys_pwrite(w.fd, &w.hdr, sizeof(w.hdr), 0) != (ssize_t)sizeof(w.hdr))
 		fail("header");
 	tx_set(0);
 }
@@ -911,7 +911,7 @@ static void unfinalize(void)
 	w.hdr.sec[HT_SEC_INDEX].size = 0;
 	w.hdr.sec[HT_SEC_INDEX].offset = 0;
 	w.hdr.sec[HT_SEC_CHUNKS].size = 0;
-	if (pwrite(w.fd, &w.hdr, sizeof(w.hdr), 0) != (ssize_t)sizeof(w.hdr))
+	if (ht_sys_pwrite(w.fd, &w.hdr, sizeof(w.hdr), 0) != (ssize_t)sizeof(w.hdr))
 		fail("header");
 }
 
@@ -1102,7 +1102,7 @@ static void do_round(uint32_t req)
 	if (req & REQ_CLOSE) {
 		w.closed = 1;
 		if (fd_is_ours(w.fd))
-			close(w.fd);
+			ht_sys_close(w.fd);
 		w.fd = -1;
 	}
 }
@@ -1241,7 +1241,7 @@ static void close_all_but(int keep)
 										 : 65536;
 	for (unsigned fd = 0; fd < max; fd++)
 		if (fd != k)
-			close((int)fd);
+			ht_sys_close((int)fd);
 }
 
 /* The writer thread takes a descriptor table of its own: the program can
@@ -1445,9 +1445,9 @@ static void reap_helper(int timeout_ms)
 			if (now >= deadline)
 				break;
 			struct pollfd p = {pfd, POLLIN, 0};
-			poll(&p, 1, (int)((deadline - now + 999999) / 1000000));
+			ht_sys_poll(&p, 1, (int)((deadline - now + 999999) / 1000000));
 		}
-		close(pfd);
+		ht_sys_close(pfd);
 		return;
 	}
 #endif
@@ -1458,7 +1458,7 @@ static void reap_helper(int timeout_ms)
 			break;
 		}
 		struct timespec ts = {0, 1000000};
-		nanosleep(&ts, NULL);
+		ht_sys_nanosleep(&ts, NULL);
 	}
 }
 
@@ -1473,7 +1473,7 @@ static void request(uint32_t req, int timeout_ms)
 		/* Wait for a round in progress elsewhere (bounded). */
 		for (int i = 0; i < timeout_ms * 10 && inline_round(req) < 0; i++) {
 			struct timespec ts = {0, 100000};
-			nanosleep(&ts, NULL);
+			ht_sys_nanosleep(&ts, NULL);
 		}
 		errno = saved;
 		return;
@@ -1536,7 +1536,7 @@ void ht_writer__sync(int timeout_ms)
 static void close_proc_fd(void)
 {
 	if (proc_fd >= 0 && fd_is_ours(proc_fd))
-		close(proc_fd);
+		ht_sys_close(proc_fd);
 	proc_fd = -1;
 }
 
@@ -1548,8 +1548,12 @@ void ht_writer__shutdown(int from_signal)
 	atomic_store(&ht_on, 0);
 	request(REQ_CLOSE, from_signal ? 2000 : 10000);
 	ht_writer__report_failure();
-	if (!from_signal && atomic_load(&w.running) == 0 && writer_thread)
+	if (!from_signal && atomic_load(&w.running) == 0 && writer_thread) {
+		int cs; /* (pthread_join is a cancellation point: not ours to act on) */
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cs);
 		pthread_join(writer_thread, NULL), writer_thread = 0;
+		pthread_setcancelstate(cs, NULL);
+	}
 	reap_helper(from_signal ? 100 : 1000);
 	if (w.closed)
 		close_proc_fd();
@@ -1598,13 +1602,13 @@ void ht_writer__exec_failed(void)
 void ht_writer__after_fork_child(void)
 {
 	if (proc_fd >= 0 && ws && fd_is_ours(proc_fd))
-		close(proc_fd); /* the parent's lock must not live on in the child */
+		ht_sys_close(proc_fd); /* the parent's lock must not live on in the child */
 	proc_fd = -1;
 	/* The parent's statm: the child's writer opens /proc/CHILD/statm. */
 	struct stat st;
 	if (statm_fd >= 0 && fstat(statm_fd, &st) == 0 && st.st_dev == statm_dev &&
 	    st.st_ino == statm_ino)
-		close(statm_fd);
+		ht_sys_close(statm_fd);
 	statm_fd = -1;
 	ws = NULL;
 	windex = NULL;

@@ -213,6 +213,28 @@ def test_writer_killed_then_program(t):
        "the warning")
 
 
+@case(timeout=180)
+def test_cancel_inside_malloc_untouched(t):
+    """Threads cancelled (deferred) while they loop on malloc, realloc,
+    calloc and free, none of which is a cancellation point, with the
+    recorder writing the trace itself (tests/progs/cancelme.c kills the
+    writer process first): no thread is cancelled inside its loop, and
+    with 4 KiB buffers nothing hangs.  Before, the recorder's own pread,
+    write and nanosleep in those calls were cancellation points: a thread
+    was cancelled inside free, and, holding a buffer, left the others
+    waiting for it for good."""
+    for size in ("64K", "4K"):
+        out = t.path("cancel-%s.ht" % size)
+        r = t.run([t.heaptrail, "record", "-q", "--buffer-size", size, "-o", out, "--",
+                   t.prog("cancelme")], timeout=90)
+        said = dict(l.split(": ") for l in r.stdout.splitlines())
+        check(int(said.get("writer", "0")) > 0, "the program found no writer to kill:\n"
+              + r.describe())
+        eq((r.rc, said.get("cancelled_inside")), (0, "0"),
+           "--buffer-size %s: status, threads cancelled inside a call:\n%s" % (size,
+                                                                               r.describe()))
+
+
 @case(timeout=120)
 def test_writer_death_noticed_early(t):
     """The writer process killed while the program waits; the program then
