@@ -713,6 +713,15 @@ static void summarize(const char *path, const char *shown, const char *prefix,
 			"recorded since its buffers were last written is lost; the trace holds what "
 			"came before\n",
 			shown);
+	/* With --writer=thread the program closes its trace as it ends: not
+	 * closed, it ended past the recorder (a signal, or a way out no hook
+	 * sees), and the events since the last flush are lost. */
+	if (!writer_process && !in->closed && !(in->flags & HT_FILE_F_DISK_FULL))
+		fprintf(stderr,
+			"heaptrail: warning: %s was not closed: the program ended without shutting "
+			"the recorder down (killed, or by a way out no hook sees), so what it "
+			"recorded since the last flush is lost; the trace holds what came before\n",
+			shown);
 	ht_reader__close(r);
 }
 

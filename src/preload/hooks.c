@@ -67,6 +67,7 @@ static struct {
 			    const posix_spawnattr_t *, char *const[], char *const[]);
 	void (*_exit)(int) __attribute__((noreturn));
 	void (*_Exit)(int) __attribute__((noreturn));
+	void (*exit)(int) __attribute__((noreturn));
 	int (*dlclose)(void *);
 	pid_t (*waitpid)(pid_t, int *, int);
 	pid_t (*wait3)(int *, int, struct rusage *);
@@ -103,6 +104,7 @@ void ht_hooks__resolve(void)
 	RESOLVE(posix_spawnp);
 	RESOLVE(_exit);
 	RESOLVE(_Exit);
+	RESOLVE(exit);
 	RESOLVE(dlclose);
 	RESOLVE(waitpid);
 	RESOLVE(wait3);
@@ -1743,6 +1745,31 @@ HT_EXPORT void _exit(int status)
 		ht_hooks__resolve();
 	ht_writer__shutdown(0);
 	real._exit(status);
+}
+
+/* exit() from several threads at once: the first runs the exit handlers,
+ * the recorder's shutdown among them, and a second one, finding them
+ * taken, ended the process with the exit system call while the first was
+ * still closing the trace (inside glibc, past the _exit hook): with
+ * --writer=thread most of the trace was lost, and it was left unclosed.
+ * POSIX leaves concurrent exit() undefined; a second thread now waits here
+ * for the first to end the process, as newer glibc's own exit does.  The
+ * thread that is exiting may call exit() again (from an exit handler, a
+ * signal handler), and a child forked meanwhile exits on its own. */
+static _Atomic uint64_t exiting; /* pid << 32 | tid of the thread in exit(), 0 none */
+
+HT_EXPORT void exit(int status)
+{
+	if (!real.exit)
+		ht_hooks__resolve();
+	uint64_t me = (uint64_t)(uint32_t)syscall(SYS_getpid) << 32 | (uint32_t)syscall(SYS_gettid);
+	uint64_t first = 0;
+	if (!atomic_compare_exchange_strong(&exiting, &first, me) && first != me &&
+	    first >> 32 == me >> 32) {
+		for (;;)
+			syscall(SYS_pause); /* (the first exit() ends this thread with the rest) */
+	}
+	real.exit(status);
 }
 
 HT_EXPORT void _Exit(int status)
