@@ -82,6 +82,15 @@ struct ht_stacks {
 	 * of a stack is, in a program with a large working set of its own,
 	 * out of every cache by the time the stack comes again */
 	struct stk_leaf leaf0[1u << LEAF0_LG];
+	/* The walk's frames and libunwind's context and cursor, here and not
+	 * on the stack (some 4 KiB): a signal handler on an alternate stack of
+	 * SIGSTKSZ (8 KiB, an AVX-512 signal frame taking 3 of them) that
+	 * allocates overflowed it with --stacks.  One capture at a time per
+	 * thread (the recorder's guard is up: a handler interrupting it is a
+	 * nested call, taken without a stack). */
+	uint64_t ips[HT_MAX_DEPTH + SKIP_SLACK];
+	unw_context_t uc;
+	unw_cursor_t cur;
 };
 
 /* ---- memory without malloc --------------------------------------------- */
@@ -1175,21 +1184,19 @@ static __attribute__((noinline)) int cfi_walk(struct ht_stacks *s, uint64_t *ips
  * unw_backtrace: the latter's fast path keeps a per-thread table that
  * libunwind maps on first use and unmaps when the thread exits, which the
  * trace would show as the program's munmap. */
-static __attribute__((noinline)) int libunwind_walk(uint64_t *ips, int depth)
+static __attribute__((noinline)) int libunwind_walk(struct ht_stacks *s, uint64_t *ips, int depth)
 {
-	unw_context_t uc;
-	unw_cursor_t cur;
-	if (unw_getcontext(&uc) != 0 || unw_init_local(&cur, &uc) < 0)
+	if (unw_getcontext(&s->uc) != 0 || unw_init_local(&s->cur, &s->uc) < 0)
 		return 0;
 	int n = 0;
 	do {
 		unw_word_t ip;
-		if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || !ip)
+		if (unw_get_reg(&s->cur, UNW_REG_IP, &ip) < 0 || !ip)
 			break;
 		if (n == 0 && ip >= self_lo && ip < self_hi)
 			continue; /* the tracer's own frames */
 		ips[n++] = ip;
-	} while (n < depth && unw_step(&cur) > 0);
+	} while (n < depth && unw_step(&s->cur) > 0);
 	return n;
 }
 
@@ -1197,11 +1204,12 @@ static __attribute__((noinline)) int libunwind_walk(uint64_t *ips, int depth)
  * and those the walk got otherwise are counted and the first few shown. */
 static _Atomic unsigned long check_stacks, check_differ;
 
-static __attribute__((noinline)) int unwind_check(uint64_t *ips, int n, int depth)
+static __attribute__((noinline)) int unwind_check(struct ht_stacks *s, uint64_t *ips, int n,
+						       int depth)
 {
-	uint64_t ref[HT_MAX_DEPTH];
+	uint64_t ref[HT_MAX_DEPTH]; /* (a check mode: the stack is not spared here) */
 	ht_tls.guard += HT_GUARD_OWN; /* (libunwind maps memory) */
-	int m = libunwind_walk(ref, depth);
+	int m = libunwind_walk(s, ref, depth);
 	ht_tls.guard -= HT_GUARD_OWN;
 	atomic_fetch_add_explicit(&check_stacks, 1, memory_order_relaxed);
 	if (m == n && !memcmp(ref, ips, (size_t)n * sizeof(*ips)))
@@ -1408,7 +1416,7 @@ uint32_t ht_stack__capture(struct ht_tls *t)
 	uint32_t g = atomic_load_explicit(&mod_gen, memory_order_relaxed);
 	if (HT_UNLIKELY(g != s->gen) && stacks_sync(t, s, g) < 0)
 		return 0;
-	uint64_t ips[HT_MAX_DEPTH + SKIP_SLACK];
+	uint64_t *ips = s->ips;
 	int depth = ht_opt.stack_depth > HT_MAX_DEPTH ? HT_MAX_DEPTH : ht_opt.stack_depth;
 	int n = 0, in_log = 0;
 	uintptr_t here = (uintptr_t)__builtin_frame_address(0);
@@ -1418,14 +1426,14 @@ uint32_t ht_stack__capture(struct ht_tls *t)
 			if (in_log)
 				log_ips(&s->walk->log, ips, n);
 			in_log = 0;
-			n = unwind_check(ips, n, depth);
+			n = unwind_check(s, ips, n, depth);
 		}
 	} else {
 		/* no walk of our own, or not on the thread's own stack (a signal
 		 * handler's alternate stack, a coroutine's): libunwind alone, so
 		 * that nothing reads outside the stack we are on */
 		ht_tls.guard += HT_GUARD_OWN; /* (libunwind maps memory) */
-		n = libunwind_walk(ips, depth);
+		n = libunwind_walk(s, ips, depth);
 		ht_tls.guard -= HT_GUARD_OWN;
 	}
 	if (n <= 0)

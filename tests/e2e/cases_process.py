@@ -201,6 +201,27 @@ def test_signal_handler_allocates(t):
         t.note("%d heap calls of signal handlers dropped (counted): a loaded machine" % lost)
 
 
+@case(timeout=120)
+def test_signal_handler_small_altstack(t):
+    """A SIGSEGV handler on an 8 KiB alternate signal stack that allocates
+    (tests/progs/altstack.c, 200 times): the program runs as it does
+    untraced, with and without --stacks (also --unwind=dwarf), and the
+    trace holds the handler's 200 malloc(64) with their stacks.  Before,
+    the stack walk's 4 KiB of frames and libunwind state on that stack
+    overflowed it: SIGSEGV in the handler, exit 139."""
+    eq(t.run([t.prog("altstack")]).rc, 0, "untraced")
+    for opts in ([], ["--stacks"], ["--stacks", "--unwind", "dwarf"]):
+        out = t.path("alt%d.ht" % len(opts))
+        r = t.run([t.heaptrail, "record", "-q", "-o", out] + opts + ["--", t.prog("altstack")])
+        eq((r.rc, r.stdout), (0, "handled: 200\n"), "%s:\n%s" % (opts, r.describe()))
+        s = t.stats(out)
+        expect_calls(s, {"malloc": 201, "free": 200, "mmap": 1})
+        if opts:
+            fl = t.tool(["flamegraph", "-q", "--folded", "--metric", "allocations", out]).stdout
+            check(any(";on_segv" in l for l in fl.splitlines()),
+                  "%s: no stack through on_segv:\n%s" % (opts, fl))
+
+
 def limited(kib, argv):
     """argv under `ulimit -v KIB` (bash's)."""
     return ["bash", "-c", 'ulimit -v %d && exec "$@"' % kib, "sh"] + list(argv)
