@@ -186,6 +186,39 @@ static void pause_note(const struct ht_reader *r, const char *path, const struct
 		fprintf(stderr, "heaptrail: note: %s: %s\n", path, note);
 }
 
+enum ht_trace_end ht_analyze__trace_end(const struct ht_reader *r)
+{
+	const struct ht_trace_info *in = ht_reader__info(r);
+	if (ht_reader__error(r))
+		return HT_END_CUT;
+	if (in->being_written && !in->closed)
+		return HT_END_NOW;
+	/* (a program that ended by the exit_group system call did exit) */
+	if (!in->closed || (in->orphaned && !in->exit_syscall))
+		return HT_END_UNCLEAN;
+	return HT_END_EXIT;
+}
+
+const char *ht_analyze__end_not_freed(enum ht_trace_end e)
+{
+	switch (e) {
+	case HT_END_NOW:
+		return " yet (the program still runs: live now)";
+	case HT_END_UNCLEAN:
+		return " by the trace's end (the program did not exit cleanly)";
+	case HT_END_CUT:
+		return " by the trace's end (the trace is cut short or damaged: frees after it "
+		       "are not in it)";
+	default:
+		return " at exit";
+	}
+}
+
+const char *ht_analyze__end_label(enum ht_trace_end e)
+{
+	return e == HT_END_NOW ? "live now" : e == HT_END_EXIT ? "live at exit" : "live at the end";
+}
+
 int ht_analyze__finish_pass(struct ht_reader *r, const char *path, int quiet_warnings,
 			    const struct ht_pauses *ps)
 {

@@ -40,6 +40,20 @@ int ht_analyze__finish(struct ht_reader *r, const char *path, int quiet_warnings
 struct ht_pauses;
 int ht_analyze__finish_pass(struct ht_reader *r, const char *path, int quiet_warnings,
 			    const struct ht_pauses *ps);
+/* How a trace ends, for the words given to the blocks live at its end. */
+enum ht_trace_end {
+	HT_END_EXIT,    /* the program exited and the trace is whole: "at exit" */
+	HT_END_NOW,     /* a recorder still writes it: "live now" */
+	HT_END_UNCLEAN, /* the program was killed or crashed (the trace closed by its
+			 * writer process, or not at all): "by the trace's end" */
+	HT_END_CUT,     /* the file is cut short or damaged (the reader's error):
+			 * "by the trace's end" */
+};
+enum ht_trace_end ht_analyze__trace_end(const struct ht_reader *r);
+/* Its words for "not freed ..." (leaks) and for a "live ..." label. */
+const char *ht_analyze__end_not_freed(enum ht_trace_end e);
+const char *ht_analyze__end_label(enum ht_trace_end e);
+
 /* Recording off (ps->count times, up to end_ns) in one sentence (no
  * newline), "" if it never was: that the calls meanwhile are not in the
  * trace, and what that does to the blocks. */

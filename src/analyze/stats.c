@@ -446,9 +446,10 @@ void ht_stats__json(const struct ht_stats *s, struct ht_json *j, const struct ht
 	ht_json__obj_end(j);
 }
 
-void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_trace_info *in,
+void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_reader *r,
 		    const char *path)
 {
+	const struct ht_trace_info *in = ht_reader__info(r);
 	char b1[32], b2[32], b3[32], b4[32];
 	fprintf(f, "trace      %s\ncommand    %s (pid %d)\n", path, in->cmdline, in->pid);
 	if (in->allocator)
@@ -493,8 +494,7 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_trace_inf
 	       ht_fmt_bytes(b1, s->peak_bytes), ht_fmt_bytes(b2, s->peak_usable_at),
 	       (unsigned long long)s->peak_blocks, ht_fmt_ns(b3, s->peak_time));
 	fprintf(f, "most live blocks %llu\n", (unsigned long long)s->max_blocks);
-	fprintf(f, "%s %s in %llu blocks\n",
-	       in->being_written && !in->closed ? "live now        " : "live at exit    ",
+	fprintf(f, "%-16s %s in %llu blocks\n", ht_analyze__end_label(ht_analyze__trace_end(r)),
 	       ht_fmt_bytes(b1, s->live_bytes), (unsigned long long)s->live_blocks);
 	fprintf(f, "free(NULL)       %llu\nfrees elsewhere  %llu blocks freed by another thread than "
 	       "their allocator\n", (unsigned long long)s->free_null,

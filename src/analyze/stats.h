@@ -70,7 +70,7 @@ void ht_stats__event(struct ht_stats *s, const struct ht_event *e, const struct 
 void ht_stats__json(const struct ht_stats *s, struct ht_json *j, const struct ht_trace_info *in,
 		    const char *path, int complete);
 /* The stats text summary. */
-void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_trace_info *in,
+void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_reader *r,
 		    const char *path);
 /* How long the trace lasts: its header's duration, or its last event's time
  * if later. */

@@ -433,12 +433,8 @@ static int report(struct leaks *l, struct ht_reader *r, const struct leaks_confi
 		       ht_fmt_bytes(b1, bytes), (unsigned long long)blocks);
 		if (cfg->at != UINT64_MAX)
 			printf(" at %s", ht_fmt_ns(b1, l->end_ns));
-		else if (in->being_written && !in->closed)
-			printf(" yet (the program still runs: live now)");
-		else if (!in->closed)
-			printf(" by the trace's end (the program did not exit cleanly)");
 		else
-			printf(" at exit");
+			fputs(ht_analyze__end_not_freed(ht_analyze__trace_end(r)), stdout);
 		if (cfg->older)
 			printf(", allocated at least %s before", ht_fmt_ns(b1, cfg->older));
 		printf(", from %zu stacks", kept);

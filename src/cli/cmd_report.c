@@ -155,7 +155,8 @@ static void section_summary(struct page *pg)
 	fputs("<div class=\"cards\">\n", f);
 	ht_html__card(f, "peak live heap", ht_fmt_bytes(b1, s->peak_bytes), "requested, at %s (%s usable)",
 		      ht_fmt_ns(b2, s->peak_time), ht_fmt_bytes((char[32]){0}, s->peak_usable_at));
-	ht_html__card(f, "live at exit", ht_fmt_bytes(b1, s->live_bytes), "in %llu blocks never freed",
+	ht_html__card(f, ht_analyze__end_label(ht_analyze__trace_end(pg->r)),
+		      ht_fmt_bytes(b1, s->live_bytes), "in %llu blocks never freed",
 		      (unsigned long long)s->live_blocks);
 	ht_html__card(f, "allocated", ht_fmt_bytes(b1, s->bytes_allocated), "in %llu allocations",
 		      (unsigned long long)allocs);

@@ -63,7 +63,7 @@ int cmd_stats(int argc, char **argv)
 		ht_stats__json(s, &j, ht_reader__info(r), argv[0], complete);
 		ht_json__finish(&j);
 	} else {
-		ht_stats__text(s, stdout, ht_reader__info(r), argv[0]);
+		ht_stats__text(s, stdout, r, argv[0]);
 	}
 	fflush(stdout);
 	ret = ht_analyze__finish_pass(r, argv[0], cfg.quiet, ht_pass__pauses(pass));

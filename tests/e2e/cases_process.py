@@ -640,7 +640,9 @@ def test_kill9(t):
     with a writer thread (HEAPTRAIL_WRITER=thread), the program is killed
     once the file holds its events (the writer flushed them while it
     lived): they are all still there after the kill, and the file is not
-    closed."""
+    closed.  stats and leaks say the blocks were live by the trace's end,
+    not at exit (they said "at exit" of a program killed with the writer
+    process, which closes its trace)."""
     for name, env in (
             ("process", {}),
             ("process-20ms", {"HEAPTRAIL_FLUSH_INTERVAL": "20"}),
@@ -665,6 +667,13 @@ def test_kill9(t):
         s = t.stats(out, rc=None)
         expect_calls(s, {"malloc": 1000, "free": 400})
         expect(s, live_blocks_at_exit=600, bytes_allocated=40000)
+        # the blocks left live were not "at exit": the program was killed
+        text = t.tool(["stats", out]).stdout
+        check(re.search(r"^live at the end  23\.4 KiB in 600 blocks$", text, re.M),
+              "%s: stats' line of live blocks:\n%s" % (name, text))
+        first = t.tool(["leaks", out]).stdout.splitlines()[0]
+        check("23.4 KiB in 600 blocks not freed by the trace's end (the program did not exit "
+              "cleanly)" in first, "%s: leaks' first line: %r" % (name, first))
         if name.startswith("process"):
             expect(s, closed=True, orphaned=True, complete=True)
             check("writer process saved every event" in s["_run"].stderr,

@@ -5,6 +5,7 @@ nothing crashes."""
 
 import os
 import random
+import re
 
 import htformat
 from htlib import Failure, case, check, eq, expect_calls
@@ -66,7 +67,9 @@ def chunk_offsets(path):
 @case()
 def test_truncated(t):
     """Truncated copies of a good trace: partial results, complete=false,
-    exit 1, a one-line error naming the file and an offset."""
+    exit 1, a one-line error naming the file and an offset; stats and
+    leaks name the blocks live where it ends "by the trace's end", not "at
+    exit"."""
     out, full = good_trace(t)
     data, chunks = chunk_offsets(out)
     events = [c for c in chunks if c[1][1] == htformat.CHUNK_EVENTS]
@@ -122,6 +125,12 @@ def check_cut(t, data, chunks, mid, full, what, size):
     eq(len([l for l in r.stdout.splitlines() if l.strip()]), s["events"],
        "%s: dump lines vs stats events" % what)
     eq(len(error_lines(r, path)), 1, "%s: dump error lines" % what)
+    # the blocks live where the file ends are not said to be live "at exit"
+    text = t.tool(["stats", path]).stdout
+    check(re.search(r"^live at the end  ", text, re.M), "%s: stats' live line:\n%s" % (what, text))
+    first = (t.tool(["leaks", path]).stdout.splitlines() or [""])[0]
+    check(" not freed by the trace's end (the trace is cut short or damaged" in first,
+          "%s: leaks' first line: %r" % (what, first))
 
 
 @case()
