@@ -186,6 +186,17 @@ static void pause_note(const struct ht_reader *r, const char *path, const struct
 		fprintf(stderr, "heaptrail: note: %s: %s\n", path, note);
 }
 
+int ht_analyze__from_past_end(const struct ht_trace_info *in, uint64_t from_ns,
+			      const char *path)
+{
+	if (!in->closed || !from_ns || from_ns < in->duration_ns)
+		return 0;
+	char b1[32], b2[32];
+	ht_error("--from=%s: the trace %s lasts %s", ht_fmt_ns(b1, from_ns), path,
+		 ht_fmt_ns(b2, in->duration_ns));
+	return 1;
+}
+
 enum ht_trace_end ht_analyze__trace_end(const struct ht_reader *r)
 {
 	const struct ht_trace_info *in = ht_reader__info(r);

@@ -40,6 +40,11 @@ int ht_analyze__finish(struct ht_reader *r, const char *path, int quiet_warnings
 struct ht_pauses;
 int ht_analyze__finish_pass(struct ht_reader *r, const char *path, int quiet_warnings,
 			    const struct ht_pauses *ps);
+/* --from past the end of a finished trace: says so (naming how long the
+ * trace lasts) and returns 1; 0 if the window starts within it. */
+int ht_analyze__from_past_end(const struct ht_trace_info *in, uint64_t from_ns,
+			      const char *path);
+
 /* How a trace ends, for the words given to the blocks live at its end. */
 enum ht_trace_end {
 	HT_END_EXIT,    /* the program exited and the trace is whole: "at exit" */

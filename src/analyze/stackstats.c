@@ -320,8 +320,11 @@ int ht_stackstats__collect(const char *path, uint32_t tid, struct ht_stackstats 
 	struct ht_pass *pass = ht_pass__new();
 	ht_pass__check_order(pass, *rp);
 	const struct ht_event *e;
-	while ((e = ht_analyze__next_event(*rp)))
+	while ((e = ht_analyze__next_event(*rp))) {
+		if (__builtin_expect(s->tid != 0, 0) && e->tid == s->tid)
+			s->tid_seen = 1;
 		ht_stackstats__event(s, e, ht_pass__event(pass, e));
+	}
 	s->pauses = *ht_pass__pauses(pass);
 	ht_pass__delete(pass);
 	ht_stackstats__finish(s);

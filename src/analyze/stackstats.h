@@ -61,6 +61,7 @@ struct ht_stackstats {
 	struct ht_pauses pauses;    /* recording off (ht_stackstats__collect's pass) */
 	/* collection state */
 	uint32_t tid;               /* only blocks this thread allocated (0 = all) */
+	int tid_seen;               /* ht_stackstats__collect saw an event of tid */
 	uint32_t npeaks;            /* times a new peak was reached */
 	uint64_t live;              /* bytes live now, all threads */
 	struct ht_stackstats_last *last; /* per thread, by the pass's index (op->thread) */

@@ -77,6 +77,8 @@ int cmd_heap(int argc, char **argv)
 		ret = HT_EXIT_DATA;
 		goto cleanup;
 	}
+	if (ht_analyze__from_past_end(ht_reader__info(r), cfg.from, argv[0]))
+		goto cleanup; /* (exit 2, as timeline) */
 	const char *other = ht_reader__info(r)->allocator;
 	if (other) {
 		ht_error("%s: the program's malloc was not glibc's but that of %s: 'heap' shows glibc's "

@@ -123,10 +123,7 @@ int cmd_timeline(int argc, char **argv)
 	char title[512];
 	snprintf(title, sizeof(title), "heap over time: %s (pid %d)", in->cmdline, in->pid);
 	o.title = title;
-	if (!to_s && in->closed && cfg.from >= in->duration_ns) {
-		char b[32];
-		ht_error("--from=%s: the trace %s lasts %s", from_s, argv[0],
-			 ht_fmt_ns(b, in->duration_ns));
+	if (!to_s && ht_analyze__from_past_end(in, cfg.from, argv[0])) {
 		ret = HT_EXIT_USAGE;
 		goto cleanup;
 	}

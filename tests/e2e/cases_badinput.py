@@ -339,6 +339,30 @@ def test_usage_time_window_backwards(t):
 
 
 @case(labels=("analyzers",))
+def test_usage_past_the_trace(t):
+    """--from after the end of the trace (heap, timeline) and --thread of a
+    thread the trace does not have (top, flamegraph) are usage errors: exit
+    2, one line that says why, nothing on stdout.  Before, heap printed a
+    peak "at 0 ns" of 0 B beside the end's figures, and top empty tables,
+    both with exit 0."""
+    trace = t.path("w.ht")
+    t.record(trace, [t.prog("leaky"), t.prog("libleaklib.so")])
+    for cmd in ("heap", "timeline"):
+        r = t.tool([cmd, "--from", "100s", trace])
+        eq((r.rc, r.stdout), (2, ""), "%s --from 100s:\n%s" % (cmd, r.describe()))
+        check(re.search(r"^heaptrail: error: --from=100\.000 s: the trace .*w\.ht lasts [\d.]+ [mu]?s$",
+                        r.stderr, re.M), "%s: the line:\n%s" % (cmd, r.stderr))
+    stacked = t.path("s.ht")
+    t.run([t.heaptrail, "record", "-q", "--stacks", "-o", stacked, "--", t.prog("leaky"),
+           t.prog("libleaklib.so")], check_rc=0)
+    for cmd in ("top", "flamegraph"):
+        r = t.tool([cmd, "--thread", "4000000", stacked])
+        eq((r.rc, r.stdout), (2, ""), "%s --thread 4000000:\n%s" % (cmd, r.describe()))
+        check("--thread=4000000: no event of thread 4000000 in " in r.stderr,
+              "%s: the line:\n%s" % (cmd, r.stderr))
+
+
+@case(labels=("analyzers",))
 def test_usage_typos_suggested(t):
     """A mistyped command or long option (one or two edits, a swap of two
     letters, the start of the only name that begins so) gets the name meant
