@@ -214,6 +214,8 @@ static int write_all(const void *buf, size_t n)
 }
 
 static int in_helper; /* this is the helper process: it has no stderr */
+static __thread int in_writer_thread; /* the writer thread: its descriptor table is its own,
+				       * without stderr (own_fd_table) */
 
 static void fail(const char *what)
 {
@@ -228,8 +230,10 @@ static void fail(const char *what)
 		ssize_t r = ht_sys_pwrite(w.fd, &w.hdr, sizeof(w.hdr), 0); /* best effort */
 		(void)r;
 	}
-	if (!in_helper)
+	if (!in_helper && !in_writer_thread)
 		ht_writer__report_failure();
+	/* (else a program thread says it, at its next buffer or at the end:
+	 * the writer thread wrote the line into a table without stderr) */
 }
 
 /* The one warning about a failed write, from the traced process (the
@@ -708,6 +712,13 @@ static void write_chunk(struct ht_chunk_header *c, const void *payload, size_t n
 	c->comp_size = (uint32_t)len;
 	uint64_t at = w.off;
 	if (write_all(c, sizeof(*c)) < 0 || write_all(data, len) < 0) {
+		/* the chunk begun is cut off the file (shrinking it works on a
+		 * full disk): the trace ends at its last whole chunk, and reads
+		 * as stopped, not as cut short */
+		int e = errno;
+		if (ftruncate(w.fd, (off_t)at) == 0 && lseek(w.fd, (off_t)at, SEEK_SET) == (off_t)at)
+			w.off = at;
+		errno = e;
 		fail("write");
 		if (own_tx)
 			tx_set(0);
@@ -1263,6 +1274,7 @@ static void *writer_main(void *arg)
 {
 	(void)arg;
 	ht_tls.guard = HT_GUARD_OWN; /* nothing this thread allocates is traced */
+	in_writer_thread = 1;
 	own_fd_table();
 	nptl_nthreads = dlsym(RTLD_DEFAULT, "__nptl_nthreads");
 	/* (every signal blocked from its start: ht_writer__start) */

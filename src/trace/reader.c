@@ -462,8 +462,8 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 			    "of now, up to the last flush; what is live at its end is live now, not "
 			    "at exit", (int)r->hdr.pid);
 	else if (r->info.disk_full && !r->info.closed)
-		ht_rd__warn(r, "recording stopped when a write failed (disk full?): the trace holds "
-			    "the events written before");
+		ht_rd__warn(r, "recording stopped when a write failed (disk full, or a file size "
+			    "limit?): the trace holds the events written before");
 	else if (!r->info.closed)
 		ht_rd__warn(r, "the trace was not closed cleanly (the program was killed, crashed or "
 			    "exec'ed): it holds the events up to the last flush");
