@@ -303,6 +303,12 @@ void ht_init__after_fork_child(void)
 	struct ht_tls *t = &ht_tls;
 	t->guard += HT_GUARD_OWN;
 	traced_pid = (pid_t)syscall(SYS_getpid);
+	/* the child's identity is the one it was forked with: a process that
+	 * dropped privileges before it forks its workers (a daemon) has them
+	 * traced; a child that switches user after the fork does not
+	 * (ht_identity_changed) */
+	start_euid = geteuid();
+	start_egid = getegid();
 	root_image = 0;
 	image_index = 0;
 	/* The parent's buffers are the parent's to write. */

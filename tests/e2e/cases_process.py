@@ -396,6 +396,30 @@ def test_clone_child_traced(t):
         expect(s, forks=1, complete=True, closed=True, live_bytes_at_exit=65536)
 
 
+@case(timeout=120)
+def test_child_after_privilege_drop(t):
+    """A process that drops root (to nobody) and then forks a worker, as
+    daemons do (tests/progs/dropfork.c): the worker, forked with the
+    identity it runs under, is traced, its trace written as nobody in a
+    directory that user may write.  Before, every child of a process whose
+    user had changed since it started went untraced, and nothing said so."""
+    if os.geteuid() != 0:
+        skip("needs root (to drop to nobody)")
+    os.chmod(t.dir, 0o755)  # (nobody goes through it)
+    d = t.path("shared")
+    os.makedirs(d)
+    os.chmod(d, 0o1777)
+    out = os.path.join(d, "d.ht")
+    r = t.record(out, [t.prog("dropfork")])
+    pid = int(dict(l.split(": ") for l in r.stdout.splitlines())["child"])
+    child = "%s.%d" % (out, pid)
+    check(os.path.exists(child), "no trace of the worker: %s\n%s" % (os.listdir(d), r.describe()))
+    eq(os.stat(child).st_uid, 65534, "the worker's trace: its owner")
+    c = t.stats(child)
+    eq((c["calls"]["malloc"], c["calls"]["free"]), (1000, 1000), "the worker's calls")
+    expect(c, complete=True, closed=True)
+
+
 def calls_by_file(t, prefix):
     """{file name: stats} of every trace in t.dir whose name starts with prefix."""
     return {f: t.stats(t.path(f)) for f in sorted(os.listdir(t.dir)) if f.startswith(prefix)}
