@@ -441,6 +441,9 @@ acquire(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t, int old_
 		h->mm_live += c * w;
 		h->mm_count += w;
 		h->mm_bytes += c * w;
+		if ((op->released && (op->released->pad & HT_BLOCK_MMAPPED)) ||
+		    (e->part == HT_PART_ACQUIRE && t->split_mmapped))
+			h->mm_resized += w; /* (a realloc that mremapped one) */
 		if (h->mm_live > h->mm_peak && in_window(h, now))
 			h->mm_peak = h->mm_live;
 		/* sysmalloc mmaps when nb >= mmap_threshold (or the heap cannot grow) */
@@ -746,8 +749,10 @@ static void event_apply(struct ht_heapinfo *h, const struct ht_event *e,
 			const struct ht_block *b = ht_pass__get(op->live, old, 0);
 			old_arena = b ? block_arena(b) : -1;
 		}
-		if (e->part == HT_PART_RELEASE)
+		if (e->part == HT_PART_RELEASE) {
+			t->split_mmapped = op->released && (op->released->pad & HT_BLOCK_MMAPPED);
 			return;
+		}
 		arena = acquire(h, e, t, old_arena, op);
 		if (arena < 0)
 			arena = old_arena;

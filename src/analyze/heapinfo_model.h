@@ -95,6 +95,8 @@ struct thr {
 	uint64_t timed;       /* calls with a duration */
 	uint64_t slow, slow_worst; /* slow calls (finish), the slowest in ticks */
 	size_t heap_hint;     /* cache: the heap of its last block (index + 1, 0 none) */
+	int split_mmapped;    /* the RELEASE part of its realloc under way released an
+			       * mmapped chunk (for the ACQUIRE part) */
 };
 
 struct change {
@@ -185,6 +187,7 @@ struct ht_heapinfo {
 	uint64_t live_req, live_use; /* in use: requested, usable */
 	uint64_t peak_req, peak_use, peak_ns; /* at the peak of requested bytes */
 	uint64_t mm_live, mm_peak, mm_count, mm_bytes; /* mmapped chunks */
+	uint64_t mm_resized;  /* of mm_count, reallocs of an mmapped chunk (mremap) */
 	uint64_t unknown_frees;
 	uint64_t rss_peak_kb, rss_peak_ns; /* the RSS peak in the window */
 	int rss_taken;

@@ -207,8 +207,11 @@ void ht_heapinfo__text(const struct ht_heapinfo *h, FILE *f)
 		h->calls[HT_EV_MALLOPT], h->calls[HT_EV_MALLOC_TRIM]);
 	fprintf(f, "  arenas %zu, heaps %zu, sbrk total %" PRIu64 " bytes, threshold changes %zu\n",
 		h->narenas, h->nheaps, h->grown, h->nchanges);
-	fprintf(f, "  mmapped chunks: %" PRIu64 " (%s), %s at the peak, %s at the end\n", h->mm_count,
-		ht_fmt_bytes(b1, h->mm_bytes), ht_fmt_bytes(b2, h->mm_peak), ht_fmt_bytes(b3, h->mm_live));
+	fprintf(f, "  mmapped chunks: %" PRIu64 " (%s)", h->mm_count, ht_fmt_bytes(b1, h->mm_bytes));
+	if (h->mm_resized)
+		fprintf(f, ", %" PRIu64 " of them reallocs resizing one", h->mm_resized);
+	fprintf(f, ", at most %s at once, %s at the end\n", ht_fmt_bytes(b2, h->mm_peak),
+		ht_fmt_bytes(b3, h->mm_live));
 	fprintf(f, "  final thresholds: mmap %" PRIu64 " bytes, trim %" PRIu64 " bytes%s\n", h->mmap_thr,
 		h->trim_thr, h->no_dyn ? " (fixed by mallopt)" : " (dynamic)");
 	fprintf(f, "  in use at the peak (%s): %s requested in %s usable (%.1f%% overhead)\n",
@@ -411,6 +414,7 @@ void ht_heapinfo__json(const struct ht_heapinfo *h, struct ht_json *j)
 	ht_json__u64(j, "arenas", h->narenas);
 	ht_json__u64(j, "heaps", h->nheaps);
 	ht_json__u64(j, "mmapped_chunks", h->mm_count);
+	ht_json__u64(j, "mmapped_resized", h->mm_resized);
 	ht_json__u64(j, "mmapped_bytes", h->mm_bytes);
 	ht_json__u64(j, "mmapped_peak_bytes", h->mm_peak);
 	ht_json__u64(j, "mmapped_below_threshold", h->below_thr);

@@ -485,9 +485,26 @@ def test_reallocs(t):
            realloc__calls=41, realloc__moved=v["moved"], realloc__in_place=v["in_place"],
            realloc__as_malloc=0, realloc__as_free=0, realloc__failed=0,
            complete=True, closed=True)
-    c = live_set_check(t.dump(out))
+    evs = t.dump(out)
+    c = live_set_check(evs)
     check(c.reuse == 0 and c.unknown == 0, c.summary())
     eq(c.live, {}, "blocks live at the end (dump replay)")
+    # heap: the mmapped chunks, and of them the reallocs that resized one
+    # (they were counted as chunks of their own, without a word)
+    mm, made, resized = {}, 0, 0
+    for e in evs:
+        if e.kind in ("malloc", "realloc", "reallocarray") and e.res and e.res[0]:
+            was = e.kind != "malloc" and mm.pop(e.args[0], False)
+            if "[mmapped]" in e.line:
+                made += 1
+                resized += was
+            mm[e.res[0]] = "[mmapped]" in e.line
+    check(made > 3 and resized > 3, "the program's mmapped chunks: %d, resized %d" % (made, resized))
+    h = json.loads(t.tool(["heap", "--json", out]).stdout)["summary"]
+    eq((h["mmapped_chunks"], h["mmapped_resized"]), (made, resized), "heap: mmapped chunks, resized")
+    text = t.tool(["heap", out]).stdout
+    check("%d of them reallocs resizing one, at most 1.0 MiB at once" % resized in text,
+          "heap's mmapped line:\n" + text)
 
 
 def valgrind_summary(text):
