@@ -453,6 +453,13 @@ static int open_output(int unnamed)
 		if (lstat(w.path, &lst) == 0 && S_ISLNK(lst.st_mode))
 			ht_msg("%s is a symbolic link; heaptrail does not write through symlinks "
 			       "(remove it or choose another output path)", w.path);
+		else if (S_ISREG(lst.st_mode) && lst.st_uid != geteuid() && ht_image_index() > 0)
+			/* (the traced process changed user, then exec'd: the
+			 * trace its earlier image wrote is not this user's) */
+			ht_msg("%s belongs to uid %u, and this process now runs as uid %u (it "
+			       "changed user, then exec'd %s): this image runs untraced",
+			       w.path, (unsigned)lst.st_uid, (unsigned)geteuid(),
+			       program_invocation_name);
 		else
 			ht_msg("%s exists and is not a file of ours (a directory, or another "
 			       "user's); not overwriting it: choose another output path", w.path);

@@ -402,7 +402,9 @@ def test_child_after_privilege_drop(t):
     daemons do (tests/progs/dropfork.c): the worker, forked with the
     identity it runs under, is traced, its trace written as nobody in a
     directory that user may write.  Before, every child of a process whose
-    user had changed since it started went untraced, and nothing said so."""
+    user had changed since it started went untraced, and nothing said so.
+    One that execs after the drop says why the new image is untraced (it
+    was told to choose another output path)."""
     if os.geteuid() != 0:
         skip("needs root (to drop to nobody)")
     os.chmod(t.dir, 0o755)  # (nobody goes through it)
@@ -418,6 +420,13 @@ def test_child_after_privilege_drop(t):
     c = t.stats(child)
     eq((c["calls"]["malloc"], c["calls"]["free"]), (1000, 1000), "the worker's calls")
     expect(c, complete=True, closed=True)
+    # dropped, then exec'd: the new image cannot go on with root's trace, and says why
+    out = os.path.join(d, "e.ht")
+    r = t.run([t.heaptrail, "record", "-o", out, "--", t.prog("dropfork"), "exec"])
+    eq(r.rc, 4, "the program's status:\n" + r.describe())
+    check("%s belongs to uid 0, and this process now runs as uid 65534 (it changed user, then "
+          "exec'd sh): this image runs untraced" % out in r.stderr,
+          "the line of the exec'd image:\n" + r.stderr)
 
 
 def calls_by_file(t, prefix):
