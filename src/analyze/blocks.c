@@ -150,18 +150,54 @@ struct ht_symbolizer *ht_blocks__symbolizer(struct ht_reader *r, const char *sys
 	return sym;
 }
 
+
+static uint64_t fold_frame(uint64_t h, const struct ht_frame *f)
+{
+	h = ht_hash_str(h, f->function);
+	h = ht_hash_str(h, f->file);
+	h = ht_hash_str(h, f->module);
+	h = (h ^ (uint64_t)f->line ^ ((uint64_t)f->inlined << 32)) * 0x100000001B3ull;
+	if (!f->function && !f->file)
+		h = (h ^ f->offset) * 0x100000001B3ull;
+	return h;
+}
+
 uint64_t ht_blocks__hash_frames(const struct ht_frame *f, size_t n)
 {
 	uint64_t h = 0xcbf29ce484222325ull ^ n;
-	for (size_t i = 0; i < n; i++) {
-		h = ht_hash_str(h, f[i].function);
-		h = ht_hash_str(h, f[i].file);
-		h = ht_hash_str(h, f[i].module);
-		h = (h ^ (uint64_t)f[i].line ^ ((uint64_t)f[i].inlined << 32)) * 0x100000001B3ull;
-		if (!f[i].function && !f[i].file)
-			h = (h ^ f[i].offset) * 0x100000001B3ull;
-	}
+	for (size_t i = 0; i < n; i++)
+		h = fold_frame(h, &f[i]);
 	return h;
+}
+
+uint64_t ht_blocks__stack_key(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t node,
+			      uint64_t *memo)
+{
+	if (!node)
+		return 0;
+	uint32_t chain[MAX_DEPTH + 1];
+	size_t n = 0;
+	/* up to the outermost node, or to one folded before */
+	for (uint32_t x = node; x && !memo[x] && n <= MAX_DEPTH; x = ht_reader__node_parent(r, x))
+		chain[n++] = x;
+	uint64_t h = 0xcbf29ce484222325ull;
+	if (n && ht_reader__node_parent(r, chain[n - 1]))
+		h = memo[ht_reader__node_parent(r, chain[n - 1])];
+	else if (!n)
+		return memo[node];
+	while (n--) {
+		const struct ht_frame *f;
+		uint32_t x = chain[n];
+		size_t nf = ht_symbolizer__resolve_in(sym, ht_reader__node_ip(r, x),
+						      ht_reader__node_module(r, x), &f);
+		for (size_t j = nf; j-- > 0;) /* (a node's frames come innermost first) */
+			if (!ht_symbols__is_recorder(f[j].module))
+				h = fold_frame(h, &f[j]);
+		if (!h)
+			h = 1; /* (0 is "not yet": part of the fold, the same on every path) */
+		memo[x] = h;
+	}
+	return memo[node];
 }
 
 size_t ht_blocks__frames(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t node,

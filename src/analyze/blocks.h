@@ -45,6 +45,15 @@ size_t ht_blocks__frames(struct ht_reader *r, struct ht_symbolizer *sym, uint32_
  * loop's call sites, several calls on one line) hash alike. */
 uint64_t ht_blocks__hash_frames(const struct ht_frame *f, size_t n);
 
+/* A key of what a reader sees of node's stack: the frames ht_blocks__frames
+ * gives, folded from the outermost one in (so that how they group into
+ * nodes, inlined calls, does not matter), memoized per node in memo
+ * (ht_reader__nnodes(r) entries, zero at first): stacks that read alike
+ * get the same key, each node resolved and folded once however many
+ * stacks pass through it.  0 for node 0 (no stack). */
+uint64_t ht_blocks__stack_key(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t node,
+			      uint64_t *memo);
+
 /* The name a report gives a frame: its function, else module+0xOFFSET (the
  * offset in the module's file), else 0xADDRESS.  Returns buf. */
 const char *ht_blocks__frame_name(char *buf, size_t len, const struct ht_frame *f);

@@ -275,19 +275,17 @@ static int by_key_node(const void *a, const void *b)
 void ht_stackstats__merge_alike(struct ht_stackstats *s, struct ht_reader *r,
 				struct ht_symbolizer *sym)
 {
-	enum { MAX = 1024 };
-	static struct ht_frame f[MAX];
 	struct alike *k = ht_xrealloc(NULL, (s->n ? s->n : 1) * sizeof(*k));
+	uint64_t *memo = ht_xcalloc(ht_reader__nnodes(r) + 1, sizeof(*memo));
 	size_t n = 0;
 	for (size_t i = 0; i < s->cap; i++) {
 		if (!s->slots[i].node)
 			continue;
-		size_t nf = s->slots[i].node > 1 ? ht_blocks__frames(r, sym, s->slots[i].node - 1, f, MAX)
-						 : 0;
-		/* (no frames: the stack of no stack, or all the tracer's own: as is) */
-		k[n++] = (struct alike){nf ? ht_blocks__hash_frames(f, nf) : 0, s->slots[i].node,
-					(uint32_t)i};
+		/* (the stack of no stack: key 0, never merged) */
+		k[n++] = (struct alike){ht_blocks__stack_key(r, sym, s->slots[i].node - 1, memo),
+					s->slots[i].node, (uint32_t)i};
 	}
+	free(memo);
 	qsort(k, n, sizeof(*k), by_key_node);
 	for (size_t i = 1; i < n; i++) {
 		size_t first = i - 1;
@@ -308,6 +306,16 @@ void ht_stackstats__merge_alike(struct ht_stackstats *s, struct ht_reader *r,
 	free(k);
 	if (s->at)
 		memset(s->at, 0, s->nat * sizeof(*s->at)); /* (stale now) */
+}
+
+int ht_stackstats__thread_missing(const struct ht_stackstats *s, const char *path)
+{
+	if (!s->tid || s->tid_seen)
+		return 0;
+	ht_error("--thread=%u: no event of thread %u in %s (its threads: 'heaptrail stats %s' "
+		 "lists them)",
+		 s->tid, s->tid, path, path);
+	return 1;
 }
 
 int ht_stackstats__collect(const char *path, uint32_t tid, struct ht_stackstats *s,

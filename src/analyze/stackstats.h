@@ -78,6 +78,9 @@ void ht_stackstats__init(struct ht_stackstats *s, uint32_t tid);
  * live blocks. */
 void ht_stackstats__event(struct ht_stackstats *s, const struct ht_event *e,
 			  const struct ht_blockop *op);
+/* After ht_stackstats__collect for one thread (--thread): 1, having said
+ * so, when the trace has no event of that thread (a usage error). */
+int ht_stackstats__thread_missing(const struct ht_stackstats *s, const char *path);
 /* After finish, for tables a reader reads: the stacks that read alike
  * (ht_blocks__hash_frames of all their frames: calls on one line, an
  * unrolled loop) summed into one record, the one of the smallest node, the

@@ -121,10 +121,7 @@ int cmd_flamegraph(int argc, char **argv)
 	ret = ht_stackstats__collect(argv[0], (uint32_t)cfg.tid, &ss, &r);
 	if (!r)
 		goto cleanup;
-	if (cfg.tid && !ss.tid_seen) {
-		ht_error("--thread=%llu: no event of thread %llu in %s (its threads: 'heaptrail stats "
-			 "%s' lists them)",
-			 (unsigned long long)cfg.tid, (unsigned long long)cfg.tid, argv[0], argv[0]);
+	if (ht_stackstats__thread_missing(&ss, argv[0])) {
 		ret = HT_EXIT_USAGE;
 		goto cleanup;
 	}

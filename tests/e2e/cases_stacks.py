@@ -420,6 +420,26 @@ def test_top_rows_alike_merged(t):
     stacks = page.split('<section id="stacks">')[1].split("</section>")[0]
     peak = stacks.split('id="peak"')[1].split("</table>")[0]
     eq(peak.count("oneline.c:%d" % line), 1, "the report's peak table: one row for make()")
+    # Debian's python3 (symbols, no lines: calls at two places of one
+    # function read alike), many stacks: every row of every table reads
+    # differently, and the peak's rows add up to the peak
+    py = "/usr/bin/python3"
+    if not os.path.exists(py):
+        return
+    out = t.path("py.ht")
+    t.run([t.heaptrail, "record", "-q", "--stacks", "-o", out, "--", py, "-c",
+           "import json; print(len(json.dumps([{'a': i, 'b': str(i)} for i in range(20000)])))"],
+          check_rc=0, timeout=120)
+    j = json.loads(t.tool(["top", "--json", "--top", "1000000", out]).stdout)
+
+    def reads(f):
+        return (f["function"], f["file"], f["line"], f["module"], f["inlined"],
+                f["offset"] if not f["function"] and not f["file"] else None)
+    for table in ("peak", "calls", "temporary"):
+        rows = [tuple(reads(f) for f in e["stack"]) for e in j[table]["entries"]]
+        check(len(rows) > 50, "python3: %d rows in %s" % (len(rows), table))
+        eq(len(set(rows)), len(rows), "python3: rows of %s that read alike" % table)
+    eq(sum(e["bytes"] for e in j["peak"]["entries"]), j["peak"]["bytes"], "python3: the peak's rows")
 
 
 def marker_lines_text(name, marker):
