@@ -144,7 +144,30 @@ static const char *shown(const char *path, char *buf, size_t len)
 	return buf;
 }
 
-int ht_out__check(const char *path, char *err, size_t errlen)
+/* What heaptrail's own data files begin with (trace/format.h HT_MAGIC,
+ * replay/workload.h HT_WL_MAGIC; e2e.output_never_replaces_a_trace fails
+ * if they change without this): "a trace", "a workload", or NULL. */
+static const char *data_file_kind(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	struct stat st;
+	char magic[8];
+	const char *kind = NULL;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && pread(fd, magic, 8, 0) == 8) {
+		if (!memcmp(magic, "HEAPTRL\0", 8))
+			kind = "a heaptrail trace";
+		else if (!memcmp(magic, "HTWLOAD\n", 8))
+			kind = "a heaptrail workload";
+	}
+	close(fd);
+	return kind;
+}
+
+/* The checks of a destination before anything is written; data: the
+ * output is a trace or workload itself (HT_OUT_DATA). */
+static int check_dest(const char *path, int data, char *err, size_t errlen)
 {
 	char sbuf[128];
 	struct stat st;
@@ -156,7 +179,21 @@ int ht_out__check(const char *path, char *err, size_t errlen)
 		errno = ELOOP;
 		return -1;
 	}
+	const char *kind = path && !data ? data_file_kind(path) : NULL;
+	if (kind) {
+		snprintf(err, errlen,
+			 "cannot write %s: it is %s, which this output would replace (the input "
+			 "named again by -o?): choose another path",
+			 shown(path, sbuf, sizeof(sbuf)), kind);
+		errno = EEXIST;
+		return -1;
+	}
 	return 0;
+}
+
+int ht_out__check(const char *path, char *err, size_t errlen)
+{
+	return check_dest(path, 0, err, errlen);
 }
 
 /* Closes a destination written to itself (o->direct) and forgets it:
@@ -208,7 +245,7 @@ int ht_out__open(struct ht_out *o, const char *path, mode_t mode, unsigned flags
 		errno = ENAMETOOLONG;
 		return -1;
 	}
-	if (ht_out__check(path, err, errlen))
+	if (check_dest(path, (flags & HT_OUT_DATA) != 0, err, errlen))
 		return -1;
 	struct stat st;
 	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {

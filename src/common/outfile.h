@@ -37,6 +37,9 @@
 #define HT_OUT_DASH   2u /* "-" is standard output */
 #define HT_OUT_FD     4u /* no FILE: the caller writes to fd (write, pwrite) */
 #define HT_OUT_SYNC   8u /* fsync before the rename */
+#define HT_OUT_DATA   16u /* a trace or a workload: may replace one (other outputs
+			   * refuse to: an export or a page written over the trace
+			   * it was made from, -o naming the input) */
 
 struct ht_out {
 	FILE *f;    /* the stream (stdout for standard output; NULL with HT_OUT_FD) */

@@ -156,7 +156,7 @@ struct ht_wl_writer *ht_wl_writer__open(const char *path, char *err, size_t errl
 		return NULL;
 	}
 	/* private, as traces: the workload is the program's heap calls */
-	if (ht_out__open(&w->out, path, HT_OUT_PRIVATE, HT_OUT_SYNC, err, errlen)) {
+	if (ht_out__open(&w->out, path, HT_OUT_PRIVATE, HT_OUT_SYNC | HT_OUT_DATA, err, errlen)) {
 		free(w); /* (err: the output layer's "cannot write PATH: why") */
 		return NULL;
 	}

@@ -279,7 +279,8 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 	}
 	c.in_size = (uint64_t)st.st_size;
 	/* an unpredictable temporary beside it (common/outfile.h) */
-	if (ht_out__open(&o, path, HT_OUT_PRIVATE, HT_OUT_FD | HT_OUT_SYNC, err, errlen))
+	if (ht_out__open(&o, path, HT_OUT_PRIVATE, HT_OUT_FD | HT_OUT_SYNC | HT_OUT_DATA, err,
+			 errlen))
 		goto cleanup;
 	c.out = o.fd;
 	/* Column coding needs version 2's timestamps and usable sizes; the
@@ -659,7 +660,7 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 		ret = 0;
 		goto cleanup;
 	}
-	if (ht_out__open(&o, path, HT_OUT_PRIVATE, HT_OUT_FD, err, errlen))
+	if (ht_out__open(&o, path, HT_OUT_PRIVATE, HT_OUT_FD | HT_OUT_DATA, err, errlen))
 		goto cleanup;
 	out = o.fd;
 	c.out = out;

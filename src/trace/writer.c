@@ -209,7 +209,8 @@ struct ht_writer *ht_writer__open(const char *path, const struct ht_writer_info 
 		goto oom;
 	/* attach runs as root: an unpredictable temporary, never a planted
 	 * file or symlink; 0600 as the recorder's traces */
-	if (ht_out__open(&w->out, path, HT_OUT_PRIVATE, HT_OUT_FD | HT_OUT_SYNC, err, errlen)) {
+	if (ht_out__open(&w->out, path, HT_OUT_PRIVATE, HT_OUT_FD | HT_OUT_SYNC | HT_OUT_DATA, err,
+			 errlen)) {
 		free(w); /* (err: the output layer's "cannot write PATH: why") */
 		return NULL;
 	}

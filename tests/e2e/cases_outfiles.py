@@ -289,6 +289,47 @@ def stop_while_running(p, secs=10):
     check(False, "the export did not stop within %ss" % secs)
 
 
+@case(timeout=120, labels=("analyzers",))
+def test_output_never_replaces_a_trace(t):
+    """-o naming the input trace (or any trace, or a workload) of a command
+    whose output is an export, a page or a picture: refused before the
+    file is touched, one line saying what the file is, exit 1; the trace is
+    byte for byte as it was.  Before, export, timeline, report, flamegraph
+    and diff replaced the trace with their output, and compare its
+    workload, with exit 0.  compact still rewrites a trace in place, and
+    convert writes a workload over a workload."""
+    trace = t.path("t.ht")
+    t.run([t.heaptrail, "record", "-q", "--stacks", "-o", trace, "--", t.prog("leaky"),
+           t.prog("libleaklib.so")], check_rc=0)
+    with open(trace, "rb") as f:
+        data = f.read()
+    for args in (["export", "-f", "csv", "-o", trace, trace],
+                 ["export", "-f", "pprof", "-o", trace, trace],
+                 ["export", "-f", "perfetto", "-o", trace, trace],
+                 ["export", "-f", "massif", "-o", trace, trace],
+                 ["timeline", "-o", trace, trace],
+                 ["report", "-o", trace, trace],
+                 ["flamegraph", "-o", trace, trace],
+                 ["diff", "-o", trace, trace, trace]):
+        r = t.tool(args)
+        eq(r.rc, 1, "%s: status\n%s" % (" ".join(args[:3]), r.describe()))
+        check("cannot write %s: it is a heaptrail trace, which this output would replace" % trace
+              in r.stderr, "%s: the line:\n%s" % (" ".join(args[:3]), r.stderr))
+        with open(trace, "rb") as f:
+            eq(f.read() == data, True, "%s: the trace unchanged" % " ".join(args[:3]))
+    wl = t.path("w.wl")
+    t.run([t.heaptrail, "convert", wl, trace], check_rc=0)
+    with open(wl, "rb") as f:
+        wdata = f.read()
+    r = t.tool(["compare", "-o", wl, wl])
+    check(r.rc != 0 and "it is a heaptrail workload" in r.stderr, "compare -o W W:\n" + r.describe())
+    with open(wl, "rb") as f:
+        eq(f.read() == wdata, True, "compare: the workload unchanged")
+    # what writes a trace or a workload may replace one
+    eq(t.tool(["convert", wl, trace]).rc, 0, "convert over its workload")
+    eq(t.tool(["compact", trace]).rc, 0, "compact, in place")
+
+
 @case(labels=("analyzers", "safety"))
 def test_outfile_devices(t):
     """An output path that is a character device (a node like /dev/null,
