@@ -268,7 +268,7 @@ static inline __attribute__((always_inline)) void change(struct ht_livetop *lt, 
 void ht_livetop__event(struct ht_livetop *lt, const struct ht_event *e, const struct ht_blockop *op)
 {
 	struct ht_lt_totals *tot = &lt->tot;
-	tot->events++;
+	tot->events += e->part != HT_PART_RELEASE; /* (a moving realloc is one event, as stats') */
 	tot->time_ns = e->time_ns;
 	if (e->stack)
 		tot->stacks = 1;

@@ -308,7 +308,7 @@ static __attribute__((noinline)) void event_slow(struct ht_timeline *tl,
 			fill_to(tl, (unsigned)b);
 	}
 	tl->cur_bin = b;
-	tl->events++;
+	tl->events += e->part != HT_PART_RELEASE; /* (a moving realloc is one event) */
 	tl->last_ns = e->time_ns;
 	tl->dirty = 0;
 	switch (e->kind) {
@@ -377,7 +377,7 @@ static inline int event_fast(struct ht_timeline *tl, const struct ht_event *e,
 		return 0; /* (t - lo wraps round below lo) */
 	struct bin *bn = tl->cached;
 	tl->cur_bin = tl->cached_bin;
-	tl->events++;
+	tl->events += e->part != HT_PART_RELEASE; /* (a moving realloc is one event) */
 	tl->last_ns = t;
 	if (acq) {
 		uint64_t w = acq->weight, bytes = acq->size * w;

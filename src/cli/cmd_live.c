@@ -984,9 +984,12 @@ static int run_batch(struct live *L)
 		printf("%.*s\n", (int)(e - L->scr.line[y]), L->scr.line[y]);
 	}
 	const uint64_t *tn, *kb;
+	/* (the trace's events, as stats counts them: L->events also counts
+	 * the release half of each moving realloc, which the reader splits) */
+	uint64_t events = ht_livetop__totals(L->lt)->events;
 	fprintf(stderr, "heaptrail: live: %llu events read in %.3f s, %.3f s of CPU (%.1f M events/s "
-		"per core); %zu RSS samples kept\n", (unsigned long long)L->events, s, cpu,
-		cpu > 0 ? (double)L->events / cpu / 1e6 : 0.0,
+		"per core); %zu RSS samples kept\n", (unsigned long long)events, s, cpu,
+		cpu > 0 ? (double)events / cpu / 1e6 : 0.0,
 		ht_reader__rss_samples(L->r, &tn, &kb));
 	return HT_EXIT_OK;
 }

@@ -19,7 +19,7 @@ What a trace must give, against the program's own count:
   - the peak of live bytes within PEAK_SLACK_BLOCKS_PER_THREAD blocks of
     ACCT_MAX_BLOCK bytes per thread of the program's own peak (plus the
     glibc blocks of the main thread live at most at once), see peak_slack.
-  - timeline's peak, heap's live bytes, blocks and allocations over its
+  - timeline's peak and events (live's events too), heap's live bytes, blocks and allocations over its
     arenas, and flamegraph's bytes allocated (no flags either) those of
     stats.
 
@@ -29,6 +29,7 @@ The cases themselves record with none: the default must be right.
 """
 
 import json
+import re
 import os
 import shlex
 
@@ -188,6 +189,13 @@ def check_trace(t, name, trace, prog, convert=True):
         eq(r.rc, 0, "timeline --json: exit status\n" + r.describe())
         eq(json.loads(r.stdout)["peak_live_bytes"], s["peak_live_bytes"],
            "timeline's peak, stats'")
+        # (a moving realloc is one event: timeline and live counted its
+        # release half too)
+        eq(json.loads(r.stdout)["events"], s["events"], "timeline's events, stats'")
+        r = t.tool(["live", "--batch", trace])
+        m = re.search(r"live: (\d+) events read", r.stderr)
+        check(m and int(m.group(1)) == s["events"], "live's events, stats' %d:\n%s" % (
+            s["events"], r.stderr))
         r = t.tool(["heap", "--json", trace])
         eq(r.rc, 0, "heap --json: exit status\n" + r.describe())
         arenas = json.loads(r.stdout)["arenas"]
