@@ -230,7 +230,9 @@ static int read_trace(struct ht_diff *d, const char *path, const struct ht_diff_
 			goto out;
 		}
 		d->side[first + p.k].at_end = q->time_ns == UINT64_MAX;
-		take(&p, q->time_ns == UINT64_MAX ? p.last_ns : q->time_ns);
+		/* "end" is the trace's end, not its last event: a time between
+		 * the two is before it (nothing changes from one to the other) */
+		take(&p, q->time_ns == UINT64_MAX ? end : q->time_ns);
 	}
 	if (npts == 2 && !pt[1].mark && d->side[first].at_ns > d->side[first + 1].at_ns) {
 		ht_error("%s: the second time (%s) is before the first point (%s)", path,

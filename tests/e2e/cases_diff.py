@@ -274,7 +274,8 @@ def test_diff_times(t):
     allocated up to each: a block freed between is live before only, one
     allocated after t2 is nowhere); at the marks' times (recorded with a
     timestamp per call) the same, and the live totals equal leaks --at;
-    --at once: from then to the end; --to alone: from the start."""
+    --at once: from then to the end (the trace's, not its last event's);
+    --to alone: from the start."""
     ph = record(t, "ph", "phases", "--stacks", "--timestamp-every=1")
     j = diff_json(t, "--from", "mark:t1", "--to", "mark:t2", ph)
     eq((j["before"]["at"], j["before"]["mark"], j["after"]["mark"]), ("mark", "t1", "t2"), "marks")
@@ -297,6 +298,13 @@ def test_diff_times(t):
     b = own(end)["site_b"]
     eq((vals(b, "before"), vals(b, "after")), ((0, 0, 0, 0), (600, 2, 600, 2)), "site_b to the end")
     eq(end["after"]["total"]["live_bytes"], s["live_bytes_at_exit"], "live at the end vs stats")
+    # "the end" is the trace's end, not its last event: a time between the
+    # two is before it (it was refused as "after the second time")
+    eq(end["after"]["at_ns"], s["duration_ns"], "the end's time: the trace's duration")
+    last = t.dump(ph)[-1].time_ns
+    check(last < s["duration_ns"], "the last event (%d) before the end (%d)" % (last, s["duration_ns"]))
+    mid = diff_json(t, "--at", "%dns" % ((last + s["duration_ns"]) // 2), ph)
+    eq(mid["after"]["total"], end["after"]["total"], "between the last event and the end")
     start = diff_json(t, "--to", "mark:t1", ph)
     eq(start["before"]["total"], dict.fromkeys(FIELDS, 0), "--to alone: nothing before")
     eq(start["after"]["total"], end["before"]["total"], "--to t1 vs --from t1")
