@@ -42,6 +42,8 @@ struct pending {
 	__u64 a0, a1, a2; /* arguments */
 	__u32 kind;       /* K_* */
 	__u32 depth;      /* nested calls of the allocator's own functions */
+	__u32 old_traced; /* realloc: its block was a traced one (taken out at entry) */
+	__u32 pad;
 };
 
 struct {
@@ -114,6 +116,13 @@ static __always_inline int enter(__u32 kind, __u64 a0, __u64 a1, __u64 a2)
 		return 0;
 	}
 	struct pending n = {.a0 = a0, .a1 = a1, .a2 = a2, .kind = kind};
+	/* realloc's block leaves the live table as the call starts, as a
+	 * free's does: realloc may free it inside, and another thread's
+	 * malloc may get its address and return before this call does (its
+	 * insert then failed, the block was dropped and counted as "more
+	 * than --max-blocks") */
+	if (kind == K_REALLOC && a0 && bpf_map_delete_elem(&traced, &a0) == 0)
+		n.old_traced = 1;
 	bpf_map_update_elem(&pending, &id, &n, BPF_ANY);
 	return 0;
 }
@@ -163,8 +172,7 @@ static __always_inline int leave(struct pt_regs *ctx, __u64 ret)
 	}
 	if (p.kind == K_REALLOC) {
 		old = p.a0;
-		if (old && bpf_map_delete_elem(&traced, &old) == 0)
-			old_traced = 1;
+		old_traced = p.old_traced != 0; /* (taken out of the table at entry) */
 		if (!ret && p.a1 && old_traced) {
 			/* failed: the old block is still there, still traced */
 			__u8 one = 1;
