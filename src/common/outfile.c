@@ -193,7 +193,33 @@ static int check_dest(const char *path, int data, char *err, size_t errlen)
 
 int ht_out__check(const char *path, char *err, size_t errlen)
 {
-	return check_dest(path, 0, err, errlen);
+	if (check_dest(path, 0, err, errlen))
+		return -1;
+	/* what ht_out__open would find only at the end of a long run: a
+	 * directory at the path, or one where the file cannot be made */
+	char sbuf[128], dir[PATH_MAX];
+	struct stat st;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "cannot write %s: it is a directory: name a file",
+			 shown(path, sbuf, sizeof(sbuf)));
+		errno = EISDIR;
+		return -1;
+	}
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0) {
+		int e = errno ? errno : ENOTDIR;
+		if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))
+			e = ENOTDIR;
+		snprintf(err, errlen, "cannot write %s: %s: %s", shown(path, sbuf, sizeof(sbuf)), dir,
+			 strerror(e));
+		errno = e;
+		return -1;
+	}
+	return 0;
 }
 
 /* Closes a destination written to itself (o->direct) and forgets it:

@@ -431,7 +431,8 @@ def test_outfile_probes(t):
     """The probes' flame graph and folded stacks (faults -o, --folded -o;
     brkstack writes through the same code): symlinks at the output and the
     temporary's names are never followed; the files are 0666 less the
-    umask, as the other pictures."""
+    umask, as the other pictures; an -o that cannot be written (a
+    directory, a missing one) is refused before the program starts."""
     need_bpf(t, "faults")
     old = os.umask(0o022)
     try:
@@ -446,6 +447,23 @@ def test_outfile_probes(t):
             p.remove()
     finally:
         os.umask(old)
+    # an -o that cannot be written is said before the program runs (a
+    # minute-long run's picture was lost at its end): a directory there,
+    # a missing directory, a file where the directory should be
+    os.makedirs(t.path("dir.svg"))
+    with open(t.path("plain"), "w") as f:
+        f.write("x")
+    for cmd in ("faults", "brkstack"):
+        for out, why in ((t.path("dir.svg"), "it is a directory"),
+                         (t.path("missing", "x.svg"), "No such file or directory"),
+                         (t.path("plain", "x.svg"), "Not a directory")):
+            start = time.monotonic()
+            r = t.tool([cmd, "-o", out, "-c", "sleep 5"], timeout=60)
+            took = time.monotonic() - start
+            eq(r.rc, 1, "%s -o %s: status\n%s" % (cmd, out, r.describe()))
+            check("cannot write %s" % out in r.stderr and why in r.stderr,
+                  "%s -o %s: the line:\n%s" % (cmd, out, r.stderr))
+            check(took < 4.5, "%s -o %s: refused after %.1f s (the program ran)" % (cmd, out, took))
 
 
 @case(timeout=150, labels=("probes", "safety"), locks=("bpf",))
