@@ -192,7 +192,9 @@ int ht_export__massif(const struct ht_export_opts *o, FILE *f)
 	fprintf(f, "desc: heaptrail export --format massif --time-unit %s%s (of ", o->time_unit,
 		unit == U_CALLS ? " (i: heap calls, not instructions)" : "");
 	put_flat(f, o->trace);
-	fprintf(f, ")%s%s\ncmd: ", *note ? "; " : "", note);
+	char snote[256];
+	ht_analyze__sample_note(in, snote, sizeof(snote));
+	fprintf(f, ")%s%s%s%s\ncmd: ", *note ? "; " : "", note, *snote ? "; " : "", snote);
 	put_flat(f, in->cmdline && *in->cmdline ? in->cmdline : "?");
 	fprintf(f, "\ntime_unit: %s\n", o->time_unit);
 	regular(&m, &p2); /* the empty heap at time 0 */

@@ -226,8 +226,16 @@ int ht_export__perfetto(const struct ht_export_opts *o, FILE *f)
 	ht_json__put_string(f, o->trace);
 	fputs(",\"command\":", f);
 	ht_json__put_string(f, in->cmdline ? in->cmdline : "");
-	fprintf(f, ",\"order_exact\":%s,\"order_events_concerned\":%llu}}\n",
+	fprintf(f, ",\"order_exact\":%s,\"order_events_concerned\":%llu",
 		in->order.exact ? "true" : "false", (unsigned long long)in->order.events_concerned);
+	/* a sample's counters are estimates: said where the file is read */
+	fprintf(f, ",\"sampled\":%s", (in->flags & HT_FILE_F_SAMPLED) ? "true" : "false");
+	if (in->flags & HT_FILE_F_SAMPLED) {
+		char snote[256];
+		fputs(",\"sample_note\":", f);
+		ht_json__put_string(f, ht_analyze__sample_note(in, snote, sizeof(snote)));
+	}
+	fputs("}}\n", f);
 cleanup:
 	ht_reader__close(r);
 	ht_pass__delete(p.blocks);

@@ -845,9 +845,12 @@ int ht_timeline__svg(const struct ht_timeline *tl, FILE *f, unsigned width, unsi
 		width / 2.0);
 	ht_markup__text(f, tl->o.title ? tl->o.title : "heap over time", HT_MARKUP_ALL);
 	char pk[32], pt[32];
+	char sb[128] = "";
+	if (tl->o.trace_flags & HT_FILE_F_SAMPLED) /* (the figures of a sample: estimates) */
+		snprintf(sb, sizeof(sb), " (estimates: a sampled trace)");
 	fprintf(f, "</text>\n<text x=\"%.1f\" y=\"36\" text-anchor=\"middle\">peak of live "
-		   "requested bytes: %s at %s</text>\n", width / 2.0, ht_fmt_bytes(pk, tl->peak),
-		ht_fmt_ns(pt, tl->peak_ns));
+		   "requested bytes: %s at %s%s</text>\n", width / 2.0, ht_fmt_bytes(pk, tl->peak),
+		ht_fmt_ns(pt, tl->peak_ns), sb);
 	/* legend */
 	fprintf(f, "<g id=\"legend\">\n");
 	double lx = p.x0;

@@ -592,8 +592,9 @@ def test_sampling_realloc(t):
 def sampled_says_so(t, samp, exact):
     """Every analyzer says a sampled trace's numbers are estimates: one note
     on stderr (not with -q), a line or a remark in the text, the HTML
-    report's summary, "sampled" in the JSON; of a trace of every call, none
-    of it ("sampled": false)."""
+    report's summary, "sampled" in the JSON, the timeline's SVG, massif's
+    desc and Perfetto's otherData; of a trace of every call, none of it
+    ("sampled": false)."""
     note = ("heaptrail: note: %s: a sampled trace (about one allocation per 256.0 KiB "
             "recorded, --sample-bytes): counts, bytes and blocks are estimates" % samp)
     html = t.path("sampled.html")
@@ -628,6 +629,25 @@ def sampled_says_so(t, samp, exact):
             eq(j["sampled"], want, "%s: sampled" % " ".join(args))
             if want:
                 eq(j["sample_bytes"], 262144, "%s: sample_bytes" % " ".join(args))
+    # and the files made for other tools: the timeline's SVG, massif's desc:
+    # line, Perfetto's otherData (they said nothing of it)
+    for path, want in ((samp, True), (exact, False)):
+        svg = t.path("s.svg")
+        t.run([t.heaptrail, "timeline", "-q", "-o", svg, path], check_rc=0)
+        with open(svg) as f:
+            eq("(estimates: a sampled trace)" in f.read(), want, "timeline SVG of %s" % path)
+        ms = t.path("s.massif")
+        t.run([t.heaptrail, "export", "-q", "-f", "massif", "-o", ms, path], check_rc=0)
+        with open(ms) as f:
+            desc = f.readline()
+        eq("a sampled trace (about one allocation per 256.0 KiB" in desc, want,
+           "massif desc of %s: %r" % (path, desc))
+        pf = t.path("s.json")
+        t.run([t.heaptrail, "export", "-q", "-f", "perfetto", "-o", pf, path], check_rc=0)
+        with open(pf) as f:
+            other = json.load(f)["otherData"]
+        eq(other["sampled"], want, "perfetto otherData of %s" % path)
+        eq("sample_note" in other, want, "perfetto sample_note of %s" % path)
 
 
 @case(timeout=120)
