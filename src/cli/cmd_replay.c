@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <link.h>
 #include <malloc.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -132,6 +133,70 @@ static void reexec(char **saved, int nsaved, const char *lib, const char *tunabl
 	free(av);
 }
 
+/* PT_INTERP of this executable: the dynamic loader glibc runs it with. */
+static int find_interp(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	for (int i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_INTERP) {
+			*(const char **)arg = (const char *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+			return 1;
+		}
+	return 1; /* (the executable comes first) */
+}
+
+/* --tunable NAME=VALUE[:...]: each item NAME=VALUE, and each NAME one this
+ * glibc has, as its dynamic loader lists them (--list-tunables, glibc
+ * 2.33): glibc ignores a name it does not know, so a typo replayed the
+ * default allocator and reported the typo as applied.  0, or -1 said. */
+static int check_tunables(const char *spec)
+{
+	const char *interp = NULL;
+	dl_iterate_phdr(find_interp, &interp);
+	char *known = NULL;
+	size_t len = 0;
+	if (interp && !strchr(interp, '\'')) {
+		char cmd[PATH_MAX + 32];
+		snprintf(cmd, sizeof(cmd), "'%s' --list-tunables 2>/dev/null", interp);
+		FILE *p = popen(cmd, "r");
+		if (p) {
+			FILE *m = open_memstream(&known, &len);
+			char line[512];
+			while (m && fgets(line, sizeof(line), p)) {
+				char *colon = strchr(line, ':');
+				if (colon)
+					fprintf(m, "\n%.*s\n", (int)(colon - line), line);
+			}
+			if (m)
+				fclose(m);
+			if (pclose(p) != 0 || !len) /* (an older glibc: not checked) */
+				free(known), known = NULL;
+		}
+	}
+	int bad = 0;
+	for (const char *it = spec; *it && !bad;) {
+		size_t n = strcspn(it, ":");
+		const char *eq = memchr(it, '=', n);
+		if (!eq || eq == it || eq + 1 == it + n) {
+			ht_error("--tunable %s: expected NAME=VALUE, several joined by ':' (%.*s)", spec,
+				 (int)n, it);
+			bad = 1;
+		} else if (known) {
+			char key[256];
+			snprintf(key, sizeof(key), "\n%.*s\n", (int)(eq - it), it);
+			if (!strstr(known, key)) {
+				ht_error("--tunable %s: this glibc has no tunable %.*s ('%s "
+					 "--list-tunables' lists them)",
+					 spec, (int)(eq - it), it, interp);
+				bad = 1;
+			}
+		}
+		it += n + (it[n] == ':');
+	}
+	free(known);
+	return bad ? -1 : 0;
+}
+
 int cmd_replay(int argc, char **argv)
 {
 	struct ht_replay_config cfg = {.allocator = "glibc", .repeat = 1, .touch = "page",
@@ -196,6 +261,8 @@ int cmd_replay(int argc, char **argv)
 		ht_error("--touch '%s': give none, page or all", cfg.touch);
 		goto cleanup;
 	}
+	if (cfg.tunables && cfg.tunables[0] && !getenv(CHILD_ENV) && check_tunables(cfg.tunables))
+		goto cleanup; /* (usage) */
 	if (repeat < 1) {
 		ht_error("--repeat %d: give a count of 1 or more", repeat);
 		goto cleanup;

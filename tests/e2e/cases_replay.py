@@ -264,6 +264,17 @@ def test_replay_allocators(t):
         eq(j["glibc_tunables"], "glibc.malloc.arena_max=1", "GLIBC_TUNABLES in the replay")
         check("libc.so" in j["allocator_library"], "glibc replay: malloc from %s" % j["allocator_library"])
         check(j["trim_calls"] > 0, "--trim-interval made no malloc_trim call")
+    # a tunable this glibc does not have (a typo), or no NAME=VALUE: a
+    # usage error, before anything runs (glibc ignored the typo, and the
+    # replay reported it as applied)
+    for bad, said in (("glibc.malloc.arena_mx=1", "this glibc has no tunable glibc.malloc.arena_mx"),
+                      ("bogus", "expected NAME=VALUE"),
+                      ("glibc.malloc.arena_max=1:glibc.malloc.tcache_cnt=0",
+                       "this glibc has no tunable glibc.malloc.tcache_cnt")):
+        r = t.tool(["replay", "--tunable", bad, wl])
+        with t.soft():
+            eq((r.rc, r.stdout), (2, ""), "--tunable %s:\n%s" % (bad, r.describe()))
+            check(said in r.stderr, "--tunable %s: the line:\n%s" % (bad, r.stderr))
     # a library that is no allocator
     lib = t.preload  # libheaptrail.so: defines malloc, but is a tracer
     r = t.tool(["replay", "--allocator", "/etc/hostname", wl])
