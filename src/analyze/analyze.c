@@ -286,5 +286,10 @@ int ht_parse_kinds(const char *list, uint64_t *mask)
 		*mask |= 1ull << k;
 	}
 	free(copy);
+	if (!*mask) { /* (--kind '' or ',': nothing would match, said as nothing found) */
+		ht_error("--kind '%s': name at least one kind (the names dump prints: malloc, free, "
+			 "mmap, ...; or alloc, shm, thread)", list);
+		return -1;
+	}
 	return 0;
 }

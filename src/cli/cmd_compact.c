@@ -1,6 +1,7 @@
 /* heaptrail compact: shrink traces: column coding and large zstd chunks, or
  * (--fast) only the chunks the recorder wrote raw compressed. */
 #define _GNU_SOURCE
+#include <limits.h>
 #include <stdio.h>
 
 #include "cli/builtin.h"
@@ -16,7 +17,7 @@ struct compact_config {
 
 int cmd_compact(int argc, char **argv)
 {
-	struct compact_config cfg = {.level = 0};
+	struct compact_config cfg = {.level = INT_MIN}; /* (unset: 0 is a level, refused) */
 	const struct ht_option opts[] = {
 		{'l', "level", HT_OPT_INT, &cfg.level, "N", "zstd level, 1..19 (3; with --fast: -7..19, 1)"},
 		{0, "fast", HT_OPT_FLAG, &cfg.fast, NULL,
@@ -41,7 +42,7 @@ int cmd_compact(int argc, char **argv)
 		ht_error("no trace given; usage: heaptrail compact [--level N] TRACE...");
 		goto cleanup;
 	}
-	if (!cfg.level)
+	if (cfg.level == INT_MIN)
 		cfg.level = cfg.fast ? 1 : 3;
 	if (cfg.level < (cfg.fast ? -7 : 1) || cfg.level > 19 || (cfg.fast && cfg.level == 0)) {
 		ht_error("--level must be between 1 and 19 (with --fast: -7..19 but 0)");

@@ -17,7 +17,7 @@ struct dump_config {
 	const char *kinds; /* --kind: comma-separated kinds (all) */
 	uint64_t from;     /* --from: start time, ns since start (0) */
 	uint64_t to;       /* --to: end time (end of trace) */
-	uint64_t limit;    /* --limit: stop after N events (no limit) */
+	uint64_t limit;    /* --limit: stop after N events (no limit: UINT64_MAX) */
 	int json;          /* --json: JSON lines */
 	int quiet;             /* -q: no progress line, no warnings about the trace's state */
 };
@@ -251,7 +251,7 @@ static void print_json(struct ht_json *j, const struct ht_event *e)
 
 int cmd_dump(int argc, char **argv)
 {
-	struct dump_config cfg = {.to = UINT64_MAX};
+	struct dump_config cfg = {.to = UINT64_MAX, .limit = UINT64_MAX};
 	const struct ht_option opts[] = {
 		{0, "tid", HT_OPT_STRING, &cfg.tids, "TIDS", "only these threads (comma-separated)"},
 		{'k', "kind", HT_OPT_STRING, &cfg.kinds, "KINDS", "only these kinds: malloc,free,... or alloc, shm, thread"},
@@ -273,6 +273,10 @@ int cmd_dump(int argc, char **argv)
 	}
 	if (cfg.to && cfg.to < cfg.from) {
 		ht_error("--to is before --from");
+		goto cleanup;
+	}
+	if (!cfg.limit) {
+		ht_error("-n 0: give 1 or more events, or leave -n out for all of them");
 		goto cleanup;
 	}
 	if (cfg.kinds && ht_parse_kinds(cfg.kinds, &kinds) < 0)
@@ -300,7 +304,7 @@ int cmd_dump(int argc, char **argv)
 			print_json(&j, &e);
 		else
 			print_text(&e);
-		if (cfg.limit && ++shown >= cfg.limit)
+		if (++shown >= cfg.limit)
 			break;
 	}
 	fflush(stdout);

@@ -1081,17 +1081,16 @@ int cmd_live(int argc, char **argv)
 		goto cleanup;
 	}
 	if (at) {
-		char *end;
-		double v = strtod(at, &end);
-		double mul = !strcmp(end, "ms") ? 1e6 : !strcmp(end, "us") ? 1e3
-			     : !strcmp(end, "ns")			    ? 1
-			     : (!*end || !strcmp(end, "s"))		    ? 1e9 : -1;
-		if (mul < 0 || v < 0) {
+		if (ht_parse_duration(at, &cfg->at_ns)) { /* (nan, inf, 1e400s too) */
 			ht_error("--at %s: a time like 1.5s or 200ms is expected", at);
 			goto cleanup;
 		}
-		cfg->at_ns = (uint64_t)(v * mul);
 		cfg->at_given = 1;
+	}
+	if (cfg->width < 40 || cfg->width > 10000 || cfg->height < 10 || cfg->height > 10000) {
+		ht_error("--width %llu --height %llu: give 40 to 10000 columns and 10 to 10000 lines",
+			 (unsigned long long)cfg->width, (unsigned long long)cfg->height);
+		goto cleanup;
 	}
 	if (!cfg->interval_ns)
 		cfg->interval_ns = 500000000ull;

@@ -76,11 +76,16 @@ static int set_value(const struct ht_option *o, const char *arg, const char *sho
 		if (ht_parse_duration(arg, (uint64_t *)o->value) == 0)
 			return 0;
 		break;
+	case HT_OPT_DURATION_POS:
+		if (ht_parse_duration(arg, (uint64_t *)o->value) == 0 && *(uint64_t *)o->value)
+			return 0;
+		break;
 	default:
 		break;
 	}
 	const char *what = o->type == HT_OPT_SIZE ? "a size like 4096, 64K or 1M"
 			   : o->type == HT_OPT_DURATION ? "a duration like 1.5s, 200ms or 30us (under 292 years)"
+			   : o->type == HT_OPT_DURATION_POS ? "a duration above 0, like 1.5s, 200ms or 30us"
 			   : o->type == HT_OPT_NTHREADS ? "a number of threads, 0 (one per CPU) to 1024"
 							: "a number";
 	ht_error("%s: '%s' is not %s", shown, arg, what);

@@ -12,6 +12,8 @@ enum ht_opt_type {
 	HT_OPT_U64,       /* uint64_t, plain number */
 	HT_OPT_SIZE,      /* uint64_t, K/M/G suffixes */
 	HT_OPT_DURATION,  /* uint64_t ns, s/ms/us/ns suffixes */
+	HT_OPT_DURATION_POS, /* the same, above 0 (where 0 stands for "none": -d 0 would
+			      * mean "for ever" instead of "at once") */
 	HT_OPT_INT,       /* int */
 	HT_OPT_OPT_INT,   /* int, value optional: --name sets -1, --name=N sets N */
 	HT_OPT_STRINGS,   /* struct ht_opt_strings: each use adds a value */

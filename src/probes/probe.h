@@ -58,7 +58,7 @@ struct ht_probe_opts {
 	{'p', "pid", HT_OPT_U64, &(po)->pid, "PID", "trace this process only (every process)"}, \
 	{'c', "command", HT_OPT_STRING, &(po)->command, "CMD",                                 \
 	 "start CMD (split at blanks, no shell), trace it, stop when it exits"},                       \
-	{'d', "duration", HT_OPT_DURATION, &(po)->duration, "TIME",                            \
+	{'d', "duration", HT_OPT_DURATION_POS, &(po)->duration, "TIME",                        \
 	 "stop after TIME, e.g. 10s, 500ms (until Ctrl-C or the target exits)"},                \
 	{0, "json", HT_OPT_FLAG, &(po)->json, NULL, "JSON output, for scripts"},               \
 	{0, "check", HT_OPT_FLAG, &(po)->check, NULL,                                          \

@@ -363,6 +363,35 @@ def test_usage_past_the_trace(t):
 
 
 @case(labels=("analyzers",))
+def test_usage_zero_and_empty(t):
+    """Values that mean nothing are usage errors (exit 2, one line, nothing
+    on stdout), not a silent default: dump -n 0 (it printed every event),
+    --kind '' (dump printed nothing with exit 0, events said "no  calls"),
+    compact --level 0 (taken as the default level), -d 0 of the probes
+    (they ran until killed), live --width 0 and --at nan."""
+    trace = t.path("z.ht")
+    t.record(trace, [t.prog("api_all")])
+    copy = t.path("c.ht")
+    shutil.copy(trace, copy)
+    for args, said in ((["dump", "-n", "0", trace], "-n 0: give 1 or more events"),
+                       (["dump", "--kind", "", trace], "--kind '': name at least one kind"),
+                       (["events", "--kind", ",", trace], "--kind ',': name at least one kind"),
+                       (["compact", "--level", "0", copy], "--level must be between 1 and 19"),
+                       (["compact", "--fast", "--level", "0", copy], "--level must be between"),
+                       (["mmapsnoop", "-d", "0", "-c", "true"], "is not a duration above 0"),
+                       (["faults", "-d", "0", "-c", "true"], "is not a duration above 0"),
+                       (["live", "--batch", "--width", "0", trace], "give 40 to 10000 columns"),
+                       (["live", "--batch", "--at", "nan", trace], "--at nan: a time like")):
+        r = t.tool(args)
+        eq((r.rc, r.stdout), (2, ""), "%s: status, stdout\n%s" % (" ".join(args[:3]), r.describe()))
+        lines = [l for l in r.stderr.splitlines() if l.strip()]
+        check(len(lines) == 1 and said in lines[0], "%s: the line:\n%s" % (" ".join(args[:3]),
+                                                                        r.stderr))
+    eq(len([l for l in t.tool(["dump", "-n", "3", trace]).stdout.splitlines() if l.strip()]), 3,
+       "dump -n 3: three events")
+
+
+@case(labels=("analyzers",))
 def test_usage_typos_suggested(t):
     """A mistyped command or long option (one or two edits, a swap of two
     letters, the start of the only name that begins so) gets the name meant
