@@ -92,6 +92,21 @@ int cmd_export(int argc, char **argv)
 			 cfg.format ? cfg.format : "");
 		goto cleanup;
 	}
+	/* an option of another format would be ignored: said, as diff says
+	 * its conflicts (a value different from the default counts as given) */
+	const char *other = NULL;
+	if (fmt != 0 && cfg.o.at_peak)
+		other = "--at-peak is pprof's";
+	else if (fmt != 1 && (cfg.o.max_points != 2000 || cfg.o.big != 1 << 20 || cfg.o.all_events))
+		other = "--max-points, --big and --all-events are perfetto's";
+	else if (fmt != 2 && (cfg.o.snapshots != 50 || strcmp(cfg.o.time_unit, "B") ||
+			      cfg.o.detailed_freq != 10 || cfg.threshold || cfg.o.depth != 30))
+		other = "--snapshots, --time-unit, --detailed-freq, --threshold and --depth are "
+			"massif's";
+	if (other) {
+		ht_error("--format %s: %s, not this format's", formats[fmt], other);
+		goto cleanup;
+	}
 	const char *tu = cfg.o.time_unit;
 	if (strcmp(tu, "B") && strcmp(tu, "ms") && strcmp(tu, "i")) {
 		ht_error("--time-unit=%s: expected B, ms or i", tu);

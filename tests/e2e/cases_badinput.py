@@ -368,7 +368,8 @@ def test_usage_zero_and_empty(t):
     on stdout), not a silent default: dump -n 0 (it printed every event),
     --kind '' (dump printed nothing with exit 0, events said "no  calls"),
     compact --level 0 (taken as the default level), -d 0 of the probes
-    (they ran until killed), live --width 0 and --at nan."""
+    (they ran until killed), live --width 0 and --at nan; and an option of
+    another export format (ignored without a word)."""
     trace = t.path("z.ht")
     t.record(trace, [t.prog("api_all")])
     copy = t.path("c.ht")
@@ -381,7 +382,13 @@ def test_usage_zero_and_empty(t):
                        (["mmapsnoop", "-d", "0", "-c", "true"], "is not a duration above 0"),
                        (["faults", "-d", "0", "-c", "true"], "is not a duration above 0"),
                        (["live", "--batch", "--width", "0", trace], "give 40 to 10000 columns"),
-                       (["live", "--batch", "--at", "nan", trace], "--at nan: a time like")):
+                       (["live", "--batch", "--at", "nan", trace], "--at nan: a time like"),
+                       (["export", "-f", "csv", "--at-peak", trace],
+                        "--format csv: --at-peak is pprof's, not this format's"),
+                       (["export", "-f", "pprof", "--snapshots", "3", "-o", t.path("p.pb"), trace],
+                        "--format pprof: --snapshots, --time-unit"),
+                       (["export", "-f", "massif", "--all-events", trace],
+                        "--format massif: --max-points, --big and --all-events are perfetto's")):
         r = t.tool(args)
         eq((r.rc, r.stdout), (2, ""), "%s: status, stdout\n%s" % (" ".join(args[:3]), r.describe()))
         lines = [l for l in r.stderr.splitlines() if l.strip()]
