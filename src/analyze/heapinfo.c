@@ -439,11 +439,13 @@ acquire(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t, int old_
 	if (e->flags & HT_F_MMAPPED) {
 		uint64_t c = usable + G_MMAPPED_OVERHEAD;
 		h->mm_live += c * w;
-		h->mm_count += w;
-		h->mm_bytes += c * w;
-		if ((op->released && (op->released->pad & HT_BLOCK_MMAPPED)) ||
-		    (e->part == HT_PART_ACQUIRE && t->split_mmapped))
-			h->mm_resized += w; /* (a realloc that mremapped one) */
+		if (in_window(h, now)) { /* (made in the window: --from) */
+			h->mm_count += w;
+			h->mm_bytes += c * w;
+			if ((op->released && (op->released->pad & HT_BLOCK_MMAPPED)) ||
+			    (e->part == HT_PART_ACQUIRE && t->split_mmapped))
+				h->mm_resized += w; /* (a realloc that mremapped one) */
+		}
 		if (h->mm_live > h->mm_peak && in_window(h, now))
 			h->mm_peak = h->mm_live;
 		/* sysmalloc mmaps when nb >= mmap_threshold (or the heap cannot grow) */
@@ -723,21 +725,22 @@ static void event_apply(struct ht_heapinfo *h, const struct ht_event *e,
 	int arena = -1;
 	/* the common calls first (whole events: each counts as a call) */
 	if (e->kind == HT_EV_MALLOC) {
-		h->calls[HT_EV_MALLOC] += op->weight;
+		h->calls[HT_EV_MALLOC] += in_window(h, now) ? op->weight : 0;
 		arena = acquire(h, e, t, -1, op);
 		timed_call(h, e, t, arena, ht_event__size(e));
 		return;
 	}
 	if (e->kind == HT_EV_FREE) {
 		/* (a sampled block's free stands for as many as its weight) */
-		h->calls[HT_EV_FREE] += op->released ? op->released->weight : 1;
+		h->calls[HT_EV_FREE] +=
+			!in_window(h, now) ? 0 : op->released ? op->released->weight : 1;
 		if (e->v[0])
 			arena = release(h, e, t, e->v[0], 1, &size, op);
 		timed_call(h, e, t, arena, size);
 		return;
 	}
 	if (ht_event__is_call(e) && e->kind < HT_EV_NR)
-		h->calls[e->kind] += op->weight;
+		h->calls[e->kind] += in_window(h, now) ? op->weight : 0;
 	switch (e->kind) {
 	case HT_EV_REALLOC:
 	case HT_EV_REALLOCARRAY: {
@@ -821,7 +824,7 @@ fast_acquire(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t, str
 	}
 	h->last_ns = now;
 	t->last_ns = now;
-	h->calls[e->kind]++;
+	h->calls[e->kind] += (unsigned)win; /* (calls: those in the window) */
 	uint64_t req = e->kind == HT_EV_MALLOC ? (e->nv > 0 ? e->v[0] : 0)
 					       : (e->nv > 1 ? e->v[0] * e->v[1] : 0),
 		 usable = e->usable; /* (ht_event__size, for these two) */
@@ -853,7 +856,7 @@ fast_release(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t, str
 {
 	h->last_ns = e->time_ns;
 	t->last_ns = e->time_ns;
-	h->calls[HT_EV_FREE]++;
+	h->calls[HT_EV_FREE] += in_window(h, e->time_ns);
 	h->live_req -= b->size;
 	h->live_use -= b->usable;
 	a->live -= b->usable;

@@ -152,6 +152,13 @@ def test_heap_thresholds(t):
     j2 = heap_json(t, out, "--from", "%dns" % (third + 1))
     eq([(c["cause"], c["mmap"]) for c in j2["thresholds"]],
        [(c, m) for c, m, _ in want[3:]], "threshold changes from after the third")
+    # and the calls and mmapped chunks counted are those of the window (they
+    # were the whole trace's, beside window-only figures)
+    evs = [e for e in t.dump(out) if e.time_ns > third]
+    want_calls = {k: sum(1 for e in evs if e.kind == k) for k in ("malloc", "free")}
+    eq({k: j2["summary"][k] for k in want_calls}, want_calls, "--from: calls in the window")
+    mm = sum(1 for e in evs if e.kind in ("malloc", "calloc", "realloc") and "[mmapped]" in e.line)
+    eq(j2["summary"]["mmapped_chunks"], mm, "--from: mmapped chunks made in the window")
 
 
 @case(timeout=120, labels=("analyzers",))
