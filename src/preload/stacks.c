@@ -37,6 +37,7 @@
 #include <link.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -49,6 +50,8 @@
 
 #define HT_MAX_DEPTH 256 /* --stacks=DEPTH at most */
 #define SKIP_SLACK 8     /* frames of the tracer itself above the program's */
+#define ALT_ROOM 4096    /* stack libunwind's walk may take: less left on an alternate
+			  * signal stack, the call goes without a stack */
 #define LEAF0_LG 9       /* log2 of the first-level stack table's slots */
 
 struct stk_node {
@@ -1431,7 +1434,14 @@ uint32_t ht_stack__capture(struct ht_tls *t)
 	} else {
 		/* no walk of our own, or not on the thread's own stack (a signal
 		 * handler's alternate stack, a coroutine's): libunwind alone, so
-		 * that nothing reads outside the stack we are on */
+		 * that nothing reads outside the stack we are on.  On an
+		 * alternate signal stack with less room left than libunwind
+		 * takes, the call goes without a stack rather than overflow it
+		 * (a handler on a 6 KiB stack died of SIGSEGV) */
+		stack_t ss;
+		if (syscall(SYS_sigaltstack, NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK) &&
+		    here >= (uintptr_t)ss.ss_sp && here - (uintptr_t)ss.ss_sp < ALT_ROOM)
+			return 0;
 		ht_tls.guard += HT_GUARD_OWN; /* (libunwind maps memory) */
 		n = libunwind_walk(s, ips, depth);
 		ht_tls.guard -= HT_GUARD_OWN;

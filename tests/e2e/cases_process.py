@@ -208,7 +208,9 @@ def test_signal_handler_small_altstack(t):
     untraced, with and without --stacks (also --unwind=dwarf), and the
     trace holds the handler's 200 malloc(64) with their stacks.  Before,
     the stack walk's 4 KiB of frames and libunwind state on that stack
-    overflowed it: SIGSEGV in the handler, exit 139."""
+    overflowed it: SIGSEGV in the handler, exit 139.  On 6 KiB, too little
+    for libunwind's walk, the handler's calls are recorded without a
+    stack."""
     eq(t.run([t.prog("altstack")]).rc, 0, "untraced")
     for opts in ([], ["--stacks"], ["--stacks", "--unwind", "dwarf"]):
         out = t.path("alt%d.ht" % len(opts))
@@ -220,6 +222,14 @@ def test_signal_handler_small_altstack(t):
             fl = t.tool(["flamegraph", "-q", "--folded", "--metric", "allocations", out]).stdout
             check(any(";on_segv" in l for l in fl.splitlines()),
                   "%s: no stack through on_segv:\n%s" % (opts, fl))
+    # 6 KiB: too little room left for libunwind's walk: the handler's calls
+    # go without a stack (they crashed the program)
+    if t.run([t.prog("altstack"), "6144"]).rc == 0:
+        out = t.path("alt6k.ht")
+        r = t.run([t.heaptrail, "record", "-q", "--stacks", "-o", out, "--", t.prog("altstack"),
+                   "6144"])
+        eq((r.rc, r.stdout), (0, "handled: 200\n"), "6 KiB, --stacks:\n" + r.describe())
+        expect_calls(t.stats(out), {"malloc": 201, "free": 200, "mmap": 1})
 
 
 def limited(kib, argv):

@@ -1,5 +1,6 @@
 /* A SIGSEGV handler on an alternate signal stack of 8 KiB (the classic
- * SIGSTKSZ; an AVX-512 signal frame takes some 3 KiB of it) that
+ * SIGSTKSZ; an AVX-512 signal frame takes some 3 KiB of it; argv[1]
+ * another size) that
  * allocates: 200 times, the main thread touches a PROT_NONE page, the
  * handler makes malloc(64)/free and siglongjmps back.  With --stacks the
  * recorder takes the handler's stacks on that small stack.
@@ -28,9 +29,10 @@ static void on_segv(int sig, siginfo_t *si, void *uc)
 	siglongjmp(back, 1);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	stack_t ss = {.ss_sp = tp_keep(malloc(8192)), .ss_size = 8192, .ss_flags = 0};
+	size_t size = argc > 1 ? tp_atoul(argv[1]) : 8192;
+	stack_t ss = {.ss_sp = tp_keep(malloc(size)), .ss_size = size, .ss_flags = 0};
 	TP_CHECK(ss.ss_sp && sigaltstack(&ss, NULL) == 0);
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
