@@ -79,7 +79,7 @@ struct ht_stacks {
 	uint32_t gen;            /* mod_gen the tables belong to, GEN_NEW before the first stack */
 	struct mod_list *own;    /* the thread's own modules once a library was unmapped, else NULL */
 	uintptr_t stack_lo;      /* bottom of the thread's stack */
-	uintptr_t stack_hi;      /* its top; 0: no walk of our own (libunwind's) */
+	uintptr_t stack_hi;      /* its top; 0: unknown */
 	struct walk_cache *walk; /* the walk's caches, or NULL */
 	/* the stacks seen last, in front of leaves: the large table's slot
 	 * of a stack is, in a program with a large working set of its own,
@@ -307,7 +307,7 @@ static int count_module(struct dl_phdr_info *info, size_t size, void *arg)
 static int maps_line(uintptr_t addr, uintptr_t *start, uintptr_t *end, uintptr_t *prev_end,
 		     char *rest, size_t cap)
 {
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	int fd = ht_sys_open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
 	char buf[4096];
@@ -315,7 +315,7 @@ static int maps_line(uintptr_t addr, uintptr_t *start, uintptr_t *end, uintptr_t
 	int found = 0;
 	uintptr_t before = 0;
 	while (!found) {
-		ssize_t n = syscall(SYS_read, fd, buf + have, sizeof(buf) - 1 - have);
+		ssize_t n = ht_sys_read(fd, buf + have, sizeof(buf) - 1 - have);
 		if (n <= 0)
 			break;
 		have += (size_t)n;
@@ -344,7 +344,7 @@ static int maps_line(uintptr_t addr, uintptr_t *start, uintptr_t *end, uintptr_t
 		if (have == sizeof(buf) - 1)
 			break; /* (a line longer than the buffer: not maps) */
 	}
-	syscall(SYS_close, fd);
+	ht_sys_close(fd);
 	return found;
 }
 
@@ -1411,8 +1411,10 @@ uint32_t ht_stack__capture(struct ht_tls *t)
 		if (ht_opt.unwind_fp && (s->walk = map(sizeof(*s->walk))) != NULL) {
 			s->walk->owner = s;
 			s->walk->t = t;
-			s->stack_hi = stack_bounds(&s->stack_lo);
 		}
+		/* (libunwind's walk needs them too: off the thread's own stack,
+		 * an alternate signal stack may be too small for it) */
+		s->stack_hi = stack_bounds(&s->stack_lo);
 		t->stacks = s;
 	}
 	/* the only cost of dlclose's support when there is none */
@@ -1423,7 +1425,8 @@ uint32_t ht_stack__capture(struct ht_tls *t)
 	int depth = ht_opt.stack_depth > HT_MAX_DEPTH ? HT_MAX_DEPTH : ht_opt.stack_depth;
 	int n = 0, in_log = 0;
 	uintptr_t here = (uintptr_t)__builtin_frame_address(0);
-	if (s->stack_hi && here >= s->stack_lo && here < s->stack_hi) {
+	int on_own = s->stack_hi && here >= s->stack_lo && here < s->stack_hi;
+	if (on_own && s->walk) {
 		n = cfi_walk(s, ips, depth, &in_log);
 		if (HT_UNLIKELY(ht_opt.unwind_fp == 2)) {
 			if (in_log)
@@ -1439,8 +1442,9 @@ uint32_t ht_stack__capture(struct ht_tls *t)
 		 * takes, the call goes without a stack rather than overflow it
 		 * (a handler on a 6 KiB stack died of SIGSEGV) */
 		stack_t ss;
-		if (syscall(SYS_sigaltstack, NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK) &&
-		    here >= (uintptr_t)ss.ss_sp && here - (uintptr_t)ss.ss_sp < ALT_ROOM)
+		if (!on_own && syscall(SYS_sigaltstack, NULL, &ss) == 0 &&
+		    (ss.ss_flags & SS_ONSTACK) && here >= (uintptr_t)ss.ss_sp &&
+		    here - (uintptr_t)ss.ss_sp < ALT_ROOM)
 			return 0;
 		ht_tls.guard += HT_GUARD_OWN; /* (libunwind maps memory) */
 		n = libunwind_walk(s, ips, depth);
