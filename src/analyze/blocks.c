@@ -162,14 +162,6 @@ static uint64_t fold_frame(uint64_t h, const struct ht_frame *f)
 	return h;
 }
 
-uint64_t ht_blocks__hash_frames(const struct ht_frame *f, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ull ^ n;
-	for (size_t i = 0; i < n; i++)
-		h = fold_frame(h, &f[i]);
-	return h;
-}
-
 uint64_t ht_blocks__stack_key(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t node,
 			      uint64_t *memo)
 {

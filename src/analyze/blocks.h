@@ -39,15 +39,11 @@ void ht_blocks__symbols_ahead(const char *sysroot, const char *debug_dir);
 size_t ht_blocks__frames(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t node,
 			 struct ht_frame *out, size_t max);
 
-/* A hash of what a reader sees of frames f[0..n): function, file, line,
- * module, and the offset where there is neither function nor file.  Two
- * stacks that differ only in addresses that resolve alike (an unrolled
- * loop's call sites, several calls on one line) hash alike. */
-uint64_t ht_blocks__hash_frames(const struct ht_frame *f, size_t n);
-
-/* A key of what a reader sees of node's stack: the frames ht_blocks__frames
- * gives, folded from the outermost one in (so that how they group into
- * nodes, inlined calls, does not matter), memoized per node in memo
+/* A key of what a reader sees of node's stack (function, file, line,
+ * module, and the offset where there is neither function nor file, of
+ * every frame ht_blocks__frames gives), folded from the outermost one in
+ * (so that how they group into nodes, inlined calls, does not matter),
+ * memoized per node in memo
  * (ht_reader__nnodes(r) entries, zero at first): stacks that read alike
  * get the same key, each node resolved and folded once however many
  * stacks pass through it.  0 for node 0 (no stack). */

@@ -259,7 +259,7 @@ void ht_stackstats__finish(struct ht_stackstats *s)
 }
 
 struct alike {
-	uint64_t key;  /* ht_blocks__hash_frames of the stack */
+	uint64_t key;  /* ht_blocks__stack_key of the stack */
 	uint32_t node; /* its node + 1 */
 	uint32_t slot; /* its record */
 };

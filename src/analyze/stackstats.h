@@ -82,7 +82,7 @@ void ht_stackstats__event(struct ht_stackstats *s, const struct ht_event *e,
  * so, when the trace has no event of that thread (a usage error). */
 int ht_stackstats__thread_missing(const struct ht_stackstats *s, const char *path);
 /* After finish, for tables a reader reads: the stacks that read alike
- * (ht_blocks__hash_frames of all their frames: calls on one line, an
+ * (ht_blocks__stack_key: calls on one line, an
  * unrolled loop) summed into one record, the one of the smallest node, the
  * others emptied (node 0).  Lookups by node are over then. */
 struct ht_symbolizer;

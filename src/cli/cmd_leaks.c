@@ -72,7 +72,7 @@ struct group {
 	uint64_t off_bytes, off_blocks; /* of those, allocated before recording last
 					 * went off: maybe freed meanwhile */
 	int suppressed;    /* matched a suppression */
-	uint64_t key;      /* hash of its symbolized frames */
+	uint64_t key;      /* ht_blocks__stack_key of its stack */
 };
 
 struct leaks {
@@ -235,13 +235,12 @@ static int by_key(const void *a, const void *b)
 /* Stacks that differ only in addresses that resolve alike (an unrolled
  * loop's call sites, a function duplicated by the compiler) are one group
  * to a reader: merged. */
-static void merge_alike(struct leaks *l, struct ht_reader *r, struct ht_symbolizer *sym,
-			struct ht_frame *frames, size_t max)
+static void merge_alike(struct leaks *l, struct ht_reader *r, struct ht_symbolizer *sym)
 {
-	for (size_t i = 0; i < l->ngroups; i++) {
-		size_t n = ht_blocks__frames(r, sym, l->groups[i].stack, frames, max);
-		l->groups[i].key = l->groups[i].stack ? ht_blocks__hash_frames(frames, n) : 0;
-	}
+	uint64_t *memo = ht_xcalloc(ht_reader__nnodes(r) + 1, sizeof(*memo));
+	for (size_t i = 0; i < l->ngroups; i++) /* (no stack: key 0, never merged) */
+		l->groups[i].key = ht_blocks__stack_key(r, sym, l->groups[i].stack, memo);
+	free(memo);
 	if (l->ngroups > 1) /* (groups is NULL when there are none) */
 		qsort(l->groups, l->ngroups, sizeof(*l->groups), by_key);
 	size_t o = 0;
@@ -288,7 +287,7 @@ static struct ht_frame frames[MAX_FRAMES];
 static struct totals summarize(struct leaks *l, struct ht_reader *r, struct ht_symbolizer *sym)
 {
 	struct totals t = {0};
-	merge_alike(l, r, sym, frames, MAX_FRAMES);
+	merge_alike(l, r, sym);
 	for (size_t i = 0; i < l->ngroups; i++) {
 		struct group *g = &l->groups[i];
 		if (l->npatterns && g->stack) {
