@@ -658,6 +658,16 @@ static void tx_set(int state)
 
 static void drain_buf(struct ht_buf *b, int compress);
 
+/* Cuts the file back to off, a chunk begun there and not written whole,
+ * and goes on writing from there: 0, or -1 (errno set). */
+static int cut_back(uint64_t off)
+{
+	if (ftruncate(w.fd, (off_t)off) < 0 || lseek(w.fd, (off_t)off, SEEK_SET) != (off_t)off)
+		return -1;
+	w.off = off;
+	return 0;
+}
+
 /* At the start of a round: the writer before this one (a helper, killed)
  * left a chunk half-written or a buffer half-handled.  A chunk begun and
  * not written whole is cut off the file (its events are written again
@@ -667,8 +677,7 @@ static void tx_recover(void)
 {
 	int st = atomic_load_explicit(&w.tx, memory_order_acquire);
 	if (st == TX_WRITING && w.fd >= 0 && !w.failed) {
-		if (ftruncate(w.fd, (off_t)w.tx_off) < 0 ||
-		    lseek(w.fd, (off_t)w.tx_off, SEEK_SET) != (off_t)w.tx_off)
+		if (cut_back(w.tx_off) < 0)
 			fail("write");
 		w.off = w.tx_off;
 		w.nindex = w.tx_nindex;
@@ -723,8 +732,7 @@ static void write_chunk(struct ht_chunk_header *c, const void *payload, size_t n
 		 * full disk): the trace ends at its last whole chunk, and reads
 		 * as stopped, not as cut short */
 		int e = errno;
-		if (ftruncate(w.fd, (off_t)at) == 0 && lseek(w.fd, (off_t)at, SEEK_SET) == (off_t)at)
-			w.off = at;
+		cut_back(at);
 		errno = e;
 		fail("write");
 		if (own_tx)
