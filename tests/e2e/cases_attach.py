@@ -15,7 +15,7 @@ import signal
 import subprocess
 import time
 
-from htlib import GLIBC_DTV_CALLOCS_PER_THREAD, case, check, eq, fail, skip
+from htlib import GLIBC_DTV_CALLOCS_PER_THREAD, case, check, eq, fail, reap, skip
 from htprobe import need_bpf
 
 # tests/progs/attachee.c: site -> (bytes, blocks) leaked in phase 1
@@ -80,9 +80,7 @@ class Target:
         eq(self.p.returncode, EXIT_STATUS, "attachee's exit status (stderr %r)" % err)
 
     def kill(self):
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait()
+        reap(self.p)
 
 
 class Attach:
@@ -106,9 +104,7 @@ class Attach:
         return out.decode(), self.line + err.decode()
 
     def kill(self):
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait()
+        reap(self.p)
 
 
 def by_site(entries, key="stack"):

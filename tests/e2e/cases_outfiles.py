@@ -16,7 +16,7 @@ import stat
 import subprocess
 import time
 
-from htlib import case, check, eq, next_pids
+from htlib import case, check, eq, next_pids, reap
 from htprobe import need_bpf
 
 PRIVATE, PUBLIC = 0o600, 0o644  # (PUBLIC: 0666 with the umask 022 these cases set)
@@ -396,9 +396,7 @@ def test_outfile_signals(t):
                     os.kill(p.pid, signal.SIGCONT)
                 p.wait(timeout=30)
             finally:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
+                reap(p)
             if stopped:
                 break
             eq(p.returncode, 0, "the export that ended before the signal:\n%s"

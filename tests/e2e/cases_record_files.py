@@ -14,7 +14,8 @@ import subprocess
 import time
 
 import htformat
-from htlib import case, check, children, eq, fail, file_mode, kill_quietly, mallocs_in, next_pids, skip, which
+from htlib import (case, check, children, eq, fail, file_mode, kill_quietly, mallocs_in, next_pids,
+                   reap, skip, which)
 
 
 def alive(pid):
@@ -226,9 +227,7 @@ def test_signal_while_closing(t):
             finally:
                 if masks:
                     masks.close()
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
+                reap(p)
                 err = p.stderr.read().decode("utf-8", "replace")
                 for f in (p.stdin, p.stdout, p.stderr):
                     f.close()
@@ -274,9 +273,7 @@ def test_second_signal_in_end_step(t):
             os.kill(p.pid, signal.SIGTERM)
             p.wait(timeout=60)
         finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+            reap(p)
         err = p.stderr.read().decode()
         if p.returncode == 0:
             continue  # the end step ended before the second signal
@@ -324,9 +321,7 @@ def test_trace_taken_away_while_recording(t):
                 os.rename(d, d + "-moved")
             out, err = p.communicate(b"go\n", timeout=60)
         finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+            reap(p)
         lines = [l for l in err.decode().splitlines() if l.startswith("heaptrail")]
         check(not any("wrote no trace" in l for l in lines), "%s: the guess:\n%s" % (what, err))
         if what == "rename":

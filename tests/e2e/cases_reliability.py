@@ -11,7 +11,7 @@ import signal
 import subprocess
 import time
 
-from htlib import case, check, children, comm, eq, fail, mallocs_in, skip
+from htlib import case, check, children, comm, eq, fail, mallocs_in, reap, skip
 
 PERIOD = 4000  # stress_size(i, k) repeats every 4000 calls (gcd(2654435761 % 4000, 4000) = 1)
 
@@ -168,9 +168,7 @@ def test_writer_killed(t):
         p.communicate()
         fail("the program hung after its writer process was killed")
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+        reap(p)
     err = err.decode("utf-8", "replace")
     eq(p.returncode, 0, "record's exit status (the program's):\n" + err)
     said = [l for l in err.splitlines() if "writer process died" in l]
@@ -199,9 +197,7 @@ def test_writer_killed_then_program(t):
         os.kill(kill_writer(p), signal.SIGKILL)
         out, err = p.communicate(timeout=60)
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+        reap(p)
     err = err.decode("utf-8", "replace")
     eq(p.returncode, 137, "record's exit status (the program's):\n" + err)
     lines = [l for l in err.splitlines() if l.startswith("heaptrail")]
@@ -257,9 +253,7 @@ def test_writer_death_noticed_early(t):
         os.kill(prog, signal.SIGKILL)
         out, err = p.communicate(timeout=60)
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+        reap(p)
     err = err.decode("utf-8", "replace")
     eq(p.returncode, 137, "record's exit status:\n" + err)
     said = [l for l in err.splitlines() if "the trace writer process died" in l]
@@ -349,9 +343,7 @@ def test_read_while_written(t):
         p.stdin.flush()
         p.communicate(timeout=60)
     finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+        reap(p)
     eq(p.returncode, 0, "record's exit status")
     with t.soft():
         check("still being written" in r.stderr and "killed" not in r.stderr,

@@ -653,6 +653,14 @@ def which(name, candidates=()):
     return shutil.which(name)
 
 
+def reap(p):
+    """Kills the subprocess p if it still runs, and waits for it (the end
+    of a test's try: nothing left running, whatever failed)."""
+    if p.poll() is None:
+        p.kill()
+        p.wait()
+
+
 def kill_quietly(pid, sig=signal.SIGKILL):
     try:
         os.kill(pid, sig)
