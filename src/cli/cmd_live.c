@@ -1062,8 +1062,8 @@ int cmd_live(int argc, char **argv)
 	const char *at = NULL;
 	const struct ht_option opts[] = {
 		{0, "batch", HT_OPT_FLAG, &cfg->batch, NULL, "no terminal UI: read the trace (to its end, following it while it is written), print one screen"},
-		{0, "width", HT_OPT_U64, &cfg->width, "N", "--batch: columns (120)"},
-		{0, "height", HT_OPT_U64, &cfg->height, "N", "--batch: lines (40)"},
+		{0, "width", HT_OPT_U64, &cfg->width, "N", "--batch: columns, 40 to 10000 (120)"},
+		{0, "height", HT_OPT_U64, &cfg->height, "N", "--batch: lines, 10 to 10000 (40)"},
 		{0, "keys", HT_OPT_STRING, &cfg->keys, "KEYS", "--batch: press these keys before printing"},
 		{0, "at", HT_OPT_STRING, &at, "TIME", "--batch: show this moment of the trace, e.g. 1.5s (the end)"},
 		{0, "interval", HT_OPT_DURATION, &cfg->interval_ns, "TIME", "redraw every TIME (500ms; rates are per second)"},
