@@ -3,7 +3,7 @@
  * Every recorded module is reported to one offline Dwfl at its load bias,
  * from its path (under --sysroot if given); separate debug files are found
  * the standard way (.gnu_debuglink, /usr/lib/debug/.build-id, and
- * --debug-dir).  An address is looked up as ip - 1, inside the call
+ * --debug-dir), on disk only (find_debuginfo).  An address is looked up as ip - 1, inside the call
  * instruction, so that the line is the call's and not the next one's.
  * Inlined calls come from the DWARF scopes around the address: each
  * DW_TAG_inlined_subroutine is a frame, located at the innermost line for
@@ -22,9 +22,12 @@
 #include "symbolize.h"
 
 #include <dwarf.h>
+#include <errno.h>
+#include <limits.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,6 +197,9 @@ static void add_module(struct ht_symbolizer *s, const struct ht_module *m, size_
 		return;
 	}
 	r->dm = dm;
+	void **ud;
+	if (dwfl_module_info(dm, &ud, NULL, NULL, NULL, NULL, NULL, NULL))
+		*ud = s; /* (for find_debuginfo) */
 	const unsigned char *bits;
 	GElf_Addr vaddr;
 	int len = dwfl_module_build_id(dm, &bits, &vaddr);
@@ -208,6 +214,124 @@ static void add_module(struct ht_symbolizer *s, const struct ht_module *m, size_
 	}
 }
 
+/* Debug files are looked up on disk only, unless HEAPTRAIL_DEBUGINFOD=1.
+ * libdw's standard look-up asks debuginfod for what it does not find on
+ * disk: it loads libdebuginfod with curl, GnuTLS and Kerberos (5 ms of
+ * every command, here) and, when DEBUGINFOD_URLS is set (Ubuntu and
+ * Fedora set it for everyone), waits for the server up to
+ * DEBUGINFOD_TIMEOUT (90 s) for each module without debug info: `top`
+ * on a trace of gcc's cc1, with a server that accepted and never
+ * answered, was still waiting after 30 s, and said nothing.  So the
+ * standard look-up runs only when a candidate file is on disk: the
+ * build-id file under each absolute directory of the search path
+ * (.build-id/xx/rest.debug), or the .gnu_debuglink name (else the
+ * file's name + ".debug") beside the file, in its .debug directory, or
+ * under each absolute directory followed by the file's directory, the
+ * file's own path or its target's when it is a symlink. */
+static int debuginfod_wanted(void)
+{
+	const char *v = getenv("HEAPTRAIL_DEBUGINFOD");
+	return v && !strcmp(v, "1");
+}
+
+static int exists_other(const char *cand, const char *self)
+{
+	return strcmp(cand, self) != 0 && access(cand, R_OK) == 0;
+}
+
+/* A debug file for file (its debuglink name link, NULL none) in the
+ * places of path (libdw's "+:.debug:/usr/lib/debug[:DIR]"). */
+static int debuglink_on_disk(const char *file, const char *link, const char *path)
+{
+	char dir[PATH_MAX], name[NAME_MAX + 8], cand[PATH_MAX * 2 + NAME_MAX];
+	const char *slash = strrchr(file, '/');
+	if (!slash || (size_t)(slash - file) >= sizeof(dir))
+		return 0;
+	memcpy(dir, file, (size_t)(slash - file));
+	dir[slash - file] = 0;
+	if (link && *link)
+		snprintf(name, sizeof(name), "%s", link);
+	else
+		snprintf(name, sizeof(name), "%.*s.debug", NAME_MAX, slash + 1);
+	const char *p = path;
+	while (p && *p) {
+		size_t n = strcspn(p, ":");
+		const char *e = p;
+		if (*e == '+' || *e == '-') { /* (the CRC switch) */
+			e++;
+			n--;
+		}
+		if (n == 0)
+			snprintf(cand, sizeof(cand), "%s/%s", dir, name);
+		else if (*e == '/')
+			snprintf(cand, sizeof(cand), "%.*s%s/%s", (int)n, e, dir, name);
+		else
+			snprintf(cand, sizeof(cand), "%s/%.*s/%s", dir, (int)n, e, name);
+		if (exists_other(cand, file))
+			return 1;
+		p += strcspn(p, ":");
+		if (*p == ':')
+			p++;
+	}
+	return 0;
+}
+
+static int debug_on_disk(Dwfl_Module *mod, const char *file, const char *link, const char *path)
+{
+	const unsigned char *bits;
+	GElf_Addr vaddr;
+	int len = dwfl_module_build_id(mod, &bits, &vaddr);
+	if (len > 1) {
+		char hexid[129], cand[PATH_MAX];
+		hex(hexid, bits, (size_t)len < 64 ? (size_t)len : 64);
+		for (const char *p = path; p && *p;) {
+			size_t n = strcspn(p, ":");
+			const char *e = *p == '+' || *p == '-' ? p + 1 : p;
+			size_t en = n - (size_t)(e - p);
+			if (en && *e == '/') {
+				snprintf(cand, sizeof(cand), "%.*s/.build-id/%.2s/%s.debug", (int)en, e,
+					 hexid, hexid + 2);
+				if (access(cand, R_OK) == 0)
+					return 1;
+			}
+			p += n;
+			if (*p == ':')
+				p++;
+		}
+	}
+	if (!file)
+		return 0;
+	if (debuglink_on_disk(file, link, path))
+		return 1;
+	char target[PATH_MAX];
+	return realpath(file, target) && strcmp(target, file) &&
+	       debuglink_on_disk(target, link, path);
+}
+
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, GElf_Addr base,
+			  const char *file_name, const char *debuglink_file,
+			  GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+	const struct ht_symbolizer *s = *userdata; /* (set when it was reported) */
+	if (s && !debuginfod_wanted() &&
+	    !debug_on_disk(mod, file_name, debuglink_file, s ? s->debug_path : NULL)) {
+		static _Atomic int said;
+		const char *urls = getenv("DEBUGINFOD_URLS");
+		const char *v = getenv("HEAPTRAIL_DEBUGINFOD");
+		if (urls && *urls && !v && !ht_quiet && !atomic_exchange(&said, 1))
+			fprintf(stderr,
+				"heaptrail: note: DEBUGINFOD_URLS is set, but debug files are looked "
+				"up on disk only (%s has none there); HEAPTRAIL_DEBUGINFOD=1 lets "
+				"debuginfod download them (it may wait minutes for a server that "
+				"does not answer), HEAPTRAIL_DEBUGINFOD=0 drops this note\n",
+				modname ? modname : "a module");
+		errno = ENOENT;
+		return -1;
+	}
+	return dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name,
+					    debuglink_file, debuglink_crc, debuginfo_file_name);
+}
+
 struct ht_symbolizer *ht_symbolizer__new(const struct ht_module *mods, size_t nmods,
 					 const struct ht_symbol_opts *opts)
 {
@@ -218,7 +342,7 @@ struct ht_symbolizer *ht_symbolizer__new(const struct ht_module *mods, size_t nm
 	if (asprintf(&s->debug_path, "+:.debug:/usr/lib/debug%s%s", dd ? ":" : "", dd ? dd : "") < 0)
 		s->debug_path = NULL;
 	s->cb.find_elf = dwfl_build_id_find_elf;
-	s->cb.find_debuginfo = dwfl_standard_find_debuginfo;
+	s->cb.find_debuginfo = find_debuginfo;
 	s->cb.section_address = dwfl_offline_section_address;
 	s->cb.debuginfo_path = &s->debug_path;
 	s->dwfl = dwfl_begin(&s->cb);

@@ -714,6 +714,97 @@ def test_symbols_offline(t):
           "vector<int>::reserve, demangled: %s" % list(fl))
 
 
+class _Silent:
+    """A TCP server on 127.0.0.1 that accepts connections, counts them and
+    never answers: a debuginfod server that hangs."""
+
+    def __init__(self):
+        import socket
+        import threading
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.conns = []
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(c)
+
+    def close(self):
+        self.sock.close()
+        for c in self.conns:
+            c.close()
+
+
+@case(timeout=300, labels=("analyzers",))
+def test_symbols_without_debuginfod(t):
+    """Debug files are looked up on disk only: with DEBUGINFOD_URLS naming
+    a server that never answers, `leaks` does not connect to it (libdw's
+    standard look-up waited up to 90 s a module), and still finds the
+    debug files on disk through .gnu_debuglink, beside the program and in
+    its .debug directory.  A program with no debug file gets one note
+    naming it (not with -q, nor with HEAPTRAIL_DEBUGINFOD=0).
+    HEAPTRAIL_DEBUGINFOD=1 asks the server (the check that the server
+    would see a query)."""
+    srv = _Silent()
+    try:
+        for where in ("beside", ".debug", "none"):
+            tag = where.strip(".")
+            d = t.path("app-" + tag)
+            os.makedirs(d)
+            exe = os.path.join(d, "leaky")
+            shutil.copy(t.prog("leaky"), exe)
+            ddir = d if where == "beside" else os.path.join(d, ".debug")
+            os.makedirs(ddir, exist_ok=True)
+            dbg = os.path.join(ddir, "leaky.debug")
+            eq(t.run(["objcopy", "--only-keep-debug", exe, dbg]).rc, 0, "objcopy")
+            link = [] if where == "none" else ["--add-gnu-debuglink=" + dbg]
+            # (the build-id removed where the debuglink finds the file, so
+            # that only the debuglink can; kept where there is no debug
+            # file, for debuginfod to be asked by it at the end)
+            bid = [] if where == "none" else ["--remove-section=.note.gnu.build-id"]
+            eq(t.run(["objcopy", "--strip-debug"] + bid + link + [exe]).rc, 0,
+               "objcopy --strip-debug")
+            if where == "none":
+                os.unlink(dbg)
+            out = t.path(tag + ".ht")
+            eq(t.run([t.heaptrail, "record", "-q", "--stacks", "-o", out, "--", exe]).rc, 0,
+               "record")
+            env = {"DEBUGINFOD_URLS": "http://127.0.0.1:%d" % srv.port,
+                   "DEBUGINFOD_CACHE_PATH": t.path("dcache-" + tag),
+                   "DEBUGINFOD_TIMEOUT": "1"}
+            for extra in ({}, {"HEAPTRAIL_DEBUGINFOD": "0"}):
+                r = t.run([t.heaptrail, "leaks", "--json", out], env=dict(env, **extra),
+                          timeout=60)
+                eq(r.rc, 0, "leaks (%s, %s):\n%s" % (where, extra, r.describe()))
+                g = [g for g in json.loads(r.stdout)["groups"] if g["bytes"] == 300][0]
+                eq((g["stack"][0]["function"], g["stack"][0]["line"]),
+                   ("leak_direct", marker_lines("leaky.c")["direct"] if where != "none" else 0),
+                   "%s: the function, and the line from the debug file" % where)
+                notes = [l for l in r.stderr.splitlines() if "DEBUGINFOD_URLS is set" in l]
+                check(len(notes) <= 1, "one note at most:\n" + r.stderr)
+                named = [l for l in notes if "(leaky has none there)" in l]
+                eq(len(named), 1 if where == "none" and not extra else 0,
+                   "%s %s: the note naming leaky:\n%s" % (where, extra, r.stderr))
+            r = t.run([t.heaptrail, "leaks", "-q", out], env=env, timeout=60)
+            eq((r.rc, r.stderr), (0, ""), "%s: -q, nothing on stderr" % where)
+        eq(len(srv.conns), 0, "no connection to debuginfod")
+        # with debuginfod asked for, the server sees the queries
+        r = t.run([t.heaptrail, "leaks", "-q", out], env=dict(env, HEAPTRAIL_DEBUGINFOD="1"),
+                  timeout=120)
+        eq(r.rc, 0, "HEAPTRAIL_DEBUGINFOD=1:\n" + r.describe())
+        check(len(srv.conns) > 0, "HEAPTRAIL_DEBUGINFOD=1: debuginfod was asked")
+    finally:
+        srv.close()
+
+
 @case(timeout=120, labels=("analyzers",))
 def test_symbols_relative_paths(t):
     """A library the loader names by a relative path (dlopen("./x.so"),

@@ -161,7 +161,7 @@ class T:
         env = dict(os.environ)
         for k in list(env):
             if k.startswith("HEAPTRAIL_") or k in ("MTRACE_CTL_FILE", "LD_PRELOAD",
-                                                  "GLIBC_TUNABLES"):
+                                                  "GLIBC_TUNABLES", "DEBUGINFOD_URLS"):
                 del env[k]
         env["LC_ALL"] = "C"
         if extra:
