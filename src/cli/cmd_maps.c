@@ -88,10 +88,7 @@ int cmd_maps(int argc, char **argv)
 	} else {
 		ht_mapkinds__print(&m, stdout, cfg.all ? 0 : (size_t)cfg.top);
 	}
-	if (fflush(stdout) || ferror(stdout)) {
-		ht_error("writing the output failed");
-		ret = HT_EXIT_DATA;
-	}
+	ret = ht_stdout_done(ret);
 cleanup:
 	ht_mapkinds__free(&m);
 	return ret;

@@ -65,29 +65,29 @@ int main(int argc, char **argv)
 	/* the names of glibc's tools: trace2wl OUT.wl TRACE, trace_run WL */
 	const char *base = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
 	if (!strcmp(base, "trace2wl"))
-		return cmd_convert(argc, argv);
+		return ht_stdout_done(cmd_convert(argc, argv));
 	if (!strcmp(base, "trace_run"))
-		return cmd_replay(argc, argv);
+		return ht_stdout_done(cmd_replay(argc, argv));
 	if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") ||
 	    !strcmp(argv[1], "-h")) {
 		if (argc >= 3 && strcmp(argv[1], "help") == 0) {
 			for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
 				if (!strcmp(argv[2], commands[i].name)) {
 					char *hargv[] = {argv[2], "--help", NULL};
-					return commands[i].fn(2, hargv);
+					return ht_stdout_done(commands[i].fn(2, hargv));
 				}
 			}
 		}
 		usage(argc < 2 ? stderr : stdout);
-		return argc < 2 ? HT_EXIT_USAGE : HT_EXIT_OK;
+		return argc < 2 ? HT_EXIT_USAGE : ht_stdout_done(HT_EXIT_OK);
 	}
 	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
 		printf("heaptrail %s (trace format %d)\n", HT_VERSION_STRING, HT_VERSION);
-		return 0;
+		return ht_stdout_done(0);
 	}
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (!strcmp(argv[1], commands[i].name))
-			return commands[i].fn(argc - 1, argv + 1);
+			return ht_stdout_done(commands[i].fn(argc - 1, argv + 1));
 	/* a typo: the name meant, if it is clear (ht_nearest_name) */
 	const size_t ncmd = sizeof(commands) / sizeof(commands[0]);
 	const char *names[ncmd];

@@ -126,7 +126,7 @@ int ht_parse_options(int argc, char **argv, const struct ht_option *opts, const 
 		}
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			ht_print_usage(usage, opts);
-			exit(0);
+			exit(ht_stdout_done(0));
 		}
 		const struct ht_option *o = NULL;
 		const char *val = NULL;

@@ -3,11 +3,13 @@
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -540,4 +542,24 @@ void ht_shell_word_inplace(char *s, size_t cap)
 	s[o++] = '\'';
 	s[o] = 0;
 	free(copy);
+}
+
+int ht_stdout_done(int rc)
+{
+	errno = 0;
+	int flushed = fflush(stdout) == 0;
+	if (rc != 0 || (flushed && !ferror(stdout)))
+		return rc;
+	int e = errno;
+	struct statvfs vfs;
+	if (flushed || !e) /* (failed earlier: the likely why) */
+		e = fcntl(1, F_GETFD) < 0			       ? EBADF
+		    : fstatvfs(1, &vfs) == 0 && vfs.f_bavail == 0 ? ENOSPC
+								   : 0;
+	if (e)
+		ht_error("cannot write to standard output: %s", strerror(e));
+	else
+		ht_error("cannot write to standard output: a write failed");
+	clearerr(stdout);
+	return HT_EXIT_DATA;
 }

@@ -8,6 +8,12 @@
 
 /* Exit codes of every command. */
 enum { HT_EXIT_OK = 0, HT_EXIT_DATA = 1, HT_EXIT_USAGE = 2 };
+/* A command's exit status rc, once its standard output is flushed: a
+ * command that succeeded but whose output did not all reach stdout (a
+ * full disk, a closed descriptor) says so and fails with HT_EXIT_DATA, as
+ * coreutils do; `stats --json > out.json` on a full disk left half an
+ * object and exit status 0.  A failed command (rc != 0) has had its say. */
+int ht_stdout_done(int rc);
 
 void ht_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void ht_warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

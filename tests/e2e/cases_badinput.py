@@ -422,3 +422,44 @@ def test_usage_typos_suggested(t):
         eq(r.rc, 2, "%s: exit status" % args)
         check(said in r.stderr, "%s: want %r in:\n%s" % (args, said, r.stderr))
         eq(len(r.stderr.splitlines()), 1, "%s: one line" % args)
+
+
+@case(labels=("analyzers",))
+def test_stdout_write_errors(t):
+    """Output that does not reach stdout is an error, as with coreutils: a
+    full device (/dev/full) or a closed descriptor makes every command that
+    writes to stdout exit 1 with one line saying so, instead of exit 0 with
+    the output lost (`stats --json > out.json` on a full disk left half an
+    object).  The same command with a working stdout exits 0."""
+    trace = t.path("t.ht")
+    t.record(trace, [t.prog("leaky"), t.prog("libleaklib.so")])
+    cmds = [["stats", trace], ["stats", "--json", trace], ["top", trace], ["leaks", trace],
+            ["dump", "-n", "5", trace], ["heap", trace], ["events", trace],
+            ["timeline", "--csv", "-o", "-", trace], ["flamegraph", "--folded", trace],
+            ["export", "-f", "csv", trace], ["diff", trace, trace], ["--help"], ["stats", "--help"],
+            ["--version"]]
+    wl = t.path("t.wl")
+    t.run([t.heaptrail, "convert", "-q", wl, trace], check_rc=0)
+    cmds += [["replay", wl], ["maps", "/proc/self/smaps"]]
+    problems = []
+    for args in cmds:
+        ok = t.tool(args)
+        if ok.rc != 0 or not ok.stdout:
+            problems.append("with a working stdout: " + ok.describe())
+            continue
+        for how in ("full", "closed"):
+            argv = [t.heaptrail] + args
+            if how == "full":
+                with open("/dev/full", "wb") as full:
+                    p = subprocess.run(argv, stdout=full, stderr=subprocess.PIPE,
+                                       env=t.base_env(), timeout=120)
+            else:
+                p = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                   env=t.base_env(), timeout=120,
+                                   preexec_fn=lambda: os.close(1))
+            lines = [l for l in p.stderr.decode().splitlines()
+                     if "write" in l and "standard output" in l]
+            if p.returncode != 1 or len(lines) != 1 or not lines[0].startswith("heaptrail: error"):
+                problems.append("%s, stdout %s: exit %d, stderr:\n%s" % (
+                    " ".join(args), how, p.returncode, p.stderr.decode()))
+    check(not problems, "\n\n".join(problems))
