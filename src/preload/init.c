@@ -484,6 +484,25 @@ static void install_signals(void)
 	}
 }
 
+/* The trace is closed at exit after every library's destructors, not in
+ * ours: _dl_fini runs this library's destructor before those of the
+ * program's other libraries (the ones it links and the ones it dlopen'ed
+ * and kept), and of C++ objects with static storage in them, so their
+ * frees at exit went unrecorded and `leaks` reported their blocks
+ * (a std::vector of a global object in a shared library; valgrind: nothing
+ * in use).  A handler registered here, with no library as its owner, runs
+ * after _dl_fini (which __libc_start_main registers later): exit handlers
+ * run last registered first.  Our destructor closes the trace only when
+ * that handler could not be registered. */
+extern int __cxa_atexit(void (*fn)(void *), void *arg, void *dso);
+static int exit_handler_set;
+
+static void close_at_exit(void *arg)
+{
+	(void)arg;
+	ht_writer__shutdown(0);
+}
+
 __attribute__((constructor(101))) static void ht_constructor(void)
 {
 	ht_init();
@@ -510,6 +529,8 @@ __attribute__((constructor(101))) static void ht_constructor(void)
 		if (ht_writer__start() < 0) {
 			disabled = 1;
 			set_recording(1);
+		} else if (!exit_handler_set && __cxa_atexit(close_at_exit, NULL, NULL) == 0) {
+			exit_handler_set = 1;
 		}
 	}
 	/* The images to come (this process's own execs, and with
@@ -534,7 +555,8 @@ __attribute__((constructor(101))) static void ht_constructor(void)
 
 __attribute__((destructor)) static void ht_destructor(void)
 {
-	ht_writer__shutdown(0);
+	if (!exit_handler_set)
+		ht_writer__shutdown(0);
 }
 
 /* ---- public API (include/heaptrail.h) ----------------------------------- */

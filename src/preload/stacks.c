@@ -780,6 +780,30 @@ static inline void rule_prefetch(const struct walk_cache *wc, uint64_t pc)
  * frame-chain guess (HT_CFI_GUESS).  The code is read only when the 16
  * bytes at pc lie in the page of pc - 1, the call's, which is mapped;
  * otherwise libunwind steps the frame. */
+/* Whether the code at pc is the signal trampoline (mov $15, %rax;
+ * syscall: rt_sigreturn), read only when the 16 bytes lie in the page of
+ * pc - 1, which is mapped. */
+static int is_sigreturn(uint64_t pc)
+{
+	if ((pc & 0xfff) == 0 || (pc & 0xfff) > 0x1000 - 16)
+		return 0;
+	uint64_t w0, w1;
+	memcpy(&w0, (const void *)(uintptr_t)pc, 8);
+	memcpy(&w1, (const void *)(uintptr_t)(pc + 8), 8);
+	return w0 == 0x0f0000000fc0c748ull && (w1 & 0xff) == 0x05;
+}
+
+/* Whether the frame at cur (its ip at) is a signal trampoline.  libunwind
+ * says so only for one it recognized by its code, not for glibc's
+ * __restore_rt, which it steps by its FDE (S augmentation); the code at
+ * at is read only when an FDE covers it (unw_get_proc_info: a mapped
+ * module's text). */
+static int signal_frame(unw_cursor_t *cur, uint64_t at)
+{
+	unw_proc_info_t pi;
+	return unw_is_signal_frame(cur) > 0 || (unw_get_proc_info(cur, &pi) == 0 && is_sigreturn(at));
+}
+
 static struct ht_cfi rule_nofde(uint64_t pc)
 {
 	struct ht_cfi none = {0, 0, HT_CFI_NONE, 0}, plt = {8, 0, HT_CFI_RSP, 0};
@@ -789,8 +813,8 @@ static struct ht_cfi rule_nofde(uint64_t pc)
 	uint64_t w0, w1;
 	memcpy(&w0, (const void *)(uintptr_t)pc, 8);
 	memcpy(&w1, (const void *)(uintptr_t)(pc + 8), 8);
-	if (w0 == 0x0f0000000fc0c748ull && (w1 & 0xff) == 0x05)
-		return none; /* mov $15, %rax; syscall: rt_sigreturn */
+	if (is_sigreturn(pc))
+		return none; /* rt_sigreturn: libunwind steps it */
 	if ((w0 & 0xffff) == 0x25ff && ((w0 >> 48) & 0xff) == 0x68 && ((w1 >> 24) & 0xff) == 0xe9)
 		return plt; /* jmp *x(%rip); push $n; jmp .plt */
 	return guess;
@@ -845,15 +869,32 @@ static void dwarf_stretch(struct walk_cache *wc, struct cont_entry *c)
 	uc.uc_mcontext.gregs[REG_RBP] = (greg_t)c->bp;
 	if (unw_init_local(&cur, &uc) < 0)
 		return;
+	int first = 1;
+	uint64_t at = c->pc;
 	while (c->n < CONT_FRAMES) {
-		int after_signal = unw_is_signal_frame(&cur) > 0;
+		/* (libunwind does not see a signal frame at the start of a
+		 * cursor made from registers: the walk resumed at the frame the
+		 * signal interrupted, stepped it as if its pc were a return
+		 * address, and cut the stack short or went astray there.  The
+		 * code at c->pc was read already: rule_nofde, or an FDE of a
+		 * module) */
+		int after_signal = first ? is_sigreturn(at) || signal_frame(&cur, at)
+					 : signal_frame(&cur, at);
+		first = 0;
 		if (unw_step(&cur) <= 0)
 			break;
 		unw_word_t ip, sp, bp;
 		if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || !ip ||
 		    unw_get_reg(&cur, UNW_REG_SP, &sp) < 0)
 			break;
-		c->ips[c->n] = ip;
+		at = ip;
+		/* The frame a signal interrupted holds the address of the
+		 * instruction it stopped at, not a return address: recorded
+		 * one past it, as readers look up a return address less one
+		 * (the call), so that it is named by the instruction itself
+		 * (a fault in a function's first instruction was named after
+		 * the function before it). */
+		c->ips[c->n] = after_signal ? ip + 1 : ip;
 		c->slots[c->n] = sp - 8; /* the return address sat just below the caller's stack pointer */
 		c->n++;
 		if (after_signal || unw_get_reg(&cur, UNW_X86_64_RBP, &bp) < 0)
@@ -1191,14 +1232,16 @@ static __attribute__((noinline)) int libunwind_walk(struct ht_stacks *s, uint64_
 {
 	if (unw_getcontext(&s->uc) != 0 || unw_init_local(&s->cur, &s->uc) < 0)
 		return 0;
-	int n = 0;
+	int n = 0, after_signal = 0;
 	do {
 		unw_word_t ip;
 		if (unw_get_reg(&s->cur, UNW_REG_IP, &ip) < 0 || !ip)
 			break;
+		int interrupted = after_signal; /* (one past it: dwarf_stretch) */
+		after_signal = signal_frame(&s->cur, ip);
 		if (n == 0 && ip >= self_lo && ip < self_hi)
 			continue; /* the tracer's own frames */
-		ips[n++] = ip;
+		ips[n++] = interrupted ? ip + 1 : ip;
 	} while (n < depth && unw_step(&s->cur) > 0);
 	return n;
 }

@@ -47,6 +47,8 @@ struct mod_ref {
 	const char *name;    /* file name without directory, NULL: no path recorded */
 	struct ht_symindex *syms; /* its ELF symbols by address, built at the first need */
 	int syms_tried;      /* syms was built (or could not be) */
+	int stale;           /* not the file that was traced (another build-id at its
+			      * path): its frames are module+0xoffset, never named from it */
 	Dwfl_Module *dm;     /* as reported to the Dwfl, NULL if it was not */
 };
 
@@ -211,6 +213,7 @@ static void add_module(struct ht_symbolizer *s, const struct ht_module *m, size_
 		char got[129];
 		hex(got, bits, (size_t)len < 64 ? (size_t)len : 64);
 		problem(s, "%s: not the file that was traced (build-id %s)", file, got);
+		r->stale = 1; /* (names from it would be another program's) */
 	}
 }
 
@@ -406,7 +409,7 @@ void ht_symbolizer__prepare(struct ht_symbolizer *s, const uint8_t *want)
 {
 	for (size_t i = 0; i < s->nmods; i++) {
 		struct mod_ref *m = &s->mods[i];
-		if (!m->dm || (want && !want[i]) || ht_symbols__is_recorder(m->name))
+		if (!m->dm || m->stale || (want && !want[i]) || ht_symbols__is_recorder(m->name))
 			continue;
 		Dwarf_Addr bias;
 		Dwarf *dw = dwfl_module_getdwarf(m->dm, &bias);
@@ -517,7 +520,7 @@ static void resolve_into(struct ht_symbolizer *s, uint64_t ip, struct mod_ref *m
 	if (m && !m->name)
 		m = NULL;
 	uint64_t addr = (ip ? ip - 1 : 0) + (m ? m->shift : 0);
-	Dwfl_Module *dm = m ? dwfl_addrmodule(s->dwfl, addr) : NULL;
+	Dwfl_Module *dm = m && !m->stale ? dwfl_addrmodule(s->dwfl, addr) : NULL;
 	if (!dm) {
 		struct ht_frame *f = new_frame(s, ip, m);
 		if (!m && s->perfmap) /* (a JIT's code: its perf map names it) */
@@ -577,11 +580,16 @@ static void resolve_into(struct ht_symbolizer *s, uint64_t ip, struct mod_ref *m
 	}
 	free(scopes);
 	if (!made) {
-		/* no DWARF: the ELF symbol, and the line if there was one */
+		/* no DWARF: the ELF symbol, and the line if there was one in a
+		 * compilation unit whose ranges hold the address.  Code built without
+		 * -g that follows a unit's last line row was given that row
+		 * (libdw answers with the row before the address): the line of
+		 * another function, in another file. */
+		int covered = cu && dwarf_haspc(cu, addr - bias) > 0;
 		struct ht_frame *f = new_frame(s, ip, m);
 		f->function = demangled(s, elf_symbol(m, dm, addr));
-		f->file = file;
-		f->line = line;
+		f->file = covered ? file : NULL;
+		f->line = covered ? line : 0;
 	}
 }
 

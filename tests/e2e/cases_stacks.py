@@ -8,7 +8,7 @@ import os
 import re
 import shutil
 
-from htlib import case, check, eq, expect_calls, fail, record_syscalls, unwind_check
+from htlib import case, check, eq, expect_calls, fail, record_syscalls, skip, unwind_check, which
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGS_SRC = os.path.join(HERE, "..", "progs")
@@ -1069,3 +1069,119 @@ def test_symbols_module_changed(t):
     check("libheaptrail" not in r.stderr, "a warning about the recorder's own library:\n" + r.stderr)
     check(";one" not in r.stdout and "churn+0x" in r.stdout,
           "the replaced program's frames as module+offset:\n" + r.stdout[:1000])
+    # and never named from the file now at the path: a library rebuilt
+    # from other code, whose functions would cover the recorded addresses
+    # (the warning said "addresses only", and its frames were named
+    # zeta_other and pad2, functions that never ran)
+    gcc = which("gcc")
+    if not gcc:
+        return
+    src1, src2, lib = t.path("v1.c"), t.path("v2.c"), t.path("libswap.so")
+    with open(src1, "w") as f:
+        f.write("#include <stdlib.h>\n"
+                "__attribute__((noinline)) void *alpha_alloc(size_t n)"
+                " { char *p = malloc(n); p[0] = 1; return p; }\n"
+                "void *entry(size_t n) { return alpha_alloc(n); }\n")
+    with open(src2, "w") as f:
+        f.write("#include <stdlib.h>\n"
+                "int pad1(int x) { return x * 3 + 1; }\nint pad2(int x) { return x * 5 + 1; }\n"
+                "int pad3(int x) { return x * 7 + 1; }\nint pad4(int x) { return x * 9 + 1; }\n"
+                "__attribute__((noinline)) void *zeta_other(size_t n)"
+                " { char *p = calloc(1, n); p[1] = 1; return p; }\n"
+                "void *entry(size_t n) { return zeta_other(n + 1); }\n")
+    main_c, main_exe = t.path("m.c"), t.path("m")
+    with open(main_c, "w") as f:
+        f.write("#include <dlfcn.h>\n"
+                "int main(int argc, char **argv) { void *h = dlopen(argv[1], RTLD_NOW);\n"
+                "  void *(*e)(unsigned long) = h ? (void *(*)(unsigned long))dlsym(h, \"entry\")"
+                " : 0;\n  return e && e(777) ? 0 : 1; }\n")
+    t.run([gcc, "-o", main_exe, main_c, "-ldl"], check_rc=0)
+    t.run([gcc, "-g", "-O1", "-fPIC", "-shared", "-o", lib, src1], check_rc=0)
+    out = t.path("swap.ht")
+    r = t.run([t.heaptrail, "record", "-q", "--stacks", "-o", out, "--", main_exe, lib])
+    if r.rc != 0:
+        fail("dl_main:\n" + r.describe())
+    before = t.tool(["flamegraph", "--folded", out]).stdout
+    check(any("alpha_alloc" in l and l.endswith(" 777") for l in before.splitlines()),
+          "the library's function before the rebuild:\n" + before)
+    t.run([gcc, "-g", "-O1", "-fPIC", "-shared", "-o", lib, src2], check_rc=0)
+    r = t.tool(["flamegraph", "--folded", out])
+    check("not the file that was traced" in r.stderr, "the warning:\n" + r.stderr)
+    row = [l for l in r.stdout.splitlines() if l.endswith(" 777")]
+    eq(len(row), 1, "the 777 bytes' stack:\n" + r.stdout)
+    for name in ("pad1", "pad2", "pad3", "pad4", "zeta_other", "alpha_alloc"):
+        check(name not in row[0], "named from the rebuilt file: " + row[0])
+    check("libswap.so+0x" in row[0], "as module+offset: " + row[0])
+
+
+@case(labels=("stacks",))
+def test_stacks_through_signal_frames(t):
+    """A stack taken in a signal handler goes on through the signal frame
+    to the interrupted function and its callers, with every unwinder: the
+    handler of a SIGILL allocates (tests/progs/sigtrap.c).  trap_first
+    stops at its first instruction, where the address before it is another
+    function's: the interrupted frame is named by the instruction it
+    stopped at (it was named after the function before it, in every mode).
+    trap_pushed stops after a push: with --unwind=auto the walk stepped the
+    interrupted frame with the rule of the instruction before it, and the
+    stack ended there or went on through a stack address; it must reach
+    call_pushed and main, as libunwind alone does, and --unwind=check must
+    find no difference."""
+    for how in ("auto", "dwarf", "check"):
+        out = t.path("sig-%s.ht" % how)
+        r = t.run([t.heaptrail, "record", "-q", "--stacks", "--unwind=" + how, "-o", out, "--",
+                   t.prog("sigtrap")])
+        eq(r.rc, 0, "record --unwind=%s:\n%s" % (how, r.describe()))
+        if how == "check":
+            check(re.search(r"unwind check: \d+ stacks, 0 differ", r.stderr),
+                  "--unwind=check: the walks differ:\n" + r.stderr)
+        lk = json.loads(t.tool(["leaks", "--json", out]).stdout)
+        for size, trap, caller in ((6161, "trap_first", "call_first"),
+                                   (6262, "trap_pushed", "call_pushed")):
+            gs = [g for g in lk["groups"] if g["bytes"] == size]
+            eq(len(gs), 1, "--unwind=%s: one group of %d bytes" % (how, size))
+            names = [f["function"] for f in gs[0]["stack"]]
+            check("handler" in names, "--unwind=%s %d: the handler: %s" % (how, size, names))
+            i = names.index("handler")
+            # the trampoline (glibc's __restore_rt, named or not), then
+            # the interrupted function, its caller and main
+            rest = [n for n in names[i + 2:]]
+            eq(rest[:3], [trap, caller, "main"],
+               "--unwind=%s %d: after the handler and the trampoline: %s" % (how, size, names))
+
+
+@case(labels=("stacks",))
+def test_symbols_no_line_without_debug_info(t):
+    """A function built without -g gets no file:line, even when it lies
+    after a function whose line table ends with an empty row (main calls
+    a function GCC knows does not return): libdw answers an address past a
+    unit's last row with that row, and the frame was given main's file and
+    line (addr2line and gdb: no line).  The frames with debug info keep
+    theirs."""
+    gcc = which("gcc")
+    if not gcc:
+        skip("gcc is not installed")
+    withdbg, nodbg, exe = t.path("withdbg.c"), t.path("nodbg.c"), t.path("prog")
+    with open(withdbg, "w") as f:
+        f.write("#include <stdlib.h>\n#include <unistd.h>\nvoid *nodbg_alloc(size_t n);\n"
+                "void *keep;\n"
+                "__attribute__((noinline)) void finish(void) { keep = nodbg_alloc(4242); _exit(0); }\n"
+                "__attribute__((noinline)) int helper(int x) { return x * 3 + 1; }\n"
+                "int main(int argc, char **argv) { (void)argv; finish(); return helper(argc); }\n")
+    with open(nodbg, "w") as f:
+        f.write("#include <stdlib.h>\n__attribute__((noinline)) void *nodbg_alloc(size_t n)"
+                " { void *p = malloc(n); __asm__ volatile(\"\" ::: \"memory\"); return p; }\n")
+    t.run([gcc, "-O2", "-c", nodbg, "-o", nodbg + ".o"], check_rc=0)
+    t.run([gcc, "-O2", "-g", "-c", withdbg, "-o", withdbg + ".o"], check_rc=0)
+    t.run([gcc, "-o", exe, nodbg + ".o", withdbg + ".o"], check_rc=0)
+    out = t.path("t.ht")
+    t.run([t.heaptrail, "record", "-q", "--stacks", "-o", out, "--", exe], check_rc=0)
+    lk = json.loads(t.tool(["leaks", "--json", out]).stdout)
+    g = [g for g in lk["groups"] if g["bytes"] == 4242]
+    eq(len(g), 1, "the 4242 bytes")
+    frames = {f["function"]: f for f in g[0]["stack"]}
+    check("nodbg_alloc" in frames and "finish" in frames, "the frames: %s" % list(frames))
+    eq((frames["nodbg_alloc"]["file"], frames["nodbg_alloc"]["line"] or 0), (None, 0),
+       "nodbg_alloc: no line")
+    check(frames["finish"]["file"].endswith("withdbg.c") and frames["finish"]["line"] == 5,
+          "finish keeps its line: %s" % frames["finish"])
