@@ -189,6 +189,7 @@ struct ht_buf *ht_buf__get(uint32_t tid, uint64_t first_seq, unsigned wait_ms)
 		if (waits++ >= wait_ms * 5)
 			return NULL;
 		ht_writer__rescue();
+		ht_writer__wake();
 		pause_briefly();
 	}
 	atomic_store_explicit(&b->qnext, NULL, memory_order_relaxed);
@@ -272,6 +273,7 @@ struct ht_thread *ht_thread__get(uint32_t tid)
 			 * writer would take this thread's buffer) */
 			r->tid = tid;
 			atomic_store(&r->cur, NULL);
+			atomic_store(&r->late, 0);
 			atomic_store_explicit(&r->state, HT_THR_LIVE, memory_order_release);
 			return r;
 		}
@@ -282,6 +284,7 @@ struct ht_thread *ht_thread__get(uint32_t tid)
 	struct ht_thread *r = &threads[n];
 	r->tid = tid;
 	atomic_store(&r->cur, NULL);
+	atomic_store(&r->late, 0);
 	atomic_store(&r->state, HT_THR_LIVE);
 	struct ht_thread *head = atomic_load(&shm->thread_list);
 	do
@@ -422,6 +425,8 @@ static int prepare_own(struct ht_tls *t, uint64_t *ts)
 	t->rec = ht_thread__get(t->tid);
 	if (!t->rec)
 		return 0;
+	if (t->state == 2) /* after its exit destructor: nothing hands its buffer over */
+		atomic_store(&t->rec->late, 1);
 	t->buf = NULL;
 	t->nev = 0;
 	t->state = 1;
@@ -475,8 +480,11 @@ void ht_tls__exit(struct ht_tls *t)
 {
 	if (t->state != 1)
 		return;
-	if (atomic_load_explicit(&ht_on, memory_order_relaxed))
+	/* (run again when the program's own key destructors, run after
+	 * ours, allocated: the exit was said already) */
+	if (!t->exit_said && atomic_load_explicit(&ht_on, memory_order_relaxed))
 		ht_record(HT_EV_THREAD_EXIT, 0, ht_now(), NULL, NULL);
+	t->exit_said = 1;
 	ht_stack__thread_exit(t);
 	struct ht_buf *b = t->buf;
 	struct ht_thread *r = t->rec;
@@ -488,6 +496,10 @@ void ht_tls__exit(struct ht_tls *t)
 	atomic_store_explicit(&r->cur, NULL, memory_order_release);
 	atomic_store_explicit(&r->state, HT_THR_EXITED, memory_order_release);
 	ht_queue__push(b);
+	/* counted as a full buffer is, and waking the writer every 16 of
+	 * them: a program that makes a thread per task hands a buffer over at
+	 * each thread's end */
+	ht_writer__kick();
 }
 
 /* Events after which every thread's next malloc/free takes the clock: they

@@ -143,6 +143,10 @@ struct ht_thread {
 	_Atomic int state;            /* HT_THR_* */
 	uint32_t tid;                 /* kernel thread id */
 	struct ht_thread *next;       /* all records ever handed out */
+	_Atomic int late;             /* taken by a thread after its exit destructor ran
+				       * (glibc's tcache freed after the key destructors):
+				       * no destructor hands its buffer over, so the writer
+				       * looks for its end every round, not every 16th */
 };
 
 /* CLAIMING: taken by a thread that is still filling it in (its tid): the
@@ -177,6 +181,8 @@ struct ht_tls {
 	uint32_t tid;           /* cached gettid() */
 	int guard;              /* >0 while inside the tracer: do not record */
 	int state;              /* 0 new, 1 active, 2 exited (key destructor ran) */
+	int exit_said;          /* its THREAD_EXIT is recorded (once, even if it calls
+				 * malloc after its destructor and is run again) */
 	uint32_t creator;       /* tid of the pthread_create caller, 0 unknown */
 	uint64_t next_seq;      /* sequence number after the last buffer (exit) */
 	uint32_t ts_left;       /* malloc/free calls until the next clock sample */
@@ -477,6 +483,8 @@ void ht_writer__after_fork_child(void);
 void ht_init__after_fork_child(void);
 /* A full buffer was queued: wake the writer if it sleeps. */
 void ht_writer__kick(void);
+/* Every buffer is taken: wakes the writer, whatever the count (buffer.c). */
+void ht_writer__wake(void);
 /* First event of a fork child: start its writer thread. */
 void ht_writer__ensure_started(void);
 /* 1 in a followed fork child that has recorded nothing since the fork:

@@ -1101,8 +1101,8 @@ static void do_round(uint32_t req)
 			drain_buf(cur, 1);
 		if (st == HT_THR_EXITED && !cur) {
 			atomic_store(&r->state, HT_THR_FREE);
-		} else if (st == HT_THR_LIVE && check_dead && !(req & REQ_CLOSE) &&
-			   thread_gone(tid)) {
+		} else if (st == HT_THR_LIVE && (check_dead || atomic_load(&r->late)) &&
+			   !(req & REQ_CLOSE) && thread_gone(tid)) {
 			/* A thread that recorded after its exit destructor ran.
 			 * What was read above may be stale by now: the thread
 			 * may have ended through its exit destructor meanwhile
@@ -1548,6 +1548,16 @@ void ht_writer__kick(void)
 		return;
 	if (atomic_load_explicit(&w.writer_waiting, memory_order_relaxed) &&
 	    !(atomic_fetch_or(&w.req_word, REQ_DATA) & REQ_DATA))
+		futex(&w.req_word, FUTEX_WAKE, 1, NULL);
+}
+
+/* Every buffer is taken: wake the writer now for a whole round, whatever
+ * the count of hand-overs since it last woke (it takes back the buffers
+ * of threads that ended without handing theirs over, as well). */
+void ht_writer__wake(void)
+{
+	if (ws && atomic_load_explicit(&w.writer_waiting, memory_order_relaxed) &&
+	    !(atomic_fetch_or(&w.req_word, REQ_SYNC) & REQ_SYNC))
 		futex(&w.req_word, FUTEX_WAKE, 1, NULL);
 }
 

@@ -501,6 +501,36 @@ static const char *die_function(struct ht_symbolizer *s, Dwarf_Die *die)
 	return n ? demangled(s, n) : NULL;
 }
 
+/* The innermost subprogram, inlined subroutine or lexical block of cu
+ * that holds pc, by a descent of its DIE tree from the unit's top level;
+ * 1 if found.  dwarf_getscopes finds none in the unit an LTO link makes
+ * (<artificial>), whose concrete instances name their origins in other
+ * units: the inlined frames were lost and the outer function got the
+ * innermost line. */
+static int innermost_die(Dwarf_Die *cu, Dwarf_Addr pc, Dwarf_Die *out)
+{
+	Dwarf_Die cur = *cu, child;
+	int found = 0;
+	while (dwarf_child(&cur, &child) == 0) {
+		int down = 0;
+		do {
+			int tag = dwarf_tag(&child);
+			if ((tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine ||
+			     tag == DW_TAG_lexical_block) &&
+			    dwarf_haspc(&child, pc) > 0) {
+				cur = child;
+				found = down = 1;
+				break;
+			}
+		} while (dwarf_siblingof(&child, &child) == 0);
+		if (!down)
+			break;
+	}
+	if (found)
+		*out = cur;
+	return found;
+}
+
 /* The ELF symbol at addr (in the Dwfl's addresses) of module m, through
  * its index (symindex.h: the same answer as dwfl_module_addrinfo, without
  * a scan of the table per address); NULL if none.  Asked only when DWARF
@@ -538,11 +568,14 @@ static void resolve_into(struct ht_symbolizer *s, uint64_t ip, struct mod_ref *m
 	Dwarf_Die *cu = dwfl_module_addrdie(dm, addr, &bias);
 	Dwarf_Die *scopes = NULL;
 	int nscopes = cu ? dwarf_getscopes(cu, addr - bias, &scopes) : 0;
-	if (nscopes > 0) {
+	Dwarf_Die inner;
+	if (nscopes > 0 || (cu && innermost_die(cu, addr - bias, &inner))) {
 		/* dwarf_getscopes continues an inlined instance with its abstract
 		 * origin's scopes; the concrete ones (the function it was
 		 * inlined into) come from the innermost DIE. */
-		Dwarf_Die inner = scopes[0], *concrete = NULL;
+		if (nscopes > 0)
+			inner = scopes[0];
+		Dwarf_Die *concrete = NULL;
 		int n = dwarf_getscopes_die(&inner, &concrete);
 		free(scopes);
 		scopes = concrete;
