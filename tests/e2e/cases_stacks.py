@@ -1185,3 +1185,44 @@ def test_symbols_no_line_without_debug_info(t):
        "nodbg_alloc: no line")
     check(frames["finish"]["file"].endswith("withdbg.c") and frames["finish"]["line"] == 5,
           "finish keeps its line: %s" % frames["finish"])
+
+
+@case(labels=("stacks",))
+def test_symbols_lto_inlined(t):
+    """A program linked with -flto: code inlined across files shows each
+    inlined frame at its line, as addr2line -i and gdb do (h_alloc at
+    h.h:3, in x_mid at x.c:3, in y_top at y.c:4, in driver at y.c:5).
+    dwarf_getscopes finds no scope in the unit an LTO link makes, whose
+    inlined subroutines name their origins in other units: the frames were
+    lost and driver got the innermost line (h.h:3)."""
+    gcc = which("gcc")
+    if not gcc:
+        skip("gcc is not installed")
+    files = {
+        "h.h": "#include <stdlib.h>\nstatic inline void *h_alloc(size_t n) {\n"
+               "  void *p = malloc(n);\n  return p;\n}\n",
+        "x.c": "#include \"h.h\"\nextern void *keep[]; extern int nk;\n"
+               "void *x_mid(size_t n) { void *p = h_alloc(n + 3); keep[nk++] = p; return p; }\n",
+        "y.c": "#include <stdio.h>\nvoid *x_mid(size_t n);\nvoid *keep[1000]; int nk;\n"
+               "static void *y_top(size_t n) { void *p = x_mid(n); return p; }\n"
+               "__attribute__((noinline)) void driver(int k) "
+               "{ for (int i = 0; i < k; i++) y_top(8000 + i); }\n"
+               "int main(int argc, char **argv) { (void)argv; driver(argc + 4);\n"
+               "  for (int i = 0; i < nk; i++) printf(\"%p\\n\", keep[i]); return 0; }\n",
+    }
+    for name, text in files.items():
+        with open(t.path(name), "w") as f:
+            f.write(text)
+    exe = t.path("p")
+    r = t.run([gcc, "-O2", "-g", "-flto", "-o", exe, t.path("x.c"), t.path("y.c")])
+    if r.rc != 0:
+        skip("gcc -flto cannot link here:\n" + r.describe())
+    out = t.path("p.ht")
+    t.run([t.heaptrail, "record", "-q", "--stacks", "-o", out, "--", exe], check_rc=0)
+    lk = json.loads(t.tool(["leaks", "--json", out]).stdout)
+    g = [g for g in lk["groups"] if g["bytes"] == sum(range(8003, 8008))]
+    eq(len(g), 1, "the 5 blocks of 8003..8007 bytes: %s" % [x["bytes"] for x in lk["groups"]])
+    got = [(f["function"], os.path.basename(f["file"] or ""), f["line"], f["inlined"])
+           for f in g[0]["stack"][:4]]
+    eq(got, [("h_alloc", "h.h", 3, True), ("x_mid", "x.c", 3, True), ("y_top", "y.c", 4, True),
+             ("driver", "y.c", 5, False)], "the frames")
