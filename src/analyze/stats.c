@@ -84,6 +84,7 @@ static void release(struct ht_stats *s, const struct ht_event *e, const struct h
 {
 	if (!b) {
 		s->unknown_frees++;
+		th->frees++; /* (a free of a non-NULL pointer still: the thread's calls add up) */
 		return;
 	}
 	uint64_t w = b->weight; /* > 1 for a sampled allocation */
@@ -500,8 +501,10 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_reader *r
 	       "their allocator\n", (unsigned long long)s->free_null,
 	       (unsigned long long)s->cross_thread_frees);
 	if (s->unknown_frees)
-		fprintf(f, "unknown frees    %llu (blocks allocated before recording started%s%s)\n",
+		fprintf(f, "unknown frees    %llu (blocks allocated %s%s%s)\n",
 		       (unsigned long long)s->unknown_frees,
+		       (in->flags & HT_FILE_F_FORK_CHILD) ? "by the parent before the fork"
+							 : "before recording started",
 		       s->pauses.count ? ", or while it was off" : "",
 		       in->allocator ? ", or by the allocator's own functions: mallocx, tc_malloc, "
 				       "mi_malloc..."

@@ -39,6 +39,12 @@ def test_fork(t):
     expect(c, forks=0, complete=True, closed=True, threads=1, unknown_frees=3,
            live_blocks_at_exit=0, bytes_allocated=7 * 96)
     eq(c["per_thread"][0]["tid"], child, "the child's thread is the child")
+    # its thread's frees are its 10 free calls, those 3 among them, and
+    # the text says where they come from
+    eq(c["per_thread"][0]["frees"], 10, "the child thread's frees")
+    r = t.tool(["stats", out + ".%d" % child])
+    check("unknown frees    3 (blocks allocated by the parent before the fork)" in r.stdout,
+          "the child's unknown frees explained:\n" + r.stdout)
     # the child's trace says it is one (its frees of the parent's blocks
     # are no order anomaly); the parent's does not
     check(Trace(out + ".%d" % child).flags & FILE_F_FORK_CHILD, "child trace without FORK_CHILD")
