@@ -954,7 +954,8 @@ HOT int events_loop(struct ht_coldec *d, struct ht_coldec_thread *t, struct ht_e
 			e->v[2] = slack;
 			e->nv = 3;
 			e->usable = p ? usable : 0;
-			e->weight = ht_alloc_weight(t->sampled, t->weight, size, p, t->sample_bytes);
+			e->weight = ht_alloc_weight(t->sampled, t->weight, size, p,
+						    ht_weight_salt(t->tid, seq), t->sample_bytes);
 		} else if (kind == HT_EV_CALLOC) {
 			/* what ht_coldec__next's general path does with nmemb(u)
 			 * size(u) ptr(p) usable(U) */
@@ -978,7 +979,8 @@ HOT int events_loop(struct ht_coldec *d, struct ht_coldec_thread *t, struct ht_e
 			e->v[3] = slack;
 			e->nv = 4;
 			e->usable = p ? usable : 0;
-			e->weight = ht_alloc_weight(t->sampled, t->weight, req, p, t->sample_bytes);
+			e->weight = ht_alloc_weight(t->sampled, t->weight, req, p,
+						    ht_weight_salt(t->tid, seq), t->sample_bytes);
 		} else if (kind == HT_EV_REALLOC) {
 			/* the same with old(p) size(u) ptr(p) usable(U) duration(d):
 			 * the pointers in field order, then record_seen's release */
@@ -1008,7 +1010,8 @@ HOT int events_loop(struct ht_coldec *d, struct ht_coldec_thread *t, struct ht_e
 			e->v[4] = ticks;
 			e->nv = 5;
 			e->usable = p ? usable : 0;
-			e->weight = ht_alloc_weight(t->sampled, t->weight, size, p, t->sample_bytes);
+			e->weight = ht_alloc_weight(t->sampled, t->weight, size, p,
+						    ht_weight_salt(t->tid, seq), t->sample_bytes);
 			dur = ticks; /* the record's own duration, not a DURATION record's */
 		} else {
 			if (ptr_decode(m, 0, 0, code, &v) < 0)

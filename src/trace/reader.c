@@ -879,7 +879,7 @@ size_t ht_reader__modules(const struct ht_reader *r, const struct ht_module **mo
 	return r->mods.n;
 }
 
-uint32_t ht_sample_weight(uint64_t size, uint64_t ptr, uint64_t sample_bytes)
+uint32_t ht_sample_weight(uint64_t size, uint64_t ptr, uint64_t salt, uint64_t sample_bytes)
 {
 	if (!sample_bytes)
 		return 1;
@@ -887,8 +887,10 @@ uint32_t ht_sample_weight(uint64_t size, uint64_t ptr, uint64_t sample_bytes)
 	double w = p > 0 ? 1.0 / p : 1.0;
 	if (w > 4e9)
 		w = 4e9;
-	uint64_t h = (ptr >> 4) * 0x9E3779B97F4A7C15ull;
+	uint64_t h = ((ptr >> 4) ^ (salt * 0xD6E8FEB86659FD93ull)) * 0x9E3779B97F4A7C15ull;
 	h ^= h >> 31;
+	h *= 0xBF58476D1CE4E5B9ull;
+	h ^= h >> 29;
 	double u = (double)(h >> 11) / 9007199254740992.0;
 	uint32_t k = (uint32_t)w;
 	return k + (u < w - (double)k);

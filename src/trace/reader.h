@@ -312,18 +312,27 @@ size_t ht_reader__modules(const struct ht_reader *r, const struct ht_module **mo
 
 /* The weight of a sampled allocation of size bytes at ptr, in a trace
  * sampled every sample_bytes (record --sample-bytes): 1 / (1 - exp(-size /
- * sample_bytes)), rounded up or down at random (a fixed function of ptr)
- * so that sums stay unbiased in whole numbers. */
-uint32_t ht_sample_weight(uint64_t size, uint64_t ptr, uint64_t sample_bytes);
+ * sample_bytes)), rounded up or down at random so that sums stay unbiased
+ * in whole numbers: a fixed function of the block's address and of the
+ * event (salt: ht_weight_salt of its thread and sequence number), so that
+ * a trace reads the same every time.  Of the address alone, every reuse
+ * of an address (malloc and free in a loop) rounded the same way: 20,000
+ * blocks of 4096 bytes at --sample-bytes 4096 were estimated at 12,600 or
+ * 25,250 (weight 1.58 rounded to 1 or 2 each time). */
+uint32_t ht_sample_weight(uint64_t size, uint64_t ptr, uint64_t salt, uint64_t sample_bytes);
+static inline uint64_t ht_weight_salt(uint32_t tid, uint64_t seq)
+{
+	return seq + ((uint64_t)tid << 40);
+}
 /* The weight of an allocation of req bytes at ptr (0: it failed, weight
  * 1) in a trace read with sampled: 0 not sampled, 1 one call in every
  * `every`, 2 by size (ht_sample_weight). */
 static inline uint32_t ht_alloc_weight(int sampled, uint32_t every, uint64_t req, uint64_t ptr,
-				       uint64_t sample_bytes)
+				       uint64_t salt, uint64_t sample_bytes)
 {
 	if (!sampled || !ptr)
 		return 1;
-	return sampled == 1 ? every : ht_sample_weight(req, ptr, sample_bytes);
+	return sampled == 1 ? every : ht_sample_weight(req, ptr, salt, sample_bytes);
 }
 
 /* Converts a raw timestamp to ns since the start. */

@@ -364,7 +364,8 @@ static int decode_next(struct ht_reader *r, struct stream *s, struct ht_event *e
 			e->usable = ht_usable_of(r->hdr.version, e->flags, req, slack);
 			e->weight = ht_alloc_weight(r->sampled,
 						    r->hdr.sample_every ? r->hdr.sample_every : 1, req,
-						    result_ptr, r->hdr.sample_bytes);
+						    result_ptr, ht_weight_salt(e->tid, e->seq),
+						    r->hdr.sample_bytes);
 		}
 		s->last_ts = e->ts;
 		s->pos = p;
@@ -408,10 +409,11 @@ HOT uint64_t row_value(const uint8_t **q, uint32_t *tag)
 /* The usable size and weight decode_next gives an allocation of req bytes
  * at ptr (none when ptr is 0: the call failed). */
 HOT void row_alloc(struct ht_event *e, uint32_t version, unsigned kb, uint64_t req, uint64_t ptr,
-		   uint64_t slack, const int sampled, uint32_t weight, uint64_t sample_bytes)
+		   uint64_t slack, const int sampled, uint32_t weight, uint64_t salt,
+		   uint64_t sample_bytes)
 {
 	e->usable = ptr ? ht_usable_of(version, kb & ~HT_KIND_MASK, req, slack) : 0;
-	e->weight = ht_alloc_weight(sampled, weight, req, ptr, sample_bytes);
+	e->weight = ht_alloc_weight(sampled, weight, req, ptr, salt, sample_bytes);
 }
 
 /* The loop of ht_rd__fast over a row chunk: malloc, free, calloc and
@@ -451,7 +453,8 @@ HOT unsigned row_loop(struct ht_reader *r, struct stream *s, struct ht_event *ev
 			e->v[1] = ptr;
 			e->v[2] = slack;
 			e->nv = 3;
-			row_alloc(e, version, kb, size, ptr, slack, sampled, weight, sample_bytes);
+			row_alloc(e, version, kb, size, ptr, slack, sampled, weight,
+				  ht_weight_salt(tid, seq), sample_bytes);
 		} else if (kind == HT_EV_FREE) {
 			/* ptr, timestamp, stack */
 			uint32_t tag;
@@ -484,6 +487,7 @@ HOT unsigned row_loop(struct ht_reader *r, struct stream *s, struct ht_event *ev
 			e->nv = 4;
 			/* the request as ht_event__size has it (mod 2^64) */
 			row_alloc(e, version, kb, nmemb * size, ptr, slack, sampled, weight,
+				  ht_weight_salt(tid, seq),
 				  sample_bytes);
 		} else if (kind == HT_EV_REALLOC) {
 			/* old, size, ptr, slack, duration, timestamp, stack; both
@@ -506,7 +510,8 @@ HOT unsigned row_loop(struct ht_reader *r, struct stream *s, struct ht_event *ev
 			e->v[4] = d;
 			e->nv = 5;
 			dur = d; /* the record's own duration, not a DURATION record's */
-			row_alloc(e, version, kb, size, ptr, slack, sampled, weight, sample_bytes);
+			row_alloc(e, version, kb, size, ptr, slack, sampled, weight,
+				  ht_weight_salt(tid, seq), sample_bytes);
 		} else {
 			break;
 		}
