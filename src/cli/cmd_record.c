@@ -1017,7 +1017,7 @@ static void note_running_children(const struct kids_end *k, const char *path, co
 /* Signals that end a program, which record passes on to it: a `kill` of
  * record, a service manager's stop, `timeout`, a hang-up.  record then waits
  * for the program as after any end, so that the trace is finished. */
-static const int forwarded_signals[] = {SIGTERM, SIGHUP, SIGINT, SIGQUIT};
+static const int forwarded_signals[] = {SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2};
 
 static volatile sig_atomic_t fwd_pid;   /* the program while it runs; 0 after */
 static volatile sig_atomic_t late_sigs; /* signals that came after it ended */
@@ -1029,8 +1029,11 @@ static void forward_signal(int sig, siginfo_t *si, void *uc)
 	pid_t pid = (pid_t)fwd_pid;
 	if (pid > 0) {
 		/* The terminal's signals (Ctrl-C, Ctrl-\, a hang-up: SI_KERNEL)
-		 * go to the whole foreground group: the program has its own. */
-		if (si->si_code != SI_KERNEL)
+		 * go to the whole foreground group: the program has its own.
+		 * So does one the program sends to its own group (kill(0,
+		 * sig)), which record gets too: passed on, the program's
+		 * handler ran twice, one time in three. */
+		if (si->si_code != SI_KERNEL && !(si->si_code == SI_USER && si->si_pid == pid))
 			kill(pid, sig);
 	} else if (late_sigs++) {
 		/* The program has ended and the trace is being finished: a

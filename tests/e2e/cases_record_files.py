@@ -767,3 +767,24 @@ def test_record_output_symlink(t):
     eq(r.heaptrail_lines(), ["heaptrail: error: %s is a directory; -o names the trace file" % d],
        "directory: record's message")
     check(not os.path.exists(mark), "directory: the program ran")
+
+
+@case(timeout=120)
+def test_record_group_signals(t):
+    """A program that signals its own process group (kill(0, SIGTERM),
+    kill(0, SIGUSR1); tests/progs/groupsig.c) gets each signal once, as
+    untraced: record, in the same group, gets them too and does not pass
+    them on (the handler ran twice one time in three), and SIGUSR1 no
+    longer kills record (exit 138, no end step, while the program ran on).
+    Five runs, each in a session of its own."""
+    for run in range(5):
+        out = t.path("g%d.ht" % run)
+        p = subprocess.run([t.heaptrail, "record", "-o", out, "--", t.prog("groupsig")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=t.base_env(),
+                           timeout=60, start_new_session=True)
+        eq((p.returncode, p.stdout.decode()), (0, "term=1 usr1=1\n"),
+           "run %d: exit and counts; stderr:\n%s" % (run, p.stderr.decode()))
+        check(b"wrote" in p.stderr, "run %d: record's summary:\n%s" % (run, p.stderr.decode()))
+        s = t.stats(out)
+        check(s["calls"]["malloc"] >= 1 and s["calls"]["free"] == 1 and s["complete"] and
+              s["closed"], "run %d: the trace: %s" % (run, s["calls"]))
