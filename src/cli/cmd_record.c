@@ -354,7 +354,7 @@ static int of_run(const struct child_file *f, const struct child_file *all, size
 static int for_each_child_trace(const char *output, const struct run *run,
 				void (*fn)(const char *path, void *arg), void *arg)
 {
-	char dir[PATH_MAX];
+	static char dir[PATH_MAX];
 	const char *base = split_path(output, dir, sizeof(dir));
 	size_t blen = strlen(base);
 	DIR *d = opendir(dir);
@@ -362,7 +362,7 @@ static int for_each_child_trace(const char *output, const struct run *run,
 		return 0;
 	struct child_file *files = NULL;
 	size_t nfiles = 0, cap = 0;
-	char full[PATH_MAX + 256];
+	static char full[PATH_MAX + 256];
 	struct dirent *de;
 	while ((de = readdir(d)) != NULL) {
 		if (strncmp(de->d_name, base, blen) || de->d_name[blen] != '.')
@@ -584,7 +584,7 @@ struct kids_check {
 static void check_kid(const char *path, void *arg)
 {
 	struct kids_check *k = arg;
-	char what[1024], shown[PATH_MAX + 300];
+	static char what[1024], shown[PATH_MAX + 300];
 	uint64_t events;
 	uint32_t threads;
 	if (damaged(path, 0, what, sizeof(what), &events, &threads) != TRACE_DAMAGED)
@@ -1315,7 +1315,7 @@ int cmd_record(int argc, char **argv)
 		ht_error("--buffer-size must be between 4K and 512K");
 		goto cleanup;
 	}
-	char lib[PATH_MAX];
+	static char lib[PATH_MAX];
 	if (cfg.live && (!isatty(0) || !isatty(1))) {
 		ht_error("--live needs a terminal (heaptrail live --batch reads a trace without one)");
 		goto cleanup;
@@ -1333,7 +1333,7 @@ int cmd_record(int argc, char **argv)
 			 argv[0], san, san_lib);
 		goto cleanup;
 	}
-	char out_abs[PATH_MAX], longest[PATH_MAX];
+	static char out_abs[PATH_MAX], longest[PATH_MAX];
 	/* The output path, absolute and with the longest pid there can be
 	 * (pid_max is at most 2^22), must fit the recorder's bound: a longer
 	 * one is an error here, never a name cut to another */
@@ -1385,7 +1385,7 @@ int cmd_record(int argc, char **argv)
 	if (cfg.live)
 		cfg.toggle_signal = 1; /* the display's r key */
 	{
-		char wdir[PATH_MAX];
+		static char wdir[PATH_MAX];
 		split_path(out_tmpl, wdir, sizeof(wdir));
 		if (!strchr(wdir, '%'))
 			ht_dirwatch__start(&watch, wdir);
@@ -1402,7 +1402,7 @@ int cmd_record(int argc, char **argv)
 	if (pid == 0) {
 		sigprocmask(SIG_SETMASK, &old_mask, NULL);
 		close(refused[0]);
-		char out[PATH_MAX], out_shown[PATH_MAX];
+		static char out[PATH_MAX], out_shown[PATH_MAX];
 		ht_pidpath_expand(out, sizeof(out), out_tmpl, getpid());
 		if (ht_pidpath_expand(out_shown, sizeof(out_shown),
 				      cfg.output ? cfg.output : "heaptrail.%p.ht", getpid()) < 0)
@@ -1429,7 +1429,7 @@ int cmd_record(int argc, char **argv)
 		setenv("HEAPTRAIL_OPTIONS", word, 1);
 		free(word);
 		const char *pre = getenv("LD_PRELOAD");
-		char buf[PATH_MAX * 2];
+		static char buf[PATH_MAX * 2];
 		if (pre && *pre)
 			snprintf(buf, sizeof(buf), "%s:%s", lib, pre);
 		else
@@ -1474,7 +1474,7 @@ int cmd_record(int argc, char **argv)
 		goto cleanup;
 	}
 	/* path: the file; shown: its name as the user gave it, for messages */
-	char path[PATH_MAX], shown[PATH_MAX];
+	static char path[PATH_MAX], shown[PATH_MAX];
 	ht_pidpath_expand(path, sizeof(path), out_tmpl, pid);
 	if (ht_pidpath_expand(shown, sizeof(shown), cfg.output ? cfg.output : "heaptrail.%p.ht",
 			      pid) < 0)
@@ -1482,15 +1482,15 @@ int cmd_record(int argc, char **argv)
 	ht_shell_word_inplace(shown, sizeof(shown)); /* one line, one word */
 	struct run run = {pid, t0};
 	/* the program's own variable, for unstarted_children */
-	char entry[PATH_MAX * 2] = "";
+	static char entry[PATH_MAX * 2] = "";
 	char *word = cfg.quiet || cfg.no_follow_fork ? NULL : options_word(&cfg, pid, path);
 	if (word)
 		snprintf(entry, sizeof(entry), "HEAPTRAIL_OPTIONS=%s", word);
 	free(word);
-	char note[PATH_MAX + 64] = "";
+	static char note[PATH_MAX + 64] = "";
 	int have = trace_of(path, pid, t0);
 	if (have && had_prev) {
-		char old[PATH_MAX + 8];
+		static char old[PATH_MAX + 8];
 		struct stat st;
 		snprintf(old, sizeof(old), "%s.old", path);
 		if (lstat(old, &st) == 0 && st.st_dev == prev.st_dev && st.st_ino == prev.st_ino)
@@ -1499,7 +1499,7 @@ int cmd_record(int argc, char **argv)
 	if (!have) {
 		/* another recording was writing OUTPUT: the recorder wrote
 		 * OUTPUT.<pid> (and said so) */
-		char alt[PATH_MAX + 16];
+		static char alt[PATH_MAX + 16];
 		snprintf(alt, sizeof(alt), "%s.%d", path, (int)pid);
 		if (strlen(alt) < sizeof(path) && trace_of(alt, pid, t0)) {
 			have = 1;
@@ -1509,9 +1509,9 @@ int cmd_record(int argc, char **argv)
 		}
 	}
 	enum ht_dirwatch_fate fate = HT_FATE_UNKNOWN;
-	char moved_to[NAME_MAX + 1] = "";
+	static char moved_to[NAME_MAX + 1] = "";
 	if (!have) {
-		char wdir[PATH_MAX];
+		static char wdir[PATH_MAX];
 		const char *base = split_path(path, wdir, sizeof(wdir));
 		fate = ht_dirwatch__fate(&watch, base, moved_to, sizeof(moved_to));
 		/* the recorder's own rename at an exec (OUTPUT.exec<n>, the
@@ -1531,7 +1531,7 @@ int cmd_record(int argc, char **argv)
 	 * read back before the end step (which would not repair a damaged
 	 * one, or would hide the damage: compaction keeps what it can read)
 	 * and after it: a damaged one is an error, whatever the program did. */
-	char what[1024];
+	static char what[1024];
 	uint64_t events;
 	uint32_t threads;
 	int ended_ok = !WIFSIGNALED(status);
@@ -1549,7 +1549,7 @@ int cmd_record(int argc, char **argv)
 		/* those that made no trace yet, or one after that look */
 		for (int i = kids_end.nunstarted - 1; i >= 0; i--) {
 			pid_t kid = kids_end.unstarted[i];
-			char name[PATH_MAX + 16];
+			static char name[PATH_MAX + 16];
 			snprintf(name, sizeof(name), "%s.%d", path, (int)kid);
 			if (access(name, F_OK) == 0) { /* (made since: end_step says) */
 				end_step(name, &kids_end);
@@ -1567,7 +1567,7 @@ int cmd_record(int argc, char **argv)
 			bad = damaged(path, ended_ok, what, sizeof(what), &events, &threads) ==
 			      TRACE_DAMAGED;
 	}
-	char how[PATH_MAX + 100] = "";
+	static char how[PATH_MAX + 100] = "";
 	if (WIFSIGNALED(status))
 		snprintf(how, sizeof(how), "%s was killed by signal %d (%s); ", argv[0],
 			 WTERMSIG(status), strsignal(WTERMSIG(status)));

@@ -788,3 +788,26 @@ def test_record_group_signals(t):
         s = t.stats(out)
         check(s["calls"]["malloc"] >= 1 and s["calls"]["free"] == 1 and s["complete"] and
               s["closed"], "run %d: the trace: %s" % (run, s["calls"]))
+
+
+@case(timeout=120)
+def test_record_small_stack_limit(t):
+    """Under a stack limit of 64 KiB (`ulimit -s 64`, soft and hard),
+    record runs the program and finishes its trace, three times of three:
+    its own frames held some 60 KiB of path buffers, and it died of
+    SIGSEGV in its end step after the program had run (exit 139, as if
+    the program had crashed)."""
+    import resource
+
+    def small_stack():
+        resource.setrlimit(resource.RLIMIT_STACK, (64 << 10, 64 << 10))
+
+    for run in range(3):
+        out = t.path("s%d.ht" % run)
+        p = subprocess.run([t.heaptrail, "record", "-o", out, "--", t.prog("peak")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=t.base_env(),
+                           timeout=60, preexec_fn=small_stack)
+        eq(p.returncode, 0, "run %d: record's exit; stderr:\n%s" % (run, p.stderr.decode()))
+        check(b"wrote" in p.stderr, "run %d: the summary:\n%s" % (run, p.stderr.decode()))
+        s = t.stats(out)
+        check(s["complete"] and s["closed"], "run %d: the trace" % run)
