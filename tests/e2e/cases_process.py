@@ -293,6 +293,24 @@ def test_address_space_limit(t):
 
 
 @case(timeout=120)
+def test_own_data_limit(t):
+    """A program that limits its own data (setrlimit(RLIMIT_DATA) to 16
+    MiB, then 14.5 MiB in blocks of 1 KiB: tests/progs/datalimit.c) runs
+    traced as it does untraced, with both writers and --stacks: the
+    recorder adds its own private memory to the limit the kernel gets,
+    and getrlimit/prlimit read back the program's figures.  Before, the
+    recorder's ~2 MiB counted in it: 13,906 of the 14,848 blocks."""
+    eq(t.run([t.prog("datalimit")]).stdout, "datalimit: ok\n", "datalimit untraced")
+    for args in ([], ["--writer=thread"], ["--stacks"]):
+        out = t.path("d%d.ht" % len(os.listdir(t.dir)))
+        r = t.run([t.heaptrail, "record", "-q", "-o", out] + args + ["--", t.prog("datalimit")])
+        eq((r.rc, r.stdout), (0, "datalimit: ok\n"), "datalimit traced %s:\n%s" % (
+            args, r.describe()))
+        s = t.stats(out)  # (stdio's buffer: one malloc more, not freed)
+        eq((s["calls"]["malloc"], s["calls"]["free"]), (14849, 14848), "%s: the calls" % args)
+
+
+@case(timeout=120)
 def test_own_address_space_limit(t):
     """A program that limits its own address space (setrlimit(RLIMIT_AS)
     to 1 GiB, then a malloc of 800 MiB: tests/progs/aslimit.c) runs traced
