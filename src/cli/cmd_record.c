@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1377,7 +1378,15 @@ int cmd_record(int argc, char **argv)
 	 * path may hold %p: only the child knows it); exec closes it. */
 	int refused[2];
 	if (pipe2(refused, O_CLOEXEC) < 0) {
-		ht_error("pipe: %s", strerror(errno));
+		int e = errno;
+		struct rlimit nf;
+		if (e == EMFILE && getrlimit(RLIMIT_NOFILE, &nf) == 0)
+			ht_error("cannot start %s: record needs two descriptors more than the "
+				 "limit of %llu leaves it (ulimit -n): raise it, and lower it in the "
+				 "program if it must run with so few",
+				 argv[0], (unsigned long long)nf.rlim_cur);
+		else
+			ht_error("cannot start %s: pipe: %s", argv[0], strerror(e));
 		sigprocmask(SIG_SETMASK, &old_mask, NULL);
 		ret = HT_EXIT_DATA;
 		goto cleanup;

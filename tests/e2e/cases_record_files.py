@@ -811,3 +811,24 @@ def test_record_small_stack_limit(t):
         check(b"wrote" in p.stderr, "run %d: the summary:\n%s" % (run, p.stderr.decode()))
         s = t.stats(out)
         check(s["complete"] and s["closed"], "run %d: the trace" % run)
+
+
+@case()
+def test_record_too_few_descriptors(t):
+    """Under a descriptor limit that leaves record none to spare (ulimit -n
+    4), record says so in one line naming the program and the limit, and
+    exits 1 without running it (it said "pipe: Too many open files")."""
+    import resource
+
+    def few_fds():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (4, 4))
+
+    p = subprocess.run([t.heaptrail, "record", "-o", t.path("n.ht"), "--", "true"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=t.base_env(),
+                       timeout=60, preexec_fn=few_fds)
+    lines = p.stderr.decode().splitlines()
+    eq(p.returncode, 1, "record's exit: %s" % lines)
+    eq(len(lines), 1, "one line: %s" % lines)
+    check(lines[0].startswith("heaptrail: error: cannot start true:") and
+          "limit of 4" in lines[0] and "ulimit -n" in lines[0], "the line: " + lines[0])
+    check(not os.path.exists(t.path("n.ht")), "no trace")
