@@ -171,7 +171,11 @@ int ht_identity_changed(void)
 
 int ht_foreign_process(void)
 {
-	return traced_pid && (pid_t)syscall(SYS_getpid) != traced_pid;
+	/* (a getpid that fails, refused by a seccomp filter, says nothing:
+	 * taken as foreign, the trace was never closed and the writer thread's
+	 * events were lost) */
+	pid_t pid = (pid_t)syscall(SYS_getpid);
+	return traced_pid && pid > 0 && pid != traced_pid;
 }
 
 static void thread_exit_dtor(void *arg)

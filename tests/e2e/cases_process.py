@@ -1146,3 +1146,21 @@ def test_record_static_program(t):
     eq(r.heaptrail_lines(), ["heaptrail: %s wrote no trace to %s (it is statically linked, and "
                              "LD_PRELOAD does not reach it: 'heaptrail attach -c' probes such a "
                              "program)" % (exe, out)], "record's line")
+
+
+@case(timeout=120)
+def test_getpid_refused(t):
+    """A program in a sandbox that refuses getpid (seccomp, EPERM;
+    tests/progs/nogetpid.c) is recorded whole and its trace closed, with
+    both writers: the recorder tells itself from a fork child by its pid,
+    and a failed getpid made it take itself for one: it never closed the
+    trace (with the writer thread, half the events were lost; with the
+    process, the trace was marked orphaned)."""
+    n = 100000
+    for args in ([], ["--writer=thread"]):
+        out = t.path("g%d.ht" % len(args))
+        r = t.run([t.heaptrail, "record", "-q", "-o", out] + args + ["--", t.prog("nogetpid"), n])
+        eq((r.rc, r.stdout), (0, "nogetpid: ok\n"), "%s:\n%s" % (args, r.describe()))
+        s = t.stats(out)
+        expect(s, complete=True, closed=True, orphaned=False)
+        check(s["calls"]["malloc"] >= n and s["calls"]["free"] >= n, "%s: %s" % (args, s["calls"]))
