@@ -433,8 +433,11 @@ def test_live_phase_strip(t):
         return sum(2 if l[col:col + 1] == "#" else l[col:col + 1] == "." for l in strip)
     w = len(lines[i]) - x0
     h = [height(x0 + k) for k in range(w)]
+    # (the strip's scale is the larger of the live bytes and the RSS, whose
+    # file pages vary with what the page cache holds: the live bytes' peak
+    # reads 5 or 6 half rows of 8)
     drops = [k for k in range(int(w * 0.3), int(w * 0.8)) if h[k - 1] >= 4 and h[k] <= 2]
-    check(drops and max(h[:drops[0]]) >= 6, "no drop in the strip's middle (heights %r):\n%s"
+    check(drops and max(h[:drops[0]]) >= 5, "no drop in the strip's middle (heights %r):\n%s"
           % (h, "\n".join(lines[i - 4:i + 1])))
     # without --stacks the table is by size class, opening onto threads
     check("live now, by size class and thread" in r.stdout, r.stdout)
