@@ -406,8 +406,16 @@ def test_attach_matches_record(t):
     leaky, lib = t.prog("leaky"), t.prog("libleaklib.so")
     r = t.run([t.heaptrail, "record", "--stacks", "-q", "-o", t.path("rec.ht"), "--", leaky, lib])
     eq(r.rc, 0, "record:\n" + r.describe())
-    r = t.run([t.heaptrail, "attach", "-o", t.path("att.ht"), "-c", "%s %s" % (leaky, lib)])
-    eq(r.rc, 0, "attach -c:\n" + r.describe())
+    # The kernel's walk of a user stack cannot fault pages in: a stack it
+    # could not take is said ("N stacks not taken") and its block shows as
+    # [no stack]; that happened once in CI.  Up to three runs for one
+    # where every stack was taken.
+    for attempt in range(3):
+        r = t.run([t.heaptrail, "attach", "-o", t.path("att.ht"), "-c", "%s %s" % (leaky, lib)])
+        eq(r.rc, 0, "attach -c:\n" + r.describe())
+        if "stacks not taken" not in r.stderr:
+            break
+    check("stacks not taken" not in r.stderr, "three runs with stacks not taken:\n" + r.stderr)
     rec, att = leaks_by_function(t, t.path("rec.ht")), leaks_by_function(t, t.path("att.ht"))
     eq(set(att), set(rec), "leaking functions")
     for k in rec:
