@@ -783,6 +783,11 @@ static inline void rule_prefetch(const struct walk_cache *wc, uint64_t pc)
 /* Whether the code at pc is the signal trampoline (mov $15, %rax;
  * syscall: rt_sigreturn), read only when the 16 bytes lie in the page of
  * pc - 1, which is mapped. */
+static int sigreturn_words(uint64_t w0, uint64_t w1)
+{
+	return w0 == 0x0f0000000fc0c748ull && (w1 & 0xff) == 0x05;
+}
+
 static int is_sigreturn(uint64_t pc)
 {
 	if ((pc & 0xfff) == 0 || (pc & 0xfff) > 0x1000 - 16)
@@ -790,7 +795,7 @@ static int is_sigreturn(uint64_t pc)
 	uint64_t w0, w1;
 	memcpy(&w0, (const void *)(uintptr_t)pc, 8);
 	memcpy(&w1, (const void *)(uintptr_t)(pc + 8), 8);
-	return w0 == 0x0f0000000fc0c748ull && (w1 & 0xff) == 0x05;
+	return sigreturn_words(w0, w1);
 }
 
 /* Whether the frame at cur (its ip at) is a signal trampoline.  libunwind
@@ -813,7 +818,7 @@ static struct ht_cfi rule_nofde(uint64_t pc)
 	uint64_t w0, w1;
 	memcpy(&w0, (const void *)(uintptr_t)pc, 8);
 	memcpy(&w1, (const void *)(uintptr_t)(pc + 8), 8);
-	if (is_sigreturn(pc))
+	if (sigreturn_words(w0, w1))
 		return none; /* rt_sigreturn: libunwind steps it */
 	if ((w0 & 0xffff) == 0x25ff && ((w0 >> 48) & 0xff) == 0x68 && ((w1 >> 24) & 0xff) == 0xe9)
 		return plt; /* jmp *x(%rip); push $n; jmp .plt */
