@@ -201,6 +201,10 @@ static int read_trace(struct ht_diff *d, const char *path, const struct ht_diff_
 	d->r[ri] = r;
 	struct ht_block_cbs cbs = {NULL, on_acquire, &p};
 	struct ht_event e;
+	/* the mark of the second point seen before the first point was taken:
+	 * the two points are in the wrong order, as two times would be */
+	int early = 0;
+	uint64_t early_ns = 0;
 	while (ht_analyze__next(r, &e)) {
 		while (p.k < npts && !pt[p.k].mark &&
 		       (!pt[p.k].time_ns || e.time_ns > pt[p.k].time_ns))
@@ -209,6 +213,10 @@ static int read_trace(struct ht_diff *d, const char *path, const struct ht_diff_
 		p.last_ns = e.time_ns;
 		while (p.k < npts && at_point(&pt[p.k], &e))
 			take(&p, e.time_ns);
+		if (p.k + 1 < npts && !early && at_point(&pt[p.k + 1], &e)) {
+			early = 1;
+			early_ns = e.time_ns;
+		}
 	}
 	ret = ht_analyze__finish_pass(r, path, 0, ht_pass__pauses(p.blocks));
 	const struct ht_trace_info *in = ht_reader__info(r);
@@ -216,9 +224,20 @@ static int read_trace(struct ht_diff *d, const char *path, const struct ht_diff_
 	char b1[32], b2[32];
 	while (p.k < npts) {
 		const struct ht_diff_point *q = &pt[p.k];
+		if (q->mark && early) {
+			/* (the same words as two times in the wrong order, below) */
+			const char *m0 = pt[p.k - 1].mark;
+			ht_error("%s: the second point (mark:%s at %s) is before the first point "
+				 "(%s%s%s%s): the second must come at or after the first",
+				 path, q->mark, ht_fmt_ns(b1, early_ns), m0 ? "mark:" : "",
+				 m0 ? m0 : "", m0 ? " at " : "",
+				 ht_fmt_ns(b2, d->side[first].at_ns));
+			ret = HT_EXIT_USAGE;
+			goto out;
+		}
 		if (q->mark) {
 			ht_error("%s: no heaptrail_mark(\"%s\")%s; 'heaptrail stats %s' lists "
-				 "its marks", path, q->mark, p.k ? " after the first point" : "",
+				 "its marks", path, q->mark, p.k ? " at or after the first point" : "",
 				 path);
 			ret = HT_EXIT_USAGE;
 			goto out;
@@ -245,6 +264,7 @@ static int read_trace(struct ht_diff *d, const char *path, const struct ht_diff_
 		struct ht_diff_side *sd = &d->side[s];
 		sd->path = path;
 		sd->command = in->cmdline ? in->cmdline : "";
+		sd->exe = in->exe ? in->exe : "";
 		sd->pid = in->pid;
 		sd->mark = pt[s - first].mark;
 		sd->has_stacks = ht_reader__nnodes(r) > 0;
@@ -401,6 +421,20 @@ size_t ht_diff__count(const struct ht_diff *d)
 const struct ht_diff_side *ht_diff__side(const struct ht_diff *d, int side)
 {
 	return &d->side[side ? 1 : 0];
+}
+
+int ht_diff__programs_differ(const struct ht_diff *d)
+{
+	const struct ht_diff_side *b = &d->side[0], *a = &d->side[1];
+	if (a->path == b->path) /* (one trace at two times) */
+		return 0;
+	/* (a trace without the executable's path: its command's first word) */
+	const char *xb = *b->exe ? b->exe : b->command, *xa = *a->exe ? a->exe : a->command;
+	size_t lb = *b->exe ? strlen(xb) : strcspn(xb, " "),
+	       la = *a->exe ? strlen(xa) : strcspn(xa, " ");
+	if (lb != la || memcmp(xb, xa, la))
+		return HT_DIFF_OTHER_EXE;
+	return strcmp(b->command, a->command) ? HT_DIFF_OTHER_COMMAND : 0;
 }
 
 /* ---- text ------------------------------------------------------------------------ */
@@ -579,6 +613,7 @@ static void json_side(struct ht_json *j, const char *key, const struct ht_diff_s
 	ht_json__obj_begin(j, key);
 	ht_json__str(j, "trace", s->path);
 	ht_json__str(j, "command", s->command);
+	ht_json__str(j, "executable", s->exe);
 	ht_json__i64(j, "pid", s->pid);
 	ht_json__str(j, "at", s->mark ? "mark" : s->at_end ? "end" : "time");
 	ht_json__u64(j, "at_ns", s->at_ns);
@@ -609,6 +644,9 @@ void ht_diff__json(const struct ht_diff *d, struct ht_json *j, size_t top)
 		o.events_concerned += d->side[1].order.events_concerned;
 	}
 	ht_analyze__order_json(j, &o);
+	int other = ht_diff__programs_differ(d);
+	ht_json__bool(j, "same_executable", !(other & HT_DIFF_OTHER_EXE));
+	ht_json__bool(j, "same_command", !other);
 	ht_json__str(j, "by", d->o.by_function ? "function" : "stack");
 	ht_json__str(j, "sort", metric_desc[d->o.sort].name);
 	ht_json__bool(j, "normalized", d->o.normalize);

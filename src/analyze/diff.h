@@ -58,6 +58,7 @@ struct ht_diff_opts {
 struct ht_diff_side {
 	const char *path;          /* the trace */
 	const char *command;       /* its command line */
+	const char *exe;           /* its executable's path ("" if not recorded) */
 	int pid;                   /* its process */
 	uint64_t at_ns;            /* the time it was taken at */
 	int at_end;                /* at the end of the trace */
@@ -90,6 +91,13 @@ void ht_diff__free(struct ht_diff *d);
 size_t ht_diff__count(const struct ht_diff *d);
 /* Side 0 (before) or 1 (after). */
 const struct ht_diff_side *ht_diff__side(const struct ht_diff *d, int side);
+/* What differs between the programs of the two sides (two traces: stacks
+ * are matched by function names, so those of two different programs
+ * match where they share a name, main or libc's): HT_DIFF_OTHER_EXE if
+ * their executables differ, else HT_DIFF_OTHER_COMMAND if their command
+ * lines do, else 0 (and always 0 for one trace at two times). */
+enum { HT_DIFF_OTHER_COMMAND = 1, HT_DIFF_OTHER_EXE = 2 };
+int ht_diff__programs_differ(const struct ht_diff *d);
 /* A metric of one side of an entry. */
 uint64_t ht_diff__value(const struct ht_diff_vals *v, enum ht_diff_metric m);
 

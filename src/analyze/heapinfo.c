@@ -175,9 +175,9 @@ static struct use *use_lookup(struct arena *ar, struct thr *t, int a, uint64_t n
 static inline void use(struct ht_heapinfo *h, struct thr *t, int a, uint64_t now)
 {
 	struct arena *ar = &h->arenas[a];
-	ar->allocs++;
 	if (!in_window(h, now))
 		return;
+	ar->allocs++; /* (those in the window, as its uses and the calls) */
 	struct use *u;
 	if (t->last_arena == a && t->last_use < ar->nuses && ar->uses[t->last_use].tid == t->tid)
 		u = &ar->uses[t->last_use];
@@ -396,15 +396,25 @@ static void on_mallopt(struct ht_heapinfo *h, const struct ht_event *e)
 
 /* ---- blocks ------------------------------------------------------------- */
 
+/* At the window's start (--from) the peaks start from what is in use then,
+ * and that is when they were reached until the window passes them: the
+ * time of a peak is in the window.  (It kept the time of no event, 0 ns:
+ * "peak 7.8 MiB at 0 ns" for a break raised at 91 ms, seen from 250 ms.) */
 static void seed_peaks(struct ht_heapinfo *h)
 {
 	h->seeded = 1;
 	h->peak_req = h->live_req;
 	h->peak_use = h->live_use;
+	h->peak_ns = h->from;
+	h->peak_carried = h->live_req > 0;
 	h->mm_peak = h->mm_live;
-	for (size_t i = 0; i < h->narenas; i++)
+	for (size_t i = 0; i < h->narenas; i++) {
 		h->arenas[i].peak = h->arenas[i].live;
+		h->arenas[i].peak_ns = h->from;
+	}
 	h->brk_peak = h->brk > h->brk_first ? h->brk - h->brk_first : 0;
+	h->brk_peak_ns = h->from;
+	h->brk_peak_carried = h->brk_peak > 0;
 }
 
 /* The arena a new heap belongs to: see docs/heap.md, "Arenas". */
@@ -450,7 +460,8 @@ acquire(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t, int old_
 			h->mm_peak = h->mm_live;
 		/* sysmalloc mmaps when nb >= mmap_threshold (or the heap cannot grow) */
 		uint64_t nb = ht_glibc_usable(req) + G_CHUNK_OVERHEAD;
-		if ((e->kind == HT_EV_MALLOC || e->kind == HT_EV_CALLOC) && nb < h->mmap_thr)
+		if ((e->kind == HT_EV_MALLOC || e->kind == HT_EV_CALLOC) && nb < h->mmap_thr &&
+		    in_window(h, now))
 			h->below_thr++;
 	} else {
 		int switched = 0;
@@ -492,10 +503,11 @@ acquire(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t, int old_
 		}
 		if (own && arena == t->arena)
 			use(h, t, arena, now);
-		else
+		else if (in_window(h, now))
 			h->arenas[arena].allocs++;
 		struct arena *a = &h->arenas[arena];
-		a->allocs += w - 1; /* (use counted the call once) */
+		if (in_window(h, now))
+			a->allocs += w - 1; /* (use counted the call once) */
 		a->live += usable * w;
 		a->live_req += req * w;
 		a->blocks += w;
@@ -510,6 +522,7 @@ acquire(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t, int old_
 		h->peak_req = h->live_req;
 		h->peak_use = h->live_use;
 		h->peak_ns = now;
+		h->peak_carried = 0;
 	}
 	const struct ht_block *old = op->replaced;
 	if (old && !(old->pad & HT_BLOCK_FORGOTTEN)) { /* handed out while live: trust the new */
@@ -535,9 +548,11 @@ release(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t, uint64_t
 	const struct ht_block *bp = op->released;
 	*size = 0;
 	if (!bp || (bp->pad & HT_BLOCK_FORGOTTEN)) {
-		h->unknown_frees++;
-		if (is_free && (e->flags & HT_F_MMAPPED))
-			h->mmapped_free_unknown++;
+		if (in_window(h, e->time_ns)) {
+			h->unknown_frees++;
+			if (is_free && (e->flags & HT_F_MMAPPED))
+				h->mmapped_free_unknown++;
+		}
 		return -1;
 	}
 	const struct ht_block b = *bp;
@@ -575,19 +590,20 @@ static void heap_break(struct ht_heapinfo *h, const struct ht_event *e)
 	if (!h->brk_first)
 		h->brk_first = h->start_brk && h->start_brk <= b ? h->start_brk : b;
 	uint64_t prev = h->brk ? h->brk : h->brk_first;
-	if (b > prev) {
-		h->grown += b - prev;
-		h->grow_steps++;
-	} else if (b < prev) {
-		h->shrunk += prev - b;
-		h->shrink_steps++;
-	}
 	h->brk = b;
 	uint64_t ext = b > h->brk_first ? b - h->brk_first : 0;
-	if (in_window(h, e->time_ns)) {
+	if (in_window(h, e->time_ns)) { /* (the steps made in it, as the calls) */
+		if (b > prev) {
+			h->grown += b - prev;
+			h->grow_steps++;
+		} else if (b < prev) {
+			h->shrunk += prev - b;
+			h->shrink_steps++;
+		}
 		if (ext > h->brk_peak) {
 			h->brk_peak = ext;
 			h->brk_peak_ns = e->time_ns;
+			h->brk_peak_carried = 0;
 		}
 		series_add(&h->brk_s, e->time_ns, ext);
 	}
@@ -775,7 +791,7 @@ static void event_apply(struct ht_heapinfo *h, const struct ht_event *e,
 		return;
 	case HT_EV_BRK:
 	case HT_EV_SBRK:
-		h->own_brk++;
+		h->own_brk += (unsigned)in_window(h, now);
 		return;
 	case HT_EV_THREAD_START:
 		t->started = 1;
@@ -830,7 +846,7 @@ fast_acquire(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t, str
 		 usable = e->usable; /* (ht_event__size, for these two) */
 	if (hp)
 		hp->live += usable;
-	a->allocs++;
+	a->allocs += (unsigned)win;
 	a->live += usable;
 	a->live_req += req;
 	a->blocks++;
@@ -844,6 +860,7 @@ fast_acquire(struct ht_heapinfo *h, const struct ht_event *e, struct thr *t, str
 		h->peak_req = h->live_req;
 		h->peak_use = h->live_use;
 		h->peak_ns = now;
+		h->peak_carried = 0;
 	}
 	b->pad = (b->pad & ~HT_BLOCK_ARENA) | (uint32_t)(ar + 1);
 }
@@ -1002,6 +1019,8 @@ static int by_dur(const void *a, const void *b)
 
 void ht_heapinfo__finish(struct ht_heapinfo *h, const struct ht_reader *r)
 {
+	if (!h->seeded) /* no event in the window: its peaks are what was in use at its start */
+		seed_peaks(h);
 	/* the RSS peak: if no event came after it, the live bytes at the end
 	 * (and so if samples that came since the start moved it) */
 	uint64_t picked = h->rss_peak_ns;

@@ -41,7 +41,9 @@ struct ht_heapinfo; /* opaque */
 struct ht_heapinfo *ht_heapinfo__new(const struct ht_reader *r);
 /* Reports only what happens in [from_ns, to_ns] (ns since the start;
  * to_ns 0 = the end); earlier events still build the state (live blocks,
- * thresholds, arenas), later ones are ignored.  Call before the events. */
+ * thresholds, arenas, the break), later ones are ignored: counts of events
+ * are the window's, and a peak it does not pass is at from_ns.  Call
+ * before the events. */
 void ht_heapinfo__window(struct ht_heapinfo *h, uint64_t from_ns, uint64_t to_ns);
 /* One event, in the reader's order, and what it did to the pass's live
  * blocks (the collector keeps each block's arena in it). */

@@ -179,6 +179,7 @@ struct ht_heapinfo {
 	uint64_t grown, shrunk; /* sbrk total raised / lowered */
 	uint64_t grow_steps, shrink_steps;
 	uint64_t brk_peak, brk_peak_ns;
+	int brk_peak_carried; /* brk_peak was reached before the window (--from) */
 	struct series brk_s;
 	uint64_t own_brk;     /* the program's own brk/sbrk calls */
 
@@ -186,6 +187,7 @@ struct ht_heapinfo {
 	uint64_t calls[HT_EV_NR];
 	uint64_t live_req, live_use; /* in use: requested, usable */
 	uint64_t peak_req, peak_use, peak_ns; /* at the peak of requested bytes */
+	int peak_carried;     /* that peak was reached before the window (--from) */
 	uint64_t mm_live, mm_peak, mm_count, mm_bytes; /* mmapped chunks */
 	uint64_t mm_resized;  /* of mm_count, reallocs of an mmapped chunk (mremap) */
 	uint64_t unknown_frees;

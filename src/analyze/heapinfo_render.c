@@ -75,11 +75,21 @@ static int lock_durations(const struct ht_heapinfo *h)
 	return h->durations_flag || h->timed_hot;
 }
 
+/* Beside the time of a peak the window (--from) started at: it was
+ * reached before and not passed in it. */
+#define CARRIED "the window's start: reached before it"
+
 void ht_heapinfo__text(const struct ht_heapinfo *h, FILE *f)
 {
 	char b1[32], b2[32], b3[32], nm[32];
 	fprintf(f, "%s (pid %d): glibc's heap as the trace shows it\n", h->cmdline ? h->cmdline : "?",
 		h->pid);
+	if (h->from || h->to != UINT64_MAX)
+		fprintf(f,
+			"window: %s .. %s: calls, allocations, sbrk steps and threshold changes\n"
+			"  are those made in it; bytes in use include the blocks from before it\n",
+			ht_fmt_ns(b1, h->from),
+			h->to == UINT64_MAX ? "the end" : ht_fmt_ns(b2, h->to));
 
 	fprintf(f, "\narenas: %zu", h->narenas);
 	if (h->narenas)
@@ -133,9 +143,10 @@ void ht_heapinfo__text(const struct ht_heapinfo *h, FILE *f)
 		fprintf(f, "  sbrk total: %" PRIu64 " bytes raised in %" PRIu64 " steps, %" PRIu64
 			   " bytes trimmed in %" PRIu64 " steps\n",
 			h->grown, h->grow_steps, h->shrunk, h->shrink_steps);
-		fprintf(f, "  size at the end %s, peak %s at %s\n",
+		fprintf(f, "  size at the end %s, peak %s at %s%s\n",
 			ht_fmt_bytes(b1, h->brk > h->brk_first ? h->brk - h->brk_first : 0),
-			ht_fmt_bytes(b2, h->brk_peak), ht_fmt_ns(b3, h->brk_peak_ns));
+			ht_fmt_bytes(b2, h->brk_peak), ht_fmt_ns(b3, h->brk_peak_ns),
+			h->brk_peak_carried ? " (" CARRIED ")" : "");
 	}
 	if (h->own_brk)
 		fprintf(f, "  the program called brk/sbrk itself %" PRIu64 " times\n", h->own_brk);
@@ -214,8 +225,9 @@ void ht_heapinfo__text(const struct ht_heapinfo *h, FILE *f)
 		ht_fmt_bytes(b3, h->mm_live));
 	fprintf(f, "  final thresholds: mmap %" PRIu64 " bytes, trim %" PRIu64 " bytes%s\n", h->mmap_thr,
 		h->trim_thr, h->no_dyn ? " (fixed by mallopt)" : " (dynamic)");
-	fprintf(f, "  in use at the peak (%s): %s requested in %s usable (%.1f%% overhead)\n",
-		ht_fmt_ns(b1, h->peak_ns), ht_fmt_bytes(b2, h->peak_req), ht_fmt_bytes(b3, h->peak_use),
+	fprintf(f, "  in use at the peak (%s%s): %s requested in %s usable (%.1f%% overhead)\n",
+		ht_fmt_ns(b1, h->peak_ns), h->peak_carried ? ", " CARRIED : "",
+		ht_fmt_bytes(b2, h->peak_req), ht_fmt_bytes(b3, h->peak_use),
 		h->peak_use ? 100.0 * (double)(h->peak_use - h->peak_req) / (double)h->peak_use : 0.0);
 	fprintf(f, "  in use at the end: %s requested in %s usable (%.1f%% overhead)\n",
 		ht_fmt_bytes(b1, h->live_req), ht_fmt_bytes(b2, h->live_use),

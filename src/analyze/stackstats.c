@@ -149,6 +149,7 @@ on_release(void *ctx, const struct ht_event *e, const struct ht_block *b)
 	st->live_bytes -= b->size * w;
 	st->live_blocks -= w;
 	st->temp_calls += temp ? w : 0;
+	st->temp_bytes += temp ? b->size * w : 0;
 }
 
 void ht_stackstats__init(struct ht_stackstats *s, uint32_t tid)
@@ -233,6 +234,7 @@ static inline int event_fast(struct ht_stackstats *s, const struct ht_event *e,
 	st->live_bytes -= bytes;
 	st->live_blocks -= w;
 	st->temp_calls += temp ? w : 0;
+	st->temp_bytes += temp ? bytes : 0;
 	return 1;
 }
 
@@ -294,6 +296,7 @@ void ht_stackstats__merge_alike(struct ht_stackstats *s, struct ht_reader *r,
 			to->alloc_bytes += from->alloc_bytes;
 			to->alloc_calls += from->alloc_calls;
 			to->temp_calls += from->temp_calls;
+			to->temp_bytes += from->temp_bytes;
 			to->end_bytes += from->end_bytes;
 			to->end_blocks += from->end_blocks;
 			to->peak_bytes += from->peak_bytes;

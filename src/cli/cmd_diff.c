@@ -177,6 +177,25 @@ int cmd_diff(int argc, char **argv)
 		ret = ht_diff__traces(argv[0], argv[1], &o, &d);
 	if (!d)
 		goto cleanup;
+	int other = ht_diff__programs_differ(d);
+	if (other && !ht_quiet) {
+		/* Not an error (two builds, two inputs of one program are what diff
+		 * is for), but stacks are matched by function names: those of two
+		 * programs pair up wherever a name is the same (main, libc's). */
+		const struct ht_diff_side *b = ht_diff__side(d, 0), *a = ht_diff__side(d, 1);
+		if (other & HT_DIFF_OTHER_EXE)
+			fprintf(stderr,
+				"heaptrail: note: %s and %s are traces of different executables "
+				"(%s, %s): their stacks are matched by function names alone, so "
+				"frames such as main pair up across them\n",
+				b->path, a->path, *b->exe ? b->exe : b->command,
+				*a->exe ? a->exe : a->command);
+		else
+			fprintf(stderr, "heaptrail: note: %s and %s ran different commands of %s ('%s', "
+				"'%s')\n",
+				b->path, a->path, *a->exe ? a->exe : "one executable", b->command,
+				a->command);
+	}
 	for (int s = 0; s < 2 - (npts ? 1 : 0); s++)
 		if (!ht_diff__side(d, s)->has_stacks)
 			ht_warning("%s has no stacks: its blocks are compared as one \"[no stack]\" "

@@ -19,7 +19,7 @@
 
 /* One configuration per run; each default is labelled by its flag. */
 struct top_config {
-	uint64_t top;          /* -n, --top (10): entries per table */
+	uint64_t top;          /* -n, --top (10): entries per table, 0 = all */
 	const char *by;        /* --by (stack): stack or function */
 	uint64_t depth;        /* --depth (3): frames shown per entry */
 	uint64_t tid;          /* --thread (all) */
@@ -52,6 +52,7 @@ struct entry {
 	uint64_t key;        /* hash of the function, --by function */
 	uint64_t value[T_NTABLES]; /* bytes at the peak, calls, temporary calls */
 	uint64_t bytes;      /* bytes allocated */
+	uint64_t temp_bytes; /* bytes of the temporary allocations */
 	uint64_t blocks;     /* blocks live at the peak */
 };
 
@@ -166,7 +167,7 @@ int cmd_top(int argc, char **argv)
 {
 	struct top_config cfg = {.top = 10, .by = "stack", .depth = 3};
 	const struct ht_option opts[] = {
-		{'n', "top", HT_OPT_U64, &cfg.top, "N", "entries per table (10)"},
+		{'n', "top", HT_OPT_U64, &cfg.top, "N", "entries per table, 0 for all (10)"},
 		{0, "by", HT_OPT_STRING, &cfg.by, "WHAT", "stack, or function: the function that called the allocator (stack)"},
 		{0, "depth", HT_OPT_U64, &cfg.depth, "N", "frames shown per stack in the text output (3)"},
 		{0, "thread", HT_OPT_U64, &cfg.tid, "TID", "only blocks this thread allocated (all)"},
@@ -190,6 +191,12 @@ int cmd_top(int argc, char **argv)
 			 nargs ? "one trace at a time" : "no trace given");
 		goto cleanup;
 	}
+	if (!cfg.depth) {
+		ht_error("--depth=0: a row shows at least one frame; expected 1 or more");
+		goto cleanup;
+	}
+	if (!cfg.top) /* (0 for all, as in diff) */
+		cfg.top = UINT64_MAX;
 	int by_function = !strcmp(cfg.by, "function");
 	if (!by_function && strcmp(cfg.by, "stack")) {
 		ht_error("--by=%s: expected stack or function", cfg.by);
@@ -223,6 +230,7 @@ int cmd_top(int argc, char **argv)
 		x->value[T_CALLS] = st->alloc_calls;
 		x->value[T_TEMP] = st->temp_calls;
 		x->bytes = st->alloc_bytes;
+		x->temp_bytes = st->temp_bytes;
 		x->blocks = st->peak_blocks;
 	}
 	if (by_function) {
@@ -238,6 +246,7 @@ int cmd_top(int argc, char **argv)
 				for (int t = 0; t < T_NTABLES; t++)
 					e[o - 1].value[t] += e[i].value[t];
 				e[o - 1].bytes += e[i].bytes;
+				e[o - 1].temp_bytes += e[i].temp_bytes;
 				e[o - 1].blocks += e[i].blocks;
 				continue;
 			}
@@ -303,7 +312,12 @@ int cmd_top(int argc, char **argv)
 					ht_json__u64(&j, "blocks", e[i].blocks);
 				} else {
 					ht_json__u64(&j, t == T_CALLS ? "calls" : "count", e[i].value[t]);
+					/* (of temporaries: everything the stack allocated, as in
+					 * calls, kept for the readers of it) */
 					ht_json__u64(&j, "bytes_allocated", e[i].bytes);
+					if (t == T_TEMP)
+						ht_json__u64(&j, "temporary_bytes",
+							     e[i].temp_bytes);
 				}
 				json_stack(&j, r, sym, e[i].node, by_function);
 				ht_json__obj_end(&j);
@@ -312,14 +326,17 @@ int cmd_top(int argc, char **argv)
 			if (t == T_PEAK)
 				printf("  %10s in %6llu blocks  ", ht_fmt_bytes(b1, e[i].value[t]),
 				       (unsigned long long)e[i].blocks);
-			else
-				printf("  %10llu calls, %9s  ", (unsigned long long)e[i].value[t],
-				       ht_fmt_bytes(b1, e[i].bytes));
+			else /* (of temporaries: their own bytes, not all the stack's) */
+				printf(
+				    "  %10llu calls, %9s  ", (unsigned long long)e[i].value[t],
+				    ht_fmt_bytes(b1, t == T_TEMP ? e[i].temp_bytes : e[i].bytes));
 			print_where(r, sym, e[i].node, by_function ? 1 : depths[i], by_function);
 		}
 		if (cfg.json) {
 			ht_json__arr_end(&j);
 			ht_json__obj_end(&j);
+		} else if (!shown) {
+			printf("  none\n");
 		}
 	}
 	if (cfg.json) {
@@ -338,6 +355,8 @@ int cmd_top(int argc, char **argv)
 	} else {
 		printf("\nbiggest single allocations:\n");
 		size_t shown = ss.nbig < cfg.top ? ss.nbig : (size_t)cfg.top;
+		if (!shown)
+			printf("  none\n");
 		if (!by_function && shown) {
 			for (size_t i = 0; i < shown; i++)
 				rows[i] = ss.big[i].node;

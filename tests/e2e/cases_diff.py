@@ -423,6 +423,73 @@ def test_diff_bad_input(t):
 
 
 @case(timeout=120, labels=("analyzers",))
+def test_diff_programs_differ(t):
+    """Two traces of different executables (diffsites and leaky, whose
+    stacks pair up by name at main and libc's frames): one note on stderr
+    naming both, exit 0 (it said nothing); two runs of one executable with
+    other arguments: one note saying so; a trace with itself and one trace
+    at two times: none; -q: none.  The JSON says it in same_executable and
+    same_command, and gives each side's executable."""
+    d1, d2 = record(t, "d1", "1", "--stacks"), record(t, "d2", "2", "--stacks")
+    lk = t.path("leaky.ht")
+    t.run([t.heaptrail, "record", "-q", "--stacks", "-o", lk, "--", t.prog("leaky")], check_rc=0)
+    exe_d, exe_l = (os.path.realpath(t.prog(n)) for n in ("diffsites", "leaky"))
+
+    def notes(args):
+        r = t.tool(["diff"] + args)
+        eq(r.rc, 0, "diff %s:\n%s" % (args, r.describe()))
+        return [l for l in r.stderr.splitlines() if l.startswith("heaptrail: note:")]
+
+    eq(notes([d1, lk]), ["heaptrail: note: %s and %s are traces of different executables (%s, %s): "
+                         "their stacks are matched by function names alone, so frames such as "
+                         "main pair up across them" % (d1, lk, exe_d, exe_l)],
+       "diffsites against leaky")
+    eq(notes([d1, d2]), ["heaptrail: note: %s and %s ran different commands of %s ('%s 1', '%s 2')"
+                         % (d1, d2, exe_d, t.prog("diffsites"), t.prog("diffsites"))],
+       "diffsites 1 against diffsites 2")
+    eq(notes([d1, d1]), [], "a trace against itself")
+    eq(notes(["--at", "start", "--at", "end", d1]), [], "one trace at two times")
+    eq(notes(["-q", d1, lk]), [], "-q")
+    for args, same in (([d1, lk], (False, False)), ([d1, d2], (True, False)),
+                       ([d1, d1], (True, True)), (["--at", "start", d1], (True, True))):
+        j = diff_json(t, *args)
+        eq((j.get("same_executable"), j.get("same_command")), same,
+           "JSON same_executable, same_command of %s" % args)
+    j = diff_json(t, d1, lk)
+    eq((j["before"].get("executable"), j["after"].get("executable")), (exe_d, exe_l),
+       "JSON executables")
+
+
+@case(timeout=120, labels=("analyzers",))
+def test_diff_points_order(t):
+    """One rule for the two points, times and marks alike: the second may
+    be the first (the same mark twice, the same time twice: no change) but
+    not before it.  A mark that comes only before the first point is a
+    second point in the wrong order, said so as for times (it said "no
+    heaptrail_mark("t1") after the first point" of a trace that has one)."""
+    ph = record(t, "ph", "phases", "--stacks")
+    marks = {m["label"]: m["time_ns"] for m in t.stats(ph)["marks"]}
+
+    for args in (["--at", "mark:t2", "--at", "mark:t2"], ["--from", "mark:t1", "--to", "mark:t1"],
+                 ["--at", "%dns" % marks["t1"], "--at", "%dns" % marks["t1"]]):
+        j = diff_json(t, *(args + [ph]))
+        eq(j["delta"], dict.fromkeys(FIELDS, 0), "%s: the same point twice, no change" % args)
+    for args, first in ((["--at", "mark:t2", "--at", "mark:t1"], "mark:t2 at "),
+                        (["--from", "%dns" % (marks["t2"] + 1), "--to", "mark:t1"], "")):
+        r = t.tool(["diff"] + args + [ph])
+        eq((r.rc, r.stdout), (2, ""), "%s: exit status and output" % args)
+        lines = r.stderr.strip().splitlines()
+        eq(len(lines), 1, "%s: one line:\n%s" % (args, r.stderr))
+        check(re.match(r"^heaptrail: error: %s: the second point \(mark:t1 at \S+ \S+\) is "
+                       r"before the first point \(%s\S+ \S+\): the second must come at or after "
+                       r"the first$" % (re.escape(ph), re.escape(first)), lines[0]),
+              "%s: the error: %r" % (args, lines[0]))
+    r = t.tool(["diff", "--from", "mark:t2", "--to", "%dns" % marks["t1"], ph])
+    eq(r.rc, 2, "a second time before the first point")
+    check("is before the first point" in r.stderr, r.stderr)
+
+
+@case(timeout=120, labels=("analyzers",))
 def test_diff_unsymbolized(t):
     """Frames without a symbol (the program moved away after recording)
     are keyed by module+offset, which is the same in every run of the

@@ -182,6 +182,48 @@ def test_heap_sbrk(t):
     eq(j["heaps"], [], "no heaps outside the main one")
 
 
+@case(timeout=120, labels=("analyzers",))
+def test_heap_window_consistent(t):
+    """--from after sbrkgrow's 64 mallocs, at its first free: the window
+    holds the 64 frees only.  Its counts are the window's alike (the
+    arena's allocations 0 as its uses and the summary's malloc; no sbrk
+    step up, every byte trimmed), and the peaks reached before it are at
+    its start, said so (they were at 0 ns, the time of no event, beside
+    the arena's 64 allocations of the whole trace and its sbrk total)."""
+    out, r = record(t, "sbrkgrow", [t.prog("sbrkgrow")])
+    raised, lowered = said(r, "raised")[0], said(r, "lowered")[0]
+    evs = t.dump(out)
+    eq(sum(1 for e in evs if e.kind == "malloc"), 64, "mallocs (the premise)")
+    first_free = min(e.time_ns for e in evs if e.kind == "free")
+    check(max(e.time_ns for e in evs if e.kind == "malloc") < first_free,
+          "every malloc before the first free (the premise)")
+    whole = heap_json(t, out)
+    j = heap_json(t, out, "--from", "%dns" % first_free)
+    a = j["arenas"][0]
+    eq((a["allocations"], a["uses"]), (0, []), "the arena's allocations in the window")
+    eq((j["summary"]["malloc"], j["summary"]["free"]), (0, 64), "the window's calls")
+    mh = j["main_heap"]
+    eq((mh["sbrk_bytes"], mh["grow_steps"], j["sbrk_bytes"]), (0, 0, 0),
+       "no sbrk step up in the window")
+    eq(mh["trimmed_bytes"], lowered, "every trim is in the window")
+    eq(mh["program_brk_calls"], sum(1 for e in evs if e.kind == "sbrk" and e.time_ns >= first_free),
+       "the program's own sbrk calls in the window")
+    eq((mh["peak_bytes"], mh["peak_ns"]), (raised, first_free),
+       "the break's peak, reached before the window: at its start")
+    eq((j["summary"]["peak_requested_bytes"], j["summary"]["peak_ns"]), (64 * 60 * 1024, first_free),
+       "the blocks' peak, reached before the window: at its start")
+    eq((whole["arenas"][0]["allocations"], whole["main_heap"]["sbrk_bytes"]), (64, raised),
+       "the whole trace: 64 allocations, the sbrk total")
+    check(whole["main_heap"]["peak_ns"] < first_free, "the whole trace's break peak is its own")
+    text = t.tool(["heap", "--from", "%dns" % first_free, out]).stdout
+    for want in (r"^window: \S+ \S+ \.\. the end: ",
+                 r"^  main +0 +\S+ \S+ +\S+ \S+ +0  -$",
+                 r"^  sbrk total: 0 bytes raised in 0 steps, %d bytes trimmed in \d+ steps$" % lowered,
+                 r"^  size at the end .*, peak .* at \S+ \S+ \(the window's start: reached before it\)$",
+                 r"^  in use at the peak \(\S+ \S+, the window's start: reached before it\): "):
+        check(re.search(want, text, re.M), "text: no line like %r:\n%s" % (want, text))
+
+
 def timed_dump(t, path, args=("--kind", "malloc,free,calloc,malloc_trim,mallopt")):
     """dump's events, each of which must have a duration."""
     evs = t.dump(path, list(args))

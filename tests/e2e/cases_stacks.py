@@ -485,6 +485,109 @@ def test_top(t):
     check("--by" in r.stderr, r.stderr)
 
 
+TEMP_SRC = r"""
+#include <stdlib.h>
+#include <string.h>
+__attribute__((noinline)) void *mk(size_t n) { void *p = malloc(n); memset(p, 0, n); return p; }
+/* 100 temporaries of 64 bytes */
+__attribute__((noinline)) void churn(void) { for (int i = 0; i < 100; i++) free(mk(64)); }
+/* 500 blocks of 32 bytes, freed oldest first: only the last is temporary */
+__attribute__((noinline)) void hold(void)
+{
+	void *a[500];
+	for (int i = 0; i < 500; i++)
+		a[i] = mk(32);
+	for (int i = 0; i < 500; i++)
+		free(a[i]);
+}
+int main(int argc, char **argv)
+{
+	if (argc > 1) { /* keep: three blocks, none freed, no temporary */
+		for (int i = 0; i < 3; i++)
+			memset(mk(100 * (i + 1)), 1, 10);
+		return 0;
+	}
+	churn();
+	hold();
+	return 0;
+}
+"""
+
+
+def temp_program(t):
+    gcc = which("gcc")
+    if not gcc:
+        skip("gcc is not installed")
+    src, exe = t.path("temp.c"), t.path("temp")
+    with open(src, "w") as f:
+        f.write(TEMP_SRC)
+    t.run([gcc, "-g", "-O1", "-o", exe, src], check_rc=0)
+    return exe
+
+
+def top_rows(text, heading):
+    """The rows under a heading of top's text."""
+    return text.split(heading)[1].split("\n\n")[0].strip("\n").splitlines()[1:]
+
+
+@case(timeout=120, labels=("analyzers",))
+def test_top_temporary_bytes(t):
+    """The temporary allocations' bytes are their own: hold() makes 500
+    blocks of 32 bytes of which one is temporary (32 bytes, not the 16000
+    its stack allocated, which top showed there and which stays in
+    bytes_allocated), churn() 100 temporaries of 64 bytes."""
+    exe = temp_program(t)
+    out = t.path("temp.ht")
+    t.run([t.heaptrail, "record", "-q", "--stacks", "-o", out, "--", exe], check_rc=0)
+    j = json.loads(t.tool(["top", "--json", out]).stdout)
+    got = {e["stack"][1]["function"]: (e["count"], e.get("temporary_bytes"), e["bytes_allocated"])
+           for e in j["temporary"]["entries"]
+           if len(e["stack"]) > 1 and e["stack"][0]["function"] == "mk"}
+    eq(got, {"churn": (100, 6400, 6400), "hold": (1, 32, 16000)},
+       "temporaries of mk() by caller: (count, temporary_bytes, bytes_allocated)")
+    text = t.tool(["top", out]).stdout
+    rows = top_rows(text, "most temporary allocations")
+    hold = [l for l in rows if "<- hold (" in l]
+    eq(len(hold), 1, "hold()'s row:\n" + text)
+    check(re.match(r"^ +1 calls, +32 B  mk \(", hold[0]), "hold()'s row: %r" % hold[0])
+    calls = [l for l in top_rows(text, "most allocation calls") if "<- hold (" in l]
+    check(len(calls) == 1 and re.match(r"^ +500 calls, +15\.6 KiB  mk \(", calls[0]),
+          "hold()'s row of calls keeps the bytes allocated: %r" % calls)
+
+
+@case(timeout=120, labels=("analyzers",))
+def test_top_zero_and_empty(t):
+    """-n 0 is every row, as in diff (it printed the headings alone);
+    --depth 0 is a usage error (it printed rows without a frame); a table
+    with no row says none (it said nothing under its heading)."""
+    exe = temp_program(t)
+    out = t.path("temp.ht")
+    t.run([t.heaptrail, "record", "-q", "--stacks", "-o", out, "--", exe], check_rc=0)
+    one = json.loads(t.tool(["top", "--json", "-n", "1", out]).stdout)
+    every = json.loads(t.tool(["top", "--json", "-n", "1000000", out]).stdout)
+    zero = json.loads(t.tool(["top", "--json", "-n", "0", out]).stdout)
+    eq(len(one["calls"]["entries"]), 1, "-n 1")
+    eq(len(every["calls"]["entries"]), 2, "the stacks: churn's and hold's")
+    for table in ("peak", "calls", "temporary"):
+        eq(zero[table]["entries"], every[table]["entries"], "-n 0: every row of %s" % table)
+    eq(zero["largest"], every["largest"], "-n 0: every row of largest")
+    text = t.tool(["top", "-n", "0", out]).stdout
+    eq(len(top_rows(text, "most allocation calls")), len(every["calls"]["entries"]),
+       "-n 0: text rows of calls:\n" + text)
+    r = t.tool(["top", "--depth", "0", out])
+    eq((r.rc, r.stdout), (2, ""), "--depth 0: exit status and output")
+    eq(r.stderr.strip().splitlines(),
+       ["heaptrail: error: --depth=0: a row shows at least one frame; expected 1 or more"],
+       "--depth 0: the error")
+    keep = t.path("keep.ht")
+    t.run([t.heaptrail, "record", "-q", "--stacks", "-o", keep, "--", exe, "keep"], check_rc=0)
+    j = json.loads(t.tool(["top", "--json", keep]).stdout)
+    eq(j["temporary"]["entries"], [], "keep: no temporary (the premise)")
+    text = t.tool(["top", keep]).stdout
+    eq(top_rows(text, "most temporary allocations"), ["  none"],
+       "keep: the temporary table says none:\n" + text)
+
+
 @case(timeout=120, labels=("stacks",))
 def test_unwind_modes_agree(t):
     """The frame-pointer walk (HEAPTRAIL_UNWIND=auto, the default: rbp chain
