@@ -11,6 +11,8 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,6 +35,7 @@ struct compare_config {
 	uint64_t trim_interval;  /* --trim-interval N */
 	int repeat;              /* --repeat K */
 	uint64_t rss_interval;   /* --rss-interval */
+	const char *inherited;   /* GLIBC_TUNABLES from the environment: every run has them */
 };
 
 /* One allocator/tunables combination and its runs. */
@@ -43,6 +46,8 @@ struct variant {
 	struct ht_replay_result *res;   /* reps results */
 	struct ht_rss_sample **rss;     /* their samples */
 	int nres;                       /* runs done */
+	char *failed;                   /* why a run failed (it runs no more); NULL if none */
+	uint64_t slot_errors;           /* the most of any run: it did not make the trace's calls */
 };
 
 static int cmp_u64(const void *a, const void *b)
@@ -98,20 +103,49 @@ static int median_run(const struct variant *v)
 	return 0;
 }
 
-/* Runs one replay child; 0 with its result, -1 with a message. */
-static int run_one(const struct compare_config *cfg, const struct variant *v, const char *workload,
+/* s as one shell word: as it is if it holds only characters no shell
+ * treats specially, else in single quotes. */
+static void shell_word(FILE *f, const char *s)
+{
+	if (*s && strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+			    "@%+=:,./_-") == strlen(s)) {
+		fputs(s, f);
+		return;
+	}
+	fputc('\'', f);
+	for (; *s; s++) {
+		if (*s == '\'')
+			fputs("'\\''", f);
+		else
+			fputc(*s, f);
+	}
+	fputc('\'', f);
+}
+
+/* Runs one replay child; 0 with its result, or -1 with the error said and
+ * v->failed set (the variant runs no more). */
+static int run_one(const struct compare_config *cfg, struct variant *v, const char *workload,
 		   struct ht_replay_result *res, struct ht_rss_sample **rss)
 {
+	*rss = NULL;
 	int pfd[2];
 	if (pipe2(pfd, O_CLOEXEC)) {
 		ht_error("compare: pipe: %s", strerror(errno));
+		v->failed = ht_xstrdup("no pipe for its result");
 		return -1;
 	}
 	char touch[64], trim[64], rep[32], rssi[64];
 	snprintf(touch, sizeof(touch), "--touch=%s", cfg->touch);
 	snprintf(trim, sizeof(trim), "--trim-interval=%" PRIu64, cfg->trim_interval);
 	snprintf(rep, sizeof(rep), "--repeat=%d", cfg->repeat);
-	snprintf(rssi, sizeof(rssi), "--rss-interval=%" PRIu64 "ns", cfg->rss_interval);
+	/* in the unit a person would type (it shows in the run-alone command) */
+	uint64_t ri = cfg->rss_interval;
+	const char *unit = "ns";
+	if (ri % 1000000 == 0)
+		ri /= 1000000, unit = "ms";
+	else if (ri % 1000 == 0)
+		ri /= 1000, unit = "us";
+	snprintf(rssi, sizeof(rssi), "--rss-interval=%" PRIu64 "%s", ri, unit);
 	char *av[20];
 	int n = 0;
 	av[n++] = "heaptrail";
@@ -133,14 +167,23 @@ static int run_one(const struct compare_config *cfg, const struct variant *v, co
 	av[n++] = (char *)workload;
 	av[n] = NULL;
 	fflush(NULL);
+	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid < 0) {
 		ht_error("compare: fork: %s", strerror(errno));
 		close(pfd[0]);
 		close(pfd[1]);
+		v->failed = ht_xstrdup("fork failed");
 		return -1;
 	}
 	if (pid == 0) {
+		/* the replay dies with compare (killed, or ended by a signal),
+		 * rather than running on for minutes under init; the check of
+		 * the parent closes the race with a parent that died before
+		 * the prctl.  The setting survives the exec (not of a set-user-ID
+		 * program), the replay's own re-execution included. */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
+			_exit(127);
 		if (dup2(pfd[1], 3) < 0)
 			_exit(127);
 		execv("/proc/self/exe", av);
@@ -156,7 +199,6 @@ static int run_one(const struct compare_config *cfg, const struct variant *v, co
 			break;
 		got += (size_t)k;
 	}
-	*rss = NULL;
 	if (got == sizeof(*res) && res->nrss) {
 		size_t want = res->nrss * sizeof(**rss), have = 0;
 		*rss = malloc(want);
@@ -171,20 +213,40 @@ static int run_one(const struct compare_config *cfg, const struct variant *v, co
 			got = 0;
 	}
 	close(pfd[0]);
-	int st;
+	int st = 0;
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
-	if (got != sizeof(*res) || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-		ht_error("compare: the replay under %s failed (%s %d); run it alone to see why: "
-			 "heaptrail replay --allocator %s%s%s %s",
-			 v->label, WIFEXITED(st) ? "exit status" : "signal",
-			 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), v->allocator,
-			 v->tunables ? " --tunable " : "", v->tunables ? v->tunables : "", workload);
-		free(*rss);
-		*rss = NULL;
-		return -1;
+	if (got == sizeof(*res) && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return 0;
+	free(*rss);
+	*rss = NULL;
+	char why[128];
+	if (WIFSIGNALED(st))
+		snprintf(why, sizeof(why), "killed by signal %d (%s)", WTERMSIG(st),
+			 strsignal(WTERMSIG(st)));
+	else if (WEXITSTATUS(st))
+		snprintf(why, sizeof(why), "exit status %d", WEXITSTATUS(st));
+	else
+		snprintf(why, sizeof(why), "no result");
+	/* the command that reproduces it: the same replay, in a shell's words */
+	char *cmd = NULL;
+	size_t cmdlen = 0;
+	FILE *m = open_memstream(&cmd, &cmdlen);
+	if (!m)
+		ht_oom();
+	for (int i = 0; i < n; i++) {
+		if (i == 2)
+			continue; /* --result-fd */
+		if (i)
+			fputc(' ', m);
+		shell_word(m, av[i]);
 	}
-	return 0;
+	fclose(m);
+	ht_error("compare: the replay under %s failed (%s); run it alone to see why: %s", v->label,
+		 why, cmd);
+	free(cmd);
+	v->failed = ht_xstrdup(why);
+	return -1;
 }
 
 /* ---- the chart ---- */
@@ -206,20 +268,17 @@ static double nice_step(double range, int ticks)
 	return p * 10;
 }
 
-static int write_svg(const char *path, struct variant *vs, int nv, const char *workload,
+/* Draws the chart into out, opened before the runs, and renames it into
+ * place; 0, or -1 said. */
+static int write_svg(struct ht_out *out, struct variant *vs, int nv, const char *workload,
 		     uint64_t ideal)
 {
 	char err[1024];
-	struct ht_out out;
-	if (ht_out__open(&out, path, HT_OUT_PUBLIC, 0, err, sizeof(err))) {
-		ht_error("%s", err);
-		return -1;
-	}
-	FILE *f = out.f;
+	FILE *f = out->f;
 	const int W = 900, H = 480, L = 80, R = 200, T = 50, B = 50;
 	double xmax = 1, ymax = (double)ideal / 1024;
 	for (int i = 0; i < nv; i++) {
-		if (!vs[i].nres)
+		if (!vs[i].nres || vs[i].failed)
 			continue;
 		int m = median_run(&vs[i]);
 		const struct ht_replay_result *r = &vs[i].res[m];
@@ -268,7 +327,7 @@ static int write_svg(const char *path, struct variant *vs, int nv, const char *w
 			Y((double)ideal / 1024) + 4);
 	}
 	for (int i = 0; i < nv; i++) {
-		if (!vs[i].nres)
+		if (!vs[i].nres || vs[i].failed)
 			continue;
 		int m = median_run(&vs[i]);
 		const struct ht_replay_result *r = &vs[i].res[m];
@@ -288,7 +347,7 @@ static int write_svg(const char *path, struct variant *vs, int nv, const char *w
 #undef X
 #undef Y
 	fprintf(f, "</svg>\n");
-	if (ht_out__commit(&out, err, sizeof(err))) {
+	if (ht_out__commit(out, err, sizeof(err))) {
 		ht_error("%s", err);
 		return -1;
 	}
@@ -297,17 +356,29 @@ static int write_svg(const char *path, struct variant *vs, int nv, const char *w
 
 /* ---- output ---- */
 
-static void print_table(struct variant *vs, int nv)
+/* The label as the table shows it: a '*' after a variant whose replay
+ * did not make the trace's calls. */
+static void shown_label(char *buf, size_t len, const struct variant *v)
+{
+	snprintf(buf, len, "%s%s", v->label, v->slot_errors && !v->failed ? " *" : "");
+}
+
+static void print_table(const struct compare_config *cfg, struct variant *vs, int nv)
 {
 	uint64_t any[HT_FN_NR] = {0};
 	for (int i = 0; i < nv; i++)
 		for (int r = 0; r < vs[i].nres; r++)
 			for (int f = 0; f < HT_FN_NR; f++)
 				any[f] += vs[i].res[r].calls[f];
-	int lw = 9;
-	for (int i = 0; i < nv; i++)
-		if ((int)strlen(vs[i].label) > lw)
-			lw = (int)strlen(vs[i].label);
+	int lw = 9, nfailed = 0, nslot = 0;
+	char lab[PATH_MAX + 1024];
+	for (int i = 0; i < nv; i++) {
+		shown_label(lab, sizeof(lab), &vs[i]);
+		if ((int)strlen(lab) > lw)
+			lw = (int)strlen(lab);
+		nfailed += vs[i].failed != NULL;
+		nslot += vs[i].slot_errors && !vs[i].failed;
+	}
 	printf("%-*s %22s %12s %12s %9s", lw, "allocator", "wall ms (min..max)", "call Mcycles",
 	       "Max RSS KiB", "RSS/ideal");
 	for (int f = 0; f < HT_FN_NR; f++)
@@ -317,13 +388,20 @@ static void print_table(struct variant *vs, int nv)
 	printf("\n");
 	for (int i = 0; i < nv; i++) {
 		struct variant *v = &vs[i];
+		shown_label(lab, sizeof(lab), v);
+		if (v->failed) {
+			/* its earlier runs, if any, are left out: not all of them ran */
+			printf("%-*s FAILED (%s, run %d of %d)\n", lw, lab, v->failed, v->nres + 1,
+			       cfg->reps);
+			continue;
+		}
 		struct spread wall = FIELD_SPREAD(v, r->wall_usec / 1000.0);
 		struct spread cyc = FIELD_SPREAD(v, ht_replay__call_cycles(r) / 1e6);
 		struct spread rss = FIELD_SPREAD(v, r->maxrss_end_kb);
 		uint64_t ideal = v->nres ? v->res[0].ideal_bytes : 0;
 		char wbuf[64];
 		snprintf(wbuf, sizeof(wbuf), "%.1f (%.1f..%.1f)", wall.med, wall.min, wall.max);
-		printf("%-*s %22s %12.2f %12.0f ", lw, v->label, wbuf, cyc.med, rss.med);
+		printf("%-*s %22s %12.2f %12.0f ", lw, lab, wbuf, cyc.med, rss.med);
 		if (ideal)
 			printf("%9.2f", rss.med * 1024 / (double)ideal);
 		else
@@ -338,7 +416,17 @@ static void print_table(struct variant *vs, int nv)
 	}
 	printf("\nmedians of %d run%s each, interleaved; per-function columns: average cycles per "
 	       "call; RSS/ideal: Max RSS over the peak of live requested bytes\n",
-	       nv && vs[0].nres ? vs[0].nres : 0, nv && vs[0].nres == 1 ? "" : "s");
+	       cfg->reps, cfg->reps == 1 ? "" : "s");
+	if (cfg->inherited)
+		printf("every run had GLIBC_TUNABLES=%s from the environment\n", cfg->inherited);
+	for (int i = 0; nslot && i < nv; i++)
+		if (vs[i].slot_errors && !vs[i].failed)
+			printf("* %s did not replay the workload as traced: up to %llu ops per "
+			       "run found their slot in the wrong state (an allocation failed that "
+			       "succeeded in the trace); its figures are of other calls\n",
+			       vs[i].label, (unsigned long long)vs[i].slot_errors);
+	if (nfailed)
+		printf("%d of %d variants failed: the errors above say why\n", nfailed, nv);
 }
 
 /* Whole numbers as integers (every digit), the rest as doubles. */
@@ -350,7 +438,9 @@ static void json_num(struct ht_json *j, const char *key, double v)
 		ht_json__double(j, key, v);
 }
 
-static void print_json(struct variant *vs, int nv, const char *workload, const char *svg)
+/* svg: the chart written, NULL if none. */
+static void print_json(const struct compare_config *cfg, struct variant *vs, int nv,
+		       const char *workload, const char *svg)
 {
 	struct ht_json j;
 	ht_json__init(&j, stdout, 1);
@@ -358,18 +448,42 @@ static void print_json(struct variant *vs, int nv, const char *workload, const c
 	ht_json__str(&j, "workload", workload);
 	if (svg)
 		ht_json__str(&j, "chart", svg);
+	else
+		ht_json__null(&j, "chart");
+	if (cfg->inherited)
+		ht_json__str(&j, "inherited_tunables", cfg->inherited);
+	else
+		ht_json__null(&j, "inherited_tunables");
 	ht_json__arr_begin(&j, "results");
 	for (int i = 0; i < nv; i++) {
 		struct variant *v = &vs[i];
 		ht_json__obj_begin(&j, NULL);
 		ht_json__str(&j, "allocator", v->allocator);
 		ht_json__str(&j, "label", v->label);
-		if (v->tunables)
-			ht_json__str(&j, "tunables", v->tunables);
-		else
+		/* what GLIBC_TUNABLES was in its runs: the environment's, then
+		 * its set (replay appends it) */
+		if (cfg->inherited && v->tunables) {
+			char *both = NULL;
+			if (asprintf(&both, "%s:%s", cfg->inherited, v->tunables) < 0)
+				ht_oom();
+			ht_json__str(&j, "tunables", both);
+			free(both);
+		} else if (cfg->inherited || v->tunables) {
+			ht_json__str(&j, "tunables", cfg->inherited ? cfg->inherited : v->tunables);
+		} else {
 			ht_json__null(&j, "tunables");
-		ht_json__str(&j, "allocator_library", v->nres ? v->res[0].allocator : "");
+		}
+		if (v->failed)
+			ht_json__str(&j, "failed", v->failed);
+		else
+			ht_json__null(&j, "failed");
 		ht_json__u64(&j, "runs", (uint64_t)v->nres);
+		if (v->failed) {
+			ht_json__obj_end(&j);
+			continue;
+		}
+		ht_json__str(&j, "allocator_library", v->nres ? v->res[0].allocator : "");
+		ht_json__u64(&j, "slot_errors", v->slot_errors);
 		struct spread s;
 #define MED(key, expr)                               \
 	s = FIELD_SPREAD(v, expr);                   \
@@ -412,27 +526,28 @@ static void print_json(struct variant *vs, int nv, const char *workload, const c
 	ht_json__finish(&j);
 }
 
-/* Splits LIST at sep into the variants. */
-static int add_variants(struct variant **vs, int *nv, const char *list, char sep, int tunables)
+/* Splits LIST at sep into the variants.  inherited: GLIBC_TUNABLES from
+ * the environment, which every run has; a glibc variant's label shows them
+ * (before, "glibc" was shown for a run with the environment's tunables). */
+static void add_variants(struct variant **vs, int *nv, const char *list, char sep, int tunables,
+			 const char *inherited)
 {
-	char *copy = strdup(list), *save = NULL;
+	char *copy = ht_xstrdup(list), *save = NULL;
 	char seps[2] = {sep, 0};
 	for (char *tok = strtok_r(copy, seps, &save); tok; tok = strtok_r(NULL, seps, &save)) {
-		*vs = realloc(*vs, (size_t)(*nv + 1) * sizeof(**vs));
+		*vs = ht_xrealloc(*vs, (size_t)(*nv + 1) * sizeof(**vs));
 		struct variant *v = &(*vs)[(*nv)++];
 		memset(v, 0, sizeof(*v));
-		if (tunables) {
-			v->allocator = strdup("glibc");
-			v->tunables = strdup(tok);
-			if (asprintf(&v->label, "glibc %s", tok) < 0)
-				v->label = NULL;
-		} else {
-			v->allocator = strdup(tok);
-			v->label = strdup(tok);
-		}
+		v->allocator = ht_xstrdup(tunables ? "glibc" : tok);
+		v->tunables = tunables ? ht_xstrdup(tok) : NULL;
+		int glibc = tunables || !strcmp(tok, "glibc") || !strcmp(tok, "libc");
+		if (asprintf(&v->label, "%s%s%s%s%s", tunables ? "glibc" : tok,
+			     glibc && (inherited || tunables) ? " " : "",
+			     glibc && inherited ? inherited : "", inherited && tunables ? ":" : "",
+			     tunables ? tok : "") < 0)
+			ht_oom();
 	}
 	free(copy);
-	return 0;
 }
 
 int cmd_compare(int argc, char **argv)
@@ -452,7 +567,8 @@ int cmd_compare(int argc, char **argv)
 		{0, "threads-as-one", HT_OPT_FLAG, &cfg.threads_as_one, NULL, "as for replay"},
 		{0, "trim-interval", HT_OPT_U64, &cfg.trim_interval, "N", "as for replay (0)"},
 		{0, "repeat", HT_OPT_INT, &cfg.repeat, "K", "as for replay (1)"},
-		{0, "rss-interval", HT_OPT_DURATION, &cfg.rss_interval, "TIME", "as for replay (10ms)"},
+		{0, "rss-interval", HT_OPT_DURATION_POS, &cfg.rss_interval, "TIME",
+		 "as for replay (10ms)"},
 		{0},
 	};
 	static const char usage_text[] =
@@ -470,6 +586,8 @@ int cmd_compare(int argc, char **argv)
 	struct variant *vs = NULL;
 	int nv = 0;
 	char *svg = NULL;
+	struct ht_out chart;
+	int chart_open = 0;
 	struct ht_workload *w = NULL;
 	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
 	if (nargs != 1) {
@@ -485,16 +603,20 @@ int cmd_compare(int argc, char **argv)
 		ht_error("--touch '%s': give none, page or all", cfg.touch);
 		goto cleanup;
 	}
-	add_variants(&vs, &nv, cfg.allocators, ',', 0);
+	if (getenv("GLIBC_TUNABLES") && getenv("GLIBC_TUNABLES")[0])
+		cfg.inherited = getenv("GLIBC_TUNABLES");
+	add_variants(&vs, &nv, cfg.allocators, ',', 0, cfg.inherited);
 	if (cfg.tunables)
-		add_variants(&vs, &nv, cfg.tunables, ';', 1);
+		add_variants(&vs, &nv, cfg.tunables, ';', 1, cfg.inherited);
 	if (!nv) {
 		ht_error("nothing to compare: --allocators is empty");
 		goto cleanup;
 	}
+	/* everything a typing error can spoil, before the first run */
 	char err[1024], lib[PATH_MAX];
 	for (int i = 0; i < nv; i++) {
-		if (ht_allocator_lookup(vs[i].allocator, lib, sizeof(lib), err, sizeof(err))) {
+		if (ht_allocator_lookup(vs[i].allocator, lib, sizeof(lib), err, sizeof(err)) ||
+		    (vs[i].tunables && ht_tunables_check(vs[i].tunables, "-t", err, sizeof(err)))) {
 			ht_error("%s", err);
 			goto cleanup;
 		}
@@ -507,45 +629,64 @@ int cmd_compare(int argc, char **argv)
 		goto cleanup;
 	}
 	if (cfg.out) {
-		svg = strdup(cfg.out);
+		svg = ht_xstrdup(cfg.out);
 	} else {
 		const char *base = strrchr(wl, '/') ? strrchr(wl, '/') + 1 : wl;
 		size_t n = strlen(base);
 		if (n > 3 && !strcmp(base + n - 3, ".wl"))
 			n -= 3;
 		if (asprintf(&svg, "%.*s-compare.svg", (int)n, base) < 0)
-			svg = NULL;
+			ht_oom();
 	}
+	/* the chart's file is opened now (its temporary, renamed at the end):
+	 * a symlink, a directory, a trace or workload, a directory where no
+	 * file can be made (/proc as the current directory) is found before
+	 * the runs, not after minutes of them */
+	if (ht_out__check(svg, err, sizeof(err)) ||
+	    ht_out__open(&chart, svg, HT_OUT_PUBLIC, 0, err, sizeof(err))) {
+		ht_error("compare: %s%s", err,
+			 cfg.out ? "" : " (the chart's default path: choose another with -o FILE)");
+		goto cleanup;
+	}
+	chart_open = 1;
 	for (int i = 0; i < nv; i++) {
-		vs[i].res = calloc((size_t)cfg.reps, sizeof(*vs[i].res));
-		vs[i].rss = calloc((size_t)cfg.reps, sizeof(*vs[i].rss));
+		vs[i].res = ht_xcalloc((size_t)cfg.reps, sizeof(*vs[i].res));
+		vs[i].rss = ht_xcalloc((size_t)cfg.reps, sizeof(*vs[i].rss));
 	}
-	int total = cfg.reps * nv, done = 0;
+	int total = cfg.reps * nv, done = 0, failed = 0;
 	for (int rep = 0; rep < cfg.reps; rep++) {
 		for (int i = 0; i < nv; i++) {
-			ht_progress("compare: runs", (uint64_t)done, (uint64_t)total, 0, NULL);
 			struct variant *v = &vs[i];
+			if (v->failed)
+				continue; /* (reported once; the others go on) */
+			ht_progress("compare: runs", (uint64_t)done, (uint64_t)total, 0, NULL);
 			if (run_one(&cfg, v, wl, &v->res[v->nres], &v->rss[v->nres])) {
 				ht_progress_done();
-				goto cleanup;
+				failed++;
+				total -= cfg.reps - rep;
+				continue;
 			}
+			if (v->res[v->nres].slot_errors > v->slot_errors)
+				v->slot_errors = v->res[v->nres].slot_errors;
 			v->nres++;
 			done++;
 		}
 	}
 	ht_progress_done();
-	if (svg && write_svg(svg, vs, nv, wl, w->ideal_peak_bytes))
-		goto cleanup;
+	/* the chart, then the figures whatever became of it */
+	int drawn = failed < nv && !write_svg(&chart, vs, nv, wl, w->ideal_peak_bytes);
 	if (cfg.json) {
-		print_json(vs, nv, wl, svg);
+		print_json(&cfg, vs, nv, wl, drawn ? svg : NULL);
 	} else {
-		print_table(vs, nv);
-		if (svg)
+		print_table(&cfg, vs, nv);
+		if (drawn)
 			printf("RSS over time: %s\n", svg);
 	}
 	fflush(stdout);
-	ret = HT_EXIT_OK;
+	ret = failed || !drawn ? HT_EXIT_DATA : HT_EXIT_OK;
 cleanup:
+	if (chart_open)
+		ht_out__abort(&chart); /* (nothing after a commit) */
 	for (int i = 0; i < nv; i++) {
 		for (int r = 0; r < vs[i].nres; r++)
 			free(vs[i].rss[r]);
@@ -554,6 +695,7 @@ cleanup:
 		free(vs[i].label);
 		free(vs[i].allocator);
 		free(vs[i].tunables);
+		free(vs[i].failed);
 	}
 	free(vs);
 	free(svg);

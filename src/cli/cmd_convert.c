@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "analyze/analyze.h"
 #include "cli/builtin.h"
@@ -16,7 +17,8 @@
 struct convert_config {
 	int mmap;  /* --mmap: the program's own anonymous mmaps too */
 	int json;  /* --json: the summary as JSON */
-	int quiet; /* -q: no summary */
+	int quiet; /* -q: no warnings, and no text summary (the JSON stays) */
+	int force; /* --force: replace a file that is not a workload */
 };
 
 static void print_summary(const struct ht_convert_summary *c, const char *out, const char *in,
@@ -73,7 +75,10 @@ int cmd_convert(int argc, char **argv)
 		{0, "mmap", HT_OPT_FLAG, &cfg.mmap, NULL,
 		 "also replay the program's own anonymous mmap/munmap/mremap calls"},
 		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "print the summary as JSON"},
-		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no summary"},
+		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL,
+		 "no warnings about the trace, no text summary (--json still prints)"},
+		{'f', "force", HT_OPT_FLAG, &cfg.force, NULL,
+		 "replace OUT.wl even if it is a file other than a workload"},
 		HT_OPT_THREADS,
 		{0},
 	};
@@ -88,7 +93,8 @@ int cmd_convert(int argc, char **argv)
 		"skipped and counted.  The trace is streamed: memory follows the live set.\n"
 		"\fEXAMPLES\n"
 		"  heaptrail convert app.wl app.ht\n"
-		"  heaptrail convert --mmap app.wl app.ht && heaptrail replay app.wl\n";
+		"  heaptrail convert --mmap app.wl app.ht && heaptrail replay app.wl\n"
+		"  heaptrail convert --json -q app.wl app.ht | jq .ops\n";
 	int ret = HT_EXIT_USAGE;
 	struct ht_reader *r = NULL;
 	struct ht_convert_summary sum;
@@ -100,13 +106,23 @@ int cmd_convert(int argc, char **argv)
 		goto cleanup;
 	}
 	const char *out = argv[0], *in = argv[1];
-	FILE *probe = fopen(out, "rb");
+	/* what is at the output's path: a trace (the arguments swapped?) is
+	 * never replaced; another file that is not a workload (a typo for some
+	 * other name) only with --force */
+	struct stat st;
+	FILE *probe = lstat(out, &st) == 0 && S_ISREG(st.st_mode) ? fopen(out, "rb") : NULL;
 	if (probe) {
 		char magic[8] = {0};
 		size_t got = fread(magic, 1, 8, probe);
 		fclose(probe);
 		if (got == 8 && !memcmp(magic, "HEAPTRL", 8)) {
 			ht_error("%s is a trace; the workload comes first: heaptrail convert OUT.wl %s", out,
+				 out);
+			goto cleanup;
+		}
+		if (st.st_size && (got < 8 || memcmp(magic, HT_WL_MAGIC, 8)) && !cfg.force) {
+			ht_error("%s exists and is not a workload, which convert would replace: "
+				 "choose another path, or pass --force to replace it",
 				 out);
 			goto cleanup;
 		}
@@ -120,7 +136,7 @@ int cmd_convert(int argc, char **argv)
 		ht_error("%s", err);
 		goto cleanup;
 	}
-	if (!cfg.quiet)
+	if (!cfg.quiet || cfg.json)
 		print_summary(&sum, out, in, ht_reader__info(r), cfg.json);
 	ret = ht_analyze__finish(r, in, cfg.quiet);
 	/* after the reader's line on the order (ht_analyze__order_warning):

@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <link.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,14 +28,59 @@
 
 #define CHILD_ENV "HEAPTRAIL_REPLAY_ALLOCATOR" /* set in the re-executed replay */
 
-/* The file of the library whose malloc this process calls. */
-static const char *malloc_owner(void)
+/* The file of the library whose function name this process calls. */
+static const char *fn_owner(const char *name)
 {
 	Dl_info di;
-	void *m = dlsym(RTLD_DEFAULT, "malloc");
+	void *m = dlsym(RTLD_DEFAULT, name);
 	if (m && dladdr(m, &di) && di.dli_fname)
 		return di.dli_fname;
 	return "?";
+}
+
+static const char *malloc_owner(void)
+{
+	return fn_owner("malloc");
+}
+
+/* Whether two library paths name the same file. */
+static int same_file(const char *a, const char *b)
+{
+	char ra[PATH_MAX], rb[PATH_MAX];
+	return !strcmp(a, b) || (realpath(a, ra) && realpath(b, rb) && !strcmp(ra, rb));
+}
+
+/* The functions that hand out or take back blocks of the allocator's own
+ * heap.  One the preloaded library lacks is served by glibc's, from glibc's
+ * heap, and the block later reaches the library's free or realloc, which
+ * does not own it: jemalloc has no pvalloc, and replaying a pvalloc under
+ * it crashed in jemalloc's free (as the program itself would).
+ * reallocarray (glibc's calls realloc), mallopt and malloc_trim (glibc's
+ * act on glibc's heap only) are not among them. */
+static const int heap_fns[] = {HT_FN_MALLOC,	    HT_FN_CALLOC,   HT_FN_REALLOC,
+			       HT_FN_FREE,	    HT_FN_MEMALIGN, HT_FN_POSIX_MEMALIGN,
+			       HT_FN_ALIGNED_ALLOC, HT_FN_VALLOC,   HT_FN_PVALLOC};
+
+/* Every heap function the workload calls (and free, which frees what it
+ * leaves) comes from lib, the allocator asked for; 0, or -1 said. */
+static int check_functions(const struct ht_workload *w, const char *allocator, const char *lib)
+{
+	for (size_t i = 0; i < sizeof(heap_fns) / sizeof(heap_fns[0]); i++) {
+		int fn = heap_fns[i];
+		if (!w->fn_ops[fn] && fn != HT_FN_FREE)
+			continue;
+		const char *owner = fn_owner(ht_wl_fn_names[fn]);
+		if (same_file(owner, lib))
+			continue;
+		ht_error("replay: the workload calls %s (%llu times), which %s (%s) does not "
+			 "define: %s's %s would serve it from its own heap and give %s's free a "
+			 "block it does not own (a crash, as in the program itself under it); "
+			 "replay this workload under an allocator that has %s",
+			 ht_wl_fn_names[fn], (unsigned long long)w->fn_ops[fn], allocator, lib,
+			 owner, ht_wl_fn_names[fn], allocator, ht_wl_fn_names[fn]);
+		return -1;
+	}
+	return 0;
 }
 
 /* ---- mallopt ---- */
@@ -133,70 +177,6 @@ static void reexec(char **saved, int nsaved, const char *lib, const char *tunabl
 	free(av);
 }
 
-/* PT_INTERP of this executable: the dynamic loader glibc runs it with. */
-static int find_interp(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	(void)size;
-	for (int i = 0; i < info->dlpi_phnum; i++)
-		if (info->dlpi_phdr[i].p_type == PT_INTERP) {
-			*(const char **)arg = (const char *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-			return 1;
-		}
-	return 1; /* (the executable comes first) */
-}
-
-/* --tunable NAME=VALUE[:...]: each item NAME=VALUE, and each NAME one this
- * glibc has, as its dynamic loader lists them (--list-tunables, glibc
- * 2.33): glibc ignores a name it does not know, so a typo replayed the
- * default allocator and reported the typo as applied.  0, or -1 said. */
-static int check_tunables(const char *spec)
-{
-	const char *interp = NULL;
-	dl_iterate_phdr(find_interp, &interp);
-	char *known = NULL;
-	size_t len = 0;
-	if (interp && !strchr(interp, '\'')) {
-		char cmd[PATH_MAX + 32];
-		snprintf(cmd, sizeof(cmd), "'%s' --list-tunables 2>/dev/null", interp);
-		FILE *p = popen(cmd, "r");
-		if (p) {
-			FILE *m = open_memstream(&known, &len);
-			char line[512];
-			while (m && fgets(line, sizeof(line), p)) {
-				char *colon = strchr(line, ':');
-				if (colon)
-					fprintf(m, "\n%.*s\n", (int)(colon - line), line);
-			}
-			if (m)
-				fclose(m);
-			if (pclose(p) != 0 || !len) /* (an older glibc: not checked) */
-				free(known), known = NULL;
-		}
-	}
-	int bad = 0;
-	for (const char *it = spec; *it && !bad;) {
-		size_t n = strcspn(it, ":");
-		const char *eq = memchr(it, '=', n);
-		if (!eq || eq == it || eq + 1 == it + n) {
-			ht_error("--tunable %s: expected NAME=VALUE, several joined by ':' (%.*s)", spec,
-				 (int)n, it);
-			bad = 1;
-		} else if (known) {
-			char key[256];
-			snprintf(key, sizeof(key), "\n%.*s\n", (int)(eq - it), it);
-			if (!strstr(known, key)) {
-				ht_error("--tunable %s: this glibc has no tunable %.*s ('%s "
-					 "--list-tunables' lists them)",
-					 spec, (int)(eq - it), it, interp);
-				bad = 1;
-			}
-		}
-		it += n + (it[n] == ':');
-	}
-	free(known);
-	return bad ? -1 : 0;
-}
-
 int cmd_replay(int argc, char **argv)
 {
 	struct ht_replay_config cfg = {.allocator = "glibc", .repeat = 1, .touch = "page",
@@ -217,7 +197,7 @@ int cmd_replay(int argc, char **argv)
 		{0, "repeat", HT_OPT_INT, &repeat, "K", "run the workload K times in a row (1)"},
 		{0, "touch", HT_OPT_STRING, &cfg.touch, "none|page|all",
 		 "write to the memory obtained: not at all, a byte per page, every byte (page)"},
-		{0, "rss-interval", HT_OPT_DURATION, &cfg.rss_interval_ns, "TIME",
+		{0, "rss-interval", HT_OPT_DURATION_POS, &cfg.rss_interval_ns, "TIME",
 		 "RSS sampling interval (10ms)"},
 		{0, "rss-csv", HT_OPT_STRING, &cfg.rss_csv, "FILE", "write the RSS samples as CSV"},
 		{0, "no-mlock", HT_OPT_FLAG, &cfg.no_mlock, NULL, "do not lock the workload in memory"},
@@ -261,8 +241,11 @@ int cmd_replay(int argc, char **argv)
 		ht_error("--touch '%s': give none, page or all", cfg.touch);
 		goto cleanup;
 	}
-	if (cfg.tunables && cfg.tunables[0] && !getenv(CHILD_ENV) && check_tunables(cfg.tunables))
+	if (cfg.tunables && cfg.tunables[0] && !getenv(CHILD_ENV) &&
+	    ht_tunables_check(cfg.tunables, "--tunable", err, sizeof(err))) {
+		ht_error("%s", err);
 		goto cleanup; /* (usage) */
+	}
 	if (repeat < 1) {
 		ht_error("--repeat %d: give a count of 1 or more", repeat);
 		goto cleanup;
@@ -292,13 +275,11 @@ int cmd_replay(int argc, char **argv)
 	if (child) {
 		const char *owner = malloc_owner();
 		unsetenv(CHILD_ENV); /* not for programs this one might start */
-		if (strcmp(child, "glibc") && strcmp(owner, child)) {
-			char a[PATH_MAX], b[PATH_MAX];
-			if (!realpath(owner, a) || !realpath(child, b) || strcmp(a, b)) {
-				ht_error("replay: malloc comes from %s, not from %s: is it a preloadable "
-					 "allocator that defines malloc?", owner, child);
-				goto cleanup;
-			}
+		if (strcmp(child, "glibc") && !same_file(owner, child)) {
+			ht_error("replay: malloc comes from %s, not from %s: is it a preloadable "
+				 "allocator that defines malloc?",
+				 owner, child);
+			goto cleanup;
 		}
 	}
 	w = ht_workload__load(argv[0], err, sizeof(err));
@@ -306,6 +287,8 @@ int cmd_replay(int argc, char **argv)
 		ht_error("%s", err);
 		goto cleanup;
 	}
+	if (child && strcmp(child, "glibc") && check_functions(w, cfg.allocator, child))
+		goto cleanup;
 	if (cfg.mallopts)
 		apply_mallopts(cfg.mallopts, 0);
 	struct ht_replay_result res;

@@ -1,6 +1,8 @@
 /* Replay's library part: the allocators known by name and where their
- * libraries are (ht_allocator_lookup), and a run's results as text or JSON
- * (engine.c does the run; heaptrail replay and compare drive it). */
+ * libraries are (ht_allocator_lookup), the check of glibc tunables
+ * (ht_tunables_check, for replay -t and for every compare -t set before
+ * its first run), and a run's results as text or JSON (engine.c does the
+ * run; heaptrail replay and compare drive it). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -89,6 +91,75 @@ int ht_allocator_lookup(const char *name, char *path, size_t pathlen, char *err,
 	snprintf(err, errlen, "unknown allocator '%s': give glibc, jemalloc, tcmalloc, mimalloc, "
 		 "or the path of a preloadable allocator library", name);
 	return -1;
+}
+
+/* ---- tunables ---- */
+
+/* PT_INTERP of this executable: the dynamic loader glibc runs it with. */
+static int find_interp(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	for (int i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_INTERP) {
+			*(const char **)arg =
+			    (const char *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+			return 1;
+		}
+	return 1; /* (the executable comes first) */
+}
+
+/* Each item NAME=VALUE, and each NAME one this glibc has, as its dynamic
+ * loader lists them (--list-tunables, glibc 2.33): glibc ignores a name it
+ * does not know, so a typo replayed the default allocator and reported the
+ * typo as applied. */
+int ht_tunables_check(const char *spec, const char *opt, char *err, size_t errlen)
+{
+	const char *interp = NULL;
+	dl_iterate_phdr(find_interp, &interp);
+	char *known = NULL;
+	size_t len = 0;
+	if (interp && !strchr(interp, '\'')) {
+		char cmd[PATH_MAX + 32];
+		snprintf(cmd, sizeof(cmd), "'%s' --list-tunables 2>/dev/null", interp);
+		FILE *p = popen(cmd, "r");
+		if (p) {
+			FILE *m = open_memstream(&known, &len);
+			char line[512];
+			while (m && fgets(line, sizeof(line), p)) {
+				char *colon = strchr(line, ':');
+				if (colon)
+					fprintf(m, "\n%.*s\n", (int)(colon - line), line);
+			}
+			if (m)
+				fclose(m);
+			if (pclose(p) != 0 || !len) /* (an older glibc: not checked) */
+				free(known), known = NULL;
+		}
+	}
+	int bad = 0;
+	for (const char *it = spec; *it && !bad;) {
+		size_t n = strcspn(it, ":");
+		const char *eq = memchr(it, '=', n);
+		if (!eq || eq == it || eq + 1 == it + n) {
+			snprintf(err, errlen,
+				 "%s %s: expected NAME=VALUE, several joined by ':' (%.*s)", opt,
+				 spec, (int)n, it);
+			bad = 1;
+		} else if (known) {
+			char key[256];
+			snprintf(key, sizeof(key), "\n%.*s\n", (int)(eq - it), it);
+			if (!strstr(known, key)) {
+				snprintf(err, errlen,
+					 "%s %s: this glibc has no tunable %.*s ('%s "
+					 "--list-tunables' lists them)",
+					 opt, spec, (int)(eq - it), it, interp);
+				bad = 1;
+			}
+		}
+		it += n + (it[n] == ':');
+	}
+	free(known);
+	return bad ? -1 : 0;
 }
 
 /* ---- output ---- */

@@ -24,8 +24,8 @@ struct ht_replay_result {
 	uint64_t cycles;                   /* TSC cycles from start to end */
 	uint64_t wall_usec;                /* wall time from start to end */
 	uint64_t user_usec, sys_usec;      /* CPU time of the process over the run */
-	uint64_t maxrss_start_kb;          /* ru_maxrss before the first op */
-	uint64_t maxrss_end_kb;            /* ru_maxrss after the last */
+	uint64_t maxrss_start_kb;          /* peak RSS (VmHWM) before the first op */
+	uint64_t maxrss_end_kb;            /* peak RSS (VmHWM) after the last */
 	uint64_t rss_start_kb;             /* RSS before the first op */
 	uint64_t rss_peak_kb;              /* peak of the sampled RSS */
 	uint64_t ideal_bytes;              /* the workload's peak of live requested bytes */
@@ -74,6 +74,11 @@ struct ht_replay_config {
 /* The library file of an allocator name (jemalloc, tcmalloc, mimalloc) or
  * path; NULL for glibc.  On failure returns -1 with a message in err. */
 int ht_allocator_lookup(const char *name, char *path, size_t pathlen, char *err, size_t errlen);
+
+/* Checks a GLIBC_TUNABLES list given to opt (--tunable, -t): each item
+ * NAME=VALUE, each NAME one this glibc has (its loader's --list-tunables,
+ * glibc 2.33 and later).  0, or -1 with a message naming opt in err. */
+int ht_tunables_check(const char *spec, const char *opt, char *err, size_t errlen);
 
 /* Runs w in this process with cfg; fills res and *rss (malloc'ed, res->nrss
  * entries).  Returns 0, or -1 with a message printed. */

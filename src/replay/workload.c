@@ -681,6 +681,8 @@ static int simulate(struct src *s, struct ht_workload *w)
 				}
 			} else if (sim_slot(s, w, &m, i, c->done, op, a)) {
 				goto out;
+			} else if (ht_wl_op_fn(op) >= 0) {
+				w->fn_ops[ht_wl_op_fn(op)]++;
 			}
 			c->done++;
 		}

@@ -84,7 +84,8 @@ struct ht_workload {
 	uint64_t nops;             /* ops of all threads */
 	uint64_t ideal_peak_bytes; /* peak of live requested bytes, in the trace's order */
 	uint64_t flags;            /* HT_WL_F_* */
-	uint64_t calls[HT_FN_NR];  /* calls per function */
+	uint64_t calls[HT_FN_NR];  /* calls per function, as the CALLS section says */
+	uint64_t fn_ops[HT_FN_NR]; /* ops per function in the streams, counted by the loader */
 	struct ht_wl_thread *threads; /* nthreads */
 	char *source;              /* the SOURCE section, NUL-terminated */
 	void *map;                 /* the mapping holding the streams */

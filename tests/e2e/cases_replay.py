@@ -7,11 +7,14 @@ import json
 import os
 import re
 import shutil
+import signal
 import struct
+import subprocess
+import time
 import xml.etree.ElementTree as ET
 
 from cases_api import said
-from htlib import case, check, eq, expect, fail, skip
+from htlib import case, check, children, eq, expect, fail, skip
 
 WL_FNS = ["malloc", "calloc", "realloc", "reallocarray", "free", "memalign", "posix_memalign",
           "aligned_alloc", "valloc", "pvalloc", "mallopt", "malloc_trim", "mmap", "munmap",
@@ -547,3 +550,429 @@ def test_replay_real_xz_threads(t):
     with t.soft():
         check(c["threads"] >= 3, "xz: %d threads in the workload" % c["threads"])
         eq(c["skipped_frees"], 0, "xz: skipped frees")
+
+
+# ---- workloads written here, op by op (docs/WORKLOAD.md) ----------------
+
+OP = {"malloc": 1, "free": 5, "aligned_alloc": 8, "pvalloc": 10, "wait": 16, "spawn": 17}
+
+
+def leb128(v):
+    out = bytearray()
+    while True:
+        b, v = v & 0x7f, v >> 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def write_workload(path, streams, nslots, ideal=0):
+    """A version 1 workload: streams[i] is thread i's ops as tuples
+    (name, args...), slot arguments given as slot + 1.  The loader checks
+    every rule (a workload it refuses fails the test loudly)."""
+    data = [b"".join(bytes([OP[o[0]]]) + b"".join(leb128(a) for a in o[1:]) for o in s)
+            for s in streams]
+    ops = b"".join(struct.pack("<IIII", i, 0, len(d), 0) + d for i, d in enumerate(data))
+    threads = b"".join(struct.pack("<IIQQQ", 1000 + i, 0, len(s), len(d), 0)
+                       for i, (s, d) in enumerate(zip(streams, data)))
+    calls = [0] * len(WL_FNS)
+    for s in streams:
+        for o in s:
+            if o[0] in WL_FNS:
+                calls[WL_FNS.index(o[0])] += 1
+    callsb = struct.pack("<15Q", *calls)
+    src = b"trace=written by the test\n"
+    secs, off = [], 128
+    for b in (ops, threads, callsb, src):
+        secs += [off, len(b)]
+        off += len(b)
+    hdr = b"HTWLOAD\n" + struct.pack("<IIQII", 1, 128, 0, len(streams), 0)
+    hdr += struct.pack("<QQQQ", nslots, sum(len(s) for s in streams), ideal, 0)
+    hdr += struct.pack("<8Q", *secs)
+    with open(path, "wb") as f:
+        f.write(hdr + ops + threads + callsb + src)
+    return path
+
+
+def fan_workload(path, n, consumers):
+    """Thread 0 starts the consumers and mallocs n blocks; consumer c frees
+    blocks c-1, c-1+consumers, ..., each after waiting for its malloc: every
+    consumer waits for thread 0, at counts interleaved with the others'."""
+    k = consumers
+    t0 = [("spawn", c) for c in range(1, k + 1)] + [("malloc", i + 1, 16) for i in range(n)]
+    streams = [t0]
+    for c in range(1, k + 1):
+        s = []
+        for i in range(c - 1, n, k):
+            s += [("wait", 0, k + i + 1), ("free", i + 1)]
+        streams.append(s)
+    return write_workload(path, streams, n, 16 * n)
+
+
+def cpu_seconds(t, argv, timeout=120):
+    """Runs argv; its exit status and the user + system CPU time it took
+    (wait4: this child's own, whatever else runs on the machine)."""
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         env=t.base_env(), cwd=t.dir)
+    end = time.monotonic() + timeout
+    while True:
+        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() > end:
+            p.kill()
+            p.wait()
+            fail("%s: did not finish within %ss" % (" ".join(argv), timeout))
+        time.sleep(0.01)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    err = p.stderr.read().decode("utf-8", "replace")
+    p.stderr.close()
+    t.note("%s: exit %d, %.2fs CPU\n%s" % (" ".join(argv), p.returncode, ru.ru_utime + ru.ru_stime,
+                                           err))
+    return p.returncode, ru.ru_utime + ru.ru_stime
+
+
+@case(timeout=300, labels=("replay",))
+def test_replay_fan_in_setup(t):
+    """replay's set-up sorts, per thread, the counts other threads wait
+    for.  One producer whose 400,000 blocks 8 consumers free (each waits
+    for thread 0 at counts interleaved with the other seven's) costs about
+    the same CPU as with one consumer, whose counts come sorted: the
+    insertion sort it replaced took ~11 s of CPU here for 0.1 s with one
+    consumer.  Compared with the one-consumer run of the same size rather
+    than timed, so that a slow or busy machine slows both alike (CPU time,
+    from wait4, is not the wall clock a loaded machine stretches); the
+    bound, 4 times plus 1 s, is far from both."""
+    n = 400000
+    one = fan_workload(t.path("fan1.wl"), n, 1)
+    eight = fan_workload(t.path("fan8.wl"), n, 8)
+    for wl in (one, eight):  # the calls, the slots: the workload is right
+        j = replay(t, wl, ["--threads-as-one", "--touch", "none"], timeout=200)
+        with t.soft():
+            eq((j["calls"]["malloc"], j["calls"]["free"], j["slot_errors"]), (n, n, 0),
+               "%s: malloc, free, slot_errors" % os.path.basename(wl))
+    rc1, cpu1 = cpu_seconds(t, [t.heaptrail, "replay", "--threads-as-one", "--touch", "none", one])
+    rc8, cpu8 = cpu_seconds(t, [t.heaptrail, "replay", "--threads-as-one", "--touch", "none",
+                                eight], timeout=100)
+    eq((rc1, rc8), (0, 0), "exit statuses")
+    check(cpu8 <= 4 * cpu1 + 1.0,
+          "8 consumers: %.2f s of CPU, 1 consumer: %.2f s: the set-up is not O(n log n)"
+          % (cpu8, cpu1))
+
+
+@case(timeout=120, labels=("replay",))
+def test_replay_max_rss_covers_samples(t):
+    """Max RSS is the process's peak resident set, read as VmHWM from
+    /proc/self/status: never below an RSS sample of the same run.
+    tests/progs/churn 300 (300 threads one after the other): ru_maxrss,
+    read before, was 150 to 530 KiB below the sampled peak in every run on
+    Linux 6.18 (its per-CPU counters, which getrusage reads approximately)."""
+    trace = t.path("churn.ht")
+    record_default(t, trace, [t.prog("churn"), "300"])
+    wl = t.path("churn.wl")
+    convert(t, wl, trace)
+    for i in range(5):
+        j = replay(t, wl, ["--rss-interval", "1ms"])
+        with t.soft():
+            check(j["max_rss_kb"] >= j["rss_peak_kb"],
+                  "run %d: max_rss_kb %d below the sampled peak rss_peak_kb %d"
+                  % (i + 1, j["max_rss_kb"], j["rss_peak_kb"]))
+            check(j["max_rss_start_kb"] <= j["max_rss_kb"], "run %d: start above the end" % (i + 1))
+
+
+@case(timeout=60, labels=("analyzers",))
+def test_replay_rss_interval_zero(t):
+    """--rss-interval 0 is a usage error (exit 2, nothing run) in replay and
+    compare; before, replay took it and sampled every 10 ms."""
+    wl = write_workload(t.path("one.wl"), [[("malloc", 1, 100), ("free", 1)]], 1, 100)
+    for args in (["replay", "--rss-interval", "0", wl],
+                 ["compare", "-n", "1", "--rss-interval", "0", "-o", t.path("c.svg"), wl]):
+        bad(t, args, 2, "--rss-interval", "'0' is not a duration above 0")
+    check(not os.path.exists(t.path("c.svg")), "compare wrote its chart")
+    j = replay(t, wl, ["--rss-interval", "1ms"])
+    eq(j["rss"]["interval_us"], 1000, "--rss-interval 1ms")
+
+
+@case(timeout=120, labels=("replay",))
+def test_replay_function_missing_from_allocator(t):
+    """jemalloc has no pvalloc: a workload's pvalloc would come from glibc,
+    from glibc's heap, and its free from jemalloc, which crashed the replay
+    (signal 11, no word).  replay checks every heap function the workload
+    calls against the allocator and stops with one line naming it, exit 1;
+    allocators that have pvalloc (tcmalloc, mimalloc) and glibc replay it."""
+    wl = write_workload(t.path("pv.wl"), [[("pvalloc", 1, 1000), ("free", 1)] * 5], 1, 1000)
+    if find_lib("jemalloc") is None:
+        skip("jemalloc is not installed (libjemalloc2)")
+    r = bad(t, ["replay", "-a", "jemalloc", wl], 1, "the workload calls pvalloc (5 times)",
+            "which jemalloc", "does not define")
+    check("libjemalloc" in r.stderr, "the library not named:\n" + r.stderr)
+    for a in ["glibc"] + [a for a in ("tcmalloc", "mimalloc") if find_lib(a)]:
+        j = replay(t, wl, ["-a", a])
+        with t.soft():
+            eq((j["calls"]["pvalloc"], j["calls"]["free"], j["slot_errors"]), (5, 5, 0),
+               "under %s: pvalloc, free, slot_errors" % a)
+    # compare: that variant fails, the others' figures stay
+    j, r = jrun(t, ["compare", "--json", "-n", "2", "-a", "glibc,jemalloc", "-o",
+                    t.path("pv.svg"), wl], rc=1)
+    res = {x["label"]: x for x in j["results"]}
+    with t.soft():
+        eq((res["glibc"]["failed"], res["glibc"]["runs"]), (None, 2), "glibc: failed, runs")
+        eq((res["jemalloc"]["failed"], res["jemalloc"]["runs"]), ("exit status 1", 0),
+           "jemalloc: failed, runs")
+        check("which jemalloc" in r.stderr and "pvalloc" in r.stderr,
+              "replay's line not passed on:\n" + r.stderr)
+
+
+def find_lib(name):
+    for d in ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"):
+        for so in {"jemalloc": ["libjemalloc.so.2"], "tcmalloc": ["libtcmalloc_minimal.so.4"],
+                   "mimalloc": ["libmimalloc.so.2"]}[name]:
+            if os.path.exists(os.path.join(d, so)):
+                return os.path.join(d, so)
+    return None
+
+
+def small_wl(t, name="pc.wl"):
+    trace = t.path("pc.ht")
+    record_default(t, trace, [t.prog("prodcons"), "200"])
+    wl = t.path(name)
+    convert(t, wl, trace)
+    return wl
+
+
+@case(timeout=120, labels=("replay",))
+def test_compare_chart_path_checked_first(t):
+    """compare's chart path is checked, and its file opened, before the
+    first run: a directory, a symlink, a trace, a missing directory, an
+    unwritable current directory (/proc) give one error and no run.  The
+    variant here fails in every run (a library without malloc), so a run
+    made would say so; before, those paths failed after all the runs, and
+    the default path in /proc with "No such file or directory" alone."""
+    wl = small_wl(t)
+    nomalloc = t.prog("libleaklib.so")
+    trace = t.path("pc.ht")
+    os.symlink(t.path("elsewhere.svg"), t.path("link.svg"))
+    cases = [(t.dir, "it is a directory"), (t.path("link.svg"), "is a symbolic link"),
+             (trace, "it is a heaptrail trace"),
+             (t.path("nodir", "x.svg"), "No such file or directory")]
+    for out, why in cases:
+        r = bad(t, ["compare", "-n", "1", "-a", nomalloc, "-o", out, wl], 1,
+                "compare: cannot write %s" % out, why)
+        check("failed" not in r.stderr, "a run was made:\n" + r.stderr)
+    r = t.run([t.heaptrail, "compare", "-n", "1", "-a", nomalloc, wl], cwd="/proc")
+    with t.soft():
+        eq(r.rc, 1, "in /proc: exit status")
+        eq(r.heaptrail_lines(), ["heaptrail: error: compare: cannot write pc-compare.svg: No such "
+                                 "file or directory (the chart's default path: choose another "
+                                 "with -o FILE)"], "in /proc: the error")
+    eq(sorted(os.listdir(t.dir)), sorted(["pc.ht", "pc.wl", "link.svg"]), "files left")
+
+
+@case(timeout=180, labels=("replay",))
+def test_compare_failed_variant_reported(t):
+    """A variant whose runs fail is reported in the table (FAILED, why) and
+    the JSON ("failed"), compare goes on with the others, prints their
+    figures and the chart, and exits 1.  Its "run it alone" command is the
+    same replay, with compare's options, in a shell's words: run by sh it
+    fails the same way.  A chart that cannot be written (/dev/full, a
+    character device written to itself, fails at the end) still leaves the
+    table.  Before: the first failure discarded every run, the command
+    dropped the options and did not quote the path, and a chart error
+    printed nothing but itself."""
+    wl0 = small_wl(t)
+    wl = t.path("it's a.wl")
+    os.rename(wl0, wl)
+    nomalloc = t.prog("libleaklib.so")
+    opts = ["--touch", "all", "--threads-as-one", "--repeat", "2", "--trim-interval", "5",
+            "--rss-interval", "2ms"]
+    r = t.tool(["compare", "-n", "2", "-a", "glibc," + nomalloc] + opts + ["-o", t.path("c.svg"),
+                                                                          wl])
+    with t.soft():
+        eq(r.rc, 1, "exit status")
+        rows = [l for l in r.stdout.splitlines() if l.startswith(("glibc ", nomalloc))]
+        eq(len(rows), 2, "table rows:\n" + r.stdout)
+        check(rows and re.match(r"glibc +[\d.]+ \(", rows[0]), "glibc's row:\n" + r.stdout)
+        check(len(rows) > 1 and re.match(re.escape(nomalloc) + r" +FAILED \(exit status 1, run 1 of 2\)$",
+                                         rows[1]), "the failed row:\n" + r.stdout)
+        check("1 of 2 variants failed" in r.stdout, "no count of failures:\n" + r.stdout)
+        check(os.path.exists(t.path("c.svg")), "no chart")
+    m = re.search(r"run it alone to see why: (.*)$", r.stderr, re.M)
+    check(m, "no command to run alone:\n" + r.stderr)
+    cmd = m.group(1)
+    for o in ("--touch=all", "--threads-as-one", "--repeat=2", "--trim-interval=5",
+              "--rss-interval=2ms", "/it'\\''s a.wl'"):
+        with t.soft():
+            check(o in cmd, "%r not in the command: %s" % (o, cmd))
+    check(cmd.startswith("heaptrail replay "), "the command: " + cmd)
+    alone = t.run(["sh", "-c", t.heaptrail + cmd[len("heaptrail"):]])
+    with t.soft():
+        eq(alone.rc, 1, "the command run alone: exit status")
+        check("malloc comes from" in alone.stderr, "run alone:\n" + alone.describe())
+    j, r = jrun(t, ["compare", "--json", "-n", "1", "-a", "glibc," + nomalloc, "-o",
+                    t.path("j.svg"), wl], rc=1)
+    with t.soft():
+        eq([(x["label"], x["failed"], x["runs"]) for x in j["results"]],
+           [("glibc", None, 1), (nomalloc, "exit status 1", 0)], "results")
+        eq(j["chart"], t.path("j.svg"), "chart")
+    # the chart fails at the end: the table all the same, exit 1
+    r = t.tool(["compare", "-n", "1", "-o", "/dev/full", wl])
+    with t.soft():
+        eq(r.rc, 1, "-o /dev/full: exit status")
+        check(re.search(r"^glibc +[\d.]+ \(", r.stdout, re.M), "-o /dev/full: no table:\n" + r.stdout)
+        check("RSS over time" not in r.stdout, "-o /dev/full: a chart said written")
+        check("/dev/full" in r.stderr, "-o /dev/full: no error:\n" + r.stderr)
+    j, r = jrun(t, ["compare", "--json", "-n", "1", "-o", "/dev/full", wl], rc=1)
+    eq((j["chart"], j["results"][0]["runs"]), (None, 1), "-o /dev/full --json: chart, runs")
+
+
+@case(timeout=120, labels=("replay",))
+def test_compare_slot_errors_flagged(t):
+    """A variant whose replay did not make the trace's calls (huge's 1 GiB
+    malloc failing under a 512 MiB address-space limit: replay's
+    slot_errors 1 and its warning) is flagged: '*' after its label and a
+    line under the table, "slot_errors" in the JSON.  Before: a normal row,
+    no slot_errors.  Not under ASan (its shadow does not fit the limit)."""
+    with open(t.heaptrail, "rb") as f:
+        if b"__asan_init" in f.read():
+            skip("an ASan build: its shadow memory does not fit in RLIMIT_AS")
+    if not shutil.which("prlimit"):
+        skip("prlimit is not installed (util-linux, scripts/deps.sh test)")
+    trace = t.path("huge.ht")
+    record_default(t, trace, [t.prog("huge")])
+    wl = t.path("huge.wl")
+    convert(t, wl, trace)
+    limit = ["prlimit", "--as=%d" % (512 << 20), "--"]
+    r = t.run(limit + [t.heaptrail, "compare", "-n", "2", "--touch", "none", "-o",
+                       t.path("h.svg"), wl])
+    with t.soft():
+        eq(r.rc, 0, "exit status:\n" + r.describe())
+        check(re.search(r"^glibc \* +[\d.]+ \(", r.stdout, re.M), "no flagged row:\n" + r.stdout)
+        check("* glibc did not replay the workload as traced: up to 1 ops per run found their "
+              "slot in the wrong state" in r.stdout, "no line under the table:\n" + r.stdout)
+    r = t.run(limit + [t.heaptrail, "compare", "--json", "-n", "1", "--touch", "none", "-o",
+                       t.path("h.svg"), wl], check_rc=0)
+    eq(json.loads(r.stdout)["results"][0].get("slot_errors"), 1, "JSON slot_errors")
+    j, r = jrun(t, ["compare", "--json", "-n", "1", "--touch", "none", "-o", t.path("h.svg"), wl])
+    eq(j["results"][0].get("slot_errors"), 0, "without the limit: slot_errors")
+
+
+@case(timeout=120, labels=("replay",))
+def test_compare_inherited_tunables(t):
+    """GLIBC_TUNABLES in compare's environment reach every run (replay adds
+    a set after them): the labels of glibc variants show them, the JSON's
+    "tunables" is what each run had and "inherited_tunables" the
+    environment's, the table says so.  Before: "glibc", tunables null."""
+    wl = small_wl(t)
+    env = {"GLIBC_TUNABLES": "glibc.malloc.tcache_count=0"}
+    r = t.run([t.heaptrail, "compare", "--json", "-n", "1", "-t", "glibc.malloc.arena_max=1",
+               "-o", t.path("c.svg"), wl], env=env, check_rc=0)
+    j = json.loads(r.stdout)
+    both = "glibc.malloc.tcache_count=0:glibc.malloc.arena_max=1"
+    with t.soft():
+        eq(j.get("inherited_tunables"), "glibc.malloc.tcache_count=0", "inherited_tunables")
+        eq([(x["label"], x["tunables"]) for x in j["results"]],
+           [("glibc glibc.malloc.tcache_count=0", "glibc.malloc.tcache_count=0"),
+            ("glibc " + both, both)], "labels and tunables")
+    r = t.run([t.heaptrail, "compare", "-n", "1", "-o", t.path("c.svg"), wl], env=env,
+              check_rc=0)
+    with t.soft():
+        check(re.search(r"^glibc glibc\.malloc\.tcache_count=0 +[\d.]+ \(", r.stdout, re.M),
+              "the row's label:\n" + r.stdout)
+        check("every run had GLIBC_TUNABLES=glibc.malloc.tcache_count=0 from the environment"
+              in r.stdout, "no word of the environment:\n" + r.stdout)
+    j, r = jrun(t, ["compare", "--json", "-n", "1", "-o", t.path("c.svg"), wl])
+    eq((j.get("inherited_tunables"), j["results"][0]["label"], j["results"][0]["tunables"]),
+       (None, "glibc", None), "without GLIBC_TUNABLES")
+
+
+@case(timeout=120, labels=("replay",), locks=("cpu",))
+def test_compare_sigterm_ends_replay(t):
+    """SIGTERM to compare ends its running replay too (PR_SET_PDEATHSIG in
+    the child): before, the replay ran on under init to its end (here
+    minutes: --repeat 1000000)."""
+    wl = small_wl(t)
+    p = subprocess.Popen([t.heaptrail, "compare", "-n", "1", "--repeat", "1000000", "-o",
+                          t.path("c.svg"), wl], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, env=t.base_env(), cwd=t.dir)
+    kids = []
+    try:
+        end = time.monotonic() + 30
+        while not kids and time.monotonic() < end:
+            kids = children(p.pid)
+            time.sleep(0.02)
+        check(kids, "no replay child within 30 s")
+        time.sleep(0.3)  # (into the run)
+        p.send_signal(signal.SIGTERM)
+        eq(p.wait(timeout=30), -signal.SIGTERM, "compare's end")
+        end = time.monotonic() + 10
+        while time.monotonic() < end and any(os.path.exists("/proc/%d" % k) for k in kids):
+            time.sleep(0.02)
+        left = [k for k in kids if os.path.exists("/proc/%d/exe" % k)]
+        eq(left, [], "replay children still running 10 s after compare ended")
+    finally:
+        for k in kids:
+            try:
+                os.kill(k, signal.SIGKILL)
+            except OSError:
+                pass
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    eq([n for n in os.listdir(t.dir) if n.startswith("c.svg")], [], "chart files left")
+
+
+@case(timeout=120, labels=("replay",))
+def test_compare_bad_tunable_at_once(t):
+    """A mistyped tunable in any -t set is a usage error before the first
+    run (exit 2, one line naming it, nothing on stdout), as in replay -t;
+    before, the glibc variant ran first and compare then failed with 1."""
+    wl = small_wl(t)
+    bad(t, ["compare", "-n", "1", "-a", "glibc", "-t", "glibc.malloc.arena_max=1;glibc.malloc.arena_mx=1",
+            "-o", t.path("c.svg"), wl], 2, "this glibc has no tunable glibc.malloc.arena_mx")
+    bad(t, ["compare", "-n", "1", "-t", "arena_max", "-o", t.path("c.svg"), wl], 2,
+        "expected NAME=VALUE")
+    check(not os.path.exists(t.path("c.svg")), "a chart written")
+
+
+@case(timeout=120, labels=("analyzers",))
+def test_convert_json_quiet(t):
+    """convert --json -q prints the JSON (-q silences the warnings and the
+    text summary); before it printed nothing.  The warnings of a trace
+    whose order is not exact stay silenced."""
+    trace = t.path("pc.ht")
+    record_default(t, trace, [t.prog("prodcons"), "200"])
+    r = t.tool(["convert", "--json", "-q", t.path("q.wl"), trace])
+    eq(r.rc, 0, "exit status")
+    check(r.stdout.startswith("{"), "convert --json -q printed no JSON: %r" % r.stdout)
+    j = json.loads(r.stdout)
+    eq((j["workload"], j["threads"]), (t.path("q.wl"), 4), "JSON of convert --json -q")
+    eq(r.stderr, "", "stderr with -q")
+    r = t.tool(["convert", "-q", t.path("q2.wl"), trace])
+    eq((r.rc, r.stdout, r.stderr), (0, "", ""), "convert -q: status, stdout, stderr")
+
+
+@case(timeout=120, labels=("analyzers",))
+def test_convert_refuses_non_workload(t):
+    """convert does not replace a file that is not a workload (a mistyped
+    OUT.wl naming notes) unless --force: exit 2, one line, the file as it
+    was.  A workload, an empty file or a new name are written; --force
+    replaces the notes.  Before: the notes were replaced silently."""
+    trace = t.path("pc.ht")
+    record_default(t, trace, [t.prog("prodcons"), "100"])
+    notes = t.path("notes.txt")
+    with open(notes, "w") as f:
+        f.write("my notes\n")
+    bad(t, ["convert", notes, trace], 2, "notes.txt exists and is not a workload",
+        "pass --force")
+    with open(notes, "rb") as f:
+        eq(f.read(), b"my notes\n", "the notes after convert")
+    wl = t.path("a.wl")
+    convert(t, wl, trace)
+    convert(t, wl, trace)  # a workload is replaced
+    empty = t.path("empty.wl")
+    open(empty, "w").close()
+    convert(t, empty, trace)
+    c = convert(t, notes, trace, ["--force"])
+    eq(c["threads"], 4, "convert --force")
+    with open(notes, "rb") as f:
+        eq(f.read(8), b"HTWLOAD\n", "the notes replaced by --force")
