@@ -244,7 +244,25 @@ int ht_analyze__finish_pass(struct ht_reader *r, const char *path, int quiet_war
 		pause_note(r, path, ps);
 	}
 	if (e) {
-		ht_error("%s: %s (results above cover the events before it)", path, e);
+		/* One thread's damaged chunk ends that thread's events only: the
+		 * others were read on, and what they did after it comes without
+		 * that thread's frees and allocations. */
+		struct ht_damage d;
+		char b1[32], b2[32];
+		ht_reader__damage(r, &d);
+		if (d.tid && d.read_on && d.thread_read)
+			ht_error("%s: %s (thread %u's events after %s are missing; the other "
+				 "threads were read on to %s, so the results from %s on, peaks, "
+				 "leaks and live bytes, may be wrong)",
+				 path, e, d.tid, ht_fmt_ns(b1, d.thread_ns),
+				 ht_fmt_ns(b2, d.last_ns), b1);
+		else if (d.tid && d.read_on)
+			ht_error("%s: %s (none of thread %u's events could be read; the other "
+				 "threads were read to %s, so peaks, leaks and live bytes may be "
+				 "wrong)",
+				 path, e, d.tid, ht_fmt_ns(b2, d.last_ns));
+		else
+			ht_error("%s: %s (results above cover the events before it)", path, e);
 		return HT_EXIT_DATA;
 	}
 	return HT_EXIT_OK;

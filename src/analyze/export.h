@@ -124,6 +124,16 @@ int ht_export__perfetto(const struct ht_export_opts *o, FILE *f);
 int ht_export__massif(const struct ht_export_opts *o, FILE *f);
 int ht_export__csv(const struct ht_export_opts *o, FILE *f);
 
+/* ---- export_csv.c: the one CSV field writer --------------------------------
+ * s as one CSV field (RFC 4180) at o: quoted when it holds a comma, a
+ * quote or a line break, its quotes doubled; valid UTF-8 as it is and each
+ * other byte as the UTF-8 of its Latin-1 character (the JSON writer's
+ * rule, common/json.h), so that the file is valid UTF-8 whatever the
+ * bytes of a label, a thread name or a path.  Writes at most
+ * 2 * strlen(s) + 2 bytes; returns the end.  Every CSV heaptrail writes
+ * (export -f csv, timeline --csv) puts its strings through it. */
+char *ht_export__csv_field(char *o, const char *s);
+
 /* The frame label massif and the tree use: "function (file:line)",
  * "function (in module)", "??? (in module)" or "???".  Returns buf. */
 const char *ht_export__frame_label(char *buf, size_t len, const struct ht_frame *f);

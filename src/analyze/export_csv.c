@@ -1,4 +1,5 @@
-/* heaptrail export --format csv: one row per event (RFC 4180), streamed.
+/* heaptrail export --format csv: one row per event (RFC 4180, valid UTF-8:
+ * ht_export__csv_field), streamed.
  * A realloc the reader splits in two (docs/FORMAT.md, "Ordering") is one
  * row, at its end, like every other call.  Each kind's arguments and
  * results go to the named columns below; the rest of a row is empty. */
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "analyze/analyze.h"
+#include "common/markup.h"
 #include "common/util.h"
 
 /* The columns after time_ns, tid, seq, kind, in order. */
@@ -98,21 +100,30 @@ static char *put_hex(char *o, uint64_t v)
 	return o;
 }
 
-/* s as a CSV field: quoted when it holds a comma, quote or line break. */
-static char *put_str(char *o, const char *s)
+char *ht_export__csv_field(char *o, const char *s)
 {
-	if (!strpbrk(s, ",\"\r\n")) {
-		size_t n = strlen(s);
-		memcpy(o, s, n);
-		return o + n;
+	int quote = strpbrk(s, ",\"\r\n") != NULL;
+	if (quote)
+		*o++ = '"';
+	const unsigned char *p = (const unsigned char *)s;
+	size_t avail = strlen(s);
+	while (*p) {
+		int n = ht_utf8_len(p, avail);
+		if (n > 0) {
+			if (*p == '"')
+				*o++ = '"';
+			memcpy(o, p, (size_t)n);
+			o += n;
+		} else { /* not UTF-8: the Latin-1 character, as the JSON writer does */
+			*o++ = (char)(0xc0 | *p >> 6);
+			*o++ = (char)(0x80 | (*p & 0x3f));
+			n = 1;
+		}
+		p += n;
+		avail -= (size_t)n;
 	}
-	*o++ = '"';
-	for (; *s; s++) {
-		if (*s == '"')
-			*o++ = '"';
-		*o++ = *s;
-	}
-	*o++ = '"';
+	if (quote)
+		*o++ = '"';
 	return o;
 }
 
@@ -129,7 +140,8 @@ int ht_export__csv(const struct ht_export_opts *o, FILE *f)
 	fputc('\n', f);
 	struct ht_event e;
 	struct cell cell[NCOLS];
-	/* a row: numbers of at most 20 digits, a string of HT_MAX_STR bytes, doubled quoted */
+	/* a row: numbers of at most 20 digits, a string of HT_MAX_STR bytes, each at most
+	 * two (a quote doubled, a byte that is not UTF-8), quoted */
 	static char row[64 + NCOLS * 24 + 2 * HT_MAX_STR + 8];
 	while (ht_analyze__next(r, &e)) {
 		if (!ht_event__is_call(&e))
@@ -179,7 +191,7 @@ int ht_export__csv(const struct ht_export_opts *o, FILE *f)
 		*o2++ = ',';
 		o2 = put_dec(o2, e.seq);
 		*o2++ = ',';
-		o2 = put_str(o2, ht_kind_name(e.kind));
+		o2 = ht_export__csv_field(o2, ht_kind_name(e.kind));
 		for (size_t i = 0; i < NCOLS; i++) {
 			*o2++ = ',';
 			switch (cell[i].type) {
@@ -198,7 +210,7 @@ int ht_export__csv(const struct ht_export_opts *o, FILE *f)
 				o2 = put_hex(o2, cell[i].v);
 				break;
 			case CELL_STR:
-				o2 = put_str(o2, e.str ? e.str : "");
+				o2 = ht_export__csv_field(o2, e.str ? e.str : "");
 				break;
 			default:
 				break;

@@ -41,8 +41,9 @@ struct pass {
 	enum unit unit;         /* the time unit */
 	uint64_t heap, usable;  /* live requested / usable bytes */
 	uint64_t bytes;         /* allocated + freed so far (unit B) */
-	uint64_t calls;         /* events so far (unit i) */
+	uint64_t calls;         /* heap calls so far (unit i): malloc-family and free */
 	uint64_t ms;            /* the last event's time in ms (unit ms) */
+	uint64_t events;        /* events read (the peak's place in the trace) */
 	uint64_t peak;          /* the most live bytes so far */
 	uint64_t peak_event;    /* events read when it was reached */
 };
@@ -56,7 +57,7 @@ static void on_acquire(void *ctx, const struct ht_event *e, const struct ht_bloc
 	p->bytes += b->size * b->weight;
 	if (p->heap > p->peak) {
 		p->peak = p->heap;
-		p->peak_event = p->calls;
+		p->peak_event = p->events;
 	}
 }
 
@@ -69,11 +70,15 @@ static void on_release(void *ctx, const struct ht_event *e, const struct ht_bloc
 	p->bytes += b->size * b->weight;
 }
 
-/* Applies e; the pass's clock moves on. */
+/* Applies e; the pass's clock moves on.  Unit i counts the heap calls
+ * (the malloc family and free, failed ones and free(NULL) too; a moving
+ * realloc once), massif's "instructions" being none a trace has: not the
+ * program break moves, marks, threads and mappings the trace also holds. */
 static void step(struct pass *p, const struct ht_event *e)
 {
 	struct ht_block_cbs cbs = {on_release, on_acquire, p};
-	p->calls++;
+	p->events++;
+	p->calls += e->kind >= HT_EV_MALLOC && e->kind <= HT_EV_PVALLOC && ht_event__is_call(e);
 	p->ms = e->time_ns / 1000000;
 	if (e->kind == HT_EV_CONTROL && e->v[0] == HT_CTL_RESET)
 		p->heap = p->usable = 0; /* the blocks before are forgotten */
@@ -201,7 +206,7 @@ int ht_export__massif(const struct ht_export_opts *o, FILE *f)
 	while (ht_analyze__next(m.r, &e)) {
 		step(&p2, &e);
 		uint64_t t = now(&p2);
-		if (p1.peak && p2.calls == p1.peak_event)
+		if (p1.peak && p2.events == p1.peak_event)
 			snapshot(&m, &p2, "peak");
 		else if (t >= next)
 			regular(&m, &p2);

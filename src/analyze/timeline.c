@@ -8,6 +8,7 @@
 
 #include "analyze/analyze.h"
 #include "analyze/blocks.h"
+#include "analyze/export.h"
 #include "analyze/marks.h"
 #include "analyze/pass.h"
 #include "common/json.h"
@@ -60,8 +61,8 @@ struct ht_timeline {
 	uint64_t cur[NSER];        /* the series now */
 	int64_t mmap_live;         /* the program's own mmapped bytes (may dip below 0) */
 	uint64_t brk_base;         /* start_brk, or the first break seen */
-	uint64_t peak, peak_ns;    /* the highest live requested bytes, and when */
-	uint64_t peak_usable;      /* the highest live usable bytes */
+	uint64_t peak, peak_ns;    /* the highest live requested bytes in the range, and when */
+	uint64_t peak_usable;      /* the highest live usable bytes in the range */
 	uint64_t last_ns;          /* time of the last event */
 	uint64_t events;           /* events fed */
 	struct ht_marks marks;     /* in time order, at most HT_TIMELINE_MAX_MARKS */
@@ -71,6 +72,16 @@ struct ht_timeline {
 	uint64_t rss_samples;      /* RSS samples in the range */
 	uint64_t rss_gap_median;   /* median time between them, ns */
 	int finished;              /* ht_timeline__finish done */
+	/* A trace cut short or damaged before the end of the range (the
+	 * reader's error): past read_to_ns nothing was read, and the bins
+	 * there would only carry the last values on; from exact_to_ns on,
+	 * one thread's events are missing (ht_reader__damage). */
+	int damaged;               /* the range is not all read */
+	struct ht_damage dmg;      /* the reader's account */
+	char *error;               /* its error */
+	uint64_t read_to_ns;       /* events read up to here (the range's end if all were) */
+	uint64_t exact_to_ns;      /* every thread's events in up to here */
+	unsigned bins_read;        /* bins [0, bins_read) hold events read, the rest none */
 };
 
 static inline __attribute__((always_inline)) void
@@ -100,16 +111,16 @@ on_acquire(void *ctx, const struct ht_event *e, const struct ht_block *b)
 		tl->cur[S_MMC] += b->size * w;
 		tl->dirty |= 1u << S_MMC;
 	}
+	if (tl->cur_bin < 0)
+		return; /* before --from: the peak is the range's, as with --to */
 	if (tl->cur[S_LIVE] > tl->peak) {
 		tl->peak = tl->cur[S_LIVE];
 		tl->peak_ns = e->time_ns;
 	}
 	if (tl->cur[S_USABLE] > tl->peak_usable)
 		tl->peak_usable = tl->cur[S_USABLE];
-	if (tl->cur_bin >= 0) {
-		tl->bins[tl->cur_bin].calls += w;
-		tl->bins[tl->cur_bin].bytes += b->size * w;
-	}
+	tl->bins[tl->cur_bin].calls += w;
+	tl->bins[tl->cur_bin].bytes += b->size * w;
 }
 
 void ht_timeline__opts_init(struct ht_timeline_opts *o, const struct ht_trace_info *in)
@@ -170,6 +181,13 @@ struct ht_timeline *ht_timeline__new(const struct ht_timeline_opts *o)
  * yet). */
 static void fill_to(struct ht_timeline *tl, unsigned upto)
 {
+	if (!tl->filled) {
+		/* The range begins: what is live then, carried in from before
+		 * --from, is where its peak starts. */
+		tl->peak = tl->cur[S_LIVE];
+		tl->peak_ns = tl->o.from_ns;
+		tl->peak_usable = tl->cur[S_USABLE];
+	}
 	for (; tl->filled <= upto && tl->filled < tl->o.bins; tl->filled++) {
 		struct bin *b = &tl->bins[tl->filled];
 		for (int s = 0; s < NSER; s++)
@@ -426,6 +444,33 @@ void ht_timeline__event(struct ht_timeline *tl, const struct ht_event *e,
 		event_slow(tl, e, op);
 }
 
+/* Where a cut or damaged trace's events stop within the range: the bins
+ * past the last event read hold no data, only the values before carried
+ * on (a plateau the program never drew), and are shown as not read. */
+static void find_damage(struct ht_timeline *tl, struct ht_reader *r)
+{
+	tl->read_to_ns = tl->exact_to_ns = tl->end_ns;
+	tl->bins_read = tl->o.bins;
+	uint64_t end = tl->o.to_ns > tl->o.from_ns ? tl->o.to_ns : tl->end_ns;
+	if (!r || !ht_reader__damage(r, &tl->dmg) || tl->dmg.exact_to_ns >= end)
+		return; /* (with --to: the damage lies past the range) */
+	tl->damaged = 1;
+	tl->error = ht_xstrdup(ht_reader__error(r));
+	/* One thread's damage: the others were read to the file's end (the
+	 * time after their last event is the run's quiet end, not lost). */
+	if (!(tl->dmg.tid && tl->dmg.read_on) && tl->dmg.last_ns < tl->read_to_ns)
+		tl->read_to_ns = tl->dmg.last_ns;
+	tl->exact_to_ns = tl->dmg.exact_to_ns < tl->read_to_ns ? tl->dmg.exact_to_ns
+								 : tl->read_to_ns;
+	if (tl->read_to_ns < tl->o.from_ns) {
+		tl->bins_read = 0;
+	} else {
+		uint64_t n = (tl->read_to_ns - tl->o.from_ns) / tl->width_ns + 1;
+		if (n < tl->bins_read)
+			tl->bins_read = (unsigned)n;
+	}
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -472,6 +517,7 @@ void ht_timeline__finish(struct ht_timeline *tl, struct ht_reader *r)
 	free(gaps);
 	fill_to(tl, tl->o.bins - 1);
 	end_pause(tl, tl->end_ns);
+	find_damage(tl, r);
 	tl->finished = 1;
 	tl->bin_lo = tl->bin_w = 0; /* no more events (event_fast) */
 }
@@ -488,6 +534,7 @@ void ht_timeline__delete(struct ht_timeline *tl)
 	if (!tl)
 		return;
 	ht_marks__free(&tl->marks);
+	free(tl->error);
 	free(tl->paused);
 	free(tl->bins);
 	free(tl);
@@ -519,15 +566,32 @@ static size_t first_mark(const struct ht_timeline *tl, uint64_t t)
 	return lo;
 }
 
-static void csv_str(FILE *f, const char *s)
+/* The labels of marks [m, e) as the CSV's marks cell: a JSON array of
+ * strings (the JSON writer's escapes, its rule for bytes that are not
+ * UTF-8), so that any label, one with a ';', a ',' or a quote, an empty
+ * one, reads back as it was; nothing when there are none. */
+static void csv_marks(const struct ht_timeline *tl, FILE *f, size_t m, size_t e)
 {
-	fputc('"', f);
-	for (; *s; s++) {
-		if (*s == '"')
-			fputc('"', f);
-		fputc(*s, f);
+	if (m >= e)
+		return;
+	char *arr = NULL;
+	size_t len = 0;
+	FILE *af = open_memstream(&arr, &len);
+	if (!af)
+		ht_oom();
+	fputc('[', af);
+	for (size_t i = m; i < e; i++) {
+		if (i > m)
+			fputc(',', af);
+		ht_json__put_string(af, tl->marks.v[i].label);
 	}
-	fputc('"', f);
+	fputc(']', af);
+	if (fclose(af))
+		ht_oom();
+	char *cell = ht_xmalloc(2 * len + 3);
+	fwrite(cell, 1, (size_t)(ht_export__csv_field(cell, arr) - cell), f);
+	free(cell);
+	free(arr);
 }
 
 int ht_timeline__csv(const struct ht_timeline *tl, FILE *f)
@@ -538,38 +602,37 @@ int ht_timeline__csv(const struct ht_timeline *tl, FILE *f)
 	fprintf(f, ",alloc_calls,alloc_bytes,alloc_calls_per_s,alloc_bytes_per_s,marks\n");
 	for (unsigned i = 0; i < tl->o.bins; i++) {
 		const struct bin *b = &tl->bins[i];
+		/* past the events read: empty cells, as RSS's without a sample */
+		int was_read = i < tl->bins_read;
 		uint64_t t0 = bin_start(tl, i), t1 = t0 + tl->width_ns;
 		fprintf(f, "%u,%llu,%llu", i, (unsigned long long)t0, (unsigned long long)t1);
 		for (int s = 0; s < NSER; s++) {
-			if (s == S_RSS && !b->nrss)
+			if (s == S_RSS ? !b->nrss : !was_read)
 				fprintf(f, ",,,");
 			else
 				fprintf(f, ",%llu,%llu,%llu", (unsigned long long)b->min[s],
 					(unsigned long long)b->max[s], (unsigned long long)b->last[s]);
 		}
-		fprintf(f, ",%llu,%llu,%.0f,%.0f,", (unsigned long long)b->calls,
-			(unsigned long long)b->bytes, per_s(tl, b->calls), per_s(tl, b->bytes));
-		size_t m = first_mark(tl, t0), m0 = m;
+		if (was_read)
+			fprintf(f, ",%llu,%llu,%.0f,%.0f,", (unsigned long long)b->calls,
+				(unsigned long long)b->bytes, per_s(tl, b->calls),
+				per_s(tl, b->bytes));
+		else
+			fprintf(f, ",,,,,");
+		size_t m = first_mark(tl, t0), e = m;
 		if (i + 1 == tl->o.bins)
 			t1 = UINT64_MAX; /* the last bin takes what lies at its end */
-		char *labels = NULL;
-		size_t len = 0;
-		FILE *lf = open_memstream(&labels, &len);
-		for (; lf && m < tl->marks.n && tl->marks.v[m].time_ns < t1; m++)
-			fprintf(lf, "%s%s", m > m0 ? ";" : "", tl->marks.v[m].label);
-		if (lf)
-			fclose(lf);
-		if (labels && *labels)
-			csv_str(f, labels);
-		free(labels);
+		while (e < tl->marks.n && tl->marks.v[e].time_ns < t1)
+			e++;
+		csv_marks(tl, f, m, e);
 		fputc('\n', f);
 	}
 	return ferror(f) ? -1 : 0;
 }
 
-static void json_bin_series(struct ht_json *j, const struct bin *b, int s)
+static void json_bin_series(struct ht_json *j, const struct bin *b, int s, int was_read)
 {
-	if (s == S_RSS && !b->nrss) {
+	if (s == S_RSS ? !b->nrss : !was_read) {
 		ht_json__null(j, series[s].key);
 		return;
 	}
@@ -588,6 +651,19 @@ void ht_timeline__json(const struct ht_timeline *tl, struct ht_json *j, const ch
 	ht_json__u64(j, "bin_ns", tl->width_ns);
 	ht_json__u64(j, "bins_count", tl->o.bins);
 	ht_json__u64(j, "events", tl->events);
+	/* a cut or damaged trace: where its events stop in the range */
+	ht_json__bool(j, "complete", !tl->damaged);
+	ht_json__u64(j, "read_to_ns", tl->read_to_ns);
+	ht_json__u64(j, "exact_to_ns", tl->exact_to_ns);
+	if (tl->damaged && tl->dmg.tid && tl->dmg.read_on)
+		ht_json__u64(j, "missing_thread", tl->dmg.tid);
+	else
+		ht_json__null(j, "missing_thread");
+	ht_json__u64(j, "bins_read", tl->bins_read);
+	if (tl->damaged)
+		ht_json__str(j, "error", tl->error);
+	else
+		ht_json__null(j, "error");
 	if (tl->has_order)
 		ht_analyze__order_json(j, &tl->order);
 	struct ht_trace_info in = {.flags = tl->o.trace_flags,
@@ -623,10 +699,16 @@ void ht_timeline__json(const struct ht_timeline *tl, struct ht_json *j, const ch
 		const struct bin *b = &tl->bins[i];
 		ht_json__obj_begin(j, NULL);
 		ht_json__u64(j, "start_ns", bin_start(tl, i));
+		int was_read = i < tl->bins_read;
 		for (int s = 0; s < NSER; s++)
-			json_bin_series(j, b, s);
-		ht_json__u64(j, "alloc_calls", b->calls);
-		ht_json__u64(j, "alloc_bytes", b->bytes);
+			json_bin_series(j, b, s, was_read);
+		if (was_read) {
+			ht_json__u64(j, "alloc_calls", b->calls);
+			ht_json__u64(j, "alloc_bytes", b->bytes);
+		} else {
+			ht_json__null(j, "alloc_calls");
+			ht_json__null(j, "alloc_bytes");
+		}
 		ht_json__obj_end(j);
 	}
 	ht_json__arr_end(j);
@@ -686,7 +768,10 @@ static void draw_series(const struct plot *p, const struct ht_timeline *tl, int 
 	 * value of each bin as a step line */
 	ht_fputf(f, "<path fill=\"%s\" fill-opacity=\"0.2\" stroke=\"none\" d=\"", series[s].color);
 	int open = 0;
-	for (unsigned i = 0; i < tl->o.bins; i++) {
+	/* the events' series stop where the events read do; RSS samples are
+	 * the clock chunks', read on their own */
+	unsigned n = s == S_RSS ? tl->o.bins : tl->bins_read;
+	for (unsigned i = 0; i < n; i++) {
 		const struct bin *b = &tl->bins[i];
 		if (s == S_RSS && !b->nrss)
 			continue;
@@ -701,7 +786,7 @@ static void draw_series(const struct plot *p, const struct ht_timeline *tl, int 
 	ht_fputf(f, "<path fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\"%s d=\"", series[s].color,
 		s == S_USABLE ? " stroke-dasharray=\"4 2\"" : "");
 	int first = 1;
-	for (unsigned i = 0; i < tl->o.bins; i++) {
+	for (unsigned i = 0; i < n; i++) {
 		const struct bin *b = &tl->bins[i];
 		if (s == S_RSS) {
 			if (!b->nrss)
@@ -783,11 +868,16 @@ static void bin_tooltip(FILE *f, const struct ht_timeline *tl, unsigned i0, unsi
 {
 	char a[32], b[32], c[32];
 	ht_fputf(f, "%s .. %s", ht_fmt_ns(a, bin_start(tl, i0)), ht_fmt_ns(b, bin_start(tl, i1)));
-	const struct bin *last = &tl->bins[i1 - 1];
+	/* the bins read: the events' figures come from them alone */
+	unsigned r1 = i1 < tl->bins_read ? i1 : tl->bins_read;
+	if (r1 < i1)
+		ht_fputf(f, "\nnot read%s%s: the trace is cut short or damaged before it",
+			 r1 > i0 ? " from " : "", r1 > i0 ? ht_fmt_ns(a, bin_start(tl, r1)) : "");
+	const struct bin *last = &tl->bins[(r1 > i0 ? r1 : i1) - 1];
 	for (int s = 0; s < NSER; s++) {
 		uint64_t mn = UINT64_MAX, mx = 0;
 		int have = 0;
-		for (unsigned i = i0; i < i1; i++) {
+		for (unsigned i = i0; i < (s == S_RSS ? i1 : r1); i++) {
 			const struct bin *x = &tl->bins[i];
 			if (s == S_RSS && !x->nrss)
 				continue;
@@ -803,12 +893,59 @@ static void bin_tooltip(FILE *f, const struct ht_timeline *tl, unsigned i0, unsi
 		if (s != S_RSS && last->last[s] != mx)
 			ht_fputf(f, " (then %s)", ht_fmt_bytes(c, last->last[s]));
 	}
+	if (r1 <= i0)
+		return;
 	uint64_t calls = 0, bytes = 0;
-	for (unsigned i = i0; i < i1; i++)
+	for (unsigned i = i0; i < r1; i++)
 		calls += tl->bins[i].calls, bytes += tl->bins[i].bytes;
-	double secs = (double)tl->width_ns * (i1 - i0) / 1e9;
+	double secs = (double)tl->width_ns * (r1 - i0) / 1e9;
 	ht_fputf(f, "\nallocations: %llu (%.0f/s), %s (%s/s)", (unsigned long long)calls,
 		calls / secs, ht_fmt_bytes(a, bytes), ht_fmt_bytes(b, (uint64_t)(bytes / secs)));
+}
+
+/* What a damaged trace lacks, in one line (the SVG's note). */
+static void damage_note(FILE *f, const struct ht_timeline *tl)
+{
+	char a[32];
+	const struct ht_damage *d = &tl->dmg;
+	if (d->tid && d->read_on && !d->thread_read)
+		fprintf(f, "incomplete: the trace is damaged, none of thread %u's events could be "
+			   "read; the figures lack its calls", d->tid);
+	else if (d->tid && d->read_on)
+		fprintf(f, "incomplete: the trace is damaged, thread %u's events stop at %s; the "
+			   "figures after it (shaded) lack its calls",
+			d->tid, ht_fmt_ns(a, d->thread_ns));
+	else
+		fprintf(f, "incomplete: the trace is cut short or damaged, its events were read up "
+			   "to %s; what came after is not known (shaded)",
+			ht_fmt_ns(a, tl->read_to_ns));
+}
+
+/* The ranges of a damaged trace, shaded as the paused ones are: from
+ * exact_to_ns, one thread's events missing; from read_to_ns, nothing read. */
+static void draw_damage(const struct plot *p, const struct ht_timeline *tl)
+{
+	char a[32];
+	double top = p->y0, h = p->r0 + p->rh - p->y0;
+	double xe = xpos(p, tl, tl->exact_to_ns), xr = xpos(p, tl, tl->read_to_ns);
+	double xend = p->x0 + p->pw;
+	if (xr > xe + 0.05) {
+		fprintf(p->f, "<rect class=\"incomplete\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+			      "height=\"%.1f\" fill=\"#f2a541\" fill-opacity=\"0.18\"><title>"
+			      "from %s: thread %u's events are missing (the trace is damaged), "
+			      "the figures lack its calls</title></rect>\n", xe, top, xr - xe, h,
+			ht_fmt_ns(a, tl->exact_to_ns), tl->dmg.tid);
+	}
+	if (tl->bins_read < tl->o.bins || xend > xr + 0.05) {
+		fprintf(p->f, "<g class=\"not-read\"><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+			      "height=\"%.1f\" fill=\"#b00000\" fill-opacity=\"0.10\"/>", xr, top,
+			xend - xr > 1 ? xend - xr : 1, h);
+		if (xend - xr >= 60) /* (the label where it fits; the note says it anyway) */
+			fprintf(p->f, "<text x=\"%.1f\" y=\"%.1f\" style=\"fill:#b00000\">not read"
+				      "</text>", xr + 4, top + 14);
+		fprintf(p->f, "<title>after %s: not read (the trace is cut short or "
+			      "damaged)</title></g>\n", ht_fmt_ns(a, tl->read_to_ns));
+	}
 }
 
 int ht_timeline__svg(const struct ht_timeline *tl, FILE *f, unsigned width, unsigned height)
@@ -817,7 +954,9 @@ int ht_timeline__svg(const struct ht_timeline *tl, FILE *f, unsigned width, unsi
 		width = 300;
 	if (height < 200)
 		height = 200;
-	struct plot p = {f, 80, width - 100.0, 64, 0, 0, 0, 0, 0};
+	/* a damaged trace's note takes a line under the title */
+	double dy = tl->damaged ? 14 : 0;
+	struct plot p = {f, 80, width - 100.0, 64 + dy, 0, 0, 0, 0, 0};
 	double avail = height - p.y0 - 52;
 	p.ph = avail * 0.74;
 	p.r0 = p.y0 + p.ph + 12;
@@ -825,7 +964,7 @@ int ht_timeline__svg(const struct ht_timeline *tl, FILE *f, unsigned width, unsi
 	for (unsigned i = 0; i < tl->o.bins; i++) {
 		const struct bin *b = &tl->bins[i];
 		for (int s = 0; s < NSER; s++)
-			if ((s != S_RSS || b->nrss) && b->max[s] > p.ymax)
+			if ((s == S_RSS ? b->nrss : i < tl->bins_read) && b->max[s] > p.ymax)
 				p.ymax = (double)b->max[s];
 		if (per_s(tl, b->bytes) > p.rmax)
 			p.rmax = per_s(tl, b->bytes);
@@ -844,24 +983,39 @@ int ht_timeline__svg(const struct ht_timeline *tl, FILE *f, unsigned width, unsi
 	fprintf(f, "<text x=\"%.1f\" y=\"20\" text-anchor=\"middle\" style=\"font-size:15px\">",
 		width / 2.0);
 	ht_markup__text(f, tl->o.title ? tl->o.title : "heap over time", HT_MARKUP_ALL);
+	fprintf(f, "</text>\n");
 	char pk[32], pt[32];
+	if (tl->damaged) {
+		fprintf(f, "<text id=\"damage\" x=\"%.1f\" y=\"36\" text-anchor=\"middle\" "
+			   "style=\"fill:#b00000\">", width / 2.0);
+		damage_note(f, tl);
+		fprintf(f, "</text>\n");
+	}
 	char sb[128] = "";
 	if (tl->o.trace_flags & HT_FILE_F_SAMPLED) /* (the figures of a sample: estimates) */
 		snprintf(sb, sizeof(sb), " (estimates: a sampled trace)");
-	fprintf(f, "</text>\n<text x=\"%.1f\" y=\"36\" text-anchor=\"middle\">peak of live "
-		   "requested bytes: %s at %s%s</text>\n", width / 2.0, ht_fmt_bytes(pk, tl->peak),
-		ht_fmt_ns(pt, tl->peak_ns), sb);
+	/* the peak is the range's (the level carried in at --from counts) */
+	char range[80] = "";
+	if (tl->o.from_ns || tl->o.to_ns)
+		snprintf(range, sizeof(range), " from %s to %s", ht_fmt_ns(pk, tl->o.from_ns),
+			 ht_fmt_ns(pt, tl->end_ns));
+	fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">peak of live "
+		   "requested bytes%s: %s at %s%s</text>\n", width / 2.0, 36 + dy, range,
+		ht_fmt_bytes(pk, tl->peak), ht_fmt_ns(pt, tl->peak_ns), sb);
 	/* legend */
 	fprintf(f, "<g id=\"legend\">\n");
 	double lx = p.x0;
 	for (int s = 0; s <= NSER; s++) {
 		const char *label = s < NSER ? series[s].label : "allocation rate";
 		const char *color = s < NSER ? series[s].color : RATE_COLOR;
-		fprintf(f, "<rect x=\"%.1f\" y=\"46\" width=\"12\" height=\"8\" fill=\"%s\"/>"
-			   "<text x=\"%.1f\" y=\"54\">%s</text>\n", lx, color, lx + 15, label);
+		fprintf(f, "<rect x=\"%.1f\" y=\"%.0f\" width=\"12\" height=\"8\" fill=\"%s\"/>"
+			   "<text x=\"%.1f\" y=\"%.0f\">%s</text>\n", lx, 46 + dy, color, lx + 15,
+			54 + dy, label);
 		lx += 15 + 7.0 * strlen(label) + 14;
 	}
 	fprintf(f, "</g>\n");
+	if (tl->damaged)
+		draw_damage(&p, tl);
 	/* paused ranges under everything */
 	for (size_t i = 0; i < tl->npaused; i++) {
 		double xa = xpos(&p, tl, tl->paused[i].from_ns), xb = xpos(&p, tl, tl->paused[i].to_ns);

@@ -59,17 +59,23 @@ struct ht_timeline *ht_timeline__new(const struct ht_timeline_opts *o);
  * too: they make the live set). */
 void ht_timeline__event(struct ht_timeline *tl, const struct ht_event *ev,
 			const struct ht_blockop *op);
-/* After the last event: takes the RSS samples, fills the bins to the end. */
+/* After the last event: takes the RSS samples, fills the bins to the end,
+ * and, for a trace the reader found cut or damaged (ht_reader__damage),
+ * notes where its events stop: the bins past them are not shown as data
+ * (empty in the CSV, null in the JSON, shaded "not read" in the SVG). */
 void ht_timeline__finish(struct ht_timeline *tl, struct ht_reader *r);
 /* A self-contained <svg> element (no XML prolog: it also goes inline in
  * HTML): axes with units, legend, tooltips (<title>), markers, paused
  * ranges.  Returns 0, or -1 if f reported a write error. */
 int ht_timeline__svg(const struct ht_timeline *tl, FILE *f, unsigned width, unsigned height);
-/* A header row, then one row per bin. */
+/* A header row, then one row per bin; the marks cell holds the bin's
+ * labels as a JSON array. */
 int ht_timeline__csv(const struct ht_timeline *tl, FILE *f);
 /* The timeline as one JSON object (under key, or at the top if NULL). */
 void ht_timeline__json(const struct ht_timeline *tl, struct ht_json *j, const char *key);
-/* The peak of live requested bytes (= stats' peak_live_bytes) and when. */
+/* The peak of live requested bytes in the range and when: with --from, the
+ * level carried in counts, at from_ns; over the whole trace, stats'
+ * peak_live_bytes. */
 uint64_t ht_timeline__peak(const struct ht_timeline *tl, uint64_t *time_ns);
 void ht_timeline__delete(struct ht_timeline *tl);
 

@@ -36,7 +36,9 @@ static const char usage_text[] =
 	"bytes in glibc-mmapped chunks and in the program's own mappings, and the\n"
 	"allocation rate, in time bins that keep each series' min, max and last\n"
 	"value; heaptrail_mark() markers as labelled lines, paused recording\n"
-	"shaded.  An SVG plot by default (TRACE-timeline.svg), or CSV or JSON.\n"
+	"shaded, and the time after the events read of a cut or damaged trace.\n"
+	"An SVG plot by default (TRACE-timeline.svg), or CSV or JSON.  With\n"
+	"--from/--to, the peak is the range's.\n"
 	"\fEXAMPLES\n"
 	"  heaptrail timeline -o heap.svg app.ht\n"
 	"  heaptrail timeline --csv -o heap.csv --bins 200 app.ht\n"
@@ -62,7 +64,7 @@ int cmd_timeline(int argc, char **argv)
 	const struct ht_option opts[] = {
 		{'o', "output", HT_OPT_STRING, &cfg.out, "FILE", "write here; - = standard output (TRACE-timeline.svg/.csv/.json)"},
 		{0, "csv", HT_OPT_FLAG, &cfg.csv, NULL, "CSV: a header, then one row per bin"},
-		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "JSON: the bins, markers, paused ranges, the peak"},
+		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "JSON: the bins, markers, paused ranges, the peak, whether complete"},
 		{0, "bins", HT_OPT_U64, &cfg.bins, "N", "time bins (1000), 1..1000000"},
 		{0, "from", HT_OPT_STRING, &from_s, "TIME", "from this time since the start (0)"},
 		{0, "to", HT_OPT_STRING, &to_s, "TIME", "up to this time (the end)"},
@@ -183,9 +185,10 @@ int cmd_timeline(int argc, char **argv)
 		uint64_t peak_ns;
 		char b1[32], b2[32];
 		uint64_t peak = ht_timeline__peak(tl, &peak_ns);
-		fprintf(stderr, "heaptrail: wrote %s: %llu time bins; the live heap peaked at %s at %s\n",
+		fprintf(stderr,
+			"heaptrail: wrote %s: %llu time bins; the live heap peaked at %s at %s%s\n",
 			out, (unsigned long long)cfg.bins, ht_fmt_bytes(b1, peak),
-			ht_fmt_ns(b2, peak_ns));
+			ht_fmt_ns(b2, peak_ns), from_s || to_s ? " in the range" : "");
 	}
 	ret = read_ret;
 cleanup:

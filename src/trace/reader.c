@@ -531,6 +531,7 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 	r->base_ts = r->hdr.start_ts;
 	if (!serial)
 		ht_rd__par_start(r);
+	r->file_err = r->err[0] != 0; /* (no stream has had its turn yet) */
 	for (size_t i = 0; i < r->nstreams; i++) {
 		struct stream *s = &r->streams[i];
 		if (stream_advance(r, s)) {
@@ -540,6 +541,7 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 			if (r->nstreams > 64 && !r->follow && !s->ev->str && !s->has_split)
 				ht_rd__park(s);
 		} else {
+			ht_rd__stream_ended(r, s, 0, 0);
 			s->out = s->exhausted && r->follow;
 		}
 	}
@@ -702,6 +704,8 @@ int ht_reader__poll(struct ht_reader *r)
 	if (fstat(r->fd, &st) == 0)
 		r->info.file_size = (uint64_t)st.st_size;
 	scan_chunks_from(r, follow_chunk);
+	if (r->err[0] && !r->cut_tid)
+		r->file_err = 1;
 	for (size_t i = 0; i < r->nstreams; i++) {
 		struct stream *s = &r->streams[i];
 		if (s->next_chunk) {
@@ -840,6 +844,24 @@ const struct ht_trace_info *ht_reader__info(const struct ht_reader *r)
 const char *ht_reader__error(const struct ht_reader *r)
 {
 	return r->err[0] ? r->err : NULL;
+}
+
+int ht_reader__damage(const struct ht_reader *r, struct ht_damage *d)
+{
+	memset(d, 0, sizeof(*d));
+	if (!r->err[0])
+		return 0;
+	d->last_ns = r->last_out_ns;
+	d->exact_to_ns = d->last_ns;
+	if (!r->cut_tid)
+		return 1;
+	d->tid = r->cut_tid;
+	d->thread_read = r->cut_read;
+	d->thread_ns = r->cut_read ? ht_reader__ts_to_ns(r, r->cut_ts) : 0;
+	d->read_on = !r->cut_read ? r->last_out_ts != 0 : r->last_out_ts > r->cut_ts;
+	if (d->read_on)
+		d->exact_to_ns = d->thread_ns;
+	return 1;
 }
 
 const char *ht_reader__warning(const struct ht_reader *r)

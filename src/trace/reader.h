@@ -260,6 +260,25 @@ const char *ht_reader__error(const struct ht_reader *r);
 /* Warnings that do not stop reading (not closed cleanly, ...), or NULL. */
 const char *ht_reader__warning(const struct ht_reader *r);
 
+/* Where the events of a trace with an error stop.  The first error ends
+ * every thread's events at once when it is the file's (cut short, a bad
+ * chunk header: no chunk after it is found), but only one thread's when
+ * it is in that thread's chunk (it does not decompress or decode): the
+ * other threads are read on, to their end, and what they did after it is
+ * delivered without what that thread did (its frees, its allocations). */
+struct ht_damage {
+	uint32_t tid;         /* the thread whose stream the error ended; 0: the file's
+			       * error (or one met following a trace) */
+	int thread_read;      /* some of tid's events were delivered before it */
+	uint64_t thread_ns;   /* the last of them, ns since the start */
+	int read_on;          /* events of other threads later than that were delivered */
+	uint64_t last_ns;     /* the last event delivered, of any thread */
+	uint64_t exact_to_ns; /* every thread's events are in up to this time: thread_ns
+			       * when read_on (0 if none of tid's was read), else last_ns */
+};
+/* As far as the trace was read: 1 and *d if it had an error, 0 if not. */
+int ht_reader__damage(const struct ht_reader *r, struct ht_damage *d);
+
 void ht_reader__order(const struct ht_reader *r, struct ht_order_info *o);
 
 /* A caller that keeps every live block of its own, in the reader's order

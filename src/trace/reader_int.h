@@ -166,6 +166,12 @@ struct ht_reader {
 	struct ht_par *par;        /* the decoding threads, NULL: decoded here (reader_par.c) */
 	char err[512];             /* first error, "" if none */
 	char warn[512];            /* first warning, "" if none */
+	int file_err;              /* err was set finding the chunks (a cut file, a bad chunk
+				    * header): every thread's events stop there */
+	uint32_t cut_tid;          /* else the thread whose stream err ended (the others are
+				    * read on), 0 none (ht_reader__damage) */
+	int cut_read;              /* some of its events were delivered, */
+	uint64_t cut_ts;           /* the last of them at this timestamp */
 };
 
 /* ---- reader.c ------------------------------------------------------------ */
@@ -288,5 +294,10 @@ HOT int stream_advance(struct ht_reader *r, struct stream *s)
 void ht_rd__heap_down(struct ht_reader *r, size_t i);
 /* Releases a stream's buffers until its turn comes (many threads). */
 void ht_rd__park(struct stream *s);
+/* Stream s has no next event: if an error of its own ended it (not its
+ * chunks running out, not the file's error), notes it as the thread cut
+ * short, its last event delivered at ts (delivered: some were). */
+void ht_rd__stream_ended(struct ht_reader *r, const struct stream *s, int delivered,
+			 uint64_t ts);
 
 #endif

@@ -68,6 +68,19 @@ void ht_rd__park(struct stream *s)
 	s->pos = s->end = NULL;
 }
 
+void ht_rd__stream_ended(struct ht_reader *r, const struct stream *s, int delivered,
+			 uint64_t ts)
+{
+	/* An error is said when the stream it ends gets its turn, after the
+	 * events before it: the stream that leaves with it, not exhausted,
+	 * is the one cut short (the file's errors come before any turn). */
+	if (s->exhausted || !r->err[0] || r->file_err || r->cut_tid)
+		return;
+	r->cut_tid = s->tid;
+	r->cut_read = delivered;
+	r->cut_ts = ts;
+}
+
 static int unpark_advance(struct ht_reader *r, struct stream *s)
 {
 	uint64_t want = s->ev->seq + 1;
@@ -466,6 +479,7 @@ static __attribute__((noinline)) const struct ht_event *next_event_general(struc
 	}
 	ev->time_ns = r->last_out_ns;
 	if (!(s->parked ? unpark_advance(r, s) : stream_advance(r, s))) {
+		ht_rd__stream_ended(r, s, 1, r->last_out_ts);
 		r->heap[0] = r->heap[--r->nheap];
 		r->run = NULL;
 		s->out = r->follow && s->exhausted;

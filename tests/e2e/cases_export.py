@@ -358,6 +358,82 @@ def test_export_massif(t):
     ms_print(t, o4)
 
 
+HEAP_CALLS = ("malloc", "free", "calloc", "realloc", "reallocarray", "memalign",
+              "posix_memalign", "aligned_alloc", "valloc", "pvalloc")
+
+
+@case(timeout=120, labels=("analyzers",))
+def test_export_massif_time_calls(t):
+    """--time-unit i counts heap calls, as docs/export.md says: the last
+    snapshot's time is the malloc family's and free's calls (stats'), not
+    the trace's events (expo's marks, thread starts and names, mmaps and
+    heap_breaks are events too), and the peak snapshot's time is the calls
+    made up to the peak."""
+    trace = record_expo(t, "expo", ())
+    s = t.stats(trace)
+    calls = sum(s["calls"][k] for k in HEAP_CALLS)
+    check(s["events"] > calls, "expo: %d events, %d heap calls" % (s["events"], calls))
+    out, _ = export(t, "massif", trace, "--time-unit", "i")
+    with open(out) as f:
+        raw = f.read()
+    snaps = re.findall(r"^time=(\d+)\n(?:.*\n){3}heap_tree=(\w+)$", raw, re.M)
+    eq(int(snaps[-1][0]), calls, "the last snapshot's time (heap calls; %d events)" % s["events"])
+    # the peak's call: one of those dated at the peak's time (calls without
+    # a timestamp of their own share their thread's last one)
+    r = t.tool(["dump", "--json", trace])
+    made, at_peak = 0, []
+    for line in r.stdout.splitlines():
+        e = json.loads(line)
+        if e["kind"] in HEAP_CALLS:
+            made += 1
+            if e["time_ns"] == s["peak_time_ns"]:
+                at_peak.append(made)
+    peak = [int(x) for x, tree in snaps if tree == "peak"]
+    check(len(peak) == 1 and peak[0] in at_peak,
+          "the peak snapshot's time %s, not one of the calls at the peak %s" % (peak, at_peak))
+    check("(i: heap calls, not instructions)" in raw.splitlines()[0], "desc: " + raw[:200])
+
+
+@case(timeout=120, labels=("analyzers",))
+def test_export_csv_strings_utf8(t):
+    """A label with bytes that are not UTF-8 (0xff 0xfe, then a valid 'é')
+    and one with a comma, a ';' and a quote: the CSV is valid UTF-8 (the
+    bytes were copied as they were), each invalid byte as its Latin-1
+    character as in dump --json, and the labels read back as dump's."""
+    gcc = shutil.which("gcc")
+    if not gcc:
+        skip("gcc is not installed")
+    src, exe = t.path("marks.c"), t.path("marks")
+    with open(src, "w") as f:
+        f.write(r"""
+#include <stdlib.h>
+#include "heaptrail.h"
+int main(void)
+{
+	HEAPTRAIL_MARK("bad\xff\xfe \xc3\xa9");
+	void *volatile p = malloc(100);
+	HEAPTRAIL_MARK("a,b;c\"d");
+	free(p);
+	return 0;
+}
+""")
+    inc = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include")
+    t.run([gcc, "-O0", "-I", inc, "-o", exe, src], check_rc=0)
+    trace = t.path("marks.ht")
+    t.run([t.heaptrail, "record", "-q", "-o", trace, "--", exe], check_rc=0)
+    r = t.tool(["export", "--format", "csv", trace])
+    eq(r.rc, 0, "export csv:\n" + r.describe())
+    try:
+        text = r.out.decode("utf-8")
+    except UnicodeDecodeError as e:
+        fail("the CSV is not UTF-8: %s" % e)
+    marks = [row["string"] for row in csv.DictReader(io.StringIO(text)) if row["kind"] == "mark"]
+    eq(marks, ["bad\u00ff\u00fe \u00e9", 'a,b;c"d'], "the labels")
+    d = t.tool(["dump", "--json", trace])
+    eq([json.loads(x)["label"] for x in d.stdout.splitlines() if '"mark"' in x], marks,
+       "dump --json's labels")
+
+
 @case(timeout=120, labels=("analyzers",))
 def test_export_csv(t):
     """CSV of expo: one row per event (stats' events), the header, and

@@ -3,12 +3,13 @@ truncated and corrupted traces, and usage errors.  Data errors exit 1 with
 one line naming the file (and for a trace, the offset); usage errors exit 2;
 nothing crashes."""
 
+import json
 import os
 import random
 import re
 
 import htformat
-from htlib import Failure, case, check, eq, expect_calls
+from htlib import Failure, case, check, eq, expect_calls, skip, which
 
 HEADER_SIZE = htformat.HEADER.size
 CHUNK_SIZE = htformat.CHUNK.size
@@ -216,3 +217,127 @@ def test_reader_regressions(t):
     eq(s["events"], 0, "chunk without its start: events")
     check("skipped" in s["_run"].stderr and "offset" in s["_run"].stderr,
           "chunk without its start: no warning that says so:\n" + s["_run"].stderr)
+
+
+# Two threads (with "two"; else the main thread alone) each allocating 200
+# blocks of 10000 bytes one a millisecond, then freeing them one a
+# millisecond: recorded with a short flush interval, each thread's events
+# span many chunks, and both threads run to the end.
+RAMPS_SRC = r"""
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+#define N 200
+static void *ramp(void *arg)
+{
+	struct timespec ms = {0, 1000000};
+	void *b[N];
+	for (int i = 0; i < N; i++) {
+		if (!(b[i] = malloc(10000)))
+			abort();
+		nanosleep(&ms, NULL);
+	}
+	for (int i = 0; i < N; i++) {
+		free(b[i]);
+		nanosleep(&ms, NULL);
+	}
+	return arg;
+}
+int main(int argc, char **argv)
+{
+	pthread_t t;
+	int two = argc > 1;
+	(void)argv;
+	if (two && pthread_create(&t, NULL, ramp, NULL))
+		return 1;
+	ramp(NULL);
+	if (two)
+		pthread_join(t, NULL);
+	return 0;
+}
+"""
+
+
+def fmt_ns(ns):
+    """As heaptrail prints a time (src/common/util.c, ht_fmt_ns)."""
+    for unit, div in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if ns >= div:
+            return "%.3f %s" % (ns / div, unit)
+    return "%d ns" % ns
+
+
+def damaged_ramps(t, name, args):
+    """A trace of the ramps program with one compressed chunk damaged in
+    its middle: a chunk a third of the way through its thread's chunks.
+    Returns (path, the damaged chunk's thread)."""
+    gcc = which("gcc")
+    if not gcc:
+        skip("gcc is not installed")
+    src, exe = t.path("ramps.c"), t.path("ramps")
+    if not os.path.exists(exe):
+        with open(src, "w") as f:
+            f.write(RAMPS_SRC)
+        t.run([gcc, "-O0", "-fno-builtin", "-pthread", "-o", exe, src], check_rc=0)
+    out = t.path(name + ".ht")
+    t.run([t.heaptrail, "record", "-q", "--flush-interval", "20ms", "-o", out, "--", exe]
+          + list(args), check_rc=0)
+    data, chunks = chunk_offsets(out)
+    by_tid = {}
+    for off, h in chunks:
+        if h[1] == htformat.CHUNK_EVENTS and h[2] & 2:  # (HT_CHUNK_F_ZSTD)
+            by_tid.setdefault(h[3], []).append((off, h))
+    tid, mine = max(by_tid.items(), key=lambda kv: len(kv[1]))
+    check(len(mine) >= 6, "thread %d has only %d compressed chunks" % (tid, len(mine)))
+    off, h = mine[len(mine) // 3]
+    b = bytearray(data)
+    pos = off + CHUNK_SIZE + h[5] // 2
+    for i in range(pos, pos + 16):
+        b[i] ^= 0xff
+    bad = t.path(name + "-bad.ht")
+    with open(bad, "wb") as f:
+        f.write(b)
+    return bad, tid
+
+
+@case(timeout=120, labels=("analyzers",))
+def test_corrupt_chunk_one_thread(t):
+    """One thread's chunk damaged in a two-thread trace: the reader ends
+    that thread's stream there and reads the other thread on to its end
+    (docs/FORMAT.md); the error line said "(results above cover the
+    events before it)", false then (the figures after it lack that
+    thread's frees), and with -q it was the only line.  Now it names the
+    thread, the time of its last event read and how far the other thread
+    was read, with and without -q, -j 1 and -j 2; timeline's JSON says the
+    same.  A single-thread trace keeps the old words, true there."""
+    bad, tid = damaged_ramps(t, "two", ["two"])
+    r = t.tool(["dump", "--json", bad])
+    eq(r.rc, 1, "dump of the damaged trace:\n" + r.describe())
+    evs = [json.loads(l) for l in r.stdout.splitlines() if l.strip()]
+    last_t = max(e["time_ns"] for e in evs if e["tid"] == tid)
+    later = [e for e in evs if e["tid"] != tid and e["time_ns"] > last_t]
+    check(len(later) > 100, "%d events of the other thread after the damage" % len(later))
+    last = evs[-1]["time_ns"]
+    want = ("(thread %d's events after %s are missing; the other threads were read on to %s, "
+            "so the results from %s on, peaks, leaks and live bytes, may be wrong)"
+            % (tid, fmt_ns(last_t), fmt_ns(last), fmt_ns(last_t)))
+    for args in (["stats"], ["stats", "-q"], ["stats", "-q", "-j", "2"], ["leaks", "-q"]):
+        r = t.tool(args + [bad])
+        eq(r.rc, 1, "%s: exit status" % args)
+        lines = error_lines(r, bad)
+        eq(len(lines), 1, "%s: error lines:\n%s" % (args, r.stderr))
+        check(lines[0].endswith("the trace is corrupt here " + want),
+              "%s: the error line says\n%s\nnot\n... %s" % (args, lines[0], want))
+        if "-q" in args:
+            eq(len(r.heaptrail_lines()), 1, "%s: lines on stderr:\n%s" % (args, r.stderr))
+    r = t.tool(["timeline", "--json", "-q", "--bins", "20", "-o", "-", bad])
+    eq(r.rc, 1, "timeline of the damaged trace")
+    j = json.loads(r.stdout)
+    eq((j.get("complete"), j.get("missing_thread"), j.get("exact_to_ns"), j.get("bins_read")),
+       (False, tid, last_t, 20), "timeline: complete, missing_thread, exact_to_ns, bins_read")
+    # one thread: nothing is read past the damage, the old words hold
+    bad1, _ = damaged_ramps(t, "one", [])
+    r = t.tool(["stats", "-q", bad1])
+    lines = error_lines(r, bad1)
+    eq(len(lines), 1, "one thread: error lines:\n" + r.stderr)
+    check(lines[0].endswith("(results above cover the events before it)"),
+          "one thread: the error line: " + lines[0])

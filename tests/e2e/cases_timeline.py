@@ -1,7 +1,9 @@
 """timeline and events on tests/progs/phases.c: known phases and markers,
 an 8 MiB glibc-mmapped block held while RSS is sampled, a malloc that
 moves the break from a known line (BRK:grow), and the program's own
-mmap/mremap/munmap, sbrk/brk and SysV shm calls with exact arguments."""
+mmap/mremap/munmap, sbrk/brk and SysV shm calls with exact arguments;
+and, on programs compiled here, a heap of a known shape (ranges, a cut
+trace) and marks with labels a CSV misreads."""
 
 import csv
 import io
@@ -12,7 +14,8 @@ import subprocess
 import time
 import xml.etree.ElementTree as ET
 
-from htlib import case, check, eq, fail
+import htformat
+from htlib import case, check, eq, fail, skip, which
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGS_SRC = os.path.join(HERE, "..", "progs")
@@ -186,7 +189,7 @@ def test_timeline_values(t):
     eq(max(int(x["live_bytes_max"]) for x in rows), s["peak_live_bytes"], "CSV peak")
     eq(max(int(x["mmapped_chunk_bytes_max"]) for x in rows), BIG, "CSV mmapped chunks")
     eq(sum(int(x["alloc_bytes"]) for x in rows), s["bytes_allocated"], "CSV allocated bytes")
-    labels = [l for x in rows if x["marks"] for l in x["marks"].split(";")]
+    labels = [l for x in rows if x["marks"] for l in json.loads(x["marks"])]
     eq(labels, MARKS, "CSV markers")
     check(any(x["rss_bytes"] for x in rows), "CSV: no RSS")
 
@@ -361,3 +364,237 @@ def test_events_columns(t):
     r = t.tool(["events", "--kind", "heap_break", "--stacks", out])
     check(re.search(r"heap_break .*by malloc.*\n\s+grow_heap phases\.c:%d" % line_of("BRK:grow"),
                     r.stdout), "text brkstack:\n" + r.stdout)
+
+
+# A heap with a known shape for the range and damage cases: 200 blocks of
+# 10000 bytes allocated one a millisecond (live 0 -> 2,000,000 bytes), then
+# freed one a millisecond in the same order (-> 0); no other heap call.
+RAMP_SRC = r"""
+#include <stdlib.h>
+#include <time.h>
+#define N 200
+static void nap(void)
+{
+	struct timespec ts = {0, 1000000};
+	nanosleep(&ts, NULL);
+}
+int main(void)
+{
+	void *b[N];
+	for (int i = 0; i < N; i++) {
+		if (!(b[i] = malloc(10000)))
+			return 1;
+		nap();
+	}
+	for (int i = 0; i < N; i++) {
+		free(b[i]);
+		nap();
+	}
+	return 0;
+}
+"""
+
+# Marks whose labels hold what a CSV cell or a ';'-joined list would
+# misread: a comma, a ';' and a quote, an empty label, bytes that are not
+# UTF-8 (0xff 0xfe) before a valid 'é'.
+MARKS_SRC = r"""
+#include <stdlib.h>
+#include "heaptrail.h"
+int main(void)
+{
+	HEAPTRAIL_MARK("a,b;c\"d");
+	void *volatile p = malloc(1000);
+	HEAPTRAIL_MARK("");
+	HEAPTRAIL_MARK("x;y");
+	HEAPTRAIL_MARK("bad\xff\xfe \xc3\xa9");
+	free(p);
+	return 0;
+}
+"""
+ODD_LABELS = ['a,b;c"d', "", "x;y", "bad\u00ff\u00fe \u00e9"]
+
+
+def compile_c(t, name, src):
+    gcc = which("gcc")
+    if not gcc:
+        skip("gcc is not installed")
+    c, exe = t.path(name + ".c"), t.path(name)
+    with open(c, "w") as f:
+        f.write(src)
+    t.run([gcc, "-O0", "-fno-builtin", "-I", os.path.join(HERE, "..", "..", "include"),
+           "-o", exe, c], check_rc=0)
+    return exe
+
+
+def record_ramp(t, name="ramp"):
+    out = t.path(name + ".ht")
+    t.run([t.heaptrail, "record", "-q", "--flush-interval", "20ms", "-o", out, "--",
+           compile_c(t, "ramp", RAMP_SRC)], check_rc=0)
+    return out
+
+
+def dump_json(t, path, rc=0):
+    r = t.tool(["dump", "--json", path])
+    eq(r.rc, rc, "dump --json:\n" + r.describe())
+    return [json.loads(l) for l in r.stdout.splitlines() if l.strip()]
+
+
+def fmt_ns(ns):
+    """As heaptrail prints a time (src/common/util.c, ht_fmt_ns)."""
+    for unit, div in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if ns >= div:
+            return "%.3f %s" % (ns / div, unit)
+    return "%d ns" % ns
+
+
+def kib(text, n):
+    """Whether text is n bytes as heaptrail prints them in KiB ("976.6 KiB")."""
+    m = re.match(r"^(\d+\.\d) KiB$", text)
+    return bool(m) and abs(float(m.group(1)) - n / 1024) <= 0.051
+
+
+@case(timeout=120, labels=("analyzers",))
+def test_timeline_cut_trace_not_read(t):
+    """A closed trace cut inside a chunk of its freeing phase (head -c):
+    the bins past the last event read carry nothing (they drew the last
+    live value as a plateau up to the header's end, and nothing said so):
+    the JSON says complete false, read_to_ns = the last event read (dump's),
+    bins_read, null series and allocation counts past it; the bins read
+    hold the live bytes the events read make; the CSV leaves those cells
+    empty; the SVG has the note under its title and the range shaded
+    'not read'."""
+    out = record_ramp(t)
+    tl = timeline_json(t, out, "--bins", "100")
+    with open(out, "rb") as f:
+        data = f.read()
+    tr = htformat.Trace(out)
+    chunks = htformat.chunk_headers(data, tr.sections[htformat.SEC_CHUNKS][0])
+    events = [c for c in chunks if c[1][1] == htformat.CHUNK_EVENTS]
+    check(len(events) >= 8, "the trace has only %d event chunks" % len(events))
+    off, h = events[len(events) * 3 // 4]  # (the freeing phase)
+    cut = t.path("cut.ht")
+    with open(cut, "wb") as f:
+        f.write(data[:off + htformat.CHUNK.size + h[5] // 2])
+    evs = dump_json(t, cut, rc=1)
+    last = evs[-1]["time_ns"]
+    sizes = {}
+    for e in evs:
+        if e["kind"] == "malloc":
+            sizes[e["ptr"]] = e["size"]
+        elif e["kind"] == "free":
+            sizes.pop(e["ptr"], None)
+    live = sum(sizes.values())
+    check(0 < live < 2000000, "the cut is not in the freeing phase: %d bytes live" % live)
+    r = t.tool(["timeline", "--json", "-o", "-", "--bins", "100", cut])
+    eq(r.rc, 1, "timeline of a cut trace:\n" + r.describe())
+    c = json.loads(r.stdout)
+    eq(c["to_ns"], tl["to_ns"], "the range (the header's end)")
+    read = [b for b in c["bins"] if b["start_ns"] <= last]
+    check(len(read) < 100, "the cut leaves %d of 100 bins" % len(read))
+    eq(read[-1]["live_bytes"]["last"], live, "live bytes where the events read stop")
+    past = c["bins"][len(read):]
+    eq(["%d: %s" % (b["start_ns"], b["live_bytes"]) for b in past
+        if b["live_bytes"] is not None or b["alloc_calls"] is not None], [],
+       "bins past the events read (at %d ns) with values (carried on: a plateau never drawn)"
+       % last)
+    eq((c.get("complete"), c.get("read_to_ns"), c.get("exact_to_ns"), c.get("missing_thread"),
+        c.get("bins_read")), (False, last, last, None, len(read)),
+       "complete, read_to_ns, exact_to_ns, missing_thread, bins_read")
+    check("truncated" in (c.get("error") or ""), "error: %r" % c.get("error"))
+    r = t.tool(["timeline", "--csv", "-o", "-", "--bins", "100", cut])
+    eq(r.rc, 1, "timeline --csv of a cut trace")
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    eq(int(rows[len(read) - 1]["live_bytes"]), live, "CSV: the last bin read")
+    eq([x["bin"] for x in rows[len(read):] if x["live_bytes"] or x["alloc_calls"]], [],
+       "CSV: bins past the events read with values")
+    svg = t.path("cut.svg")
+    r = t.tool(["timeline", "--bins", "100", "-o", svg, cut])
+    eq(r.rc, 1, "timeline (SVG) of a cut trace")
+    root = ET.parse(svg).getroot()
+    ns = "{http://www.w3.org/2000/svg}"
+    note = [x.text or "" for x in root.iter(ns + "text") if x.get("id") == "damage"]
+    eq(note, ["incomplete: the trace is cut short or damaged, its events were read up to %s; "
+              "what came after is not known (shaded)" % fmt_ns(last)], "the note under the title")
+    shaded = [g for g in root.iter(ns + "g") if g.get("class") == "not-read"]
+    eq(len(shaded), 1, "ranges shaded as not read")
+    eq(shaded[0].find(ns + "title").text,
+       "after %s: not read (the trace is cut short or damaged)" % fmt_ns(last), "its title")
+    # the whole trace: nothing of the kind
+    r = t.tool(["timeline", "--bins", "100", "-o", t.path("whole.svg"), out])
+    eq(r.rc, 0, "timeline of the whole trace")
+    with open(t.path("whole.svg")) as f:
+        text = f.read()
+    check("not-read" not in text and "incomplete" not in text, "the whole trace said damaged")
+    eq((tl["complete"], tl["read_to_ns"], tl["bins_read"], tl["error"]),
+       (True, tl["to_ns"], 100, None), "the whole trace's JSON")
+
+
+@case(timeout=120, labels=("analyzers",))
+def test_timeline_range_peak(t):
+    """The peak of a range is the range's, with --from as with --to: from
+    just after the 100th free, the bytes still live then (1,000,000 or a
+    little less), carried in at --from (the whole trace's 2,000,000 bytes
+    at the 200th malloc lie before the plot; they were given); up to the
+    50th malloc, the bytes live then.  JSON, SVG and the line on stderr
+    agree."""
+    out = record_ramp(t)
+    evs = dump_json(t, out)
+    mallocs = [e["time_ns"] for e in evs if e["kind"] == "malloc"]
+    frees = [e["time_ns"] for e in evs if e["kind"] == "free"]
+    eq((len(mallocs), len(frees)), (200, 200), "the program's calls")
+    j = timeline_json(t, out)
+    eq((j["peak_live_bytes"], j["peak_time_ns"]), (2000000, mallocs[-1]), "the whole trace's peak")
+    # (calls without a timestamp of their own share their thread's last
+    # one: the live bytes at a time count every call dated up to it)
+    start = frees[99] + 1
+    carried = 10000 * (200 - sum(1 for x in frees if x < start))
+    check(carried <= 1000000, "%d bytes live at %d ns" % (carried, start))
+    w = timeline_json(t, out, "--from", "%dns" % start, "--bins", "50")
+    eq((w["peak_live_bytes"], w["peak_time_ns"]), (carried, start), "the peak from --from")
+    eq(series_max(w, "live_bytes"), carried, "the highest live bytes in the bins")
+    eq(w["peak_live_usable_bytes"], series_max(w, "live_usable_bytes"), "usable peak from --from")
+    end = mallocs[49]
+    u = timeline_json(t, out, "--to", "%dns" % end, "--bins", "50")
+    eq((u["peak_live_bytes"], u["peak_time_ns"]),
+       (10000 * sum(1 for x in mallocs if x <= end), end), "the peak up to --to")
+    svg = t.path("from.svg")
+    r = t.tool(["timeline", "--from", "%dns" % start, "-o", svg, out])
+    eq(r.rc, 0, "timeline --from:\n" + r.describe())
+    with open(svg) as f:
+        text = f.read()
+    m = re.search(r"peak of live requested bytes from ([^:<]*): ([^<]*) at ([^<]*)</text>", text)
+    check(m, "no peak line naming the range in the SVG")
+    eq(m.group(3), fmt_ns(start), "the SVG's peak time")
+    check(kib(m.group(2), carried), "the SVG's peak: %s" % m.group(2))
+    m = re.search(r"the live heap peaked at (.*) at (.*) in the range$", r.stderr.rstrip())
+    check(m and kib(m.group(1), carried) and m.group(2) == fmt_ns(start), "stderr: " + r.stderr)
+
+
+@case(timeout=120, labels=("analyzers",))
+def test_timeline_csv_marks_escaped(t):
+    """The CSV's marks cell holds the labels as a JSON array (they were
+    joined with ';' unescaped: 'a,b;c"d' read back as two labels, an empty
+    one was lost) and the file is valid UTF-8 (bytes that are not UTF-8
+    were copied as they were): every label reads back as the JSON's."""
+    exe = compile_c(t, "marks", MARKS_SRC)
+    out = t.path("marks.ht")
+    t.run([t.heaptrail, "record", "-q", "-o", out, "--", exe], check_rc=0)
+    j = timeline_json(t, out, "--bins", "1")
+    eq([m["label"] for m in j["marks"]], ODD_LABELS, "the JSON's labels")
+    r = t.tool(["timeline", "--csv", "--bins", "1", "-o", "-", out])
+    eq(r.rc, 0, "timeline --csv:\n" + r.describe())
+    try:
+        text = r.out.decode("utf-8")
+    except UnicodeDecodeError as e:
+        fail("the CSV is not UTF-8: %s" % e)
+    rows = list(csv.DictReader(io.StringIO(text)))
+    eq(len(rows), 1, "rows")
+    try:
+        labels = json.loads(rows[0]["marks"])
+    except ValueError as e:
+        fail("the marks cell is not a JSON array (%s): %r" % (e, rows[0]["marks"]))
+    eq(labels, ODD_LABELS, "the CSV's labels")
+    r = t.tool(["timeline", "--csv", "--bins", "2", "-o", "-",
+                "--from", "%dns" % (j["marks"][-1]["time_ns"] + 1), out])
+    rows = list(csv.DictReader(io.StringIO(r.out.decode("utf-8"))))
+    eq([x["marks"] for x in rows], ["", ""], "bins without marks: empty cells")
