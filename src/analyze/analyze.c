@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 
 #include "analyze/pass.h"
@@ -202,6 +203,8 @@ enum ht_trace_end ht_analyze__trace_end(const struct ht_reader *r)
 	const struct ht_trace_info *in = ht_reader__info(r);
 	if (ht_reader__error(r))
 		return HT_END_CUT;
+	if (in->signal)
+		return HT_END_SIGNAL;
 	if (in->being_written && !in->closed)
 		return HT_END_NOW;
 	/* (a program that ended by the exit_group system call did exit) */
@@ -220,9 +223,22 @@ const char *ht_analyze__end_not_freed(enum ht_trace_end e)
 	case HT_END_CUT:
 		return " by the trace's end (the trace is cut short or damaged: frees after it "
 		       "are not in it)";
+	case HT_END_SIGNAL:
+		return " by the trace's end (the program died of a signal it did not handle: "
+		       "not at exit)";
 	default:
 		return " at exit";
 	}
+}
+
+const char *ht_analyze__signal_name(int sig, char *buf)
+{
+	const char *abbrev = sig > 0 ? sigabbrev_np(sig) : NULL;
+	if (abbrev)
+		snprintf(buf, 16, "SIG%.12s", abbrev);
+	else
+		snprintf(buf, 16, "signal %d", sig);
+	return buf;
 }
 
 const char *ht_analyze__end_label(enum ht_trace_end e)

@@ -336,6 +336,11 @@ void ht_stats__json(const struct ht_stats *s, struct ht_json *j, const struct ht
 		ht_json__bool(j, "exit_syscall", in->exit_syscall);
 	ht_json__bool(j, "being_written", in->being_written && !in->closed);
 	ht_json__bool(j, "disk_full", in->disk_full);
+	char sig[16];
+	if (in->signal) /* (the fatal signal the program died of) */
+		ht_json__str(j, "killed_by", ht_analyze__signal_name(in->signal, sig));
+	else
+		ht_json__null(j, "killed_by");
 	ht_json__bool(j, "sampled", (in->flags & HT_FILE_F_SAMPLED) != 0);
 	ht_json__u64(j, "sample_bytes", in->sample_bytes);
 	ht_json__u64(j, "sample_every", in->sample_every);
@@ -451,13 +456,17 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_reader *r
 		    const char *path)
 {
 	const struct ht_trace_info *in = ht_reader__info(r);
-	char b1[32], b2[32], b3[32], b4[32];
+	char b1[32], b2[32], b3[32], b4[32], died[64] = "";
+	if (in->signal)
+		snprintf(died, sizeof(died), " (the program died of %s)",
+			 ht_analyze__signal_name(in->signal, b1));
 	fprintf(f, "trace      %s\ncommand    %s (pid %d)\n", path, in->cmdline, in->pid);
 	if (in->allocator)
 		fprintf(f, "allocator  %s (not glibc's: usable sizes are its own)\n", in->allocator);
 	fprintf(f, "duration   %s, %llu events, %zu thread%s%s\n", ht_fmt_ns(b1, in->duration_ns),
 	       (unsigned long long)s->events, s->nthreads, s->nthreads == 1 ? "" : "s",
-	       in->closed             ? ""
+	       in->signal             ? died
+	       : in->closed           ? ""
 	       : in->being_written    ? " (still being written: as of now)"
 	       : in->disk_full        ? " (recording stopped: a write failed)"
 				      : " (trace not closed cleanly)");
@@ -582,4 +591,272 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_reader *r
 	if (s->marks.dropped)
 		fprintf(f, "  (%llu later marks counted, not kept)\n",
 			(unsigned long long)s->marks.dropped);
+}
+
+/* ---- time slices (analyze/slices.c) ----------------------------------------- */
+
+/* A release of a block the slice did not hand out: a block of the slices
+ * before it, or not live at all (an unknown free), told when they are
+ * added.  ptr 0 stays unknown. */
+struct defer {
+	uint64_t ptr, time_ns;
+	uint32_t tid;
+	uint32_t thread;   /* the releasing thread's index in the slice's table */
+	uint8_t is_free;   /* a free() (a sampled block's weight counts as calls) */
+	uint8_t reused;    /* the slice handed ptr out before: if it was live from
+			    * before, the serial pass had replaced it there */
+};
+
+/* The highest live figures between two deferred releases (the live bytes
+ * the slice knows are off from the true ones by what the releases before
+ * them free, known only once the slices before are added).  Local values:
+ * what the slice's own events add, modulo 2^64. */
+struct seg {
+	uint64_t live_at, blocks_at, usable_at, time_at; /* at the first highest live bytes */
+	uint64_t max_blocks, max_usable;
+	int has; /* an allocation came in it */
+};
+
+struct ht_stats_slice {
+	struct ht_stats *s;     /* the slice's model: counts add; live figures are its own */
+	int first;              /* the first slice: its figures are the true ones */
+	struct defer *def;      /* in order */
+	size_t ndef, capdef;
+	struct seg *seg;        /* ndef + 1: before the first deferred release, ... */
+	size_t capseg;
+	uint64_t mm_max;        /* highest mm_live of the slice's own (int64_t), if mm_has */
+	int mm_has;
+	uint8_t *named;         /* per thread of s: its name was set in the slice */
+	size_t capnamed;
+};
+
+struct ht_stats_slice *ht_stats__slice_new(const struct ht_trace_info *in, int first)
+{
+	struct ht_stats_slice *sl = ht_xcalloc(1, sizeof(*sl));
+	struct ht_trace_info none = {0};
+	sl->s = ht_stats__new(first ? in : &none); /* (the break from the header: the first's) */
+	sl->first = first;
+	sl->capseg = 16;
+	sl->seg = ht_xcalloc(sl->capseg, sizeof(*sl->seg));
+	return sl;
+}
+
+void ht_stats__slice_delete(struct ht_stats_slice *sl)
+{
+	if (!sl)
+		return;
+	ht_stats__delete(sl->s);
+	free(sl->def);
+	free(sl->seg);
+	free(sl->named);
+	free(sl);
+}
+
+size_t ht_stats__slice_deferred(const struct ht_stats_slice *sl)
+{
+	return sl->ndef;
+}
+
+void ht_stats__slice_event(struct ht_stats_slice *sl, const struct ht_event *e,
+			   const struct ht_blockop *op, int reused)
+{
+	struct ht_stats *s = sl->s;
+	ht_stats__event(s, e, op);
+	if (op->releases && !op->released) {
+		if (sl->ndef == sl->capdef) {
+			sl->capdef = sl->capdef ? 2 * sl->capdef : 1024;
+			sl->def = ht_xrealloc(sl->def, sl->capdef * sizeof(*sl->def));
+		}
+		if (sl->ndef + 2 > sl->capseg) {
+			size_t cap = 2 * sl->capseg;
+			sl->seg = ht_xrealloc(sl->seg, cap * sizeof(*sl->seg));
+			memset(sl->seg + sl->capseg, 0, (cap - sl->capseg) * sizeof(*sl->seg));
+			sl->capseg = cap;
+		}
+		sl->def[sl->ndef++] = (struct defer){op->released_ptr, e->time_ns, e->tid, op->thread,
+						     e->kind == HT_EV_FREE, (uint8_t)reused};
+	}
+	if (op->acquired) { /* (after a deferred release the event made: the next segment's) */
+		struct seg *g = &sl->seg[sl->ndef];
+		if (!g->has || (int64_t)s->live_bytes > (int64_t)g->live_at) {
+			g->live_at = s->live_bytes;
+			g->blocks_at = s->live_blocks;
+			g->usable_at = s->live_usable;
+			g->time_at = e->time_ns;
+		}
+		if (!g->has || (int64_t)s->live_blocks > (int64_t)g->max_blocks)
+			g->max_blocks = s->live_blocks;
+		if (!g->has || (int64_t)s->live_usable > (int64_t)g->max_usable)
+			g->max_usable = s->live_usable;
+		g->has = 1;
+	}
+	switch (e->kind) {
+	case HT_EV_MMAP:
+	case HT_EV_MUNMAP:
+	case HT_EV_MREMAP:
+		if (e->part != HT_PART_RELEASE &&
+		    (!sl->mm_has || s->mm_live > (int64_t)sl->mm_max)) {
+			sl->mm_max = (uint64_t)s->mm_live;
+			sl->mm_has = 1;
+		}
+		break;
+	case HT_EV_THREAD_NAME: {
+		size_t ix = (size_t)(thread_of(s, op->thread, e->tid) - s->threads);
+		if (ix >= sl->capnamed) {
+			size_t cap = sl->capnamed ? sl->capnamed : 16;
+			while (cap <= ix)
+				cap *= 2;
+			sl->named = ht_xrealloc(sl->named, cap);
+			memset(sl->named + sl->capnamed, 0, cap - sl->capnamed);
+			sl->capnamed = cap;
+		}
+		sl->named[ix] = 1;
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+int ht_stats__slice_add(struct ht_stats *s, struct ht_livemap *carry, struct ht_stats_slice *sl,
+			const struct ht_livemap *live,
+			int (*handed_out)(void *ctx, uint64_t ptr), void *ctx,
+			uint64_t *released_live)
+{
+	struct ht_stats *k = sl->s;
+	/* the blocks of the slices before that its deferred releases free, in
+	 * order, and each segment's highest figures as they truly were */
+	uint64_t base_bytes = s->live_bytes, base_blocks = s->live_blocks,
+		 base_usable = s->live_usable;
+	uint64_t ub = 0, ubl = 0, uu = 0; /* freed so far of the blocks from before */
+	for (size_t j = 0; j <= sl->ndef; j++) {
+		const struct seg *g = &sl->seg[j];
+		if (g->has) {
+			uint64_t bytes = base_bytes + g->live_at - ub;
+			if (bytes > s->peak_bytes) {
+				s->peak_bytes = bytes;
+				s->peak_blocks = base_blocks + g->blocks_at - ubl;
+				s->peak_usable_at = base_usable + g->usable_at - uu;
+				s->peak_time = g->time_at;
+			}
+			uint64_t blocks = base_blocks + g->max_blocks - ubl;
+			if (blocks > s->max_blocks)
+				s->max_blocks = blocks;
+			uint64_t usable = base_usable + g->max_usable - uu;
+			if (usable > s->peak_usable)
+				s->peak_usable = usable;
+		}
+		if (j == sl->ndef)
+			break;
+		const struct defer *d = &sl->def[j];
+		struct ht_block b;
+		if (!d->ptr || !ht_livemap__del(carry, d->ptr, &b))
+			continue; /* unknown in the serial pass too */
+		if (d->reused)
+			return -1; /* handed out while live, then freed: not placed here */
+		/* what release() does with a block it knows, where the slice
+		 * counted an unknown free */
+		uint64_t w = b.weight;
+		k->unknown_frees--;
+		thread_of(k, d->thread, d->tid)->frees += w - 1;
+		if (d->is_free)
+			k->calls[HT_EV_FREE] += w - 1;
+		ub += b.size * w;
+		ubl += w;
+		uu += b.usable * w;
+		if (b.tid != d->tid)
+			k->cross_thread_frees += w;
+		uint64_t life = d->time_ns > b.time_ns ? d->time_ns - b.time_ns : 0;
+		k->life_hist[life_bucket(life)] += w;
+		(*released_live)++;
+	}
+	/* a block from before that the slice handed out again without
+	 * freeing it first: the serial pass replaced it there (an address
+	 * handed out while live), which the slices cannot place */
+	for (size_t i = 0; i < carry->cap; i++)
+		if (carry->slots[i].ptr && handed_out(ctx, carry->slots[i].ptr))
+			return -1;
+	for (size_t i = 0; i < live->cap; i++)
+		if (live->slots[i].ptr)
+			ht_livemap__put(carry, &live->slots[i]);
+	s->live_bytes = base_bytes + k->live_bytes - ub;
+	s->live_blocks = base_blocks + k->live_blocks - ubl;
+	s->live_usable = base_usable + k->live_usable - uu;
+	/* the program's own mappings: no block to resolve */
+	if (sl->mm_has) {
+		int64_t mm = s->mm_live + (int64_t)sl->mm_max;
+		if (mm > 0 && (uint64_t)mm > s->mm_peak)
+			s->mm_peak = (uint64_t)mm;
+	}
+	s->mm_live += k->mm_live;
+	/* counts add */
+	s->events += k->events;
+	s->ts_taken += k->ts_taken;
+	s->free_null += k->free_null;
+	s->bytes_allocated += k->bytes_allocated;
+	s->usable_allocated += k->usable_allocated;
+	for (int i = 0; i < HT_EV_NR; i++) {
+		s->calls[i] += k->calls[i];
+		s->failed[i] += k->failed[i];
+		s->bytes_by[i] += k->bytes_by[i];
+	}
+	s->cross_thread_frees += k->cross_thread_frees;
+	s->unknown_frees += k->unknown_frees;
+	s->inversions += k->inversions;
+	s->re_calls += k->re_calls;
+	s->re_moved += k->re_moved;
+	s->re_inplace += k->re_inplace;
+	s->re_as_malloc += k->re_as_malloc;
+	s->re_as_free += k->re_as_free;
+	s->re_failed += k->re_failed;
+	s->mm_calls += k->mm_calls;
+	s->mm_mapped += k->mm_mapped;
+	s->mm_unmapped += k->mm_unmapped;
+	s->mm_prot_none += k->mm_prot_none;
+	s->mmc_allocs += k->mmc_allocs;
+	s->mmc_bytes += k->mmc_bytes;
+	if (k->brk_events) {
+		if (!s->brk_events)
+			s->brk_initial = k->brk_initial;
+		s->brk_final = k->brk_final;
+		if (k->brk_max > s->brk_max)
+			s->brk_max = k->brk_max;
+		s->brk_events += k->brk_events;
+	}
+	for (int i = 0; i < HT_STATS_SIZE_BUCKETS; i++)
+		s->size_hist[i] += k->size_hist[i];
+	for (int i = 0; i < HT_STATS_LIFE_BUCKETS; i++)
+		s->life_hist[i] += k->life_hist[i];
+	s->thread_starts += k->thread_starts;
+	s->thread_exits += k->thread_exits;
+	s->forks += k->forks;
+	if (k->events && k->last_time > s->last_time)
+		s->last_time = k->last_time;
+	for (size_t i = 0; i < k->nthreads; i++) {
+		const struct ht_stats_thread *t = &k->threads[i];
+		struct ht_stats_thread *c = thread_of(s, (uint32_t)s->nthreads, t->tid); /* (new ones
+											   * in order) */
+		c->events += t->events;
+		c->allocations += t->allocations;
+		c->frees += t->frees;
+		c->bytes_allocated += t->bytes_allocated;
+		if (i < sl->capnamed && sl->named[i])
+			memcpy(c->name, t->name, sizeof(c->name));
+	}
+	for (size_t i = 0; i < k->marks.n; i++) {
+		struct ht_event m = {.kind = HT_EV_MARK,
+				     .time_ns = k->marks.v[i].time_ns,
+				     .tid = k->marks.v[i].tid,
+				     .str = k->marks.v[i].label};
+		ht_marks__add(&s->marks, &m);
+	}
+	s->marks.dropped += k->marks.dropped;
+	return 0;
+}
+
+struct ht_stats *ht_stats__slice_take(struct ht_stats_slice *sl)
+{
+	struct ht_stats *s = sl->s;
+	sl->s = NULL;
+	return s;
 }

@@ -77,4 +77,38 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_reader *r
 uint64_t ht_stats__duration(const struct ht_stats *s, const struct ht_trace_info *in);
 void ht_stats__delete(struct ht_stats *s);
 
+/* Time slices (analyze/slices.c): the trace read in parts, each from the
+ * pass of its own reader, added in time order.  A slice's model counts as
+ * stats does, but the blocks it releases that it did not hand out are
+ * unknown to it: it keeps those releases, and the highest live figures
+ * between two of them, for ht_stats__slice_add to tell once the slices
+ * before it are known. */
+struct ht_stats_slice;
+/* first: the slice that starts the trace (its figures are true as they
+ * are: ht_stats__slice_take gives them). */
+struct ht_stats_slice *ht_stats__slice_new(const struct ht_trace_info *in, int first);
+/* One event of the slice and what it did to the slice's pass; reused:
+ * the event releases an address (not live in the slice) that the slice
+ * handed out before. */
+void ht_stats__slice_event(struct ht_stats_slice *sl, const struct ht_event *e,
+			   const struct ht_blockop *op, int reused);
+/* Releases kept so far (to bound the memory of a slice). */
+size_t ht_stats__slice_deferred(const struct ht_stats_slice *sl);
+/* Adds the next slice sl to s, the model of the slices before it, whose
+ * blocks live at the end are carry; then carry holds those live at the
+ * end of sl too (live: the blocks live in sl's pass at its end).
+ * handed_out(ctx, ptr) says whether sl handed ptr out.  *released_live
+ * counts the releases sl did not know that a block of carry explains.
+ * Returns -1 if an address live from before was handed out again in sl
+ * before it was freed (in the trace's order: an address handed out while
+ * live), whose effect the slices cannot place: read serially then. */
+int ht_stats__slice_add(struct ht_stats *s, struct ht_livemap *carry, struct ht_stats_slice *sl,
+			const struct ht_livemap *live,
+			int (*handed_out)(void *ctx, uint64_t ptr), void *ctx,
+			uint64_t *released_live);
+/* The slice's model, which the caller then owns (the first slice's: the
+ * start of the combined one). */
+struct ht_stats *ht_stats__slice_take(struct ht_stats_slice *sl);
+void ht_stats__slice_delete(struct ht_stats_slice *sl);
+
 #endif

@@ -6,11 +6,13 @@
 
 #include "analyze/analyze.h"
 #include "analyze/pass.h"
+#include "analyze/slices.h"
 #include "analyze/stats.h"
 #include "cli/builtin.h"
 #include "common/json.h"
 #include "common/options.h"
 #include "common/util.h"
+#include "trace/reader_slice.h"
 
 struct stats_config {
 	int json;      /* --json */
@@ -23,7 +25,9 @@ int cmd_stats(int argc, char **argv)
 	const struct ht_option opts[] = {
 		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "print JSON (for scripts)"},
 		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no warning for traces not closed cleanly or not in exact order"},
-		HT_OPT_THREADS,
+		{'j', "threads", HT_OPT_NTHREADS, &ht_threads, "N",
+		 "read a long trace in N time slices at once, one thread each (HEAPTRAIL_THREADS; "
+		 "default and 0: one per CPU; 1: serially)"},
 		{0},
 	};
 	static const char usage_text[] =
@@ -32,7 +36,8 @@ int cmd_stats(int argc, char **argv)
 		"Summarizes a trace: calls and bytes per function, peak live heap and\n"
 		"when it happened, bytes still live at exit, size and lifetime\n"
 		"histograms, threads, cross-thread frees, reallocs, heap-break growth and\n"
-		"the program's own mmaps.\n"
+		"the program's own mmaps.  A long trace is read in time slices, one per\n"
+		"CPU, and added up: the same figures as read serially (-j 1).\n"
 		"\fEXAMPLES\n"
 		"  heaptrail stats app.ht\n"
 		"  heaptrail stats --json app.ht | jq .peak_live_bytes\n";
@@ -45,17 +50,32 @@ int cmd_stats(int argc, char **argv)
 		ht_error("%s; usage: heaptrail stats [--json] TRACE", nargs ? "one trace at a time" : "no trace given");
 		goto cleanup;
 	}
-	r = ht_analyze__open(argv[0]);
-	if (!r) {
-		ret = HT_EXIT_DATA;
-		goto cleanup;
+	/* with threads to spare, in time slices (analyze/slices.h), else (or
+	 * where the slices cannot give the serial reader's answer) serially */
+	static const struct ht_pauses no_pauses;
+	const struct ht_pauses *pauses = &no_pauses;
+	if (ht_reader__threads_given() ? ht_reader__threads_wanted() > 1 : ht_reader__cpus() > 1) {
+		char err[1024];
+		r = ht_reader__open_info(argv[0], err, sizeof(err));
+		if (r && !(s = ht_slices__stats(argv[0], r))) {
+			ht_reader__close(r);
+			r = NULL;
+		}
 	}
-	s = ht_stats__new(ht_reader__info(r));
-	pass = ht_pass__new();
-	ht_pass__check_order(pass, r);
-	const struct ht_event *e;
-	while ((e = ht_analyze__next_event(r)))
-		ht_stats__event(s, e, ht_pass__event(pass, e));
+	if (!s) {
+		r = ht_analyze__open(argv[0]);
+		if (!r) {
+			ret = HT_EXIT_DATA;
+			goto cleanup;
+		}
+		s = ht_stats__new(ht_reader__info(r));
+		pass = ht_pass__new();
+		ht_pass__check_order(pass, r);
+		const struct ht_event *e;
+		while ((e = ht_analyze__next_event(r)))
+			ht_stats__event(s, e, ht_pass__event(pass, e));
+		pauses = ht_pass__pauses(pass);
+	}
 	int complete = ht_reader__error(r) == NULL;
 	if (cfg.json) {
 		struct ht_json j;
@@ -66,7 +86,7 @@ int cmd_stats(int argc, char **argv)
 		ht_stats__text(s, stdout, r, argv[0]);
 	}
 	fflush(stdout);
-	ret = ht_analyze__finish_pass(r, argv[0], cfg.quiet, ht_pass__pauses(pass));
+	ret = ht_analyze__finish_pass(r, argv[0], cfg.quiet, pauses);
 cleanup:
 	ht_pass__delete(pass); /* (before its reader: pass.h) */
 	ht_reader__close(r);

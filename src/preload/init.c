@@ -388,7 +388,7 @@ static int set_fatal_handler(int sig, struct sigaction *old)
 static void on_fatal(int sig)
 {
 	int e = errno;
-	ht_writer__shutdown(1);
+	ht_writer__shutdown(sig > 0 ? sig : SIGTERM);
 	if (sig > 0 && sig < HT_NSIG)
 		atomic_store(&armed[sig], 0);
 	struct sigaction dfl;

@@ -474,8 +474,9 @@ static inline void ht_order__forget(uint64_t p)
 int ht_writer__start(void);
 /* Flushes everything committed so far; waits up to timeout_ms. */
 void ht_writer__sync(int timeout_ms);
-/* Final flush, index, header patch; recording stops for good. */
-void ht_writer__shutdown(int from_signal);
+/* Final flush, index, header patch; recording stops for good.  sig: the
+ * fatal signal the program dies of (in its handler), else 0. */
+void ht_writer__shutdown(int sig);
 /* In the child after fork: new file, new writer thread. */
 void ht_writer__after_fork_child(void);
 /* init.c: the recorder's state in a new process made from this one (fork's

@@ -1577,12 +1577,20 @@ static void close_proc_fd(void)
 	proc_fd = -1;
 }
 
-void ht_writer__shutdown(int from_signal)
+void ht_writer__shutdown(int sig)
 {
+	int from_signal = sig != 0;
 	if (ht_foreign_process() || !ws || w.closed)
 		return;
 	ht_tls.guard += HT_GUARD_OWN;
 	atomic_store(&ht_on, 0);
+	if (sig) {
+		/* the header the writer finalizes says what the program died of
+		 * (the state is shared with the writer process: set before the
+		 * request, the flag by an atomic or) */
+		w.hdr.signal = (uint32_t)sig;
+		__atomic_fetch_or(&w.hdr.flags, (uint64_t)HT_FILE_F_SIGNALED, __ATOMIC_SEQ_CST);
+	}
 	request(REQ_CLOSE, from_signal ? 2000 : 10000);
 	ht_writer__report_failure();
 	if (!from_signal && atomic_load(&w.running) == 0 && writer_thread) {

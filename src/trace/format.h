@@ -84,6 +84,12 @@ struct ht_section_ref {
 				      * not by a signal (record saw it), without exit()
 				      * or _exit(): the exit_group system call itself, as
 				      * Go's runtime does.  Nothing was lost */
+#define HT_FILE_F_SIGNALED 0x800 /* with CLOSED: the recorder closed the trace in its
+				  * handler of a fatal signal the program left to its
+				  * default action (the header's `signal`), and the
+				  * program died of it: a crash, an abort, a SIGTERM or
+				  * SIGINT.  What was live then was never freed, but not
+				  * "at exit" */
 
 struct ht_file_header {
 	char magic[8];            /* HT_MAGIC */
@@ -104,7 +110,8 @@ struct ht_file_header {
 	uint32_t sample_bytes;    /* mean bytes between samples, 0 = all */
 	uint64_t start_brk;       /* where the heap starts (kernel's start_brk) */
 	uint32_t sample_every;    /* HT_FILE_F_SAMPLE_EVERY: 1 in N allocations, else 0 */
-	uint32_t reserved0;       /* zero */
+	uint32_t signal;          /* HT_FILE_F_SIGNALED: the signal, else zero (reserved, zero,
+				   * before) */
 	uint64_t writer_cpu_ns;   /* CPU time of the writer process that wrote the file
 				   * (the recorder's helper, a child of the program),
 				   * 0 if not one or not known (format 5; zero before) */

@@ -173,6 +173,8 @@ struct ht_trace_info {
 	int orphaned;          /* closed by the writer process after the program died */
 	int exit_syscall;      /* orphaned, and the program exited with a status by the
 				* exit_group system call, not exit() (HT_FILE_F_EXIT_SYSCALL) */
+	int signal;            /* closed, and the program died of this signal, which it
+				* left to its default action (HT_FILE_F_SIGNALED), else 0 */
 	int being_written;     /* a recorder still writes it (its lock is held and the
 				* program runs): what was read is the trace as of now */
 	int disk_full;         /* recording stopped on a failed write (HT_FILE_F_DISK_FULL) */

@@ -172,6 +172,10 @@ struct ht_reader {
 				    * read on), 0 none (ht_reader__damage) */
 	int cut_read;              /* some of its events were delivered, */
 	uint64_t cut_ts;           /* the last of them at this timestamp */
+	uint64_t ts_raised;        /* events delivered with their timestamp raised to the last
+				    * one delivered (a held allocation, a thread whose times
+				    * went back): the merged order is not by time alone then
+				    * (reader_slice.h) */
 };
 
 /* ---- reader.c ------------------------------------------------------------ */

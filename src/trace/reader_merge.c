@@ -469,8 +469,10 @@ static __attribute__((noinline)) const struct ht_event *next_event_general(struc
 		memcpy(r->out_str, ev->str, strlen(ev->str) + 1);
 		ev->str = r->out_str;
 	}
-	if (ev->ts < r->last_out_ts)
+	if (ev->ts < r->last_out_ts) {
 		ev->ts = r->last_out_ts; /* a held allocation: after what it waited for */
+		r->ts_raised++;
+	}
 	if (ev->ts != r->last_out_ts) {
 		/* undated events repeat their thread's last timestamp: convert once
 		 * (last_out_ns starts as ts_to_ns of 0: 0) */
@@ -519,8 +521,10 @@ const struct ht_event *ht_reader__next_event(struct ht_reader *r)
 		struct ht_event *ev = s->ev;
 		if (s == r->run && ev != &s->split && s->bi + 1 < s->bn && !s->has_split &&
 		    !s->parked && !ev->str) {
-			if (ev->ts < r->last_out_ts)
+			if (ev->ts < r->last_out_ts) {
 				ev->ts = r->last_out_ts;
+				r->ts_raised++;
+			}
 			if (ev->ts != r->last_out_ts) {
 				r->last_out_ts = ev->ts;
 				r->last_out_ns = ht_reader__ts_to_ns(r, ev->ts);

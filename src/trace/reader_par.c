@@ -27,6 +27,7 @@
 #endif
 
 #include "reader_int.h"
+#include "reader_slice.h"
 
 /* Events a block holds about (it ends after the serial reader's batch
  * that reaches it): a handoff between threads per this many events keeps
@@ -143,7 +144,13 @@ struct ht_par {
  * reader on 100 M-event traces, slower on a real program's one-thread
  * trace, for 1.4-2x the CPU time (docs/FORMAT.md, "Reading with several
  * threads").  0 asks for one thread per CPU. */
-static unsigned thread_count(void)
+int ht_reader__threads_given(void)
+{
+	const char *e = getenv("HEAPTRAIL_THREADS");
+	return ht_threads >= 0 || (e && *e);
+}
+
+unsigned ht_reader__threads_wanted(void)
 {
 	int v = 1;
 	if (ht_threads >= 0) {
@@ -160,6 +167,11 @@ static unsigned thread_count(void)
 	}
 	if (v > 0)
 		return (unsigned)v;
+	return ht_reader__cpus();
+}
+
+unsigned ht_reader__cpus(void)
+{
 	/* the CPUs this process may use: `taskset -c 0` means one */
 	cpu_set_t set;
 	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
@@ -615,7 +627,7 @@ void ht_rd__par_start(struct ht_reader *r)
 {
 	if (r->follow || !r->nstreams || r->nstreams > HT_PAR_MAX_STREAMS)
 		return;
-	unsigned n = thread_count();
+	unsigned n = ht_reader__threads_wanted();
 	if (n < 2)
 		return;
 	/* the caller's thread merges and analyses; the others decode, and

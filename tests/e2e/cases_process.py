@@ -605,26 +605,41 @@ def test_dlopen(t):
 def test_crash_abort(t):
     out = t.path("abort.ht")
     t.record(out, [t.prog("crash"), "abort"], rc=128 + signal.SIGABRT)
-    crashed(t, out)
+    crashed(t, out, "SIGABRT")
 
 
 @case()
 def test_crash_segv(t):
     out = t.path("segv.ht")
     t.record(out, [t.prog("crash"), "segv"], rc=128 + signal.SIGSEGV)
-    crashed(t, out)
+    crashed(t, out, "SIGSEGV")
     # the same without record: the shell-visible status is the signal
     out2 = t.path("segv2.ht")
     r = t.traced(out2, [t.prog("crash"), "segv"], rc=-signal.SIGSEGV)
-    crashed(t, out2)
+    crashed(t, out2, "SIGSEGV")
     check(r.rc == -signal.SIGSEGV, "killed by SIGSEGV")
 
 
-def crashed(t, out):
+def crashed(t, out, killed_by=None):
+    """The trace of crash: its calls, and what the program died of (a
+    signal it left to its default action: the recorder's handler closed
+    the trace, HT_FILE_F_SIGNALED), said instead of "at exit"."""
     s = t.stats(out)
     expect_calls(s, {"malloc": 20, "free": 5})
     expect(s, complete=True, live_blocks_at_exit=15, live_bytes_at_exit=15 * 64,
            bytes_allocated=20 * 64)
+    eq(s["killed_by"], killed_by, "stats --json killed_by")
+    text = t.run([t.heaptrail, "stats", out], check_rc=0).stdout
+    leaks = t.run([t.heaptrail, "leaks", out], check_rc=0).stdout.splitlines()[0]
+    if killed_by:
+        check("1 thread (the program died of %s)" % killed_by in text,
+              "stats names the signal: %r" % text[:400])
+        check("live at the end  960 B in 15 blocks" in text, "stats' live line: %r" % text)
+        check("not freed by the trace's end (the program died of a signal it did not handle: "
+              "not at exit)" in leaks, "leaks' first line: %r" % leaks)
+    else:
+        check("live at exit     960 B in 15 blocks" in text, "stats' live line: %r" % text)
+        check("not freed at exit" in leaks, "leaks' first line: %r" % leaks)
 
 
 @case()

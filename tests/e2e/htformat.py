@@ -13,7 +13,7 @@ import struct
 import subprocess
 
 MAGIC = b"HEAPTRL\0"
-HEADER = struct.Struct("<8sIIQiiQQQQQQQQIIQ5Q16Q")  # (the 5Q: sample_every+reserved0, writer_cpu_ns, reserved[3])
+HEADER = struct.Struct("<8sIIQiiQQQQQQQQIIQ5Q16Q")  # (the 5Q: sample_every+signal, writer_cpu_ns, reserved[3])
 CHUNK = struct.Struct("<IHHIIIIQ")
 CHUNK_MAGIC = 0x4B435448
 CHUNK_EVENTS, CHUNK_CLOCK, CHUNK_INDEX = 1, 2, 3

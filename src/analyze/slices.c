@@ -1,0 +1,318 @@
+/* One trace read in time slices (slices.h). */
+#define _GNU_SOURCE
+#include "analyze/slices.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "analyze/analyze.h"
+#include "analyze/pass.h"
+#include "common/util.h"
+#include "trace/reader_slice.h"
+
+#define MAX_SLICES 64
+/* Releases a slice may keep for the slices before it to tell (32 bytes
+ * each): past this, the trace is read serially. */
+#define MAX_DEFERRED (1u << 22)
+
+/* The addresses a slice handed out: per 512-byte region of the address
+ * space, a bit per 8 bytes (open addressing, key region + 1). */
+struct addrset {
+	uint64_t *key, *bits;
+	size_t cap, n;
+};
+
+static void addrset_init(struct addrset *a)
+{
+	a->cap = 1024;
+	a->n = 0;
+	a->key = ht_xzalloc(a->cap, sizeof(*a->key));
+	a->bits = ht_xzalloc(a->cap, sizeof(*a->bits));
+}
+
+static void addrset_free(struct addrset *a)
+{
+	free(a->key);
+	free(a->bits);
+}
+
+/* The slot of region k, or the empty one it would take. */
+static inline size_t addrset_slot(const struct addrset *a, uint64_t k)
+{
+	size_t mask = a->cap - 1, j = ht_livemap__hash(k, mask);
+	while (a->key[j] && a->key[j] != k)
+		j = (j + 1) & mask;
+	return j;
+}
+
+static void addrset_grow(struct addrset *a)
+{
+	struct addrset b = {ht_xzalloc(2 * a->cap, sizeof(*b.key)),
+			    ht_xzalloc(2 * a->cap, sizeof(*b.bits)), 2 * a->cap, a->n};
+	for (size_t i = 0; i < a->cap; i++) {
+		if (!a->key[i])
+			continue;
+		size_t j = addrset_slot(&b, a->key[i]);
+		b.key[j] = a->key[i];
+		b.bits[j] = a->bits[i];
+	}
+	addrset_free(a);
+	*a = b;
+}
+
+static inline void addrset_add(struct addrset *a, uint64_t p)
+{
+	uint64_t k = (p >> 9) + 1;
+	size_t j = addrset_slot(a, k);
+	if (!a->key[j]) {
+		if (2 * (a->n + 1) > a->cap) {
+			addrset_grow(a);
+			j = addrset_slot(a, k);
+		}
+		a->key[j] = k;
+		a->n++;
+	}
+	a->bits[j] |= 1ull << ((p >> 3) & 63);
+}
+
+static inline int addrset_has(const struct addrset *a, uint64_t p)
+{
+	size_t j = addrset_slot(a, (p >> 9) + 1);
+	return a->key[j] && (a->bits[j] >> ((p >> 3) & 63) & 1);
+}
+
+static int handed_out(void *ctx, uint64_t ptr)
+{
+	return addrset_has(ctx, ptr);
+}
+
+struct slice {
+	const char *path;
+	const struct ht_trace_info *in; /* the whole trace's (its reader's) */
+	uint64_t lo, hi;            /* its events' timestamps: [lo, hi); hi 0: to the end */
+	int first;                  /* the slice that starts the trace */
+	struct ht_reader *r;        /* its reader */
+	struct ht_pass *pass;
+	struct ht_stats_slice *st;
+	struct addrset handed;      /* what it handed out (not kept for the first) */
+	_Atomic uint64_t events;    /* read so far (progress) */
+	_Atomic uint64_t done_bytes;
+	const char *why;            /* why it cannot be used: read serially */
+	pthread_t th;
+};
+
+static _Atomic int stop_all;   /* a slice failed: the others stop */
+static _Atomic unsigned running;
+static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t done_cond = PTHREAD_COND_INITIALIZER;
+
+static void read_slice(struct slice *sl)
+{
+	char err[512];
+	sl->r = ht_reader__open_info(sl->path, err, sizeof(err));
+	if (!sl->r) {
+		sl->why = "cannot open it again";
+		return;
+	}
+	if (ht_reader__start_at(sl->r, sl->lo) < 0) {
+		sl->why = "a SYNC record cannot be read";
+		return;
+	}
+	sl->pass = ht_pass__new();
+	ht_pass__check_order(sl->pass, sl->r); /* (its counts: ht_reader__slices_done) */
+	sl->st = ht_stats__slice_new(sl->in, sl->first);
+	if (!sl->first)
+		addrset_init(&sl->handed);
+	uint64_t n = 0;
+	const struct ht_event *e;
+	while ((e = ht_reader__next_event(sl->r))) {
+		if (e->ts < sl->lo)
+			continue;
+		if (sl->hi && e->ts >= sl->hi)
+			break;
+		if (e->kind == HT_EV_CONTROL) {
+			sl->why = "a control event (pause, reset...)";
+			return;
+		}
+		const struct ht_blockop *op = ht_pass__event(sl->pass, e);
+		int reused = 0;
+		if (!sl->first) {
+			if (op->releases && !op->released && op->released_ptr)
+				reused = addrset_has(&sl->handed, op->released_ptr);
+			if (op->acquired)
+				addrset_add(&sl->handed, op->acquired->ptr);
+		}
+		ht_stats__slice_event(sl->st, e, op, reused);
+		if (__builtin_expect((++n & 0xffff) == 0, 0)) {
+			uint64_t done, total;
+			ht_reader__progress(sl->r, &done, &total);
+			atomic_store_explicit(&sl->events, n, memory_order_relaxed);
+			atomic_store_explicit(&sl->done_bytes, done, memory_order_relaxed);
+			if (atomic_load(&stop_all))
+				return;
+			if (ht_stats__slice_deferred(sl->st) > MAX_DEFERRED) {
+				sl->why = "too many releases of blocks from before it";
+				return;
+			}
+		}
+	}
+	/* the serial order is a sort by time only where no thread's times go
+	 * back: a timestamp the reader raised says they did (those of the
+	 * events before lo count too) */
+	if (!sl->why && ht_reader__ts_raised(sl->r))
+		sl->why = "a thread's times go back";
+	if (ht_reader__error(sl->r) || ht_reader__warning(sl->r))
+		sl->why = "a warning or an error while reading it (said when read serially)";
+}
+
+static void *slice_main(void *arg)
+{
+	struct slice *sl = arg;
+	read_slice(sl);
+	if (sl->why)
+		atomic_store(&stop_all, 1);
+	pthread_mutex_lock(&done_lock);
+	running--;
+	pthread_cond_signal(&done_cond);
+	pthread_mutex_unlock(&done_lock);
+	return NULL;
+}
+
+static void slice_free(struct slice *sl)
+{
+	ht_pass__delete(sl->pass); /* (before its reader: pass.h) */
+	ht_reader__close(sl->r);
+	ht_stats__slice_delete(sl->st);
+	if (!sl->first && sl->handed.key)
+		addrset_free(&sl->handed);
+}
+
+static uint64_t min_events(void)
+{
+	const char *e = getenv("HEAPTRAIL_SLICE_MIN_EVENTS");
+	char *end;
+	if (e && *e) {
+		unsigned long long v = strtoull(e, &end, 10);
+		if (!*end)
+			return v;
+	}
+	return HT_SLICE_MIN_EVENTS;
+}
+
+/* Adds the slices, in order, into the model of the first; NULL if one
+ * cannot be placed. */
+static struct ht_stats *add_up(struct slice *sv, unsigned k, struct ht_reader *r)
+{
+	struct ht_livemap carry;
+	ht_livemap__init(&carry);
+	const struct ht_livemap *l0 = ht_pass__live(sv[0].pass);
+	for (size_t i = 0; i < l0->cap; i++)
+		if (l0->slots[i].ptr)
+			ht_livemap__put(&carry, &l0->slots[i]);
+	struct ht_order_info sum = {0};
+	uint64_t released_live = 0;
+	struct ht_stats *s = ht_stats__slice_take(sv[0].st);
+	for (unsigned i = 0; i < k; i++) {
+		if (i && ht_stats__slice_add(s, &carry, sv[i].st, ht_pass__live(sv[i].pass), handed_out,
+					     &sv[i].handed, &released_live) < 0) {
+			ht_stats__delete(s);
+			ht_livemap__free(&carry);
+			return NULL;
+		}
+		struct ht_order_info o;
+		ht_reader__order(sv[i].r, &o);
+		sum.anomalies += o.anomalies;
+	}
+	ht_livemap__free(&carry);
+	ht_reader__slices_done(r, &sum, released_live);
+	return s;
+}
+
+struct ht_stats *ht_slices__stats(const char *path, struct ht_reader *r)
+{
+	/* -j N: N slices; by default, one per CPU (the slices pay where
+	 * decoding threads alone did not: docs/FORMAT.md, "Time slices") */
+	unsigned k = ht_reader__threads_given() ? ht_reader__threads_wanted() : ht_reader__cpus();
+	if (k < 2 || !ht_reader__sliceable(r, min_events())) {
+		if (k >= 2 && getenv("HEAPTRAIL_SLICE_NOTE"))
+			fprintf(stderr, "heaptrail: note: read serially: the trace does not suit\n");
+		return NULL;
+	}
+	if (k > MAX_SLICES)
+		k = MAX_SLICES;
+	uint64_t cut[MAX_SLICES];
+	unsigned ncut = ht_reader__cut_times(r, k, cut);
+	if (!ncut) {
+		if (getenv("HEAPTRAIL_SLICE_NOTE"))
+			fprintf(stderr, "heaptrail: note: read serially: no chunk to cut at\n");
+		return NULL;
+	}
+	k = ncut + 1;
+
+	struct slice *sv = ht_xcalloc(k, sizeof(*sv));
+	atomic_store(&stop_all, 0);
+	running = k;
+	unsigned started = 0;
+	for (unsigned i = 0; i < k; i++) {
+		sv[i] = (struct slice){.path = path,
+				       .in = ht_reader__info(r),
+				       .lo = i ? cut[i - 1] : 0,
+				       .hi = i + 1 < k ? cut[i] : 0,
+				       .first = i == 0};
+		if (pthread_create(&sv[i].th, NULL, slice_main, &sv[i]) != 0)
+			break;
+		started++;
+	}
+	/* progress on a terminal, from the slices' counts */
+	uint64_t total, done;
+	ht_reader__progress(r, &done, &total);
+	pthread_mutex_lock(&done_lock);
+	running -= k - started;
+	while (running) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 100 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		if (pthread_cond_timedwait(&done_cond, &done_lock, &ts) == ETIMEDOUT) {
+			uint64_t ev = 0;
+			done = 0;
+			for (unsigned i = 0; i < started; i++) {
+				ev += atomic_load_explicit(&sv[i].events, memory_order_relaxed);
+				done += atomic_load_explicit(&sv[i].done_bytes, memory_order_relaxed);
+			}
+			ht_progress("reading", done < total ? done : total, total, ev, "events");
+		}
+	}
+	pthread_mutex_unlock(&done_lock);
+	ht_progress_done();
+	int ok = started == k;
+	for (unsigned i = 0; i < started; i++) {
+		pthread_join(sv[i].th, NULL);
+		if (sv[i].why)
+			ok = 0;
+	}
+	struct ht_stats *s = ok ? add_up(sv, k, r) : NULL;
+	if (getenv("HEAPTRAIL_SLICE_NOTE")) { /* (for the tests: how it went) */
+		const char *why = started < k ? "a thread could not be started" : "an address was "
+			"handed out while live across a cut";
+		for (unsigned i = 0; i < started; i++)
+			if (sv[i].why)
+				why = sv[i].why;
+		if (s)
+			fprintf(stderr, "heaptrail: note: read in %u time slices\n", k);
+		else
+			fprintf(stderr, "heaptrail: note: read serially: %s\n", why);
+	}
+	for (unsigned i = 0; i < started; i++)
+		slice_free(&sv[i]);
+	free(sv);
+	return s;
+}

@@ -1,0 +1,172 @@
+"""`stats` in time slices (src/analyze/slices.c, docs/FORMAT.md "Time
+slices"): with -j N (N > 1) a long trace is cut in N slices by time, each
+read by a reader, a pass and a model of its own on its own thread, then
+added in order.  The result must be the serial reader's, byte for byte
+(text and JSON, warnings and errors), and where the slices cannot give it
+(an address handed out while live across a cut, a control event, a
+damaged trace) the trace is read serially.  The tests slice small traces
+(HEAPTRAIL_SLICE_MIN_EVENTS=0) recorded with small buffers, so that there
+are chunks to cut at; HEAPTRAIL_SLICE_NOTE=1 says how each was read.
+
+tests/progs/slicemix.c is a pipeline of three threads that also keeps
+blocks alive across slices, sets marks, renames threads, maps, remaps and
+unmaps memory and reads the break; in mode `hide` it frees blocks where
+the tracer cannot see (addresses handed out while live), in mode `pause`
+it pauses the recording (control events)."""
+
+import json
+import os
+
+from cases_order import Glibc
+from htlib import GLIBC_THREAD_EXIT_FREE_NULLS, case, check, eq, expect_calls
+
+SLICE_ENV = {"HEAPTRAIL_SLICE_MIN_EVENTS": "0", "HEAPTRAIL_SLICE_NOTE": "1"}
+NOTE = "heaptrail: note: "
+
+
+def record_small(t, name, argv):
+    """record with 4 KiB buffers (many chunks, each starting with a SYNC
+    record: places to cut at); returns the trace's path."""
+    out = t.path(name + ".ht")
+    r = t.run([t.heaptrail, "record", "-q", "--buffer-size=4K", "-o", out, "--"] +
+              [str(a) for a in argv], timeout=120)
+    eq(r.rc, 0, "record %s: exit status (%s)" % (name, r.describe()))
+    return out
+
+
+def stats_both(t, trace, j, extra=()):
+    """stats (text, then --json) at -j 1 and at -j J with slices allowed:
+    the same stdout, stderr (but for the note) and exit status.  Returns
+    the note of the sliced text run."""
+    notes = []
+    for args in ([], ["--json"]):
+        serial = t.run([t.heaptrail, "stats"] + list(extra) + args + ["-j", "1", trace],
+                       env=SLICE_ENV, timeout=120)
+        sliced = t.run([t.heaptrail, "stats"] + list(extra) + args + ["-j", str(j), trace],
+                       env=SLICE_ENV, timeout=120)
+        what = "stats %s -j %d %s" % (" ".join(args), j, trace)
+        check(sliced.rc < 128, "%s crashed: %s" % (what, sliced.describe()))
+        eq(sliced.rc, serial.rc, what + ": exit status")
+        check(sliced.out == serial.out, "%s: stdout differs from -j 1:\n%s\n--- -j 1:\n%s" % (
+            what, sliced.stdout[-2000:], serial.stdout[-2000:]))
+        lines = sliced.stderr.splitlines()
+        own = [ln for ln in lines if ln.startswith(NOTE + "read ")]
+        rest = [ln for ln in lines if not ln.startswith(NOTE + "read ")]
+        check(len(own) == 1, "%s: expected one note on how it was read, got %r" % (what, own))
+        eq("\n".join(rest), serial.stderr.rstrip("\n"), what + ": stderr (but the note)")
+        check(NOTE + "read " not in serial.stderr, "-j 1 said how it read: %r" % serial.stderr)
+        notes.append(own[0][len(NOTE):])
+    eq(notes[1], notes[0], "the note of --json and of the text")
+    return notes[0]
+
+
+@case(timeout=600, labels=("analyzers",))
+def test_slices_same_as_serial(t):
+    """Pipelines of 3, 4 and 16 threads, a pool, and slicemix: 2, 3 and 8
+    slices give the serial reader's bytes, read in slices."""
+    traces = {
+        "slicemix": record_small(t, "slicemix", [t.prog("slicemix"), "plain", 60000]),
+        "pipeline4": record_small(t, "pipeline4", [t.prog("pipeline"), 4, 30000]),
+        "pipeline16": record_small(t, "pipeline16", [t.prog("pipeline"), 16, 8000]),
+        "pool": record_small(t, "pool", [t.prog("pool"), 6, 20000]),
+    }
+    for name, trace in traces.items():
+        for j in (2, 3, 8):
+            with t.soft():
+                note = stats_both(t, trace, j)
+                eq(note, "read in %d time slices" % j, "%s -j %d: how it was read" % (name, j))
+
+
+@case(timeout=300, labels=("analyzers",))
+def test_slices_program_count(t):
+    """slicemix, read in 3 slices, against its own count: calls exactly
+    (with glibc's DTV callocs and frees and its free(NULL)s at thread
+    exit), bytes allocated, and live at exit (its five blocks, glibc's
+    DTVs), marks, thread names and the program's own mappings."""
+    trace = record_small(t, "slicemix", [t.prog("slicemix"), "plain", 40000,
+                                        t.path("count.json")])
+    with open(t.path("count.json")) as f:
+        prog = json.load(f)
+    r = t.run([t.heaptrail, "stats", "--json", "-j", "3", trace], env=SLICE_ENV, timeout=120)
+    eq(r.rc, 0, "stats: exit status (%s)" % r.describe())
+    check(NOTE + "read in 3 time slices" in r.stderr, "not read in slices: %r" % r.stderr)
+    s = json.loads(r.stdout)
+    g = Glibc(t, trace, s)
+    exits = prog["threads"] * GLIBC_THREAD_EXIT_FREE_NULLS
+    with t.soft():
+        expect_calls(s, {"malloc": prog["malloc"], "calloc": prog["calloc"] + g.calls["calloc"],
+                         "realloc": prog["realloc"],
+                         "free": prog["free"] + g.calls["free"] + exits,
+                         # 40000 / (40000 / 16 + 1) = 15 rounds of side events
+                         "mmap": 15, "mremap": 15, "munmap": 15, "sbrk": 15})
+    with t.soft():
+        eq((s["live_blocks_at_exit"], s["live_bytes_at_exit"]),
+           (prog["live_blocks_at_exit"] + g.live_blocks,
+            prog["live_bytes_at_exit"] + g.live_bytes), "live blocks and bytes at exit")
+        eq(s["bytes_allocated"], prog["bytes_allocated"] + g.bytes, "bytes allocated")
+        eq(s["unknown_frees"], 0, "unknown frees")
+        eq(s["order_exact"], True, "order exact")
+        eq([m["label"] for m in s["marks"]], ["phase %d" % (k * 2501) for k in range(1, 16)],
+           "marks, in order")
+        eq(s["mmap"]["peak_mapped_bytes"], 131072, "the program's own mappings at most at once")
+        eq(sorted(th["name"] for th in s["per_thread"] if th["name"].startswith("mix-")),
+           ["mix-37515"], "the last name the first thread gave itself")
+
+
+@case(timeout=300, labels=("analyzers",))
+def test_slices_fall_back(t):
+    """Where slices cannot give the serial answer, the trace is read
+    serially, and says the same: blocks freed unseen and handed out again
+    across a cut (slicemix hide, 8 slices), a pause (control events), a
+    trace cut short and one with a corrupt chunk."""
+    hide = record_small(t, "hide", [t.prog("slicemix"), "hide", 60000])
+    with t.soft():
+        note = stats_both(t, hide, 8)
+        eq(note, "read serially: an address was handed out while live across a cut",
+           "slicemix hide, 8 slices")
+    pause = record_small(t, "pause", [t.prog("slicemix"), "pause", 30000])
+    with t.soft():
+        note = stats_both(t, pause, 3)
+        eq(note, "read serially: a control event (pause, reset...)", "slicemix pause")
+    plain = record_small(t, "plain", [t.prog("slicemix"), "plain", 30000])
+    with open(plain, "rb") as f:
+        data = f.read()
+    cut = t.path("cut.ht")
+    with open(cut, "wb") as f:
+        f.write(data[:len(data) * 2 // 3])
+    with t.soft():
+        note = stats_both(t, cut, 3)
+        eq(note, "read serially: the trace does not suit", "a trace cut short")
+    bad = bytearray(data)
+    for i in range(len(data) // 2, len(data) // 2 + 64):
+        bad[i] ^= 0xff
+    damaged = t.path("damaged.ht")
+    with open(damaged, "wb") as f:
+        f.write(bytes(bad))
+    with t.soft():
+        note = stats_both(t, damaged, 3)
+        check(note.startswith("read serially: "), "a damaged trace: %r" % note)
+
+
+@case(timeout=120, labels=("analyzers",))
+def test_slices_not_below_threshold(t):
+    """Without HEAPTRAIL_SLICE_MIN_EVENTS, a short trace is read serially
+    (slices pay only on long ones); -j 1 and HEAPTRAIL_THREADS=1 never
+    slice; without -j, a long trace is read in one slice per CPU."""
+    trace = record_small(t, "short", [t.prog("slicemix"), "plain", 5000])
+    r = t.run([t.heaptrail, "stats", "-j", "4", trace], env={"HEAPTRAIL_SLICE_NOTE": "1"})
+    eq(r.rc, 0, "stats: exit status")
+    check(NOTE + "read serially: the trace does not suit" in r.stderr,
+          "a short trace: %r" % r.stderr)
+    r = t.run([t.heaptrail, "stats", "-j", "1", trace], env=SLICE_ENV)
+    check(NOTE + "read " not in r.stderr, "-j 1 said how it read: %r" % r.stderr)
+    env = dict(SLICE_ENV, HEAPTRAIL_THREADS="1")
+    r = t.run([t.heaptrail, "stats", trace], env=env)
+    check(NOTE + "read " not in r.stderr, "HEAPTRAIL_THREADS=1 said how it read: %r" % r.stderr)
+    cpus = min(len(os.sched_getaffinity(0)), 64)
+    r = t.run([t.heaptrail, "stats", trace], env=SLICE_ENV)
+    if cpus > 1:
+        check(NOTE + "read in %d time slices" % cpus in r.stderr,
+              "without -j on %d CPUs: %r" % (cpus, r.stderr))
+    else:
+        check(NOTE + "read " not in r.stderr, "one CPU: %r" % r.stderr)
