@@ -51,7 +51,7 @@ struct ht_livetop {
 	int64_t strip[HT_LT_STRIP];  /* max live bytes per point */
 	size_t strip_n;              /* points used */
 	unsigned strip_shift;        /* a point is 2^shift ns */
-	uint64_t tick_ns, tick_allocs, tick_frees;
+	struct ht_lt_rate rate[HT_LT_RATE_SLOTS]; /* the recent calls of every thread */
 	/* symbols: per node, its site + 1 (0 not known yet, UINT32_MAX: the
 	 * tracer's own frame, skipped) */
 	uint32_t *node_site;
@@ -191,6 +191,42 @@ thread_at(struct ht_livetop *lt, uint32_t i, uint32_t tid)
 	return t;
 }
 
+/* Counts calls at trace time t in a ring of rate slots.  A late event (the
+ * merge of the threads is in time order, nearly) older than the ring's
+ * window is left out rather than clearing a newer slot. */
+static inline __attribute__((always_inline)) void rate_add(struct ht_lt_rate *r, uint64_t t,
+							   uint64_t allocs, uint64_t frees)
+{
+	uint64_t k = (t >> HT_LT_RATE_SHIFT) + 1;
+	struct ht_lt_rate *s = &r[k % HT_LT_RATE_SLOTS];
+	if (__builtin_expect(s->slot != k, 0)) {
+		if (s->slot > k)
+			return;
+		s->slot = k;
+		s->allocs = s->frees = 0;
+	}
+	s->allocs += allocs;
+	s->frees += frees;
+}
+
+/* The rates of a ring at trace time now: the calls of the slots that end
+ * the window at now, over the time they cover. */
+static void rate_of(const struct ht_lt_rate *r, uint64_t now, double *alloc_rate,
+		    double *free_rate)
+{
+	uint64_t k = (now >> HT_LT_RATE_SHIFT) + 1, allocs = 0, frees = 0;
+	uint64_t first = k > HT_LT_RATE_SLOTS ? k - HT_LT_RATE_SLOTS + 1 : 1;
+	uint64_t from = (first - 1) << HT_LT_RATE_SHIFT;
+	for (size_t i = 0; i < HT_LT_RATE_SLOTS; i++)
+		if (r[i].slot >= first && r[i].slot <= k) {
+			allocs += r[i].allocs;
+			frees += r[i].frees;
+		}
+	double secs = (double)(now - from) / 1e9;
+	*alloc_rate = secs > 0 ? (double)allocs / secs : 0;
+	*free_rate = secs > 0 ? (double)frees / secs : 0;
+}
+
 /* A cell changes: keep its value at the peak first. */
 static inline void touch(struct ht_livetop *lt, struct cell *c)
 {
@@ -268,6 +304,9 @@ static inline __attribute__((always_inline)) void change(struct ht_livetop *lt, 
 void ht_livetop__event(struct ht_livetop *lt, const struct ht_event *e, const struct ht_blockop *op)
 {
 	struct ht_lt_totals *tot = &lt->tot;
+	/* every thread the pass numbers gets its tid, heap calls or not (one
+	 * that made none showed as tid 0 when a later thread made some) */
+	thread_at(lt, op->thread, e->tid);
 	tot->events += e->part != HT_PART_RELEASE; /* (a moving realloc is one event, as stats') */
 	tot->time_ns = e->time_ns;
 	if (e->stack)
@@ -292,6 +331,8 @@ void ht_livetop__event(struct ht_livetop *lt, const struct ht_event *e, const st
 		if (b->tid != e->tid)
 			t->cross_frees += w;
 		tot->frees += w;
+		rate_add(t->rate, e->time_ns, 0, w);
+		rate_add(lt->rate, e->time_ns, 0, w);
 	}
 	if (op->acquired) {
 		struct ht_block *b = op->acquired;
@@ -302,6 +343,8 @@ void ht_livetop__event(struct ht_livetop *lt, const struct ht_event *e, const st
 		t->allocs += w;
 		t->alloc_bytes += b->size * w;
 		tot->allocs += w;
+		rate_add(t->rate, e->time_ns, w, 0);
+		rate_add(lt->rate, e->time_ns, w, 0);
 		tot->alloc_bytes += b->size * w;
 		if (tot->live_bytes > tot->peak_bytes) {
 			tot->peak_bytes = tot->live_bytes;
@@ -320,21 +363,9 @@ void ht_livetop__advance(struct ht_livetop *lt, uint64_t t_ns)
 
 void ht_livetop__tick(struct ht_livetop *lt, uint64_t now_ns)
 {
-	if (now_ns <= lt->tick_ns)
-		return;
-	double secs = (double)(now_ns - lt->tick_ns) / 1e9;
-	lt->tot.alloc_rate = (double)(lt->tot.allocs - lt->tick_allocs) / secs;
-	lt->tot.free_rate = (double)(lt->tot.frees - lt->tick_frees) / secs;
-	lt->tick_allocs = lt->tot.allocs;
-	lt->tick_frees = lt->tot.frees;
-	for (size_t i = 0; i < lt->nthr; i++) {
-		struct ht_lt_thread *t = &lt->thr[i];
-		t->alloc_rate = (double)(t->allocs - t->tick_allocs) / secs;
-		t->free_rate = (double)(t->frees - t->tick_frees) / secs;
-		t->tick_allocs = t->allocs;
-		t->tick_frees = t->frees;
-	}
-	lt->tick_ns = now_ns;
+	rate_of(lt->rate, now_ns, &lt->tot.alloc_rate, &lt->tot.free_rate);
+	for (size_t i = 0; i < lt->nthr; i++)
+		rate_of(lt->thr[i].rate, now_ns, &lt->thr[i].alloc_rate, &lt->thr[i].free_rate);
 }
 
 const struct ht_lt_totals *ht_livetop__totals(const struct ht_livetop *lt)

@@ -37,6 +37,17 @@
 
 #define HT_LT_STRIP 256 /* points of the heap-over-time strip */
 
+/* The rates' window: calls counted in slots of 2^27 ns (134 ms) of trace
+ * time, the last HT_LT_RATE_SLOTS of them (about a second) kept. */
+#define HT_LT_RATE_SHIFT 27
+#define HT_LT_RATE_SLOTS 8
+
+/* One slot of calls. */
+struct ht_lt_rate {
+	uint64_t slot;          /* its index + 1 (time >> HT_LT_RATE_SHIFT), 0: empty */
+	uint64_t allocs, frees; /* calls in it (weighted) */
+};
+
 /* What the table counts. */
 enum ht_lt_mode { HT_LT_LIVE, HT_LT_PEAK, HT_LT_ALLOCATED, HT_LT_NMODES };
 /* Its columns, also the sort keys. */
@@ -52,7 +63,7 @@ struct ht_lt_totals {
 	uint64_t allocs, frees; /* calls so far */
 	uint64_t alloc_bytes;   /* bytes allocated so far */
 	uint64_t events;        /* events fed */
-	double alloc_rate, free_rate; /* calls per second over the last tick */
+	double alloc_rate, free_rate; /* calls per second over the second before time_ns */
 	int recording;          /* 1 on, 0 paused or stopped (control events) */
 	int stacks;             /* events with stacks were seen */
 };
@@ -63,8 +74,8 @@ struct ht_lt_thread {
 	int64_t live_blocks;
 	uint64_t allocs, frees, alloc_bytes;
 	uint64_t cross_frees;   /* frees here of blocks another thread allocated */
-	double alloc_rate, free_rate; /* per second over the last tick */
-	uint64_t tick_allocs, tick_frees; /* counts at the last tick */
+	double alloc_rate, free_rate; /* per second over the second before the tick */
+	struct ht_lt_rate rate[HT_LT_RATE_SLOTS]; /* its recent calls */
 };
 
 /* One row of the table, as shown. */
@@ -102,7 +113,11 @@ void ht_livetop__event(struct ht_livetop *lt, const struct ht_event *e, const st
  * program that allocates nothing for a while, or the end of the run): the
  * strip carries what is live up to t_ns. */
 void ht_livetop__advance(struct ht_livetop *lt, uint64_t t_ns);
-/* Closes a rate window at trace time now_ns (about once a second). */
+/* Computes the rates at trace time now_ns (the moment shown): the calls
+ * of the second before it, per second (of the time since the start when
+ * that is shorter).  The same for a trace being followed and a finished
+ * one, at its end or at a cursor: before, a finished trace showed its
+ * rates averaged since the start. */
 void ht_livetop__tick(struct ht_livetop *lt, uint64_t now_ns);
 
 const struct ht_lt_totals *ht_livetop__totals(const struct ht_livetop *lt);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -17,10 +18,12 @@
 #include "cli/builtin.h"
 #include "common/json.h"
 #include "common/options.h"
+#include "common/outfile.h"
 #include "common/util.h"
 #include "probes/probe.h"
 #include "probes/procsyms.h"
 #include "symbols/elfsyms.h"
+#include "symbols/symbolize.h"
 #include "trace/format.h"
 #include "trace/writer.h"
 
@@ -108,6 +111,7 @@ struct stack {
 	uint64_t bytes;   /* outstanding (scratch, per report) */
 	uint64_t blocks;  /* outstanding blocks (scratch) */
 	uint64_t oldest;  /* ts of the oldest outstanding block (scratch) */
+	int cut;          /* ends at a frame that was not code (the frames past it dropped) */
 };
 
 /* A traced block still live. */
@@ -128,6 +132,8 @@ struct attach {
 	size_t nstacks;                /* how many */
 	uint32_t *byid;                /* stack map id -> index in stacks + 1, 0 = not seen */
 	uint32_t nbyid;                /* entries in byid */
+	uint32_t *bykey;               /* open addressing by frames: index in stacks + 1 */
+	size_t capkey;                 /* slots of bykey */
 	int stack_fd;                  /* the stack map */
 	struct ht_writer *w;           /* -o, or NULL */
 	struct ht_procsyms *syms;      /* symbols of the target */
@@ -135,6 +141,12 @@ struct attach {
 	int is_glibc;                  /* the allocator is glibc's */
 	int failed;                    /* a write of the trace failed */
 	uint64_t last_rss;             /* when the last RSS sample was written */
+	uint64_t end;                  /* when tracing stopped (0: not yet), monotonic ns */
+	uint64_t trace_end;            /* -o: the trace's end, at the first exec (0: none) */
+	uint64_t execs;                /* execs of the process seen */
+#ifdef HT_HAVE_BPF
+	struct ring_buffer *rb;        /* the events, once set up */
+#endif
 };
 
 #ifdef HT_HAVE_BPF
@@ -209,6 +221,41 @@ static void block_del(struct attach *a, uint64_t ptr)
 
 /* ---- stacks --------------------------------------------------------------- */
 
+static uint64_t stack_hash(const uint64_t *ips, uint32_t n, int cut)
+{
+	uint64_t h = 0xcbf29ce484222325ull ^ n ^ ((uint64_t)cut << 32);
+	for (uint32_t i = 0; i < n; i++)
+		h = (h ^ ips[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/* The stack of these frames already seen, or UINT32_MAX. */
+static uint32_t stack_find(struct attach *a, const uint64_t *ips, uint32_t n, int cut, size_t *slot)
+{
+	if (2 * (a->nstacks + 1) > a->capkey) {
+		size_t ncap = a->capkey ? 2 * a->capkey : 1024;
+		uint32_t *k = ht_xcalloc(ncap, sizeof(*k));
+		for (size_t i = 0; i < a->nstacks; i++) {
+			const struct stack *s = &a->stacks[i];
+			size_t j = stack_hash(s->ips, s->n, s->cut) & (ncap - 1);
+			while (k[j])
+				j = (j + 1) & (ncap - 1);
+			k[j] = (uint32_t)i + 1;
+		}
+		free(a->bykey);
+		a->bykey = k;
+		a->capkey = ncap;
+	}
+	size_t j = stack_hash(ips, n, cut) & (a->capkey - 1);
+	for (; a->bykey[j]; j = (j + 1) & (a->capkey - 1)) {
+		const struct stack *s = &a->stacks[a->bykey[j] - 1];
+		if (s->n == n && s->cut == cut && !memcmp(s->ips, ips, n * sizeof(*ips)))
+			return a->bykey[j] - 1;
+	}
+	*slot = j;
+	return UINT32_MAX;
+}
+
 static uint32_t stack_of(struct attach *a, int32_t id)
 {
 	if (id < 0)
@@ -222,19 +269,41 @@ static uint32_t stack_of(struct attach *a, int32_t id)
 	uint32_t n = 0;
 	while (n < HT_ATTACH_MAX_DEPTH && ips[n])
 		n++;
-	a->stacks = ht_xrealloc(a->stacks, (a->nstacks + 1) * sizeof(*a->stacks));
-	struct stack *s = &a->stacks[a->nstacks];
-	memset(s, 0, sizeof(*s));
-	s->id = id;
-	s->n = n;
-	s->ips = ht_xrealloc(NULL, (n ? n : 1) * sizeof(uint64_t));
-	memcpy(s->ips, ips, n * sizeof(uint64_t));
+	/* The kernel follows frame pointers: through code built without them
+	 * (-O2 on x86-64) it goes on with whatever the register holds, a heap
+	 * pointer, bytes of a string (0x2f656c61636f6c2f), and every block of
+	 * one site got a stack of its own.  The stack ends at the first frame
+	 * that is not in the process's code; stacks equal up to there are one
+	 * (asked while the process runs, which also reads the map again for
+	 * code mapped since the attach: a dlopened library). */
+	int cut = 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (ht_procsyms__is_code(a->syms, a->pid, ips[i]) == 0) {
+			n = i;
+			cut = 1;
+			break;
+		}
 	if ((uint32_t)id >= a->nbyid) {
 		uint32_t n2 = (uint32_t)id + 1024;
 		a->byid = ht_xrealloc(a->byid, n2 * sizeof(*a->byid));
 		memset(a->byid + a->nbyid, 0, (n2 - a->nbyid) * sizeof(*a->byid));
 		a->nbyid = n2;
 	}
+	size_t slot = 0;
+	uint32_t k = stack_find(a, ips, n, cut, &slot);
+	if (k != UINT32_MAX) {
+		a->byid[id] = k + 1;
+		return k;
+	}
+	a->stacks = ht_xrealloc(a->stacks, (a->nstacks + 1) * sizeof(*a->stacks));
+	struct stack *s = &a->stacks[a->nstacks];
+	memset(s, 0, sizeof(*s));
+	s->id = id;
+	s->n = n;
+	s->cut = cut;
+	s->ips = ht_xrealloc(NULL, (n ? n : 1) * sizeof(uint64_t));
+	memcpy(s->ips, ips, n * sizeof(uint64_t));
+	a->bykey[slot] = (uint32_t)a->nstacks + 1;
 	a->byid[id] = (uint32_t)a->nstacks + 1;
 	return (uint32_t)a->nstacks++;
 }
@@ -321,12 +390,52 @@ static uint64_t size_of(const struct ht_attach_event *e)
 	}
 }
 
+static void trace_modules(struct attach *a);
+
+/* The process exec'd: its blocks went with the old image, and its code is
+ * another one.  The old image's blocks are dropped, its modules forgotten
+ * (the -o trace ends at the exec, with them), and a line says so; the
+ * probes go on in the new image when it maps the same allocator. */
+static void on_exec(struct attach *a, const struct ht_attach_event *e)
+{
+	uint64_t bytes = 0, blocks = a->nblocks;
+	for (size_t i = 0; i < a->cap; i++)
+		if (a->blocks[i].ptr > 1)
+			bytes += a->blocks[i].size * a->cfg->sample;
+	memset(a->blocks, 0, a->cap * sizeof(*a->blocks));
+	a->nblocks = a->used = 0;
+	a->execs++;
+	if (a->w && !a->trace_end) {
+		trace_modules(a);
+		a->trace_end = e->ts;
+	}
+	ht_procsyms__forget(a->syms, a->pid);
+	ht_procsyms__load(a->syms, a->pid);
+	char exe[PATH_MAX], link[64], b1[32];
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)a->pid);
+	ssize_t n = readlink(link, exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = 0;
+	fprintf(stderr,
+		"heaptrail attach: pid %d exec'd %s: the %s in %" PRIu64 " blocks outstanding in "
+		"the image before are dropped (they went with it)%s; tracing goes on in the new "
+		"image\n",
+		(int)a->pid, n > 0 ? exe : "a new program", ht_fmt_bytes(b1, bytes),
+		blocks * a->cfg->sample,
+		a->w && a->execs == 1 ? "; the -o trace ends at the exec" : "");
+}
+
 static int on_event(void *ctx, void *data, size_t len)
 {
 	struct attach *a = ctx;
 	const struct ht_attach_event *e = data;
 	if (len < sizeof(*e))
 		return 0;
+	if (a->end && e->ts > a->end)
+		return 0; /* made while the probes were being removed: after the end */
+	if (e->kind == HT_ATTACH_EXEC) {
+		on_exec(a, e);
+		return 0;
+	}
 	a->events++;
 	uint32_t st = e->kind == HT_EV_FREE ? UINT32_MAX : stack_of(a, e->stackid);
 	if (e->kind == HT_EV_FREE) {
@@ -340,7 +449,7 @@ static int on_event(void *ctx, void *data, size_t len)
 		if (e->ptr)
 			block_add(a, e->ptr, size_of(e), e->ts, st);
 	}
-	if (a->w)
+	if (a->w && !a->trace_end)
 		trace_event(a, e, st);
 	return 0;
 }
@@ -400,18 +509,22 @@ static size_t frames_of(struct attach *a, const struct stack *s, struct ht_frame
 	for (uint32_t i = 0; i < s->n && k < max; i++) {
 		const struct ht_frame *f;
 		size_t nf = ht_procsyms__resolve(a->syms, a->pid, s->ips[i], 0, &f);
+		/* (a process running under record: its wrappers left out, as by leaks) */
 		for (size_t j = 0; j < nf && k < max; j++)
-			out[k++] = f[j];
+			if (!ht_symbols__is_recorder(f[j].module))
+				out[k++] = f[j];
 	}
 	return k;
 }
 
 static void report(struct attach *a, struct ht_probe_session *ps, int final)
 {
-	uint64_t now = ht_clock_ns(), bytes, blocks;
+	/* the final report's ages are at the end of tracing, not after the
+	 * probes are removed (a second or two later) */
+	uint64_t now = ht_probe__now(ps), bytes, blocks;
 	struct stack **v, nostack;
 	size_t n = tally(a, now, &v, &bytes, &blocks, &nostack);
-	size_t shown = n < a->cfg->top ? n : (size_t)a->cfg->top;
+	size_t shown = !a->cfg->top || n < a->cfg->top ? n : (size_t)a->cfg->top; /* (-n 0: all) */
 	static struct ht_frame f[256];
 	char b1[32], b2[32];
 	if (a->cfg->po.json) {
@@ -432,6 +545,7 @@ static void report(struct attach *a, struct ht_probe_session *ps, int final)
 			ht_json__u64(&j, "bytes", v[i]->bytes);
 			ht_json__u64(&j, "blocks", v[i]->blocks);
 			ht_json__u64(&j, "oldest_age_ns", now > v[i]->oldest ? now - v[i]->oldest : 0);
+			ht_json__bool(&j, "stack_cut", v[i]->cut);
 			ht_json__arr_begin(&j, "stack");
 			size_t nf = frames_of(a, v[i], f, 256);
 			for (size_t k = 0; k < nf; k++)
@@ -458,8 +572,10 @@ static void report(struct attach *a, struct ht_probe_session *ps, int final)
 			       v[i]->blocks, ht_fmt_ns(b2, now > v[i]->oldest ? now - v[i]->oldest : 0));
 			size_t nf = frames_of(a, v[i], f, 256);
 			if (!nf)
-				printf("[no stack]");
+				printf(v[i]->cut ? "[stack cut]" : "[no stack]");
 			ht_blocks__print_frames(stdout, f, nf, a->cfg->depth);
+			if (nf && v[i]->cut && nf <= a->cfg->depth)
+				printf(" <- [cut]"); /* (the next frame was not code) */
 			printf("\n");
 		}
 		printf("\n");
@@ -479,6 +595,20 @@ static int find_allocator(struct attach *a, const struct ht_module *mods, size_t
 		snprintf(path, len, "%s", a->cfg->lib);
 		const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
 		a->is_glibc = !strncmp(base, "libc.so", 7) || !strncmp(base, "libc-", 5);
+		struct stat lst, mst;
+		if (stat(path, &lst) < 0) {
+			ht_error("attach: --lib %s: %s", path, strerror(errno));
+			return -1;
+		}
+		if (a->cfg->po.command)
+			return 0; /* (the command maps nothing yet) */
+		for (size_t i = 0; i < n; i++)
+			if (mods[i].path[0] == '/' && stat(mods[i].path, &mst) == 0 &&
+			    mst.st_dev == lst.st_dev && mst.st_ino == lst.st_ino)
+				return 0;
+		ht_warning("attach: pid %d does not map %s (--lib): its probes will see no call of "
+			   "the process (/proc/%d/maps lists the files it maps)",
+			   (int)a->pid, path, (int)a->pid);
 		return 0;
 	}
 	for (size_t k = 0; k < sizeof(alt_allocators) / sizeof(alt_allocators[0]); k++)
@@ -573,6 +703,33 @@ static void stat_fields(pid_t pid, int32_t *ppid, uint64_t *start_brk)
 	free(s);
 }
 
+/* Says why pid's map cannot be read, if it has no user memory to trace (a
+ * kernel thread, a zombie) or is gone: 1 after the error, else 0. */
+static int no_memory(pid_t pid)
+{
+	size_t len;
+	char *s = read_small("stat", pid, &len);
+	const char *rp = s ? strrchr(s, ')') : NULL;
+	unsigned long long flags = 0;
+	char state = 0;
+	if (rp)
+		sscanf(rp + 1, " %c %*d %*d %*d %*d %*d %llu", &state, &flags);
+	free(s);
+	if (!rp)
+		ht_error("attach: cannot read /proc/%d/maps: the process is gone", (int)pid);
+	else if (flags & 0x00200000) /* PF_KTHREAD */
+		ht_error("attach: %d is a kernel thread: it has no user memory and no allocator to "
+			 "trace",
+			 (int)pid);
+	else if (state == 'Z' || state == 'X')
+		ht_error("attach: %d is a zombie (it has exited; its parent has not waited for "
+			 "it): it has no memory left to trace",
+			 (int)pid);
+	else
+		return 0;
+	return 1;
+}
+
 static struct ht_writer *open_trace(struct attach *a, uint64_t start)
 {
 	struct ht_writer_info wi;
@@ -606,7 +763,7 @@ static struct ht_writer *open_trace(struct attach *a, uint64_t start)
 static void trace_rss(struct attach *a)
 {
 	uint64_t t = ht_clock_ns();
-	if (t - a->last_rss < 10000000u)
+	if (t - a->last_rss < 10000000u || a->trace_end)
 		return;
 	a->last_rss = t;
 	size_t len;
@@ -628,9 +785,38 @@ static void trace_modules(struct attach *a)
 				  m[i].build_id_len);
 }
 
+/* Says which of the process's files were deleted or replaced since it
+ * mapped them (an upgrade while it runs), and whether they could be read
+ * all the same. */
+static void stale_notes(struct attach *a)
+{
+	const char *path;
+	int deleted, readable;
+	size_t n = ht_procsyms__stale(a->syms, 0, &path, &deleted, &readable);
+	for (size_t i = 0; i < n; i++) {
+		ht_procsyms__stale(a->syms, i, &path, &deleted, &readable);
+		const char *what = deleted ? "deleted" : "replaced by another file";
+		if (readable)
+			fprintf(stderr,
+				"heaptrail attach: %s was %s since pid %d mapped it: its symbols "
+				"were read through /proc/%d/map_files\n",
+				path, what, (int)a->pid, (int)a->pid);
+		else
+			ht_warning("attach: %s was %s since pid %d mapped it, and "
+				   "/proc/%d/map_files cannot be read (%s): its frames are shown "
+				   "as addresses",
+				   path, what, (int)a->pid, (int)a->pid,
+				   geteuid() ? "not root" : "the process was gone");
+	}
+}
+
 static void on_target_exit(void *ctx, pid_t pid)
 {
 	struct attach *a = ctx;
+	/* its map can still be read: the stacks not read yet are looked up
+	 * in it (stack_of), then it is read for the end */
+	if (a->rb)
+		ring_buffer__consume(a->rb);
 	ht_procsyms__load(a->syms, pid);
 }
 #endif /* HT_HAVE_BPF */
@@ -639,8 +825,17 @@ int cmd_attach(int argc, char **argv)
 {
 	struct attach_config cfg = {.top = 10, .sample = 1, .depth = 3, .max_blocks = 1 << 20};
 	const struct ht_option opts[] = {
-		HT_PROBE_OPTIONS(&cfg.po),
-		{'n', "top", HT_OPT_U64, &cfg.top, "N", "stacks per report, by outstanding bytes (10)"},
+		/* HT_PROBE_OPTIONS but -p's text: attach has no every-process mode */
+		{'p', "pid", HT_OPT_U64, &cfg.po.pid, "PID", "trace this process (or -c)"},
+		{'c', "command", HT_OPT_STRING, &cfg.po.command, "CMD",
+		 "start CMD (split at blanks, no shell), trace it, stop when it exits"},
+		{'d', "duration", HT_OPT_DURATION_POS, &cfg.po.duration, "TIME",
+		 "stop after TIME, e.g. 10s, 500ms (until Ctrl-C or the target exits)"},
+		{0, "json", HT_OPT_FLAG, &cfg.po.json, NULL, "JSON output, for scripts"},
+		{0, "check", HT_OPT_FLAG, &cfg.po.check, NULL,
+		 "only check that BPF can be used here: exit 0, or 3 with what is missing"},
+		{'n', "top", HT_OPT_U64, &cfg.top, "N",
+		 "stacks per report, by outstanding bytes (10; 0: all)"},
 		{0, "older", HT_OPT_DURATION, &cfg.older, "TIME",
 		 "only blocks outstanding for longer than TIME, e.g. 5s (all)"},
 		{'s', "sample", HT_OPT_U64, &cfg.sample, "N",
@@ -675,6 +870,10 @@ int cmd_attach(int argc, char **argv)
 			 cfg.sample);
 		return HT_EXIT_USAGE;
 	}
+	if (!cfg.depth) {
+		ht_error("attach: --depth 0: a row shows at least one frame: give 1 or more (3)");
+		return HT_EXIT_USAGE;
+	}
 	if (cfg.max_blocks < 1024 || cfg.max_blocks > (1u << 26)) {
 		ht_error("attach: --max-blocks %" PRIu64 ": give 1024 to 67108864", cfg.max_blocks);
 		return HT_EXIT_USAGE;
@@ -685,6 +884,13 @@ int cmd_attach(int argc, char **argv)
 	}
 	if ((rc = ht_probe__check("attach", &cfg.po)))
 		return rc < 0 ? HT_EXIT_OK : rc;
+	char oerr[512];
+	if (cfg.output && ht_out__check(cfg.output, oerr, sizeof(oerr))) {
+		/* (the trace is renamed into place at the end: a directory
+		 * there would lose it after the whole session) */
+		ht_error("attach: %s", oerr);
+		return HT_EXIT_DATA;
+	}
 #ifndef HT_HAVE_BPF
 	(void)ps;
 	(void)ret;
@@ -711,10 +917,8 @@ int cmd_attach(int argc, char **argv)
 		}
 		a.is_glibc = 1;
 	} else {
-		if (ht_procsyms__load(a.syms, a.pid) < 0 && !cfg.lib) {
-			ht_error("attach: cannot read /proc/%d/maps (is the process gone?)", (int)a.pid);
+		if (ht_procsyms__load(a.syms, a.pid) < 0 && (no_memory(a.pid) || !cfg.lib))
 			goto cleanup;
-		}
 		size_t nm = 0;
 		const struct ht_module *mods = ht_procsyms__modules(a.syms, a.pid, &nm);
 		if (find_allocator(&a, mods, nm, lib, sizeof(lib)) < 0)
@@ -750,7 +954,7 @@ int cmd_attach(int argc, char **argv)
 		[HT_EV_VALLOC] = skel->progs.valloc_enter,
 		[HT_EV_PVALLOC] = skel->progs.pvalloc_enter,
 	};
-	links = ht_xrealloc(NULL, 2 * NPROBE_FNS * sizeof(*links));
+	links = ht_xrealloc(NULL, (2 * NPROBE_FNS + 1) * sizeof(*links));
 	char probed[512] = "";
 	for (size_t i = 0; i < NPROBE_FNS; i++) {
 		uint64_t off, fsize;
@@ -790,18 +994,28 @@ int cmd_attach(int argc, char **argv)
 		if (off != entry)
 			snprintf(probed + pl, sizeof(probed) - pl, "+%" PRIu64, off - entry);
 	}
+	/* execs: the blocks of the image before go with it */
+	links[nlinks] = bpf_program__attach(skel->progs.on_exec);
+	if (!links[nlinks]) {
+		ht_error("attach: cannot attach to the exec tracepoint: %s", strerror(errno));
+		goto cleanup;
+	}
+	nlinks++;
 	rb = ring_buffer__new(bpf_map__fd(skel->maps.events), on_event, &a, NULL);
 	if (!rb) {
 		ht_error("attach: cannot set up the ring buffer: %s", strerror(errno));
 		goto cleanup;
 	}
+	a.rb = rb;
 	char every[64] = "";
 	if (cfg.sample > 1)
 		snprintf(every, sizeof(every), ", 1 in %" PRIu64 " allocation calls", cfg.sample);
-	fprintf(stderr, "heaptrail attach: tracing pid %d: %s in %s%s; Ctrl-C to detach\n",
-		(int)a.pid, probed, lib, every);
+	/* the clocks start before the line (a script waits for it, then
+	 * makes the calls whose ages it checks) */
 	if (ht_probe__go(ps))
 		goto cleanup;
+	fprintf(stderr, "heaptrail attach: tracing pid %d: %s in %s%s; Ctrl-C to detach\n",
+		(int)a.pid, probed, lib, every);
 	enum ht_probe_step st;
 	if (a.w)
 		trace_rss(&a);
@@ -810,6 +1024,15 @@ int cmd_attach(int argc, char **argv)
 			report(&a, ps, 0);
 		if (a.w)
 			trace_rss(&a);
+	}
+	/* tracing ends here: the counters, the ages of the last report and
+	 * the trace's end are taken now; what the probes still see while they
+	 * are removed is dropped */
+	a.end = ht_probe__now(ps);
+	uint64_t st_v[HT_AS_NR];
+	for (uint32_t k = 0; k < HT_AS_NR; k++) {
+		st_v[k] = 0;
+		bpf_map_lookup_elem(bpf_map__fd(skel->maps.stats), &k, &st_v[k]);
 	}
 	/* detach first: the process runs on untraced while we report */
 	for (size_t i = 0; i < nlinks; i++)
@@ -820,11 +1043,6 @@ int cmd_attach(int argc, char **argv)
 		ht_procsyms__load(a.syms, a.pid); /* libraries dlopened meanwhile */
 	if (!cfg.po.interval || !cfg.po.count)
 		report(&a, ps, 1);
-	uint64_t st_v[HT_AS_NR];
-	for (uint32_t k = 0; k < HT_AS_NR; k++) {
-		st_v[k] = 0;
-		bpf_map_lookup_elem(bpf_map__fd(skel->maps.stats), &k, &st_v[k]);
-	}
 	if (st_v[HT_AS_LOST] || st_v[HT_AS_FULL])
 		ht_warning("attach: %" PRIu64 " events lost (ring buffer full), %" PRIu64
 			   " blocks not traced (more than --max-blocks live): the figures are low",
@@ -836,13 +1054,16 @@ int cmd_attach(int argc, char **argv)
 		"%" PRIu64 " traced, %" PRIu64 " frees of traced blocks\n",
 		(int)a.pid, ht_probe__reason(ps) ? ht_probe__reason(ps) : "stopped",
 		st_v[HT_AS_CALLS], a.allocs, a.frees);
+	stale_notes(&a);
 	ret = HT_EXIT_OK;
 	if (a.w) {
 		char err[512];
-		trace_modules(&a);
+		if (!a.trace_end)
+			trace_modules(&a);
 		struct ht_writer *w = a.w;
 		a.w = NULL;
-		if (a.failed || ht_writer__close(w, ht_clock_ns(), err, sizeof(err)) < 0) {
+		if (a.failed ||
+		    ht_writer__close(w, a.trace_end ? a.trace_end : a.end, err, sizeof(err)) < 0) {
 			ht_error("attach: %s", a.failed ? "writing the trace failed" : err);
 			ret = HT_EXIT_DATA;
 		}
@@ -865,6 +1086,7 @@ cleanup:
 		free(a.stacks[i].ips);
 	free(a.stacks);
 	free(a.byid);
+	free(a.bykey);
 	free(a.blocks);
 	if (a.syms)
 		ht_procsyms__free(a.syms);

@@ -24,6 +24,7 @@
 #include "analyze/livetop.h"
 #include "analyze/pass.h"
 #include "cli/builtin.h"
+#include "cli/live_quit.h"
 #include "common/options.h"
 #include "common/outfile.h"
 #include "common/util.h"
@@ -105,6 +106,7 @@ struct live {
 	uint64_t feed_cpu_ns;    /* CPU time of it */
 	struct screen scr;
 	int table_y, table_h;    /* where the rows are drawn */
+	int snap_failed;         /* a snapshot (w) could not be written (--batch's exit status) */
 };
 
 /* ---- the screen ---------------------------------------------------------- */
@@ -616,6 +618,7 @@ static void draw(struct live *L)
 {
 	struct screen *s = &L->scr;
 	screen_clear(s);
+	ht_livetop__tick(L->lt, L->shown_ns); /* the rates of the second before the moment shown */
 	int y = draw_header(L, s);
 	y += draw_strip(L, s, y);
 	int h = s->h - y - 1;
@@ -660,18 +663,30 @@ static void snapshot(struct live *L)
 	struct ht_out o;
 	if (ht_out__open(&o, path, HT_OUT_PUBLIC, 0, err, sizeof(err)) < 0) {
 		snprintf(L->msg, sizeof(L->msg), "%s", err);
+		L->snap_failed = 1;
 		return;
 	}
 	const struct ht_lt_totals *t = ht_livetop__totals(L->lt);
-	char a[32];
+	char a[32], when[64];
+	/* what "live" means at the moment shown: the program's now only while
+	 * it runs; a finished trace's end, or the cursor's moment */
+	const char *what = mode_name[L->mode];
+	if (L->mode == HT_LT_LIVE && !ht_reader__following(L->r)) {
+		if (L->cursor_ns == UINT64_MAX)
+			snprintf(when, sizeof(when), "live at the end of the trace");
+		else
+			snprintf(when, sizeof(when), "live at %s", secs(a, sizeof(a), L->shown_ns));
+		what = when;
+	}
 	fprintf(o.f, "heaptrail live snapshot of %s (pid %d, %s) at %s: %lld bytes in %lld blocks "
 		"live, peak %lld bytes; %s\n\n", L->path, (int)in->pid, in->cmdline,
 		secs(a, sizeof(a), L->shown_ns), (long long)t->live_bytes, (long long)t->live_blocks,
-		(long long)t->peak_bytes, mode_name[L->mode]);
+		(long long)t->peak_bytes, what);
 	ht_livetop__write_text(L->lt, L->mode, 1000, o.f);
-	if (ht_out__commit(&o, err, sizeof(err)) < 0)
+	if (ht_out__commit(&o, err, sizeof(err)) < 0) {
 		snprintf(L->msg, sizeof(L->msg), "%s", err);
-	else
+		L->snap_failed = 1;
+	} else
 		snprintf(L->msg, sizeof(L->msg), "snapshot written to %s", path);
 }
 
@@ -970,7 +985,19 @@ static int run_batch(struct live *L)
 		if (!switched)
 			break;
 	}
-	ht_livetop__tick(L->lt, L->shown_ns);
+	uint64_t end = ht_reader__info(L->r)->duration_ns;
+	if (L->cfg.at_given && L->finished && L->cfg.at_ns > end) {
+		/* nothing happens after the trace: say when it ends, and show
+		 * that (as leaks --at does), not a cursor past it */
+		char b1[32], b2[32];
+		if (!ht_quiet)
+			fprintf(stderr, "heaptrail: note: --at %s is after the end of %s (%s): the "
+				"screen at its end\n",
+				ht_fmt_ns(b1, L->cfg.at_ns), L->path, ht_fmt_ns(b2, end));
+		L->cursor_ns = UINT64_MAX;
+		ht_livetop__advance(L->lt, end);
+		L->shown_ns = end;
+	}
 	double s = (double)L->feed_ns / 1e9, cpu = (double)L->feed_cpu_ns / 1e9;
 	draw(L);
 	for (const char *k = L->cfg.keys; k && *k; k++) {
@@ -983,6 +1010,10 @@ static int run_batch(struct live *L)
 			e--;
 		printf("%.*s\n", (int)(e - L->scr.line[y]), L->scr.line[y]);
 	}
+	if (L->snap_failed) {
+		ht_error("live: the snapshot (w) was not written: %s", L->msg);
+		return HT_EXIT_DATA;
+	}
 	const uint64_t *tn, *kb;
 	/* (the trace's events, as stats counts them: L->events also counts
 	 * the release half of each moving realloc, which the reader splits) */
@@ -994,6 +1025,8 @@ static int run_batch(struct live *L)
 	return HT_EXIT_OK;
 }
 
+volatile sig_atomic_t ht_live_quit;
+
 static int run_ui(struct live *L)
 {
 	initscr();
@@ -1003,9 +1036,11 @@ static int run_ui(struct live *L)
 	curs_set(0);
 	timeout(100);
 	screen_init(&L->scr, COLS, LINES);
-	uint64_t last = 0, last_tick = 0;
+	uint64_t last = 0;
 	int dirty = 1;
 	for (;;) {
+		if (ht_live_quit) /* (record --live passed a signal on to the program) */
+			break;
 		uint64_t now = ht_clock_ns();
 		int behind = 0;
 		if (!L->paused)
@@ -1013,10 +1048,6 @@ static int run_ui(struct live *L)
 		if (L->finished && follow_exec(L))
 			dirty = 1;
 		if (now - last >= L->cfg.interval_ns || dirty) {
-			if (now - last_tick >= 1000000000u || !last_tick) { /* rates: per second */
-				ht_livetop__tick(L->lt, L->shown_ns);
-				last_tick = now;
-			}
 			if (L->scr.w != COLS || L->scr.h != LINES) {
 				screen_free(&L->scr);
 				screen_init(&L->scr, COLS, LINES);
@@ -1091,6 +1122,23 @@ int cmd_live(int argc, char **argv)
 		ht_error("--width %llu --height %llu: give 40 to 10000 columns and 10 to 10000 lines",
 			 (unsigned long long)cfg->width, (unsigned long long)cfg->height);
 		goto cleanup;
+	}
+	if (cfg->snapshot_dir) {
+		/* w and W write there: a directory that cannot take them is
+		 * said now, not at the first key (--batch exited 0 after it) */
+		char probe[4200], serr[512];
+		struct stat sst;
+		snprintf(probe, sizeof(probe), "%s/heaptrail-live-snapshot", cfg->snapshot_dir);
+		int src = stat(cfg->snapshot_dir, &sst);
+		if (src < 0 || !S_ISDIR(sst.st_mode)) {
+			ht_error("live: --snapshot-dir %s: %s", cfg->snapshot_dir,
+				 src < 0 ? strerror(errno) : "not a directory");
+			goto cleanup;
+		}
+		if (ht_out__check(probe, serr, sizeof(serr))) {
+			ht_error("live: --snapshot-dir: %s", serr);
+			goto cleanup;
+		}
 	}
 	if (!cfg->interval_ns)
 		cfg->interval_ns = 500000000ull;

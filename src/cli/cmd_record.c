@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli/builtin.h"
+#include "cli/live_quit.h"
 #include "common/dirwatch.h"
 #include "common/options.h"
 #include "common/outfile.h"
@@ -1034,8 +1035,11 @@ static void forward_signal(int sig, siginfo_t *si, void *uc)
 		 * So does one the program sends to its own group (kill(0,
 		 * sig)), which record gets too: passed on, the program's
 		 * handler ran twice, one time in three. */
-		if (si->si_code != SI_KERNEL && !(si->si_code == SI_USER && si->si_pid == pid))
+		if (si->si_code != SI_KERNEL && !(si->si_code == SI_USER && si->si_pid == pid)) {
 			kill(pid, sig);
+			if (sig != SIGUSR1 && sig != SIGUSR2)
+				ht_live_quit = sig; /* --live: the display ends, record waits */
+		}
 	} else if (late_sigs++) {
 		/* The program has ended and the trace is being finished: a
 		 * second signal ends record, without the temporary of the end

@@ -2,8 +2,8 @@
 /* heaptrail attach: uprobes on the allocator functions of one process.
  *
  * An allocation function's entry saves its arguments per thread; its
- * return decides whether the call is traced (every sample_every-th
- * allocation call, counted across the process) and if so keeps the block
+ * return decides whether the call is traced (each allocation call with
+ * probability 1/sample_every, drawn at random) and if so keeps the block
  * in `traced` and sends an event with the user stack.  A free sends an
  * event only for a block in `traced` (the frees of blocks that were not
  * traced, or allocated before the attach, are not seen).  A realloc of a
@@ -53,16 +53,22 @@ struct {
 	__type(value, struct pending);
 } pending SEC(".maps");
 
-/* Traced blocks still live: address -> 1 (max_entries set by attach.c).
- * Not preallocated: a million entries would take 84 MB of kernel memory
- * up front; this way memory follows the traced live set. */
+/* Traced blocks still live: address -> the image_gen it was traced in
+ * (max_entries set by attach.c).  Not preallocated: a million entries
+ * would take 84 MB of kernel memory up front; this way memory follows the
+ * traced live set. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 1 << 20);
 	__type(key, __u64);
-	__type(value, __u8);
+	__type(value, __u32);
 } traced SEC(".maps");
+
+/* The execs of the process so far: an entry of `traced` from an earlier
+ * image is a block that went with it (its address may be handed out
+ * again by the new image's allocator). */
+__u32 image_gen = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
@@ -70,6 +76,17 @@ struct {
 	__uint(key_size, sizeof(__u32));
 	__uint(value_size, HT_ATTACH_MAX_DEPTH * sizeof(__u64));
 } stacks SEC(".maps");
+
+/* Stack ids already sent: the first event of a stack wakes the reader at
+ * once, so that it reads the process's map while the code of that stack is
+ * still mapped (a library dlopened, used, then closed, or a process that
+ * exits right after). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u32);
+} stack_seen SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -105,6 +122,30 @@ static __always_inline int ours(void)
 	return (bpf_get_current_pid_tgid() >> 32) == target_tgid;
 }
 
+/* Takes addr out of the traced blocks; whether it was one of this image's. */
+static __always_inline int take_traced(__u64 addr)
+{
+	__u32 *g = bpf_map_lookup_elem(&traced, &addr);
+	if (!g)
+		return 0;
+	int mine = *g == image_gen;
+	return bpf_map_delete_elem(&traced, &addr) == 0 && mine;
+}
+
+/* Puts addr in the traced blocks (over an earlier image's entry); 0, or
+ * < 0 if the table is full or it is traced already. */
+static __always_inline long put_traced(__u64 addr, __u64 flags)
+{
+	__u32 gen = image_gen;
+	long rc = bpf_map_update_elem(&traced, &addr, &gen, flags);
+	if (rc) {
+		__u32 *g = bpf_map_lookup_elem(&traced, &addr);
+		if (g && *g != gen)
+			rc = bpf_map_update_elem(&traced, &addr, &gen, BPF_ANY);
+	}
+	return rc;
+}
+
 static __always_inline int enter(__u32 kind, __u64 a0, __u64 a1, __u64 a2)
 {
 	if (!ours())
@@ -121,21 +162,22 @@ static __always_inline int enter(__u32 kind, __u64 a0, __u64 a1, __u64 a2)
 	 * malloc may get its address and return before this call does (its
 	 * insert then failed, the block was dropped and counted as "more
 	 * than --max-blocks") */
-	if (kind == K_REALLOC && a0 && bpf_map_delete_elem(&traced, &a0) == 0)
+	if (kind == K_REALLOC && a0 && take_traced(a0))
 		n.old_traced = 1;
 	bpf_map_update_elem(&pending, &id, &n, BPF_ANY);
 	return 0;
 }
 
-/* Whether this allocation call is one of the sampled ones. */
+/* Whether this allocation call is one of the sampled ones: each call on
+ * its own, with probability 1/sample_every (a traced block then stands for
+ * sample_every on average).  Not every sample_every-th call: a program
+ * whose calls repeat with a period sharing a factor with sample_every
+ * (six malloc/free pairs and one leak, sampled 1 in 7) had its leak always
+ * or never traced, and the estimate was off by the whole leak. */
 static __always_inline int sampled(void)
 {
-	__u32 k = HT_AS_CALLS;
-	__u64 *v = bpf_map_lookup_elem(&stats, &k);
-	if (!v)
-		return 0;
-	__u64 n = __sync_fetch_and_add(v, 1);
-	return sample_every <= 1 || n % sample_every == 0;
+	count(HT_AS_CALLS);
+	return sample_every <= 1 || bpf_get_prandom_u32() % sample_every == 0;
 }
 
 static __always_inline void glibc_chunk(struct ht_attach_event *e)
@@ -173,24 +215,17 @@ static __always_inline int leave(struct pt_regs *ctx, __u64 ret)
 	if (p.kind == K_REALLOC) {
 		old = p.a0;
 		old_traced = p.old_traced != 0; /* (taken out of the table at entry) */
-		if (!ret && p.a1 && old_traced) {
-			/* failed: the old block is still there, still traced */
-			__u8 one = 1;
-			bpf_map_update_elem(&traced, &old, &one, BPF_ANY);
-		}
+		/* failed: the old block is still there, still traced */
+		if (!ret && p.a1 && old_traced)
+			put_traced(old, BPF_ANY);
 	}
 	if (old_traced)
 		count(HT_AS_CALLS); /* counted, outside the sampling */
 	else if (!sampled() || !ptr)
 		return 0; /* not traced (a failed call is not a block either) */
-	if (ptr) {
-		__u8 one = 1;
-		if (bpf_map_update_elem(&traced, &ptr, &one, BPF_NOEXIST) != 0) {
-			if (!old_traced) {
-				count(HT_AS_FULL);
-				return 0;
-			}
-		}
+	if (ptr && put_traced(ptr, BPF_NOEXIST) != 0 && !old_traced) {
+		count(HT_AS_FULL);
+		return 0;
 	}
 	struct ht_attach_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -214,9 +249,18 @@ static __always_inline int leave(struct pt_regs *ctx, __u64 ret)
 	e->old_traced = old_traced;
 	glibc_chunk(e);
 	e->stackid = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
-	if (e->stackid < 0)
+	__u64 wake = wake_flag();
+	if (e->stackid < 0) {
 		count(HT_AS_NOSTACK);
-	bpf_ringbuf_submit(e, wake_flag());
+	} else {
+		__u32 sid = (__u32)e->stackid;
+		__u32 *seen = bpf_map_lookup_elem(&stack_seen, &sid);
+		if (seen && !*seen) {
+			*seen = 1;
+			wake = BPF_RB_FORCE_WAKEUP;
+		}
+	}
+	bpf_ringbuf_submit(e, wake);
 	return 0;
 }
 
@@ -229,8 +273,8 @@ int BPF_KPROBE(free_enter, void *ptr)
 	if (bpf_map_lookup_elem(&pending, &id))
 		return 0; /* the allocator's own free, inside realloc */
 	__u64 p = (__u64)ptr;
-	if (bpf_map_delete_elem(&traced, &p) != 0)
-		return 0; /* not a traced block */
+	if (!take_traced(p))
+		return 0; /* not a traced block (or one of an image before an exec) */
 	struct ht_attach_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
 		count(HT_AS_LOST);
@@ -303,4 +347,27 @@ SEC("uretprobe")
 int BPF_KRETPROBE(alloc_exit, __u64 ret)
 {
 	return leave(ctx, ret);
+}
+
+/* The process execs: its blocks go with its old image.  An event tells
+ * the reader, in order with the calls (the other threads are gone by
+ * then). */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid, struct linux_binprm *bprm)
+{
+	if (!ours())
+		return 0;
+	__sync_fetch_and_add(&image_gen, 1);
+	struct ht_attach_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(HT_AS_LOST);
+		return 0;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->ts = bpf_ktime_get_ns();
+	e->tid = (__u32)bpf_get_current_pid_tgid();
+	e->kind = HT_ATTACH_EXEC;
+	e->stackid = -1;
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	return 0;
 }

@@ -6,7 +6,10 @@
 
 #define HT_ATTACH_MAX_DEPTH 127 /* frames kept per stack (the stack map's value) */
 
-/* One traced call, in the ring buffer. */
+/* The kind of the event that says the process exec'd (not a trace kind). */
+#define HT_ATTACH_EXEC 0xfe
+
+/* One traced call, in the ring buffer (or an exec: kind HT_ATTACH_EXEC). */
 struct ht_attach_event {
 	__u64 ts;      /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) at the return */
 	__u64 ptr;     /* the block handed out (0: failed), or freed */
@@ -24,8 +27,8 @@ struct ht_attach_event {
 
 /* Counters (an array map, index = enum ht_attach_stat). */
 enum ht_attach_stat {
-	HT_AS_CALLS = 0,  /* allocation calls seen (the sampling counter; reallocs of traced
-			   * blocks are counted but not sampled: they stay traced) */
+	HT_AS_CALLS = 0,  /* allocation calls seen (reallocs of traced blocks are counted
+			   * but not sampled: they stay traced) */
 	HT_AS_LOST,       /* events the ring buffer had no room for */
 	HT_AS_FULL,       /* traced blocks not kept: the table of live blocks was full */
 	HT_AS_NOSTACK,    /* stacks not taken (stack map full, or unwinding failed) */

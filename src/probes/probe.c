@@ -243,6 +243,7 @@ struct ht_probe_session {
 	uint64_t deadline;              /* the end of the duration, 0 if none */
 	uint64_t ticks;                 /* intervals reported */
 	int stopping;                   /* a reason is set: drain, then stop */
+	uint64_t t_stop;                /* when the reason was set, CLOCK_MONOTONIC ns */
 	char reason[160];               /* why it stopped */
 	struct sigaction old_int;       /* restored by ht_probe__end */
 	struct sigaction old_term;      /* same */
@@ -321,7 +322,8 @@ static int start_child(struct ht_probe_session *s, const char *cmdline)
 		waitpid(c, &st, 0);
 		free(argv[0]);
 		free(argv);
-		return HT_EXIT_USAGE;
+		/* as record, env and the shells: 127 not found, 126 not runnable */
+		return e == ENOENT ? 127 : e == ECHILD ? HT_EXIT_USAGE : 126;
 	}
 	free(argv[0]);
 	free(argv);
@@ -428,7 +430,12 @@ uint64_t ht_probe__t0(const struct ht_probe_session *s)
 
 uint64_t ht_probe__elapsed(const struct ht_probe_session *s)
 {
-	return s->t0 ? ht_clock_ns() - s->t0 : 0;
+	return s->t0 ? ht_probe__now(s) - s->t0 : 0;
+}
+
+uint64_t ht_probe__now(const struct ht_probe_session *s)
+{
+	return s->stopping ? s->t_stop : ht_clock_ns();
 }
 
 static void stop(struct ht_probe_session *s, const char *fmt, ...)
@@ -442,6 +449,7 @@ static void stop(struct ht_probe_session *s, const char *fmt, ...)
 	vsnprintf(s->reason, sizeof(s->reason), fmt, ap);
 	va_end(ap);
 	s->stopping = 1;
+	s->t_stop = ht_clock_ns();
 }
 
 /* The started command's ptrace stops and its end. */
@@ -536,10 +544,16 @@ enum ht_probe_step ht_probe__step(struct ht_probe_session *s, struct ring_buffer
 		until = s->next_tick;
 	int ms = (int)((until - t + 999999) / 1000000);
 #ifdef HT_HAVE_BPF
-	if (rb)
+	if (rb) {
+		/* then read what is there: a program that submits without
+		 * waking the reader (attach's) does not end the poll, and its
+		 * events were read only at the next interval or the end, after
+		 * the process may have gone (its map no longer readable) */
 		ring_buffer__poll(rb, ms);
-	else
+		ring_buffer__consume(rb);
+	} else {
 		usleep((useconds_t)ms * 1000);
+	}
 #else
 	usleep((useconds_t)ms * 1000);
 #endif

@@ -108,7 +108,8 @@ typedef void (*ht_probe_exit_fn)(void *ctx, pid_t pid);
 
 /* Starts a session: installs the SIGINT/SIGTERM handlers, checks that -p
  * PID exists, and with -c starts the command stopped before its first
- * instruction.  Returns 0, or HT_EXIT_DATA / HT_EXIT_USAGE after an error. */
+ * instruction.  Returns 0, or HT_EXIT_DATA / HT_EXIT_USAGE after an error,
+ * 127 / 126 when -c's command is not found / cannot be run (as record). */
 int ht_probe__start(struct ht_probe_session **out, const struct ht_probe_opts *po,
 		    const char *cmd);
 /* The process to trace: -p PID, the started command's PID, or 0 for all. */
@@ -129,8 +130,13 @@ const char *ht_probe__reason(const struct ht_probe_session *s);
 /* When ht_probe__go was called, CLOCK_MONOTONIC ns (the clock of
  * bpf_ktime_get_ns, so event times are ts - t0). */
 uint64_t ht_probe__t0(const struct ht_probe_session *s);
-/* Nanoseconds since ht_probe__go (CLOCK_MONOTONIC). */
+/* Nanoseconds since ht_probe__go (CLOCK_MONOTONIC), up to the stop once
+ * the session has stopped (not counting the time the probes take to be
+ * removed, a second or two for attach's). */
 uint64_t ht_probe__elapsed(const struct ht_probe_session *s);
+/* CLOCK_MONOTONIC now, or when the session stopped (the end of tracing:
+ * the time of the reports and of the trace's end made after it). */
+uint64_t ht_probe__now(const struct ht_probe_session *s);
 /* Whether the last interval still has to be reported when the session
  * stopped (it was not stopped by the count of reports). */
 int ht_probe__final_due(const struct ht_probe_session *s);

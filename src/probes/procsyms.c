@@ -10,11 +10,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "common/util.h"
 
 #define MAX_PROCS 4096 /* processes cached at once (then the oldest goes) */
+
+/* An executable mapping. */
+struct code_range {
+	uint64_t lo, hi;
+};
 
 /* One process's modules. */
 struct proc {
@@ -22,8 +29,27 @@ struct proc {
 	struct ht_module *mods;     /* from its maps */
 	size_t nmods;               /* count */
 	int *file;                  /* per module: its index in files, -1 until needed */
+	int *stale;                 /* per module: its index in stale + 1, 0 if read by path */
+	struct code_range *code;    /* its executable mappings (files, anonymous, vdso) */
+	size_t ncode;               /* count */
+	struct code_range *data;    /* its other mappings (heap, stacks, data), as last read */
+	size_t ndata;               /* count */
+	struct code_range *gone;    /* code mapped at an earlier read, unmapped since */
+	size_t ngone;               /* count */
 	int reread;                 /* an unknown address already caused a reread */
 	uint64_t used;              /* last use, for eviction */
+};
+
+/* A module file deleted or replaced since a process mapped it, read through
+ * /proc/PID/map_files (which only lasts as long as the process: the
+ * descriptor is kept open, so that it can still be read after the exit). */
+struct stale {
+	uint64_t dev, ino;          /* of the mapped file, as /proc/PID/maps says */
+	int fd;                     /* open on it, -1 if map_files could not be read */
+	char *open_path;            /* /proc/self/fd/N, what is opened to read it */
+	char *name;                 /* the module's name in frames (the path's last part) */
+	char *path;                 /* the path it was mapped from */
+	int deleted;                /* deleted (else replaced by another file) */
 };
 
 /* A module file, symbolized once for every process that maps it: at load
@@ -45,6 +71,9 @@ struct ht_procsyms {
 	struct ht_frame frame;      /* the frame of an address nothing resolves */
 	struct ht_frame *copy;      /* the frames of an instruction pointer (is_ip) */
 	size_t copycap;             /* allocated */
+	uint64_t min_addr;          /* vm.mmap_min_addr, 0 until read */
+	struct stale *stale;        /* module files gone or replaced, kept open */
+	size_t nstale, capstale;    /* used / allocated */
 };
 
 struct ht_procsyms *ht_procsyms__new(const struct ht_symbol_opts *opts)
@@ -67,6 +96,10 @@ void ht_procsyms__free_modules(struct ht_module *m, size_t n)
 static void proc_clear(struct proc *p)
 {
 	free(p->file);
+	free(p->stale);
+	free(p->code);
+	free(p->data);
+	free(p->gone);
 	ht_procsyms__free_modules(p->mods, p->nmods);
 	memset(p, 0, sizeof(*p));
 }
@@ -85,6 +118,14 @@ void ht_procsyms__free(struct ht_procsyms *ps)
 	}
 	free(ps->files);
 	free(ps->copy);
+	for (size_t i = 0; i < ps->nstale; i++) {
+		if (ps->stale[i].fd >= 0)
+			close(ps->stale[i].fd);
+		free(ps->stale[i].open_path);
+		free(ps->stale[i].name);
+		free(ps->stale[i].path);
+	}
+	free(ps->stale);
 	free(ps);
 }
 
@@ -127,10 +168,54 @@ done:
 	return rc;
 }
 
-size_t ht_procsyms__parse_maps(const char *text, struct ht_module **out)
+/* The file a mapping of pid maps, when its path no longer names it
+ * (deleted, or replaced by another file: another inode): an entry of
+ * ps->stale, opened through /proc/PID/map_files/LO-HI.  Returns its index. */
+static size_t stale_of(struct ht_procsyms *ps, pid_t pid, const char *path, int deleted,
+		       uint64_t dev, uint64_t ino, uint64_t lo, uint64_t hi)
+{
+	for (size_t i = 0; i < ps->nstale; i++)
+		if (ps->stale[i].dev == dev && ps->stale[i].ino == ino &&
+		    !strcmp(ps->stale[i].path, path))
+			return i;
+	ps->stale = ht_grow(ps->stale, &ps->capstale, ps->nstale + 1, sizeof(*ps->stale));
+	struct stale *st = &ps->stale[ps->nstale];
+	memset(st, 0, sizeof(*st));
+	st->dev = dev;
+	st->ino = ino;
+	st->deleted = deleted;
+	st->path = ht_xstrdup(path);
+	const char *slash = strrchr(path, '/');
+	st->name = ht_xstrdup(slash ? slash + 1 : path);
+	char mf[96];
+	snprintf(mf, sizeof(mf), "/proc/%d/map_files/%llx-%llx", (int)pid, (unsigned long long)lo,
+		 (unsigned long long)hi);
+	st->fd = open(mf, O_RDONLY | O_CLOEXEC);
+	if (st->fd >= 0) {
+		char fdp[64];
+		snprintf(fdp, sizeof(fdp), "/proc/self/fd/%d", st->fd);
+		st->open_path = ht_xstrdup(fdp);
+	}
+	return ps->nstale++;
+}
+
+/* parse_maps, for process pid when ps is not NULL: a file deleted or
+ * replaced since it was mapped is read through /proc/PID/map_files
+ * ((*stale)[i]: its index in ps->stale + 1, else 0); without ps its
+ * mappings are left out.  Code ranges in *code, if not NULL. */
+static size_t parse(struct ht_procsyms *ps, pid_t pid, const char *text, struct ht_module **out,
+		    int **stale, struct code_range **code, size_t *ncode, struct code_range **data,
+		    size_t *ndata)
 {
 	struct ht_module *m = NULL;
-	size_t n = 0, cap = 0;
+	int *stl = NULL;
+	size_t n = 0, cap = 0, capcode = 0, capdata = 0;
+	if (code) {
+		*code = NULL;
+		*ncode = 0;
+		*data = NULL;
+		*ndata = 0;
+	}
 	for (const char *line = text; line && *line;) {
 		const char *nl = strchr(line, '\n');
 		size_t len = nl ? (size_t)(nl - line) : strlen(line);
@@ -141,16 +226,36 @@ size_t ht_procsyms__parse_maps(const char *text, struct ht_module **out)
 		buf[len] = 0;
 		line = nl ? nl + 1 : NULL;
 		unsigned long long lo, hi, off, ino;
+		unsigned dmaj, dmin;
 		char perms[8];
 		int name_at = 0;
-		if (sscanf(buf, "%llx-%llx %7s %llx %*x:%*x %llu %n", &lo, &hi, perms, &off, &ino,
-			   &name_at) < 5 || !name_at)
+		if (sscanf(buf, "%llx-%llx %7s %llx %x:%x %llu %n", &lo, &hi, perms, &off, &dmaj,
+			   &dmin, &ino, &name_at) < 7)
 			continue;
-		const char *name = buf + name_at;
+		if (code && perms[2] == 'x') {
+			*code = ht_grow(*code, &capcode, *ncode + 1, sizeof(**code));
+			(*code)[(*ncode)++] = (struct code_range){lo, hi};
+		} else if (code) {
+			*data = ht_grow(*data, &capdata, *ndata + 1, sizeof(**data));
+			(*data)[(*ndata)++] = (struct code_range){lo, hi};
+		}
+		if (!name_at)
+			continue;
+		char *name = buf + name_at;
 		if (name[0] != '/' && strcmp(name, "[vdso]"))
 			continue; /* anonymous, heap, stack: no code to name */
-		if (strstr(name, " (deleted)"))
-			continue;
+		int deleted = 0, replaced = 0;
+		size_t nl2 = strlen(name);
+		if (nl2 > 10 && !strcmp(name + nl2 - 10, " (deleted)")) {
+			if (!ps)
+				continue;
+			name[nl2 - 10] = 0;
+			deleted = 1;
+		} else if (ps && name[0] == '/') {
+			struct stat sb;
+			replaced = stat(name, &sb) < 0 || (uint64_t)sb.st_ino != ino ||
+				   major(sb.st_dev) != dmaj || minor(sb.st_dev) != dmin;
+		}
 		size_t k;
 		for (k = 0; k < n; k++)
 			if (!strcmp(m[k].path, name))
@@ -165,35 +270,47 @@ size_t ht_procsyms__parse_maps(const char *text, struct ht_module **out)
 		if (n == cap) {
 			cap = cap ? cap * 2 : 32;
 			m = ht_xrealloc(m, cap * sizeof(*m));
+			stl = ht_xrealloc(stl, cap * sizeof(*stl));
 		}
 		memset(&m[n], 0, sizeof(m[n]));
+		stl[n] = 0;
 		m[n].lo = lo;
 		m[n].hi = hi;
 		m[n].path = ht_xstrdup(name);
+		const char *file = name;
+		if (deleted || replaced) {
+			size_t i =
+				stale_of(ps, pid, name, deleted, makedev(dmaj, dmin), ino, lo, hi);
+			stl[n] = (int)i + 1;
+			file = ps->stale[i].open_path;
+		}
 		/* the first mapping of a file (offset 0) gives the bias */
-		if (name[0] != '/' || elf_bias(name, lo, off, &m[n]))
+		if (!file || file[0] != '/' || elf_bias(file, lo, off, &m[n]))
 			m[n].base = lo - off;
 		n++;
 	}
 	*out = m;
+	if (stale)
+		*stale = stl;
+	else
+		free(stl);
 	return n;
 }
 
-static struct proc *find(struct ht_procsyms *ps, pid_t pid)
+size_t ht_procsyms__parse_maps(const char *text, struct ht_module **out)
 {
-	for (size_t i = 0; i < ps->n; i++)
-		if (ps->procs[i].pid == pid)
-			return &ps->procs[i];
-	return NULL;
+	return parse(NULL, 0, text, out, NULL, NULL, NULL, NULL, NULL);
 }
 
-int ht_procsyms__load(struct ht_procsyms *ps, pid_t pid)
+/* /proc/PID/maps (malloc'd), NULL if it cannot be read or is empty (a
+ * zombie's, a kernel thread's). */
+static char *read_maps(pid_t pid)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
 	FILE *f = fopen(path, "re");
 	if (!f)
-		return -1;
+		return NULL;
 	char *text = NULL;
 	size_t len = 0;
 	FILE *mem = open_memstream(&text, &len);
@@ -204,10 +321,45 @@ int ht_procsyms__load(struct ht_procsyms *ps, pid_t pid)
 	fclose(f);
 	if (!mem || fclose(mem) || !len) {
 		free(text);
-		return -1; /* a zombie's map is empty: keep what was read */
+		return NULL;
 	}
+	return text;
+}
+
+static struct proc *find(struct ht_procsyms *ps, pid_t pid)
+{
+	for (size_t i = 0; i < ps->n; i++)
+		if (ps->procs[i].pid == pid)
+			return &ps->procs[i];
+	return NULL;
+}
+
+static int overlaps_code(const struct code_range *v, size_t n, uint64_t lo, uint64_t hi)
+{
+	for (size_t i = 0; i < n; i++)
+		if (lo < v[i].hi && v[i].lo < hi)
+			return 1;
+	return 0;
+}
+
+static int overlaps_module(const struct ht_module *v, size_t n, uint64_t lo, uint64_t hi)
+{
+	for (size_t i = 0; i < n; i++)
+		if (lo < v[i].hi && v[i].lo < hi)
+			return 1;
+	return 0;
+}
+
+int ht_procsyms__load(struct ht_procsyms *ps, pid_t pid)
+{
+	char *text = read_maps(pid);
+	if (!text)
+		return -1; /* a zombie's map is empty: keep what was read */
 	struct ht_module *mods;
-	size_t n = ht_procsyms__parse_maps(text, &mods);
+	struct code_range *code, *data;
+	size_t ncode, ndata;
+	int *stale;
+	size_t n = parse(ps, pid, text, &mods, &stale, &code, &ncode, &data, &ndata);
 	free(text);
 	struct proc *p = find(ps, pid);
 	if (!p) {
@@ -228,18 +380,58 @@ int ht_procsyms__load(struct ht_procsyms *ps, pid_t pid)
 			memset(p, 0, sizeof(*p));
 		}
 	} else {
+		/* what was mapped before and is no longer (a library dlopened,
+		 * then closed) stays known: the stacks taken meanwhile are in it */
+		struct code_range *gone = NULL;
+		size_t ngone = 0, capgone = 0;
+		for (int pass = 0; pass < 2; pass++) {
+			const struct code_range *v = pass ? p->gone : p->code;
+			size_t nv = pass ? p->ngone : p->ncode;
+			for (size_t i = 0; i < nv; i++) {
+				if (overlaps_code(code, ncode, v[i].lo, v[i].hi))
+					continue;
+				gone = ht_grow(gone, &capgone, ngone + 1, sizeof(*gone));
+				gone[ngone++] = v[i];
+			}
+		}
+		size_t cap = n;
+		for (size_t i = 0; i < p->nmods; i++) {
+			const struct ht_module *o = &p->mods[i];
+			if (overlaps_module(mods, n, o->lo, o->hi))
+				continue;
+			mods = ht_grow(mods, &cap, n + 1, sizeof(*mods));
+			stale = ht_xrealloc(stale, cap * sizeof(*stale));
+			mods[n] = *o;
+			mods[n].path = ht_xstrdup(o->path);
+			mods[n].gone = 1;
+			stale[n++] = p->stale[i];
+		}
 		int reread = p->reread;
 		proc_clear(p);
 		p->reread = reread;
+		p->gone = gone;
+		p->ngone = ngone;
 	}
 	p->pid = pid;
 	p->mods = mods;
 	p->nmods = n;
+	p->stale = stale;
+	p->code = code;
+	p->ncode = ncode;
+	p->data = data;
+	p->ndata = ndata;
 	p->file = ht_xrealloc(NULL, (n ? n : 1) * sizeof(*p->file));
 	for (size_t i = 0; i < n; i++)
 		p->file[i] = -1;
 	p->used = ++ps->clock;
 	return 0;
+}
+
+void ht_procsyms__forget(struct ht_procsyms *ps, pid_t pid)
+{
+	struct proc *p = find(ps, pid);
+	if (p)
+		proc_clear(p); /* (pid 0: a free slot) */
 }
 
 const struct ht_module *ht_procsyms__modules(struct ht_procsyms *ps, pid_t pid, size_t *n)
@@ -258,14 +450,25 @@ static int module_of(const struct proc *p, uint64_t ip)
 	return -1;
 }
 
-/* The symbolizer of module m's file, made the first time it is needed. */
+/* The file to open for module m of p: its path, or for a file deleted or
+ * replaced since, its descriptor's (NULL if map_files could not be read). */
+static const char *open_path(const struct ht_procsyms *ps, const struct proc *p, int m)
+{
+	return p->stale[m] ? ps->stale[p->stale[m] - 1].open_path : p->mods[m].path;
+}
+
+/* The symbolizer of module m's file, made the first time it is needed;
+ * NULL if the file cannot be read. */
 static struct ht_symbolizer *file_sym(struct ht_procsyms *ps, struct proc *p, int m)
 {
 	if (p->file[m] < 0) {
 		const struct ht_module *mod = &p->mods[m];
+		const char *path = open_path(ps, p, m);
+		if (!path)
+			return NULL;
 		size_t i;
 		for (i = 0; i < ps->nfiles; i++)
-			if (!strcmp(ps->files[i].path, mod->path) &&
+			if (!strcmp(ps->files[i].path, path) &&
 			    ps->files[i].build_id_len == mod->build_id_len &&
 			    !memcmp(ps->files[i].build_id, mod->build_id, mod->build_id_len))
 				break;
@@ -276,10 +479,11 @@ static struct ht_symbolizer *file_sym(struct ht_procsyms *ps, struct proc *p, in
 			}
 			struct file *f = &ps->files[ps->nfiles++];
 			memset(f, 0, sizeof(*f));
-			f->path = strdup(mod->path);
+			f->path = strdup(path);
 			memcpy(f->build_id, mod->build_id, sizeof(f->build_id));
 			f->build_id_len = mod->build_id_len;
 			struct ht_module one = *mod;
+			one.path = path;
 			one.base = 0;
 			one.lo = 0;
 			one.hi = UINT64_MAX;
@@ -307,12 +511,14 @@ size_t ht_procsyms__resolve(struct ht_procsyms *ps, pid_t pid, uint64_t ip, int 
 			m = module_of(p, ip);
 		}
 	}
-	if (!p || m < 0 || p->mods[m].path[0] != '/') {
+	if (!p || m < 0 || p->mods[m].path[0] != '/' || !open_path(ps, p, m)) {
 		memset(&ps->frame, 0, sizeof(ps->frame));
 		ps->frame.ip = ip;
-		if (p && m >= 0) { /* [vdso]: no file */
+		if (p && m >= 0) { /* [vdso], or a file that cannot be read: no file */
 			const char *slash = strrchr(p->mods[m].path, '/');
-			ps->frame.module = slash ? slash + 1 : p->mods[m].path;
+			ps->frame.module = p->stale[m] ? ps->stale[p->stale[m] - 1].name
+				       : slash			   ? slash + 1
+								   : p->mods[m].path;
 			ps->frame.offset = ip - p->mods[m].base;
 		}
 		*frames = &ps->frame;
@@ -333,7 +539,87 @@ size_t ht_procsyms__resolve(struct ht_procsyms *ps, pid_t pid, uint64_t ip, int 
 		ps->copy[i].ip = ip;
 		if (is_ip && ps->copy[i].offset)
 			ps->copy[i].offset--;
+		if (p->stale[m]) /* (not the name of its descriptor) */
+			ps->copy[i].module = ps->stale[p->stale[m] - 1].name;
 	}
 	*frames = ps->copy;
 	return n;
+}
+
+/* Whether two lists of code ranges are the same. */
+static int same_code(const struct code_range *a, size_t na, const struct code_range *b, size_t nb)
+{
+	return na == nb && (!na || !memcmp(a, b, na * sizeof(*a)));
+}
+
+static int in_code(const struct proc *p, uint64_t ip)
+{
+	return overlaps_code(p->code, p->ncode, ip, ip + 1) ||
+	       overlaps_code(p->gone, p->ngone, ip, ip + 1);
+}
+
+int ht_procsyms__is_code(struct ht_procsyms *ps, pid_t pid, uint64_t ip)
+{
+	/* never code, whatever the map: below the lowest address a process
+	 * can map (vm.mmap_min_addr), or beyond user space (2^47, 2^56 with
+	 * 5-level page tables): small numbers, bytes of a string */
+	if (!ps->min_addr) {
+		FILE *f = fopen("/proc/sys/vm/mmap_min_addr", "re");
+		unsigned long long v = 0;
+		ps->min_addr = f && fscanf(f, "%llu", &v) == 1 && v ? v : 4096;
+		if (f)
+			fclose(f);
+	}
+	if (ip < ps->min_addr || ip >= (1ull << 56))
+		return 0;
+	struct proc *p = find(ps, pid);
+	if (!p && ht_procsyms__load(ps, pid) == 0)
+		p = find(ps, pid);
+	if (!p)
+		return -1;
+	if (in_code(p, ip))
+		return 1;
+	/* mapped since the map was read?  Reading the map costs little; the
+	 * modules (an ELF header each) are read again only if the code
+	 * mappings changed */
+	char *text = read_maps(pid);
+	if (!text)
+		return -1;
+	struct ht_module *mods;
+	struct code_range *code, *data;
+	size_t ncode, ndata;
+	size_t n = parse(NULL, 0, text, &mods, NULL, &code, &ncode, &data, &ndata);
+	ht_procsyms__free_modules(mods, n);
+	free(text);
+	int same = same_code(code, ncode, p->code, p->ncode);
+	free(code);
+	if (same) {
+		free(p->data);
+		p->data = data;
+		p->ndata = ndata;
+	} else {
+		free(data);
+		if (ht_procsyms__load(ps, pid) < 0)
+			return -1;
+		p = find(ps, pid);
+		if (!p)
+			return -1;
+	}
+	if (in_code(p, ip))
+		return 1;
+	/* data (a heap or stack pointer) is not code; an address mapped by
+	 * nothing may be code unmapped since (a library dlclosed before its
+	 * stacks were read): cannot tell */
+	return overlaps_code(p->data, p->ndata, ip, ip + 1) ? 0 : -1;
+}
+
+size_t ht_procsyms__stale(struct ht_procsyms *ps, size_t i, const char **path, int *deleted,
+			  int *readable)
+{
+	if (i < ps->nstale) {
+		*path = ps->stale[i].path;
+		*deleted = ps->stale[i].deleted;
+		*readable = ps->stale[i].fd >= 0;
+	}
+	return ps->nstale;
 }

@@ -10,12 +10,14 @@ Needs BPF (root, BTF, uprobes): the cases skip with the reason
 import csv
 import json
 import os
+import re
 import select
 import signal
 import subprocess
 import time
 
-from htlib import GLIBC_DTV_CALLOCS_PER_THREAD, case, check, eq, fail, reap, skip
+from htlib import (GLIBC_DTV_CALLOCS_PER_THREAD, case, check, children, eq, fail, reap, skip,
+                   which)
 from htprobe import need_bpf
 
 # tests/progs/attachee.c: site -> (bytes, blocks) leaked in phase 1
@@ -49,9 +51,9 @@ def read_line(stream, timeout, what):
 class Target:
     """attachee running, stopped at its "ready" line."""
 
-    def __init__(self, t, env=None):
+    def __init__(self, t, env=None, exe=None):
         self.t = t
-        self.p = subprocess.Popen([t.prog("attachee")], stdin=subprocess.PIPE,
+        self.p = subprocess.Popen([exe or t.prog("attachee")], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   env=t.base_env(env), cwd=t.dir)
         eq(read_line(self.p.stdout, 10, "ready"), "ready\n", "attachee's first line")
@@ -179,22 +181,368 @@ def test_attach_text_sigterm(t):
 
 @case(timeout=120, labels=("probes", "analyzers"), locks=("bpf",))
 def test_attach_sample(t):
-    """--sample 5: every 5th allocation call traced, weight 5: runs of 10
-    and 5 calls at one site come out exact; the churn's frees of untraced
-    blocks do not count against anything (no site goes negative or shows
-    churn)."""
+    """--sample 5: traced blocks weigh 5 each (every site's blocks a
+    multiple of 5, bytes consistent with its block size); the churn's frees
+    of untraced blocks do not count against anything (no site goes negative
+    or shows churn).  Which calls are traced is random (see
+    attach_sample_periodic for the estimate itself)."""
     need_bpf(t, "attach")
-    acct, out, err = run_attach(t, ["--json", "--sample", "5"])
+    acct, out, err = run_attach(t, ["--json", "--sample", "5", "--top", "100"])
     j = json.loads(out)
     eq(j["sample_every"], 5, "sample_every")
     got = by_site(j["entries"])
-    # phase 1 starts with leak_small's 10 mallocs at calls 0..9 (0 and 5 traced),
-    # then leak_calloc's 5 (10), then leak_big's 5 (15)
-    for site in ("leak_small", "leak_calloc", "leak_big"):
-        eq(got.get(site), SITES[site], "estimate for " + site)
     check("churn" not in got, "churn blocks reported: %r" % got)
     for site, (b, n) in got.items():
         check(n % 5 == 0 and b > 0, "site %s: %d bytes in %d blocks" % (site, b, n))
+    for site in ("leak_small", "leak_calloc", "leak_big"):  # blocks of one size each
+        if site in got:
+            per = SITES[site][0] // SITES[site][1]
+            eq(got[site][0], got[site][1] * per, "bytes of " + site)
+
+
+# Each iteration: six malloc(64)/free pairs, then one malloc(1000) kept by
+# leak_one: the calls repeat with a period of 7.
+PERIODIC_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+__attribute__((noinline)) static void *leak_one(void)
+{
+	char *p = malloc(1000);
+	memset(p, 0, 1000);
+	return p;
+}
+int main(int argc, char **argv)
+{
+	int iter = atoi(argv[1]);
+	static void *volatile keep;
+	for (int i = 0; i < iter; i++) {
+		for (int j = 0; j < 6; j++) {
+			void *volatile q = malloc(64);
+			free(q);
+		}
+		keep = leak_one();
+	}
+	printf("leaked %d blocks\n", iter);
+	return 0;
+}
+"""
+
+
+def compile_c(t, name, source, flags=("-O0", "-g")):
+    """Compiles source into the case's directory; skips without gcc."""
+    gcc = which("gcc")
+    if not gcc:
+        skip("gcc is not installed")
+    src = t.path(name + ".c")
+    with open(src, "w") as f:
+        f.write(source)
+    exe = t.path(name)
+    r = t.run([gcc] + list(flags) + ["-o", exe, src])
+    eq(r.rc, 0, "gcc:\n" + r.describe())
+    return exe
+
+
+@case(timeout=120, labels=("probes", "analyzers"), locks=("bpf",))
+def test_attach_sample_periodic(t):
+    """--sample 7 on a program whose calls repeat every 7 (six malloc/free
+    pairs, then a leaked malloc(1000) from leak_one; 7000 iterations): the
+    leak's estimate is right within statistics.  Each call is traced with
+    probability 1/7, so the traced leaks K are Binomial(7000, 1/7): mean
+    1000, sigma sqrt(7000 * 1/7 * 6/7) = 29.3; the estimate 7K must lie
+    within 6 sigma of 7000 blocks (|K - 1000| <= 176, a failure probability
+    of about 2e-9), with 1000 bytes each.  Before, the 7th, 14th... call was
+    traced: always the same place of the period, and attach said 7 blocks
+    (or none) where 7000 leaked."""
+    need_bpf(t, "attach")
+    exe = compile_c(t, "periodic", PERIODIC_C)
+    iters, n = 7000, 7
+    r = t.run([t.heaptrail, "attach", "--json", "--top", "100", "--sample", str(n),
+               "-c", "%s %d" % (exe, iters)], timeout=90)
+    eq(r.rc, 0, "attach -c periodic:\n" + r.describe())
+    j = json.loads(r.stdout.splitlines()[-1])
+    got = by_site(j["entries"])
+    check("leak_one" in got, "leak_one not seen: %r" % got)
+    b, blocks = got["leak_one"]
+    p = 1.0 / n
+    sigma = (iters * p * (1 - p)) ** 0.5
+    k = blocks // n
+    check(abs(k - iters * p) <= 6 * sigma,
+          "leak_one: %d blocks estimated (%d traced), expected %d +- %d (6 sigma)" % (
+              blocks, k, iters, int(6 * sigma * n)))
+    eq((blocks % n, b), (0, blocks * 1000), "leak_one's weight and bytes")
+
+
+# site() calls malloc with %rbp pointing at a fake frame whose return
+# address is data (0x0101010101010101 + i * 0x1000, a different one for
+# each of the 200 calls), as code built without frame pointers leaves in
+# %rbp: the kernel's frame-pointer walk takes it for a caller.
+JUNK_FRAMES_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((noinline)) static void *site(long tag)
+{
+	volatile long frame[2] = {0, tag};
+	void *p;
+	__asm__ volatile("push %%rbp\n\tsub $8, %%rsp\n\tmov %1, %%rbp\n\tcall malloc@PLT\n\t"
+			 "add $8, %%rsp\n\tpop %%rbp"
+			 : "=a"(p)
+			 : "r"(frame), "D"(100L)
+			 : "rcx", "rdx", "rsi", "r8", "r9", "r10", "r11", "memory", "cc");
+	return p;
+}
+int main(void)
+{
+	static void *keep[200];
+	for (long i = 0; i < 200; i++)
+		keep[i] = site(0x0101010101010101L + i * 0x1000);
+	printf("%p\n", keep[199]);
+	return 0;
+}
+"""
+
+
+@case(timeout=120, labels=("probes", "analyzers"), locks=("bpf",))
+def test_attach_junk_frames(t):
+    """A stack ends at the first frame that is in no executable mapping of
+    the process (data that a frame-pointer walk through code without frame
+    pointers takes for a return address), marked as cut: the 200 blocks of
+    one site, each with a different junk "caller", are one row, `site
+    (junk.c:N) <- [cut]`, stack_cut in --json.  Before, they were 200 rows
+    each ending in a junk address."""
+    need_bpf(t, "attach")
+    import platform
+    if platform.machine() != "x86_64":
+        skip("the fake frame is x86-64 assembly")
+    exe = compile_c(t, "junk", JUNK_FRAMES_C, ("-O2", "-g", "-mno-red-zone"))
+    r = t.run([t.heaptrail, "attach", "--json", "--top", "1000", "-c", exe], timeout=60)
+    eq(r.rc, 0, "attach -c junk:\n" + r.describe())
+    j = json.loads(r.stdout.splitlines()[-1])
+    rows = [e for e in j["entries"] if any(f.get("function") == "site" for f in e["stack"])]
+    eq(len(rows), 1, "rows of site (%d stacks in all)" % j["stacks"])
+    e = rows[0]
+    eq(([f.get("function") for f in e["stack"]], e.get("stack_cut")), (["site"], True),
+       "site's row: its frames and the cut")
+    # (a stack the kernel could not take shows as [no stack]: it happened
+    # once in a run of this case)
+    nostack = sum(x["blocks"] for x in j["entries"]
+                  if not x["stack"] and x["bytes"] == x["blocks"] * 100)
+    eq(e["blocks"] + nostack, 200, "site's blocks (and those without a stack)")
+    r = t.run([t.heaptrail, "attach", "-c", exe], timeout=60)
+    eq(r.rc, 0, "attach -c junk (text):\n" + r.describe())
+    check(re.search(r"blocks, oldest .* site \(junk\.c:\d+\) <- \[cut\]\n", r.stdout),
+          "the text row of site:\n" + r.stdout)
+
+
+DLFOO_C = r"""
+#include <stdlib.h>
+#include <string.h>
+__attribute__((noinline)) void *foo_leak(void)
+{
+	char *p = malloc(4321);
+	memset(p, 0, 4321);
+	return p;
+}
+"""
+
+# Waits for a line, then dlopens argv[1], leaks 3 blocks from its
+# foo_leak, sleeps 0.3 s and exits (the library still mapped).
+DLMAIN_C = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+#include <unistd.h>
+static void *volatile keep[3];
+int main(int argc, char **argv)
+{
+	char line[16];
+	puts("ready");
+	fflush(stdout);
+	if (argc < 2 || !fgets(line, sizeof(line), stdin))
+		return 2;
+	void *h = dlopen(argv[1], RTLD_NOW);
+	if (!h)
+		return 1;
+	void *(*f)(void) = (void *(*)(void))dlsym(h, "foo_leak");
+	for (int i = 0; i < 3; i++)
+		keep[i] = f();
+	usleep(300000);
+	return 0;
+}
+"""
+
+
+@case(timeout=120, labels=("probes", "analyzers"), locks=("bpf",))
+def test_attach_dlopen_then_exit(t):
+    """attach -p; the process then dlopens a library, leaks 3 blocks of
+    4321 bytes from its foo_leak, and exits: the frames in the library are
+    symbolized (the map is read again when an address in no known code is
+    first seen, while the process runs).  Before, the map was read again
+    only at the end, after the exit: the frame stayed an address."""
+    need_bpf(t, "attach")
+    lib = compile_c(t, "libdlfoo.so", DLFOO_C, ("-O0", "-g", "-fPIC", "-shared"))
+    exe = compile_c(t, "dlmain", DLMAIN_C, ("-O0", "-g", "-ldl"))
+    p = subprocess.Popen([exe, lib], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, cwd=t.dir)
+    a = None
+    try:
+        eq(read_line(p.stdout, 10, "ready"), "ready\n", "dlmain's first line")
+        a = Attach(t, p.pid, ["--json", "--top", "100"])
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        eq(p.wait(timeout=20), 0, "dlmain's exit status")
+        out, err = a.p.communicate(timeout=60)
+        eq(a.p.returncode, 0, "attach's exit status (stderr %r)" % err)
+    finally:
+        if a:
+            a.kill()
+        reap(p)
+    j = json.loads(out)
+    got = [(e["bytes"], e["blocks"]) for e in j["entries"]
+           if e["stack"] and e["stack"][0].get("function") == "foo_leak"]
+    eq(got, [(3 * 4321, 3)], "foo_leak's row (the rows: %r)" % [
+        ([f.get("function") or f.get("offset") for f in e["stack"]][:2], e["bytes"])
+        for e in j["entries"]])
+
+
+@case(timeout=120, labels=("probes", "analyzers"), locks=("bpf",))
+def test_attach_deleted_executable(t):
+    """The executable is deleted (an upgrade) after the process started:
+    attach reads its symbols through /proc/PID/map_files, the sites come
+    out named and exact, and a line says so.  Before, its frames were
+    addresses and nothing said why."""
+    need_bpf(t, "attach")
+    import shutil
+    exe = t.path("attachee-old")
+    shutil.copy(t.prog("attachee"), exe)
+    target = Target(t, exe=exe)
+    os.unlink(exe)
+    a = None
+    try:
+        a = Attach(t, target.p.pid, ["--json", "--top", "100"])
+        eq(target.phase1(), SITES, "the program's accounting")
+        out, err = a.stop()
+        target.finish()
+    finally:
+        if a:
+            a.kill()
+        target.kill()
+    eq(by_site(json.loads(out)["entries"]), SITES, "outstanding by site")
+    check("%s was deleted since pid %d mapped it: its symbols were read through /proc/%d/map_files"
+          % (exe, target.p.pid, target.p.pid) in err, "the note:\n" + err)
+
+
+# Waits for a line, leaks 5 x 1000 bytes at leak_before, and execs itself
+# with "after", which leaks 3 x 777 at leak_after, sleeps 0.3 s and exits.
+EXECER_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+static void *volatile keep[5];
+__attribute__((noinline)) static void leak_before(void)
+{
+	for (int i = 0; i < 5; i++)
+		keep[i] = malloc(1000);
+}
+__attribute__((noinline)) static void leak_after(void)
+{
+	for (int i = 0; i < 3; i++)
+		keep[i] = malloc(777);
+}
+int main(int argc, char **argv)
+{
+	char line[16];
+	if (argc > 1 && !strcmp(argv[1], "after")) {
+		leak_after();
+		usleep(300000);
+		return 0;
+	}
+	puts("ready");
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		return 2;
+	leak_before();
+	execl("/proc/self/exe", argv[0], "after", (char *)NULL);
+	return 1;
+}
+"""
+
+
+@case(timeout=120, labels=("probes", "analyzers"), locks=("bpf",))
+def test_attach_exec(t):
+    """attach -p, then the process leaks 5 blocks and execs (itself, which
+    leaks 3 blocks of 777 bytes at leak_after in the new image): attach
+    says so, drops the old image's blocks (they went with it) and reports
+    the new image's, named; the -o trace ends at the exec, with the 5
+    blocks of the image before.  Before, the old image's blocks stayed
+    outstanding and were named with the old image's symbols."""
+    need_bpf(t, "attach")
+    exe = compile_c(t, "execer", EXECER_C)
+    p = subprocess.Popen([exe], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, cwd=t.dir)
+    a = None
+    try:
+        eq(read_line(p.stdout, 10, "ready"), "ready\n", "execer's first line")
+        a = Attach(t, p.pid, ["--json", "--top", "100", "-o", t.path("x.ht")])
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        eq(p.wait(timeout=20), 0, "execer's exit status")
+        out, err = a.p.communicate(timeout=60)
+        eq(a.p.returncode, 0, "attach's exit status (stderr %r)" % err)
+    finally:
+        if a:
+            a.kill()
+        reap(p)
+    err = err.decode()
+    check("heaptrail attach: pid %d exec'd %s: the 4.9 KiB in 5 blocks outstanding in the image "
+          "before are dropped (they went with it); the -o trace ends at the exec; tracing goes "
+          "on in the new image" % (p.pid, exe) in err, "the exec line:\n" + err)
+    j = json.loads(out)
+    rows = {e["stack"][0].get("function") if e["stack"] else "?": (e["bytes"], e["blocks"])
+            for e in j["entries"]}
+    eq(rows.get("leak_after"), (3 * 777, 3), "the new image's leak (rows %r)" % rows)
+    check("leak_before" not in rows and (5000, 5) not in rows.values(),
+          "the old image's blocks are still outstanding: %r" % rows)
+    r = t.tool(["leaks", "--json", "--top", "100", t.path("x.ht")])
+    eq(r.rc, 0, "leaks of the trace:\n" + r.describe())
+    got = {g["stack"][0].get("function"): (g["bytes"], g["blocks"])
+           for g in json.loads(r.stdout)["groups"] if g["stack"]}
+    eq(got.get("leak_before"), (5000, 5), "the trace's leaks (up to the exec): %r" % got)
+    check("leak_after" not in got, "the trace goes past the exec: %r" % got)
+
+
+@case(timeout=120, labels=("probes", "analyzers"), locks=("bpf",))
+def test_attach_end_time(t):
+    """-d 3s: the final report's ages, its elapsed_ns and the -o trace's
+    duration are taken when tracing stopped, not after the probes were
+    removed (a second or two later): no block is older than 3 s.  Before,
+    the blocks of a 3 s attach were "oldest 4.5 s", elapsed_ns and the
+    trace's duration as long."""
+    need_bpf(t, "attach")
+    d = 3 * 10**9
+    target = Target(t)
+    a = None
+    try:
+        a = Attach(t, target.p.pid, ["--json", "--top", "100", "-d", "3s", "-o", t.path("d.ht")])
+        eq(target.phase1(), SITES, "the program's accounting")
+        out, err = a.p.communicate(timeout=60)
+        eq(a.p.returncode, 0, "attach's exit status (stderr %r)" % err)
+        target.finish()
+    finally:
+        if a:
+            a.kill()
+        target.kill()
+    j = json.loads(out)
+    eq(by_site(j["entries"]), SITES, "outstanding by site")
+    check(d <= j["elapsed_ns"] < d + 2 * 10**8, "elapsed_ns %d for -d 3s" % j["elapsed_ns"])
+    oldest = max(e["oldest_age_ns"] for e in j["entries"])
+    check(oldest <= j["elapsed_ns"], "a block %d ns old in %d ns of tracing" % (
+        oldest, j["elapsed_ns"]))
+    # (the trace starts when attach opens it, before the probes are loaded,
+    # a few tenths of a second; the removal it no longer counts takes 2 s)
+    s = t.stats(t.path("d.ht"))
+    check(s["duration_ns"] <= j["elapsed_ns"] + 10**9,
+          "the trace lasts %d ns, tracing %d" % (s["duration_ns"], j["elapsed_ns"]))
 
 
 @case(timeout=120, labels=("probes", "analyzers"), locks=("bpf",))
@@ -281,13 +629,12 @@ def test_attach_trace(t):
     eq(json.loads(out)["outstanding_bytes"], lk["leaked_bytes"], "attach and leaks agree")
 
     out_path = t.path("sampled.ht")
-    acct, out, err = run_attach(t, ["-o", out_path, "--sample", "5", "--json"])
+    acct, out, err = run_attach(t, ["-o", out_path, "--sample", "5", "--json", "--top", "1000"])
     s = t.stats(out_path)
     eq((s["sampled"], s["sample_every"]), (True, 5), "sampled trace header")
     r = t.tool(["leaks", "--json", "--top", "1000", out_path])
     got = by_site(json.loads(r.stdout)["groups"])
-    for site in ("leak_small", "leak_calloc", "leak_big"):
-        eq(got.get(site), SITES[site], "sampled trace estimate for " + site)
+    eq(got, by_site(json.loads(out)["entries"]), "the sampled trace's leaks and attach's report")
     for args in (["flamegraph", "-o", t.path("f.svg")], ["top"], ["report", "-o", t.path("r.html")]):
         r = t.tool(args + [out_path])
         eq(r.rc, 0, "%s of the attach trace:\n%s" % (args[0], r.describe()))
@@ -339,9 +686,10 @@ def test_attach_bad_usage(t):
     r = t.tool(["attach", "-p", str(os.getpid()), "-d", "1s", "-o", bad])
     if r.rc != 3:  # (3: no BPF here; the rest of the case still runs)
         eq(r.rc, 1, "unwritable -o:\n" + r.describe())
-        check("cannot write %s: No such file or directory" % bad in r.stderr,
-              "unwritable -o message:\n" + r.describe())
+        check("cannot write %s: %s: No such file or directory" % (bad, t.path("no-such-dir"))
+              in r.stderr, "unwritable -o message:\n" + r.describe())
         check(not os.path.exists(t.path("no-such-dir")), "something was created")
+
     # not root: setpriv drops to nobody (util-linux, in scripts/deps.sh)
     if os.geteuid() == 0 and os.path.exists("/usr/bin/setpriv"):
         target = Target(t)
@@ -352,6 +700,125 @@ def test_attach_bad_usage(t):
             check("root" in r.stderr or "CAP_BPF" in r.stderr, "not root message:\n" + r.describe())
         finally:
             target.kill()
+
+
+@case(timeout=60, labels=("probes", "analyzers"))
+def test_attach_output_dir(t):
+    """-o naming a directory (DIR, DIR/) is refused at the start, exit 1,
+    before any probe or command, as record does (the trace is renamed into
+    place at the end: before, it was lost after the whole session, and
+    "DIR/" said "Not a directory")."""
+    need_bpf(t, "attach")
+    os.mkdir(t.path("adir"))
+    for o in ("adir", "adir/"):
+        r = t.tool(["attach", "-o", t.path(o), "-c", "/bin/true"])
+        eq(r.rc, 1, "-o %s:\n%s" % (o, r.describe()))
+        eq(r.heaptrail_lines(), ["heaptrail: error: attach: cannot write %s: it is a "
+                                 "directory: name a file" % t.path(o)], "-o %s" % o)
+        check("tracing pid" not in r.stderr, "a session ran:\n" + r.describe())
+
+
+def kernel_thread():
+    """A kernel thread's pid (kthreadd is 2 outside a pid namespace), or None."""
+    for d in sorted(os.listdir("/proc"), key=lambda x: (len(x), x)):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read()
+        except OSError:
+            continue
+        if int(st[st.rindex(")") + 2:].split()[6]) & 0x00200000:  # PF_KTHREAD
+            return int(d)
+    return None
+
+
+@case(timeout=60, labels=("probes", "analyzers"))
+def test_attach_no_memory_targets(t):
+    """A kernel thread and a zombie have no user memory: attach says which,
+    exit 1 (before: "cannot read /proc/PID/maps (is the process gone?)").
+    --lib naming a file that does not exist says so, exit 1 (before: "defines
+    no malloc: not an allocator"); --lib naming a file the process does
+    not map warns that its probes will see nothing."""
+    need_bpf(t, "attach")
+    k = kernel_thread()
+    if k is not None:
+        r = t.tool(["attach", "-p", str(k)])
+        eq((r.rc, r.heaptrail_lines()), (1, ["heaptrail: error: attach: %d is a kernel thread: "
+                                             "it has no user memory and no allocator to trace"
+                                             % k]), "attach -p kernel thread")
+    z = subprocess.Popen(["/bin/true"])
+    try:
+        end = time.monotonic() + 10
+        while time.monotonic() < end:
+            with open("/proc/%d/stat" % z.pid) as f:
+                st = f.read()
+            if st[st.rindex(")") + 2] == "Z":
+                break
+            time.sleep(0.02)
+        r = t.tool(["attach", "-p", str(z.pid)])
+        eq((r.rc, r.heaptrail_lines()), (1, ["heaptrail: error: attach: %d is a zombie (it has "
+                                             "exited; its parent has not waited for it): it has "
+                                             "no memory left to trace" % z.pid]),
+           "attach -p zombie")
+    finally:
+        z.wait()
+    target = Target(t)
+    try:
+        r = t.tool(["attach", "-p", str(target.p.pid), "--lib", "/nonexistent.so"])
+        eq((r.rc, r.heaptrail_lines()), (1, ["heaptrail: error: attach: --lib /nonexistent.so: "
+                                             "No such file or directory"]), "--lib missing")
+        r = t.tool(["attach", "-p", str(target.p.pid), "--lib", t.heaptrail, "-d", "100ms"])
+        check("heaptrail: warning: attach: pid %d does not map %s (--lib): its probes will see "
+              "no call of the process" % (target.p.pid, t.heaptrail) in r.stderr,
+              "--lib not mapped:\n" + r.describe())
+    finally:
+        target.kill()
+
+
+@case(timeout=120, labels=("probes", "analyzers"), locks=("bpf",))
+def test_attach_minor_options(t):
+    """-p's help says what it does (there is no every-process mode); -n 0
+    shows every stack, as diff and top (before: "the largest:" then
+    nothing); --depth 0 is refused (a row shows at least one frame); a
+    process running under record shows its own frames, not the recorder's
+    wrappers (ht_alloc__malloc <- malloc_slow), as leaks hides them."""
+    need_bpf(t, "attach")
+    r = t.run([t.heaptrail, "attach", "--help"], check_rc=0)
+    line = next((l for l in r.stdout.splitlines() if "--pid" in l), "")
+    check("trace this process (or -c)" in line and "every process" not in line,
+          "-p's help: %r" % line)
+    r = t.tool(["attach", "-p", str(os.getpid()), "--depth", "0"])
+    eq((r.rc, r.heaptrail_lines()), (2, ["heaptrail: error: attach: --depth 0: a row shows at "
+                                         "least one frame: give 1 or more (3)"]), "--depth 0")
+    acct, out, err = run_attach(t, ["--top", "0", "--depth", "1"])
+    rows = [l for l in out.splitlines() if " blocks, oldest " in l]
+    check(len(rows) >= 5 and "the largest" not in out and
+          set(SITES) <= {l.split("  ")[-1].split(" (")[0] for l in rows},
+          "-n 0: every stack:\n" + out)
+    # under record: the recorder's malloc wrappers are in every stack
+    rec = subprocess.Popen([t.heaptrail, "record", "-q", "--stacks", "-o", t.path("r.ht"), "--",
+                            t.prog("attachee")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, cwd=t.dir, env=t.base_env())
+    target = Target.__new__(Target)
+    target.t, target.p = t, rec
+    a = None
+    try:
+        eq(read_line(rec.stdout, 20, "ready"), "ready\n", "attachee's first line under record")
+        kids = children(rec.pid)
+        eq(len(kids), 1, "record's child")
+        a = Attach(t, kids[0], ["--json", "--top", "0"])
+        eq(target.phase1(), SITES, "the program's accounting")
+        out, err = a.stop()
+        target.finish()
+    finally:
+        if a:
+            a.kill()
+        reap(rec)
+    j = json.loads(out)
+    fns = {f.get("function") for e in j["entries"] for f in e["stack"]}
+    check(not fns & {"ht_alloc__malloc", "malloc_slow"}, "recorder frames shown: %r" % fns)
+    eq(by_site(j["entries"]), SITES, "outstanding by site under record")
 
 
 ALLOCATORS = {

@@ -10,6 +10,7 @@ a deadline) rather than sleep a fixed time: the machine may be loaded."""
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 
@@ -825,3 +826,192 @@ def test_live_trace_removed(t):
         check("LIVE-EXIT=0" in term.history(), term.history())
     finally:
         term.close()
+
+
+def compile_c(t, name, source, flags=()):
+    """Compiles source (-O0 -g, flags) into the case's directory; skips without gcc."""
+    gcc = shutil.which("gcc")
+    if not gcc:
+        skip("gcc is not installed")
+    src = t.path(name + ".c")
+    with open(src, "w") as f:
+        f.write(source)
+    exe = t.path(name)
+    r = t.run([gcc, "-O0", "-g"] + list(flags) + ["-o", exe, src])
+    eq(r.rc, 0, "gcc:\n" + r.describe())
+    return exe
+
+
+# 5000 blocks kept at once, 2 s of nothing, 700 malloc/free pairs, 2 s of
+# nothing: the rates of a finished trace depend on the moment shown.
+BURSTS_C = r"""
+#include <stdlib.h>
+#include <unistd.h>
+int main(void)
+{
+	static void *keep[5000];
+	for (int i = 0; i < 5000; i++)
+		keep[i] = malloc(16);
+	usleep(2000000);
+	for (int i = 0; i < 700; i++) {
+		void *volatile p = malloc(32);
+		free(p);
+	}
+	usleep(2000000);
+	return keep[0] == NULL;
+}
+"""
+
+
+def rates_of(out, what):
+    """(allocations/s, frees/s) of live's header."""
+    m = re.search(r"allocations (\S+)/s  frees (\S+)/s", out)
+    check(m, "no rates in %s:\n%s" % (what, out))
+    return tuple(float(x) for x in m.groups())
+
+
+@case(timeout=120, labels=("live",))
+def test_live_rates_finished(t):
+    """A finished trace's rates are those of the second before the moment
+    shown, as while it is followed (docs/live.md): at the end of the bursts
+    program (its last calls 2 s before) 0/s, in the threads view too; at
+    --at 2.5s the 700 pairs of 2.0 s, over the window of about a second
+    (0.94 to 1.07 s: 652 to 746 a second).  Before, the rates were averaged
+    since the start: 1425 allocations/s at the end, 2280/s at 2.5 s."""
+    exe = compile_c(t, "bursts", BURSTS_C)
+    t.run([t.heaptrail, "record", "-q", "-o", t.path("b.ht"), "--", exe], check_rc=0)
+    r = t.run([t.heaptrail, "live", "--batch", "b.ht"], check_rc=0)
+    eq(rates_of(r.stdout, "the end"), (0, 0), "rates at the end")
+    r = t.run([t.heaptrail, "live", "--batch", "--keys", "t", "b.ht"], check_rc=0)
+    thr = [l.split() for l in r.stdout.splitlines() if re.match(r"^\d+ ", l)]
+    eq(len(thr), 1, "threads:\n" + r.stdout)
+    eq(thr[0][4:6], ["0", "0"], "the thread's allocs/s and frees/s at the end:\n" + r.stdout)
+    r = t.run([t.heaptrail, "live", "--batch", "--at", "2.5s", "b.ht"], check_rc=0)
+    a, f = rates_of(r.stdout, "--at 2.5s")
+    check(652 <= a <= 746 and 652 <= f <= 746,
+          "rates at 2.5s: %g allocations/s, %g frees/s (700 calls each in the second before)"
+          % (a, f))
+
+
+# A thread that makes no heap call (it blocks for ever), then one started
+# after it that allocates 5 blocks.
+IDLETHR_C = r"""
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+static void *volatile k;
+static void *idle(void *x)
+{
+	for (;;)
+		pause();
+	return x;
+}
+static void *alloc5(void *x)
+{
+	for (int i = 0; i < 5; i++)
+		k = malloc(200);
+	return x;
+}
+int main(void)
+{
+	pthread_t t, u;
+	pthread_create(&t, 0, idle, 0);
+	usleep(10000);
+	pthread_create(&u, 0, alloc5, 0);
+	pthread_join(u, 0);
+	return 0;
+}
+"""
+
+
+@case(timeout=60, labels=("live",))
+def test_live_idle_thread_tid(t):
+    """The threads view names a thread that made no heap call by its tid
+    (stats lists it), not 0, when a thread started after it made some."""
+    exe = compile_c(t, "idlethr", IDLETHR_C, ("-pthread",))
+    t.run([t.heaptrail, "record", "-q", "-o", t.path("i.ht"), "--", exe], check_rc=0)
+    tids = [th["tid"] for th in t.stats(t.path("i.ht"))["per_thread"]]
+    eq(len(tids), 3, "stats' threads")
+    r = t.run([t.heaptrail, "live", "--batch", "--keys", "t", "i.ht"], check_rc=0)
+    thr = [l.split() for l in r.stdout.splitlines() if re.match(r"^\d+ ", l)]
+    eq(sorted(int(x[0]) for x in thr), sorted(tids), "the threads view's tids:\n" + r.stdout)
+    idle = next(x for x in thr if int(x[0]) == tids[1])
+    eq(idle[1:], ["0", "B", "0", "0", "0", "0", "0", "0"], "the idle thread's row")
+
+
+@case(timeout=60, labels=("live",))
+def test_live_at_past_end(t):
+    """--at past the end of a finished trace: a note says when it ends (as
+    leaks --at), and the screen is the end's, its time the trace's end,
+    not "1m40s (cursor)" with nothing said."""
+    t.run([t.heaptrail, "record", "-q", "-o", t.path("g.ht"), "--", t.prog("grower"), "1"],
+          check_rc=0)
+    end = t.stats(t.path("g.ht"))["duration_ns"]
+    r = t.run([t.heaptrail, "live", "--batch", "--at", "100s", "g.ht"], check_rc=0)
+    eq(r.heaptrail_lines()[0], "heaptrail: note: --at 100.000 s is after the end of g.ht "
+       "(%.3f s): the screen at its end" % (end / 1e9), "the note")
+    eq(r.stdout.splitlines()[1].split("  ")[0], "time %.1fs" % (end / 1e9), "the time shown")
+    whole = t.run([t.heaptrail, "live", "--batch", "g.ht"], check_rc=0)
+    eq(r.stdout, whole.stdout, "the screen at --at 100s and at the end")
+
+
+@case(timeout=60, labels=("live",))
+def test_live_snapshot_dir_and_wording(t):
+    """--snapshot-dir that is not a directory is refused at the start, exit
+    2 (before: --batch --keys w exited 0, the snapshot not written); a
+    snapshot of a finished trace says "live at the end of the trace" (at a
+    cursor, "live at 1.5s"), not "live now"."""
+    t.run([t.heaptrail, "record", "-q", "-o", t.path("g.ht"), "--", t.prog("grower"), "1"],
+          check_rc=0)
+    r = t.run([t.heaptrail, "live", "--batch", "--keys", "w", "--snapshot-dir",
+               t.path("no-such-dir"), "g.ht"])
+    eq((r.rc, r.heaptrail_lines()), (2, ["heaptrail: error: live: --snapshot-dir %s: No such "
+                                         "file or directory" % t.path("no-such-dir")]),
+       "--snapshot-dir missing")
+    os.mkdir(t.path("snaps"))
+    for args, want in (([], "; live at the end of the trace"), (["--at", "500ms"], "; live at 0.5s")):
+        r = t.run([t.heaptrail, "live", "--batch", "--keys", "w", "--snapshot-dir",
+                   t.path("snaps")] + args + ["g.ht"], check_rc=0)
+        m = re.search(r"snapshot written to (\S+)", r.stdout)
+        check(m, "no snapshot:\n" + r.stdout)
+        with open(m.group(1)) as f:
+            first = f.readline().rstrip("\n")
+        check(first.endswith(want), "the snapshot's first line (%s): %r" % (args, first))
+
+
+def pid_of_cmdline(*words):
+    """The pid whose command line holds every word, or None."""
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                argv = f.read().decode("utf-8", "replace").split("\0")
+        except OSError:
+            continue
+        if all(w in argv for w in words):
+            return int(d)
+    return None
+
+
+@case(timeout=120, labels=("live",))
+def test_live_record_sigterm(t):
+    """SIGTERM to record --live (kill, a service manager, timeout): record
+    passes it on to the program, the display ends by itself, and record
+    exits 128+15 once the trace is finished, as without --live
+    (docs/record.md).  Before, the display stayed up, the program a zombie,
+    until q."""
+    out = t.path("term.ht")
+    term = Term(t, "%s record --live --stacks -o %s -- %s 60; echo RECORD-EXIT=$?" % (
+        t.heaptrail, out, t.prog("grower")))
+    try:
+        term.wait(grow_first, "grow_site first")
+        rec = pid_of_cmdline(t.heaptrail, "record", "--live", out)
+        check(rec, "record's process not found")
+        os.kill(rec, signal.SIGTERM)
+        term.wait_history("RECORD-EXIT=", 30)
+        check("RECORD-EXIT=143" in term.history(), term.history())
+    finally:
+        term.close()
+    s = t.stats(out)
+    check(s["closed"], "the trace is closed")

@@ -345,17 +345,26 @@ def test_probes_no_tracefs(t):
 
 @case(timeout=30, labels=("probes", "analyzers"))
 def test_probes_bad_target(t):
-    """A -p process that does not exist, a -c command that cannot run: exit
-    2, one line naming it; an unwritable -o: exit 1, one line, no file left
+    """A -p process that does not exist: exit 2, one line naming it; a -c
+    command that is not found: 127, one that cannot be run: 126, as record
+    (before: 2 for both); an unwritable -o: exit 1, one line, no file left
     behind (the report is still printed)."""
     need_bpf(t, "faults")
     r = t.run([t.heaptrail, "mmapsnoop", "-p", "999999999"])
     eq(r.rc, 2, "no such -p: %s" % r.describe())
     check("no process 999999999" in r.stderr, r.stderr)
     r = t.run([t.heaptrail, "faults", "-c", t.path("no-such-program") + " x"])
-    eq(r.rc, 2, "no such -c: %s" % r.describe())
+    eq(r.rc, 127, "no such -c: %s" % r.describe())
     check("cannot run '%s': No such file or directory" % t.path("no-such-program") in r.stderr,
           r.stderr)
+    with open(t.path("not-runnable"), "w") as f:
+        f.write("data\n")
+    for cmd in ("faults", "attach"):
+        r = t.run([t.heaptrail, cmd, "-c", t.path("not-runnable")])
+        eq(r.rc, 126, "%s -c of a file that is not executable: %s" % (cmd, r.describe()))
+        check("cannot run '%s': Permission denied" % t.path("not-runnable") in r.stderr, r.stderr)
+    r = t.run([t.heaptrail, "attach", "-c", t.path("no-such-program")])
+    eq(r.rc, 127, "attach -c, no such program: %s" % r.describe())
     os.mkdir(t.path("ro"))
     os.chmod(t.path("ro"), 0o555)
     out = t.path("ro", "f.svg")
