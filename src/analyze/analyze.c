@@ -205,6 +205,8 @@ enum ht_trace_end ht_analyze__trace_end(const struct ht_reader *r)
 		return HT_END_CUT;
 	if (in->signal)
 		return HT_END_SIGNAL;
+	if (in->detached)
+		return HT_END_DETACHED;
 	if (in->being_written && !in->closed)
 		return HT_END_NOW;
 	/* (a program that ended by the exit_group system call did exit) */
@@ -223,6 +225,8 @@ const char *ht_analyze__end_not_freed(enum ht_trace_end e)
 	case HT_END_CUT:
 		return " by the trace's end (the trace is cut short or damaged: frees after it "
 		       "are not in it)";
+	case HT_END_DETACHED:
+		return " when tracing stopped (the program ran on: not at exit)";
 	case HT_END_SIGNAL:
 		return " by the trace's end (the program died of a signal it did not handle: "
 		       "not at exit)";
@@ -243,7 +247,10 @@ const char *ht_analyze__signal_name(int sig, char *buf)
 
 const char *ht_analyze__end_label(enum ht_trace_end e)
 {
-	return e == HT_END_NOW ? "live now" : e == HT_END_EXIT ? "live at exit" : "live at the end";
+	return e == HT_END_NOW        ? "live now"
+	       : e == HT_END_EXIT     ? "live at exit"
+	       : e == HT_END_DETACHED ? "live at detach"
+				      : "live at the end";
 }
 
 int ht_analyze__finish_pass(struct ht_reader *r, const char *path, int quiet_warnings,

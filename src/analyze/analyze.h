@@ -56,6 +56,8 @@ enum ht_trace_end {
 	HT_END_SIGNAL,  /* the program died of a fatal signal it left to its default
 			 * action, the trace closed in the recorder's handler:
 			 * "by the trace's end" */
+	HT_END_DETACHED, /* attach stopped tracing while the program ran on:
+			  * "when tracing stopped", "live at detach" */
 };
 enum ht_trace_end ht_analyze__trace_end(const struct ht_reader *r);
 /* Its words for "not freed ..." (leaks) and for a "live ..." label. */

@@ -336,6 +336,7 @@ void ht_stats__json(const struct ht_stats *s, struct ht_json *j, const struct ht
 		ht_json__bool(j, "exit_syscall", in->exit_syscall);
 	ht_json__bool(j, "being_written", in->being_written && !in->closed);
 	ht_json__bool(j, "disk_full", in->disk_full);
+	ht_json__bool(j, "detached", in->detached);
 	char sig[16];
 	if (in->signal) /* (the fatal signal the program died of) */
 		ht_json__str(j, "killed_by", ht_analyze__signal_name(in->signal, sig));
@@ -466,6 +467,7 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_reader *r
 	fprintf(f, "duration   %s, %llu events, %zu thread%s%s\n", ht_fmt_ns(b1, in->duration_ns),
 	       (unsigned long long)s->events, s->nthreads, s->nthreads == 1 ? "" : "s",
 	       in->signal             ? died
+	       : in->detached         ? " (tracing stopped; the program ran on)"
 	       : in->closed           ? ""
 	       : in->being_written    ? " (still being written: as of now)"
 	       : in->disk_full        ? " (recording stopped: a write failed)"

@@ -703,6 +703,19 @@ static void stat_fields(pid_t pid, int32_t *ppid, uint64_t *start_brk)
 	free(s);
 }
 
+/* Whether pid has not exited (a zombie has). */
+static int running(pid_t pid)
+{
+	size_t len;
+	char *s = read_small("stat", pid, &len);
+	const char *rp = s ? strrchr(s, ')') : NULL;
+	char state = 0;
+	if (rp)
+		sscanf(rp + 1, " %c", &state);
+	free(s);
+	return rp && state != 'Z' && state != 'X';
+}
+
 /* Says why pid's map cannot be read, if it has no user memory to trace (a
  * kernel thread, a zombie) or is gone: 1 after the error, else 0. */
 static int no_memory(pid_t pid)
@@ -1062,6 +1075,10 @@ int cmd_attach(int argc, char **argv)
 			trace_modules(&a);
 		struct ht_writer *w = a.w;
 		a.w = NULL;
+		/* the process runs on (not gone, not a zombie): its blocks live
+		 * at the end were live when tracing stopped, not at its exit */
+		if (!a.trace_end && kill(a.pid, 0) == 0 && running(a.pid))
+			ht_writer__flags(w, HT_FILE_F_DETACHED);
 		if (a.failed ||
 		    ht_writer__close(w, a.trace_end ? a.trace_end : a.end, err, sizeof(err)) < 0) {
 			ht_error("attach: %s", a.failed ? "writing the trace failed" : err);

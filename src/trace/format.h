@@ -84,6 +84,9 @@ struct ht_section_ref {
 				      * not by a signal (record saw it), without exit()
 				      * or _exit(): the exit_group system call itself, as
 				      * Go's runtime does.  Nothing was lost */
+#define HT_FILE_F_DETACHED 0x1000 /* with CLOSED: written by heaptrail attach, which
+				   * stopped tracing while the process still ran: what
+				   * is live at the end was live then, not at exit */
 #define HT_FILE_F_SIGNALED 0x800 /* with CLOSED: the recorder closed the trace in its
 				  * handler of a fatal signal the program left to its
 				  * default action (the header's `signal`), and the

@@ -448,6 +448,7 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 			ht_rd__warn(r, "the index is damaged; chunks were scanned instead");
 	}
 	r->info.orphaned = (r->hdr.flags & HT_FILE_F_ORPHANED) != 0;
+	r->info.detached = r->info.closed && (r->hdr.flags & HT_FILE_F_DETACHED);
 	r->info.signal = r->info.closed && (r->hdr.flags & HT_FILE_F_SIGNALED) && r->hdr.signal > 0 &&
 				 r->hdr.signal < 65
 			     ? (int)r->hdr.signal

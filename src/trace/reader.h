@@ -175,6 +175,8 @@ struct ht_trace_info {
 				* exit_group system call, not exit() (HT_FILE_F_EXIT_SYSCALL) */
 	int signal;            /* closed, and the program died of this signal, which it
 				* left to its default action (HT_FILE_F_SIGNALED), else 0 */
+	int detached;          /* closed by heaptrail attach while the program ran on
+				* (HT_FILE_F_DETACHED) */
 	int being_written;     /* a recorder still writes it (its lock is held and the
 				* program runs): what was read is the trace as of now */
 	int disk_full;         /* recording stopped on a failed write (HT_FILE_F_DISK_FULL) */

@@ -434,6 +434,11 @@ void ht_writer__abort(struct ht_writer *w)
 	writer_free(w);
 }
 
+void ht_writer__flags(struct ht_writer *w, uint64_t flags)
+{
+	w->hdr.flags |= flags;
+}
+
 int ht_writer__close(struct ht_writer *w, uint64_t end_mono_ns, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < w->nstreams; i++) {

@@ -50,6 +50,9 @@ int ht_writer__event(struct ht_writer *w, uint32_t tid, unsigned kind, unsigned 
 /* A CLOCK sample (monotonic ns, RSS in KiB or 0). */
 void ht_writer__clock(struct ht_writer *w, uint64_t mono_ns, uint64_t rss_kb);
 
+/* Adds HT_FILE_F_* flags to the header close writes (DETACHED). */
+void ht_writer__flags(struct ht_writer *w, uint64_t flags);
+
 /* Flushes everything, writes the index and the closed header, renames
  * the temporary to PATH.  Returns 0, or -1 with a message in err (the temp file
  * is removed).  Frees w either way. */

@@ -603,6 +603,10 @@ def test_attach_target_exits(t):
         if a:
             a.kill()
         target.kill()
+    # the process had ended: its trace's blocks are live at exit
+    eq(t.stats(t.path("x.ht"))["detached"], False, "stats --json detached")
+    first = t.tool(["leaks", t.path("x.ht")]).stdout.splitlines()[0]
+    check(" not freed at exit" in first, "leaks' first line: %r" % first)
     r = t.tool(["timeline", "--csv", "-o", "-", t.path("x.ht")])
     eq(r.rc, 0, "timeline:\n" + r.describe())
     rows = list(csv.DictReader(r.stdout.splitlines()))
@@ -627,6 +631,14 @@ def test_attach_trace(t):
     eq(s["live_at_exit_bytes"] if "live_at_exit_bytes" in s else lk["leaked_bytes"],
        sum(b for b, n in SITES.values()), "live at the end")
     eq(json.loads(out)["outstanding_bytes"], lk["leaked_bytes"], "attach and leaks agree")
+    # the program ran on after attach stopped: not "at exit" (HT_FILE_F_DETACHED)
+    eq(s["detached"], True, "stats --json detached")
+    text = t.tool(["stats", out_path]).stdout
+    check("(tracing stopped; the program ran on)" in text and "\nlive at detach " in text,
+          "stats says the program ran on: %r" % text[:600])
+    first = t.tool(["leaks", out_path]).stdout.splitlines()[0]
+    check(" not freed when tracing stopped (the program ran on: not at exit)" in first,
+          "leaks' first line: %r" % first)
 
     out_path = t.path("sampled.ht")
     acct, out, err = run_attach(t, ["-o", out_path, "--sample", "5", "--json", "--top", "1000"])
