@@ -14,7 +14,7 @@ import signal
 import subprocess
 import time
 
-from htlib import case, check, eq, fail, skip
+from htlib import case, check, compile_c, eq, fail, skip
 
 GROW = 1000000  # bytes a second at grow_site
 
@@ -828,18 +828,6 @@ def test_live_trace_removed(t):
         term.close()
 
 
-def compile_c(t, name, source, flags=()):
-    """Compiles source (-O0 -g, flags) into the case's directory; skips without gcc."""
-    gcc = shutil.which("gcc")
-    if not gcc:
-        skip("gcc is not installed")
-    src = t.path(name + ".c")
-    with open(src, "w") as f:
-        f.write(source)
-    exe = t.path(name)
-    r = t.run([gcc, "-O0", "-g"] + list(flags) + ["-o", exe, src])
-    eq(r.rc, 0, "gcc:\n" + r.describe())
-    return exe
 
 
 # 5000 blocks kept at once, 2 s of nothing, 700 malloc/free pairs, 2 s of

@@ -15,7 +15,7 @@ import time
 import xml.etree.ElementTree as ET
 
 import htformat
-from htlib import case, check, eq, fail, skip, which
+from htlib import case, check, compile_c, eq, fail
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGS_SRC = os.path.join(HERE, "..", "progs")
@@ -414,16 +414,6 @@ int main(void)
 ODD_LABELS = ['a,b;c"d', "", "x;y", "bad\u00ff\u00fe \u00e9"]
 
 
-def compile_c(t, name, src):
-    gcc = which("gcc")
-    if not gcc:
-        skip("gcc is not installed")
-    c, exe = t.path(name + ".c"), t.path(name)
-    with open(c, "w") as f:
-        f.write(src)
-    t.run([gcc, "-O0", "-fno-builtin", "-I", os.path.join(HERE, "..", "..", "include"),
-           "-o", exe, c], check_rc=0)
-    return exe
 
 
 def record_ramp(t, name="ramp"):

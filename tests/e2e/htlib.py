@@ -653,6 +653,24 @@ def which(name, candidates=()):
     return shutil.which(name)
 
 
+def compile_c(t, name, source, flags=()):
+    """Compiles source into the case's directory with gcc -O0 -g
+    -fno-builtin (every malloc/free pair stays) and the project's include/
+    (heaptrail.h), then flags (a later -O wins); returns the program's
+    path.  Skips the case without gcc."""
+    gcc = which("gcc")
+    if not gcc:
+        skip("gcc is not installed")
+    src = t.path(name + ".c")
+    with open(src, "w") as f:
+        f.write(source)
+    exe = t.path(name)
+    include = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include")
+    r = t.run([gcc, "-O0", "-g", "-fno-builtin", "-I", include] + list(flags) + ["-o", exe, src])
+    eq(r.rc, 0, "gcc:\n" + r.describe())
+    return exe
+
+
 def reap(p):
     """Kills the subprocess p if it still runs, and waits for it (the end
     of a test's try: nothing left running, whatever failed)."""
