@@ -94,19 +94,19 @@ static int handed_out(void *ctx, uint64_t ptr)
 struct slice {
 	const char *path;
 	const struct ht_trace_info *in; /* the whole trace's (its reader's) */
-	uint64_t lo, hi;            /* its events' timestamps: [lo, hi); hi 0: to the end */
-	int first;                  /* the slice that starts the trace */
-	struct ht_reader *r;        /* its reader */
+	uint64_t lo, hi;		/* its events' timestamps: [lo, hi); hi 0: to the end */
+	int first;			/* the slice that starts the trace */
+	struct ht_reader *r;		/* its reader */
 	struct ht_pass *pass;
 	struct ht_stats_slice *st;
-	struct addrset handed;      /* what it handed out (not kept for the first) */
-	_Atomic uint64_t events;    /* read so far (progress) */
+	struct addrset handed;	 /* what it handed out (not kept for the first) */
+	_Atomic uint64_t events; /* read so far (progress) */
 	_Atomic uint64_t done_bytes;
-	const char *why;            /* why it cannot be used: read serially */
+	const char *why; /* why it cannot be used: read serially */
 	pthread_t th;
 };
 
-static _Atomic int stop_all;   /* a slice failed: the others stop */
+static _Atomic int stop_all; /* a slice failed: the others stop */
 static _Atomic unsigned running;
 static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t done_cond = PTHREAD_COND_INITIALIZER;
@@ -218,8 +218,8 @@ static struct ht_stats *add_up(struct slice *sv, unsigned k, struct ht_reader *r
 	uint64_t released_live = 0;
 	struct ht_stats *s = ht_stats__slice_take(sv[0].st);
 	for (unsigned i = 0; i < k; i++) {
-		if (i && ht_stats__slice_add(s, &carry, sv[i].st, ht_pass__live(sv[i].pass), handed_out,
-					     &sv[i].handed, &released_live) < 0) {
+		if (i && ht_stats__slice_add(s, &carry, sv[i].st, ht_pass__live(sv[i].pass),
+					     handed_out, &sv[i].handed, &released_live) < 0) {
 			ht_stats__delete(s);
 			ht_livemap__free(&carry);
 			return NULL;
@@ -240,7 +240,8 @@ struct ht_stats *ht_slices__stats(const char *path, struct ht_reader *r)
 	unsigned k = ht_reader__threads_given() ? ht_reader__threads_wanted() : ht_reader__cpus();
 	if (k < 2 || !ht_reader__sliceable(r, min_events())) {
 		if (k >= 2 && getenv("HEAPTRAIL_SLICE_NOTE"))
-			fprintf(stderr, "heaptrail: note: read serially: the trace does not suit\n");
+			fprintf(stderr,
+				"heaptrail: note: read serially: the trace does not suit\n");
 		return NULL;
 	}
 	if (k > MAX_SLICES)
@@ -286,7 +287,8 @@ struct ht_stats *ht_slices__stats(const char *path, struct ht_reader *r)
 			done = 0;
 			for (unsigned i = 0; i < started; i++) {
 				ev += atomic_load_explicit(&sv[i].events, memory_order_relaxed);
-				done += atomic_load_explicit(&sv[i].done_bytes, memory_order_relaxed);
+				done +=
+				    atomic_load_explicit(&sv[i].done_bytes, memory_order_relaxed);
 			}
 			ht_progress("reading", done < total ? done : total, total, ev, "events");
 		}
@@ -301,8 +303,9 @@ struct ht_stats *ht_slices__stats(const char *path, struct ht_reader *r)
 	}
 	struct ht_stats *s = ok ? add_up(sv, k, r) : NULL;
 	if (getenv("HEAPTRAIL_SLICE_NOTE")) { /* (for the tests: how it went) */
-		const char *why = started < k ? "a thread could not be started" : "an address was "
-			"handed out while live across a cut";
+		const char *why = started < k ? "a thread could not be started"
+					      : "an address was "
+						"handed out while live across a cut";
 		for (unsigned i = 0; i < started; i++)
 			if (sv[i].why)
 				why = sv[i].why;

@@ -11,8 +11,7 @@
 int ht_reader__sliceable(const struct ht_reader *r, uint64_t min_events)
 {
 	const struct ht_trace_info *in = &r->info;
-	if (r->par || r->follow || r->causal || r->at_end || r->err[0] ||
-	    r->warn[0])
+	if (r->par || r->follow || r->causal || r->at_end || r->err[0] || r->warn[0])
 		return 0;
 	if (!in->closed || !in->indexed || in->orphaned || in->disk_full || in->dropped)
 		return 0;
@@ -26,8 +25,7 @@ int ht_reader__sliceable(const struct ht_reader *r, uint64_t min_events)
 
 /* The timestamp of chunk c's SYNC record (decompressing the chunk into
  * the reader's buffers). */
-static int sync_ts(struct ht_reader *r, struct stream *s, const struct chunk_ref *c,
-		   uint64_t *ts)
+static int sync_ts(struct ht_reader *r, struct stream *s, const struct chunk_ref *c, uint64_t *ts)
 {
 	if (!(c->flags & HT_CHUNK_F_SYNC))
 		return -1;
@@ -48,7 +46,8 @@ static int sync_ts(struct ht_reader *r, struct stream *s, const struct chunk_ref
 	if (c->flags & HT_CHUNK_F_COLUMNS) {
 		if (!s->cd)
 			s->cd = ht_coldec__new();
-		if (!s->cd || ht_coldec__start(s->cd, s->buf, c->raw_size, r->hdr.version, &why) < 0 ||
+		if (!s->cd ||
+		    ht_coldec__start(s->cd, s->buf, c->raw_size, r->hdr.version, &why) < 0 ||
 		    ht_coldec__next(s->cd, &rec, &why) <= 0)
 			return -1;
 	} else if (!ht_rec__parse(&rec, s->buf, s->buf + c->raw_size, &why)) {
@@ -171,8 +170,11 @@ int ht_reader__start_at(struct ht_reader *r, uint64_t lo)
 				continue;
 			}
 			if (sync_ts(r, s, &s->chunks[j], &ts) < 0) {
-				ht_rd__err(r, "offset %llu: the SYNC record of a chunk of thread %u cannot "
-					   "be read", (unsigned long long)s->chunks[j].offset, s->tid);
+				ht_rd__err(
+				    r,
+				    "offset %llu: the SYNC record of a chunk of thread %u cannot "
+				    "be read",
+				    (unsigned long long)s->chunks[j].offset, s->tid);
 				return -1;
 			}
 			if (ts < lo) {
