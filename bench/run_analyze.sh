@@ -338,8 +338,9 @@ if ((WRITE)); then
 		echo "### One core against all of them"
 		echo
 		echo "- one core: \`taskset -c 0 heaptrail CMD\` (the reader sees one CPU and decodes serially, as with -j 1);"
-		echo "  all CPUs: \`heaptrail CMD -j 0\` (the caller's thread merges and analyses, $((NCPU - 1)) decoding thread(s) decode"
-		echo "  the trace's streams ahead). The last column is the ceiling any split of the work can reach here:"
+		echo "  all CPUs: \`heaptrail CMD -j 0\`: \`stats\` reads the trace in $NCPU time slices, one thread each, and adds them up"
+		echo "  (docs/FORMAT.md \"Time slices\"); the others merge and analyse on the caller's thread while $((NCPU - 1)) decoding"
+		echo "  thread(s) decode the trace's streams ahead. The last column is the ceiling any split of the work can reach here:"
 		echo "  two independent \`stats -j 1\` on the trace at once, their throughput against one alone"
 		echo
 		cat "$PARTABLE"

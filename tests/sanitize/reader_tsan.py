@@ -9,7 +9,7 @@ traces); TSAN_BUILD a tree configured with -DHEAPTRAIL_TSAN=ON in which the
 target `heaptrail` is built.  Multi-threaded programs are recorded (with
 stacks, raw and compacted), a copy is cut in the middle, and the TSan
 heaptrail reads each with 2, 3 and 8 threads (stats, dump, leaks,
-flamegraph, the HTML report).  Then record's end step, `compact --fast`,
+flamegraph, the HTML report), and stats in 2 and 3 time slices.  Then record's end step, `compact --fast`,
 whose workers compress a raw trace of 3 threads (more than twice what
 they may run ahead of the writing) while the calling thread writes: the
 TSan build's file must be the normal build's, byte for byte.
@@ -105,9 +105,15 @@ def main():
                 what = "%s: %s" % (name, " ".join(args[:2]))
                 want = run([ht] + args[:1] + ["-j", "1"] + args[1:] + [trace], cwd=d)
                 want_html = open(html, "rb").read() if args[0] == "report" else None
-                for j in ("2", "3", "8"):
-                    got = run([ht_tsan] + args[:1] + ["-j", j] + args[1:] + [trace],
-                              env=tsan_env, cwd=d)
+                # stats also in time slices (analyze/slices.c), small as
+                # these traces are: a thread each, the same bytes
+                runs = [(j, tsan_env) for j in ("2", "3", "8")]
+                if args[0] == "stats":
+                    runs += [(j + " (slices)", dict(tsan_env, HEAPTRAIL_SLICE_MIN_EVENTS="0"))
+                             for j in ("2", "3")]
+                for j, env in runs:
+                    got = run([ht_tsan] + args[:1] + ["-j", j.split()[0]] + args[1:] + [trace],
+                              env=env, cwd=d)
                     if got[0] == 66 or "ThreadSanitizer" in got[2]:
                         bad.append("%s -j %s: ThreadSanitizer:\n%s" % (what, j, got[2][-4000:]))
                         continue
