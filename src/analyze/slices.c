@@ -246,6 +246,11 @@ struct ht_stats *ht_slices__stats(const char *path, struct ht_reader *r)
 	}
 	if (k > MAX_SLICES)
 		k = MAX_SLICES;
+	if (ht_reader__stacks_seen(r) != 0) {
+		if (getenv("HEAPTRAIL_SLICE_NOTE"))
+			fprintf(stderr, "heaptrail: note: read serially: a trace with stacks\n");
+		return NULL;
+	}
 	uint64_t cut[MAX_SLICES];
 	unsigned ncut = ht_reader__cut_times(r, k, cut);
 	if (!ncut) {

@@ -25,10 +25,9 @@ int ht_reader__sliceable(const struct ht_reader *r, uint64_t min_events)
 
 /* The timestamp of chunk c's SYNC record (decompressing the chunk into
  * the reader's buffers). */
-static int sync_ts(struct ht_reader *r, struct stream *s, const struct chunk_ref *c, uint64_t *ts)
+/* Chunk c's payload, decompressed, into s's buffer (as load_chunk does). */
+static int load_payload(struct ht_reader *r, struct stream *s, const struct chunk_ref *c)
 {
-	if (!(c->flags & HT_CHUNK_F_SYNC))
-		return -1;
 	uint64_t poff = c->offset + sizeof(struct ht_chunk_header);
 	s->buf = ht_grow(s->buf, &s->cap, c->raw_size + 1, 1);
 	if (c->flags & HT_CHUNK_F_ZSTD) {
@@ -41,6 +40,13 @@ static int sync_ts(struct ht_reader *r, struct stream *s, const struct chunk_ref
 	} else if (ht_rd__read_at(r, s->buf, c->raw_size, poff) < 0) {
 		return -1;
 	}
+	return 0;
+}
+
+static int sync_ts(struct ht_reader *r, struct stream *s, const struct chunk_ref *c, uint64_t *ts)
+{
+	if (!(c->flags & HT_CHUNK_F_SYNC) || load_payload(r, s, c) < 0)
+		return -1;
 	struct ht_rec rec;
 	const char *why = NULL;
 	if (c->flags & HT_CHUNK_F_COLUMNS) {
@@ -56,6 +62,43 @@ static int sync_ts(struct ht_reader *r, struct stream *s, const struct chunk_ref
 	if (rec.kind != HT_EV_SYNC || rec.f[0] != c->first_seq)
 		return -1;
 	*ts = rec.f[1];
+	return 0;
+}
+
+int ht_reader__stacks_seen(struct ht_reader *r)
+{
+	/* a trace recorded with stacks has frame records in every thread's
+	 * first chunk that allocates: the first chunk of each of (at most 8)
+	 * streams is scanned */
+	for (size_t i = 0; i < r->nstreams && i < 8; i++) {
+		struct stream *s = &r->streams[i];
+		const struct chunk_ref *c = &s->chunks[0];
+		if (!s->nchunks || load_payload(r, s, c) < 0)
+			return -1;
+		struct ht_rec rec;
+		const char *why = NULL;
+		if (c->flags & HT_CHUNK_F_COLUMNS) {
+			if (!s->cd)
+				s->cd = ht_coldec__new();
+			if (!s->cd ||
+			    ht_coldec__start(s->cd, s->buf, c->raw_size, r->hdr.version, &why) < 0)
+				return -1;
+			int k;
+			while ((k = ht_coldec__next(s->cd, &rec, &why)) > 0)
+				if (rec.kind >= 32 || rec.has_stack)
+					return 1;
+			if (k < 0)
+				return -1;
+		} else {
+			const uint8_t *p = s->buf, *end = s->buf + c->raw_size;
+			size_t used;
+			while (p < end && (used = ht_rec__parse(&rec, p, end, &why)) > 0) {
+				if (rec.kind >= 32 || rec.has_stack)
+					return 1;
+				p += used;
+			}
+		}
+	}
 	return 0;
 }
 

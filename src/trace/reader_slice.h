@@ -30,6 +30,12 @@ unsigned ht_reader__cpus(void);
  * (ht_reader__open_info). */
 int ht_reader__sliceable(const struct ht_reader *r, uint64_t min_events);
 
+/* Whether the trace holds stacks (record --stacks): 1, -1 if a chunk
+ * cannot be read, else 0.  Its frame records number each thread's frames
+ * from its first, so a slice that starts part-way could not read them:
+ * such a trace is read serially (a look at each stream's first chunk). */
+int ht_reader__stacks_seen(struct ht_reader *r);
+
 /* Cut times of k slices (k - 1 timestamps into cut[], increasing, each
  * the SYNC time of a chunk near i/k of the events of the trace's longest
  * stream, plus one); how many were found (fewer when the stream has too

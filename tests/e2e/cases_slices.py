@@ -24,11 +24,11 @@ SLICE_ENV = {"HEAPTRAIL_SLICE_MIN_EVENTS": "0", "HEAPTRAIL_SLICE_NOTE": "1"}
 NOTE = "heaptrail: note: "
 
 
-def record_small(t, name, argv):
+def record_small(t, name, argv, opts=()):
     """record with 4 KiB buffers (many chunks, each starting with a SYNC
     record: places to cut at); returns the trace's path."""
     out = t.path(name + ".ht")
-    r = t.run([t.heaptrail, "record", "-q", "--buffer-size=4K", "-o", out, "--"] +
+    r = t.run([t.heaptrail, "record", "-q", "--buffer-size=4K"] + list(opts) + ["-o", out, "--"] +
               [str(a) for a in argv], timeout=120)
     eq(r.rc, 0, "record %s: exit status (%s)" % (name, r.describe()))
     return out
@@ -118,7 +118,8 @@ def test_slices_fall_back(t):
     """Where slices cannot give the serial answer, the trace is read
     serially, and says the same: blocks freed unseen and handed out again
     across a cut (slicemix hide, 8 slices), a pause (control events), a
-    trace cut short and one with a corrupt chunk."""
+    trace with stacks (its frames are numbered from each thread's first),
+    a trace cut short and one with a corrupt chunk."""
     hide = record_small(t, "hide", [t.prog("slicemix"), "hide", 60000])
     with t.soft():
         note = stats_both(t, hide, 8)
@@ -128,6 +129,10 @@ def test_slices_fall_back(t):
     with t.soft():
         note = stats_both(t, pause, 3)
         eq(note, "read serially: a control event (pause, reset...)", "slicemix pause")
+    stacks = record_small(t, "stacks", [t.prog("pipeline"), 3, 10000], ("--stacks",))
+    with t.soft():
+        note = stats_both(t, stacks, 3)
+        eq(note, "read serially: a trace with stacks", "a trace with stacks")
     plain = record_small(t, "plain", [t.prog("slicemix"), "plain", 30000])
     with open(plain, "rb") as f:
         data = f.read()
