@@ -233,31 +233,41 @@ static struct ht_stats *add_up(struct slice *sv, unsigned k, struct ht_reader *r
 	return s;
 }
 
-struct ht_stats *ht_slices__stats(const char *path, struct ht_reader *r)
+unsigned ht_slices__wanted(void)
 {
 	/* -j N: N slices; by default, one per CPU (the slices pay where
 	 * decoding threads alone did not: docs/FORMAT.md, "Time slices") */
-	unsigned k = ht_reader__threads_given() ? ht_reader__threads_wanted() : ht_reader__cpus();
-	if (k < 2 || !ht_reader__sliceable(r, min_events())) {
-		if (k >= 2 && getenv("HEAPTRAIL_SLICE_NOTE"))
-			fprintf(stderr,
-				"heaptrail: note: read serially: the trace does not suit\n");
-		return NULL;
+	return ht_reader__threads_given() ? ht_reader__threads_wanted() : ht_reader__cpus();
+}
+
+/* HEAPTRAIL_SLICE_NOTE=1 (the tests): how the trace was read; NULL
+ * returned for the caller to read it serially when why is given. */
+static struct ht_stats *note(struct ht_stats *s, unsigned k, const char *why)
+{
+	if (getenv("HEAPTRAIL_SLICE_NOTE")) {
+		if (s)
+			fprintf(stderr, "heaptrail: note: read in %u time slices\n", k);
+		else
+			fprintf(stderr, "heaptrail: note: read serially: %s\n", why);
 	}
+	return s;
+}
+
+struct ht_stats *ht_slices__stats(const char *path, struct ht_reader *r)
+{
+	unsigned k = ht_slices__wanted();
 	if (k > MAX_SLICES)
 		k = MAX_SLICES;
-	if (ht_reader__stacks_seen(r) != 0) {
-		if (getenv("HEAPTRAIL_SLICE_NOTE"))
-			fprintf(stderr, "heaptrail: note: read serially: a trace with stacks\n");
+	if (k < 2)
 		return NULL;
-	}
+	if (!ht_reader__sliceable(r, min_events()))
+		return note(NULL, k, "the trace does not suit");
+	if (ht_reader__stacks_seen(r) != 0)
+		return note(NULL, k, "a trace with stacks");
 	uint64_t cut[MAX_SLICES];
 	unsigned ncut = ht_reader__cut_times(r, k, cut);
-	if (!ncut) {
-		if (getenv("HEAPTRAIL_SLICE_NOTE"))
-			fprintf(stderr, "heaptrail: note: read serially: no chunk to cut at\n");
-		return NULL;
-	}
+	if (!ncut)
+		return note(NULL, k, "no chunk to cut at");
 	k = ncut + 1;
 
 	struct slice *sv = ht_xcalloc(k, sizeof(*sv));
@@ -306,19 +316,12 @@ struct ht_stats *ht_slices__stats(const char *path, struct ht_reader *r)
 		if (sv[i].why)
 			ok = 0;
 	}
-	struct ht_stats *s = ok ? add_up(sv, k, r) : NULL;
-	if (getenv("HEAPTRAIL_SLICE_NOTE")) { /* (for the tests: how it went) */
-		const char *why = started < k ? "a thread could not be started"
-					      : "an address was "
-						"handed out while live across a cut";
-		for (unsigned i = 0; i < started; i++)
-			if (sv[i].why)
-				why = sv[i].why;
-		if (s)
-			fprintf(stderr, "heaptrail: note: read in %u time slices\n", k);
-		else
-			fprintf(stderr, "heaptrail: note: read serially: %s\n", why);
-	}
+	const char *why = started < k ? "a thread could not be started"
+				      : "an address was handed out while live across a cut";
+	for (unsigned i = 0; i < started; i++)
+		if (sv[i].why)
+			why = sv[i].why;
+	struct ht_stats *s = note(ok ? add_up(sv, k, r) : NULL, k, why);
 	for (unsigned i = 0; i < started; i++)
 		slice_free(&sv[i]);
 	free(sv);

@@ -27,5 +27,7 @@
  * that could not be placed): r is as it was, and the caller reads
  * serially. */
 struct ht_stats *ht_slices__stats(const char *path, struct ht_reader *r);
+/* The slices -j asks for (not given: one per CPU); below 2, none. */
+unsigned ht_slices__wanted(void);
 
 #endif

@@ -12,7 +12,6 @@
 #include "common/json.h"
 #include "common/options.h"
 #include "common/util.h"
-#include "trace/reader_slice.h"
 
 struct stats_config {
 	int json;      /* --json */
@@ -54,7 +53,7 @@ int cmd_stats(int argc, char **argv)
 	 * where the slices cannot give the serial reader's answer) serially */
 	static const struct ht_pauses no_pauses;
 	const struct ht_pauses *pauses = &no_pauses;
-	if (ht_reader__threads_given() ? ht_reader__threads_wanted() > 1 : ht_reader__cpus() > 1) {
+	if (ht_slices__wanted() > 1) {
 		char err[1024];
 		r = ht_reader__open_info(argv[0], err, sizeof(err));
 		if (r && !(s = ht_slices__stats(argv[0], r))) {

@@ -107,6 +107,23 @@ static __always_inline void count(__u32 which)
 		__sync_fetch_and_add(v, 1);
 }
 
+/* An event of thread tid in the ring, zeroed, dated now, without a stack;
+ * NULL (counted lost) if the ring is full. */
+static __always_inline struct ht_attach_event *new_event(__u32 tid, __u8 kind)
+{
+	struct ht_attach_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(HT_AS_LOST);
+		return NULL;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->ts = bpf_ktime_get_ns();
+	e->tid = tid;
+	e->kind = kind;
+	e->stackid = -1;
+	return e;
+}
+
 /* Submit without waking the reader (a wake-up per event costs the traced
  * thread an interrupt and the machine two context switches): it polls the
  * ring every few hundred milliseconds anyway; wake it only when the ring
@@ -275,17 +292,10 @@ int BPF_KPROBE(free_enter, void *ptr)
 	__u64 p = (__u64)ptr;
 	if (!take_traced(p))
 		return 0; /* not a traced block (or one of an image before an exec) */
-	struct ht_attach_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count(HT_AS_LOST);
+	struct ht_attach_event *e = new_event((__u32)id, K_FREE);
+	if (!e)
 		return 0;
-	}
-	__builtin_memset(e, 0, sizeof(*e));
-	e->ts = bpf_ktime_get_ns();
 	e->ptr = p;
-	e->tid = (__u32)id;
-	e->kind = K_FREE;
-	e->stackid = -1;
 	if (is_glibc) {
 		__u64 sz = 0;
 		if (!bpf_probe_read_user(&sz, sizeof(sz), (void *)(p - 8)))
@@ -358,16 +368,10 @@ int BPF_PROG(on_exec, struct task_struct *task, pid_t old_pid, struct linux_binp
 	if (!ours())
 		return 0;
 	__sync_fetch_and_add(&image_gen, 1);
-	struct ht_attach_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count(HT_AS_LOST);
+	struct ht_attach_event *e =
+		new_event((__u32)bpf_get_current_pid_tgid(), HT_ATTACH_EXEC);
+	if (!e)
 		return 0;
-	}
-	__builtin_memset(e, 0, sizeof(*e));
-	e->ts = bpf_ktime_get_ns();
-	e->tid = (__u32)bpf_get_current_pid_tgid();
-	e->kind = HT_ATTACH_EXEC;
-	e->stackid = -1;
 	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }

@@ -17,6 +17,31 @@ static size_t hash_node(uint32_t parent, uint64_t ip)
 }
 
 
+int ht_rd__load_payload(struct ht_reader *r, struct stream *s, const struct chunk_ref *c)
+{
+	s->buf = ht_grow(s->buf, &s->cap, c->raw_size + 1, 1);
+	uint8_t *dst = s->buf;
+	uint64_t poff = c->offset + sizeof(struct ht_chunk_header);
+	if (c->flags & HT_CHUNK_F_ZSTD) {
+		r->zbuf = ht_grow(r->zbuf, &r->zcap, c->comp_size + 1, 1);
+		if (ht_rd__read_at(r, r->zbuf, c->comp_size, poff) < 0) {
+			ht_rd__err(r, "offset %llu: cannot read chunk payload", (unsigned long long)c->offset);
+			return -1;
+		}
+		size_t n = ZSTD_decompressDCtx(r->dctx, dst, c->raw_size, r->zbuf, c->comp_size);
+		if (ZSTD_isError(n) || n != c->raw_size) {
+			ht_rd__err(r, "offset %llu: chunk of thread %u does not decompress (%s): the trace "
+				   "is corrupt here", (unsigned long long)c->offset, c->tid,
+				ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short payload");
+			return -1;
+		}
+	} else if (ht_rd__read_at(r, dst, c->raw_size, poff) < 0) {
+		ht_rd__err(r, "offset %llu: cannot read chunk payload", (unsigned long long)c->offset);
+		return -1;
+	}
+	return 0;
+}
+
 static int load_chunk(struct ht_reader *r, struct stream *s)
 {
 	struct chunk_ref *c = &s->chunks[s->next_chunk++];
@@ -43,26 +68,8 @@ static int load_chunk(struct ht_reader *r, struct stream *s)
 	 * the columns they are decoded from one by one. */
 	int cols = (c->flags & HT_CHUNK_F_COLUMNS) != 0;
 	s->cols = 0;
-	s->buf = ht_grow(s->buf, &s->cap, c->raw_size + 1, 1);
-	uint8_t *dst = s->buf;
-	uint64_t poff = c->offset + sizeof(struct ht_chunk_header);
-	if (c->flags & HT_CHUNK_F_ZSTD) {
-		r->zbuf = ht_grow(r->zbuf, &r->zcap, c->comp_size + 1, 1);
-		if (ht_rd__read_at(r, r->zbuf, c->comp_size, poff) < 0) {
-			ht_rd__err(r, "offset %llu: cannot read chunk payload", (unsigned long long)c->offset);
-			return -1;
-		}
-		size_t n = ZSTD_decompressDCtx(r->dctx, dst, c->raw_size, r->zbuf, c->comp_size);
-		if (ZSTD_isError(n) || n != c->raw_size) {
-			ht_rd__err(r, "offset %llu: chunk of thread %u does not decompress (%s): the trace "
-				   "is corrupt here", (unsigned long long)c->offset, c->tid,
-				ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short payload");
-			return -1;
-		}
-	} else if (ht_rd__read_at(r, dst, c->raw_size, poff) < 0) {
-		ht_rd__err(r, "offset %llu: cannot read chunk payload", (unsigned long long)c->offset);
+	if (ht_rd__load_payload(r, s, c) < 0)
 		return -1;
-	}
 	size_t len = c->raw_size;
 	if (cols) {
 		const char *why = "out of memory";

@@ -189,6 +189,10 @@ int ht_rd__read_at(struct ht_reader *r, void *buf, size_t n, uint64_t off);
 
 /* ---- reader_decode.c ----------------------------------------------------- */
 
+/* Chunk c's payload, decompressed, into s's buffer (c->raw_size bytes);
+ * -1 with the reader's error set if it cannot be read or decompressed. */
+int ht_rd__load_payload(struct ht_reader *r, struct stream *s, const struct chunk_ref *c);
+
 /* Decodes the stream's next events into s->batch; how many, 0 when the
  * stream ends. */
 unsigned ht_rd__fill(struct ht_reader *r, struct stream *s);

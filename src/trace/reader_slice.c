@@ -23,43 +23,51 @@ int ht_reader__sliceable(const struct ht_reader *r, uint64_t min_events)
 	return r->nstreams > 0 && r->nstreams <= 64;
 }
 
-/* The timestamp of chunk c's SYNC record (decompressing the chunk into
- * the reader's buffers). */
-/* Chunk c's payload, decompressed, into s's buffer (as load_chunk does). */
-static int load_payload(struct ht_reader *r, struct stream *s, const struct chunk_ref *c)
+/* Chunk c of stream s decompressed into s's buffer, its column decoder
+ * started if it is column-coded; its first record is read with
+ * next_rec from *pos. */
+static int open_chunk(struct ht_reader *r, struct stream *s, const struct chunk_ref *c,
+		      const uint8_t **pos)
 {
-	uint64_t poff = c->offset + sizeof(struct ht_chunk_header);
-	s->buf = ht_grow(s->buf, &s->cap, c->raw_size + 1, 1);
-	if (c->flags & HT_CHUNK_F_ZSTD) {
-		r->zbuf = ht_grow(r->zbuf, &r->zcap, c->comp_size + 1, 1);
-		if (ht_rd__read_at(r, r->zbuf, c->comp_size, poff) < 0)
-			return -1;
-		size_t n = ZSTD_decompressDCtx(r->dctx, s->buf, c->raw_size, r->zbuf, c->comp_size);
-		if (ZSTD_isError(n) || n != c->raw_size)
-			return -1;
-	} else if (ht_rd__read_at(r, s->buf, c->raw_size, poff) < 0) {
+	if (ht_rd__load_payload(r, s, c) < 0)
 		return -1;
-	}
-	return 0;
+	*pos = s->buf;
+	if (!(c->flags & HT_CHUNK_F_COLUMNS))
+		return 0;
+	const char *why = NULL;
+	if (!s->cd)
+		s->cd = ht_coldec__new();
+	return s->cd && ht_coldec__start(s->cd, s->buf, c->raw_size, r->hdr.version, &why) == 0
+		       ? 0
+		       : -1;
 }
 
+/* The next record of chunk c that open_chunk opened: 1, 0 at its end, -1
+ * if it does not parse. */
+static int next_rec(struct stream *s, const struct chunk_ref *c, const uint8_t **pos,
+		    struct ht_rec *rec)
+{
+	const char *why = NULL;
+	if (c->flags & HT_CHUNK_F_COLUMNS)
+		return ht_coldec__next(s->cd, rec, &why);
+	const uint8_t *end = s->buf + c->raw_size;
+	if (*pos >= end)
+		return 0;
+	size_t used = ht_rec__parse(rec, *pos, end, &why);
+	if (!used)
+		return -1;
+	*pos += used;
+	return 1;
+}
+
+/* The timestamp of chunk c's SYNC record (decompressing the chunk into
+ * the stream's buffers). */
 static int sync_ts(struct ht_reader *r, struct stream *s, const struct chunk_ref *c, uint64_t *ts)
 {
-	if (!(c->flags & HT_CHUNK_F_SYNC) || load_payload(r, s, c) < 0)
-		return -1;
+	const uint8_t *pos;
 	struct ht_rec rec;
-	const char *why = NULL;
-	if (c->flags & HT_CHUNK_F_COLUMNS) {
-		if (!s->cd)
-			s->cd = ht_coldec__new();
-		if (!s->cd ||
-		    ht_coldec__start(s->cd, s->buf, c->raw_size, r->hdr.version, &why) < 0 ||
-		    ht_coldec__next(s->cd, &rec, &why) <= 0)
-			return -1;
-	} else if (!ht_rec__parse(&rec, s->buf, s->buf + c->raw_size, &why)) {
-		return -1;
-	}
-	if (rec.kind != HT_EV_SYNC || rec.f[0] != c->first_seq)
+	if (!(c->flags & HT_CHUNK_F_SYNC) || open_chunk(r, s, c, &pos) < 0 ||
+	    next_rec(s, c, &pos, &rec) != 1 || rec.kind != HT_EV_SYNC || rec.f[0] != c->first_seq)
 		return -1;
 	*ts = rec.f[1];
 	return 0;
@@ -73,31 +81,16 @@ int ht_reader__stacks_seen(struct ht_reader *r)
 	for (size_t i = 0; i < r->nstreams && i < 8; i++) {
 		struct stream *s = &r->streams[i];
 		const struct chunk_ref *c = &s->chunks[0];
-		if (!s->nchunks || load_payload(r, s, c) < 0)
-			return -1;
+		const uint8_t *pos;
 		struct ht_rec rec;
-		const char *why = NULL;
-		if (c->flags & HT_CHUNK_F_COLUMNS) {
-			if (!s->cd)
-				s->cd = ht_coldec__new();
-			if (!s->cd ||
-			    ht_coldec__start(s->cd, s->buf, c->raw_size, r->hdr.version, &why) < 0)
-				return -1;
-			int k;
-			while ((k = ht_coldec__next(s->cd, &rec, &why)) > 0)
-				if (rec.kind >= 32 || rec.has_stack)
-					return 1;
-			if (k < 0)
-				return -1;
-		} else {
-			const uint8_t *p = s->buf, *end = s->buf + c->raw_size;
-			size_t used;
-			while (p < end && (used = ht_rec__parse(&rec, p, end, &why)) > 0) {
-				if (rec.kind >= 32 || rec.has_stack)
-					return 1;
-				p += used;
-			}
-		}
+		int k;
+		if (!s->nchunks || open_chunk(r, s, c, &pos) < 0)
+			return -1;
+		while ((k = next_rec(s, c, &pos, &rec)) == 1)
+			if (rec.kind >= 32 || rec.has_stack)
+				return 1;
+		if (k < 0)
+			return -1;
 	}
 	return 0;
 }

@@ -17,7 +17,7 @@ import subprocess
 import time
 
 from htlib import (GLIBC_DTV_CALLOCS_PER_THREAD, case, check, children, compile_c, eq, fail,
-                   reap, skip)
+                   proc_stats, reap, skip)
 from htprobe import need_bpf
 
 # tests/progs/attachee.c: site -> (bytes, blocks) leaked in phase 1
@@ -107,6 +107,29 @@ class Attach:
 
     def kill(self):
         reap(self.p)
+
+
+def attach_until_exit(t, argv, name, args):
+    """Runs argv (a program that prints "ready", waits for a line, then
+    does its work and exits 0), attaches with ARGS once it is ready, lets
+    it go and waits for both: (the program's pid, attach's stdout, its
+    stderr), output as bytes."""
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, cwd=t.dir)
+    a = None
+    try:
+        eq(read_line(p.stdout, 10, "ready"), "ready\n", "%s's first line" % name)
+        a = Attach(t, p.pid, args)
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        eq(p.wait(timeout=20), 0, "%s's exit status" % name)
+        out, err = a.p.communicate(timeout=60)
+        eq(a.p.returncode, 0, "attach's exit status (stderr %r)" % err)
+    finally:
+        if a:
+            a.kill()
+        reap(p)
+    return p.pid, out, err
 
 
 def by_site(entries, key="stack"):
@@ -384,21 +407,7 @@ def test_attach_dlopen_then_exit(t):
     need_bpf(t, "attach")
     lib = compile_c(t, "libdlfoo.so", DLFOO_C, ("-O0", "-g", "-fPIC", "-shared"))
     exe = compile_c(t, "dlmain", DLMAIN_C, ("-O0", "-g", "-ldl"))
-    p = subprocess.Popen([exe, lib], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, cwd=t.dir)
-    a = None
-    try:
-        eq(read_line(p.stdout, 10, "ready"), "ready\n", "dlmain's first line")
-        a = Attach(t, p.pid, ["--json", "--top", "100"])
-        p.stdin.write(b"go\n")
-        p.stdin.flush()
-        eq(p.wait(timeout=20), 0, "dlmain's exit status")
-        out, err = a.p.communicate(timeout=60)
-        eq(a.p.returncode, 0, "attach's exit status (stderr %r)" % err)
-    finally:
-        if a:
-            a.kill()
-        reap(p)
+    _, out, err = attach_until_exit(t, [exe, lib], "dlmain", ["--json", "--top", "100"])
     j = json.loads(out)
     got = [(e["bytes"], e["blocks"]) for e in j["entries"]
            if e["stack"] and e["stack"][0].get("function") == "foo_leak"]
@@ -481,25 +490,12 @@ def test_attach_exec(t):
     outstanding and were named with the old image's symbols."""
     need_bpf(t, "attach")
     exe = compile_c(t, "execer", EXECER_C)
-    p = subprocess.Popen([exe], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, cwd=t.dir)
-    a = None
-    try:
-        eq(read_line(p.stdout, 10, "ready"), "ready\n", "execer's first line")
-        a = Attach(t, p.pid, ["--json", "--top", "100", "-o", t.path("x.ht")])
-        p.stdin.write(b"go\n")
-        p.stdin.flush()
-        eq(p.wait(timeout=20), 0, "execer's exit status")
-        out, err = a.p.communicate(timeout=60)
-        eq(a.p.returncode, 0, "attach's exit status (stderr %r)" % err)
-    finally:
-        if a:
-            a.kill()
-        reap(p)
+    pid, out, err = attach_until_exit(t, [exe], "execer",
+                                      ["--json", "--top", "100", "-o", t.path("x.ht")])
     err = err.decode()
     check("heaptrail attach: pid %d exec'd %s: the 4.9 KiB in 5 blocks outstanding in the image "
           "before are dropped (they went with it); the -o trace ends at the exec; tracing goes "
-          "on in the new image" % (p.pid, exe) in err, "the exec line:\n" + err)
+          "on in the new image" % (pid, exe) in err, "the exec line:\n" + err)
     j = json.loads(out)
     rows = {e["stack"][0].get("function") if e["stack"] else "?": (e["bytes"], e["blocks"])
             for e in j["entries"]}
@@ -735,16 +731,9 @@ def test_attach_output_dir(t):
 
 def kernel_thread():
     """A kernel thread's pid (kthreadd is 2 outside a pid namespace), or None."""
-    for d in sorted(os.listdir("/proc"), key=lambda x: (len(x), x)):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % d) as f:
-                st = f.read()
-        except OSError:
-            continue
-        if int(st[st.rindex(")") + 2:].split()[6]) & 0x00200000:  # PF_KTHREAD
-            return int(d)
+    for pid, fields in proc_stats():
+        if int(fields[6]) & 0x00200000:  # PF_KTHREAD
+            return pid
     return None
 
 

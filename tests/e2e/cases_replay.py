@@ -131,6 +131,20 @@ def prodcons(t, n=3000):
     return trace, wl, s, c, said(r)
 
 
+def huge_trace(t):
+    """The trace of tests/progs/huge (a 1 GiB malloc) for replays under a
+    512 MiB address-space limit (prlimit); skips without prlimit and in
+    an ASan build (its shadow memory does not fit the limit)."""
+    with open(t.heaptrail, "rb") as f:
+        if b"__asan_init" in f.read():
+            skip("an ASan build: its shadow memory does not fit in RLIMIT_AS")
+    if not shutil.which("prlimit"):
+        skip("prlimit is not installed (util-linux, scripts/deps.sh test)")
+    trace = t.path("huge.ht")
+    record_default(t, trace, [t.prog("huge")])
+    return trace
+
+
 @case(timeout=180, labels=("analyzers",))
 def test_replay_prodcons(t):
     """Two producers hand blocks made by every allocation function to a
@@ -320,13 +334,7 @@ def test_replay_slot_error(t):
     warning line) and survives, with every call still made and timed, in
     each --touch instance of the engine.  Not under ASan: its shadow memory
     does not fit in the limit."""
-    with open(t.heaptrail, "rb") as f:
-        if b"__asan_init" in f.read():
-            skip("an ASan build: its shadow memory does not fit in RLIMIT_AS")
-    if not shutil.which("prlimit"):
-        skip("prlimit is not installed (util-linux, scripts/deps.sh test)")
-    trace = t.path("huge.ht")
-    record_default(t, trace, [t.prog("huge")])
+    trace = huge_trace(t)
     s = t.stats(trace)
     wl = t.path("huge.wl")
     convert(t, wl, trace)
@@ -832,13 +840,7 @@ def test_compare_slot_errors_flagged(t):
     slot_errors 1 and its warning) is flagged: '*' after its label and a
     line under the table, "slot_errors" in the JSON.  Before: a normal row,
     no slot_errors.  Not under ASan (its shadow does not fit the limit)."""
-    with open(t.heaptrail, "rb") as f:
-        if b"__asan_init" in f.read():
-            skip("an ASan build: its shadow memory does not fit in RLIMIT_AS")
-    if not shutil.which("prlimit"):
-        skip("prlimit is not installed (util-linux, scripts/deps.sh test)")
-    trace = t.path("huge.ht")
-    record_default(t, trace, [t.prog("huge")])
+    trace = huge_trace(t)
     wl = t.path("huge.wl")
     convert(t, wl, trace)
     limit = ["prlimit", "--as=%d" % (512 << 20), "--"]

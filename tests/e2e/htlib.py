@@ -559,20 +559,21 @@ def dump_live_check(t, path, args=(), timeout=300):
 
 # ---- processes ---------------------------------------------------------------
 
-def children(pid):
-    """The pids whose parent is pid (from /proc)."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
+def proc_stats():
+    """(pid, the fields of /proc/PID/stat after the command: state, ppid,
+    ...) of every process, in order of pid."""
+    for d in sorted((d for d in os.listdir("/proc") if d.isdigit()), key=int):
         try:
             with open("/proc/%s/stat" % d) as f:
                 st = f.read()
         except OSError:
             continue
-        if int(st[st.rindex(")") + 2:].split()[1]) == pid:
-            out.append(int(d))
-    return out
+        yield int(d), st[st.rindex(")") + 2:].split()
+
+
+def children(pid):
+    """The pids whose parent is pid (from /proc)."""
+    return [p for p, fields in proc_stats() if int(fields[1]) == pid]
 
 
 def comm(pid):
