@@ -21,9 +21,14 @@
 #define MAX_DEFERRED (1u << 22)
 
 /* The addresses a slice handed out: per 512-byte region of the address
- * space, a bit per 8 bytes (open addressing, key region + 1). */
+ * space, a bit per 8 bytes (open addressing on key region + 1, the key and
+ * its bits in one entry: one cache line an allocation). */
+struct addrent {
+	uint64_t key, bits;
+};
+
 struct addrset {
-	uint64_t *key, *bits;
+	struct addrent *e;
 	size_t cap, n;
 };
 
@@ -31,36 +36,29 @@ static void addrset_init(struct addrset *a)
 {
 	a->cap = 1024;
 	a->n = 0;
-	a->key = ht_xzalloc(a->cap, sizeof(*a->key));
-	a->bits = ht_xzalloc(a->cap, sizeof(*a->bits));
+	a->e = ht_xzalloc(a->cap, sizeof(*a->e));
 }
 
 static void addrset_free(struct addrset *a)
 {
-	free(a->key);
-	free(a->bits);
+	free(a->e);
 }
 
 /* The slot of region k, or the empty one it would take. */
 static inline size_t addrset_slot(const struct addrset *a, uint64_t k)
 {
 	size_t mask = a->cap - 1, j = ht_livemap__hash(k, mask);
-	while (a->key[j] && a->key[j] != k)
+	while (a->e[j].key && a->e[j].key != k)
 		j = (j + 1) & mask;
 	return j;
 }
 
 static void addrset_grow(struct addrset *a)
 {
-	struct addrset b = {ht_xzalloc(2 * a->cap, sizeof(*b.key)),
-			    ht_xzalloc(2 * a->cap, sizeof(*b.bits)), 2 * a->cap, a->n};
-	for (size_t i = 0; i < a->cap; i++) {
-		if (!a->key[i])
-			continue;
-		size_t j = addrset_slot(&b, a->key[i]);
-		b.key[j] = a->key[i];
-		b.bits[j] = a->bits[i];
-	}
+	struct addrset b = {ht_xzalloc(2 * a->cap, sizeof(*b.e)), 2 * a->cap, a->n};
+	for (size_t i = 0; i < a->cap; i++)
+		if (a->e[i].key)
+			b.e[addrset_slot(&b, a->e[i].key)] = a->e[i];
 	addrset_free(a);
 	*a = b;
 }
@@ -69,21 +67,21 @@ static inline void addrset_add(struct addrset *a, uint64_t p)
 {
 	uint64_t k = (p >> 9) + 1;
 	size_t j = addrset_slot(a, k);
-	if (!a->key[j]) {
+	if (!a->e[j].key) {
 		if (2 * (a->n + 1) > a->cap) {
 			addrset_grow(a);
 			j = addrset_slot(a, k);
 		}
-		a->key[j] = k;
+		a->e[j].key = k;
 		a->n++;
 	}
-	a->bits[j] |= 1ull << ((p >> 3) & 63);
+	a->e[j].bits |= 1ull << ((p >> 3) & 63);
 }
 
 static inline int addrset_has(const struct addrset *a, uint64_t p)
 {
 	size_t j = addrset_slot(a, (p >> 9) + 1);
-	return a->key[j] && (a->bits[j] >> ((p >> 3) & 63) & 1);
+	return a->e[j].key && (a->e[j].bits >> ((p >> 3) & 63) & 1);
 }
 
 static int handed_out(void *ctx, uint64_t ptr)
@@ -188,7 +186,7 @@ static void slice_free(struct slice *sl)
 	ht_pass__delete(sl->pass); /* (before its reader: pass.h) */
 	ht_reader__close(sl->r);
 	ht_stats__slice_delete(sl->st);
-	if (!sl->first && sl->handed.key)
+	if (!sl->first && sl->handed.e)
 		addrset_free(&sl->handed);
 }
 

@@ -612,7 +612,8 @@ struct defer {
 /* The highest live figures between two deferred releases (the live bytes
  * the slice knows are off from the true ones by what the releases before
  * them free, known only once the slices before are added).  Local values:
- * what the slice's own events add, modulo 2^64. */
+ * what the slice's own events add.  The model's own peak fields give them
+ * (seg_close): nothing more an allocation. */
 struct seg {
 	uint64_t live_at, blocks_at, usable_at, time_at; /* at the first highest live bytes */
 	uint64_t max_blocks, max_usable;
@@ -659,12 +660,26 @@ size_t ht_stats__slice_deferred(const struct ht_stats_slice *sl)
 	return sl->ndef;
 }
 
+/* The model's highest figures so far, as those of segment j (note_peak
+ * keeps them, with its own comparisons: a slice's live figures never go
+ * below 0, since it releases only blocks it handed out).  Highest since
+ * the slice began, not since the segment did: an earlier segment's
+ * highest, where fewer blocks from before were released, is higher still
+ * once those are taken off, so it wins there and not here. */
+static void seg_close(struct ht_stats_slice *sl, size_t j)
+{
+	const struct ht_stats *s = sl->s;
+	sl->seg[j] = (struct seg){s->peak_bytes, s->peak_blocks, s->peak_usable_at, s->peak_time,
+				  s->max_blocks, s->peak_usable, s->max_blocks != 0};
+}
+
 void ht_stats__slice_event(struct ht_stats_slice *sl, const struct ht_event *e,
 			   const struct ht_blockop *op, int reused)
 {
 	struct ht_stats *s = sl->s;
-	ht_stats__event(s, e, op);
-	if (op->releases && !op->released) {
+	if (op->releases && !op->released && !sl->first) {
+		/* a block from before, or an unknown free: it ends a segment
+		 * (an allocation the event also makes is the next one's) */
 		if (sl->ndef == sl->capdef) {
 			sl->capdef = sl->capdef ? 2 * sl->capdef : 1024;
 			sl->def = ht_xrealloc(sl->def, sl->capdef * sizeof(*sl->def));
@@ -672,26 +687,13 @@ void ht_stats__slice_event(struct ht_stats_slice *sl, const struct ht_event *e,
 		if (sl->ndef + 2 > sl->capseg) {
 			size_t cap = 2 * sl->capseg;
 			sl->seg = ht_xrealloc(sl->seg, cap * sizeof(*sl->seg));
-			memset(sl->seg + sl->capseg, 0, (cap - sl->capseg) * sizeof(*sl->seg));
 			sl->capseg = cap;
 		}
+		seg_close(sl, sl->ndef);
 		sl->def[sl->ndef++] = (struct defer){op->released_ptr, e->time_ns, e->tid, op->thread,
 						     e->kind == HT_EV_FREE, (uint8_t)reused};
 	}
-	if (op->acquired) { /* (after a deferred release the event made: the next segment's) */
-		struct seg *g = &sl->seg[sl->ndef];
-		if (!g->has || (int64_t)s->live_bytes > (int64_t)g->live_at) {
-			g->live_at = s->live_bytes;
-			g->blocks_at = s->live_blocks;
-			g->usable_at = s->live_usable;
-			g->time_at = e->time_ns;
-		}
-		if (!g->has || (int64_t)s->live_blocks > (int64_t)g->max_blocks)
-			g->max_blocks = s->live_blocks;
-		if (!g->has || (int64_t)s->live_usable > (int64_t)g->max_usable)
-			g->max_usable = s->live_usable;
-		g->has = 1;
-	}
+	ht_stats__event(s, e, op);
 	switch (e->kind) {
 	case HT_EV_MMAP:
 	case HT_EV_MUNMAP:
@@ -731,6 +733,7 @@ int ht_stats__slice_add(struct ht_stats *s, struct ht_livemap *carry, struct ht_
 	uint64_t base_bytes = s->live_bytes, base_blocks = s->live_blocks,
 		 base_usable = s->live_usable;
 	uint64_t ub = 0, ubl = 0, uu = 0; /* freed so far of the blocks from before */
+	seg_close(sl, sl->ndef); /* the last segment, to the slice's end */
 	for (size_t j = 0; j <= sl->ndef; j++) {
 		const struct seg *g = &sl->seg[j];
 		if (g->has) {

@@ -18,7 +18,7 @@ import json
 import os
 
 from cases_order import Glibc
-from htlib import GLIBC_THREAD_EXIT_FREE_NULLS, case, check, eq, expect_calls
+from htlib import GLIBC_THREAD_EXIT_FREE_NULLS, case, check, compile_c, eq, expect_calls
 
 SLICE_ENV = {"HEAPTRAIL_SLICE_MIN_EVENTS": "0", "HEAPTRAIL_SLICE_NOTE": "1"}
 NOTE = "heaptrail: note: "
@@ -111,6 +111,62 @@ def test_slices_program_count(t):
         eq(s["mmap"]["peak_mapped_bytes"], 131072, "the program's own mappings at most at once")
         eq(sorted(th["name"] for th in s["per_thread"] if th["name"].startswith("mix-")),
            ["mix-37515"], "the last name the first thread gave itself")
+
+
+# A block of the first slice that a realloc in the second grows in place,
+# at the program's peak: the old block is one from before there (a
+# deferred release) and the new one is handed out by the same event, so
+# the height the slice notes for it must be taken after that release.
+PEAK_AT_REALLOC = r"""
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+static void *volatile sink;
+static void pairs(int n)
+{
+	for (int i = 0; i < n; i++) {
+		sink = malloc(16 + i % 64);
+		free(sink);
+	}
+}
+int main(void)
+{
+	mallopt(M_TOP_PAD, 1 << 20); /* room at the top for the realloc */
+	mallopt(M_MMAP_THRESHOLD, 1 << 24);
+	pairs(10000);
+	char *a = malloc(100000); /* next to the heap's top: it can grow there */
+	memset(a, 1, 100000);
+	pairs(20000);
+	char *b = malloc(16);
+	char *n = realloc(a, 400000);
+	int moved = n != a;
+	free(b);
+	free(n);
+	printf("moved %d\n", moved);
+	return 0;
+}
+"""
+
+
+@case(timeout=300, labels=("analyzers",))
+def test_slices_peak_at_realloc(t):
+    """The peak is at a realloc in a later slice that grows a block of the
+    first in place (100000 -> 400000 bytes while 16 bytes are live
+    beside it): the slices give the serial bytes and the true peak,
+    400016 bytes in 2 blocks."""
+    exe = compile_c(t, "peakrealloc", PEAK_AT_REALLOC)
+    trace = record_small(t, "peakrealloc", [exe])
+    r = t.run([exe])
+    eq(r.stdout.strip(), "moved 0", "the realloc grows the block in place (untraced run)")
+    with t.soft():
+        note = stats_both(t, trace, 2)
+        eq(note, "read in 2 time slices", "how it was read")
+    r = t.run([t.heaptrail, "stats", "--json", "-j", "2", trace], env=SLICE_ENV)
+    s = json.loads(r.stdout)
+    eq(s["realloc"]["in_place"], 1, "reallocs in place")
+    eq(s["peak_live_bytes"], 400016, "peak live bytes")
+    eq(s["live_blocks_at_peak"], 2, "blocks at the peak")
 
 
 @case(timeout=300, labels=("analyzers",))
