@@ -73,16 +73,22 @@ static void on_release(void *ctx, const struct ht_event *e, const struct ht_bloc
 /* Applies e; the pass's clock moves on.  Unit i counts the heap calls
  * (the malloc family and free, failed ones and free(NULL) too; a moving
  * realloc once), massif's "instructions" being none a trace has: not the
- * program break moves, marks, threads and mappings the trace also holds. */
+ * program break moves, marks, threads and mappings the trace also holds.
+ * In a sampled trace a call counts as the calls it stands for, as stats
+ * counts them: an allocation or realloc by the pass's weight, a free by
+ * that of the block it frees; so that the axis ends at stats' sum. */
 static void step(struct pass *p, const struct ht_event *e)
 {
 	struct ht_block_cbs cbs = {on_release, on_acquire, p};
+	const struct ht_blockop *op = ht_pass__event(p->blocks, e);
 	p->events++;
-	p->calls += e->kind >= HT_EV_MALLOC && e->kind <= HT_EV_PVALLOC && ht_event__is_call(e);
+	if (e->kind >= HT_EV_MALLOC && e->kind <= HT_EV_PVALLOC && ht_event__is_call(e))
+		p->calls +=
+		    e->kind == HT_EV_FREE && op->released ? op->released->weight : op->weight;
 	p->ms = e->time_ns / 1000000;
 	if (e->kind == HT_EV_CONTROL && e->v[0] == HT_CTL_RESET)
 		p->heap = p->usable = 0; /* the blocks before are forgotten */
-	ht_blockop__callbacks(ht_pass__event(p->blocks, e), e, &cbs);
+	ht_blockop__callbacks(op, e, &cbs);
 }
 
 static uint64_t now(const struct pass *p)

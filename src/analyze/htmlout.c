@@ -17,7 +17,7 @@ int ht_html__open(struct ht_html_file *h, const char *path)
 {
 	char err[1024];
 	memset(h, 0, sizeof(*h));
-	if (ht_out__open(&h->out, path, HT_OUT_PUBLIC, 0, err, sizeof(err)) < 0) {
+	if (ht_out__open(&h->out, path, HT_OUT_PUBLIC, HT_OUT_DASH, err, sizeof(err)) < 0) {
 		ht_error("%s", err);
 		return -1;
 	}

@@ -16,8 +16,8 @@ struct ht_html_file {
 	struct ht_out out; /* the temporary, renamed into place by commit */
 };
 
-/* Opens a temporary file next to path (common/outfile.h); -1 after a
- * one-line error. */
+/* Opens a temporary file next to path (common/outfile.h), or standard
+ * output for "-"; -1 after a one-line error. */
 int ht_html__open(struct ht_html_file *h, const char *path);
 /* Closes and renames it into place; -1 after an error (nothing left behind). */
 int ht_html__commit(struct ht_html_file *h);

@@ -19,7 +19,7 @@
 /* One configuration per run; each default is labelled by its flag. */
 struct export_config {
 	const char *format;    /* --format (none: required) */
-	const char *out;       /* -o, --output (stdout) */
+	const char *out;       /* -o, --output (stdout; also -) */
 	const char *threshold; /* --threshold (1.0) */
 	struct ht_export_opts o; /* the renderers' options, defaults below */
 	int quiet;             /* -q: no progress line, no warnings about the trace's state */
@@ -57,7 +57,7 @@ int cmd_export(int argc, char **argv)
 	};
 	const struct ht_option opts[] = {
 		{'f', "format", HT_OPT_STRING, &cfg.format, "FORMAT", "pprof, perfetto, massif or csv (required)"},
-		{'o', "output", HT_OPT_STRING, &cfg.out, "FILE", "write here (standard output)"},
+		{'o', "output", HT_OPT_STRING, &cfg.out, "FILE", "write here, - for standard output (standard output)"},
 		{0, "at-peak", HT_OPT_FLAG, &cfg.o.at_peak, NULL, "pprof: inuse_* at the peak of the heap (at the end)"},
 		{0, "max-points", HT_OPT_U64, &cfg.o.max_points, "N", "perfetto: at most N points per counter (2000)"},
 		{0, "big", HT_OPT_SIZE, &cfg.o.big, "SIZE", "perfetto: an instant for each allocation of SIZE or more, 0 for none (1M)"},
@@ -124,7 +124,8 @@ int cmd_export(int argc, char **argv)
 		ht_error("--max-points=%llu: expected 4 or more", (unsigned long long)cfg.o.max_points);
 		goto cleanup;
 	}
-	if (!cfg.out && fmt == 0 && isatty(STDOUT_FILENO)) {
+	int to_stdout = !cfg.out || !strcmp(cfg.out, "-");
+	if (to_stdout && fmt == 0 && isatty(STDOUT_FILENO)) {
 		ht_error("a pprof profile is binary: give -o FILE (or redirect the output)");
 		goto cleanup;
 	}
@@ -133,8 +134,16 @@ int cmd_export(int argc, char **argv)
 		ret = HT_EXIT_DATA;
 		goto cleanup;
 	}
+	/* a directory at the output (-o .) would fail the rename only after
+	 * the whole trace was read: said now, in the words of the others */
+	if (!to_stdout && ht_out__check(cfg.out, err, sizeof(err))) {
+		ht_error("%s", err);
+		ret = HT_EXIT_DATA;
+		goto cleanup;
+	}
 	/* private: the rows, stacks and tracks carry the program's addresses */
-	if (ht_out__open(&out, cfg.out, HT_OUT_PRIVATE, HT_OUT_STDOUT, err, sizeof(err))) {
+	if (ht_out__open(&out, cfg.out, HT_OUT_PRIVATE, HT_OUT_STDOUT | HT_OUT_DASH, err,
+			 sizeof(err))) {
 		ht_error("%s", err);
 		ret = HT_EXIT_DATA;
 		goto cleanup;

@@ -21,7 +21,7 @@
 
 /* One configuration per run; each default is labelled by its flag. */
 struct fg_config {
-	const char *out;       /* -o, --output (stdout) */
+	const char *out;       /* -o, --output (stdout; also -) */
 	int folded;            /* --folded: text, not SVG */
 	const char *metric;    /* --metric (allocated) */
 	int reverse;           /* --reverse: callers of the allocating functions */
@@ -75,7 +75,7 @@ int cmd_flamegraph(int argc, char **argv)
 {
 	struct fg_config cfg = {.metric = "allocated", .width = 1200};
 	const struct ht_option opts[] = {
-		{'o', "output", HT_OPT_STRING, &cfg.out, "FILE", "write here (standard output)"},
+		{'o', "output", HT_OPT_STRING, &cfg.out, "FILE", "write here, - for standard output (standard output)"},
 		{0, "folded", HT_OPT_FLAG, &cfg.folded, NULL, "folded stacks, one 'a;b;c VALUE' line each, not SVG"},
 		{'m', "metric", HT_OPT_STRING, &cfg.metric, "METRIC", "allocated, allocations, leaked, peak or temporary (allocated)"},
 		{0, "reverse", HT_OPT_FLAG, &cfg.reverse, NULL, "the allocating functions at the root, their callers above"},
@@ -117,6 +117,14 @@ int cmd_flamegraph(int argc, char **argv)
 		ht_error("--width=%llu: expected 100 to 100000 pixels", (unsigned long long)cfg.width);
 		goto cleanup;
 	}
+	int to_stdout = !cfg.out || !strcmp(cfg.out, "-");
+	/* a directory or a symlink at the output, or a directory where no
+	 * file can be made, is said now, not after the whole trace is read */
+	if (!to_stdout && ht_out__check(cfg.out, err, sizeof(err))) {
+		ht_error("%s", err);
+		ret = HT_EXIT_DATA;
+		goto cleanup;
+	}
 	ht_blocks__symbols_ahead(cfg.sysroot, cfg.debug_dir);
 	ret = ht_stackstats__collect(argv[0], (uint32_t)cfg.tid, &ss, &r);
 	if (!r)
@@ -131,12 +139,14 @@ int cmd_flamegraph(int argc, char **argv)
 		goto cleanup;
 	}
 	fl = ht_flamegraph__fold(r, sym, &ss, m, cfg.reverse, &nfl);
-	if (ht_out__open(&of, cfg.out, HT_OUT_PUBLIC, HT_OUT_STDOUT, err, sizeof(err))) {
+	if (ht_out__open(&of, cfg.out, HT_OUT_PUBLIC, HT_OUT_STDOUT | HT_OUT_DASH, err,
+			 sizeof(err))) {
 		ht_error("%s", err);
 		ret = HT_EXIT_DATA;
 		goto cleanup;
 	}
 	out = of.f;
+	int drawn = -1; /* frames in the SVG */
 	if (cfg.folded) {
 		for (size_t i = 0; i < nfl; i++)
 			fprintf(out, "%s %llu\n", fl[i].stack, (unsigned long long)fl[i].value);
@@ -146,10 +156,7 @@ int cmd_flamegraph(int argc, char **argv)
 		snprintf(title, sizeof(title), "%s%s: %s", cfg.title ? cfg.title : metrics[m].title,
 			 cfg.reverse ? " (callers)" : "", in->cmdline ? in->cmdline : "");
 		struct ht_flame_style style = {.title = title, .unit = metrics[m].unit, .width = cfg.width};
-		int drawn = ht_flame__svg(out, fl, nfl, &style);
-		if (cfg.out)
-			fprintf(stderr, "heaptrail: wrote %s: %d frames from %zu stacks\n", cfg.out,
-				drawn, nfl);
+		drawn = ht_flame__svg(out, fl, nfl, &style);
 	}
 	if (!nfl)
 		ht_warning("%s: nothing to show for --metric=%s%s", argv[0], metrics[m].name,
@@ -159,11 +166,15 @@ int cmd_flamegraph(int argc, char **argv)
 			   "where memory is allocated)",
 			   argv[0]);
 	if (ferror(out)) {
-		ht_error("cannot write %s", cfg.out ? cfg.out : "standard output");
+		ht_error("cannot write %s", to_stdout ? "standard output" : cfg.out);
 		ret = HT_EXIT_DATA;
 	} else if (ht_out__commit(&of, err, sizeof(err))) {
 		ht_error("%s", err);
 		ret = HT_EXIT_DATA;
+	} else if (drawn >= 0 && !to_stdout && !cfg.quiet) {
+		/* (only once the file is in place: a failed commit wrote nothing) */
+		fprintf(stderr, "heaptrail: wrote %s: %d frames from %zu stacks\n", cfg.out, drawn,
+			nfl);
 	}
 cleanup:
 	ht_out__abort(&of);

@@ -3,7 +3,6 @@
  * summary).  The stacks come from `record --stacks`; addresses resolve
  * offline (src/symbols). */
 #define _GNU_SOURCE
-#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 #include "analyze/analyze.h"
 #include "analyze/blocks.h"
 #include "analyze/pass.h"
+#include "analyze/suppressions.h"
 #include "cli/builtin.h"
 #include "common/json.h"
 #include "common/livemap.h"
@@ -57,14 +57,6 @@ static const char usage_text[] =
 	"  _dl_allocate_tls) and its growth for dlopen'ed TLS (_dl_resize_dtv,\n"
 	"  _dl_update_slotinfo).\n";
 
-/* What glibc and ld.so allocate and keep (or free only in __libc_freeres,
- * which valgrind runs and a traced program does not): the dynamic thread
- * vector of each thread (kept in the cache of thread stacks after the
- * thread ends) and its growth when a library with TLS is dlopen'ed. */
-static const char *const default_suppressions[] = {
-	"allocate_dtv", "_dl_allocate_tls", "_dl_resize_dtv", "_dl_update_slotinfo",
-};
-
 struct group {
 	uint32_t stack;    /* stack node, 0 = none recorded */
 	uint64_t bytes;    /* requested bytes */
@@ -79,8 +71,7 @@ struct leaks {
 	struct ht_pass *blocks;   /* the live blocks, aux = stack node */
 	struct group *groups;     /* by stack */
 	size_t ngroups, capgroups; /* count / allocated */
-	char **patterns;          /* suppressions */
-	size_t npatterns;         /* count */
+	struct ht_suppressions supp; /* default and --suppressions patterns */
 	uint64_t end_ns;          /* the time reported at */
 	struct snap *snaps;       /* --interval: the groups at each step */
 	size_t nsnaps, capsnaps;  /* count / allocated */
@@ -92,56 +83,6 @@ struct snap {
 	struct group *groups; /* as group_blocks left them */
 	size_t n;             /* count */
 };
-
-static void add_pattern(struct leaks *l, const char *p, size_t *cap)
-{
-	if (l->npatterns == *cap) {
-		*cap = *cap ? *cap * 2 : 16;
-		l->patterns = realloc(l->patterns, *cap * sizeof(*l->patterns));
-		if (!l->patterns)
-			exit(1);
-	}
-	/* LSan matches anywhere in the name: so does a pattern here */
-	if (asprintf(&l->patterns[l->npatterns++], "*%s*", p) < 0)
-		exit(1);
-}
-
-static int load_suppressions(struct leaks *l, const char *path, size_t *cap)
-{
-	FILE *f = fopen(path, "r");
-	if (!f) {
-		ht_error("cannot read suppressions %s: %m", path);
-		return -1;
-	}
-	char line[1024];
-	while (fgets(line, sizeof(line), f)) {
-		char *p = line;
-		p[strcspn(p, "#\r\n")] = 0;
-		while (*p == ' ' || *p == '\t')
-			p++;
-		if (!strncmp(p, "leak:", 5))
-			p += 5;
-		size_t n = strlen(p);
-		while (n && (p[n - 1] == ' ' || p[n - 1] == '\t'))
-			p[--n] = 0;
-		if (!n)
-			continue;
-		add_pattern(l, p, cap);
-	}
-	fclose(f);
-	return 0;
-}
-
-static int frame_suppressed(const struct leaks *l, const struct ht_frame *f)
-{
-	for (size_t i = 0; i < l->npatterns; i++) {
-		const char *p = l->patterns[i];
-		if ((f->function && !fnmatch(p, f->function, 0)) || (f->file && !fnmatch(p, f->file, 0)) ||
-		    (f->module && !fnmatch(p, f->module, 0)))
-			return 1;
-	}
-	return 0;
-}
 
 static struct group *group_of(struct leaks *l, uint32_t stack, size_t *hash, size_t hcap)
 {
@@ -290,11 +231,8 @@ static struct totals summarize(struct leaks *l, struct ht_reader *r, struct ht_s
 	merge_alike(l, r, sym);
 	for (size_t i = 0; i < l->ngroups; i++) {
 		struct group *g = &l->groups[i];
-		if (l->npatterns && g->stack) {
-			size_t n = ht_blocks__frames(r, sym, g->stack, frames, MAX_FRAMES);
-			for (size_t k = 0; k < n && !g->suppressed; k++)
-				g->suppressed = frame_suppressed(l, &frames[k]);
-		}
+		if (!g->suppressed)
+			g->suppressed = ht_suppressions__stack(&l->supp, r, sym, g->stack);
 		if (g->suppressed) {
 			t.sup_bytes += g->bytes;
 			t.sup_blocks += g->blocks;
@@ -503,11 +441,9 @@ int cmd_leaks(int argc, char **argv)
 			 nargs ? "one trace at a time" : "no trace given");
 		goto cleanup;
 	}
-	size_t pcap = 0;
 	if (!cfg.no_default_supp)
-		for (size_t i = 0; i < sizeof(default_suppressions) / sizeof(*default_suppressions); i++)
-			add_pattern(&l, default_suppressions[i], &pcap);
-	if (cfg.suppressions && load_suppressions(&l, cfg.suppressions, &pcap) < 0)
+		ht_suppressions__add_defaults(&l.supp);
+	if (cfg.suppressions && ht_suppressions__load(&l.supp, cfg.suppressions) < 0)
 		goto cleanup;
 	ht_blocks__symbols_ahead(cfg.sysroot, cfg.debug_dir);
 	r = ht_analyze__open(argv[0]);
@@ -554,9 +490,7 @@ int cmd_leaks(int argc, char **argv)
 cleanup:
 	ht_pass__delete(l.blocks); /* (before its reader: pass.h) */
 	ht_reader__close(r);
-	for (size_t i = 0; i < l.npatterns; i++)
-		free(l.patterns[i]);
-	free(l.patterns);
+	ht_suppressions__free(&l.supp);
 	free(l.groups);
 	for (size_t i = 0; i < l.nsnaps; i++)
 		free(l.snaps[i].groups);

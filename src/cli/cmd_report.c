@@ -19,18 +19,20 @@
 #include "analyze/pass.h"
 #include "analyze/stackstats.h"
 #include "analyze/stats.h"
+#include "analyze/suppressions.h"
 #include "analyze/timeline.h"
 #include "cli/builtin.h"
 #include "common/json.h"
 #include "common/jsonread.h"
 #include "common/options.h"
+#include "common/outfile.h"
 #include "common/util.h"
 
 #define MAX_FRAMES 256
 
 /* One configuration per run; each default is labelled by its flag. */
 struct report_config {
-	const char *out;       /* -o, --output (TRACE's name with .html) */
+	const char *out;       /* -o, --output (TRACE's name with .html; - for stdout) */
 	const char *compare[8]; /* --compare (none): `compare --json` results, repeatable */
 	int ncompare;          /* how many */
 	uint64_t top;          /* -n, --top (10): stacks per table */
@@ -53,6 +55,7 @@ static const char usage_text[] =
 	"\fEXAMPLES\n"
 	"  heaptrail report app.ht                       # writes app.html\n"
 	"  heaptrail report -o /tmp/app.html --top 20 app.ht\n"
+	"  heaptrail report -q -o - app.ht | gzip > app.html.gz\n"
 	"  heaptrail compare --json -a glibc,jemalloc app.wl > cmp.json\n"
 	"  heaptrail report --compare cmp.json app.ht\n";
 
@@ -112,14 +115,47 @@ struct page {
 	const struct report_config *cfg;
 	struct collectors *c;        /* what the pass collected */
 	const char *path;            /* the trace's path */
+	struct ht_suppressions *supp; /* leaks' default suppressions */
 };
+
+/* How the trace ended, in the words stats and leaks use (the end of
+ * ht_analyze__trace_end): a trace is "closed cleanly" only if the program
+ * exited. */
+static const char *end_words(const struct page *pg, char *buf, size_t len)
+{
+	const struct ht_trace_info *in = ht_reader__info(pg->r);
+	char b1[32];
+	switch (ht_analyze__trace_end(pg->r)) {
+	case HT_END_EXIT:
+		return "trace closed cleanly";
+	case HT_END_NOW:
+		return "still being written: as of now";
+	case HT_END_DETACHED:
+		return "tracing stopped; the program ran on";
+	case HT_END_SIGNAL:
+		snprintf(buf, len, "the program died of %s: not at exit",
+			 ht_analyze__signal_name(in->signal, b1));
+		return buf;
+	case HT_END_CUT:
+		snprintf(buf, len,
+			 "the trace is cut short or damaged: its events end at %s, later ones "
+			 "are not in it",
+			 ht_fmt_ns(b1, pg->c->stats->last_time));
+		return buf;
+	case HT_END_UNCLEAN:
+	default:
+		return in->disk_full ? "recording stopped: a write failed"
+		       : !in->closed ? "trace not closed cleanly"
+				     : "the program did not exit cleanly";
+	}
+}
 
 static void section_summary(struct page *pg)
 {
 	const struct ht_stats *s = pg->c->stats;
 	const struct ht_trace_info *in = ht_reader__info(pg->r);
 	FILE *f = pg->f;
-	char b1[32], b2[32];
+	char b1[32], b2[32], ended[160];
 	uint64_t allocs = 0, calls = 0;
 	for (int k = 1; k < HT_EV_HEAP_BREAK; k++) {
 		calls += s->calls[k];
@@ -164,8 +200,8 @@ static void section_summary(struct page *pg)
 		      (unsigned long long)s->events, ht_html__count(b2, s->ts_taken));
 	ht_html__card(f, "threads", ht_html__count(b1, s->nthreads), "%llu cross-thread frees",
 		      (unsigned long long)s->cross_thread_frees);
-	ht_html__card(f, "duration", ht_fmt_ns(b1, ht_stats__duration(s, in)),
-		      "%s", in->closed ? "trace closed cleanly" : "trace not closed cleanly");
+	ht_html__card(f, "duration", ht_fmt_ns(b1, ht_stats__duration(s, in)), "%s",
+		      end_words(pg, ended, sizeof(ended)));
 	fputs("</div>\n<table class=\"calls\"><tr><th>function</th><th>calls</th><th>failed</th>"
 	      "<th>bytes requested</th></tr>\n", f);
 	for (int k = 1; k < HT_EV_HEAP_BREAK; k++) {
@@ -328,31 +364,67 @@ static int by_table_value(const void *a, const void *b)
 	return x->node < y->node ? -1 : x->node > y->node;
 }
 
+/* The leaks table leaves out what `heaptrail leaks` suppresses by default
+ * (glibc's thread vectors), so that the two list the same leaks: the
+ * stacks of all (v, n) not suppressed into kept, their count returned;
+ * what was left out added up in *sup_bytes and *sup_blocks. */
+static size_t unsuppressed_leaks(struct page *pg, const struct ht_stackstat **v, size_t n,
+				 const struct ht_stackstat **kept, uint64_t *sup_bytes,
+				 uint64_t *sup_blocks)
+{
+	size_t k = 0;
+	*sup_bytes = *sup_blocks = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!v[i]->end_blocks)
+			continue;
+		if (ht_suppressions__stack(pg->supp, pg->r, pg->sym, v[i]->node - 1)) {
+			*sup_bytes += v[i]->end_bytes;
+			*sup_blocks += v[i]->end_blocks;
+			continue;
+		}
+		kept[k++] = v[i];
+	}
+	return k;
+}
+
 static void section_stacks(struct page *pg)
 {
 	const struct ht_stackstats *ss = &pg->c->stacks;
 	FILE *f = pg->f;
 	char b1[32], b2[32];
-	const struct ht_stackstat **v = calloc(ss->n ? ss->n : 1, sizeof(*v));
-	if (!v) {
+	const struct ht_stackstat **all = calloc(ss->n ? 2 * ss->n : 1, sizeof(*all));
+	if (!all) {
 		ht_error("out of memory");
 		exit(HT_EXIT_DATA);
 	}
-	size_t n = 0;
+	size_t nall = 0;
 	for (size_t i = 0; i < ss->cap; i++)
 		if (ss->slots[i].node)
-			v[n++] = &ss->slots[i];
+			all[nall++] = &ss->slots[i];
+	const struct ht_stackstat **leaks = all + nall;
+	uint64_t sup_bytes, sup_blocks;
+	size_t nleaks = unsuppressed_leaks(pg, all, nall, leaks, &sup_bytes, &sup_blocks);
 	fputs("<section id=\"stacks\"><h2>Top stacks</h2>\n", f);
 	if (!ht_reader__nnodes(pg->r))
 		fputs("<p class=\"warn\">This trace has no stacks: record with <code>heaptrail record "
 		      "--stacks</code> to see where allocations come from.</p>\n", f);
 	for (int t = 0; t < ST_N; t++) {
+		const struct ht_stackstat **v = t == ST_LEAKED ? leaks : all;
+		size_t n = t == ST_LEAKED ? nleaks : nall;
 		sort_by = (enum stack_table)t;
 		qsort(v, n, sizeof(*v), by_table_value);
 		uint64_t total = 0;
 		for (size_t i = 0; i < n; i++)
 			total += table_value(v[i], sort_by);
 		fprintf(f, "<h3 id=\"%s\">%s</h3>\n", stack_tables[t].id, stack_tables[t].title);
+		if (t == ST_LEAKED && sup_blocks)
+			fprintf(f,
+				"<p id=\"leaks-suppressed\">Not listed, as <code>heaptrail "
+				"leaks</code> leaves them out (%llu blocks, %s suppressed): glibc's "
+				"and ld.so's own blocks, kept for the process's lifetime (the thread "
+				"vectors); <code>heaptrail leaks --no-default-suppressions</code> "
+				"lists them.</p>\n",
+				(unsigned long long)sup_blocks, ht_fmt_bytes(b1, sup_bytes));
 		if (!total) {
 			fputs("<p>None.</p>\n", f);
 			continue;
@@ -364,19 +436,24 @@ static void section_stacks(struct page *pg)
 			uint64_t val = table_value(v[i], sort_by);
 			if (!val)
 				break;
-			uint64_t blocks = t == ST_PEAK ? v[i]->peak_blocks
-					  : t == ST_LEAKED ? v[i]->end_blocks : v[i]->alloc_calls;
+			/* (of temporaries: their own blocks and bytes, as top shows
+			 * them, not all the stack's) */
+			uint64_t blocks = t == ST_PEAK	   ? v[i]->peak_blocks
+					  : t == ST_LEAKED ? v[i]->end_blocks
+					  : t == ST_TEMP   ? v[i]->temp_calls
+							   : v[i]->alloc_calls;
+			uint64_t bytes = t == ST_TEMP ? v[i]->temp_bytes : v[i]->alloc_bytes;
 			fprintf(f, "<tr><td>%s</td><td>%.1f%%</td><td>%llu</td><td>%s</td>",
 				stack_tables[t].unit[0] == 'b' ? ht_fmt_bytes(b1, val)
 							       : ht_html__count(b1, val),
 				100.0 * (double)val / (double)total, (unsigned long long)blocks,
-				ht_fmt_bytes(b2, v[i]->alloc_bytes));
+				ht_fmt_bytes(b2, bytes));
 			stack_cell(pg, v[i]->node - 1);
 			fputs("</tr>\n", f);
 		}
 		fputs("</table>\n", f);
 	}
-	free(v);
+	free(all);
 	fputs("<h3 id=\"biggest\">Biggest single allocations</h3>\n", f);
 	if (!ss->nbig) {
 		fputs("<p>None.</p>\n", f);
@@ -619,7 +696,7 @@ int cmd_report(int argc, char **argv)
 	struct report_config cfg = {.top = 10, .depth = 4};
 	const char *cmp_arg = NULL;
 	const struct ht_option opts[] = {
-		{'o', "output", HT_OPT_STRING, &cfg.out, "FILE", "write the page here (TRACE's name with .html)"},
+		{'o', "output", HT_OPT_STRING, &cfg.out, "FILE", "write the page here, - for standard output (TRACE's name with .html)"},
 		{0, "compare", HT_OPT_STRING, &cmp_arg, "FILE[,FILE]", "'heaptrail compare --json' results to show (none)"},
 		{'n', "top", HT_OPT_U64, &cfg.top, "N", "stacks per table (10)"},
 		{0, "depth", HT_OPT_U64, &cfg.depth, "N", "frames shown per stack before the rest is folded (4)"},
@@ -637,6 +714,8 @@ int cmd_report(int argc, char **argv)
 	struct ht_jvalue *cmp[8] = {0};
 	char *out = NULL, *cmp_list = NULL;
 	struct ht_html_file hf = {0};
+	struct ht_suppressions supp = {0};
+	char err[1024];
 	memset(&c, 0, sizeof(c));
 	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
 	if (nargs != 1) {
@@ -663,6 +742,14 @@ int cmd_report(int argc, char **argv)
 		}
 	}
 	out = cfg.out ? strdup(cfg.out) : default_output(argv[0]);
+	int to_stdout = !strcmp(out, "-");
+	/* a directory or a symlink at the output, or a directory where no
+	 * file can be made, is said now, not after the whole trace is read */
+	if (!to_stdout && ht_out__check(out, err, sizeof(err))) {
+		ht_error("%s", err);
+		ret = HT_EXIT_DATA;
+		goto cleanup;
+	}
 	ht_blocks__symbols_ahead(cfg.sysroot, cfg.debug_dir);
 	ret = read_trace(argv[0], &c, &r);
 	if (!r)
@@ -680,13 +767,14 @@ int cmd_report(int argc, char **argv)
 		ret = HT_EXIT_DATA;
 		goto cleanup;
 	}
-	struct page pg = {hf.f, r, sym, &cfg, &c, argv[0]};
+	ht_suppressions__add_defaults(&supp);
+	struct page pg = {hf.f, r, sym, &cfg, &c, argv[0], &supp};
 	write_page(&pg, cmp, cfg.ncompare);
 	if (ht_html__commit(&hf) < 0) {
 		ret = HT_EXIT_DATA;
 		goto cleanup;
 	}
-	if (!cfg.quiet) {
+	if (!cfg.quiet && !to_stdout) {
 		struct stat st;
 		char b1[32];
 		stat(out, &st);
@@ -695,6 +783,7 @@ int cmd_report(int argc, char **argv)
 	}
 cleanup:
 	ht_html__abort(&hf);
+	ht_suppressions__free(&supp);
 	for (int i = 0; i < cfg.ncompare; i++)
 		ht_jvalue__free(cmp[i]);
 	free(cmp_list);

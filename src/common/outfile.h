@@ -57,8 +57,10 @@ struct ht_out {
 int ht_out__open(struct ht_out *o, const char *path, mode_t mode, unsigned flags, char *err,
 		 size_t errlen);
 /* Whether path may be written: -1 (with the message and errno ELOOP) if
- * it is a symbolic link, which ht_out__open refuses too; for commands
- * that open their output only at the end, to refuse at the start. */
+ * it is a symbolic link, which ht_out__open refuses too, or if it is a
+ * directory, or one where no file can be made (a character device or a
+ * FIFO needs neither: it is written to itself); for commands that open
+ * their output only at the end, to refuse at the start. */
 int ht_out__check(const char *path, char *err, size_t errlen);
 /* Flushes (and with HT_OUT_SYNC fsyncs), closes and renames the temporary
  * into place.  0, or -1 with a message in err and the temporary removed.
