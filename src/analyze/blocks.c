@@ -277,6 +277,10 @@ void ht_blocks__json_frame(struct ht_json *j, const struct ht_frame *f)
 		ht_json__null(j, "module");
 	snprintf(addr, sizeof(addr), "0x%llx", (unsigned long long)f->offset);
 	ht_json__str(j, "offset", addr);
+	/* the address itself: all there is of a frame outside any module (the
+	 * text shows it; offset is 0 there) */
+	snprintf(addr, sizeof(addr), "0x%llx", (unsigned long long)f->ip);
+	ht_json__str(j, "address", addr);
 	ht_json__bool(j, "inlined", f->inlined);
 	ht_json__obj_end(j);
 }

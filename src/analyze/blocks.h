@@ -58,7 +58,8 @@ const char *ht_blocks__frame_name(char *buf, size_t len, const struct ht_frame *
  * "function (file:line) <- caller (file:line) ...", no newline. */
 void ht_blocks__print_frames(FILE *out, const struct ht_frame *f, size_t n, size_t depth);
 
-/* A frame as JSON: function, file, line, module, offset, inlined. */
+/* A frame as JSON: function, file, line, module, offset, address (the
+ * address itself, "0x..."), inlined. */
 struct ht_json;
 void ht_blocks__json_frame(struct ht_json *j, const struct ht_frame *f);
 

@@ -525,6 +525,42 @@ static int check_parsed(struct ht_mapkinds *m, const char *what, uint64_t bytes)
 	return 0;
 }
 
+/* When the main thread of process pid has exited (pthread_exit) while
+ * others run on, its /proc/PID/smaps is empty: the id of a thread still
+ * running, whose smaps shows the process's memory; 0 if the main thread
+ * runs or none does. */
+static int live_thread(int pid)
+{
+	char path[96], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	FILE *f = fopen(path, "re");
+	int zombie = f && fgets(buf, sizeof(buf), f) && strrchr(buf, ')') &&
+		     strrchr(buf, ')')[1] == ' ' && strrchr(buf, ')')[2] == 'Z';
+	if (f)
+		fclose(f);
+	if (!zombie)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	DIR *d = opendir(path);
+	int tid = 0;
+	struct dirent *de;
+	while (d && !tid && (de = readdir(d))) {
+		int t = atoi(de->d_name);
+		if (t <= 0 || t == pid)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, t);
+		f = fopen(path, "re");
+		const char *rp = f && fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+		if (rp && rp[1] == ' ' && rp[2] && rp[2] != 'Z' && rp[2] != 'X')
+			tid = t;
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return tid;
+}
+
 int ht_mapkinds__from_pid(struct ht_mapkinds *m, int pid)
 {
 	memset(m, 0, sizeof(*m));
@@ -536,6 +572,9 @@ int ht_mapkinds__from_pid(struct ht_mapkinds *m, int pid)
 		ht_error("no process %d (%s: %s)", pid, dir, strerror(errno));
 		return HT_EXIT_DATA;
 	}
+	int tid = live_thread(pid);
+	if (tid)
+		snprintf(m->source, sizeof(m->source), "/proc/%d/task/%d/smaps", pid, tid);
 	FILE *f = fopen(m->source, "r");
 	if (!f) {
 		if (errno == EACCES || errno == EPERM)
@@ -545,7 +584,10 @@ int ht_mapkinds__from_pid(struct ht_mapkinds *m, int pid)
 		return HT_EXIT_DATA;
 	}
 	char exe_link[64];
-	snprintf(exe_link, sizeof(exe_link), "/proc/%d/exe", pid);
+	if (tid)
+		snprintf(exe_link, sizeof(exe_link), "/proc/%d/task/%d/exe", pid, tid);
+	else
+		snprintf(exe_link, sizeof(exe_link), "/proc/%d/exe", pid);
 	ssize_t k = readlink(exe_link, m->exe, sizeof(m->exe) - 1);
 	m->exe[k > 0 ? k : 0] = 0;
 	static const char deleted[] = " (deleted)";

@@ -65,6 +65,7 @@ int cmd_brkstack(int argc, char **argv)
 	ht_probe__libbpf_messages(0);
 	if (!sc)
 		goto cleanup;
+	cfg.po.stdout_data = cfg.o.folded && !cfg.o.out; /* (the folded stacks on stdout) */
 	if ((rc = ht_probe__start(&s, &cfg.po, "brkstack")))
 		goto cleanup;
 	rc = HT_EXIT_NOBPF;

@@ -69,6 +69,7 @@ int cmd_faults(int argc, char **argv)
 	ht_probe__libbpf_messages(0);
 	if (!sc)
 		goto cleanup;
+	cfg.po.stdout_data = cfg.o.folded && !cfg.o.out; /* (the folded stacks on stdout) */
 	if ((rc = ht_probe__start(&s, &cfg.po, "faults")))
 		goto cleanup;
 	rc = HT_EXIT_NOBPF;
@@ -81,6 +82,7 @@ int cmd_faults(int argc, char **argv)
 	bpf_program__set_autoload(skel->progs.fault_file, false);
 	bpf_program__set_autoload(skel->progs.fault_vma, false);
 	bpf_program__set_autoload(skel->progs.vma_forget, false);
+	bpf_program__set_autoload(skel->progs.vma_changed, false);
 	bpf_program__set_autoload(skel->progs.vma_exit, false);
 	if ((err = faults_bpf__load(skel))) {
 		ht_error("faults: cannot load the BPF program: %s (run 'heaptrail faults --check')",

@@ -38,8 +38,8 @@ static const char usage_text[] =
 	"\n"
 	"Page faults counted by the file mapped at the faulting address (its\n"
 	"name, without the directory): which libraries, data files and caches are\n"
-	"paged in; faults on anonymous memory (heap, stacks, arenas) are counted\n"
-	"apart. System-wide or one process; a report every INTERVAL (COUNT\n"
+	"paged in; faults on anonymous memory (heap, stacks, arenas), and those\n"
+	"whose mapping could not be looked up, are counted apart. System-wide or one process; a report every INTERVAL (COUNT\n"
 	"times), else one at the end (Ctrl-C, -d TIME, or the end of the process\n"
 	"traced). Needs root (or CAP_BPF and CAP_PERFMON) and a kernel with BTF.\n"
 	"\fEXAMPLES\n"
@@ -63,13 +63,20 @@ static int by_faults(const void *a, const void *b)
 	return c ? c : (x->key.pid > y->key.pid) - (x->key.pid < y->key.pid);
 }
 
+/* The sums of a report. */
+struct sums {
+	uint64_t total;   /* every fault counted */
+	uint64_t anon;    /* on anonymous memory (or no mapping) */
+	uint64_t unknown; /* whose mapping could not be looked up */
+};
+
 /* Reads (and empties) the counts map into rows, sorted; returns their
- * number, *total and *anon the sums. */
-static size_t collect(int fd, struct row **out, uint64_t *total, uint64_t *anon)
+ * number, *sum the sums. */
+static size_t collect(int fd, struct row **out, struct sums *sum)
 {
 	size_t n = 0, cap = 0;
 	struct row *rows = NULL;
-	*total = *anon = 0;
+	memset(sum, 0, sizeof(*sum));
 	struct ht_file_key key, next;
 	int first = 1;
 	while (!bpf_map_get_next_key(fd, first ? NULL : &key, &next)) {
@@ -86,9 +93,11 @@ static size_t collect(int fd, struct row **out, uint64_t *total, uint64_t *anon)
 	}
 	for (size_t i = 0; i < n; i++) {
 		bpf_map_delete_elem(fd, &rows[i].key);
-		*total += rows[i].val.count;
-		if (rows[i].key.anon)
-			*anon += rows[i].val.count;
+		sum->total += rows[i].val.count;
+		if (rows[i].key.kind == HT_FILE_ANON)
+			sum->anon += rows[i].val.count;
+		else if (rows[i].key.kind == HT_FILE_UNKNOWN)
+			sum->unknown += rows[i].val.count;
 	}
 	if (n)
 		qsort(rows, n, sizeof(*rows), by_faults);
@@ -97,18 +106,21 @@ static size_t collect(int fd, struct row **out, uint64_t *total, uint64_t *anon)
 }
 
 static void report(const struct ffaults_config *cfg, struct ht_json *j, struct row *rows,
-		   size_t n, uint64_t total, uint64_t anon, uint64_t t, int final)
+		   size_t n, const struct sums *sum, uint64_t t, int final)
 {
 	size_t shown = 0;
+	uint64_t total = sum->total, anon = sum->anon, unknown = sum->unknown;
+	uint64_t on_files = total - anon - unknown;
 	if (cfg->po.json) {
 		ht_json__obj_begin(j, NULL);
 		ht_json__u64(j, "elapsed_ns", t);
 		ht_json__bool(j, "final", final);
 		ht_json__u64(j, "total", total);
 		ht_json__u64(j, "anonymous", anon);
+		ht_json__u64(j, "unknown", unknown);
 		ht_json__arr_begin(j, "files");
 		for (size_t i = 0; i < n && (!cfg->top || shown < cfg->top); i++) {
-			if (rows[i].key.anon)
+			if (rows[i].key.kind != HT_FILE_NAMED)
 				continue;
 			shown++;
 			char name[HT_FILE_LEN + 1], comm[17];
@@ -129,16 +141,20 @@ static void report(const struct ffaults_config *cfg, struct ht_json *j, struct r
 	char b[32];
 	if (cfg->po.interval)
 		printf("[%s] ", ht_fmt_ns(b, t));
-	printf("%llu page faults, %llu of them on files (%.1f%%), %llu on anonymous memory\n",
-	       (unsigned long long)total, (unsigned long long)(total - anon),
-	       total ? 100.0 * (double)(total - anon) / (double)total : 0.0,
-	       (unsigned long long)anon);
+	printf("%llu page faults, %llu of them on files (%.1f%%), %llu on anonymous memory",
+	       (unsigned long long)total, (unsigned long long)on_files,
+	       total ? 100.0 * (double)on_files / (double)total : 0.0, (unsigned long long)anon);
+	if (unknown)
+		printf(", %llu unknown (%.1f%%: the mapping could not be looked up, another thread "
+		       "held the process's mmap lock)",
+		       (unsigned long long)unknown, 100.0 * (double)unknown / (double)total);
+	printf("\n");
 	if (cfg->per_process)
 		printf("%10s %6s  %-7s %-16s %s\n", "FAULTS", "%", "PID", "COMM", "FILE");
 	else
 		printf("%10s %6s  %s\n", "FAULTS", "%", "FILE");
 	for (size_t i = 0; i < n && (!cfg->top || shown < cfg->top); i++) {
-		if (rows[i].key.anon)
+		if (rows[i].key.kind != HT_FILE_NAMED)
 			continue;
 		shown++;
 		char comm[17];
@@ -155,11 +171,11 @@ static void report(const struct ffaults_config *cfg, struct ht_json *j, struct r
 
 /* Opens, loads and attaches the counting program: at handle_mm_fault's
  * entry (fentry set; link[0] is that program's), or on the page-fault perf
- * event of every CPU (links, fds set; link[0] and link[1] are the programs
- * that drop a process's cache of mappings when it changes them or exits).  Returns 0, or -1
- * with everything undone (after an error message, but for fentry). */
+ * event of every CPU (links, fds set; link[0..2] are the programs that keep
+ * a process's cache of mappings as it changes them or exits).  Returns 0,
+ * or -1 with everything undone (after an error message, but for fentry). */
 static int open_probes(const struct ffaults_config *cfg, struct ht_probe_session *s,
-		       struct faults_bpf **skel, int fentry, struct bpf_link *link[2],
+		       struct faults_bpf **skel, int fentry, struct bpf_link *link[3],
 		       struct bpf_link ***links, int *fds, int *nfds)
 {
 	int err;
@@ -174,6 +190,7 @@ static int open_probes(const struct ffaults_config *cfg, struct ht_probe_session
 	bpf_program__set_autoload((*skel)->progs.fault_stack, false);
 	bpf_program__set_autoload((*skel)->progs.fault_file, !fentry);
 	bpf_program__set_autoload((*skel)->progs.vma_forget, !fentry);
+	bpf_program__set_autoload((*skel)->progs.vma_changed, !fentry);
 	bpf_program__set_autoload((*skel)->progs.vma_exit, !fentry);
 	bpf_program__set_autoload((*skel)->progs.fault_vma, fentry);
 	if ((err = faults_bpf__load(*skel))) {
@@ -186,9 +203,11 @@ static int open_probes(const struct ffaults_config *cfg, struct ht_probe_session
 	link[0] = bpf_program__attach(fentry ? (*skel)->progs.fault_vma : (*skel)->progs.vma_forget);
 	if (!fentry && link[0])
 		link[1] = bpf_program__attach((*skel)->progs.vma_exit);
-	if (!link[0] || (!fentry && !link[1])) {
+	if (!fentry && link[1])
+		link[2] = bpf_program__attach((*skel)->progs.vma_changed);
+	if (!link[0] || (!fentry && (!link[1] || !link[2]))) {
 		if (!fentry)
-			ht_error("ffaults: cannot attach to sys_enter, sched_process_exit: %s",
+			ht_error("ffaults: cannot attach to sys_enter, sys_exit, sched_process_exit: %s",
 				 strerror(errno));
 		goto fail;
 	}
@@ -202,9 +221,10 @@ static int open_probes(const struct ffaults_config *cfg, struct ht_probe_session
 	if (*nfds < 0)
 		*nfds = 0;
 fail:
-	bpf_link__destroy(link[0]);
-	bpf_link__destroy(link[1]);
-	link[0] = link[1] = NULL;
+	for (int i = 0; i < 3; i++) {
+		bpf_link__destroy(link[i]);
+		link[i] = NULL;
+	}
 	faults_bpf__destroy(*skel);
 	*skel = NULL;
 	return -1;
@@ -227,12 +247,12 @@ int cmd_ffaults(int argc, char **argv)
 #ifdef HT_HAVE_BPF
 	struct ht_probe_session *s = NULL;
 	struct faults_bpf *skel = NULL;
-	struct bpf_link **links = NULL, *link[2] = {NULL, NULL};
+	struct bpf_link **links = NULL, *link[3] = {NULL, NULL, NULL};
 	static int fds[MAX_CPUS];
 	int nfds = 0;
 	struct ht_json j;
 	struct row *rows = NULL;
-	uint64_t total, anon;
+	struct sums sum;
 	size_t n;
 	enum ht_probe_step st;
 	rc = HT_EXIT_DATA;
@@ -263,17 +283,18 @@ int cmd_ffaults(int argc, char **argv)
 	while ((st = ht_probe__step(s, NULL)) != HT_PROBE_STOP) {
 		if (st != HT_PROBE_TICK)
 			continue;
-		n = collect(mfd, &rows, &total, &anon);
-		report(&cfg, &j, rows, n, total, anon, ht_probe__elapsed(s), 0);
+		n = collect(mfd, &rows, &sum);
+		report(&cfg, &j, rows, n, &sum, ht_probe__elapsed(s), 0);
 		free(rows);
 		rows = NULL;
 	}
 	if (!cfg.po.interval || ht_probe__final_due(s)) {
-		n = collect(mfd, &rows, &total, &anon);
-		report(&cfg, &j, rows, n, total, anon, ht_probe__elapsed(s), 1);
+		n = collect(mfd, &rows, &sum);
+		report(&cfg, &j, rows, n, &sum, ht_probe__elapsed(s), 1);
 	}
 	if (cfg.po.json) {
 		ht_json__arr_end(&j);
+		ht_json__u64(&j, "not_counted", skel->bss->dropped);
 		ht_json__u64(&j, "elapsed_ns", ht_probe__elapsed(s));
 		ht_json__str(&j, "stopped", ht_probe__reason(s));
 		ht_json__obj_end(&j);
@@ -287,8 +308,8 @@ int cmd_ffaults(int argc, char **argv)
 cleanup:
 	free(rows);
 	ht_probe__detach(links, fds, nfds > 0 ? nfds : 0);
-	bpf_link__destroy(link[0]);
-	bpf_link__destroy(link[1]);
+	for (int i = 0; i < 3; i++)
+		bpf_link__destroy(link[i]);
 	faults_bpf__destroy(skel);
 	ht_probe__end(s);
 #endif

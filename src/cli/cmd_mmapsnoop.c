@@ -24,7 +24,8 @@ static const char usage_text[] =
 	"\n"
 	"Every mmap, munmap and mremap call, system-wide or of one process, as it\n"
 	"returns: the address, the size, the protection and flags decoded, the\n"
-	"file offset, the result and the name of the file mapped. Needs root (or\n"
+	"file offset, the result and the name of the file mapped (? where it could\n"
+	"not be found out). Needs root (or\n"
 	"CAP_BPF and CAP_PERFMON) and a kernel with BTF; runs until Ctrl-C, -d\n"
 	"TIME, or the end of the process traced.\n"
 	"\fEXAMPLES\n"
@@ -176,10 +177,11 @@ static int on_event(void *ctx, const struct ht_memsys_event *ev, uint64_t t, str
 		} else {
 			ht_json__u64(j, "result", (uint64_t)ev->ret);
 		}
-		if (ev->file[0])
+		if (ev->file_state == HT_MEMSYS_FILE)
 			ht_json__str(j, "file", ev->file);
 		else
 			ht_json__null(j, "file");
+		ht_json__bool(j, "file_unknown", ev->file_state == HT_MEMSYS_FILE_UNKNOWN);
 		ht_json__obj_end(j);
 		return 1;
 	}
@@ -195,7 +197,10 @@ static int on_event(void *ctx, const struct ht_memsys_event *ev, uint64_t t, str
 		snprintf(sz, sizeof(sz), "%llu", (unsigned long long)size);
 	printf("%-10.6f %-7u %-7u %-15s %-7s 0x%-16llx %12s %-4s %-24s %10s %-18s %s\n", t / 1e9,
 	       ev->pid, ev->tid, comm, call_name(ev->nr), (unsigned long long)a[0], sz, prot, flags,
-	       off, result, ev->file[0] ? ev->file : "-");
+	       off, result,
+	       ev->file_state == HT_MEMSYS_FILE	    ? ev->file
+	       : ev->file_state == HT_MEMSYS_FILE_UNKNOWN ? "?"
+							  : "-");
 	return 1;
 }
 

@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "options.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,9 +51,14 @@ static int set_value(const struct ht_option *o, const char *arg, const char *sho
 	}
 	case HT_OPT_U64: {
 		char *end;
+		errno = 0;
 		unsigned long long v = strtoull(arg, &end, 0);
 		if (end == arg || *end || *arg == '-')
 			break;
+		if (errno == ERANGE) { /* (strtoull gives 2^64-1 then) */
+			ht_error("%s: '%s' is out of range (at most %llu)", shown, arg, ULLONG_MAX);
+			return -1;
+		}
 		*(uint64_t *)o->value = v;
 		return 0;
 	}

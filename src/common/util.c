@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -552,10 +553,15 @@ int ht_stdout_done(int rc)
 		return rc;
 	int e = errno;
 	struct statvfs vfs;
+	struct stat st;
 	if (flushed || !e) /* (failed earlier: the likely why) */
-		e = fcntl(1, F_GETFD) < 0			       ? EBADF
-		    : fstatvfs(1, &vfs) == 0 && vfs.f_bavail == 0 ? ENOSPC
-								   : 0;
+		e = fcntl(1, F_GETFD) < 0 ? EBADF
+		    /* a full file system, for a file only: a pipe's or a
+		     * socket's (pipefs, sockfs) always says no space free */
+		    : fstat(1, &st) == 0 && S_ISREG(st.st_mode) && fstatvfs(1, &vfs) == 0 &&
+				  vfs.f_bavail == 0
+			    ? ENOSPC
+			    : 0;
 	if (e)
 		ht_error("cannot write to standard output: %s", strerror(e));
 	else

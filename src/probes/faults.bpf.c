@@ -41,21 +41,27 @@ static long vma_file(struct task_struct *task, struct vm_area_struct *vma, void 
 {
 	struct lookup *l = data;
 	if (ht_vma_file(vma, l->k.name, HT_FILE_LEN) <= 0)
-		l->k.anon = 1;
+		l->k.kind = HT_FILE_ANON;
 	l->start = BPF_CORE_READ(vma, vm_start);
 	l->end = BPF_CORE_READ(vma, vm_end);
 	return 0;
 }
 
-/* The last mappings looked up in a process, so that bpf_find_vma (costly
- * from the perf event) runs once per mapping and not once per fault;
- * forgotten whenever the process changes its mappings (vma_forget). */
-#define VMA_CACHE 4
+/* The mappings of a process seen lately, so that bpf_find_vma (costly from
+ * the perf event, and failing while another thread holds the mmap lock to
+ * map or unmap) runs once per mapping and not once per fault.  A call that
+ * changes the mappings forgets only the entries of the range it changes
+ * (vma_forget, vma_changed): dropping the whole cache at every mmap made a
+ * process with one thread mapping and unmapping in a loop look every fault
+ * of the others up again, and most look-ups then failed.  An mmap of a
+ * regular file or of private anonymous memory is entered as it returns,
+ * with the file taken from its fd (no look-up at all). */
+#define VMA_CACHE 8
 struct vma_cache {
 	__u64 start[VMA_CACHE], end[VMA_CACHE]; /* extents, end 0 = empty */
-	__u32 anon[VMA_CACHE];                  /* no file */
+	__u32 kind[VMA_CACHE];                  /* HT_FILE_NAMED or HT_FILE_ANON */
 	char name[VMA_CACHE][HT_FILE_LEN];      /* the file's name */
-	__u32 next;                             /* the slot to fill next */
+	__u32 next;                             /* the slot to fill next when none is empty */
 };
 
 /* All empty, never written: what a process's cache starts as (too big for
@@ -69,17 +75,110 @@ struct {
 	__type(value, struct vma_cache);
 } vmas SEC(".maps");
 
-/* The system calls that change a process's mappings (x86_64): mmap,
- * munmap, brk, mremap, shmat, shmdt, execve, remap_file_pages, execveat;
- * the cache of the process is dropped as each starts. */
+#define PAGE_UP(n) (((n) + 4095) & ~4095ull)
+#define MAP_SHARED_TYPE 0x03
+#define MAP_FIXED 0x10
+#define MAP_ANONYMOUS 0x20
+#define MAP_FIXED_NOREPLACE 0x100000
+
+/* Empties the entries of c that overlap [start, end). */
+static __always_inline void cache_forget(struct vma_cache *c, __u64 start, __u64 end)
+{
+	for (int i = 0; i < VMA_CACHE; i++)
+		if (c->start[i] < end && start < c->end[i])
+			c->end[i] = 0;
+}
+
+/* Enters a mapping in c, in an empty slot if there is one (a thread that
+ * maps and unmaps in a loop then does not push the others' out). */
+static __always_inline void cache_put(struct vma_cache *c, __u64 start, __u64 end, __u32 kind,
+				      const char *name)
+{
+	__u32 slot = VMA_CACHE;
+	for (int i = 0; i < VMA_CACHE; i++) {
+		if (!c->end[i]) {
+			slot = i;
+			break;
+		}
+	}
+	if (slot >= VMA_CACHE)
+		slot = c->next++ % VMA_CACHE;
+	if (slot >= VMA_CACHE)
+		return;
+	c->end[slot] = 0; /* (empty while it is written) */
+	c->start[slot] = start;
+	c->kind[slot] = kind;
+	__builtin_memcpy(c->name[slot], name, HT_FILE_LEN);
+	c->end[slot] = end;
+}
+
+/* Before the system calls that change a process's mappings where the range
+ * is known at entry only (x86_64): brk (between the break and the one
+ * asked for); execve, execveat, shmat at an address, shmdt (the extent is
+ * not in the arguments) forget the whole cache. */
 SEC("tp_btf/sys_enter")
 int BPF_PROG(vma_forget, struct pt_regs *regs, long id)
 {
-	if (id != 9 && id != 11 && id != 12 && id != 25 && id != 30 && id != 67 && id != 59 &&
-	    id != 216 && id != 322)
+	if (id != 12 && id != 30 && id != 67 && id != 59 && id != 322)
 		return 0;
 	__u32 tgid = (__u32)(bpf_get_current_pid_tgid() >> 32);
-	bpf_map_delete_elem(&vmas, &tgid);
+	struct vma_cache *c = bpf_map_lookup_elem(&vmas, &tgid);
+	if (!c)
+		return 0;
+	__u64 a0 = BPF_CORE_READ(regs, di);
+	if (id == 12) {
+		struct task_struct *task = bpf_get_current_task_btf();
+		__u64 cur = BPF_CORE_READ(task, mm, brk);
+		cache_forget(c, a0 < cur ? a0 : cur, PAGE_UP(a0 > cur ? a0 : cur));
+	} else if (id != 30 || a0) {
+		bpf_map_delete_elem(&vmas, &tgid);
+	}
+	return 0;
+}
+
+/* As the calls that map, unmap or move a range return: the range is
+ * forgotten (again: a fault during the call may have looked the old
+ * mapping up), and a new mapping of a regular file (named from the call's
+ * fd) or of private anonymous memory is entered.  mmap 9, munmap 11,
+ * mremap 25, remap_file_pages 216. */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(vma_changed, struct pt_regs *regs, long ret)
+{
+	__u32 tgid, tid;
+	long id = BPF_CORE_READ(regs, orig_ax);
+	if ((id != 9 && id != 11 && id != 25 && id != 216) || !ht_traced(&tgid, &tid) || !tgid)
+		return 0;
+	__u64 a0 = BPF_CORE_READ(regs, di), a1 = BPF_CORE_READ(regs, si);
+	__u64 a2 = BPF_CORE_READ(regs, dx), a3 = BPF_CORE_READ(regs, r10);
+	int ok = (__u64)ret < (__u64)-4095;
+	struct vma_cache *c = bpf_map_lookup_elem(&vmas, &tgid);
+	if (c) {
+		if (id != 9 || (a3 & (MAP_FIXED | MAP_FIXED_NOREPLACE)))
+			cache_forget(c, a0, a0 + PAGE_UP(a1));
+		if (id == 9 && ok)
+			cache_forget(c, (__u64)ret, (__u64)ret + PAGE_UP(a1));
+		if (id == 25 && ok)
+			cache_forget(c, (__u64)ret, (__u64)ret + PAGE_UP(a2));
+	}
+	if (id != 9 || !ok)
+		return 0;
+	struct ht_file_key k = {};
+	if (a3 & MAP_ANONYMOUS) {
+		if ((a3 & MAP_SHARED_TYPE) != 0x02)
+			return 0; /* shared: a shmem file of the kernel's, looked up at a fault */
+		k.kind = HT_FILE_ANON;
+	} else {
+		struct file *f = ht_fd_file(BPF_CORE_READ(regs, r8));
+		if (!f || ht_file_name(f, k.name, HT_FILE_LEN) <= 0)
+			return 0;
+	}
+	if (!c) {
+		bpf_map_update_elem(&vmas, &tgid, &empty_cache, BPF_NOEXIST);
+		c = bpf_map_lookup_elem(&vmas, &tgid);
+		if (!c)
+			return 0;
+	}
+	cache_put(c, (__u64)ret, (__u64)ret + PAGE_UP(a1), k.kind, k.name);
 	return 0;
 }
 
@@ -96,7 +195,7 @@ int BPF_PROG(vma_exit, struct task_struct *p)
 /* Counts a fault on the file of key k. */
 static __always_inline void count_file(struct ht_file_key *k)
 {
-	if (k->anon)
+	if (k->kind != HT_FILE_NAMED)
 		__builtin_memset(k->name, 0, sizeof(k->name));
 	struct ht_file_val *v = bpf_map_lookup_elem(&file_counts, k);
 	if (!v) {
@@ -122,10 +221,13 @@ int BPF_PROG(fault_vma, struct vm_area_struct *vma, unsigned long address, unsig
 	struct ht_file_key k = {};
 	k.pid = per_process ? tgid : 0;
 	if (ht_vma_file(vma, k.name, HT_FILE_LEN) <= 0)
-		k.anon = 1;
+		k.kind = HT_FILE_ANON;
 	count_file(&k);
 	return 0;
 }
+
+#define ENOENT 2
+#define LOOKUP_TRIES 4 /* bpf_find_vma calls before a fault is left unknown */
 
 SEC("perf_event")
 int fault_file(struct bpf_perf_event_data *ctx)
@@ -140,7 +242,7 @@ int fault_file(struct bpf_perf_event_data *ctx)
 	if (c) {
 		for (int i = 0; i < VMA_CACHE; i++) {
 			if (addr >= c->start[i] && addr < c->end[i]) {
-				k.anon = c->anon[i];
+				k.kind = c->kind[i];
 				__builtin_memcpy(k.name, c->name[i], HT_FILE_LEN);
 				count_file(&k);
 				return 0;
@@ -149,24 +251,29 @@ int fault_file(struct bpf_perf_event_data *ctx)
 	}
 	struct lookup l = {};
 	struct task_struct *task = bpf_get_current_task_btf();
-	if (bpf_find_vma(task, addr, vma_file, &l, 0) || addr < l.start) {
-		k.anon = 1; /* no mapping there: a bad access, counted as anonymous */
+	long rc = -1;
+	/* -EBUSY while another thread holds the mmap lock (or waits for it):
+	 * it is held for a few microseconds at a time */
+	for (int i = 0; i < LOOKUP_TRIES && rc && rc != -ENOENT; i++)
+		rc = bpf_find_vma(task, addr, vma_file, &l, 0);
+	if (rc == -ENOENT || (!rc && addr < l.start)) {
+		k.kind = HT_FILE_ANON; /* no mapping there: a bad access, counted as anonymous */
 		count_file(&k);
 		return 0;
 	}
-	k.anon = l.k.anon;
+	if (rc) {
+		k.kind = HT_FILE_UNKNOWN; /* counted apart, never as anonymous */
+		count_file(&k);
+		return 0;
+	}
+	k.kind = l.k.kind;
 	__builtin_memcpy(k.name, l.k.name, HT_FILE_LEN);
 	if (!c) {
 		bpf_map_update_elem(&vmas, &tgid, &empty_cache, BPF_NOEXIST);
 		c = bpf_map_lookup_elem(&vmas, &tgid);
 	}
-	if (c) {
-		__u32 i = c->next++ % VMA_CACHE;
-		c->start[i] = l.start;
-		c->end[i] = l.end;
-		c->anon[i] = l.k.anon;
-		__builtin_memcpy(c->name[i], l.k.name, HT_FILE_LEN);
-	}
+	if (c)
+		cache_put(c, l.start, l.end, l.k.kind, l.k.name);
 	count_file(&k);
 	return 0;
 }

@@ -9,12 +9,18 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+#define ENOENT 2
+#define MAP_SHARED_TYPE 0x03
+#define MAP_ANONYMOUS 0x20
+#define LOOKUP_TRIES 4 /* bpf_find_vma calls before the file is left unknown */
+
 /* Bit nr set: report system call nr (nr < 128); set before loading. */
 const volatile __u64 syscall_mask[2] = {0, 0};
 
 struct entry {
-	__u64 args[6]; /* at sys_enter */
-	__u32 nr;      /* which call */
+	__u64 args[6];                 /* at sys_enter */
+	__u32 nr;                      /* which call */
+	char file[HT_MEMSYS_FILE_LEN]; /* mmap: the regular file of its fd, "" if none */
 };
 
 struct {
@@ -43,6 +49,11 @@ int BPF_PROG(memsys_enter, struct pt_regs *regs, long id)
 	e.args[3] = BPF_CORE_READ(regs, r10);
 	e.args[4] = BPF_CORE_READ(regs, r8);
 	e.args[5] = BPF_CORE_READ(regs, r9);
+	/* the file as the call names it: what is mapped if the look-up at the
+	 * return fails (bpf_find_vma cannot take the mmap lock while another
+	 * thread of the process holds it) */
+	if (id == HT_NR_MMAP && !(e.args[3] & MAP_ANONYMOUS))
+		ht_file_name(ht_fd_file(e.args[4]), e.file, HT_MEMSYS_FILE_LEN);
 	bpf_map_update_elem(&inflight, &tid, &e, BPF_ANY);
 	return 0;
 }
@@ -75,13 +86,24 @@ int BPF_PROG(memsys_exit, struct pt_regs *regs, long ret)
 	ev->pid = tgid;
 	ev->tid = tid;
 	ev->nr = e->nr;
-	ev->pad = 0;
+	ev->file_state = HT_MEMSYS_NO_FILE;
 	bpf_get_current_comm(ev->comm, sizeof(ev->comm));
 	char file[HT_MEMSYS_FILE_LEN] = "";
 	if ((e->nr == HT_NR_MMAP || e->nr == HT_NR_MREMAP || e->nr == HT_NR_SHMAT) &&
 	    (__u64)ret < (__u64)-4095) {
 		struct task_struct *task = bpf_get_current_task_btf();
-		bpf_find_vma(task, (__u64)ret, vma_name, file, 0);
+		long rc = -1;
+		for (int i = 0; i < LOOKUP_TRIES && rc && rc != -ENOENT; i++)
+			rc = bpf_find_vma(task, (__u64)ret, vma_name, file, 0);
+		if (!rc)
+			ev->file_state = file[0] ? HT_MEMSYS_FILE : HT_MEMSYS_NO_FILE;
+		else if (e->file[0])
+			ev->file_state = HT_MEMSYS_FILE; /* (e->file, below) */
+		else if (e->nr != HT_NR_MMAP || !(e->args[3] & MAP_ANONYMOUS) ||
+			 (e->args[3] & MAP_SHARED_TYPE) != 0x02)
+			ev->file_state = HT_MEMSYS_FILE_UNKNOWN; /* all but private anonymous memory */
+		if (rc && e->file[0])
+			__builtin_memcpy(file, e->file, sizeof(file));
 	}
 	__builtin_memcpy(ev->file, file, sizeof(file));
 	bpf_map_delete_elem(&inflight, &tid);

@@ -25,9 +25,18 @@ struct ht_memsys_event {
 	__u32 pid;         /* process (tgid) */
 	__u32 tid;         /* thread */
 	__u32 nr;          /* system call number (HT_NR_*) */
-	__u32 pad;         /* (alignment) */
+	__u32 file_state;  /* HT_MEMSYS_*: what file is mapped */
 	char comm[16];     /* thread name */
 	char file[HT_MEMSYS_FILE_LEN]; /* the mapped file (mmap, mremap, shmat), "" if none */
+};
+
+/* What an event says of the file mapped (file_state). */
+enum {
+	HT_MEMSYS_NO_FILE = 0,      /* none (anonymous memory, or not a call that maps) */
+	HT_MEMSYS_FILE = 1,         /* file names it */
+	HT_MEMSYS_FILE_UNKNOWN = 2, /* not known: the mapping could not be looked up
+				     * (another thread held the mmap lock) and the
+				     * call's fd did not name a regular file */
 };
 
 #endif

@@ -28,15 +28,43 @@ static __always_inline int ht_traced(__u32 *tgid, __u32 *tid)
 	return target_tgid ? *tgid == target_tgid : *tgid != self_tgid;
 }
 
-/* Reads the name (dentry name, no directory) of the file a mapping maps
- * into buf; returns its length, 0 for anonymous memory. */
-static __always_inline long ht_vma_file(struct vm_area_struct *vma, char *buf, __u32 len)
+/* Reads the name (dentry name, no directory) of file f into buf; returns
+ * its length, 0 if f is NULL. */
+static __always_inline long ht_file_name(struct file *f, char *buf, __u32 len)
 {
-	struct file *f = BPF_CORE_READ(vma, vm_file);
 	if (!f)
 		return 0;
 	const unsigned char *name = BPF_CORE_READ(f, f_path.dentry, d_name.name);
 	return bpf_probe_read_kernel_str(buf, len, name);
+}
+
+/* Reads the name of the file a mapping maps into buf; returns its length,
+ * 0 for anonymous memory. */
+static __always_inline long ht_vma_file(struct vm_area_struct *vma, char *buf, __u32 len)
+{
+	return ht_file_name(BPF_CORE_READ(vma, vm_file), buf, len);
+}
+
+#define HT_S_IFMT 0170000
+#define HT_S_IFREG 0100000
+
+/* The regular file open as fd in the current task, NULL if fd is not open
+ * or is something else (a device, whose mmap may map another file or
+ * none): read from the task's file table, without the mmap lock that
+ * bpf_find_vma needs (and cannot take while another thread of the process
+ * holds it to map or unmap). */
+static __always_inline struct file *ht_fd_file(__u64 fd)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	if (!fdt || fd >= BPF_CORE_READ(fdt, max_fds))
+		return NULL;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *f = NULL;
+	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
+		return NULL;
+	umode_t mode = BPF_CORE_READ(f, f_inode, i_mode);
+	return (mode & HT_S_IFMT) == HT_S_IFREG ? f : NULL;
 }
 
 #endif

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "probe.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -33,7 +34,21 @@
 int ht_probe__usage(struct ht_probe_opts *po, int nargs, char **argv, const char *cmd,
 		    int positional)
 {
-	if (po->pid && po->command) {
+	if (po->pid_text) {
+		/* (a string option: as a number, -p 0 read as "no -p" and traced
+		 * every process) */
+		char *end;
+		errno = 0;
+		unsigned long long v = strtoull(po->pid_text, &end, 10);
+		if (errno || end == po->pid_text || *end || po->pid_text[0] == '-' || !v ||
+		    v > 0x7fffffff) {
+			ht_error("%s: -p %s is not a process id (leave -p out to trace every process)",
+				 cmd, po->pid_text);
+			return HT_EXIT_USAGE;
+		}
+		po->pid = v;
+	}
+	if ((po->pid || po->pid_text) && po->command) {
 		ht_error("%s: -p and -c exclude each other: trace a running process or start one",
 			 cmd);
 		return HT_EXIT_USAGE;
@@ -252,6 +267,24 @@ struct ht_probe_session {
 
 static volatile sig_atomic_t probe_signal; /* SIGINT or SIGTERM received */
 
+/* The state letter of /proc/PID/stat or /proc/PID/task/TID/stat (path), 0
+ * if it cannot be read; *flags gets its flags field (PF_*). */
+static char proc_state(const char *path, unsigned long *flags)
+{
+	char buf[512];
+	first_line(path, buf, sizeof(buf));
+	const char *rp = strrchr(buf, ')');
+	if (!buf[0] || !rp || !rp[1] || !rp[2])
+		return 0;
+	if (flags) {
+		/* state ppid pgrp session tty_nr tpgid flags */
+		*flags = 0;
+		if (sscanf(rp + 2, "%*c %*d %*d %*d %*d %*d %lu", flags) != 1)
+			*flags = 0;
+	}
+	return rp[2];
+}
+
 static void on_signal(int sig)
 {
 	if (sig != SIGCHLD)
@@ -297,7 +330,7 @@ static int start_child(struct ht_probe_session *s, const char *cmdline)
 		close(pfd[0]);
 		signal(SIGINT, SIG_DFL);
 		signal(SIGTERM, SIG_DFL);
-		if (s->po->json)
+		if (s->po->json || s->po->stdout_data)
 			dup2(2, 1); /* its output must not break the document */
 		if (ptrace(PTRACE_TRACEME, 0, NULL, NULL) == 0)
 			execvp(argv[0], argv);
@@ -359,6 +392,16 @@ int ht_probe__start(struct ht_probe_session **out, const struct ht_probe_opts *p
 			return HT_EXIT_USAGE;
 		}
 		s->tgid = (pid_t)po->pid;
+		char stat[64];
+		unsigned long flags = 0;
+		snprintf(stat, sizeof(stat), "/proc/%d/stat", (int)s->tgid);
+		if (proc_state(stat, &flags) && (flags & 0x00200000)) { /* PF_KTHREAD */
+			ht_error("%s: %llu is a kernel thread: it has no user memory and makes no "
+				 "page faults or memory calls to trace",
+				 cmd, (unsigned long long)po->pid);
+			free(s);
+			return HT_EXIT_USAGE;
+		}
 		/* a thread's id: its process (the probes filter on processes) */
 		char path[64], line[256];
 		snprintf(path, sizeof(path), "/proc/%d/status", (int)s->tgid);
@@ -382,7 +425,12 @@ int ht_probe__start(struct ht_probe_session **out, const struct ht_probe_opts *p
 	probe_signal = 0;
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal; /* no SA_RESTART: the poll returns at once */
+	/* SA_RESTART: a write to a blocked stdout (a pipe to a slow reader)
+	 * is taken up again, not failed with EINTR (the output was cut);
+	 * poll, epoll_wait and usleep are never restarted, so the loop still
+	 * sees the signal at once */
+	sa.sa_handler = on_signal;
+	sa.sa_flags = SA_RESTART;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, &s->old_int);
 	sigaction(SIGTERM, &sa, &s->old_term);
@@ -489,16 +537,27 @@ static void watch_child(struct ht_probe_session *s)
 	}
 }
 
-/* Whether -p's process is gone (or a zombie). */
+/* Whether -p's process is gone (or a zombie): when all its threads are.
+ * Not its main thread's state: a main thread that called pthread_exit is a
+ * zombie while the others run on. */
 static int pid_gone(pid_t pid)
 {
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	first_line(path, buf, sizeof(buf));
-	if (!buf[0])
+	char path[96];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
 		return 1;
-	const char *rp = strrchr(buf, ')');
-	return rp && (rp[2] == 'Z' || rp[2] == 'X');
+	int gone = 1;
+	struct dirent *de;
+	while (gone && (de = readdir(d))) {
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/stat", (int)pid, de->d_name);
+		char st = proc_state(path, NULL);
+		gone = !st || st == 'Z' || st == 'X';
+	}
+	closedir(d);
+	return gone;
 }
 
 static void drain(struct ring_buffer *rb)

@@ -43,19 +43,24 @@ struct ring_buffer; /* libbpf's */
 
 /* The options every probe command has; defaults labelled by their flag. */
 struct ht_probe_opts {
-	uint64_t pid;         /* -p, --pid (0: every process) */
+	const char *pid_text; /* -p, --pid as given (HT_PROBE_OPTIONS): ht_probe__usage checks
+			       * it (0 is refused, not taken for "every process") and sets pid */
+	uint64_t pid;         /* the process to trace (0: every process) */
 	const char *command;  /* -c, --command (none): split at blanks, started, traced */
 	uint64_t duration;    /* -d, --duration (0: until Ctrl-C or the target exits), ns */
 	uint64_t interval;    /* positional INTERVAL (0: one report at the end), ns */
 	uint64_t count;       /* positional COUNT (0: unlimited) reports */
 	int json;             /* --json */
 	int check;            /* --check: only say whether BPF can be used here */
+	int stdout_data;      /* stdout carries data for programs (--folded): -c's command
+			       * writes to stderr, as with --json */
 };
 
 /* The option-table rows of struct ht_probe_opts, to copy into a command's
  * table (it ends with HT_OPT_END after them). */
 #define HT_PROBE_OPTIONS(po)                                                                   \
-	{'p', "pid", HT_OPT_U64, &(po)->pid, "PID", "trace this process only (every process)"}, \
+	{'p', "pid", HT_OPT_STRING, &(po)->pid_text, "PID",                                    \
+	 "trace this process only (every process)"},                                           \
 	{'c', "command", HT_OPT_STRING, &(po)->command, "CMD",                                 \
 	 "start CMD (split at blanks, no shell), trace it, stop when it exits"},                       \
 	{'d', "duration", HT_OPT_DURATION_POS, &(po)->duration, "TIME",                        \
@@ -71,8 +76,8 @@ enum {
 };
 
 /* Checks -p/-c and the positional arguments (nargs of them in argv[0..]),
- * filling po->interval and po->count.  Returns 0, or HT_EXIT_USAGE after a
- * one-line error. */
+ * filling po->pid (from po->pid_text), po->interval and po->count.
+ * Returns 0, or HT_EXIT_USAGE after a one-line error. */
 int ht_probe__usage(struct ht_probe_opts *po, int nargs, char **argv, const char *cmd,
 		    int positional);
 
@@ -83,8 +88,9 @@ int ht_probe__usage(struct ht_probe_opts *po, int nargs, char **argv, const char
 int ht_probe__check(const char *cmd, const struct ht_probe_opts *po);
 
 /* A probe command's start: parses argv with its option table (which holds
- * HT_PROBE_OPTIONS), checks the usage (ht_probe__usage) and whether BPF can
- * be used (ht_probe__check).  Returns -1 to go on, else the exit code to
+ * HT_PROBE_OPTIONS), checks the usage (ht_probe__usage; a number option
+ * (HT_OPT_U64) too large to hold is refused) and whether BPF can be used
+ * (ht_probe__check).  Returns -1 to go on, else the exit code to
  * return at once (0 after --check, 2 for bad usage, 3 without BPF). */
 int ht_probe__parse(int argc, char **argv, const struct ht_option *opts, const char *usage,
 		    struct ht_probe_opts *po, const char *cmd, int positional);
@@ -107,7 +113,7 @@ enum ht_probe_step {
 typedef void (*ht_probe_exit_fn)(void *ctx, pid_t pid);
 
 /* Starts a session: installs the SIGINT/SIGTERM handlers, checks that -p
- * PID exists, and with -c starts the command stopped before its first
+ * PID exists and is not a kernel thread (HT_EXIT_USAGE), and with -c starts the command stopped before its first
  * instruction.  Returns 0, or HT_EXIT_DATA / HT_EXIT_USAGE after an error,
  * 127 / 126 when -c's command is not found / cannot be run (as record). */
 int ht_probe__start(struct ht_probe_session **out, const struct ht_probe_opts *po,

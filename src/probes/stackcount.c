@@ -396,6 +396,7 @@ int ht_stackcount__run(struct ht_stackcount *sc, struct ht_probe_session *s,
 		rc = HT_EXIT_DATA;
 	if (po->json) {
 		ht_json__arr_end(&j);
+		ht_json__u64(&j, "not_counted", *m->dropped);
 		ht_json__u64(&j, "elapsed_ns", ht_probe__elapsed(s));
 		ht_json__str(&j, "stopped", ht_probe__reason(s));
 		ht_json__obj_end(&j);

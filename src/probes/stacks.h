@@ -35,10 +35,19 @@ struct ht_pid_note {
 /* Page faults by file (ffaults). */
 #define HT_FILE_LEN 64 /* bytes of a file name kept */
 
+/* What a fault's address was found to be (struct ht_file_key, kind). */
+enum {
+	HT_FILE_NAMED = 0, /* a file's mapping: name says which */
+	HT_FILE_ANON = 1,  /* no file (anonymous memory, heap, stack), or no mapping there */
+	HT_FILE_UNKNOWN = 2, /* not known: the look-up of the mapping failed (bpf_find_vma
+			      * cannot take the mmap lock while another thread of the
+			      * process holds it to map or unmap) */
+};
+
 struct ht_file_key {
 	__u32 pid;              /* process (tgid), 0 when summed over processes */
-	__u32 anon;             /* 1: no file (anonymous memory, heap, stack) */
-	char name[HT_FILE_LEN]; /* the file's name (its dentry), "" if anon */
+	__u32 kind;             /* HT_FILE_* */
+	char name[HT_FILE_LEN]; /* the file's name (its dentry), "" unless HT_FILE_NAMED */
 };
 
 struct ht_file_val {
