@@ -33,7 +33,8 @@ int cmd_compact(int argc, char **argv)
 		"recorder compresses each 64 KiB chunk as it goes, and record compresses\n"
 		"those it wrote raw when the program ends), at ~70 ns an event.\n"
 		"'heaptrail record --compact' does it when the program ends.  --fast does\n"
-		"only record's end step, for traces recorded with LD_PRELOAD directly.\n"
+		"only record's end step, for traces recorded with LD_PRELOAD directly; it\n"
+		"leaves a trace not closed cleanly, or damaged, as it was (exit status 1).\n"
 		"\fEXAMPLES\n"
 		"  LD_PRELOAD=.../libheaptrail.so HEAPTRAIL_OUT=app.ht ./app && heaptrail compact app.ht\n";
 	int ret = HT_EXIT_USAGE;
@@ -59,11 +60,28 @@ int cmd_compact(int argc, char **argv)
 			ret = HT_EXIT_DATA;
 			continue;
 		}
+		if (res.untouched) {
+			/* --fast repairs nothing: said, and an error, since the
+			 * trace is not what --fast makes (-q or not) */
+			ht_error("%s: left as it was: %s; 'heaptrail stats %s' says what it holds, "
+				 "'heaptrail compact %s' rewrites what can be read of it",
+				 argv[i], res.untouched, argv[i], argv[i]);
+			ret = HT_EXIT_DATA;
+			continue;
+		}
+		char bad[160] = "";
+		if (res.bad_chunks)
+			snprintf(bad, sizeof(bad),
+				 " (%llu damaged chunk%s, the first of thread %u, copied as %s: "
+				 "readers stop that thread there, as before)",
+				 (unsigned long long)res.bad_chunks, res.bad_chunks == 1 ? "" : "s",
+				 res.bad_tid, res.bad_chunks == 1 ? "it is" : "they are");
 		if (!cfg.quiet)
-			fprintf(stderr, "heaptrail: %s: %s -> %s, %llu events%s\n", argv[i],
+			fprintf(stderr, "heaptrail: %s: %s -> %s, %llu events%s%s\n", argv[i],
 				ht_fmt_bytes(a, res.in_bytes), ht_fmt_bytes(b, res.out_bytes),
 				(unsigned long long)res.events,
-				res.truncated ? " (the trace ends in a damaged chunk: kept what came before)" : "");
+				res.truncated ? " (the trace ends in a damaged chunk: kept what came before)" : "",
+				bad);
 	}
 cleanup:
 	return ret;

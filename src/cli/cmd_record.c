@@ -518,6 +518,35 @@ static char *child_traces_msg(const char *path, const char *shown, const struct 
  * command could not be run). */
 #define RECORD_EXIT_DAMAGED 125
 
+/* The threads met in a trace's events: a set of tids (open addressing,
+ * 0 free: the recorder's tids are never 0). */
+struct tid_set {
+	uint32_t *slot;
+	size_t n, cap;
+};
+
+static void tid_set_add(struct tid_set *t, uint32_t tid)
+{
+	if (t->n * 2 >= t->cap) {
+		struct tid_set g = {calloc(t->cap ? t->cap * 2 : 64, sizeof(uint32_t)), 0,
+				    t->cap ? t->cap * 2 : 64};
+		if (!g.slot)
+			return; /* (undercounted, out of memory) */
+		for (size_t i = 0; i < t->cap; i++)
+			if (t->slot[i])
+				tid_set_add(&g, t->slot[i]);
+		free(t->slot);
+		*t = g;
+	}
+	size_t i = (tid * 2654435761u) & (t->cap - 1);
+	while (t->slot[i] && t->slot[i] != tid)
+		i = (i + 1) & (t->cap - 1);
+	if (!t->slot[i]) {
+		t->slot[i] = tid;
+		t->n++;
+	}
+}
+
 /* Whether the trace at path, as it is on disk, is damaged: read back the
  * way every analyzer opens it (the header, the index and every chunk
  * header it lists, or the chunks in order when there is no index), with
@@ -530,7 +559,7 @@ static char *child_traces_msg(const char *path, const char *shown, const struct 
  * damaged).  Returns TRACE_DAMAGED, TRACE_WHOLE, or TRACE_CUT when a
  * write failed (disk full: not damaged, said otherwise, and no room to
  * rewrite it).  what: what is damaged; events, threads: what can be read
- * of it. */
+ * of it (of a damaged one, the events a reader reads, decoded). */
 enum { TRACE_WHOLE, TRACE_DAMAGED, TRACE_CUT };
 static int damaged(const char *path, int ended_ok, char *what, size_t len, uint64_t *events,
 		   uint32_t *threads)
@@ -550,16 +579,36 @@ static int damaged(const char *path, int ended_ok, char *what, size_t len, uint6
 	*threads = in->nthreads;
 	if (in->disk_full)
 		bad = TRACE_CUT;
-	else if (in->closed && !in->indexed)
-		snprintf(what, len, "its index is unusable, and the chunks read in order %s%s",
-			 e ? "stop at " : "are whole", e ? e : "");
-	else if (e && (in->closed || ended_ok))
-		snprintf(what, len, "%s", e);
-	else if (in->closed && in->events_hdr != in->events_chunks)
-		snprintf(what, len, "its chunks hold %llu events, its header says %llu were written",
-			 (unsigned long long)in->events_chunks, (unsigned long long)in->events_hdr);
-	else
+	else if (!(in->closed && !in->indexed) && !(e && (in->closed || ended_ok)) &&
+		 !(in->closed && in->events_hdr != in->events_chunks))
 		bad = TRACE_WHOLE;
+	if (bad == TRACE_DAMAGED) {
+		/* What can be read of it is what a reader reads, every chunk
+		 * decoded, not what the chunks' headers count (a chunk before
+		 * the damage may be damaged too: its events cannot be read),
+		 * and the error is the reader's after that (it names such a
+		 * chunk too). */
+		struct tid_set seen = {0};
+		const struct ht_event *ev;
+		*events = 0;
+		while ((ev = ht_reader__next_event(r)) != NULL) {
+			++*events;
+			tid_set_add(&seen, ev->tid);
+		}
+		*threads = (uint32_t)seen.n;
+		free(seen.slot);
+		e = ht_reader__error(r);
+		if (in->closed && !in->indexed)
+			snprintf(what, len, "its index is unusable, and the chunks read in order %s%s",
+				 e ? "stop at " : "are whole", e ? e : "");
+		else if (e)
+			snprintf(what, len, "%s", e);
+		else
+			snprintf(what, len, "its chunks hold %llu events, its header says %llu were "
+					    "written",
+				 (unsigned long long)in->events_chunks,
+				 (unsigned long long)in->events_hdr);
+	}
 	ht_reader__close(r);
 	return bad;
 }
@@ -894,6 +943,99 @@ static int environ_has(const char *pid, const char *entry)
 	return found;
 }
 
+/* Whether /proc/PID/stat, read into buf (ht_procstat_read), is that of a
+ * recorder's writer process (it names itself: src/preload/writer.c). */
+static int is_writer_process(const char *buf)
+{
+	const char *name = strchr(buf, '(');
+	return name && !strncmp(name, "(heaptrail-write) ", 18);
+}
+
+/* A trace whose program has ended but whose recorder's writer process
+ * still holds it after the one wait readers give it (its lock,
+ * ht_trace__wait_writer): stopped (SIGSTOP, a debugger), or stuck.
+ * Nothing is lost, but the file is not final: record neither rewrites nor
+ * judges it, and says so (say_unfinished).  Returns 1 with the writer's
+ * pid (0 if not found) and whether it is stopped, else 0. */
+static int writer_unfinished(const char *path, pid_t *writer, int *stopped)
+{
+	struct ht_file_header h;
+	struct stat want;
+	*writer = 0;
+	*stopped = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return 0;
+	int held = fstat(fd, &want) == 0 && pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
+		   ht_trace__wait_writer(fd, h.pid, HT_WAIT_WRITER_MS) &&
+		   !(h.pid > 0 && (kill(h.pid, 0) == 0 || errno == EPERM));
+	close(fd);
+	if (!held)
+		return 0;
+	/* the writer: a process named so with the file open */
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	uid_t uid = getuid();
+	while (d && !*writer && (de = readdir(d)) != NULL) {
+		const char *name = de->d_name;
+		char buf[1024], fds[NAME_MAX + 16], link[2 * NAME_MAX + 32];
+		struct stat st;
+		if (!(*name >= '1' && *name <= '9') || strspn(name, "0123456789") != strlen(name))
+			continue;
+		snprintf(fds, sizeof(fds), "/proc/%s/fd", name);
+		const char *f = ht_procstat_read(atol(name), buf, sizeof(buf));
+		if (!f || !is_writer_process(buf) || stat(fds, &st) < 0 || st.st_uid != uid)
+			continue;
+		DIR *fdd = opendir(fds);
+		struct dirent *fe;
+		while (fdd && (fe = readdir(fdd)) != NULL) {
+			snprintf(link, sizeof(link), "%s/%s", fds, fe->d_name);
+			if (fe->d_name[0] != '.' && stat(link, &st) == 0 && st.st_dev == want.st_dev &&
+			    st.st_ino == want.st_ino) {
+				*writer = (pid_t)atol(name);
+				*stopped = f[2] == 'T' || f[2] == 't';
+				break;
+			}
+		}
+		if (fdd)
+			closedir(fdd);
+	}
+	if (d)
+		closedir(d);
+	return 1;
+}
+
+/* The line that says a trace is not final yet (writer_unfinished), in
+ * place of its summary: what it holds now, read from it. */
+static void say_unfinished(const char *path, const char *shown, const char *prefix,
+			   pid_t writer, int stopped)
+{
+	char err[512], why[160];
+	uint64_t events = 0;
+	uint32_t threads = 0;
+	struct ht_reader *r = ht_reader__open_info(path, err, sizeof(err));
+	if (r) {
+		events = ht_reader__info(r)->events_chunks;
+		threads = ht_reader__info(r)->nthreads;
+		ht_reader__close(r);
+	}
+	if (writer && stopped)
+		snprintf(why, sizeof(why), "(pid %d) is stopped ('kill -CONT %d' lets it finish)",
+			 (int)writer, (int)writer);
+	else if (writer)
+		snprintf(why, sizeof(why), "(pid %d) did not finish it in the time record waits for it",
+			 (int)writer);
+	else
+		snprintf(why, sizeof(why), "did not finish it in the time record waits for it");
+	fprintf(stderr,
+		"heaptrail: warning: %sthe trace %s is not finished: the program has ended, but the "
+		"recorder's writer process %s; the file holds %llu events from %u thread%s so far, "
+		"and the rest when that process has written them (nothing is lost; it is not "
+		"compressed: 'heaptrail compact --fast %s' does it then)\n",
+		prefix, shown, why, (unsigned long long)events, threads, threads == 1 ? "" : "s",
+		shown);
+}
+
 /* A fork child makes its trace at its first call, so that children that
  * only exec leave no file; a child left running when the program ended (a
  * daemon, `cmd &`) that the scheduler had not run yet has none when record
@@ -931,9 +1073,11 @@ static void unstarted_children(struct kids_end *k, const char *word)
 			continue;
 		/* (a recorder's writer process, cloned from its program,
 		 * shares its environment: its exit signal is 0, a fork's
-		 * SIGCHLD) */
+		 * SIGCHLD, until its program dies before it, when the kernel
+		 * makes it SIGCHLD: its name tells it then) */
 		const char *f = ht_procstat_read(pid, buf, sizeof(buf));
-		if (ht_procstat_field(f, 22) < since || ht_procstat_field(f, 38) == 0)
+		if (ht_procstat_field(f, 22) < since || ht_procstat_field(f, 38) == 0 ||
+		    is_writer_process(buf))
 			continue;
 		if (environ_has(name, word))
 			k->unstarted[k->nunstarted++] = pid;
@@ -1548,13 +1692,19 @@ int cmd_record(int argc, char **argv)
 	uint64_t events;
 	uint32_t threads;
 	int ended_ok = !WIFSIGNALED(status);
-	int state = have ? damaged(path, ended_ok, what, sizeof(what), &events, &threads)
-			 : TRACE_WHOLE;
+	/* (its writer waited for once: every look below reads it as it is) */
+	pid_t writer = 0;
+	int stopped = 0;
+	int unfinished = have && writer_unfinished(path, &writer, &stopped);
+	int state = have && !unfinished
+			    ? damaged(path, ended_ok, what, sizeof(what), &events, &threads)
+			    : TRACE_WHOLE;
 	int bad = state == TRACE_DAMAGED;
 	struct kids_end kids_end = {.cfg = &cfg, .word = entry, .grace_ms = KIDS_GRACE_MS};
 	if (have) {
-		end_step_on(path, &cfg, state);
-		if (WIFEXITED(status) && state != TRACE_DAMAGED)
+		if (!unfinished)
+			end_step_on(path, &cfg, state);
+		if (WIFEXITED(status) && state != TRACE_DAMAGED && !unfinished)
 			note_exit_syscall(path);
 		if (entry[0])
 			unstarted_children(&kids_end, entry);
@@ -1576,7 +1726,7 @@ int cmd_record(int argc, char **argv)
 			if (kill(kid, 0) == 0 || errno == EPERM)
 				still_running(&kids_end, name, kid);
 		}
-		if (!bad)
+		if (!bad && !unfinished)
 			bad = damaged(path, ended_ok, what, sizeof(what), &events, &threads) ==
 			      TRACE_DAMAGED;
 	}
@@ -1593,6 +1743,8 @@ int cmd_record(int argc, char **argv)
 	}
 	if (bad)
 		say_damaged(shown, how, what, events, threads);
+	else if (unfinished)
+		say_unfinished(path, shown, how, writer, stopped);
 	else if (!cfg.quiet && have)
 		summarize(path, shown, how, &run, note, !strcmp(cfg.writer, "process"));
 	else if (fate != HT_FATE_UNKNOWN && fate != HT_FATE_THERE)

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,8 @@ struct compactor {
 	int columns;                    /* column-code event chunks (version >= 2) */
 	uint8_t *vbuf;                  /* scratch: a payload decompressed or decoded back */
 	size_t vcap;                    /* its size */
+	uint64_t bad_chunks;            /* event chunks that do not decode, copied as they are */
+	uint32_t bad_tid;               /* the thread of the first */
 };
 
 static int out_write(struct compactor *c, const void *p, size_t n)
@@ -191,15 +194,18 @@ static struct pending *pending_of(struct compactor *c, uint32_t tid)
  * given one: indexed) and every chunk header it lists usable, the chunks
  * holding the events written.  0, or -1 with err: path is then left as it
  * was. */
-static int read_back(const char *tmp, const char *path, uint64_t events, int indexed, char *err,
-		     size_t errlen)
+static int read_back(const char *tmp, const char *path, uint64_t events, int indexed,
+		     int damaged, char *err, size_t errlen)
 {
 	char why[512];
 	struct ht_reader *r = ht_reader__open_info(tmp, why, sizeof(why));
 	if (r) {
 		const struct ht_trace_info *in = ht_reader__info(r);
-		if (ht_reader__error(r))
-			snprintf(why, sizeof(why), "%s", ht_reader__error(r));
+		const char *e = ht_reader__error(r);
+		/* (damaged: chunks that do not decode were copied as they
+		 * are, and say so again; the file around them must be whole) */
+		if (e && !(damaged && strstr(e, "the trace is corrupt here")))
+			snprintf(why, sizeof(why), "%s", e);
 		else if (indexed && !in->indexed)
 			snprintf(why, sizeof(why), "its index is unusable");
 		else if (in->events_chunks != events)
@@ -214,6 +220,21 @@ static int read_back(const char *tmp, const char *path, uint64_t events, int ind
 	snprintf(err, errlen, "%s: the rewritten trace did not read back whole (%s); the trace is "
 		 "left as it was", path, why);
 	return -1;
+}
+
+/* Why path, which a recorder still holds (ht_trace__wait_writer), is not
+ * rewritten: its program runs, or it has ended and the writer process
+ * that finishes the trace did not get done in the time readers wait
+ * (stopped, or stuck). */
+static void still_written(const char *path, int32_t pid, char *err, size_t errlen)
+{
+	if (pid > 0 && (kill(pid, 0) == 0 || errno == EPERM))
+		snprintf(err, errlen, "%s: still being written by the recorder (the program %d "
+				      "runs); rewrite it when it has ended", path, (int)pid);
+	else
+		snprintf(err, errlen, "%s: its program has ended, but the recorder's writer "
+				      "process still holds it unfinished (stopped, or stuck?); "
+				      "rewrite it when that process has ended", path);
 }
 
 /* An EVENTS chunk of the input, for pass 2's order. */
@@ -247,6 +268,8 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 	struct ht_out o = {.fd = -1, .slot = -1};
 	struct ht_file_header hdr;
 	struct stat st;
+	if (res)
+		memset(res, 0, sizeof(*res));
 	c.in = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (c.in < 0 || fstat(c.in, &st) < 0) {
 		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
@@ -268,8 +291,7 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 		goto cleanup;
 	}
 	if (ht_trace__wait_writer(c.in, hdr.pid, HT_WAIT_WRITER_MS) != 0) {
-		snprintf(err, errlen, "%s: still being written by the recorder (the program %d "
-				      "runs); compact it when it has ended", path, (int)hdr.pid);
+		still_written(path, hdr.pid, err, errlen);
 		goto cleanup;
 	}
 	/* The writer may have finished meanwhile: the header and size now. */
@@ -353,6 +375,41 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 				  p->len + h.raw_size > MERGE_LIMIT ||
 				  (h.flags & HT_CHUNK_F_COLUMNS)))
 			flush_pending(&c, p, level);
+		/* The payload as stored, decompressed, in c.vbuf; column-coded,
+		 * decoded after p's run (its length taken only below). */
+		size_t rawlen = h.raw_size;
+		int bad = 0;
+		c.vbuf = ht_grow(c.vbuf, &c.vcap, h.raw_size + 1, 1);
+		if (h.flags & HT_CHUNK_F_ZSTD) {
+			size_t n = ZSTD_decompressDCtx(c.dc, c.vbuf, h.raw_size, c.zbuf, h.comp_size);
+			bad = ZSTD_isError(n) || n != h.raw_size;
+		} else {
+			memcpy(c.vbuf, c.zbuf, h.raw_size);
+		}
+		if (!bad && (h.flags & HT_CHUNK_F_COLUMNS)) {
+			const char *why;
+			size_t nrec = ht_columns__rec_bytes(c.vbuf, h.raw_size);
+			p->raw = ht_grow(p->raw, &p->cap, p->len + nrec + 1, 1);
+			rawlen = ht_columns__decode(c.vbuf, h.raw_size, c.version, p->raw + p->len,
+						    nrec, &why);
+			bad = !rawlen;
+		}
+		if (bad) {
+			/* Damaged inside (the readers stop this thread here, and
+			 * read every other on): copied as it is, after what came
+			 * before it, so that they read the same events from the
+			 * result, and every later chunk is kept too.  Dropping
+			 * the rest lost every later thread's events. */
+			if (p->active && p->nevents)
+				flush_pending(&c, p, level);
+			p->active = 0;
+			p->len = 0;
+			emit(&c, &h, c.zbuf, h.comp_size, 0, level);
+			c.events += h.nevents;
+			if (!c.bad_chunks++)
+				c.bad_tid = h.tid;
+			continue;
+		}
 		if (!p->active) {
 			if (!(h.flags & HT_CHUNK_F_SYNC)) {
 				/* A continuation without its start (damaged input):
@@ -366,29 +423,7 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 			p->nevents = 0;
 			p->flags = HT_CHUNK_F_SYNC;
 		}
-		/* The payload as stored, decompressed, in c.vbuf. */
-		c.vbuf = ht_grow(c.vbuf, &c.vcap, h.raw_size + 1, 1);
-		if (h.flags & HT_CHUNK_F_ZSTD) {
-			size_t n = ZSTD_decompressDCtx(c.dc, c.vbuf, h.raw_size, c.zbuf, h.comp_size);
-			if (ZSTD_isError(n) || n != h.raw_size) {
-				truncated = 1;
-				break;
-			}
-		} else {
-			memcpy(c.vbuf, c.zbuf, h.raw_size);
-		}
-		size_t rawlen = h.raw_size;
-		if (h.flags & HT_CHUNK_F_COLUMNS) {
-			const char *why;
-			size_t nrec = ht_columns__rec_bytes(c.vbuf, h.raw_size);
-			p->raw = ht_grow(p->raw, &p->cap, p->len + nrec + 1, 1);
-			rawlen = ht_columns__decode(c.vbuf, h.raw_size, c.version, p->raw + p->len,
-						    nrec, &why);
-			if (!rawlen) {
-				truncated = 1;
-				break;
-			}
-		} else {
+		if (!(h.flags & HT_CHUNK_F_COLUMNS)) { /* (decoded into p->raw above) */
 			p->raw = ht_grow(p->raw, &p->cap, p->len + rawlen + 1, 1);
 			memcpy(p->raw + p->len, c.vbuf, rawlen);
 		}
@@ -411,7 +446,8 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 			snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
 		goto cleanup;
 	}
-	if (read_back(o.tmp, path, c.events, hdr.sec[HT_SEC_INDEX].size != 0, err, errlen) < 0)
+	if (read_back(o.tmp, path, c.events, hdr.sec[HT_SEC_INDEX].size != 0, c.bad_chunks != 0, err,
+		      errlen) < 0)
 		goto cleanup;
 	c.out = -1; /* closed by the commit, or the abort below */
 	if (ht_out__commit(&o, err, errlen)) /* fsync, close, rename */
@@ -421,6 +457,8 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 		res->out_bytes = c.off;
 		res->events = c.events;
 		res->truncated = truncated;
+		res->bad_chunks = c.bad_chunks;
+		res->bad_tid = c.bad_tid;
 	}
 	ret = 0;
 cleanup:
@@ -607,8 +645,7 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 		goto cleanup;
 	}
 	if (ht_trace__wait_writer(in, hdr.pid, HT_WAIT_WRITER_MS) != 0) {
-		snprintf(err, errlen, "%s: still being written by the recorder (the program %d runs)",
-			 path, (int)hdr.pid);
+		still_written(path, hdr.pid, err, errlen);
 		goto cleanup;
 	}
 	if (fstat(in, &st) < 0 || ht_pread_full(in, &hdr, sizeof(hdr), 0) < 0) {
@@ -619,9 +656,21 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 	if (res)
 		res->in_bytes = res->out_bytes = size;
 	/* Only a cleanly closed trace of this version: anything else is left
-	 * for the reader to report, or for `heaptrail compact` to repair. */
-	if (hdr.version < HT_VERSION_MIN || hdr.version > HT_VERSION ||
-	    !(hdr.flags & HT_FILE_F_CLOSED) || start < sizeof(hdr) || start > size) {
+	 * for the reader to report, or for `heaptrail compact` to repair
+	 * (res->untouched says why, for the command to say). */
+	const char *why = NULL;
+	if (hdr.version < HT_VERSION_MIN || hdr.version > HT_VERSION || start < sizeof(hdr) ||
+	    start > size)
+		why = "it is damaged (its header does not fit the file)";
+	else if (!(hdr.flags & HT_FILE_F_CLOSED))
+		why = "it was not closed cleanly";
+	else if (hdr.sec[HT_SEC_INDEX].size &&
+		 (hdr.sec[HT_SEC_INDEX].offset < start || hdr.sec[HT_SEC_INDEX].offset > size ||
+		  hdr.sec[HT_SEC_INDEX].size > size - hdr.sec[HT_SEC_INDEX].offset))
+		why = "it is damaged (the file ends before its index: cut)";
+	if (why) {
+		if (res)
+			res->untouched = why;
 		ret = 0;
 		goto cleanup;
 	}
@@ -631,15 +680,21 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 		snprintf(err, errlen, "%s: cannot map: %s", path, strerror(errno));
 		goto cleanup;
 	}
+	/* (stop is within the file: checked above; every chunk header and
+	 * payload read from the map lies before it) */
 	uint64_t stop = hdr.sec[HT_SEC_INDEX].size ? hdr.sec[HT_SEC_INDEX].offset : size;
 	for (uint64_t off = start; off < stop;) {
 		struct ht_chunk_header h;
-		if (stop - off < sizeof(h))
-			goto untouched;
+		if (stop - off < sizeof(h)) {
+			why = "it is damaged (it ends inside a chunk header)";
+			break;
+		}
 		memcpy(&h, map + off, sizeof(h));
 		if (h.magic != HT_CHUNK_MAGIC || h.comp_size > HT_MAX_CHUNK_RAW ||
-		    h.comp_size > stop - off - sizeof(h))
-			goto untouched; /* damaged: not ours to repair */
+		    h.comp_size > stop - off - sizeof(h)) {
+			why = "it is damaged (a chunk is cut or its header is bad)";
+			break; /* not ours to repair */
+		}
 		if (h.type == HT_CHUNK_EVENTS || h.type == HT_CHUNK_CLOCK) {
 			ch = ht_grow(ch, &capch, nch + 1, sizeof(*ch));
 			ch[nch].off = off;
@@ -651,12 +706,17 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 		}
 		off += sizeof(h) + h.comp_size;
 	}
+	if (why) {
+		/* (no count of events: what a damaged trace holds is for the
+		 * reader to say) */
+		if (res)
+			res->untouched = why;
+		ret = 0;
+		goto cleanup;
+	}
 	if (res)
 		res->events = events;
 	if (!nraw) {
-	untouched:
-		if (res)
-			res->events = events; /* read so far, if damaged */
 		ret = 0;
 		goto cleanup;
 	}
@@ -727,7 +787,7 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 			snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
 		goto cleanup;
 	}
-	if (read_back(o.tmp, path, events, 1, err, errlen) < 0)
+	if (read_back(o.tmp, path, events, 1, 0, err, errlen) < 0)
 		goto cleanup;
 	out = -1; /* closed by the commit, or the abort below */
 	if (ht_out__commit(&o, err, errlen))

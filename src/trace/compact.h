@@ -14,11 +14,21 @@ struct ht_compact_result {
 	int truncated;      /* the input ended in a damaged or partial chunk */
 	int rewritten;      /* ht_trace__finish: the file was rewritten */
 	uint64_t compressed; /* ht_trace__finish: raw chunks it compressed */
+	/* ht_trace__finish: why the file was left alone (not closed
+	 * cleanly, damaged), or NULL */
+	const char *untouched;
+	/* ht_trace__compact: event chunks that do not decode, copied as they
+	 * are (readers stop their thread there, before and after), and the
+	 * thread of the first */
+	uint64_t bad_chunks;
+	uint32_t bad_tid;
 };
 
 /* Rewrites path in place (through a temporary file and rename) with each
  * thread's consecutive chunks merged and zstd-compressed at level.  Events,
- * their order and the header stay the same.  Returns 0, or -1 with err. */
+ * their order and the header stay the same; a chunk that does not decode
+ * is copied as it is, so that readers read the same events from the
+ * result.  Returns 0, or -1 with err. */
 int ht_trace__compact(const char *path, int level, struct ht_compact_result *res, char *err,
 		      size_t errlen);
 
@@ -27,7 +37,8 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
  * compressed at zstd level, using every CPU, and every other chunk copied
  * as it is (no merging, no column coding: see ht_trace__compact for
  * those).  Leaves the file alone if no chunk is raw, or if it was not
- * closed cleanly or is damaged.  Returns 0, or -1 with err. */
+ * closed cleanly or is damaged (res->untouched says which; the file is
+ * never read past its end).  Returns 0, or -1 with err. */
 int ht_trace__finish(const char *path, int level, struct ht_compact_result *res, char *err,
 		     size_t errlen);
 

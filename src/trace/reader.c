@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,13 +20,26 @@
 #include "common/readsmall.h"
 #include "reader_int.h"
 
+/* The first error is the one said, but for one met in reading after the
+ * scan stopped at a damaged or cut chunk (file_err): a chunk before that
+ * point which does not decompress or decode is said after it, once
+ * (before, a trace whose only readable-looking chunk was damaged too read
+ * 0 events with nothing to say why). */
+#define ERR_ALSO "; and before it, "
+
 void ht_rd__err(struct ht_reader *r, const char *fmt, ...)
 {
-	if (r->err[0])
-		return;
+	size_t at = 0;
+	if (r->err[0]) {
+		if (!r->file_err || strstr(r->err, ERR_ALSO))
+			return;
+		at = strlen(r->err);
+		snprintf(r->err + at, sizeof(r->err) - at, "%s", ERR_ALSO);
+		at = strlen(r->err);
+	}
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(r->err, sizeof(r->err), fmt, ap);
+	vsnprintf(r->err + at, sizeof(r->err) - at, fmt, ap);
 	va_end(ap);
 }
 
@@ -306,6 +320,19 @@ static int cmp_chunk(const void *a, const void *b)
 
 /* ---- open/close ---------------------------------------------------------- */
 
+/* What the waits for writers of this process take together, in ms: a
+ * writer that does not finish (stopped with SIGSTOP, stuck) is waited for
+ * once, not once per look at its trace (record's end step looked five
+ * times: 2.5 minutes).  HT_WAIT_WRITER_MS, or HEAPTRAIL_WAIT_WRITER_MS
+ * (read once; the tests make it short). */
+static int wait_budget_ms = -1;
+
+/* Whether the process pid exists (another user's too). */
+static int program_runs(int32_t pid)
+{
+	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
 int ht_trace__wait_writer(int fd, int32_t pid, int timeout_ms)
 {
 	if (flock(fd, LOCK_SH | LOCK_NB) == 0)
@@ -314,11 +341,18 @@ int ht_trace__wait_writer(int fd, int32_t pid, int timeout_ms)
 		return 0; /* no locks here (some network file systems): read */
 	/* A recorder holds the file.  While the program runs, read what is
 	 * there; once it has ended, its writer is finishing the file. */
-	if (pid > 0 && (kill(pid, 0) == 0 || errno == EPERM))
+	if (program_runs(pid))
 		return 1;
-	for (int waited = 0; waited < timeout_ms; waited += 5) {
+	if (wait_budget_ms < 0) {
+		const char *env = getenv("HEAPTRAIL_WAIT_WRITER_MS");
+		char *end = "";
+		long v = env && *env ? strtol(env, &end, 10) : -1;
+		wait_budget_ms = v >= 0 && v <= INT_MAX && !*end ? (int)v : HT_WAIT_WRITER_MS;
+	}
+	for (int waited = 0; waited < timeout_ms && wait_budget_ms > 0; waited += 5) {
 		struct timespec ts = {0, 5000000};
 		nanosleep(&ts, NULL);
+		wait_budget_ms -= 5;
 		if (flock(fd, LOCK_SH | LOCK_NB) == 0)
 			return flock(fd, LOCK_UN), 0;
 	}
@@ -462,10 +496,14 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 			    "without exit(), as Go programs end); its writer process saved every "
 			    "event it had recorded");
 	r->info.disk_full = (r->hdr.flags & HT_FILE_F_DISK_FULL) != 0;
-	if (r->info.being_written && !r->info.closed)
+	if (r->info.being_written && !r->info.closed && program_runs(r->hdr.pid))
 		ht_rd__warn(r, "the trace is still being written (its program, pid %d, runs): read as "
 			    "of now, up to the last flush; what is live at its end is live now, not "
 			    "at exit", (int)r->hdr.pid);
+	else if (r->info.being_written && !r->info.closed)
+		ht_rd__warn(r, "the trace is not finished: its program (pid %d) has ended but its "
+			    "writer process still holds the file (stopped, or slow to finish?): read "
+			    "as it is now", (int)r->hdr.pid);
 	else if (r->info.disk_full && !r->info.closed)
 		ht_rd__warn(r, "recording stopped when a write failed (disk full, or a file size "
 			    "limit?): the trace holds the events written before");
@@ -699,7 +737,8 @@ int ht_reader__poll(struct ht_reader *r)
 		r->info.events_hdr = r->hdr.events;
 		r->info.dropped = r->hdr.dropped;
 		r->info.flags = r->hdr.flags;
-		if (!strncmp(r->warn, "the trace is still being written", 32))
+		if (!strncmp(r->warn, "the trace is still being written", 32) ||
+		    !strncmp(r->warn, "the trace is not finished", 25))
 			r->warn[0] = 0;
 		if (!r->info.closed)
 			ht_rd__warn(r, "the trace was not closed cleanly (the program was killed, "

@@ -193,14 +193,16 @@ struct ht_trace_info {
 	struct ht_order_info order; /* ht_reader__order, set once the reader reached the end */
 };
 
-/* How long a reader waits for a recorder's writer process that is still
- * finishing the trace of a program that has ended. */
+/* How long a process waits in all (not per call: HEAPTRAIL_WAIT_WRITER_MS
+ * sets it) for recorders' writer processes still finishing the traces of
+ * programs that have ended. */
 #define HT_WAIT_WRITER_MS 30000
 
 /* If a recorder still holds the trace open on fd (its flock): returns 1 at
  * once while the traced process pid runs (the trace is being written; read
- * what is there), else waits up to timeout_ms for the writer to finish.
- * Returns 0 when no writer holds the file (any more). */
+ * what is there), else waits up to timeout_ms for the writer to finish,
+ * within what is left of the process's HT_WAIT_WRITER_MS.  Returns 0 when
+ * no writer holds the file (any more). */
 int ht_trace__wait_writer(int fd, int32_t pid, int timeout_ms);
 
 /* Whether readers opened from now on decode the common records of row
