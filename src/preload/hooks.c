@@ -1070,21 +1070,59 @@ struct start_arg {
 	void *(*fn)(void *); /* the program's start routine */
 	void *arg;           /* its argument */
 	uint32_t creator;    /* tid of the creating thread */
+	_Atomic int used;    /* a slot of start_slots: taken */
 };
+
+/* The start arguments of threads created and not started yet, in slots of
+ * their own: taken from the allocator, the new thread's free of one made
+ * it set up its tcache (and, with glibc, an arena: four threads that never
+ * allocate made four arenas of 64 MiB reserved) and left a block of the
+ * creator's arena in it, which the thread's first small malloc then got,
+ * as the untraced program never does.  Past START_SLOTS threads waiting to
+ * start at once, the allocator it is. */
+#define START_SLOTS 256
+static struct start_arg start_slots[START_SLOTS];
+static _Atomic unsigned start_next; /* where the search for a free slot begins */
+
+static struct start_arg *start_arg_get(void)
+{
+	unsigned k = atomic_fetch_add_explicit(&start_next, 1, memory_order_relaxed);
+	for (unsigned i = 0; i < START_SLOTS; i++) {
+		struct start_arg *s = &start_slots[(k + i) % START_SLOTS];
+		int expect = 0;
+		if (!atomic_load_explicit(&s->used, memory_order_relaxed) &&
+		    atomic_compare_exchange_strong_explicit(&s->used, &expect, 1,
+							    memory_order_acquire,
+							    memory_order_relaxed))
+			return s;
+	}
+	return __libc_malloc(sizeof(struct start_arg));
+}
+
+static void start_arg_put(struct start_arg *s)
+{
+	if (s >= start_slots && s < start_slots + START_SLOTS)
+		atomic_store_explicit(&s->used, 0, memory_order_release);
+	else
+		__libc_free(s);
+}
 
 static void *trampoline(void *a)
 {
-	struct start_arg s = *(struct start_arg *)a;
-	__libc_free(a);
+	struct start_arg *p = a;
+	void *(*fn)(void *) = p->fn;
+	void *arg = p->arg;
+	uint32_t creator = p->creator;
+	start_arg_put(p);
 	struct ht_tls *t = &ht_tls;
-	t->creator = s.creator;
+	t->creator = creator;
 	if (tracing(t)) {
 		uint64_t ts = ht_now();
 		t->guard = HT_GUARD_REC;
 		ht_tls__prepare(t, &ts); /* records THREAD_START */
 		t->guard = 0;
 	}
-	return s.fn(s.arg);
+	return fn(arg);
 }
 
 int ht_real_pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *),
@@ -1104,7 +1142,7 @@ HT_EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*
 	 * allocator: releases take ordered timestamps (preload.h) */
 	if (!atomic_load_explicit(&ht_multithreaded, memory_order_relaxed))
 		atomic_store(&ht_multithreaded, 1);
-	struct start_arg *s = __libc_malloc(sizeof(*s));
+	struct start_arg *s = start_arg_get();
 	if (!s)
 		return real.pthread_create(th, attr, fn, arg);
 	s->fn = fn;
@@ -1112,7 +1150,7 @@ HT_EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*
 	s->creator = ht_tls.tid ? ht_tls.tid : (uint32_t)syscall(SYS_gettid);
 	int r = real.pthread_create(th, attr, trampoline, s);
 	if (r != 0)
-		__libc_free(s);
+		start_arg_put(s);
 	return r;
 }
 

@@ -2,8 +2,8 @@
 ends before main, and the pointer hand-off ordering test."""
 
 from htlib import (GLIBC_DTV_CALLOCS_PER_THREAD, GLIBC_THREAD_EXIT_FREE_NULLS, Failure,
-                   case, check, check_event_sum, dump_live_check, eq, expect, expect_calls,
-                   thread)
+                   case, check, check_event_sum, compile_c, dump_live_check, eq, expect,
+                   expect_calls, thread)
 
 
 @case()
@@ -298,3 +298,64 @@ def test_thread_exit_then_frees(t):
     check(all(any(f.kind == "free" and f.args[0] == m.res[0] for f in d) for m in mallocs),
           "each block of 777 bytes freed")
     eq(len(t.dump(out, ["--kind", "thread_exit"])), n, "thread_exit events")
+
+
+# Four threads that never allocate, then glibc's own account of its arenas
+# (malloc_stats, on stderr); then three threads in turn whose first call is
+# a malloc(20): whether glibc served it from an arena of their own (the
+# chunk's NON_MAIN_ARENA bit), as it does untraced.
+ARENAS = r"""
+#include <malloc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+static int nonmain[3];
+static void *worker(void *a)
+{
+	int i = (int)(long)a;
+	void *p = malloc(20);
+	nonmain[i] = (((size_t *)p)[-1] & 4) != 0;
+	free(p);
+	return NULL;
+}
+static void *idle(void *a)
+{
+	return a;
+}
+int main(void)
+{
+	pthread_t t[4];
+	for (int i = 0; i < 4; i++)
+		pthread_create(&t[i], NULL, idle, NULL);
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	malloc_stats();
+	for (int i = 0; i < 3; i++) {
+		pthread_create(&t[i], NULL, worker, (void *)(long)i);
+		pthread_join(t[i], NULL);
+	}
+	printf("own arena %d %d %d\n", nonmain[0], nonmain[1], nonmain[2]);
+	return 0;
+}
+"""
+
+
+@case()
+def test_thread_start_leaves_allocator_alone(t):
+    """Starting a thread does not touch the allocator in the new thread:
+    glibc has the arenas it has untraced (one: the idle threads make none)
+    and a new thread's first malloc(20) comes from an arena of its own.
+    Before, the recorder freed its start argument (allocated by the
+    creator) in the new thread: that set up the thread's tcache and arena
+    (2 arenas here), and the creator's block waiting in that tcache was
+    what the thread's first small malloc got (own arena 0 0 0)."""
+    exe = compile_c(t, "arenas", ARENAS, ("-pthread",))
+    plain = t.run([exe])
+    eq(plain.rc, 0, "untraced: " + plain.describe())
+    traced = t.run([t.heaptrail, "record", "-q", "-o", t.path("a.ht"), "--", exe])
+    eq(traced.rc, 0, "traced: " + traced.describe())
+    arenas = [r.stderr.count("Arena ") for r in (plain, traced)]
+    eq(arenas[0], 1, "arenas untraced (glibc's malloc_stats)")
+    eq(arenas[1], arenas[0], "arenas under record")
+    eq(plain.stdout.strip(), "own arena 1 1 1", "untraced")
+    eq(traced.stdout.strip(), plain.stdout.strip(), "under record")
