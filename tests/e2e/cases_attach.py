@@ -740,7 +740,8 @@ def kernel_thread():
 @case(timeout=60, labels=("probes", "analyzers"))
 def test_attach_no_memory_targets(t):
     """A kernel thread and a zombie have no user memory: attach says which,
-    exit 1 (before: "cannot read /proc/PID/maps (is the process gone?)").
+    exit 2 and 1 (before: "cannot read /proc/PID/maps (is the process
+    gone?)").
     --lib naming a file that does not exist says so, exit 1 (before: "defines
     no malloc: not an allocator"); --lib naming a file the process does
     not map warns that its probes will see nothing."""
@@ -748,9 +749,10 @@ def test_attach_no_memory_targets(t):
     k = kernel_thread()
     if k is not None:
         r = t.tool(["attach", "-p", str(k)])
-        eq((r.rc, r.heaptrail_lines()), (1, ["heaptrail: error: attach: %d is a kernel thread: "
-                                             "it has no user memory and no allocator to trace"
-                                             % k]), "attach -p kernel thread")
+        eq((r.rc, r.heaptrail_lines()), (2, ["heaptrail: error: attach: %d is a kernel thread: "
+                                             "it has no user memory and makes no page faults "
+                                             "or memory calls to trace" % k]),
+           "attach -p kernel thread (refused up front, as by every probe command)")
     z = subprocess.Popen(["/bin/true"])
     try:
         end = time.monotonic() + 10
