@@ -94,6 +94,7 @@ static struct thr *thread_lookup(struct ht_heapinfo *h, uint32_t tid)
 	t->tid = tid;
 	t->arena = -1;
 	t->last_arena = -1;
+	t->split_arena = -1;
 	h->thr_idx.slot[k] = (uint32_t)h->nthrs;
 	return t;
 }
@@ -399,10 +400,15 @@ static void on_mallopt(struct ht_heapinfo *h, const struct ht_event *e)
 /* At the window's start (--from) the peaks start from what is in use then,
  * and that is when they were reached until the window passes them: the
  * time of a peak is in the window.  (It kept the time of no event, 0 ns:
- * "peak 7.8 MiB at 0 ns" for a break raised at 91 ms, seen from 250 ms.) */
+ * "peak 7.8 MiB at 0 ns" for a break raised at 91 ms, seen from 250 ms.)
+ * The thresholds the window starts from are those then too (it said
+ * glibc's defaults beside a final threshold a free before it had set). */
 static void seed_peaks(struct ht_heapinfo *h)
 {
 	h->seeded = 1;
+	h->mmap_thr_start = h->mmap_thr;
+	h->trim_thr_start = h->trim_thr;
+	h->no_dyn_start = h->no_dyn;
 	h->peak_req = h->live_req;
 	h->peak_use = h->live_use;
 	h->peak_ns = h->from;
@@ -650,6 +656,9 @@ void ht_heapinfo__window(struct ht_heapinfo *h, uint64_t from_ns, uint64_t to_ns
 	h->from = from_ns;
 	h->to = to_ns ? to_ns : UINT64_MAX;
 	h->seeded = from_ns == 0;
+	h->mmap_thr_start = h->mmap_thr; /* (before the events: glibc's defaults) */
+	h->trim_thr_start = h->trim_thr;
+	h->no_dyn_start = h->no_dyn;
 	rss_pick(h, h->r);
 	set_gate(h);
 }
@@ -762,14 +771,26 @@ static void event_apply(struct ht_heapinfo *h, const struct ht_event *e,
 	case HT_EV_REALLOCARRAY: {
 		int old_arena = -1;
 		uint64_t old = ht_event__old_ptr(e);
-		if (ht_event__release_now(e)) {
-			old_arena = release(h, e, t, old, 0, &size, op);
+		if (e->part == HT_PART_ACQUIRE) {
+			/* The RELEASE part released the old block: its arena is
+			 * where glibc grew the new one (a new heap there is that
+			 * arena's, not the thread's: docs/heap.md, "Which arena a new
+			 * heap belongs to"). */
+			old_arena = t->split_arena;
+			t->split_arena = -1;
+		} else if (ht_event__release_now(e)) {
+			/* realloc(p, 0) (and reallocarray(p, 0, n)) is glibc's
+			 * __libc_free (p), which moves the dynamic threshold as
+			 * free does; a realloc that moves p does not. */
+			int frees = !ht_event__result_ptr(e);
+			old_arena = release(h, e, t, old, frees, &size, op);
 		} else if (old) {
 			const struct ht_block *b = ht_pass__get(op->live, old, 0);
 			old_arena = b ? block_arena(b) : -1;
 		}
 		if (e->part == HT_PART_RELEASE) {
 			t->split_mmapped = op->released && (op->released->pad & HT_BLOCK_MMAPPED);
+			t->split_arena = old_arena;
 			return;
 		}
 		arena = acquire(h, e, t, old_arena, op);

@@ -97,6 +97,8 @@ struct thr {
 	size_t heap_hint;     /* cache: the heap of its last block (index + 1, 0 none) */
 	int split_mmapped;    /* the RELEASE part of its realloc under way released an
 			       * mmapped chunk (for the ACQUIRE part) */
+	int split_arena;      /* and the arena of the block it released (-1 none):
+			       * the ACQUIRE part no longer finds that block */
 };
 
 struct change {
@@ -165,6 +167,8 @@ struct ht_heapinfo {
 	/* thresholds */
 	uint64_t mmap_thr, trim_thr;
 	int no_dyn;           /* a mallopt turned the dynamic threshold off */
+	uint64_t mmap_thr_start, trim_thr_start; /* at the window's start (--from) */
+	int no_dyn_start;     /* no_dyn then */
 	struct change *changes;
 	size_t nchanges, capchanges;
 	uint64_t changes_lost;

@@ -151,9 +151,16 @@ void ht_heapinfo__text(const struct ht_heapinfo *h, FILE *f)
 	if (h->own_brk)
 		fprintf(f, "  the program called brk/sbrk itself %" PRIu64 " times\n", h->own_brk);
 
-	fprintf(f, "\nmmap and trim thresholds (start: glibc's defaults, mmap %" PRIu64
-		   " bytes, trim %" PRIu64 " bytes):\n",
-		G_MMAP_THRESHOLD, G_TRIM_THRESHOLD);
+	/* a window (--from) starts from the thresholds set before it */
+	if (!h->from)
+		fprintf(f, "\nmmap and trim thresholds (start: glibc's defaults, mmap %" PRIu64
+			   " bytes, trim %" PRIu64 " bytes):\n",
+			h->mmap_thr_start, h->trim_thr_start);
+	else
+		fprintf(f, "\nmmap and trim thresholds (at the window's start: mmap %" PRIu64
+			   " bytes, trim %" PRIu64 " bytes, %s):\n",
+			h->mmap_thr_start, h->trim_thr_start,
+			h->no_dyn_start ? "fixed by mallopt" : "dynamic");
 	if (!h->nchanges)
 		fprintf(f, "  no change\n");
 	for (size_t i = 0; i < h->nchanges; i++) {
@@ -324,8 +331,8 @@ void ht_heapinfo__json(const struct ht_heapinfo *h, struct ht_json *j)
 	ht_json__u64(j, "sbrk_bytes", h->grown);
 
 	ht_json__obj_begin(j, "threshold_start");
-	ht_json__u64(j, "mmap", G_MMAP_THRESHOLD);
-	ht_json__u64(j, "trim", G_TRIM_THRESHOLD);
+	ht_json__u64(j, "mmap", h->mmap_thr_start); /* (the window's: --from) */
+	ht_json__u64(j, "trim", h->trim_thr_start);
 	ht_json__obj_end(j);
 	ht_json__arr_begin(j, "thresholds");
 	for (size_t i = 0; i < h->nchanges; i++) {
