@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "analyze/pass.h"
 #include "common/json.h"
@@ -16,9 +17,16 @@ struct ht_reader *ht_analyze__open(const char *path)
 {
 	char err[1024];
 	struct ht_reader *r = ht_reader__open(path, err, sizeof(err));
-	if (!r)
+	if (r)
+		return r;
+	/* '-' is a file name here, as the reader seeks (it said "-: cannot
+	 * open: No such file or directory" to 'cat app.ht | heaptrail stats -') */
+	if (!strcmp(path, "-") && access(path, F_OK) < 0)
+		ht_error("-: no such file; traces are read from regular files, not from standard "
+			 "input: give the trace's file name (./- for a file named '-')");
+	else
 		ht_error("%s", err);
-	return r;
+	return NULL;
 }
 
 /* Events read, for the progress line every 65536. */

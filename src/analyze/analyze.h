@@ -22,11 +22,15 @@ extern void (*ht_analyze__tick)(struct ht_reader *r);
 static inline const struct ht_event *ht_analyze__next_event(struct ht_reader *r)
 {
 	extern uint64_t ht_analyze__nread;
-	if (__builtin_expect((++ht_analyze__nread & 0xffff) == 0, 0))
-		ht_analyze__progress(r, 0);
 	const struct ht_event *e = ht_reader__next_event(r);
-	if (!e)
+	if (!e) {
 		ht_analyze__progress(r, 1);
+		return e;
+	}
+	/* The events stats counts: the reader delivers a moving realloc in two
+	 * parts, and counting both said "3.9 M events" of a 3.0 M trace. */
+	if (ht_event__is_call(e) && __builtin_expect((++ht_analyze__nread & 0xffff) == 0, 0))
+		ht_analyze__progress(r, 0);
 	return e;
 }
 /* After the last event: prints the reader's warning, the order warning

@@ -35,6 +35,7 @@ struct compare_config {
 	uint64_t trim_interval;  /* --trim-interval N */
 	int repeat;              /* --repeat K */
 	uint64_t rss_interval;   /* --rss-interval */
+	int quiet;               /* -q: no progress line (the options parser's) */
 	const char *inherited;   /* GLIBC_TUNABLES from the environment: every run has them */
 };
 
@@ -569,6 +570,7 @@ int cmd_compare(int argc, char **argv)
 		{0, "repeat", HT_OPT_INT, &cfg.repeat, "K", "as for replay (1)"},
 		{0, "rss-interval", HT_OPT_DURATION_POS, &cfg.rss_interval, "TIME",
 		 "as for replay (10ms)"},
+		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no progress line"},
 		{0},
 	};
 	static const char usage_text[] =

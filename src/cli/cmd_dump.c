@@ -63,13 +63,30 @@ static int parse_tids(const char *list, uint32_t *tids, size_t *n)
 	return 0;
 }
 
-static int tid_selected(const uint32_t *tids, size_t n, uint32_t tid)
+/* Whether --tid keeps the thread's events; seen[i]: tids[i] had one. */
+static int tid_selected(const uint32_t *tids, size_t n, uint32_t tid, uint8_t *seen)
 {
 	if (!n)
 		return 1;
 	for (size_t i = 0; i < n; i++)
-		if (tids[i] == tid)
+		if (tids[i] == tid) {
+			seen[i] = 1;
 			return 1;
+		}
+	return 0;
+}
+
+/* A --tid thread with no event in the trace (read to its end): said as top
+ * and flamegraph say it, for an empty output was all there was. */
+static int tid_missing(const uint32_t *tids, size_t n, const uint8_t *seen, const char *path)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!seen[i]) {
+			ht_error("--tid=%u: no event of thread %u in %s (its threads: 'heaptrail "
+				 "stats %s' lists them)",
+				 tids[i], tids[i], path, path);
+			return 1;
+		}
 	return 0;
 }
 
@@ -271,7 +288,7 @@ int cmd_dump(int argc, char **argv)
 		ht_error("%s; usage: heaptrail dump [options] TRACE", nargs ? "one trace at a time" : "no trace given");
 		goto cleanup;
 	}
-	if (cfg.to && cfg.to < cfg.from) {
+	if (cfg.to < cfg.from) { /* (--to 0 too: a time, the default is UINT64_MAX) */
 		ht_error("--to is before --from");
 		goto cleanup;
 	}
@@ -282,6 +299,7 @@ int cmd_dump(int argc, char **argv)
 	if (cfg.kinds && ht_parse_kinds(cfg.kinds, &kinds) < 0)
 		goto cleanup;
 	uint32_t tids[DUMP_MAX_TIDS];
+	uint8_t seen[DUMP_MAX_TIDS] = {0};
 	size_t ntids = 0;
 	if (cfg.tids && parse_tids(cfg.tids, tids, &ntids) < 0)
 		goto cleanup;
@@ -290,25 +308,32 @@ int cmd_dump(int argc, char **argv)
 		ret = HT_EXIT_DATA;
 		goto cleanup;
 	}
+	if (ht_analyze__from_past_end(ht_reader__info(r), cfg.from, argv[0]))
+		goto cleanup; /* (exit 2, as heap and timeline) */
 	struct ht_json j;
 	ht_json__init(&j, stdout, 0);
 	struct ht_event e;
 	uint64_t shown = 0;
+	int whole = 1; /* read to the end (not stopped by -n) */
 	while (ht_analyze__next(r, &e)) {
 		if (e.part == HT_PART_RELEASE)
 			continue; /* shown once, at its end, with its duration */
-		if (!(kinds >> e.kind & 1) || !tid_selected(tids, ntids, e.tid) || e.time_ns < cfg.from ||
-		    e.time_ns > cfg.to)
+		if (!tid_selected(tids, ntids, e.tid, seen) || !(kinds >> e.kind & 1) ||
+		    e.time_ns < cfg.from || e.time_ns > cfg.to)
 			continue;
 		if (cfg.json)
 			print_json(&j, &e);
 		else
 			print_text(&e);
-		if (++shown >= cfg.limit)
+		if (++shown >= cfg.limit) {
+			whole = 0;
 			break;
+		}
 	}
 	fflush(stdout);
 	ret = ht_analyze__finish(r, argv[0], 0);
+	if (!ret && whole && tid_missing(tids, ntids, seen, argv[0]))
+		ret = HT_EXIT_USAGE;
 cleanup:
 	ht_reader__close(r);
 	return ret;

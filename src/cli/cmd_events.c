@@ -24,7 +24,7 @@ struct events_config {
 	const char *kinds;     /* --kind (mmap,munmap,mremap,brk,sbrk,shm,heap_break) */
 	uint64_t min_size;     /* --min-size (0) */
 	uint64_t from;         /* --from (0) */
-	uint64_t to;           /* --to (the end) */
+	uint64_t to;           /* --to (the end: UINT64_MAX; 0 is a time) */
 	int stacks;            /* --stacks */
 	int json;              /* --json */
 	uint64_t depth;        /* --depth (all): frames printed per stack */
@@ -481,7 +481,7 @@ static uint64_t abs64(int64_t v)
 
 int cmd_events(int argc, char **argv)
 {
-	struct events_config cfg = {0};
+	struct events_config cfg = {.to = UINT64_MAX};
 	const struct ht_option opts[] = {
 		{0, "kind", HT_OPT_STRING, &cfg.kinds, "KINDS", "comma-separated: mmap, munmap, mremap, brk, sbrk, shm (or shmget, shmat, shmdt, shmctl), heap_break (all)"},
 		{0, "min-size", HT_OPT_SIZE, &cfg.min_size, "SIZE", "only calls of at least this many bytes (K/M/G), those of unknown size left out (0)"},
@@ -507,7 +507,7 @@ int cmd_events(int argc, char **argv)
 			 nargs ? "one trace at a time" : "no trace given");
 		goto cleanup;
 	}
-	if (cfg.to && cfg.to < cfg.from) {
+	if (cfg.to < cfg.from) {
 		ht_error("--to is before --from");
 		goto cleanup;
 	}
@@ -522,7 +522,7 @@ int cmd_events(int argc, char **argv)
 			goto cleanup;
 		}
 	}
-	if (cfg.to && cfg.to <= cfg.from) {
+	if (cfg.to <= cfg.from) { /* (--to 0 included: it was taken for no --to) */
 		ht_error("--to must come after --from");
 		goto cleanup;
 	}
@@ -544,7 +544,7 @@ int cmd_events(int argc, char **argv)
 	uint64_t shown = 0;
 	struct ht_event e;
 	while (ht_analyze__next(r, &e)) {
-		if (cfg.to && e.time_ns > cfg.to)
+		if (e.time_ns > cfg.to)
 			break;
 		if (e.part == HT_PART_RELEASE)
 			continue; /* a moving mremap: shown once, at its end */
@@ -584,10 +584,11 @@ int cmd_events(int argc, char **argv)
 	}
 	fflush(stdout);
 	ret = ht_analyze__finish(r, argv[0], cfg.quiet);
+	int filtered = cfg.min_size || cfg.from || cfg.to != UINT64_MAX;
 	if (!shown && !cfg.json)
 		fprintf(stderr, "heaptrail: %s: no %s calls%s\n", argv[0],
 			cfg.kinds ? cfg.kinds : "mmap, brk or shm",
-			cfg.min_size || cfg.from || cfg.to ? " matched the filters" : " in the trace");
+			filtered ? " matched the filters" : " in the trace");
 	if (cfg.stacks && !ht_reader__nnodes(r))
 		ht_warning("%s has no stacks: record with --stacks", argv[0]);
 cleanup:

@@ -21,7 +21,7 @@ struct heap_config {
 	int json;      /* --json */
 	int html;      /* --html */
 	uint64_t from; /* --from (0): report from this time, ns since the start */
-	uint64_t to;   /* --to (the end): and up to this time */
+	uint64_t to;   /* --to (the end: UINT64_MAX; 0 is a time): and up to this time */
 	int quiet;             /* -q: no progress line, no warnings about the trace's state */
 };
 
@@ -44,7 +44,7 @@ static const char usage_text[] =
 
 int cmd_heap(int argc, char **argv)
 {
-	struct heap_config cfg = {0};
+	struct heap_config cfg = {.to = UINT64_MAX};
 	const struct ht_option opts[] = {
 		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "JSON: arenas, heaps, main_heap, sbrk_bytes, thresholds, lock_waits, summary"},
 		{0, "html", HT_OPT_FLAG, &cfg.html, NULL, "an HTML fragment: the arena table and an SVG of the heap sizes"},
@@ -68,8 +68,14 @@ int cmd_heap(int argc, char **argv)
 		ht_error("--json and --html: choose one");
 		goto cleanup;
 	}
-	if (cfg.to && cfg.to < cfg.from) {
+	if (cfg.to < cfg.from) {
 		ht_error("--to is before --from");
+		goto cleanup;
+	}
+	/* (as events and timeline: --to 0 was taken for no --to, the whole
+	 * trace, with no window named) */
+	if (cfg.to <= cfg.from) {
+		ht_error("--to must come after --from");
 		goto cleanup;
 	}
 	r = ht_analyze__open(argv[0]);
@@ -99,7 +105,7 @@ int cmd_heap(int argc, char **argv)
 	ht_pass__check_order(pass, r);
 	const struct ht_event *e;
 	while ((e = ht_analyze__next_event(r))) {
-		if (cfg.to && e->time_ns > cfg.to)
+		if (e->time_ns > cfg.to)
 			break;
 		ht_heapinfo__event(h, e, ht_pass__event(pass, e));
 	}

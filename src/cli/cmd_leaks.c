@@ -22,7 +22,7 @@
 
 /* One configuration per run; each default is labelled by its flag. */
 struct leaks_config {
-	uint64_t top;            /* --top (20): groups shown */
+	uint64_t top;            /* --top (20): groups shown, 0 = all */
 	int json;                /* --json */
 	uint64_t older;          /* --older (0): only blocks at least this old */
 	uint64_t at;             /* --at (the end): the time to report at */
@@ -417,7 +417,7 @@ int cmd_leaks(int argc, char **argv)
 {
 	struct leaks_config cfg = {.top = 20, .at = UINT64_MAX};
 	const struct ht_option opts[] = {
-		{'n', "top", HT_OPT_U64, &cfg.top, "N", "show the N biggest groups (20)"},
+		{'n', "top", HT_OPT_U64, &cfg.top, "N", "show the N biggest groups, 0 for all (20)"},
 		{0, "older", HT_OPT_DURATION, &cfg.older, "TIME", "only blocks allocated at least TIME before the end (or --at)"},
 		{0, "at", HT_OPT_DURATION, &cfg.at, "TIME", "report what was live at TIME since the start (the end)"},
 		{0, "interval", HT_OPT_DURATION, &cfg.interval, "TIME", "also what was live every TIME, to see it grow (off)"},
@@ -441,6 +441,8 @@ int cmd_leaks(int argc, char **argv)
 			 nargs ? "one trace at a time" : "no trace given");
 		goto cleanup;
 	}
+	if (!cfg.top) /* (0 for all, as in top and diff) */
+		cfg.top = UINT64_MAX;
 	if (!cfg.no_default_supp)
 		ht_suppressions__add_defaults(&l.supp);
 	if (cfg.suppressions && ht_suppressions__load(&l.supp, cfg.suppressions) < 0)

@@ -1355,6 +1355,9 @@ int cmd_record(int argc, char **argv)
 		.writer = "process",
 		.unwind = "auto",
 		.timestamp_every = 64,
+		/* INT_MIN: not given (an explicit 0 is a value, and refused) */
+		.stacks = INT_MIN,
+		.compact_level = INT_MIN,
 	};
 	/* the output's directory, for a trace removed or renamed meanwhile */
 	struct ht_dirwatch watch = {-1};
@@ -1412,9 +1415,11 @@ int cmd_record(int argc, char **argv)
 			 "index and files next to it): give a file name (./- for a file named '-')");
 		goto cleanup;
 	}
-	if (cfg.stacks == -1)
+	if (cfg.stacks == INT_MIN)
+		cfg.stacks = 0; /* (off) */
+	else if (cfg.stacks == -1)
 		cfg.stacks = 64;
-	if (cfg.stacks < 0 || cfg.stacks > 256) {
+	else if (cfg.stacks < 1 || cfg.stacks > 256) {
 		ht_error("--stacks=%d: the depth goes from 1 to 256", cfg.stacks);
 		goto cleanup;
 	}
@@ -1443,7 +1448,7 @@ int cmd_record(int argc, char **argv)
 		ht_error("--rss-interval must be 0 (at flushes only) or between 1ms and 60s");
 		goto cleanup;
 	}
-	if (cfg.compact_level)
+	if (cfg.compact_level != INT_MIN)
 		cfg.compact = 1;
 	else
 		cfg.compact_level = 3;

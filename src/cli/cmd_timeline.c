@@ -26,7 +26,7 @@ struct timeline_config {
 	uint64_t to;      /* --to (the end) */
 	uint64_t width;   /* --width (1200) */
 	uint64_t height;  /* --height (600) */
-	int quiet;        /* -q: no warnings about unclean traces */
+	int quiet;        /* -q: no progress, no "wrote" line, no warnings about the trace */
 };
 
 static const char usage_text[] =
@@ -70,7 +70,7 @@ int cmd_timeline(int argc, char **argv)
 		{0, "to", HT_OPT_STRING, &to_s, "TIME", "up to this time (the end)"},
 		{0, "width", HT_OPT_U64, &cfg.width, "PIXELS", "the SVG's width (1200)"},
 		{0, "height", HT_OPT_U64, &cfg.height, "PIXELS", "the SVG's height (600)"},
-		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no warnings about traces not closed cleanly or not in exact order"},
+		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no progress line, no \"wrote\" line, no warning for traces not closed cleanly or not in exact order"},
 		HT_OPT_THREADS,
 		{0},
 	};
@@ -185,10 +185,12 @@ int cmd_timeline(int argc, char **argv)
 		uint64_t peak_ns;
 		char b1[32], b2[32];
 		uint64_t peak = ht_timeline__peak(tl, &peak_ns);
-		fprintf(stderr,
-			"heaptrail: wrote %s: %llu time bins; the live heap peaked at %s at %s%s\n",
-			out, (unsigned long long)cfg.bins, ht_fmt_bytes(b1, peak),
-			ht_fmt_ns(b2, peak_ns), from_s || to_s ? " in the range" : "");
+		if (!cfg.quiet) /* (as flamegraph -q and report -q) */
+			fprintf(stderr,
+				"heaptrail: wrote %s: %llu time bins; the live heap peaked at %s at "
+				"%s%s\n",
+				out, (unsigned long long)cfg.bins, ht_fmt_bytes(b1, peak),
+				ht_fmt_ns(b2, peak_ns), from_s || to_s ? " in the range" : "");
 	}
 	ret = read_ret;
 cleanup:

@@ -59,6 +59,24 @@ static void usage(FILE *f)
 		   "  heaptrail convert app.wl app.ht && heaptrail compare -a glibc,jemalloc app.wl\n");
 }
 
+/* A name that is no command: the name meant, if it is clear
+ * (ht_nearest_name); exit status 2. */
+static int unknown_command(const char *name)
+{
+	const size_t ncmd = sizeof(commands) / sizeof(commands[0]);
+	const char *names[ncmd];
+	for (size_t i = 0; i < ncmd; i++)
+		names[i] = commands[i].name;
+	const char *best = ht_nearest_name(name, strlen(name), names, ncmd);
+	if (best)
+		ht_error("'%s' is not a heaptrail command; did you mean '%s'? ('heaptrail help' "
+			 "lists them)", name, best);
+	else
+		ht_error("'%s' is not a heaptrail command; run 'heaptrail help' for the list",
+			 name);
+	return HT_EXIT_USAGE;
+}
+
 int main(int argc, char **argv)
 {
 	ht_progress_start(); /* (a command's progress counts from here) */
@@ -77,6 +95,10 @@ int main(int argc, char **argv)
 					return ht_stdout_done(commands[i].fn(2, hargv));
 				}
 			}
+			/* (it printed the general usage and exit 0, as if the
+			 * name were right; help and version are said there) */
+			if (strcmp(argv[2], "help") && strcmp(argv[2], "version"))
+				return unknown_command(argv[2]);
 		}
 		usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? HT_EXIT_USAGE : ht_stdout_done(HT_EXIT_OK);
@@ -88,17 +110,5 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (!strcmp(argv[1], commands[i].name))
 			return ht_stdout_done(commands[i].fn(argc - 1, argv + 1));
-	/* a typo: the name meant, if it is clear (ht_nearest_name) */
-	const size_t ncmd = sizeof(commands) / sizeof(commands[0]);
-	const char *names[ncmd];
-	for (size_t i = 0; i < ncmd; i++)
-		names[i] = commands[i].name;
-	const char *best = ht_nearest_name(argv[1], strlen(argv[1]), names, ncmd);
-	if (best)
-		ht_error("'%s' is not a heaptrail command; did you mean '%s'? ('heaptrail help' "
-			 "lists them)", argv[1], best);
-	else
-		ht_error("'%s' is not a heaptrail command; run 'heaptrail help' for the list",
-			 argv[1]);
-	return HT_EXIT_USAGE;
+	return unknown_command(argv[1]); /* (a typo) */
 }

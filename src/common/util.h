@@ -68,11 +68,14 @@ uint64_t ht_hash_str(uint64_t h, const char *s);
  * none or several. */
 const char *ht_nearest_name(const char *word, size_t len, const char *const *names, size_t n);
 /* A file name as one shell word, in place, for messages that name it (and
- * suggest a command with it): left as it is unless it holds a control
- * character, a quote or a backslash, which would break the one-line
- * message or the command; then $'...' with those escaped (\n, \t, \',
- * \\, \xHH).  Suffixes appended to the result (".old", ".123") still make
- * one word.  Cut to cap (the word unusable then, the line still one). */
+ * suggest a command with it, which must paste as one argument): left as it
+ * is if every byte is one a POSIX shell reads as itself (letters, digits,
+ * "_@%+=:,./-", and bytes from 0x80 on); else in single quotes, a quote
+ * written '\'' (a space, '$', '*', a quote, a backslash...); with a
+ * control character, which single quotes would keep raw and so break the
+ * one-line message, $'...' with \n, \t, \', \\ and \xHH.  Suffixes
+ * appended to the result (".old", ".123") still make one word.  Cut to cap
+ * (the word unusable then, the line still one). */
 void ht_shell_word_inplace(char *s, size_t cap);
 /* Parses "4096", "64K", "1M", "2G". Returns 0 on success. */
 int ht_parse_size(const char *s, uint64_t *out);

@@ -585,10 +585,11 @@ def test_record_output_not_a_file(t):
 def test_record_output_odd_names(t):
     """Output names with a newline, a quote or a backslash: the trace is
     written under the name as given, and record's summary stays one line
-    that names it as one shell word ($'...'), which the suggested command
-    reads back; a plain name is shown as it is."""
-    for name, word in (("nl\nx.ht", "$'nl\\nx.ht'"), ("it's.ht", "$'it\\'s.ht'"),
-                       ("back\\slash.ht", "$'back\\\\slash.ht'"), ("plain.ht", "plain.ht")):
+    that names it as one shell word ('...', with $'...' only for a control
+    character), which the suggested command reads back; a plain name is
+    shown as it is."""
+    for name, word in (("nl\nx.ht", "$'nl\\nx.ht'"), ("it's.ht", "'it'\\''s.ht'"),
+                       ("back\\slash.ht", "'back\\slash.ht'"), ("plain.ht", "plain.ht")):
         r = t.run([t.heaptrail, "record", "-o", name, "--", t.prog("api_all")], cwd=t.dir)
         eq(r.rc, 0, "%r: %s" % (name, r.describe()))
         lines = r.stderr.splitlines()
