@@ -17,7 +17,8 @@
 
 #define MAX_SLICES 64
 /* Releases a slice may keep for the slices before it to tell (32 bytes
- * each): past this, the trace is read serially. */
+ * each), with the program's own mapping calls it keeps to replay on their
+ * mappings (40 bytes each): past this, the trace is read serially. */
 #define MAX_DEFERRED (1u << 22)
 
 /* The addresses a slice handed out: per 512-byte region of the address
@@ -154,7 +155,8 @@ static void read_slice(struct slice *sl)
 			if (atomic_load(&stop_all))
 				return;
 			if (ht_stats__slice_deferred(sl->st) > MAX_DEFERRED) {
-				sl->why = "too many releases of blocks from before it";
+				sl->why = "too many releases of blocks from before it, or "
+					  "mapping calls";
 				return;
 			}
 		}

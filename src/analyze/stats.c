@@ -231,32 +231,29 @@ void ht_stats__event(struct ht_stats *s, const struct ht_event *e, const struct 
 		return;
 	}
 	case HT_EV_MMAP:
+	case HT_EV_MUNMAP:
+	case HT_EV_MREMAP: {
+		/* mapped and unmapped: what the calls asked for; live: the
+		 * pages mapped now (mmranges.h) */
 		s->mm_calls++;
-		if (e->v[6] != (uint64_t)-1) {
+		struct ht_mmcall c;
+		if (!ht_mmcall__of(e, &c))
+			break;
+		if (e->kind == HT_EV_MMAP) {
 			s->mm_mapped += e->v[1];
-			s->mm_live += (int64_t)e->v[1];
 			if (e->v[2] == 0) /* PROT_NONE */
 				s->mm_prot_none += e->v[1];
-		}
-		break;
-	case HT_EV_MUNMAP:
-		s->mm_calls++;
-		if (e->v[2] == 0) {
+		} else if (e->kind == HT_EV_MUNMAP) {
 			s->mm_unmapped += e->v[1];
-			s->mm_live -= (int64_t)e->v[1];
+		} else if (e->v[2] > e->v[1]) { /* mremap: growth counts as mapped, */
+			s->mm_mapped += e->v[2] - e->v[1];
+		} else { /* shrinking as unmapped */
+			s->mm_unmapped += e->v[1] - e->v[2];
 		}
+		ht_mmranges__apply(&s->mm_ranges, &c);
+		s->mm_live = (int64_t)s->mm_ranges.bytes;
 		break;
-	case HT_EV_MREMAP:
-		s->mm_calls++;
-		if (e->v[5] != (uint64_t)-1) {
-			/* growth counts as mapped, shrinking as unmapped */
-			if (e->v[2] > e->v[1])
-				s->mm_mapped += e->v[2] - e->v[1];
-			else
-				s->mm_unmapped += e->v[1] - e->v[2];
-			s->mm_live += (int64_t)e->v[2] - (int64_t)e->v[1];
-		}
-		break;
+	}
 	case HT_EV_HEAP_BREAK:
 		if (!s->brk_events++)
 			s->brk_initial = e->v[0];
@@ -311,6 +308,7 @@ void ht_stats__delete(struct ht_stats *s)
 	if (!s)
 		return;
 	ht_marks__free(&s->marks);
+	ht_mmranges__free(&s->mm_ranges);
 	free(s->threads);
 	free(s);
 }
@@ -627,8 +625,8 @@ struct ht_stats_slice {
 	size_t ndef, capdef;
 	struct seg *seg;        /* ndef + 1: before the first deferred release, ... */
 	size_t capseg;
-	uint64_t mm_max;        /* highest mm_live of the slice's own (int64_t), if mm_has */
-	int mm_has;
+	struct ht_mmcall *mm;   /* the program's own mapping calls, in order (not the first's) */
+	size_t nmm, capmm;
 	uint8_t *named;         /* per thread of s: its name was set in the slice */
 	size_t capnamed;
 };
@@ -651,13 +649,14 @@ void ht_stats__slice_delete(struct ht_stats_slice *sl)
 	ht_stats__delete(sl->s);
 	free(sl->def);
 	free(sl->seg);
+	free(sl->mm);
 	free(sl->named);
 	free(sl);
 }
 
 size_t ht_stats__slice_deferred(const struct ht_stats_slice *sl)
 {
-	return sl->ndef;
+	return sl->ndef + sl->nmm;
 }
 
 /* The model's highest figures so far, as those of segment j (note_peak
@@ -697,13 +696,16 @@ void ht_stats__slice_event(struct ht_stats_slice *sl, const struct ht_event *e,
 	switch (e->kind) {
 	case HT_EV_MMAP:
 	case HT_EV_MUNMAP:
-	case HT_EV_MREMAP:
-		if (e->part != HT_PART_RELEASE &&
-		    (!sl->mm_has || s->mm_live > (int64_t)sl->mm_max)) {
-			sl->mm_max = (uint64_t)s->mm_live;
-			sl->mm_has = 1;
+	case HT_EV_MREMAP: {
+		/* what they map or unmap depends on the mappings before the
+		 * slice: replayed on them by ht_stats__slice_add */
+		struct ht_mmcall c;
+		if (!sl->first && ht_mmcall__of(e, &c)) {
+			sl->mm = ht_grow(sl->mm, &sl->capmm, sl->nmm + 1, sizeof(*sl->mm));
+			sl->mm[sl->nmm++] = c;
 		}
 		break;
+	}
 	case HT_EV_THREAD_NAME: {
 		size_t ix = (size_t)(thread_of(s, op->thread, e->tid) - s->threads);
 		if (ix >= sl->capnamed) {
@@ -787,13 +789,14 @@ int ht_stats__slice_add(struct ht_stats *s, struct ht_livemap *carry, struct ht_
 	s->live_bytes = base_bytes + k->live_bytes - ub;
 	s->live_blocks = base_blocks + k->live_blocks - ubl;
 	s->live_usable = base_usable + k->live_usable - uu;
-	/* the program's own mappings: no block to resolve */
-	if (sl->mm_has) {
-		int64_t mm = s->mm_live + (int64_t)sl->mm_max;
-		if (mm > 0 && (uint64_t)mm > s->mm_peak)
-			s->mm_peak = (uint64_t)mm;
+	/* the program's own mappings: the slice's calls on those before it,
+	 * in order, the peak noted after each as the serial pass does */
+	for (size_t i = 0; i < sl->nmm; i++) {
+		ht_mmranges__apply(&s->mm_ranges, &sl->mm[i]);
+		if (s->mm_ranges.bytes > s->mm_peak)
+			s->mm_peak = s->mm_ranges.bytes;
 	}
-	s->mm_live += k->mm_live;
+	s->mm_live = (int64_t)s->mm_ranges.bytes;
 	/* counts add */
 	s->events += k->events;
 	s->ts_taken += k->ts_taken;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "analyze/marks.h"
+#include "analyze/mmranges.h"
 #include "analyze/pass.h"
 #include "trace/reader.h"
 
@@ -48,7 +49,8 @@ struct ht_stats {
 	uint64_t mm_prot_none; /* of mm_mapped, mapped PROT_NONE: address space reserved
 				* (a JVM's heap, Go's arenas, sanitizers' shadow), which
 				* an mprotect (not traced) may make memory later */
-	int64_t mm_live;             /* bytes the program has mapped now */
+	int64_t mm_live;             /* bytes the program has mapped now: what mm_ranges cover */
+	struct ht_mmranges mm_ranges; /* the pages its own mmap calls mapped (mmranges.h) */
 	uint64_t mmc_allocs, mmc_bytes; /* allocations glibc served by mmap */
 	uint64_t brk_initial, brk_final, brk_max, brk_events; /* program break */
 	uint64_t size_hist[HT_STATS_SIZE_BUCKETS]; /* allocations by requested size */
@@ -82,7 +84,9 @@ void ht_stats__delete(struct ht_stats *s);
  * stats does, but the blocks it releases that it did not hand out are
  * unknown to it: it keeps those releases, and the highest live figures
  * between two of them, for ht_stats__slice_add to tell once the slices
- * before it are known. */
+ * before it are known.  So are the mappings made before it: it keeps the
+ * program's own mmap, munmap and mremap calls, in order, to replay them
+ * on the mappings of the slices before. */
 struct ht_stats_slice;
 /* first: the slice that starts the trace (its figures are true as they
  * are: ht_stats__slice_take gives them). */
@@ -92,7 +96,7 @@ struct ht_stats_slice *ht_stats__slice_new(const struct ht_trace_info *in, int f
  * handed out before. */
 void ht_stats__slice_event(struct ht_stats_slice *sl, const struct ht_event *e,
 			   const struct ht_blockop *op, int reused);
-/* Releases kept so far (to bound the memory of a slice). */
+/* Releases and mapping calls kept so far (to bound the memory of a slice). */
 size_t ht_stats__slice_deferred(const struct ht_stats_slice *sl);
 /* Adds the next slice sl to s, the model of the slices before it, whose
  * blocks live at the end are carry; then carry holds those live at the

@@ -10,6 +10,7 @@
 #include "analyze/blocks.h"
 #include "analyze/export.h"
 #include "analyze/marks.h"
+#include "analyze/mmranges.h"
 #include "analyze/pass.h"
 #include "common/json.h"
 #include "common/markup.h"
@@ -44,6 +45,15 @@ struct range {
 	uint64_t from_ns, to_ns; /* recording paused or stopped between these */
 };
 
+/* How far a thread's events were read (a cut trace: find_damage). */
+struct thr {
+	uint64_t last_ns; /* its last event */
+	uint32_t tid;
+	uint8_t seen;     /* it has had an event */
+	uint8_t exited;   /* one was its THREAD_EXIT: nothing of it is missing after */
+	uint8_t headless; /* its first event read was not its first (seq 0): its start is lost */
+};
+
 struct ht_timeline {
 	struct ht_timeline_opts o; /* as given, title resolved */
 	struct ht_order_info order; /* the reader's, at finish (has_order) */
@@ -59,7 +69,7 @@ struct ht_timeline {
 	struct bin *cached;        /* &bins[cached_bin] */
 	unsigned dirty;            /* series the event changed (bit = series) */
 	uint64_t cur[NSER];        /* the series now */
-	int64_t mmap_live;         /* the program's own mmapped bytes (may dip below 0) */
+	struct ht_mmranges mm;     /* the program's own mappings (their bytes: S_MMAP) */
 	uint64_t brk_base;         /* start_brk, or the first break seen */
 	uint64_t peak, peak_ns;    /* the highest live requested bytes in the range, and when */
 	uint64_t peak_usable;      /* the highest live usable bytes in the range */
@@ -75,12 +85,16 @@ struct ht_timeline {
 	/* A trace cut short or damaged before the end of the range (the
 	 * reader's error): past read_to_ns nothing was read, and the bins
 	 * there would only carry the last values on; from exact_to_ns on,
-	 * one thread's events are missing (ht_reader__damage). */
+	 * one thread's events are missing (ht_reader__damage; a cut trace:
+	 * streams_stop). */
 	int damaged;               /* the range is not all read */
 	struct ht_damage dmg;      /* the reader's account */
 	char *error;               /* its error */
 	uint64_t read_to_ns;       /* events read up to here (the range's end if all were) */
 	uint64_t exact_to_ns;      /* every thread's events in up to here */
+	uint32_t short_tid;        /* the thread whose events stop there, if before read_to_ns */
+	struct thr *thr;           /* per thread of the pass (op->thread) */
+	size_t nthr, capthr;       /* used / allocated */
 	unsigned bins_read;        /* bins [0, bins_read) hold events read, the rest none */
 };
 
@@ -300,10 +314,14 @@ static inline void bin_note(struct bin *bn, int s, uint64_t v)
 	bn->last[s] = v;
 }
 
-/* The program's own mmapped bytes changed (only the mmap calls change them). */
-static void mmap_changed(struct ht_timeline *tl)
+/* An mmap, munmap or mremap: the program's own mapped pages (only those
+ * calls change them). */
+static void mmap_call(struct ht_timeline *tl, const struct ht_event *e)
 {
-	tl->cur[S_MMAP] = tl->mmap_live > 0 ? (uint64_t)tl->mmap_live : 0;
+	struct ht_mmcall c;
+	if (ht_mmcall__of(e, &c))
+		ht_mmranges__apply(&tl->mm, &c);
+	tl->cur[S_MMAP] = tl->mm.bytes;
 	tl->dirty |= 1u << S_MMAP;
 }
 
@@ -331,19 +349,9 @@ static __attribute__((noinline)) void event_slow(struct ht_timeline *tl,
 	tl->dirty = 0;
 	switch (e->kind) {
 	case HT_EV_MMAP:
-		if (e->v[6] != (uint64_t)-1)
-			tl->mmap_live += (int64_t)e->v[1];
-		mmap_changed(tl);
-		break;
 	case HT_EV_MUNMAP:
-		if (e->v[2] == 0)
-			tl->mmap_live -= (int64_t)e->v[1];
-		mmap_changed(tl);
-		break;
 	case HT_EV_MREMAP:
-		if (e->part != HT_PART_RELEASE && e->v[5] != (uint64_t)-1)
-			tl->mmap_live += (int64_t)e->v[2] - (int64_t)e->v[1];
-		mmap_changed(tl);
+		mmap_call(tl, e);
 		break;
 	case HT_EV_HEAP_BREAK:
 		if (!tl->brk_base)
@@ -437,11 +445,55 @@ static inline int event_fast(struct ht_timeline *tl, const struct ht_event *e,
 	return 1;
 }
 
+/* A thread's first event (thread index i of the pass). */
+static __attribute__((noinline)) void thread_first(struct ht_timeline *tl, uint32_t i,
+						   const struct ht_event *e)
+{
+	if (i >= tl->nthr) {
+		tl->thr = ht_grow(tl->thr, &tl->capthr, (size_t)i + 1, sizeof(*tl->thr));
+		memset(tl->thr + tl->nthr, 0, ((size_t)i + 1 - tl->nthr) * sizeof(*tl->thr));
+		tl->nthr = (size_t)i + 1;
+	}
+	struct thr *x = &tl->thr[i];
+	x->seen = 1;
+	x->tid = e->tid;
+	x->headless = e->seq != 0;
+}
+
 void ht_timeline__event(struct ht_timeline *tl, const struct ht_event *e,
 			const struct ht_blockop *op)
 {
+	uint32_t i = op->thread;
+	if (__builtin_expect(i >= tl->nthr || !tl->thr[i].seen, 0))
+		thread_first(tl, i, e);
+	tl->thr[i].last_ns = e->time_ns;
+	if (__builtin_expect(e->kind == HT_EV_THREAD_EXIT, 0))
+		tl->thr[i].exited = 1;
 	if (!event_fast(tl, e, op))
 		event_slow(tl, e, op);
+}
+
+/* A cut trace (the file's error: every thread's stream stops at the same
+ * place in the file, not at the same time): the earliest time a thread's
+ * events may be missing from, UINT64_MAX if none, and the thread in *tid.
+ * A thread's stream holds its events in the order they happened, written
+ * in chunks as its buffer filled: one cut short ends at its last event
+ * read, which may be long before the last event of another thread, whose
+ * chunks were written more often.  A thread that exited lacks nothing;
+ * one whose first events are lost, from the trace's start.  (A thread
+ * none of whose chunks was read is not known at all.) */
+static uint64_t streams_stop(const struct ht_timeline *tl, uint32_t *tid)
+{
+	uint64_t stop = UINT64_MAX;
+	for (size_t i = 0; i < tl->nthr; i++) {
+		const struct thr *x = &tl->thr[i];
+		uint64_t t = !x->seen || x->exited ? UINT64_MAX : x->headless ? 0 : x->last_ns;
+		if (t < stop) {
+			stop = t;
+			*tid = x->tid;
+		}
+	}
+	return stop;
 }
 
 /* Where a cut or damaged trace's events stop within the range: the bins
@@ -452,7 +504,21 @@ static void find_damage(struct ht_timeline *tl, struct ht_reader *r)
 	tl->read_to_ns = tl->exact_to_ns = tl->end_ns;
 	tl->bins_read = tl->o.bins;
 	uint64_t end = tl->o.to_ns > tl->o.from_ns ? tl->o.to_ns : tl->end_ns;
-	if (!r || !ht_reader__damage(r, &tl->dmg) || tl->dmg.exact_to_ns >= end)
+	if (!r || !ht_reader__damage(r, &tl->dmg))
+		return;
+	/* The file's error (a cut trace): every thread's stream stops at one
+	 * place in the file, each at a time of its own, which the reader's
+	 * last event does not tell (streams_stop). */
+	uint64_t exact = tl->dmg.exact_to_ns;
+	uint32_t tid = tl->dmg.tid;
+	if (!tl->dmg.tid) {
+		uint64_t stop = streams_stop(tl, &tid);
+		if (stop < exact)
+			exact = stop;
+		else
+			tid = 0;
+	}
+	if (exact >= end)
 		return; /* (with --to: the damage lies past the range) */
 	tl->damaged = 1;
 	tl->error = ht_xstrdup(ht_reader__error(r));
@@ -460,8 +526,8 @@ static void find_damage(struct ht_timeline *tl, struct ht_reader *r)
 	 * time after their last event is the run's quiet end, not lost). */
 	if (!(tl->dmg.tid && tl->dmg.read_on) && tl->dmg.last_ns < tl->read_to_ns)
 		tl->read_to_ns = tl->dmg.last_ns;
-	tl->exact_to_ns = tl->dmg.exact_to_ns < tl->read_to_ns ? tl->dmg.exact_to_ns
-								 : tl->read_to_ns;
+	tl->exact_to_ns = exact < tl->read_to_ns ? exact : tl->read_to_ns;
+	tl->short_tid = tl->exact_to_ns < tl->read_to_ns ? tid : 0;
 	if (tl->read_to_ns < tl->o.from_ns) {
 		tl->bins_read = 0;
 	} else {
@@ -534,6 +600,8 @@ void ht_timeline__delete(struct ht_timeline *tl)
 	if (!tl)
 		return;
 	ht_marks__free(&tl->marks);
+	ht_mmranges__free(&tl->mm);
+	free(tl->thr);
 	free(tl->error);
 	free(tl->paused);
 	free(tl->bins);
@@ -655,8 +723,8 @@ void ht_timeline__json(const struct ht_timeline *tl, struct ht_json *j, const ch
 	ht_json__bool(j, "complete", !tl->damaged);
 	ht_json__u64(j, "read_to_ns", tl->read_to_ns);
 	ht_json__u64(j, "exact_to_ns", tl->exact_to_ns);
-	if (tl->damaged && tl->dmg.tid && tl->dmg.read_on)
-		ht_json__u64(j, "missing_thread", tl->dmg.tid);
+	if (tl->damaged && tl->short_tid)
+		ht_json__u64(j, "missing_thread", tl->short_tid);
 	else
 		ht_json__null(j, "missing_thread");
 	ht_json__u64(j, "bins_read", tl->bins_read);
@@ -906,7 +974,7 @@ static void bin_tooltip(FILE *f, const struct ht_timeline *tl, unsigned i0, unsi
 /* What a damaged trace lacks, in one line (the SVG's note). */
 static void damage_note(FILE *f, const struct ht_timeline *tl)
 {
-	char a[32];
+	char a[32], b[32];
 	const struct ht_damage *d = &tl->dmg;
 	if (d->tid && d->read_on && !d->thread_read)
 		fprintf(f, "incomplete: the trace is damaged, none of thread %u's events could be "
@@ -915,6 +983,11 @@ static void damage_note(FILE *f, const struct ht_timeline *tl)
 		fprintf(f, "incomplete: the trace is damaged, thread %u's events stop at %s; the "
 			   "figures after it (shaded) lack its calls",
 			d->tid, ht_fmt_ns(a, d->thread_ns));
+	else if (tl->short_tid)
+		fprintf(f, "incomplete: the trace is cut short or damaged, thread %u's events "
+			   "stop at %s and the others' at %s; the figures after %s (shaded) lack "
+			   "calls",
+			tl->short_tid, ht_fmt_ns(a, tl->exact_to_ns), ht_fmt_ns(b, tl->read_to_ns), a);
 	else
 		fprintf(f, "incomplete: the trace is cut short or damaged, its events were read up "
 			   "to %s; what came after is not known (shaded)",
@@ -932,9 +1005,10 @@ static void draw_damage(const struct plot *p, const struct ht_timeline *tl)
 	if (xr > xe + 0.05) {
 		fprintf(p->f, "<rect class=\"incomplete\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
 			      "height=\"%.1f\" fill=\"#f2a541\" fill-opacity=\"0.18\"><title>"
-			      "from %s: thread %u's events are missing (the trace is damaged), "
-			      "the figures lack its calls</title></rect>\n", xe, top, xr - xe, h,
-			ht_fmt_ns(a, tl->exact_to_ns), tl->dmg.tid);
+			      "from %s: thread %u's events are missing (the trace is cut short or "
+			      "damaged), the figures lack its calls</title></rect>\n",
+			xe, top, xr - xe, h,
+			ht_fmt_ns(a, tl->exact_to_ns), tl->short_tid);
 	}
 	if (tl->bins_read < tl->o.bins || xend > xr + 0.05) {
 		fprintf(p->f, "<g class=\"not-read\"><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "

@@ -8,8 +8,8 @@
  *   the pass, pass.h, the same figures as `stats`), RSS (the recorder's
  *   samples), program break size (break - start_brk), mmapped-chunk bytes
  *   (live blocks glibc mmapped), the program's own mmapped bytes
- *   (mmap/munmap/mremap); plus the allocation calls and bytes of each bin
- *   (the allocation rate).
+ *   (mmap/munmap/mremap: the pages mapped, mmranges.h); plus the
+ *   allocation calls and bytes of each bin (the allocation rate).
  * Also kept: heaptrail_mark() markers and the ranges where recording was
  * paused or stopped.
  *
@@ -62,7 +62,10 @@ void ht_timeline__event(struct ht_timeline *tl, const struct ht_event *ev,
 /* After the last event: takes the RSS samples, fills the bins to the end,
  * and, for a trace the reader found cut or damaged (ht_reader__damage),
  * notes where its events stop: the bins past them are not shown as data
- * (empty in the CSV, null in the JSON, shaded "not read" in the SVG). */
+ * (empty in the CSV, null in the JSON, shaded "not read" in the SVG); and
+ * from where one thread's are missing (a damaged chunk of it; a cut
+ * trace, whose threads' streams each stop at a time of their own: the
+ * earliest of a thread that did not exit), shaded too. */
 void ht_timeline__finish(struct ht_timeline *tl, struct ht_reader *r);
 /* A self-contained <svg> element (no XML prolog: it also goes inline in
  * HTML): axes with units, legend, tooltips (<title>), markers, paused
