@@ -24,23 +24,42 @@
  * scan stopped at a damaged or cut chunk (file_err): a chunk before that
  * point which does not decompress or decode is said after it, once
  * (before, a trace whose only readable-looking chunk was damaged too read
- * 0 events with nothing to say why). */
+ * 0 events with nothing to say why).  Of several, the one at the lowest
+ * offset: the serial reader and the decoding threads meet them in
+ * different orders (a worker's is said once the events before it are
+ * delivered, the serial reader's as it decodes), and say the same. */
 #define ERR_ALSO "; and before it, "
+
+/* The offset an error message starts with ("offset N: ..."), else the
+ * largest. */
+static uint64_t err_offset(const char *msg)
+{
+	if (strncmp(msg, "offset ", 7))
+		return UINT64_MAX;
+	return strtoull(msg + 7, NULL, 10);
+}
 
 void ht_rd__err(struct ht_reader *r, const char *fmt, ...)
 {
-	size_t at = 0;
-	if (r->err[0]) {
-		if (!r->file_err || strstr(r->err, ERR_ALSO))
-			return;
-		at = strlen(r->err);
-		snprintf(r->err + at, sizeof(r->err) - at, "%s", ERR_ALSO);
-		at = strlen(r->err);
-	}
+	char msg[sizeof(r->err)];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(r->err + at, sizeof(r->err) - at, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	if (!r->err[0]) {
+		memcpy(r->err, msg, sizeof(msg));
+		return;
+	}
+	if (!r->file_err)
+		return;
+	char *also = strstr(r->err, ERR_ALSO);
+	if (also) {
+		if (err_offset(msg) >= err_offset(also + strlen(ERR_ALSO)))
+			return;
+		*also = 0;
+	}
+	size_t at = strlen(r->err);
+	snprintf(r->err + at, sizeof(r->err) - at, "%s%s", ERR_ALSO, msg);
 }
 
 void ht_rd__warn(struct ht_reader *r, const char *fmt, ...)

@@ -78,8 +78,9 @@ def test_compact_fast_cut_trace(t):
 @case(timeout=120)
 def test_compact_keeps_damaged_chunk(t):
     """A trace of 3 threads (compressed with `compact --fast`) with 8 bytes
-    overwritten inside the second chunk of the thread of the lowest tid
-    that has more than one: the reader stops that thread there and reads
+    overwritten inside a compressed chunk after the first of a thread (the
+    lowest tid that has one, not the last): the reader stops that thread
+    there and reads
     every other to its end; `compact` keeps exactly what the reader read,
     thread by thread (the damaged chunk copied as it is, so that readers
     stop there as before), and says so.  (Before: it dropped every chunk
@@ -91,10 +92,13 @@ def test_compact_keeps_damaged_chunk(t):
     eq(t.tool(["compact", "--fast", "-q", out]).rc, 0, "compact --fast")
     chunks = event_chunks(out)
     tids = sorted(set(c[1] for c in chunks))
-    many = [tid for tid in tids if sum(1 for c in chunks if c[1] == tid) > 1]
-    check(many and many[0] != tids[-1], "threads with several chunks: %r of %r" % (many, tids))
-    off, tid, _, flags, size = [c for c in chunks if c[1] == many[0]][1]
-    check(flags & ZSTD, "the chunk at %d is not compressed" % off)
+    # a compressed chunk after the first of a thread that is not the last
+    # (compact --fast leaves a chunk raw when it is small or does not
+    # shrink: which one varies from run to run)
+    cands = [c for tid in tids[:-1] for c in [c for c in chunks if c[1] == tid][1:]
+             if c[3] & ZSTD]
+    check(cands, "no compressed chunk after a thread's first: %r" % chunks)
+    off, tid, _, flags, size = cands[0]
     with open(out, "r+b") as f:
         f.seek(off + 32 + size // 2)
         f.write(b"\xff" * 8)
