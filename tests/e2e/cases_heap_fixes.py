@@ -7,25 +7,10 @@ from the thresholds set before the window (it said glibc's defaults).
 Each against what the program saw of glibc itself: the chunk headers and
 the heap_info at the start of each heap."""
 
-import json
 import re
 
-from htlib import case, check, compile_c, eq, fail
-
-def record(t, name, argv):
-    out = t.path(name + ".ht")
-    r = t.run([t.heaptrail, "record", "-q", "-o", out, "--"] + argv)
-    eq(r.rc, 0, "record %s:\n%s" % (name, r.describe()))
-    return out, r
-
-
-def heap_json(t, path, *args):
-    r = t.tool(["heap", "--json"] + list(args) + [path])
-    eq(r.rc, 0, "heap --json:\n" + r.describe())
-    try:
-        return json.loads(r.stdout)
-    except ValueError as e:
-        fail("heap --json is not JSON (%s):\n%s" % (e, r.stdout[:2000]))
+from cases_heap import heap_json, record
+from htlib import case, check, compile_c, eq
 
 
 def heap_text(t, path, *args):

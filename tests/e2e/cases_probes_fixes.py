@@ -10,24 +10,16 @@ import os
 import subprocess
 import time
 
-from htlib import case, check, eq, fail, skip, which
+import htlib
+from htlib import case, check, eq, fail
 from htprobe import need_bpf, probe_json
 
 PAGE = 4096
 
 
 def compile_c(t, name, source, extra=()):
-    """Compiles source into the case's directory; the program's path."""
-    gcc = which("gcc")
-    if not gcc:
-        skip("gcc is not installed")
-    src = t.path(name + ".c")
-    with open(src, "w") as f:
-        f.write(source)
-    exe = t.path(name)
-    r = t.run([gcc, "-O0", "-fno-omit-frame-pointer", "-pthread", "-o", exe, src] + list(extra))
-    check(r.rc == 0, "gcc %s: %s" % (name, r.describe()))
-    return exe
+    """htlib.compile_c with frame pointers and threads."""
+    return htlib.compile_c(t, name, source, ("-fno-omit-frame-pointer", "-pthread") + tuple(extra))
 
 
 # Maps a 64-page file ITERS times and writes a byte of each page (64 faults

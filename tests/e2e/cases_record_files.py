@@ -582,27 +582,6 @@ def test_record_output_not_a_file(t):
 
 
 @case()
-def test_record_output_odd_names(t):
-    """Output names with a newline, a quote or a backslash: the trace is
-    written under the name as given, and record's summary stays one line
-    that names it as one shell word ('...', with $'...' only for a control
-    character), which the suggested command reads back; a plain name is
-    shown as it is."""
-    for name, word in (("nl\nx.ht", "$'nl\\nx.ht'"), ("it's.ht", "'it'\\''s.ht'"),
-                       ("back\\slash.ht", "'back\\slash.ht'"), ("plain.ht", "plain.ht")):
-        r = t.run([t.heaptrail, "record", "-o", name, "--", t.prog("api_all")], cwd=t.dir)
-        eq(r.rc, 0, "%r: %s" % (name, r.describe()))
-        lines = r.stderr.splitlines()
-        eq(len(lines), 1, "%r: one line:\n%s" % (name, r.stderr))
-        check(" to %s (" % word in lines[0] and "see 'heaptrail stats %s'" % word in lines[0],
-              "%r: the line names %s: %s" % (name, word, lines[0]))
-        check(os.path.isfile(t.path(name)), "%r: no such file" % name)
-        # the word, read by a shell, is the file's name
-        sh = t.run(["bash", "-c", "heaptrail_word=%s; printf %%s \"$heaptrail_word\"" % word])
-        eq(sh.stdout, name, "%r: the word read back by bash" % name)
-
-
-@case()
 def test_record_output_dir_unusable(t):
     """An output directory that does not exist, is a file, was removed (a
     deleted working directory and the default name) or that the user
