@@ -595,6 +595,12 @@ uint64_t ht_timeline__peak(const struct ht_timeline *tl, uint64_t *time_ns)
 	return tl->peak;
 }
 
+uint64_t ht_timeline__exact_to(const struct ht_timeline *tl, uint32_t *tid)
+{
+	*tid = tl->short_tid;
+	return tl->short_tid ? tl->exact_to_ns : UINT64_MAX;
+}
+
 void ht_timeline__delete(struct ht_timeline *tl)
 {
 	if (!tl)

@@ -80,6 +80,10 @@ void ht_timeline__json(const struct ht_timeline *tl, struct ht_json *j, const ch
  * level carried in counts, at from_ns; over the whole trace, stats'
  * peak_live_bytes. */
 uint64_t ht_timeline__peak(const struct ht_timeline *tl, uint64_t *time_ns);
+/* Where the figures stop being exact on a damaged trace (ht_timeline__finish:
+ * a thread that did not exit stops there, *tid; 0 if every thread's events
+ * go on to where reading stopped), UINT64_MAX on a whole one. */
+uint64_t ht_timeline__exact_to(const struct ht_timeline *tl, uint32_t *tid);
 void ht_timeline__delete(struct ht_timeline *tl);
 
 #endif

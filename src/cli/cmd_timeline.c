@@ -183,14 +183,20 @@ int cmd_timeline(int argc, char **argv)
 			goto cleanup;
 		}
 		uint64_t peak_ns;
-		char b1[32], b2[32];
+		uint32_t short_tid;
+		char b1[32], b2[32], b3[32], past[128] = "";
 		uint64_t peak = ht_timeline__peak(tl, &peak_ns);
+		uint64_t exact_to = ht_timeline__exact_to(tl, &short_tid);
+		if (peak_ns > exact_to) /* (a peak where calls are missing: said so) */
+			snprintf(past, sizeof(past),
+				 ", where calls are missing (thread %u's events stop at %s)",
+				 short_tid, ht_fmt_ns(b3, exact_to));
 		if (!cfg.quiet) /* (as flamegraph -q and report -q) */
 			fprintf(stderr,
 				"heaptrail: wrote %s: %llu time bins; the live heap peaked at %s at "
-				"%s%s\n",
+				"%s%s%s\n",
 				out, (unsigned long long)cfg.bins, ht_fmt_bytes(b1, peak),
-				ht_fmt_ns(b2, peak_ns), from_s || to_s ? " in the range" : "");
+				ht_fmt_ns(b2, peak_ns), from_s || to_s ? " in the range" : "", past);
 	}
 	ret = read_ret;
 cleanup:

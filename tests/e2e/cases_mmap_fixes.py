@@ -275,6 +275,14 @@ def test_timeline_cut_exact_to(t):
     svg = t.path("cut.svg")
     r = t.tool(["timeline", "-o", svg, cut])
     eq(r.rc, 1, "timeline (SVG) of a cut trace")
+    # the line that names the peak says when it lies where calls are missing
+    wrote = [ln for ln in r.stderr.splitlines() if ln.startswith("heaptrail: wrote ")]
+    eq(len(wrote), 1, "the 'wrote' line:\n" + r.stderr)
+    missing = ", where calls are missing (thread %d's events stop at %s)" % (main_tid,
+                                                                          fmt_ns(stop))
+    eq(wrote[0].endswith(missing), c["peak_time_ns"] > stop,
+       "the peak (at %d ns, calls missing from %d ns) said so: %s"
+       % (c["peak_time_ns"], stop, wrote[0]))
     root = ET.parse(svg).getroot()
     ns = "{http://www.w3.org/2000/svg}"
     note = [x.text or "" for x in root.iter(ns + "text") if x.get("id") == "damage"]
