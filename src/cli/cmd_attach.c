@@ -17,6 +17,7 @@
 #include "analyze/blocks.h"
 #include "cli/builtin.h"
 #include "common/json.h"
+#include "common/keyindex.h"
 #include "common/options.h"
 #include "common/outfile.h"
 #include "common/util.h"
@@ -132,8 +133,7 @@ struct attach {
 	size_t nstacks;                /* how many */
 	uint32_t *byid;                /* stack map id -> index in stacks + 1, 0 = not seen */
 	uint32_t nbyid;                /* entries in byid */
-	uint32_t *bykey;               /* open addressing by frames: index in stacks + 1 */
-	size_t capkey;                 /* slots of bykey */
+	struct ht_keyindex bykey;      /* stacks by their frames' hash (stack_key) */
 	int stack_fd;                  /* the stack map */
 	struct ht_writer *w;           /* -o, or NULL */
 	struct ht_procsyms *syms;      /* symbols of the target */
@@ -229,28 +229,24 @@ static uint64_t stack_hash(const uint64_t *ips, uint32_t n, int cut)
 	return h;
 }
 
-/* The stack of these frames already seen, or UINT32_MAX. */
+static uint64_t stack_key(const void *arr, size_t i)
+{
+	const struct stack *s = &((const struct stack *)arr)[i];
+	return stack_hash(s->ips, s->n, s->cut);
+}
+
+/* The stack of these frames already seen, or UINT32_MAX and the slot of
+ * a->bykey to give a new one.  (Two stacks may share a hash: the frames
+ * decide, which ht_keyindex__find, comparing keys alone, cannot.) */
 static uint32_t stack_find(struct attach *a, const uint64_t *ips, uint32_t n, int cut, size_t *slot)
 {
-	if (2 * (a->nstacks + 1) > a->capkey) {
-		size_t ncap = a->capkey ? 2 * a->capkey : 1024;
-		uint32_t *k = ht_xcalloc(ncap, sizeof(*k));
-		for (size_t i = 0; i < a->nstacks; i++) {
-			const struct stack *s = &a->stacks[i];
-			size_t j = stack_hash(s->ips, s->n, s->cut) & (ncap - 1);
-			while (k[j])
-				j = (j + 1) & (ncap - 1);
-			k[j] = (uint32_t)i + 1;
-		}
-		free(a->bykey);
-		a->bykey = k;
-		a->capkey = ncap;
-	}
-	size_t j = stack_hash(ips, n, cut) & (a->capkey - 1);
-	for (; a->bykey[j]; j = (j + 1) & (a->capkey - 1)) {
-		const struct stack *s = &a->stacks[a->bykey[j] - 1];
+	struct ht_keyindex *x = &a->bykey;
+	ht_keyindex__reserve(x, a->nstacks, a->stacks, stack_key);
+	size_t j = ht_livemap__hash(stack_hash(ips, n, cut), x->cap - 1);
+	for (; x->slot[j]; j = (j + 1) & (x->cap - 1)) {
+		const struct stack *s = &a->stacks[x->slot[j] - 1];
 		if (s->n == n && s->cut == cut && !memcmp(s->ips, ips, n * sizeof(*ips)))
-			return a->bykey[j] - 1;
+			return x->slot[j] - 1;
 	}
 	*slot = j;
 	return UINT32_MAX;
@@ -303,7 +299,7 @@ static uint32_t stack_of(struct attach *a, int32_t id)
 	s->cut = cut;
 	s->ips = ht_xrealloc(NULL, (n ? n : 1) * sizeof(uint64_t));
 	memcpy(s->ips, ips, n * sizeof(uint64_t));
-	a->bykey[slot] = (uint32_t)a->nstacks + 1;
+	a->bykey.slot[slot] = (uint32_t)a->nstacks + 1;
 	a->byid[id] = (uint32_t)a->nstacks + 1;
 	return (uint32_t)a->nstacks++;
 }
@@ -1103,7 +1099,7 @@ cleanup:
 		free(a.stacks[i].ips);
 	free(a.stacks);
 	free(a.byid);
-	free(a.bykey);
+	free(a.bykey.slot);
 	free(a.blocks);
 	if (a.syms)
 		ht_procsyms__free(a.syms);

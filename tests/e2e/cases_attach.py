@@ -159,11 +159,13 @@ def run_attach(t, args, sig=signal.SIGINT, env=None):
     return acct, out, err
 
 
-def run_attach_once(t, args, sig, env):
-    target = Target(t, env)
+def run_attach_once(t, args, sig=signal.SIGINT, env=None, target=None, pid=None):
+    """One run of run_attach: of a new Target, or of target (killed at the
+    end); attach -p pid, by default the target's."""
+    target = target or Target(t, env)
     a = None
     try:
-        a = Attach(t, target.p.pid, args)
+        a = Attach(t, pid or target.p.pid, args)
         acct = target.phase1()
         out, err = a.stop(sig)
         target.finish()
@@ -428,16 +430,8 @@ def test_attach_deleted_executable(t):
     shutil.copy(t.prog("attachee"), exe)
     target = Target(t, exe=exe)
     os.unlink(exe)
-    a = None
-    try:
-        a = Attach(t, target.p.pid, ["--json", "--top", "100"])
-        eq(target.phase1(), SITES, "the program's accounting")
-        out, err = a.stop()
-        target.finish()
-    finally:
-        if a:
-            a.kill()
-        target.kill()
+    acct, out, err = run_attach_once(t, ["--json", "--top", "100"], target=target)
+    eq(acct, SITES, "the program's accounting")
     eq(by_site(json.loads(out)["entries"]), SITES, "outstanding by site")
     check("%s was deleted since pid %d mapped it: its symbols were read through /proc/%d/map_files"
           % (exe, target.p.pid, target.p.pid) in err, "the note:\n" + err)
@@ -808,19 +802,15 @@ def test_attach_minor_options(t):
                            stderr=subprocess.PIPE, cwd=t.dir, env=t.base_env())
     target = Target.__new__(Target)
     target.t, target.p = t, rec
-    a = None
     try:
         eq(read_line(rec.stdout, 20, "ready"), "ready\n", "attachee's first line under record")
         kids = children(rec.pid)
         eq(len(kids), 1, "record's child")
-        a = Attach(t, kids[0], ["--json", "--top", "0"])
-        eq(target.phase1(), SITES, "the program's accounting")
-        out, err = a.stop()
-        target.finish()
-    finally:
-        if a:
-            a.kill()
-        reap(rec)
+    except BaseException:
+        target.kill()
+        raise
+    acct, out, err = run_attach_once(t, ["--json", "--top", "0"], target=target, pid=kids[0])
+    eq(acct, SITES, "the program's accounting")
     j = json.loads(out)
     fns = {f.get("function") for e in j["entries"] for f in e["stack"]}
     check(not fns & {"ht_alloc__malloc", "malloc_slow"}, "recorder frames shown: %r" % fns)
