@@ -864,8 +864,7 @@ static pid_t still_written(const char *path)
 		return 0;
 	/* (a writer finishing for a program that has ended is waited for) */
 	if (pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) && h.pid > 0 &&
-	    ht_trace__wait_writer(fd, h.pid, HT_WAIT_WRITER_MS) &&
-	    (kill(h.pid, 0) == 0 || errno == EPERM))
+	    ht_trace__wait_writer(fd, h.pid, HT_WAIT_WRITER_MS) && ht_proc_exists(h.pid))
 		pid = h.pid;
 	close(fd);
 	return pid;
@@ -968,7 +967,7 @@ static int writer_unfinished(const char *path, pid_t *writer, int *stopped)
 		return 0;
 	int held = fstat(fd, &want) == 0 && pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
 		   ht_trace__wait_writer(fd, h.pid, HT_WAIT_WRITER_MS) &&
-		   !(h.pid > 0 && (kill(h.pid, 0) == 0 || errno == EPERM));
+		   !ht_proc_exists(h.pid);
 	close(fd);
 	if (!held)
 		return 0;
@@ -1728,7 +1727,7 @@ int cmd_record(int argc, char **argv)
 					end_step(name, &kids_end);
 				continue;
 			}
-			if (kill(kid, 0) == 0 || errno == EPERM)
+			if (ht_proc_exists(kid))
 				still_running(&kids_end, name, kid);
 		}
 		if (!bad && !unfinished)

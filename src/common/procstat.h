@@ -4,6 +4,8 @@
 #ifndef HEAPTRAIL_COMMON_PROCSTAT_H
 #define HEAPTRAIL_COMMON_PROCSTAT_H
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +35,12 @@ static inline long long ht_procstat_field(const char *after, int field)
 	for (int f = 2; after && f < field; f++)
 		after = strchr(after + 1, ' ');
 	return after ? strtoll(after + 1, NULL, 10) : -1;
+}
+
+/* Whether process pid exists (another user's too: kill says EPERM). */
+static inline int ht_proc_exists(long pid)
+{
+	return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
 }
 
 #endif

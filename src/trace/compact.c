@@ -24,6 +24,7 @@
 #include "columns.h"
 #include "common/outfile.h"
 #include "common/readsmall.h"
+#include "common/procstat.h"
 #include "common/util.h"
 #include "reader.h"
 #include "record.h"
@@ -228,7 +229,7 @@ static int read_back(const char *tmp, const char *path, uint64_t events, int ind
  * (stopped, or stuck). */
 static void still_written(const char *path, int32_t pid, char *err, size_t errlen)
 {
-	if (pid > 0 && (kill(pid, 0) == 0 || errno == EPERM))
+	if (ht_proc_exists(pid))
 		snprintf(err, errlen, "%s: still being written by the recorder (the program %d "
 				      "runs); rewrite it when it has ended", path, (int)pid);
 	else

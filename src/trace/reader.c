@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "common/procstat.h"
 #include "common/readsmall.h"
 #include "reader_int.h"
 
@@ -346,12 +347,6 @@ static int cmp_chunk(const void *a, const void *b)
  * (read once; the tests make it short). */
 static int wait_budget_ms = -1;
 
-/* Whether the process pid exists (another user's too). */
-static int program_runs(int32_t pid)
-{
-	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
-}
-
 int ht_trace__wait_writer(int fd, int32_t pid, int timeout_ms)
 {
 	if (flock(fd, LOCK_SH | LOCK_NB) == 0)
@@ -360,7 +355,7 @@ int ht_trace__wait_writer(int fd, int32_t pid, int timeout_ms)
 		return 0; /* no locks here (some network file systems): read */
 	/* A recorder holds the file.  While the program runs, read what is
 	 * there; once it has ended, its writer is finishing the file. */
-	if (program_runs(pid))
+	if (ht_proc_exists(pid))
 		return 1;
 	if (wait_budget_ms < 0) {
 		const char *env = getenv("HEAPTRAIL_WAIT_WRITER_MS");
@@ -515,7 +510,7 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 			    "without exit(), as Go programs end); its writer process saved every "
 			    "event it had recorded");
 	r->info.disk_full = (r->hdr.flags & HT_FILE_F_DISK_FULL) != 0;
-	if (r->info.being_written && !r->info.closed && program_runs(r->hdr.pid))
+	if (r->info.being_written && !r->info.closed && ht_proc_exists(r->hdr.pid))
 		ht_rd__warn(r, "the trace is still being written (its program, pid %d, runs): read as "
 			    "of now, up to the last flush; what is live at its end is live now, not "
 			    "at exit", (int)r->hdr.pid);
