@@ -19,13 +19,7 @@ struct ht_reader *ht_analyze__open(const char *path)
 	struct ht_reader *r = ht_reader__open(path, err, sizeof(err));
 	if (r)
 		return r;
-	/* '-' is a file name here, as the reader seeks (it said "-: cannot
-	 * open: No such file or directory" to 'cat app.ht | heaptrail stats -') */
-	if (!strcmp(path, "-") && access(path, F_OK) < 0)
-		ht_error("-: no such file; traces are read from regular files, not from standard "
-			 "input: give the trace's file name (./- for a file named '-')");
-	else
-		ht_error("%s", err);
+	ht_error("%s", err); /* (a "-" said as standard input: ht_open_error) */
 	return NULL;
 }
 

@@ -333,6 +333,7 @@ void ht_heapinfo__json(const struct ht_heapinfo *h, struct ht_json *j)
 	ht_json__obj_begin(j, "threshold_start");
 	ht_json__u64(j, "mmap", h->mmap_thr_start); /* (the window's: --from) */
 	ht_json__u64(j, "trim", h->trim_thr_start);
+	ht_json__bool(j, "dynamic", !h->no_dyn_start); /* (as the text says it) */
 	ht_json__obj_end(j);
 	ht_json__arr_begin(j, "thresholds");
 	for (size_t i = 0; i < h->nchanges; i++) {

@@ -130,7 +130,8 @@ int cmd_export(int argc, char **argv)
 		goto cleanup;
 	}
 	if (access(argv[0], R_OK) != 0) { /* before an output file is made */
-		ht_error("cannot read %s: %m", argv[0]);
+		ht_open_error(err, sizeof(err), argv[0], errno, "trace");
+		ht_error("%s", err);
 		ret = HT_EXIT_DATA;
 		goto cleanup;
 	}

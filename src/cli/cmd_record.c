@@ -613,16 +613,28 @@ static int damaged(const char *path, int ended_ok, char *what, size_t len, uint6
 	return bad;
 }
 
+/* "'heaptrail stats WORD'" for a message to end with, WORD a file name as
+ * ht_shell_word_inplace() makes it (suffix appended to it: ".exec1" or
+ * ""); a word quoted itself ('a b.ht') goes without the outer quotes, which
+ * would nest (see 'heaptrail stats 'a b.ht'' pastes as two words). */
+static const char *see_stats(char *buf, size_t len, const char *word, const char *suffix)
+{
+	int quoted = word[0] == '\'' || word[0] == '$';
+	snprintf(buf, len, quoted ? "heaptrail %s %s%s" : "'heaptrail %s %s%s'", "stats", word,
+		 suffix);
+	return buf;
+}
+
 /* The line that says a trace is damaged, in place of its summary. */
 static void say_damaged(const char *shown, const char *prefix, const char *what,
 			uint64_t events, uint32_t threads)
 {
+	char see[PATH_MAX + 32];
 	fprintf(stderr,
 		"heaptrail: error: %sthe trace %s is damaged: %s; figures read from it may be "
-		"incomplete (%llu events from %u thread%s can be read); inspect it with 'heaptrail "
-		"stats %s'\n",
+		"incomplete (%llu events from %u thread%s can be read); inspect it with %s\n",
 		prefix, shown, what, (unsigned long long)events, threads, threads == 1 ? "" : "s",
-		shown);
+		see_stats(see, sizeof(see), shown, ""));
 }
 
 /* The traces of the children and earlier images, checked (damaged). */
@@ -737,17 +749,16 @@ static void summarize(const char *path, const char *shown, const char *prefix,
 	if (in->dropped)
 		snprintf(lost, sizeof(lost), ", %llu calls not recorded (see 'heaptrail stats')",
 			 (unsigned long long)in->dropped);
-	char sampled[96] = "", b[32];
+	char sampled[96] = "", b[32], see[PATH_MAX + 32];
 	if ((in->flags & HT_FILE_F_SAMPLED) && in->sample_bytes)
 		snprintf(sampled, sizeof(sampled), ", a sample of about one allocation per %s",
 			 ht_fmt_bytes(b, in->sample_bytes));
 	fprintf(stderr,
-		"heaptrail: %swrote %llu events from %u thread%s to %s (%s)%s%s%s%s%s; see "
-		"'heaptrail stats %s'\n",
+		"heaptrail: %swrote %llu events from %u thread%s to %s (%s)%s%s%s%s%s; see %s\n",
 		prefix, (unsigned long long)in->events_chunks, in->nthreads,
 		in->nthreads == 1 ? "" : "s", shown, sz, sampled,
 		in->flags & HT_FILE_F_DISK_FULL ? ", until a write failed" : "", lost,
-		kidmsg ? kidmsg : "", note, shown);
+		kidmsg ? kidmsg : "", note, see_stats(see, sizeof(see), shown, ""));
 	free(kidmsg);
 	/* (a write error: the recorder said so; the trace ends where it stopped) */
 	if (ht_reader__error(r) && !(in->flags & HT_FILE_F_DISK_FULL))
@@ -1258,10 +1269,13 @@ static int trace_gone(enum ht_dirwatch_fate fate, const char *how, const char *c
 	char dir[PATH_MAX];
 	split_path(path, dir, sizeof(dir));
 	if (fate == HT_FATE_RENAMED) {
+		static char now[PATH_MAX * 2], see[PATH_MAX * 2 + 32];
+		snprintf(now, sizeof(now), "%s/%s", dir, moved_to);
+		ht_shell_word_inplace(now, sizeof(now));
 		fprintf(stderr,
-			"heaptrail: %s%s wrote its trace to %s, which was renamed to %s/%s while it "
-			"ran; see 'heaptrail stats %s/%s'\n",
-			how, cmd, shown, dir, moved_to, dir, moved_to);
+			"heaptrail: %s%s wrote its trace to %s, which was renamed to %s while it "
+			"ran; see %s\n",
+			how, cmd, shown, now, see_stats(see, sizeof(see), now, ""));
 		return status;
 	}
 	const char *what = fate == HT_FATE_REMOVED     ? "which was removed"
@@ -1734,7 +1748,7 @@ int cmd_record(int argc, char **argv)
 			bad = damaged(path, ended_ok, what, sizeof(what), &events, &threads) ==
 			      TRACE_DAMAGED;
 	}
-	static char how[PATH_MAX + 100] = "";
+	static char how[PATH_MAX + 100] = "", see[PATH_MAX + 32];
 	if (WIFSIGNALED(status))
 		snprintf(how, sizeof(how), "%s was killed by signal %d (%s); ", argv[0],
 			 WTERMSIG(status), strsignal(WTERMSIG(status)));
@@ -1759,8 +1773,8 @@ int cmd_record(int argc, char **argv)
 		fprintf(stderr,
 			"heaptrail: %s%s exec'd a program that was not traced, so nothing was "
 			"written to %s; the traces of its images before that exec are %s.exec1 and "
-			"on (see 'heaptrail stats %s.exec1')\n",
-			how, argv[0], shown, shown, shown);
+			"on (see %s)\n",
+			how, argv[0], shown, shown, see_stats(see, sizeof(see), shown, ".exec1"));
 	else if (!cfg.quiet)
 		fprintf(stderr, "heaptrail: %s%s wrote no trace to %s (%s)\n", how, argv[0], shown,
 			no_trace_reason(argv[0]));

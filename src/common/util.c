@@ -507,6 +507,17 @@ static int shell_plain(unsigned char c)
 	       c >= 0x80 || (c && strchr("_@%+=:,./-", c));
 }
 
+void ht_open_error(char *err, size_t errlen, const char *path, int e, const char *what)
+{
+	if (!strcmp(path, "-") && e == ENOENT)
+		snprintf(err, errlen,
+			 "-: no such file; %ss are read from regular files, not from standard "
+			 "input: give the %s's file name (./- for a file named '-')",
+			 what, what);
+	else
+		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(e));
+}
+
 void ht_shell_word_inplace(char *s, size_t cap)
 {
 	size_t n = strlen(s);

@@ -77,6 +77,11 @@ const char *ht_nearest_name(const char *word, size_t len, const char *const *nam
  * appended to the result (".old", ".123") still make one word.  Cut to cap
  * (the word unusable then, the line still one). */
 void ht_shell_word_inplace(char *s, size_t cap);
+/* The message for a file that could not be opened (errno e): "PATH: cannot
+ * open: REASON", except for a "-" that does not exist, which users give
+ * for standard input (`cat app.ht | heaptrail stats -`): WHAT ("trace",
+ * "workload") files are read from regular files, said so. */
+void ht_open_error(char *err, size_t errlen, const char *path, int e, const char *what);
 /* Parses "4096", "64K", "1M", "2G". Returns 0 on success. */
 int ht_parse_size(const char *s, uint64_t *out);
 

@@ -915,7 +915,7 @@ struct ht_workload *ht_workload__load(const char *path, char *err, size_t errlen
 	struct src s = {.fd = -1, .name = path, .err = err, .errlen = errlen};
 	s.fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
 	if (s.fd < 0) {
-		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+		ht_open_error(err, errlen, path, errno, "workload");
 		return NULL;
 	}
 	struct stat st;

@@ -273,7 +273,7 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 		memset(res, 0, sizeof(*res));
 	c.in = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (c.in < 0 || fstat(c.in, &st) < 0) {
-		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		ht_open_error(err, errlen, path, errno, "trace");
 		goto cleanup;
 	}
 	c.in_size = (uint64_t)st.st_size;

@@ -380,7 +380,7 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 	/* O_NONBLOCK: a FIFO must not block the open (regular files ignore it) */
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
-		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		ht_open_error(err, errlen, path, errno, "trace");
 		return NULL;
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {

@@ -202,8 +202,9 @@ def test_cli_record_name_pastes(t):
     command it suggests pastes as one argument: as it is when plain; in
     single quotes (a quote as '\\'') for a space, '$', '*', a quote or a
     backslash; $'...' only for a control character.  Read back by sh and
-    bash, the word is the file's name.  Before: 'tr ü ace.ht' was shown
-    bare (three words), 'a$b *.ht' too."""
+    bash, the word is the file's name, and the suggested command runs.
+    Before: 'tr ü ace.ht' was shown bare (three words), 'a$b *.ht' too;
+    then a quoted word nested in the command's own quotes."""
     names = (("tr \u00fc ace.ht", "'tr \u00fc ace.ht'"), ("a$b *.ht", "'a$b *.ht'"),
              ("it's.ht", "'it'\\''s.ht'"), ("back\\slash.ht", "'back\\slash.ht'"),
              ("nl\nx.ht", "$'nl\\nx.ht'"), ("tab\t'q.ht", "$'tab\\t\\'q.ht'"),
@@ -213,9 +214,17 @@ def test_cli_record_name_pastes(t):
         eq(r.rc, 0, "%r: %s" % (name, r.describe()))
         lines = r.stderr.splitlines()
         eq(len(lines), 1, "%r: one line:\n%s" % (name, r.stderr))
-        check(" to %s (" % word in lines[0] and "see 'heaptrail stats %s'" % word in lines[0],
-              "%r: the line names %s: %s" % (name, word, lines[0]))
+        see = ("see heaptrail stats %s" if word[0] in "'$" else "see 'heaptrail stats %s'") % word
+        check(" to %s (" % word in lines[0] and lines[0].endswith(see),
+              "%r: the line names %s and ends with %s: %s" % (name, word, see, lines[0]))
         check(os.path.isfile(t.path(name)), "%r: no such file" % name)
+        # the command suggested, pasted into bash, reads the trace (before,
+        # a quoted word nested in the outer quotes: "see 'heaptrail stats
+        # 'a$b *.ht''")
+        cmd = see[len("see "):].strip("'") if word[0] not in "'$" else see[len("see "):]
+        b = t.run(["bash", "-c", cmd], cwd=t.dir,
+                  env={"PATH": os.path.dirname(t.heaptrail) + ":" + os.environ["PATH"]})
+        eq(b.rc, 0, "%r: the command %s pasted into bash:\n%s" % (name, cmd, b.describe()))
         shells = ["bash"] + (["sh"] if not word.startswith("$") else [])
         for sh in shells:
             b = t.run([sh, "-c", "printf %%s %s" % word], env={"LC_ALL": "C.UTF-8"})
@@ -241,15 +250,21 @@ def test_cli_timeline_quiet(t):
 def test_cli_dash_trace(t):
     """`cat app.ht | heaptrail stats -` says that traces are read from
     files, not from standard input (before: "-: cannot open: No such file
-    or directory"), exit 1, as for any missing file; a file named '-' is
-    read."""
+    or directory"), exit 1, as for any missing file, in every command that
+    reads a trace or a workload; a file named '-' is read."""
     tr = leaks_trace(t)
     with open(tr, "rb") as f:
         data = f.read()
     msg = ("heaptrail: error: -: no such file; traces are read from regular files, not from "
            "standard input: give the trace's file name (./- for a file named '-')")
-    for cmd in ("stats", "leaks", "dump"):
-        one_error(t, [cmd, "-"], 1, msg, stdin=data)
+    for cmd in (["stats"], ["leaks"], ["dump"], ["compact"], ["live"], ["export", "-f", "csv"],
+                ["convert", t.path("x.wl")]):
+        one_error(t, cmd + ["-"], 1, msg, stdin=data)
+    # a workload likewise (replay and compare said "cannot open -: No such
+    # file or directory", compact, live and export "-: cannot open: ...")
+    wmsg = msg.replace("traces", "workloads").replace("trace's", "workload's")
+    for cmd in ("replay", "compare"):
+        one_error(t, [cmd, "-"], 1, wmsg, stdin=data)
     shutil.copy(tr, t.path("-"))
     r = t.tool(["stats", "-"])
     eq(r.rc, 0, "stats of a file named '-':\n" + r.describe())

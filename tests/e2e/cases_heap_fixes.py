@@ -213,13 +213,15 @@ def test_heap_window_threshold_start(t):
     """--from: the thresholds the window starts from are those the frees
     and the mallopt before it set (tests/progs/thresholds.c: exact chunk
     sizes from its headers), in JSON (threshold_start) and in the text,
-    which says whether the dynamic threshold is still on; without --from,
-    glibc's defaults.  (Both said glibc's defaults whatever came before.)"""
+    which says whether the dynamic threshold is still on (JSON: dynamic,
+    which was missing); without --from, glibc's defaults.  (Both said
+    glibc's defaults whatever came before.)"""
     out, r = record(t, "thresholds", [t.prog("thresholds")])
     chunks = [int(c) for c in re.findall(r"^block: \d+ mmapped (\d+)$", r.stdout, re.M)]
     eq(len(chunks), 7, "mmapped blocks the program made (the premise)")
     whole = heap_json(t, out)
-    eq(whole["threshold_start"], {"mmap": 131072, "trim": 131072}, "start of the whole trace")
+    eq(whole["threshold_start"], {"mmap": 131072, "trim": 131072, "dynamic": True},
+       "start of the whole trace")
     text = heap_text(t, out)
     check("mmap and trim thresholds (start: glibc's defaults, mmap 131072 bytes, trim 131072 "
           "bytes):\n" in text, "text of the whole trace:\n" + text)
@@ -228,7 +230,7 @@ def test_heap_window_threshold_start(t):
     # after the third free: 1000000 bytes' chunk, dynamic
     frm = "%dns" % (changes[2]["time_ns"] + 1)
     j = heap_json(t, out, "--from", frm)
-    eq(j["threshold_start"], {"mmap": chunks[2], "trim": 2 * chunks[2]},
+    eq(j["threshold_start"], {"mmap": chunks[2], "trim": 2 * chunks[2], "dynamic": True},
        "start of a window after the third change")
     eq(len(j["thresholds"]), 2, "changes in that window")
     text = heap_text(t, out, "--from", frm)
@@ -238,7 +240,7 @@ def test_heap_window_threshold_start(t):
     # after the mallopt: pinned at 262144, trim twice the 3000000 bytes' chunk
     frm = "%dns" % (changes[4]["time_ns"] + 1)
     j = heap_json(t, out, "--from", frm)
-    eq(j["threshold_start"], {"mmap": 262144, "trim": 2 * chunks[3]},
+    eq(j["threshold_start"], {"mmap": 262144, "trim": 2 * chunks[3], "dynamic": False},
        "start of a window after the mallopt")
     eq(j["thresholds"], [], "no change after the mallopt")
     text = heap_text(t, out, "--from", frm)
