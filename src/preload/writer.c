@@ -1212,8 +1212,13 @@ static void writer_loop(int helper)
 		now = ht_mono_ns();
 		uint32_t ticket = atomic_load(&w.req_ticket);
 		uint32_t req = atomic_exchange(&w.req_word, 0);
+		/* The program gone: killed, _exit, crashed, so write it all; but
+		 * not an orphan if it asked for the close itself before it went
+		 * (it gave up waiting for a writer that was stopped: the trace
+		 * is whole, and readers must not say it ended without shutting
+		 * the tracer down) */
 		if (helper && getppid() != parent_pid)
-			req |= REQ_CLOSE | REQ_ORPHAN; /* killed, _exit, crashed: write it all */
+			req |= REQ_CLOSE | (req & REQ_CLOSE ? 0 : REQ_ORPHAN);
 		if ((req & ~(uint32_t)REQ_DATA) || first || now - last_tick >= period_ns - 500000) {
 			atomic_fetch_add_explicit(ht_epoch_p, 1, memory_order_relaxed);
 			last_tick = now;

@@ -154,7 +154,9 @@ def test_record_writer_stopped(t):
     at the trace; then "could not compress ... the program N runs", "wrote
     N events", "its writer process died ... lost", and the writer taken
     for a child still running).  Once it goes on (SIGCONT), the trace is
-    whole: nothing was lost."""
+    whole: nothing was lost, and it is closed as the program asked, not as
+    an orphan (before: readers warned that the program ended without
+    shutting the tracer down)."""
     prog = compile_c(t, "stoppable", STOPPABLE)
     out = t.path("st.ht")
     env = t.base_env({"HEAPTRAIL_WAIT_WRITER_MS": "500"})
@@ -204,6 +206,13 @@ def test_record_writer_stopped(t):
         check(s["closed"] and s["calls"]["malloc"] >= 6000 and s["events"] > held + 6000,
               "the trace once its writer went on: closed %s, %d mallocs, %d events"
               % (s["closed"], s["calls"]["malloc"], s["events"]))
+        # the program shut the tracer down (it asked for the close): the
+        # writer, late, does not close it as an orphan (before: every
+        # reader warned "the program ended without shutting the tracer
+        # down")
+        eq(s["orphaned"], False, "orphaned")
+        r = t.tool(["stats", out])
+        eq((r.rc, r.stderr), (0, ""), "stats once the writer went on")
     finally:
         if writer:
             os.kill(writer, signal.SIGCONT)
