@@ -212,8 +212,10 @@ void ht_stats__event(struct ht_stats *s, const struct ht_event *e, const struct 
 	case HT_EV_REALLOCARRAY: {
 		uint64_t old = ht_event__old_ptr(e), res = ht_event__result_ptr(e), w = op->weight;
 		s->re_calls += w;
-		if (!old)
+		if (!old && res)
 			s->re_as_malloc += w;
+		else if (!old) /* (a failed realloc(NULL, n): failed, as the calls table has it) */
+			s->re_failed += w;
 		if (ht_event__frees_old(e)) {
 			if (!res)
 				s->re_as_free += w;

@@ -1,0 +1,51 @@
+"""`heaptrail stats` on calls whose category was counted twice or not at
+all: a realloc(NULL, n) or reallocarray(NULL, n, m) that fails is a failed
+realloc (the realloc line counted it "as malloc", while the calls table
+counted it failed)."""
+
+from htlib import case, compile_c, eq
+
+# Five reallocs, each in one category: as malloc, failed twice (a
+# realloc(NULL, huge) and a reallocarray(NULL, ...) whose product
+# overflows), moved or in place, as free.
+REALLOC_KINDS_C = r"""
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+int main(void)
+{
+	char *p = realloc(NULL, 100);
+	void *volatile f1 = realloc(NULL, SIZE_MAX - 100);
+	void *volatile f2 = reallocarray(NULL, (size_t)1 << 62, 16);
+	p = realloc(p, 200);
+	void *volatile z = realloc(p, 0);
+	printf("%d %d %d\n", p != NULL, f1 == NULL, f2 == NULL);
+	(void)z;
+	return 0;
+}
+"""
+
+
+@case(labels=("analyzers",))
+def test_stats_realloc_null_failed(t):
+    """Each realloc in exactly one category of the realloc line, and its
+    failed ones those of the calls table: a failed realloc(NULL, n) is
+    failed, not "as malloc" (before: 2 as malloc, 0 failed, against 1 + 1
+    failed in the table)."""
+    prog = compile_c(t, "realloc_kinds", REALLOC_KINDS_C)
+    out = t.path("rk.ht")
+    r = t.record(out, [prog])
+    eq(r.stdout, "1 1 1\n", "the program's view (the premise)")
+    s = t.stats(out)
+    re_ = s["realloc"]
+    eq((re_["calls"], re_["as_malloc"], re_["failed"], re_["as_free"],
+        re_["moved"] + re_["in_place"]), (5, 1, 2, 1, 1), "realloc categories: %r" % re_)
+    eq(s["failed"]["realloc"] + s["failed"]["reallocarray"], re_["failed"],
+       "failed in the calls table: %r" % s["failed"])
+    txt = t.tool(["stats", out]).stdout
+    line = [l for l in txt.splitlines() if l.startswith("realloc ") and " calls: " in l]
+    eq(len(line), 1, "the realloc line:\n" + txt)
+    eq(line[0].split("calls: ")[1].split(", ")[2:], ["1 as malloc", "1 as free", "2 failed"],
+       "the realloc line: " + line[0])
