@@ -45,6 +45,7 @@
 
 #include "../common/pidpath.h"
 #include "../common/readsmall.h"
+#include "../common/zstored.h"
 #include "cpujudge.h"
 #include "preload.h"
 
@@ -723,6 +724,22 @@ static void write_chunk(struct ht_chunk_header *c, const void *payload, size_t n
 				len = r;
 				c->flags |= HT_CHUNK_F_ZSTD;
 			}
+		}
+	}
+	if (data == payload && c->type == HT_CHUNK_EVENTS && ht_zstored_size(n) <= HT_MAX_CHUNK_RAW) {
+		/* Not compressed (no CPU for it, or --zstd-level=0): a stored
+		 * frame, whose checksum a damaged byte fails, where the bare
+		 * records let it change the figures silently (zstored.h). */
+		size_t m = ht_zstored_size(n);
+		if (m > zcap) {
+			z_free(NULL, zbuf);
+			zbuf = z_alloc(NULL, m);
+			zcap = zbuf ? m : 0;
+		}
+		if (zbuf) {
+			len = ht_zstored_write(zbuf, payload, n);
+			data = zbuf;
+			c->flags |= HT_CHUNK_F_ZSTD | HT_CHUNK_F_STORED;
 		}
 	}
 	c->comp_size = (uint32_t)len;

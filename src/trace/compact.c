@@ -129,7 +129,7 @@ static void emit(struct compactor *c, struct ht_chunk_header *h, const void *pay
 	h->magic = HT_CHUNK_MAGIC;
 	if (compress) {
 		h->raw_size = (uint32_t)n;
-		h->flags &= (uint16_t)~HT_CHUNK_F_ZSTD;
+		h->flags &= (uint16_t)~(HT_CHUNK_F_ZSTD | HT_CHUNK_F_STORED);
 		size_t bound = ZSTD_compressBound(n);
 		c->cbuf = ht_grow(c->cbuf, &c->ccap, bound, 1);
 		ZSTD_CCtx_setParameter(c->zc, ZSTD_c_compressionLevel, level);
@@ -489,6 +489,8 @@ struct fchunk {
 	uint64_t off;              /* chunk header offset in the input */
 	struct ht_chunk_header h;  /* its header (rewritten when compressed) */
 	uint8_t *z;                /* compressed payload, or NULL: copy it */
+	int bad;                   /* a stored frame whose checksum fails: copied as it is
+				    * (readers stop its thread there, as at any damaged chunk) */
 	_Atomic int done;          /* a worker is through with it (h and z final) */
 };
 
@@ -510,10 +512,15 @@ struct finisher {
 	pthread_cond_t cv;
 };
 
+/* A chunk the recorder wrote raw: bare records (recorders before stored
+ * frames), or a stored zstd frame of them (HT_CHUNK_F_STORED). */
 static int finish_raw(const struct ht_chunk_header *h)
 {
-	return h->type == HT_CHUNK_EVENTS && !(h->flags & (HT_CHUNK_F_ZSTD | HT_CHUNK_F_COLUMNS)) &&
-	       h->comp_size >= FINISH_MIN;
+	if (h->type != HT_CHUNK_EVENTS || (h->flags & HT_CHUNK_F_COLUMNS) || h->raw_size < FINISH_MIN)
+		return 0;
+	if (h->flags & HT_CHUNK_F_ZSTD)
+		return (h->flags & HT_CHUNK_F_STORED) != 0;
+	return 1;
 }
 
 static void finish_wake(struct finisher *f)
@@ -523,29 +530,46 @@ static void finish_wake(struct finisher *f)
 	pthread_mutex_unlock(&f->mu);
 }
 
-/* Compresses chunk i with zc (it stays raw if that does not make it
- * smaller); 0, or -1 out of memory. */
-static int finish_one(struct finisher *f, ZSTD_CCtx *zc, size_t i)
+/* Compresses chunk i with zc, a stored frame checked and taken out of
+ * its frame with dc first (it stays as it is if compressing does not
+ * make it smaller); 0, or -1 out of memory. */
+static int finish_one(struct finisher *f, ZSTD_CCtx *zc, ZSTD_DCtx *dc, size_t i)
 {
 	struct fchunk *c = &f->ch[i];
 	int ret = 0;
 	if (finish_raw(&c->h)) {
-		size_t cap = c->h.comp_size; /* (a result this long is no use) */
-		uint8_t *z = malloc(cap);
-		if (!z) {
+		const uint8_t *src = f->in + c->off + sizeof(c->h);
+		size_t n = c->h.raw_size, cap = c->h.comp_size; /* (a result this long is no use) */
+		uint8_t *z = malloc(cap), *plain = NULL;
+		if (z && (c->h.flags & HT_CHUNK_F_STORED)) {
+			plain = malloc(n + 1);
+			size_t r = plain && dc ? ZSTD_decompressDCtx(dc, plain, n, src, c->h.comp_size)
+					       : 0;
+			if (!plain || !dc) {
+				free(z);
+				z = NULL;
+			} else if (ZSTD_isError(r) || r != n) {
+				c->bad = 1;
+				free(z);
+				z = NULL;
+				n = 0; /* copied as it is */
+			}
+			src = plain;
+		}
+		if (!z && n) {
 			ret = -1;
-		} else {
-			size_t r = ZSTD_compress2(zc, z, cap, f->in + c->off + sizeof(c->h),
-						  c->h.comp_size);
-			if (ZSTD_isError(r) || r >= c->h.comp_size) {
-				free(z); /* stays raw */
+		} else if (n) {
+			size_t r = ZSTD_compress2(zc, z, cap, src, n);
+			if (ZSTD_isError(r) || r >= cap) {
+				free(z); /* stays as it is */
 			} else {
 				c->z = z;
-				c->h.raw_size = c->h.comp_size;
+				c->h.raw_size = (uint32_t)n;
 				c->h.comp_size = (uint32_t)r;
-				c->h.flags |= HT_CHUNK_F_ZSTD;
+				c->h.flags = (uint16_t)((c->h.flags & ~HT_CHUNK_F_STORED) | HT_CHUNK_F_ZSTD);
 			}
 		}
+		free(plain);
 	}
 	atomic_store_explicit(&c->done, 1, memory_order_release);
 	return ret;
@@ -598,16 +622,18 @@ static void *finish_worker(void *arg)
 {
 	struct finisher *f = arg;
 	ZSTD_CCtx *zc = finish_cctx(f->level);
+	ZSTD_DCtx *dc = ZSTD_createDCtx();
 	size_t i;
-	while (zc && (i = finish_take(f, 0)) != SIZE_MAX) {
-		if (finish_one(f, zc, i) < 0)
+	while (zc && dc && (i = finish_take(f, 0)) != SIZE_MAX) {
+		if (finish_one(f, zc, dc, i) < 0)
 			atomic_store(&f->stop, 1);
 		finish_wake(f);
 	}
-	if (!zc)
+	if (!zc || !dc)
 		atomic_store(&f->stop, 1);
 	finish_wake(f);
 	ZSTD_freeCCtx(zc);
+	ZSTD_freeDCtx(dc);
 	return NULL;
 }
 
@@ -701,6 +727,7 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 			ch[nch].off = off;
 			ch[nch].h = h;
 			ch[nch].z = NULL;
+			ch[nch].bad = 0;
 			ch[nch++].done = 0;
 			nraw += finish_raw(&h);
 			events += h.type == HT_CHUNK_EVENTS ? h.nevents : 0;
@@ -735,6 +762,11 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 		if (pthread_create(&thr[started], NULL, finish_worker, &f) == 0)
 			started++;
 	ZSTD_CCtx *zc = finish_cctx(level);
+	ZSTD_DCtx *dc = ZSTD_createDCtx();
+	if (!dc) {
+		ZSTD_freeCCtx(zc);
+		zc = NULL; /* (said as out of memory below) */
+	}
 	uint64_t done_events = 0, said = 0; /* for the progress line */
 	for (size_t w = 0; w < nch && !c.failed; w++) {
 		/* chunk w written as soon as it is done; meanwhile this thread
@@ -742,7 +774,7 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 		while (!atomic_load_explicit(&ch[w].done, memory_order_acquire)) {
 			size_t i = zc && !atomic_load(&f.stop) ? finish_take(&f, 1) : SIZE_MAX;
 			if (i != SIZE_MAX) {
-				if (finish_one(&f, zc, i) < 0)
+				if (finish_one(&f, zc, dc, i) < 0)
 					atomic_store(&f.stop, 1);
 				continue;
 			}
@@ -777,6 +809,7 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 	for (int t = 0; t < started; t++)
 		pthread_join(thr[t], NULL);
 	ZSTD_freeCCtx(zc);
+	ZSTD_freeDCtx(dc);
 	pthread_cond_destroy(&f.cv);
 	pthread_mutex_destroy(&f.mu);
 	ht_progress_done();
@@ -788,7 +821,12 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 			snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
 		goto cleanup;
 	}
-	if (read_back(o.tmp, path, events, 1, 0, err, errlen) < 0)
+	uint64_t nbad = 0;
+	uint32_t bad_tid = 0;
+	for (size_t i = 0; i < nch; i++)
+		if (ch[i].bad && !nbad++)
+			bad_tid = ch[i].h.tid;
+	if (read_back(o.tmp, path, events, 1, nbad != 0, err, errlen) < 0)
 		goto cleanup;
 	out = -1; /* closed by the commit, or the abort below */
 	if (ht_out__commit(&o, err, errlen))
@@ -796,7 +834,9 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 	if (res) {
 		res->out_bytes = c.off;
 		res->rewritten = 1;
-		res->compressed = nraw;
+		res->compressed = nraw - nbad;
+		res->bad_chunks = nbad;
+		res->bad_tid = bad_tid;
 	}
 	ret = 0;
 cleanup:

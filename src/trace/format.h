@@ -167,6 +167,13 @@ enum ht_chunk_type {
 				* column-coded records: struct ht_col_header,
 				* then the columns (docs/FORMAT.md, "Column
 				* coding"); raw_size is the size of that */
+#define HT_CHUNK_F_STORED 0x8 /* with HT_CHUNK_F_ZSTD: the frame is stored
+			       * (raw blocks and the content checksum, no
+			       * compression: common/zstored.h), written so by
+			       * a writer that had no CPU to compress; `record`'s
+			       * end step and compact compress it.  Readers
+			       * that know nothing of it decompress it as any
+			       * frame */
 
 struct ht_chunk_header {
 	uint32_t magic;      /* HT_CHUNK_MAGIC */

@@ -102,9 +102,10 @@ def test_record_compresses_while_recording(t):
     end step did, if the writer wrote it raw), none is column-coded, and
     the benchmark's loop takes under 2 bytes an event (about 1.65; raw
     ~4).  `record --compact` column-codes it (the events stay the same),
-    `record --no-compact --zstd-level=0` leaves it raw, and
-    `compact --fast` compresses that raw trace into the same events with
-    every big chunk a zstd frame."""
+    `record --no-compact --zstd-level=0` leaves it raw (stored frames: the
+    records as they are, with a checksum), and `compact --fast` compresses
+    that raw trace into the same events with every big chunk a zstd frame
+    that is not stored."""
     n = 60000
     argv = [t.prog("randloop"), str(n)]
     env = {"HEAPTRAIL_RSS_INTERVAL": "0"}
@@ -120,7 +121,7 @@ def test_record_compresses_while_recording(t):
     for h in chunks:
         check(not h[2] & htformat.F_COLUMNS, "a column-coded chunk in the default trace: "
               "record compacted it after the run")
-    raw_big = [h for h in big if not h[2] & htformat.F_ZSTD]
+    raw_big = [h for h in big if not h[2] & htformat.F_ZSTD or h[2] & htformat.F_STORED]
     check(not raw_big, "%d of %d event chunks of the default trace are not compressed"
           % (len(raw_big), len(big)))
     s = t.stats(paths["default"])
@@ -132,13 +133,17 @@ def test_record_compresses_while_recording(t):
           "record --compact wrote no column-coded chunk")
     check(os.path.getsize(paths["compact"]) < os.path.getsize(paths["default"]),
           "record --compact is not smaller than the default")
-    check(all(not h[2] & htformat.F_ZSTD for h in event_chunks(paths["raw"])),
-          "--zstd-level=0 --no-compact: compressed chunks")
+    # (not compressed: stored frames, the records as they are behind a
+    # checksum, which is all the end step and compact --fast undo)
+    check(all(h[2] & htformat.F_STORED and h[5] == h[6] + 16
+              for h in event_chunks(paths["raw"]) if h[6]),
+          "--zstd-level=0 --no-compact: chunks that are not stored frames")
     fast = t.path("fast.ht")
     shutil.copy(paths["raw"], fast)
     r = t.tool(["compact", "--fast", fast])
     eq(r.rc, 0, "compact --fast:\n" + r.describe())
-    check(all(h[2] & htformat.F_ZSTD for h in event_chunks(fast) if h[6] >= 256),
+    check(all(h[2] & htformat.F_ZSTD and not h[2] & htformat.F_STORED
+              for h in event_chunks(fast) if h[6] >= 256),
           "compact --fast left big raw chunks")
     check(os.path.getsize(fast) < os.path.getsize(paths["raw"]) / 2, "compact --fast: not smaller")
     dumps = {}
@@ -187,13 +192,15 @@ def test_compact_fast_pipeline(t):
     eq(r.rc, 0, "compact --fast:\n" + r.describe())
     before, after = event_headers(raw), event_headers(fast)
     # (tid, first_seq, nevents, raw bytes) in file order
-    key_raw = [(h[3], h[7], h[4], h[5]) for h in before]
-    key_fast = [(h[3], h[7], h[4], h[6] if h[2] & htformat.F_ZSTD else h[5]) for h in after]
+    key_raw = [(h[3], h[7], h[4], h[6]) for h in before]
+    key_fast = [(h[3], h[7], h[4], h[6]) for h in after]
+    check(all(h[2] & htformat.F_STORED for h in before if h[6]), "the raw trace's chunks "
+          "are not all stored frames")
     eq(len(key_fast), len(key_raw), "event chunks")
     check(key_fast == key_raw, "compact --fast changed the chunks' order or contents")
     check(len({h[3] for h in after}) >= 3, "chunks of fewer than 3 threads")
-    check(all(h[2] & htformat.F_ZSTD for h in after if h[5] >= 256 or h[6] >= 256),
-          "compact --fast left big raw chunks")
+    check(all(h[2] & htformat.F_ZSTD and not h[2] & htformat.F_STORED
+              for h in after if h[6] >= 256), "compact --fast left big raw chunks")
     s_raw, s_fast = t.stats(raw), t.stats(fast)
     eq(s_fast["events"], s_raw["events"], "events")
     eq(s_fast["calls"], s_raw["calls"], "calls")

@@ -8,6 +8,7 @@ the same error after)."""
 
 import random
 import shutil
+import struct
 
 import htformat
 from htlib import case, check, eq
@@ -123,7 +124,8 @@ def row_records(payload):
 
 @case(timeout=300, labels=("analyzers",))
 def test_read_fast_path_damaged(t):
-    """Damaged row chunks (written raw): a field length above 8 in a malloc
+    """Damaged row chunks (written raw: a stored frame, its checksum
+    sealed again after the damage, as in bare records): a field length above 8 in a malloc
     or free record (threads) and in a calloc or realloc record (callocs),
     in the middle of a chunk and near its end, a kind byte made unknown, a
     truncated record, and random bit flips.  With the fast loop and
@@ -142,19 +144,24 @@ def damaged_chunk(t, prog, argv, kinds):
     with open(raw, "rb") as f:
         data = f.read()
     tr = htformat.Trace(raw)
+    # (HEAPTRAIL_ZSTD_LEVEL=0 writes stored frames: the records as they
+    # are, in one raw block of a zstd frame, behind its 9-byte header and
+    # the block's 3; the checksum after them is sealed again below, so that
+    # the damage reaches the decoder, as in a chunk of bare records)
     chunks = [(off, h) for off, h in htformat.chunk_headers(data, tr.sections[htformat.SEC_CHUNKS][0])
-              if h[1] == htformat.CHUNK_EVENTS and not h[2] & 0x6 and h[5] > 2000]
-    check(chunks, "%s: no raw event chunk of 2000 bytes or more" % prog)
+              if h[1] == htformat.CHUNK_EVENTS and h[2] & htformat.F_STORED
+              and not h[2] & htformat.F_COLUMNS and h[6] > 2000 and h[5] == h[6] + 16]
+    check(chunks, "%s: no stored event chunk of 2000 bytes or more" % prog)
 
     def kind_records(c):
-        start = c[0] + CHUNK_SIZE
-        return [r for r in row_records(data[start:start + c[1][5]]) if r[1] in kinds]
+        start = c[0] + CHUNK_SIZE + 12
+        return [r for r in row_records(data[start:start + c[1][6]]) if r[1] in kinds]
     # (the chunk with the most records of those kinds: where the writer's
     # rounds cut the buffers depends on timing, and the middle chunk held
     # 94 of them once in CI)
     off, h = max(chunks, key=lambda c: len(kind_records(c)))
-    start = off + CHUNK_SIZE
-    payload = data[start:start + h[5]]
+    start = off + CHUNK_SIZE + 12
+    payload = data[start:start + h[6]]
     recs = kind_records((off, h))
     check(len(recs) > 100, "%s: records of kinds %s in the chunk: %d" % (prog, kinds, len(recs)))
     # a record of each kind mid-chunk, and the last ones before the end
@@ -168,6 +175,8 @@ def damaged_chunk(t, prog, argv, kinds):
         b = bytearray(data)
         for pos, val in edits:
             b[pos] = val
+        sum_at = start + h[6]
+        b[sum_at:sum_at + 4] = struct.pack("<I", htformat.xxh64(bytes(b[start:sum_at])) & 0xFFFFFFFF)
         path = t.path("%s-%s.ht" % (prog, name))
         with open(path, "wb") as f:
             f.write(b)

@@ -5,7 +5,9 @@ from the description in format.h (the reader was consulted only where the
 prose left a detail open), and is deliberately simple: no index, no
 merging by time beyond a sort.  Keep it in step with format.h.
 Compressed chunks are decompressed with the zstd command-line tool when it
-is installed; traces recorded with HEAPTRAIL_ZSTD_LEVEL=0 need nothing.
+is installed; stored frames (what a writer with no CPU to compress, or
+HEAPTRAIL_ZSTD_LEVEL=0, writes: F_STORED) are taken apart here, their
+content checksum checked with the XXH64 below, so they need nothing.
 """
 
 import shutil
@@ -17,7 +19,7 @@ HEADER = struct.Struct("<8sIIQiiQQQQQQQQIIQ5Q16Q")  # (the 5Q: sample_every+sign
 CHUNK = struct.Struct("<IHHIIIIQ")
 CHUNK_MAGIC = 0x4B435448
 CHUNK_EVENTS, CHUNK_CLOCK, CHUNK_INDEX = 1, 2, 3
-F_SYNC, F_ZSTD, F_COLUMNS = 1, 2, 4
+F_SYNC, F_ZSTD, F_COLUMNS, F_STORED = 1, 2, 4, 8
 FILE_F_CLOSED = 1
 FILE_F_ORDERED = 0x80
 FILE_F_FORK_CHILD = 0x100
@@ -72,6 +74,70 @@ MASK64 = (1 << 64) - 1
 
 class FormatError(Exception):
     pass
+
+
+def xxh64(data, seed=0):
+    """XXH64 (xxhash.com's doc/xxhash_spec.md), for stored frames' checksums."""
+    P1, P2, P3 = 0x9E3779B185EBCA87, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9
+    P4, P5 = 0x85EBCA77C2B2AE63, 0x27D4EB2F165667C5
+
+    def rotl(x, r):
+        return ((x << r) | (x >> (64 - r))) & MASK64
+
+    def rnd(acc, v):
+        return (rotl((acc + v * P2) & MASK64, 31) * P1) & MASK64
+
+    n, p = len(data), 0
+    if n >= 32:
+        v = [(seed + P1 + P2) & MASK64, (seed + P2) & MASK64, seed, (seed - P1) & MASK64]
+        while p + 32 <= n:
+            for i in range(4):
+                v[i] = rnd(v[i], struct.unpack_from("<Q", data, p + 8 * i)[0])
+            p += 32
+        h = (rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18)) & MASK64
+        for x in v:
+            h = ((h ^ rnd(0, x)) * P1 + P4) & MASK64
+    else:
+        h = (seed + P5) & MASK64
+    h = (h + n) & MASK64
+    while p + 8 <= n:
+        h = (rotl(h ^ rnd(0, struct.unpack_from("<Q", data, p)[0]), 27) * P1 + P4) & MASK64
+        p += 8
+    if p + 4 <= n:
+        h = (rotl(h ^ (struct.unpack_from("<I", data, p)[0] * P1 & MASK64), 23) * P2 + P3) & MASK64
+        p += 4
+    while p < n:
+        h = (rotl(h ^ (data[p] * P5 & MASK64), 11) * P1) & MASK64
+        p += 1
+    h ^= h >> 33
+    h = (h * P2) & MASK64
+    h ^= h >> 29
+    h = (h * P3) & MASK64
+    return h ^ (h >> 32)
+
+
+def unstore(frame):
+    """The content of a stored zstd frame (raw blocks, content checksum)."""
+    if len(frame) < 13 or struct.unpack_from("<I", frame, 0)[0] != 0xFD2FB528 or frame[4] != 0xA4:
+        raise FormatError("not a stored frame")
+    size = struct.unpack_from("<I", frame, 5)[0]
+    out, p = bytearray(), 9
+    while True:
+        if p + 3 > len(frame):
+            raise FormatError("stored frame cut")
+        bh = frame[p] | frame[p + 1] << 8 | frame[p + 2] << 16
+        if (bh >> 1) & 3:
+            raise FormatError("stored frame with a block that is not raw")
+        bsize = bh >> 3
+        out += frame[p + 3:p + 3 + bsize]
+        p += 3 + bsize
+        if bh & 1:
+            break
+    if len(out) != size or p + 4 != len(frame):
+        raise FormatError("stored frame sizes")
+    if struct.unpack_from("<I", frame, p)[0] != xxh64(bytes(out)) & 0xFFFFFFFF:
+        raise FormatError("stored frame checksum")
+    return bytes(out)
 
 
 class Event:
@@ -143,11 +209,17 @@ class Trace:
             payload = data[pos + CHUNK.size:pos + CHUNK.size + csize]
             chunks.append((pos, ctype, cflags, tid, nev, rsize, seq, payload))
             pos += CHUNK.size + csize
-        raw = _decompress([c[7] for c in chunks if c[2] & F_ZSTD])
+        raw = _decompress([c[7] for c in chunks if c[2] & F_ZSTD and not c[2] & F_STORED])
         it = iter(raw)
         state = {}
         for pos, ctype, cflags, tid, nev, rsize, seq, payload in chunks:
-            if cflags & F_ZSTD:
+            if cflags & F_STORED:
+                try:
+                    payload = unstore(payload)
+                except FormatError as e:
+                    self.error = "offset %d: %s" % (pos, e)
+                    return
+            elif cflags & F_ZSTD:
                 payload = next(it)
             if len(payload) != rsize:
                 self.error = "offset %d: payload size %d, header says %d" % (
