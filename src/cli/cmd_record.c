@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -479,10 +480,11 @@ static int by_start(const void *a, const void *b)
 	return x->start < y->start ? -1 : x->start > y->start;
 }
 
-/* ", and N traces of child processes and earlier exec images: OUTPUT.<pid>
- * (COMMAND), ..." in the order they began (at most 20 named, then how many
+/* "LEAD N traces of child processes and earlier exec images: OUTPUT.<pid>
+ * (COMMAND), ..." (LEAD ", and" in the summary) in the order they began (at most 20 named, then how many
  * more); an empty string (malloc'd) if there are none; NULL without memory. */
-static char *child_traces_msg(const char *path, const char *shown, const struct run *run)
+static char *child_traces_msg(const char *path, const char *shown, const struct run *run,
+			      const char *lead)
 {
 	struct trace_rows rows = {0};
 	for_each_child_trace(path, run, add_trace_row, &rows);
@@ -492,8 +494,8 @@ static char *child_traces_msg(const char *path, const char *shown, const struct 
 	size_t len = 0;
 	FILE *f = open_memstream(&msg, &len);
 	if (f && rows.n)
-		fprintf(f, ", and %zu trace%s of child processes and earlier exec images:", rows.n,
-			rows.n > 1 ? "s" : "");
+		fprintf(f, "%s %zu trace%s of child processes and earlier exec images:", lead,
+			rows.n, rows.n > 1 ? "s" : "");
 	const char *base = strrchr(path, '/');
 	size_t blen = strlen(base ? base + 1 : path), max = 20;
 	for (size_t i = 0; i < rows.n; i++) {
@@ -744,7 +746,7 @@ static void summarize(const char *path, const char *shown, const char *prefix,
 	char sz[32] = "?";
 	if (stat(path, &st) == 0)
 		ht_fmt_bytes(sz, (uint64_t)st.st_size);
-	char *kidmsg = child_traces_msg(path, shown, run);
+	char *kidmsg = child_traces_msg(path, shown, run, ", and");
 	char lost[96] = ""; /* calls the recorder could not record (docs/FORMAT.md, dropped) */
 	if (in->dropped)
 		snprintf(lost, sizeof(lost), ", %llu calls not recorded (see 'heaptrail stats')",
@@ -785,6 +787,37 @@ static void summarize(const char *path, const char *shown, const char *prefix,
 			"recorded since the last flush is lost; the trace holds what came before\n",
 			shown);
 	ht_reader__close(r);
+}
+
+/* The line in place of the summary when the program's last image wrote
+ * no trace because it was not traced (it exec'd a static or setuid
+ * program, a sanitizer's build): the traces of the run, which it wrote
+ * before that exec and its children wrote, are named as the summary
+ * names them, and they had their end step and their check. */
+static void say_untraced_exec(const char *path, const char *shown, const char *how, const char *cmd,
+			      const struct run *run)
+{
+	char see[PATH_MAX + 32];
+	char *kidmsg = child_traces_msg(path, shown, run, ", and the run wrote");
+	fprintf(stderr,
+		"heaptrail: %s%s exec'd a program that was not traced, so nothing was written to "
+		"%s; the traces of its images before that exec are %s.exec1 and on%s (see %s)\n",
+		how, cmd, shown, shown, kidmsg ? kidmsg : "",
+		see_stats(see, sizeof(see), shown, ".exec1"));
+	free(kidmsg);
+}
+
+static const char *no_trace_reason(const char *cmd);
+
+/* The same when the program wrote no trace at all, but children of it
+ * did (a trace of OUTPUT that was not there to be read). */
+static void say_no_trace_but_kids(const char *path, const char *shown, const char *how,
+				  const char *cmd, const struct run *run)
+{
+	char *kidmsg = child_traces_msg(path, shown, run, "; the run wrote");
+	fprintf(stderr, "heaptrail: %s%s wrote no trace to %s (%s)%s\n", how, cmd, shown,
+		no_trace_reason(cmd), kidmsg ? kidmsg : "");
+	free(kidmsg);
 }
 
 /* What a second signal that comes while record finishes the traces says
@@ -1251,6 +1284,12 @@ static const char *no_trace_reason(const char *cmd)
 	struct stat st;
 	if (f && stat(f, &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)))
 		return "it is setuid or setgid, and the recorder never runs in such a process";
+	/* file capabilities (setcap): the loader runs such a program in
+	 * secure mode (AT_SECURE) for a user who is not root, as a setuid one,
+	 * and ignores LD_PRELOAD */
+	if (f && getuid() != 0 && getxattr(f, "security.capability", NULL, 0) > 0)
+		return "it has file capabilities (setcap), and the loader ignores LD_PRELOAD in "
+		       "such a program run by a user other than root, as in a setuid one";
 	if (f && ht_elf__interp(f) == 0)
 		return "it is statically linked, and LD_PRELOAD does not reach it: 'heaptrail "
 		       "attach -c' probes such a program";
@@ -1541,7 +1580,10 @@ int cmd_record(int argc, char **argv)
 		sigaddset(&fwd_set, forwarded_signals[i]);
 	sigprocmask(SIG_BLOCK, &fwd_set, &old_mask);
 	/* The child says on this pipe that it refused the output path (the
-	 * path may hold %p: only the child knows it); exec closes it. */
+	 * path may hold %p: only the child knows it), 'r', or that it could
+	 * not run the command, 'e' (it said why); exec closes it.  A program
+	 * that ran and exited 126 or 127 (a shell whose command was not
+	 * found) is not one that could not be run. */
 	int refused[2];
 	if (pipe2(refused, O_CLOEXEC) < 0) {
 		int e = errno;
@@ -1588,8 +1630,11 @@ int cmd_record(int argc, char **argv)
 			(void)wr; /* no message to add if the pipe broke */
 			_exit(HT_EXIT_USAGE);
 		}
-		if (cfg.live && live_output(out) < 0)
+		if (cfg.live && live_output(out) < 0) {
+			ssize_t wr = write(refused[1], "e", 1);
+			(void)wr;
 			_exit(126);
+		}
 		/* The program's environment gets two words of ours, not one
 		 * per option: the library in LD_PRELOAD, and HEAPTRAIL_OPTIONS
 		 * with the options not at their default; the recorder takes
@@ -1599,6 +1644,8 @@ int cmd_record(int argc, char **argv)
 		char *word = options_word(&cfg, getpid(), out);
 		if (!word) {
 			fprintf(stderr, "heaptrail: out of memory\n");
+			ssize_t wr = write(refused[1], "e", 1);
+			(void)wr;
 			_exit(126);
 		}
 		setenv("HEAPTRAIL_OPTIONS", word, 1);
@@ -1613,6 +1660,8 @@ int cmd_record(int argc, char **argv)
 		execvp(argv[0], argv);
 		int e = errno;
 		fprintf(stderr, "heaptrail: cannot run '%s': %s\n", argv[0], strerror(e));
+		ssize_t wr = write(refused[1], "e", 1);
+		(void)wr;
 		_exit(e == ENOENT ? 127 : 126);
 	}
 	/* Like time(1): the terminal's ^C and ^\ go to the command, and we
@@ -1645,7 +1694,7 @@ int cmd_record(int argc, char **argv)
 		}
 	}
 	if (nref == 1) { /* the child said why, and ran nothing */
-		ret = HT_EXIT_USAGE;
+		ret = why == 'r' || !WIFEXITED(status) ? HT_EXIT_USAGE : WEXITSTATUS(status);
 		goto cleanup;
 	}
 	/* path: the file; shown: its name as the user gave it, for messages */
@@ -1697,11 +1746,6 @@ int cmd_record(int argc, char **argv)
 		    moved_to[bl + 5] <= '9')
 			fate = HT_FATE_UNKNOWN;
 	}
-	if (WIFEXITED(status) && (WEXITSTATUS(status) == 127 || WEXITSTATUS(status) == 126) &&
-	    !have) {
-		ret = WEXITSTATUS(status); /* the command did not start */
-		goto cleanup;
-	}
 	/* What record reports comes from the traces as they are on disk,
 	 * read back before the end step (which would not repair a damaged
 	 * one, or would hide the damage: compaction keeps what it can read)
@@ -1719,10 +1763,13 @@ int cmd_record(int argc, char **argv)
 			    : TRACE_WHOLE;
 	int bad = state == TRACE_DAMAGED;
 	struct kids_end kids_end = {.cfg = &cfg, .word = entry, .grace_ms = KIDS_GRACE_MS};
-	if (have) {
-		if (!unfinished)
+	/* The traces of the children and earlier images get the end step
+	 * whether or not the program's last image wrote OUTPUT (it may have
+	 * exec'd a program that is not traced: a static one, a setuid one). */
+	{
+		if (have && !unfinished)
 			end_step_on(path, &cfg, state);
-		if (WIFEXITED(status) && state != TRACE_DAMAGED && !unfinished)
+		if (have && WIFEXITED(status) && state != TRACE_DAMAGED && !unfinished)
 			note_exit_syscall(path);
 		if (entry[0])
 			unstarted_children(&kids_end, entry);
@@ -1744,21 +1791,19 @@ int cmd_record(int argc, char **argv)
 			if (ht_proc_exists(kid))
 				still_running(&kids_end, name, kid);
 		}
-		if (!bad && !unfinished)
+		if (have && !bad && !unfinished)
 			bad = damaged(path, ended_ok, what, sizeof(what), &events, &threads) ==
 			      TRACE_DAMAGED;
 	}
-	static char how[PATH_MAX + 100] = "", see[PATH_MAX + 32];
+	static char how[PATH_MAX + 100] = "";
 	if (WIFSIGNALED(status))
 		snprintf(how, sizeof(how), "%s was killed by signal %d (%s); ", argv[0],
 			 WTERMSIG(status), strsignal(WTERMSIG(status)));
 	ret = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-	if (have) {
-		struct kids_check kids = {path, shown, 0};
-		for_each_child_trace(path, &run, check_kid, &kids);
-		if (bad || kids.bad)
-			ret = RECORD_EXIT_DAMAGED;
-	}
+	struct kids_check kids = {path, shown, 0};
+	int nkids = for_each_child_trace(path, &run, check_kid, &kids);
+	if (bad || kids.bad)
+		ret = RECORD_EXIT_DAMAGED;
 	if (bad)
 		say_damaged(shown, how, what, events, threads);
 	else if (unfinished)
@@ -1769,16 +1814,15 @@ int cmd_record(int argc, char **argv)
 		ret = trace_gone(fate, how, argv[0], shown, path, moved_to, ret);
 	else if (!cfg.quiet && earlier_image(path, pid, t0))
 		/* it exec'd a program that runs untraced (a sanitizer's build,
-		 * a setuid or static one): its earlier images have their traces */
-		fprintf(stderr,
-			"heaptrail: %s%s exec'd a program that was not traced, so nothing was "
-			"written to %s; the traces of its images before that exec are %s.exec1 and "
-			"on (see %s)\n",
-			how, argv[0], shown, shown, see_stats(see, sizeof(see), shown, ".exec1"));
+		 * a setuid or static one): its earlier images have their traces,
+		 * and its children theirs */
+		say_untraced_exec(path, shown, how, argv[0], &run);
+	else if (!cfg.quiet && nkids)
+		say_no_trace_but_kids(path, shown, how, argv[0], &run);
 	else if (!cfg.quiet)
 		fprintf(stderr, "heaptrail: %s%s wrote no trace to %s (%s)\n", how, argv[0], shown,
 			no_trace_reason(argv[0]));
-	if (!cfg.quiet && have)
+	if (!cfg.quiet)
 		note_running_children(&kids_end, path, shown);
 	if (!cfg.quiet && have && !bad && cpu_known && !cfg.follow_exec)
 		note_untraced_children(path, &run, self_ns, kids_ns, cfg.no_follow_fork);

@@ -271,6 +271,32 @@ void *ht_alloc__memalign(size_t align, size_t size)
 	return e ? NULL : p;
 }
 
+/* aligned_alloc and posix_memalign go to the allocator's own when it has
+ * them: their checks, return values and errno are not its memalign's
+ * (jemalloc's aligned_alloc(3, 100) fails with EINVAL and one too large
+ * sets ENOMEM; its memalign sets neither, and the traced program saw
+ * errno 0). */
+void *ht_alloc__aligned_alloc(size_t align, size_t size)
+{
+	if (ready_other() && other.aligned_alloc)
+		return other.aligned_alloc(align, size);
+	return ht_alloc__memalign(align, size);
+}
+
+int ht_alloc__posix_memalign(void **out, size_t align, size_t size)
+{
+	if (ready_other() && other.posix_memalign)
+		return other.posix_memalign(out, align, size);
+	/* glibc's checks: a power of two multiple of sizeof(void *) */
+	if (align % sizeof(void *) != 0 || (align & (align - 1)) != 0 || align == 0)
+		return EINVAL;
+	void *p = ht_alloc__memalign(align, size);
+	if (!p)
+		return ENOMEM;
+	*out = p;
+	return 0;
+}
+
 void *ht_alloc__valloc(size_t size)
 {
 	if (!ready_other())

@@ -9,6 +9,10 @@
  * records new as malloc (aligned_alloc for the aligned forms) and delete as
  * free.  A new that throws is not recorded.
  *
+ * Such an operator that finds no memory runs the program's new-handler and
+ * may throw std::bad_alloc: what the handler does and the exception object
+ * are the program's, recorded (handler_wrap, __cxa_allocate_exception).
+ *
  * Built with -fexceptions: an operator that throws unwinds through these
  * frames, and the guard they raise is lowered on the way (op_leave). */
 #define _GNU_SOURCE
@@ -38,6 +42,10 @@ enum {
 	CXX_DELA_SZ_AL,
 	CXX_DEL_AL_NT,
 	CXX_DELA_AL_NT,
+	CXX_SET_NH,
+	CXX_GET_NH,
+	CXX_ALLOC_EXC,
+	CXX_END_CATCH,
 	CXX_NR
 };
 static const char *const cxx_names[CXX_NR] = {
@@ -61,6 +69,10 @@ static const char *const cxx_names[CXX_NR] = {
     "_ZdaPvmSt11align_val_t",
     "_ZdlPvSt11align_val_tRKSt9nothrow_t",
     "_ZdaPvSt11align_val_tRKSt9nothrow_t",
+    "_ZSt15set_new_handlerPFvvE",
+    "_ZSt15get_new_handlerv",
+    "__cxa_allocate_exception",
+    "__cxa_end_catch",
 };
 static void *_Atomic cxx_next[CXX_NR];
 
@@ -110,6 +122,136 @@ static inline void op_leave(int *entered)
 		call;                                                                              \
 	} while (0)
 
+/* ---- the program's new-handler, and the bad_alloc a new throws ----------
+ *
+ * Another allocator's operator new that finds no memory calls the
+ * program's new-handler (std::set_new_handler), as libstdc++'s does, and
+ * throws std::bad_alloc when there is none.  Both are the program's: the
+ * handler frees a reserve, writes a note; the exception object is
+ * malloc'd by __cxa_allocate_exception and freed by the catch, outside.
+ * Under the operator's guard none of it was recorded: with jemalloc, the
+ * freed reserve stayed live at exit and the exception's free was unknown.
+ *
+ * So while this thread is inside such an operator (in_new), the handler
+ * is handed out wrapped: std::set_new_handler and std::get_new_handler,
+ * through which the allocators look it up (jemalloc and tcmalloc call
+ * set_new_handler(NULL), then put back what it returned), answer
+ * handler_wrap, which runs the program's handler with the guard lowered;
+ * __cxa_allocate_exception lowers it too, and so does __cxa_end_catch,
+ * which frees the bad_alloc a handler threw when the operator catches it
+ * (jemalloc's nothrow new, tcmalloc's).  Outside the operators every call
+ * goes straight on and the program sees its own handler. */
+typedef void (*new_handler_fn)(void);
+
+/* 1 while the thread is in another allocator's operator new, under its
+ * guard (a handler that runs in it is outside). */
+static __thread int in_new;
+/* The program's handler that handler_wrap stands for (the last one handed
+ * out wrapped: the one the operator saw). */
+static new_handler_fn _Atomic wrapped_handler;
+
+static inline int new_enter(int rec)
+{
+	int was = in_new;
+	if (rec) {
+		ht_tls.guard += HT_GUARD_OWN;
+		in_new = 1;
+	}
+	return was | rec << 1;
+}
+
+static inline void new_leave(int *st)
+{
+	if (*st & 2) {
+		ht_tls.guard -= HT_GUARD_OWN;
+		in_new = *st & 1;
+	}
+}
+
+#define NEW_CALL(call, rec)                                                                        \
+	do {                                                                                       \
+		int in_op __attribute__((cleanup(new_leave))) = new_enter(rec);                    \
+		call;                                                                              \
+	} while (0)
+
+/* Out of the operator's guard for a call that is the program's (the
+ * handler, the exception); put back by a cleanup if the handler throws. */
+static inline int prog_enter(void)
+{
+	if (!in_new)
+		return 0;
+	in_new = 0;
+	ht_tls.guard -= HT_GUARD_OWN;
+	return 1;
+}
+
+static inline void prog_leave(int *st)
+{
+	if (*st) {
+		ht_tls.guard += HT_GUARD_OWN;
+		in_new = 1;
+	}
+}
+
+static void handler_wrap(void)
+{
+	new_handler_fn h = atomic_load_explicit(&wrapped_handler, memory_order_relaxed);
+	int st __attribute__((cleanup(prog_leave))) = prog_enter();
+	h();
+}
+
+/* What set_new_handler or get_new_handler answers: the handler h, or
+ * inside an operator, h wrapped. */
+static new_handler_fn handed_out(new_handler_fn h)
+{
+	if (!in_new || !h || h == handler_wrap)
+		return h;
+	atomic_store_explicit(&wrapped_handler, h, memory_order_relaxed);
+	return handler_wrap;
+}
+
+HT_EXPORT new_handler_fn _ZSt15set_new_handlerPFvvE(new_handler_fn h);
+HT_EXPORT new_handler_fn _ZSt15set_new_handlerPFvvE(new_handler_fn h)
+{
+	/* (the wrapper is never installed: the allocator puts back the
+	 * handler it took out) */
+	if (h == handler_wrap)
+		h = atomic_load_explicit(&wrapped_handler, memory_order_relaxed);
+	return handed_out(((new_handler_fn(*)(new_handler_fn))cxx_fn(CXX_SET_NH))(h));
+}
+
+HT_EXPORT new_handler_fn _ZSt15get_new_handlerv(void);
+HT_EXPORT new_handler_fn _ZSt15get_new_handlerv(void)
+{
+	return handed_out(((new_handler_fn(*)(void))cxx_fn(CXX_GET_NH))());
+}
+
+/* The exception object: libstdc++ mallocs it (tcmalloc's new calls this
+ * itself, jemalloc's through std::__throw_bad_alloc). */
+HT_EXPORT void *__cxa_allocate_exception(size_t n);
+HT_EXPORT void *__cxa_allocate_exception(size_t n)
+{
+	void *(*f)(size_t) = (void *(*)(size_t))cxx_fn(CXX_ALLOC_EXC);
+	if (HT_LIKELY(!in_new))
+		return f(n);
+	int st __attribute__((cleanup(prog_leave))) = prog_enter();
+	return f(n);
+}
+
+/* The end of a catch, which frees the exception (and runs its destructor)
+ * when it was the last handler of it. */
+HT_EXPORT void __cxa_end_catch(void);
+HT_EXPORT void __cxa_end_catch(void)
+{
+	void (*f)(void) = (void (*)(void))cxx_fn(CXX_END_CATCH);
+	if (HT_LIKELY(!in_new)) {
+		f();
+		return;
+	}
+	int st __attribute__((cleanup(prog_leave))) = prog_enter();
+	f();
+}
+
 /* Operator i's next definition when glibc's allocator serves the program
  * (set by its first call), else NULL: the one load of the common path. */
 static void *_Atomic cxx_plain[CXX_NR];
@@ -128,18 +270,18 @@ static __attribute__((noinline)) void *new_slow(int i, size_t n, size_t al, cons
 	switch (i) {
 	case CXX_NEW:
 	case CXX_NEWA:
-		OP_CALL(p = ((void *(*)(size_t))f)(n), rec);
+		NEW_CALL(p = ((void *(*)(size_t))f)(n), rec);
 		break;
 	case CXX_NEW_NT:
 	case CXX_NEWA_NT:
-		OP_CALL(p = ((void *(*)(size_t, const void *))f)(n, nt), rec);
+		NEW_CALL(p = ((void *(*)(size_t, const void *))f)(n, nt), rec);
 		break;
 	case CXX_NEW_AL:
 	case CXX_NEWA_AL:
-		OP_CALL(p = ((void *(*)(size_t, size_t))f)(n, al), rec);
+		NEW_CALL(p = ((void *(*)(size_t, size_t))f)(n, al), rec);
 		break;
 	default:
-		OP_CALL(p = ((void *(*)(size_t, size_t, const void *))f)(n, al, nt), rec);
+		NEW_CALL(p = ((void *(*)(size_t, size_t, const void *))f)(n, al, nt), rec);
 		break;
 	}
 	if (rec)

@@ -69,6 +69,7 @@ static struct {
 	void (*_Exit)(int) __attribute__((noreturn));
 	void (*exit)(int) __attribute__((noreturn));
 	int (*dlclose)(void *);
+	void *(*dlmopen)(Lmid_t, const char *, int);
 	pid_t (*waitpid)(pid_t, int *, int);
 	pid_t (*wait3)(int *, int, struct rusage *);
 	pid_t (*wait4)(pid_t, int *, int, struct rusage *);
@@ -106,6 +107,7 @@ void ht_hooks__resolve(void)
 	RESOLVE(_Exit);
 	RESOLVE(exit);
 	RESOLVE(dlclose);
+	RESOLVE(dlmopen);
 	RESOLVE(waitpid);
 	RESOLVE(wait3);
 	RESOLVE(wait4);
@@ -824,7 +826,7 @@ HT_EXPORT void *memalign(size_t align, size_t size)
 HT_EXPORT void *aligned_alloc(size_t align, size_t size)
 {
 	uint64_t t0 = timed_start();
-	void *p = ht_alloc__memalign(align, size);
+	void *p = ht_alloc__aligned_alloc(align, size);
 	alloc_done(HT_EV_ALIGNED_ALLOC, align, size, 0, size, p, t0);
 	return p;
 }
@@ -833,17 +835,11 @@ HT_EXPORT int posix_memalign(void **out, size_t align, size_t size)
 {
 	uint64_t t0 = timed_start();
 	void *p = NULL;
-	int ret = 0;
-	/* glibc's checks: a power of two multiple of sizeof(void *). */
-	if (align % sizeof(void *) != 0 || (align & (align - 1)) != 0 || align == 0) {
-		ret = EINVAL;
-	} else {
-		p = ht_alloc__memalign(align, size);
-		if (p)
-			*out = p;
-		else
-			ret = ENOMEM;
-	}
+	int ret = ht_alloc__posix_memalign(&p, align, size);
+	if (ret == 0)
+		*out = p;
+	else
+		p = NULL;
 	alloc_done(HT_EV_POSIX_MEMALIGN, align, size, (uint64_t)(int64_t)ret, size, p, t0);
 	return ret;
 }
@@ -1179,6 +1175,30 @@ HT_EXPORT int dlclose(void *handle)
 		errno = e;
 	}
 	return r;
+}
+
+/* dlmopen into another link-map namespace than the program's loads the
+ * library with a C library of its own, whose malloc, free and mmap the
+ * library's calls go to: LD_PRELOAD reaches only the first namespace, so
+ * none of them passes through the recorder (a library that made 111
+ * allocations and 105 frees there was absent from the trace, without a
+ * word).  The recorder cannot follow it there (a second copy of it in
+ * that namespace would be a second recorder of the same process), so it
+ * says so, once, in one line, as it does when malloc is not its own. */
+static _Atomic int namespace_said;
+
+HT_EXPORT void *dlmopen(Lmid_t lmid, const char *file, int flags)
+{
+	if (!real.dlmopen)
+		ht_hooks__resolve();
+	if (lmid != LM_ID_BASE && file && !ht_foreign_process() &&
+	    !atomic_exchange_explicit(&namespace_said, 1, memory_order_relaxed))
+		ht_msg("dlmopen() loads %s in a link-map namespace of its own, with a C library "
+		       "of its own: the calls made in it (malloc, free, mmap...) are not recorded",
+		       file);
+	/* (a tail call: the loader takes the caller's return address for
+	 * $ORIGIN, which must be the program's) */
+	return real.dlmopen(lmid, file, flags);
 }
 
 /* ---- processes ---------------------------------------------------------- */
@@ -1569,18 +1589,6 @@ static int before_exec(const char *path)
 	return 0;
 }
 
-/* After a failed exec: the image goes on, in the same file. */
-static void exec_failed(int deferred, const char *path)
-{
-	ht_rlimit__exec_failed();
-	if (deferred) {
-		if (tracing(&ht_tls))
-			ht_record(HT_EV_EXEC, 0, ht_now(), NULL, path);
-		return;
-	}
-	ht_writer__exec_failed();
-}
-
 /* Appends s to the line at *at (end of the buffer: end), cut if need be. */
 static void put_str(char **at, char *end, const char *s)
 {
@@ -1589,6 +1597,58 @@ static void put_str(char **at, char *end, const char *s)
 		n = (size_t)(end - *at);
 	memcpy(*at, s, n);
 	*at += n;
+}
+
+/* glibc 2.32 and later: "ENOENT" for ENOENT (a static string, no
+ * allocation); older ones have none, and the number is written. */
+extern const char *strerrorname_np(int err) __attribute__((weak));
+
+/* The exec event's outcome, after a failed exec: a second exec event
+ * whose path is HT_EXEC_FAILED_PREFIX, the error's name and ")" (a path
+ * in parentheses, as fexecve's "(fd)": docs/FORMAT.md).  Before, a failed
+ * exec read as one that succeeded, the same image's events after it. */
+static void rec_exec_result(int err)
+{
+	char s[64], num[16], *at = s, *end = s + sizeof(s) - 1;
+	const char *name = strerrorname_np ? strerrorname_np(err) : NULL;
+	if (!name) {
+		unsigned v = err > 0 ? (unsigned)err : 0;
+		char *n = num + sizeof(num);
+		*--n = 0;
+		do
+			*--n = (char)('0' + v % 10);
+		while (v /= 10);
+		name = n;
+		put_str(&at, end, HT_EXEC_FAILED_PREFIX "errno ");
+	} else {
+		put_str(&at, end, HT_EXEC_FAILED_PREFIX);
+	}
+	put_str(&at, end, name);
+	put_str(&at, end, ")");
+	*at = 0;
+	ht_record(HT_EV_EXEC, 0, ht_now(), NULL, s);
+}
+
+/* After a failed exec (err: its errno): the image goes on, in the same
+ * file, the exec event followed by its outcome. */
+static void exec_failed(int deferred, const char *path, int err)
+{
+	ht_rlimit__exec_failed();
+	if (deferred) {
+		if (tracing(&ht_tls)) {
+			ht_record(HT_EV_EXEC, 0, ht_now(), NULL, path);
+			rec_exec_result(err);
+		}
+		return;
+	}
+	/* (a vfork child's failed exec: the parent's thread, buffer and
+	 * file, which the child must not touch: its record, written there,
+	 * wrote the parent's file beside its writer) */
+	if (ht_foreign_process())
+		return;
+	ht_writer__exec_failed();
+	if (tracing(&ht_tls))
+		rec_exec_result(err);
 }
 
 /* An image built with a sanitizer runs without the tracer: its runtime
@@ -1665,7 +1725,7 @@ HT_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 	int deferred_ = before_exec(path);
 	int r = real.execve(path, argv, env_);
 	int e = errno;
-	exec_failed(deferred_, path);
+	exec_failed(deferred_, path, e);
 	errno = e;
 	return r;
 }
@@ -1680,7 +1740,7 @@ HT_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 	int deferred_ = before_exec(file);
 	int r = real.execvpe(file, argv, env_);
 	int e = errno;
-	exec_failed(deferred_, file);
+	exec_failed(deferred_, file, e);
 	errno = e;
 	return r;
 }
@@ -1703,7 +1763,7 @@ HT_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 	int deferred_ = before_exec("(fd)");
 	int r = real.fexecve(fd, argv, env_);
 	int e = errno;
-	exec_failed(deferred_, "(fd)");
+	exec_failed(deferred_, "(fd)", e);
 	errno = e;
 	return r;
 }

@@ -554,6 +554,9 @@ void ht_alloc__free(void *p);
 void *ht_alloc__calloc(size_t n, size_t size);
 void *ht_alloc__realloc(void *old, size_t size);
 void *ht_alloc__memalign(size_t align, size_t size);
+void *ht_alloc__aligned_alloc(size_t align, size_t size);
+/* posix_memalign's return value; *out set only when it is 0. */
+int ht_alloc__posix_memalign(void **out, size_t align, size_t size);
 void *ht_alloc__valloc(size_t size);
 void *ht_alloc__pvalloc(size_t size);
 int ht_alloc__mallopt(int param, int value);

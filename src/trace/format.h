@@ -298,7 +298,9 @@ enum ht_kind {
 	HT_EV_MARK = 26,          /* label(S) from heaptrail_mark() */
 	HT_EV_CONTROL = 27,       /* op(u): enum ht_control_op */
 	HT_EV_FORK = 28,          /* child pid(s), in the parent after fork() */
-	HT_EV_EXEC = 29,          /* path(S), just before an exec call */
+	HT_EV_EXEC = 29,          /* path(S), just before an exec call; after one that
+				   * failed, a second exec whose path is
+				   * HT_EXEC_FAILED_PREFIX "ENOENT)" (the outcome) */
 	HT_EV_TICK = 30,          /* ticks(u): advances the thread's timestamp; not an event */
 	HT_EV_EXT = 31,           /* escape (version 4): the kind is 32 + the next byte */
 	/* Extended kinds (version 4), written as HT_EV_EXT and a byte.  None of
@@ -315,6 +317,13 @@ enum ht_kind {
 				   * (record --durations); readers set ht_event.duration */
 	HT_EV_NR = 37,
 };
+
+/* The path of the exec event that says the exec before it in the thread
+ * failed: this, the errno's name (or "errno N") and ")".  An exec event,
+ * not a kind of its own, so that readers that do not know it show it as
+ * the exec of a path in parentheses, like fexecve's "(fd)", and read on
+ * (a new kind stops them: "unknown event kind"). */
+#define HT_EXEC_FAILED_PREFIX "(failed: "
 
 /* Whether a kind is an event (has a sequence number), not a pseudo-record. */
 static inline int ht_kind_is_event(unsigned kind)
