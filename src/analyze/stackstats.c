@@ -80,22 +80,56 @@ static inline struct ht_stackstats_last *last_of(struct ht_stackstats *s)
 	return s->thread < s->nlast ? &s->last[s->thread] : last_add(s);
 }
 
-/* b goes in the list of the biggest allocations (note_big said it is big). */
+/* Whether big entry a leaves the heap before b: the smaller, of one size
+ * the later (the earlier of equal allocations is kept, as when the list
+ * was kept sorted). */
+static inline int big_before(const struct ht_big_alloc *a, const struct ht_big_alloc *b)
+{
+	return a->size != b->size ? a->size < b->size : a->seq > b->seq;
+}
+
+/* Whether an allocation of size bytes enters the biggest. */
+static inline int is_big(const struct ht_stackstats *s, uint64_t size)
+{
+	return s->nbig < s->big_cap || size > s->big[0].size;
+}
+
+/* b goes in the heap of the biggest allocations (is_big said it is big):
+ * added while there is room, else in place of the smallest, big[0]. */
 static void add_big(struct ht_stackstats *s, const struct ht_event *e, const struct ht_block *b)
 {
-	size_t k = s->nbig < HT_BIG_ALLOCS ? s->nbig++ : s->nbig - 1;
-	while (k > 0 && s->big[k - 1].size < b->size) {
-		s->big[k] = s->big[k - 1];
-		k--;
+	if (!s->big)
+		s->big = ht_xmalloc(s->big_cap * sizeof(*s->big));
+	struct ht_big_alloc x = {b->size, e->time_ns, e->tid, b->aux, s->big_seen - 1};
+	size_t k;
+	if (s->nbig < s->big_cap) {
+		for (k = s->nbig++; k > 0 && big_before(&x, &s->big[(k - 1) / 2]); k = (k - 1) / 2)
+			s->big[k] = s->big[(k - 1) / 2];
+	} else {
+		k = 0;
+		for (size_t c; (c = 2 * k + 1) < s->nbig; k = c) {
+			if (c + 1 < s->nbig && big_before(&s->big[c + 1], &s->big[c]))
+				c++;
+			if (!big_before(&s->big[c], &x))
+				break;
+			s->big[k] = s->big[c];
+		}
 	}
-	s->big[k] = (struct ht_big_alloc){b->size, e->time_ns, e->tid, b->aux};
+	s->big[k] = x;
 }
 
 static inline void note_big(struct ht_stackstats *s, const struct ht_event *e,
 			    const struct ht_block *b)
 {
-	if (s->nbig < HT_BIG_ALLOCS || b->size > s->big[s->nbig - 1].size)
+	s->big_seen++;
+	if (is_big(s, b->size))
 		add_big(s, e, b);
+}
+
+static int big_first(const void *a, const void *b)
+{
+	const struct ht_big_alloc *x = a, *y = b;
+	return big_before(y, x) ? -1 : big_before(x, y);
 }
 
 /* Before a stack's live bytes change: if this is their first change since
@@ -156,6 +190,12 @@ void ht_stackstats__init(struct ht_stackstats *s, uint32_t tid)
 {
 	memset(s, 0, sizeof(*s));
 	s->tid = tid;
+	s->big_cap = HT_BIG_ALLOCS;
+}
+
+void ht_stackstats__keep_big(struct ht_stackstats *s, uint64_t n)
+{
+	s->big_cap = n && n < HT_BIG_ALLOCS_MAX ? (size_t)n : HT_BIG_ALLOCS_MAX;
 }
 
 /* heaptrail_reset(): the blocks so far are forgotten (pass.h). */
@@ -200,10 +240,11 @@ static inline int event_fast(struct ht_stackstats *s, const struct ht_event *e,
 	struct ht_stackstats_last *l = &s->last[op->thread];
 	if (b && !op->released) {
 		struct ht_stackstat *st = stat_indexed(s, b->aux);
-		if (!st || (s->nbig < HT_BIG_ALLOCS || b->size > s->big[s->nbig - 1].size))
+		if (!st || is_big(s, b->size))
 			return 0;
 		uint64_t w = b->weight, bytes = b->size * w;
 		s->thread = op->thread;
+		s->big_seen++;
 		snapshot(s, st);
 		st->live_bytes += bytes;
 		st->live_blocks += w;
@@ -247,6 +288,8 @@ void ht_stackstats__event(struct ht_stackstats *s, const struct ht_event *e,
 
 void ht_stackstats__finish(struct ht_stackstats *s)
 {
+	if (s->nbig)
+		qsort(s->big, s->nbig, sizeof(*s->big), big_first);
 	for (size_t i = 0; i < s->cap; i++) {
 		struct ht_stackstat *st = &s->slots[i];
 		if (!st->node)
@@ -324,7 +367,14 @@ int ht_stackstats__thread_missing(const struct ht_stackstats *s, const char *pat
 int ht_stackstats__collect(const char *path, uint32_t tid, struct ht_stackstats *s,
 			   struct ht_reader **rp)
 {
+	return ht_stackstats__collect_big(path, tid, HT_BIG_ALLOCS, s, rp);
+}
+
+int ht_stackstats__collect_big(const char *path, uint32_t tid, uint64_t nbig,
+			       struct ht_stackstats *s, struct ht_reader **rp)
+{
 	ht_stackstats__init(s, tid);
+	ht_stackstats__keep_big(s, nbig);
 	*rp = ht_analyze__open(path);
 	if (!*rp)
 		return HT_EXIT_DATA;
@@ -347,8 +397,10 @@ void ht_stackstats__free(struct ht_stackstats *s)
 	free(s->slots);
 	free(s->last);
 	free(s->at);
+	free(s->big);
 	s->slots = NULL;
 	s->last = NULL;
 	s->at = NULL;
-	s->cap = s->n = s->nlast = s->caplast = s->nat = 0;
+	s->big = NULL;
+	s->cap = s->n = s->nlast = s->caplast = s->nat = s->nbig = 0;
 }

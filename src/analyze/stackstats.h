@@ -48,9 +48,16 @@ struct ht_big_alloc {
 	uint64_t time_ns; /* when */
 	uint32_t tid;     /* by which thread */
 	uint32_t node;    /* its stack, 0 if none */
+	uint64_t seq;	  /* allocations ranked before it (of one size, the first kept) */
 };
 
-#define HT_BIG_ALLOCS 64 /* biggest single allocations kept */
+/* Biggest single allocations kept: HT_BIG_ALLOCS unless
+ * ht_stackstats__keep_big asks for more, never more than
+ * HT_BIG_ALLOCS_MAX (320 KiB: every allocation of a trace would be
+ * gigabytes; top -n 0 says how many were left out).  They are a min-heap
+ * while collecting, log2(kept) steps for an allocation that enters. */
+#define HT_BIG_ALLOCS	  64
+#define HT_BIG_ALLOCS_MAX 10000
 
 struct ht_stackstats_last; /* per thread: its latest allocation (temporaries) */
 
@@ -59,8 +66,10 @@ struct ht_stackstats {
 	size_t cap, n;              /* slots / used */
 	uint64_t peak_bytes;        /* the peak of the live heap */
 	uint64_t peak_time_ns;      /* when */
-	struct ht_big_alloc big[HT_BIG_ALLOCS]; /* the biggest, biggest first */
+	struct ht_big_alloc *big;   /* the biggest, biggest first (after finish) */
 	size_t nbig;                /* entries used */
+	size_t big_cap;             /* entries kept at most */
+	uint64_t big_seen;          /* allocations ranked (kept or not) */
 	struct ht_pauses pauses;    /* recording off (ht_stackstats__collect's pass) */
 	/* collection state */
 	uint32_t tid;               /* only blocks this thread allocated (0 = all) */
@@ -77,6 +86,9 @@ struct ht_stackstats {
 /* Starts collecting; only blocks thread tid allocated, unless tid is 0
  * (the peak is always that of the whole heap). */
 void ht_stackstats__init(struct ht_stackstats *s, uint32_t tid);
+/* Before the first event: keep the n biggest single allocations instead
+ * of HT_BIG_ALLOCS (0, or more than HT_BIG_ALLOCS_MAX: that many). */
+void ht_stackstats__keep_big(struct ht_stackstats *s, uint64_t n);
 /* Feeds one event, in the reader's order, and what it did to the pass's
  * live blocks. */
 void ht_stackstats__event(struct ht_stackstats *s, const struct ht_event *e,
@@ -101,5 +113,9 @@ void ht_stackstats__free(struct ht_stackstats *s);
  * stacks. */
 int ht_stackstats__collect(const char *path, uint32_t tid, struct ht_stackstats *s,
 			   struct ht_reader **rp);
+/* The same, keeping the nbig biggest single allocations
+ * (ht_stackstats__keep_big). */
+int ht_stackstats__collect_big(const char *path, uint32_t tid, uint64_t nbig,
+			       struct ht_stackstats *s, struct ht_reader **rp);
 
 #endif

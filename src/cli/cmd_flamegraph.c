@@ -26,7 +26,7 @@ struct fg_config {
 	const char *metric;    /* --metric (allocated) */
 	int reverse;           /* --reverse: callers of the allocating functions */
 	uint64_t tid;          /* --thread (all) */
-	const char *title;     /* --title (the metric and the command) */
+	const char *title;     /* --title, as given (the metric and the command) */
 	uint64_t width;        /* --width (1200) */
 	const char *sysroot;   /* --sysroot */
 	const char *debug_dir; /* --debug-dir */
@@ -80,7 +80,7 @@ int cmd_flamegraph(int argc, char **argv)
 		{'m', "metric", HT_OPT_STRING, &cfg.metric, "METRIC", "allocated, allocations, leaked, peak or temporary (allocated)"},
 		{0, "reverse", HT_OPT_FLAG, &cfg.reverse, NULL, "the allocating functions at the root, their callers above"},
 		{0, "thread", HT_OPT_U64, &cfg.tid, "TID", "only blocks this thread allocated (all)"},
-		{0, "title", HT_OPT_STRING, &cfg.title, "TEXT", "the SVG's title (the metric)"},
+		{0, "title", HT_OPT_STRING, &cfg.title, "TEXT", "the SVG's title, as given (the metric and the command)"},
 		{0, "width", HT_OPT_U64, &cfg.width, "PIXELS", "the SVG's width (1200)"},
 		{0, "sysroot", HT_OPT_STRING, &cfg.sysroot, "DIR", "find the traced modules under DIR"},
 		{0, "debug-dir", HT_OPT_STRING, &cfg.debug_dir, "DIR", "also look for separate debug files in DIR"},
@@ -151,11 +151,14 @@ int cmd_flamegraph(int argc, char **argv)
 		for (size_t i = 0; i < nfl; i++)
 			fprintf(out, "%s %llu\n", fl[i].stack, (unsigned long long)fl[i].value);
 	} else {
+		/* --title is the title as given, as in diff (the metric and the
+		 * command were added to it) */
 		char title[512];
 		const struct ht_trace_info *in = ht_reader__info(r);
-		snprintf(title, sizeof(title), "%s%s: %s", cfg.title ? cfg.title : metrics[m].title,
+		snprintf(title, sizeof(title), "%s%s: %s", metrics[m].title,
 			 cfg.reverse ? " (callers)" : "", in->cmdline ? in->cmdline : "");
-		struct ht_flame_style style = {.title = title, .unit = metrics[m].unit, .width = cfg.width};
+		struct ht_flame_style style = {.title = cfg.title ? cfg.title : title,
+					       .unit = metrics[m].unit, .width = cfg.width};
 		drawn = ht_flame__svg(out, fl, nfl, &style);
 	}
 	if (!nfl)

@@ -68,7 +68,8 @@ struct collectors {
 	struct ht_heapinfo *heap;    /* glibc's arenas, heaps, thresholds */
 };
 
-static int read_trace(const char *path, struct collectors *c, struct ht_reader **rp)
+static int read_trace(const char *path, uint64_t top, struct collectors *c,
+		      struct ht_reader **rp)
 {
 	*rp = ht_analyze__open(path);
 	if (!*rp)
@@ -76,6 +77,7 @@ static int read_trace(const char *path, struct collectors *c, struct ht_reader *
 	const struct ht_trace_info *in = ht_reader__info(*rp);
 	c->stats = ht_stats__new(in);
 	ht_stackstats__init(&c->stacks, 0);
+	ht_stackstats__keep_big(&c->stacks, top); /* (-n: the biggest allocations' table too) */
 	struct ht_timeline_opts to;
 	ht_timeline__opts_init(&to, in);
 	c->timeline = ht_timeline__new(&to);
@@ -751,7 +753,7 @@ int cmd_report(int argc, char **argv)
 		goto cleanup;
 	}
 	ht_blocks__symbols_ahead(cfg.sysroot, cfg.debug_dir);
-	ret = read_trace(argv[0], &c, &r);
+	ret = read_trace(argv[0], cfg.top, &c, &r);
 	if (!r)
 		goto cleanup;
 	if (ret && !c.stats->events) /* nothing read: no page */

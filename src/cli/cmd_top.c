@@ -167,7 +167,7 @@ int cmd_top(int argc, char **argv)
 {
 	struct top_config cfg = {.top = 10, .by = "stack", .depth = 3};
 	const struct ht_option opts[] = {
-		{'n', "top", HT_OPT_U64, &cfg.top, "N", "entries per table, 0 for all (10)"},
+		{'n', "top", HT_OPT_U64, &cfg.top, "N", "entries per table, 0 for all (10; biggest allocations: 10000 at most)"},
 		{0, "by", HT_OPT_STRING, &cfg.by, "WHAT", "stack, or function: the function that called the allocator (stack)"},
 		{0, "depth", HT_OPT_U64, &cfg.depth, "N", "frames shown per stack in the text output (3)"},
 		{0, "thread", HT_OPT_U64, &cfg.tid, "TID", "only blocks this thread allocated (all)"},
@@ -203,7 +203,10 @@ int cmd_top(int argc, char **argv)
 		goto cleanup;
 	}
 	ht_blocks__symbols_ahead(cfg.sysroot, cfg.debug_dir);
-	ret = ht_stackstats__collect(argv[0], (uint32_t)cfg.tid, &ss, &r);
+	/* (as many of the biggest single allocations as rows asked for, up
+	 * to HT_BIG_ALLOCS_MAX: with -n 0 or more, the table says how many it
+	 * left out; it stopped at 64 without a word) */
+	ret = ht_stackstats__collect_big(argv[0], (uint32_t)cfg.tid, cfg.top, &ss, &r);
 	if (!r)
 		goto cleanup;
 	if (ht_stackstats__thread_missing(&ss, argv[0])) {
@@ -339,7 +342,11 @@ int cmd_top(int argc, char **argv)
 			printf("  none\n");
 		}
 	}
+	/* the allocations the largest table would list and were not kept */
+	uint64_t want = ss.big_seen < cfg.top ? ss.big_seen : cfg.top;
+	uint64_t shown_big = ss.nbig < cfg.top ? ss.nbig : cfg.top, left_out = want - shown_big;
 	if (cfg.json) {
+		ht_json__u64(&j, "largest_left_out", left_out);
 		ht_json__arr_begin(&j, "largest");
 		for (size_t i = 0; i < ss.nbig && i < cfg.top; i++) {
 			ht_json__obj_begin(&j, NULL);
@@ -367,6 +374,10 @@ int cmd_top(int argc, char **argv)
 			       ht_fmt_ns(b2, ss.big[i].time_ns), ss.big[i].tid);
 			print_where(r, sym, ss.big[i].node, by_function ? 1 : depths[i], by_function);
 		}
+		if (left_out)
+			printf("  (%llu smaller allocations left out: the table keeps the %d "
+			       "biggest)\n",
+			       (unsigned long long)left_out, HT_BIG_ALLOCS_MAX);
 	}
 	fflush(stdout);
 	free(rows);

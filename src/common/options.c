@@ -64,10 +64,28 @@ static int set_value(const struct ht_option *o, const char *arg, const char *sho
 	}
 	case HT_OPT_INT:
 	case HT_OPT_OPT_INT: {
+		/* Within int, INT_MIN aside: the commands' "not given" (record's
+		 * --stacks and --compact-level).  An optional value is never
+		 * negative: -1 is "given alone" (ht_parse_options).  Before,
+		 * the long was cut to an int, and --stacks=4294967297 recorded
+		 * 1 frame, --stacks=-1 64. */
 		char *end;
+		errno = 0;
 		long v = strtol(arg, &end, 0);
 		if (end == arg || *end)
 			break;
+		int opt = o->type == HT_OPT_OPT_INT;
+		if (opt && v < 0) {
+			ht_error("%s: '%s' is negative: give a number, or %s alone for "
+				 "its default",
+				 shown, arg, shown);
+			return -1;
+		}
+		if (errno == ERANGE || v > INT_MAX || v < -INT_MAX) {
+			ht_error("%s: '%s' is out of range (%d to %d)", shown, arg,
+				 opt ? 0 : -INT_MAX, INT_MAX);
+			return -1;
+		}
 		*(int *)o->value = (int)v;
 		return 0;
 	}

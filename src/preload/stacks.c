@@ -299,53 +299,90 @@ static int count_module(struct dl_phdr_info *info, size_t size, void *arg)
 }
 
 /* The line of /proc/self/maps whose mapping holds addr: its start and end,
- * the end of the mapping before it (*prev_end), and the rest of the line
- * (permissions, offset, device, inode, path) in rest (cut at cap).  1 if
- * found.  System calls only, no allocation, no cancellation point: the
- * first stack of a thread may be taken in an mmap made by another
- * allocator holding its own lock (alloc.c), and in a signal handler. */
+ * the end of the mapping before it (*prev_end), and its name (a path,
+ * "[stack]", ...; empty for anonymous memory) in name, cut at cap - 1
+ * bytes and ended by a 0, its whole length in *name_len.  1 if found.
+ * System calls only, no allocation, no cancellation point: the first
+ * stack of a thread may be taken in an mmap made by another allocator
+ * holding its own lock (alloc.c), and in a signal handler.  Read in small
+ * pieces and parsed as it comes, whatever the length of a line: it runs
+ * on the program's stack, at the thread's first stack, and a thread made
+ * with PTHREAD_STACK_MIN that ran untraced and without --stacks died of
+ * SIGSEGV when the file was read into 4 KiB there
+ * (e2e.stacks_small_thread_stack). */
 static int maps_line(uintptr_t addr, uintptr_t *start, uintptr_t *end, uintptr_t *prev_end,
-		     char *rest, size_t cap)
+		     char *name, size_t cap, size_t *name_len)
 {
+	enum { LO, HI, FIELDS, PAD, NAME, SKIP };
 	int fd = ht_sys_open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
-	char buf[4096];
-	size_t have = 0;
-	int found = 0;
-	uintptr_t before = 0;
-	while (!found) {
-		ssize_t n = ht_sys_read(fd, buf + have, sizeof(buf) - 1 - have);
-		if (n <= 0)
-			break;
-		have += (size_t)n;
-		buf[have] = 0;
-		char *line = buf, *nl;
-		while (!found && (nl = memchr(line, '\n', have - (size_t)(line - buf))) != NULL) {
-			*nl = 0;
-			char *e;
-			uintptr_t lo = (uintptr_t)strtoull(line, &e, 16);
-			uintptr_t hi = *e == '-' ? (uintptr_t)strtoull(e + 1, &e, 16) : 0;
-			if (addr >= lo && addr < hi) {
-				*start = lo;
-				*end = hi;
-				*prev_end = before;
-				size_t k = strnlen(e, cap - 1);
-				memcpy(rest, e, k);
-				rest[k] = 0;
-				found = 1;
+	char buf[256];
+	int state = LO, fields = 0, found = 0;
+	uintptr_t lo = 0, hi = 0, before = 0;
+	size_t len = 0;
+	ssize_t n;
+	while (!found && (n = ht_sys_read(fd, buf, sizeof(buf))) > 0) {
+		for (ssize_t i = 0; i < n; i++) {
+			char c = buf[i];
+			if (c == '\n') {
+				if (state == FIELDS || state == PAD || state == NAME) {
+					found = 1; /* (addr in [lo, hi): seen at HI) */
+					break;
+				}
+				before = hi;
+				state = LO;
+				lo = hi = 0;
+				len = 0;
+				fields = 0;
+				continue;
 			}
-			before = hi;
-			line = nl + 1;
+			int digit = -1;
+			if (c >= '0' && c <= '9')
+				digit = c - '0';
+			else if (c >= 'a' && c <= 'f')
+				digit = c - 'a' + 10;
+			switch (state) {
+			case LO:
+				if (digit >= 0)
+					lo = lo << 4 | (uintptr_t)digit;
+				else
+					state = c == '-' ? HI : SKIP;
+				break;
+			case HI:
+				if (digit >= 0)
+					hi = hi << 4 | (uintptr_t)digit;
+				else
+					state = c == ' ' && addr >= lo && addr < hi ? FIELDS : SKIP;
+				break;
+			case FIELDS: /* permissions, offset, device, inode */
+				if (c == ' ' && ++fields == 4)
+					state = PAD;
+				break;
+			case PAD:
+				if (c == ' ')
+					break;
+				state = NAME;
+				/* fallthrough */
+			case NAME:
+				if (len + 1 < cap)
+					name[len] = c;
+				len++;
+				break;
+			default: /* SKIP: another mapping's line */
+				break;
+			}
 		}
-		/* keep the partial line */
-		have -= (size_t)(line - buf);
-		memmove(buf, line, have);
-		if (have == sizeof(buf) - 1)
-			break; /* (a line longer than the buffer: not maps) */
 	}
 	ht_sys_close(fd);
-	return found;
+	if (!found)
+		return 0;
+	*start = lo;
+	*end = hi;
+	*prev_end = before;
+	name[len < cap ? len : cap - 1] = 0;
+	*name_len = len;
+	return 1;
 }
 
 /* The absolute path of the file mapped at addr (maps_line), " (deleted)"
@@ -355,19 +392,20 @@ static int maps_line(uintptr_t addr, uintptr_t *start, uintptr_t *end, uintptr_t
  * directory, or to an analyzer run elsewhere. */
 static uint32_t maps_path(uint64_t addr, char *out, size_t cap)
 {
-	uintptr_t lo, hi, prev;
-	char rest[HT_MAX_STR + 128];
-	if (!maps_line((uintptr_t)addr, &lo, &hi, &prev, rest, sizeof(rest)))
-		return 0;
-	const char *path = strchr(rest, '/');
-	if (!path)
-		return 0; /* mapped, but not from a file */
-	size_t len = strlen(path);
 	static const char deleted[] = " (deleted)";
+	uintptr_t lo, hi, prev;
+	char path[HT_MAX_STR + sizeof(deleted)];
+	size_t len;
+	if (!maps_line((uintptr_t)addr, &lo, &hi, &prev, path, sizeof(path), &len))
+		return 0;
+	if (path[0] != '/')
+		return 0; /* mapped, but not from a file */
+	if (len >= sizeof(path))
+		return 0; /* (cut: not the whole path) */
 	if (len > sizeof(deleted) - 1 && !strcmp(path + len - (sizeof(deleted) - 1), deleted))
 		len -= sizeof(deleted) - 1;
-	if (len > cap || len >= sizeof(rest) - 1 - (size_t)(path - rest))
-		return 0; /* (cut: not the whole path) */
+	if (len > cap)
+		return 0;
 	memcpy(out, path, len);
 	return (uint32_t)len;
 }
@@ -802,7 +840,9 @@ static int is_sigreturn(uint64_t pc)
  * says so only for one it recognized by its code, not for glibc's
  * __restore_rt, which it steps by its FDE (S augmentation); the code at
  * at is read only when an FDE covers it (unw_get_proc_info: a mapped
- * module's text). */
+ * module's text).  libunwind (1.6) says so of the frame the signal
+ * interrupted too, the cursor it reached through a signal frame: the
+ * callers do not ask for that one. */
 static int signal_frame(unw_cursor_t *cur, uint64_t at)
 {
 	unw_proc_info_t pi;
@@ -861,20 +901,23 @@ static __attribute__((noinline)) struct ht_cfi rule_slow(struct walk_cache *wc, 
  * short of CONT_FRAMES (the walk goes on with another stretch).  Never
  * resumes at the frame a signal frame interrupted: libunwind looks that
  * one up at its own address, not the one before. */
-static void dwarf_stretch(struct walk_cache *wc, struct cont_entry *c)
+static __attribute__((noinline)) void dwarf_stretch(struct walk_cache *wc, struct cont_entry *c)
 {
-	unw_context_t uc;
-	unw_cursor_t cur;
+	/* (libunwind's context and cursor are the thread's, some 2 KiB off
+	 * the program's stack: the walk runs in one capture at a time, and
+	 * libunwind_walk, which uses them too, never during it) */
+	unw_context_t *uc = &wc->owner->uc;
+	unw_cursor_t *cur = &wc->owner->cur;
 	c->n = 0;
 	c->resume = 0;
-	if (unw_getcontext(&uc) != 0)
+	if (unw_getcontext(uc) != 0)
 		return;
-	uc.uc_mcontext.gregs[REG_RIP] = (greg_t)c->pc;
-	uc.uc_mcontext.gregs[REG_RSP] = (greg_t)c->sp;
-	uc.uc_mcontext.gregs[REG_RBP] = (greg_t)c->bp;
-	if (unw_init_local(&cur, &uc) < 0)
+	uc->uc_mcontext.gregs[REG_RIP] = (greg_t)c->pc;
+	uc->uc_mcontext.gregs[REG_RSP] = (greg_t)c->sp;
+	uc->uc_mcontext.gregs[REG_RBP] = (greg_t)c->bp;
+	if (unw_init_local(cur, uc) < 0)
 		return;
-	int first = 1;
+	int first = 1, after_signal = 0;
 	uint64_t at = c->pc;
 	while (c->n < CONT_FRAMES) {
 		/* (libunwind does not see a signal frame at the start of a
@@ -882,15 +925,18 @@ static void dwarf_stretch(struct walk_cache *wc, struct cont_entry *c)
 		 * signal interrupted, stepped it as if its pc were a return
 		 * address, and cut the stack short or went astray there.  The
 		 * code at c->pc was read already: rule_nofde, or an FDE of a
-		 * module) */
-		int after_signal = first ? is_sigreturn(at) || signal_frame(&cur, at)
-					 : signal_frame(&cur, at);
+		 * module.)  The frame a signal interrupted is not a signal
+		 * frame itself, though libunwind says so of its cursor: the
+		 * frame after it is an ordinary caller (its return address was
+		 * recorded one past, and named by the line after the call). */
+		after_signal =
+		    !after_signal && ((first && is_sigreturn(at)) || signal_frame(cur, at));
 		first = 0;
-		if (unw_step(&cur) <= 0)
+		if (unw_step(cur) <= 0)
 			break;
 		unw_word_t ip, sp, bp;
-		if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || !ip ||
-		    unw_get_reg(&cur, UNW_REG_SP, &sp) < 0)
+		if (unw_get_reg(cur, UNW_REG_IP, &ip) < 0 || !ip ||
+		    unw_get_reg(cur, UNW_REG_SP, &sp) < 0)
 			break;
 		at = ip;
 		/* The frame a signal interrupted holds the address of the
@@ -902,7 +948,7 @@ static void dwarf_stretch(struct walk_cache *wc, struct cont_entry *c)
 		c->ips[c->n] = after_signal ? ip + 1 : ip;
 		c->slots[c->n] = sp - 8; /* the return address sat just below the caller's stack pointer */
 		c->n++;
-		if (after_signal || unw_get_reg(&cur, UNW_X86_64_RBP, &bp) < 0)
+		if (after_signal || unw_get_reg(cur, UNW_X86_64_RBP, &bp) < 0)
 			continue;
 		if (c->n + 2 >= CONT_FRAMES || rule_of(wc, ip).kind != HT_CFI_NONE) {
 			c->resume = 1;
@@ -1242,8 +1288,9 @@ static __attribute__((noinline)) int libunwind_walk(struct ht_stacks *s, uint64_
 		unw_word_t ip;
 		if (unw_get_reg(&s->cur, UNW_REG_IP, &ip) < 0 || !ip)
 			break;
-		int interrupted = after_signal; /* (one past it: dwarf_stretch) */
-		after_signal = signal_frame(&s->cur, ip);
+		/* (one past it, and not a signal frame itself: dwarf_stretch) */
+		int interrupted = after_signal;
+		after_signal = !interrupted && signal_frame(&s->cur, ip);
 		if (n == 0 && ip >= self_lo && ip < self_hi)
 			continue; /* the tracer's own frames */
 		ips[n++] = interrupted ? ip + 1 : ip;
@@ -1290,15 +1337,17 @@ __attribute__((destructor)) static void unwind_check_report(void)
  * pthread_getattr_np says).  Read with system calls and no allocation:
  * pthread_getattr_np mallocs, and the first stack of a thread may be taken
  * in an mmap made by another allocator holding its own lock (alloc.c). */
-static uintptr_t stack_bounds(uintptr_t *lo)
+static __attribute__((noinline)) uintptr_t stack_bounds(uintptr_t *lo)
 {
 	uintptr_t sp = (uintptr_t)__builtin_frame_address(0), start, end, prev_end;
-	char rest[256];
-	if (!maps_line(sp, &start, &end, &prev_end, rest, sizeof(rest)))
+	char name[sizeof("[stack]")];
+	size_t len;
+	if (!maps_line(sp, &start, &end, &prev_end, name, sizeof(name), &len))
 		return 0;
 	*lo = start;
 	struct rlimit rl;
-	if (strstr(rest, "[stack]") && getrlimit(RLIMIT_STACK, &rl) == 0) {
+	if (len == sizeof(name) - 1 && !strcmp(name, "[stack]") &&
+	    getrlimit(RLIMIT_STACK, &rl) == 0) {
 		uintptr_t grow = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > end ? end
 										     : (uintptr_t)rl.rlim_cur;
 		*lo = end - grow > prev_end ? end - grow : prev_end;
