@@ -254,6 +254,17 @@ static int run_one(const struct compare_config *cfg, struct variant *v, const ch
 
 static const char *const colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
 				     "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+#define NCOLORS 8
+
+/* Variant i's stroke: its colour, and past the palette a dash of its own
+ * (9 to 16 dashed 4 px, 17 to 24 8 px, ...), so that no two variants are
+ * drawn alike however many there are (the colours repeated after 8). */
+static void stroke_of(FILE *f, int i)
+{
+	fprintf(f, "stroke=\"%s\"", colors[i % NCOLORS]);
+	if (i >= NCOLORS)
+		fprintf(f, " stroke-dasharray=\"%d,3\"", i / NCOLORS * 4);
+}
 
 static double nice_step(double range, int ticks)
 {
@@ -276,7 +287,20 @@ static int write_svg(struct ht_out *out, struct variant *vs, int nv, const char 
 {
 	char err[1024];
 	FILE *f = out->f;
-	const int W = 900, H = 480, L = 80, R = 200, T = 50, B = 50;
+	/* the legend goes under the plot, a row per variant, as wide as its
+	 * longest label (7 px a character at most): at the plot's right, 200
+	 * px cut tunable sets to "glibc glibc.malloc.arena_ma..." */
+	const int L = 80, R = 60, T = 50, B = 50, PH = 480, ROW = 18;
+	int W = 900, nshown = 0;
+	for (int i = 0; i < nv; i++) {
+		if (!vs[i].nres || vs[i].failed)
+			continue;
+		nshown++;
+		int need = L + 30 + 7 * (int)strlen(vs[i].label) + 20;
+		if (need > W)
+			W = need;
+	}
+	const int H = PH + (nshown ? 10 + ROW * nshown : 0);
 	double xmax = 1, ymax = (double)ideal / 1024;
 	for (int i = 0; i < nv; i++) {
 		if (!vs[i].nres || vs[i].failed)
@@ -294,7 +318,7 @@ static int write_svg(struct ht_out *out, struct variant *vs, int nv, const char 
 	ymib = ystep * (double)(int)(ymib / ystep + 1);
 	ymax = ymib * 1024;
 	xmax = xstep * (double)(int)(xmax / xstep + (xmax / xstep == (int)(xmax / xstep) ? 0 : 1));
-	double pw = W - L - R, ph = H - T - B;
+	double pw = W - L - R, ph = PH - T - B;
 #define X(ms) (L + (double)(ms) / xmax * pw)
 #define Y(kb) (T + ph - (double)(kb) / ymax * ph)
 	fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -315,7 +339,7 @@ static int write_svg(struct ht_out *out, struct variant *vs, int nv, const char 
 		fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%g</text>\n", X(x), T + (int)ph + 18,
 			x);
 	fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">time since the start of the replay (ms)</text>\n",
-		L + (int)pw / 2, H - 10);
+		L + (int)pw / 2, PH - 10);
 	fprintf(f, "<text transform=\"translate(18,%d) rotate(-90)\" text-anchor=\"middle\">RSS (MiB)</text>\n",
 		T + (int)ph / 2);
 	fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" stroke=\"#444\"/>\n",
@@ -327,21 +351,24 @@ static int write_svg(struct ht_out *out, struct variant *vs, int nv, const char 
 		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#666\">ideal</text>\n", L + pw + 6,
 			Y((double)ideal / 1024) + 4);
 	}
-	for (int i = 0; i < nv; i++) {
+	for (int i = 0, row = 0; i < nv; i++) {
 		if (!vs[i].nres || vs[i].failed)
 			continue;
 		int m = median_run(&vs[i]);
 		const struct ht_replay_result *r = &vs[i].res[m];
-		const char *col = colors[i % 8];
-		fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", col);
+		fprintf(f, "<polyline fill=\"none\" ");
+		stroke_of(f, i);
+		fprintf(f, " stroke-width=\"1.5\" points=\"");
 		for (uint32_t k = 0; k < r->nrss; k++)
 			fprintf(f, "%.1f,%.1f ", X(vs[i].rss[m][k].ms), Y(vs[i].rss[m][k].kb));
 		fprintf(f, "\"><title>");
 		ht_markup__text(f, vs[i].label, HT_MARKUP_ALL);
 		fprintf(f, ": peak %" PRIu64 " KiB</title></polyline>\n", r->rss_peak_kb);
-		fprintf(f, "<rect x=\"%.0f\" y=\"%d\" width=\"14\" height=\"4\" fill=\"%s\"/>\n", L + pw + 10,
-			T + 20 * i + 24, col);
-		fprintf(f, "<text x=\"%.0f\" y=\"%d\">", L + pw + 30, T + 20 * i + 30);
+		int y = PH + 10 + ROW * row++;
+		fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke-width=\"3\" ", L,
+			L + 24, y + 9, y + 9);
+		stroke_of(f, i);
+		fprintf(f, "/>\n<text x=\"%d\" y=\"%d\">", L + 30, y + 13);
 		ht_markup__text(f, vs[i].label, HT_MARKUP_ALL);
 		fprintf(f, "</text>\n");
 	}
@@ -364,6 +391,15 @@ static void shown_label(char *buf, size_t len, const struct variant *v)
 	snprintf(buf, len, "%s%s", v->label, v->slot_errors && !v->failed ? " *" : "");
 }
 
+/* A function's column: 8 wide, or its name's length (aligned_alloc,
+ * malloc_trim, posix_memalign, reallocarray: before, only the last two
+ * were widened and the others pushed their rows' columns out of line). */
+static int fn_width(int f)
+{
+	int n = (int)strlen(ht_wl_fn_names[f]);
+	return n > 8 ? n : 8;
+}
+
 static void print_table(const struct compare_config *cfg, struct variant *vs, int nv)
 {
 	uint64_t any[HT_FN_NR] = {0};
@@ -384,8 +420,7 @@ static void print_table(const struct compare_config *cfg, struct variant *vs, in
 	       "Max RSS KiB", "RSS/ideal");
 	for (int f = 0; f < HT_FN_NR; f++)
 		if (any[f])
-			printf(" %*s", f == HT_FN_POSIX_MEMALIGN || f == HT_FN_REALLOCARRAY ? 14 : 8,
-			       ht_wl_fn_names[f]);
+			printf(" %*s", fn_width(f), ht_wl_fn_names[f]);
 	printf("\n");
 	for (int i = 0; i < nv; i++) {
 		struct variant *v = &vs[i];
@@ -411,7 +446,7 @@ static void print_table(const struct compare_config *cfg, struct variant *vs, in
 			if (!any[f])
 				continue;
 			struct spread a = FIELD_SPREAD(v, ht_replay__avg(r, f));
-			printf(" %*.1f", f == HT_FN_POSIX_MEMALIGN || f == HT_FN_REALLOCARRAY ? 14 : 8, a.med);
+			printf(" %*.1f", fn_width(f), a.med);
 		}
 		printf("\n");
 	}
@@ -426,6 +461,25 @@ static void print_table(const struct compare_config *cfg, struct variant *vs, in
 			       "run found their slot in the wrong state (an allocation failed that "
 			       "succeeded in the trace); its figures are of other calls\n",
 			       vs[i].label, (unsigned long long)vs[i].slot_errors);
+	for (int i = 0; i < nv; i++) {
+		if (vs[i].failed)
+			continue;
+		uint64_t most = 0, over = 0, ideal = 0;
+		for (int r = 0; r < vs[i].nres; r++) {
+			if (vs[i].res[r].live_peak_bytes > most)
+				most = vs[i].res[r].live_peak_bytes;
+			if (ht_replay__live_excess(&vs[i].res[r]) > over)
+				over = ht_replay__live_excess(&vs[i].res[r]);
+			ideal = vs[i].res[r].ideal_bytes;
+		}
+		if (over)
+			printf("warning: the replays of %s held up to %llu live bytes where the "
+			       "trace held at most %llu: Max RSS and RSS/ideal charge the "
+			       "allocator for memory the replay's own order kept live (a workload "
+			       "converted before heaptrail kept to the trace's peak? convert the "
+			       "trace again)\n",
+			       vs[i].label, (unsigned long long)most, (unsigned long long)ideal);
+	}
 	if (nfailed)
 		printf("%d of %d variants failed: the errors above say why\n", nfailed, nv);
 }
@@ -504,6 +558,9 @@ static void print_json(const struct compare_config *cfg, struct variant *vs, int
 		uint64_t ideal = v->nres ? v->res[0].ideal_bytes : 0;
 		ht_json__u64(&j, "max_ideal_rss_bytes", ideal);
 		MED("rss_ideal_ratio", ideal ? (double)r->maxrss_end_kb * 1024 / (double)ideal : 0);
+		MED("live_peak_bytes", r->live_peak_bytes);
+		json_num(&j, "live_peak_bytes_max", s.max);
+		MED("live_excess_bytes", ht_replay__live_excess(r));
 		ht_json__obj_begin(&j, "calls");
 		for (int f = 0; f < HT_FN_NR; f++)
 			ht_json__u64(&j, ht_wl_fn_names[f], v->nres ? v->res[0].calls[f] : 0);
@@ -598,7 +655,8 @@ int cmd_compare(int argc, char **argv)
 		goto cleanup;
 	}
 	if (cfg.reps < 1 || cfg.repeat < 1) {
-		ht_error("--reps and --repeat take a count of 1 or more");
+		ht_error("%s %d: give a count of 1 or more", cfg.reps < 1 ? "--reps" : "--repeat",
+			 cfg.reps < 1 ? cfg.reps : cfg.repeat);
 		goto cleanup;
 	}
 	if (strcmp(cfg.touch, "none") && strcmp(cfg.touch, "page") && strcmp(cfg.touch, "all")) {

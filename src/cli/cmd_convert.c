@@ -41,6 +41,7 @@ static void print_summary(const struct ht_convert_summary *c, const char *out, c
 				ht_json__u64(&j, ht_wl_fn_names[i], c->calls[i]);
 		ht_json__obj_end(&j);
 		ht_json__u64(&j, "waits", c->waits);
+		ht_json__u64(&j, "live_waits", c->sync_waits);
 		ht_json__u64(&j, "spawns", c->spawns);
 		ht_json__u64(&j, "skipped_frees", c->skipped_frees);
 		ht_json__u64(&j, "skipped_reallocs", c->skipped_reallocs);

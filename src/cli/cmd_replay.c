@@ -252,10 +252,20 @@ int cmd_replay(int argc, char **argv)
 	}
 	if (cfg.mallopts && apply_mallopts(cfg.mallopts, 1))
 		goto cleanup;
+	if (!cfg.allocator[0]) {
+		/* as compare's empty --allocators: not a silent glibc */
+		ht_error("--allocator '': give glibc, jemalloc, tcmalloc, mimalloc, or the path "
+			 "of a preloadable allocator library");
+		goto cleanup;
+	}
 	if (ht_allocator_lookup(cfg.allocator, lib, sizeof(lib), err, sizeof(err))) {
 		ht_error("%s", err);
 		goto cleanup;
 	}
+	if (cfg.mallopts && lib[0] && !getenv(CHILD_ENV))
+		ht_warning("--mallopt %s: mallopt() is glibc's and sets glibc's allocator, which "
+			   "does not serve this run's calls under %s: it does nothing here",
+			   cfg.mallopts, cfg.allocator);
 	const char *child = getenv(CHILD_ENV);
 	if (!child && (lib[0] || (cfg.tunables && cfg.tunables[0]))) {
 #if defined(__SANITIZE_ADDRESS__)

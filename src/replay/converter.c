@@ -12,6 +12,10 @@
  *     size of the peak live set).
  * Both point back in the merged order, so the waits can always be met.
  * A thread remembers what it has already waited for and waits once.
+ * One more kind of wait keeps the replay's live set within the trace's
+ * (see "the live bound" below): before an allocation that, run ahead of
+ * other threads' earlier frees, could hold more live bytes than the
+ * trace's peak, the allocating thread waits for those threads.
  * Memory: the live set, the threads, and the pending ops of each thread
  * (a buffer from 256 bytes up to a 64 KiB block, freed when it exits). */
 #define _GNU_SOURCE
@@ -45,8 +49,19 @@ struct cthread {
 	size_t fq_cap;       /* ring capacity (a power of two) */
 	uint64_t pending;    /* slot + 1 of a moving realloc between its two parts;
 			      * UINT64_MAX: its block was unknown */
+	uint64_t pending_size; /* that block's size */
 	uint64_t fresh, fresh_end; /* new slots reserved for this thread: [fresh, fresh_end) */
+	/* the live bound (sync_frees) */
+	uint64_t front;       /* every free numbered up to this is done before its next op */
+	uint64_t front_bytes; /* the bytes those frees released (conv.freed_bytes then) */
+	uint64_t own_since;   /* bytes this thread released since its front moved */
+	uint64_t last_free;   /* number of its latest free (0: none) */
+	uint64_t free_at;     /* its op count after that free */
+	uint64_t free_front;  /* its front then */
+	uint32_t mru_prev, mru_next; /* the threads by latest free, newest first (NONE ends) */
 };
+
+#define NONE UINT32_MAX
 
 /* New slots are handed to a thread SLOT_GROUP at a time, so that the
  * threads of a replay do not share cache lines of the slot table (8
@@ -79,6 +94,10 @@ struct conv {
 	struct region *rg;           /* --mmap: sorted by start */
 	size_t nrg, caprg;           /* count, capacity */
 	uint64_t live_bytes, peak;   /* live requested bytes, their peak */
+	uint64_t nfrees;             /* frees (and shrinks) numbered so far */
+	uint64_t freed_bytes;        /* the bytes they released */
+	uint32_t mru;                /* the thread that freed last (NONE: none yet) */
+	uint64_t syncs;              /* waits written for the live bound */
 	uint64_t calls[HT_FN_NR];    /* calls written */
 	uint64_t waits, spawns;      /* synchronization ops written */
 	uint64_t skipped_frees;      /* frees of blocks allocated before recording */
@@ -130,6 +149,12 @@ static uint32_t new_thread(struct conv *c, uint32_t tid, uint32_t creator)
 	uint32_t i = ht_wl_writer__thread(c->w, tid, creator);
 	memset(&c->th[i], 0, sizeof(c->th[i]));
 	c->th[i].tid = tid;
+	c->th[i].mru_prev = c->th[i].mru_next = NONE;
+	if (i) {
+		/* it runs after its SPAWN: what its creator had done by then */
+		c->th[i].front = c->th[creator].front;
+		c->th[i].front_bytes = c->th[creator].front_bytes;
+	}
 	c->nth++;
 	if (2 * (c->nth + 1) > c->tidcap)
 		tid_grow(c);
@@ -176,6 +201,91 @@ static void need(struct conv *c, uint32_t t, uint32_t j, uint64_t count)
 	ht_wl_writer__op(c->w, t, HT_WL_WAIT, a, 2);
 	ct->known[j] = count;
 	c->waits++;
+}
+
+/* ---- the live bound ----
+ *
+ * Nothing but the waits above orders the threads of a replay, so a thread
+ * that only allocates (a producer) ran ahead of the thread that frees its
+ * blocks (the consumer) as far as slots allowed: the replay of a
+ * producer/consumer with one block in flight held 144 blocks of 60,000
+ * bytes (7.9 MiB) where the program held 3 (176 KiB), and the allocator
+ * was charged for them in Max RSS and RSS/ideal.
+ *
+ * The frees are numbered in merged order.  A thread's front is a number
+ * up to which every free is done before its next op, in any schedule the
+ * waits allow.  Whatever runs, the replay's live blocks are then at most
+ * those of the trace just after the latest allocation A already made,
+ * plus the blocks other threads freed in the trace after A's thread's
+ * front and before A and have not freed yet: at most live + W, where W is
+ * the bytes other threads released after the front.  So before each
+ * allocation, when live + W (live counting the allocation) would exceed
+ * the trace's peak so far by more than LIVE_TOLERANCE, the thread syncs:
+ * it waits for each thread that freed after its front, up to that
+ * thread's last free, and its front becomes the last free.  A thread
+ * waited for passes on the front it had at that free, which ends the
+ * walk early: the threads are kept newest free first, and the walk stops
+ * at one whose last free is within the front.  The waits point back in
+ * the merged order, as the others do. */
+
+/* How far above the trace's peak the replay may go, as a share of the
+ * peak (1/64), or 4 KiB if more: tests/progs/churn (300 threads one after
+ * the other, a few hundred bytes live) held at most 33 bytes more than
+ * the trace without these waits, and with them each thread waited for the
+ * one before: 9 ms of replay became 36 ms. */
+#define LIVE_TOLERANCE 64
+
+/* Thread t released bytes (a free, a realloc's old block or a shrink). */
+static void released(struct conv *c, uint32_t t, uint64_t bytes)
+{
+	struct cthread *ct = &c->th[t];
+	c->nfrees++;
+	c->freed_bytes += bytes;
+	ct->own_since += bytes;
+	ct->last_free = c->nfrees;
+	ct->free_at = ht_wl_writer__nops(c->w, t);
+	ct->free_front = ct->front;
+	if (c->mru == t)
+		return;
+	if (ct->mru_prev != NONE || ct->mru_next != NONE) { /* unlink it */
+		if (ct->mru_prev != NONE)
+			c->th[ct->mru_prev].mru_next = ct->mru_next;
+		if (ct->mru_next != NONE)
+			c->th[ct->mru_next].mru_prev = ct->mru_prev;
+	}
+	ct->mru_prev = NONE;
+	ct->mru_next = c->mru;
+	if (c->mru != NONE)
+		c->th[c->mru].mru_prev = t;
+	c->mru = t;
+}
+
+/* Before thread t allocates, live becoming after: the waits that keep the
+ * replay's live bytes within the trace's peak. */
+static void sync_frees(struct conv *c, uint32_t t, uint64_t after)
+{
+	struct cthread *ct = &c->th[t];
+	uint64_t w = c->freed_bytes - ct->front_bytes - ct->own_since;
+	uint64_t peak = after > c->peak ? after : c->peak;
+	uint64_t tol = peak / LIVE_TOLERANCE > 4096 ? peak / LIVE_TOLERANCE : 4096;
+	if (after + w <= peak + tol)
+		return;
+	uint64_t front = ct->front;
+	for (uint32_t j = c->mru; j != NONE; j = c->th[j].mru_next) {
+		const struct cthread *o = &c->th[j];
+		if (o->last_free <= front)
+			break; /* all older: done */
+		if (j == t)
+			continue; /* its own, done in its order */
+		uint64_t before = c->waits;
+		need(c, t, j, o->free_at);
+		c->syncs += c->waits - before;
+		if (o->free_front > front)
+			front = o->free_front;
+	}
+	ct->front = c->nfrees;
+	ct->front_bytes = c->freed_bytes;
+	ct->own_since = 0;
 }
 
 /* ---- slots ---- */
@@ -304,13 +414,15 @@ static uint64_t block_slot(const struct ht_block *b)
 	return b->aux | (uint64_t)b->pad << 32;
 }
 
-/* Finds ptr's slot and forgets the block; 0 if unknown, else slot + 1. */
-static uint64_t note_free(struct conv *c, uint64_t ptr)
+/* Finds ptr's slot and forgets the block; 0 if unknown, else slot + 1
+ * (and its size in *size). */
+static uint64_t note_free(struct conv *c, uint64_t ptr, uint64_t *size)
 {
 	struct ht_block b;
 	if (!ptr || !ht_livemap__del(&c->live, ptr, &b))
 		return 0;
 	c->live_bytes -= b.size;
+	*size = b.size;
 	return block_slot(&b) + 1;
 }
 
@@ -325,6 +437,8 @@ static void emit(struct conv *c, uint32_t t, int op, const uint64_t *a)
 /* An allocation: a[0] is set here to the result's slot. */
 static void on_alloc(struct conv *c, uint32_t t, int op, uint64_t res, uint64_t size, uint64_t *a)
 {
+	if (res)
+		sync_frees(c, t, c->live_bytes + size);
 	uint64_t s = res ? take_slot(c, t) : 0;
 	a[0] = res ? s + 1 : 0;
 	emit(c, t, op, a);
@@ -336,9 +450,9 @@ static void on_alloc(struct conv *c, uint32_t t, int op, uint64_t res, uint64_t 
 
 static void on_free(struct conv *c, uint32_t t, uint64_t ptr)
 {
-	uint64_t a[1] = {0};
+	uint64_t a[1] = {0}, size = 0;
 	if (ptr) {
-		a[0] = note_free(c, ptr);
+		a[0] = note_free(c, ptr, &size);
 		if (!a[0]) {
 			c->skipped_frees++;
 			return;
@@ -346,8 +460,10 @@ static void on_free(struct conv *c, uint32_t t, uint64_t ptr)
 		need(c, t, c->owner[a[0] - 1], c->at[a[0] - 1]);
 	}
 	emit(c, t, HT_WL_FREE, a);
-	if (a[0])
+	if (a[0]) {
 		freed(c, t, a[0] - 1);
+		released(c, t, size);
+	}
 }
 
 /* realloc and reallocarray, whole or in parts (reader.h). */
@@ -358,7 +474,8 @@ static void on_realloc(struct conv *c, uint32_t t, const struct ht_event *e)
 	uint64_t size = ht_event__size(e);
 	int op = e->kind == HT_EV_REALLOC ? HT_WL_REALLOC : HT_WL_REALLOCARRAY;
 	uint64_t a[4] = {0, 0, e->v[1], e->kind == HT_EV_REALLOCARRAY ? e->v[2] : 0};
-	uint64_t olds = 0; /* slot + 1 of the old block */
+	uint64_t olds = 0;    /* slot + 1 of the old block */
+	uint64_t oldsize = 0; /* its size */
 	if (e->part == HT_PART_RELEASE) {
 		/* the old block goes now; the call is written with its result */
 		struct ht_block *b = ht_livemap__get(&c->live, old);
@@ -366,13 +483,14 @@ static void on_realloc(struct conv *c, uint32_t t, const struct ht_event *e)
 			ct->pending = UINT64_MAX;
 			return;
 		}
-		olds = note_free(c, old);
+		olds = note_free(c, old, &ct->pending_size);
 		need(c, t, c->owner[olds - 1], c->at[olds - 1]);
 		ct->pending = olds;
 		return;
 	}
 	if (e->part == HT_PART_ACQUIRE) {
 		olds = ct->pending;
+		oldsize = ct->pending_size;
 		ct->pending = 0;
 		if (olds == UINT64_MAX || !olds) {
 			c->skipped_reallocs++;
@@ -388,25 +506,33 @@ static void on_realloc(struct conv *c, uint32_t t, const struct ht_event *e)
 		need(c, t, c->owner[olds - 1], c->at[olds - 1]);
 		if (!ht_event__frees_old(e) || res == old) {
 			/* failed (the block stays) or in place: same slot */
+			uint64_t was = b->size;
+			if (res && size > was)
+				sync_frees(c, t, c->live_bytes - was + size);
 			a[0] = a[1] = olds;
 			emit(c, t, op, a);
 			touched(c, t, olds - 1);
 			if (res) {
-				c->live_bytes -= b->size;
+				/* (b again: sync_frees does not touch the live map) */
+				c->live_bytes -= was;
 				b->size = size;
 				c->live_bytes += size;
 				if (c->live_bytes > c->peak)
 					c->peak = c->live_bytes;
+				if (size < was)
+					released(c, t, was - size);
 			}
 			return;
 		}
-		note_free(c, old);
+		note_free(c, old, &oldsize);
 	}
 	/* moved, freed (size 0), or realloc(NULL, n) */
 	a[1] = olds;
 	on_alloc(c, t, op, res, size, a);
-	if (olds)
+	if (olds) {
 		freed(c, t, olds - 1);
+		released(c, t, oldsize);
+	}
 }
 
 /* ---- the program's mmaps (--mmap) ---- */
@@ -672,6 +798,7 @@ static void summarize(const struct conv *c, struct ht_convert_summary *s)
 		s->ncalls += c->calls[i];
 	}
 	s->waits = c->waits;
+	s->sync_waits = c->syncs;
 	s->spawns = c->spawns;
 	s->ops = s->ncalls + c->waits + c->spawns;
 	s->skipped_frees = c->skipped_frees;
@@ -718,6 +845,7 @@ struct ht_converter *ht_converter__open(const char *out, int mmap, uint32_t main
 		return NULL;
 	}
 	ht_livemap__init(&c->live);
+	c->mru = NONE;
 	tid_grow(c);
 	new_thread(c, main_tid, 0); /* thread 0: main */
 	return cv;

@@ -24,6 +24,8 @@ struct ht_convert_summary {
 	uint64_t ncalls;            /* calls of every function */
 	uint64_t calls[HT_FN_NR];   /* calls per function */
 	uint64_t waits, spawns;     /* synchronization ops */
+	uint64_t sync_waits;        /* of the waits, those that keep the live set within
+				     * the trace's (converter.c, "the live bound") */
 	uint64_t slots;             /* pointer slots */
 	uint64_t peak;              /* ideal peak: live requested bytes, at most */
 	uint64_t skipped_frees;     /* frees of blocks allocated before recording */

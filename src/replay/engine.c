@@ -185,6 +185,7 @@ struct rthread {
 	uint64_t since_trim;         /* ops since the last --trim-interval trim */
 	uint64_t trims;              /* those trims */
 	uint64_t slot_errors;        /* empty slots freed, live ones overwritten */
+	int64_t pending;             /* live bytes its ops changed, not yet in engine.live */
 	struct fnstat *fn;           /* HT_FN_NR entries */
 	/* --threads-as-one */
 	uint32_t wait_on;            /* blocked on this thread */
@@ -194,12 +195,56 @@ struct rthread {
 	_Alignas(64) uint64_t small[2][NSMALL];
 };
 
+/* The replay's own live requested bytes (the slots' sizes) and their
+ * peak, to set beside the trace's (the ideal).  Each thread sums its ops'
+ * changes in rthread.pending and adds them to live when they raise it (an
+ * allocation that leaves pending above 0), when its frees pass slack,
+ * before it publishes a count another thread waits for, and when it
+ * stops: live is then never below the true sum, and above it by at most
+ * slack per thread, so the peak is an upper bound of the replay's own, and
+ * exact where one thread runs at a time (slack 0, plain stores).  With
+ * threads, one shared atomic add per allocation that raises live: a
+ * malloc/free loop of one size never touches it. */
+struct livec {
+	_Alignas(64) _Atomic int64_t live; /* live requested bytes, as flushed */
+	_Atomic int64_t peak;              /* the most live has been */
+	int shared;                        /* threads run at once: atomic adds */
+	int64_t slack;                     /* frees left pending up to this many bytes */
+};
+
+#define LIVE_SLACK 16384 /* with threads: 16 KiB per thread at most above the true sum */
+
+__attribute__((noinline)) static void live_peak_up(struct livec *lc, int64_t v)
+{
+	int64_t pk = atomic_load_explicit(&lc->peak, memory_order_relaxed);
+	while (v > pk && !atomic_compare_exchange_weak_explicit(&lc->peak, &pk, v,
+								 memory_order_relaxed,
+								 memory_order_relaxed))
+		;
+}
+
+/* Adds a thread's pending bytes to live; returns the new pending, 0. */
+static inline int64_t live_flush(struct livec *lc, int64_t pend)
+{
+	int64_t v;
+	if (lc->shared) {
+		v = atomic_fetch_add_explicit(&lc->live, pend, memory_order_relaxed) + pend;
+	} else {
+		v = atomic_load_explicit(&lc->live, memory_order_relaxed) + pend;
+		atomic_store_explicit(&lc->live, v, memory_order_relaxed);
+	}
+	if (v > atomic_load_explicit(&lc->peak, memory_order_relaxed))
+		live_peak_up(lc, v);
+	return 0;
+}
+
 /* The run. */
 struct engine {
 	const struct ht_workload *w;   /* what runs */
 	const struct ht_replay_config *cfg; /* how */
 	struct rthread *t;             /* nthreads */
 	void **slots;                  /* the slot table */
+	uint64_t *size;                /* per slot: the requested bytes of its block (livec) */
 	uint64_t *extent;              /* per slot (mmap workloads): length of its map */
 	enum ht_touch touch;           /* --touch */
 	long page;                     /* page size */
@@ -211,6 +256,7 @@ struct engine {
 	uint32_t nstarted;             /* threads 1.. created: parked or running */
 	_Atomic uint32_t nparked;      /* of those, the ones that reached their first park */
 	_Atomic uint64_t lends;        /* threads lent their releaser's CPU (release) */
+	struct livec lc;               /* the replay's own live bytes */
 };
 
 #define GO_QUIT UINT32_MAX /* rthread.go: leave */
@@ -383,6 +429,15 @@ struct cursor {
 	uint64_t left;      /* ops until run_ops's next stop */
 };
 
+/* Slot s (a block of this thread's op) now holds n requested bytes. */
+static inline void grow(struct engine *g, struct rthread *me, uint64_t s, uint64_t n)
+{
+	me->pending += (int64_t)n - (int64_t)g->size[s];
+	g->size[s] = n;
+	if (me->pending > 0)
+		me->pending = live_flush(&g->lc, me->pending);
+}
+
 /* The common ops, malloc into a slot and free from one, in a loop of their
  * own, out of line: nothing else is live in it (the cursor, the count
  * down to the stop, the slot table, the exact histograms, the slot and the
@@ -392,10 +447,13 @@ struct cursor {
  * run_ops does the rest.  touch is a constant in each of its instances. */
 static inline __attribute__((always_inline)) struct cursor
 run_common_t(struct cursor c, void **slots, uint64_t *small, struct fnstat *fn,
-	     const enum ht_touch touch, uint64_t page)
+	     const enum ht_touch touch, uint64_t page, uint64_t *size, int64_t *pendp,
+	     struct livec *lc)
 {
 	const uint8_t *p = c.p;
 	uint64_t left = c.left;
+	int64_t pend = *pendp;
+	const int64_t slack = -lc->slack;
 	for (;;) {
 		const uint8_t *q = p + 1;
 		uint64_t t0, t1, s, n;
@@ -413,6 +471,9 @@ run_common_t(struct cursor c, void **slots, uint64_t *small, struct fnstat *fn,
 			t1 = tsc();
 			account_small(small + NSMALL, &fn[HT_FN_FREE], t1 - t0);
 			*sp = NULL;
+			pend -= (int64_t)size[s - 1];
+			if (__builtin_expect(pend < slack, 0))
+				pend = live_flush(lc, pend);
 		} else if (*p == HT_WL_MALLOC) {
 			s = getv(&q), n = getv(&q);
 			if (__builtin_expect(!s, 0))
@@ -425,6 +486,11 @@ run_common_t(struct cursor c, void **slots, uint64_t *small, struct fnstat *fn,
 			t1 = tsc();
 			account_small(small, &fn[HT_FN_MALLOC], t1 - t0);
 			*sp = r;
+			n &= -(uint64_t)(r != NULL);
+			size[s - 1] = n;
+			pend += (int64_t)n;
+			if (pend > 0)
+				pend = live_flush(lc, pend);
 			touch_mem(touch, page, r, n);
 		} else {
 			break;
@@ -433,15 +499,17 @@ run_common_t(struct cursor c, void **slots, uint64_t *small, struct fnstat *fn,
 		if (__builtin_expect(--left == 0, 0))
 			break;
 	}
+	*pendp = pend;
 	return (struct cursor){p, left};
 }
 
 #define RUN_COMMON(name, touch)                                                                  \
 	__attribute__((noinline)) static struct cursor name(struct cursor c, void **slots,      \
 							     uint64_t *small, struct fnstat *fn, \
-							     uint64_t page)                      \
+							     uint64_t page, uint64_t *size,      \
+							     int64_t *pendp, struct livec *lc)   \
 	{                                                                                        \
-		return run_common_t(c, slots, small, fn, touch, page);                           \
+		return run_common_t(c, slots, small, fn, touch, page, size, pendp, lc);         \
 	}
 RUN_COMMON(run_common_none, HT_TOUCH_NONE)
 RUN_COMMON(run_common_page, HT_TOUCH_PAGE)
@@ -450,15 +518,18 @@ RUN_COMMON(run_common_all, HT_TOUCH_ALL)
 
 static inline __attribute__((always_inline)) struct cursor
 run_common(const enum ht_touch touch, struct cursor c, void **slots, struct rthread *me,
-	   uint64_t page)
+	   uint64_t page, struct engine *g)
 {
 	switch (touch) {
 	case HT_TOUCH_NONE:
-		return run_common_none(c, slots, me->small[0], me->fn, page);
+		return run_common_none(c, slots, me->small[0], me->fn, page, g->size, &me->pending,
+				       &g->lc);
 	case HT_TOUCH_PAGE:
-		return run_common_page(c, slots, me->small[0], me->fn, page);
+		return run_common_page(c, slots, me->small[0], me->fn, page, g->size, &me->pending,
+				       &g->lc);
 	default:
-		return run_common_all(c, slots, me->small[0], me->fn, page);
+		return run_common_all(c, slots, me->small[0], me->fn, page, g->size, &me->pending,
+				      &g->lc);
 	}
 }
 
@@ -484,6 +555,7 @@ static inline __attribute__((always_inline)) int run_ops_t(struct engine *g, str
 							    int serial, const enum ht_touch touch)
 {
 	void **const slots = g->slots;
+	uint64_t *const size = g->size;
 	struct fnstat *const fn = me->fn;
 	const uint64_t trim_every = g->cfg->trim_interval;
 	const uint64_t page = (uint64_t)g->page;
@@ -495,7 +567,7 @@ static inline __attribute__((always_inline)) int run_ops_t(struct engine *g, str
 	if (!left)
 		goto out; /* an empty stream */
 	for (;;) {
-		struct cursor cur = run_common(touch, (struct cursor){p, left}, slots, me, page);
+		struct cursor cur = run_common(touch, (struct cursor){p, left}, slots, me, page, g);
 		p = cur.p;
 		left = cur.left;
 		if (!left)
@@ -512,8 +584,11 @@ static inline __attribute__((always_inline)) int run_ops_t(struct engine *g, str
 			free(r);
 			t1 = tsc();
 			account_small(me->small[1], &fn[HT_FN_FREE], t1 - t0);
-			if (s)
+			if (s) {
 				slots[s - 1] = NULL;
+				me->pending -= (int64_t)size[s - 1];
+				size[s - 1] = 0;
+			}
 			break;
 		case HT_WL_MALLOC:
 			s = getv(&p), n = getv(&p);
@@ -570,6 +645,7 @@ static inline __attribute__((always_inline)) int run_ops_t(struct engine *g, str
 			if (s) {
 				serr += slots[s - 1] != NULL;
 				slots[s - 1] = r;
+				grow(g, me, s - 1, r ? n : 0);
 				touch_mem(touch, page, r, n);
 			} else {
 				free(r); /* failed in the trace, not here */
@@ -587,12 +663,17 @@ static inline __attribute__((always_inline)) int run_ops_t(struct engine *g, str
 			t1 = tsc();
 			account(&fn[op == HT_WL_REALLOC ? HT_FN_REALLOC : HT_FN_REALLOCARRAY], t1 - t0);
 			int overflow = __builtin_mul_overflow(m, n, &n);
+			uint64_t bytes = n, was = o ? size[o - 1] : 0;
 			if (!r && (n || overflow))
-				r = old; /* failed here: the old block stays */
-			if (o && o != s)
+				r = old, bytes = was; /* failed here: the old block stays */
+			if (o && o != s) {
 				slots[o - 1] = NULL;
+				me->pending -= (int64_t)was;
+				size[o - 1] = 0;
+			}
 			if (s) {
 				slots[s - 1] = r;
+				grow(g, me, s - 1, r ? bytes : 0);
 				if (r != old)
 					touch_mem(touch, page, r, n);
 			} else if (r && r != old) {
@@ -711,6 +792,8 @@ static inline __attribute__((always_inline)) int run_ops_t(struct engine *g, str
 		/* a stop: op number stop is done */
 		me->since_trim += stop - me->done;
 		me->done = stop;
+		if (me->pending) /* in live before a waiter allocates */
+			me->pending = live_flush(&g->lc, me->pending);
 		publish(me);
 		if (trim_every && me->since_trim >= trim_every) {
 			me->since_trim = 0;
@@ -725,6 +808,8 @@ static inline __attribute__((always_inline)) int run_ops_t(struct engine *g, str
 out:
 	me->slot_errors += serr;
 	me->p = p;
+	if (me->pending)
+		me->pending = live_flush(&g->lc, me->pending);
 	return ret;
 }
 
@@ -862,7 +947,7 @@ static void run_serial(struct engine *g)
 /* The side thread that samples RSS. */
 struct sampler {
 	int fd;                     /* /proc/self/statm, opened once */
-	_Atomic int stop;           /* set when the run ends */
+	_Atomic uint32_t go;        /* futex word: SP_* */
 	uint64_t interval_ns;       /* doubles when the buffer fills */
 	uint64_t t0;                /* start, ns */
 	struct ht_rss_sample *s;    /* samples */
@@ -928,21 +1013,56 @@ static void sample(struct sampler *sp)
 	sp->n++;
 }
 
+/* sampler.go: parked before the run, sampling, asked to stop, stopped
+ * (parked again), asked to leave. */
+enum { SP_PARKED, SP_RUN, SP_STOP, SP_STOPPED, SP_QUIT };
+
+static void sampler_set(struct sampler *sp, uint32_t st)
+{
+	atomic_store_explicit(&sp->go, st, memory_order_release);
+	futex(&sp->go, FUTEX_WAKE_PRIVATE, INT_MAX);
+}
+
+/* Until sp->go is past st. */
+static uint32_t sampler_wait(struct sampler *sp, uint32_t st)
+{
+	uint32_t v;
+	while ((v = atomic_load_explicit(&sp->go, memory_order_acquire)) == st)
+		futex(&sp->go, FUTEX_WAIT_PRIVATE, st);
+	return v;
+}
+
+/* Created before the start readings (its stack, its first read of statm
+ * are the process's, not the run's), parked until the run starts; at its
+ * end it parks again, and leaves only after the end readings: a thread's
+ * exit runs code of glibc's (its tcache and TLS freed) that nothing had
+ * run before, whose pages (fault-around maps them 16 at a time) were 128
+ * KiB of a 0-op workload's Max RSS growth. */
 static void *sampler_main(void *arg)
 {
 	struct sampler *sp = arg;
+	/* the stack a sample takes and the code of its loop, touched now */
+	(void)read_rss_kb(sp);
+	struct timespec past = {0, 0};
+	clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &past, NULL);
+	if (sampler_wait(sp, SP_PARKED) == SP_QUIT)
+		return NULL;
 	uint64_t next = sp->t0;
-	while (!atomic_load(&sp->stop)) {
+	while (atomic_load(&sp->go) == SP_RUN) {
 		sample(sp);
 		next += sp->interval_ns;
 		struct timespec ts = {(time_t)(next / 1000000000ull), (long)(next % 1000000000ull)};
 		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
 			;
 	}
+	sampler_set(sp, SP_STOPPED);
+	while (sampler_wait(sp, SP_STOPPED) != SP_QUIT)
+		;
 	return NULL;
 }
 
 /* ---- the run ---- */
+
 
 static void percentiles(const uint64_t *hist, uint64_t total, uint64_t *out)
 {
@@ -1080,7 +1200,39 @@ static void release_leftovers(struct engine *g)
 			free(g->slots[s]);
 		}
 		g->slots[s] = NULL;
+		g->size[s] = 0;
 	}
+	atomic_store(&g->lc.live, 0); /* (its peak stays: over every run) */
+}
+
+/* The engine's code, read a byte a page before the start readings: its
+ * pages are mapped at their first use, 64 KiB around it at a time
+ * (fault-around), and a 0-op workload's run grew Max RSS by up to 356 KiB
+ * of nothing but the code that runs it. */
+static void warm_code(void)
+{
+	const uintptr_t fns[] = {(uintptr_t)live_peak_up,  (uintptr_t)read_rss_kb,
+				 (uintptr_t)sample,	   (uintptr_t)release_leftovers,
+				 (uintptr_t)peak_rss_kb,   (uintptr_t)fold_small,
+				 (uintptr_t)sampler_main,  (uintptr_t)wait_for,
+				 (uintptr_t)release,	   (uintptr_t)run_ops,
+				 (uintptr_t)thread_run,	   (uintptr_t)worker_main,
+				 (uintptr_t)run_serial,	   (uintptr_t)percentiles,
+				 (uintptr_t)ht_replay__run, (uintptr_t)account_long,
+				 (uintptr_t)getv_long};
+	uintptr_t lo = UINTPTR_MAX, hi = 0, page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
+		lo = fns[i] < lo ? fns[i] : lo;
+		hi = fns[i] > hi ? fns[i] : hi;
+	}
+	if (hi - lo <= (4u << 20)) /* (else not one stretch of text: left alone) */
+		for (uintptr_t a = lo & ~(page - 1); a <= hi + 16 * page; a += page)
+			(void)*(volatile const char *)a;
+	/* and what of the C library and of common/ the run calls first */
+	_Atomic uint32_t word = 0;
+	futex(&word, FUTEX_WAKE_PRIVATE, 1);
+	(void)ht_clock_ns();
+	(void)tsc();
 }
 
 int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *cfg,
@@ -1102,9 +1254,12 @@ int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *c
 	g.t = map_zero(tlen);
 	struct fnstat *fn = map_zero(flen);
 	g.slots = map_zero(slen);
+	g.size = map_zero(slen);
+	g.lc.shared = !cfg->threads_as_one && w->nthreads > 1;
+	g.lc.slack = g.lc.shared ? LIVE_SLACK : 0;
 	if (w->flags & HT_WL_F_MMAP)
 		g.extent = map_zero((w->nslots ? w->nslots : 1) * sizeof(uint64_t));
-	if (!g.t || !fn || !g.slots || ((w->flags & HT_WL_F_MMAP) && !g.extent)) {
+	if (!g.t || !fn || !g.slots || !g.size || ((w->flags & HT_WL_F_MMAP) && !g.extent)) {
 		ht_error("replay: cannot map memory for %llu slots and %u threads",
 			 (unsigned long long)w->nslots, w->nthreads);
 		goto out;
@@ -1123,19 +1278,25 @@ int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *c
 	}
 	if (!cfg->no_mlock) {
 		/* the engine's own memory stays out of the measurement */
-		if (mlock(w->map, w->map_len) || mlock(g.slots, slen) || mlock(g.t, tlen) ||
+		if (mlock(w->map, w->map_len) || mlock(g.slots, slen) || mlock(g.size, slen) ||
+		    mlock(g.t, tlen) ||
 		    mlock(fn, flen) || mlock(g.pubs, g.pubs_len))
 			ht_warning("replay: cannot lock the workload and the slot table in memory (%s); "
 				   "their page faults may land in the measurement: raise 'ulimit -l' or "
 				   "pass --no-mlock to silence this",
 				   strerror(errno));
 	}
-	/* RSS sampler */
+	/* RSS sampler: created now, parked until the run starts, so that
+	 * its thread (stack, TLS) is in the start readings as the workers'
+	 * are; a 0-op workload's Max RSS grew by 228 to 432 KiB when it was
+	 * created after them */
 	sp.page_kb = g.page / 1024;
 	sp.cap = 1u << 16;
 	sp.s = map_zero(sp.cap * sizeof(*sp.s));
 	sp.interval_ns = cfg->rss_interval_ns ? cfg->rss_interval_ns : 10000000;
 	sp.fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	if (sp.fd >= 0 && sp.s && pthread_create(&spt, NULL, sampler_main, &sp) == 0)
+		sampling = 1;
 	current = &g;
 	if (!cfg->threads_as_one) {
 		/* before the start readings: their stacks are in Max RSS's start */
@@ -1147,13 +1308,13 @@ int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *c
 		}
 	}
 
+	warm_code();
 	struct rusage ru0, ru1;
 	getrusage(RUSAGE_SELF, &ru0);
 	res->maxrss_start_kb = peak_rss_kb();
 	res->rss_start_kb = sp.fd >= 0 ? read_rss_kb(&sp) : 0;
 	sp.t0 = ht_clock_ns();
-	if (sp.fd >= 0 && sp.s && pthread_create(&spt, NULL, sampler_main, &sp) == 0)
-		sampling = 1;
+	sampler_set(&sp, SP_RUN);
 	uint64_t ns0 = ht_clock_ns();
 	uint64_t c0 = tsc();
 	int repeat = cfg->repeat > 0 ? cfg->repeat : 1;
@@ -1184,8 +1345,8 @@ int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *c
 	}
 	getrusage(RUSAGE_SELF, &ru1);
 	if (sampling) {
-		atomic_store(&sp.stop, 1);
-		pthread_join(spt, NULL);
+		sampler_set(&sp, SP_STOP);
+		sampler_wait(&sp, SP_STOP);
 		sample(&sp); /* the end state */
 	}
 
@@ -1204,6 +1365,8 @@ int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *c
 	if (res->maxrss_end_kb < res->rss_peak_kb)
 		res->maxrss_end_kb = res->rss_peak_kb;
 	res->ideal_bytes = w->ideal_peak_bytes;
+	res->live_peak_bytes = (uint64_t)atomic_load(&g.lc.peak);
+	res->live_slack_bytes = g.lc.shared ? (uint64_t)LIVE_SLACK * w->nthreads : 0;
 	res->nthreads = w->nthreads;
 	res->repeat = (uint32_t)repeat;
 	static uint64_t hist[NBUCKETS];
@@ -1248,12 +1411,18 @@ int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *c
 	ret = 0;
 out:
 	stop_workers(&g);
+	if (sampling) { /* parked, after the run or before it (a worker not created) */
+		sampler_set(&sp, SP_QUIT);
+		pthread_join(spt, NULL);
+	}
 	if (sp.fd >= 0)
 		close(sp.fd);
 	if (sp.s)
 		munmap(sp.s, sp.cap * sizeof(*sp.s));
 	if (g.slots)
 		munmap(g.slots, slen);
+	if (g.size)
+		munmap(g.size, slen);
 	if (g.extent)
 		munmap(g.extent, (w->nslots ? w->nslots : 1) * sizeof(uint64_t));
 	if (g.t)

@@ -108,34 +108,90 @@ static int find_interp(struct dl_phdr_info *info, size_t size, void *arg)
 	return 1; /* (the executable comes first) */
 }
 
-/* Each item NAME=VALUE, and each NAME one this glibc has, as its dynamic
- * loader lists them (--list-tunables, glibc 2.33): glibc ignores a name it
- * does not know, so a typo replayed the default allocator and reported the
- * typo as applied. */
+/* A tunable as the loader lists it: "NAME: VALUE (min: MIN, max: MAX)";
+ * a string tunable has no range. */
+struct tunable {
+	char name[128];
+	int ranged;            /* numeric: min and max below */
+	uint64_t min, max;     /* its range */
+	char smin[32], smax[32]; /* as the list prints them */
+};
+
+/* A number as glibc's loader reads a tunable's value whole: decimal, or
+ * hexadecimal after 0x; 0 and *v set, or -1.  glibc reads a leading 0 as
+ * octal, stops silently at the first other character (64K is 64, abc 0)
+ * and takes a sign (-5 is 2^64 - 5): none of those is accepted. */
+static int tunable_number(const char *s, size_t n, uint64_t *v)
+{
+	int base = 10;
+	if (n > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
+		base = 16, s += 2, n -= 2;
+	else if (n == 0 || (n > 1 && s[0] == '0'))
+		return -1;
+	uint64_t x = 0;
+	for (size_t i = 0; i < n; i++) {
+		int d = s[i] >= '0' && s[i] <= '9'   ? s[i] - '0'
+			: s[i] >= 'a' && s[i] <= 'f' ? s[i] - 'a' + 10
+			: s[i] >= 'A' && s[i] <= 'F' ? s[i] - 'A' + 10
+						     : 99;
+		if (d >= base || __builtin_mul_overflow(x, (uint64_t)base, &x) ||
+		    __builtin_add_overflow(x, (uint64_t)d, &x))
+			return -1;
+	}
+	*v = x;
+	return 0;
+}
+
+/* The tunables this glibc has, from its loader's --list-tunables (glibc
+ * 2.33); NULL (nothing checked) where it has no such option. */
+static struct tunable *list_tunables(const char **interp, size_t *count)
+{
+	*interp = NULL;
+	*count = 0;
+	dl_iterate_phdr(find_interp, interp);
+	if (!*interp || strchr(*interp, '\''))
+		return NULL;
+	char cmd[PATH_MAX + 32];
+	snprintf(cmd, sizeof(cmd), "'%s' --list-tunables 2>/dev/null", *interp);
+	FILE *p = popen(cmd, "r");
+	if (!p)
+		return NULL;
+	struct tunable *t = NULL;
+	size_t n = 0;
+	char line[512];
+	while (fgets(line, sizeof(line), p)) {
+		char *colon = strchr(line, ':');
+		if (!colon || (size_t)(colon - line) >= sizeof(t->name))
+			continue;
+		t = ht_xrealloc(t, (n + 1) * sizeof(*t));
+		struct tunable *e = &t[n++];
+		memset(e, 0, sizeof(*e));
+		memcpy(e->name, line, (size_t)(colon - line));
+		const char *r = strstr(colon, "(min: ");
+		if (r && sscanf(r, "(min: %31[^,], max: %31[^)])", e->smin, e->smax) == 2 &&
+		    !tunable_number(e->smin, strlen(e->smin), &e->min) &&
+		    !tunable_number(e->smax, strlen(e->smax), &e->max))
+			e->ranged = 1;
+	}
+	if (pclose(p) != 0 || !n) { /* (an older glibc: not checked) */
+		free(t);
+		return NULL;
+	}
+	*count = n;
+	return t;
+}
+
+/* Each item NAME=VALUE, each NAME one this glibc has, and each value of
+ * a numeric tunable a number within its range, as its dynamic loader
+ * lists them (--list-tunables, glibc 2.33): glibc ignores a name it does
+ * not know, and reads a value only as far as it is a number, so a typo
+ * or "64K" (64 bytes) replayed something else than asked and reported it
+ * as applied. */
 int ht_tunables_check(const char *spec, const char *opt, char *err, size_t errlen)
 {
-	const char *interp = NULL;
-	dl_iterate_phdr(find_interp, &interp);
-	char *known = NULL;
-	size_t len = 0;
-	if (interp && !strchr(interp, '\'')) {
-		char cmd[PATH_MAX + 32];
-		snprintf(cmd, sizeof(cmd), "'%s' --list-tunables 2>/dev/null", interp);
-		FILE *p = popen(cmd, "r");
-		if (p) {
-			FILE *m = open_memstream(&known, &len);
-			char line[512];
-			while (m && fgets(line, sizeof(line), p)) {
-				char *colon = strchr(line, ':');
-				if (colon)
-					fprintf(m, "\n%.*s\n", (int)(colon - line), line);
-			}
-			if (m)
-				fclose(m);
-			if (pclose(p) != 0 || !len) /* (an older glibc: not checked) */
-				free(known), known = NULL;
-		}
-	}
+	const char *interp;
+	size_t nknown;
+	struct tunable *known = list_tunables(&interp, &nknown);
 	int bad = 0;
 	for (const char *it = spec; *it && !bad;) {
 		size_t n = strcspn(it, ":");
@@ -146,13 +202,34 @@ int ht_tunables_check(const char *spec, const char *opt, char *err, size_t errle
 				 spec, (int)n, it);
 			bad = 1;
 		} else if (known) {
-			char key[256];
-			snprintf(key, sizeof(key), "\n%.*s\n", (int)(eq - it), it);
-			if (!strstr(known, key)) {
+			int nl = (int)(eq - it);
+			const char *val = eq + 1;
+			size_t vl = (size_t)(it + n - val);
+			const struct tunable *k = NULL;
+			for (size_t i = 0; i < nknown && !k; i++)
+				if ((size_t)nl == strlen(known[i].name) &&
+				    !memcmp(known[i].name, it, (size_t)nl))
+					k = &known[i];
+			uint64_t v;
+			if (!k) {
 				snprintf(err, errlen,
 					 "%s %s: this glibc has no tunable %.*s ('%s "
 					 "--list-tunables' lists them)",
-					 opt, spec, (int)(eq - it), it, interp);
+					 opt, spec, nl, it, interp);
+				bad = 1;
+			} else if (k->ranged && tunable_number(val, vl, &v)) {
+				snprintf(err, errlen,
+					 "%s %s: %.*s=%.*s is not a number as glibc reads one "
+					 "(a decimal without a leading 0, or 0x and hexadecimal "
+					 "digits; no sign, no K/M/G: glibc would read the start "
+					 "of it and ignore the rest): give a number from %s to %s",
+					 opt, spec, nl, it, (int)vl, val, k->smin, k->smax);
+				bad = 1;
+			} else if (k->ranged && (v < k->min || v > k->max)) {
+				snprintf(err, errlen,
+					 "%s %s: %.*s=%.*s is out of its range, %s to %s ('%s "
+					 "--list-tunables'): glibc would ignore it",
+					 opt, spec, nl, it, (int)vl, val, k->smin, k->smax, interp);
 				bad = 1;
 			}
 		}
@@ -181,6 +258,15 @@ static const char *comma(char *buf, uint64_t v)
 double ht_replay__avg(const struct ht_replay_result *res, int fn)
 {
 	return res->calls[fn] ? (double)res->call_cycles[fn] / (double)res->calls[fn] : 0;
+}
+
+uint64_t ht_replay__live_excess(const struct ht_replay_result *res)
+{
+	/* convert lets a thread run ahead of others' frees by up to 1/64 of
+	 * the peak or 4 KiB (converter.c, LIVE_TOLERANCE) */
+	uint64_t tol = res->ideal_bytes / 64 > 4096 ? res->ideal_bytes / 64 : 4096;
+	uint64_t over = res->ideal_bytes + tol + res->live_slack_bytes;
+	return res->live_peak_bytes > over ? res->live_peak_bytes - res->ideal_bytes : 0;
 }
 
 uint64_t ht_replay__call_cycles(const struct ht_replay_result *res)
@@ -245,6 +331,16 @@ void ht_replay__print_text(FILE *f, const struct ht_replay_result *res, const st
 		res->tsc_per_ns > 0 ? (double)res->wait_cycles / res->tsc_per_ns / 1e6 : 0.0);
 	if (res->repeat > 1)
 		fprintf(f, "repeated: %u times\n", res->repeat);
+	fprintf(f, "live peak: %s%s bytes requested in the replay%s, %s in the trace (the ideal)\n",
+		res->live_slack_bytes ? "at most " : "", comma(a, res->live_peak_bytes),
+		res->live_slack_bytes ? " (each thread counts its frees up to 16 KiB late)" : "",
+		comma(b, res->ideal_bytes));
+	if (ht_replay__live_excess(res))
+		fprintf(f, "warning: the replay held %s bytes more live than the trace ever did: "
+			   "its threads allocated before frees that came first in the trace, and "
+			   "Max RSS charges the allocator for them (a workload converted before "
+			   "heaptrail kept to the trace's peak? convert the trace again)\n",
+			comma(a, ht_replay__live_excess(res)));
 	if (res->slot_errors)
 		fprintf(f, "warning: %s ops found their slot in the wrong state (an allocation failed "
 			   "here that succeeded in the trace?)\n", comma(a, res->slot_errors));
@@ -286,6 +382,9 @@ void ht_replay__print_json(FILE *f, const struct ht_replay_result *res,
 	ht_json__u64(&j, "rss_start_kb", res->rss_start_kb);
 	ht_json__u64(&j, "rss_peak_kb", res->rss_peak_kb);
 	ht_json__u64(&j, "max_ideal_rss_bytes", res->ideal_bytes);
+	ht_json__u64(&j, "live_peak_bytes", res->live_peak_bytes);
+	ht_json__u64(&j, "live_peak_slack_bytes", res->live_slack_bytes);
+	ht_json__u64(&j, "live_excess_bytes", ht_replay__live_excess(res));
 	ht_json__u64(&j, "total_call_cycles", ht_replay__call_cycles(res));
 	ht_json__obj_begin(&j, "calls");
 	for (int fn = 0; fn < HT_FN_NR; fn++)

@@ -29,6 +29,10 @@ struct ht_replay_result {
 	uint64_t rss_start_kb;             /* RSS before the first op */
 	uint64_t rss_peak_kb;              /* peak of the sampled RSS */
 	uint64_t ideal_bytes;              /* the workload's peak of live requested bytes */
+	uint64_t live_peak_bytes;          /* the replay's own peak of them (an upper bound
+					    * with threads, exact in one thread) */
+	uint64_t live_slack_bytes;         /* how far above its true peak that can be (0:
+					    * exact) */
 	uint64_t ops;                      /* ops run, waits and spawns included */
 	uint64_t waits;                    /* waits run */
 	uint64_t waits_blocked;            /* of which found the other thread behind */
@@ -93,6 +97,10 @@ void ht_replay__print_json(FILE *f, const struct ht_replay_result *res,
 
 /* Average cycles of a function's calls (0 if none). */
 double ht_replay__avg(const struct ht_replay_result *res, int fn);
+/* How many bytes the replay's own live peak is above the trace's, when
+ * it is above it by more than convert allows (1/64 of the peak or 4 KiB)
+ * and than its count can be late (live_slack_bytes); else 0. */
+uint64_t ht_replay__live_excess(const struct ht_replay_result *res);
 /* Cycles inside all timed calls. */
 uint64_t ht_replay__call_cycles(const struct ht_replay_result *res);
 
