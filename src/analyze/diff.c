@@ -10,6 +10,7 @@
 #include "analyze/blocks.h"
 #include "analyze/flamesvg.h"
 #include "analyze/pass.h"
+#include "analyze/readto.h"
 #include "common/livemap.h"
 #include "common/nodetab.h"
 #include "common/json.h"
@@ -193,6 +194,7 @@ static int read_trace(struct ht_diff *d, const char *path, const struct ht_diff_
 		      int npts, int first, int ri, int *ok)
 {
 	struct pass p = {.d = d, .pt = pt, .npts = npts, .first = first};
+	struct ht_readto rt = {0};
 	p.blocks = ht_pass__new();
 	int ret = HT_EXIT_DATA;
 	struct ht_reader *r = ht_analyze__open(path);
@@ -210,6 +212,7 @@ static int read_trace(struct ht_diff *d, const char *path, const struct ht_diff_
 		       (!pt[p.k].time_ns || e.time_ns > pt[p.k].time_ns))
 			take(&p, pt[p.k].time_ns);
 		ht_blockop__callbacks(ht_pass__event(p.blocks, &e), &e, &cbs);
+		ht_readto__event(&rt, &e);
 		p.last_ns = e.time_ns;
 		while (p.k < npts && at_point(&pt[p.k], &e))
 			take(&p, e.time_ns);
@@ -221,6 +224,11 @@ static int read_trace(struct ht_diff *d, const char *path, const struct ht_diff_
 	ret = ht_analyze__finish_pass(r, path, 0, ht_pass__pauses(p.blocks));
 	const struct ht_trace_info *in = ht_reader__info(r);
 	uint64_t end = p.last_ns > in->duration_ns ? p.last_ns : in->duration_ns;
+	/* A cut or damaged trace: nothing is known after its events stop,
+	 * and a time after that is taken there, as "end" is (the side says
+	 * so) */
+	ht_readto__finish(&rt, r);
+	uint64_t read_end = rt.read_to_ns < end ? rt.read_to_ns : end;
 	char b1[32], b2[32];
 	while (p.k < npts) {
 		const struct ht_diff_point *q = &pt[p.k];
@@ -250,8 +258,9 @@ static int read_trace(struct ht_diff *d, const char *path, const struct ht_diff_
 		}
 		d->side[first + p.k].at_end = q->time_ns == UINT64_MAX;
 		/* "end" is the trace's end, not its last event: a time between
-		 * the two is before it (nothing changes from one to the other) */
-		take(&p, q->time_ns == UINT64_MAX ? end : q->time_ns);
+		 * the two is before it (nothing changes from one to the other);
+		 * in a cut or damaged trace, where its events stop */
+		take(&p, q->time_ns == UINT64_MAX ? read_end : q->time_ns);
 	}
 	if (npts == 2 && !pt[1].mark && d->side[first].at_ns > d->side[first + 1].at_ns) {
 		ht_error("%s: the second time (%s) is before the first point (%s)", path,
@@ -270,6 +279,13 @@ static int read_trace(struct ht_diff *d, const char *path, const struct ht_diff_
 		sd->has_stacks = ht_reader__nnodes(r) > 0;
 		sd->sample_bytes = in->sample_bytes;
 		sd->order = in->order;
+		sd->complete = !rt.damaged;
+		if (rt.damaged) {
+			sd->read_cut = rt.read_to_ns != UINT64_MAX;
+			sd->read_to_ns = read_end;
+			sd->exact_to_ns = rt.exact_to_ns < read_end ? rt.exact_to_ns : read_end;
+			sd->short_tid = rt.short_tid;
+		}
 	}
 	d->sym[ri] = ht_blocks__symbolizer(r, d->o.sysroot, d->o.debug_dir);
 	if (!d->sym[ri]) {
@@ -280,6 +296,7 @@ static int read_trace(struct ht_diff *d, const char *path, const struct ht_diff_
 	*ok = 1;
 out:
 	free(p.slots);
+	ht_readto__free(&rt);
 	ht_pass__delete(p.blocks);
 	return ret;
 }
@@ -481,6 +498,28 @@ static const char *fmt_pct(char *buf, uint64_t before, uint64_t after)
 	return buf;
 }
 
+/* A side of a trace cut short or damaged, after its time: the figures of a
+ * time past where its events stop are those of where they stop (frees
+ * after it are not in them), and "end" is there; past the time one
+ * thread's events stop, that thread's calls may be missing.  (The words of
+ * leaks' first line.) */
+static void side_cut(FILE *f, const struct ht_diff_side *s)
+{
+	char b[32];
+	if (s->complete)
+		return;
+	if (s->read_cut && s->at_end)
+		fprintf(f, ", where the trace is cut short or damaged: frees after it are not in "
+			   "it");
+	else if (s->read_cut && s->at_ns > s->read_to_ns)
+		fprintf(f, ": what was live by the trace's end at %s (the trace is cut short or "
+			   "damaged: frees after it are not in it)", ht_fmt_ns(b, s->read_to_ns));
+	else if (s->short_tid && s->at_ns > s->exact_to_ns)
+		fprintf(f, " (the trace is cut short or damaged: thread %u's events stop at %s, "
+			   "and its frees after that may be missing)", s->short_tid,
+			ht_fmt_ns(b, s->exact_to_ns));
+}
+
 static void side_line(FILE *f, const char *what, const struct ht_diff_side *s)
 {
 	char b[32];
@@ -493,6 +532,7 @@ static void side_line(FILE *f, const char *what, const struct ht_diff_side *s)
 		fprintf(f, "at the start");
 	else
 		fprintf(f, "at %s", ht_fmt_ns(b, s->at_ns));
+	side_cut(f, s);
 	if (s->sample_bytes)
 		fprintf(f, ", sampled every %s", ht_fmt_bytes(b, s->sample_bytes));
 	fprintf(f, "\n");
@@ -622,6 +662,14 @@ static void json_side(struct ht_json *j, const char *key, const struct ht_diff_s
 	ht_json__bool(j, "stacks", s->has_stacks);
 	ht_json__u64(j, "sample_bytes", s->sample_bytes);
 	ht_analyze__order_json(j, &s->order);
+	if (!s->complete) { /* (as leaks --json says it) */
+		ht_json__bool(j, "complete", 0);
+		ht_json__u64(j, "read_to_ns", s->read_to_ns);
+		ht_json__u64(j, "exact_to_ns", s->exact_to_ns);
+		if (s->short_tid)
+			ht_json__u64(j, "missing_thread", s->short_tid);
+		ht_json__bool(j, "at_past_read_to", s->read_cut && s->at_ns > s->read_to_ns);
+	}
 	json_vals(j, "total", &s->total);
 	if (normalize) {
 		ht_json__obj_begin(j, "scale");

@@ -66,6 +66,13 @@ struct ht_diff_side {
 	int has_stacks;            /* recorded with --stacks */
 	uint64_t sample_bytes;     /* recorded with --sample-bytes, else 0 */
 	struct ht_order_info order; /* whether its trace was read in its exact order */
+	/* A trace cut short or damaged (analyze/readto.h): */
+	int complete;              /* it was read to its end (then the next four are 0) */
+	int read_cut;              /* its events stop at read_to_ns: nothing after is known */
+	uint64_t read_to_ns;       /* events read up to here (its end if one thread's were
+				    * lost and the others read on) */
+	uint64_t exact_to_ns;      /* every thread's events in up to here */
+	uint32_t short_tid;        /* the thread whose events stop there, if before read_to_ns */
 	struct ht_diff_vals total; /* summed over every key, before --normalize */
 	double scale[4];           /* --normalize: the factors each field of the
 				    * before side was scaled by, in ht_diff_vals
@@ -82,7 +89,9 @@ int ht_diff__traces(const char *before, const char *after, const struct ht_diff_
 		    struct ht_diff **out);
 /* Compares one trace at two points (at[0] before at[1]): live at each,
  * allocated up to each.  A point past the trace's end or a mark it lacks
- * is HT_EXIT_USAGE (*out NULL, after an error message). */
+ * is HT_EXIT_USAGE (*out NULL, after an error message).  In a trace cut
+ * short or damaged, a time past where its events stop is taken there (the
+ * side says so: read_cut, read_to_ns), and "end" is that time. */
 int ht_diff__times(const char *path, const struct ht_diff_point at[2],
 		   const struct ht_diff_opts *o, struct ht_diff **out);
 void ht_diff__free(struct ht_diff *d);

@@ -511,9 +511,18 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_reader *r
 	fprintf(f, "free(NULL)       %llu\nfrees elsewhere  %llu blocks freed by another thread than "
 	       "their allocator\n", (unsigned long long)s->free_null,
 	       (unsigned long long)s->cross_thread_frees);
+	/* A trace cut short or damaged lost the chunks that held some blocks'
+	 * allocations (the reader's error; or a cut file salvaged by compact,
+	 * whose chunks hold fewer events than its header counts): most frees
+	 * of unknown blocks are of those, not of blocks from before the
+	 * recording (which starts before main). */
+	int lost = ht_reader__error(r) || (in->closed && in->events_hdr > in->events_chunks);
 	if (s->unknown_frees)
-		fprintf(f, "unknown frees    %llu (blocks allocated %s%s%s)\n",
+		fprintf(f, "unknown frees    %llu (blocks allocated %s%s%s%s)\n",
 		       (unsigned long long)s->unknown_frees,
+		       lost ? "in the part of the trace that is cut off or damaged, most likely; "
+			      "or "
+			    : "",
 		       (in->flags & HT_FILE_F_FORK_CHILD) ? "by the parent before the fork"
 							 : "before recording started",
 		       s->pauses.count ? ", or while it was off" : "",

@@ -10,6 +10,7 @@
 #include "analyze/analyze.h"
 #include "analyze/blocks.h"
 #include "analyze/pass.h"
+#include "analyze/readto.h"
 #include "analyze/suppressions.h"
 #include "cli/builtin.h"
 #include "common/json.h"
@@ -73,6 +74,9 @@ struct leaks {
 	size_t ngroups, capgroups; /* count / allocated */
 	struct ht_suppressions supp; /* default and --suppressions patterns */
 	uint64_t end_ns;          /* the time reported at */
+	uint64_t at_ns;           /* --at as given (UINT64_MAX: none) */
+	uint64_t trace_end_ns;    /* the trace's end (or where a cut one's events stop) */
+	struct ht_readto readto;  /* how far a cut or damaged trace was read */
 	struct snap *snaps;       /* --interval: the groups at each step */
 	size_t nsnaps, capsnaps;  /* count / allocated */
 };
@@ -326,6 +330,43 @@ static void report_intervals(struct leaks *l, struct ht_reader *r, struct ht_sym
 	l->ngroups = nkeep;
 }
 
+/* When the figures of --at stand, on the first line: a time past where a
+ * cut or damaged trace's events stop, or past where one thread's stop, is
+ * said to be (the figures at 500 ms of a trace whose events stop at 47 ms
+ * are those of 47 ms, and frees after it are not in them). */
+static void print_at(const struct leaks *l)
+{
+	const struct ht_readto *rt = &l->readto;
+	char b1[32], b2[32];
+	if (l->at_ns > l->end_ns && rt->read_to_ns != UINT64_MAX)
+		printf(" by the trace's end at %s, before --at %s (the trace is cut short or "
+		       "damaged: frees after it are not in it)",
+		       ht_fmt_ns(b1, l->end_ns), ht_fmt_ns(b2, l->at_ns));
+	else if (l->end_ns > rt->exact_to_ns && rt->short_tid)
+		printf(" at %s (the trace is cut short or damaged: thread %u's events stop at %s, "
+		       "and its frees after that may be missing)",
+		       ht_fmt_ns(b1, l->end_ns), rt->short_tid, ht_fmt_ns(b2, rt->exact_to_ns));
+	else
+		printf(" at %s", ht_fmt_ns(b1, l->end_ns));
+}
+
+/* The same in JSON, for a cut or damaged trace only: complete (false),
+ * where its events stop (as timeline's JSON says it) and whether --at is
+ * past that. */
+static void json_readto(struct ht_json *j, const struct leaks *l)
+{
+	const struct ht_readto *rt = &l->readto;
+	if (!rt->damaged)
+		return;
+	ht_json__bool(j, "complete", 0);
+	uint64_t read_to = rt->read_to_ns < l->trace_end_ns ? rt->read_to_ns : l->trace_end_ns;
+	ht_json__u64(j, "read_to_ns", read_to);
+	ht_json__u64(j, "exact_to_ns", rt->exact_to_ns < read_to ? rt->exact_to_ns : read_to);
+	if (rt->short_tid)
+		ht_json__u64(j, "missing_thread", rt->short_tid);
+	ht_json__bool(j, "at_past_read_to", l->at_ns != UINT64_MAX && l->at_ns > read_to);
+}
+
 static int report(struct leaks *l, struct ht_reader *r, const struct leaks_config *cfg,
 		  const char *path)
 {
@@ -346,6 +387,7 @@ static int report(struct leaks *l, struct ht_reader *r, const struct leaks_confi
 		ht_json__i64(&j, "pid", in->pid);
 		ht_json__str(&j, "command", in->cmdline);
 		ht_json__u64(&j, "at_ns", l->end_ns);
+		json_readto(&j, l);
 		struct ht_order_info order;
 		ht_reader__order(r, &order); /* (--at stops reading early) */
 		ht_analyze__order_json(&j, &order);
@@ -369,7 +411,7 @@ static int report(struct leaks *l, struct ht_reader *r, const struct leaks_confi
 		printf("%s (pid %d): %s in %llu blocks not freed", in->cmdline, in->pid,
 		       ht_fmt_bytes(b1, bytes), (unsigned long long)blocks);
 		if (cfg->at != UINT64_MAX)
-			printf(" at %s", ht_fmt_ns(b1, l->end_ns));
+			print_at(l);
 		else
 			fputs(ht_analyze__end_not_freed(ht_analyze__trace_end(r)), stdout);
 		if (cfg->older)
@@ -455,33 +497,53 @@ int cmd_leaks(int argc, char **argv)
 	}
 	ht_pass__check_order(l.blocks, r);
 	const struct ht_event *e;
-	l.end_ns = 0;
-	uint64_t next_at = cfg.interval;
+	uint64_t next_at = cfg.interval, last_ns = 0; /* (the last event read) */
+	int stopped = 0; /* an event after --at ended the reading */
 	while ((e = ht_analyze__next_event(r))) {
-		if (e->time_ns > cfg.at)
+		ht_readto__event(&l.readto, e);
+		last_ns = e->time_ns;
+		if (e->time_ns > cfg.at) {
+			stopped = 1;
 			break;
+		}
 		while (cfg.interval && e->time_ns > next_at && next_at <= cfg.at) {
 			snapshot(&l, next_at, cfg.older);
 			next_at += cfg.interval;
 		}
 		ht_pass__event(l.blocks, e);
-		l.end_ns = e->time_ns;
 	}
-	if (cfg.at != UINT64_MAX) {
-		const struct ht_trace_info *ti = ht_reader__info(r);
-		uint64_t end = ti->duration_ns > l.end_ns ? ti->duration_ns : l.end_ns;
-		if (cfg.at > end && !ht_reader__following(r)) {
-			/* nothing happens after the trace: say when it ends */
-			char b1[32], b2[32];
-			if (!ht_quiet)
-				fprintf(stderr,
-					"heaptrail: note: --at %s is after the end of %s (%s): the "
-					"blocks live at its end\n",
-					ht_fmt_ns(b1, cfg.at), argv[0], ht_fmt_ns(b2, end));
-			l.end_ns = end;
-		} else {
-			l.end_ns = cfg.at;
-		}
+	/* A trace known to be cut or damaged: where each thread's events stop
+	 * is only known at the end of what can be read (readto.h), and it
+	 * decides whether --at is a time whose events are all in it. */
+	if (stopped && ht_reader__error(r))
+		while ((e = ht_analyze__next_event(r)))
+			ht_readto__event(&l.readto, e);
+	ht_readto__finish(&l.readto, r);
+	/* The trace's end, which --older and --interval count to: its
+	 * duration, not its last event (a program may idle for a while after
+	 * its last heap call, and the blocks live then are that much older),
+	 * but where the events of a cut or damaged trace stop being read
+	 * (nothing is known after that). */
+	const struct ht_trace_info *ti = ht_reader__info(r);
+	uint64_t end = ti->duration_ns > last_ns ? ti->duration_ns : last_ns;
+	if (l.readto.read_to_ns < end)
+		end = l.readto.read_to_ns;
+	while (cfg.interval && next_at <= end && next_at <= cfg.at) {
+		snapshot(&l, next_at, cfg.older);
+		next_at += cfg.interval;
+	}
+	l.end_ns = l.trace_end_ns = end;
+	l.at_ns = cfg.at;
+	if (cfg.at != UINT64_MAX && (cfg.at <= end || ht_reader__following(r))) {
+		l.end_ns = cfg.at;
+	} else if (cfg.at != UINT64_MAX && l.readto.read_to_ns == UINT64_MAX && !ht_quiet) {
+		/* nothing happens after the trace: say when it ends (past where
+		 * a cut trace's events stop, the first line says it: report) */
+		char b1[32], b2[32];
+		fprintf(stderr,
+			"heaptrail: note: --at %s is after the end of %s (%s): the blocks live "
+			"at its end\n",
+			ht_fmt_ns(b1, cfg.at), argv[0], ht_fmt_ns(b2, end));
 	}
 	ret = ht_analyze__finish_pass(r, argv[0], 0, ht_pass__pauses(l.blocks));
 	group_blocks(&l, cfg.older);
@@ -497,5 +559,6 @@ cleanup:
 	for (size_t i = 0; i < l.nsnaps; i++)
 		free(l.snaps[i].groups);
 	free(l.snaps);
+	ht_readto__free(&l.readto);
 	return ret;
 }
