@@ -52,10 +52,15 @@ struct ht_livetop {
 	size_t strip_n;              /* points used */
 	unsigned strip_shift;        /* a point is 2^shift ns */
 	struct ht_lt_rate rate[HT_LT_RATE_SLOTS]; /* the recent calls of every thread */
-	/* symbols: per node, its site + 1 (0 not known yet, UINT32_MAX: the
-	 * tracer's own frame, skipped) */
+	/* symbols: per node, where its sites start in node_sites + 1 (0 not
+	 * known yet, UINT32_MAX: the tracer's own frame, skipped) */
 	uint32_t *node_site;
 	size_t cap_node_site;
+	/* a node's sites: their count, then the sites, innermost first (a
+	 * return address in inlined code is the inlined functions' sites and
+	 * the one they were inlined in, as top and leaks show them) */
+	uint32_t *node_sites;
+	size_t nnode_sites, cap_node_sites;
 	struct strtab fns, sites;
 	struct site *site;          /* by site index */
 	size_t capsite;
@@ -131,6 +136,7 @@ void ht_livetop__set_symbolizer(struct ht_livetop *lt, struct ht_symbolizer *sym
 	/* names are looked up again (the interned ones stay) */
 	if (lt->node_site)
 		memset(lt->node_site, 0, lt->cap_node_site * sizeof(*lt->node_site));
+	lt->nnode_sites = 0;
 }
 
 void ht_livetop__delete(struct ht_livetop *lt)
@@ -141,6 +147,7 @@ void ht_livetop__delete(struct ht_livetop *lt)
 	free(lt->cls.c);
 	free(lt->thr);
 	free(lt->node_site);
+	free(lt->node_sites);
 	strtab_free(&lt->fns);
 	strtab_free(&lt->sites);
 	free(lt->site);
@@ -388,7 +395,38 @@ size_t ht_livetop__strip(const struct ht_livetop *lt, const int64_t **max_live, 
 
 /* ---- symbols ------------------------------------------------------------- */
 
-/* The site of a stack node + 1, UINT32_MAX for the tracer's own frames. */
+/* The site of frame f (its function, file and line), interned. */
+static uint32_t frame_site(struct ht_livetop *lt, const struct ht_frame *f)
+{
+	char fn[512], label[700];
+	ht_blocks__frame_name(fn, sizeof(fn), f);
+	if (f->file) {
+		const char *slash = strrchr(f->file, '/');
+		snprintf(label, sizeof(label), "%s (%s:%d)", fn, slash ? slash + 1 : f->file,
+			 f->line);
+	} else {
+		snprintf(label, sizeof(label), "%s", fn);
+	}
+	uint32_t s = intern(&lt->sites, label);
+	lt->site = ht_grow(lt->site, &lt->capsite, s + 1, sizeof(*lt->site));
+	lt->site[s].fn = intern(&lt->fns, fn);
+	return s;
+}
+
+/* Appends a site to node_sites. */
+static void put_site(struct ht_livetop *lt, uint32_t s)
+{
+	lt->node_sites = ht_grow(lt->node_sites, &lt->cap_node_sites, lt->nnode_sites + 1,
+				 sizeof(*lt->node_sites));
+	lt->node_sites[lt->nnode_sites++] = s;
+}
+
+/* Where the sites of a stack node start in node_sites + 1 (a count, then
+ * the sites), UINT32_MAX for the tracer's own frames.  Every frame of the
+ * address, not only the innermost: the inlined functions' frames and the
+ * function they are inlined in.  (Only the innermost was kept: an
+ * always-inline wrapper of malloc hid its callers, whose blocks were
+ * shown under the wrapper's caller's caller, merged.) */
 static uint32_t node_site(struct ht_livetop *lt, uint32_t node)
 {
 	if (node >= lt->cap_node_site) {
@@ -399,34 +437,30 @@ static uint32_t node_site(struct ht_livetop *lt, uint32_t node)
 	}
 	if (lt->node_site[node])
 		return lt->node_site[node];
-	char fn[512], label[700];
 	uint64_t ip = ht_reader__node_ip(lt->r, node);
 	const struct ht_frame *f = NULL;
 	size_t nf = 0;
 	if (lt->sym)
 		nf = ht_symbolizer__resolve_in(lt->sym, ip, ht_reader__node_module(lt->r, node), &f);
-	size_t j = 0;
-	while (j < nf && ht_symbols__is_recorder(f[j].module))
-		j++;
-	if (nf && j == nf)
+	size_t own = 0;
+	for (size_t j = 0; j < nf; j++)
+		own += !ht_symbols__is_recorder(f[j].module);
+	if (nf && !own)
 		return lt->node_site[node] = UINT32_MAX;
-	if (j < nf) {
-		ht_blocks__frame_name(fn, sizeof(fn), &f[j]);
-		if (f[j].file) {
-			const char *slash = strrchr(f[j].file, '/');
-			snprintf(label, sizeof(label), "%s (%s:%d)", fn, slash ? slash + 1 : f[j].file,
-				 f[j].line);
-		} else {
-			snprintf(label, sizeof(label), "%s", fn);
-		}
-	} else {
+	size_t at = lt->nnode_sites;
+	put_site(lt, 0); /* (the count, below) */
+	for (size_t j = 0; j < nf; j++)
+		if (!ht_symbols__is_recorder(f[j].module))
+			put_site(lt, frame_site(lt, &f[j]));
+	if (!nf) {
+		struct ht_frame addr = {0};
+		char fn[32];
 		snprintf(fn, sizeof(fn), "0x%llx", (unsigned long long)ip);
-		snprintf(label, sizeof(label), "%s", fn);
+		addr.function = fn;
+		put_site(lt, frame_site(lt, &addr));
 	}
-	uint32_t s = intern(&lt->sites, label);
-	lt->site = ht_grow(lt->site, &lt->capsite, s + 1, sizeof(*lt->site));
-	lt->site[s].fn = intern(&lt->fns, fn);
-	return lt->node_site[node] = s + 1;
+	lt->node_sites[at] = (uint32_t)(lt->nnode_sites - at - 1);
+	return lt->node_site[node] = (uint32_t)at + 1;
 }
 
 /* The sites of a node's stack, innermost first; how many. */
@@ -436,7 +470,8 @@ static size_t chain(struct ht_livetop *lt, uint32_t node, uint32_t *out, size_t 
 	for (size_t i = 0; node && i < 4 * MAX_CHAIN && k < max; i++) {
 		uint32_t s = node_site(lt, node);
 		if (s != UINT32_MAX)
-			out[k++] = s - 1;
+			for (uint32_t j = 0; j < lt->node_sites[s - 1] && k < max; j++)
+				out[k++] = lt->node_sites[s + j];
 		node = ht_reader__node_parent(lt->r, node);
 	}
 	return k;

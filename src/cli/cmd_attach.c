@@ -442,6 +442,18 @@ static int on_event(void *ctx, void *data, size_t len)
 		if (e->kind == HT_EV_REALLOC && e->old_traced && e->old != e->ptr &&
 		    (e->ptr || !e->a1))
 			block_del(a, e->old);
+		if (e->reused && block_find(a, e->ptr) && a->w && !a->trace_end) {
+			/* a traced block at this address whose free the probes
+			 * did not see: the allocator handed the address out
+			 * again, so it was freed; the trace frees it here, not
+			 * two blocks at one address.  (Not any block live here:
+			 * another thread's malloc may return the address a
+			 * realloc freed before the realloc returns, which the
+			 * reader puts in order.) */
+			struct ht_attach_event f = {.ts = e->ts, .ptr = e->ptr, .tid = e->tid,
+						    .kind = HT_EV_FREE, .stackid = -1};
+			trace_event(a, &f, UINT32_MAX);
+		}
 		if (e->ptr)
 			block_add(a, e->ptr, size_of(e), e->ts, st);
 	}
@@ -894,9 +906,11 @@ int cmd_attach(int argc, char **argv)
 	if ((rc = ht_probe__check("attach", &cfg.po)))
 		return rc < 0 ? HT_EXIT_OK : rc;
 	char oerr[512];
-	if (cfg.output && ht_out__check(cfg.output, oerr, sizeof(oerr))) {
+	if (cfg.output && ht_out__check_data(cfg.output, oerr, sizeof(oerr))) {
 		/* (the trace is renamed into place at the end: a directory
-		 * there would lose it after the whole session) */
+		 * there would lose it after the whole session.  A trace there
+		 * may be replaced, as compact's and convert's outputs may:
+		 * the check of what writes traces, docs/output-files.md) */
 		ht_error("attach: %s", oerr);
 		return HT_EXIT_DATA;
 	}
@@ -1016,6 +1030,10 @@ int cmd_attach(int argc, char **argv)
 		goto cleanup;
 	}
 	a.rb = rb;
+	/* every probe is in: the calls are traced from now on (a call whose
+	 * entry probe was in before its return probe was never seen to
+	 * return, and hid its thread's calls: attach.bpf.c) */
+	skel->bss->armed = 1;
 	char every[64] = "";
 	if (cfg.sample > 1)
 		snprintf(every, sizeof(every), ", 1 in %" PRIu64 " allocation calls", cfg.sample);
@@ -1038,6 +1056,7 @@ int cmd_attach(int argc, char **argv)
 	 * the trace's end are taken now; what the probes still see while they
 	 * are removed is dropped */
 	a.end = ht_probe__now(ps);
+	skel->bss->armed = 0; /* (the probes go out one by one, as they came in) */
 	uint64_t st_v[HT_AS_NR];
 	for (uint32_t k = 0; k < HT_AS_NR; k++) {
 		st_v[k] = 0;
@@ -1056,6 +1075,11 @@ int cmd_attach(int argc, char **argv)
 		ht_warning("attach: %" PRIu64 " events lost (ring buffer full), %" PRIu64
 			   " blocks not traced (more than --max-blocks live): the figures are low",
 			   st_v[HT_AS_LOST], st_v[HT_AS_FULL]);
+	if (st_v[HT_AS_REUSED])
+		ht_warning("attach: %" PRIu64 " traced blocks were freed by calls the probes do not "
+			   "see (their addresses were handed out again): each counts as freed when "
+			   "its address was reused",
+			   st_v[HT_AS_REUSED]);
 	if (st_v[HT_AS_NOSTACK])
 		ht_warning("attach: %" PRIu64 " stacks not taken (stack map full or unwinding failed)",
 			   st_v[HT_AS_NOSTACK]);

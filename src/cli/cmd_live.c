@@ -1027,8 +1027,40 @@ static int run_batch(struct live *L)
 
 volatile sig_atomic_t ht_live_quit;
 
+/* SIGINT or SIGTERM received by the display run on its own. */
+static volatile sig_atomic_t quit_signal;
+
+static void on_quit_signal(int sig)
+{
+	quit_signal = sig;
+}
+
+/* SIGINT and SIGTERM end the display, then the command dies of the signal
+ * (130, 143), as every command does, with the terminal restored.  Left at
+ * their default actions, ncurses caught them, restored the terminal and
+ * exited 1.  Not under record --live, whose handlers are in place
+ * (ht_live_quit); returns whether they were set. */
+static int catch_quit_signals(void)
+{
+	static const int sigs[] = {SIGINT, SIGTERM};
+	int set = 0;
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		struct sigaction old, sa;
+		if (sigaction(sigs[i], NULL, &old) < 0 || old.sa_handler != SIG_DFL ||
+		    (old.sa_flags & SA_SIGINFO))
+			continue;
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = on_quit_signal;
+		sigemptyset(&sa.sa_mask);
+		sigaction(sigs[i], &sa, NULL);
+		set = 1;
+	}
+	return set;
+}
+
 static int run_ui(struct live *L)
 {
+	int own_signals = catch_quit_signals();
 	initscr();
 	cbreak();
 	noecho();
@@ -1039,7 +1071,9 @@ static int run_ui(struct live *L)
 	uint64_t last = 0;
 	int dirty = 1;
 	for (;;) {
-		if (ht_live_quit) /* (record --live passed a signal on to the program) */
+		/* record --live passed a signal on to the program
+		 * (ht_live_quit), or one came to the display run on its own */
+		if (ht_live_quit || quit_signal)
 			break;
 		uint64_t now = ht_clock_ns();
 		int behind = 0;
@@ -1079,6 +1113,11 @@ static int run_ui(struct live *L)
 		dirty = 1;
 	}
 	endwin();
+	if (own_signals && quit_signal) {
+		fflush(stdout);
+		signal(quit_signal, SIG_DFL);
+		raise(quit_signal);
+	}
 	return HT_EXIT_OK;
 }
 

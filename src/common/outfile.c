@@ -191,9 +191,9 @@ static int check_dest(const char *path, int data, char *err, size_t errlen)
 	return 0;
 }
 
-int ht_out__check(const char *path, char *err, size_t errlen)
+static int check_path(const char *path, int data, char *err, size_t errlen)
 {
-	if (check_dest(path, 0, err, errlen))
+	if (check_dest(path, data, err, errlen))
 		return -1;
 	/* what ht_out__open would find only at the end of a long run: a
 	 * directory at the path, or one where the file cannot be made */
@@ -224,6 +224,16 @@ int ht_out__check(const char *path, char *err, size_t errlen)
 		return -1;
 	}
 	return 0;
+}
+
+int ht_out__check(const char *path, char *err, size_t errlen)
+{
+	return check_path(path, 0, err, errlen);
+}
+
+int ht_out__check_data(const char *path, char *err, size_t errlen)
+{
+	return check_path(path, 1, err, errlen);
 }
 
 /* Closes a destination written to itself (o->direct) and forgets it:

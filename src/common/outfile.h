@@ -62,6 +62,9 @@ int ht_out__open(struct ht_out *o, const char *path, mode_t mode, unsigned flags
  * FIFO needs neither: it is written to itself); for commands that open
  * their output only at the end, to refuse at the start. */
 int ht_out__check(const char *path, char *err, size_t errlen);
+/* ht_out__check for a command that writes a trace or a workload
+ * (HT_OUT_DATA), which may replace one (attach -o). */
+int ht_out__check_data(const char *path, char *err, size_t errlen);
 /* Flushes (and with HT_OUT_SYNC fsyncs), closes and renames the temporary
  * into place.  0, or -1 with a message in err and the temporary removed.
  * For standard output: flushes it and checks for errors. */

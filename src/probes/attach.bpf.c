@@ -10,7 +10,16 @@
  * traced block stays traced.  Calls the allocator makes to its own
  * exported functions while one is running (glibc's realloc(NULL, n)
  * calling malloc, realloc(p, 0) calling free) are the outer call's, not
- * events of their own. */
+ * events of their own.
+ *
+ * Nothing is traced until attach.c sets `armed`, once every probe is in:
+ * attached one by one (a few milliseconds each), an entry probe went in
+ * before its return probe, a thread that entered malloc in between left a
+ * call whose return was never seen, and every later call of that thread
+ * counted as nested in it, untraced (0 calls traced in 3 runs of 8 on a
+ * busy two-thread program); a free probed after malloc's return let a
+ * traced block go unseen, and the reuse of its address counted as "more
+ * than --max-blocks". */
 #include "vmlinux.h"
 
 #include <bpf/bpf_helpers.h>
@@ -32,18 +41,28 @@ char LICENSE[] SEC("license") = "GPL";
 #define K_PVALLOC 10
 #define F_MMAPPED 0x20
 #define F_NONMAIN 0x40
+#define EEXIST 17 /* (errno.h, which vmlinux.h does not have) */
 
 const volatile __u32 target_tgid = 0;  /* the traced process */
 const volatile __u32 sample_every = 1; /* trace 1 in N allocation calls */
 const volatile __u8 is_glibc = 0;      /* read glibc's chunk header of a block */
 
+__u32 armed = 0; /* every probe is in: trace (set by attach.c) */
+
+/* More calls nested in one call than any allocator makes of its own
+ * exported functions (glibc: one, realloc's malloc or free): the call
+ * returned unseen (stale). */
+#define MAX_NESTED 8
+
 /* A call in progress, per thread. */
 struct pending {
 	__u64 a0, a1, a2; /* arguments */
+	__u64 sp;         /* the stack pointer at entry: where the return address is */
+	__u64 ra;         /* that return address, as the caller pushed it */
 	__u32 kind;       /* K_* */
-	__u32 depth;      /* nested calls of the allocator's own functions */
+	__u32 depth;      /* nested calls of the allocator's own functions in progress */
+	__u32 nested;     /* nested calls (and frees) seen in this call */
 	__u32 old_traced; /* realloc: its block was a traced one (taken out at entry) */
-	__u32 pad;
 };
 
 struct {
@@ -136,7 +155,26 @@ static __always_inline __u64 wake_flag(void)
 
 static __always_inline int ours(void)
 {
-	return (bpf_get_current_pid_tgid() >> 32) == target_tgid;
+	return armed && (bpf_get_current_pid_tgid() >> 32) == target_tgid;
+}
+
+/* Whether p, the thread's call in progress, returned unseen, now that the
+ * thread enters an allocator function with stack pointer sp.  A call the
+ * allocator makes inside p comes from deeper in the stack, or from the
+ * same frame (a tail call: realloc(NULL, n) jumping to malloc), while p's
+ * return address has been replaced by the kernel's return trampoline.
+ * So a call from a shallower frame, p's own return address still in its
+ * slot, or more nested calls than an allocator makes in one call say that
+ * p is over.  (Without this one missed return, for whatever reason, hid
+ * every later call of the thread for the rest of the session.) */
+static __always_inline int stale(const struct pending *p, __u64 sp)
+{
+	if (sp > p->sp || p->nested >= MAX_NESTED)
+		return 1;
+	__u64 w = 0;
+	if (bpf_probe_read_user(&w, sizeof(w), (void *)p->sp))
+		return 0; /* (not known: the count of nested calls decides) */
+	return w == p->ra;
 }
 
 /* Takes addr out of the traced blocks; whether it was one of this image's. */
@@ -149,31 +187,42 @@ static __always_inline int take_traced(__u64 addr)
 	return bpf_map_delete_elem(&traced, &addr) == 0 && mine;
 }
 
-/* Puts addr in the traced blocks (over an earlier image's entry); 0, or
- * < 0 if the table is full or it is traced already. */
-static __always_inline long put_traced(__u64 addr, __u64 flags)
+/* Puts addr in the traced blocks; 0, or < 0 if the table is full.  An
+ * entry already there is an earlier image's block, or a traced block
+ * whose free was not seen (freed by a function that is not probed:
+ * jemalloc's sdallocx, a sized or aligned operator delete...): the
+ * allocator handed its address out again, so it was freed; the new block
+ * replaces it (*reused = 1, and counted: before, the new block was
+ * dropped and counted as "more than --max-blocks live"). */
+static __always_inline long put_traced(__u64 addr, __u64 flags, __u8 *reused)
 {
 	__u32 gen = image_gen;
 	long rc = bpf_map_update_elem(&traced, &addr, &gen, flags);
-	if (rc) {
+	if (rc == -EEXIST) {
 		__u32 *g = bpf_map_lookup_elem(&traced, &addr);
-		if (g && *g != gen)
-			rc = bpf_map_update_elem(&traced, &addr, &gen, BPF_ANY);
+		if (g && *g == gen) {
+			count(HT_AS_REUSED);
+			*reused = 1;
+		}
+		rc = bpf_map_update_elem(&traced, &addr, &gen, BPF_ANY);
 	}
 	return rc;
 }
 
-static __always_inline int enter(__u32 kind, __u64 a0, __u64 a1, __u64 a2)
+static __always_inline int enter(struct pt_regs *ctx, __u32 kind, __u64 a0, __u64 a1, __u64 a2)
 {
 	if (!ours())
 		return 0;
 	__u64 id = bpf_get_current_pid_tgid();
+	__u64 sp = PT_REGS_SP(ctx);
 	struct pending *p = bpf_map_lookup_elem(&pending, &id);
-	if (p) {
+	if (p && !stale(p, sp)) {
 		p->depth++;
+		p->nested++;
 		return 0;
 	}
-	struct pending n = {.a0 = a0, .a1 = a1, .a2 = a2, .kind = kind};
+	struct pending n = {.a0 = a0, .a1 = a1, .a2 = a2, .sp = sp, .kind = kind};
+	bpf_probe_read_user(&n.ra, sizeof(n.ra), (void *)sp);
 	/* realloc's block leaves the live table as the call starts, as a
 	 * free's does: realloc may free it inside, and another thread's
 	 * malloc may get its address and return before this call does (its
@@ -215,6 +264,12 @@ static __always_inline int leave(struct pt_regs *ctx, __u64 ret)
 	struct pending *pp = bpf_map_lookup_elem(&pending, &id);
 	if (!pp)
 		return 0;
+	/* the return pops the return address: a stack pointer above that is
+	 * a return from a shallower frame, so pp returned unseen */
+	if (PT_REGS_SP(ctx) > pp->sp + 8) {
+		bpf_map_delete_elem(&pending, &id);
+		return 0;
+	}
 	if (pp->depth) {
 		pp->depth--;
 		return 0;
@@ -223,7 +278,7 @@ static __always_inline int leave(struct pt_regs *ctx, __u64 ret)
 	bpf_map_delete_elem(&pending, &id);
 
 	__u64 ptr = ret, old = 0;
-	__u8 old_traced = 0;
+	__u8 old_traced = 0, reused = 0;
 	if (p.kind == K_POSIX_MEMALIGN) {
 		ptr = 0;
 		if ((int)ret == 0)
@@ -234,13 +289,13 @@ static __always_inline int leave(struct pt_regs *ctx, __u64 ret)
 		old_traced = p.old_traced != 0; /* (taken out of the table at entry) */
 		/* failed: the old block is still there, still traced */
 		if (!ret && p.a1 && old_traced)
-			put_traced(old, BPF_ANY);
+			put_traced(old, BPF_ANY, &reused);
 	}
 	if (old_traced)
 		count(HT_AS_CALLS); /* counted, outside the sampling */
 	else if (!sampled() || !ptr)
 		return 0; /* not traced (a failed call is not a block either) */
-	if (ptr && put_traced(ptr, BPF_NOEXIST) != 0 && !old_traced) {
+	if (ptr && put_traced(ptr, BPF_NOEXIST, &reused) != 0 && !old_traced) {
 		count(HT_AS_FULL);
 		return 0;
 	}
@@ -264,6 +319,7 @@ static __always_inline int leave(struct pt_regs *ctx, __u64 ret)
 	e->kind = (__u8)p.kind;
 	e->flags = 0;
 	e->old_traced = old_traced;
+	e->reused = reused;
 	glibc_chunk(e);
 	e->stackid = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
 	__u64 wake = wake_flag();
@@ -287,8 +343,14 @@ int BPF_KPROBE(free_enter, void *ptr)
 	if (!ours() || !ptr)
 		return 0;
 	__u64 id = bpf_get_current_pid_tgid();
-	if (bpf_map_lookup_elem(&pending, &id))
-		return 0; /* the allocator's own free, inside realloc */
+	struct pending *pp = bpf_map_lookup_elem(&pending, &id);
+	if (pp) {
+		if (!stale(pp, PT_REGS_SP(ctx))) {
+			pp->nested++;
+			return 0; /* the allocator's own free, inside realloc */
+		}
+		bpf_map_delete_elem(&pending, &id);
+	}
 	__u64 p = (__u64)ptr;
 	if (!take_traced(p))
 		return 0; /* not a traced block (or one of an image before an exec) */
@@ -308,49 +370,49 @@ int BPF_KPROBE(free_enter, void *ptr)
 SEC("uprobe")
 int BPF_KPROBE(malloc_enter, __u64 size)
 {
-	return enter(K_MALLOC, size, 0, 0);
+	return enter(ctx, K_MALLOC, size, 0, 0);
 }
 
 SEC("uprobe")
 int BPF_KPROBE(calloc_enter, __u64 nmemb, __u64 size)
 {
-	return enter(K_CALLOC, nmemb, size, 0);
+	return enter(ctx, K_CALLOC, nmemb, size, 0);
 }
 
 SEC("uprobe")
 int BPF_KPROBE(realloc_enter, void *ptr, __u64 size)
 {
-	return enter(K_REALLOC, (__u64)ptr, size, 0);
+	return enter(ctx, K_REALLOC, (__u64)ptr, size, 0);
 }
 
 SEC("uprobe")
 int BPF_KPROBE(memalign_enter, __u64 align, __u64 size)
 {
-	return enter(K_MEMALIGN, align, size, 0);
+	return enter(ctx, K_MEMALIGN, align, size, 0);
 }
 
 SEC("uprobe")
 int BPF_KPROBE(posix_memalign_enter, void *memptr, __u64 align, __u64 size)
 {
-	return enter(K_POSIX_MEMALIGN, (__u64)memptr, align, size);
+	return enter(ctx, K_POSIX_MEMALIGN, (__u64)memptr, align, size);
 }
 
 SEC("uprobe")
 int BPF_KPROBE(aligned_alloc_enter, __u64 align, __u64 size)
 {
-	return enter(K_ALIGNED_ALLOC, align, size, 0);
+	return enter(ctx, K_ALIGNED_ALLOC, align, size, 0);
 }
 
 SEC("uprobe")
 int BPF_KPROBE(valloc_enter, __u64 size)
 {
-	return enter(K_VALLOC, size, 0, 0);
+	return enter(ctx, K_VALLOC, size, 0, 0);
 }
 
 SEC("uprobe")
 int BPF_KPROBE(pvalloc_enter, __u64 size)
 {
-	return enter(K_PVALLOC, size, 0, 0);
+	return enter(ctx, K_PVALLOC, size, 0, 0);
 }
 
 SEC("uretprobe")

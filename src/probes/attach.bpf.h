@@ -22,7 +22,8 @@ struct ht_attach_event {
 	__u8 kind;     /* enum ht_kind: malloc .. pvalloc, free */
 	__u8 flags;    /* HT_F_MMAPPED / HT_F_NONMAIN from glibc's chunk header */
 	__u8 old_traced; /* realloc: the input block was a traced one */
-	__u8 pad[5];
+	__u8 reused;   /* ptr was a traced block whose free was not seen */
+	__u8 pad[4];
 };
 
 /* Counters (an array map, index = enum ht_attach_stat). */
@@ -32,6 +33,7 @@ enum ht_attach_stat {
 	HT_AS_LOST,       /* events the ring buffer had no room for */
 	HT_AS_FULL,       /* traced blocks not kept: the table of live blocks was full */
 	HT_AS_NOSTACK,    /* stacks not taken (stack map full, or unwinding failed) */
+	HT_AS_REUSED,     /* traced blocks freed unseen: their address was handed out again */
 	HT_AS_NR,
 };
 

@@ -199,32 +199,109 @@ static size_t stale_of(struct ht_procsyms *ps, pid_t pid, const char *path, int 
 	return ps->nstale++;
 }
 
+/* A file mapped with execute permission, by its name in the map (with
+ * " (deleted)" if so): parse takes only these as modules. */
+struct exec_file {
+	char *name;  /* as in the map */
+	int checked; /* whether it is ELF was asked */
+	int not_elf; /* it can be read, and is not an ELF file */
+};
+
+static int exec_file_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct exec_file *)a)->name, ((const struct exec_file *)b)->name);
+}
+
+/* The next line of a maps text at *at, in buf (cut at cap - 1 bytes); 0 at
+ * the end. */
+static int map_line(const char **at, char *buf, size_t cap)
+{
+	const char *line = *at;
+	if (!line || !*line)
+		return 0;
+	const char *nl = strchr(line, '\n');
+	size_t len = nl ? (size_t)(nl - line) : strlen(line);
+	if (len >= cap)
+		len = cap - 1;
+	memcpy(buf, line, len);
+	buf[len] = 0;
+	*at = nl ? nl + 1 : NULL;
+	return 1;
+}
+
+/* The files the maps text maps with execute permission, sorted by name
+ * (malloc'd, names too; *n of them). */
+static struct exec_file *exec_files(const char *text, size_t *n)
+{
+	struct exec_file *v = NULL;
+	size_t cap = 0;
+	char buf[4608], perms[8];
+	*n = 0;
+	for (const char *at = text; map_line(&at, buf, sizeof(buf));) {
+		unsigned long long lo, hi, off, ino;
+		unsigned dmaj, dmin;
+		int name_at = 0;
+		if (sscanf(buf, "%llx-%llx %7s %llx %x:%x %llu %n", &lo, &hi, perms, &off, &dmaj,
+			   &dmin, &ino, &name_at) < 7 ||
+		    !name_at || buf[name_at] != '/' || perms[2] != 'x')
+			continue;
+		v = ht_grow(v, &cap, *n + 1, sizeof(*v));
+		v[(*n)++] = (struct exec_file){ht_xstrdup(buf + name_at), 0, 0};
+	}
+	if (*n)
+		qsort(v, *n, sizeof(*v), exec_file_cmp);
+	return v;
+}
+
+/* Whether path (a mapped file, or its /proc/PID/map_files entry) is an ELF
+ * file: 1 yes, 0 no (not a regular file, or another format), -1 cannot be
+ * read.  (A device is not opened: opening one may do something.) */
+static int is_elf(const char *path)
+{
+	struct stat sb;
+	if (stat(path, &sb) < 0)
+		return -1;
+	if (!S_ISREG(sb.st_mode))
+		return 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return -1;
+	unsigned char mag[SELFMAG];
+	ssize_t r = pread(fd, mag, SELFMAG, 0);
+	close(fd);
+	if (r < 0)
+		return -1;
+	return r == SELFMAG && !memcmp(mag, ELFMAG, SELFMAG);
+}
+
 /* parse_maps, for process pid when ps is not NULL: a file deleted or
  * replaced since it was mapped is read through /proc/PID/map_files
  * ((*stale)[i]: its index in ps->stale + 1, else 0); without ps its
- * mappings are left out.  Code ranges in *code, if not NULL. */
+ * mappings are left out.  Code ranges in *code, if not NULL.
+ *
+ * A module is a file with code: one that is mapped executable, and is an
+ * ELF file.  Not any path in the map: a process's shared anonymous memory
+ * shows as "/dev/zero (deleted)" (every process under heaptrail record
+ * has some), SysV shared memory as "/SYSV... (deleted)", a memfd as
+ * "/memfd:NAME (deleted)"; taken for modules, they were said to be
+ * deleted program files, and the -o trace named /dev/zero as a module
+ * that leaks could not read ("not a valid ELF file"). */
 static size_t parse(struct ht_procsyms *ps, pid_t pid, const char *text, struct ht_module **out,
 		    int **stale, struct code_range **code, size_t *ncode, struct code_range **data,
 		    size_t *ndata)
 {
 	struct ht_module *m = NULL;
 	int *stl = NULL;
-	size_t n = 0, cap = 0, capcode = 0, capdata = 0;
+	size_t n = 0, cap = 0, capcode = 0, capdata = 0, nexec = 0;
+	struct exec_file *exec = exec_files(text, &nexec);
+	char buf[4608];
 	if (code) {
 		*code = NULL;
 		*ncode = 0;
 		*data = NULL;
 		*ndata = 0;
 	}
-	for (const char *line = text; line && *line;) {
-		const char *nl = strchr(line, '\n');
-		size_t len = nl ? (size_t)(nl - line) : strlen(line);
-		char buf[4608];
-		if (len >= sizeof(buf))
-			len = sizeof(buf) - 1;
-		memcpy(buf, line, len);
-		buf[len] = 0;
-		line = nl ? nl + 1 : NULL;
+	for (const char *line = text; map_line(&line, buf, sizeof(buf));) {
 		unsigned long long lo, hi, off, ino;
 		unsigned dmaj, dmin;
 		char perms[8];
@@ -244,6 +321,11 @@ static size_t parse(struct ht_procsyms *ps, pid_t pid, const char *text, struct 
 		char *name = buf + name_at;
 		if (name[0] != '/' && strcmp(name, "[vdso]"))
 			continue; /* anonymous, heap, stack: no code to name */
+		struct exec_file key = {name, 0, 0}, *ef = NULL;
+		if (name[0] == '/' &&
+		    (!(ef = bsearch(&key, exec, nexec, sizeof(*exec), exec_file_cmp)) ||
+		     ef->not_elf))
+			continue; /* no code in it: a data file, shared memory */
 		int deleted = 0, replaced = 0;
 		size_t nl2 = strlen(name);
 		if (nl2 > 10 && !strcmp(name + nl2 - 10, " (deleted)")) {
@@ -267,6 +349,16 @@ static size_t parse(struct ht_procsyms *ps, pid_t pid, const char *text, struct 
 				m[k].hi = hi;
 			continue;
 		}
+		if (ef && !ef->checked) {
+			/* (an executable mapping of something else: a memfd
+			 * of generated code) */
+			char mf[96];
+			snprintf(mf, sizeof(mf), "/proc/%d/map_files/%llx-%llx", (int)pid, lo, hi);
+			ef->checked = 1;
+			ef->not_elf = is_elf(deleted || replaced ? mf : name) == 0;
+			if (ef->not_elf)
+				continue;
+		}
 		if (n == cap) {
 			cap = cap ? cap * 2 : 32;
 			m = ht_xrealloc(m, cap * sizeof(*m));
@@ -289,6 +381,9 @@ static size_t parse(struct ht_procsyms *ps, pid_t pid, const char *text, struct 
 			m[n].base = lo - off;
 		n++;
 	}
+	for (size_t i = 0; i < nexec; i++)
+		free(exec[i].name);
+	free(exec);
 	*out = m;
 	if (stale)
 		*stale = stl;

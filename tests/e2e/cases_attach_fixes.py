@@ -1,0 +1,395 @@
+"""`heaptrail attach` on busy processes and its -o trace: every call made
+while attached is seen (the probes are armed only once all are in), no
+block is blamed on --max-blocks, an existing trace at -o is replaced, and
+a process's shared anonymous memory is not taken for a deleted file.
+And `heaptrail live` on such traces: the callers of inlined allocation
+wrappers, and how it ends on a signal.
+
+The attach cases need BPF (root, BTF, uprobes): they skip with the reason
+`heaptrail attach --check` gives when it cannot be used here."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+from cases_allocators import find_lib
+from cases_attach import Attach, attach_until_exit, read_line
+from cases_live import Term, table_rows
+from htlib import case, check, children, compile_c, eq, reap
+from htprobe import need_bpf
+
+# Threads of malloc(64)/free pairs as fast as they can, each counting its
+# own calls; "count" on stdin prints the calls made so far, "quit" ends it.
+BUSY_C = r"""
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#define NTHREADS 2
+static long calls[NTHREADS];
+static volatile int stop;
+static void *loop(void *arg)
+{
+	long *n = arg;
+	while (!stop) {
+		void *p = malloc(64);
+		free(p);
+		__atomic_add_fetch(n, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+int main(void)
+{
+	pthread_t th[NTHREADS];
+	char line[64];
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (int i = 0; i < NTHREADS; i++)
+		pthread_create(&th[i], NULL, loop, &calls[i]);
+	printf("ready\n");
+	while (fgets(line, sizeof(line), stdin) && strcmp(line, "quit\n")) {
+		long sum = 0;
+		for (int i = 0; i < NTHREADS; i++)
+			sum += __atomic_load_n(&calls[i], __ATOMIC_RELAXED);
+		printf("calls %ld\n", sum);
+	}
+	stop = 1;
+	for (int i = 0; i < NTHREADS; i++)
+		pthread_join(th[i], NULL);
+	return 0;
+}
+"""
+
+
+def detached_counts(err):
+    """(allocation calls, traced, frees of traced blocks) of attach's last line."""
+    m = re.search(r"detached from pid \d+ \(.*\): (\d+) allocation calls, (\d+) traced, "
+                  r"(\d+) frees of traced blocks", err)
+    check(m, "no 'detached' line: %r" % err)
+    return tuple(int(x) for x in m.groups())
+
+
+@case(timeout=180, labels=("probes", "analyzers"), locks=("bpf",))
+def test_attach_busy_threads(t):
+    """Eight attaches to a process whose two threads make malloc/free pairs
+    as fast as they can: each sees every call the program counts between
+    two of its own readings taken while attach traces (at least that many,
+    less one a thread for a call begun before the probes were armed; the
+    program's own stdio may add a few), and says nothing of blocks
+    "not traced".  Before, each function's entry probe went in a few
+    milliseconds before its return probe; a thread that entered malloc
+    between the two had a call whose return was never seen, and every
+    later call of it counted as nested in that one, never traced: 0
+    allocation calls in about one attach in three, one thread's calls
+    missing in others, and false "N blocks not traced (more than
+    --max-blocks live)" warnings."""
+    need_bpf(t, "attach")
+    exe = compile_c(t, "busy", BUSY_C, ("-pthread",))
+    p = subprocess.Popen([exe], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, cwd=t.dir)
+
+    def count():
+        p.stdin.write(b"count\n")
+        p.stdin.flush()
+        line = read_line(p.stdout, 10, "busy's count")
+        check(line.startswith("calls "), "busy said %r" % line)
+        return int(line.split()[1])
+
+    try:
+        eq(read_line(p.stdout, 10, "ready"), "ready\n", "busy's first line")
+        bad = []
+        for run in range(8):
+            a = Attach(t, p.pid, [])
+            try:
+                c0 = count()
+                time.sleep(0.3)
+                c1 = count()
+                out, err = a.stop(signal.SIGINT)
+            finally:
+                a.kill()
+            calls, traced, frees = detached_counts(err)
+            made = c1 - c0
+            check(made > 1000, "run %d: busy made only %d calls in 0.3 s" % (run, made))
+            # (a thread preempted inside a call that began before the
+            # probes were armed counts it after its first reading: one
+            # call a thread at most)
+            if calls + 2 < made or "not traced" in err:
+                bad.append("run %d: %d allocation calls seen, %d made while tracing; %s" % (
+                    run, calls, made, err.strip().splitlines()[-1]))
+            check(traced <= calls, "run %d: traced %d > calls %d" % (run, traced, calls))
+        check(not bad, "attaches that missed calls:\n" + "\n".join(bad))
+        p.stdin.write(b"quit\n")
+        p.stdin.flush()
+        eq(p.wait(timeout=20), 0, "busy's exit status")
+    finally:
+        reap(p)
+
+
+# On jemalloc: 100 blocks of 200 bytes freed by dallocx (jemalloc's own
+# free, which attach does not probe), each address at once handed out
+# again to a malloc(210) that is kept (both in the 224-byte size class).
+UNSEEN_FREE_C = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+static void *keep[100];
+__attribute__((noinline)) void *gone_site(void) { return malloc(200); }
+__attribute__((noinline)) void *kept_site(void) { return malloc(210); }
+int main(void)
+{
+	void (*dallocx)(void *, int) = (void (*)(void *, int))dlsym(RTLD_DEFAULT, "dallocx");
+	char line[16];
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (!dallocx) {
+		printf("no dallocx\n");
+		return 1;
+	}
+	printf("ready\n");
+	if (!fgets(line, sizeof(line), stdin))
+		return 1;
+	int reused = 0;
+	for (int i = 0; i < 100; i++) {
+		void *p = gone_site();
+		dallocx(p, 0);
+		keep[i] = kept_site();
+		reused += keep[i] == p;
+	}
+	printf("reused %d\n", reused);
+	return 0;
+}
+"""
+
+
+def by_function(entries, key="stack"):
+    """{gone_site or kept_site: (bytes, blocks)} of report entries."""
+    got = {}
+    for e in entries:
+        fn = next((f["function"] for f in e[key] if f.get("function") in
+                   ("gone_site", "kept_site")), "?")
+        b, n = got.get(fn, (0, 0))
+        got[fn] = (b + e["bytes"], n + e["blocks"])
+    return got
+
+
+@case(timeout=120, labels=("probes", "analyzers"), locks=("bpf",))
+def test_attach_unseen_free_reused(t):
+    """A traced block freed by a function attach does not probe (jemalloc's
+    dallocx), whose address the allocator hands out again at once (100
+    times): the new block is traced and replaces the old one, a warning
+    says how many frees went unseen, and the -o trace frees the old block
+    where its address was reused, so that its leaks are the 100 kept
+    blocks (21,000 bytes at kept_site).  Before, the new block was
+    dropped, "100 blocks not traced (more than --max-blocks live)" blamed
+    a table that held a few entries, and the 100 freed blocks were
+    reported outstanding at gone_site."""
+    need_bpf(t, "attach")
+    lib = find_lib("jemalloc")
+    exe = compile_c(t, "unseen", UNSEEN_FREE_C, ("-ldl",))
+    env = dict(os.environ, LD_PRELOAD=lib)
+    p = subprocess.Popen([exe], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, cwd=t.dir, env=env)
+    a = None
+    trace = t.path("unseen.ht")
+    try:
+        eq(read_line(p.stdout, 10, "ready"), "ready\n", "unseen's first line")
+        a = Attach(t, p.pid, ["--json", "-o", trace])
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        eq(read_line(p.stdout, 10, "reuses"), "reused 100\n", "addresses jemalloc reused")
+        out, err = a.stop(signal.SIGINT)
+        p.stdin.close()
+        eq(p.wait(timeout=20), 0, "unseen's exit status")
+    finally:
+        if a:
+            a.kill()
+        reap(p)
+    check("not traced" not in err, "blocks blamed on --max-blocks:\n" + err)
+    check("heaptrail: warning: attach: 100 traced blocks were freed by calls the probes do "
+          "not see (their addresses were handed out again): each counts as freed when its "
+          "address was reused\n" in err, "the unseen frees' warning:\n" + err)
+    eq(by_function(json.loads(out)["entries"]), {"kept_site": (21000, 100)},
+       "attach's outstanding blocks")
+    r = t.tool(["leaks", "--json", "--top", "100", trace])
+    eq(r.rc, 0, "leaks of the -o trace:\n" + r.describe())
+    eq(by_function(json.loads(r.stdout)["groups"]), {"kept_site": (21000, 100)},
+       "the -o trace's leaks")
+
+
+@case(timeout=120, labels=("probes", "analyzers"), locks=("bpf",))
+def test_attach_output_replaces_trace(t):
+    """attach -o writes a trace, so it may replace one (docs/output-files.md,
+    as compact and convert do): two attaches to the same -o both succeed
+    and the second trace, of "echo two", replaces the first's, of "echo
+    one".  Before, the second one said "cannot write z.ht: it is a
+    heaptrail trace, which this output would replace (the input named
+    again by -o?)", exit status 1, though attach has no input."""
+    need_bpf(t, "attach")
+    out = t.path("z.ht")
+    for word in ("one", "two"):
+        r = t.run([t.heaptrail, "attach", "-o", out, "-c", "/bin/echo " + word], timeout=60)
+        eq(r.rc, 0, "attach -o z.ht -c 'echo %s':\n%s" % (word, r.describe()))
+        eq(r.stdout.splitlines()[0], word, "echo's output")
+        s = t.stats(out)
+        eq(s["command"], "/bin/echo " + word, "the trace's command after 'echo %s'" % word)
+    eq(sorted(os.listdir(t.dir)).count("z.ht"), 1, "one trace")
+    check(not [f for f in os.listdir(t.dir) if f.startswith("z.ht.")],
+          "files left beside z.ht: %r" % os.listdir(t.dir))
+
+
+# Shared anonymous memory ("/dev/zero (deleted)" in the map), SysV shared
+# memory ("/SYSV00000000 (deleted)") and a memfd ("/memfd:htdata
+# (deleted)"), then 10 blocks of 1000 bytes leaked at leak_site.
+SHARED_MEM_C = r"""
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/ipc.h>
+#include <sys/mman.h>
+#include <sys/shm.h>
+#include <unistd.h>
+static void *keep[10];
+__attribute__((noinline)) void leak_site(int i) { keep[i] = malloc(1000); }
+int main(void)
+{
+	char line[16];
+	char *z = mmap(0, 1 << 20, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	int id = shmget(IPC_PRIVATE, 1 << 16, IPC_CREAT | 0600);
+	char *v = shmat(id, NULL, 0);
+	shmctl(id, IPC_RMID, NULL);
+	int fd = memfd_create("htdata", 0);
+	if (z == MAP_FAILED || v == (void *)-1 || fd < 0 || ftruncate(fd, 1 << 16))
+		return 2;
+	char *m = mmap(0, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED)
+		return 2;
+	z[0] = v[0] = m[0] = 1;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	printf("ready\n");
+	if (!fgets(line, sizeof(line), stdin))
+		return 1;
+	for (int i = 0; i < 10; i++)
+		leak_site(i);
+	return 0;
+}
+"""
+
+
+@case(timeout=120, labels=("probes", "analyzers"), locks=("bpf",))
+def test_attach_shared_memory_not_modules(t):
+    """A process with shared anonymous memory, SysV shared memory and a
+    memfd mapped (the first is in every process under heaptrail record):
+    attach -o takes none of them for a module, says nothing of deleted
+    files, and leaks reads the trace without a warning, with the 10 blocks
+    at leak_site.  Before, attach said "/dev/zero was deleted since pid N
+    mapped it: its symbols were read through /proc/N/map_files" (and the
+    same of /SYSV00000000 and /memfd:htdata), wrote them into the trace as
+    modules, and leaks warned "/dev/zero: not a valid ELF file"."""
+    need_bpf(t, "attach")
+    exe = compile_c(t, "shmem", SHARED_MEM_C)
+    trace = t.path("shmem.ht")
+    pid, out, err = attach_until_exit(t, [exe], "shmem", ["-o", trace])
+    err = err.decode()
+    check("was deleted since" not in err and "/dev/zero" not in err,
+          "attach took shared memory for a deleted file:\n" + err)
+    with open(trace, "rb") as f:
+        data = f.read()
+    for name in (b"/dev/zero", b"/SYSV", b"/memfd:"):
+        check(name not in data, "%s named in the trace" % name.decode())
+    check(os.path.realpath(exe).encode() in data, "the program is not a module of the trace")
+    r = t.tool(["leaks", "--json", trace])
+    eq(r.rc, 0, "leaks:\n" + r.describe())
+    eq(r.stderr, "", "leaks' warnings")
+    groups = json.loads(r.stdout)["groups"]
+    eq([(g["bytes"], g["blocks"], g["stack"][0]["function"]) for g in groups],
+       [(10000, 10, "leak_site")], "leaks of the trace")
+
+
+# make() is inlined in both of its callers; lines 5, 6 and 7 are those of
+# make, cache_fill and session_open.
+INLINED_C = r"""#include <stdlib.h>
+#include <string.h>
+static inline __attribute__((always_inline)) void *make(size_t n)
+{
+	void *p = malloc(n); memset(p, 0, n); return p;
+}
+__attribute__((noinline)) void cache_fill(void **v) { for (int i = 0; i < 1000; i++) v[i] = make(1000); }
+__attribute__((noinline)) void session_open(void **v) { for (int i = 0; i < 10; i++) v[i] = make(100); }
+int main(void)
+{
+	static void *a[1000], *b[10];
+	cache_fill(a);
+	session_open(b);
+	return 0;
+}
+"""
+
+
+@case(timeout=120, labels=("live",))
+def test_live_inlined_callers(t):
+    """live on a trace of blocks allocated through an always-inline
+    wrapper (make) from two functions: the table opens make onto its two
+    callers, cache_fill (1000 blocks, 977 KiB) and session_open (10
+    blocks, 1000 B), as top shows them, and the `w` snapshot's stacks name
+    them.  Before, each return address kept only its innermost inlined
+    frame: make opened onto its callers' call sites in main, "main
+    (inl.c:12)" and "main (inl.c:13)", and neither caller was anywhere
+    (with both calls on one line of main, one row of 1010 blocks)."""
+    exe = compile_c(t, "inl", INLINED_C, ("-O2", "-fno-omit-frame-pointer"))
+    t.run([t.heaptrail, "record", "-q", "--stacks", "-o", t.path("inl.ht"), "--", exe],
+          check_rc=0)
+    r = t.run([t.heaptrail, "live", "--batch", "--keys", "\n", "inl.ht"], check_rc=0)
+    rows = table_rows(r.stdout)
+    check(rows and rows[0][0] == "- make", "make is not the first row, open:\n" + r.stdout)
+    callers = []
+    for label, cols in rows[1:]:
+        if not label.startswith("+ "):
+            break
+        callers.append((label, cols[0], cols[1]))  # (no own bytes: total, blocks)
+    eq(callers, [("+ cache_fill (inl.c:7)", "977 KiB", "1000"),
+                 ("+ session_open (inl.c:8)", "1000 B", "10")], "make's callers (total, blocks)")
+    os.mkdir(t.path("snap"))
+    t.run([t.heaptrail, "live", "--batch", "--keys", "w", "--snapshot-dir", "snap", "inl.ht"],
+          check_rc=0)
+    files = os.listdir(t.path("snap"))
+    eq(len(files), 1, "snapshots written")
+    with open(t.path("snap", files[0])) as f:
+        snap = f.read()
+    for n, fn, line in ((1000, "cache_fill", 7), (10, "session_open", 8)):
+        want = "%d bytes in %d blocks (%d allocations) at:\n    make (inl.c:5)\n    %s (inl.c:%d)\n" % (
+            n * (1000 if n == 1000 else 100), n, n, fn, line)
+        check(want in snap, "the snapshot has no %r:\n%s" % (want, snap))
+
+
+@case(timeout=120, labels=("live",))
+def test_live_dies_of_signal(t):
+    """heaptrail live TRACE on a terminal, ended by Ctrl-C and by SIGTERM:
+    it dies of the signal (status 130, 143: docs/output-files.md), with
+    the terminal restored (out of the alternate screen, the shell's next
+    line shown).  Before, ncurses' own handler restored the terminal and
+    exited 1."""
+    t.run([t.heaptrail, "record", "-q", "--stacks", "-o", t.path("s.ht"), "--",
+           t.prog("grower"), "1", "1"], check_rc=0)
+    for sig, status in (("C-c", 130), (signal.SIGTERM, 143)):
+        # (the shell catches SIGINT, which Ctrl-C sends it too, so that it
+        # lives on to say live's status; live gets the default action)
+        term = Term(t, "trap : INT; %s live s.ht; echo LIVE-EXIT=$?" % t.heaptrail)
+        try:
+            term.wait_text("function / callers")
+            if sig == "C-c":
+                term.keys("C-c")
+            else:
+                sh = int(term.tmux("display-message", "-p", "-t", "s", "#{pane_pid}"))
+                kids = children(sh)
+                eq(len(kids), 1, "the shell's children")
+                os.kill(kids[0], sig)
+            # (the line may have scrolled off the screen)
+            term.wait_history("LIVE-EXIT=", 20)
+            screen = term.history()
+            check("LIVE-EXIT=%d\n" % status in screen, "after %s:\n%s" % (sig, screen))
+            eq(term.tmux("display-message", "-p", "-t", "s", "#{alternate_on}").strip(), "0",
+               "the alternate screen after %s" % sig)
+        finally:
+            term.close()
