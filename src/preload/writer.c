@@ -695,6 +695,17 @@ static void tx_recover(void)
 	}
 }
 
+/* zbuf holding at least n bytes (its contents not kept); 0 out of memory. */
+static int zbuf_reserve(size_t n)
+{
+	if (n > zcap) {
+		z_free(NULL, zbuf);
+		zbuf = z_alloc(NULL, n);
+		zcap = zbuf ? n : 0;
+	}
+	return zbuf != NULL;
+}
+
 static void write_chunk(struct ht_chunk_header *c, const void *payload, size_t n, int compress)
 {
 	if (w.fd < 0 || w.failed)
@@ -711,13 +722,7 @@ static void write_chunk(struct ht_chunk_header *c, const void *payload, size_t n
 	const void *data = payload;
 	size_t len = n;
 	if (compress && zc) {
-		size_t bound = ZSTD_compressBound(n);
-		if (bound > zcap) {
-			z_free(NULL, zbuf);
-			zbuf = z_alloc(NULL, bound);
-			zcap = zbuf ? bound : 0;
-		}
-		if (zbuf) {
+		if (zbuf_reserve(ZSTD_compressBound(n))) {
 			size_t r = ZSTD_compress2(zc, zbuf, zcap, payload, n);
 			if (!ZSTD_isError(r) && r < n) {
 				data = zbuf;
@@ -730,13 +735,7 @@ static void write_chunk(struct ht_chunk_header *c, const void *payload, size_t n
 		/* Not compressed (no CPU for it, or --zstd-level=0): a stored
 		 * frame, whose checksum a damaged byte fails, where the bare
 		 * records let it change the figures silently (zstored.h). */
-		size_t m = ht_zstored_size(n);
-		if (m > zcap) {
-			z_free(NULL, zbuf);
-			zbuf = z_alloc(NULL, m);
-			zcap = zbuf ? m : 0;
-		}
-		if (zbuf) {
+		if (zbuf_reserve(ht_zstored_size(n))) {
 			len = ht_zstored_write(zbuf, payload, n);
 			data = zbuf;
 			c->flags |= HT_CHUNK_F_ZSTD | HT_CHUNK_F_STORED;

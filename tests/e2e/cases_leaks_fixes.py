@@ -8,6 +8,7 @@ gives the cut or damage as the likely reason for unknown frees."""
 import json
 
 import htformat
+from cases_reader import fmt_ns
 from htlib import case, check, compile_c, eq
 
 # One block of 1000 bytes, then 1.2 s without a heap call.
@@ -44,14 +45,6 @@ int main(void)
 	return 0;
 }
 """
-
-
-def fmt_ns(ns):
-    """As heaptrail prints a time (src/common/util.c, ht_fmt_ns)."""
-    for unit, div in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
-        if ns >= div:
-            return "%.3f %s" % (ns / div, unit)
-    return "%d ns" % ns
 
 
 def events_chunks(path):
