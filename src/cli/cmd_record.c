@@ -1630,6 +1630,10 @@ int cmd_record(int argc, char **argv)
 			(void)wr; /* no message to add if the pipe broke */
 			_exit(HT_EXIT_USAGE);
 		}
+		/* record --live: record's own stderr kept for "cannot run"
+		 * (in OUTPUT.out, the terminal showed nothing but the exit
+		 * status) */
+		int err_fd = cfg.live ? fcntl(2, F_DUPFD_CLOEXEC, 3) : 2;
 		if (cfg.live && live_output(out) < 0) {
 			ssize_t wr = write(refused[1], "e", 1);
 			(void)wr;
@@ -1659,7 +1663,13 @@ int cmd_record(int argc, char **argv)
 		setenv("LD_PRELOAD", buf, 1);
 		execvp(argv[0], argv);
 		int e = errno;
-		fprintf(stderr, "heaptrail: cannot run '%s': %s\n", argv[0], strerror(e));
+		if (cfg.live) { /* (its OUTPUT.out would hold nothing else) */
+			char name[PATH_MAX + 8];
+			snprintf(name, sizeof(name), "%s.out", out);
+			unlink(name);
+		}
+		dprintf(err_fd >= 0 ? err_fd : 2, "heaptrail: cannot run '%s': %s\n", argv[0],
+			strerror(e));
 		ssize_t wr = write(refused[1], "e", 1);
 		(void)wr;
 		_exit(e == ENOENT ? 127 : 126);

@@ -283,3 +283,16 @@ def test_cli_compare_quiet(t):
                       % (t.heaptrail, quiet, t.path("c.svg"), wl), 0)
         eq("compare: runs:" in seen, not quiet, "compare %s-n 1 on a terminal: %r"
            % (quiet, seen[-300:]))
+
+
+@case()
+def test_cli_record_live_cannot_run(t):
+    """`record --live -- ./typo` on a terminal says it cannot run it, exit
+    127, and leaves no OUTPUT.out (before: only the exit status showed;
+    the message was in OUTPUT.out, left behind)."""
+    seen = on_tty(t, "cd %s && %s record --live -o nx.ht -- ./nonexist; echo rc=$?"
+                  % (t.dir, t.heaptrail), 1000)
+    check("heaptrail: cannot run './nonexist': No such file or directory" in seen,
+          "on the terminal: %r" % seen[-400:])
+    check("rc=127" in seen, "exit status: %r" % seen[-200:])
+    eq(sorted(f for f in os.listdir(t.dir) if f.startswith("nx.ht")), [], "files left")
