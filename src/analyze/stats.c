@@ -332,6 +332,7 @@ void ht_stats__json(const struct ht_stats *s, struct ht_json *j, const struct ht
 	ht_json__bool(j, "complete", complete);
 	ht_json__bool(j, "closed", in->closed);
 	ht_json__bool(j, "orphaned", in->orphaned);
+	ht_json__bool(j, "untraced_namespace", in->namespace);
 	if (in->orphaned) /* (only then) */
 		ht_json__bool(j, "exit_syscall", in->exit_syscall);
 	ht_json__bool(j, "being_written", in->being_written && !in->closed);

@@ -1191,6 +1191,8 @@ HT_EXPORT void *dlmopen(Lmid_t lmid, const char *file, int flags)
 {
 	if (!real.dlmopen)
 		ht_hooks__resolve();
+	if (lmid != LM_ID_BASE && file && !ht_foreign_process())
+		ht_writer__add_flag(HT_FILE_F_NAMESPACE); /* readers say it too */
 	if (lmid != LM_ID_BASE && file && !ht_foreign_process() &&
 	    !atomic_exchange_explicit(&namespace_said, 1, memory_order_relaxed))
 		ht_msg("dlmopen() loads %s in a link-map namespace of its own, with a C library "

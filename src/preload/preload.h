@@ -472,6 +472,9 @@ static inline void ht_order__forget(uint64_t p)
 
 /* ---- writer.c: the background writer thread and the output file -------- */
 int ht_writer__start(void);
+/* Sets a header flag of the trace (HT_FILE_F_NAMESPACE), now or when the
+ * header is made. */
+void ht_writer__add_flag(uint64_t flag);
 /* Flushes everything committed so far; waits up to timeout_ms. */
 void ht_writer__sync(int timeout_ms);
 /* Final flush, index, header patch; recording stops for good.  sig: the

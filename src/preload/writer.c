@@ -494,6 +494,17 @@ static uint64_t start_brk(void)
 /* This process is a fork child of the traced program (its trace says so). */
 static int forked_child;
 
+/* Header flags noted before the file's header was made (and for a fork
+ * child's file, what the parent noted): ht_writer__add_flag. */
+static _Atomic uint64_t noted_flags;
+
+void ht_writer__add_flag(uint64_t flag)
+{
+	atomic_fetch_or(&noted_flags, flag);
+	if (ws) /* (the state is shared with the writer process: an atomic or) */
+		__atomic_fetch_or(&w.hdr.flags, flag, __ATOMIC_SEQ_CST);
+}
+
 static int write_header(void)
 {
 	static char cmdline[8192];
@@ -507,7 +518,7 @@ static int write_header(void)
 	uint64_t flags = HT_FILE_F_ORDERED | (ht_opt.use_tsc ? HT_FILE_F_TSC : 0) |
 			 (ht_opt.sample_bytes ? HT_FILE_F_SAMPLED : 0) |
 			 (ht_opt.durations ? HT_FILE_F_DURATIONS : 0) |
-			 (forked_child ? HT_FILE_F_FORK_CHILD : 0);
+			 (forked_child ? HT_FILE_F_FORK_CHILD : 0) | atomic_load(&noted_flags);
 	const char *alloc = ht_alloc__path(); /* (another allocator than glibc's) */
 	size_t nalloc = alloc ? strlen(alloc) + 1 : 0;
 	if (alloc)

@@ -93,6 +93,10 @@ struct ht_section_ref {
 				  * program died of it: a crash, an abort, a SIGTERM or
 				  * SIGINT.  What was live then was never freed, but not
 				  * "at exit" */
+#define HT_FILE_F_NAMESPACE 0x2000 /* the program loaded a library with dlmopen()
+				    * into a link-map namespace of its own, whose C
+				    * library served the calls made there: they are
+				    * not in the trace.  Readers warn */
 
 struct ht_file_header {
 	char magic[8];            /* HT_MAGIC */

@@ -510,6 +510,12 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 			    "without exit(), as Go programs end); its writer process saved every "
 			    "event it had recorded");
 	r->info.disk_full = (r->hdr.flags & HT_FILE_F_DISK_FULL) != 0;
+	r->info.namespace = (r->hdr.flags & HT_FILE_F_NAMESPACE) != 0;
+	if (r->info.namespace)
+		ht_rd__warn(r, "the program loaded a library with dlmopen() into a link-map "
+			    "namespace of its own: the calls made there (malloc, free, mmap...) went "
+			    "to that namespace's C library and are not in the trace; figures miss "
+			    "them");
 	if (r->info.being_written && !r->info.closed && ht_proc_exists(r->hdr.pid))
 		ht_rd__warn(r, "the trace is still being written (its program, pid %d, runs): read as "
 			    "of now, up to the last flush; what is live at its end is live now, not "

@@ -171,6 +171,8 @@ struct ht_trace_info {
 	uint32_t nthreads;     /* distinct threads in the chunks */
 	int closed;            /* header says the recorder closed the file */
 	int orphaned;          /* closed by the writer process after the program died */
+	int namespace;         /* HT_FILE_F_NAMESPACE: calls made in a dlmopen namespace are
+				* not in it */
 	int exit_syscall;      /* orphaned, and the program exited with a status by the
 				* exit_group system call, not exit() (HT_FILE_F_EXIT_SYSCALL) */
 	int signal;            /* closed, and the program died of this signal, which it

@@ -366,7 +366,9 @@ def test_dlmopen_namespace_noted(t):
     of its own, which the recorder cannot reach: the recorder says so once,
     in one line naming the library (before: its 100 allocations and frees
     were missing without a word); a dlmopen into the program's own
-    namespace says nothing, and the program's calls are recorded."""
+    namespace says nothing, and the program's calls are recorded.  The
+    trace's header says it (HT_FILE_F_NAMESPACE): every reader warns, and
+    stats' JSON has untraced_namespace."""
     lib = compile_c(t, "libns.so", DLMOPEN_LIB, flags=("-shared", "-fPIC"))
     exe = compile_c(t, "dlm", DLMOPEN, flags=("-ldl",))
     out = t.path("dlm.ht")
@@ -380,6 +382,17 @@ def test_dlmopen_namespace_noted(t):
     eq(sum(1 for e in evs if e.kind == "malloc" and e.args[0] == 60), 100, "the program's mallocs")
     eq(sum(1 for e in evs if e.kind == "malloc" and e.args[0] == 4321), 0,
        "the namespace's mallocs (not recorded: said)")
+    # the trace says it too (HT_FILE_F_NAMESPACE), to every reader, and
+    # stats' JSON (before: the figures missed those calls without a word)
+    r = t.tool(["stats", out])
+    eq(r.stderr, "heaptrail: warning: %s: the program loaded a library with dlmopen() into a "
+       "link-map namespace of its own: the calls made there (malloc, free, mmap...) went to "
+       "that namespace's C library and are not in the trace; figures miss them\n" % out,
+       "stats' warning")
+    eq(t.stats(out)["untraced_namespace"], True, "stats --json untraced_namespace")
+    plain = t.path("plain.ht")
+    t.record(plain, [t.prog("oneline")])
+    eq(t.stats(plain)["untraced_namespace"], False, "untraced_namespace of a plain trace")
 
 
 STATIC_EXIT = r"""
