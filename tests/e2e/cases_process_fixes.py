@@ -20,19 +20,6 @@ def allocator(name):
     return p
 
 
-def compile_cxx(t, name, source):
-    gxx = which("g++")
-    if not gxx:
-        skip("g++ is not installed")
-    src = t.path(name + ".cpp")
-    with open(src, "w") as f:
-        f.write(source)
-    exe = t.path(name)
-    r = t.run([gxx, "-O0", "-g", "-o", exe, src])
-    eq(r.rc, 0, "g++:\n" + r.describe())
-    return exe
-
-
 def live_at_end(evs):
     """The blocks a dump's malloc-family events leave live: {ptr: size}."""
     live = {}
@@ -113,7 +100,7 @@ def test_cxx_new_handler_other_allocator(t):
     the trace's account) and the exceptions' frees were unknown frees.
     The program still sees its own handler (std::get_new_handler and
     set_new_handler's answer)."""
-    exe = compile_cxx(t, "nh", NEW_HANDLER)
+    exe = compile_c(t, "nh", NEW_HANDLER, cxx=True)
     want_out = "caught: 2\nnothrow: 1 4\n"
     runs = [("glibc", None)] + [(n, allocator(n)) for n in sorted(ALLOCATORS)]
     for name, lib in runs:

@@ -654,21 +654,22 @@ def which(name, candidates=()):
     return shutil.which(name)
 
 
-def compile_c(t, name, source, flags=()):
+def compile_c(t, name, source, flags=(), cxx=False):
     """Compiles source into the case's directory with gcc -O0 -g
     -fno-builtin (every malloc/free pair stays) and the project's include/
     (heaptrail.h), then flags (a later -O wins); returns the program's
-    path.  Skips the case without gcc."""
-    gcc = which("gcc")
+    path.  cxx: C++ source, compiled with g++.  Skips the case without the
+    compiler."""
+    gcc = which("g++" if cxx else "gcc")
     if not gcc:
-        skip("gcc is not installed")
-    src = t.path(name + ".c")
+        skip("%s is not installed" % ("g++" if cxx else "gcc"))
+    src = t.path(name + (".cpp" if cxx else ".c"))
     with open(src, "w") as f:
         f.write(source)
     exe = t.path(name)
     include = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include")
     r = t.run([gcc, "-O0", "-g", "-fno-builtin", "-I", include] + list(flags) + ["-o", exe, src])
-    eq(r.rc, 0, "gcc:\n" + r.describe())
+    eq(r.rc, 0, "%s:\n%s" % (os.path.basename(gcc), r.describe()))
     return exe
 
 
