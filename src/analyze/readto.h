@@ -2,9 +2,10 @@
  * that state figures at a time (leaks, leaks --at, diff --at): past
  * read_to_ns nothing was read, so the figures of a later time are those of
  * read_to_ns, and frees after it are not in them; from exact_to_ns on, one
- * thread's events may be missing.  The account is timeline's (timeline.c,
- * find_damage and streams_stop), kept per thread by tid so that a reader
- * can be drained without the pass:
+ * thread's events may be missing.  Timeline keeps the same records per
+ * thread of the pass and calls ht_readto__bounds itself (timeline.c,
+ * find_damage); leaks and diff keep them by tid, so that a reader can be
+ * drained without the pass:
  *
  *	struct ht_readto rt = {0};
  *	while ((e = ht_analyze__next_event(r)))
@@ -44,45 +45,52 @@ struct ht_readto {
 			       * before read_to_ns, else 0 */
 };
 
-/* Each event the reader delivers, in order. */
-static inline void ht_readto__event(struct ht_readto *rt, const struct ht_event *e)
+/* e, an event of x's thread, in the reader's order. */
+static inline void ht_readto__thread_event(struct ht_readto_thread *x, const struct ht_event *e)
 {
-	struct ht_readto_thread *x =
-		ht_nodetab__get((void **)&rt->thr, &rt->cap, &rt->n, sizeof(*rt->thr), e->tid);
-	if (!x->seen) {
+	if (__builtin_expect(!x->seen, 0)) {
 		x->seen = 1;
+		x->tid1 = e->tid + 1;
 		x->headless = e->seq != 0;
 	}
 	x->last_ns = e->time_ns;
-	if (e->kind == HT_EV_THREAD_EXIT)
+	if (__builtin_expect(e->kind == HT_EV_THREAD_EXIT, 0))
 		x->exited = 1;
 }
 
-/* After the reading stopped (at the end, or at an error).  A cut file stops
- * every thread's stream at one place in the file, each at a time of its
- * own: a thread's stream holds its events in the order they happened,
- * written in chunks as its buffer filled, and one cut short ends at its
- * last event read, which may be long before another thread's last event.
- * A thread that exited lacks nothing; one whose first events are lost
- * lacks them from the trace's start.  One thread's damaged chunk (the
- * others read on to the file's end) ends that thread's events only. */
-static inline void ht_readto__finish(struct ht_readto *rt, const struct ht_reader *r)
+/* Each event the reader delivers, in order. */
+static inline void ht_readto__event(struct ht_readto *rt, const struct ht_event *e)
 {
-	struct ht_damage d;
-	rt->damaged = 0;
-	rt->read_to_ns = rt->exact_to_ns = UINT64_MAX;
-	rt->short_tid = 0;
-	if (!ht_reader__damage(r, &d))
-		return;
-	rt->damaged = 1;
-	uint64_t exact = d.exact_to_ns;
-	uint32_t tid = d.tid;
-	if (!d.tid) {
+	ht_readto__thread_event(
+		ht_nodetab__get((void **)&rt->thr, &rt->cap, &rt->n, sizeof(*rt->thr), e->tid), e);
+}
+
+/* Where the reading of a damaged trace (d, the reader's account) leaves
+ * the figures, from the threads' records v[0..n) (slots never used are
+ * skipped) and end, the time read to when nothing is missing: *read_to
+ * (events read up to there), *exact_to (every thread's up to there) and
+ * *short_tid (the thread whose events stop at *exact_to, if that is before
+ * *read_to, else 0).  A cut file stops every thread's stream at one place
+ * in the file, each at a time of its own: a thread's stream holds its
+ * events in the order they happened, written in chunks as its buffer
+ * filled, and one cut short ends at its last event read, which may be
+ * long before another thread's last event.  A thread that exited lacks
+ * nothing; one whose first events are lost lacks them from the trace's
+ * start.  One thread's damaged chunk (the others read on to the file's
+ * end) ends that thread's events only.  Returns the time from which
+ * events may be missing (before it is limited to *read_to). */
+static inline uint64_t ht_readto__bounds(const struct ht_damage *d,
+					 const struct ht_readto_thread *v, size_t n, uint64_t end,
+					 uint64_t *read_to, uint64_t *exact_to, uint32_t *short_tid)
+{
+	uint64_t exact = d->exact_to_ns;
+	uint32_t tid = d->tid;
+	if (!d->tid) {
 		uint64_t stop = UINT64_MAX;
 		uint32_t stop_tid = 0;
-		for (size_t i = 0; i < rt->cap; i++) {
-			const struct ht_readto_thread *x = &rt->thr[i];
-			uint64_t t = !x->tid1 || x->exited ? UINT64_MAX : x->headless ? 0 : x->last_ns;
+		for (size_t i = 0; i < n; i++) {
+			const struct ht_readto_thread *x = &v[i];
+			uint64_t t = !x->seen || x->exited ? UINT64_MAX : x->headless ? 0 : x->last_ns;
 			if (t < stop) {
 				stop = t;
 				stop_tid = x->tid1 - 1;
@@ -93,10 +101,26 @@ static inline void ht_readto__finish(struct ht_readto *rt, const struct ht_reade
 			tid = stop_tid;
 		}
 	}
-	if (!(d.tid && d.read_on))
-		rt->read_to_ns = d.last_ns;
-	rt->exact_to_ns = exact < rt->read_to_ns ? exact : rt->read_to_ns;
-	rt->short_tid = rt->exact_to_ns < rt->read_to_ns ? tid : 0;
+	*read_to = end;
+	if (!(d->tid && d->read_on) && d->last_ns < *read_to)
+		*read_to = d->last_ns;
+	*exact_to = exact < *read_to ? exact : *read_to;
+	*short_tid = *exact_to < *read_to ? tid : 0;
+	return exact;
+}
+
+/* After the reading stopped (at the end, or at an error). */
+static inline void ht_readto__finish(struct ht_readto *rt, const struct ht_reader *r)
+{
+	struct ht_damage d;
+	rt->damaged = 0;
+	rt->read_to_ns = rt->exact_to_ns = UINT64_MAX;
+	rt->short_tid = 0;
+	if (!ht_reader__damage(r, &d))
+		return;
+	rt->damaged = 1;
+	ht_readto__bounds(&d, rt->thr, rt->cap, UINT64_MAX, &rt->read_to_ns, &rt->exact_to_ns,
+			  &rt->short_tid);
 }
 
 static inline void ht_readto__free(struct ht_readto *rt)

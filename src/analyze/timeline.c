@@ -12,6 +12,7 @@
 #include "analyze/marks.h"
 #include "analyze/mmranges.h"
 #include "analyze/pass.h"
+#include "analyze/readto.h"
 #include "common/json.h"
 #include "common/markup.h"
 #include "common/util.h"
@@ -43,15 +44,6 @@ struct bin {
 
 struct range {
 	uint64_t from_ns, to_ns; /* recording paused or stopped between these */
-};
-
-/* How far a thread's events were read (a cut trace: find_damage). */
-struct thr {
-	uint64_t last_ns; /* its last event */
-	uint32_t tid;
-	uint8_t seen;     /* it has had an event */
-	uint8_t exited;   /* one was its THREAD_EXIT: nothing of it is missing after */
-	uint8_t headless; /* its first event read was not its first (seq 0): its start is lost */
 };
 
 struct ht_timeline {
@@ -86,14 +78,15 @@ struct ht_timeline {
 	 * reader's error): past read_to_ns nothing was read, and the bins
 	 * there would only carry the last values on; from exact_to_ns on,
 	 * one thread's events are missing (ht_reader__damage; a cut trace:
-	 * streams_stop). */
+	 * readto.h). */
 	int damaged;               /* the range is not all read */
 	struct ht_damage dmg;      /* the reader's account */
 	char *error;               /* its error */
 	uint64_t read_to_ns;       /* events read up to here (the range's end if all were) */
 	uint64_t exact_to_ns;      /* every thread's events in up to here */
 	uint32_t short_tid;        /* the thread whose events stop there, if before read_to_ns */
-	struct thr *thr;           /* per thread of the pass (op->thread) */
+	struct ht_readto_thread *thr; /* how far each thread of the pass (op->thread) was
+				       * read (a cut trace: find_damage) */
 	size_t nthr, capthr;       /* used / allocated */
 	unsigned bins_read;        /* bins [0, bins_read) hold events read, the rest none */
 };
@@ -445,55 +438,23 @@ static inline int event_fast(struct ht_timeline *tl, const struct ht_event *e,
 	return 1;
 }
 
-/* A thread's first event (thread index i of the pass). */
-static __attribute__((noinline)) void thread_first(struct ht_timeline *tl, uint32_t i,
-						   const struct ht_event *e)
+/* Room for thread index i of the pass. */
+static __attribute__((noinline)) void thread_room(struct ht_timeline *tl, uint32_t i)
 {
-	if (i >= tl->nthr) {
-		tl->thr = ht_grow(tl->thr, &tl->capthr, (size_t)i + 1, sizeof(*tl->thr));
-		memset(tl->thr + tl->nthr, 0, ((size_t)i + 1 - tl->nthr) * sizeof(*tl->thr));
-		tl->nthr = (size_t)i + 1;
-	}
-	struct thr *x = &tl->thr[i];
-	x->seen = 1;
-	x->tid = e->tid;
-	x->headless = e->seq != 0;
+	tl->thr = ht_grow(tl->thr, &tl->capthr, (size_t)i + 1, sizeof(*tl->thr));
+	memset(tl->thr + tl->nthr, 0, ((size_t)i + 1 - tl->nthr) * sizeof(*tl->thr));
+	tl->nthr = (size_t)i + 1;
 }
 
 void ht_timeline__event(struct ht_timeline *tl, const struct ht_event *e,
 			const struct ht_blockop *op)
 {
 	uint32_t i = op->thread;
-	if (__builtin_expect(i >= tl->nthr || !tl->thr[i].seen, 0))
-		thread_first(tl, i, e);
-	tl->thr[i].last_ns = e->time_ns;
-	if (__builtin_expect(e->kind == HT_EV_THREAD_EXIT, 0))
-		tl->thr[i].exited = 1;
+	if (__builtin_expect(i >= tl->nthr, 0))
+		thread_room(tl, i);
+	ht_readto__thread_event(&tl->thr[i], e);
 	if (!event_fast(tl, e, op))
 		event_slow(tl, e, op);
-}
-
-/* A cut trace (the file's error: every thread's stream stops at the same
- * place in the file, not at the same time): the earliest time a thread's
- * events may be missing from, UINT64_MAX if none, and the thread in *tid.
- * A thread's stream holds its events in the order they happened, written
- * in chunks as its buffer filled: one cut short ends at its last event
- * read, which may be long before the last event of another thread, whose
- * chunks were written more often.  A thread that exited lacks nothing;
- * one whose first events are lost, from the trace's start.  (A thread
- * none of whose chunks was read is not known at all.) */
-static uint64_t streams_stop(const struct ht_timeline *tl, uint32_t *tid)
-{
-	uint64_t stop = UINT64_MAX;
-	for (size_t i = 0; i < tl->nthr; i++) {
-		const struct thr *x = &tl->thr[i];
-		uint64_t t = !x->seen || x->exited ? UINT64_MAX : x->headless ? 0 : x->last_ns;
-		if (t < stop) {
-			stop = t;
-			*tid = x->tid;
-		}
-	}
-	return stop;
 }
 
 /* Where a cut or damaged trace's events stop within the range: the bins
@@ -506,28 +467,18 @@ static void find_damage(struct ht_timeline *tl, struct ht_reader *r)
 	uint64_t end = tl->o.to_ns > tl->o.from_ns ? tl->o.to_ns : tl->end_ns;
 	if (!r || !ht_reader__damage(r, &tl->dmg))
 		return;
-	/* The file's error (a cut trace): every thread's stream stops at one
-	 * place in the file, each at a time of its own, which the reader's
-	 * last event does not tell (streams_stop). */
-	uint64_t exact = tl->dmg.exact_to_ns;
-	uint32_t tid = tl->dmg.tid;
-	if (!tl->dmg.tid) {
-		uint64_t stop = streams_stop(tl, &tid);
-		if (stop < exact)
-			exact = stop;
-		else
-			tid = 0;
-	}
-	if (exact >= end)
+	/* (readto.h: where every thread's stream stops, which the reader's
+	 * last event does not tell) */
+	uint64_t read_to, exact_to;
+	uint32_t short_tid;
+	if (ht_readto__bounds(&tl->dmg, tl->thr, tl->nthr, tl->end_ns, &read_to, &exact_to,
+			      &short_tid) >= end)
 		return; /* (with --to: the damage lies past the range) */
 	tl->damaged = 1;
 	tl->error = ht_xstrdup(ht_reader__error(r));
-	/* One thread's damage: the others were read to the file's end (the
-	 * time after their last event is the run's quiet end, not lost). */
-	if (!(tl->dmg.tid && tl->dmg.read_on) && tl->dmg.last_ns < tl->read_to_ns)
-		tl->read_to_ns = tl->dmg.last_ns;
-	tl->exact_to_ns = exact < tl->read_to_ns ? exact : tl->read_to_ns;
-	tl->short_tid = tl->exact_to_ns < tl->read_to_ns ? tid : 0;
+	tl->read_to_ns = read_to;
+	tl->exact_to_ns = exact_to;
+	tl->short_tid = short_tid;
 	if (tl->read_to_ns < tl->o.from_ns) {
 		tl->bins_read = 0;
 	} else {
