@@ -1191,13 +1191,14 @@ HT_EXPORT void *dlmopen(Lmid_t lmid, const char *file, int flags)
 {
 	if (!real.dlmopen)
 		ht_hooks__resolve();
-	if (lmid != LM_ID_BASE && file && !ht_foreign_process())
+	if (lmid != LM_ID_BASE && file && !ht_foreign_process()) {
 		ht_writer__add_flag(HT_FILE_F_NAMESPACE); /* readers say it too */
-	if (lmid != LM_ID_BASE && file && !ht_foreign_process() &&
-	    !atomic_exchange_explicit(&namespace_said, 1, memory_order_relaxed))
-		ht_msg("dlmopen() loads %s in a link-map namespace of its own, with a C library "
-		       "of its own: the calls made in it (malloc, free, mmap...) are not recorded",
-		       file);
+		if (!atomic_exchange_explicit(&namespace_said, 1, memory_order_relaxed))
+			ht_msg("dlmopen() loads %s in a link-map namespace of its own, with a C "
+			       "library of its own: the calls made in it (malloc, free, mmap...) are "
+			       "not recorded",
+			       file);
+	}
 	/* (a tail call: the loader takes the caller's return address for
 	 * $ORIGIN, which must be the program's) */
 	return real.dlmopen(lmid, file, flags);
