@@ -248,7 +248,9 @@ static void update_symbols(struct live *L)
 static inline void apply(struct live *L, const struct ht_event *e)
 {
 	if (__builtin_expect(e->kind == HT_EV_EXEC, 0))
-		L->exec_seen = 1;
+		/* an exec's outcome when it failed (format.h): the image runs on */
+		L->exec_seen = !(e->str && !strncmp(e->str, HT_EXEC_FAILED_PREFIX,
+						    sizeof(HT_EXEC_FAILED_PREFIX) - 1));
 	const struct ht_blockop *op = ht_pass__event(L->p, e);
 	ht_livetop__event(L->lt, e, op);
 }
