@@ -80,6 +80,8 @@ struct ht_stacks {
 	struct mod_list *own;    /* the thread's own modules once a library was unmapped, else NULL */
 	uintptr_t stack_lo;      /* bottom of the thread's stack */
 	uintptr_t stack_hi;      /* its top; 0: unknown */
+	int bounds_known;        /* stack_lo/hi were looked for (never on an
+				  * alternate signal stack: stacks_bounds_try) */
 	struct walk_cache *walk; /* the walk's caches, or NULL */
 	/* the stacks seen last, in front of leaves: the large table's slot
 	 * of a stack is, in a program with a large working set of its own,
@@ -1355,6 +1357,20 @@ static __attribute__((noinline)) uintptr_t stack_bounds(uintptr_t *lo)
 	return end;
 }
 
+/* The thread's stack bounds, once, unless the stack pointer is on an
+ * alternate signal stack (the first stack of a thread taken in a handler
+ * that runs there): those would then be taken for the thread's own, and
+ * every later stack would go through libunwind.  They are looked for again
+ * at the next capture off it (a system call until then). */
+static __attribute__((noinline)) void stack_bounds_try(struct ht_stacks *s)
+{
+	stack_t ss;
+	if (syscall(SYS_sigaltstack, NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK))
+		return;
+	s->stack_hi = stack_bounds(&s->stack_lo);
+	s->bounds_known = 1;
+}
+
 /* The innermost node of the stack whose path hash is h, 0 if none yet. */
 static uint32_t leaf_get(struct ht_stacks *s, uint64_t h)
 {
@@ -1509,11 +1525,12 @@ uint32_t ht_stack__capture(struct ht_tls *t)
 			s->walk->owner = s;
 			s->walk->t = t;
 		}
-		/* (libunwind's walk needs them too: off the thread's own stack,
-		 * an alternate signal stack may be too small for it) */
-		s->stack_hi = stack_bounds(&s->stack_lo);
 		t->stacks = s;
 	}
+	/* (libunwind's walk needs them too: off the thread's own stack,
+	 * an alternate signal stack may be too small for it) */
+	if (HT_UNLIKELY(!s->bounds_known))
+		stack_bounds_try(s);
 	/* the only cost of dlclose's support when there is none */
 	uint32_t g = atomic_load_explicit(&mod_gen, memory_order_relaxed);
 	if (HT_UNLIKELY(g != s->gen) && stacks_sync(t, s, g) < 0)

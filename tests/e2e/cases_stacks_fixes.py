@@ -2,7 +2,8 @@
 the case: the first stack of a thread with a small stack, the caller of a
 frame a signal interrupted, the range of `--stacks=DEPTH` (and of every
 number option), `top`'s table of the biggest single allocations beyond 64
-rows, and `flamegraph --title`."""
+rows, `flamegraph --title`, and a thread's first stack taken on an
+alternate signal stack."""
 
 import json
 import re
@@ -310,3 +311,74 @@ def test_flamegraph_title_as_given(t):
     eq(title(["--title", "Heap of A & B", "--reverse"]), "Heap of A &amp; B",
        "--title --reverse")
     eq(title([]), "Bytes allocated: %s 3" % exe, "the default title")
+
+
+# A thread whose first heap call is in a signal handler on an alternate
+# stack, then makes 600 calls on its own stack.
+ALT_FIRST_C = r"""
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void *volatile sink;
+static char alt[65536] __attribute__((aligned(64)));
+
+static void handler(int s)
+{
+	(void)s;
+	sink = malloc(111); /* the thread's first stack: on the alternate one */
+	free(sink);
+}
+
+static void *th(void *a)
+{
+	(void)a;
+	stack_t ss; /* (static: an mmap would be the thread's first call) */
+	memset(&ss, 0, sizeof(ss));
+	ss.ss_size = sizeof(alt);
+	ss.ss_sp = alt;
+	sigaltstack(&ss, NULL);
+	pthread_kill(pthread_self(), SIGUSR1);
+	for (int i = 0; i < 600; i++) {
+		sink = malloc(i + 1);
+		free(sink);
+	}
+	return NULL;
+}
+
+int main(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = handler;
+	sa.sa_flags = SA_ONSTACK;
+	sigaction(SIGUSR1, &sa, NULL);
+	pthread_t t;
+	pthread_create(&t, NULL, th, NULL);
+	pthread_join(t, NULL);
+	return 0;
+}
+"""
+
+
+@case(timeout=120, labels=("stacks",))
+def test_stacks_first_on_alternate_stack(t):
+    """The first stack of a thread taken in a handler on an alternate
+    signal stack: the recorder took that stack's bounds as the thread's, so
+    the thread's 600 later stacks, on its own stack, all went through
+    libunwind instead of the walk (slower), and the walk of the handler's
+    own stack, within those bounds, differed from libunwind's.
+    --unwind=check counts the stacks the walk took (checked against
+    libunwind): the 600 must be among them, and all agree."""
+    exe = compile_c(t, "altfirst", ALT_FIRST_C, ("-pthread",))
+    out = t.path("alt.ht")
+    r = t.run([t.heaptrail, "record", "-q", "--stacks", "--unwind=check", "-o", out, "--", exe])
+    eq(r.rc, 0, "record:\n" + r.describe())
+    m = re.search(r"unwind check: (\d+) stacks, (\d+) differ", r.stderr)
+    check(m, "no unwind check summary:\n" + r.stderr)
+    check(int(m.group(1)) >= 600, "the walk took %s stacks, not the thread's 600:\n%s"
+          % (m.group(1), r.stderr))
+    eq(int(m.group(2)), 0, "stacks that differ from libunwind's:\n" + r.stderr)
