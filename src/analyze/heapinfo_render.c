@@ -225,7 +225,8 @@ void ht_heapinfo__text(const struct ht_heapinfo *h, FILE *f)
 		h->calls[HT_EV_MALLOPT], h->calls[HT_EV_MALLOC_TRIM]);
 	fprintf(f, "  arenas %zu, heaps %zu, sbrk total %" PRIu64 " bytes, threshold changes %zu\n",
 		h->narenas, h->nheaps, h->grown, h->nchanges);
-	fprintf(f, "  mmapped chunks: %" PRIu64 " (%s)", h->mm_count, ht_fmt_bytes(b1, h->mm_bytes));
+	fprintf(f, "  mmapped chunks: %" PRIu64 " (%s as mapped)", h->mm_count,
+		ht_fmt_bytes(b1, h->mm_bytes));
 	if (h->mm_resized)
 		fprintf(f, ", %" PRIu64 " of them reallocs resizing one", h->mm_resized);
 	fprintf(f, ", at most %s at once, %s at the end\n", ht_fmt_bytes(b2, h->mm_peak),

@@ -530,6 +530,14 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_reader *r
 		       in->allocator ? ", or by the allocator's own functions: mallocx, tc_malloc, "
 				       "mi_malloc..."
 				     : "");
+	if (s->inversions)
+		/* (the block the trace held there is taken as freed then, so
+		 * the live figures and leaks lose it) */
+		fprintf(f, "reused live      %llu addresses handed out while the trace held them "
+			   "live (their frees were not recorded: %s)\n",
+			(unsigned long long)s->inversions,
+			s->pauses.count ? "made while recording was off, or hidden from the tracer"
+					: "hidden from the tracer");
 	if (in->dropped)
 		fprintf(f, "not recorded     %llu calls (of signal handlers while the recorder was "
 			   "busy, or of threads beyond its buffers: not in the figures above)\n",

@@ -1,7 +1,11 @@
 """`heaptrail stats` on calls whose category was counted twice or not at
 all: a realloc(NULL, n) or reallocarray(NULL, n, m) that fails is a failed
 realloc (the realloc line counted it "as malloc", while the calls table
-counted it failed)."""
+counted it failed); an address handed out again while the trace held it
+live (its free made while recording was off) was counted in the JSON
+only."""
+
+import json
 
 from htlib import case, compile_c, eq
 
@@ -49,3 +53,44 @@ def test_stats_realloc_null_failed(t):
     eq(len(line), 1, "the realloc line:\n" + txt)
     eq(line[0].split("calls: ")[1].split(", ")[2:], ["1 as malloc", "1 as free", "2 failed"],
        "the realloc line: " + line[0])
+
+
+# A block freed while recording is off, then the same size allocated
+# again: glibc's tcache hands the same address back.
+PAUSED_REUSE_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <heaptrail.h>
+
+int main(void)
+{
+	char *volatile p = malloc(1000);
+	heaptrail_pause();
+	free(p);
+	heaptrail_resume();
+	char *volatile q = malloc(1000);
+	printf("%d\n", p == q);
+	free(q);
+	return 0;
+}
+"""
+
+
+@case(labels=("analyzers",))
+def test_stats_reuse_while_live_said(t):
+    """The trace holds the block at p live (its free came while recording
+    was off) when malloc hands p out again: stats --json counted it in
+    address_reuse_while_live (docs said "must be 0") and the text said
+    nothing.  The text has a line for it, naming the pause."""
+    exe = compile_c(t, "pausedreuse", PAUSED_REUSE_C)
+    out = t.path("r.ht")
+    r = t.run([t.heaptrail, "record", "-q", "-o", out, "--", exe])
+    eq(r.rc, 0, "record:\n" + r.describe())
+    eq(r.stdout.strip(), "1", "the program: the same address handed back")
+    st = json.loads(t.tool(["stats", "--json", out]).stdout)
+    eq(st["address_reuse_while_live"], 1, "address_reuse_while_live")
+    text = t.tool(["stats", out]).stdout
+    line = [l for l in text.splitlines() if l.startswith("reused live")]
+    eq(line, ["reused live      1 addresses handed out while the trace held them live "
+              "(their frees were not recorded: made while recording was off, or hidden "
+              "from the tracer)"], "the text's line:\n" + text)
