@@ -187,7 +187,8 @@ int cmd_replay(int argc, char **argv)
 		{'a', "allocator", HT_OPT_STRING, &cfg.allocator, "NAME|PATH",
 		 "glibc, jemalloc, tcmalloc, mimalloc, or a preloadable .so (glibc)"},
 		{'t', "tunable", HT_OPT_STRING, &cfg.tunables, "NAME=VALUE[:...]",
-		 "glibc tunables this glibc has, e.g. glibc.malloc.mmap_threshold=65536 (none)"},
+		 "glibc tunables this glibc has, e.g. glibc.malloc.mmap_threshold=65536; "
+		 "values in decimal or 0x hex, checked against its ranges (none)"},
 		{0, "mallopt", HT_OPT_STRING, &cfg.mallopts, "PARAM=VALUE[,...]",
 		 "mallopt() calls before the run, e.g. M_ARENA_MAX=2 (none)"},
 		{0, "trim-interval", HT_OPT_U64, &trim, "N",
