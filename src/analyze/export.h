@@ -135,7 +135,9 @@ int ht_export__csv(const struct ht_export_opts *o, FILE *f);
 char *ht_export__csv_field(char *o, const char *s);
 
 /* The frame label massif and the tree use: "function (file:line)",
- * "function (in module)", "??? (in module)" or "???".  Returns buf. */
-const char *ht_export__frame_label(char *buf, size_t len, const struct ht_frame *f);
+ * "function (in module)", "??? (in module)" or "???", whole (never cut),
+ * in *buf, grown as needed (*cap bytes; NULL and 0 at first, the caller
+ * frees it).  Returns *buf. */
+const char *ht_export__frame_label(char **buf, size_t *cap, const struct ht_frame *f);
 
 #endif

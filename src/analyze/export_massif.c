@@ -4,7 +4,11 @@
  * to take the snapshots: about --snapshots of them at regular steps of
  * that unit (each taken at the first event at or past its step, so that
  * its figures are exact), every --detailed-freq-th with the tree of
- * allocation sites, and the peak, detailed.
+ * allocation sites, and the peak, detailed.  The steps are fractions of
+ * the length, and ms steps are taken on the nanosecond clock: a trace
+ * shorter than --snapshots units (a 5 ms run) still gets its regular
+ * snapshots (whole steps of the unit gave it none, and a length just
+ * under twice --snapshots got twice as many).
  *
  * The file:
  *   desc: ...              (massif's arguments; ours)
@@ -43,6 +47,7 @@ struct pass {
 	uint64_t bytes;         /* allocated + freed so far (unit B) */
 	uint64_t calls;         /* heap calls so far (unit i): malloc-family and free */
 	uint64_t ms;            /* the last event's time in ms (unit ms) */
+	uint64_t ns;            /* and in ns (the clock of the ms steps) */
 	uint64_t events;        /* events read (the peak's place in the trace) */
 	uint64_t peak;          /* the most live bytes so far */
 	uint64_t peak_event;    /* events read when it was reached */
@@ -85,6 +90,7 @@ static void step(struct pass *p, const struct ht_event *e)
 	if (e->kind >= HT_EV_MALLOC && e->kind <= HT_EV_PVALLOC && ht_event__is_call(e))
 		p->calls +=
 		    e->kind == HT_EV_FREE && op->released ? op->released->weight : op->weight;
+	p->ns = e->time_ns;
 	p->ms = e->time_ns / 1000000;
 	if (e->kind == HT_EV_CONTROL && e->v[0] == HT_CTL_RESET)
 		p->heap = p->usable = 0; /* the blocks before are forgotten */
@@ -94,6 +100,23 @@ static void step(struct pass *p, const struct ht_event *e)
 static uint64_t now(const struct pass *p)
 {
 	return p->unit == U_CALLS ? p->calls : p->unit == U_MS ? p->ms : p->bytes;
+}
+
+/* The clock the steps are measured on: the unit's, but nanoseconds for
+ * ms (the time written is still whole ms, as massif writes it). */
+static uint64_t clock_of(const struct pass *p)
+{
+	return p->unit == U_MS ? p->ns : now(p);
+}
+
+/* The first of the regular steps at k * end / nsteps (k = 1..nsteps,
+ * rounded up) that lies past clock c; UINT64_MAX when none is left. */
+static uint64_t next_step(uint64_t c, uint64_t end, uint64_t nsteps)
+{
+	if (!end || c >= end)
+		return UINT64_MAX;
+	unsigned __int128 k = (unsigned __int128)c * nsteps / end + 1; /* (k <= nsteps) */
+	return (uint64_t)((k * end + nsteps - 1) / nsteps);
 }
 
 /* s on one line: a control character (a newline in the command's
@@ -138,7 +161,7 @@ struct massif {
 	struct ht_reader *r;       /* the second pass's reader (stacks) */
 	struct ht_symbolizer *sym; /* for the trees */
 	uint64_t nsnap;            /* snapshots written */
-	uint64_t last_time;        /* of the last one */
+	uint64_t last_clock;       /* clock_of the last one */
 };
 
 static void snapshot(struct massif *m, const struct pass *p, const char *tree)
@@ -149,7 +172,7 @@ static void snapshot(struct massif *m, const struct pass *p, const char *tree)
 		(unsigned long long)now(p), (unsigned long long)p->heap,
 		(unsigned long long)(p->usable > p->heap ? p->usable - p->heap : 0));
 	fprintf(f, "heap_tree=%s\n", tree);
-	m->last_time = now(p);
+	m->last_clock = clock_of(p);
 	if (!strcmp(tree, "empty"))
 		return;
 	struct ht_sitetree t;
@@ -196,8 +219,10 @@ int ht_export__massif(const struct ht_export_opts *o, FILE *f)
 	if (!(m.r = ht_analyze__open(o->trace)))
 		goto cleanup;
 	const struct ht_trace_info *in = ht_reader__info(m.r);
-	uint64_t end = now(&p1), n = o->snapshots > 1 ? o->snapshots : 2;
-	uint64_t stepsz = end / (n - 1), next = stepsz ? stepsz : UINT64_MAX;
+	/* n regular snapshots: time 0, then n - 1 steps to the end (the
+	 * command refuses fewer than 2) */
+	uint64_t end = clock_of(&p1), nsteps = o->snapshots > 1 ? o->snapshots - 1 : 1;
+	uint64_t next = next_step(0, end, nsteps);
 	char note[256];
 	ht_analyze__order_note(r1, note, sizeof(note));
 	fprintf(f, "desc: heaptrail export --format massif --time-unit %s%s (of ", o->time_unit,
@@ -211,18 +236,18 @@ int ht_export__massif(const struct ht_export_opts *o, FILE *f)
 	regular(&m, &p2); /* the empty heap at time 0 */
 	while (ht_analyze__next(m.r, &e)) {
 		step(&p2, &e);
-		uint64_t t = now(&p2);
+		uint64_t c = clock_of(&p2);
 		if (p1.peak && p2.events == p1.peak_event)
 			snapshot(&m, &p2, "peak");
-		else if (t >= next)
+		else if (c >= next)
 			regular(&m, &p2);
 		else
 			continue;
-		while (next <= t)
-			next = next > UINT64_MAX - stepsz ? UINT64_MAX : next + stepsz;
+		if (c >= next)
+			next = next_step(c, end, nsteps); /* the steps this one covered are done */
 	}
 	ret = damaged || ht_reader__error(m.r) ? HT_EXPORT_DAMAGED : HT_EXIT_OK;
-	if (m.last_time != now(&p2) || m.nsnap == 1)
+	if (m.last_clock != clock_of(&p2) || m.nsnap == 1)
 		regular(&m, &p2); /* the end */
 cleanup:
 	ht_symbolizer__free(m.sym);

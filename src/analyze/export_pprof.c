@@ -18,6 +18,7 @@
 #define _GNU_SOURCE
 #include "export.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -96,6 +97,8 @@ struct profile {
 	struct u64map loc_ix;    /* ip -> location id, UINT64_MAX = the tracer's own */
 	uint64_t nfunctions;     /* ids given */
 	uint64_t nlocations;     /* ids given */
+	char *name;              /* the last frame name (frame_name), grown as needed */
+	size_t namecap;          /* its bytes */
 	const struct ht_module *mods; /* the trace's modules */
 	size_t nmods;            /* count */
 };
@@ -151,6 +154,20 @@ static uint64_t mapping_of(const struct profile *p, uint64_t ip)
 	return 0;
 }
 
+/* Frame f's name as the other tools give it (ht_blocks__frame_name), and
+ * whole: a cut at 1023 bytes made two C++ template functions whose names
+ * differ past it one function. */
+static const char *frame_name(struct profile *p, const struct ht_frame *f)
+{
+	const char *whole = f->function ? f->function : f->module ? f->module : "";
+	size_t need = strlen(whole) + 32; /* (module+0xOFFSET) */
+	if (need > p->namecap) {
+		p->namecap = need > 2 * p->namecap ? need : 2 * p->namecap;
+		p->name = ht_xrealloc(p->name, p->namecap);
+	}
+	return ht_blocks__frame_name(p->name, p->namecap, f);
+}
+
 /* Writes a Location of lines (function ids, lines), innermost first. */
 static uint64_t add_location(struct profile *p, uint64_t mapping, uint64_t ip,
 			     const uint64_t *fns, const int *lines, size_t n)
@@ -192,9 +209,7 @@ static uint64_t location_of(struct profile *p, struct ht_symbolizer *sym, uint64
 	int lines[64];
 	size_t n = 0;
 	for (size_t j = 0; j < nf && n < 64; j++, n++) {
-		char name[1024];
-		ht_blocks__frame_name(name, sizeof(name), &f[j]);
-		fns[n] = function_of(p, name, f[j].file);
+		fns[n] = function_of(p, frame_name(p, &f[j]), f[j].file);
 		lines[n] = f[j].line;
 	}
 	id = add_location(p, mod >= 0 ? (uint64_t)mod + 1 : mapping_of(p, ip), ip, fns, lines, n);
@@ -241,12 +256,15 @@ static void profile_free(struct profile *p)
 		free(p->strs[i]);
 	free(p->strs);
 	free(p->str_next);
+	free(p->name);
 	map_free(&p->str_ix);
 	map_free(&p->fn_ix);
 	map_free(&p->loc_ix);
 }
 
-/* Gzips data to f; 0 on success. */
+/* Gzips data to f; 0 on success, -1 when zlib failed, -2 when writing
+ * failed (f's error flag set, errno kept: the command says it, as it
+ * does for the other formats, not as zlib's). */
 static int gzip_to(FILE *f, const uint8_t *data, size_t len)
 {
 	z_stream z;
@@ -262,9 +280,15 @@ static int gzip_to(FILE *f, const uint8_t *data, size_t len)
 		z.avail_out = sizeof(out);
 		zr = deflate(&z, Z_FINISH);
 		size_t n = sizeof(out) - z.avail_out;
-		if (zr == Z_STREAM_ERROR || fwrite(out, 1, n, f) != n) {
+		if (zr == Z_STREAM_ERROR) {
 			deflateEnd(&z);
 			return -1;
+		}
+		if (fwrite(out, 1, n, f) != n) {
+			int e = errno;
+			deflateEnd(&z);
+			errno = e;
+			return -2;
 		}
 	} while (zr != Z_STREAM_END);
 	deflateEnd(&z);
@@ -358,7 +382,9 @@ int ht_export__pprof(const struct ht_export_opts *o, FILE *f)
 	ht_pb__uint(&prof, 12, in->sample_bytes ? in->sample_bytes : 1, 0);
 	ht_pb__packed(&prof, 13, comment_ix, ncomments);
 	ht_pb__uint(&prof, 14, inuse, 0);
-	if (gzip_to(f, prof.buf, prof.len) < 0) {
+	/* a failed write is left to the command's commit of the output,
+	 * which names the file and the reason ("No space left on device") */
+	if (gzip_to(f, prof.buf, prof.len) == -1) {
 		ht_error("cannot compress the profile (zlib)");
 		ret = HT_EXIT_DATA;
 	}

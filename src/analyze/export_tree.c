@@ -11,16 +11,23 @@
 
 #define MAX_FRAMES 1024
 
-const char *ht_export__frame_label(char *buf, size_t len, const struct ht_frame *f)
+const char *ht_export__frame_label(char **buf, size_t *cap, const struct ht_frame *f)
 {
 	const char *fn = f->function ? f->function : "???";
-	if (f->file)
-		snprintf(buf, len, "%s (%s:%d)", fn, f->file, f->line);
-	else if (f->module)
-		snprintf(buf, len, "%s (in %s)", fn, f->module);
-	else
-		snprintf(buf, len, "%s", fn);
-	return buf;
+	for (;;) {
+		int n;
+		if (f->file)
+			n = snprintf(*buf, *cap, "%s (%s:%d)", fn, f->file, f->line);
+		else if (f->module)
+			n = snprintf(*buf, *cap, "%s (in %s)", fn, f->module);
+		else
+			n = snprintf(*buf, *cap, "%s", fn);
+		size_t need = n > 0 ? (size_t)n + 1 : 1;
+		if (*buf && need <= *cap)
+			return *buf;
+		*cap = need > 2 * *cap ? need : 2 * *cap; /* (the whole label, never cut) */
+		*buf = ht_xrealloc(*buf, *cap);
+	}
 }
 
 static struct ht_site *child(struct ht_sitetree *t, struct ht_site *s, uint64_t ip,
@@ -81,6 +88,8 @@ void ht_sitetree__build(struct ht_sitetree *t, const struct ht_livemap *live,
 			struct ht_reader *r, struct ht_symbolizer *sym, size_t max_depth)
 {
 	static struct ht_frame frames[MAX_FRAMES];
+	char *label = NULL;
+	size_t cap = 0;
 	memset(t, 0, sizeof(*t));
 	t->max_depth = max_depth < MAX_FRAMES ? max_depth : MAX_FRAMES;
 	struct group *g = ht_xrealloc(NULL, live->count * sizeof(*g));
@@ -108,12 +117,13 @@ void ht_sitetree__build(struct ht_sitetree *t, const struct ht_livemap *live,
 			s->blocks += one.blocks;
 		}
 		for (size_t k = 0; k < n; k++) {
-			char label[1024];
-			s = child(t, s, frames[k].ip, ht_export__frame_label(label, sizeof(label), &frames[k]));
+			s = child(t, s, frames[k].ip,
+				  ht_export__frame_label(&label, &cap, &frames[k]));
 			s->bytes += one.bytes;
 			s->blocks += one.blocks;
 		}
 	}
+	free(label);
 	free(g);
 	sort_tree(&t->root);
 }

@@ -104,18 +104,25 @@ struct ht_flame_stack *ht_flamegraph__fold(struct ht_reader *r, struct ht_symbol
 
 /* ---- the tree straight from the stack nodes ---------------------------------- */
 
+/* A frame's label, grown to its whole name (ht_flame__label), kept for
+ * the next. */
+struct label {
+	char *buf;  /* the last label */
+	size_t cap; /* bytes allocated */
+};
+
 /* The tree node of a stack's frames, inserted from the outermost. */
-static int insert_frames(struct ht_flame_tree *t, const struct ht_frame *fr, size_t n)
+static int insert_frames(struct ht_flame_tree *t, const struct ht_frame *fr, size_t n,
+			 struct label *lb)
 {
-	char buf[HT_FLAME_LABEL];
 	int cur = 0;
 	if (!n)
 		return ht_flame_tree__child(t, 0, "[no stack]", 10);
 	for (size_t k = 0; k < n; k++) {
-		size_t len = ht_flame__label(buf, &fr[n - 1 - k]);
+		size_t len = ht_flame__label(&lb->buf, &lb->cap, &fr[n - 1 - k]);
 		if (!len && k == n - 1)
 			break; /* (an empty last label ends a folded line: none) */
-		cur = ht_flame_tree__child(t, cur, buf, len);
+		cur = ht_flame_tree__child(t, cur, lb->buf, len);
 	}
 	return cur;
 }
@@ -132,7 +139,7 @@ struct node_memo {
  * the path is longer than ht_blocks__frames reads, or holds an empty
  * label: the caller then inserts that stack's frames as folding would. */
 static int node_tree(struct ht_flame_tree *t, struct node_memo *memo, struct ht_reader *r,
-		     struct ht_symbolizer *sym, uint32_t node)
+		     struct ht_symbolizer *sym, uint32_t node, struct label *lb)
 {
 	uint32_t chain[MAX_NODES + 1];
 	size_t nc = 0;
@@ -144,7 +151,6 @@ static int node_tree(struct ht_flame_tree *t, struct node_memo *memo, struct ht_
 	uint32_t top = nc ? ht_reader__node_parent(r, chain[nc - 1]) : node;
 	int cur = top ? memo[top].id - 1 : 0;
 	int nframes = top ? memo[top].nframes : 0, depth = top ? memo[top].depth : 0;
-	char buf[HT_FLAME_LABEL];
 	while (nc--) {
 		uint32_t x = chain[nc];
 		const struct ht_frame *f;
@@ -153,10 +159,10 @@ static int node_tree(struct ht_flame_tree *t, struct node_memo *memo, struct ht_
 		for (size_t j = nf; j-- > 0;) {
 			if (ht_symbols__is_recorder(f[j].module))
 				continue;
-			size_t len = ht_flame__label(buf, &f[j]);
+			size_t len = ht_flame__label(&lb->buf, &lb->cap, &f[j]);
 			if (!len)
 				return -1;
-			cur = ht_flame_tree__child(t, cur, buf, len);
+			cur = ht_flame_tree__child(t, cur, lb->buf, len);
 			nframes++;
 		}
 		depth++;
@@ -179,15 +185,17 @@ int ht_flamegraph__svg(FILE *f, struct ht_reader *r, struct ht_symbolizer *sym,
 	size_t at = 0;
 	const struct ht_stackstat *st;
 	uint64_t value, count;
+	struct label lb = {NULL, 0};
 	while ((st = next_valued(ss, &at, m, &value, &count))) {
 		uint32_t node = st->node - 1;
-		int id = node && node < nn ? node_tree(t, memo, r, sym, node) : -1;
+		int id = node && node < nn ? node_tree(t, memo, r, sym, node, &lb) : -1;
 		if (id < 0) {
 			size_t nf = node ? ht_blocks__frames(r, sym, node, frames, MAX_FRAMES) : 0;
-			id = insert_frames(t, frames, nf);
+			id = insert_frames(t, frames, nf, &lb);
 		}
 		ht_flame_tree__add(t, id, value, count, 0);
 	}
+	free(lb.buf);
 	free(memo);
 	int drawn = ht_flame_tree__svg(f, t, style);
 	ht_flame_tree__free(t);

@@ -9,24 +9,31 @@
 #include "common/markup.h"
 #include "common/util.h"
 
-size_t ht_flame__label(char buf[HT_FLAME_LABEL], const struct ht_frame *fr)
+size_t ht_flame__label(char **buf, size_t *cap, const struct ht_frame *fr)
 {
-	ht_blocks__frame_name(buf, HT_FLAME_LABEL, fr);
-	for (char *p = strpbrk(buf, ";\n"); p; p = strpbrk(p + 1, ";\n"))
+	/* room for the whole name: the function's, else module+0xOFFSET */
+	const char *whole = fr->function ? fr->function : fr->module ? fr->module : "";
+	size_t need = strlen(whole) + 32;
+	if (need > *cap) {
+		*cap = need > 2 * *cap ? need : 2 * *cap;
+		*buf = ht_xrealloc(*buf, *cap);
+	}
+	char *b = *buf;
+	ht_blocks__frame_name(b, *cap, fr);
+	for (char *p = strpbrk(b, ";\n"); p; p = strpbrk(p + 1, ";\n"))
 		*p = ':'; /* the folded format's separators */
-	return strlen(buf);
+	return strlen(b);
 }
 
 char *ht_flame__join(const struct ht_frame *frames, size_t n, int reverse)
 {
-	size_t cap = 64, len = 0;
-	char *s = ht_xmalloc(cap);
+	size_t cap = 64, len = 0, lcap = 0;
+	char *s = ht_xmalloc(cap), *label = NULL;
 	s[0] = 0;
 	if (!n)
 		snprintf(s, cap, "[no stack]");
 	for (size_t k = 0; k < n; k++) {
-		char label[HT_FLAME_LABEL];
-		size_t l = ht_flame__label(label, &frames[reverse ? k : n - 1 - k]);
+		size_t l = ht_flame__label(&label, &lcap, &frames[reverse ? k : n - 1 - k]);
 		while (len + l + 2 > cap) {
 			cap *= 2;
 			s = ht_xrealloc(s, cap);
@@ -36,6 +43,7 @@ char *ht_flame__join(const struct ht_frame *frames, size_t n, int reverse)
 		memcpy(s + len, label, l + 1);
 		len += l;
 	}
+	free(label);
 	return s;
 }
 

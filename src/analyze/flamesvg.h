@@ -51,10 +51,11 @@ struct ht_flame_style {
  * (frames are innermost first), or innermost first if reverse; "[no
  * stack]" if n is 0.  Returns a malloc'd string. */
 char *ht_flame__join(const struct ht_frame *frames, size_t n, int reverse);
-/* One frame's label in such a string, in buf (cut short as the frame
- * names are); returns its length. */
-#define HT_FLAME_LABEL 512
-size_t ht_flame__label(char buf[HT_FLAME_LABEL], const struct ht_frame *fr);
+/* One frame's label in such a string: its whole name, never cut (a cut
+ * made two C++ template functions whose names differ past 511 bytes one
+ * frame), in *buf, grown as needed (*cap bytes; NULL and 0 at first, the
+ * caller frees it); returns its length. */
+size_t ht_flame__label(char **buf, size_t *cap, const struct ht_frame *fr);
 
 /* Writes the SVG of n stacks (in any order; equal stacks are summed);
  * returns the number of frames drawn. */

@@ -4,6 +4,7 @@
  * massif-visualizer) and CSV.  The renderers are export_<format>.c. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,11 +63,11 @@ int cmd_export(int argc, char **argv)
 		{0, "max-points", HT_OPT_U64, &cfg.o.max_points, "N", "perfetto: at most N points per counter (2000)"},
 		{0, "big", HT_OPT_SIZE, &cfg.o.big, "SIZE", "perfetto: an instant for each allocation of SIZE or more, 0 for none (1M)"},
 		{0, "all-events", HT_OPT_FLAG, &cfg.o.all_events, NULL, "perfetto: every call as an instant on its thread (big)"},
-		{0, "snapshots", HT_OPT_U64, &cfg.o.snapshots, "N", "massif: about N snapshots at regular times, and the peak (50)"},
+		{0, "snapshots", HT_OPT_U64, &cfg.o.snapshots, "N", "massif: about N snapshots at regular times (2 or more), and the peak (50)"},
 		{0, "time-unit", HT_OPT_STRING, &cfg.o.time_unit, "UNIT", "massif: B (bytes allocated and freed), ms, or i (heap calls) (B)"},
 		{0, "detailed-freq", HT_OPT_U64, &cfg.o.detailed_freq, "N", "massif: every Nth snapshot with its tree, 0 for none (10)"},
 		{0, "threshold", HT_OPT_STRING, &cfg.threshold, "PCT", "massif: sites below PCT% of the heap are summed up (1.0)"},
-		{0, "depth", HT_OPT_U64, &cfg.o.depth, "N", "massif: frames per tree (30)"},
+		{0, "depth", HT_OPT_U64, &cfg.o.depth, "N", "massif: frames per tree, 1 or more (30)"},
 		{0, "sysroot", HT_OPT_STRING, &cfg.o.sysroot, "DIR", "find the traced modules under DIR"},
 		{0, "debug-dir", HT_OPT_STRING, &cfg.o.debug_dir, "DIR", "also look for separate debug files in DIR"},
 		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no progress line, no warning for traces not closed cleanly or not in exact order"},
@@ -115,10 +116,22 @@ int cmd_export(int argc, char **argv)
 	if (cfg.threshold) {
 		char *end;
 		cfg.o.threshold = strtod(cfg.threshold, &end);
-		if (end == cfg.threshold || *end || cfg.o.threshold < 0 || cfg.o.threshold > 100) {
+		/* (nan compares false both ways: refused by isfinite) */
+		if (end == cfg.threshold || *end || !isfinite(cfg.o.threshold) ||
+		    cfg.o.threshold < 0 || cfg.o.threshold > 100) {
 			ht_error("--threshold=%s: expected a percentage from 0 to 100", cfg.threshold);
 			goto cleanup;
 		}
+	}
+	if (cfg.o.snapshots < 2) {
+		ht_error("--snapshots=%llu: the first is at time 0 and the last at the end; "
+			 "expected 2 or more",
+			 (unsigned long long)cfg.o.snapshots);
+		goto cleanup;
+	}
+	if (!cfg.o.depth) {
+		ht_error("--depth=0: a tree shows at least one frame per site; expected 1 or more");
+		goto cleanup;
 	}
 	if (cfg.o.max_points < 4) {
 		ht_error("--max-points=%llu: expected 4 or more", (unsigned long long)cfg.o.max_points);

@@ -161,17 +161,29 @@ int cmd_flamegraph(int argc, char **argv)
 					       .unit = metrics[m].unit, .width = cfg.width};
 		drawn = ht_flame__svg(out, fl, nfl, &style);
 	}
+	/* Blocks without a stack are drawn as "[no stack]": stacks missing
+	 * never leave a graph empty.  It is empty when nothing was allocated
+	 * (a trace has no stack nodes then, --stacks or not: the format keeps
+	 * no flag of it, so "record with --stacks" was wrong advice) or
+	 * nothing had the metric's value (nothing leaked). */
+	uint64_t allocs = 0;
+	for (size_t i = 0; i < ss.cap; i++)
+		allocs += ss.slots[i].node ? ss.slots[i].alloc_calls : 0;
+	char why[64] = "";
+	if (!allocs && cfg.tid)
+		snprintf(why, sizeof(why), " (thread %llu allocated nothing)",
+			 (unsigned long long)cfg.tid);
+	else if (!allocs)
+		snprintf(why, sizeof(why), " (the trace has no allocation)");
 	if (!nfl)
-		ht_warning("%s: nothing to show for --metric=%s%s", argv[0], metrics[m].name,
-			   ht_reader__nnodes(r) ? "" : " (no stacks: record with --stacks)");
+		ht_warning("%s: nothing to show for --metric=%s%s", argv[0], metrics[m].name, why);
 	else if (!ht_reader__nnodes(r)) /* (as export -f pprof says it) */
 		ht_warning("%s has no stacks: one frame \"[no stack]\" (record with --stacks to see "
 			   "where memory is allocated)",
 			   argv[0]);
-	if (ferror(out)) {
-		ht_error("cannot write %s", to_stdout ? "standard output" : cfg.out);
-		ret = HT_EXIT_DATA;
-	} else if (ht_out__commit(&of, err, sizeof(err))) {
+	/* a failed write (ferror) is said by the commit, with its reason:
+	 * "cannot write FILE: No space left on device" */
+	if (ht_out__commit(&of, err, sizeof(err))) {
 		ht_error("%s", err);
 		ret = HT_EXIT_DATA;
 	} else if (drawn >= 0 && !to_stdout && !cfg.quiet) {

@@ -184,7 +184,8 @@ def test_flamegraph_wrote_line(t):
                        r.stderr), "flamegraph -o: stderr\n" + r.describe())
     full = t.tool(["flamegraph", "-o", "/dev/full", trace])
     eq(full.rc, 1, "flamegraph -o /dev/full:\n" + full.describe())
-    eq(full.stderr, "heaptrail: error: cannot write /dev/full\n", "flamegraph -o /dev/full: stderr")
+    eq(full.stderr, "heaptrail: error: cannot write /dev/full: No space left on device\n",
+       "flamegraph -o /dev/full: stderr")
     os.unlink(out)
     q = t.tool(["flamegraph", "-q", "-o", out, trace])
     eq(q.rc, 0, "flamegraph -q -o:\n" + q.describe())
