@@ -233,16 +233,9 @@ static void put_hex_name(char *buf, size_t len, const char *module, uint64_t x)
 
 const char *ht_blocks__frame_name(char *buf, size_t len, const struct ht_frame *f)
 {
-	if (f->function) { /* (snprintf's "%s" cut short, without its cost: the
-			    * flame graphs and tables name every frame) */
-		if (len) {
-			size_t n = strnlen(f->function, len - 1);
-			memcpy(buf, f->function, n);
-			buf[n] = 0;
-		}
-	} else {
-		put_hex_name(buf, len, f->module, f->module ? f->offset : f->ip);
-	}
+	if (f->function)
+		return f->function;
+	put_hex_name(buf, len, f->module, f->module ? f->offset : f->ip);
 	return buf;
 }
 

@@ -50,8 +50,11 @@ size_t ht_blocks__frames(struct ht_reader *r, struct ht_symbolizer *sym, uint32_
 uint64_t ht_blocks__stack_key(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t node,
 			      uint64_t *memo);
 
-/* The name a report gives a frame: its function, else module+0xOFFSET (the
- * offset in the module's file), else 0xADDRESS.  Returns buf. */
+/* The name a report gives a frame: its function, whole (the symbolizer's
+ * string, not copied: a name cut to fit buf made two C++ template
+ * functions that differ past its end one), else module+0xOFFSET (the
+ * offset in the module's file), else 0xADDRESS, written in buf (cut to
+ * len).  Returns the one it is. */
 const char *ht_blocks__frame_name(char *buf, size_t len, const struct ht_frame *f);
 
 /* Prints the first depth of frames f[0..n) on one line, innermost first:

@@ -19,7 +19,9 @@ size_t ht_flame__label(char **buf, size_t *cap, const struct ht_frame *fr)
 		*buf = ht_xrealloc(*buf, *cap);
 	}
 	char *b = *buf;
-	ht_blocks__frame_name(b, *cap, fr);
+	const char *nm = ht_blocks__frame_name(b, *cap, fr);
+	if (nm != b)
+		memcpy(b, nm, strlen(nm) + 1); /* (the function's own string) */
 	for (char *p = strpbrk(b, ";\n"); p; p = strpbrk(p + 1, ";\n"))
 		*p = ':'; /* the folded format's separators */
 	return strlen(b);

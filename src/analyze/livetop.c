@@ -398,16 +398,16 @@ size_t ht_livetop__strip(const struct ht_livetop *lt, const int64_t **max_live, 
 /* The site of frame f (its function, file and line), interned. */
 static uint32_t frame_site(struct ht_livetop *lt, const struct ht_frame *f)
 {
-	char fn[512], label[700];
-	ht_blocks__frame_name(fn, sizeof(fn), f);
+	char buf[1024];
+	const char *fn = ht_blocks__frame_name(buf, sizeof(buf), f); /* (whole) */
+	char *label = NULL;
 	if (f->file) {
 		const char *slash = strrchr(f->file, '/');
-		snprintf(label, sizeof(label), "%s (%s:%d)", fn, slash ? slash + 1 : f->file,
-			 f->line);
-	} else {
-		snprintf(label, sizeof(label), "%s", fn);
+		if (asprintf(&label, "%s (%s:%d)", fn, slash ? slash + 1 : f->file, f->line) < 0)
+			label = NULL;
 	}
-	uint32_t s = intern(&lt->sites, label);
+	uint32_t s = intern(&lt->sites, label ? label : fn);
+	free(label);
 	lt->site = ht_grow(lt->site, &lt->capsite, s + 1, sizeof(*lt->site));
 	lt->site[s].fn = intern(&lt->fns, fn);
 	return s;

@@ -78,11 +78,11 @@ static const char *function_of(struct ht_reader *r, struct ht_symbolizer *sym, u
 {
 	static struct ht_frame f[MAX_FRAMES];
 	size_t n = node ? ht_blocks__frames(r, sym, node, f, MAX_FRAMES) : 0;
-	if (!n)
+	if (!n) {
 		snprintf(buf, len, "[no stack]");
-	else
-		ht_blocks__frame_name(buf, len, &f[0]);
-	return buf;
+		return buf;
+	}
+	return ht_blocks__frame_name(buf, len, &f[0]);
 }
 
 static void print_where(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t node,
@@ -121,7 +121,7 @@ static void distinct_depths(struct ht_reader *r, struct ht_symbolizer *sym, cons
 		size_t k = nodes[i] ? ht_blocks__frames(r, sym, nodes[i], f, MAX_FRAMES) : 0;
 		names[i] = calloc(k ? k : 1, sizeof(char *));
 		for (size_t x = 0; names[i] && x < k; x++) {
-			char buf[512];
+			char buf[1024];
 			const char *nm = ht_blocks__frame_name(buf, sizeof(buf), &f[x]);
 			size_t l = strlen(nm) + 1;
 			names[i][x] = memcpy(ht_xrealloc(NULL, l), nm, l);

@@ -198,7 +198,8 @@ def test_frame_names_whole(t):
     folded stacks), pprof and massif: the two template functions of 1,667
     bytes are two frames with 1000 and 5 bytes leaked, not one of 1005
     (flame graph labels were cut at 511 bytes, pprof's and massif's at
-    1023), and every tool names them alike."""
+    1023), and every tool names them alike: leaks' and top's text tables
+    too (cut at 1023 bytes, the two read the same)."""
     exe = compile_c(t, "tl", TEMPLATES_CPP, cxx=True)
     trace = t.path("tl.ht")
     t.run([t.heaptrail, "record", "-q", "--stacks", "-o", trace, "--", exe], check_rc=0)
@@ -253,6 +254,13 @@ def test_frame_names_whole(t):
                          peak):
         sites[m.group(2)] = int(m.group(1))
     eq(sites, {x: 1000, y: 5}, "massif: the peak tree's alloc sites")
+    # the text tables (leaks, top, top --by function) print them whole too
+    # (cut at 1023 bytes: alike)
+    for argv in (["leaks"], ["top"], ["top", "--by", "function"]):
+        r = t.tool(argv + [trace])
+        eq(r.rc, 0, "%s:\n%s" % (" ".join(argv), r.describe()))
+        check(x in r.stdout and y in r.stdout,
+              "%s: the two names are not whole:\n%s" % (" ".join(argv), r.stdout[:3000]))
 
 
 # 600 functions, each allocating from its own line: a profile whose
