@@ -85,6 +85,23 @@ def test_stacks_small_thread_stack(t):
            "--unwind=%s: its stack" % how)
 
 
+# main of the signal programs: SIGUSR1's handler on the alternate stack,
+# and one thread that runs THREAD_FN (with argv[1] as its argument).
+ONSTACK_MAIN = r"""
+int main(int argc, char **argv)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = handler;
+	sa.sa_flags = SA_ONSTACK;
+	sigaction(SIGUSR1, &sa, NULL);
+	pthread_t t;
+	pthread_create(&t, NULL, THREAD_FN, argc > 1 ? argv[1] : NULL);
+	pthread_join(t, NULL);
+	return 0;
+}
+"""
+
 # A handler that allocates, called by pthread_kill() at the KILL line of a
 # thread (on the thread's stack, or with "alt" on an alternate signal
 # stack), and a call at the NEXT line that allocates too.
@@ -125,19 +142,7 @@ __attribute__((noinline)) static void *signalled(void *alt)
 	return NULL;
 }
 
-int main(int argc, char **argv)
-{
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = handler;
-	sa.sa_flags = SA_ONSTACK;
-	sigaction(SIGUSR1, &sa, NULL);
-	pthread_t t;
-	pthread_create(&t, NULL, signalled, argc > 1 ? argv[1] : NULL);
-	pthread_join(t, NULL);
-	return 0;
-}
-"""
+""" + ONSTACK_MAIN.replace("THREAD_FN", "signalled")
 
 
 @case(timeout=120, labels=("stacks",))
@@ -349,19 +354,7 @@ static void *th(void *a)
 	return NULL;
 }
 
-int main(void)
-{
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = handler;
-	sa.sa_flags = SA_ONSTACK;
-	sigaction(SIGUSR1, &sa, NULL);
-	pthread_t t;
-	pthread_create(&t, NULL, th, NULL);
-	pthread_join(t, NULL);
-	return 0;
-}
-"""
+""" + ONSTACK_MAIN.replace("THREAD_FN", "th")
 
 
 @case(timeout=120, labels=("stacks",))
