@@ -1703,6 +1703,11 @@ int cmd_record(int argc, char **argv)
 			goto cleanup;
 		}
 	}
+	/* The program is done: what record writes now (the summary, notes)
+	 * goes to a stderr that may be a pipe whose reader has gone (`2>&1 |
+	 * head -1`): EPIPE, not death by SIGPIPE, so that the end step is
+	 * made and record exits with the program's status (it exited 141) */
+	signal(SIGPIPE, SIG_IGN);
 	if (nref == 1) { /* the child said why, and ran nothing */
 		ret = why == 'r' || !WIFEXITED(status) ? HT_EXIT_USAGE : WEXITSTATUS(status);
 		goto cleanup;

@@ -812,3 +812,25 @@ def test_record_too_few_descriptors(t):
     check(lines[0].startswith("heaptrail: error: cannot start true:") and
           "limit of 4" in lines[0] and "ulimit -n" in lines[0], "the line: " + lines[0])
     check(not os.path.exists(t.path("n.ht")), "no trace")
+
+
+@case(labels=("record",))
+def test_record_stderr_reader_gone(t):
+    """record's stderr a pipe whose reader has gone (`2>&1 | head -1`
+    once head has its line): record died of SIGPIPE writing its summary
+    and exited 141, where the program exited 3.  It exits with the
+    program's status, the trace finished.  (The program writes nothing
+    to stderr: only record meets the closed pipe.)"""
+    out = t.path("p.ht")
+    rd, wr = os.pipe()
+    os.close(rd)
+    try:
+        p = subprocess.run([t.heaptrail, "record", "-o", out, "--", "sh", "-c", "exit 3"],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=wr,
+                           env=t.base_env(None), cwd=t.dir, timeout=60)
+    finally:
+        os.close(wr)
+    eq(p.returncode, 3, "record's exit status (141: SIGPIPE)")
+    r = t.tool(["stats", "--json", out])
+    eq(r.rc, 0, "stats of the trace:\n" + r.describe())
+    eq(r.stderr, "", "stats' warnings on the trace")
