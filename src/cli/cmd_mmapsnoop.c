@@ -46,6 +46,7 @@ static const struct flag_name map_flags[] = {
 	{0x03, "SHARED_VALIDATE"}, /* the type, not a bit: handled first */
 	{MAP_FIXED, "FIXED"},
 	{MAP_ANONYMOUS, "ANONYMOUS"},
+	{0x40, "32BIT"}, /* (MAP_32BIT, x86-64) */
 	{MAP_GROWSDOWN, "GROWSDOWN"},
 	{MAP_DENYWRITE, "DENYWRITE"},
 	{MAP_EXECUTABLE, "EXECUTABLE"},
