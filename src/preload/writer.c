@@ -1642,6 +1642,37 @@ void ht_writer__shutdown(int sig)
  * shim finally runs. */
 static char exec_path[4200 + 32];
 
+/* Renames the trace OUTPUT.exec<N> (N: the image's index + 1) without
+ * replacing a file there: an earlier run's OUTPUT.exec<N> (a second
+ * record of the same exec chain replaced its first images' traces, a mix
+ * of both runs left) makes it OUTPUT.exec<N>.2, .3 ..., names record's
+ * summary finds as well.  1 if it was moved (the name in exec_path). */
+static int move_aside_for_exec(void)
+{
+	for (int k = 1; k < 1000; k++) {
+		if (k == 1)
+			snprintf(exec_path, sizeof(exec_path), "%s.exec%d", w.path,
+				 ht_image_index() + 1);
+		else
+			snprintf(exec_path, sizeof(exec_path), "%s.exec%d.%d", w.path,
+				 ht_image_index() + 1, k);
+		if (syscall(SYS_renameat2, AT_FDCWD, w.path, AT_FDCWD, exec_path,
+			    RENAME_NOREPLACE) == 0)
+			return 1;
+		if (errno == EEXIST)
+			continue;
+		if (errno != EINVAL && errno != ENOSYS)
+			return 0;
+		/* a file system without RENAME_NOREPLACE: a hard link
+		 * refuses an existing name too */
+		if (link(w.path, exec_path) == 0)
+			return unlink(w.path) == 0 || (unlink(exec_path), 0);
+		if (errno != EEXIST)
+			return 0;
+	}
+	return 0;
+}
+
 void ht_writer__before_exec(void)
 {
 	if (ht_foreign_process() || !ws)
@@ -1652,11 +1683,8 @@ void ht_writer__before_exec(void)
 	request(REQ_FINALIZE | (helper_pid > 0 ? REQ_EXIT : 0), 5000);
 	reap_helper(1000);
 	exec_path[0] = 0;
-	if (ht_is_root_image() && w.fd >= 0 && !w.failed) {
-		snprintf(exec_path, sizeof(exec_path), "%s.exec%d", w.path, ht_image_index() + 1);
-		if (rename(w.path, exec_path) < 0)
-			exec_path[0] = 0;
-	}
+	if (ht_is_root_image() && w.fd >= 0 && !w.failed && !move_aside_for_exec())
+		exec_path[0] = 0;
 	ht_tls.guard -= HT_GUARD_OWN;
 }
 

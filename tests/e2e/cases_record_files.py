@@ -7,6 +7,7 @@ only the files of this run; an empty -o, a symlink or a directory at the
 output path is refused before the program starts; a second signal that
 comes while the trace is closed waits for the close."""
 
+import json
 import os
 import shutil
 import signal
@@ -14,7 +15,7 @@ import subprocess
 import time
 
 import htformat
-from htlib import (case, check, children, eq, fail, file_mode, kill_quietly, mallocs_in, next_pids,
+from htlib import (case, check, children, compile_c, eq, fail, file_mode, kill_quietly, mallocs_in, next_pids,
                    reap, skip, which)
 
 
@@ -834,3 +835,55 @@ def test_record_stderr_reader_gone(t):
     r = t.tool(["stats", "--json", out])
     eq(r.rc, 0, "stats of the trace:\n" + r.describe())
     eq(r.stderr, "", "stats' warnings on the trace")
+
+
+# An exec chain: image n makes 100 + n malloc/free pairs, then execs
+# itself with n - 1, down to 0 (exit 5).
+SELF_EXEC_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+int main(int argc, char **argv)
+{
+	int n = argc > 1 ? atoi(argv[1]) : 0;
+	for (int i = 0; i < 100 + n; i++)
+		free(malloc(10 + n));
+	if (n > 0) {
+		char b[16];
+		snprintf(b, sizeof(b), "%d", n - 1);
+		execl("/proc/self/exe", argv[0], b, (char *)0);
+		return 99;
+	}
+	return 5;
+}
+"""
+
+
+@case(labels=("record",))
+def test_record_exec_traces_kept(t):
+    """Two records of an exec chain on one output: the second run's
+    images before its last exec were renamed over the first run's
+    OUTPUT.exec1.. (a mix of both runs left, nothing said).  The first
+    run's stay; the second's are OUTPUT.exec<N>.2, named in its summary."""
+    exe = compile_c(t, "selfexec", SELF_EXEC_C)
+    out = t.path("se.ht")
+    r1 = t.run([t.heaptrail, "record", "-o", out, "--", exe, "3"])
+    eq(r1.rc, 5, "first record:\n" + r1.describe())
+    r2 = t.run([t.heaptrail, "record", "-o", out, "--", exe, "2"])
+    eq(r2.rc, 5, "second record:\n" + r2.describe())
+    def command(name):
+        st = json.loads(t.tool(["stats", "--json", t.path(name)]).stdout)
+        return st["command"].split()[-1], st["calls"]["malloc"]
+    # (malloc: 100 + n pairs, and the C library's own few at most)
+    got = {n: command(n) for n in sorted(os.listdir(t.dir)) if n.startswith("se.ht")}
+    eq(sorted(got), ["se.ht", "se.ht.exec1", "se.ht.exec1.2", "se.ht.exec2", "se.ht.exec2.2",
+                     "se.ht.exec3", "se.ht.old"], "the traces")
+    want = {"se.ht.old": "0", "se.ht.exec1": "3", "se.ht.exec2": "2", "se.ht.exec3": "1",
+            "se.ht": "0", "se.ht.exec1.2": "2", "se.ht.exec2.2": "1"}
+    eq({k: v[0] for k, v in got.items()}, want, "each trace's image (its argument)")
+    for name, (arg, mallocs) in got.items():
+        check(100 + int(arg) <= mallocs <= 100 + int(arg) + 5,
+              "%s: %d mallocs for image %s" % (name, mallocs, arg))
+    check("%s.exec1.2 (selfexec 2), %s.exec2.2 (selfexec 1)" % (out, out) in r2.stderr,
+          "the second summary names its traces:\n" + r2.stderr)
