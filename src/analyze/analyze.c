@@ -298,8 +298,10 @@ int ht_analyze__finish(struct ht_reader *r, const char *path, int quiet_warnings
 	return ht_analyze__finish_pass(r, path, quiet_warnings, NULL);
 }
 
-int ht_parse_kinds(const char *list, uint64_t *mask)
+int ht_parse_kinds(const char *list, uint64_t *mask, const char *kinds)
 {
+	if (!kinds)
+		kinds = "the names dump prints (malloc, free, mmap, ...) or alloc, shm, thread";
 	char *copy = strdup(list);
 	*mask = 0;
 	for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
@@ -321,8 +323,7 @@ int ht_parse_kinds(const char *list, uint64_t *mask)
 		}
 		int k = ht_kind_parse(tok);
 		if (k <= 0) {
-			ht_error("unknown event kind '%s'; kinds are the names dump prints (malloc, free, "
-				 "mmap, ...) or alloc, shm, thread", tok);
+			ht_error("unknown event kind '%s'; kinds are %s", tok, kinds);
 			free(copy);
 			return -1;
 		}
@@ -330,8 +331,7 @@ int ht_parse_kinds(const char *list, uint64_t *mask)
 	}
 	free(copy);
 	if (!*mask) { /* (--kind '' or ',': nothing would match, said as nothing found) */
-		ht_error("--kind '%s': name at least one kind (the names dump prints: malloc, free, "
-			 "mmap, ...; or alloc, shm, thread)", list);
+		ht_error("--kind '%s': name at least one kind (%s)", list, kinds);
 		return -1;
 	}
 	return 0;

@@ -105,7 +105,8 @@ const char *ht_analyze__sampled_text(const struct ht_trace_info *in, char *buf);
 void ht_analyze__sample_json(struct ht_json *j, const struct ht_trace_info *in);
 
 /* Parses a comma-separated list of kind names into a bitmask (bit = kind);
- * "alloc" expands to the malloc family.  Returns -1 naming the bad one. */
-int ht_parse_kinds(const char *list, uint64_t *mask);
+ * "alloc" expands to the malloc family.  Returns -1 naming the bad one and
+ * the kinds the command takes (kinds, as words; NULL: every kind, dump's). */
+int ht_parse_kinds(const char *list, uint64_t *mask, const char *kinds);
 
 #endif

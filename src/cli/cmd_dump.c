@@ -296,7 +296,7 @@ int cmd_dump(int argc, char **argv)
 		ht_error("-n 0: give 1 or more events, or leave -n out for all of them");
 		goto cleanup;
 	}
-	if (cfg.kinds && ht_parse_kinds(cfg.kinds, &kinds) < 0)
+	if (cfg.kinds && ht_parse_kinds(cfg.kinds, &kinds, NULL) < 0)
 		goto cleanup;
 	uint32_t tids[DUMP_MAX_TIDS];
 	uint8_t seen[DUMP_MAX_TIDS] = {0};

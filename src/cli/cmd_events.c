@@ -513,12 +513,14 @@ int cmd_events(int argc, char **argv)
 	}
 	uint64_t kinds = shown_kinds;
 	if (cfg.kinds) {
-		if (ht_parse_kinds(cfg.kinds, &kinds) < 0)
+		/* (its own kinds in the messages: dump's were refused next) */
+#define SHOWN_KINDS "mmap, munmap, mremap, brk, sbrk, shm, shmget, shmat, shmdt, shmctl and heap_break"
+		if (ht_parse_kinds(cfg.kinds, &kinds, "the ones events shows: " SHOWN_KINDS) < 0)
 			goto cleanup;
 		if (kinds & ~shown_kinds) {
-			ht_error("--kind=%s: events shows mmap, munmap, mremap, brk, sbrk, shm, shmget, "
-				 "shmat, shmdt, shmctl and heap_break; 'heaptrail dump --kind' shows the "
-				 "others", cfg.kinds);
+			ht_error("--kind=%s: events shows " SHOWN_KINDS
+				 "; 'heaptrail dump --kind' shows the others",
+				 cfg.kinds);
 			goto cleanup;
 		}
 	}

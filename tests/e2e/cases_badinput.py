@@ -379,6 +379,9 @@ def test_usage_zero_and_empty(t):
     for args, said in ((["dump", "-n", "0", trace], "-n 0: give 1 or more events"),
                        (["dump", "--kind", "", trace], "--kind '': name at least one kind"),
                        (["events", "--kind", ",", trace], "--kind ',': name at least one kind"),
+                       # (events' own kinds: it named dump's, which it then refused)
+                       (["events", "--kind", "mmap,foo", trace],
+                        "unknown event kind 'foo'; kinds are the ones events shows: mmap, munmap,"),
                        (["compact", "--level", "0", copy], "--level must be between 1 and 19"),
                        (["compact", "--fast", "--level", "0", copy], "--level must be between"),
                        (["mmapsnoop", "-d", "0", "-c", "true"], "is not a duration above 0"),
