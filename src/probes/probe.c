@@ -62,18 +62,23 @@ int ht_probe__usage(struct ht_probe_opts *po, int nargs, char **argv, const char
 		return HT_EXIT_USAGE;
 	}
 	int max = positional == HT_PROBE_TICKS ? 2 : 0;
+	/* `faults -- ./app` (record's way): the arguments are a command */
+	const char *cmd_hint = nargs && !(argv[0][0] >= '0' && argv[0][0] <= '9')
+				       ? "; to run a command, use -c 'CMD ARGS'"
+				       : "";
 	if (nargs > max) {
 		if (max)
-			ht_error("%s: too many arguments ('%s'): the usage is [INTERVAL [COUNT]]", cmd,
-				 argv[max]);
+			ht_error("%s: too many arguments ('%s'): the usage is [INTERVAL [COUNT]]%s",
+				 cmd, argv[max], cmd_hint);
 		else
 			ht_error("%s: unexpected argument '%s': it prints events as they come; "
-				 "use -d TIME to stop after a while",
-				 cmd, argv[0]);
+				 "use -d TIME to stop after a while%s",
+				 cmd, argv[0], cmd_hint);
 		return HT_EXIT_USAGE;
 	}
 	if (nargs >= 1 && (ht_parse_duration(argv[0], &po->interval) || !po->interval)) {
-		ht_error("%s: INTERVAL '%s' is not a duration (e.g. 1, 2s, 500ms)", cmd, argv[0]);
+		ht_error("%s: INTERVAL '%s' is not a duration (e.g. 1, 2s, 500ms)%s", cmd, argv[0],
+			 cmd_hint);
 		return HT_EXIT_USAGE;
 	}
 	if (nargs >= 2) {

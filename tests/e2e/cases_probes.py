@@ -100,7 +100,8 @@ def test_probes_shmsnoop(t):
 
 @case(timeout=30, labels=("probes", "analyzers"))
 def test_probes_usage(t):
-    """Bad usage: exit 2 with one clear line, before any BPF is needed."""
+    """Bad usage: exit 2 with one clear line, before any BPF is needed; a
+    command given as record takes it (`-- ./app`) is answered with -c."""
     bad = [
         (["mmapsnoop", "5"], "unexpected argument '5'"),
         (["shmsnoop", "-p", "1", "-c", "true"], "-p and -c exclude each other"),
@@ -111,6 +112,12 @@ def test_probes_usage(t):
         (["faults", "soon"], "INTERVAL 'soon' is not a duration"),
         (["brkstack", "1", "0"], "COUNT '0' is not a positive number"),
         (["ffaults", "1", "-5"], "-5"),
+        # record's way of giving a command: said how it is given here
+        (["shmsnoop", "--", "./shm"], "use -d TIME to stop after a while; to run a command, "
+         "use -c 'CMD ARGS'"),
+        (["faults", "--", "./flt"], "INTERVAL './flt' is not a duration (e.g. 1, 2s, 500ms); "
+         "to run a command, use -c 'CMD ARGS'"),
+        (["faults", "--", "./flt", "10", "10"], "to run a command, use -c 'CMD ARGS'"),
     ]
     for args, msg in bad:
         r = t.run([t.heaptrail] + args)
