@@ -39,10 +39,22 @@ static __always_inline long ht_file_name(struct file *f, char *buf, __u32 len)
 }
 
 /* Reads the name of the file a mapping maps into buf; returns its length,
- * 0 for anonymous memory. */
+ * 0 for anonymous memory.  Shared anonymous memory (MAP_SHARED |
+ * MAP_ANONYMOUS) has a file too: the kernel's shmem file "dev/zero"
+ * (shmem_zero_setup), a name no real file has (a '/' in a dentry's name):
+ * anonymous, as `maps` says (ffaults counted PostgreSQL-style shared
+ * buffers as faults on a file "dev/zero"). */
 static __always_inline long ht_vma_file(struct vm_area_struct *vma, char *buf, __u32 len)
 {
-	return ht_file_name(BPF_CORE_READ(vma, vm_file), buf, len);
+	long n = ht_file_name(BPF_CORE_READ(vma, vm_file), buf, len);
+	if (n == 9 && len >= 9 && buf[0] == 'd' && buf[1] == 'e' && buf[2] == 'v' &&
+	    buf[3] == '/' && buf[4] == 'z' && buf[5] == 'e' && buf[6] == 'r' && buf[7] == 'o' &&
+	    buf[8] == 0) {
+		for (int i = 0; i < 9; i++)
+			buf[i] = 0;
+		return 0;
+	}
+	return n;
 }
 
 #define HT_S_IFMT 0170000

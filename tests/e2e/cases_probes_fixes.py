@@ -327,3 +327,40 @@ def test_probes_fix_bad_pid_and_top(t):
     eq(r.heaptrail_lines(), ["heaptrail: error: ffaults: %d is a kernel thread: it has no user "
                              "memory and makes no page faults or memory calls to trace" % k],
        "-p of a kernel thread")
+
+
+# 300 pages of shared anonymous memory (MAP_SHARED | MAP_ANONYMOUS: the
+# kernel backs it with a shmem file it names "dev/zero"), each written once.
+SHARED_ANON_C = r"""
+#include <sys/mman.h>
+
+int main(void)
+{
+	char *p = mmap(0, 300 * 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return 1;
+	for (int i = 0; i < 300; i++)
+		p[i * 4096] = 1;
+	return 0;
+}
+"""
+
+
+@case(timeout=60, labels=("probes", "analyzers"))
+def test_probes_shared_anonymous(t):
+    """Shared anonymous memory is anonymous: ffaults counted its 300
+    faults on a file "dev/zero" (96% of the program's faults "on files"),
+    mmapsnoop named that file for a MAP_ANONYMOUS call."""
+    need_bpf(t, "ffaults")
+    exe = compile_c(t, "sharedanon", SHARED_ANON_C)
+    doc, r = probe_json(t, ["ffaults", "--json", "-n", "0", "-c", exe])
+    rep = doc["intervals"][-1]
+    files = {f["file"]: f["faults"] for f in rep["files"]}
+    check("dev/zero" not in files, "faults on a file dev/zero: %r" % files)
+    check(rep["anonymous"] >= 300, "anonymous faults %d < the 300 pages written"
+          % rep["anonymous"])
+    doc, r = probe_json(t, ["mmapsnoop", "--json", "-c", exe])
+    shared = [e for e in doc["events"] if e.get("call") == "mmap"
+              and e.get("size") == 300 * 4096]
+    eq(len(shared), 1, "the program's mmap: %r" % doc["events"][-5:])
+    check(not shared[0].get("file"), "a file for a MAP_ANONYMOUS mmap: %r" % shared[0])
