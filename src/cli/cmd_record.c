@@ -685,9 +685,33 @@ static int cpu_of(pid_t pid, uint64_t *self_ns, uint64_t *kids_ns)
  * children). */
 struct kids_tally {
 	pid_t pid;             /* the program */
-	size_t forked;         /* traces of other processes */
+	size_t forked;         /* traces of other processes that did their own work */
+	size_t execd;          /* traces of other processes that end by exec'ing a
+				* program, untraced (a shell's fork child) */
 	uint64_t writers_ns;   /* writer_cpu_ns of the program's own images */
 };
+
+/* Events of a child's trace read to tell whether it ends by an exec: a
+ * shell's fork child before its exec makes a handful. */
+#define EXEC_STUB_EVENTS 10000
+
+/* Whether the trace r (of a fork child) ends with an exec that did not
+ * fail: the work after it is another program's, untraced without
+ * --follow-exec.  Read only if it is short (a stub before an exec). */
+static int ends_by_exec(struct ht_reader *r, const struct ht_trace_info *in)
+{
+	if (in->events_chunks > EXEC_STUB_EVENTS)
+		return 0;
+	const struct ht_event *ev;
+	int exec = 0;
+	while ((ev = ht_reader__next_event(r)) != NULL)
+		if (ev->kind == HT_EV_EXEC)
+			exec = !(ev->str && !strncmp(ev->str, HT_EXEC_FAILED_PREFIX,
+						     sizeof(HT_EXEC_FAILED_PREFIX) - 1));
+		else if (ev->kind != HT_EV_THREAD_EXIT)
+			exec = 0;
+	return exec;
+}
 
 static void tally_trace(const char *path, void *arg)
 {
@@ -699,6 +723,8 @@ static void tally_trace(const char *path, void *arg)
 	const struct ht_trace_info *in = ht_reader__info(r);
 	if (in->pid == k->pid)
 		k->writers_ns += in->writer_cpu_ns;
+	else if (ends_by_exec(r, in))
+		k->execd++;
 	else
 		k->forked++;
 	ht_reader__close(r);
@@ -716,18 +742,26 @@ static void note_untraced_children(const char *path, const struct run *run, uint
 {
 	if (kids_ns < 50000000ull || kids_ns * 10 < self_ns)
 		return; /* (not enough even with no writer's time taken off) */
-	struct kids_tally k = {run->pid, 0, 0};
+	struct kids_tally k = {run->pid, 0, 0, 0};
 	tally_trace(path, &k);
 	for_each_child_trace(path, run, tally_trace, &k);
 	uint64_t others = kids_ns > k.writers_ns ? kids_ns - k.writers_ns : 0;
 	if (k.forked || others < 50000000ull || others * 10 < self_ns)
 		return;
-	fprintf(stderr,
-		"heaptrail: note: the program's child processes used %.2f s of CPU and none of "
-		"them was traced: %s\n",
-		(double)others / 1e9,
-		no_follow_fork ? "--no-follow-fork leaves them out"
-			       : "the programs they ran are traced only with --follow-exec");
+	if (k.execd)
+		/* (their traces hold the calls before the exec: a few) */
+		fprintf(stderr,
+			"heaptrail: note: the program's child processes used %.2f s of CPU in "
+			"programs that were not traced (%zu of them exec'd one): the programs they "
+			"ran are traced only with --follow-exec\n",
+			(double)others / 1e9, k.execd);
+	else
+		fprintf(stderr,
+			"heaptrail: note: the program's child processes used %.2f s of CPU and none "
+			"of them was traced: %s\n",
+			(double)others / 1e9,
+			no_follow_fork ? "--no-follow-fork leaves them out"
+				       : "the programs they ran are traced only with --follow-exec");
 }
 
 /* The one line record adds to stderr: how the command ended, if by a

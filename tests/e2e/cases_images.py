@@ -5,7 +5,7 @@ summary naming each with its command (issue 17, item 13)."""
 import os
 
 from htformat import FILE_F_FORK_CHILD, Trace
-from htlib import case, check, eq, expect, expect_calls, fail
+from htlib import case, check, eq, expect, expect_calls, fail, which
 
 
 def said(run, name):
@@ -83,7 +83,8 @@ def test_untraced_children_noted(t):
     kernel counted for those children, and names --follow-exec (or, with
     --no-follow-fork, that option).  No note with --follow-exec (the
     child's trace is there), with -q, or when the program does the work
-    itself."""
+    itself.  A child that allocated before its exec (bash's) leaves a
+    trace that ends with the exec: the note still comes, saying so."""
     loop = t.prog("randloop")
     note = "heaptrail: note: the program's child processes used "
     tail = " s of CPU and none of them was traced: the programs they ran are traced only " \
@@ -117,6 +118,19 @@ def test_untraced_children_noted(t):
     r = t.run([t.heaptrail, "record", "-o", t.path("self.ht"), "--", loop, "4000000"],
               check_rc=0)
     eq(len(r.heaptrail_lines()), 1, "the program's own work: %s" % r.heaptrail_lines())
+    # bash forks a child that allocates before it execs randloop: a trace
+    # of a few events, ending with the exec, which hid the note (the
+    # summary listed it as if the work was traced)
+    bash = which("bash")
+    if bash:
+        r = t.run([t.heaptrail, "record", "-o", t.path("bash.ht"), "--", bash, "-c",
+                   "%s 10000000; true" % loop], check_rc=0)
+        lines = r.heaptrail_lines()
+        check(".ht." in lines[0], "bash's child left a trace: %s" % lines)
+        eq(len(lines), 2, "bash: summary and note: %s" % lines)
+        check(lines[1].startswith(note) and lines[1].endswith(
+            " s of CPU in programs that were not traced (1 of them exec'd one): the programs "
+            "they ran are traced only with --follow-exec"), "bash: the note: %r" % lines[1])
 
 
 @case()
