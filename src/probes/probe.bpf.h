@@ -28,14 +28,28 @@ static __always_inline int ht_traced(__u32 *tgid, __u32 *tid)
 	return target_tgid ? *tgid == target_tgid : *tgid != self_tgid;
 }
 
-/* Reads the name (dentry name, no directory) of file f into buf; returns
- * its length, 0 if f is NULL. */
+/* Reads the name (dentry name, no directory) of file f into buf (len
+ * bytes, a constant); returns its length with the NUL, 0 if f is NULL.  A
+ * name longer than buf holds keeps its head and its tail around "..." (a
+ * name cut at its first len - 1 bytes left no mark of the cut, and
+ * ffaults merged the files that differed past them: names of a series
+ * differ at their end). */
 static __always_inline long ht_file_name(struct file *f, char *buf, __u32 len)
 {
 	if (!f)
 		return 0;
-	const unsigned char *name = BPF_CORE_READ(f, f_path.dentry, d_name.name);
-	return bpf_probe_read_kernel_str(buf, len, name);
+	struct dentry *d = BPF_CORE_READ(f, f_path.dentry);
+	const unsigned char *name = BPF_CORE_READ(d, d_name.name);
+	__u32 n = BPF_CORE_READ(d, d_name.len);
+	if (n < len)
+		return bpf_probe_read_kernel_str(buf, len, name);
+	__u32 head = (len - 4) / 2, tail = len - 4 - head;
+	if (bpf_probe_read_kernel(buf, head, name) ||
+	    bpf_probe_read_kernel(buf + head + 3, tail, name + n - tail))
+		return bpf_probe_read_kernel_str(buf, len, name);
+	buf[head] = buf[head + 1] = buf[head + 2] = '.';
+	buf[len - 1] = 0;
+	return len;
 }
 
 /* Reads the name of the file a mapping maps into buf; returns its length,
