@@ -156,11 +156,11 @@ static uint64_t mapping_of(const struct profile *p, uint64_t ip)
 
 /* Frame f's name as the other tools give it (ht_blocks__frame_name), and
  * whole: a cut at 1023 bytes made two C++ template functions whose names
- * differ past it one function. */
+ * differ past it one function.  (A function's name comes back as it is:
+ * the buffer holds module+0xOFFSET only.) */
 static const char *frame_name(struct profile *p, const struct ht_frame *f)
 {
-	const char *whole = f->function ? f->function : f->module ? f->module : "";
-	size_t need = strlen(whole) + 32; /* (module+0xOFFSET) */
+	size_t need = (f->module ? strlen(f->module) : 0) + 32; /* (module+0xOFFSET) */
 	if (need > p->namecap) {
 		p->namecap = need > 2 * p->namecap ? need : 2 * p->namecap;
 		p->name = ht_xrealloc(p->name, p->namecap);

@@ -248,9 +248,7 @@ static void update_symbols(struct live *L)
 static inline void apply(struct live *L, const struct ht_event *e)
 {
 	if (__builtin_expect(e->kind == HT_EV_EXEC, 0))
-		/* an exec's outcome when it failed (format.h): the image runs on */
-		L->exec_seen = !(e->str && !strncmp(e->str, HT_EXEC_FAILED_PREFIX,
-						    sizeof(HT_EXEC_FAILED_PREFIX) - 1));
+		L->exec_seen = !ht_event__exec_failed(e); /* (a failed one's outcome: runs on) */
 	const struct ht_blockop *op = ht_pass__event(L->p, e);
 	ht_livetop__event(L->lt, e, op);
 }

@@ -706,8 +706,7 @@ static int ends_by_exec(struct ht_reader *r, const struct ht_trace_info *in)
 	int exec = 0;
 	while ((ev = ht_reader__next_event(r)) != NULL)
 		if (ev->kind == HT_EV_EXEC)
-			exec = !(ev->str && !strncmp(ev->str, HT_EXEC_FAILED_PREFIX,
-						     sizeof(HT_EXEC_FAILED_PREFIX) - 1));
+			exec = !ht_event__exec_failed(ev);
 		else if (ev->kind != HT_EV_THREAD_EXIT)
 			exec = 0;
 	return exec;

@@ -27,6 +27,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "format.h"
 
@@ -137,6 +138,13 @@ static inline int ht_event__release_now(const struct ht_event *e)
 }
 /* Hand out the result now: a whole event or an ACQUIRE part. */
 static inline int ht_event__acquire_now(const struct ht_event *e) { return e->part != 1; }
+/* An exec event that is the outcome of a failed exec (HT_EXEC_FAILED_PREFIX):
+ * the image before it runs on. */
+static inline int ht_event__exec_failed(const struct ht_event *e)
+{
+	return e->kind == HT_EV_EXEC && e->str &&
+	       !strncmp(e->str, HT_EXEC_FAILED_PREFIX, sizeof(HT_EXEC_FAILED_PREFIX) - 1);
+}
 
 /* Whether the order the reader delivers is the true one across threads.
  * It is not when (a) a multi-threaded trace without HT_FILE_F_ORDERED has
