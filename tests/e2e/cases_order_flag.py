@@ -128,15 +128,29 @@ def test_order_cut_trace_why(t):
     eq(order_lines(t.stats(whole)["_run"]), [], "the whole trace: order")
     with open(whole, "rb") as f:
         data = f.read()
+    # Where a cut falls decides whether it separates a block's free from
+    # its allocation: a cut that happens to keep a prefix consistent in
+    # time (the writer flushed every thread's chunk at about the same
+    # moment) is exact, rightly without a warning.  So several cuts: each
+    # one is reported as truncated, every order warning names the cause,
+    # and at least one of them (in practice all but a rare one) has one.
     cut = t.path("pipe-cut.ht")
-    with open(cut, "wb") as f:
-        f.write(data[:len(data) * 6 // 10])
-    r = t.tool(["stats", cut])
-    eq(r.rc, 1, "stats of the cut trace: " + r.describe())
-    lines = order_lines(r)
-    eq(len(lines), 1, "one order warning:\n" + r.stderr)
-    check("(events missing from a trace that is cut, damaged or was not closed, or calls "
-          "hidden from the tracer)" in r.stderr, "the cause:\n" + r.stderr)
+    warned = 0
+    for tenths in range(2, 10):
+        with open(cut, "wb") as f:
+            f.write(data[:len(data) * tenths // 10])
+        r = t.tool(["stats", cut])
+        eq(r.rc, 1, "stats of the trace cut at %d/10: %s" % (tenths, r.describe()))
+        lines = order_lines(r)
+        check(len(lines) <= 1, "cut at %d/10: more than one order warning:\n%s"
+              % (tenths, r.stderr))
+        if not lines:
+            continue
+        warned += 1
+        check("(events missing from a trace that is cut, damaged or was not closed, or calls "
+              "hidden from the tracer)" in r.stderr,
+              "cut at %d/10: the cause:\n%s" % (tenths, r.stderr))
+    check(warned >= 1, "no cut of 8 gave an order warning")
 
 
 @case(timeout=240, labels=("analyzers",))
