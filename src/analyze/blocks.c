@@ -246,8 +246,21 @@ void ht_blocks__print_frames(FILE *out, const struct ht_frame *f, size_t n, size
 		fprintf(out, "%s%s", i ? " <- " : "", ht_blocks__frame_name(name, sizeof(name), &f[i]));
 		if (f[i].file) {
 			const char *slash = strrchr(f[i].file, '/');
-			fprintf(out, " (%s:%d)", slash ? slash + 1 : f[i].file, f[i].line);
+			if (f[i].line)
+				fprintf(out, " (%s:%d)", slash ? slash + 1 : f[i].file, f[i].line);
+			else /* no line known, or a row summing several */
+				fprintf(out, " (%s)", slash ? slash + 1 : f[i].file);
 		}
+	}
+}
+
+void ht_blocks__merge_site(struct ht_frame *into, const struct ht_frame *f)
+{
+	if (into->line != f->line)
+		into->line = 0;
+	if (into->file && (!f->file || strcmp(into->file, f->file))) {
+		into->file = NULL;
+		into->line = 0;
 	}
 }
 

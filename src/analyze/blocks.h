@@ -60,6 +60,11 @@ const char *ht_blocks__frame_name(char *buf, size_t len, const struct ht_frame *
 /* Prints the first depth of frames f[0..n) on one line, innermost first:
  * "function (file:line) <- caller (file:line) ...", no newline. */
 void ht_blocks__print_frames(FILE *out, const struct ht_frame *f, size_t n, size_t depth);
+/* For a row that sums the stacks of one function (or of one list of
+ * function names): keeps in *into only the place every stack summed has,
+ * its line 0 ("function (file)") where their lines differ, no file where
+ * their files do, so that the row never shows one stack's line as all. */
+void ht_blocks__merge_site(struct ht_frame *into, const struct ht_frame *f);
 
 /* A frame as JSON: function, file, line, module, offset, address (the
  * address itself, "0x..."), inlined. */

@@ -137,8 +137,21 @@ static struct ht_diff_entry *entry_of(struct ht_diff *d, char *key, const struct
 		struct ht_diff_entry *e = &d->e[d->hash[k] - 1];
 		if (!strcmp(e->key, key)) {
 			free(key);
-			if (newer)
+			/* one row of stacks that read alike by function names
+			 * (--by function: one frame): only the places they share */
+			if (newer && e->nframes == nframes) {
+				struct ht_frame *old = e->frames;
+				e->frames = NULL;
 				set_frames(e, frames, nframes);
+				for (size_t i = 0; i < nframes; i++)
+					ht_blocks__merge_site(&e->frames[i], &old[i]);
+				free(old);
+			} else if (newer) {
+				set_frames(e, frames, nframes);
+			} else if (e->nframes == nframes) {
+				for (size_t i = 0; i < nframes; i++)
+					ht_blocks__merge_site(&e->frames[i], &frames[i]);
+			}
 			return e;
 		}
 	}
@@ -549,14 +562,7 @@ static void print_where(FILE *f, const struct ht_diff_entry *e, size_t depth)
 		fprintf(f, "[no stack]\n");
 		return;
 	}
-	for (size_t i = 0; i < e->nframes && i < depth; i++) {
-		const struct ht_frame *fr = &e->frames[i];
-		char name[1024];
-		fprintf(f, "%s%s", i ? " <- " : "", ht_blocks__frame_name(name, sizeof(name), fr));
-		if (fr->file)
-			fprintf(f, " (%s:%d)", strrchr(fr->file, '/') ? strrchr(fr->file, '/') + 1
-								 : fr->file, fr->line);
-	}
+	ht_blocks__print_frames(f, e->frames, e->nframes, depth);
 	fprintf(f, "\n");
 }
 

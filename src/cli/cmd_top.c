@@ -54,6 +54,8 @@ struct entry {
 	uint64_t bytes;      /* bytes allocated */
 	uint64_t temp_bytes; /* bytes of the temporary allocations */
 	uint64_t blocks;     /* blocks live at the peak */
+	struct ht_frame site; /* --by function: its frame, the place all its stacks share
+			       * (ht_blocks__merge_site) */
 };
 
 static enum table sort_table;
@@ -72,21 +74,23 @@ static int by_key(const void *a, const void *b)
 	return x->key < y->key ? -1 : x->key > y->key;
 }
 
-/* The frame that names a stack --by function: its innermost. */
+/* The frame that names a stack --by function: its innermost (in *site). */
 static const char *function_of(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t node,
-			       char *buf, size_t len)
+			       char *buf, size_t len, struct ht_frame *site)
 {
 	static struct ht_frame f[MAX_FRAMES];
 	size_t n = node ? ht_blocks__frames(r, sym, node, f, MAX_FRAMES) : 0;
+	memset(site, 0, sizeof(*site));
 	if (!n) {
 		snprintf(buf, len, "[no stack]");
 		return buf;
 	}
+	*site = f[0];
 	return ht_blocks__frame_name(buf, len, &f[0]);
 }
 
 static void print_where(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t node,
-			uint64_t depth, int by_function)
+			uint64_t depth, const struct ht_frame *site)
 {
 	static struct ht_frame f[MAX_FRAMES];
 	size_t n = node ? ht_blocks__frames(r, sym, node, f, MAX_FRAMES) : 0;
@@ -94,8 +98,10 @@ static void print_where(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t
 		printf("[no stack: record with --stacks]\n");
 		return;
 	}
-	if (by_function)
+	if (site) { /* --by function: the place its stacks share */
+		f[0] = *site;
 		depth = 1;
+	}
 	ht_blocks__print_frames(stdout, f, n, depth);
 	printf("\n");
 }
@@ -151,12 +157,14 @@ static void distinct_depths(struct ht_reader *r, struct ht_symbolizer *sym, cons
 }
 
 static void json_stack(struct ht_json *j, struct ht_reader *r, struct ht_symbolizer *sym,
-		       uint32_t node, int by_function)
+		       uint32_t node, int by_function, const struct ht_frame *site)
 {
 	static struct ht_frame f[MAX_FRAMES];
 	size_t n = node ? ht_blocks__frames(r, sym, node, f, MAX_FRAMES) : 0;
 	if (by_function && n > 1)
 		n = 1;
+	if (site && n)
+		f[0] = *site;
 	ht_json__arr_begin(j, by_function ? "function" : "stack");
 	for (size_t i = 0; i < n; i++)
 		ht_blocks__json_frame(j, &f[i]);
@@ -241,7 +249,8 @@ int cmd_top(int argc, char **argv)
 		char buf[1024];
 		for (size_t i = 0; i < ne; i++)
 			e[i].key = ht_hash_str(0xcbf29ce484222325ull,
-					       function_of(r, sym, e[i].node, buf, sizeof(buf)));
+					       function_of(r, sym, e[i].node, buf, sizeof(buf),
+							   &e[i].site));
 		qsort(e, ne, sizeof(*e), by_key);
 		size_t o = 0;
 		for (size_t i = 0; i < ne; i++) {
@@ -251,6 +260,7 @@ int cmd_top(int argc, char **argv)
 				e[o - 1].bytes += e[i].bytes;
 				e[o - 1].temp_bytes += e[i].temp_bytes;
 				e[o - 1].blocks += e[i].blocks;
+				ht_blocks__merge_site(&e[o - 1].site, &e[i].site);
 				continue;
 			}
 			e[o++] = e[i];
@@ -322,7 +332,8 @@ int cmd_top(int argc, char **argv)
 						ht_json__u64(&j, "temporary_bytes",
 							     e[i].temp_bytes);
 				}
-				json_stack(&j, r, sym, e[i].node, by_function);
+				json_stack(&j, r, sym, e[i].node, by_function,
+					   by_function ? &e[i].site : NULL);
 				ht_json__obj_end(&j);
 				continue;
 			}
@@ -333,7 +344,8 @@ int cmd_top(int argc, char **argv)
 				printf(
 				    "  %10llu calls, %9s  ", (unsigned long long)e[i].value[t],
 				    ht_fmt_bytes(b1, t == T_TEMP ? e[i].temp_bytes : e[i].bytes));
-			print_where(r, sym, e[i].node, by_function ? 1 : depths[i], by_function);
+			print_where(r, sym, e[i].node, by_function ? 1 : depths[i],
+				    by_function ? &e[i].site : NULL);
 		}
 		if (cfg.json) {
 			ht_json__arr_end(&j);
@@ -353,7 +365,7 @@ int cmd_top(int argc, char **argv)
 			ht_json__u64(&j, "bytes", ss.big[i].size);
 			ht_json__u64(&j, "time_ns", ss.big[i].time_ns);
 			ht_json__u64(&j, "tid", ss.big[i].tid);
-			json_stack(&j, r, sym, ss.big[i].node, by_function);
+			json_stack(&j, r, sym, ss.big[i].node, by_function, NULL);
 			ht_json__obj_end(&j);
 		}
 		ht_json__arr_end(&j);
@@ -372,7 +384,7 @@ int cmd_top(int argc, char **argv)
 		for (size_t i = 0; i < shown; i++) {
 			printf("  %10s at %9s, thread %u  ", ht_fmt_bytes(b1, ss.big[i].size),
 			       ht_fmt_ns(b2, ss.big[i].time_ns), ss.big[i].tid);
-			print_where(r, sym, ss.big[i].node, by_function ? 1 : depths[i], by_function);
+			print_where(r, sym, ss.big[i].node, by_function ? 1 : depths[i], NULL);
 		}
 		if (left_out)
 			printf("  (%llu smaller allocations left out: the table keeps the %d "
