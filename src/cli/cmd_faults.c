@@ -84,6 +84,7 @@ int cmd_faults(int argc, char **argv)
 	bpf_program__set_autoload(skel->progs.vma_forget, false);
 	bpf_program__set_autoload(skel->progs.vma_changed, false);
 	bpf_program__set_autoload(skel->progs.vma_exit, false);
+	bpf_program__set_autoload(skel->progs.image_exec, false);
 	if ((err = faults_bpf__load(skel))) {
 		ht_error("faults: cannot load the BPF program: %s (run 'heaptrail faults --check')",
 			 strerror(-err));

@@ -149,7 +149,10 @@ static void report(const struct ffaults_config *cfg, struct ht_json *j, struct r
 		       "held the process's mmap lock)",
 		       (unsigned long long)unknown, 100.0 * (double)unknown / (double)total);
 	printf("\n");
-	if (cfg->per_process)
+	/* a row per process image with -p and -c too: a program the process
+	 * exec'd has rows of its own */
+	int per_process = cfg->per_process || cfg->po.pid || cfg->po.command;
+	if (per_process)
 		printf("%10s %6s  %-7s %-16s %s\n", "FAULTS", "%", "PID", "COMM", "FILE");
 	else
 		printf("%10s %6s  %s\n", "FAULTS", "%", "FILE");
@@ -160,7 +163,7 @@ static void report(const struct ffaults_config *cfg, struct ht_json *j, struct r
 		char comm[17];
 		printf("%10llu %5.1f%%  ", (unsigned long long)rows[i].val.count,
 		       total ? 100.0 * (double)rows[i].val.count / (double)total : 0.0);
-		if (cfg->per_process)
+		if (per_process)
 			printf("%-7u %-16s ", rows[i].key.pid, ht_probe__comm(comm, rows[i].val.comm));
 		printf("%.*s\n", HT_FILE_LEN, rows[i].key.name);
 	}
@@ -172,10 +175,11 @@ static void report(const struct ffaults_config *cfg, struct ht_json *j, struct r
 /* Opens, loads and attaches the counting program: at handle_mm_fault's
  * entry (fentry set; link[0] is that program's), or on the page-fault perf
  * event of every CPU (links, fds set; link[0..2] are the programs that keep
- * a process's cache of mappings as it changes them or exits).  Returns 0,
+ * a process's cache of mappings as it changes them or exits); link[3] the
+ * count of each process's execs, per process.  Returns 0,
  * or -1 with everything undone (after an error message, but for fentry). */
 static int open_probes(const struct ffaults_config *cfg, struct ht_probe_session *s,
-		       struct faults_bpf **skel, int fentry, struct bpf_link *link[3],
+		       struct faults_bpf **skel, int fentry, struct bpf_link *link[4],
 		       struct bpf_link ***links, int *fds, int *nfds)
 {
 	int err;
@@ -193,6 +197,7 @@ static int open_probes(const struct ffaults_config *cfg, struct ht_probe_session
 	bpf_program__set_autoload((*skel)->progs.vma_changed, !fentry);
 	bpf_program__set_autoload((*skel)->progs.vma_exit, !fentry);
 	bpf_program__set_autoload((*skel)->progs.fault_vma, fentry);
+	bpf_program__set_autoload((*skel)->progs.image_exec, !!(*skel)->rodata->per_process);
 	if ((err = faults_bpf__load(*skel))) {
 		if (!fentry)
 			ht_error("ffaults: cannot load the BPF program: %s (run 'heaptrail ffaults "
@@ -211,6 +216,11 @@ static int open_probes(const struct ffaults_config *cfg, struct ht_probe_session
 				 strerror(errno));
 		goto fail;
 	}
+	if ((*skel)->rodata->per_process && !(link[3] = bpf_program__attach((*skel)->progs.image_exec))) {
+		if (!fentry)
+			ht_error("ffaults: cannot attach to sched_process_exec: %s", strerror(errno));
+		goto fail;
+	}
 	if (fentry)
 		return 0;
 	*nfds = ht_probe__perf_sw_open("ffaults", PERF_COUNT_SW_PAGE_FAULTS, 1, PERF_SAMPLE_ADDR,
@@ -221,7 +231,7 @@ static int open_probes(const struct ffaults_config *cfg, struct ht_probe_session
 	if (*nfds < 0)
 		*nfds = 0;
 fail:
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		bpf_link__destroy(link[i]);
 		link[i] = NULL;
 	}
@@ -247,7 +257,7 @@ int cmd_ffaults(int argc, char **argv)
 #ifdef HT_HAVE_BPF
 	struct ht_probe_session *s = NULL;
 	struct faults_bpf *skel = NULL;
-	struct bpf_link **links = NULL, *link[3] = {NULL, NULL, NULL};
+	struct bpf_link **links = NULL, *link[4] = {NULL, NULL, NULL, NULL};
 	static int fds[MAX_CPUS];
 	int nfds = 0;
 	struct ht_json j;
@@ -308,7 +318,7 @@ int cmd_ffaults(int argc, char **argv)
 cleanup:
 	free(rows);
 	ht_probe__detach(links, fds, nfds > 0 ? nfds : 0);
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		bpf_link__destroy(link[i]);
 	faults_bpf__destroy(skel);
 	ht_probe__end(s);

@@ -192,15 +192,47 @@ int BPF_PROG(vma_exit, struct task_struct *p)
 	return 0;
 }
 
+/* Per process (--per-process, -p, -c): the execs each process made since
+ * the probe started, so that the faults of a program a shell exec'd are
+ * rows of their own, named after it (they were added to the shell's rows
+ * of the same files, under the shell's name). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);   /* tgid */
+	__type(value, __u32); /* execs */
+} images SEC(".maps");
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(image_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	if (!per_process)
+		return 0;
+	__u32 tgid = (__u32)(bpf_get_current_pid_tgid() >> 32), one = 1;
+	__u32 *n = bpf_map_lookup_elem(&images, &tgid);
+	if (n)
+		__sync_fetch_and_add(n, 1);
+	else
+		bpf_map_update_elem(&images, &tgid, &one, BPF_NOEXIST);
+	return 0;
+}
+
 /* Counts a fault on the file of key k. */
 static __always_inline void count_file(struct ht_file_key *k)
 {
 	if (k->kind != HT_FILE_NAMED)
 		__builtin_memset(k->name, 0, sizeof(k->name));
+	if (k->pid) {
+		__u32 *n = bpf_map_lookup_elem(&images, &k->pid);
+		k->image = n ? *n : 0;
+	}
 	struct ht_file_val *v = bpf_map_lookup_elem(&file_counts, k);
 	if (!v) {
 		struct ht_file_val zero = {};
-		bpf_get_current_comm(zero.comm, sizeof(zero.comm));
+		/* the process's name, not the faulting thread's own */
+		struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+		if (BPF_CORE_READ_STR_INTO(&zero.comm, task, group_leader, comm) <= 0)
+			bpf_get_current_comm(zero.comm, sizeof(zero.comm));
 		bpf_map_update_elem(&file_counts, k, &zero, BPF_NOEXIST);
 		v = bpf_map_lookup_elem(&file_counts, k);
 		if (!v) {

@@ -47,12 +47,14 @@ enum {
 struct ht_file_key {
 	__u32 pid;              /* process (tgid), 0 when summed over processes */
 	__u32 kind;             /* HT_FILE_* */
+	__u32 image;            /* per process: execs the process made since the
+				 * probe started (its image: a row each), else 0 */
 	char name[HT_FILE_LEN]; /* the file's name (its dentry), "" unless HT_FILE_NAMED */
 };
 
 struct ht_file_val {
 	__u64 count;   /* faults */
-	char comm[16]; /* the thread name of the last one */
+	char comm[16]; /* the process's name (its main thread's) at the first one */
 };
 
 #endif

@@ -3,6 +3,8 @@ names longer than the 63 bytes kept, and mmapsnoop's MAP_32BIT.  Each case compi
 program when it needs one (gcc), and skips where BPF cannot be used.
 Label "probes"."""
 
+import os
+
 import htlib
 from htlib import case, check, eq
 from htprobe import need_bpf, probe_json
@@ -105,3 +107,72 @@ def test_probes_mmapsnoop_map_32bit(t):
     eq(len(lines), 1, "the program's mmap line: %s" % r.stdout)
     check("PRIVATE|ANONYMOUS|32BIT " in lines[0] and "|0x40" not in lines[0],
           "flags decoded: %s" % lines[0])
+
+
+# A thread named "pager" (pthread_setname_np) writes a byte of each of the
+# first argv[2] pages of the file argv[1], mapped private and writable.
+NAMED_C = r"""
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+static char **args;
+static void *pager(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "pager");
+	int fd = open(args[1], O_RDONLY), n = atoi(args[2]);
+	char *p = mmap(0, n * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	if (fd < 0 || p == MAP_FAILED)
+		exit(1);
+	for (int k = 0; k < n; k++)
+		p[k * 4096] = 1;
+	return NULL;
+}
+int main(int argc, char **argv)
+{
+	pthread_t th;
+	args = argv;
+	if (argc < 3 || pthread_create(&th, NULL, pager, NULL))
+		return 2;
+	return pthread_join(th, NULL);
+}
+"""
+
+
+@case(timeout=60, labels=("probes", "analyzers"))
+def test_probes_ffaults_per_image(t):
+    """Per process, the program a process execs has rows of its own, named
+    after it: touch faults on common.dat (5 pages) and one.dat, then execs
+    a copy of itself named "second", which faults on common.dat (7 pages)
+    and two.dat.  Before, common.dat was one row of 12 faults under the
+    first program's name, and two.dat was named after it too.  A row's name
+    is the process's, not the faulting thread's ("pager")."""
+    need_bpf(t, "ffaults")
+    exe = compile_c(t, "touch", TOUCH_C)
+    second = t.path("second")
+    with open(exe, "rb") as f, open(second, "wb") as g:
+        g.write(f.read())
+    os.chmod(second, 0o755)
+    common, one, two = (data_file(t, n, 32) for n in ("common.dat", "one.dat", "two.dat"))
+    cmd = "%s %s 5 %s 10 - %s %s 7 %s 20" % (exe, common, one, second, common, two)
+    doc, r = probe_json(t, ["ffaults", "--json", "-n", "0", "-c", cmd])
+    rows = sorted((f["comm"], f["file"], f["faults"]) for f in doc["intervals"][-1]["files"]
+                  if f["file"].endswith(".dat"))
+    eq(rows, [("second", "common.dat", 7), ("second", "two.dat", 20),
+              ("touch", "common.dat", 5), ("touch", "one.dat", 10)],
+       "(comm, file, faults) of the data files")
+    pids = {f["pid"] for f in doc["intervals"][-1]["files"]}
+    eq(pids, {doc["pid"]}, "one process")
+    r = t.run([t.heaptrail, "ffaults", "-n", "0", "-c", cmd])
+    eq(r.rc, 0, r.describe())
+    text = sorted(" ".join(l.split()[3:]) for l in r.stdout.splitlines()
+                  if l.strip().endswith("common.dat"))
+    eq(text, ["second common.dat", "touch common.dat"], "text rows:\n" + r.stdout)
+    named = htlib.compile_c(t, "named", NAMED_C, ("-fno-omit-frame-pointer", "-pthread"))
+    doc, r = probe_json(t, ["ffaults", "--json", "-n", "0", "-c", "%s %s 9" % (named, one)])
+    rows = [(f["comm"], f["faults"]) for f in doc["intervals"][-1]["files"]
+            if f["file"] == "one.dat"]
+    eq(rows, [("named", 9)], "the pager thread's faults, under the process's name")
