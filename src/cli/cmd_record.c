@@ -219,11 +219,24 @@ static size_t absolute_output(char *out, size_t cap, const char *tmpl)
 
 /* Reads the header of the trace at path (a regular file, not followed
  * through a symlink); 0 on success. */
+/* Set when record could not open a trace or a directory for want of a
+ * file descriptor (ulimit -n): said once at the end, for a trace left out
+ * of the summary and of the end step must not go unsaid. */
+static int fds_ran_out;
+
+static void note_emfile(int err)
+{
+	if (err == EMFILE || err == ENFILE)
+		fds_ran_out = 1;
+}
+
 static int read_header(const char *path, struct ht_file_header *h)
 {
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
+	if (fd < 0) {
+		note_emfile(errno);
 		return -1;
+	}
 	struct stat st;
 	int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
 		 pread(fd, h, sizeof(*h), 0) == (ssize_t)sizeof(*h) &&
@@ -313,15 +326,16 @@ static int refuse_output(const char *path, const char *shown)
 
 /* One run of record: its program and when record started it. */
 struct run {
-	pid_t pid;   /* the program (every image it execs keeps the pid) */
-	uint64_t t0; /* CLOCK_MONOTONIC before the fork */
+	pid_t pid;       /* the program (every image it execs keeps the pid) */
+	uint64_t t0;     /* CLOCK_MONOTONIC before the fork */
+	int follow_exec; /* --follow-exec: its children's exec'd programs are traced */
 };
 
 /* A file next to the output that may be the trace of a child. */
 struct child_file {
 	char name[NAME_MAX + 1];
 	struct ht_file_header h;
-	int named;   /* N of OUTPUT.N[.k]; -1 for OUTPUT.exec<k> */
+	int named;   /* N of OUTPUT.N[.k]; -1 for OUTPUT.exec<k> and OUTPUT.old */
 	int counted; /* found to be of this run */
 };
 
@@ -361,8 +375,10 @@ static int for_each_child_trace(const char *output, const struct run *run,
 	const char *base = split_path(output, dir, sizeof(dir));
 	size_t blen = strlen(base);
 	DIR *d = opendir(dir);
-	if (!d)
+	if (!d) {
+		note_emfile(errno);
 		return 0;
+	}
 	struct child_file *files = NULL;
 	size_t nfiles = 0, cap = 0;
 	static char full[PATH_MAX + 256];
@@ -371,10 +387,14 @@ static int for_each_child_trace(const char *output, const struct run *run,
 		if (strncmp(de->d_name, base, blen) || de->d_name[blen] != '.')
 			continue;
 		const char *p = de->d_name + blen + 1;
-		int exec = !strncmp(p, "exec", 4);
-		if (exec)
+		/* OUTPUT.old of this run: an image's trace the recorder could not
+		 * rename OUTPUT.exec<k> at its exec (no free name, a rename
+		 * refused), which the next image then kept as OUTPUT.old */
+		int old = !strcmp(p, "old");
+		int exec = old || !strncmp(p, "exec", 4);
+		if (exec && !old)
 			p += 4;
-		if (!(*p >= '0' && *p <= '9' && strspn(p, "0123456789.") == strlen(p)))
+		if (!old && !(*p >= '0' && *p <= '9' && strspn(p, "0123456789.") == strlen(p)))
 			continue;
 		if (nfiles == cap) {
 			size_t ncap = cap ? cap * 2 : 16;
@@ -415,6 +435,35 @@ static int for_each_child_trace(const char *output, const struct run *run,
 	return n;
 }
 
+/* Events of a child's trace read to tell whether it ends by an exec: a
+ * shell's fork child before its exec makes a handful. */
+#define EXEC_STUB_EVENTS 10000
+
+/* Whether the trace r (of a fork child) ends with an exec that did not
+ * fail: the work after it is another program's, untraced without
+ * --follow-exec.  Read only if it is short (a stub before an exec). */
+static int ends_by_exec(struct ht_reader *r, const struct ht_trace_info *in, char *prog,
+			size_t len)
+{
+	if (in->events_chunks > EXEC_STUB_EVENTS)
+		return 0;
+	const struct ht_event *ev;
+	int exec = 0;
+	while ((ev = ht_reader__next_event(r)) != NULL) {
+		if (ev->kind == HT_EV_EXEC) {
+			exec = !ht_event__exec_failed(ev);
+			if (exec && prog) { /* the program's file name, without its
+					     * directory (but /proc/self/exe) */
+				const char *x = ev->str ? ev->str : "?", *sl = strrchr(x, '/');
+				snprintf(prog, len, "%s", sl && strncmp(x, "/proc/", 6) ? sl + 1 : x);
+			}
+		} else if (ev->kind != HT_EV_THREAD_EXIT) {
+			exec = 0;
+		}
+	}
+	return exec;
+}
+
 /* The traces of a run's children and earlier images, for the summary:
  * each named with its command, so that the user can tell them apart (the
  * rule of their names: docs/output-files.md). */
@@ -422,11 +471,13 @@ struct trace_row {
 	char *path;
 	uint64_t start; /* wall clock at the trace's start: the list's order */
 	char *cmd;
+	char *execd;    /* the program a stub trace ends by exec'ing, else NULL */
 };
 
 struct trace_rows {
 	struct trace_row *v;
 	size_t n, cap;
+	const struct run *run;
 };
 
 static void add_trace_row(const char *path, void *arg)
@@ -434,8 +485,10 @@ static void add_trace_row(const char *path, void *arg)
 	struct trace_rows *rows = arg;
 	char err[512];
 	struct ht_reader *r = ht_reader__open_info(path, err, sizeof(err));
-	if (!r)
+	if (!r) {
+		note_emfile(errno);
 		return;
+	}
 	const struct ht_trace_info *in = ht_reader__info(r);
 	if (rows->n == rows->cap) {
 		size_t ncap = rows->cap ? rows->cap * 2 : 16;
@@ -458,6 +511,12 @@ static void add_trace_row(const char *path, void *arg)
 	row->path = strdup(path);
 	row->cmd = strdup(cmd);
 	row->start = in->start_realtime_ns;
+	/* a fork child's few calls before it exec'd a program (a shell's
+	 * command): said so, and which, for it is not the program's work */
+	char prog[64];
+	row->execd = in->pid != rows->run->pid && ends_by_exec(r, in, prog, sizeof(prog))
+			     ? strdup(prog)
+			     : NULL;
 	if (row->path && row->cmd) {
 		/* one line: a newline or a tab of the arguments (python3 -c
 		 * 'SCRIPT') is a space here */
@@ -466,10 +525,14 @@ static void add_trace_row(const char *path, void *arg)
 				*c = ' ';
 		if (strlen(row->cmd) > 60)
 			strcpy(row->cmd + 57, "...");
+		for (char *c = row->execd; c && *c; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f)
+				*c = ' ';
 		rows->n++;
 	} else {
 		free(row->path);
 		free(row->cmd);
+		free(row->execd);
 	}
 	ht_reader__close(r);
 }
@@ -486,7 +549,7 @@ static int by_start(const void *a, const void *b)
 static char *child_traces_msg(const char *path, const char *shown, const struct run *run,
 			      const char *lead)
 {
-	struct trace_rows rows = {0};
+	struct trace_rows rows = {.run = run};
 	for_each_child_trace(path, run, add_trace_row, &rows);
 	if (rows.n > 1)
 		qsort(rows.v, rows.n, sizeof(*rows.v), by_start);
@@ -501,10 +564,15 @@ static char *child_traces_msg(const char *path, const char *shown, const struct 
 	for (size_t i = 0; i < rows.n; i++) {
 		const char *name = strrchr(rows.v[i].path, '/');
 		name = name ? name + 1 : rows.v[i].path;
-		if (f && i < max && strlen(name) >= blen) /* OUTPUT's name, then the suffix */
+		if (f && i < max && strlen(name) >= blen) { /* OUTPUT's name, then the suffix */
 			fprintf(f, "%s %s%s (%s)", i ? "," : "", shown, name + blen, rows.v[i].cmd);
+			if (rows.v[i].execd)
+				fprintf(f, " [exec'd %s%s]", rows.v[i].execd,
+					run->follow_exec ? "" : ", untraced");
+		}
 		free(rows.v[i].path);
 		free(rows.v[i].cmd);
+		free(rows.v[i].execd);
 	}
 	if (f && rows.n > max)
 		fprintf(f, " and %zu more in %s.*", rows.n - max, shown);
@@ -691,38 +759,19 @@ struct kids_tally {
 	uint64_t writers_ns;   /* writer_cpu_ns of the program's own images */
 };
 
-/* Events of a child's trace read to tell whether it ends by an exec: a
- * shell's fork child before its exec makes a handful. */
-#define EXEC_STUB_EVENTS 10000
-
-/* Whether the trace r (of a fork child) ends with an exec that did not
- * fail: the work after it is another program's, untraced without
- * --follow-exec.  Read only if it is short (a stub before an exec). */
-static int ends_by_exec(struct ht_reader *r, const struct ht_trace_info *in)
-{
-	if (in->events_chunks > EXEC_STUB_EVENTS)
-		return 0;
-	const struct ht_event *ev;
-	int exec = 0;
-	while ((ev = ht_reader__next_event(r)) != NULL)
-		if (ev->kind == HT_EV_EXEC)
-			exec = !ht_event__exec_failed(ev);
-		else if (ev->kind != HT_EV_THREAD_EXIT)
-			exec = 0;
-	return exec;
-}
-
 static void tally_trace(const char *path, void *arg)
 {
 	struct kids_tally *k = arg;
 	char err[512];
 	struct ht_reader *r = ht_reader__open_info(path, err, sizeof(err));
-	if (!r)
+	if (!r) {
+		note_emfile(errno);
 		return;
+	}
 	const struct ht_trace_info *in = ht_reader__info(r);
 	if (in->pid == k->pid)
 		k->writers_ns += in->writer_cpu_ns;
-	else if (ends_by_exec(r, in))
+	else if (ends_by_exec(r, in, NULL, 0))
 		k->execd++;
 	else
 		k->forked++;
@@ -769,9 +818,13 @@ static void summarize(const char *path, const char *shown, const char *prefix,
 		      const struct run *run, const char *note, int writer_process)
 {
 	char err[512];
+	/* (the children's traces first: the list opens two files at once, and
+	 * the trace open beside them would be a third) */
+	char *kidmsg = child_traces_msg(path, shown, run, ", and");
 	struct ht_reader *r = ht_reader__open_info(path, err, sizeof(err));
 	if (!r) {
 		fprintf(stderr, "heaptrail: no usable trace: %s\n", err);
+		free(kidmsg);
 		return;
 	}
 	const struct ht_trace_info *in = ht_reader__info(r);
@@ -779,7 +832,6 @@ static void summarize(const char *path, const char *shown, const char *prefix,
 	char sz[32] = "?";
 	if (stat(path, &st) == 0)
 		ht_fmt_bytes(sz, (uint64_t)st.st_size);
-	char *kidmsg = child_traces_msg(path, shown, run, ", and");
 	char lost[96] = ""; /* calls the recorder could not record (docs/FORMAT.md, dropped) */
 	if (in->dropped)
 		snprintf(lost, sizeof(lost), ", %llu calls not recorded (see 'heaptrail stats')",
@@ -827,16 +879,54 @@ static void summarize(const char *path, const char *shown, const char *prefix,
  * program, a sanitizer's build): the traces of the run, which it wrote
  * before that exec and its children wrote, are named as the summary
  * names them, and they had their end step and their check. */
+/* The first image's trace of this run (OUTPUT.exec1, or OUTPUT.exec1.2 ...
+ * when an earlier run's are still there): the suffix of the one that
+ * began first, in suffix (".exec1" if none is found). */
+struct first_exec {
+	const char *base;    /* OUTPUT's file name */
+	uint64_t start;      /* of the one found */
+	char suffix[NAME_MAX + 1];
+};
+
+static void find_first_exec(const char *path, void *arg)
+{
+	struct first_exec *fe = arg;
+	const char *name = strrchr(path, '/');
+	name = name ? name + 1 : path;
+	size_t blen = strlen(fe->base);
+	struct ht_file_header h;
+	if (strncmp(name, fe->base, blen) ||
+	    (strncmp(name + blen, ".exec", 5) && strcmp(name + blen, ".old")) ||
+	    read_header(path, &h) < 0)
+		return;
+	if (!fe->suffix[0] || h.start_mono_ns < fe->start) {
+		fe->start = h.start_mono_ns;
+		snprintf(fe->suffix, sizeof(fe->suffix), "%s", name + blen);
+	}
+}
+
+/* Whether the program's earlier images wrote traces of their own in this
+ * run (when record follows its execs): the first one's suffix in *fe. */
+static int earlier_image(const char *path, const struct run *run, struct first_exec *fe)
+{
+	const char *base = strrchr(path, '/');
+	fe->base = base ? base + 1 : path;
+	fe->start = 0;
+	fe->suffix[0] = 0;
+	for_each_child_trace(path, run, find_first_exec, fe);
+	return fe->suffix[0] != 0;
+}
+
 static void say_untraced_exec(const char *path, const char *shown, const char *how, const char *cmd,
-			      const struct run *run)
+			      const struct run *run, const struct first_exec *fe)
 {
 	char see[PATH_MAX + 32];
 	char *kidmsg = child_traces_msg(path, shown, run, ", and the run wrote");
 	fprintf(stderr,
 		"heaptrail: %s%s exec'd a program that was not traced, so nothing was written to "
-		"%s; the traces of its images before that exec are %s.exec1 and on%s (see %s)\n",
-		how, cmd, shown, shown, kidmsg ? kidmsg : "",
-		see_stats(see, sizeof(see), shown, ".exec1"));
+		"%s; the traces of its images before that exec are %s%s and on%s (see %s)\n",
+		how, cmd, shown, shown, fe->suffix, kidmsg ? kidmsg : "",
+		see_stats(see, sizeof(see), shown, fe->suffix));
 	free(kidmsg);
 }
 
@@ -1358,15 +1448,6 @@ static int trace_gone(enum ht_dirwatch_fate fate, const char *how, const char *c
 	return RECORD_EXIT_DAMAGED;
 }
 
-/* Whether the program's first image wrote a trace of its own in this run
- * (PATH.exec1: the images before an exec, when record follows them). */
-static int earlier_image(const char *path, pid_t pid, uint64_t t0)
-{
-	char name[PATH_MAX + 8];
-	snprintf(name, sizeof(name), "%s.exec1", path);
-	return trace_of(name, pid, t0);
-}
-
 /* The sanitizer the program cmd (found in PATH as execvp would) is built
  * with, if it loads one as a shared runtime: its name, and the library in
  * lib; NULL if none.  Those runtimes replace malloc and must be the first
@@ -1752,7 +1833,7 @@ int cmd_record(int argc, char **argv)
 			      pid) < 0)
 		memcpy(shown, path, sizeof(path)); /* the name as given is longer */
 	ht_shell_word_inplace(shown, sizeof(shown)); /* one line, one word */
-	struct run run = {pid, t0};
+	struct run run = {pid, t0, cfg.follow_exec};
 	/* the program's own variable, for unstarted_children */
 	static char entry[PATH_MAX * 2] = "";
 	char *word = cfg.quiet || cfg.no_follow_fork ? NULL : options_word(&cfg, pid, path);
@@ -1794,6 +1875,7 @@ int cmd_record(int argc, char **argv)
 		    moved_to[bl + 5] <= '9')
 			fate = HT_FATE_UNKNOWN;
 	}
+	ht_dirwatch__stop(&watch); /* (its descriptor is one the end needs, ulimit -n 6) */
 	/* What record reports comes from the traces as they are on disk,
 	 * read back before the end step (which would not repair a damaged
 	 * one, or would hide the damage: compaction keeps what it can read)
@@ -1849,6 +1931,7 @@ int cmd_record(int argc, char **argv)
 			 WTERMSIG(status), strsignal(WTERMSIG(status)));
 	ret = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 	struct kids_check kids = {path, shown, 0};
+	static struct first_exec first_exec;
 	int nkids = for_each_child_trace(path, &run, check_kid, &kids);
 	if (bad || kids.bad)
 		ret = RECORD_EXIT_DAMAGED;
@@ -1860,11 +1943,11 @@ int cmd_record(int argc, char **argv)
 		summarize(path, shown, how, &run, note, !strcmp(cfg.writer, "process"));
 	else if (fate != HT_FATE_UNKNOWN && fate != HT_FATE_THERE)
 		ret = trace_gone(fate, how, argv[0], shown, path, moved_to, ret);
-	else if (!cfg.quiet && earlier_image(path, pid, t0))
+	else if (!cfg.quiet && earlier_image(path, &run, &first_exec))
 		/* it exec'd a program that runs untraced (a sanitizer's build,
 		 * a setuid or static one): its earlier images have their traces,
 		 * and its children theirs */
-		say_untraced_exec(path, shown, how, argv[0], &run);
+		say_untraced_exec(path, shown, how, argv[0], &run, &first_exec);
 	else if (!cfg.quiet && nkids)
 		say_no_trace_but_kids(path, shown, how, argv[0], &run);
 	else if (!cfg.quiet)
@@ -1874,6 +1957,15 @@ int cmd_record(int argc, char **argv)
 		note_running_children(&kids_end, path, shown);
 	if (!cfg.quiet && have && !bad && cpu_known && !cfg.follow_exec)
 		note_untraced_children(path, &run, self_ns, kids_ns, cfg.no_follow_fork);
+	if (fds_ran_out) {
+		struct rlimit nf;
+		unsigned long long lim = getrlimit(RLIMIT_NOFILE, &nf) == 0 ? nf.rlim_cur : 0;
+		ht_warning("record ran out of file descriptors (ulimit -n %llu) while it looked "
+			   "for the traces of the program's children and earlier images: some may "
+			   "be missing from the lines above, and left without their end step or "
+			   "check; they are on disk as %s.*: raise the limit",
+			   lim, shown);
+	}
 cleanup:
 	ht_dirwatch__stop(&watch);
 	return ret;

@@ -69,7 +69,9 @@ def test_fork_exec_one_trace_per_image(t):
     names = ["x.ht.%d" % kids[k] for k in (1, 2, 3, 9)] + ["x.ht.%d.2" % kids[9]]
     cmds = ["forkexec image 1", "forkexec image 2", "forkexec image 3", "forkexec 3",
             "forkexec image 9"]
-    listed = ", ".join("%s (%s)" % (t.path(n), c) for n, c in zip(names, cmds))
+    # (the fourth allocated, then exec'd: a stub, marked with what it exec'd)
+    marks = ["", "", "", " [exec'd /proc/self/exe]", ""]
+    listed = ", ".join("%s (%s)%s" % (t.path(n), c, m) for n, c, m in zip(names, cmds, marks))
     check(", and 5 traces of child processes and earlier exec images: %s; see" % listed
           in main[0], "the summary names each trace with its command:\n%s\nnot:\n%s"
           % (main[0], listed))
