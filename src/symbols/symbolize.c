@@ -31,7 +31,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <elfutils/libdwelf.h>
 
 #include "common/util.h"
 #include "perfmap.h"
@@ -76,6 +80,7 @@ struct ht_symbolizer {
 	size_t cache_cap, cache_n;  /* slots (power of two) / used */
 	char **strs;                /* interned strings */
 	size_t nstrs, capstrs;      /* count / allocated */
+	char *debug_dir;            /* --debug-dir, absolute; NULL if none (or unusable) */
 	char *problems;             /* for ht_symbolizer__problems */
 	size_t problems_len;        /* its length */
 	struct ht_perfmap *perfmap; /* names of code in no module (a JIT's), or NULL */
@@ -311,11 +316,55 @@ static int debug_on_disk(Dwfl_Module *mod, const char *file, const char *link, c
 	       debuglink_on_disk(target, link, path);
 }
 
+/* A debug file put directly in --debug-dir: DIR/<debuglink name> (else
+ * DIR/<file's name>.debug), which libdw does not look for (it looks in DIR
+ * followed by the file's own directory, and DIR/.build-id/).  Taken only
+ * if its build-id is the module's: an fd, its name in *name (malloc'd),
+ * else -1. */
+static int flat_debug_file(Dwfl_Module *mod, const char *dir, const char *file, const char *link,
+			   char **name)
+{
+	const unsigned char *want;
+	GElf_Addr vaddr;
+	int wlen = dwfl_module_build_id(mod, &want, &vaddr);
+	if (!dir || wlen <= 0 || (!file && !(link && *link)))
+		return -1;
+	const char *base = file ? strrchr(file, '/') : NULL;
+	base = base ? base + 1 : file;
+	char cand[PATH_MAX];
+	if (link && *link)
+		snprintf(cand, sizeof(cand), "%s/%s", dir, link);
+	else
+		snprintf(cand, sizeof(cand), "%s/%s.debug", dir, base);
+	if (file && !strcmp(cand, file))
+		return -1;
+	int fd = open(cand, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	const void *got = NULL;
+	ssize_t glen = elf ? dwelf_elf_gnu_build_id(elf, &got) : -1;
+	int same = glen == wlen && got && !memcmp(got, want, (size_t)wlen);
+	if (elf)
+		elf_end(elf);
+	if (!same || !(*name = strdup(cand))) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, GElf_Addr base,
 			  const char *file_name, const char *debuglink_file,
 			  GElf_Word debuglink_crc, char **debuginfo_file_name)
 {
 	const struct ht_symbolizer *s = *userdata; /* (set when it was reported) */
+	if (s && s->debug_dir) {
+		int fd = flat_debug_file(mod, s->debug_dir, file_name, debuglink_file,
+					 debuginfo_file_name);
+		if (fd >= 0)
+			return fd;
+	}
 	if (s && !debuginfod_wanted() &&
 	    !debug_on_disk(mod, file_name, debuglink_file, s ? s->debug_path : NULL)) {
 		static _Atomic int said;
@@ -342,6 +391,25 @@ struct ht_symbolizer *ht_symbolizer__new(const struct ht_module *mods, size_t nm
 	if (!s)
 		return NULL;
 	const char *dd = opts && opts->debug_dir ? opts->debug_dir : NULL;
+	char dd_abs[PATH_MAX];
+	if (dd && *dd) {
+		/* libdw takes a relative entry as relative to each module's
+		 * directory, and a missing one as nothing: --debug-dir=dbg was
+		 * ignored, silently */
+		struct stat st;
+		int e = !realpath(dd, dd_abs) ? errno : stat(dd_abs, &st) ? errno
+						     : !S_ISDIR(st.st_mode)   ? ENOTDIR
+									      : 0;
+		static _Atomic int said;
+		if (e && !ht_quiet && !atomic_exchange(&said, 1))
+			ht_warning("--debug-dir %s: %s: no debug files are looked for there", dd,
+				   strerror(e));
+		dd = e ? NULL : dd_abs;
+		if (dd && !(s->debug_dir = strdup(dd))) {
+			free(s);
+			return NULL;
+		}
+	}
 	if (asprintf(&s->debug_path, "+:.debug:/usr/lib/debug%s%s", dd ? ":" : "", dd ? dd : "") < 0)
 		s->debug_path = NULL;
 	s->cb.find_elf = dwfl_build_id_find_elf;
@@ -442,6 +510,7 @@ void ht_symbolizer__free(struct ht_symbolizer *s)
 	free(s->debug_path);
 	free(s->sysroot);
 	free(s->problems);
+	free(s->debug_dir);
 	ht_perfmap__free(s->perfmap);
 	free(s);
 }
@@ -489,16 +558,26 @@ static struct ht_frame *new_frame(struct ht_symbolizer *s, uint64_t ip, const st
 
 /* The name of a subprogram or inlined subroutine DIE: its linkage name
  * demangled when it has one (C++), else its name. */
-static const char *die_function(struct ht_symbolizer *s, Dwarf_Die *die)
+static const char *die_function(struct ht_symbolizer *s, Dwarf_Die *die, int *linkage)
 {
 	Dwarf_Attribute a;
 	const char *n = NULL;
 	if (dwarf_attr_integrate(die, DW_AT_linkage_name, &a) ||
 	    dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &a))
 		n = dwarf_formstring(&a);
+	*linkage = n != NULL;
 	if (!n && dwarf_attr_integrate(die, DW_AT_name, &a))
 		n = dwarf_formstring(&a);
 	return n ? demangled(s, n) : NULL;
+}
+
+/* Whether cu is C++ (its functions' DWARF names are short: a method's or
+ * a template's own name, without its class or namespace). */
+static int cxx_unit(Dwarf_Die *cu)
+{
+	int lang = dwarf_srclang(cu);
+	return lang == DW_LANG_C_plus_plus || lang == DW_LANG_C_plus_plus_03 ||
+	       lang == DW_LANG_C_plus_plus_11 || lang == DW_LANG_C_plus_plus_14;
 }
 
 /* The innermost subprogram, inlined subroutine or lexical block of cu
@@ -591,13 +670,24 @@ static void resolve_into(struct ht_symbolizer *s, uint64_t ip, struct mod_ref *m
 		if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram)
 			continue;
 		struct ht_frame *f = new_frame(s, ip, m);
-		f->function = die_function(s, &scopes[i]);
+		int linkage;
+		f->function = die_function(s, &scopes[i], &linkage);
 		f->file = file;
 		f->line = line;
 		made++;
 		if (tag == DW_TAG_subprogram) {
-			if (!f->function)
-				f->function = demangled(s, elf_symbol(m, dm, addr));
+			/* A C++ function whose DWARF has no linkage name (libstdc++'s
+			 * templates instantiated with a lambda: GCC gives them
+			 * none) has only its short name there, `_M_invoke`,
+			 * `_M_run`, the same for every instance: its ELF symbol
+			 * names it whole, std::_Function_handler<void (),
+			 * main::{lambda()#2}>::_M_invoke(...), as valgrind and
+			 * perf show it.  (Inlined frames keep their DWARF names.) */
+			if (!f->function || (!linkage && cxx_unit(cu))) {
+				const char *e = elf_symbol(m, dm, addr);
+				if (e || !f->function)
+					f->function = demangled(s, e);
+			}
 			break;
 		}
 		f->inlined = 1;
