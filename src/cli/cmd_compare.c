@@ -40,6 +40,9 @@ struct compare_config {
 };
 
 /* One allocator/tunables combination and its runs. */
+/* compare keeps every run's results (and RSS samples) for its medians */
+#define COMPARE_MAX_REPS 10000
+
 struct variant {
 	char *label;                    /* as shown */
 	char *allocator;                /* --allocator */
@@ -479,7 +482,33 @@ static void print_table(const struct compare_config *cfg, struct variant *vs, in
 			       "converted before heaptrail kept to the trace's peak? convert the "
 			       "trace again)\n",
 			       vs[i].label, (unsigned long long)most, (unsigned long long)ideal);
+		/* Less live than the trace: the replay's threads, timed by this
+		 * allocator, kept fewer blocks in flight (consumers that kept
+		 * up): its Max RSS is that of a smaller heap, and RSS/ideal
+		 * reads as an allocator that needs less than the data */
+		else if (ideal && most < ideal - ideal / 10)
+			printf("warning: the replays of %s held at most %llu live bytes where the "
+			       "trace held %llu: its threads' timing under this allocator kept "
+			       "fewer blocks live, so its Max RSS and RSS/ideal are those of a "
+			       "smaller heap than the trace's, not comparable with the other rows "
+			       "(JSON rss_live_ratio: Max RSS over each run's own live peak; "
+			       "--threads-as-one replays the trace's order)\n",
+			       vs[i].label, (unsigned long long)most, (unsigned long long)ideal);
 	}
+	/* the replay process itself, with the workload's ops loaded and locked
+	 * in memory, before the first op: part of Max RSS, not the allocator's */
+	uint64_t base_kb = 0, ideal_all = 0;
+	for (int i = 0; i < nv; i++)
+		for (int r = 0; !vs[i].failed && r < vs[i].nres; r++) {
+			if (vs[i].res[r].maxrss_start_kb > base_kb)
+				base_kb = vs[i].res[r].maxrss_start_kb;
+			ideal_all = vs[i].res[r].ideal_bytes;
+		}
+	if (ideal_all && base_kb * 1024 > ideal_all)
+		printf("note: Max RSS counts the replay process and the workload it holds in memory, "
+		       "up to %llu KiB before the first op, more than the ideal peak (%llu bytes): "
+		       "RSS/ideal is mostly that; JSON max_rss_growth_kb is what each run added\n",
+		       (unsigned long long)base_kb, (unsigned long long)ideal_all);
 	if (nfailed)
 		printf("%d of %d variants failed: the errors above say why\n", nfailed, nv);
 }
@@ -557,7 +586,23 @@ static void print_json(const struct compare_config *cfg, struct variant *vs, int
 		MED("rss_peak_kb", r->rss_peak_kb);
 		uint64_t ideal = v->nres ? v->res[0].ideal_bytes : 0;
 		ht_json__u64(&j, "max_ideal_rss_bytes", ideal);
-		MED("rss_ideal_ratio", ideal ? (double)r->maxrss_end_kb * 1024 / (double)ideal : 0);
+		if (ideal) {
+			MED("rss_ideal_ratio", (double)r->maxrss_end_kb * 1024 / (double)ideal);
+		} else { /* (a workload with nothing live: no ratio) */
+			ht_json__null(&j, "rss_ideal_ratio");
+		}
+		MED("max_rss_start_kb", r->maxrss_start_kb);
+		MED("max_rss_growth_kb", r->maxrss_end_kb - r->maxrss_start_kb);
+		int any_live = 0;
+		for (int k = 0; k < v->nres; k++)
+			any_live |= v->res[k].live_peak_bytes != 0;
+		if (any_live) {
+			MED("rss_live_ratio", r->live_peak_bytes
+						  ? (double)r->maxrss_end_kb * 1024 / (double)r->live_peak_bytes
+						  : 0);
+		} else {
+			ht_json__null(&j, "rss_live_ratio");
+		}
 		MED("live_peak_bytes", r->live_peak_bytes);
 		json_num(&j, "live_peak_bytes_max", s.max);
 		MED("live_excess_bytes", ht_replay__live_excess(r));
@@ -659,6 +704,10 @@ int cmd_compare(int argc, char **argv)
 			 cfg.reps < 1 ? cfg.reps : cfg.repeat);
 		goto cleanup;
 	}
+	if (cfg.reps > COMPARE_MAX_REPS) { /* (each run's results are kept, for the medians) */
+		ht_error("--reps %d: at most %d runs of each", cfg.reps, COMPARE_MAX_REPS);
+		goto cleanup;
+	}
 	if (strcmp(cfg.touch, "none") && strcmp(cfg.touch, "page") && strcmp(cfg.touch, "all")) {
 		ht_error("--touch '%s': give none, page or all", cfg.touch);
 		goto cleanup;
@@ -671,6 +720,23 @@ int cmd_compare(int argc, char **argv)
 	if (!nv) {
 		ht_error("nothing to compare: --allocators is empty");
 		goto cleanup;
+	}
+	/* a variant given again (the same allocator run twice, to see the
+	 * spread between two series) is numbered: its rows and JSON labels
+	 * read alike otherwise */
+	for (int i = 0; i < nv; i++) {
+		int same = 0;
+		for (int k = 0; k < i; k++)
+			same += !strcmp(vs[i].allocator, vs[k].allocator) &&
+				!strcmp(vs[i].tunables ? vs[i].tunables : "",
+					vs[k].tunables ? vs[k].tunables : "");
+		if (same) {
+			char *l = NULL;
+			if (asprintf(&l, "%s #%d", vs[i].label, same + 1) < 0)
+				ht_oom();
+			free(vs[i].label);
+			vs[i].label = l;
+		}
 	}
 	/* everything a typing error can spoil, before the first run */
 	char err[1024], lib[PATH_MAX];

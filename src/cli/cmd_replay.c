@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <malloc.h>
@@ -250,6 +251,22 @@ int cmd_replay(int argc, char **argv)
 	if (repeat < 1) {
 		ht_error("--repeat %d: give a count of 1 or more", repeat);
 		goto cleanup;
+	}
+	/* where the results go, refused before the run, not after it (a
+	 * workload may replay for minutes) */
+	if (cfg.rss_csv && !getenv(CHILD_ENV) && ht_out__check(cfg.rss_csv, err, sizeof(err))) {
+		ht_error("--rss-csv: %s", err);
+		ret = HT_EXIT_DATA; /* (as an output refused at the end was, and compare's) */
+		goto cleanup;
+	}
+	if (result_fd >= 0) {
+		int fl = fcntl(result_fd, F_GETFL);
+		if (fl < 0 || (fl & O_ACCMODE) == O_RDONLY) {
+			ht_error("--result-fd=%d: %s", result_fd,
+				 fl < 0 ? strerror(errno) : "not open for writing");
+			ret = HT_EXIT_DATA;
+			goto cleanup;
+		}
 	}
 	if (cfg.mallopts && apply_mallopts(cfg.mallopts, 1))
 		goto cleanup;

@@ -472,6 +472,9 @@ run_common_t(struct cursor c, void **slots, uint64_t *small, struct fnstat *fn,
 			account_small(small + NSMALL, &fn[HT_FN_FREE], t1 - t0);
 			*sp = NULL;
 			pend -= (int64_t)size[s - 1];
+			/* (cleared: a calloc, realloc or memalign into the slot
+			 * later counts what it holds less what it held) */
+			size[s - 1] = 0;
 			if (__builtin_expect(pend < slack, 0))
 				pend = live_flush(lc, pend);
 		} else if (*p == HT_WL_MALLOC) {

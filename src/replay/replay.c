@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <gnu/libc-version.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <link.h>
@@ -69,6 +70,17 @@ int ht_allocator_lookup(const char *name, char *path, size_t pathlen, char *err,
 		}
 		if (!realpath(name, path))
 			snprintf(path, pathlen, "%s", name);
+		/* the loader splits LD_PRELOAD at spaces and colons: such a
+		 * path preloads pieces of it, and the run then found malloc
+		 * elsewhere and asked whether the library defines it */
+		if (strpbrk(path, " \t:")) {
+			snprintf(err, errlen,
+				 "allocator library %s: its path holds a space or ':', which "
+				 "LD_PRELOAD takes as separators; link it from a path without "
+				 "them (ln -s '%s' /tmp/liballoc.so) and give that",
+				 name, path);
+			return -1;
+		}
 		return 0;
 	}
 	for (size_t k = 0; k < sizeof(known_allocators) / sizeof(known_allocators[0]); k++) {
@@ -181,6 +193,30 @@ static struct tunable *list_tunables(const char **interp, size_t *count)
 	return t;
 }
 
+/* Caps glibc's malloc puts on a tunable's value beyond the range its
+ * loader lists (which is the type's, 0 to 2^64-1): a value above is
+ * ignored by the setter (do_set_tcache_count, do_set_tcache_max), with no
+ * word.  Of glibc 2.30 on, 64-bit (MAX_TCACHE_COUNT, MAX_TCACHE_SIZE). */
+static const struct {
+	const char *name;
+	uint64_t max;
+} setter_caps[] = {
+	{"glibc.malloc.tcache_count", 65535},
+	{"glibc.malloc.tcache_max", 1032},
+};
+
+static uint64_t setter_cap(const char *name, size_t len)
+{
+	int major = 0, minor = 0;
+	if (sizeof(size_t) != 8 || sscanf(gnu_get_libc_version(), "%d.%d", &major, &minor) != 2 ||
+	    major != 2 || minor < 30) /* (tcache_count's cap was 127 before) */
+		return UINT64_MAX;
+	for (size_t i = 0; i < sizeof(setter_caps) / sizeof(setter_caps[0]); i++)
+		if (strlen(setter_caps[i].name) == len && !memcmp(setter_caps[i].name, name, len))
+			return setter_caps[i].max;
+	return UINT64_MAX;
+}
+
 /* Each item NAME=VALUE, each NAME one this glibc has, and each value of
  * a numeric tunable a number within its range, as its dynamic loader
  * lists them (--list-tunables, glibc 2.33): glibc ignores a name it does
@@ -230,6 +266,14 @@ int ht_tunables_check(const char *spec, const char *opt, char *err, size_t errle
 					 "%s %s: %.*s=%.*s is out of its range, %s to %s ('%s "
 					 "--list-tunables'): glibc would ignore it",
 					 opt, spec, nl, it, (int)vl, val, k->smin, k->smax, interp);
+				bad = 1;
+			} else if (k->ranged && v > setter_cap(it, (size_t)nl)) {
+				snprintf(err, errlen,
+					 "%s %s: %.*s=%.*s is above %llu, the most glibc's malloc "
+					 "takes (its loader lists the type's range, but the "
+					 "setter ignores a larger value, silently)",
+					 opt, spec, nl, it, (int)vl, val,
+					 (unsigned long long)setter_cap(it, (size_t)nl));
 				bad = 1;
 			}
 		}

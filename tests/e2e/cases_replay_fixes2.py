@@ -1,0 +1,137 @@
+"""replay and compare where a prober found them wrong (second round): the
+replay's live peak after a free on the fast path, compare's RSS/ideal on
+a replay that kept less live than the trace or whose process outweighs
+the ideal, tunable values glibc's setters ignore, allocator paths
+LD_PRELOAD cannot hold, and outputs refused only after the run."""
+import json
+import os
+
+from cases_replay import write_workload
+from cases_replay_fixes import jrun, workload
+from htlib import case, check, eq, skip
+
+# One thread: a block of 1,000,000 freed, then calloc and malloc of as many
+# into the slots it left, ten times: 2,000,000 live at the most.
+STALE = r"""
+#include <stdlib.h>
+static void *volatile sink;
+int main(void)
+{
+	for (int i = 0; i < 10; i++) {
+		void *p = malloc(1000000);
+		sink = p;
+		free(p);
+		void *a = calloc(1, 1000000), *b = malloc(1000000);
+		sink = a, sink = b;
+		free(a);
+		free(b);
+	}
+	return 0;
+}
+"""
+
+
+@case(timeout=120, labels=("replay",))
+def test_replay_live_peak_after_fast_free(t):
+    """A slot freed on the engine's fast path kept its size, so that a
+    calloc into it later counted the difference: the replay's live peak was
+    1,000,000 where the trace's is 2,000,000 (gcc's cc1: 765,481 against
+    3,908,250), and the warnings that compare the two were blind.  Exact
+    with --threads-as-one, within its slack with threads."""
+    s, _, wl = workload(t, "stale", STALE, [], flags=())
+    peak = s["peak_live_bytes"]
+    check(2000000 <= peak < 2000000 + 65536, "the trace's peak %d" % peak)
+    j = jrun(t, ["replay", "--json", "--threads-as-one", wl])
+    eq(j["live_peak_bytes"], peak, "--threads-as-one: the replay's live peak")
+    j = jrun(t, ["replay", "--json", wl])
+    check(peak <= j["live_peak_bytes"] <= peak + j["live_peak_slack_bytes"],
+          "threads: the replay's live peak %d, the trace's %d" % (j["live_peak_bytes"], peak))
+
+
+@case(timeout=120, labels=("replay",))
+def test_compare_less_live_and_baseline_said(t):
+    """A replay that held far less live than the trace (here a workload
+    written with an ideal of 1,000,000 whose ops hold 1,000 bytes) has a
+    Max RSS of a smaller heap: compare says so under its table, and its
+    JSON gives rss_live_ratio (Max RSS over the run's own live peak) and
+    max_rss_growth_kb; the replay process with its workload, more than
+    the ideal before the first op, is said in a note.  Before: no word, and
+    RSS/ideal read as an allocator below the ideal."""
+    ops = [("malloc", 1, 1000), ("free", 1)]
+    path = write_workload(t.path("less.wl"), [ops], 1, ideal=1000000)
+    r = t.tool(["compare", "-q", "-n", "1", "--threads-as-one", "-o", t.path("l.svg"), path])
+    eq(r.rc, 0, r.describe())
+    check("warning: the replays of glibc held at most 1000 live bytes where the trace held "
+          "1000000: " in r.stdout, "the warning:\n" + r.stdout)
+    check("note: Max RSS counts the replay process and the workload it holds in memory, up to "
+          in r.stdout, "the note:\n" + r.stdout)
+    j = jrun(t, ["compare", "-q", "--json", "-n", "1", "--threads-as-one", "-o",
+                 t.path("l.svg"), path])
+    res = j["results"][0]
+    eq(res["live_peak_bytes"], 1000, "live_peak_bytes")
+    check(abs(res["rss_live_ratio"] - res["max_rss_kb"] * 1024 / 1000) < 1,
+          "rss_live_ratio %r, max_rss_kb %r" % (res["rss_live_ratio"], res["max_rss_kb"]))
+    check(0 <= res["max_rss_growth_kb"] <= res["max_rss_kb"]
+          and res["max_rss_start_kb"] + res["max_rss_growth_kb"] >= res["max_rss_kb"] - 1024,
+          "max_rss_start_kb %r + growth %r, max %r" % (res["max_rss_start_kb"],
+                                                      res["max_rss_growth_kb"], res["max_rss_kb"]))
+    # nothing live at all: no ratio (it was 0)
+    path = write_workload(t.path("none.wl"), [[]], 0, ideal=0)
+    j = jrun(t, ["compare", "-q", "--json", "-n", "1", "-o", t.path("n.svg"), path])
+    eq((j["results"][0]["rss_ideal_ratio"], j["results"][0]["rss_live_ratio"]), (None, None),
+       "a workload with nothing live: ratios")
+
+
+@case(timeout=120, labels=("replay",))
+def test_replay_compare_refused_early(t):
+    """Refused before any run, with what to do: a tunable value
+    above what glibc's malloc takes (tcache_count 65536, tcache_max 1033:
+    the loader lists 2^64-1, the setter ignores them silently); an
+    allocator path with a space or ':' (LD_PRELOAD splits it: the run then
+    asked whether the library defines malloc); --rss-csv naming a symlink
+    or a missing directory and a --result-fd not open (both failed after
+    the whole run; exit 1, as an output refused then); compare --reps too
+    large (out of memory); a variant given twice is numbered (two rows
+    read alike)."""
+    path = write_workload(t.path("w.wl"), [[("malloc", 1, 100), ("free", 1)]], 1, ideal=100)
+    r = t.run(["/bin/sh", "-c", "ldd /bin/true | grep -o '/[^ ]*ld-linux[^ ]*' | head -1"])
+    ld = r.stdout.strip()
+    if ld and t.run([ld, "--list-tunables"]).rc == 0:
+        for spec, most in (("glibc.malloc.tcache_count=65536", 65535),
+                           ("glibc.malloc.tcache_max=1033", 1032)):
+            for cmd in (["replay", "-t", spec, path],
+                        ["compare", "-q", "-n", "1", "-t", spec, "-o", t.path("x.svg"), path]):
+                r = t.tool(cmd)
+                eq(r.rc, 2, "%s: %s" % (cmd, r.describe()))
+                check("%s is above %d, the most glibc's malloc takes" % (spec, most) in r.stderr,
+                      r.stderr)
+        r = t.tool(["replay", "-t", "glibc.malloc.tcache_count=65535:glibc.malloc.tcache_max=1032",
+                    path])
+        eq(r.rc, 0, "the largest values taken: " + r.describe())
+    else:
+        t.note("no --list-tunables: the tunables part skipped")
+    for d in ("sp ace", "co:lon"):
+        os.makedirs(t.path(d))
+        lib = t.path(d, "liballoc.so")
+        open(lib, "w").close()
+        for cmd in (["replay", "-a", lib, path],
+                    ["compare", "-q", "-n", "1", "-a", "glibc," + lib, "-o", t.path("x.svg"), path]):
+            r = t.tool(cmd)
+            eq(r.rc, 2, "%s: %s" % (cmd, r.describe()))
+            check("its path holds a space or ':', which LD_PRELOAD takes as separators" in r.stderr,
+                  r.stderr)
+    os.symlink("/etc/hostname", t.path("link.csv"))
+    for csv in ("link.csv", t.path("nodir", "r.csv")):
+        r = t.tool(["replay", "--rss-csv", csv, path])
+        eq((r.rc, r.stdout), (1, ""), "--rss-csv %s: refused before the run: %s" % (csv, r.describe()))
+        check("--rss-csv: cannot write" in r.stderr, r.stderr)
+    r = t.tool(["replay", "--result-fd=99", path])
+    eq((r.rc, r.stdout), (1, ""), "--result-fd=99: " + r.describe())
+    check("--result-fd=99: Bad file descriptor" in r.stderr, r.stderr)
+    r = t.tool(["compare", "-n", "2147483647", path])
+    eq(r.rc, 2, r.describe())
+    check("--reps 2147483647: at most 10000 runs of each" in r.stderr, r.stderr)
+    r = t.tool(["compare", "-q", "-n", "1", "-a", "glibc,glibc", "-o", t.path("d.svg"), path])
+    eq(r.rc, 0, r.describe())
+    rows = [l.split("  ")[0] for l in r.stdout.splitlines()[1:3]]
+    eq(rows, ["glibc", "glibc #2"], "a variant given twice is numbered:\n" + r.stdout)
