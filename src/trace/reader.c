@@ -717,7 +717,15 @@ static void follow_chunk(struct ht_reader *r, const struct ht_chunk_header *h, u
 		s->out = 1;
 	}
 	s->chunks = ht_grow(s->chunks, &s->capchunks, s->nchunks + 1, sizeof(*s->chunks));
-	s->chunks[s->nchunks++] = chunk_ref_of(h, off);
+	/* in sequence order among those not decoded yet, as the index gives
+	 * them to a closed trace's reader: a recorder before 2026-11-28 could
+	 * write a thread's chunk after a later one of it */
+	size_t at = s->nchunks;
+	while (at > s->next_chunk && s->chunks[at - 1].first_seq > h->first_seq)
+		at--;
+	memmove(s->chunks + at + 1, s->chunks + at, (s->nchunks - at) * sizeof(*s->chunks));
+	s->chunks[at] = chunk_ref_of(h, off);
+	s->nchunks++;
 	r->nchunks++;
 	r->total_bytes += h->comp_size;
 	r->info.events_chunks += h->nevents;

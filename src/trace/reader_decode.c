@@ -229,7 +229,15 @@ static int decode_next(struct ht_reader *r, struct stream *s, struct ht_event *e
 		if (s->pos >= s->end) {
 			if (s->pos && s->chunk_events != s->chunk_expect)
 				return ht_rd__corrupt(r, s, "chunk holds fewer events than its header says");
-			if (s->next_chunk >= s->nchunks) {
+			/* Following a trace being written, a chunk that does not
+			 * continue the stream may be followed by the one that does,
+			 * written later (an older recorder's order): waited for,
+			 * as the end of the chunks so far is, until the writer is
+			 * gone, when a gap is one. */
+			int gap = r->follow && !r->writer_gone && s->synced &&
+				  s->next_chunk < s->nchunks &&
+				  s->chunks[s->next_chunk].first_seq != s->seq;
+			if (s->next_chunk >= s->nchunks || gap) {
 				s->done = 1;
 				s->exhausted = 1;
 				ht_coldec__free(s->cd);
