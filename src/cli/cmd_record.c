@@ -308,6 +308,15 @@ static int refuse_output(const char *path, const char *shown)
 		ht_error("%s is a directory; -o names the trace file", shown);
 		return -1;
 	}
+	/* another user's file is the recorder's to refuse, which it does in
+	 * the program, leaving it to run untraced (record then guessed at a
+	 * static program) */
+	if (st.st_uid != geteuid()) {
+		ht_error("%s belongs to another user (uid %u): heaptrail neither moves nor "
+			 "replaces it; choose another -o, or remove it",
+			 shown, (unsigned)st.st_uid);
+		return -1;
+	}
 	/* A finished trace there is kept as OUTPUT.old; any other file is
 	 * never moved nor replaced (the recorder refuses it too) */
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -323,6 +332,11 @@ static int refuse_output(const char *path, const char *shown)
 	}
 	return 0;
 }
+
+/* The names the recorder tries for the program's trace when OUTPUT is
+ * another recording's: OUTPUT.<pid>, then OUTPUT.<pid>.2 ... (its
+ * open_output); record looks for the same ones. */
+#define ALT_NAMES 100
 
 /* One run of record: its program and when record started it. */
 struct run {
@@ -757,6 +771,8 @@ struct kids_tally {
 	size_t execd;          /* traces of other processes that end by exec'ing a
 				* program, untraced (a shell's fork child) */
 	uint64_t writers_ns;   /* writer_cpu_ns of the program's own images */
+	int writer_unknown;    /* an image's writer_cpu_ns is 0: its writer process
+				* died before it could note it (killed) */
 };
 
 static void tally_trace(const char *path, void *arg)
@@ -769,8 +785,10 @@ static void tally_trace(const char *path, void *arg)
 		return;
 	}
 	const struct ht_trace_info *in = ht_reader__info(r);
-	if (in->pid == k->pid)
+	if (in->pid == k->pid) {
 		k->writers_ns += in->writer_cpu_ns;
+		k->writer_unknown |= !in->writer_cpu_ns;
+	}
 	else if (ends_by_exec(r, in, NULL, 0))
 		k->execd++;
 	else
@@ -786,13 +804,18 @@ static void tally_trace(const char *path, void *arg)
  * `sh -c ...` holding only the shell's calls does not pass for the
  * program's. */
 static void note_untraced_children(const char *path, const struct run *run, uint64_t self_ns,
-				   uint64_t kids_ns, int no_follow_fork)
+				   uint64_t kids_ns, int no_follow_fork, int writer_process)
 {
 	if (kids_ns < 50000000ull || kids_ns * 10 < self_ns)
 		return; /* (not enough even with no writer's time taken off) */
-	struct kids_tally k = {run->pid, 0, 0, 0};
+	struct kids_tally k = {run->pid, 0, 0, 0, 0};
 	tally_trace(path, &k);
 	for_each_child_trace(path, run, tally_trace, &k);
+	/* a writer process killed before it closed its trace left its CPU
+	 * time unknown, in the children's: the note would take it for
+	 * untraced children's work (a program with none said 0.98 s) */
+	if (writer_process && k.writer_unknown)
+		return;
 	uint64_t others = kids_ns > k.writers_ns ? kids_ns - k.writers_ns : 0;
 	if (k.forked || others < 50000000ull || others * 10 < self_ns)
 		return;
@@ -1483,13 +1506,20 @@ static int live_output(const char *trace)
  * after it, record waits for the program as always. */
 static void run_live(const char *out_tmpl, pid_t pid, uint64_t t0, const char *prog)
 {
-	char path[PATH_MAX], out[PATH_MAX + 8], alt[PATH_MAX + 16];
+	char path[PATH_MAX], out[PATH_MAX + 8], alt[PATH_MAX + 32];
 	ht_pidpath_expand(path, sizeof(path), out_tmpl, pid);
 	snprintf(out, sizeof(out), "%s.out", path);
-	/* (OUTPUT.<pid> when another recording writes OUTPUT) */
-	snprintf(alt, sizeof(alt), "%s.%d", path, (int)pid);
+	/* (OUTPUT.<pid>, or .<pid>.2 ..., when another recording writes OUTPUT) */
 	for (int i = 0; !trace_of(path, pid, t0); i++) {
-		if (strlen(alt) < sizeof(path) && trace_of(alt, pid, t0)) {
+		int found = 0;
+		for (int k = 1; !found && k <= ALT_NAMES; k++) {
+			if (k == 1)
+				snprintf(alt, sizeof(alt), "%s.%d", path, (int)pid);
+			else
+				snprintf(alt, sizeof(alt), "%s.%d.%d", path, (int)pid, k);
+			found = strlen(alt) < sizeof(path) && trace_of(alt, pid, t0);
+		}
+		if (found) {
 			memcpy(path, alt, strlen(alt) + 1);
 			break;
 		}
@@ -1851,14 +1881,22 @@ int cmd_record(int argc, char **argv)
 	}
 	if (!have) {
 		/* another recording was writing OUTPUT: the recorder wrote
-		 * OUTPUT.<pid> (and said so) */
-		static char alt[PATH_MAX + 16];
-		snprintf(alt, sizeof(alt), "%s.%d", path, (int)pid);
-		if (strlen(alt) < sizeof(path) && trace_of(alt, pid, t0)) {
-			have = 1;
-			memcpy(path, alt, strlen(alt) + 1); /* fits: checked above */
-			size_t sl = strlen(shown);
-			snprintf(shown + sl, sizeof(shown) - sl, ".%d", (int)pid);
+		 * OUTPUT.<pid>, or OUTPUT.<pid>.2 ... where that was taken (and
+		 * said so) */
+		static char alt[PATH_MAX + 32];
+		for (int k = 1; !have && k <= ALT_NAMES; k++) {
+			char suffix[32];
+			if (k == 1)
+				snprintf(suffix, sizeof(suffix), ".%d", (int)pid);
+			else
+				snprintf(suffix, sizeof(suffix), ".%d.%d", (int)pid, k);
+			snprintf(alt, sizeof(alt), "%s%s", path, suffix);
+			if (strlen(alt) < sizeof(path) && trace_of(alt, pid, t0)) {
+				have = 1;
+				memcpy(path, alt, strlen(alt) + 1); /* fits: checked above */
+				size_t sl = strlen(shown);
+				snprintf(shown + sl, sizeof(shown) - sl, "%s", suffix);
+			}
 		}
 	}
 	enum ht_dirwatch_fate fate = HT_FATE_UNKNOWN;
@@ -1956,7 +1994,8 @@ int cmd_record(int argc, char **argv)
 	if (!cfg.quiet)
 		note_running_children(&kids_end, path, shown);
 	if (!cfg.quiet && have && !bad && cpu_known && !cfg.follow_exec)
-		note_untraced_children(path, &run, self_ns, kids_ns, cfg.no_follow_fork);
+		note_untraced_children(path, &run, self_ns, kids_ns, cfg.no_follow_fork,
+				       !strcmp(cfg.writer, "process"));
 	if (fds_ran_out) {
 		struct rlimit nf;
 		unsigned long long lim = getrlimit(RLIMIT_NOFILE, &nf) == 0 ? nf.rlim_cur : 0;

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -223,6 +224,38 @@ static int read_back(const char *tmp, const char *path, uint64_t events, int ind
 	return -1;
 }
 
+/* The input held while it is rewritten: its lock, as its writer held it,
+ * so that a recorder starting on the same path meanwhile takes the file
+ * for one being written and writes PATH.PID, where it took a finished
+ * trace and moved it to PATH.old, and the rewrite then renamed the first
+ * run's trace over the second's (its events lost, both summaries false).
+ * 0, or -1 with the reason in err if another process holds it now. */
+static int hold_input(int fd, const char *path, char *err, size_t errlen)
+{
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK)
+		return 0; /* (no locks here: the name is checked before the rename) */
+	snprintf(err, errlen,
+		 "%s: another heaptrail process took the trace while it was to be rewritten "
+		 "(a recording starting on the same path?): left as it is",
+		 path);
+	return -1;
+}
+
+/* Whether path still names the input fd, before the rewrite is renamed
+ * over it: -1 with the reason in err if something else is there now. */
+static int still_named(int fd, const char *path, char *err, size_t errlen)
+{
+	struct stat a, b;
+	if (fstat(fd, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev &&
+	    a.st_ino == b.st_ino)
+		return 0;
+	snprintf(err, errlen,
+		 "%s: the trace was moved or replaced while it was rewritten: the file there now "
+		 "is left as it is",
+		 path);
+	return -1;
+}
+
 /* Why path, which a recorder still holds (ht_trace__wait_writer), is not
  * rewritten: its program runs, or it has ended and the writer process
  * that finishes the trace did not get done in the time readers wait
@@ -295,6 +328,8 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 		still_written(path, hdr.pid, err, errlen);
 		goto cleanup;
 	}
+	if (hold_input(c.in, path, err, errlen) < 0)
+		goto cleanup;
 	/* The writer may have finished meanwhile: the header and size now. */
 	if (fstat(c.in, &st) < 0 || ht_pread_full(c.in, &hdr, sizeof(hdr), 0) < 0) {
 		snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
@@ -451,7 +486,8 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 		      errlen) < 0)
 		goto cleanup;
 	c.out = -1; /* closed by the commit, or the abort below */
-	if (ht_out__commit(&o, err, errlen)) /* fsync, close, rename */
+	if (still_named(c.in, path, err, errlen) < 0 ||
+	    ht_out__commit(&o, err, errlen)) /* fsync, close, rename */
 		goto cleanup;
 	if (res) {
 		res->in_bytes = c.in_size;
@@ -675,6 +711,8 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 		still_written(path, hdr.pid, err, errlen);
 		goto cleanup;
 	}
+	if (hold_input(in, path, err, errlen) < 0)
+		goto cleanup;
 	if (fstat(in, &st) < 0 || ht_pread_full(in, &hdr, sizeof(hdr), 0) < 0) {
 		snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
 		goto cleanup;
@@ -829,7 +867,7 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 	if (read_back(o.tmp, path, events, 1, nbad != 0, err, errlen) < 0)
 		goto cleanup;
 	out = -1; /* closed by the commit, or the abort below */
-	if (ht_out__commit(&o, err, errlen))
+	if (still_named(in, path, err, errlen) < 0 || ht_out__commit(&o, err, errlen))
 		goto cleanup;
 	if (res) {
 		res->out_bytes = c.off;

@@ -99,3 +99,158 @@ def test_low_fd_limit_children_named(t):
         check("and 1 trace of child processes and earlier exec images: %s.%d (forker)"
               % (out, child) in line[0], "ulimit -n %d: the child's trace: %s" % (n, line[0]))
         eq(t.stats("%s.%d" % (out, child))["calls"]["malloc"], 7, "the child's trace")
+
+
+LOOP_C = r"""
+#include <stdlib.h>
+static void *volatile sink;
+int main(int argc, char **argv)
+{
+	long n = argc > 1 ? atol(argv[1]) : 1000;
+	for (long i = 0; i < n; i++) {
+		sink = malloc(16 + i % 4000);
+		free(sink);
+	}
+	return 0;
+}
+"""
+
+
+@case(timeout=180)
+def test_end_step_holds_trace(t):
+    """A second record on the same -o while the first one compacts its
+    trace (--compact, the end step under way: its temporary is there): the
+    second takes the trace for one being written and writes OUTPUT.PID,
+    and both traces are whole.  Before, it moved the first run's trace to
+    OUTPUT.old and wrote OUTPUT, and the end step then renamed the first
+    run's compacted trace over it: the second run's events were lost, and
+    both summaries named files that held the first run."""
+    import subprocess
+    import time
+    exe = compile_c(t, "loop", LOOP_C, ("-O2",))
+    out = t.path("e.ht")
+    first = subprocess.Popen([t.heaptrail, "record", "--compact", "-o", out, "--", exe,
+                              "10000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=t.base_env(), cwd=t.dir)
+    end = time.monotonic() + 60
+    while time.monotonic() < end and first.poll() is None and \
+            not any(f.startswith("e.ht.tmp-") for f in os.listdir(t.dir)):
+        time.sleep(0.01)
+    check(first.poll() is None, "the first record ended before its end step was seen")
+    second = t.run([t.heaptrail, "record", "-o", out, "--", exe, "1000"])
+    _, err1 = first.communicate(timeout=120)
+    eq((first.returncode, second.rc), (0, 0), "exit statuses: %s\n%s" % (err1.decode(),
+                                                                      second.describe()))
+    check("is being written by another recording; this one writes %s." % out in second.stderr,
+          "the second record's trace: " + second.stderr)
+    s = t.stats(out)
+    check(20000000 <= s["events"] < 20000020, "the first run's trace at OUTPUT: %d events"
+          % s["events"])
+    others = [f for f in os.listdir(t.dir) if f.startswith("e.ht.") and "tmp" not in f]
+    eq(len(others), 1, "the second run's trace beside it: %r" % others)
+    n = t.stats(t.path(others[0]))["events"]
+    check(2000 <= n < 2020, "the second run's trace: %d events" % n)
+    check(not os.path.exists(out + ".old"), "OUTPUT.old made")
+
+
+@case(timeout=120)
+def test_diverted_second_name_found(t):
+    """OUTPUT.old is a file of the user's that is not a trace (the
+    recorder leaves OUTPUT and writes OUTPUT.<pid>), and OUTPUT.<pid> is
+    taken too (symlinks planted for the next pids): the recorder writes
+    OUTPUT.<pid>.2, and record's summary names it.  Before, record looked
+    for OUTPUT.<pid> only and said the program wrote no trace ("statically
+    linked, or setuid ...?"), and the trace got no end step."""
+    exe = compile_c(t, "loop", LOOP_C)
+    out = t.path("d.ht")
+    t.run([t.heaptrail, "record", "-q", "-o", out, "--", exe, "10"], check_rc=0)
+    with open(out + ".old", "w") as f:
+        f.write("junk\n")
+    with open("/proc/sys/kernel/ns_last_pid") as f:
+        last = int(f.read())
+    for pid in range(last + 1, last + 200):
+        os.symlink("victim", "%s.%d" % (out, pid))
+    r = t.run([t.heaptrail, "record", "-o", out, "--", exe, "1000"])
+    eq(r.rc, 0, r.describe())
+    line = [l for l in r.heaptrail_lines() if "wrote " in l]
+    eq(len(line), 1, "the summary:\n" + r.describe())
+    m = [f for f in os.listdir(t.dir) if f.startswith("d.ht.") and f.endswith(".2")]
+    eq(len(m), 1, "OUTPUT.<pid>.2: %r" % m)
+    check(line[0].startswith("heaptrail: wrote ") and " to %s " % t.path(m[0]) in line[0],
+          "the summary names %s: %s" % (m[0], line[0]))
+    check(2000 <= t.stats(t.path(m[0]))["events"] < 2020, "its events")
+
+
+@case(timeout=120)
+def test_killed_writer_no_children_note(t):
+    """The writer process killed mid-run (SIGKILL) after it had compressed
+    for a while: record says the writer died, and does not say that the
+    program's child processes did untraced work (it has none; the CPU time
+    the kernel counts among its children was the dead writer's, which the
+    writer notes in the trace's header only when it closes it: 0.15 to
+    1.02 s were said before)."""
+    import subprocess
+    import time
+    exe = compile_c(t, "loop", LOOP_C, ("-O2",))
+    out = t.path("k.ht")
+    rec = subprocess.Popen([t.heaptrail, "record", "-o", out, "--", exe, "60000000"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=t.base_env(),
+                           cwd=t.dir)
+    writer = None
+    end = time.monotonic() + 30
+    while writer is None and time.monotonic() < end and rec.poll() is None:
+        time.sleep(0.05)
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    st = f.read()
+            except OSError:
+                continue
+            name, rest = st[st.index("(") + 1:st.rindex(")")], st[st.rindex(")") + 2:].split()
+            ppid = int(rest[1])
+            if name == "heaptrail-write":
+                try:
+                    with open("/proc/%d/stat" % ppid) as f:
+                        pp = f.read().split()
+                except OSError:
+                    continue
+                if int(pp[3]) == rec.pid:  # the program's parent is this record
+                    writer = int(d)
+    check(writer is not None, "no writer process found")
+    time.sleep(0.8)
+    os.kill(writer, 9)
+    _, err = rec.communicate(timeout=120)
+    err = err.decode()
+    eq(rec.returncode, 0, err)
+    check("the trace writer process died" in err, "the writer's death said:\n" + err)
+    check("child processes used" not in err, "a note of untraced children:\n" + err)
+
+
+@case(timeout=60)
+def test_other_users_output_refused(t):
+    """A file of another user at OUTPUT (a trace or not; the test runs as
+    root and gives it to nobody): record refuses it before it starts the
+    program, exit 2, and the file stays as it was.  Before, the program
+    ran untraced (the recorder refused the file) and record said it had
+    written no trace, "statically linked, or setuid ...?", exit 0."""
+    if os.geteuid() != 0:
+        from htlib import skip
+        skip("needs root to give a file to another user")
+    exe = compile_c(t, "loop", LOOP_C)
+    out = t.path("u.ht")
+    t.run([t.heaptrail, "record", "-q", "-o", out, "--", exe, "10"], check_rc=0)
+    for content in (None, b"not a trace\n"):
+        if content is not None:
+            with open(out, "wb") as f:
+                f.write(content)
+        os.chown(out, 65534, 65534)
+        before = open(out, "rb").read()
+        r = t.run([t.heaptrail, "record", "-o", out, "--", exe, "10"])
+        eq(r.rc, 2, r.describe())
+        eq(r.heaptrail_lines(), ["heaptrail: error: %s belongs to another user (uid 65534): "
+                                 "heaptrail neither moves nor replaces it; choose another -o, "
+                                 "or remove it" % out], "the message")
+        eq(open(out, "rb").read(), before, "the file")
+        check(not os.path.exists(out + ".old"), "moved to OUTPUT.old")
