@@ -11,7 +11,7 @@ import subprocess
 import time
 
 import htlib
-from htlib import case, check, eq, fail
+from htlib import case, check, eq, fail, proc_stats
 from htprobe import need_bpf, probe_json
 
 PAGE = 4096
@@ -285,16 +285,9 @@ def test_probes_fix_not_counted(t):
 
 def kernel_thread():
     """The pid of a kernel thread, None if none is visible here."""
-    for d in sorted(os.listdir("/proc"), key=lambda s: (len(s), s)):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % d) as f:
-                st = f.read()
-        except OSError:
-            continue
-        if int(st[st.rindex(")") + 2:].split()[6]) & 0x00200000:  # PF_KTHREAD
-            return int(d)
+    for pid, fields in proc_stats():
+        if int(fields[6]) & 0x00200000:  # PF_KTHREAD
+            return pid
     return None
 
 

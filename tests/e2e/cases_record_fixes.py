@@ -6,7 +6,7 @@ program where it must)."""
 import os
 
 from cases_process_fixes import KID, static_prog
-from htlib import case, check, compile_c, eq
+from htlib import case, check, children, comm, compile_c, eq
 
 
 @case(timeout=120)
@@ -200,24 +200,11 @@ def test_killed_writer_no_children_note(t):
     end = time.monotonic() + 30
     while writer is None and time.monotonic() < end and rec.poll() is None:
         time.sleep(0.05)
-        for d in os.listdir("/proc"):
-            if not d.isdigit():
-                continue
-            try:
-                with open("/proc/%s/stat" % d) as f:
-                    st = f.read()
-            except OSError:
-                continue
-            name, rest = st[st.index("(") + 1:st.rindex(")")], st[st.rindex(")") + 2:].split()
-            ppid = int(rest[1])
-            if name == "heaptrail-write":
-                try:
-                    with open("/proc/%d/stat" % ppid) as f:
-                        pp = f.read().split()
-                except OSError:
-                    continue
-                if int(pp[3]) == rec.pid:  # the program's parent is this record
-                    writer = int(d)
+        # the writer: a child of the program, whose parent is this record
+        for prog in children(rec.pid):
+            for c in children(prog):
+                if comm(c) == "heaptrail-write":
+                    writer = c
     check(writer is not None, "no writer process found")
     time.sleep(0.8)
     os.kill(writer, 9)
