@@ -1,14 +1,16 @@
 /* heaptrail live: a program's heap by stack, on a terminal, as it runs.
  * Follows a trace that a recorder is writing (ht_reader__open_follow),
  * feeds the pass and the live model (analyze/livetop.h) and redraws about
- * once a second with ncurses; on a finished trace, the same screens with a
+ * twice a second (--interval) with ncurses; on a finished trace, the same screens with a
  * cursor to move through time.  The screen is drawn into lines of text
  * first (struct screen), which --batch prints instead: what the tests and
  * the benchmark read. */
 #define _GNU_SOURCE
 #include <curses.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -49,7 +51,7 @@ struct live_config {
 static const char usage_text[] =
 	"usage: heaptrail live [options] TRACE\n"
 	"\n"
-	"Shows the heap of a traced program on the terminal, refreshed about once a\n"
+	"Shows the heap of a traced program on the terminal, refreshed twice a\n"
 	"second: a header (heap now, peak, RSS, rates), the heap over time, and the\n"
 	"allocating functions by live bytes (record --stacks; else size classes by\n"
 	"thread), or the threads.  A trace that a record is still writing is\n"
@@ -193,6 +195,36 @@ static int reopen(struct live *L, char *err, size_t errlen)
 	return 0;
 }
 
+/* The name the trace followed until now got at the exec (OUTPUT.exec<N>,
+ * OUTPUT.exec<N>.k where an earlier run's was there): the file of inode
+ * dev/ino beside path, its name without the directory in name
+ * (OUTPUT.exec<N> if it is not found). */
+static void exec_name(const char *path, dev_t dev, ino_t ino, char *name, size_t len)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+	if (slash == path)
+		snprintf(dir, sizeof(dir), "/");
+	snprintf(name, len, "%s.exec<N>", base);
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	size_t bl = strlen(base);
+	while (d && (e = readdir(d)) != NULL) {
+		struct stat st;
+		char full[PATH_MAX + NAME_MAX + 2];
+		if (strncmp(e->d_name, base, bl) || strncmp(e->d_name + bl, ".exec", 5))
+			continue;
+		snprintf(full, sizeof(full), "%s/%s", dir, e->d_name);
+		if (lstat(full, &st) == 0 && st.st_dev == dev && st.st_ino == ino) {
+			snprintf(name, len, "%s", e->d_name);
+			break;
+		}
+	}
+	if (d)
+		closedir(d);
+}
+
 /* The program exec'd while it was followed: the trace of the image before
  * is closed and renamed OUTPUT.exec<N>, and the new image writes the name
  * again (docs/record.md, "Processes": a wrapper script, env, a pyenv
@@ -215,13 +247,17 @@ static int follow_exec(struct live *L)
 		L->exec_seen = 0;
 		return 0;
 	}
+	dev_t odev = L->dev;
+	ino_t oino = L->ino;
 	if (reopen(L, err, sizeof(err)) < 0) {
 		snprintf(L->msg, sizeof(L->msg), "%s", err);
 		return 0;
 	}
-	snprintf(L->msg, sizeof(L->msg),
-		 "pid %d exec'd: %s follows %s (the trace before is %s.exec<N>)", pid, L->path,
-		 ht_reader__info(L->r)->cmdline, L->path);
+	char before[NAME_MAX + 16];
+	exec_name(L->path, odev, oino, before, sizeof(before));
+	/* (what it says first: the line is cut at the screen's width) */
+	snprintf(L->msg, sizeof(L->msg), "pid %d exec'd (the trace before is %s): following %s",
+		 pid, before, ht_reader__info(L->r)->cmdline);
 	return 1;
 }
 
@@ -384,9 +420,13 @@ static int draw_header(struct live *L, struct screen *s)
 	const struct ht_trace_info *in = ht_reader__info(L->r);
 	const struct ht_lt_totals *t = ht_livetop__totals(L->lt);
 	char a[32], b[32], c[32], d[32], e[32], f[32];
+	/* a program killed (its writer closed the trace for it: orphaned)
+	 * is said as stats says it, not as one that finished */
 	const char *state = ht_reader__following(L->r) ? "running, still being written"
-			    : in->closed			? "finished"
-							: "finished, not closed cleanly";
+			    : in->closed && in->orphaned && !(in->flags & HT_FILE_F_EXIT_SYSCALL)
+				    ? "ended, killed?"
+			    : in->closed		 ? "finished"
+						 : "finished, not closed cleanly";
 	/* the command cut short rather than the state */
 	int room = s->w - (int)strlen(state) - 40, len = (int)strlen(in->cmdline);
 	if (room < 10)

@@ -782,7 +782,7 @@ def test_live_follows_exec(t):
     program (as a pyenv shim or a start script does): the trace of the
     script's image is closed and renamed OUTPUT.exec1, the program's image
     writes OUTPUT again, and the display follows it there (it stayed on
-    the script's finished trace)."""
+    the script's finished trace), its status line naming x.ht.exec1."""
     script = t.path("wrap.sh")
     with open(script, "w") as f:
         f.write("#!/bin/sh\nsleep 1.5\nexec %s \"$@\"\n" % t.prog("grower"))
@@ -790,6 +790,9 @@ def test_live_follows_exec(t):
     term = Term(t, "%s record --live --stacks -o x.ht -- %s 4; echo RECORD-EXIT=$?" % (
         t.heaptrail, script))
     try:
+        # the status line names the trace before by its name (it said
+        # "x.ht.exec<N>")
+        term.wait_text("exec'd (the trace before is x.ht.exec1): following ", timeout=30)
         s = term.wait(lambda x: grow_first(x) and "grower 4  [running" in x.splitlines()[0],
                       "the exec'd program's trace followed")
         term.keys("q")

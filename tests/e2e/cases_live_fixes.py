@@ -64,3 +64,26 @@ def test_live_follow_threads_no_loss(t):
         n, bad = chunk_order_faults(out)
         check(n > 500, "event chunks: %d" % n)
         eq(bad, 0, "run %d: chunks written after a later one of their thread (of %d)" % (k, n))
+
+
+@case(timeout=60, labels=("live",))
+def test_live_killed_said(t):
+    """A program killed with SIGKILL (its writer closes the trace for it):
+    live's header says `[ended, killed?]`, as stats warns that it ended
+    without shutting the tracer down, where it said `[finished]`."""
+    out = t.path("k.ht")
+    rec = subprocess.Popen([t.heaptrail, "record", "-q", "-o", out, "--", t.prog("grower"), "20"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=t.base_env(),
+                           cwd=t.dir)
+    wait_file(out)
+    time.sleep(1.0)
+    from htlib import children
+    for pid in children(rec.pid):
+        os.kill(pid, 9)
+    rec.communicate(timeout=60)
+    r = t.run([t.heaptrail, "live", "--batch", out])
+    eq(r.rc, 0, r.describe())
+    check(r.stdout.splitlines()[0].endswith("[ended, killed?]"), "the header: " +
+          r.stdout.splitlines()[0])
+    s = t.run([t.heaptrail, "stats", out])
+    check("without shutting the tracer down" in s.stderr, "stats: " + s.stderr)
