@@ -1046,7 +1046,12 @@ int cmd_attach(int argc, char **argv)
 	enum ht_probe_step st;
 	if (a.w)
 		trace_rss(&a);
+	int last_due = 0; /* the COUNT-th report, made once detached (below) */
 	while ((st = ht_probe__step(ps, rb)) != HT_PROBE_STOP) {
+		if (st == HT_PROBE_TICK && ht_probe__reason(ps) && !ht_probe__final_due(ps)) {
+			last_due = 1;
+			break;
+		}
 		if (st == HT_PROBE_TICK)
 			report(&a, ps, 0);
 		if (a.w)
@@ -1071,6 +1076,11 @@ int cmd_attach(int argc, char **argv)
 		ht_procsyms__load(a.syms, a.pid); /* libraries dlopened meanwhile */
 	if (!cfg.po.interval || !cfg.po.count)
 		report(&a, ps, 1);
+	else if (last_due)
+		/* (after the ring is read to its end, as the trace -o writes it:
+		 * the last of COUNT reports was made before, and disagreed with
+		 * the trace by what came meanwhile) */
+		report(&a, ps, 0);
 	if (st_v[HT_AS_LOST] || st_v[HT_AS_FULL])
 		ht_warning("attach: %" PRIu64 " events lost (ring buffer full), %" PRIu64
 			   " blocks not traced (more than --max-blocks live): the figures are low",

@@ -393,3 +393,25 @@ def test_live_dies_of_signal(t):
                "the alternate screen after %s" % sig)
         finally:
             term.close()
+
+
+@case(timeout=120, labels=("probes",))
+def test_attach_count_last_report_matches_trace(t):
+    """attach -c 'pipeline 8 ...' -o TRACE --json 0.5 2: the second (last)
+    report is made once the probes are out and the ring read to its end,
+    so that its outstanding bytes, blocks and events are the trace's live
+    set at its end and its event count (it was made before, and disagreed
+    with the trace by what came in meanwhile: 1421536 B against 1193434)."""
+    need_bpf(t, "attach")
+    out = t.path("iv.ht")
+    r = t.run([t.heaptrail, "attach", "-c", "%s 8 5000000 /dev/null" % t.prog("pipeline"),
+               "-o", out, "--json", "0.5", "2"], timeout=90)
+    reps = [json.loads(l) for l in r.stdout.splitlines() if l.strip()]
+    eq(len(reps), 2, "two reports: " + r.describe())
+    last = reps[-1]
+    eq(last.get("stopped"), "2 reports made", "why it stopped (the command is killed then)")
+    eq(last["final"], False, "the last of COUNT reports: final")
+    s = t.stats(out)
+    eq((last["outstanding_bytes"], last["outstanding_blocks"], last["events"]),
+       (s["live_bytes_at_exit"], s["live_blocks_at_exit"], s["events"]),
+       "the last report against the trace: (bytes, blocks, events)")
