@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <time.h>
@@ -953,7 +954,7 @@ static void say_untraced_exec(const char *path, const char *shown, const char *h
 	free(kidmsg);
 }
 
-static const char *no_trace_reason(const char *cmd);
+static const char *no_trace_reason(const char *cmd, const char *path);
 
 /* The same when the program wrote no trace at all, but children of it
  * did (a trace of OUTPUT that was not there to be read). */
@@ -962,7 +963,7 @@ static void say_no_trace_but_kids(const char *path, const char *shown, const cha
 {
 	char *kidmsg = child_traces_msg(path, shown, run, "; the run wrote");
 	fprintf(stderr, "heaptrail: %s%s wrote no trace to %s (%s)%s\n", how, cmd, shown,
-		no_trace_reason(cmd), kidmsg ? kidmsg : "");
+		no_trace_reason(cmd, path), kidmsg ? kidmsg : "");
 	free(kidmsg);
 }
 
@@ -1423,7 +1424,7 @@ static const char *find_command(const char *cmd, char *buf, size_t cap)
 }
 
 /* Why the program cmd left no trace, as far as its file tells. */
-static const char *no_trace_reason(const char *cmd)
+static const char *no_trace_reason(const char *cmd, const char *out)
 {
 	char path[PATH_MAX];
 	const char *f = find_command(cmd, path, sizeof(path));
@@ -1439,6 +1440,13 @@ static const char *no_trace_reason(const char *cmd)
 	if (f && ht_elf__interp(f) == 0)
 		return "it is statically linked, and LD_PRELOAD does not reach it: 'heaptrail "
 		       "attach -c' probes such a program";
+	/* the recorder could not write the trace's header: a full file system
+	 * (it said so on the program's stderr, which may be elsewhere) */
+	char dir[PATH_MAX];
+	struct statvfs vfs;
+	split_path(out, dir, sizeof(dir));
+	if (statvfs(dir, &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < 65536)
+		return "the file system it was to be written to is full: free some space (df)";
 	return "statically linked, or setuid, or the path is not writable?";
 }
 
@@ -1990,7 +1998,7 @@ int cmd_record(int argc, char **argv)
 		say_no_trace_but_kids(path, shown, how, argv[0], &run);
 	else if (!cfg.quiet)
 		fprintf(stderr, "heaptrail: %s%s wrote no trace to %s (%s)\n", how, argv[0], shown,
-			no_trace_reason(argv[0]));
+			no_trace_reason(argv[0], path));
 	if (!cfg.quiet)
 		note_running_children(&kids_end, path, shown);
 	if (!cfg.quiet && have && !bad && cpu_known && !cfg.follow_exec)

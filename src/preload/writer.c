@@ -601,8 +601,19 @@ static int open_file(void)
 		flock(unnamed, LOCK_EX | LOCK_NB);
 		w.fd = unnamed;
 		if (write_header() < 0) {
+			int e = errno;
 			ht_sys_close(unnamed);
 			unnamed = -1;
+			/* no room for the header: a named file would get no more
+			 * (it was left there, empty, which readers take for no
+			 * trace at all) */
+			if (e == ENOSPC || e == EDQUOT || e == EFBIG) {
+				w.fd = -1;
+				snprintf(w.path, sizeof(w.path), "%s", base); /* (for the message) */
+				errno = e;
+				fail("header");
+				return -1;
+			}
 		}
 	}
 	int fd = open_output(unnamed);

@@ -241,3 +241,38 @@ def test_other_users_output_refused(t):
                                  "or remove it" % out], "the message")
         eq(open(out, "rb").read(), before, "the file")
         check(not os.path.exists(out + ".old"), "moved to OUTPUT.old")
+
+
+@case(timeout=60)
+def test_full_disk_before_header(t):
+    """OUTPUT on a file system with no room left (a full 1 MiB tmpfs): the
+    recorder says it cannot write the header, leaves no file, and record's
+    line says the file system is full; the program runs and exits 0.
+    Before, an empty OUTPUT was left (the header failed in the unnamed
+    file, then in a named one) and record guessed at a static program."""
+    import subprocess
+    from htlib import skip
+    if os.geteuid() != 0:
+        skip("needs root to mount a tmpfs")
+    mnt = t.path("full")
+    os.makedirs(mnt)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "none", mnt]).returncode != 0:
+        skip("cannot mount a tmpfs here")
+    try:
+        with open(os.path.join(mnt, "fill"), "wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * 65536)
+            except OSError:
+                pass
+        exe = compile_c(t, "loop", LOOP_C)
+        out = os.path.join(mnt, "t.ht")
+        r = t.run([t.heaptrail, "record", "-o", out, "--", exe, "100"])
+        eq(r.rc, 0, r.describe())
+        eq(sorted(os.listdir(mnt)), ["fill"], "files left on the full file system")
+        check("heaptrail: cannot write %s (header: No space left on device)" % out in r.stderr,
+              r.stderr)
+        check("wrote no trace to %s (the file system it was to be written to is full: free some "
+              "space (df))" % out in r.stderr, r.stderr)
+    finally:
+        subprocess.run(["umount", mnt])
