@@ -39,10 +39,10 @@ struct compare_config {
 	const char *inherited;   /* GLIBC_TUNABLES from the environment: every run has them */
 };
 
-/* One allocator/tunables combination and its runs. */
 /* compare keeps every run's results (and RSS samples) for its medians */
 #define COMPARE_MAX_REPS 10000
 
+/* One allocator/tunables combination and its runs. */
 struct variant {
 	char *label;                    /* as shown */
 	char *allocator;                /* --allocator */
@@ -662,7 +662,7 @@ int cmd_compare(int argc, char **argv)
 		 "comma-separated: glibc, jemalloc, tcmalloc, mimalloc or .so paths (glibc)"},
 		{'t', "tunables", HT_OPT_STRING, &cfg.tunables, "SET[;SET...]",
 		 "also glibc with each set of tunables, e.g. glibc.malloc.arena_max=1 (none)"},
-		{'n', "reps", HT_OPT_INT, &cfg.reps, "N", "runs of each, interleaved (5)"},
+		{'n', "reps", HT_OPT_INT, &cfg.reps, "N", "runs of each, interleaved, 10000 at most (5)"},
 		{'o', "output", HT_OPT_STRING, &cfg.out, "FILE",
 		 "the SVG chart of RSS over time (NAME-compare.svg here, for NAME.wl)"},
 		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "print JSON (for scripts)"},

@@ -105,6 +105,13 @@ static size_t collect(int fd, struct row **out, struct sums *sum)
 	return n;
 }
 
+/* Rows per process image and file (--per-process; always with -p and -c,
+ * where the probe filters on one process and its execs). */
+static int per_process(const struct ffaults_config *cfg)
+{
+	return cfg->per_process || cfg->po.pid || cfg->po.command;
+}
+
 static void report(const struct ffaults_config *cfg, struct ht_json *j, struct row *rows,
 		   size_t n, const struct sums *sum, uint64_t t, int final)
 {
@@ -128,7 +135,7 @@ static void report(const struct ffaults_config *cfg, struct ht_json *j, struct r
 			ht_json__obj_begin(j, NULL);
 			ht_json__str(j, "file", name);
 			ht_json__u64(j, "faults", rows[i].val.count);
-			if (cfg->per_process || cfg->po.pid || cfg->po.command) {
+			if (per_process(cfg)) {
 				ht_json__u64(j, "pid", rows[i].key.pid);
 				ht_json__str(j, "comm", ht_probe__comm(comm, rows[i].val.comm));
 			}
@@ -149,10 +156,7 @@ static void report(const struct ffaults_config *cfg, struct ht_json *j, struct r
 		       "held the process's mmap lock)",
 		       (unsigned long long)unknown, 100.0 * (double)unknown / (double)total);
 	printf("\n");
-	/* a row per process image with -p and -c too: a program the process
-	 * exec'd has rows of its own */
-	int per_process = cfg->per_process || cfg->po.pid || cfg->po.command;
-	if (per_process)
+	if (per_process(cfg))
 		printf("%10s %6s  %-7s %-16s %s\n", "FAULTS", "%", "PID", "COMM", "FILE");
 	else
 		printf("%10s %6s  %s\n", "FAULTS", "%", "FILE");
@@ -163,7 +167,7 @@ static void report(const struct ffaults_config *cfg, struct ht_json *j, struct r
 		char comm[17];
 		printf("%10llu %5.1f%%  ", (unsigned long long)rows[i].val.count,
 		       total ? 100.0 * (double)rows[i].val.count / (double)total : 0.0);
-		if (per_process)
+		if (per_process(cfg))
 			printf("%-7u %-16s ", rows[i].key.pid, ht_probe__comm(comm, rows[i].val.comm));
 		printf("%.*s\n", HT_FILE_LEN, rows[i].key.name);
 	}

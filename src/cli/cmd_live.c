@@ -202,10 +202,7 @@ static int reopen(struct live *L, char *err, size_t errlen)
 static void exec_name(const char *path, dev_t dev, ino_t ino, char *name, size_t len)
 {
 	char dir[PATH_MAX];
-	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
-	snprintf(dir, sizeof(dir), "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
-	if (slash == path)
-		snprintf(dir, sizeof(dir), "/");
+	const char *base = ht_split_path(path, dir, sizeof(dir));
 	snprintf(name, len, "%s.exec<N>", base);
 	DIR *d = opendir(dir);
 	struct dirent *e;

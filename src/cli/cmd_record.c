@@ -185,18 +185,6 @@ static char *options_word(const struct record_config *cfg, pid_t pid, const char
 	return w;
 }
 
-/* The directory of path into dir ("/" for a file at the root, "." for a
- * bare name); returns where its last component begins in path. */
-static const char *split_path(const char *path, char *dir, size_t cap)
-{
-	const char *slash = strrchr(path, '/');
-	if (!slash)
-		snprintf(dir, cap, ".");
-	else
-		snprintf(dir, cap, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-	return slash ? slash + 1 : path;
-}
-
 /* The output template as an absolute path: the recorder runs in the
  * program, which may chdir (a daemon's chdir("/") before it forks, a
  * wrapper's cd before it execs) and must still write where the user asked.
@@ -207,7 +195,7 @@ static const char *split_path(const char *path, char *dir, size_t cap)
 static size_t absolute_output(char *out, size_t cap, const char *tmpl)
 {
 	char dir[PATH_MAX], real[PATH_MAX], cwd[PATH_MAX];
-	const char *base = split_path(tmpl, dir, sizeof(dir));
+	const char *base = ht_split_path(tmpl, dir, sizeof(dir));
 	int n = -1;
 	if (!strstr(dir, "%p") && *base && realpath(dir, real))
 		n = snprintf(out, cap, "%s%s%s", real, real[1] ? "/" : "", base);
@@ -218,8 +206,6 @@ static size_t absolute_output(char *out, size_t cap, const char *tmpl)
 	return (size_t)n;
 }
 
-/* Reads the header of the trace at path (a regular file, not followed
- * through a symlink); 0 on success. */
 /* Set when record could not open a trace or a directory for want of a
  * file descriptor (ulimit -n): said once at the end, for a trace left out
  * of the summary and of the end step must not go unsaid. */
@@ -231,6 +217,8 @@ static void note_emfile(int err)
 		fds_ran_out = 1;
 }
 
+/* Reads the header of the trace at path (a regular file, not followed
+ * through a symlink); 0 on success. */
 static int read_header(const char *path, struct ht_file_header *h)
 {
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -271,7 +259,7 @@ static int refuse_output(const char *path, const char *shown)
 	 * write in used to run the program untraced, the recorder's one
 	 * line, then record's guess "statically linked, or setuid". */
 	char dir[PATH_MAX];
-	split_path(path, dir, sizeof(dir));
+	ht_split_path(path, dir, sizeof(dir));
 	const char *why = NULL;
 	if (stat(dir, &to) < 0)
 		why = strerror(errno);
@@ -334,11 +322,6 @@ static int refuse_output(const char *path, const char *shown)
 	return 0;
 }
 
-/* The names the recorder tries for the program's trace when OUTPUT is
- * another recording's: OUTPUT.<pid>, then OUTPUT.<pid>.2 ... (its
- * open_output); record looks for the same ones. */
-#define ALT_NAMES 100
-
 /* One run of record: its program and when record started it. */
 struct run {
 	pid_t pid;       /* the program (every image it execs keeps the pid) */
@@ -387,7 +370,7 @@ static int for_each_child_trace(const char *output, const struct run *run,
 				void (*fn)(const char *path, void *arg), void *arg)
 {
 	static char dir[PATH_MAX];
-	const char *base = split_path(output, dir, sizeof(dir));
+	const char *base = ht_split_path(output, dir, sizeof(dir));
 	size_t blen = strlen(base);
 	DIR *d = opendir(dir);
 	if (!d) {
@@ -789,11 +772,11 @@ static void tally_trace(const char *path, void *arg)
 	if (in->pid == k->pid) {
 		k->writers_ns += in->writer_cpu_ns;
 		k->writer_unknown |= !in->writer_cpu_ns;
-	}
-	else if (ends_by_exec(r, in, NULL, 0))
+	} else if (ends_by_exec(r, in, NULL, 0)) {
 		k->execd++;
-	else
+	} else {
 		k->forked++;
+	}
 	ht_reader__close(r);
 }
 
@@ -898,11 +881,6 @@ static void summarize(const char *path, const char *shown, const char *prefix,
 	ht_reader__close(r);
 }
 
-/* The line in place of the summary when the program's last image wrote
- * no trace because it was not traced (it exec'd a static or setuid
- * program, a sanitizer's build): the traces of the run, which it wrote
- * before that exec and its children wrote, are named as the summary
- * names them, and they had their end step and their check. */
 /* The first image's trace of this run (OUTPUT.exec1, or OUTPUT.exec1.2 ...
  * when an earlier run's are still there): the suffix of the one that
  * began first, in suffix (".exec1" if none is found). */
@@ -941,6 +919,11 @@ static int earlier_image(const char *path, const struct run *run, struct first_e
 	return fe->suffix[0] != 0;
 }
 
+/* The line in place of the summary when the program's last image wrote
+ * no trace because it was not traced (it exec'd a static or setuid
+ * program, a sanitizer's build): the traces of the run, which it wrote
+ * before that exec and its children wrote, are named as the summary
+ * names them, and they had their end step and their check. */
 static void say_untraced_exec(const char *path, const char *shown, const char *how, const char *cmd,
 			      const struct run *run, const struct first_exec *fe)
 {
@@ -1444,7 +1427,7 @@ static const char *no_trace_reason(const char *cmd, const char *out)
 	 * (it said so on the program's stderr, which may be elsewhere) */
 	char dir[PATH_MAX];
 	struct statvfs vfs;
-	split_path(out, dir, sizeof(dir));
+	ht_split_path(out, dir, sizeof(dir));
 	if (statvfs(dir, &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < 65536)
 		return "the file system it was to be written to is full: free some space (df)";
 	return "statically linked, or setuid, or the path is not writable?";
@@ -1460,7 +1443,7 @@ static int trace_gone(enum ht_dirwatch_fate fate, const char *how, const char *c
 		      const char *shown, const char *path, const char *moved_to, int status)
 {
 	char dir[PATH_MAX];
-	split_path(path, dir, sizeof(dir));
+	ht_split_path(path, dir, sizeof(dir));
 	if (fate == HT_FATE_RENAMED) {
 		static char now[PATH_MAX * 2], see[PATH_MAX * 2 + 32];
 		snprintf(now, sizeof(now), "%s/%s", dir, moved_to);
@@ -1477,6 +1460,27 @@ static int trace_gone(enum ht_dirwatch_fate fate, const char *how, const char *c
 	fprintf(stderr, "heaptrail: %s%s wrote its trace to %s, %s while it ran: nothing to report\n",
 		how, cmd, shown, what);
 	return RECORD_EXIT_DAMAGED;
+}
+
+/* The names the recorder tries for the program's trace when OUTPUT is
+ * another recording's: OUTPUT.<pid>, then OUTPUT.<pid>.2 ... (its
+ * open_output).  The suffix of the one that holds the trace of this run's
+ * program in suffix, 1; 0 if none does. */
+#define ALT_NAMES 100
+
+static int alt_trace(const char *path, pid_t pid, uint64_t t0, char *suffix, size_t cap)
+{
+	char alt[PATH_MAX + 32];
+	for (int k = 1; k <= ALT_NAMES; k++) {
+		if (k == 1)
+			snprintf(suffix, cap, ".%d", (int)pid);
+		else
+			snprintf(suffix, cap, ".%d.%d", (int)pid, k);
+		snprintf(alt, sizeof(alt), "%s%s", path, suffix);
+		if (strlen(alt) < PATH_MAX && trace_of(alt, pid, t0))
+			return 1;
+	}
+	return 0;
 }
 
 /* The sanitizer the program cmd (found in PATH as execvp would) is built
@@ -1514,21 +1518,14 @@ static int live_output(const char *trace)
  * after it, record waits for the program as always. */
 static void run_live(const char *out_tmpl, pid_t pid, uint64_t t0, const char *prog)
 {
-	char path[PATH_MAX], out[PATH_MAX + 8], alt[PATH_MAX + 32];
+	char path[PATH_MAX], out[PATH_MAX + 8], suffix[32];
 	ht_pidpath_expand(path, sizeof(path), out_tmpl, pid);
 	snprintf(out, sizeof(out), "%s.out", path);
 	/* (OUTPUT.<pid>, or .<pid>.2 ..., when another recording writes OUTPUT) */
 	for (int i = 0; !trace_of(path, pid, t0); i++) {
-		int found = 0;
-		for (int k = 1; !found && k <= ALT_NAMES; k++) {
-			if (k == 1)
-				snprintf(alt, sizeof(alt), "%s.%d", path, (int)pid);
-			else
-				snprintf(alt, sizeof(alt), "%s.%d.%d", path, (int)pid, k);
-			found = strlen(alt) < sizeof(path) && trace_of(alt, pid, t0);
-		}
-		if (found) {
-			memcpy(path, alt, strlen(alt) + 1);
+		if (alt_trace(path, pid, t0, suffix, sizeof(suffix))) {
+			size_t pl = strlen(path);
+			snprintf(path + pl, sizeof(path) - pl, "%s", suffix); /* fits: checked */
 			break;
 		}
 		siginfo_t si = {0};
@@ -1755,7 +1752,7 @@ int cmd_record(int argc, char **argv)
 		cfg.toggle_signal = 1; /* the display's r key */
 	{
 		static char wdir[PATH_MAX];
-		split_path(out_tmpl, wdir, sizeof(wdir));
+		ht_split_path(out_tmpl, wdir, sizeof(wdir));
 		if (!strchr(wdir, '%'))
 			ht_dirwatch__start(&watch, wdir);
 	}
@@ -1891,27 +1888,19 @@ int cmd_record(int argc, char **argv)
 		/* another recording was writing OUTPUT: the recorder wrote
 		 * OUTPUT.<pid>, or OUTPUT.<pid>.2 ... where that was taken (and
 		 * said so) */
-		static char alt[PATH_MAX + 32];
-		for (int k = 1; !have && k <= ALT_NAMES; k++) {
-			char suffix[32];
-			if (k == 1)
-				snprintf(suffix, sizeof(suffix), ".%d", (int)pid);
-			else
-				snprintf(suffix, sizeof(suffix), ".%d.%d", (int)pid, k);
-			snprintf(alt, sizeof(alt), "%s%s", path, suffix);
-			if (strlen(alt) < sizeof(path) && trace_of(alt, pid, t0)) {
-				have = 1;
-				memcpy(path, alt, strlen(alt) + 1); /* fits: checked above */
-				size_t sl = strlen(shown);
-				snprintf(shown + sl, sizeof(shown) - sl, "%s", suffix);
-			}
+		char suffix[32];
+		if (alt_trace(path, pid, t0, suffix, sizeof(suffix))) {
+			have = 1;
+			size_t pl = strlen(path), sl = strlen(shown);
+			snprintf(path + pl, sizeof(path) - pl, "%s", suffix); /* fits: checked */
+			snprintf(shown + sl, sizeof(shown) - sl, "%s", suffix);
 		}
 	}
 	enum ht_dirwatch_fate fate = HT_FATE_UNKNOWN;
 	static char moved_to[NAME_MAX + 1] = "";
 	if (!have) {
 		static char wdir[PATH_MAX];
-		const char *base = split_path(path, wdir, sizeof(wdir));
+		const char *base = ht_split_path(path, wdir, sizeof(wdir));
 		fate = ht_dirwatch__fate(&watch, base, moved_to, sizeof(moved_to));
 		/* the recorder's own rename at an exec (OUTPUT.exec<n>, the
 		 * images before it; earlier_image below) */

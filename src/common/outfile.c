@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/util.h"
+
 /* ---- the registry of live temporaries ---- */
 
 /* A handful: a command writes one or two files at a time.  A temporary
@@ -209,11 +211,7 @@ static int check_path(const char *path, int data, char *err, size_t errlen)
 	 * its directory need not be writable (/dev/null for a user) */
 	if (stat(path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)))
 		return 0;
-	const char *slash = strrchr(path, '/');
-	if (!slash)
-		snprintf(dir, sizeof(dir), ".");
-	else
-		snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
+	ht_split_path(path, dir, sizeof(dir));
 	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) != 0) {
 		int e = errno ? errno : ENOTDIR;
 		if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode))

@@ -383,6 +383,16 @@ void ht_progress_done(void)
 	progress_shown = 0;
 }
 
+const char *ht_split_path(const char *path, char *dir, size_t cap)
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		snprintf(dir, cap, ".");
+	else
+		snprintf(dir, cap, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+	return slash ? slash + 1 : path;
+}
+
 int ht_self_dir(char *buf, size_t len)
 {
 	ssize_t n = readlink("/proc/self/exe", buf, len - 1);

@@ -116,5 +116,8 @@ char *ht_read_file(const char *path, size_t max, size_t *len);
 
 /* Directory of the running executable (for finding libheaptrail.so). */
 int ht_self_dir(char *buf, size_t len);
+/* The directory of path into dir ("/" for a file at the root, "." for a
+ * bare name); returns where its last component begins in path. */
+const char *ht_split_path(const char *path, char *dir, size_t cap);
 
 #endif

@@ -246,7 +246,7 @@ int ht_tunables_check(const char *spec, const char *opt, char *err, size_t errle
 				if ((size_t)nl == strlen(known[i].name) &&
 				    !memcmp(known[i].name, it, (size_t)nl))
 					k = &known[i];
-			uint64_t v;
+			uint64_t v, cap = k ? setter_cap(it, (size_t)nl) : UINT64_MAX;
 			if (!k) {
 				snprintf(err, errlen,
 					 "%s %s: this glibc has no tunable %.*s ('%s "
@@ -267,13 +267,12 @@ int ht_tunables_check(const char *spec, const char *opt, char *err, size_t errle
 					 "--list-tunables'): glibc would ignore it",
 					 opt, spec, nl, it, (int)vl, val, k->smin, k->smax, interp);
 				bad = 1;
-			} else if (k->ranged && v > setter_cap(it, (size_t)nl)) {
+			} else if (k->ranged && v > cap) {
 				snprintf(err, errlen,
 					 "%s %s: %.*s=%.*s is above %llu, the most glibc's malloc "
 					 "takes (its loader lists the type's range, but the "
 					 "setter ignores a larger value, silently)",
-					 opt, spec, nl, it, (int)vl, val,
-					 (unsigned long long)setter_cap(it, (size_t)nl));
+					 opt, spec, nl, it, (int)vl, val, (unsigned long long)cap);
 				bad = 1;
 			}
 		}
