@@ -346,7 +346,10 @@ static void trace_event(struct attach *a, const struct ht_attach_event *e, uint3
 		v[1] = e->a1;
 		v[2] = e->ptr;
 		v[3] = e->ptr ? slack_of(e->a1, e->usable, flags) : 0;
-		v[4] = 0;
+		/* the call's start (the probe at its entry): the reader
+		 * releases the old block then, before another thread's
+		 * malloc that got its address in the call returned */
+		v[4] = e->old_traced && e->start && e->start < e->ts ? e->ts - e->start : 0;
 		break;
 	case HT_EV_MEMALIGN:
 	case HT_EV_ALIGNED_ALLOC:
@@ -767,8 +770,12 @@ static struct ht_writer *open_trace(struct attach *a, uint64_t start)
 	wi.cmdline_len = clen;
 	wi.exe = exe;
 	wi.start_mono_ns = start;
+	/* every event is dated on the side of its call that orders it: a
+	 * free at its entry, an allocation at its return, a realloc's release
+	 * at its entry (its duration): docs/FORMAT.md, "Ordering guarantee" */
+	wi.flags = HT_FILE_F_ORDERED;
 	if (a->cfg->sample > 1) {
-		wi.flags = HT_FILE_F_SAMPLED | HT_FILE_F_SAMPLE_EVERY;
+		wi.flags |= HT_FILE_F_SAMPLED | HT_FILE_F_SAMPLE_EVERY;
 		wi.sample_every = (uint32_t)a->cfg->sample;
 	}
 	char err[512];

@@ -59,6 +59,8 @@ struct pending {
 	__u64 a0, a1, a2; /* arguments */
 	__u64 sp;         /* the stack pointer at entry: where the return address is */
 	__u64 ra;         /* that return address, as the caller pushed it */
+	__u64 start;      /* realloc: bpf_ktime_get_ns() at the entry, before the
+			   * allocator could release the old block */
 	__u32 kind;       /* K_* */
 	__u32 depth;      /* nested calls of the allocator's own functions in progress */
 	__u32 nested;     /* nested calls (and frees) seen in this call */
@@ -228,8 +230,10 @@ static __always_inline int enter(struct pt_regs *ctx, __u32 kind, __u64 a0, __u6
 	 * malloc may get its address and return before this call does (its
 	 * insert then failed, the block was dropped and counted as "more
 	 * than --max-blocks") */
-	if (kind == K_REALLOC && a0 && take_traced(a0))
+	if (kind == K_REALLOC && a0 && take_traced(a0)) {
 		n.old_traced = 1;
+		n.start = bpf_ktime_get_ns();
+	}
 	bpf_map_update_elem(&pending, &id, &n, BPF_ANY);
 	return 0;
 }
@@ -305,6 +309,7 @@ static __always_inline int leave(struct pt_regs *ctx, __u64 ret)
 		return 0;
 	}
 	e->ts = bpf_ktime_get_ns();
+	e->start = p.start ? p.start : e->ts;
 	e->ptr = ptr;
 	e->old = old;
 	e->a0 = p.a0;

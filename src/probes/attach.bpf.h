@@ -11,7 +11,9 @@
 
 /* One traced call, in the ring buffer (or an exec: kind HT_ATTACH_EXEC). */
 struct ht_attach_event {
-	__u64 ts;      /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) at the return */
+	__u64 ts;      /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) at the return (a free: the entry) */
+	__u64 start;   /* realloc of a traced block: the same clock at the entry, when the
+			* old block could first be released; else ts */
 	__u64 ptr;     /* the block handed out (0: failed), or freed */
 	__u64 old;     /* realloc's input block */
 	__u64 a0, a1;  /* the call's size arguments (see attach.c, vals_of) */
