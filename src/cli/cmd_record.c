@@ -132,9 +132,9 @@ static int find_preload(char *out, size_t len)
  * its default (the recorder's defaults, src/preload/options.c), root=PID
  * (the program's pid: what its next images would be told, and what tells
  * this run's processes from another's, see unstarted_children), then
- * out=PATH, which takes the rest of the word.  HEAPTRAIL_QUIET and
- * HEAPTRAIL_FAST_PATH, which have no flag, are taken from record's own
- * environment.  malloc'd; NULL without memory. */
+ * out=PATH, which takes the rest of the word.  HEAPTRAIL_QUIET,
+ * HEAPTRAIL_FAST_PATH and HEAPTRAIL_SELF_WRITE, which have no flag, are
+ * taken from record's own environment.  malloc'd; NULL without memory. */
 static char *options_word(const struct record_config *cfg, pid_t pid, const char *out)
 {
 	char *w = NULL;
@@ -177,6 +177,9 @@ static char *options_word(const struct record_config *cfg, pid_t pid, const char
 		fprintf(f, "quiet=%s,", q);
 	if (fp && *fp && !strchr(fp, ','))
 		fprintf(f, "fast_path=%s,", fp);
+	const char *sw = getenv("HEAPTRAIL_SELF_WRITE");
+	if (sw && *sw && !strchr(sw, ','))
+		fprintf(f, "self_write=%s,", sw);
 	fprintf(f, "root=%d,out=%s", (int)pid, out);
 	if (fclose(f) != 0) {
 		free(w);

@@ -36,6 +36,7 @@ struct ht_options ht_opt = {
 	.unwind_fp = 1,
 	.sample_bytes = 0,
 	.fast_path = 1,
+	.self_write = 1, /* writer.c, self_drain */
 	.slow_malloc = 1, /* until the options are read: see malloc_slow */
 	.slow_free = 1,   /* (and until alloc.c knows the allocator) */
 };
@@ -68,6 +69,7 @@ static const struct opt_desc descs[] = {
 	{"HEAPTRAIL_SAMPLE_BYTES", OPT_SIZE, &ht_opt.sample_bytes, 0, 1L << 30},
 	{"HEAPTRAIL_DURATIONS", OPT_BOOL, &ht_opt.durations, 0, 1},
 	{"HEAPTRAIL_FAST_PATH", OPT_BOOL, &ht_opt.fast_path, 0, 1},
+	{"HEAPTRAIL_SELF_WRITE", OPT_INT, &ht_opt.self_write, 0, 2},
 };
 
 /* stderr without stdio: stdio may allocate, and may be locked by the

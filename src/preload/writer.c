@@ -55,6 +55,8 @@
 #define HT_RSS_BATCH 256
 _Static_assert(HT_RSS_BATCH <= HT_MAX_CLOCK_SAMPLES, "readers take at most this many");
 
+enum { RB_WRITER = 1, RB_PROGRAM = 2 };
+
 enum {
 	REQ_SYNC = 1,       /* flush now */
 	REQ_CLOSE = 2,      /* final flush, index, header; then exit */
@@ -90,8 +92,16 @@ struct wstate {
 	_Atomic uint32_t done_ticket; /* requests served; futex word */
 	_Atomic int writer_waiting;   /* the writer sleeps on req_word */
 	_Atomic int running;          /* a writer (helper or thread) is alive */
-	_Atomic int round_busy;       /* a round is being done */
+	_Atomic int round_busy;       /* a round is being done: RB_WRITER by the writer
+				       * (helper or thread), RB_PROGRAM by a thread of
+				       * the program (self_drain, inline_round) */
 	_Atomic uint32_t queued;      /* buffers handed over so far */
+	uint32_t drained;             /* of them, taken off the queue (wraps with queued) */
+	_Atomic int cpu_busy;         /* the helper judged that no CPU is free for it
+				       * (cpu_free): the threads write the full
+				       * buffers themselves, raw (self_drain) */
+	_Atomic uint64_t self_off_until; /* ... but not before this (ht_mono_ns): a
+					  * thread's write stalled */
 	struct ht_clock_sample rss[HT_RSS_BATCH]; /* interval samples not written yet */
 	uint32_t nrss;           /* entries in rss */
 	/* The chunk being written, for a writer that takes over from a
@@ -202,7 +212,10 @@ static int write_all(const void *buf, size_t n)
 {
 	const uint8_t *p = buf;
 	while (n) {
-		ssize_t r = ht_sys_write(w.fd, p, n);
+		/* at w.off, not the descriptor's offset: the helper and the
+		 * program's threads both write (self_drain), and the helper
+		 * may have reopened the file for itself (check_fd) */
+		ssize_t r = ht_sys_pwrite(w.fd, p, n, (off_t)w.off);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
@@ -1041,15 +1054,60 @@ static int writer_sched(uint64_t *run, uint64_t *wait)
  * for the whole record, against 275 ms with every chunk left to the end
  * step).
  * The judgement itself is cpu_judge() (cpujudge.h, where a test asks it). */
+/* Before the first 20 ms have passed (the program's CPU clock moves in
+ * ticks: too coarse for less), the program is taken to fill the CPUs
+ * when as many of its threads as there are CPUs each filled a buffer in
+ * the last 2 ms (16,000 events of a malloc/free loop a thread: a thread
+ * that makes them that fast is busy).  Without it the first 20 ms of a
+ * two-thread loop were compressed beside it, on the CPU of one of its
+ * threads: that thread ended several ms after the other.  The threads
+ * whose buffers the helper wrote last, and when: */
+#define HT_RECENT_TIDS 8
+#define HT_RECENT_NS 2000000u
+static struct {
+	uint32_t tid;
+	uint64_t at;
+} recent[HT_RECENT_TIDS];
+
+static void note_recent(uint32_t tid, uint64_t now)
+{
+	unsigned oldest = 0;
+	for (unsigned i = 0; i < HT_RECENT_TIDS; i++) {
+		if (recent[i].tid == tid) {
+			recent[i].at = now;
+			return;
+		}
+		if (recent[i].at < recent[oldest].at)
+			oldest = i;
+	}
+	recent[oldest].tid = tid;
+	recent[oldest].at = now;
+}
+
+static int busy_threads(uint64_t now)
+{
+	int n = 0;
+	for (unsigned i = 0; i < HT_RECENT_TIDS; i++)
+		n += recent[i].at && now - recent[i].at < HT_RECENT_NS;
+	return n;
+}
+
 static int cpu_free(void)
 {
-	static int ok = 1, have_sched;
+	static int ok = 1, have_sched, judged;
 	static uint64_t cpu0, wall0, run0, wait0;
 	if (ncpus <= 0)
 		return 1;
 	uint64_t now = ht_mono_ns();
-	if (wall0 && now - wall0 < HT_CPU_WINDOW_NS)
+	if (wall0 && now - wall0 < HT_CPU_WINDOW_NS) {
+		/* the first window, not judged yet: the threads that write */
+		if (!judged) {
+			ok = busy_threads(now) < ncpus;
+			if (in_helper)
+				atomic_store_explicit(&w.cpu_busy, !ok, memory_order_relaxed);
+		}
 		return ok;
+	}
 	uint64_t cpu = program_cpu_ns(), run = 0, wait = 0;
 	if (!cpu)
 		return 1;
@@ -1058,12 +1116,17 @@ static int cpu_free(void)
 		int timed = sched && have_sched && run >= run0 && wait >= wait0;
 		ok = cpu_judge(ncpus, now - wall0, cpu - cpu0, timed, timed ? run - run0 : 0,
 			       timed ? wait - wait0 : 0);
+		judged = 1;
+	} else if (!judged) {
+		ok = busy_threads(now) < ncpus;
 	}
 	cpu0 = cpu;
 	wall0 = now;
 	run0 = run;
 	wait0 = wait;
 	have_sched = sched;
+	if (in_helper)
+		atomic_store_explicit(&w.cpu_busy, !ok, memory_order_relaxed);
 	return ok;
 }
 
@@ -1072,13 +1135,14 @@ static int cpu_free(void)
  * (w.queued) less the buffers this writer has written. */
 static void drain_queue(void)
 {
-	static uint32_t drained; /* wraps with w.queued */
 	int64_t limit = HT_BACKLOG_BYTES / (ht_opt.buffer_size ? ht_opt.buffer_size : 65536);
 	struct ht_buf *b;
 	while ((b = ht_queue__pop()) != NULL) {
-		drained++;
+		w.drained++;
+		if (in_helper && ncpus > 0)
+			note_recent(b->tid, ht_mono_ns());
 		/* (a thread's last buffer is handed over uncounted: never below 1) */
-		int32_t behind = (int32_t)(atomic_load_explicit(&w.queued, memory_order_relaxed) - drained);
+		int32_t behind = (int32_t)(atomic_load_explicit(&w.queued, memory_order_relaxed) - w.drained);
 		int64_t waiting = behind > 0 ? (int64_t)behind + 1 : 1;
 		atomic_store(&w.inflight, b);
 		drain_buf(b, waiting <= limit && zc && cpu_free());
@@ -1184,7 +1248,7 @@ static void do_round(uint32_t req)
 static int inline_round(uint32_t req)
 {
 	int expect = 0;
-	if (!atomic_compare_exchange_strong(&w.round_busy, &expect, 1))
+	if (!atomic_compare_exchange_strong(&w.round_busy, &expect, RB_PROGRAM))
 		return -1;
 	ht_tls.guard += HT_GUARD_OWN;
 	do_round(req);
@@ -1225,6 +1289,35 @@ static void compressor_init(void)
 	}
 }
 
+/* Takes round_busy for the writer's round.  A thread of the program may
+ * hold it for the few chunks it writes itself (self_drain); if the
+ * program is gone meanwhile (killed in the middle of them), the helper
+ * takes it over, and round_start() undoes or completes the chunk that
+ * was being written (tx_recover), as for a writer killed in a round.  A
+ * program stopped with the lock held (SIGSTOP) is waited for without
+ * spinning. */
+static void lock_round(int helper)
+{
+	long nap = 50000; /* ns, doubled up to 2 ms: a stopped program may stay so */
+	for (unsigned i = 0;; i++) {
+		/* (compare and swap: an exchange would mark a thread's lock
+		 * as the writer's while it waits) */
+		int expect = 0;
+		if (atomic_compare_exchange_strong(&w.round_busy, &expect, RB_WRITER))
+			return;
+		if (helper && getppid() != parent_pid)
+			return; /* (the holder went with the program) */
+		if (i < 64) {
+			sched_yield();
+		} else {
+			struct timespec ts = {0, nap};
+			ht_sys_nanosleep(&ts, NULL);
+			if (nap < 2000000)
+				nap *= 2;
+		}
+	}
+}
+
 /* The writer's loop, in the helper process or in the writer thread.  It
  * wakes every epoch (or flush interval, if shorter) to move ht_epoch on,
  * and does a flush round once a flush interval has passed or when asked.
@@ -1257,6 +1350,8 @@ static void writer_loop(int helper)
 			futex(&w.req_word, FUTEX_WAIT, 0, &iv);
 		atomic_store(&w.writer_waiting, 0);
 		now = ht_mono_ns();
+		if (helper && zc)
+			cpu_free(); /* (judged again, for self_drain, when the threads write) */
 		uint32_t ticket = atomic_load(&w.req_ticket);
 		uint32_t req = atomic_exchange(&w.req_word, 0);
 		/* The program gone: killed, _exit, crashed, so write it all; but
@@ -1275,8 +1370,7 @@ static void writer_loop(int helper)
 			next_rss = now - next_rss < rss_ns ? next_rss + rss_ns : now + rss_ns;
 		if (!(req & ~(uint32_t)REQ_DATA) && !first && now - last_round < flush_ns - 500000) {
 			if (req || sample) {
-				while (atomic_exchange(&w.round_busy, 1))
-					sched_yield();
+				lock_round(helper);
 				if (req) /* full buffers only: data_round */
 					data_round();
 				if (sample) /* between rounds: into the batch */
@@ -1292,8 +1386,7 @@ static void writer_loop(int helper)
 		}
 		first = 0;
 		last_round = now;
-		while (atomic_exchange(&w.round_busy, 1))
-			sched_yield();
+		lock_round(helper);
 		do_round(req);
 		if (!helper && !(req & REQ_CLOSE))
 			exit_if_alone(); /* keeps round_busy: no other round again */
@@ -1450,9 +1543,12 @@ void ht_writer__helper_gone(void)
 {
 	helper_pid = 0;
 	if (atomic_load(&w.running)) {
-		/* died without saying so: mid-round, perhaps */
+		/* died without saying so: mid-round, perhaps (its lock is
+		 * let go; not a thread's of the program, in self_drain: a
+		 * round of another thread's beside it wrote over its chunks) */
 		atomic_store(&w.running, 0);
-		atomic_store(&w.round_busy, 0);
+		int held = RB_WRITER;
+		atomic_compare_exchange_strong(&w.round_busy, &held, 0);
 		helper_lost = 1;
 		/* said whoever noticed it: the buffers running out, the
 		 * program's end, a wait of the program's that reaped it */
@@ -1584,6 +1680,48 @@ static void request(uint32_t req, int timeout_ms)
  * pair on a 2-CPU machine, every 16th about 1 ns (bench/RESULTS.md). */
 #define HT_KICK_BUFFERS 16
 
+/* A thread that hands over a full buffer while the helper judges that
+ * no CPU is free for it (cpu_free: the program's threads fill the CPUs)
+ * writes the full buffers itself, raw, as the helper would then, unless a
+ * round is under way elsewhere: two busy threads on two CPUs each wrote
+ * their own share, where the helper took a fifth of one CPU, always the
+ * same one, and the thread that shared it ended some 40 ms after the
+ * other (docs/record.md, "Compression").  Signals are blocked meanwhile
+ * (a handler that allocated could wait for a buffer that only a round
+ * gives back), errno is kept, and nothing is written once the file is
+ * finalized (an exec) or if the descriptor is not the trace's in this
+ * process.  0 if it wrote (or found nothing to write). */
+#define HT_SELF_STALL_NS 2000000u
+
+static int self_drain(void)
+{
+	int expect = 0;
+	if (!atomic_compare_exchange_strong(&w.round_busy, &expect, RB_PROGRAM))
+		return -1;
+	int saved = errno, rc = -1;
+	sigset_t all, old;
+	sigfillset(&all);
+	syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, sizeof(long));
+	if (!w.closed && !w.failed && !(w.hdr.flags & HT_FILE_F_CLOSED) && !atomic_load(&w.tx) &&
+	    !atomic_load(&w.inflight) && fd_is_ours(w.fd)) {
+		uint64_t t0 = ht_mono_ns();
+		ht_tls.guard += HT_GUARD_OWN;
+		drain_queue();
+		ht_tls.guard -= HT_GUARD_OWN;
+		uint64_t t1 = ht_mono_ns();
+		/* a write that waited (the kernel throttling dirty pages, a
+		 * slow or remote disk): the helper waits for the disk, not the
+		 * program, for the next second */
+		if (t1 - t0 > HT_SELF_STALL_NS)
+			atomic_store(&w.self_off_until, t1 + 1000000000u);
+		rc = 0;
+	}
+	atomic_store(&w.round_busy, 0);
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, sizeof(long));
+	errno = saved;
+	return rc;
+}
+
 void ht_writer__kick(void)
 {
 	if (!ws)
@@ -1596,7 +1734,14 @@ void ht_writer__kick(void)
 	 * buffers its threads are filling. */
 	if (helper_pid > 0 || helper_lost)
 		ht_writer__rescue();
-	if (atomic_fetch_add_explicit(&w.queued, 1, memory_order_relaxed) % HT_KICK_BUFFERS)
+	uint32_t q = atomic_fetch_add_explicit(&w.queued, 1, memory_order_relaxed);
+	if (ht_opt.self_write && helper_pid > 0 && !helper_lost &&
+	    (ht_opt.self_write == 2 ||
+	     (atomic_load_explicit(&w.cpu_busy, memory_order_relaxed) &&
+	      atomic_load_explicit(&w.self_off_until, memory_order_relaxed) < ht_mono_ns())) &&
+	    self_drain() == 0)
+		return;
+	if (q % HT_KICK_BUFFERS)
 		return;
 	if (atomic_load_explicit(&w.writer_waiting, memory_order_relaxed) &&
 	    !(atomic_fetch_or(&w.req_word, REQ_DATA) & REQ_DATA))

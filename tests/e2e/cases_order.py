@@ -66,14 +66,14 @@ def reuse_none(s):
     return {"address_reuse_while_live": 0} if "address_reuse_while_live" in s else {}
 
 
-def record(t, name, argv, opts=()):
-    """record [opts] -o NAME.ht -- argv NAME.json; returns (trace, the
-    program's own count)."""
+def record(t, name, argv, opts=(), env=None):
+    """record [opts] -o NAME.ht -- argv NAME.json (with env); returns
+    (trace, the program's own count)."""
     out = t.path(name + ".ht")
     counts = t.path(name + ".json")
     cmd = ([t.heaptrail, "record", "-q", "-o", out] + list(opts) + EXTRA_RECORD_ARGS +
            ["--"] + [str(a) for a in argv] + [counts])
-    r = t.run(cmd, timeout=120)
+    r = t.run(cmd, timeout=120, env=env)
     if r.rc != 0:
         fail("expected exit 0 from %s" % r.describe())
     with open(counts) as f:
@@ -350,3 +350,20 @@ def test_order_return_to_owner(t):
         trace, prog = record(t, "return%d" % n, argv)
         same_calls(t, prog, argv)
         check_trace(t, "return%d" % n, trace, prog)
+
+
+@case(labels=("order", "analyzers"))
+def test_order_self_write(t):
+    """A pipeline of 8 threads, a pool of 8 workers and a realloc chain
+    through 4 threads, with the threads writing every full buffer to the
+    trace themselves (HEAPTRAIL_SELF_WRITE=2: what they do when they fill
+    the CPUs, docs/record.md "Compression"), with 4 KiB buffers so that
+    they do it often and at once: every check of the module, as when the
+    helper writes."""
+    env = {"HEAPTRAIL_SELF_WRITE": "2"}
+    opts = ["--buffer-size", "4096"]
+    for name, argv in (("pipe8", [t.prog("pipeline"), 8, 30000]),
+                       ("pool", [t.prog("pool"), 8, 20000]),
+                       ("chain4", [t.prog("relay"), "chain", 4, 20000])):
+        trace, prog = record(t, "sw-" + name, argv, opts=opts, env=env)
+        check_trace(t, "sw-" + name, trace, prog)

@@ -99,6 +99,47 @@ def test_kill9_prefix(t):
         t.note("run %d: killed after %.2fs, %d mallocs recorded" % (run, delay, n))
 
 
+@case(timeout=240, labels=("cpu",), locks=("cpu",))
+def test_kill9_prefix_self_write(t):
+    """As kill9_prefix, with the threads writing their full buffers
+    themselves (HEAPTRAIL_SELF_WRITE=2, what they do when the helper finds
+    no CPU free) and 4 KiB buffers, so that the SIGKILL often comes while
+    a thread of the program holds the writer's lock in the middle of a
+    chunk: the helper takes the lock over, puts the chunk right and closes
+    the trace (it waited for the lock forever before it knew to), and the
+    trace is an exact prefix, six times."""
+    rng = random.Random(os.getpid())
+    for run in range(6):
+        trace = t.path("sw%d.ht" % run)
+        env = t.base_env({"LD_PRELOAD": t.preload, "HEAPTRAIL_OUT": trace,
+                          "HEAPTRAIL_SELF_WRITE": "2", "HEAPTRAIL_BUFFER_SIZE": "4096"})
+        p = subprocess.Popen([t.prog("stress"), "10", "2"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env, cwd=t.dir)
+        line = p.stdout.readline()
+        if line != b"ready\n":
+            p.kill()
+            fail("stress did not start: %r %r" % (line, p.stderr.read()))
+        helpers = writer_processes(p.pid)
+        eq(len(helpers), 1, "the writer process of the program")
+        delay = rng.uniform(0.1, 0.5)
+        time.sleep(delay)
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=30)
+        eq(p.returncode, -signal.SIGKILL, "stress killed")
+        p.stdout.close()
+        p.stderr.close()
+        deadline = time.time() + 30
+        while not zombie(helpers[0]) and time.time() < deadline:
+            time.sleep(0.02)
+        check(zombie(helpers[0]), "run %d: the writer process did not end within 30 s of "
+              "the program's death (waiting for the lock a dead thread held?)" % run)
+        n = check_prefix(t, trace, 2)
+        s = t.stats(trace)
+        check(s["closed"] and s["orphaned"], "run %d: the trace was not closed by the writer "
+              "process after the kill" % run)
+        t.note("run %d: killed after %.2fs, %d mallocs recorded" % (run, delay, n))
+
+
 @case(timeout=180)
 def test_no_lost_chunk(t):
     """20 recordings of 3 threads x 20000 malloc/free pairs with the writer
@@ -270,7 +311,7 @@ def test_writer_death_noticed_early(t):
 def test_writer_killed_while_writing(t):
     """The writer process killed with SIGKILL in the middle of writing a
     chunk, while two threads allocate as fast as they can: strace makes
-    each of the helper's write() calls return 50 ms late, and the helper is
+    each of the helper's write() and pwrite() calls return 50 ms late, and the helper is
     killed in one of those waits, after a chunk's header or after its
     payload (before it noted the chunk in its index), 8 times.  The
     program ends normally, one line says the writer died (whoever noticed
@@ -294,8 +335,11 @@ def test_writer_killed_while_writing(t):
             eq(len(prog), 1, "run %d: the program under record" % run)
             helpers = writer_processes(prog[0])
             eq(len(helpers), 1, "run %d: the writer process" % run)
-            tracer = subprocess.Popen([st, "-p", str(helpers[0]), "-e", "trace=write", "-e",
-                                       "inject=write:delay_exit=50000", "-o", os.devnull],
+            # (the writer writes with pwrite at its own offset: the
+            # program's threads write beside it, docs/record.md)
+            tracer = subprocess.Popen([st, "-p", str(helpers[0]), "-e", "trace=write,pwrite64",
+                                       "-e", "inject=write,pwrite64:delay_exit=50000", "-o",
+                                       os.devnull],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             line = tracer.stderr.readline().decode("utf-8", "replace")
             check("attached" in line, "run %d: strace did not attach: %r" % (run, line))
@@ -315,6 +359,43 @@ def test_writer_killed_while_writing(t):
         lines = [l for l in err.splitlines() if "wrote" not in l]
         check(len(lines) == 1 and "writer process died" in lines[0] and trace in lines[0],
               "run %d: one line says the writer died, and names the trace:\n%s" % (run, err))
+        check_prefix(t, trace, 2, ended=True)
+        os.unlink(trace)
+
+
+@case(timeout=240, labels=("cpu",), locks=("cpu",))
+def test_writer_killed_while_threads_write(t):
+    """The writer process killed with SIGKILL at a random moment while the
+    program's two threads write their own full buffers
+    (HEAPTRAIL_SELF_WRITE=2, 4 KiB buffers: one of them holds the writer's
+    lock most of the time), 8 times: the program ends normally and the
+    trace is whole and exact.  The first thread to notice the writer's
+    death let go of the writer's lock whoever held it, so that another
+    thread's round ran beside the writing one's and wrote over its chunks:
+    a trace read as damaged (a run of zeros where a chunk should start)."""
+    rng = random.Random(os.getpid())
+    for run in range(8):
+        trace = t.path("wkt%d.ht" % run)
+        p = subprocess.Popen([t.heaptrail, "record", "--buffer-size", "4096", "-o", trace, "--",
+                              t.prog("stress"), "0.6", "2"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=t.base_env({"HEAPTRAIL_SELF_WRITE": "2"}),
+                             cwd=t.dir)
+        try:
+            eq(p.stdout.readline(), b"ready\n", "run %d: the program started" % run)
+            prog = [c for c in children(p.pid) if comm(c) == "stress"]
+            eq(len(prog), 1, "run %d: the program under record" % run)
+            helpers = writer_processes(prog[0])
+            eq(len(helpers), 1, "run %d: the writer process" % run)
+            time.sleep(rng.uniform(0.05, 0.4))
+            os.kill(helpers[0], signal.SIGKILL)
+            out, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        err = err.decode("utf-8", "replace")
+        eq(p.returncode, 0, "run %d: record's exit status:\n%s" % (run, err))
+        check("writer process died" in err, "run %d: no line says the writer died:\n%s" % (run, err))
         check_prefix(t, trace, 2, ended=True)
         os.unlink(trace)
 

@@ -163,6 +163,7 @@ BAD_OPTIONS = [
     ("HEAPTRAIL_SAMPLE_BYTES", "12Q", "from 0 to 1073741824"),
     ("HEAPTRAIL_DURATIONS", "always", "1/true/yes/on, 0/false/no/off"),
     ("HEAPTRAIL_FAST_PATH", "fastest", "1/true/yes/on, 0/false/no/off"),
+    ("HEAPTRAIL_SELF_WRITE", "3", "from 0 to 2"),
 ]
 
 

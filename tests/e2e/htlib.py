@@ -164,6 +164,12 @@ class T:
                                                   "GLIBC_TUNABLES", "DEBUGINFOD_URLS"):
                 del env[k]
         env["LC_ALL"] = "C"
+        # HT_TEST_RECORDER_ENV="HEAPTRAIL_X=1 HEAPTRAIL_Y=2": recorder
+        # options for every run of a test session (docs/TESTING.md: the
+        # order, process and reliability cases with HEAPTRAIL_SELF_WRITE=2)
+        for kv in os.environ.get("HT_TEST_RECORDER_ENV", "").split():
+            k, _, v = kv.partition("=")
+            env[k] = v
         if extra:
             for k, v in extra.items():
                 if v is None:
