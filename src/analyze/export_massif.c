@@ -162,6 +162,7 @@ struct massif {
 	struct ht_symbolizer *sym; /* for the trees */
 	uint64_t nsnap;            /* snapshots written */
 	uint64_t last_clock;       /* clock_of the last one */
+	uint64_t last_events;      /* events read when it was taken */
 };
 
 static void snapshot(struct massif *m, const struct pass *p, const char *tree)
@@ -173,6 +174,7 @@ static void snapshot(struct massif *m, const struct pass *p, const char *tree)
 		(unsigned long long)(p->usable > p->heap ? p->usable - p->heap : 0));
 	fprintf(f, "heap_tree=%s\n", tree);
 	m->last_clock = clock_of(p);
+	m->last_events = p->events;
 	if (!strcmp(tree, "empty"))
 		return;
 	struct ht_sitetree t;
@@ -247,7 +249,11 @@ int ht_export__massif(const struct ht_export_opts *o, FILE *f)
 			next = next_step(c, end, nsteps); /* the steps this one covered are done */
 	}
 	ret = damaged || ht_reader__error(m.r) ? HT_EXPORT_DAMAGED : HT_EXIT_OK;
-	if (m.last_clock != clock_of(&p2) || m.nsnap == 1)
+	/* the end, unless the last snapshot was taken after the last event
+	 * (with --time-unit ms, many events share a clock: the heap after
+	 * the last of them was left out when an earlier one's snapshot had
+	 * the same time) */
+	if (m.last_events != p2.events || m.nsnap == 1)
 		regular(&m, &p2); /* the end */
 cleanup:
 	ht_symbolizer__free(m.sym);

@@ -1,5 +1,5 @@
 """export and flamegraph fixes: massif's regular snapshots on a trace
-shorter than --snapshots units, frame names never cut into one frame
+shorter than --snapshots units, its end snapshot after the last event, frame names never cut into one frame
 (C++ template functions whose names differ past 511 bytes), write errors
 said with their reason (pprof to a full device, flamegraph -o), massif's
 bad option values refused, and the reason a flame graph is empty."""
@@ -122,6 +122,54 @@ def test_export_massif_short_trace(t):
     ms_print = t.run([which("ms_print"), out]) if which("ms_print") else None
     if ms_print:
         eq(ms_print.rc, 0, "ms_print:\n" + ms_print.describe())
+
+
+# 60 blocks of 100 KB, a 30 ms sleep, then 30 of them freed and 20 of 50
+# KB allocated in the same millisecond: 4,000,000 bytes live at the end.
+END_SAME_MS_C = r"""
+#include <stdlib.h>
+#include <unistd.h>
+
+static void *volatile keep[80];
+
+int main(void)
+{
+	for (int i = 0; i < 60; i++)
+		keep[i] = malloc(100000);
+	usleep(30000);
+	for (int i = 0; i < 30; i++)
+		free(keep[i]);
+	for (int i = 60; i < 80; i++)
+		keep[i] = malloc(50000);
+	return 0;
+}
+"""
+
+
+@case(labels=("analyzers",))
+def test_export_massif_end_same_ms(t):
+    """--time-unit ms (and B, i): the last snapshot is the heap after the
+    trace's last event, 4,000,000 bytes (stats' live at exit), although
+    the events after the sleep share one millisecond.  Before, with ms,
+    the end snapshot was left out when the snapshot of an earlier event
+    of that millisecond had the same time: the file ended at 5,900,000
+    bytes, the heap after the first free.  ms_print reads the files."""
+    exe = compile_c(t, "endms", END_SAME_MS_C)
+    trace = t.path("endms.ht")
+    t.run([t.heaptrail, "record", "-q", "-o", trace, "--", exe], check_rc=0)
+    s = t.stats(trace)
+    eq(s["live_bytes_at_exit"], 4000000, "stats' live at exit")
+    for unit in ("ms", "B", "i"):
+        out = t.path("endms.%s.massif" % unit)
+        r = t.tool(["export", "-q", "-f", "massif", "--time-unit", unit, "-o", out, trace])
+        eq(r.rc, 0, "export -f massif --time-unit %s:\n%s" % (unit, r.describe()))
+        snaps = massif_snapshots(out)
+        eq(snaps[-1][1], 4000000, "--time-unit %s: the last snapshot's mem_heap_B" % unit)
+        times = [x[0] for x in snaps]
+        eq(times, sorted(times), "--time-unit %s: snapshot times in order" % unit)
+        ms_print = t.run([which("ms_print"), out]) if which("ms_print") else None
+        if ms_print:
+            eq(ms_print.rc, 0, "ms_print:\n" + ms_print.describe())
 
 
 @case(labels=("analyzers",))
