@@ -159,11 +159,13 @@ static void section_summary(struct page *pg)
 	FILE *f = pg->f;
 	char b1[32], b2[32], ended[160];
 	uint64_t allocs = 0, calls = 0;
-	for (int k = 1; k < HT_EV_HEAP_BREAK; k++) {
+	for (int k = 1; k < HT_EV_HEAP_BREAK; k++)
 		calls += s->calls[k];
-		if (ht_kind_descs[k].is_alloc)
-			allocs += s->calls[k];
-	}
+	/* the blocks handed out, as stats' threads table counts them: not
+	 * the calls of allocating kinds, of which failed ones and
+	 * realloc(p, 0) that freed hand out none */
+	for (size_t i = 0; i < s->nthreads; i++)
+		allocs += s->threads[i].allocations;
 	fputs("<section id=\"summary\"><h2>Summary</h2>\n", f);
 	char note[256];
 	if (*ht_analyze__order_note(pg->r, note, sizeof(note))) {

@@ -254,3 +254,53 @@ def test_report_flame_same(t):
             for i, (a, b) in enumerate(zip(got, want)):
                 check(a == b, "%s %s: frame %d differs:\n%s\n--- flamegraph:\n%s"
                       % (name, metric, i, a, b))
+
+
+# 5 failed mallocs, 3 mallocs each freed by realloc(p, 0), 1 malloc freed:
+# 4 blocks handed out, 350 bytes.
+FAILS_C = r"""
+#include <stdint.h>
+#include <stdlib.h>
+
+int main(void)
+{
+	void *volatile sink;
+	size_t volatile huge = SIZE_MAX / 2;
+	for (int i = 0; i < 5; i++)
+		sink = malloc(huge);
+	for (int i = 0; i < 3; i++) {
+		void *p = malloc(100);
+		sink = p;
+		sink = realloc(p, 0);
+	}
+	void *q = malloc(50);
+	sink = q;
+	free(q);
+	(void)sink;
+	return 0;
+}
+"""
+
+
+@case(labels=("analyzers",))
+def test_report_allocations_card(t):
+    """The summary card "allocated ... in N allocations" counts the blocks
+    handed out (4, as stats' threads table), not the calls of allocating
+    kinds (12 before: the 5 failed mallocs and the 3 realloc(p, 0) that
+    only freed counted too)."""
+    from htlib import compile_c
+    exe = compile_c(t, "fails", FAILS_C)
+    trace = t.path("fails.ht")
+    t.run([t.heaptrail, "record", "-q", "-o", trace, "--", exe], check_rc=0)
+    s = t.stats(trace)
+    eq(sum(th["allocations"] for th in s["per_thread"]), 4, "stats: allocations")
+    eq(s["bytes_allocated"], 350, "stats: bytes allocated")
+    out = t.path("fails.html")
+    r = t.tool(["report", "-q", "-o", out, trace])
+    eq(r.rc, 0, "report:\n" + r.describe())
+    with open(out) as f:
+        html = f.read()
+    m = re.search(r"allocated</div><div class=\"v\">([^<]*)</div><div class=\"d\">in (\d+) "
+                  r"allocations", html)
+    check(m, "no 'allocated' card in the page")
+    eq((m.group(1), int(m.group(2))), ("350 B", 4), "the card: bytes, allocations")
