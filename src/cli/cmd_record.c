@@ -248,6 +248,35 @@ static int trace_of(const char *path, pid_t pid, uint64_t t0)
 	       !(h.flags & HT_FILE_F_FORK_CHILD);
 }
 
+/* Whether a file can be created in dir, tried: access() says yes to root
+ * everywhere, /proc and /sys included, where the recorder then failed to
+ * create the trace and the program ran untraced (record exited with its
+ * status, 0).  An unnamed file (O_TMPFILE, as the recorder makes), else,
+ * where the file system has none, a named one removed at once.  0 with
+ * errno set if not. */
+static int can_create_in(const char *dir)
+{
+	int fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		close(fd);
+		return 1;
+	}
+	if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
+		return 0;
+	char probe[PATH_MAX];
+	if (snprintf(probe, sizeof(probe), "%s/.heaptrail-probe-%d", dir, (int)getpid()) >=
+	    (int)sizeof(probe)) {
+		errno = ENAMETOOLONG;
+		return 0;
+	}
+	fd = open(probe, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return 0;
+	close(fd);
+	unlink(probe);
+	return 1;
+}
+
 /* What at path (the trace's, expanded) makes record refuse to run the
  * program, said in one line: the recorder would refuse it too, and trace
  * nothing.  A symlink is never followed, whatever it points to (the rule
@@ -272,6 +301,11 @@ static int refuse_output(const char *path, const char *shown)
 		why = "it has been removed";
 	else if (access(dir, W_OK | X_OK) < 0)
 		why = strerror(errno);
+	else if (!can_create_in(dir)) {
+		static char buf[160];
+		snprintf(buf, sizeof(buf), "no file can be created in it (%s)", strerror(errno));
+		why = buf;
+	}
 	if (why) {
 		ht_error("cannot write %s: its directory %s: %s; choose another -o", shown,
 			 strcmp(dir, ".") ? dir : "(the current directory)", why);
@@ -1431,7 +1465,7 @@ static const char *no_trace_reason(const char *cmd, const char *out)
 	char dir[PATH_MAX];
 	struct statvfs vfs;
 	ht_split_path(out, dir, sizeof(dir));
-	if (statvfs(dir, &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < 65536)
+	if (statvfs(dir, &vfs) == 0 && vfs.f_blocks && (uint64_t)vfs.f_bavail * vfs.f_frsize < 65536)
 		return "the file system it was to be written to is full: free some space (df)";
 	return "statically linked, or setuid, or the path is not writable?";
 }

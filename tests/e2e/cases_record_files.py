@@ -621,6 +621,20 @@ def test_record_output_dir_unusable(t):
                    t.heaptrail, "record", "-o", ro + "/x.ht", "--", "/bin/true"])
         eq(r.rc, 2, "a directory not writable: record's exit status:\n" + r.describe())
         check("its directory %s: Permission denied" % ro in r.stderr, r.stderr)
+    # directories where access() says yes to root but no file can be made
+    # (proc and sysfs): refused the same way.  Before, the program ran
+    # untraced, record exited 0 and blamed a full file system.
+    if os.getuid() == 0:
+        for d in ("/proc", "/sys/kernel"):
+            if not os.path.isdir(d):
+                continue
+            r = t.run([t.heaptrail, "record", "-o", d + "/x.ht", "--"] + prog)
+            eq(r.rc, 2, "-o %s/x.ht: record's exit status:\n%s" % (d, r.describe()))
+            lines = r.heaptrail_lines()
+            eq(len(lines), 1, "-o %s/x.ht: record's messages: %s" % (d, lines))
+            check("its directory %s: no file can be created in it" % d in lines[0]
+                  and "full" not in lines[0], "-o %s/x.ht: %s" % (d, lines[0]))
+            check(not os.path.exists(mark), "-o %s/x.ht: the program ran" % d)
 
 
 @case()
