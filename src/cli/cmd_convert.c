@@ -10,6 +10,7 @@
 #include "cli/builtin.h"
 #include "common/json.h"
 #include "common/options.h"
+#include "common/outfile.h"
 #include "common/util.h"
 #include "replay/converter.h"
 #include "replay/workload.h"
@@ -129,6 +130,12 @@ int cmd_convert(int argc, char **argv)
 		}
 	}
 	ret = HT_EXIT_DATA;
+	/* a directory at the output (convert . T) failed the rename only
+	 * after the whole trace was converted: said now */
+	if (ht_out__check_data(out, err, sizeof(err))) {
+		ht_error("%s", err);
+		goto cleanup;
+	}
 	r = ht_analyze__open(in);
 	if (!r)
 		goto cleanup;

@@ -160,9 +160,18 @@ int cmd_diff(int argc, char **argv)
 		ht_error("--sort=%s: expected live, alloc or count", cfg.sort);
 		goto cleanup;
 	}
+	if (cfg.out && !strcmp(cfg.out, "-"))
+		cfg.out = NULL; /* standard output, as every command's -o - */
 	size_t olen = cfg.out ? strlen(cfg.out) : 0;
 	if (olen > 4 && !strcmp(cfg.out + olen - 4, ".svg") && !cfg.json && !cfg.folded)
 		cfg.svg = 1;
+	/* a directory at the output (-o .) failed the rename only after both
+	 * traces were read: said now, in the words of the others */
+	if (cfg.out && ht_out__check(cfg.out, err, sizeof(err))) {
+		ht_error("%s", err);
+		ret = HT_EXIT_DATA;
+		goto cleanup;
+	}
 	if (cfg.json + cfg.folded + cfg.svg > 1) {
 		ht_error("one output at a time: --json, --folded or --svg");
 		goto cleanup;
@@ -233,11 +242,9 @@ int cmd_diff(int argc, char **argv)
 	} else {
 		ht_diff__text(d, out, cfg.top, cfg.depth);
 	}
-	if (ferror(out)) {
-		ht_error("cannot write %s", cfg.out ? cfg.out : "standard output");
-		ret = HT_EXIT_DATA;
-		goto cleanup;
-	}
+	/* a failed write (ferror) is said by the commit, with its reason:
+	 * "cannot write FILE: No space left on device" (it was said here,
+	 * without one) */
 	if (ht_out__commit(&of, err, sizeof(err))) {
 		ht_error("%s", err);
 		ret = HT_EXIT_DATA;

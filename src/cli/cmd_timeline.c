@@ -113,6 +113,12 @@ int cmd_timeline(int argc, char **argv)
 		goto cleanup;
 	}
 	ret = HT_EXIT_DATA;
+	/* a directory at the output (-o .) failed the rename only after the
+	 * trace was read: said now, in the words of the others */
+	if (cfg.out && strcmp(cfg.out, "-") && ht_out__check(cfg.out, err, sizeof(err))) {
+		ht_error("%s", err);
+		goto cleanup;
+	}
 	r = ht_analyze__open(argv[0]);
 	if (!r)
 		goto cleanup;

@@ -283,7 +283,9 @@ int ht_out__open(struct ht_out *o, const char *path, mode_t mode, unsigned flags
 		errno = ENAMETOOLONG;
 		return -1;
 	}
-	if (check_dest(path, (flags & HT_OUT_DATA) != 0, err, errlen))
+	/* (a directory at path, one where the file cannot be made: said as
+	 * ht_out__check says them, not as the rename's EBUSY at the end) */
+	if (check_path(path, (flags & HT_OUT_DATA) != 0, err, errlen))
 		return -1;
 	struct stat st;
 	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {

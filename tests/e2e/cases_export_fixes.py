@@ -326,7 +326,8 @@ def test_export_write_errors_said(t):
     """A profile that does not fit in stdio's buffer, to /dev/full: "cannot
     write /dev/full: No space left on device" as the other formats say
     it (it said "cannot compress the profile (zlib)"); flamegraph -o
-    /dev/full gives the reason too (it said "cannot write /dev/full")."""
+    /dev/full and diff -o /dev/full give the reason too (they said
+    "cannot write /dev/full")."""
     exe = compile_c(t, "many", many_sites_c())
     trace = t.path("many.ht")
     t.run([t.heaptrail, "record", "-q", "--stacks", "-o", trace, "--", exe], check_rc=0)
@@ -335,7 +336,8 @@ def test_export_write_errors_said(t):
     eq(r.rc, 0, "export -f pprof:\n" + r.describe())
     check(os.path.getsize(pb) > 16384, "the profile is %d bytes" % os.path.getsize(pb))
     for args in (["export", "-q", "-f", "pprof"], ["export", "-q", "-f", "massif"],
-                 ["flamegraph", "-q"], ["flamegraph", "-q", "--folded"]):
+                 ["flamegraph", "-q"], ["flamegraph", "-q", "--folded"],
+                 ["diff", "--json", trace], ["diff", "--folded", trace]):
         r = t.tool(args + ["-o", "/dev/full", trace])
         eq((r.rc, r.stderr),
            (1, "heaptrail: error: cannot write /dev/full: No space left on device\n"),

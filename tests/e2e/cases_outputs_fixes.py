@@ -149,9 +149,10 @@ def test_report_trace_end_said(t):
 
 @case(timeout=180, labels=("analyzers",))
 def test_outputs_dash_is_stdout(t):
-    """`-o -` writes to standard output in report, export and flamegraph
-    (docs/output-files.md): the bytes of `-o FILE` (of no -o for export and
-    flamegraph), no file named `-`, no "wrote" line."""
+    """`-o -` writes to standard output in report, export, flamegraph and
+    diff (docs/output-files.md): the bytes of `-o FILE` (of no -o for
+    export, flamegraph and diff), no file named `-`, no "wrote" line
+    (diff made a file named `-`)."""
     trace = record(t, "exit", "exit")
     page = report(t, trace)
     r = t.tool(["report", "-o", "-", trace])
@@ -159,7 +160,8 @@ def test_outputs_dash_is_stdout(t):
     eq(r.stdout, page, "report -o -: standard output against the page of -o FILE")
     eq(r.stderr, "", "report -o -: stderr")
     for args in (["export", "-f", "csv"], ["export", "-f", "massif"],
-                 ["flamegraph"], ["flamegraph", "--folded"]):
+                 ["flamegraph"], ["flamegraph", "--folded"], ["diff", trace],
+                 ["diff", "--json", trace], ["diff", "--svg", trace]):
         plain = t.tool(args + [trace])
         eq(plain.rc, 0, "%s:\n%s" % (" ".join(args), plain.describe()))
         dash = t.tool(args + ["-o", "-", trace])
@@ -195,9 +197,9 @@ def test_flamegraph_wrote_line(t):
 
 @case(timeout=180, labels=("analyzers",))
 def test_outputs_directory_refused_first(t):
-    """A directory at -o (`.`, a named one) in report, export and
-    flamegraph: exit 1 and the one line of the commands that check their
-    output at the start, "cannot write DIR: it is a directory: name a
+    """A directory at -o (`.`, a named one) in report, export, flamegraph,
+    diff, timeline and convert: exit 1 and the one line of the commands
+    that check their output at the start, "cannot write DIR: it is a directory: name a
     file" (not "Device or resource busy" from the final rename), before
     the trace is read: given a cut trace, nothing of the reader's warnings
     and error comes first.  Nothing is left in the directory."""
@@ -205,15 +207,26 @@ def test_outputs_directory_refused_first(t):
     os.mkdir(t.path("sub"))
     before = sorted(os.listdir(t.dir))
     for args in (["report"], ["export", "-f", "csv"], ["export", "-f", "pprof"],
-                 ["flamegraph"]):
+                 ["flamegraph"], ["diff", cut], ["timeline"], ["convert"]):
         for d in (".", "sub"):
-            r = t.tool(args + ["-o", d, cut])
+            # (diff, timeline and convert found it at the final rename:
+            # "Device or resource busy", after reading everything)
+            r = t.tool(args + [d, cut] if args == ["convert"] else args + ["-o", d, cut])
             with t.soft():
                 eq((r.rc, r.stderr),
                    (1, "heaptrail: error: cannot write %s: it is a directory: name a file\n" % d),
                    "%s -o %s: exit status and stderr" % (" ".join(args), d))
     eq(sorted(os.listdir(t.dir)), before, "the directory's files after the refusals")
     eq(os.listdir(t.path("sub")), [], "sub's files after the refusals")
+    # a missing directory: the same words in every command
+    for args in (["report"], ["export", "-f", "csv"], ["flamegraph"], ["diff", cut],
+                 ["timeline"], ["convert"]):
+        bad = t.path("nodir", "x.out")
+        r = t.tool(args + [bad, cut] if args == ["convert"] else args + ["-o", bad, cut])
+        with t.soft():
+            eq((r.rc, r.stderr), (1, "heaptrail: error: cannot write %s: %s: No such file or "
+                                     "directory\n" % (bad, t.path("nodir"))),
+               "%s -o nodir/x.out: exit status and stderr" % " ".join(args))
     # a character device needs no writable directory: still written to itself
     for args in (["report"], ["export", "-f", "csv"], ["flamegraph"]):
         r = t.tool(args + ["-o", "/dev/null", record(t, "exit", "exit")])
