@@ -205,8 +205,10 @@ int cmd_diff(int argc, char **argv)
 				b->path, a->path, *a->exe ? a->exe : "one executable", b->command,
 				a->command);
 	}
+	/* (a trace with no allocation has no stacks either, whatever it
+	 * was recorded with: nothing to say of it) */
 	for (int s = 0; s < 2 - (npts ? 1 : 0); s++)
-		if (!ht_diff__side(d, s)->has_stacks)
+		if (!ht_diff__side(d, s)->has_stacks && ht_diff__side(d, s)->total.alloc_blocks)
 			ht_warning("%s has no stacks: its blocks are compared as one \"[no stack]\" "
 				   "entry; record with --stacks to compare by stack",
 				   ht_diff__side(d, s)->path);

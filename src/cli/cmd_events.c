@@ -591,7 +591,7 @@ int cmd_events(int argc, char **argv)
 		fprintf(stderr, "heaptrail: %s: no %s calls%s\n", argv[0],
 			cfg.kinds ? cfg.kinds : "mmap, brk or shm",
 			filtered ? " matched the filters" : " in the trace");
-	if (cfg.stacks && !ht_reader__nnodes(r))
+	if (cfg.stacks && !ht_reader__nnodes(r) && shown)
 		ht_warning("%s has no stacks: record with --stacks", argv[0]);
 cleanup:
 	ht_symbolizer__free(y.sym);

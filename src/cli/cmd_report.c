@@ -409,7 +409,12 @@ static void section_stacks(struct page *pg)
 	uint64_t sup_bytes, sup_blocks;
 	size_t nleaks = unsuppressed_leaks(pg, all, nall, leaks, &sup_bytes, &sup_blocks);
 	fputs("<section id=\"stacks\"><h2>Top stacks</h2>\n", f);
-	if (!ht_reader__nnodes(pg->r))
+	uint64_t allocs = 0;
+	for (size_t i = 0; i < pg->c->stats->nthreads; i++)
+		allocs += pg->c->stats->threads[i].allocations;
+	if (!allocs) /* (no stack either, whatever it was recorded with) */
+		fputs("<p>The trace has no allocation.</p>\n", f);
+	else if (!ht_reader__nnodes(pg->r))
 		fputs("<p class=\"warn\">This trace has no stacks: record with <code>heaptrail record "
 		      "--stacks</code> to see where allocations come from.</p>\n", f);
 	for (int t = 0; t < ST_N; t++) {

@@ -304,3 +304,43 @@ def test_report_allocations_card(t):
                   r"allocations", html)
     check(m, "no 'allocated' card in the page")
     eq((m.group(1), int(m.group(2))), ("350 B", 4), "the card: bytes, allocations")
+
+
+NOALLOC_C = r"""
+int main(void)
+{
+	return 0;
+}
+"""
+
+
+@case(labels=("analyzers",))
+def test_no_allocation_not_no_stacks(t):
+    """A program that allocates nothing, recorded with --stacks: diff,
+    events --stacks and report do not say it "has no stacks: record with
+    --stacks" (they did: it was); report says it has no allocation.  A
+    trace with allocations and no stacks still gets the advice."""
+    from htlib import compile_c
+    exe = compile_c(t, "noalloc", NOALLOC_C)
+    trace = t.path("noalloc.ht")
+    t.run([t.heaptrail, "record", "-q", "--stacks", "-o", trace, "--", exe], check_rc=0)
+    s = t.stats(trace)
+    eq(sum(th["allocations"] for th in s["per_thread"]), 0, "allocations of the program")
+    for args in (["diff", trace, trace], ["events", "--stacks", trace]):
+        r = t.tool(args)
+        eq(r.rc, 0, "%s:\n%s" % (args[0], r.describe()))
+        check("has no stacks" not in r.stderr, "%s: %s" % (args[0], r.stderr))
+    out = t.path("noalloc.html")
+    eq(t.tool(["report", "-q", "-o", out, trace]).rc, 0, "report")
+    with open(out) as f:
+        html = f.read()
+    check("has no stacks" not in html and "The trace has no allocation" in html,
+          "report's stacks section on a trace without allocations")
+    # with allocations and without --stacks: the advice stays
+    plain = t.path("plain.ht")
+    t.run([t.heaptrail, "record", "-q", "-o", plain, "--", t.prog("leaky")], check_rc=None)
+    r = t.tool(["diff", plain, plain])
+    check("has no stacks" in r.stderr, "diff without stacks: " + r.stderr)
+    eq(t.tool(["report", "-q", "-o", out, plain]).rc, 0, "report of the plain trace")
+    with open(out) as f:
+        check("This trace has no stacks" in f.read(), "report without stacks: no advice")
