@@ -74,29 +74,61 @@ def writer_processes(pid, timeout=10):
             time.sleep(0.01)
     return helpers
 
-@case(timeout=240, labels=("cpu",), locks=("cpu",))
-def test_kill9_prefix(t):
-    """2 threads allocating as fast as they can, killed with SIGKILL at a
-    random moment (three times): every trace is an exact prefix."""
+def stress_writer(p, run):
+    """The writer process of stress under record p, once stress said it
+    is ready."""
+    eq(p.stdout.readline(), b"ready\n", "run %d: the program started" % run)
+    prog = [c for c in children(p.pid) if comm(c) == "stress"]
+    eq(len(prog), 1, "run %d: the program under record" % run)
+    helpers = writer_processes(prog[0])
+    eq(len(helpers), 1, "run %d: the writer process" % run)
+    return helpers[0]
+
+
+def kill9_runs(t, name, runs, extra_env, delays, wait_writer=False):
+    """stress (2 threads) under LD_PRELOAD with extra_env, SIGKILLed after
+    a random delay in delays, runs times; each trace an exact prefix.
+    wait_writer: the writer process must end within 30 s of the program
+    and close the trace, marked orphaned."""
     rng = random.Random(os.getpid())
-    for run in range(3):
-        trace = t.path("stress%d.ht" % run)
-        env = t.base_env({"LD_PRELOAD": t.preload, "HEAPTRAIL_OUT": trace})
+    for run in range(runs):
+        trace = t.path("%s%d.ht" % (name, run))
+        env = dict(extra_env, LD_PRELOAD=t.preload, HEAPTRAIL_OUT=trace)
         p = subprocess.Popen([t.prog("stress"), "10", "2"], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, env=env, cwd=t.dir)
+                             stderr=subprocess.PIPE, env=t.base_env(env), cwd=t.dir)
         line = p.stdout.readline()
         if line != b"ready\n":
             p.kill()
             fail("stress did not start: %r %r" % (line, p.stderr.read()))
-        delay = rng.uniform(0.2, 0.8)
+        helpers = writer_processes(p.pid) if wait_writer else []
+        if wait_writer:
+            eq(len(helpers), 1, "the writer process of the program")
+        delay = rng.uniform(*delays)
         time.sleep(delay)
         p.send_signal(signal.SIGKILL)
         p.wait(timeout=30)
         eq(p.returncode, -signal.SIGKILL, "stress killed")
         p.stdout.close()
         p.stderr.close()
+        if wait_writer:
+            deadline = time.time() + 30
+            while not zombie(helpers[0]) and time.time() < deadline:
+                time.sleep(0.02)
+            check(zombie(helpers[0]), "run %d: the writer process did not end within 30 s of "
+                  "the program's death (waiting for the lock a dead thread held?)" % run)
         n = check_prefix(t, trace, 2)
+        if wait_writer:
+            s = t.stats(trace)
+            check(s["closed"] and s["orphaned"], "run %d: the trace was not closed by the "
+                  "writer process after the kill" % run)
         t.note("run %d: killed after %.2fs, %d mallocs recorded" % (run, delay, n))
+
+
+@case(timeout=240, labels=("cpu",), locks=("cpu",))
+def test_kill9_prefix(t):
+    """2 threads allocating as fast as they can, killed with SIGKILL at a
+    random moment (three times): every trace is an exact prefix."""
+    kill9_runs(t, "stress", 3, {}, (0.2, 0.8))
 
 
 @case(timeout=240, labels=("cpu",), locks=("cpu",))
@@ -108,36 +140,8 @@ def test_kill9_prefix_self_write(t):
     chunk: the helper takes the lock over, puts the chunk right and closes
     the trace (it waited for the lock forever before it knew to), and the
     trace is an exact prefix, six times."""
-    rng = random.Random(os.getpid())
-    for run in range(6):
-        trace = t.path("sw%d.ht" % run)
-        env = t.base_env({"LD_PRELOAD": t.preload, "HEAPTRAIL_OUT": trace,
-                          "HEAPTRAIL_SELF_WRITE": "2", "HEAPTRAIL_BUFFER_SIZE": "4096"})
-        p = subprocess.Popen([t.prog("stress"), "10", "2"], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, env=env, cwd=t.dir)
-        line = p.stdout.readline()
-        if line != b"ready\n":
-            p.kill()
-            fail("stress did not start: %r %r" % (line, p.stderr.read()))
-        helpers = writer_processes(p.pid)
-        eq(len(helpers), 1, "the writer process of the program")
-        delay = rng.uniform(0.1, 0.5)
-        time.sleep(delay)
-        p.send_signal(signal.SIGKILL)
-        p.wait(timeout=30)
-        eq(p.returncode, -signal.SIGKILL, "stress killed")
-        p.stdout.close()
-        p.stderr.close()
-        deadline = time.time() + 30
-        while not zombie(helpers[0]) and time.time() < deadline:
-            time.sleep(0.02)
-        check(zombie(helpers[0]), "run %d: the writer process did not end within 30 s of "
-              "the program's death (waiting for the lock a dead thread held?)" % run)
-        n = check_prefix(t, trace, 2)
-        s = t.stats(trace)
-        check(s["closed"] and s["orphaned"], "run %d: the trace was not closed by the writer "
-              "process after the kill" % run)
-        t.note("run %d: killed after %.2fs, %d mallocs recorded" % (run, delay, n))
+    kill9_runs(t, "sw", 6, {"HEAPTRAIL_SELF_WRITE": "2", "HEAPTRAIL_BUFFER_SIZE": "4096"},
+               (0.1, 0.5), wait_writer=True)
 
 
 @case(timeout=180)
@@ -330,11 +334,7 @@ def test_writer_killed_while_writing(t):
                              env=t.base_env(), cwd=t.dir)
         tracer = None
         try:
-            eq(p.stdout.readline(), b"ready\n", "run %d: the program started" % run)
-            prog = [c for c in children(p.pid) if comm(c) == "stress"]
-            eq(len(prog), 1, "run %d: the program under record" % run)
-            helpers = writer_processes(prog[0])
-            eq(len(helpers), 1, "run %d: the writer process" % run)
+            helpers = [stress_writer(p, run)]
             # (the writer writes with pwrite at its own offset: the
             # program's threads write beside it, docs/record.md)
             tracer = subprocess.Popen([st, "-p", str(helpers[0]), "-e", "trace=write,pwrite64",
@@ -381,11 +381,7 @@ def test_writer_killed_while_threads_write(t):
                              stderr=subprocess.PIPE, env=t.base_env({"HEAPTRAIL_SELF_WRITE": "2"}),
                              cwd=t.dir)
         try:
-            eq(p.stdout.readline(), b"ready\n", "run %d: the program started" % run)
-            prog = [c for c in children(p.pid) if comm(c) == "stress"]
-            eq(len(prog), 1, "run %d: the program under record" % run)
-            helpers = writer_processes(prog[0])
-            eq(len(helpers), 1, "run %d: the writer process" % run)
+            helpers = [stress_writer(p, run)]
             time.sleep(rng.uniform(0.05, 0.4))
             os.kill(helpers[0], signal.SIGKILL)
             out, err = p.communicate(timeout=60)
