@@ -470,7 +470,8 @@ def test_replay_bad_input(t):
     bad(t, ["convert", t.path("x.wl"), wl], 1, "good.wl")
     bad(t, ["convert", trace, wl], 2, "is a trace; the workload comes first")
     bad(t, ["convert", t.path("nodir", "x.wl"), trace], 1,
-        "cannot write %s: No such file or directory" % t.path("nodir", "x.wl"))
+        "cannot write %s: %s: No such file or directory" % (t.path("nodir", "x.wl"),
+                                                            t.path("nodir")))
     with open(trace, "rb") as f:
         tdata = f.read()
     bad(t, ["convert", t.path("t.wl"), write("trunc.ht", tdata[:len(tdata) // 2])], 1, "trunc.ht")
