@@ -907,8 +907,10 @@ int cmd_attach(int argc, char **argv)
 		return HT_EXIT_USAGE;
 	}
 	if (cfg.po.pid && kill((pid_t)cfg.po.pid, 0) < 0 && errno == ESRCH) {
+		/* (2, as every probe command's -p of no process: the
+		 * argument is what is wrong) */
 		ht_error("attach: no process %" PRIu64 " (is it still running?)", cfg.po.pid);
-		return HT_EXIT_DATA;
+		return HT_EXIT_USAGE;
 	}
 	if ((rc = ht_probe__check("attach", &cfg.po)))
 		return rc < 0 ? HT_EXIT_OK : rc;
