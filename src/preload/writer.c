@@ -1133,11 +1133,18 @@ static int cpu_free(void)
 /* Writes the full buffers handed over, oldest first, each given back as
  * soon as it is written.  How many wait is the count of hand-overs
  * (w.queued) less the buffers this writer has written. */
+static __thread int draining_in_program; /* self_drain: check the descriptor per buffer */
+
 static void drain_queue(void)
 {
 	int64_t limit = HT_BACKLOG_BYTES / (ht_opt.buffer_size ? ht_opt.buffer_size : 65536);
 	struct ht_buf *b;
-	while ((b = ht_queue__pop()) != NULL) {
+	/* (a thread of the program checks the descriptor before each buffer:
+	 * the program may dup2() a file of its own onto the number meanwhile,
+	 * and what was checked once went into that file, for the whole queue;
+	 * still a race, of a few microseconds: HEAPTRAIL_SELF_WRITE is off by
+	 * default) */
+	while ((!draining_in_program || fd_is_ours(w.fd)) && (b = ht_queue__pop()) != NULL) {
 		w.drained++;
 		if (in_helper && ncpus > 0)
 			note_recent(b->tid, ht_mono_ns());
@@ -1706,7 +1713,9 @@ static int self_drain(void)
 	    !atomic_load(&w.inflight) && fd_is_ours(w.fd)) {
 		uint64_t t0 = ht_mono_ns();
 		ht_tls.guard += HT_GUARD_OWN;
+		draining_in_program = 1;
 		drain_queue();
+		draining_in_program = 0;
 		ht_tls.guard -= HT_GUARD_OWN;
 		uint64_t t1 = ht_mono_ns();
 		/* a write that waited (the kernel throttling dirty pages, a
