@@ -1544,11 +1544,26 @@ pid_t ht_writer__helper_pid(void)
 	return helper_pid;
 }
 
+/* The process whose exec is under way (before_exec asked the helper to
+ * end: REQ_EXIT), 0 if none: a helper gone meanwhile ended on purpose.
+ * A pid, not a flag: a vfork child's exec writes its parent's memory. */
+static pid_t exec_pid;
+
+static int exec_under_way(void)
+{
+	return exec_pid && exec_pid == (pid_t)syscall(SYS_getpid);
+}
+
 /* The helper is gone (reaped here, or by a wait of the program's that
- * hooks.c hid from it): rounds go on inline. */
+ * hooks.c hid from it): rounds go on inline.  Not during an exec, which
+ * asked it to end: another thread that reaped it then said "the trace
+ * writer process died" (a probe: every exec while a thread allocated),
+ * and if the exec fails, exec_failed starts a new one. */
 void ht_writer__helper_gone(void)
 {
 	helper_pid = 0;
+	if (exec_under_way())
+		return;
 	if (atomic_load(&w.running)) {
 		/* died without saying so: mid-round, perhaps (its lock is
 		 * let go; not a thread's of the program, in self_drain: a
@@ -1593,7 +1608,7 @@ static int writer_alive(void)
  * out, and at exit. */
 void ht_writer__rescue(void)
 {
-	if (!ws || w.closed || (helper_pid <= 0 && !helper_lost))
+	if (!ws || w.closed || (helper_pid <= 0 && !helper_lost) || exec_under_way())
 		return;
 	if (!helper_lost && writer_alive())
 		return;
@@ -1854,6 +1869,8 @@ void ht_writer__before_exec(void)
 	ht_tls.guard += HT_GUARD_OWN;
 	/* A helper ends after finalizing: the new image has a writer of its
 	 * own, and if the exec fails a new helper takes over. */
+	if (helper_pid > 0)
+		exec_pid = (pid_t)syscall(SYS_getpid);
 	request(REQ_FINALIZE | (helper_pid > 0 ? REQ_EXIT : 0), 5000);
 	reap_helper(1000);
 	exec_path[0] = 0;
@@ -1871,6 +1888,7 @@ void ht_writer__exec_failed(void)
 		exec_path[0] = 0;
 	if (!writer_alive() && !w.closed && !w.failed)
 		ht_writer__start();
+	exec_pid = 0;
 	request(REQ_REOPEN, 5000);
 	ht_tls.guard -= HT_GUARD_OWN;
 }

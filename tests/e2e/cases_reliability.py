@@ -667,3 +667,58 @@ def test_dup2_over_trace_no_clobber(t):
         eq(os.path.getsize(victim), 0, "run %d: the program's own file on disk" % run)
         s = t.stats(trace)
         check(s["complete"] and s["closed"], "run %d: the trace is not whole" % run)
+
+
+# Two threads allocating as fast as they can; after 20 ms main execs a
+# path that does not exist (the exec fails), then /bin/true.
+EXEC_BUSY_C = r"""
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+static void *loop(void *arg)
+{
+	void *volatile sink;
+	(void)arg;
+	for (;;) {
+		sink = malloc(64);
+		free(sink);
+	}
+	return NULL;
+}
+
+int main(void)
+{
+	pthread_t th[2];
+	for (int i = 0; i < 2; i++)
+		pthread_create(&th[i], NULL, loop, NULL);
+	struct timespec ts = {0, 20000000};
+	nanosleep(&ts, NULL);
+	execl("/nonexistent/x", "x", (char *)NULL);
+	nanosleep(&ts, NULL);
+	execl("/bin/true", "true", (char *)NULL);
+	return 9;
+}
+"""
+
+
+@case(timeout=120, labels=("cpu",), locks=("cpu",))
+def test_exec_while_threads_allocate_no_false_death(t):
+    """A program whose main thread execs (once failing, then /bin/true)
+    while two threads allocate, five runs: record says nothing of a
+    writer that died, exits 0, and the traces of both images are whole.
+    Before, a thread that reaped the writer process, which had ended on
+    purpose for the exec, said "the trace writer process died; the
+    program's threads write ... themselves" at every such exec (and so
+    never said it again when one really died)."""
+    from htlib import compile_c
+    exe = compile_c(t, "execbusy", EXEC_BUSY_C, flags=("-O2", "-pthread"))
+    for run in range(5):
+        trace = t.path("e%d.ht" % run)
+        r = t.run([t.heaptrail, "record", "-o", trace, "--", exe], timeout=60)
+        eq(r.rc, 0, "run %d: record's exit status:\n%s" % (run, r.describe()))
+        check("writer process died" not in r.stderr, "run %d: %s" % (run, r.stderr))
+        for f in (trace + ".exec1", trace):
+            s = t.stats(f)
+            check(s["complete"] and s["closed"], "run %d: %s is not whole" % (run, f))
