@@ -120,6 +120,17 @@ struct page {
 	struct ht_suppressions *supp; /* leaks' default suppressions */
 };
 
+/* The blocks handed out, as stats' threads table counts them: not the
+ * calls of allocating kinds, of which failed ones and realloc(p, 0) that
+ * freed hand out none. */
+static uint64_t blocks_handed_out(const struct ht_stats *s)
+{
+	uint64_t n = 0;
+	for (size_t i = 0; i < s->nthreads; i++)
+		n += s->threads[i].allocations;
+	return n;
+}
+
 /* How the trace ended, in the words stats and leaks use (the end of
  * ht_analyze__trace_end): a trace is "closed cleanly" only if the program
  * exited. */
@@ -158,14 +169,9 @@ static void section_summary(struct page *pg)
 	const struct ht_trace_info *in = ht_reader__info(pg->r);
 	FILE *f = pg->f;
 	char b1[32], b2[32], ended[160];
-	uint64_t allocs = 0, calls = 0;
+	uint64_t allocs = blocks_handed_out(s), calls = 0;
 	for (int k = 1; k < HT_EV_HEAP_BREAK; k++)
 		calls += s->calls[k];
-	/* the blocks handed out, as stats' threads table counts them: not
-	 * the calls of allocating kinds, of which failed ones and
-	 * realloc(p, 0) that freed hand out none */
-	for (size_t i = 0; i < s->nthreads; i++)
-		allocs += s->threads[i].allocations;
 	fputs("<section id=\"summary\"><h2>Summary</h2>\n", f);
 	char note[256];
 	if (*ht_analyze__order_note(pg->r, note, sizeof(note))) {
@@ -409,10 +415,7 @@ static void section_stacks(struct page *pg)
 	uint64_t sup_bytes, sup_blocks;
 	size_t nleaks = unsuppressed_leaks(pg, all, nall, leaks, &sup_bytes, &sup_blocks);
 	fputs("<section id=\"stacks\"><h2>Top stacks</h2>\n", f);
-	uint64_t allocs = 0;
-	for (size_t i = 0; i < pg->c->stats->nthreads; i++)
-		allocs += pg->c->stats->threads[i].allocations;
-	if (!allocs) /* (no stack either, whatever it was recorded with) */
+	if (!blocks_handed_out(pg->c->stats)) /* (no stack either, whatever it was recorded with) */
 		fputs("<p>The trace has no allocation.</p>\n", f);
 	else if (!ht_reader__nnodes(pg->r))
 		fputs("<p class=\"warn\">This trace has no stacks: record with <code>heaptrail record "

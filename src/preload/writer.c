@@ -1038,22 +1038,6 @@ static int writer_sched(uint64_t *run, uint64_t *wait)
 	return *end == ' ' || *end == '\n';
 }
 
-/* Whether a CPU is free for compressing, judged over the last 20 ms or
- * more: the program's threads used less than all CPUs but 0.9 of one (its
- * CPU-time clock, clock_getcpuclockid, readable from the helper), and the
- * writer did not wait for a CPU for more than a third of the time it ran
- * and a tenth of the time (someone else, another program, holds the CPU
- * the program leaves: a writer that compresses gets two thirds of a CPU
- * then, and waits half as long as it runs).
- * Compressing otherwise would take CPU from the program: with two busy
- * threads on two CPUs it made the loop 1.3-1.5 times slower than writing
- * raw; with one, and another program on the other CPU, the three would
- * share two CPUs.  The writer writes raw then, which costs it little, and
- * record's end step compresses those chunks on every CPU after the
- * program (measured on the loop with one thread and some load: 228 ms
- * for the whole record, against 275 ms with every chunk left to the end
- * step).
- * The judgement itself is cpu_judge() (cpujudge.h, where a test asks it). */
 /* Before the first 20 ms have passed (the program's CPU clock moves in
  * ticks: too coarse for less), the program is taken to fill the CPUs
  * when as many of its threads as there are CPUs each filled a buffer in
@@ -1092,6 +1076,22 @@ static int busy_threads(uint64_t now)
 	return n;
 }
 
+/* Whether a CPU is free for compressing, judged over the last 20 ms or
+ * more: the program's threads used less than all CPUs but 0.9 of one (its
+ * CPU-time clock, clock_getcpuclockid, readable from the helper), and the
+ * writer did not wait for a CPU for more than a third of the time it ran
+ * and a tenth of the time (someone else, another program, holds the CPU
+ * the program leaves: a writer that compresses gets two thirds of a CPU
+ * then, and waits half as long as it runs).
+ * Compressing otherwise would take CPU from the program: with two busy
+ * threads on two CPUs it made the loop 1.3-1.5 times slower than writing
+ * raw; with one, and another program on the other CPU, the three would
+ * share two CPUs.  The writer writes raw then, which costs it little, and
+ * record's end step compresses those chunks on every CPU after the
+ * program (measured on the loop with one thread and some load: 228 ms
+ * for the whole record, against 275 ms with every chunk left to the end
+ * step).
+ * The judgement itself is cpu_judge() (cpujudge.h, where a test asks it). */
 static int cpu_free(void)
 {
 	static int ok = 1, have_sched, judged;
@@ -1130,11 +1130,11 @@ static int cpu_free(void)
 	return ok;
 }
 
+static __thread int draining_in_program; /* self_drain: check the descriptor per buffer */
+
 /* Writes the full buffers handed over, oldest first, each given back as
  * soon as it is written.  How many wait is the count of hand-overs
  * (w.queued) less the buffers this writer has written. */
-static __thread int draining_in_program; /* self_drain: check the descriptor per buffer */
-
 static void drain_queue(void)
 {
 	int64_t limit = HT_BACKLOG_BYTES / (ht_opt.buffer_size ? ht_opt.buffer_size : 65536);
@@ -1357,7 +1357,7 @@ static void writer_loop(int helper)
 			futex(&w.req_word, FUTEX_WAIT, 0, &iv);
 		atomic_store(&w.writer_waiting, 0);
 		now = ht_mono_ns();
-		if (helper && zc)
+		if (helper && zc && ht_opt.self_write)
 			cpu_free(); /* (judged again, for self_drain, when the threads write) */
 		uint32_t ticket = atomic_load(&w.req_ticket);
 		uint32_t req = atomic_exchange(&w.req_word, 0);
