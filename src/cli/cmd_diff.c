@@ -118,7 +118,7 @@ int cmd_diff(int argc, char **argv)
 		{0, "folded", HT_OPT_FLAG, &cfg.folded, NULL, "'stack before after' lines (difffolded.pl's), for flamegraph.pl"},
 		{0, "svg", HT_OPT_FLAG, &cfg.svg, NULL, "a differential flame graph (-o NAME.svg implies it)"},
 		{0, "negate", HT_OPT_FLAG, &cfg.negate, NULL, "the flame graph's widths from the before side (to see what shrank)"},
-		{'o', "output", HT_OPT_STRING, &cfg.out, "FILE", "write here (standard output)"},
+		{'o', "output", HT_OPT_STRING, &cfg.out, "FILE", "write here, - for standard output (standard output)"},
 		{0, "title", HT_OPT_STRING, &cfg.title, "TEXT", "the SVG's title (the metric and the traces)"},
 		{0, "width", HT_OPT_U64, &cfg.width, "PIXELS", "the SVG's width (1200)"},
 		{0, "sysroot", HT_OPT_STRING, &cfg.sysroot, "DIR", "find the traced modules under DIR"},
