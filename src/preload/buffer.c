@@ -4,6 +4,7 @@
  * (one atomic exchange per push), the free list is a tagged Treiber stack. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
 #include <string.h>
@@ -221,9 +222,16 @@ uint32_t ht_buf__freed(void)
 	return shm ? atomic_load_explicit(&shm->freed, memory_order_acquire) : 0;
 }
 
-/* Vyukov's intrusive MPSC queue: wait-free push, single consumer. */
+/* Vyukov's intrusive MPSC queue: wait-free push, single consumer.
+ * A buffer pushed again before the writer popped it would link the queue
+ * into a ring that the writer drains forever (a thread cancelled
+ * asynchronously between handing its buffer over and taking the next,
+ * whose exit then handed the same one over: ht_tls__refill keeps that
+ * from happening, this from harming). */
 void ht_queue__push(struct ht_buf *b)
 {
+	if (b != q_stub && atomic_exchange_explicit(&b->queued, 1, memory_order_relaxed))
+		return;
 	atomic_store_explicit(&b->qnext, NULL, memory_order_relaxed);
 	struct ht_buf *prev = atomic_exchange_explicit(&shm->q_head, b, memory_order_acq_rel);
 	atomic_store_explicit(&prev->qnext, b, memory_order_release);
@@ -242,6 +250,7 @@ struct ht_buf *ht_queue__pop(void)
 	}
 	if (next) {
 		shm->q_tail = next;
+		atomic_store_explicit(&tail->queued, 0, memory_order_relaxed);
 		return tail;
 	}
 	if (tail != atomic_load_explicit(&shm->q_head, memory_order_acquire))
@@ -250,6 +259,7 @@ struct ht_buf *ht_queue__pop(void)
 	next = atomic_load_explicit(&tail->qnext, memory_order_acquire);
 	if (next) {
 		shm->q_tail = next;
+		atomic_store_explicit(&tail->queued, 0, memory_order_relaxed);
 		return tail;
 	}
 	return NULL;
@@ -339,7 +349,27 @@ static void write_sync(struct ht_tls *t, uint64_t ts)
 	commit(t);
 }
 
+/* The hand-over below is several steps (the buffer pushed, the next one
+ * taken, the thread's record and TLS told), and a thread that the program
+ * cancels asynchronously (PTHREAD_CANCEL_ASYNCHRONOUS: undefined inside
+ * malloc, but done) can die between any two: its exit then handed over
+ * the buffer it had pushed already, which linked the writer's queue into
+ * a ring it drained at 100% CPU forever, after the program had ended.  So
+ * the cancellation waits until the hand-over is done (no system call:
+ * glibc's flag in the thread's own descriptor). */
+static int refill(struct ht_tls *t, uint64_t ts);
+
 int ht_tls__refill(struct ht_tls *t, uint64_t ts)
+{
+	int type;
+	pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &type);
+	int r = refill(t, ts);
+	if (type == PTHREAD_CANCEL_ASYNCHRONOUS)
+		pthread_setcanceltype(type, NULL); /* (a cancellation that came acts here) */
+	return r;
+}
+
+static int refill(struct ht_tls *t, uint64_t ts)
 {
 	struct ht_buf *old = t->buf;
 	uint64_t seq = old ? old->first_seq + t->nev : t->next_seq;
@@ -480,6 +510,9 @@ void ht_tls__exit(struct ht_tls *t)
 {
 	if (t->state != 1)
 		return;
+	/* (the thread ends: no asynchronous cancellation half-way, as in
+	 * ht_tls__refill, and none after) */
+	pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, NULL);
 	/* (run again when the program's own key destructors, run after
 	 * ours, allocated: the exit was said already) */
 	if (!t->exit_said && atomic_load_explicit(&ht_on, memory_order_relaxed))

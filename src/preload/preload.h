@@ -132,7 +132,8 @@ struct ht_buf {
 	uint32_t taken;                 /* writer: bytes already written out */
 	uint32_t taken_events;          /* writer: events already written out */
 	uint32_t last;                  /* set on the thread's final buffer */
-	uint32_t pad[5];                /* keep data[] 64-byte aligned */
+	_Atomic uint32_t queued;        /* 1 from its push until the writer pops it */
+	uint32_t pad[4];                /* keep data[] 64-byte aligned */
 	uint8_t data[];                 /* the records */
 };
 
