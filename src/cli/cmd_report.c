@@ -35,7 +35,7 @@ struct report_config {
 	const char *out;       /* -o, --output (TRACE's name with .html; - for stdout) */
 	const char *compare[8]; /* --compare (none): `compare --json` results, repeatable */
 	int ncompare;          /* how many */
-	uint64_t top;          /* -n, --top (10): stacks per table */
+	uint64_t top;          /* -n, --top (10): stacks per table, 0 = all */
 	uint64_t depth;        /* --depth (4): frames shown before "more" */
 	const char *title;     /* --title (the traced command) */
 	const char *sysroot;   /* --sysroot */
@@ -479,6 +479,15 @@ static void section_stacks(struct page *pg)
 			fputs("</tr>\n", f);
 		}
 		fputs("</table>\n", f);
+		/* the allocations -n asks for and the table did not keep (-n 0
+		 * or above HT_BIG_ALLOCS_MAX), said as top says it */
+		uint64_t want = ss->big_seen < pg->cfg->top ? ss->big_seen : pg->cfg->top;
+		uint64_t shown = ss->nbig < pg->cfg->top ? ss->nbig : pg->cfg->top;
+		if (want > shown)
+			fprintf(f,
+				"<p id=\"biggest-left-out\">%llu smaller allocations left out: the "
+				"table keeps the %d biggest.</p>\n",
+				(unsigned long long)(want - shown), HT_BIG_ALLOCS_MAX);
 	}
 	fputs("</section>\n", f);
 }
@@ -710,7 +719,7 @@ int cmd_report(int argc, char **argv)
 	const struct ht_option opts[] = {
 		{'o', "output", HT_OPT_STRING, &cfg.out, "FILE", "write the page here, - for standard output (TRACE's name with .html)"},
 		{0, "compare", HT_OPT_STRING, &cmp_arg, "FILE[,FILE]", "'heaptrail compare --json' results to show (none)"},
-		{'n', "top", HT_OPT_U64, &cfg.top, "N", "stacks per table (10)"},
+		{'n', "top", HT_OPT_U64, &cfg.top, "N", "stacks per table, 0 for all (10; biggest allocations: 10000 at most)"},
 		{0, "depth", HT_OPT_U64, &cfg.depth, "N", "frames shown per stack before the rest is folded (4)"},
 		{0, "title", HT_OPT_STRING, &cfg.title, "TEXT", "the page's title (the traced command)"},
 		{0, "sysroot", HT_OPT_STRING, &cfg.sysroot, "DIR", "find the traced modules under DIR"},
@@ -735,10 +744,12 @@ int cmd_report(int argc, char **argv)
 			 nargs ? "one trace at a time" : "no trace given");
 		goto cleanup;
 	}
-	if (cfg.top == 0 || cfg.depth == 0) {
-		ht_error("--top and --depth take a number above 0");
+	if (cfg.depth == 0) {
+		ht_error("--depth 0: a row shows at least one frame: give 1 or more (4)");
 		goto cleanup;
 	}
+	if (!cfg.top) /* (0 for all, as in top, leaks and diff) */
+		cfg.top = UINT64_MAX;
 	if (cmp_arg) {
 		cmp_list = strdup(cmp_arg);
 		for (char *tok = strtok(cmp_list, ","); tok; tok = strtok(NULL, ",")) {

@@ -199,7 +199,7 @@ def test_report_bad_input(t):
     out = t.path("out.html")
     cases = [
         (["report"], 2, "no trace given"),
-        (["report", "--top", "0", trace], 2, "--top"),
+        (["report", "--depth", "0", trace], 2, "--depth"),
         (["report", "-o", out, t.path("missing.ht")], 1, "missing.ht"),
         (["report", "-o", out, junk], 1, "junk.json"),
         (["report", "--compare", junk, "-o", out, trace], 1, "not JSON"),

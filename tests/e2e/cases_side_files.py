@@ -1,0 +1,79 @@
+"""Options that meant one thing in one command and another elsewhere:
+`report -n 0` refused where `top`, `leaks` and `diff` take 0 for all;
+`leaks --suppressions` taking any file (a binary one included) as
+patterns; and a side file named by an option (`report --compare`, `leaks
+--suppressions`, `attach --lib`) that cannot be read ending with exit 1
+in one command and 2 in another."""
+
+import os
+import re
+
+from htlib import case, check, compile_c, eq
+from cases_report import rows, section, selfcheck
+
+# SITES leak sites, each its own function (so its own stack), site i
+# leaking i+1 blocks of (i+1)*100 bytes, and one block of each size freed.
+SITES = 14
+
+
+def many_sites_source(extra_allocs=0):
+    fns = "".join(
+        "__attribute__((noinline)) void *site_%d(size_t n) { return malloc(n); }\n" % i
+        for i in range(SITES))
+    calls = "".join(
+        "\tfor (int i = 0; i <= %d; i++)\n\t\tsite_%d(%d);\n\tfree(site_%d(%d));\n"
+        % (i, i, (i + 1) * 100, i, (i + 1) * 100) for i in range(SITES))
+    more = ("\tfor (int i = 0; i < %d; i++)\n\t\tfree(malloc(16 + (size_t)i));\n"
+            % extra_allocs) if extra_allocs else ""
+    return "#include <stdlib.h>\n" + fns + "int main(void)\n{\n" + calls + more + \
+        "\treturn 0;\n}\n"
+
+
+@case(timeout=240, labels=("analyzers",))
+def test_report_top_zero_all(t):
+    """`report -n 0` lists every stack in each table, as `top -n 0` and
+    `leaks -n 0` do (it was refused, "--top and --depth take a number
+    above 0", exit 2); the page still renders in Chromium.  The biggest
+    single allocations stay bounded (10,000, as in top), and a page whose
+    table left some out says how many.  `--depth 0` is still refused."""
+    prog = compile_c(t, "sites", many_sites_source())
+    trace = t.path("sites.ht")
+    t.run([t.heaptrail, "record", "-q", "--stacks", "-o", trace, "--", prog], check_rc=0)
+    out = t.path("all.html")
+    r = t.tool(["report", "-q", "-n", "0", "-o", out, trace])
+    eq(r.rc, 0, "report -n 0:\n" + r.describe())
+    html = open(out).read()
+    for table in ("peak", "leaks", "calls"):
+        sites = sorted({m for _, s in rows(section(html, table))
+                        for m in re.findall(r"site_(\d+)", s.split("&larr;")[0])})
+        eq(len(sites), SITES, "site rows of the %s table with -n 0" % table)
+    # the biggest single allocations: all of them (leaked and freed)
+    big = rows(section(html, "biggest"))
+    want = sum(i + 2 for i in range(SITES))
+    check(len(big) >= want, "biggest allocations with -n 0: %d rows, the program made %d"
+          % (len(big), want))
+    check("left out" not in html, "a note of allocations left out, with none left out")
+    # the default still shows 10 per table
+    out10 = t.path("ten.html")
+    eq(t.tool(["report", "-q", "-o", out10, trace]).rc, 0, "report")
+    html10 = open(out10).read()
+    eq(len(rows(section(html10, "leaks"))), 10, "leaks rows by default")
+    eq(len(rows(section(html10, "biggest"))), 10, "biggest rows by default")
+    charts = selfcheck(t, out)
+    for cid in ("timeline-chart", "sizes", "flame-allocated"):
+        check(charts.get(cid, {}).get("marks", 0) > 0, "chart %s with -n 0: %r" % (cid, charts))
+    r = t.tool(["report", "--depth", "0", "-o", out, trace])
+    eq(r.rc, 2, "report --depth 0:\n" + r.describe())
+    check("--depth 0" in r.stderr, "the error names --depth:\n" + r.stderr)
+    # more allocations than the biggest table keeps: 10,000 rows and a note
+    prog = compile_c(t, "many", many_sites_source(extra_allocs=10100))
+    trace = t.path("many.ht")
+    t.run([t.heaptrail, "record", "-q", "--stacks", "-o", trace, "--", prog], check_rc=0)
+    r = t.tool(["report", "-q", "-n", "0", "-o", out, trace])
+    eq(r.rc, 0, "report -n 0 of 10,219 allocations:\n" + r.describe())
+    html = open(out).read()
+    eq(len(rows(section(html, "biggest"))), 10000, "biggest rows kept")
+    m = re.search(r'<p id="biggest-left-out">(\d+) smaller allocations left out: the table '
+                  r'keeps the 10000 biggest\.</p>', html)
+    check(m and int(m.group(1)) >= 219, "no note of the allocations left out: %r"
+          % (m and m.group(0)))
