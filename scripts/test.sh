@@ -29,6 +29,6 @@ python3 tests/sanitize/reader_tsan.py build build-tsan
 # libFuzzer (clang): a bounded run of each target, HT_FUZZ_SECONDS each (a
 # crash fails the run and lands in tests/fuzz/regressions*/); the longer
 # runs are done by hand (tests/fuzz/README.md)
-for target in reader workload smaps convert jsonread perfmap; do
+for target in reader workload smaps convert jsonread perfmap suppressions; do
   FUZZ_BUILD_DIR=$PWD/build-fuzz tests/fuzz/run.sh "$target" "${HT_FUZZ_SECONDS:-10}"
 done

@@ -37,30 +37,95 @@ void ht_suppressions__add_defaults(struct ht_suppressions *s)
 		add_pattern(s, default_suppressions[i]);
 }
 
-int ht_suppressions__load(struct ht_suppressions *s, const char *path)
+/* A line's first word and its colon when they read as a suppression type
+ * of the sanitizers' files ("race:", "interceptor_via_fun:", "leak:"):
+ * a name of letters, digits, '_' or '-', then one colon (a C++ name's
+ * "ns::" is not one).  Its length with the colon, or 0. */
+static size_t type_prefix(const char *p, size_t n)
 {
-	FILE *f = fopen(path, "r");
-	if (!f) {
-		ht_error("cannot read suppressions %s: %m", path);
+	size_t k = 0;
+	if (!n || !(p[0] == '_' || (p[0] >= 'a' && p[0] <= 'z') || (p[0] >= 'A' && p[0] <= 'Z')))
+		return 0;
+	while (k < n && (p[k] == '_' || p[k] == '-' || (p[k] >= 'a' && p[k] <= 'z') ||
+			 (p[k] >= 'A' && p[k] <= 'Z') || (p[k] >= '0' && p[k] <= '9')))
+		k++;
+	if (k == n || p[k] != ':' || (k + 1 < n && p[k + 1] == ':'))
+		return 0;
+	return k + 1;
+}
+
+/* One line (n bytes, no newline): its pattern added, or -1 with err. */
+static int parse_line(struct ht_suppressions *s, const char *p, size_t n, const char *name,
+		      size_t line, char *err, size_t errlen)
+{
+	if (n && p[n - 1] == '\r') /* (CRLF) */
+		n--;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)p[i];
+		if (c == 0 || (c < 0x20 && c != '\t') || c == 0x7f) {
+			if (c)
+				snprintf(err, errlen,
+					 "%s, line %zu: a control byte 0x%02x: not a text file",
+					 name, line, c);
+			else
+				snprintf(err, errlen, "%s, line %zu: a NUL byte: not a text file",
+					 name, line);
+			return -1;
+		}
+	}
+	const char *hash = memchr(p, '#', n);
+	if (hash)
+		n = (size_t)(hash - p);
+	while (n && (*p == ' ' || *p == '\t'))
+		p++, n--;
+	while (n && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+		n--;
+	size_t t = type_prefix(p, n);
+	if (t && (t != 5 || memcmp(p, "leak:", 5))) {
+		snprintf(err, errlen, "%s, line %zu: '%.*s' is not a leak suppression", name, line,
+			 (int)(t < 64 ? t : 64), p);
 		return -1;
 	}
-	char line[1024];
-	while (fgets(line, sizeof(line), f)) {
-		char *p = line;
-		p[strcspn(p, "#\r\n")] = 0;
-		while (*p == ' ' || *p == '\t')
-			p++;
-		if (!strncmp(p, "leak:", 5))
-			p += 5;
-		size_t n = strlen(p);
-		while (n && (p[n - 1] == ' ' || p[n - 1] == '\t'))
-			p[--n] = 0;
-		if (!n)
-			continue;
-		add_pattern(s, p);
-	}
-	fclose(f);
+	p += t;
+	n -= t;
+	while (n && (*p == ' ' || *p == '\t')) /* ("leak: f" is f: no name starts with a blank) */
+		p++, n--;
+	if (!n)
+		return 0;
+	char *pat = ht_xmalloc(n + 1);
+	memcpy(pat, p, n);
+	pat[n] = 0;
+	add_pattern(s, pat);
+	free(pat);
 	return 0;
+}
+
+int ht_suppressions__parse(struct ht_suppressions *s, const char *text, size_t len,
+			   const char *name, char *err, size_t errlen)
+{
+	size_t had = s->n, line = 1;
+	for (const char *p = text, *end = text + len; p < end; line++) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *eol = nl ? nl : end;
+		if (parse_line(s, p, (size_t)(eol - p), name, line, err, errlen) < 0) {
+			while (s->n > had) /* (nothing of a refused file) */
+				free(s->patterns[--s->n]);
+			return -1;
+		}
+		p = nl ? nl + 1 : end;
+	}
+	return 0;
+}
+
+int ht_suppressions__load(struct ht_suppressions *s, const char *path, char *err, size_t errlen)
+{
+	size_t len;
+	char *text = ht_read_file_err(path, HT_SUPPRESSIONS_MAX, &len, err, errlen);
+	if (!text)
+		return -1;
+	int rc = ht_suppressions__parse(s, text, len, path, err, errlen);
+	free(text);
+	return rc;
 }
 
 int ht_suppressions__frame(const struct ht_suppressions *s, const struct ht_frame *f)

@@ -22,9 +22,22 @@ struct ht_suppressions {
  * (allocate_dtv, _dl_allocate_tls) and its growth for dlopen'ed TLS
  * (_dl_resize_dtv, _dl_update_slotinfo). */
 void ht_suppressions__add_defaults(struct ht_suppressions *s);
-/* Adds the patterns of a file: one a line, optionally after "leak:", '#'
- * starting a comment.  0, or -1 after an error message. */
-int ht_suppressions__load(struct ht_suppressions *s, const char *path);
+/* The largest suppressions file read (a file of patterns is small). */
+#define HT_SUPPRESSIONS_MAX (16u << 20)
+
+/* Adds the patterns of text (len bytes; name, the file's, in the
+ * messages): one a line, optionally after "leak:" (and blanks), '#'
+ * starting a comment, blank lines skipped, CRLF taken; a line is read
+ * whole, whatever its length.  A file that is not text (a
+ * NUL byte or another control character than tab), or a line of another
+ * sanitizer's type ("race:f", "interceptor_via_fun:f": a word and one
+ * colon), is refused: -1 with "NAME, line N: what" in err, and no
+ * pattern of it added.  0 otherwise. */
+int ht_suppressions__parse(struct ht_suppressions *s, const char *text, size_t len,
+			   const char *name, char *err, size_t errlen);
+/* The same for the file at path (HT_SUPPRESSIONS_MAX bytes at most);
+ * -1 with err also for a file that cannot be read. */
+int ht_suppressions__load(struct ht_suppressions *s, const char *path, char *err, size_t errlen);
 /* Whether a pattern matches the frame's function, source file or module. */
 int ht_suppressions__frame(const struct ht_suppressions *s, const struct ht_frame *f);
 /* Whether a pattern matches a frame of the stack node (0: no stack, never

@@ -51,7 +51,9 @@ static const char usage_text[] =
 	"  One pattern a line (fnmatch: '*' and '?'), optionally after \"leak:\" as in\n"
 	"  LeakSanitizer's files; '#' starts a comment.  A group whose stack has a\n"
 	"  frame whose function, source file or module contains a match is left out\n"
-	"  and counted as suppressed.  Built in (--no-default-suppressions shows\n"
+	"  and counted as suppressed.  A file that is not text (a NUL or control\n"
+	"  byte) or a line of another sanitizer's type (\"race:f\") is refused,\n"
+	"  naming its line (exit 2).  Built in (--no-default-suppressions shows\n"
 	"  them): glibc's and ld.so's own blocks that they keep for the process's\n"
 	"  lifetime or free only at its very end, as valgrind and LeakSanitizer hide\n"
 	"  them: the thread vector of every thread that ever ran (allocate_dtv,\n"
@@ -487,8 +489,15 @@ int cmd_leaks(int argc, char **argv)
 		cfg.top = UINT64_MAX;
 	if (!cfg.no_default_supp)
 		ht_suppressions__add_defaults(&l.supp);
-	if (cfg.suppressions && ht_suppressions__load(&l.supp, cfg.suppressions) < 0)
+	char err[1024];
+	if (cfg.suppressions &&
+	    ht_suppressions__load(&l.supp, cfg.suppressions, err, sizeof(err))) {
+		/* (2, before the trace is read: the option is what is wrong) */
+		ht_error("--suppressions: %s; give a text file of patterns, one a line, optionally "
+			 "after 'leak:' (docs/leaks.md, \"Suppressions\")",
+			 err);
 		goto cleanup;
+	}
 	ht_blocks__symbols_ahead(cfg.sysroot, cfg.debug_dir);
 	r = ht_analyze__open(argv[0]);
 	if (!r) {

@@ -406,11 +406,11 @@ int ht_self_dir(char *buf, size_t len)
 	return 0;
 }
 
-char *ht_read_file(const char *path, size_t max, size_t *len)
+char *ht_read_file_err(const char *path, size_t max, size_t *len, char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "rb");
 	if (!f) {
-		ht_error("cannot open %s: %s", path, strerror(errno));
+		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
 		return NULL;
 	}
 	size_t cap = 4096, n = 0;
@@ -421,17 +421,20 @@ char *ht_read_file(const char *path, size_t max, size_t *len)
 		if (n < cap)
 			break;
 		if (cap >= max) {
-			ht_error("%s: larger than %zu bytes", path, max);
+			snprintf(err, errlen, "%s: larger than %zu bytes", path, max);
 			goto fail;
 		}
 		cap = cap * 2 < max ? cap * 2 : max;
 		char *nb = realloc(buf, cap + 1);
-		if (!nb)
+		if (!nb) {
+			snprintf(err, errlen, "cannot read %s: out of memory", path);
 			goto fail;
+		}
 		buf = nb;
 	}
 	if (!buf || ferror(f)) {
-		ht_error("cannot read %s: %s", path, buf ? strerror(errno) : "out of memory");
+		snprintf(err, errlen, "cannot read %s: %s", path,
+			 buf ? strerror(errno) : "out of memory");
 		goto fail;
 	}
 	fclose(f);
@@ -442,6 +445,15 @@ fail:
 	free(buf);
 	fclose(f);
 	return NULL;
+}
+
+char *ht_read_file(const char *path, size_t max, size_t *len)
+{
+	char err[1024];
+	char *buf = ht_read_file_err(path, max, len, err, sizeof(err));
+	if (!buf)
+		ht_error("%s", err);
+	return buf;
 }
 
 void ht_oom(void)

@@ -113,6 +113,8 @@ void ht_progress_done(void);
 /* Reads a whole file of at most max bytes, NUL-terminated (*len without
  * the NUL); NULL after a one-line error naming the file. */
 char *ht_read_file(const char *path, size_t max, size_t *len);
+/* The same, NULL with that line in err instead of printed. */
+char *ht_read_file_err(const char *path, size_t max, size_t *len, char *err, size_t errlen);
 
 /* Directory of the running executable (for finding libheaptrail.so). */
 int ht_self_dir(char *buf, size_t len);

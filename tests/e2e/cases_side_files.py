@@ -5,10 +5,12 @@ patterns; and a side file named by an option (`report --compare`, `leaks
 --suppressions`, `attach --lib`) that cannot be read ending with exit 1
 in one command and 2 in another."""
 
+import json
 import os
 import re
 
 from htlib import case, check, compile_c, eq
+from cases_cli_fixes import leaks_trace
 from cases_report import rows, section, selfcheck
 
 # SITES leak sites, each its own function (so its own stack), site i
@@ -77,3 +79,54 @@ def test_report_top_zero_all(t):
                   r'keeps the 10000 biggest\.</p>', html)
     check(m and int(m.group(1)) >= 219, "no note of the allocations left out: %r"
           % (m and m.group(0)))
+
+
+def leaks_json_of(t, trace, *args):
+    r = t.tool(["leaks", "--json", "-n", "0"] + list(args) + [trace])
+    eq(r.rc, 0, "leaks:\n" + r.describe())
+    return json.loads(r.stdout)
+
+
+@case(labels=("analyzers",))
+def test_leaks_suppressions_not_text(t):
+    """`leaks --suppressions` refuses a file that is not one of patterns,
+    before the trace is read, naming the file and the line, exit 2 and
+    nothing on stdout: a binary (/bin/ls, which was taken silently, exit
+    0), a NUL byte, a control byte, a line of another sanitizer's type
+    (`race:f`).  A good file with CRLF, comments, blanks after `leak:` and
+    C++ `::` names is taken; a line longer than 1,023 bytes is one pattern
+    (it was cut in two, the second part suppressing site_c)."""
+    trace = leaks_trace(t)
+    hint = ("give a text file of patterns, one a line, optionally after 'leak:' "
+            "(docs/leaks.md, \"Suppressions\")")
+    nul = t.path("nul.supp")
+    with open(nul, "wb") as f:
+        f.write(b"site_a\n# fine\nsite\0b\n")
+    esc = t.path("esc.supp")
+    with open(esc, "wb") as f:
+        f.write(b"\x1b[1msite_a\n")
+    race = t.path("race.supp")
+    with open(race, "w") as f:
+        f.write("leak:site_a\nrace:site_b\n")
+    for path, what in (("/bin/ls", "/bin/ls, line 1: a control byte 0x7f: not a text file"),
+                       (nul, nul + ", line 3: a NUL byte: not a text file"),
+                       (esc, esc + ", line 1: a control byte 0x1b: not a text file"),
+                       (race, race + ", line 2: 'race:' is not a leak suppression")):
+        r = t.tool(["leaks", "--suppressions", path, trace])
+        eq(r.rc, 2, "leaks --suppressions %s:\n%s" % (path, r.describe()))
+        eq(r.stdout, "", "stdout of leaks --suppressions %s" % path)
+        eq(r.stderr, "heaptrail: error: --suppressions: %s; %s\n" % (what, hint),
+           "stderr of leaks --suppressions %s" % path)
+    good = t.path("good.supp")
+    with open(good, "wb") as f:
+        f.write(b"# known\r\nleak:  site_a  # the first\r\n\r\n"
+                b"leak:std::vector<int>::push_back\r\nsite_b")
+    j = leaks_json_of(t, trace, "--suppressions", good)
+    eq((j["leaked_bytes"], j["suppressed_bytes"]), (1000, 5000),
+       "leaked and suppressed bytes with site_a and site_b suppressed")
+    longf = t.path("long.supp")
+    with open(longf, "w") as f:
+        f.write("x" * 1023 + "site_c\n")
+    j = leaks_json_of(t, trace, "--suppressions", longf)
+    eq((j["leaked_bytes"], j["suppressed_bytes"]), (6000, 0),
+       "a long line that matches nothing suppresses nothing")

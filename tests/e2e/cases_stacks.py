@@ -204,7 +204,7 @@ def test_leaks_usage_errors(t):
                        (["leaks", "--top"], "needs a value"),
                        (["leaks", "--older", "soon", out], "--older"),
                        (["leaks", "--suppressions", t.path("missing.supp"), out],
-                        "cannot read suppressions")):
+                        "--suppressions: cannot open")):
         r = t.tool(args)
         eq(r.rc, 2, "exit status of %s" % args)
         check(what in r.stderr, "%s: stderr does not say %r:\n%s" % (args, what, r.stderr))

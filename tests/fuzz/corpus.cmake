@@ -1,7 +1,7 @@
 # The fuzz corpus regression runs, for any C compiler (no clang, no libFuzzer
 # needed): builds tests/fuzz/run_corpus.c together with each fuzz target and
 # the sources it tests, with ASan+UBSan where the compiler has them, and
-# registers six ctest tests:
+# registers seven ctest tests:
 #
 #   fuzz.corpus            tests/fuzz/fuzz_reader.c and the trace reader:
 #                          every file of tests/fuzz/corpus/ and
@@ -24,6 +24,12 @@
 #                          parser (src/symbols/perfmap.c): every file of
 #                          tests/fuzz/corpus_perfmap/ and
 #                          tests/fuzz/regressions_perfmap/
+#   fuzz.suppressions_corpus
+#                          tests/fuzz/fuzz_suppressions.c and the leak
+#                          suppressions parser of `heaptrail leaks
+#                          --suppressions` (src/analyze/suppressions.c):
+#                          every file of tests/fuzz/corpus_suppressions/
+#                          and tests/fuzz/regressions_suppressions/
 #   fuzz.jsonread_corpus   tests/fuzz/fuzz_jsonread.c and the JSON reader
 #                          of `heaptrail report --compare`
 #                          (src/common/jsonread.c) with the writer
@@ -155,6 +161,17 @@ ht_fuzz_corpus_run(ht_fuzz_run_smaps_corpus fuzz.smaps_corpus corpus_smaps regre
 # the perf map parser's run (the names of a JIT's frames)
 ht_fuzz_corpus_run(ht_fuzz_run_perfmap_corpus fuzz.perfmap_corpus corpus_perfmap
   regressions_perfmap ${HT_FUZZ_DIR}/fuzz_perfmap.c ${PROJECT_SOURCE_DIR}/src/symbols/perfmap.c)
+
+# the leak suppressions parser's run (heaptrail leaks --suppressions); its
+# stack walk over the made-up tree of stub reader and symbolizer functions
+# in fuzz_suppressions.c; tests/fuzz/CMakeLists.txt builds the libFuzzer
+# target from the same list
+set(HT_FUZZ_SUPPRESSIONS_TESTED
+  ${PROJECT_SOURCE_DIR}/src/analyze/suppressions.c
+  ${PROJECT_SOURCE_DIR}/src/common/util.c)
+ht_fuzz_corpus_run(ht_fuzz_run_suppressions_corpus fuzz.suppressions_corpus
+  corpus_suppressions regressions_suppressions ${HT_FUZZ_DIR}/fuzz_suppressions.c
+  ${HT_FUZZ_SUPPRESSIONS_TESTED})
 
 # the converter's run (heaptrail convert): the reader, the converter, and
 # the loader that checks what it wrote

@@ -25,11 +25,16 @@
 #   perfmap    the perf map parser, src/symbols/perfmap.c: the names of a
 #              JIT's code (fuzz_perfmap.c; corpus_perfmap/,
 #              regressions_perfmap/, perfmap.dict)
+#   suppressions
+#              the leak suppressions parser of heaptrail leaks
+#              --suppressions, src/analyze/suppressions.c
+#              (fuzz_suppressions.c; corpus_suppressions/,
+#              regressions_suppressions/, suppressions.dict)
 #
 # Inputs that crash, hang (> 10 s) or run out of memory (> 2 GiB) are
 # written to the target's regressions directory (tests/fuzz/regressions/,
 # regressions_workload/, regressions_smaps/, regressions_convert/,
-# regressions_jsonread/ or regressions_perfmap/) as crash-*, timeout-*, oom-*; rename
+# regressions_jsonread/, regressions_perfmap/ or regressions_suppressions/) as crash-*, timeout-*, oom-*; rename
 # each after what it triggers once it is understood.  Every file there is
 # replayed by the corpus regression tests (tests/fuzz/run_corpus.c).
 #
@@ -38,7 +43,7 @@
 #                    (default ${TMPDIR:-/tmp}/heaptrail-fuzz; the working
 #                    corpus is work/ for the reader, work_workload/ for the
 #                    workload loader, work_smaps/ for the smaps parser,
-#                    work_convert/, work_jsonread/); the working corpus grows from run to
+#                    work_convert/, work_jsonread/, work_suppressions/); the working corpus grows from run to
 #                    run, the seed corpus in tests/fuzz/ is never written
 #   FUZZ_JOBS        parallel fuzzing processes (default 1)
 #   FUZZ_KEEP_GOING=1
@@ -67,7 +72,7 @@ MODE=fuzz
 SECONDS_=60
 TARGET=reader
 case "${1:-}" in
-reader | workload | smaps | convert | jsonread | perfmap)
+reader | workload | smaps | convert | jsonread | perfmap | suppressions)
 	TARGET=$1
 	shift
 	;;
@@ -80,13 +85,22 @@ case "${1:-}" in
 	;;
 '') ;;
 *[!0-9]*)
-	echo "usage: $0 [reader|workload|smaps|convert|jsonread|perfmap] [SECONDS|--coverage]" >&2
+	echo "usage: $0 [reader|workload|smaps|convert|jsonread|perfmap|suppressions] [SECONDS|--coverage]" >&2
 	exit 2
 	;;
 *) SECONDS_=$1 ;;
 esac
 
-if [ "$TARGET" = perfmap ]; then
+if [ "$TARGET" = suppressions ]; then
+	FUZZER=fuzz_suppressions
+	TARGET_SOURCES="$SRC/src/analyze/suppressions.c $SRC/src/common/util.c"
+	MAIN_SOURCE="$SRC/src/analyze/suppressions.c"
+	CORPUS="$HERE/corpus_suppressions"
+	REGRESSIONS="$HERE/regressions_suppressions"
+	DICT="$HERE/suppressions.dict"
+	WORK="$BUILD/work_suppressions"
+	LIBS=""
+elif [ "$TARGET" = perfmap ]; then
 	FUZZER=fuzz_perfmap
 	TARGET_SOURCES="$SRC/src/symbols/perfmap.c"
 	MAIN_SOURCE="$SRC/src/symbols/perfmap.c"
