@@ -912,6 +912,18 @@ int cmd_attach(int argc, char **argv)
 		ht_error("attach: no process %" PRIu64 " (is it still running?)", cfg.po.pid);
 		return HT_EXIT_USAGE;
 	}
+	if (cfg.lib) {
+		/* (2, before any probe or command, as report --compare and
+		 * leaks --suppressions: the option is what is wrong) */
+		struct stat lst;
+		const char *why = stat(cfg.lib, &lst) < 0 ? strerror(errno)
+				  : !S_ISREG(lst.st_mode) ? "not a file: name the allocator library"
+							  : NULL;
+		if (why) {
+			ht_error("attach: --lib %s: %s", cfg.lib, why);
+			return HT_EXIT_USAGE;
+		}
+	}
 	if ((rc = ht_probe__check("attach", &cfg.po)))
 		return rc < 0 ? HT_EXIT_OK : rc;
 	char oerr[512];

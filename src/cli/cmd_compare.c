@@ -741,8 +741,11 @@ int cmd_compare(int argc, char **argv)
 	/* everything a typing error can spoil, before the first run */
 	char err[1024], lib[PATH_MAX];
 	for (int i = 0; i < nv; i++) {
-		if (ht_allocator_lookup(vs[i].allocator, lib, sizeof(lib), err, sizeof(err)) ||
-		    (vs[i].tunables && ht_tunables_check(vs[i].tunables, "-t", err, sizeof(err)))) {
+		if (ht_allocator_lookup(vs[i].allocator, lib, sizeof(lib), err, sizeof(err))) {
+			ht_error("--allocators: %s", err);
+			goto cleanup;
+		}
+		if (vs[i].tunables && ht_tunables_check(vs[i].tunables, "-t", err, sizeof(err))) {
 			ht_error("%s", err);
 			goto cleanup;
 		}

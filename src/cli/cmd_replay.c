@@ -277,7 +277,7 @@ int cmd_replay(int argc, char **argv)
 		goto cleanup;
 	}
 	if (ht_allocator_lookup(cfg.allocator, lib, sizeof(lib), err, sizeof(err))) {
-		ht_error("%s", err);
+		ht_error("--allocator: %s", err); /* (2, before the workload is read) */
 		goto cleanup;
 	}
 	if (cfg.mallopts && lib[0] && !getenv(CHILD_ENV))

@@ -580,23 +580,30 @@ static void section_heap(struct page *pg)
 
 /* ---- compare results ---------------------------------------------------- */
 
+/* A --compare file, or NULL after an error naming the option and the file
+ * (the command then exits 2: a file named by an option that cannot be
+ * read is a bad command line, as leaks --suppressions says it). */
 static struct ht_jvalue *load_compare(const char *path)
 {
 	size_t len;
-	char *text = ht_read_file(path, 64u << 20, &len);
-	if (!text)
+	char err[1024];
+	char *text = ht_read_file_err(path, 64u << 20, &len, err, sizeof(err));
+	if (!text) {
+		ht_error("--compare: %s; give the output of 'heaptrail compare --json'", err);
 		return NULL;
-	char err[256];
+	}
 	struct ht_jvalue *v = ht_jvalue__parse(text, len, err, sizeof(err));
 	free(text);
 	if (!v) {
-		ht_error("%s: not JSON (%s); give --compare the output of 'heaptrail compare --json'",
+		ht_error("--compare: %s: not JSON (%s); give the output of 'heaptrail compare "
+			 "--json'",
 			 path, err);
 		return NULL;
 	}
 	const struct ht_jvalue *res = ht_jvalue__get(v, "results");
 	if (!res || res->type != HT_JARR || !ht_jvalue__str(v, "workload")) {
-		ht_error("%s: not the output of 'heaptrail compare --json' (no workload and results)",
+		ht_error("--compare: %s: not the output of 'heaptrail compare --json' (no workload "
+			 "and results)",
 			 path);
 		ht_jvalue__free(v);
 		return NULL;
@@ -758,10 +765,8 @@ int cmd_report(int argc, char **argv)
 				goto cleanup;
 			}
 			cfg.compare[cfg.ncompare] = tok;
-			if (!(cmp[cfg.ncompare++] = load_compare(tok))) {
-				ret = HT_EXIT_DATA;
-				goto cleanup;
-			}
+			if (!(cmp[cfg.ncompare++] = load_compare(tok)))
+				goto cleanup; /* (HT_EXIT_USAGE) */
 		}
 	}
 	out = cfg.out ? strdup(cfg.out) : default_output(argv[0]);

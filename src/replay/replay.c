@@ -63,9 +63,11 @@ int ht_allocator_lookup(const char *name, char *path, size_t pathlen, char *err,
 	}
 	if (strchr(name, '/')) {
 		struct stat st;
-		if (stat(name, &st) || !S_ISREG(st.st_mode)) {
+		/* (errno is stale after a stat that worked) */
+		int st_err = stat(name, &st) ? errno : 0;
+		if (st_err || !S_ISREG(st.st_mode)) {
 			snprintf(err, errlen, "allocator library %s: %s", name,
-				 errno ? strerror(errno) : "not a regular file");
+				 st_err ? strerror(st_err) : "not a regular file");
 			return -1;
 		}
 		if (!realpath(name, path))

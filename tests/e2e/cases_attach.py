@@ -737,7 +737,9 @@ def test_attach_no_memory_targets(t):
     """A kernel thread and a zombie have no user memory: attach says which,
     exit 2 and 1 (before: "cannot read /proc/PID/maps (is the process
     gone?)").
-    --lib naming a file that does not exist says so, exit 1 (before: "defines
+    --lib naming a file that does not exist says so, exit 2 before any
+    probe, as every option naming a file that cannot be read (it was 1,
+    after the session started; before that: "defines
     no malloc: not an allocator"); --lib naming a file the process does
     not map warns that its probes will see nothing."""
     need_bpf(t, "attach")
@@ -767,7 +769,7 @@ def test_attach_no_memory_targets(t):
     target = Target(t)
     try:
         r = t.tool(["attach", "-p", str(target.p.pid), "--lib", "/nonexistent.so"])
-        eq((r.rc, r.heaptrail_lines()), (1, ["heaptrail: error: attach: --lib /nonexistent.so: "
+        eq((r.rc, r.heaptrail_lines()), (2, ["heaptrail: error: attach: --lib /nonexistent.so: "
                                              "No such file or directory"]), "--lib missing")
         r = t.tool(["attach", "-p", str(target.p.pid), "--lib", t.heaptrail, "-d", "100ms"])
         check("heaptrail: warning: attach: pid %d does not map %s (--lib): its probes will see "

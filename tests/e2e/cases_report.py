@@ -157,7 +157,8 @@ def test_report_compare_odd_numbers(t):
     The counts are taken saturated, not converted out of range (undefined
     behaviour): the page is written, a negative wall time or RSS shows as
     0; a number beyond a double (1e309) is a data error at its line and
-    column."""
+    column, exit 2 as for any --compare file that cannot be read
+    (e2e.side_file_usage_errors)."""
     trace = t.path("peak.ht")
     t.record(trace, [t.prog("peak")])
     cmp = t.path("odd.json")
@@ -180,7 +181,7 @@ def test_report_compare_odd_numbers(t):
     with open(cmp, "w") as f:
         f.write('{"workload": "w.wl",\n "results": [{"wall_usec": 1e309}]}')
     r = t.tool(["report", "-q", "--compare", cmp, "-o", out, trace])
-    eq(r.rc, 1, "report --compare with 1e309:\n" + r.describe())
+    eq(r.rc, 2, "report --compare with 1e309:\n" + r.describe())
     check("line 2, column 28: number out of range" in r.stderr, "the error:\n" + r.stderr)
 
 
@@ -202,9 +203,9 @@ def test_report_bad_input(t):
         (["report", "--depth", "0", trace], 2, "--depth"),
         (["report", "-o", out, t.path("missing.ht")], 1, "missing.ht"),
         (["report", "-o", out, junk], 1, "junk.json"),
-        (["report", "--compare", junk, "-o", out, trace], 1, "not JSON"),
-        (["report", "--compare", other, "-o", out, trace], 1, "not the output of"),
-        (["report", "--compare", t.path("nope.json"), "-o", out, trace], 1, "nope.json"),
+        (["report", "--compare", junk, "-o", out, trace], 2, "not JSON"),
+        (["report", "--compare", other, "-o", out, trace], 2, "not the output of"),
+        (["report", "--compare", t.path("nope.json"), "-o", out, trace], 2, "nope.json"),
         (["report", "-o", t.path("no", "such", "dir.html"), trace], 1, "cannot write"),
     ]
     for args, rc, what in cases:

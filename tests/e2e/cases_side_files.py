@@ -130,3 +130,58 @@ def test_leaks_suppressions_not_text(t):
     j = leaks_json_of(t, trace, "--suppressions", longf)
     eq((j["leaked_bytes"], j["suppressed_bytes"]), (6000, 0),
        "a long line that matches nothing suppresses nothing")
+
+
+@case(timeout=60, labels=("analyzers",))
+def test_side_file_usage_errors(t):
+    """A file named by an option that cannot be opened or read is a bad
+    command line: exit 2, before the trace (or workload, or process) is
+    looked at, one line naming the option and the file, nothing on stdout,
+    no output left.  `report --compare` exited 1 (missing, not JSON, not
+    compare's output) where `leaks --suppressions` exited 2; `attach --lib`
+    exited 1 after the probe session had started; replay's and compare's
+    allocator paths were refused with 2 but without the option's name."""
+    missing_trace = t.path("no-such.ht")  # (a trace read first would be said first)
+    out = t.path("out.html")
+    junk = t.path("junk.json")
+    with open(junk, "w") as f:
+        f.write('{"workload": "x", "results": [1, 2,')
+    other = t.path("other.json")
+    with open(other, "w") as f:
+        f.write('{"events": 3}')
+    nope = t.path("nope.json")
+    nosupp = t.path("nope.supp")
+    compare_hint = "give the output of 'heaptrail compare --json'"
+    cases = [
+        (["report", "--compare", nope, "-o", out, missing_trace],
+         "--compare: cannot open %s: No such file or directory; %s" % (nope, compare_hint)),
+        (["report", "--compare", "/bin/ls", "-o", out, missing_trace],
+         "--compare: /bin/ls: not JSON (line 1, column 1: expected a value); %s" % compare_hint),
+        (["report", "--compare", junk, "-o", out, missing_trace],
+         "--compare: %s: not JSON (line 1, column 36: unexpected end of input); %s"
+         % (junk, compare_hint)),
+        (["report", "--compare", other, "-o", out, missing_trace],
+         "--compare: %s: not the output of 'heaptrail compare --json' (no workload and results)"
+         % other),
+        (["leaks", "--suppressions", nosupp, missing_trace],
+         "--suppressions: cannot open %s: No such file or directory; give a text file of "
+         "patterns, one a line, optionally after 'leak:' (docs/leaks.md, \"Suppressions\")"
+         % nosupp),
+        (["replay", "-a", "/nonexistent.so", t.path("no-such.wl")],
+         "--allocator: allocator library /nonexistent.so: No such file or directory"),
+        (["compare", "-a", "glibc,/nonexistent.so", t.path("no-such.wl")],
+         "--allocators: allocator library /nonexistent.so: No such file or directory"),
+        (["attach", "-p", str(os.getpid()), "--lib", "/nonexistent.so"],
+         "attach: --lib /nonexistent.so: No such file or directory"),
+        (["attach", "-p", str(os.getpid()), "--lib", t.dir],
+         "attach: --lib %s: not a file: name the allocator library" % t.dir),
+        (["attach", "-c", "touch " + t.path("ran"), "--lib", "/nonexistent.so"],
+         "attach: --lib /nonexistent.so: No such file or directory"),
+    ]
+    for args, line in cases:
+        r = t.tool(args)
+        eq(r.rc, 2, "exit of %s:\n%s" % (" ".join(args), r.describe()))
+        eq(r.stdout, "", "stdout of %s" % " ".join(args))
+        eq(r.stderr, "heaptrail: error: %s\n" % line, "stderr of %s" % " ".join(args))
+    left = [n for n in os.listdir(t.dir) if n.startswith("out.html") or n == "ran"]
+    eq(left, [], "files left behind (a page, or the -c command run)")
