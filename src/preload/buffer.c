@@ -481,9 +481,16 @@ int ht_tls__prepare(struct ht_tls *t, uint64_t *ts)
 		t->nobuf_freed = freed;
 		r = t->nobuf; /* (1, or 2 if the thread's start is still to be said) */
 	} else {
+		/* (a thread record claimed and not yet live stays claimed for
+		 * good: no asynchronous cancellation half-way, as in
+		 * ht_tls__refill) */
+		int type;
+		pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &type);
 		t->guard += HT_GUARD_OWN;
 		r = prepare_own(t, ts);
 		t->guard -= HT_GUARD_OWN;
+		if (type == PTHREAD_CANCEL_ASYNCHRONOUS)
+			pthread_setcanceltype(type, NULL);
 		if (!r)
 			return 0;
 	}
