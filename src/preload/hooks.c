@@ -122,9 +122,16 @@ static inline int tracing(const struct ht_tls *t)
 }
 
 /* A call that came in while the thread was writing a record: a signal
- * handler's (nested.c). */
+ * handler's (nested.c).  Asked of every call not recorded, which also
+ * counts the calls that come while the process exits (ht_closing: the
+ * exit stopped the recording to close the trace, and other threads go on
+ * until the process ends): not in the trace, they are said with the calls
+ * not recorded.  (A clean exit while three threads allocated lost 2.5 to
+ * 4.5% of their calls and said nothing.) */
 static inline int nested(const struct ht_tls *t)
 {
+	if (HT_UNLIKELY(atomic_load_explicit(&ht_closing, memory_order_relaxed)) && !t->guard)
+		atomic_fetch_add_explicit(ht_dropped_p, 1, memory_order_relaxed);
 	return HT_UNLIKELY(t->guard == HT_GUARD_REC);
 }
 

@@ -192,6 +192,8 @@ void ht_register_thread_exit(void)
 
 static void set_recording(int on)
 {
+	if (on) /* (a child forked while its parent exited records anew) */
+		atomic_store(&ht_closing, 0);
 	atomic_store(&ht_on, on && !disabled && !paused_by_user);
 }
 

@@ -212,6 +212,9 @@ extern __thread struct ht_tls ht_tls __attribute__((tls_model("initial-exec")));
 
 /* 1 while events are recorded: started, not paused, not closed. */
 extern _Atomic int ht_on;
+/* Set while the process exits (ht_writer__shutdown): the calls that come
+ * with recording off then are counted in *ht_dropped_p (hooks.c). */
+extern _Atomic int ht_closing;
 /* Set for good by the first pthread_create(): releases need ordered
  * timestamps from then on (ht_now_release). */
 extern _Atomic int ht_multithreaded;

@@ -1804,6 +1804,7 @@ void ht_writer__shutdown(int sig)
 	if (ht_foreign_process() || !ws || w.closed)
 		return;
 	ht_tls.guard += HT_GUARD_OWN;
+	atomic_store(&ht_closing, 1);
 	atomic_store(&ht_on, 0);
 	if (sig) {
 		/* the header the writer finalizes says what the program died of
@@ -1821,8 +1822,19 @@ void ht_writer__shutdown(int sig)
 		pthread_setcancelstate(cs, NULL);
 	}
 	reap_helper(from_signal ? 100 : 1000);
-	if (w.closed)
+	if (w.closed) {
+		/* The calls other threads made meanwhile (ht_closing) go on
+		 * being counted after the writer wrote the header: the count
+		 * to now put in it, while this descriptor still holds the lock
+		 * readers wait for (those made after, until the process ends,
+		 * are a few microseconds' worth). */
+		uint64_t d = atomic_load(ht_dropped_p);
+		if (d != w.hdr.dropped && proc_fd >= 0 && fd_is_ours(proc_fd) &&
+		    ht_sys_pwrite(proc_fd, &d, sizeof(d), offsetof(struct ht_file_header, dropped)) ==
+			    (ssize_t)sizeof(d))
+			w.hdr.dropped = d;
 		close_proc_fd();
+	}
 	ht_tls.guard -= HT_GUARD_OWN;
 }
 

@@ -460,10 +460,11 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 		r->allocator = dup_section(r, HT_SEC_ALLOCATOR, 0);
 	r->info.closed = (r->hdr.flags & HT_FILE_F_CLOSED) != 0;
 	if (r->hdr.dropped) /* (said first: the figures are short of these calls) */
-		ht_rd__warn(r, "the recorder could not record %llu calls of the program (signal "
-			       "handlers' calls beyond those it keeps for later, a thread's calls "
-			       "after an asynchronous pthread_cancel cut one short, or threads "
-			       "beyond its buffers: docs/record.md): figures miss them",
+		ht_rd__warn(r, "the recorder could not record %llu calls of the program (other "
+			       "threads' calls while it exited, signal handlers' calls beyond those "
+			       "it keeps for later, a thread's calls after an asynchronous "
+			       "pthread_cancel cut one short, or threads beyond its buffers: "
+			       "docs/record.md): figures miss them",
 			    (unsigned long long)r->hdr.dropped);
 	if (r->info.closed && load_index(r) == 0) {
 		r->info.indexed = 1;
