@@ -153,7 +153,9 @@ def test_real_python_ctrl_c(t):
 def test_real_python_sigterm(t):
     """python3 killed by SIGTERM from outside while its threads allocate:
     killed by SIGTERM untraced, status 143 from record, the same output,
-    and a complete trace (the recorder's handler wrote it and re-raised)."""
+    and a complete trace (the recorder's handler wrote it and re-raised),
+    where the calls its other threads made while the handler closed it
+    are counted as not recorded (docs/record.md, "Calls at exit")."""
     py = python()
     script = r"""
 import threading, sys, time
@@ -188,5 +190,5 @@ time.sleep(30)
     eq(rcs["traced"][0], 128 + signal.SIGTERM, "record's status")
     eq(rcs["traced"][1], rcs["plain"][1], "the rest of stdout")
     eq(rcs["plain"][2], b"", "untraced stderr")
-    s = validate(t, t.path("term.ht"))
+    s = validate(t, t.path("term.ht"), dropped_ok=True)
     check(s["threads"] >= 3, "threads %d" % s["threads"])
