@@ -989,7 +989,26 @@ static void say_no_trace_but_kids(const char *path, const char *shown, const cha
 
 /* What a second signal that comes while record finishes the traces says
  * (forward_signal), set before each end step. */
-static char late_msg[PATH_MAX + 256];
+static char late_msg[2 * PATH_MAX + 512];
+
+/* What a second signal says from now on (forward_signal): that the trace
+ * at path stays as the recorder wrote it.  Set with the signals blocked,
+ * so that the handler never reads it half written; the name quoted as a
+ * shell word, for the command to be pasted. */
+static void set_late_msg(const char *path, const struct record_config *cfg)
+{
+	static char word[PATH_MAX + 8];
+	snprintf(word, sizeof(word), "%s", path);
+	ht_shell_word_inplace(word, sizeof(word));
+	sigset_t all, old;
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
+	snprintf(late_msg, sizeof(late_msg),
+		 "heaptrail: interrupted while finishing %s: it stays as the recorder wrote it, "
+		 "readable ('heaptrail compact %s%s' finishes it)\n",
+		 word, cfg->compact || cfg->zstd_level == 0 ? "" : "--fast ", word);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+}
 
 /* The end step, on the trace of the program and on those of its children:
  * by default the chunks the recorder had to write raw are compressed
@@ -1015,16 +1034,7 @@ static void end_step_on(const char *path, const struct record_config *cfg, int s
 	}
 	if (state == TRACE_CUT) /* no room to rewrite it; summarize() says why */
 		return;
-	/* what a second signal now says (forward_signal): set with the
-	 * signals blocked, so that it never reads it half written */
-	sigset_t all, old;
-	sigfillset(&all);
-	sigprocmask(SIG_BLOCK, &all, &old);
-	snprintf(late_msg, sizeof(late_msg),
-		 "heaptrail: interrupted while finishing %s: it stays as the recorder wrote it, "
-		 "readable ('heaptrail compact %s%s' finishes it)\n",
-		 path, cfg->compact || cfg->zstd_level == 0 ? "" : "--fast ", path);
-	sigprocmask(SIG_SETMASK, &old, NULL);
+	set_late_msg(path, cfg);
 	if (cfg->compact || cfg->zstd_level == 0) {
 		if (ht_trace__compact(path, cfg->compact_level, NULL, err, sizeof(err)) < 0)
 			ht_warning("could not compact the trace: %s (readable as it is, only larger: "
@@ -1933,6 +1943,9 @@ int cmd_record(int argc, char **argv)
 			snprintf(shown + sl, sizeof(shown) - sl, "%s", suffix);
 		}
 	}
+	/* (a second signal from now on says what it leaves: before, one
+	 * that came before the end step ended record without a word) */
+	set_late_msg(path, &cfg);
 	enum ht_dirwatch_fate fate = HT_FATE_UNKNOWN;
 	static char moved_to[NAME_MAX + 1] = "";
 	if (!have) {
