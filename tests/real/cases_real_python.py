@@ -41,9 +41,11 @@ def test_real_python_threads(t):
     plain, rec, out = both(t, [py, "-c", PY_THREADS], "python")
     eq(plain.rc, 0, "python status")
     eq(len(plain.stdout.splitlines()), 7, "python output lines")
-    s = plausible(validate(t, out), min_malloc=1000, threads=7)
     # Python's join() returns before the OS thread has finished ending, so
-    # the process may exit before a thread's exit is recorded.
+    # the process may exit before a thread's exit is recorded, and the
+    # calls of its end that come while the recorder closes the trace are
+    # counted as not recorded (docs/record.md, "Calls at exit").
+    s = plausible(validate(t, out, dropped_ok=True), min_malloc=1000, threads=7)
     eq(s["thread_starts"], 7, "thread starts")
     check(s["thread_exits"] <= 6, "thread exits %d" % s["thread_exits"])
 
