@@ -1188,7 +1188,8 @@ def test_exit_while_threads_allocate_counted(t):
     (tests/progs/exitbusy.c), which count every call that returned in a
     file mapped shared, so the count outlives the process: the trace's
     calls plus the calls it counts as not recorded come within 1% of the
-    program's own count, and stats says how many were not recorded.
+    program's own count, and stats says how many were not recorded (when
+    any were: some closes see no other thread's call and are exact).
     Before: the close stopped the recording, the other threads went on
     until the process ended, and 7 to 15% of their calls were missing
     from a trace that said nothing (dropped 0, complete)."""
@@ -1204,7 +1205,9 @@ def test_exit_while_threads_allocate_counted(t):
         check(d["complete"], "run %d: the trace is not complete:\n%s" % (run, s.describe()))
         traced = d["calls"]["malloc"] + d["calls"]["free"] - d["free_null"]
         prog = mallocs + frees
-        check(d["dropped"] > 0 and "could not record %d calls" % d["dropped"] in s.stderr,
+        # (a close that no other thread's call came during leaves an exact
+        # trace and nothing to say: 8 runs of 20 here)
+        check(not d["dropped"] or "could not record %d calls" % d["dropped"] in s.stderr,
               "run %d: %d calls counted as not recorded, said:\n%s"
               % (run, d["dropped"], s.stderr))
         # (main's own calls: a few, in the trace and not in the count)
