@@ -350,6 +350,21 @@ static void write_sync(struct ht_tls *t, uint64_t ts)
 	commit(t);
 }
 
+/* Asynchronous cancellation held back over a stretch: returns the type to
+ * give back to cancel_release. */
+static int cancel_hold(void)
+{
+	int type;
+	pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &type);
+	return type;
+}
+
+static void cancel_release(int type)
+{
+	if (type == PTHREAD_CANCEL_ASYNCHRONOUS)
+		pthread_setcanceltype(type, NULL); /* (a cancellation that came acts here) */
+}
+
 /* The hand-over below is several steps (the buffer pushed, the next one
  * taken, the thread's record and TLS told), and a thread that the program
  * cancels asynchronously (PTHREAD_CANCEL_ASYNCHRONOUS: undefined inside
@@ -362,11 +377,9 @@ static int refill(struct ht_tls *t, uint64_t ts);
 
 int ht_tls__refill(struct ht_tls *t, uint64_t ts)
 {
-	int type;
-	pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &type);
+	int type = cancel_hold();
 	int r = refill(t, ts);
-	if (type == PTHREAD_CANCEL_ASYNCHRONOUS)
-		pthread_setcanceltype(type, NULL); /* (a cancellation that came acts here) */
+	cancel_release(type);
 	return r;
 }
 
@@ -485,13 +498,11 @@ int ht_tls__prepare(struct ht_tls *t, uint64_t *ts)
 		/* (a thread record claimed and not yet live stays claimed for
 		 * good: no asynchronous cancellation half-way, as in
 		 * ht_tls__refill) */
-		int type;
-		pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &type);
+		int type = cancel_hold();
 		t->guard += HT_GUARD_OWN;
 		r = prepare_own(t, ts);
 		t->guard -= HT_GUARD_OWN;
-		if (type == PTHREAD_CANCEL_ASYNCHRONOUS)
-			pthread_setcanceltype(type, NULL);
+		cancel_release(type);
 		if (!r)
 			return 0;
 	}
@@ -519,8 +530,8 @@ void ht_tls__exit(struct ht_tls *t)
 	if (t->state != 1)
 		return;
 	/* (the thread ends: no asynchronous cancellation half-way, as in
-	 * ht_tls__refill, and none after) */
-	pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, NULL);
+	 * ht_tls__refill, and none after: not released) */
+	cancel_hold();
 	/* (run again when the program's own key destructors, run after
 	 * ours, allocated: the exit was said already) */
 	if (!t->exit_said && atomic_load_explicit(&ht_on, memory_order_relaxed))

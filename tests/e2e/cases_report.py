@@ -8,7 +8,7 @@ import os
 import re
 import shutil
 
-from htlib import case, check, eq, fail
+from htlib import bad_compare_files, case, check, eq, fail
 from cases_stacks import record_leaky, leaks_json, own_site
 
 
@@ -191,12 +191,7 @@ def test_report_bad_input(t):
     page (nor a temporary file) left behind."""
     trace = t.path("peak.ht")
     t.record(trace, [t.prog("peak")])
-    junk = t.path("junk.json")
-    with open(junk, "w") as f:
-        f.write('{"workload": "x", "results": [1, 2,')
-    other = t.path("other.json")
-    with open(other, "w") as f:
-        f.write('{"events": 3}')
+    junk, other = bad_compare_files(t)
     out = t.path("out.html")
     cases = [
         (["report"], 2, "no trace given"),

@@ -9,7 +9,7 @@ import json
 import os
 import re
 
-from htlib import case, check, compile_c, eq
+from htlib import bad_compare_files, case, check, compile_c, eq
 from cases_cli_fixes import leaks_trace
 from cases_report import rows, section, selfcheck
 
@@ -143,12 +143,7 @@ def test_side_file_usage_errors(t):
     allocator paths were refused with 2 but without the option's name."""
     missing_trace = t.path("no-such.ht")  # (a trace read first would be said first)
     out = t.path("out.html")
-    junk = t.path("junk.json")
-    with open(junk, "w") as f:
-        f.write('{"workload": "x", "results": [1, 2,')
-    other = t.path("other.json")
-    with open(other, "w") as f:
-        f.write('{"events": 3}')
+    junk, other = bad_compare_files(t)
     nope = t.path("nope.json")
     nosupp = t.path("nope.supp")
     compare_hint = "give the output of 'heaptrail compare --json'"

@@ -660,6 +660,18 @@ def which(name, candidates=()):
     return shutil.which(name)
 
 
+def bad_compare_files(t):
+    """Two files that `report --compare` must refuse: junk.json, JSON cut
+    short, and other.json, JSON that is not `compare --json`'s output.
+    Returns their paths (junk, other)."""
+    junk, other = t.path("junk.json"), t.path("other.json")
+    with open(junk, "w") as f:
+        f.write('{"workload": "x", "results": [1, 2,')
+    with open(other, "w") as f:
+        f.write('{"events": 3}')
+    return junk, other
+
+
 def compile_c(t, name, source, flags=(), cxx=False):
     """Compiles source into the case's directory with gcc -O0 -g
     -fno-builtin (every malloc/free pair stays) and the project's include/
