@@ -684,7 +684,8 @@ static int damaged(const char *path, int ended_ok, char *what, size_t len, uint6
 	*threads = in->nthreads;
 	if (in->disk_full)
 		bad = TRACE_CUT;
-	else if (!(in->closed && !in->indexed) && !(e && (in->closed || ended_ok)) &&
+	else if (!(in->closed && !in->indexed && !in->unindexed) &&
+		 !(e && (in->closed || ended_ok)) &&
 		 !(in->closed && in->events_hdr != in->events_chunks))
 		bad = TRACE_WHOLE;
 	if (bad == TRACE_DAMAGED) {
@@ -703,7 +704,7 @@ static int damaged(const char *path, int ended_ok, char *what, size_t len, uint6
 		*threads = (uint32_t)seen.n;
 		free(seen.slot);
 		e = ht_reader__error(r);
-		if (in->closed && !in->indexed)
+		if (in->closed && !in->indexed && !in->unindexed)
 			snprintf(what, len, "its index is unusable, and the chunks read in order %s%s",
 				 e ? "stop at " : "are whole", e ? e : "");
 		else if (e)

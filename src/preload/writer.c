@@ -954,12 +954,23 @@ static void finalize(int orphan)
 	tx_begin(NULL, 0, 0); /* (the index and the header: written again if cut) */
 	if (!w.index_full) {
 		if (write_all(&h, sizeof(h)) < 0 || write_all(windex, h.raw_size) < 0) {
-			fail("index");
-			tx_set(0);
-			return;
+			/* No room for the index (a full disk): every event is
+			 * in the file, so it is closed without one, as when
+			 * the index overflows (readers go through the chunks
+			 * in file order), the half-written index cut off the
+			 * file.  Left there, the readers took it for a chunk
+			 * cut short and the whole trace for a truncated one. */
+			int e = errno;
+			if (cut_back(at) < 0) {
+				errno = e;
+				fail("index");
+				tx_set(0);
+				return;
+			}
+		} else {
+			w.hdr.sec[HT_SEC_INDEX].offset = at;
+			w.hdr.sec[HT_SEC_INDEX].size = sizeof(h) + h.raw_size;
 		}
-		w.hdr.sec[HT_SEC_INDEX].offset = at;
-		w.hdr.sec[HT_SEC_INDEX].size = sizeof(h) + h.raw_size;
 	}
 	w.hdr.flags |= HT_FILE_F_CLOSED | (orphan ? HT_FILE_F_ORPHANED : 0);
 	w.hdr.end_ts = ht_now();

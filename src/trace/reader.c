@@ -466,7 +466,12 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 			       "pthread_cancel cut one short, or threads beyond its buffers: "
 			       "docs/record.md): figures miss them",
 			    (unsigned long long)r->hdr.dropped);
-	if (r->info.closed && load_index(r) == 0) {
+	/* (a closed trace whose header gives its index neither place nor
+	 * size was closed without one: no room left on the disk for it, or
+	 * more chunks than it holds; its chunks are read in file order) */
+	r->info.unindexed = r->info.closed && r->hdr.sec[HT_SEC_INDEX].offset == 0 &&
+			    r->hdr.sec[HT_SEC_INDEX].size == 0;
+	if (r->info.closed && !r->info.unindexed && load_index(r) == 0) {
 		r->info.indexed = 1;
 	} else {
 		scan_chunks(r);
@@ -494,7 +499,7 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 				    "since); figures miss them",
 				    (unsigned long long)r->hdr.events,
 				    (unsigned long long)r->info.events_chunks);
-		else if (r->info.closed)
+		else if (r->info.closed && !r->info.unindexed)
 			ht_rd__warn(r, "the index is damaged; chunks were scanned instead");
 	}
 	r->info.orphaned = (r->hdr.flags & HT_FILE_F_ORPHANED) != 0;

@@ -191,6 +191,8 @@ struct ht_trace_info {
 				* program runs): what was read is the trace as of now */
 	int disk_full;         /* recording stopped on a failed write (HT_FILE_F_DISK_FULL) */
 	int indexed;           /* the index was used (else the chunks were scanned) */
+	int unindexed;         /* closed without an index (no room for it, or more
+				* chunks than it holds): scanned, nothing wrong */
 	const char *cmdline;   /* argv joined by spaces */
 	const char *exe;       /* executable path */
 	const char *allocator; /* the library of the allocator that served the malloc

@@ -501,6 +501,55 @@ def test_disk_full(t):
 
 
 @case(timeout=120)
+def test_index_disk_full(t):
+    """The disk fills up after the program's last call, so that only the
+    index the close writes finds no room (tests/progs/fillatend.c: 500
+    chunks, their index more than the file's last page holds; recording
+    stopped, then the disk filled): the trace is closed without an index,
+    every event in it, and reads back whole with no warning; record says
+    nothing but its summary and exits 0, with the writer process and the
+    writer thread.  (Before, the half-written index stayed at the file's
+    end: every analyzer called the trace truncated, "trace ends inside a
+    chunk", and exited 1; record said "recording stopped" and "until a
+    write failed".)"""
+    mnt = small_tmpfs(t, "2m")
+    try:
+        trace = os.path.join(mnt, "idx.ht")
+        filler = os.path.join(mnt, "filler")
+        for writer in ("process", "thread"):
+            for f in (trace, filler):
+                if os.path.exists(f):
+                    os.unlink(f)
+            r = t.run([t.heaptrail, "record", "--writer", writer, "-o", trace, "--",
+                       t.prog("fillatend"), "100000", "500", filler], timeout=60)
+            eq(r.rc, 0, "%s: record's exit status:\n%s" % (writer, r.describe()))
+            check(r.stdout.startswith("pairs 100000\nfilled "), "the program's own output:\n"
+                  + r.describe())
+            lines = r.heaptrail_lines()
+            wrote = [l for l in lines if " wrote " in l]
+            bad = [l for l in lines if any(w in l.replace(trace, "TRACE") for w in (
+                "write failed", "stopped", "index", "truncated", "damaged", "error"))]
+            check(len(wrote) == 1 and not bad, "%s: record's summary, and no word of a failed "
+                  "write or damage:\n%s" % (writer, r.describe()))
+            os.unlink(filler)
+            s = t.stats(trace)
+            check(s["complete"] and s["closed"] and not s["disk_full"],
+                  "%s: stats: %r" % (writer, {k: s[k] for k in ("complete", "closed",
+                                                               "disk_full")}))
+            eq((s["calls"]["malloc"], s["calls"]["free"]), (100000, 100000),
+               "%s: the program's calls" % writer)
+            eq(wrote_events(wrote[0]), s["events"], "%s: events record counted" % writer)
+            for cmd in ("stats", "leaks"):
+                r2 = t.tool([cmd, trace])
+                eq(r2.rc, 0, "%s: %s's exit status:\n%s" % (writer, cmd, r2.describe()))
+                said = r2.stderr.replace(trace, "TRACE")
+                check("index" not in said and "truncated" not in said and "error" not in said,
+                      "%s: %s warns:\n%s" % (writer, cmd, r2.describe()))
+    finally:
+        t.run(["umount", "-l", mnt])
+
+
+@case(timeout=120)
 def test_end_step_disk_full(t):
     """The disk fills up during the end step, not the recording: a raw
     trace (4 MB) on a 5 MiB tmpfs, whose rewrite (1.7 MB) does not fit.
