@@ -1018,12 +1018,13 @@ static void set_late_msg(const char *path, const struct record_config *cfg)
  * compacted (column coding: smaller, slower); with --no-compact, nothing.
  * Either way the trace is final when record exits.  state: what damaged()
  * said of the trace, read back before (a damaged one is not touched). */
-static void end_step_on(const char *path, const struct record_config *cfg, int state)
+static int end_step_on(const char *path, const struct record_config *cfg, int state,
+		       const struct run *run)
 {
 	char err[512];
 	ht_progress_start(); /* (its progress counts from here, not from the program's start) */
 	if (state == TRACE_DAMAGED)
-		return; /* left as it is, to be inspected: record says so */
+		return 0; /* left as it is, to be inspected: record says so */
 	if (cfg->no_compact) {
 		int fd = open(path, O_RDONLY | O_CLOEXEC);
 		struct ht_file_header h;
@@ -1031,21 +1032,29 @@ static void end_step_on(const char *path, const struct record_config *cfg, int s
 			ht_trace__wait_writer(fd, h.pid, HT_WAIT_WRITER_MS);
 		if (fd >= 0)
 			close(fd);
-		return;
+		return 0;
 	}
 	if (state == TRACE_CUT) /* no room to rewrite it; summarize() says why */
-		return;
+		return 0;
 	set_late_msg(path, cfg);
-	if (cfg->compact || cfg->zstd_level == 0) {
-		if (ht_trace__compact(path, cfg->compact_level, NULL, err, sizeof(err)) < 0)
-			ht_warning("could not compact the trace: %s (readable as it is, only larger: "
-				   "'heaptrail compact %s' does it later)",
-				   err, path);
-	} else if (ht_trace__finish(path, cfg->zstd_level, NULL, err, sizeof(err)) < 0) {
+	int compact = cfg->compact || cfg->zstd_level == 0;
+	if ((compact ? ht_trace__compact(path, cfg->compact_level, NULL, err, sizeof(err))
+		     : ht_trace__finish(path, cfg->zstd_level, NULL, err, sizeof(err))) == 0)
+		return 0;
+	/* (taken away meanwhile: the caller says so in place of a warning
+	 * about a rewrite and of a "damaged" for the file there now) */
+	if (run && !trace_of(path, run->pid, run->t0))
+		return 1;
+	if (compact) {
+		ht_warning("could not compact the trace: %s (readable as it is, only larger: "
+			   "'heaptrail compact %s' does it later)",
+			   err, path);
+	} else {
 		ht_warning("could not compress the chunks recorded raw: %s (readable as it is, only "
 			   "larger: 'heaptrail compact --fast %s' does it later)",
 			   err, path);
 	}
+	return 0;
 }
 
 /* A program that exited with a status (record saw it: not a signal) and
@@ -1356,7 +1365,7 @@ static void end_step(const char *path, void *arg)
 			k->unstarted[i] = k->unstarted[--k->nunstarted];
 	int state = k->cfg->no_compact ? TRACE_WHOLE
 				       : damaged(path, 0, what, sizeof(what), &events, &threads);
-	end_step_on(path, k->cfg, state);
+	end_step_on(path, k->cfg, state, NULL);
 }
 
 /* Said after the summary: the children that still run write on. */
@@ -1482,8 +1491,9 @@ static const char *no_trace_reason(const char *cmd, const char *out)
 }
 
 /* The trace the recorder wrote at path was taken away while the program
- * ran (fate, from the watch of its directory): said in one line, in place
- * of a guess at why there is none.  Returns the exit status: the
+ * ran (fate, from the watch of its directory), or after it, while record
+ * finished it (fate HT_FATE_UNKNOWN): said in one line, in place of a
+ * guess at why there is none or of "damaged" for what is there now.  Returns the exit status: the
  * program's (status) when the trace is only under another name (moved_to,
  * in the same directory), else RECORD_EXIT_DAMAGED (it is lost to this
  * run). */
@@ -1502,7 +1512,19 @@ static int trace_gone(enum ht_dirwatch_fate fate, const char *how, const char *c
 			how, cmd, shown, now, see_stats(see, sizeof(see), now, ""));
 		return status;
 	}
+	if (fate == HT_FATE_UNKNOWN) {
+		/* after the program ended: the watch is over then */
+		fprintf(
+		    stderr,
+		    "heaptrail: %s%s wrote its trace to %s, which was moved, removed or replaced "
+		    "while record finished it: nothing to report (a trace moved elsewhere is "
+		    "whole; 'heaptrail compact --fast' on it compresses what is left raw)\n",
+		    how, cmd, shown);
+		return RECORD_EXIT_DAMAGED;
+	}
 	const char *what = fate == HT_FATE_REMOVED     ? "which was removed"
+			   : fate == HT_FATE_REPLACED  ? "which was removed or moved and another "
+							 "file put in its place"
 			   : fate == HT_FATE_MOVED_OUT ? "which was moved out of its directory"
 						       : "whose directory was removed or moved";
 	fprintf(stderr, "heaptrail: %s%s wrote its trace to %s, %s while it ran: nothing to report\n",
@@ -1977,15 +1999,21 @@ int cmd_record(int argc, char **argv)
 	int state = have && !unfinished
 			    ? damaged(path, ended_ok, what, sizeof(what), &events, &threads)
 			    : TRACE_WHOLE;
+	/* taken away while record finished it (read it back, rewrote it):
+	 * not damaged, gone */
+	int gone_late = state == TRACE_DAMAGED && !trace_of(path, pid, t0);
+	if (gone_late)
+		state = TRACE_WHOLE;
 	int bad = state == TRACE_DAMAGED;
 	struct kids_end kids_end = {.cfg = &cfg, .word = entry, .grace_ms = KIDS_GRACE_MS};
 	/* The traces of the children and earlier images get the end step
 	 * whether or not the program's last image wrote OUTPUT (it may have
 	 * exec'd a program that is not traced: a static one, a setuid one). */
 	{
-		if (have && !unfinished)
-			end_step_on(path, &cfg, state);
-		if (have && WIFEXITED(status) && state != TRACE_DAMAGED && !unfinished)
+		if (have && !unfinished && !gone_late)
+			gone_late = end_step_on(path, &cfg, state, &run);
+		if (have && WIFEXITED(status) && state != TRACE_DAMAGED && !unfinished &&
+		    !gone_late)
 			note_exit_syscall(path);
 		if (entry[0])
 			unstarted_children(&kids_end, entry);
@@ -2007,7 +2035,9 @@ int cmd_record(int argc, char **argv)
 			if (ht_proc_exists(kid))
 				still_running(&kids_end, name, kid);
 		}
-		if (have && !bad && !unfinished)
+		if (have && !bad && !unfinished && !gone_late && !trace_of(path, pid, t0))
+			gone_late = 1;
+		if (have && !bad && !unfinished && !gone_late)
 			bad = damaged(path, ended_ok, what, sizeof(what), &events, &threads) ==
 			      TRACE_DAMAGED;
 	}
@@ -2023,6 +2053,8 @@ int cmd_record(int argc, char **argv)
 		ret = RECORD_EXIT_DAMAGED;
 	if (bad)
 		say_damaged(shown, how, what, events, threads);
+	else if (gone_late)
+		ret = trace_gone(HT_FATE_UNKNOWN, how, argv[0], shown, path, NULL, ret);
 	else if (unfinished)
 		say_unfinished(path, shown, how, writer, stopped);
 	else if (!cfg.quiet && have)

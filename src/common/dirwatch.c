@@ -63,7 +63,7 @@ enum ht_dirwatch_fate ht_dirwatch__fate(struct ht_dirwatch *w, const char *name,
 {
 	if (w->fd < 0)
 		return HT_FATE_UNKNOWN;
-	int appeared = 0, present = 0;
+	int appeared = 0, present = 0, taken = 0; /* taken: gone once */
 	enum ht_dirwatch_fate how = HT_FATE_UNKNOWN;
 	uint32_t cookie = 0; /* of the rename that took name away */
 	char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
@@ -99,18 +99,28 @@ enum ht_dirwatch_fate ht_dirwatch__fate(struct ht_dirwatch *w, const char *name,
 				continue;
 			if (e->mask & (IN_CREATE | IN_MOVED_TO)) {
 				appeared = present = 1;
-				how = HT_FATE_THERE;
+				/* (the first file is the one said: renamed within
+				 * the directory, it is found under its new name) */
+				if (how != HT_FATE_RENAMED)
+					how = taken ? HT_FATE_REPLACED : HT_FATE_THERE;
 			} else if (present && (e->mask & IN_DELETE)) {
 				present = 0;
-				how = HT_FATE_REMOVED;
+				taken = 1;
+				if (how != HT_FATE_RENAMED && how != HT_FATE_REPLACED)
+					how = HT_FATE_REMOVED;
 			} else if (present && (e->mask & IN_MOVED_FROM)) {
 				present = 0;
-				how = HT_FATE_MOVED_OUT; /* until its IN_MOVED_TO comes */
-				cookie = e->cookie;
+				taken = 1;
+				if (how != HT_FATE_RENAMED && how != HT_FATE_REPLACED) {
+					how = HT_FATE_MOVED_OUT; /* until its IN_MOVED_TO comes */
+					cookie = e->cookie;
+				}
 			}
 		}
 	}
 	if (!appeared)
 		return HT_FATE_UNKNOWN;
+	if (how == HT_FATE_RENAMED || how == HT_FATE_REPLACED)
+		return how;
 	return present ? HT_FATE_THERE : how;
 }

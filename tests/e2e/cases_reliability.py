@@ -583,6 +583,57 @@ def wrote_events(line):
     return int(line.split(" wrote ")[1].split()[0])
 
 
+@case(timeout=180, labels=("cpu",), locks=("cpu",))
+def test_record_trace_taken_at_end(t):
+    """The trace is moved away, or moved and another file put at its name,
+    just after the program ends, while record reads it back and finishes
+    it (tests/progs/takeaway.c: a child the program leaves behind does it
+    once its parent is gone, at once or 60 ms later, during a --compact
+    end step): record says in one line that the trace was taken away
+    (or, if it saw it happen while the program ran, where it went), calls
+    nothing damaged, writes nothing at the name, and the moved trace is
+    whole.  (Before: "could not compact the trace" and "the trace ... is
+    damaged: cannot open" or "not a heaptrail trace", with a hint to
+    inspect a file that is gone or is not a trace.)"""
+    pairs = 2000000
+    for action, delay, opts in (("mv", 0, []), ("mv", 0, []), ("mv", 60, ["--compact"]),
+                                ("replace", 60, ["--compact"]), ("replace", 0, [])):
+        what = "%s %d %s" % (action, delay, " ".join(opts))
+        trace, moved = t.path("taken.ht"), t.path("moved.ht")
+        for f in (trace, moved):
+            if os.path.exists(f):
+                os.unlink(f)
+        r = t.run([t.heaptrail, "record", "--no-follow-fork"] + opts + [
+            "-o", trace, "--", t.prog("takeaway"), str(pairs), trace, action, moved,
+            str(delay)], timeout=120)
+        eq(r.stdout, "pairs %d\n" % pairs, "%s: the program's output" % what)
+        for _ in range(500): # the child acts once record has seen its parent end
+            if os.path.exists(moved) and (action == "mv" or os.path.exists(trace)):
+                break
+            time.sleep(0.01)
+        lines = r.heaptrail_lines()
+        eq(len(lines), 1, "%s: record's lines:\n%s" % (what, r.describe()))
+        l = lines[0]
+        check("damaged" not in l and "error" not in l and "warning" not in l,
+              "%s: record's line: %s" % (what, l))
+        if "while record finished it" in l:
+            eq(r.rc, 125, "%s: record's exit status:\n%s" % (what, r.describe()))
+            check("which was moved, removed or replaced while record finished it: nothing "
+                  "to report" in l, "%s: record's line: %s" % (what, l))
+        elif "renamed to" in l:
+            eq(r.rc, 0, "%s: record's exit status:\n%s" % (what, r.describe()))
+            check("renamed to %s while it ran" % moved in l, "%s: record's line: %s" % (what, l))
+        else: # (the child was slower than all of record)
+            check(delay == 0 and " wrote " in l and r.rc == 0,
+                  "%s: record's line and status %d: %s" % (what, r.rc, l))
+        s = t.stats(moved)
+        check(s["complete"] and s["calls"]["malloc"] >= pairs and s["calls"]["free"] >= pairs,
+              "%s: the moved trace: %r" % (what, {k: s[k] for k in ("complete", "calls")}))
+        if action == "replace":
+            with open(trace) as f:
+                eq(f.read(), "not a trace\n", "%s: the file put at the trace's name" % what)
+
+
 @case(timeout=120)
 def test_record_damaged_trace(t):
     """record reads the trace back from the disk when it is final: a trace
