@@ -292,14 +292,16 @@ def test_second_signal_in_end_step(t):
 
 @case(timeout=120)
 def test_trace_taken_away_while_recording(t):
-    """The trace removed, renamed, removed with its directory, or gone with
-    its directory moved, while the program runs (paced waits for the
+    """The trace removed, renamed, removed with its directory, gone with
+    its directory moved, or removed and another file put at its name,
+    while the program runs (paced waits for the
     test): record says what became of
     it, from its watch of the directory, and exits 125 when it is lost
     (the program's status when it is only renamed, naming the new name).
     (Before: "wrote no trace ... (statically linked, or setuid, or the
-    path is not writable?)" and exit 0.)"""
-    for what in ("remove", "rename", "rmdir", "mvdir"):
+    path is not writable?)" and exit 0; for a file put in the trace's
+    place, until 2026-11-28.)"""
+    for what in ("remove", "rename", "rmdir", "mvdir", "replace"):
         d = t.path("d-" + what)
         os.mkdir(d)
         trace = os.path.join(d, "x.ht")
@@ -314,6 +316,10 @@ def test_trace_taken_away_while_recording(t):
             check(os.path.exists(trace), "%s: no trace while the program runs" % what)
             if what == "remove":
                 os.unlink(trace)
+            elif what == "replace":
+                os.unlink(trace)
+                with open(trace, "w") as f:
+                    f.write("not a trace\n")
             elif what == "rename":
                 os.rename(trace, os.path.join(d, "y.ht"))
             elif what == "rmdir":
@@ -333,12 +339,17 @@ def test_trace_taken_away_while_recording(t):
             eq(p.returncode, 0, "rename: the program's status")
             eq(t.stats(y)["calls"]["malloc"], 101, "rename: the trace, under its new name")
         else:
-            gone = "whose directory was removed or moved" if what == "mvdir" else "which was removed"
+            gone = {"mvdir": "whose directory was removed or moved",
+                    "replace": "which was removed or moved and another file put in its place"
+                    }.get(what, "which was removed")
             eq(len(lines), 1, "%s: one line:\n%s" % (what, err))
             check(lines[0].startswith("heaptrail: %s wrote its trace to %s, %s while it ran: "
                                       "nothing to report" % (t.prog("paced"), trace, gone)),
                   "%s: the line: %s" % (what, lines[0]))
             eq(p.returncode, 125, "%s: record's status" % what)
+            if what == "replace":
+                with open(trace) as f:
+                    eq(f.read(), "not a trace\n", "replace: the file put in the trace's place")
 
 
 @case()
