@@ -91,8 +91,11 @@ enum ht_dirwatch_fate ht_dirwatch__fate(struct ht_dirwatch *w, const char *name,
 			    e->cookie == cookie) {
 				how = HT_FATE_RENAMED;
 				snprintf(newname, cap, "%s", e->name);
-				if (!strcmp(e->name, name))
-					present = 1; /* (renamed onto itself) */
+				if (!strcmp(e->name, name)) { /* (renamed onto itself) */
+					present = 1;
+					taken = 0;
+					how = HT_FATE_THERE;
+				}
 				continue;
 			}
 			if (strcmp(e->name, name))
@@ -102,16 +105,16 @@ enum ht_dirwatch_fate ht_dirwatch__fate(struct ht_dirwatch *w, const char *name,
 				/* (the first file is the one said: renamed within
 				 * the directory, it is found under its new name) */
 				if (how != HT_FATE_RENAMED)
-					how = taken ? HT_FATE_REPLACED : HT_FATE_THERE;
+					how = HT_FATE_THERE;
 			} else if (present && (e->mask & IN_DELETE)) {
 				present = 0;
 				taken = 1;
-				if (how != HT_FATE_RENAMED && how != HT_FATE_REPLACED)
+				if (how != HT_FATE_RENAMED)
 					how = HT_FATE_REMOVED;
 			} else if (present && (e->mask & IN_MOVED_FROM)) {
 				present = 0;
 				taken = 1;
-				if (how != HT_FATE_RENAMED && how != HT_FATE_REPLACED) {
+				if (how != HT_FATE_RENAMED) {
 					how = HT_FATE_MOVED_OUT; /* until its IN_MOVED_TO comes */
 					cookie = e->cookie;
 				}
@@ -120,7 +123,9 @@ enum ht_dirwatch_fate ht_dirwatch__fate(struct ht_dirwatch *w, const char *name,
 	}
 	if (!appeared)
 		return HT_FATE_UNKNOWN;
-	if (how == HT_FATE_RENAMED || how == HT_FATE_REPLACED)
+	if (how == HT_FATE_RENAMED)
 		return how;
-	return present ? HT_FATE_THERE : how;
+	if (present)
+		return taken ? HT_FATE_REPLACED : HT_FATE_THERE;
+	return how;
 }
