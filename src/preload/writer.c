@@ -44,6 +44,7 @@
 #include <zstd.h>
 
 #include "../common/pidpath.h"
+#include "../common/procstat.h"
 #include "../common/readsmall.h"
 #include "../common/zstored.h"
 #include "cpujudge.h"
@@ -87,6 +88,8 @@ struct wstate {
 	int fail_errno;          /* errno of that write */
 	const char *fail_what;   /* what was being written (a literal) */
 	int closed;              /* REQ_CLOSE done */
+	int lingering;           /* the helper stays after the close until the
+				  * program is gone (count_to_the_end) */
 	_Atomic uint32_t req_word;    /* pending REQ_* bits; futex word */
 	_Atomic uint32_t req_ticket;  /* requests made */
 	_Atomic uint32_t done_ticket; /* requests served; futex word */
@@ -136,6 +139,8 @@ static pid_t helper_pid;          /* the helper process, if that is the writer *
 static int helper_lost;           /* the helper died on its own: threads write inline */
 static int helper_lost_said;      /* ... and the program said so */
 static pid_t parent_pid;          /* in the helper: the traced process */
+static int linger_fd = -1;        /* in the helper: the trace, kept after the close
+				   * for the count at the program's end */
 static int proc_fd = -1;          /* the traced process's descriptor of the file */
 static int statm_fd = -1;         /* /proc/PID/statm of the traced process, kept open */
 static pid_t statm_pid;           /* the PID it belongs to */
@@ -1187,6 +1192,16 @@ static int round_start(void)
 	return 0;
 }
 
+
+/* In the helper: the traced process's threads (/proc/PID/stat), 0 if
+ * unknown.  One at the close is the one closing: nothing can come after
+ * it but its own few calls on the way out. */
+static long program_threads(void)
+{
+	char buf[1024];
+	long long n = ht_procstat_field(ht_procstat_read(parent_pid, buf, sizeof(buf)), 20);
+	return n > 0 ? (long)n : 0;
+}
 /* The threads handed over full buffers (REQ_DATA, every HT_KICK_BUFFERS
  * of them) between two flushes: those are written, and nothing else.  A
  * whole round drained every thread's current buffer as well, cutting it
@@ -1256,7 +1271,13 @@ static void do_round(uint32_t req)
 		finalize(!!(req & REQ_ORPHAN));
 	if (req & REQ_CLOSE) {
 		w.closed = 1;
-		if (fd_is_ours(w.fd))
+		/* (the helper keeps it for the calls made until the program
+		 * is gone: count_to_the_end) */
+		if (in_helper && !(req & REQ_ORPHAN) && !w.failed && w.fd >= 0 &&
+		    program_threads() > 1) {
+			linger_fd = w.fd;
+			w.lingering = 1;
+		} else if (fd_is_ours(w.fd))
 			ht_sys_close(w.fd);
 		w.fd = -1;
 	}
@@ -1462,6 +1483,50 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
+/* The program closed its trace (exit, a fatal signal) and goes on to its
+ * end, its other threads with it: their calls meanwhile are counted as
+ * not recorded (ht_closing), and the program put the count as of its
+ * close in the header.  The helper, which closed the file for it, waits
+ * here until the program is gone (its pidfd, which is readable once every
+ * thread has ended) and puts the final count in the header, its
+ * descriptor still holding the lock readers wait on; so the trace's
+ * calls plus those counted are every call the program made.  A program
+ * that takes longer than HT_LINGER_MS to end after its close is not
+ * waited for longer: what its threads call after that stays uncounted
+ * (the program does not wait for the helper: it would wait for itself). */
+#define HT_LINGER_MS 100
+static void count_to_the_end(int fd)
+{
+	uint64_t deadline = ht_mono_ns() + (uint64_t)HT_LINGER_MS * 1000000u;
+	int pfd = -1;
+#ifdef SYS_pidfd_open
+	pfd = (int)syscall(SYS_pidfd_open, parent_pid, 0);
+#endif
+	while (getppid() == parent_pid) {
+		uint64_t now = ht_mono_ns();
+		if (now >= deadline)
+			break;
+		if (pfd >= 0) {
+			struct pollfd p = {pfd, POLLIN, 0};
+			if (ht_sys_poll(&p, 1, (int)((deadline - now + 999999) / 1000000)) > 0)
+				break;
+		} else {
+			struct timespec ts = {0, 200000};
+			ht_sys_nanosleep(&ts, NULL);
+		}
+	}
+	if (pfd >= 0)
+		ht_sys_close(pfd);
+	/* (w.hdr.dropped: what the header says, the program's own update
+	 * included; the descriptor is write-only) */
+	uint64_t d = atomic_load(ht_dropped_p);
+	if (d > w.hdr.dropped &&
+	    ht_sys_pwrite(fd, &d, sizeof(d), (off_t)offsetof(struct ht_file_header, dropped)) ==
+		    (ssize_t)sizeof(d))
+		w.hdr.dropped = d; /* (else nothing to say it with: no stderr here) */
+	ht_sys_close(fd);
+}
+
 /* The helper process: a copy of the traced process that only runs the
  * writer's loop.  Every signal is blocked (a Ctrl-C for the program's
  * process group must not end it before the program's trace is written);
@@ -1477,6 +1542,8 @@ static __attribute__((noreturn)) void helper_main(void)
 	statm_fd = -1; /* closed above: the helper opens its own */
 	compressor_init();
 	writer_loop(1);
+	if (linger_fd >= 0)
+		count_to_the_end(linger_fd);
 	atomic_store(&w.running, 0);
 	syscall(SYS_exit_group, 0);
 	__builtin_unreachable();
@@ -1832,7 +1899,10 @@ void ht_writer__shutdown(int sig)
 		pthread_join(writer_thread, NULL), writer_thread = 0;
 		pthread_setcancelstate(cs, NULL);
 	}
-	reap_helper(from_signal ? 100 : 1000);
+	/* (a helper that closed the trace stays until this process is gone:
+	 * count_to_the_end; waiting for it here would wait for ourselves) */
+	if (!w.closed || !w.lingering)
+		reap_helper(from_signal ? 100 : 1000);
 	if (w.closed) {
 		/* The calls other threads made meanwhile (ht_closing) go on
 		 * being counted after the writer wrote the header: the count

@@ -1187,12 +1187,15 @@ def test_exit_while_threads_allocate_counted(t):
     """main calls exit(3) while three threads loop on malloc/free
     (tests/progs/exitbusy.c), which count every call that returned in a
     file mapped shared, so the count outlives the process: the trace's
-    calls plus the calls it counts as not recorded come within 1% of the
-    program's own count, and stats says how many were not recorded (when
+    calls plus the calls it counts as not recorded are the program's own
+    count (or a few more), and stats says how many were not recorded (when
     any were: some closes see no other thread's call and are exact).
     Before: the close stopped the recording, the other threads went on
     until the process ended, and 7 to 15% of their calls were missing
-    from a trace that said nothing (dropped 0, complete)."""
+    from a trace that said nothing (dropped 0, complete); and until
+    2026-11-28 the calls after the program's own update of the count, in
+    the process's last microseconds, went uncounted (1,000 to 12,000: the
+    writer process now puts the count in when the process is gone)."""
     for run in range(3):
         trace, cnt = t.path("eb%d.ht" % run), t.path("eb%d.cnt" % run)
         r = t.run([t.heaptrail, "record", "-o", trace, "--", t.prog("exitbusy"), cnt],
@@ -1210,7 +1213,8 @@ def test_exit_while_threads_allocate_counted(t):
         check(not d["dropped"] or "could not record %d calls" % d["dropped"] in s.stderr,
               "run %d: %d calls counted as not recorded, said:\n%s"
               % (run, d["dropped"], s.stderr))
-        # (main's own calls: a few, in the trace and not in the count)
-        check(prog - prog // 100 <= traced + d["dropped"] <= prog + 20,
+        # (more: main's own calls, in the trace and not in the count, and a
+        # call a thread made when the process ended, before it counted it)
+        check(prog <= traced + d["dropped"] <= prog + 20,
               "run %d: the program made %d calls; the trace holds %d and counts %d more"
               % (run, prog, traced, d["dropped"]))
