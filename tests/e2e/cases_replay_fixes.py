@@ -316,12 +316,17 @@ def test_replay_tunable_values(t):
 
 @case(timeout=120, labels=("replay",), locks=("cpu",))
 def test_replay_nop_rss_growth(t):
-    """A workload of 0 ops grows Max RSS by at most 64 KiB (the least of 5
-    runs; measured here: 4 KiB in most runs, 64 to 288 KiB in some), in
-    both modes: the RSS sampler is created before the start readings, and
-    leaves after the end ones, and the engine's code is mapped before.
-    Before: 228 to 460 KiB in every run (the sampler's thread created after
-    the start reading, joined before the end)."""
+    """A workload of 0 ops grows Max RSS by at most 64 KiB in every one of
+    5 runs (measured: 0 in 110 of 110 runs, 50 of them beside two busy
+    loops), in both modes: the RSS sampler is created before the start
+    readings, which wait for its warm-up (its first read of statm, the
+    first page of its samples), and leaves after the end ones, and the
+    engine's code is mapped before.  Before: 228 to 460 KiB in every run
+    (the sampler's thread created after the start reading, joined before
+    the end); until 2026-11-28, 4 KiB in most runs and 72 to 160 KiB in
+    some (the sampler's warm-up after the start readings: all 5 runs of
+    a ctest on a busy machine), and the test asked only the least of 5
+    runs to stay under 64."""
     _, c, wl = workload(t, "nop", NOP, [], flags=())
     eq(c["ops"], 0, "ops")
     for mode in ([], ["--threads-as-one"]):
@@ -329,7 +334,7 @@ def test_replay_nop_rss_growth(t):
         for _ in range(5):
             j = jrun(t, ["replay", "--json"] + mode + [wl])
             growth.append(j["max_rss_growth_kb"])
-        check(min(growth) <= 64, "%s: Max RSS growth of a 0-op workload, KiB: %s"
+        check(max(growth) <= 64, "%s: Max RSS growth of a 0-op workload, KiB: %s"
               % (mode or "threads", growth))
 
 
