@@ -1057,30 +1057,54 @@ static int end_step_on(const char *path, const struct record_config *cfg, int st
 	return 0;
 }
 
-/* A program that exited with a status (record saw it: not a signal) and
- * left its trace to the writer process (HT_FILE_F_ORPHANED) did not go
- * through exit() or _exit(), whose hooks shut the tracer down: it made
- * the exit_group system call itself, as Go's runtime ends every program.
- * Nothing was lost, and the readers' warning "killed, or ended by a
- * signal" would be wrong: the header says so (HT_FILE_F_EXIT_SYSCALL). */
-static void note_exit_syscall(const char *path)
+/* How the program ended, as record saw it (status), noted in the header
+ * of a trace its writer process closed for it (HT_FILE_F_ORPHANED), which
+ * the library could not know, after the writer finished:
+ * - exited with a status: it did not go through exit() or _exit(), whose
+ *   hooks shut the tracer down, but made the exit_group system call
+ *   itself, as Go's runtime ends every program.  Nothing was lost, and the
+ *   readers' warning "killed, or ended by a signal" would be wrong: the
+ *   header says so (HT_FILE_F_EXIT_SYSCALL).
+ * - killed by a signal the recorder's handler never saw (SIGKILL, which no
+ *   handler catches): the readers said "killed, or ended by a signal" and
+ *   stats' killed_by was null; the header names it as the handler does
+ *   for the signals it catches (HT_FILE_F_SIGNALED and `signal`).  What the
+ *   handler wrote there itself is left as it is. */
+static void note_program_end(const char *path, int status)
 {
 	struct ht_file_header h;
 	int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return;
-	if (pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
-	    !ht_trace__wait_writer(fd, h.pid, HT_WAIT_WRITER_MS) &&
-	    pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
-	    !memcmp(h.magic, HT_MAGIC, sizeof(h.magic)) &&
-	    (h.flags & (HT_FILE_F_CLOSED | HT_FILE_F_ORPHANED)) ==
-		    (HT_FILE_F_CLOSED | HT_FILE_F_ORPHANED)) {
-		h.flags |= HT_FILE_F_EXIT_SYSCALL;
-		if (pwrite(fd, &h.flags, sizeof(h.flags), offsetof(struct ht_file_header, flags)) !=
-		    (ssize_t)sizeof(h.flags))
-			ht_warning("%s: could not note in its header that the program ended by the "
-				   "exit_group system call: %s", path, strerror(errno));
+	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
+	    ht_trace__wait_writer(fd, h.pid, HT_WAIT_WRITER_MS) ||
+	    pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
+	    memcmp(h.magic, HT_MAGIC, sizeof(h.magic)) ||
+	    (h.flags & (HT_FILE_F_CLOSED | HT_FILE_F_ORPHANED)) !=
+		(HT_FILE_F_CLOSED | HT_FILE_F_ORPHANED)) {
+		close(fd);
+		return;
 	}
+	const char *what;
+	int ok = 1;
+	if (WIFEXITED(status)) {
+		what = "the program ended by the exit_group system call";
+		h.flags |= HT_FILE_F_EXIT_SYSCALL;
+	} else if (WIFSIGNALED(status) && !(h.flags & HT_FILE_F_SIGNALED)) {
+		what = "a signal killed the program";
+		h.signal = (uint32_t)WTERMSIG(status);
+		h.flags |= HT_FILE_F_SIGNALED;
+		/* (the signal first: a reader that sees the flag finds it) */
+		ok = pwrite(fd, &h.signal, sizeof(h.signal),
+			    offsetof(struct ht_file_header, signal)) == (ssize_t)sizeof(h.signal);
+	} else {
+		close(fd);
+		return;
+	}
+	if (!ok || pwrite(fd, &h.flags, sizeof(h.flags), offsetof(struct ht_file_header, flags)) !=
+		       (ssize_t)sizeof(h.flags))
+		ht_warning("%s: could not note in its header that %s: %s", path, what,
+			   strerror(errno));
 	close(fd);
 }
 
@@ -2012,9 +2036,8 @@ int cmd_record(int argc, char **argv)
 	{
 		if (have && !unfinished && !gone_late)
 			gone_late = end_step_on(path, &cfg, state, &run);
-		if (have && WIFEXITED(status) && state != TRACE_DAMAGED && !unfinished &&
-		    !gone_late)
-			note_exit_syscall(path);
+		if (have && state != TRACE_DAMAGED && !unfinished && !gone_late)
+			note_program_end(path, status);
 		if (entry[0])
 			unstarted_children(&kids_end, entry);
 		for_each_child_trace(path, &run, end_step, &kids_end);

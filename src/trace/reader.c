@@ -510,12 +510,25 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 			     : 0;
 	r->info.exit_syscall = r->info.orphaned && (r->hdr.flags & HT_FILE_F_EXIT_SYSCALL);
 	/* (a program that ended by the exit_group system call, as record saw
-	 * it exit with a status, lost nothing: no warning) */
-	if (r->info.orphaned && !r->info.exit_syscall)
+	 * it exit with a status, lost nothing: no warning; one record saw
+	 * killed by a signal the recorder never saw, SIGKILL, is said so) */
+	if (r->info.orphaned && r->info.signal) {
+		const char *abbrev = sigabbrev_np(r->info.signal);
+		char name[24];
+		if (abbrev)
+			snprintf(name, sizeof(name), "SIG%.12s", abbrev);
+		else
+			snprintf(name, sizeof(name), "signal %d", r->info.signal);
+		ht_rd__warn(r,
+			    "the program was killed by %s without shutting the tracer down; "
+			    "its writer process saved every event it had recorded",
+			    name);
+	} else if (r->info.orphaned && !r->info.exit_syscall) {
 		ht_rd__warn(r, "the program ended without shutting the tracer down (killed, ended "
 			    "by a signal it did not catch, or by the exit_group system call "
 			    "without exit(), as Go programs end); its writer process saved every "
 			    "event it had recorded");
+	}
 	r->info.disk_full = (r->hdr.flags & HT_FILE_F_DISK_FULL) != 0;
 	r->info.namespace = (r->hdr.flags & HT_FILE_F_NAMESPACE) != 0;
 	if (r->info.namespace)

@@ -793,6 +793,38 @@ def test_kill9_record(t):
     expect_calls(s, {"malloc": 1000, "free": 400})
 
 
+@case(locks=("cpu",))
+def test_kill9_record_killed_by(t):
+    """A program killed by SIGKILL under record (right after it said it
+    was ready): its writer process closes the trace (orphaned), and record,
+    which saw the program die of SIGKILL, notes it in the header
+    (HT_FILE_F_SIGNALED): stats --json says "killed_by": "SIGKILL" and the
+    readers' warning names the signal.  Before: null, and "killed, ended
+    by a signal it did not catch, or by the exit_group system call"."""
+    out = t.path("k.ht")
+    p = subprocess.Popen([t.heaptrail, "record", "-o", out, "--", t.prog("killme")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=t.base_env(), cwd=t.dir)
+    try:
+        line = p.stdout.readline().decode()
+        check(line.startswith("ready "), "killme said %r" % line)
+        os.kill(int(line.split()[1]), signal.SIGKILL)
+        p.communicate(timeout=30)
+    finally:
+        kill_quietly(p.pid)
+        p.wait()
+    eq(p.returncode, 128 + signal.SIGKILL, "record status")
+    s = t.stats(out)
+    expect_calls(s, {"malloc": 1000, "free": 400})
+    expect(s, closed=True, orphaned=True, complete=True, exit_syscall=False)
+    eq(s["killed_by"], "SIGKILL", "stats --json killed_by")
+    check("the program was killed by SIGKILL without shutting the tracer down; its "
+          "writer process saved every event it had recorded" in s["_run"].stderr,
+          "the warning names the signal:\n" + s["_run"].stderr)
+    text = t.tool(["stats", out]).stdout
+    check("(the program died of SIGKILL)" in text, "stats names the signal:\n" + text)
+
+
 @case()
 def test_exit_modes(t):
     """_exit, _Exit, exit, atexit handlers, exit() from a thread."""
