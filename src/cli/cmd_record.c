@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "analyze/analyze.h"
 #include "cli/builtin.h"
 #include "cli/live_quit.h"
 #include "common/dirwatch.h"
@@ -507,6 +508,7 @@ struct trace_row {
 	uint64_t start; /* wall clock at the trace's start: the list's order */
 	char *cmd;
 	char *execd;    /* the program a stub trace ends by exec'ing, else NULL */
+	char fate[48];	/* how it ended, if not cleanly (trace_fate), else "" */
 };
 
 struct trace_rows {
@@ -514,6 +516,23 @@ struct trace_rows {
 	size_t n, cap;
 	const struct run *run;
 };
+
+/* How the process that wrote a child's trace ended, if not cleanly, as
+ * far as its trace tells (its parent reaped it, not record): killed by a
+ * signal the recorder's handler caught (HT_FILE_F_SIGNALED), or ended
+ * without closing it (its writer process closed it, HT_FILE_F_ORPHANED:
+ * killed by SIGKILL, a signal no handler caught, or the exit_group system
+ * call; or nobody did).  "" for a trace closed, or still written. */
+static void trace_fate(const struct ht_trace_info *in, char *fate, size_t len)
+{
+	char sig[16];
+	fate[0] = 0;
+	if (in->signal)
+		snprintf(fate, len, "killed by %s", ht_analyze__signal_name(in->signal, sig));
+	else if ((in->orphaned && !in->exit_syscall) ||
+		 (!in->closed && !in->being_written && !in->disk_full))
+		snprintf(fate, len, "ended without closing its trace (killed?)");
+}
 
 static void add_trace_row(const char *path, void *arg)
 {
@@ -546,6 +565,7 @@ static void add_trace_row(const char *path, void *arg)
 	row->path = strdup(path);
 	row->cmd = strdup(cmd);
 	row->start = in->start_realtime_ns;
+	trace_fate(in, row->fate, sizeof(row->fate));
 	/* a fork child's few calls before it exec'd a program (a shell's
 	 * command): said so, and which, for it is not the program's work */
 	char prog[64];
@@ -604,6 +624,8 @@ static char *child_traces_msg(const char *path, const char *shown, const struct 
 			if (rows.v[i].execd)
 				fprintf(f, " [exec'd %s%s]", rows.v[i].execd,
 					run->follow_exec ? "" : ", untraced");
+			if (rows.v[i].fate[0])
+				fprintf(f, " [%s]", rows.v[i].fate);
 		}
 		free(rows.v[i].path);
 		free(rows.v[i].cmd);

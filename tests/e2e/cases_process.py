@@ -53,6 +53,36 @@ def test_fork(t):
     expect(c, order_exact=True)
 
 
+@case()
+def test_fork_child_killed_marked(t):
+    """record's list of the children's traces says how a child that did
+    not end cleanly ended, as far as its trace tells (the child is its
+    parent's to reap, not record's): forker's child kills itself with
+    SIGSEGV (the recorder's handler closes its trace, naming the signal)
+    or with SIGKILL (its writer process closes it, orphaned), with the
+    writer process and with --writer=thread (nobody closes it); a child
+    that exits is listed as before.  Before: no mark, the killed child
+    listed as one that exited."""
+    marks = {signal.SIGSEGV: " [killed by SIGSEGV]",
+             signal.SIGKILL: " [ended without closing its trace (killed?)]", 0: ""}
+    for writer in ("process", "thread"):
+        for sig, mark in sorted(marks.items()):
+            out = t.path("k%d-%s.ht" % (sig, writer))
+            r = t.run([t.heaptrail, "record", "--writer", writer, "-o", out, "--",
+                       t.prog("forker"), str(int(sig))])
+            eq(r.rc, 0, "forker %d, --writer %s:\n%s" % (sig, writer, r.describe()))
+            child = child_pid(r)
+            row = "%s.%d (forker %d)%s" % (out, child, sig, mark)
+            lines = r.heaptrail_lines()
+            eq(len(lines), 1, "forker %d, --writer %s: one line:\n%s" % (sig, writer, r.stderr))
+            check(row + ";" in lines[0], "forker %d, --writer %s: %r listed in:\n%s"
+                  % (sig, writer, row, lines[0]))
+            if writer == "thread" and sig == signal.SIGKILL:
+                continue  # (its calls since the last flush are lost with it)
+            c = t.stats(out + ".%d" % child, rc=None)
+            expect_calls(c, {"malloc": 7, "free": 10})
+
+
 def wait_for_file(path, timeout=30):
     """The contents of path once a program has written it (a daemon, which
     nothing else waits for)."""
