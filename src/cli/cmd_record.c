@@ -26,6 +26,7 @@
 #include "common/pidpath.h"
 #include "common/procstat.h"
 #include "common/sanitizers.h"
+#include "common/shellword.h"
 #include "common/util.h"
 #include "symbols/elfsyms.h"
 #include "trace/compact.h"
@@ -103,7 +104,9 @@ static int find_preload(char *out, size_t len)
 			snprintf(out, len, "%s", env);
 			return 0;
 		}
-		ht_error("HEAPTRAIL_PRELOAD=%s: %s", env, strerror(errno));
+		char word[PATH_MAX + 64];
+		ht_error("HEAPTRAIL_PRELOAD=%s: %s", ht_shell_word(word, sizeof(word), env),
+			 strerror(errno));
 		return -1;
 	}
 	char dir[PATH_MAX];
@@ -124,8 +127,11 @@ static int find_preload(char *out, size_t len)
 			return 0;
 		}
 	}
+	char word[PATH_MAX + 64];
+	ht_shell_word(word, sizeof(word), dir);
 	ht_error("cannot find libheaptrail.so next to %s or in %s/%s; reinstall heaptrail or set "
-		 "HEAPTRAIL_PRELOAD to the library's path", dir, dir, HT_LIBDIR_REL);
+		 "HEAPTRAIL_PRELOAD to the library's path",
+		 word, word, HT_LIBDIR_REL);
 	return -1;
 }
 
@@ -308,8 +314,11 @@ static int refuse_output(const char *path, const char *shown)
 		why = buf;
 	}
 	if (why) {
+		char word[PATH_MAX + 64];
 		ht_error("cannot write %s: its directory %s: %s; choose another -o", shown,
-			 strcmp(dir, ".") ? dir : "(the current directory)", why);
+			 strcmp(dir, ".") ? ht_shell_word(word, sizeof(word), dir)
+					  : "(the current directory)",
+			 why);
 		return -1;
 	}
 	if (lstat(path, &st) < 0)
@@ -741,15 +750,16 @@ static int damaged(const char *path, int ended_ok, char *what, size_t len, uint6
 	return bad;
 }
 
-/* "'heaptrail stats WORD'" for a message to end with, WORD a file name as
- * ht_shell_word_inplace() makes it (suffix appended to it: ".exec1" or
- * ""); a word quoted itself ('a b.ht') goes without the outer quotes, which
- * would nest (see 'heaptrail stats 'a b.ht'' pastes as two words). */
-static const char *see_stats(char *buf, size_t len, const char *word, const char *suffix)
+/* "'heaptrail CMD WORD'" (CMD "stats", "compact --fast"...) for a message
+ * to suggest, WORD a file name as ht_shell_word() makes it (suffix
+ * appended to it: ".exec1" or ""); a word quoted itself ('a b.ht') goes
+ * without the outer quotes, which would nest (see 'heaptrail stats 'a
+ * b.ht'' pastes as two words). */
+static const char *see_cmd(char *buf, size_t len, const char *cmd, const char *word,
+			   const char *suffix)
 {
 	int quoted = word[0] == '\'' || word[0] == '$';
-	snprintf(buf, len, quoted ? "heaptrail %s %s%s" : "'heaptrail %s %s%s'", "stats", word,
-		 suffix);
+	snprintf(buf, len, quoted ? "heaptrail %s %s%s" : "'heaptrail %s %s%s'", cmd, word, suffix);
 	return buf;
 }
 
@@ -762,7 +772,7 @@ static void say_damaged(const char *shown, const char *prefix, const char *what,
 		"heaptrail: error: %sthe trace %s is damaged: %s; figures read from it may be "
 		"incomplete (%llu events from %u thread%s can be read); inspect it with %s\n",
 		prefix, shown, what, (unsigned long long)events, threads, threads == 1 ? "" : "s",
-		see_stats(see, sizeof(see), shown, ""));
+		see_cmd(see, sizeof(see), "stats", shown, ""));
 }
 
 /* The traces of the children and earlier images, checked (damaged). */
@@ -912,7 +922,7 @@ static void summarize(const char *path, const char *shown, const char *prefix,
 		prefix, (unsigned long long)in->events_chunks, in->nthreads,
 		in->nthreads == 1 ? "" : "s", shown, sz, sampled,
 		in->flags & HT_FILE_F_DISK_FULL ? ", until a write failed" : "", lost,
-		kidmsg ? kidmsg : "", note, see_stats(see, sizeof(see), shown, ""));
+		kidmsg ? kidmsg : "", note, see_cmd(see, sizeof(see), "stats", shown, ""));
 	free(kidmsg);
 	/* (a write error: the recorder said so; the trace ends where it stopped) */
 	if (ht_reader__error(r) && !(in->flags & HT_FILE_F_DISK_FULL))
@@ -993,7 +1003,7 @@ static void say_untraced_exec(const char *path, const char *shown, const char *h
 		"heaptrail: %s%s exec'd a program that was not traced, so nothing was written to "
 		"%s; the traces of its images before that exec are %s%s and on%s (see %s)\n",
 		how, cmd, shown, shown, fe->suffix, kidmsg ? kidmsg : "",
-		see_stats(see, sizeof(see), shown, fe->suffix));
+		see_cmd(see, sizeof(see), "stats", shown, fe->suffix));
 	free(kidmsg);
 }
 
@@ -1020,16 +1030,17 @@ static char late_msg[2 * PATH_MAX + 512];
  * shell word, for the command to be pasted. */
 static void set_late_msg(const char *path, const struct record_config *cfg)
 {
-	static char word[PATH_MAX + 8];
-	snprintf(word, sizeof(word), "%s", path);
-	ht_shell_word_inplace(word, sizeof(word));
+	static char word[PATH_MAX + 8], see[PATH_MAX + 64];
+	ht_shell_word(word, sizeof(word), path);
+	see_cmd(see, sizeof(see),
+		cfg->compact || cfg->zstd_level == 0 ? "compact" : "compact --fast", word, "");
 	sigset_t all, old;
 	sigfillset(&all);
 	sigprocmask(SIG_BLOCK, &all, &old);
 	snprintf(late_msg, sizeof(late_msg),
 		 "heaptrail: interrupted while finishing %s: it stays as the recorder wrote it, "
-		 "readable ('heaptrail compact %s%s' finishes it)\n",
-		 word, cfg->compact || cfg->zstd_level == 0 ? "" : "--fast ", word);
+		 "readable (%s finishes it)\n",
+		 word, see);
 	sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
@@ -1067,15 +1078,17 @@ static int end_step_on(const char *path, const struct record_config *cfg, int st
 	 * about a rewrite and of a "damaged" for the file there now) */
 	if (run && !trace_of(path, run->pid, run->t0))
 		return 1;
-	if (compact) {
-		ht_warning("could not compact the trace: %s (readable as it is, only larger: "
-			   "'heaptrail compact %s' does it later)",
-			   err, path);
-	} else {
+	char word[PATH_MAX + 64], see[PATH_MAX + 96];
+	ht_shell_word(word, sizeof(word), path);
+	see_cmd(see, sizeof(see), compact ? "compact" : "compact --fast", word, "");
+	if (compact)
+		ht_warning("could not compact the trace: %s (readable as it is, only larger: %s does "
+			   "it later)",
+			   err, see);
+	else
 		ht_warning("could not compress the chunks recorded raw: %s (readable as it is, only "
-			   "larger: 'heaptrail compact --fast %s' does it later)",
-			   err, path);
-	}
+			   "larger: %s does it later)",
+			   err, see);
 	return 0;
 }
 
@@ -1123,10 +1136,11 @@ static void note_program_end(const char *path, int status)
 		close(fd);
 		return;
 	}
+	char word[PATH_MAX + 64];
 	if (!ok || pwrite(fd, &h.flags, sizeof(h.flags), offsetof(struct ht_file_header, flags)) !=
 		       (ssize_t)sizeof(h.flags))
-		ht_warning("%s: could not note in its header that %s: %s", path, what,
-			   strerror(errno));
+		ht_warning("%s: could not note in its header that %s: %s",
+			   ht_shell_word(word, sizeof(word), path), what, strerror(errno));
 	close(fd);
 }
 
@@ -1286,7 +1300,7 @@ static int writer_unfinished(const char *path, pid_t *writer, int *stopped)
 static void say_unfinished(const char *path, const char *shown, const char *prefix,
 			   pid_t writer, int stopped)
 {
-	char err[512], why[160];
+	char err[512], why[160], see[PATH_MAX + 96];
 	uint64_t events = 0;
 	uint32_t threads = 0;
 	struct ht_reader *r = ht_reader__open_info(path, err, sizeof(err));
@@ -1303,13 +1317,14 @@ static void say_unfinished(const char *path, const char *shown, const char *pref
 			 (int)writer);
 	else
 		snprintf(why, sizeof(why), "did not finish it in the time record waits for it");
+	see_cmd(see, sizeof(see), "compact --fast", shown, "");
 	fprintf(stderr,
-		"heaptrail: warning: %sthe trace %s is not finished: the program has ended, but the "
-		"recorder's writer process %s; the file holds %llu events from %u thread%s so far, "
-		"and the rest when that process has written them (nothing is lost; it is not "
-		"compressed: 'heaptrail compact --fast %s' does it then)\n",
+		"heaptrail: warning: %sthe trace %s is not finished: the program has ended, but "
+		"the recorder's writer process %s; the file holds %llu events from %u thread%s so "
+		"far, and the rest when that process has written them (nothing is lost; it is not "
+		"compressed: %s does it then)\n",
 		prefix, shown, why, (unsigned long long)events, threads, threads == 1 ? "" : "s",
-		shown);
+		see);
 }
 
 /* A fork child makes its trace at its first call, so that children that
@@ -1420,13 +1435,14 @@ static void note_running_children(const struct kids_end *k, const char *path, co
 	if (!k->running)
 		return;
 	const char *suffix = k->first + strlen(path); /* (named after the program's trace) */
+	char see[PATH_MAX + 96];
+	see_cmd(see, sizeof(see), "compact --fast", shown, suffix);
 	if (k->running == 1)
 		fprintf(stderr,
-			"heaptrail: note: the program writing %s%s (pid %d) still runs after the "
-			"traced program ended (a daemon, or a child left running): that trace grows "
-			"until it ends, and is not compressed ('heaptrail compact --fast %s%s' does "
-			"it then)\n",
-			shown, suffix, (int)k->first_pid, shown, suffix);
+			"heaptrail: note: the program writing %s%s (pid %d) still runs after "
+			"the traced program ended (a daemon, or a child left running): that trace "
+			"grows until it ends, and is not compressed (%s does it then)\n",
+			shown, suffix, (int)k->first_pid, see);
 	else
 		fprintf(stderr,
 			"heaptrail: note: the programs writing %s%s (pid %d) and %d more child "
@@ -1555,7 +1571,7 @@ static int trace_gone(enum ht_dirwatch_fate fate, const char *how, const char *c
 		fprintf(stderr,
 			"heaptrail: %s%s wrote its trace to %s, which was renamed to %s while it "
 			"ran; see %s\n",
-			how, cmd, shown, now, see_stats(see, sizeof(see), now, ""));
+			how, cmd, shown, now, see_cmd(see, sizeof(see), "stats", now, ""));
 		return status;
 	}
 	if (fate == HT_FATE_UNKNOWN) {
@@ -1622,7 +1638,10 @@ static int live_output(const char *trace)
 	int fd = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
 	int in = open("/dev/null", O_RDONLY);
 	if (fd < 0 || in < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0 || dup2(in, 0) < 0) {
-		fprintf(stderr, "heaptrail: cannot write %s: %s\n", name, strerror(errno));
+		int e = errno;
+		char word[PATH_MAX + 64];
+		fprintf(stderr, "heaptrail: cannot write %s: %s\n",
+			ht_shell_word(word, sizeof(word), name), strerror(e));
 		return -1;
 	}
 	close(fd);
@@ -1648,7 +1667,9 @@ static void run_live(const char *out_tmpl, pid_t pid, uint64_t t0, const char *p
 		if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid)
 			return; /* it ended before it wrote a trace: record says why */
 		if (i == 3000) {
-			fprintf(stderr, "heaptrail: no trace at %s after 30 s: no live display\n", path);
+			char word[PATH_MAX + 64];
+			fprintf(stderr, "heaptrail: no trace at %s after 30 s: no live display\n",
+				ht_shell_word(word, sizeof(word), path));
 			return;
 		}
 		usleep(10000);
@@ -1656,9 +1677,13 @@ static void run_live(const char *out_tmpl, pid_t pid, uint64_t t0, const char *p
 	char *av[] = {"live", "--program-output", out, path, NULL};
 	cmd_live(4, av);
 	siginfo_t si = {0};
+	char word[PATH_MAX + 64], oword[PATH_MAX + 64];
 	if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && !si.si_pid)
-		fprintf(stderr, "heaptrail: %s (pid %d) goes on; its trace goes to %s, its output to "
-			"%s; waiting for it to end (Ctrl-C goes to it)\n", prog, (int)pid, path, out);
+		fprintf(stderr,
+			"heaptrail: %s (pid %d) goes on; its trace goes to %s, its output to "
+			"%s; waiting for it to end (Ctrl-C goes to it)\n",
+			prog, (int)pid, ht_shell_word(word, sizeof(word), path),
+			ht_shell_word(oword, sizeof(oword), out));
 }
 
 int cmd_record(int argc, char **argv)
@@ -1722,9 +1747,11 @@ int cmd_record(int argc, char **argv)
 		goto cleanup;
 	}
 	if (cfg.output && cfg.output[strlen(cfg.output) - 1] == '/') {
+		char word[PATH_MAX + 64];
+		ht_shell_word(word, sizeof(word), cfg.output);
 		ht_error("-o %s ends in '/': -o names the trace file, not a directory (give a file "
 			 "name in it, e.g. %sapp.ht)",
-			 cfg.output, cfg.output);
+			 word, word);
 		goto cleanup;
 	}
 	if (cfg.output && !strcmp(cfg.output, "-")) {

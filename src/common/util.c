@@ -1,6 +1,7 @@
 /* Messages, number formatting and parsing, progress. */
 #define _GNU_SOURCE
 #include "util.h"
+#include "shellword.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -521,14 +522,6 @@ void *ht_grow(void *p, size_t *cap, size_t need, size_t elem)
 	return p;
 }
 
-/* Bytes a POSIX shell reads as themselves anywhere in a word (those from
- * 0x80 on too: the UTF-8 of a name); any other asks for quotes. */
-static int shell_plain(unsigned char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-	       c >= 0x80 || (c && strchr("_@%+=:,./-", c));
-}
-
 void ht_open_error(char *err, size_t errlen, const char *path, int e, const char *what)
 {
 	if (!strcmp(path, "-") && e == ENOENT)
@@ -542,51 +535,9 @@ void ht_open_error(char *err, size_t errlen, const char *path, int e, const char
 
 void ht_shell_word_inplace(char *s, size_t cap)
 {
-	size_t n = strlen(s);
-	int control = 0, quote = 0;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c < 0x20 || c == 0x7f)
-			control = 1;
-		else if (!shell_plain(c))
-			quote = 1;
-	}
-	if ((!control && !quote) || cap < 4)
-		return;
 	char *copy = strdup(s);
-	if (!copy)
-		return;
-	size_t o = 0;
-	char esc[8];
-	if (control) /* (single quotes would keep a newline, and the line break) */
-		s[o++] = '$';
-	s[o++] = '\'';
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)copy[i];
-		const char *e = NULL;
-		if (c == '\'')
-			e = control ? "\\'" : "'\\''"; /* (out of the quotes, a quoted one, back in) */
-		else if (control && c == '\n')
-			e = "\\n";
-		else if (control && c == '\t')
-			e = "\\t";
-		else if (control && c == '\\')
-			e = "\\\\";
-		else if (c < 0x20 || c == 0x7f) {
-			snprintf(esc, sizeof(esc), "\\x%02x", c);
-			e = esc;
-		}
-		size_t len = e ? strlen(e) : 1;
-		if (o + len + 2 > cap)
-			break;
-		if (e)
-			memcpy(s + o, e, len);
-		else
-			s[o] = (char)c;
-		o += len;
-	}
-	s[o++] = '\'';
-	s[o] = 0;
+	if (copy)
+		ht_shell_word(s, cap, copy);
 	free(copy);
 }
 

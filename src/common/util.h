@@ -68,14 +68,9 @@ uint64_t ht_hash_str(uint64_t h, const char *s);
  * none or several. */
 const char *ht_nearest_name(const char *word, size_t len, const char *const *names, size_t n);
 /* A file name as one shell word, in place, for messages that name it (and
- * suggest a command with it, which must paste as one argument): left as it
- * is if every byte is one a POSIX shell reads as itself (letters, digits,
- * "_@%+=:,./-", and bytes from 0x80 on); else in single quotes, a quote
- * written '\'' (a space, '$', '*', a quote, a backslash...); with a
- * control character, which single quotes would keep raw and so break the
- * one-line message, $'...' with \n, \t, \', \\ and \xHH.  Suffixes
- * appended to the result (".old", ".123") still make one word.  Cut to cap
- * (the word unusable then, the line still one). */
+ * suggest a command with it, which must paste as one argument): quoted as
+ * common/shellword.h says (the preload library's messages quote so too).
+ * Cut to cap (the word unusable then, the line still one). */
 void ht_shell_word_inplace(char *s, size_t cap);
 /* The message for a file that could not be opened (errno e): "PATH: cannot
  * open: REASON", except for a "-" that does not exist, which users give

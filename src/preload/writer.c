@@ -46,6 +46,7 @@
 #include "../common/pidpath.h"
 #include "../common/procstat.h"
 #include "../common/readsmall.h"
+#include "../common/shellword.h"
 #include "../common/zstored.h"
 #include "cpujudge.h"
 #include "preload.h"
@@ -258,6 +259,16 @@ static void fail(const char *what)
 /* The one warning about a failed write, from the traced process (the
  * helper process that failed has no stderr): at the next buffer hand-over
  * or at close.  Recording stops in the traced process too. */
+/* A file name for a message: one shell word (common/shellword.h), as
+ * record names it, so that it pastes as one argument (a name with a space
+ * or a quote was shown bare).  ht_msg keeps 512 bytes of a line: as many
+ * of the word. */
+#define MSG_WORD 512
+static const char *msg_word(char buf[MSG_WORD], const char *path)
+{
+	return ht_shell_word(buf, MSG_WORD, path);
+}
+
 void ht_writer__report_failure(void)
 {
 	int one = 1;
@@ -265,8 +276,9 @@ void ht_writer__report_failure(void)
 								  __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 		return;
 	atomic_store(&ht_on, 0);
-	ht_msg("cannot write %s (%s: %s); recording stopped, the program goes on", w.path,
-	       w.fail_what, errstr(w.fail_errno));
+	char word[MSG_WORD];
+	ht_msg("cannot write %s (%s: %s); recording stopped, the program goes on",
+	       msg_word(word, w.path), w.fail_what, errstr(w.fail_errno));
 }
 
 /* What is at path, which exists (its creation failed with EEXIST):
@@ -383,7 +395,7 @@ static int create_named(const char *path, int unnamed)
 static int open_output(int unnamed)
 {
 	pid_t pid = (pid_t)syscall(SYS_getpid);
-	char base[4096];
+	char base[4096], word[MSG_WORD];
 	int had_pid = ht_pidpath_expand(base, sizeof(base), ht_opt.out, pid);
 	if (had_pid < 0) {
 		/* never cut to another name */
@@ -411,20 +423,23 @@ static int open_output(int unnamed)
 			if (held >= 0)
 				ht_sys_close(held);
 			if (diverted) {
+				char was[MSG_WORD], now[MSG_WORD];
+				msg_word(was, base);
+				msg_word(now, w.path);
 				if (diverted == 1)
 					ht_msg("%s is being written by another recording; this one "
 					       "writes %s",
-					       base, w.path);
+					       was, now);
 				else if (diverted == 3)
 					ht_msg("%s.old is not a trace (a file of yours heaptrail "
 					       "does not replace): %s stays as it is and this "
 					       "recording writes %s",
-					       base, base, w.path);
+					       was, was, now);
 				else
 					ht_msg("%s.old is not a finished trace of ours (a symlink, "
 					       "another user's, or being written): %s stays as it "
 					       "is and this recording writes %s",
-					       base, base, w.path);
+					       was, was, now);
 				/* its children and later images name theirs after it */
 				size_t len = strlen(w.path);
 				if (len < sizeof(ht_opt.out))
@@ -462,7 +477,7 @@ static int open_output(int unnamed)
 		case -2:
 			ht_msg("%s exists and is not a heaptrail trace; not moving nor "
 			       "overwriting it: choose another output path, or remove it",
-			       w.path);
+			       msg_word(word, w.path));
 			refused = 1;
 			break;
 		}
@@ -471,17 +486,19 @@ static int open_output(int unnamed)
 		struct stat lst;
 		if (lstat(w.path, &lst) == 0 && S_ISLNK(lst.st_mode))
 			ht_msg("%s is a symbolic link; heaptrail does not write through symlinks "
-			       "(remove it or choose another output path)", w.path);
+			       "(remove it or choose another output path)",
+			       msg_word(word, w.path));
 		else if (S_ISREG(lst.st_mode) && lst.st_uid != geteuid() && ht_image_index() > 0)
 			/* (the traced process changed user, then exec'd: the
 			 * trace its earlier image wrote is not this user's) */
 			ht_msg("%s belongs to uid %u, and this process now runs as uid %u (it "
 			       "changed user, then exec'd %s): this image runs untraced",
-			       w.path, (unsigned)lst.st_uid, (unsigned)geteuid(),
+			       msg_word(word, w.path), (unsigned)lst.st_uid, (unsigned)geteuid(),
 			       program_invocation_name);
 		else
 			ht_msg("%s exists and is not a file of ours (a directory, or another "
-			       "user's); not overwriting it: choose another output path", w.path);
+			       "user's); not overwriting it: choose another output path",
+			       msg_word(word, w.path));
 		refused = 1;
 		break;
 	}
@@ -489,7 +506,7 @@ static int open_output(int unnamed)
 	if (held >= 0)
 		ht_sys_close(held);
 	if (!refused)
-		ht_msg("cannot create the trace file %s: %s", w.path, errstr(e));
+		ht_msg("cannot create the trace file %s: %s", msg_word(word, w.path), errstr(e));
 	return -1;
 }
 
@@ -594,8 +611,10 @@ static int check_fd(void)
 	if (fd >= 0 && fd_is_ours(fd) && lseek(fd, (off_t)w.off, SEEK_SET) == (off_t)w.off) {
 		w.fd = fd_move_high(fd);
 		static int said; /* once: a program may close it in a loop */
+		char word[MSG_WORD];
 		if (!said++)
-			ht_msg("the program closed the trace file's descriptor; reopened %s", w.path);
+			ht_msg("the program closed the trace file's descriptor; reopened %s",
+			       msg_word(word, w.path));
 		return 0;
 	}
 	if (fd >= 0)
@@ -1652,11 +1671,12 @@ void ht_writer__helper_gone(void)
 		helper_lost = 1;
 		/* said whoever noticed it: the buffers running out, the
 		 * program's end, a wait of the program's that reaped it */
+		char word[MSG_WORD];
 		if (__atomic_exchange_n(&helper_lost_said, 1, __ATOMIC_SEQ_CST) == 0)
 			ht_msg("the trace writer process died; the program's threads write %s "
 			       "themselves from now on (no periodic flush: a crash of the "
 			       "program now loses what its buffers hold)",
-			       w.path);
+			       msg_word(word, w.path));
 	}
 }
 
@@ -1691,11 +1711,12 @@ void ht_writer__rescue(void)
 	if (!helper_lost && writer_alive())
 		return;
 	helper_lost = 1;
+	char word[MSG_WORD];
 	if (__atomic_exchange_n(&helper_lost_said, 1, __ATOMIC_SEQ_CST) == 0)
 		ht_msg("the trace writer process died; the program's threads write %s "
 		       "themselves from now on (no periodic flush: a crash of the "
 		       "program now loses what its buffers hold)",
-		       w.path);
+		       msg_word(word, w.path));
 	inline_round(REQ_DATA);
 }
 

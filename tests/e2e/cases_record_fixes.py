@@ -276,3 +276,54 @@ def test_full_disk_before_header(t):
               "space (df))" % out in r.stderr, r.stderr)
     finally:
         subprocess.run(["umount", mnt])
+
+
+def shell_words(t, words):
+    """What bash reads words (a piece of a command line) as: its list of
+    arguments."""
+    r = t.run(["bash", "-c", "printf '%s\\n' " + words])
+    eq(r.rc, 0, "bash read %s:\n%s" % (words, r.describe()))
+    return r.stdout.splitlines()
+
+
+@case(timeout=60)
+def test_record_paths_quoted(t):
+    """Every path record's lines name is one shell word, as the summary's:
+    in a directory named "it's a dir", the recorder's line when OUTPUT is
+    being written by another recording (its lock held) names OUTPUT and
+    the OUTPUT.<pid> it writes instead, the refusal of a directory that
+    does not exist names it, and that of an -o ending in '/' names it; bash
+    reads each back as the path.  Before, they were printed bare (the
+    absolute path of OUTPUT, split into three words by a shell)."""
+    import fcntl
+    import re
+    d = t.path("it's a dir")
+    os.makedirs(d)
+    out = os.path.join(d, "x.ht")
+    r = t.run([t.heaptrail, "record", "-q", "-o", out, "--", t.prog("oneline")])
+    eq(r.rc, 0, r.describe())
+    with open(out, "rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # (as its writer holds it)
+        r = t.run([t.heaptrail, "record", "-o", out, "--", t.prog("oneline")])
+    eq(r.rc, 0, r.describe())
+    alt = [f for f in os.listdir(d) if f.startswith("x.ht.")]
+    eq(len(alt), 1, "the trace written instead: %r" % alt)
+    m = [re.match(r"heaptrail: (.*) is being written by another recording; this one writes "
+                  r"(.*)$", line) for line in r.heaptrail_lines()]
+    m = [x for x in m if x]
+    eq(len(m), 1, "the line that says so:\n" + r.describe())
+    eq(shell_words(t, "%s %s" % m[0].groups()), [out, os.path.join(d, alt[0])],
+       "the paths in: " + m[0].group(0))
+    missing = os.path.join(d, "no dir")
+    r = t.run([t.heaptrail, "record", "-o", os.path.join(missing, "x.ht"), "--",
+               t.prog("oneline")])
+    eq(r.rc, 2, r.describe())
+    m = re.search(r": its directory (.*): No such file or directory; choose another -o$",
+                  r.stderr, re.M)
+    check(m, "the refusal:\n" + r.describe())
+    eq(shell_words(t, m.group(1)), [missing], "the directory in: " + m.group(0))
+    r = t.run([t.heaptrail, "record", "-o", d + "/", "--", t.prog("oneline")])
+    eq(r.rc, 2, r.describe())
+    m = re.search(r"error: -o (.*) ends in '/': ", r.stderr)
+    check(m, "the refusal:\n" + r.describe())
+    eq(shell_words(t, m.group(1)), [d + "/"], "the path in: " + m.group(0))
