@@ -256,9 +256,6 @@ static void fail(const char *what)
 	 * the writer thread wrote the line into a table without stderr) */
 }
 
-/* The one warning about a failed write, from the traced process (the
- * helper process that failed has no stderr): at the next buffer hand-over
- * or at close.  Recording stops in the traced process too. */
 /* A file name for a message: one shell word (common/shellword.h), as
  * record names it, so that it pastes as one argument (a name with a space
  * or a quote was shown bare).  ht_msg keeps 512 bytes of a line: as many
@@ -269,6 +266,9 @@ static const char *msg_word(char buf[MSG_WORD], const char *path)
 	return ht_shell_word(buf, MSG_WORD, path);
 }
 
+/* The one warning about a failed write, from the traced process (the
+ * helper process that failed has no stderr): at the next buffer hand-over
+ * or at close.  Recording stops in the traced process too. */
 void ht_writer__report_failure(void)
 {
 	int one = 1;
@@ -287,6 +287,8 @@ void ht_writer__report_failure(void)
  *     starting now can take it too) and path still names it;
  *  1: a trace being written: its writer holds the flock (below), the
  *     recording is alive; never touched;
+ *  3: a finished trace another heaptrail command holds the lock of
+ *     (compact rewriting it, a record finishing it): never touched;
  *  2: gone meanwhile: create it again;
  * -1: not a file of ours (a symlink, another user's, not a regular file);
  * -2: a regular file of ours that is not a trace. */
@@ -314,8 +316,12 @@ static int probe_existing(const char *path, int *fdp)
 		 * its trace) take LOCK_SH for a moment only.  A file system
 		 * without locks (some network ones) tells nothing: finished. */
 		if (flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK) {
+			uint64_t flags = 0;
+			int closed = ht_sys_pread(fd, &flags, sizeof(flags), 16) ==
+					     (ssize_t)sizeof(flags) &&
+				     (flags & HT_FILE_F_CLOSED);
 			ht_sys_close(fd);
-			return 1;
+			return closed ? 3 : 1;
 		}
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK) {
 			*fdp = fd;
@@ -326,6 +332,26 @@ static int probe_existing(const char *path, int *fdp)
 		ht_sys_nanosleep(&ts, NULL);
 	}
 	return 1;
+}
+
+/* What is at path.old, which keep_as_old would not replace, for a
+ * message: "a symbolic link", "a directory", ... */
+static const char *old_what(const char *path)
+{
+	char old[sizeof(w.path) + 8];
+	snprintf(old, sizeof(old), "%s.old", path);
+	struct stat st;
+	if (lstat(old, &st) < 0)
+		return "a file that could not be replaced";
+	if (S_ISLNK(st.st_mode))
+		return "a symbolic link";
+	if (S_ISDIR(st.st_mode))
+		return "a directory";
+	if (!S_ISREG(st.st_mode))
+		return "not a regular file";
+	if (st.st_uid != geteuid())
+		return "another user's file";
+	return "a trace in use by another recording or heaptrail command";
 }
 
 /* Renames the finished trace at path (open on fd, locked) to path.old,
@@ -430,16 +456,20 @@ static int open_output(int unnamed)
 					ht_msg("%s is being written by another recording; this one "
 					       "writes %s",
 					       was, now);
+				else if (diverted == 4)
+					ht_msg("%s is a finished trace that another heaptrail "
+					       "command is using (compact rewriting it, or a record "
+					       "finishing it); this recording writes %s",
+					       was, now);
 				else if (diverted == 3)
 					ht_msg("%s.old is not a trace (a file of yours heaptrail "
 					       "does not replace): %s stays as it is and this "
 					       "recording writes %s",
 					       was, was, now);
 				else
-					ht_msg("%s.old is not a finished trace of ours (a symlink, "
-					       "another user's, or being written): %s stays as it "
-					       "is and this recording writes %s",
-					       was, was, now);
+					ht_msg("%s.old is %s, which heaptrail does not replace: %s "
+					       "stays as it is and this recording writes %s",
+					       was, old_what(base), was, now);
 				/* its children and later images name theirs after it */
 				size_t len = strlen(w.path);
 				if (len < sizeof(ht_opt.out))
@@ -451,8 +481,8 @@ static int open_output(int unnamed)
 			break;
 		if (!own_name || attempt > 0)
 			continue; /* a sibling's file: take the next suffix */
-		int old;
-		switch (probe_existing(w.path, &old)) {
+		int old, probed = probe_existing(w.path, &old);
+		switch (probed) {
 		case 0: /* a finished trace of ours: kept as NAME.old */
 			if ((kept = keep_as_old(w.path, old)) < 0) {
 				ht_sys_close(old);
@@ -470,8 +500,9 @@ static int open_output(int unnamed)
 				attempt--;
 			continue;
 		case 1: /* a live recording's: NAME.PID, as a child would */
+		case 3: /* held by compact, or a record's end step: the same */
 			own_name = 0;
-			diverted = 1;
+			diverted = probed == 3 ? 4 : 1;
 			attempt = -1;
 			continue;
 		case -2:

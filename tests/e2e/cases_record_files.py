@@ -451,7 +451,8 @@ def test_previous_trace_kept(t):
     (replacing an older X.old, as perf does), record's summary says so,
     and it counts only this run's child traces, not the X.<pid> an earlier
     run left.  A symlink at X.old is never replaced nor followed: X stays
-    and the new trace is X.<pid>, said in one line.  The same with
+    and the new trace is X.<pid>, said in one line that names what X.old
+    is (a symbolic link, a directory).  The same with
     HEAPTRAIL_OUT.  (Before: X was silently replaced, and the summary
     counted the earlier runs' child traces as this run's.)"""
     out = t.path("k.ht")
@@ -481,7 +482,8 @@ def test_previous_trace_kept(t):
     with open(target) as f:
         eq(f.read(), "precious\n", "the symlink's target")
     eq(t.stats(out)["pid"], runs[-1], "X stays the previous run's")
-    said = [l for l in r.heaptrail_lines() if "k.ht.old is not a finished trace" in l]
+    said = [l for l in r.heaptrail_lines()
+            if "k.ht.old is a symbolic link, which heaptrail does not replace" in l]
     eq(len(said), 1, "one line says why:\n" + r.describe())
     alt = said[0].rsplit(" ", 1)[1]
     wrote = [l for l in r.heaptrail_lines() if "wrote" in l]
@@ -489,6 +491,16 @@ def test_previous_trace_kept(t):
           "the summary names %s and its child's trace:\n%s" % (alt, r.describe()))
     eq(os.path.dirname(alt), t.dir, "the new trace's directory")
     eq(t.stats(alt)["calls"]["malloc"], 15, "the new trace")
+    # a directory at X.old: said as such (it was "a symlink, another
+    # user's, or being written" until 2026-11-28)
+    os.unlink(out + ".old")
+    os.mkdir(out + ".old")
+    r = t.run([t.heaptrail, "record", "-o", out, "--", t.prog("oneline")])
+    eq(r.rc, 0, "with a directory at X.old\n" + r.describe())
+    said = [l for l in r.heaptrail_lines()
+            if "k.ht.old is a directory, which heaptrail does not replace" in l]
+    eq(len(said), 1, "one line says why:\n" + r.describe())
+    eq(t.stats(out)["pid"], runs[-1], "X stays the previous run's")
     # LD_PRELOAD: the same rule
     out2 = t.path("p.ht")
     for i in range(2):

@@ -290,8 +290,9 @@ def shell_words(t, words):
 def test_record_paths_quoted(t):
     """Every path record's lines name is one shell word, as the summary's:
     in a directory named "it's a dir", the recorder's line when OUTPUT is
-    being written by another recording (its lock held) names OUTPUT and
-    the OUTPUT.<pid> it writes instead, the refusal of a directory that
+    in use (a finished trace whose lock another heaptrail command holds, as
+    compact does: said so since 2026-11-28, "being written by another
+    recording" before) names OUTPUT and the OUTPUT.<pid> it writes instead, the refusal of a directory that
     does not exist names it, and that of an -o ending in '/' names it; bash
     reads each back as the path.  Before, they were printed bare (the
     absolute path of OUTPUT, split into three words by a shell)."""
@@ -308,8 +309,9 @@ def test_record_paths_quoted(t):
     eq(r.rc, 0, r.describe())
     alt = [f for f in os.listdir(d) if f.startswith("x.ht.")]
     eq(len(alt), 1, "the trace written instead: %r" % alt)
-    m = [re.match(r"heaptrail: (.*) is being written by another recording; this one writes "
-                  r"(.*)$", line) for line in r.heaptrail_lines()]
+    m = [re.match(r"heaptrail: (.*) is a finished trace that another heaptrail command is "
+                  r"using \(compact rewriting it, or a record finishing it\); this recording "
+                  r"writes (.*)$", line) for line in r.heaptrail_lines()]
     m = [x for x in m if x]
     eq(len(m), 1, "the line that says so:\n" + r.describe())
     eq(shell_words(t, "%s %s" % m[0].groups()), [out, os.path.join(d, alt[0])],
