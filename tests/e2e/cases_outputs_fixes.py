@@ -116,15 +116,17 @@ def report(t, trace, rc=0):
 def test_report_trace_end_said(t):
     """The report's duration card says how the trace ended, as stats and
     leaks do (ht_analyze__trace_end): "trace closed cleanly" only when the
-    program exited; "the program died of SIGSEGV: not at exit"; "the
-    program did not exit cleanly" for one killed by SIGKILL (its writer
-    process closed the trace); for a trace cut inside a chunk, that it is
+    program exited; "the program died of SIGSEGV: not at exit"; for one
+    killed by SIGKILL (its writer process closed the trace), the same with
+    SIGKILL, which record notes in the header (until 2026-11-28: "the
+    program did not exit cleanly"); for a trace cut inside a chunk, that it is
     cut and when its events end (the last event dump reads from it)."""
     ends = {
         "exit": (0, "trace closed cleanly", "live at exit"),
         "segv": (128 + signal.SIGSEGV, "the program died of SIGSEGV: not at exit",
                  "live at the end"),
-        "kill": (128 + signal.SIGKILL, "the program did not exit cleanly", "live at the end"),
+        "kill": (128 + signal.SIGKILL, "the program died of SIGKILL: not at exit",
+                 "live at the end"),
     }
     for how, (rc, words, label) in ends.items():
         trace = record(t, how, how, rc=rc)

@@ -120,8 +120,9 @@ int main(int argc, char **argv)
 def test_end_step_holds_trace(t):
     """A second record on the same -o while the first one compacts its
     trace (--compact, the end step under way: its temporary is there): the
-    second takes the trace for one being written and writes OUTPUT.PID,
-    and both traces are whole.  Before, it moved the first run's trace to
+    second leaves the trace to it and writes OUTPUT.PID, saying that
+    another heaptrail command is using it (since 2026-11-28; "being
+    written by another recording" before), and both traces are whole.  Before, it moved the first run's trace to
     OUTPUT.old and wrote OUTPUT, and the end step then renamed the first
     run's compacted trace over it: the second run's events were lost, and
     both summaries named files that held the first run."""
@@ -141,8 +142,9 @@ def test_end_step_holds_trace(t):
     _, err1 = first.communicate(timeout=120)
     eq((first.returncode, second.rc), (0, 0), "exit statuses: %s\n%s" % (err1.decode(),
                                                                       second.describe()))
-    check("is being written by another recording; this one writes %s." % out in second.stderr,
-          "the second record's trace: " + second.stderr)
+    check("%s is a finished trace that another heaptrail command is using (compact rewriting "
+          "it, or a record finishing it); this recording writes %s." % (out, out)
+          in second.stderr, "the second record's trace: " + second.stderr)
     s = t.stats(out)
     check(20000000 <= s["events"] < 20000020, "the first run's trace at OUTPUT: %d events"
           % s["events"])
