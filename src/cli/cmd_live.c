@@ -418,12 +418,18 @@ static int draw_header(struct live *L, struct screen *s)
 	const struct ht_lt_totals *t = ht_livetop__totals(L->lt);
 	char a[32], b[32], c[32], d[32], e[32], f[32];
 	/* a program killed (its writer closed the trace for it: orphaned)
-	 * is said as stats says it, not as one that finished */
+	 * is said as stats says it, not as one that finished; the signal
+	 * when the trace names it (the recorder's handler, or record for a
+	 * SIGKILL): a crash read "finished" */
+	char died[64], sig[32];
+	snprintf(died, sizeof(died), "ended: died of %s",
+		 ht_analyze__signal_name(in->signal, sig));
 	const char *state = ht_reader__following(L->r) ? "running, still being written"
+			    : in->signal			? died
 			    : in->closed && in->orphaned && !(in->flags & HT_FILE_F_EXIT_SYSCALL)
 				    ? "ended, killed?"
-			    : in->closed		 ? "finished"
-						 : "finished, not closed cleanly";
+			    : in->closed ? "finished"
+					 : "finished, not closed cleanly";
 	/* the command cut short rather than the state */
 	int room = s->w - (int)strlen(state) - 40, len = (int)strlen(in->cmdline);
 	if (room < 10)

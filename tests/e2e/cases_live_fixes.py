@@ -2,6 +2,7 @@
 it is written, and the writer's order of a thread's chunks in the file it
 follows."""
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -68,9 +69,13 @@ def test_live_follow_threads_no_loss(t):
 
 @case(timeout=60, labels=("live",))
 def test_live_killed_said(t):
-    """A program killed with SIGKILL (its writer closes the trace for it):
-    live's header says `[ended, killed?]`, as stats warns that it ended
-    without shutting the tracer down, where it said `[finished]`."""
+    """A program killed with SIGKILL under record (its writer closes the
+    trace for it, record notes the signal): live's header says `[ended:
+    died of SIGKILL]`, where it said `[finished]`, then `[ended, killed?]`
+    while the trace did not name the signal; stats warns that it ended
+    without shutting the tracer down.  A program that crashed (SIGSEGV,
+    the recorder's handler closes the trace): `[ended: died of SIGSEGV]`,
+    where it said `[finished]` until 2026-11-28."""
     out = t.path("k.ht")
     rec = subprocess.Popen([t.heaptrail, "record", "-q", "-o", out, "--", t.prog("grower"), "20"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=t.base_env(),
@@ -83,7 +88,14 @@ def test_live_killed_said(t):
     rec.communicate(timeout=60)
     r = t.run([t.heaptrail, "live", "--batch", out])
     eq(r.rc, 0, r.describe())
-    check(r.stdout.splitlines()[0].endswith("[ended, killed?]"), "the header: " +
+    check(r.stdout.splitlines()[0].endswith("[ended: died of SIGKILL]"), "the header: " +
           r.stdout.splitlines()[0])
     s = t.run([t.heaptrail, "stats", out])
     check("without shutting the tracer down" in s.stderr, "stats: " + s.stderr)
+    seg = t.path("s.ht")
+    r = t.run([t.heaptrail, "record", "-q", "-o", seg, "--", t.prog("crash"), "segv"])
+    eq(r.rc, 128 + signal.SIGSEGV, r.describe())
+    r = t.run([t.heaptrail, "live", "--batch", seg])
+    eq(r.rc, 0, r.describe())
+    check(r.stdout.splitlines()[0].endswith("[ended: died of SIGSEGV]"), "the header: " +
+          r.stdout.splitlines()[0])
