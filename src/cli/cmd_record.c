@@ -1822,13 +1822,17 @@ int cmd_record(int argc, char **argv)
 		ret = HT_EXIT_DATA;
 		goto cleanup;
 	}
+	/* the command as record's lines name it: one shell word, as the
+	 * paths are (a name with a space or a quote was printed bare) */
+	static char cmdw[PATH_MAX * 2];
+	ht_shell_word(cmdw, sizeof(cmdw), argv[0]);
 	char san_lib[256];
 	const char *san = sanitizer_of(argv[0], san_lib, sizeof(san_lib));
 	if (san) {
 		ht_error("%s is built with %s (it loads %s), whose runtime replaces malloc and must "
 			 "be the first library loaded: it cannot run beside the recorder. Record a "
 			 "build without -fsanitize",
-			 argv[0], san, san_lib);
+			 cmdw, san, san_lib);
 		goto cleanup;
 	}
 	static char out_abs[PATH_MAX], longest[PATH_MAX];
@@ -1884,9 +1888,9 @@ int cmd_record(int argc, char **argv)
 			ht_error("cannot start %s: record needs two descriptors more than the "
 				 "limit of %llu leaves it (ulimit -n): raise it, and lower it in the "
 				 "program if it must run with so few",
-				 argv[0], (unsigned long long)nf.rlim_cur);
+				 cmdw, (unsigned long long)nf.rlim_cur);
 		else
-			ht_error("cannot start %s: pipe: %s", argv[0], strerror(e));
+			ht_error("cannot start %s: pipe: %s", cmdw, strerror(e));
 		sigprocmask(SIG_SETMASK, &old_mask, NULL);
 		ret = HT_EXIT_DATA;
 		goto cleanup;
@@ -1960,8 +1964,11 @@ int cmd_record(int argc, char **argv)
 			snprintf(name, sizeof(name), "%s.out", out);
 			unlink(name);
 		}
-		dprintf(err_fd >= 0 ? err_fd : 2, "heaptrail: cannot run '%s': %s\n", argv[0],
-			strerror(e));
+		/* (quoted as before when the name needs no quoting) */
+		dprintf(err_fd >= 0 ? err_fd : 2,
+			strcmp(cmdw, argv[0]) ? "heaptrail: cannot run %s: %s\n"
+					      : "heaptrail: cannot run '%s': %s\n",
+			cmdw, strerror(e));
 		ssize_t wr = write(refused[1], "e", 1);
 		(void)wr;
 		_exit(e == ENOENT ? 127 : 126);
@@ -2113,9 +2120,9 @@ int cmd_record(int argc, char **argv)
 			bad = damaged(path, ended_ok, what, sizeof(what), &events, &threads) ==
 			      TRACE_DAMAGED;
 	}
-	static char how[PATH_MAX + 100] = "";
+	static char how[PATH_MAX * 2 + 100] = "";
 	if (WIFSIGNALED(status))
-		snprintf(how, sizeof(how), "%s was killed by signal %d (%s); ", argv[0],
+		snprintf(how, sizeof(how), "%s was killed by signal %d (%s); ", cmdw,
 			 WTERMSIG(status), strsignal(WTERMSIG(status)));
 	ret = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 	struct kids_check kids = {path, shown, 0};
@@ -2126,22 +2133,22 @@ int cmd_record(int argc, char **argv)
 	if (bad)
 		say_damaged(shown, how, what, events, threads);
 	else if (gone_late)
-		ret = trace_gone(HT_FATE_UNKNOWN, how, argv[0], shown, path, NULL, ret);
+		ret = trace_gone(HT_FATE_UNKNOWN, how, cmdw, shown, path, NULL, ret);
 	else if (unfinished)
 		say_unfinished(path, shown, how, writer, stopped);
 	else if (!cfg.quiet && have)
 		summarize(path, shown, how, &run, note, !strcmp(cfg.writer, "process"));
 	else if (fate != HT_FATE_UNKNOWN && fate != HT_FATE_THERE)
-		ret = trace_gone(fate, how, argv[0], shown, path, moved_to, ret);
+		ret = trace_gone(fate, how, cmdw, shown, path, moved_to, ret);
 	else if (!cfg.quiet && earlier_image(path, &run, &first_exec))
 		/* it exec'd a program that runs untraced (a sanitizer's build,
 		 * a setuid or static one): its earlier images have their traces,
 		 * and its children theirs */
-		say_untraced_exec(path, shown, how, argv[0], &run, &first_exec);
+		say_untraced_exec(path, shown, how, cmdw, &run, &first_exec);
 	else if (!cfg.quiet && nkids)
-		say_no_trace_but_kids(path, shown, how, argv[0], &run);
+		say_no_trace_but_kids(path, shown, how, cmdw, &run);
 	else if (!cfg.quiet)
-		fprintf(stderr, "heaptrail: %s%s wrote no trace to %s (%s)\n", how, argv[0], shown,
+		fprintf(stderr, "heaptrail: %s%s wrote no trace to %s (%s)\n", how, cmdw, shown,
 			no_trace_reason(argv[0], path));
 	if (!cfg.quiet)
 		note_running_children(&kids_end, path, shown);

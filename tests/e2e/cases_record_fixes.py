@@ -295,8 +295,10 @@ def test_record_paths_quoted(t):
     in use (a finished trace whose lock another heaptrail command holds, as
     compact does: said so since 2026-11-28, "being written by another
     recording" before) names OUTPUT and the OUTPUT.<pid> it writes instead, the refusal of a directory that
-    does not exist names it, and that of an -o ending in '/' names it; bash
-    reads each back as the path.  Before, they were printed bare (the
+    does not exist names it, and that of an -o ending in '/' names it, as
+    do the summary of a program killed by a signal and the refusal of one
+    that cannot be run (the command's name); bash reads each back as the
+    path.  Before, they were printed bare (the
     absolute path of OUTPUT, split into three words by a shell)."""
     import fcntl
     import re
@@ -331,3 +333,19 @@ def test_record_paths_quoted(t):
     m = re.search(r"error: -o (.*) ends in '/': ", r.stderr)
     check(m, "the refusal:\n" + r.describe())
     eq(shell_words(t, m.group(1)), [d + "/"], "the path in: " + m.group(0))
+    # the command, in a line that names it (since 2026-11-28: bare before)
+    import shutil
+    crash = os.path.join(d, "crash")
+    shutil.copy(t.prog("crash"), crash)
+    r = t.run([t.heaptrail, "record", "-o", t.path("c.ht"), "--", crash, "segv"])
+    eq(r.rc, 128 + 11, r.describe())
+    m = re.match(r"heaptrail: (.*) was killed by signal 11 ", r.heaptrail_lines()[0])
+    check(m, "the summary:\n" + r.describe())
+    eq(shell_words(t, m.group(1)), [crash], "the command in: " + m.group(0))
+    gone = os.path.join(d, "not here")
+    r = t.run([t.heaptrail, "record", "-o", t.path("g.ht"), "--", gone])
+    eq(r.rc, 127, r.describe())
+    m = re.match(r"heaptrail: cannot run (.*): No such file or directory$",
+                 r.heaptrail_lines()[0])
+    check(m, "the refusal:\n" + r.describe())
+    eq(shell_words(t, m.group(1)), [gone], "the command in: " + m.group(0))
