@@ -799,12 +799,10 @@ def test_kill9(t):
         eq(rc, 0 if s["complete"] else 1, "stats exit status (complete=%s)" % s["complete"])
 
 
-@case(locks=("cpu",))
-def test_kill9_record(t):
-    """record passes 128+9 through when the program is killed (right after
-    it said it was ready: the writer process saves every event whenever
-    the kill comes)."""
-    out = t.path("k.ht")
+def record_killme_killed(t, out):
+    """record -o out -- killme, the program killed with SIGKILL right after
+    it said it was ready; checks that record passed 128+9 through and
+    returns record's stderr."""
     p = subprocess.Popen([t.heaptrail, "record", "-o", out, "--", t.prog("killme")],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          env=t.base_env(), cwd=t.dir)
@@ -817,7 +815,17 @@ def test_kill9_record(t):
         kill_quietly(p.pid)
         p.wait()
     eq(p.returncode, 128 + signal.SIGKILL, "record status")
-    hl = [l for l in err.decode().splitlines() if l.startswith("heaptrail:") and "k.ht" in l]
+    return err.decode()
+
+
+@case(locks=("cpu",))
+def test_kill9_record(t):
+    """record passes 128+9 through when the program is killed (right after
+    it said it was ready: the writer process saves every event whenever
+    the kill comes)."""
+    out = t.path("k.ht")
+    err = record_killme_killed(t, out)
+    hl = [l for l in err.splitlines() if l.startswith("heaptrail:") and "k.ht" in l]
     eq(len(hl), 1, "heaptrail lines on stderr naming the trace")
     s = t.stats(out, rc=None)
     expect_calls(s, {"malloc": 1000, "free": 400})
@@ -832,18 +840,7 @@ def test_kill9_record_killed_by(t):
     readers' warning names the signal.  Before: null, and "killed, ended
     by a signal it did not catch, or by the exit_group system call"."""
     out = t.path("k.ht")
-    p = subprocess.Popen([t.heaptrail, "record", "-o", out, "--", t.prog("killme")],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         env=t.base_env(), cwd=t.dir)
-    try:
-        line = p.stdout.readline().decode()
-        check(line.startswith("ready "), "killme said %r" % line)
-        os.kill(int(line.split()[1]), signal.SIGKILL)
-        p.communicate(timeout=30)
-    finally:
-        kill_quietly(p.pid)
-        p.wait()
-    eq(p.returncode, 128 + signal.SIGKILL, "record status")
+    record_killme_killed(t, out)
     s = t.stats(out)
     expect_calls(s, {"malloc": 1000, "free": 400})
     expect(s, closed=True, orphaned=True, complete=True, exit_syscall=False)
