@@ -5,7 +5,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -235,16 +234,6 @@ const char *ht_analyze__end_not_freed(enum ht_trace_end e)
 	default:
 		return " at exit";
 	}
-}
-
-const char *ht_analyze__signal_name(int sig, char *buf)
-{
-	const char *abbrev = sig > 0 ? sigabbrev_np(sig) : NULL;
-	if (abbrev)
-		snprintf(buf, 16, "SIG%.12s", abbrev);
-	else
-		snprintf(buf, 16, "signal %d", sig);
-	return buf;
 }
 
 const char *ht_analyze__end_label(enum ht_trace_end e)

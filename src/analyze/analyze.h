@@ -67,8 +67,6 @@ enum ht_trace_end ht_analyze__trace_end(const struct ht_reader *r);
 /* Its words for "not freed ..." (leaks) and for a "live ..." label. */
 const char *ht_analyze__end_not_freed(enum ht_trace_end e);
 const char *ht_analyze__end_label(enum ht_trace_end e);
-/* "SIGSEGV" for 11 (into buf, 16 bytes), "signal N" if it has no name. */
-const char *ht_analyze__signal_name(int sig, char *buf);
 
 /* Recording off (ps->count times, up to end_ns) in one sentence (no
  * newline), "" if it never was: that the calls meanwhile are not in the

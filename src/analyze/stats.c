@@ -340,7 +340,7 @@ void ht_stats__json(const struct ht_stats *s, struct ht_json *j, const struct ht
 	ht_json__bool(j, "detached", in->detached);
 	char sig[16];
 	if (in->signal) /* (the fatal signal the program died of) */
-		ht_json__str(j, "killed_by", ht_analyze__signal_name(in->signal, sig));
+		ht_json__str(j, "killed_by", ht_signal_name(in->signal, sig));
 	else
 		ht_json__null(j, "killed_by");
 	ht_json__bool(j, "sampled", (in->flags & HT_FILE_F_SAMPLED) != 0);
@@ -461,7 +461,7 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_reader *r
 	char b1[32], b2[32], b3[32], b4[32], died[64] = "";
 	if (in->signal)
 		snprintf(died, sizeof(died), " (the program died of %s)",
-			 ht_analyze__signal_name(in->signal, b1));
+			 ht_signal_name(in->signal, b1));
 	fprintf(f, "trace      %s\ncommand    %s (pid %d)\n", path, in->cmdline, in->pid);
 	if (in->allocator)
 		fprintf(f, "allocator  %s (not glibc's: usable sizes are its own)\n", in->allocator);

@@ -423,7 +423,7 @@ static int draw_header(struct live *L, struct screen *s)
 	 * SIGKILL): a crash read "finished" */
 	char died[64], sig[32];
 	snprintf(died, sizeof(died), "ended: died of %s",
-		 ht_analyze__signal_name(in->signal, sig));
+		 ht_signal_name(in->signal, sig));
 	const char *state = ht_reader__following(L->r) ? "running, still being written"
 			    : in->signal			? died
 			    : in->closed && in->orphaned && !(in->flags & HT_FILE_F_EXIT_SYSCALL)

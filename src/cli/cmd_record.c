@@ -537,7 +537,7 @@ static void trace_fate(const struct ht_trace_info *in, char *fate, size_t len)
 	char sig[16];
 	fate[0] = 0;
 	if (in->signal)
-		snprintf(fate, len, "killed by %s", ht_analyze__signal_name(in->signal, sig));
+		snprintf(fate, len, "killed by %s", ht_signal_name(in->signal, sig));
 	else if ((in->orphaned && !in->exit_syscall) ||
 		 (!in->closed && !in->being_written && !in->disk_full))
 		snprintf(fate, len, "ended without closing its trace (killed?)");
@@ -1081,14 +1081,8 @@ static int end_step_on(const char *path, const struct record_config *cfg, int st
 	char word[PATH_MAX + 64], see[PATH_MAX + 96];
 	ht_shell_word(word, sizeof(word), path);
 	see_cmd(see, sizeof(see), compact ? "compact" : "compact --fast", word, "");
-	if (compact)
-		ht_warning("could not compact the trace: %s (readable as it is, only larger: %s does "
-			   "it later)",
-			   err, see);
-	else
-		ht_warning("could not compress the chunks recorded raw: %s (readable as it is, only "
-			   "larger: %s does it later)",
-			   err, see);
+	ht_warning("could not %s: %s (readable as it is, only larger: %s does it later)",
+		   compact ? "compact the trace" : "compress the chunks recorded raw", err, see);
 	return 0;
 }
 

@@ -147,7 +147,7 @@ static const char *end_words(const struct page *pg, char *buf, size_t len)
 		return "tracing stopped; the program ran on";
 	case HT_END_SIGNAL:
 		snprintf(buf, len, "the program died of %s: not at exit",
-			 ht_analyze__signal_name(in->signal, b1));
+			 ht_signal_name(in->signal, b1));
 		return buf;
 	case HT_END_CUT:
 		snprintf(buf, len,

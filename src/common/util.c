@@ -6,7 +6,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -564,4 +566,14 @@ int ht_stdout_done(int rc)
 		ht_error("cannot write to standard output: a write failed");
 	clearerr(stdout);
 	return HT_EXIT_DATA;
+}
+
+const char *ht_signal_name(int sig, char *buf)
+{
+	const char *abbrev = sig > 0 ? sigabbrev_np(sig) : NULL;
+	if (abbrev)
+		snprintf(buf, 16, "SIG%.12s", abbrev);
+	else
+		snprintf(buf, 16, "signal %d", sig);
+	return buf;
 }

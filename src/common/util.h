@@ -72,6 +72,8 @@ const char *ht_nearest_name(const char *word, size_t len, const char *const *nam
  * common/shellword.h says (the preload library's messages quote so too).
  * Cut to cap (the word unusable then, the line still one). */
 void ht_shell_word_inplace(char *s, size_t cap);
+/* "SIGSEGV" for 11 (into buf, 16 bytes), "signal N" if it has no name. */
+const char *ht_signal_name(int sig, char *buf);
 /* The message for a file that could not be opened (errno e): "PATH: cannot
  * open: REASON", except for a "-" that does not exist, which users give
  * for standard input (`cat app.ht | heaptrail stats -`): WHAT ("trace",

@@ -317,7 +317,8 @@ static int probe_existing(const char *path, int *fdp)
 		 * without locks (some network ones) tells nothing: finished. */
 		if (flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK) {
 			uint64_t flags = 0;
-			int closed = ht_sys_pread(fd, &flags, sizeof(flags), 16) ==
+			int closed = ht_sys_pread(fd, &flags, sizeof(flags),
+						  offsetof(struct ht_file_header, flags)) ==
 					     (ssize_t)sizeof(flags) &&
 				     (flags & HT_FILE_F_CLOSED);
 			ht_sys_close(fd);

@@ -19,6 +19,7 @@
 
 #include "common/procstat.h"
 #include "common/readsmall.h"
+#include "common/util.h"
 #include "reader_int.h"
 
 /* The first error is the one said, but for one met in reading after the
@@ -513,12 +514,8 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 	 * it exit with a status, lost nothing: no warning; one record saw
 	 * killed by a signal the recorder never saw, SIGKILL, is said so) */
 	if (r->info.orphaned && r->info.signal) {
-		const char *abbrev = sigabbrev_np(r->info.signal);
-		char name[24];
-		if (abbrev)
-			snprintf(name, sizeof(name), "SIG%.12s", abbrev);
-		else
-			snprintf(name, sizeof(name), "signal %d", r->info.signal);
+		char name[16];
+		ht_signal_name(r->info.signal, name);
 		ht_rd__warn(r,
 			    "the program was killed by %s without shutting the tracer down; "
 			    "its writer process saved every event it had recorded",
