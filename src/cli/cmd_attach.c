@@ -443,8 +443,16 @@ static int on_event(void *ctx, void *data, size_t len)
 	} else {
 		a->allocs++;
 		if (e->kind == HT_EV_REALLOC && e->old_traced && e->old != e->ptr &&
-		    (e->ptr || !e->a1))
-			block_del(a, e->old);
+		    (e->ptr || !e->a1)) {
+			/* The realloc's input, unless the block at its address
+			 * was handed out after the realloc began: glibc frees the
+			 * input inside the call, and another thread's malloc can
+			 * get the address and be seen before the realloc returns.
+			 * That block is live (the input's entry became it). */
+			struct block *ob = block_find(a, e->old);
+			if (ob && ob->ts <= e->start)
+				block_del(a, e->old);
+		}
 		if (e->reused && block_find(a, e->ptr) && a->w && !a->trace_end) {
 			/* a traced block at this address whose free the probes
 			 * did not see: the allocator handed the address out
