@@ -750,6 +750,7 @@ int cmd_compare(int argc, char **argv)
 			goto cleanup;
 		}
 	}
+	ht_tunables_warn_inherited();
 	ret = HT_EXIT_DATA;
 	const char *wl = argv[0];
 	w = ht_workload__load(wl, err, sizeof(err)); /* a clear error before any run */

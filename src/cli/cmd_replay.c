@@ -248,6 +248,8 @@ int cmd_replay(int argc, char **argv)
 		ht_error("%s", err);
 		goto cleanup; /* (usage) */
 	}
+	if (!getenv(CHILD_ENV) && result_fd < 0)
+		ht_tunables_warn_inherited(); /* (compare warns once for all its runs) */
 	if (repeat < 1) {
 		ht_error("--repeat %d: give a count of 1 or more", repeat);
 		goto cleanup;

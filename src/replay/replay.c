@@ -21,7 +21,7 @@
 #include "common/outfile.h"
 #include "common/util.h"
 #include "replay.h"
-
+#include "symbols/elfsyms.h"
 
 /* ---- allocators ---- */
 
@@ -55,6 +55,29 @@ static size_t lib_dirs(char dirs[][PATH_MAX], size_t max)
 	return n;
 }
 
+/* The library at path is one LD_PRELOAD can load here and it defines
+ * malloc and free: else the run, re-executed under it, found malloc still
+ * glibc's and failed after the workload was read (and in compare, after
+ * every glibc run), where this is a usage error before anything runs. */
+static int preloadable(const char *name, const char *path, char *err, size_t errlen)
+{
+	static const char *const need[] = {"malloc", "free", NULL};
+	char why[256];
+	if (ht_elf__preloadable(path, need, why, sizeof(why)) == 0)
+		return 0;
+	if (strcmp(name, path))
+		snprintf(err, errlen,
+			 "allocator library %s (%s): %s; give a preloadable allocator "
+			 "library (one that defines malloc and free)",
+			 name, path, why);
+	else
+		snprintf(err, errlen,
+			 "allocator library %s: %s; give a preloadable allocator "
+			 "library (one that defines malloc and free)",
+			 name, why);
+	return -1;
+}
+
 int ht_allocator_lookup(const char *name, char *path, size_t pathlen, char *err, size_t errlen)
 {
 	if (!strcmp(name, "glibc") || !strcmp(name, "libc") || !name[0]) {
@@ -83,7 +106,7 @@ int ht_allocator_lookup(const char *name, char *path, size_t pathlen, char *err,
 				 name, path);
 			return -1;
 		}
-		return 0;
+		return preloadable(name, path, err, errlen);
 	}
 	for (size_t k = 0; k < sizeof(known_allocators) / sizeof(known_allocators[0]); k++) {
 		if (strcmp(name, known_allocators[k].name))
@@ -94,7 +117,7 @@ int ht_allocator_lookup(const char *name, char *path, size_t pathlen, char *err,
 			for (size_t d = 0; d < nd; d++) {
 				snprintf(path, pathlen, "%s/%s", dirs[d], known_allocators[k].libs[l]);
 				if (access(path, R_OK) == 0)
-					return 0;
+					return preloadable(name, path, err, errlen);
 			}
 		}
 		snprintf(err, errlen, "allocator %s not found (no %s in %s or the usual library "
@@ -284,6 +307,15 @@ int ht_tunables_check(const char *spec, const char *opt, char *err, size_t errle
 	return bad ? -1 : 0;
 }
 
+void ht_tunables_warn_inherited(void)
+{
+	const char *env = getenv("GLIBC_TUNABLES");
+	char err[1024];
+	if (env && env[0] &&
+	    ht_tunables_check(env, "GLIBC_TUNABLES from the environment,", err, sizeof(err)))
+		ht_warning("%s; the runs go on with it as glibc reads it", err);
+}
+
 /* ---- output ---- */
 
 /* 1234567 -> "1,234,567" (buf of 32) */
@@ -370,6 +402,9 @@ void ht_replay__print_text(FILE *f, const struct ht_replay_result *res, const st
 	}
 	fprintf(f, "\n");
 	fprintf(f, "allocator: %s\n", res->allocator);
+	const char *tun = getenv("GLIBC_TUNABLES"); /* (this run's: inherited, then --tunable) */
+	if (tun && tun[0])
+		fprintf(f, "glibc tunables: %s\n", tun);
 	fprintf(f, "threads: %u, ops: %s, waits: %s (%s found the other thread behind, %.3f ms "
 		   "blocked)\n",
 		res->nthreads, comma(a, res->ops), comma(b, res->waits), comma(c, res->waits_blocked),

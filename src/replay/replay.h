@@ -84,6 +84,11 @@ int ht_allocator_lookup(const char *name, char *path, size_t pathlen, char *err,
  * glibc 2.33 and later).  0, or -1 with a message naming opt in err. */
 int ht_tunables_check(const char *spec, const char *opt, char *err, size_t errlen);
 
+/* Warns (once, on stderr) if GLIBC_TUNABLES in the environment holds an
+ * item ht_tunables_check refuses: every run inherits it, and glibc reads
+ * such an item its own way (or not at all) without a word. */
+void ht_tunables_warn_inherited(void);
+
 /* Runs w in this process with cfg; fills res and *rss (malloc'ed, res->nrss
  * entries).  Returns 0, or -1 with a message printed. */
 int ht_replay__run(const struct ht_workload *w, const struct ht_replay_config *cfg,

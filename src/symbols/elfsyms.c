@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <gelf.h>
+#include <link.h>
 #include <libelf.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,6 +221,91 @@ int ht_elf__interp(const char *path)
 		GElf_Phdr ph;
 		if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_INTERP)
 			ret = 1;
+	}
+	elf_end(e);
+	close(fd);
+	return ret;
+}
+
+/* Whether the dynamic symbols of e define name as a function (or an
+ * indirect one). */
+static int defines_func(Elf *e, const char *name)
+{
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(e, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || !sh.sh_entsize)
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		size_t n = sh.sh_size / sh.sh_entsize;
+		for (size_t i = 0; d && i < n; i++) {
+			GElf_Sym s;
+			if (!gelf_getsym(d, (int)i, &s) || s.st_shndx == SHN_UNDEF ||
+			    (GELF_ST_TYPE(s.st_info) != STT_FUNC &&
+			     GELF_ST_TYPE(s.st_info) != STT_GNU_IFUNC) ||
+			    GELF_ST_BIND(s.st_info) == STB_LOCAL)
+				continue;
+			const char *sn = elf_strptr(e, sh.sh_link, s.st_name);
+			if (sn && !strcmp(sn, name))
+				return 1;
+		}
+	}
+	return 0;
+}
+
+/* DT_FLAGS_1 of e has DF_1_PIE: a position-independent executable. */
+static int is_pie(Elf *e)
+{
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(e, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC || !sh.sh_entsize)
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		size_t n = sh.sh_size / sh.sh_entsize;
+		for (size_t i = 0; d && i < n; i++) {
+			GElf_Dyn dyn;
+			if (gelf_getdyn(d, (int)i, &dyn) && dyn.d_tag == DT_FLAGS_1)
+				return (dyn.d_un.d_val & DF_1_PIE) != 0;
+		}
+	}
+	return 0;
+}
+
+extern const ElfW(Ehdr) __ehdr_start; /* this program's own ELF header */
+
+int ht_elf__preloadable(const char *path, const char *const *names, char *why, size_t len)
+{
+	int fd;
+	Elf *e = elf_open(path, &fd);
+	if (!e) {
+		snprintf(why, len, "not an ELF file");
+		return -1;
+	}
+	GElf_Ehdr eh;
+	int ret = -1;
+	if (!gelf_getehdr(e, &eh)) {
+		snprintf(why, len, "not an ELF file");
+	} else if (eh.e_ident[EI_CLASS] != __ehdr_start.e_ident[EI_CLASS] ||
+		   eh.e_machine != __ehdr_start.e_machine) {
+		snprintf(why, len,
+			 "an ELF file of another machine (class %d, machine %d; this "
+			 "one's: %d, %d)",
+			 eh.e_ident[EI_CLASS], eh.e_machine, __ehdr_start.e_ident[EI_CLASS],
+			 __ehdr_start.e_machine);
+	} else if (eh.e_type != ET_DYN || is_pie(e)) {
+		snprintf(why, len, "%s, not a shared library",
+			 eh.e_type == ET_EXEC || eh.e_type == ET_DYN ? "a program"
+								     : "an object file");
+	} else {
+		ret = 0;
+		for (size_t i = 0; names[i]; i++)
+			if (!defines_func(e, names[i])) {
+				snprintf(why, len, "a shared library that does not define %s()",
+					 names[i]);
+				ret = -1;
+				break;
+			}
 	}
 	elf_end(e);
 	close(fd);

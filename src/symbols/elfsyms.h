@@ -37,4 +37,11 @@ int ht_elf__needs(const char *path, const char *const *prefixes, char *out, size
  * linked), 0 if it does not (static), -1 if it is no ELF file. */
 int ht_elf__interp(const char *path);
 
+/* 0 if the file path is what LD_PRELOAD can load into this program: a
+ * shared library (not a program, not an object file) of this program's
+ * ELF class and machine, whose dynamic symbols define every function of
+ * names (NULL-terminated); else -1, with why ("not an ELF file", "a
+ * shared library that does not define malloc()", ...). */
+int ht_elf__preloadable(const char *path, const char *const *names, char *why, size_t len);
+
 #endif

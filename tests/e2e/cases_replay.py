@@ -14,7 +14,7 @@ import time
 import xml.etree.ElementTree as ET
 
 from cases_api import said
-from htlib import case, check, children, eq, expect, fail, skip
+from htlib import case, check, children, compile_c, eq, expect, fail, skip
 
 WL_FNS = ["malloc", "calloc", "realloc", "reallocarray", "free", "memalign", "posix_memalign",
           "aligned_alloc", "valloc", "pvalloc", "mallopt", "malloc_trim", "mmap", "munmap",
@@ -755,16 +755,35 @@ def small_wl(t, name="pc.wl"):
     return wl
 
 
+def unloadable_allocator(t):
+    """A library that defines malloc and free (so that replay takes it for
+    an allocator) but that the loader cannot preload: it needs a library
+    that is gone.  Every replay under it fails in the run: the dynamic
+    loader stops it (exit 127, "libgone.so: cannot open shared object
+    file").  Built in DIR/deadlib."""
+    d = t.path("deadlib")
+    os.mkdir(d)
+    gone = compile_c(t, "deadlib/libgone.so", "int gone_fn(void) { return 0; }\n",
+                     ("-shared", "-fPIC"))
+    lib = compile_c(t, "deadlib/libdead.so",
+                    "#include <stddef.h>\nint gone_fn(void);\n"
+                    "void *malloc(size_t n) { return (char *)0 + n + gone_fn(); }\n"
+                    "void free(void *p) { (void)p; gone_fn(); }\n",
+                    ("-shared", "-fPIC", "-Wl,--no-as-needed", "-L", d, "-lgone"))
+    os.remove(gone)
+    return lib
+
+
 @case(timeout=120, labels=("replay",))
 def test_compare_chart_path_checked_first(t):
     """compare's chart path is checked, and its file opened, before the
     first run: a directory, a symlink, a trace, a missing directory, an
     unwritable current directory (/proc) give one error and no run.  The
-    variant here fails in every run (a library without malloc), so a run
-    made would say so; before, those paths failed after all the runs, and
+    variant here fails in every run (a library that cannot be preloaded),
+    so a run made would say so; before, those paths failed after all the runs, and
     the default path in /proc with "No such file or directory" alone."""
     wl = small_wl(t)
-    nomalloc = t.prog("libleaklib.so")
+    nomalloc = unloadable_allocator(t)
     trace = t.path("pc.ht")
     os.symlink(t.path("elsewhere.svg"), t.path("link.svg"))
     cases = [(t.dir, "it is a directory"), (t.path("link.svg"), "is a symbolic link"),
@@ -780,7 +799,8 @@ def test_compare_chart_path_checked_first(t):
         eq(r.heaptrail_lines(), ["heaptrail: error: compare: cannot write pc-compare.svg: No such "
                                  "file or directory (the chart's default path: choose another "
                                  "with -o FILE)"], "in /proc: the error")
-    eq(sorted(os.listdir(t.dir)), sorted(["pc.ht", "pc.wl", "link.svg"]), "files left")
+    eq(sorted(os.listdir(t.dir)), sorted(["pc.ht", "pc.wl", "link.svg", "deadlib"]),
+       "files left")
 
 
 @case(timeout=180, labels=("replay",))
@@ -797,7 +817,7 @@ def test_compare_failed_variant_reported(t):
     wl0 = small_wl(t)
     wl = t.path("it's a.wl")
     os.rename(wl0, wl)
-    nomalloc = t.prog("libleaklib.so")
+    nomalloc = unloadable_allocator(t)
     opts = ["--touch", "all", "--threads-as-one", "--repeat", "2", "--trim-interval", "5",
             "--rss-interval", "2ms"]
     r = t.tool(["compare", "-n", "2", "-a", "glibc," + nomalloc] + opts + ["-o", t.path("c.svg"),
@@ -807,7 +827,7 @@ def test_compare_failed_variant_reported(t):
         rows = [l for l in r.stdout.splitlines() if l.startswith(("glibc ", nomalloc))]
         eq(len(rows), 2, "table rows:\n" + r.stdout)
         check(rows and re.match(r"glibc +[\d.]+ \(", rows[0]), "glibc's row:\n" + r.stdout)
-        check(len(rows) > 1 and re.match(re.escape(nomalloc) + r" +FAILED \(exit status 1, run 1 of 2\)$",
+        check(len(rows) > 1 and re.match(re.escape(nomalloc) + r" +FAILED \(exit status 127, run 1 of 2\)$",
                                          rows[1]), "the failed row:\n" + r.stdout)
         check("1 of 2 variants failed" in r.stdout, "no count of failures:\n" + r.stdout)
         check(os.path.exists(t.path("c.svg")), "no chart")
@@ -821,13 +841,14 @@ def test_compare_failed_variant_reported(t):
     check(cmd.startswith("heaptrail replay "), "the command: " + cmd)
     alone = t.run(["sh", "-c", t.heaptrail + cmd[len("heaptrail"):]])
     with t.soft():
-        eq(alone.rc, 1, "the command run alone: exit status")
-        check("malloc comes from" in alone.stderr, "run alone:\n" + alone.describe())
+        # (the dynamic loader's own status and message)
+        eq(alone.rc, 127, "the command run alone: exit status")
+        check("libgone.so" in alone.stderr, "run alone:\n" + alone.describe())
     j, r = jrun(t, ["compare", "--json", "-n", "1", "-a", "glibc," + nomalloc, "-o",
                     t.path("j.svg"), wl], rc=1)
     with t.soft():
         eq([(x["label"], x["failed"], x["runs"]) for x in j["results"]],
-           [("glibc", None, 1), (nomalloc, "exit status 1", 0)], "results")
+           [("glibc", None, 1), (nomalloc, "exit status 127", 0)], "results")
         eq(j["chart"], t.path("j.svg"), "chart")
     # the chart fails at the end: the table all the same, exit 1
     r = t.tool(["compare", "-n", "1", "-o", "/dev/full", wl])

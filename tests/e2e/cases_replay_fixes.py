@@ -412,3 +412,72 @@ def test_replay_compare_usage(t):
     eq(r.heaptrail_lines(), ["heaptrail: warning: --mallopt M_ARENA_MAX=1: mallopt() is glibc's "
                              "and sets glibc's allocator, which does not serve this run's calls "
                              "under jemalloc: it does nothing here"], "--mallopt -a jemalloc")
+
+
+# A shared library with no allocator in it (replay's --allocator check).
+NOT_ALLOC_SO = "int not_an_allocator(int x) { return x + 1; }\n"
+
+
+@case(timeout=120, labels=("replay",))
+def test_allocator_not_preloadable(t):
+    """replay -a and compare -a with a file that is no preloadable
+    allocator (a shared library without malloc, a program, a text file):
+    a usage error (exit 2) that says what the file is, before the workload
+    is read and before any run.  Before, the re-executed replay found
+    malloc still glibc's and failed with exit 1 after reading the
+    workload, and compare did so after every glibc run."""
+    _, _, wl = workload(t, "nop", NOP, [], flags=())
+    so = compile_c(t, "notalloc.so", NOT_ALLOC_SO, flags=("-shared", "-fPIC"))
+    prog = compile_c(t, "aprog", NOP)
+    text = t.path("alloc.txt")
+    with open(text, "w") as f:
+        f.write("not a library\n")
+    want = {so: "a shared library that does not define malloc()",
+            prog: "a program, not a shared library",
+            text: "not an ELF file"}
+    tail = "; give a preloadable allocator library (one that defines malloc and free)"
+    for path, what in want.items():
+        r = t.tool(["replay", "-a", path, wl])
+        eq((r.rc, r.stdout), (2, ""), "replay -a %s: %s" % (path, r.describe()))
+        eq(r.heaptrail_lines(), ["heaptrail: error: --allocator: allocator library %s: %s%s" %
+                                 (path, what, tail)], "replay -a %s" % path)
+        r = t.tool(["compare", "-n", "1", "-a", "glibc," + path, "-o", t.path("c.svg"), wl])
+        eq((r.rc, r.stdout), (2, ""), "compare -a glibc,%s: %s" % (path, r.describe()))
+        eq(r.heaptrail_lines(), ["heaptrail: error: --allocators: allocator library %s: %s%s" %
+                                 (path, what, tail)], "compare -a glibc,%s" % path)
+    # a workload that is not there comes second: the allocator is refused first
+    r = t.tool(["replay", "-a", so, t.path("none.wl")])
+    eq(r.rc, 2, "replay -a %s none.wl: %s" % (so, r.describe()))
+
+
+@case(timeout=120, labels=("replay",))
+def test_inherited_tunables_said(t):
+    """GLIBC_TUNABLES from the environment: replay's text names what the
+    run had (its JSON did, its text did not), the inherited list first and
+    --tunable's after; an item glibc does not have is a warning, once from
+    replay and once from compare (not once a run), and the runs go on."""
+    _, _, wl = workload(t, "nop", NOP, [], flags=())
+    env = {"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=65536"}
+    r = t.run([t.heaptrail, "replay", "-t", "glibc.malloc.arena_max=2", wl], env=env)
+    eq(r.rc, 0, r.describe())
+    eq(r.heaptrail_lines(), [], "replay with good tunables: messages")
+    eq([l for l in r.stdout.splitlines() if l.startswith("glibc tunables:")],
+       ["glibc tunables: glibc.malloc.mmap_threshold=65536:glibc.malloc.arena_max=2"],
+       "replay's text: the tunables")
+    r = t.tool(["replay", wl])
+    eq([l for l in r.stdout.splitlines() if "tunables" in l], [], "no tunables: no line")
+    bad = {"GLIBC_TUNABLES": "glibc.malloc.no_such_one=1"}
+    warn = ("heaptrail: warning: GLIBC_TUNABLES from the environment, "
+            "glibc.malloc.no_such_one=1: this glibc has no tunable glibc.malloc.no_such_one")
+    r = t.run([t.heaptrail, "replay", wl], env=bad)
+    eq(r.rc, 0, r.describe())
+    lines = r.heaptrail_lines()
+    eq(len(lines), 1, "replay: one warning: %r" % lines)
+    check(lines[0].startswith(warn), "replay's warning: %r" % lines[0])
+    check("glibc tunables: glibc.malloc.no_such_one=1" in r.stdout, "replay's text:\n" + r.stdout)
+    r = t.run([t.heaptrail, "compare", "-q", "-n", "2", "-a", "glibc,glibc", "-o",
+               t.path("c.svg"), wl], env=bad, timeout=120)
+    eq(r.rc, 0, r.describe())
+    lines = r.heaptrail_lines()
+    eq(len(lines), 1, "compare, 4 runs: one warning: %r" % lines)
+    check(lines[0].startswith(warn), "compare's warning: %r" % lines[0])
