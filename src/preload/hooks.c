@@ -75,6 +75,11 @@ static struct {
 	pid_t (*wait4)(pid_t, int *, int, struct rusage *);
 	int (*waitid)(idtype_t, id_t, siginfo_t *, int);
 	long (*ptrace)(enum __ptrace_request, ...);
+	int (*close)(int);
+	int (*dup2)(int, int);
+	int (*dup3)(int, int, int);
+	int (*close_range)(unsigned, unsigned, int);
+	void (*closefrom)(int);
 } real;
 
 #define RESOLVE(name) real.name = (__typeof__(real.name))dlsym(RTLD_NEXT, #name)
@@ -113,6 +118,11 @@ void ht_hooks__resolve(void)
 	RESOLVE(wait4);
 	RESOLVE(waitid);
 	RESOLVE(ptrace);
+	RESOLVE(close);
+	RESOLVE(dup2);
+	RESOLVE(dup3);
+	RESOLVE(close_range);
+	RESOLVE(closefrom);
 	ht_tls.guard -= HT_GUARD_OWN;
 }
 
@@ -1334,6 +1344,68 @@ HT_EXPORT int daemon(int nochdir, int noclose)
 	if (fd > 2)
 		ht_sys_close(fd);
 	return 0;
+}
+
+/* ---- the trace's descriptor ------------------------------------------- */
+
+/* The calls that can take the number of the trace's descriptor from it in
+ * the table the program's threads share (a number the program then reuses
+ * or fills with its own file): the threads that write their own full
+ * buffers (writer.c, self_drain) stop using it first, and the call waits
+ * for a write under way.  (open, socket, dup and the like take the lowest
+ * free number: never one in use.)  A raw syscall bypasses these; each
+ * write still checks the descriptor's file first (fd_is_ours). */
+HT_EXPORT int close(int fd)
+{
+	if (fd >= 0)
+		ht_writer__fds_closing((unsigned)fd, (unsigned)fd);
+	if (!real.close)
+		ht_hooks__resolve();
+	return real.close ? real.close(fd) : (int)syscall(SYS_close, fd);
+}
+
+HT_EXPORT int dup2(int oldfd, int newfd)
+{
+	if (newfd >= 0 && newfd != oldfd)
+		ht_writer__fds_closing((unsigned)newfd, (unsigned)newfd);
+	if (!real.dup2)
+		ht_hooks__resolve();
+	return real.dup2 ? real.dup2(oldfd, newfd) : (int)syscall(SYS_dup2, oldfd, newfd);
+}
+
+HT_EXPORT int dup3(int oldfd, int newfd, int flags)
+{
+	if (newfd >= 0 && newfd != oldfd)
+		ht_writer__fds_closing((unsigned)newfd, (unsigned)newfd);
+	if (!real.dup3)
+		ht_hooks__resolve();
+	return real.dup3 ? real.dup3(oldfd, newfd, flags)
+			 : (int)syscall(SYS_dup3, oldfd, newfd, flags);
+}
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+HT_EXPORT int close_range(unsigned first, unsigned last, int flags)
+{
+	if (!((unsigned)flags & CLOSE_RANGE_CLOEXEC)) /* (that one only marks them) */
+		ht_writer__fds_closing(first, last);
+	if (!real.close_range)
+		ht_hooks__resolve();
+	return real.close_range ? real.close_range(first, last, flags)
+				: (int)syscall(SYS_close_range, first, last, flags);
+}
+
+HT_EXPORT void closefrom(int lowfd)
+{
+	ht_writer__fds_closing(lowfd < 0 ? 0 : (unsigned)lowfd, ~0u);
+	if (!real.closefrom)
+		ht_hooks__resolve();
+	if (real.closefrom)
+		real.closefrom(lowfd);
+	else
+		syscall(SYS_close_range, lowfd < 0 ? 0u : (unsigned)lowfd, ~0u, 0);
 }
 
 /* ---- waiting for children ---------------------------------------------- */

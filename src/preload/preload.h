@@ -494,6 +494,11 @@ void ht_writer__after_fork_child(void);
 void ht_init__after_fork_child(void);
 /* A full buffer was queued: wake the writer if it sleeps. */
 void ht_writer__kick(void);
+/* The program is about to close or replace (dup2, dup3, close_range,
+ * closefrom) the descriptors lo..hi of its table: if the trace's is among
+ * them, its threads stop writing through it for good (self_drain), once
+ * no thread of the program is in the middle of a write. */
+void ht_writer__fds_closing(unsigned lo, unsigned hi);
 /* Every buffer is taken: wakes the writer, whatever the count (buffer.c). */
 void ht_writer__wake(void);
 /* First event of a fork child: start its writer thread. */

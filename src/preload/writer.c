@@ -1199,6 +1199,16 @@ static int cpu_free(void)
 
 static __thread int draining_in_program; /* self_drain: check the descriptor per buffer */
 
+/* The program closed or replaced (through close, dup2, dup3, close_range,
+ * closefrom: hooks.c) the number of the trace's descriptor in the table
+ * its threads share: they no longer write through it (self_drain), the
+ * helper, whose table is its own, writes everything.  Set before the
+ * program's call is made, and that call waits for a write under way
+ * (round_busy held by RB_PROGRAM): with fd_is_ours alone, checked before
+ * each buffer, a dup2() between the check and the write put trace bytes
+ * into the program's file.  Process-local: each process its own table. */
+static _Atomic int fd_taken;
+
 /* Writes the full buffers handed over, oldest first, each given back as
  * soon as it is written.  How many wait is the count of hand-overs
  * (w.queued) less the buffers this writer has written. */
@@ -1211,7 +1221,8 @@ static void drain_queue(void)
 	 * and what was checked once went into that file, for the whole queue;
 	 * still a race, of a few microseconds: HEAPTRAIL_SELF_WRITE is off by
 	 * default) */
-	while ((!draining_in_program || fd_is_ours(w.fd)) && (b = ht_queue__pop()) != NULL) {
+	while ((!draining_in_program || (!atomic_load(&fd_taken) && fd_is_ours(w.fd))) &&
+	       (b = ht_queue__pop()) != NULL) {
 		w.drained++;
 		if (in_helper && ncpus > 0)
 			note_recent(b->tid, ht_mono_ns());
@@ -1855,8 +1866,12 @@ static int self_drain(void)
 	sigset_t all, old;
 	sigfillset(&all);
 	syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, sizeof(long));
-	if (!w.closed && !w.failed && !(w.hdr.flags & HT_FILE_F_CLOSED) && !atomic_load(&w.tx) &&
-	    !atomic_load(&w.inflight) && fd_is_ours(w.fd)) {
+	/* (fd_taken after round_busy, both sequentially consistent, as
+	 * ht_writer__fds_closing does the reverse: one of the two sees the
+	 * other) */
+	if (!atomic_load(&fd_taken) && !w.closed && !w.failed &&
+	    !(w.hdr.flags & HT_FILE_F_CLOSED) && !atomic_load(&w.tx) && !atomic_load(&w.inflight) &&
+	    fd_is_ours(w.fd)) {
 		uint64_t t0 = ht_mono_ns();
 		ht_tls.guard += HT_GUARD_OWN;
 		draining_in_program = 1;
@@ -1875,6 +1890,23 @@ static int self_drain(void)
 	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &old, NULL, sizeof(long));
 	errno = saved;
 	return rc;
+}
+
+void ht_writer__fds_closing(unsigned lo, unsigned hi)
+{
+	int fd = w.fd;
+	if (!ws || fd < 0 || (unsigned)fd < lo || (unsigned)fd > hi || atomic_load(&fd_taken))
+		return;
+	atomic_store(&fd_taken, 1);
+	/* a thread of the program writing through it finishes first; not
+	 * when that may be this thread (a signal handler's call on top of
+	 * an inline round, which does not block signals as self_drain
+	 * does): its write goes on after the handler, as before */
+	while (atomic_load(&w.round_busy) == RB_PROGRAM && !in_helper &&
+	       ht_tls.guard < HT_GUARD_OWN) {
+		struct timespec ts = {0, 20000};
+		nanosleep(&ts, NULL);
+	}
 }
 
 void ht_writer__kick(void)
@@ -2054,6 +2086,7 @@ void ht_writer__after_fork_child(void)
 		ht_sys_close(statm_fd);
 	statm_fd = -1;
 	ws = NULL;
+	atomic_store(&fd_taken, 0); /* (the child's trace gets a descriptor of its own) */
 	windex = NULL;
 	zc = NULL; /* the parent's context may be mid-use; leave it */
 	zbuf = NULL;

@@ -751,10 +751,11 @@ def test_dup2_over_trace_no_clobber(t):
     as they can, three runs under record (default options but 4 KiB
     buffers): the file stays empty, and the trace is whole.  With the program's threads
     writing their own buffers (HEAPTRAIL_SELF_WRITE, on by default for a
-    day), a thread checked the descriptor, the program dup2()ed its file
-    onto the number, and the thread's writes went into the program's file
-    (2.2 to 2.7 MB of records in 5 of 16 runs of a probe): the option is
-    off by default since (docs/record.md, "Compression")."""
+    day), a thread checked the descriptor, the program dup2()ed its file onto the
+    number, and the thread's writes went into the program's file (2.2 to
+    2.7 MB of records in 5 of 16 runs of a probe): the option is off by
+    default since; dup2 and the like now stop the threads' writing first
+    (trace_fd_juggled_no_clobber), and this case runs with the default."""
     from htlib import compile_c
     exe = compile_c(t, "dup2", DUP2_C, flags=("-O2", "-pthread"))
     for run in range(3):
@@ -767,6 +768,35 @@ def test_dup2_over_trace_no_clobber(t):
         eq(os.path.getsize(victim), 0, "run %d: the program's own file on disk" % run)
         s = t.stats(trace)
         check(s["complete"] and s["closed"], "run %d: the trace is not whole" % run)
+
+
+@case(timeout=180, labels=("cpu",), locks=("cpu",))
+def test_trace_fd_juggled_no_clobber(t):
+    """tests/progs/fdjuggle: a thread dup2()s the program's own file onto
+    the number of the trace's descriptor and a copy of the trace's back,
+    200,000 times, while three threads make 300,000 malloc/free pairs
+    each; under record with 4 KiB buffers, the threads writing their own
+    buffers always (HEAPTRAIL_SELF_WRITE=2, three runs) and when they
+    keep the CPUs busy (HEAPTRAIL_SELF_WRITE=1, two runs).  The program's file stays empty, the trace is whole and
+    has every call.  Before (HEAPTRAIL_SELF_WRITE=2): 4.3 to 6.0 MB of
+    records went into the program's file in 3 of 3 runs, and the trace
+    read as damaged: a thread's check of the number (fd_is_ours) passed
+    while the trace was there, and its write came after the dup2."""
+    runs = [{"HEAPTRAIL_SELF_WRITE": "2"}] * 3 + [{"HEAPTRAIL_SELF_WRITE": "1"}] * 2
+    for run, env in enumerate(runs):
+        trace, own = t.path("j%d.ht" % run), t.path("own%d" % run)
+        r = t.run([t.heaptrail, "record", "-q", "--buffer-size", "4096", "-o", trace, "--",
+                   t.prog("fdjuggle"), "3", "300000", "200000", own], env=env, timeout=90)
+        eq(r.rc, 0, "run %d: record's exit status:\n%s" % (run, r.describe()))
+        said = dict(l.split(" ", 1) for l in r.stderr.splitlines()
+                    if l.split(" ", 1)[0] in ("pairs", "juggled", "foreign"))
+        eq(said, {"pairs": "900000", "juggled": "200000", "foreign": "0"},
+           "run %d (%s): the program's own counts" % (run, env))
+        eq(os.path.getsize(own), 0, "run %d: the program's own file on disk" % run)
+        s = t.stats(trace)
+        check(s["complete"] and s["closed"], "run %d: the trace is not whole" % run)
+        # (and the one malloc(100) before the threads)
+        eq(s["calls"]["malloc"], 900001, "run %d: the trace's mallocs" % run)
 
 
 # Two threads allocating as fast as they can; after 20 ms main execs a
