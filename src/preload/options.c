@@ -36,7 +36,7 @@ struct ht_options ht_opt = {
 	.unwind_fp = 1,
 	.sample_bytes = 0,
 	.fast_path = 1,
-	.self_write = 0, /* writer.c, self_drain: off (docs/record.md, "Compression") */
+	.self_write = 1, /* writer.c, self_drain: when no CPU is free for the helper */
 	.slow_malloc = 1, /* until the options are read: see malloc_slow */
 	.slow_free = 1,   /* (and until alloc.c knows the allocator) */
 };

@@ -94,8 +94,8 @@ struct ht_options {
 	int durations;         /* HEAPTRAIL_DURATIONS: time every malloc-API call */
 	int fast_path;         /* HEAPTRAIL_FAST_PATH: 0 = malloc/free always take the general record */
 	int self_write;        /* HEAPTRAIL_SELF_WRITE: the threads write full buffers themselves
-				* when no CPU is free for the helper (1), never (0, the
-				* default), always (2) */
+				* when no CPU is free for the helper (1, the default),
+				* never (0), always (2) */
 	int slow_malloc;       /* malloc leaves the fast path: stacks, sampling, durations,
 				* HEAPTRAIL_FAST_PATH=0, no LZCNT or PREFETCHW (derived) */
 	int slow_free;         /* free leaves the fast path: sampling, durations,

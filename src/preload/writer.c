@@ -1894,8 +1894,10 @@ static int self_drain(void)
 
 void ht_writer__fds_closing(unsigned lo, unsigned hi)
 {
+	if (!ws) /* (before the writer's state, and in a fork child until its own) */
+		return;
 	int fd = w.fd;
-	if (!ws || fd < 0 || (unsigned)fd < lo || (unsigned)fd > hi || atomic_load(&fd_taken))
+	if (fd < 0 || (unsigned)fd < lo || (unsigned)fd > hi || atomic_load(&fd_taken))
 		return;
 	atomic_store(&fd_taken, 1);
 	/* a thread of the program writing through it finishes first; not

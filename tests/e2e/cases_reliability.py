@@ -753,9 +753,9 @@ def test_dup2_over_trace_no_clobber(t):
     writing their own buffers (HEAPTRAIL_SELF_WRITE, on by default for a
     day), a thread checked the descriptor, the program dup2()ed its file onto the
     number, and the thread's writes went into the program's file (2.2 to
-    2.7 MB of records in 5 of 16 runs of a probe): the option is off by
-    default since; dup2 and the like now stop the threads' writing first
-    (trace_fd_juggled_no_clobber), and this case runs with the default."""
+    2.7 MB of records in 5 of 16 runs of a probe): the option was off by
+    default until dup2 and the like stopped the threads' writing first
+    (trace_fd_juggled_no_clobber)."""
     from htlib import compile_c
     exe = compile_c(t, "dup2", DUP2_C, flags=("-O2", "-pthread"))
     for run in range(3):
