@@ -56,7 +56,7 @@ static inline struct ht_stackstat *stat_of(struct ht_stackstats *s, uint32_t nod
 }
 
 struct ht_stackstats_last {
-	uint64_t ptr; /* the thread's latest allocation, 0 once freed */
+	uint64_t ptr; /* the thread's latest allocation, 0 once the thread freed any block */
 };
 
 /* The entry of the event's thread: by the pass's dense index of it. */
@@ -174,8 +174,7 @@ on_release(void *ctx, const struct ht_event *e, const struct ht_block *b)
 	s->live -= b->size * w;
 	struct ht_stackstats_last *l = last_of(s);
 	int temp = l->ptr == b->ptr && b->tid == e->tid;
-	if (temp)
-		l->ptr = 0;
+	l->ptr = 0; /* (any free in between: the next is not temporary) */
 	if (s->tid && b->tid != s->tid)
 		return;
 	struct ht_stackstat *st = stat_of(s, b->aux);
@@ -269,8 +268,7 @@ static inline int event_fast(struct ht_stackstats *s, const struct ht_event *e,
 	s->thread = op->thread;
 	s->live -= bytes;
 	int temp = l->ptr == b->ptr && b->tid == e->tid;
-	if (temp)
-		l->ptr = 0;
+	l->ptr = 0;
 	snapshot(s, st);
 	st->live_bytes -= bytes;
 	st->live_blocks -= w;

@@ -23,7 +23,7 @@ struct ht_stackstat {
 	uint32_t snap_peak;    /* peak number snap_* were saved for */
 	uint64_t alloc_bytes;  /* requested by its allocations */
 	uint64_t alloc_calls;  /* allocations that returned a block */
-	uint64_t temp_calls;   /* freed before their thread's next allocation */
+	uint64_t temp_calls;   /* freed before their thread's next allocation or free */
 	uint64_t temp_bytes;   /* requested by those */
 	union {
 		uint64_t live_bytes; /* live now (while collecting) */

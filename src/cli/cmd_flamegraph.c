@@ -50,7 +50,7 @@ static const struct {
 	[M_ALLOCATIONS] = {"allocations", "allocations", "Allocation calls"},
 	[M_LEAKED] = {"leaked", "bytes", "Bytes never freed"},
 	[M_PEAK] = {"peak", "bytes", "Bytes live at the peak of the heap"},
-	[M_TEMPORARY] = {"temporary", "allocations", "Temporary allocations (freed before the thread's next allocation)"},
+	[M_TEMPORARY] = {"temporary", "allocations", "Temporary allocations (freed before the thread's next allocation or free)"},
 };
 
 static const char usage_text[] =
@@ -63,7 +63,7 @@ static const char usage_text[] =
 	"\n"
 	"Metrics: allocated (bytes, every allocation), allocations (calls),\n"
 	"leaked (bytes never freed), peak (bytes live when the heap peaked),\n"
-	"temporary (allocations freed before their thread's next allocation).\n"
+	"temporary (allocations freed before their thread's next allocation or free).\n"
 	HT_HELP_PERF_MAP
 	"\fEXAMPLES\n"
 	"  heaptrail flamegraph -o alloc.svg app.ht\n"

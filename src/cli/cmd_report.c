@@ -349,7 +349,7 @@ static const struct {
 	[ST_PEAK] = {"peak", "Live at the peak of the heap", "bytes"},
 	[ST_LEAKED] = {"leaks", "Leaks: live at the end, never freed", "bytes"},
 	[ST_CALLS] = {"calls", "Most allocation calls", "calls"},
-	[ST_TEMP] = {"temporary", "Most temporary allocations (freed before the thread's next allocation)", "calls"},
+	[ST_TEMP] = {"temporary", "Most temporary allocations (freed before the thread's next allocation or free)", "calls"},
 };
 
 static enum stack_table sort_by;

@@ -290,7 +290,7 @@ int cmd_top(int argc, char **argv)
 	}
 	static const char *const heading[T_NTABLES] = {
 		"held the most at the peak", "most allocation calls",
-		"most temporary allocations (freed before the thread's next allocation)"};
+		"most temporary allocations (freed before the thread's next allocation or free)"};
 	size_t maxrows = ne > ss.nbig ? ne : ss.nbig;
 	if (maxrows > cfg.top)
 		maxrows = (size_t)cfg.top;
