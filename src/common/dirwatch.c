@@ -101,6 +101,10 @@ enum ht_dirwatch_fate ht_dirwatch__fate(struct ht_dirwatch *w, const char *name,
 			if (strcmp(e->name, name))
 				continue;
 			if (e->mask & (IN_CREATE | IN_MOVED_TO)) {
+				/* (another file renamed onto it: the first is gone,
+				 * with no event of its own) */
+				if (present && (e->mask & IN_MOVED_TO))
+					taken = 1;
 				appeared = present = 1;
 				/* (the first file is the one said: renamed within
 				 * the directory, it is found under its new name) */

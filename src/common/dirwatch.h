@@ -20,7 +20,7 @@ enum ht_dirwatch_fate {
 	HT_FATE_MOVED_OUT,   /* appeared, then was moved out of the directory */
 	HT_FATE_DIR_GONE,    /* appeared, then the directory was removed or moved */
 	HT_FATE_REPLACED,    /* appeared, was removed or moved out, and another file came
-			      * under the name */
+			      * under the name, or another file was renamed onto it */
 };
 
 /* Starts watching dir; on failure (no inotify, too many watches) w->fd is

@@ -300,8 +300,14 @@ def test_trace_taken_away_while_recording(t):
     (the program's status when it is only renamed, naming the new name).
     (Before: "wrote no trace ... (statically linked, or setuid, or the
     path is not writable?)" and exit 0; for a file put in the trace's
-    place, until 2026-11-28.)"""
-    for what in ("remove", "rename", "rmdir", "mvdir", "replace"):
+    place, until 2026-11-28; for another run's trace renamed onto it, as
+    `mv` does, until 2026-11-29: the rename replaces the name with no event
+    of the old file's own.)"""
+    other = t.path("other.ht")
+    t.record(other, [t.prog("sameaddr"), "10"])
+    with open(other, "rb") as f:
+        other_bytes = f.read()
+    for what in ("remove", "rename", "rmdir", "mvdir", "replace", "overwrite"):
         d = t.path("d-" + what)
         os.mkdir(d)
         trace = os.path.join(d, "x.ht")
@@ -320,6 +326,9 @@ def test_trace_taken_away_while_recording(t):
                 os.unlink(trace)
                 with open(trace, "w") as f:
                     f.write("not a trace\n")
+            elif what == "overwrite":  # (mv other.ht x.ht)
+                shutil.copy(other, os.path.join(d, "tmp.ht"))
+                os.rename(os.path.join(d, "tmp.ht"), trace)
             elif what == "rename":
                 os.rename(trace, os.path.join(d, "y.ht"))
             elif what == "rmdir":
@@ -340,7 +349,8 @@ def test_trace_taken_away_while_recording(t):
             eq(t.stats(y)["calls"]["malloc"], 101, "rename: the trace, under its new name")
         else:
             gone = {"mvdir": "whose directory was removed or moved",
-                    "replace": "which was removed or moved and another file put in its place"
+                    "replace": "which was removed or moved and another file put in its place",
+                    "overwrite": "which was removed or moved and another file put in its place"
                     }.get(what, "which was removed")
             eq(len(lines), 1, "%s: one line:\n%s" % (what, err))
             check(lines[0].startswith("heaptrail: %s wrote its trace to %s, %s while it ran: "
@@ -350,6 +360,9 @@ def test_trace_taken_away_while_recording(t):
             if what == "replace":
                 with open(trace) as f:
                     eq(f.read(), "not a trace\n", "replace: the file put in the trace's place")
+            if what == "overwrite":
+                with open(trace, "rb") as f:
+                    check(f.read() == other_bytes, "overwrite: the other run's trace was changed")
 
 
 @case()
