@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "blocks.h"
 
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,6 +119,47 @@ static void perf_map(struct ht_reader *r, struct ht_symbolizer *sym)
 	ht_symbolizer__set_perf_map(sym, m);
 }
 
+/* Says once, on stderr, how many stacks reached the recorder's --stacks
+ * depth: their callers further out were not recorded, so they reach
+ * neither main nor a thread's start, and a flame graph roots them apart.
+ * (Printed without a word before: a recursion 300 deep showed 64 frames
+ * of it and nothing else.)  A node at that depth is one: a stack's nodes
+ * number from the outermost frame recorded in. */
+static void depth_note(struct ht_reader *r)
+{
+	const struct ht_trace_info *in = ht_reader__info(r);
+	size_t n = ht_reader__nnodes(r);
+	if (ht_quiet || !in->stack_depth || n < 2)
+		return;
+	uint16_t *depth = calloc(n, sizeof(*depth));
+	if (!depth)
+		return;
+	uint64_t at_limit = 0;
+	for (uint32_t x = 1; x < n; x++) {
+		uint32_t p = ht_reader__node_parent(r, x);
+		uint32_t d = 1;
+		if (p && p < x) {
+			d = depth[p] + 1u;
+		} else if (p) { /* (a parent numbered after it: counted the long way) */
+			for (uint32_t y = p; y && d <= in->stack_depth;
+			     y = ht_reader__node_parent(r, y))
+				d++;
+		}
+		depth[x] = (uint16_t)(d < 65535 ? d : 65535);
+		at_limit += d == in->stack_depth;
+	}
+	free(depth);
+	if (at_limit)
+		fprintf(stderr,
+			"heaptrail: note: %" PRIu64 " stack%s reached the recorder's depth of %u "
+			"frames: callers beyond it, if any, were not recorded, so %s neither "
+			"main nor a thread's start (a flame graph shows %s); record with a larger "
+			"--stacks (at most 256) for more\n",
+			at_limit, at_limit == 1 ? "" : "s", in->stack_depth,
+			at_limit == 1 ? "it may reach" : "they may reach",
+			at_limit == 1 ? "it as a root of its own" : "them as roots of their own");
+}
+
 struct ht_symbolizer *ht_blocks__symbolizer(struct ht_reader *r, const char *sysroot,
 					    const char *debug_dir)
 {
@@ -144,6 +186,7 @@ struct ht_symbolizer *ht_blocks__symbolizer(struct ht_reader *r, const char *sys
 		return NULL;
 	}
 	perf_map(r, sym);
+	depth_note(r);
 	const char *prob = ht_symbolizer__problems(sym);
 	if (prob) /* (one line per module, the last ends in a newline) */
 		ht_warning("some stacks will show addresses only:\n%.*s", (int)strlen(prob) - 1, prob);

@@ -1715,7 +1715,7 @@ int cmd_record(int argc, char **argv)
 		{0, "compact-level", HT_OPT_INT, &cfg.compact_level, "N", "zstd level of --compact (3); implies --compact"},
 		{0, "clock", HT_OPT_STRING, &cfg.clock, "CLOCK", "tsc or monotonic (tsc)"},
 		{0, "stacks", HT_OPT_OPT_INT, &cfg.stacks, "DEPTH",
-		 "record the call stack of every allocation, up to DEPTH frames (64); see heaptrail leaks"},
+		 "record the call stack of every allocation, up to DEPTH frames, 1..256 (64); see heaptrail leaks"},
 		{0, "sample-bytes", HT_OPT_SIZE, &cfg.sample_bytes, "N",
 		 "record one allocation every N bytes on average (Poisson; K/M/G), and their frees; analyzers scale the totals (0: all)"},
 		{0, "unwind", HT_OPT_STRING, &cfg.unwind, "HOW",

@@ -602,6 +602,7 @@ static int write_header(void)
 	h->start_ts = ht_now();
 	h->ts_hz = ht_opt.use_tsc ? 0 : 1000000000u; /* TSC: fitted by readers */
 	h->start_brk = start_brk();
+	h->stack_depth = (uint32_t)ht_opt.stack_depth; /* (capped by the options' table) */
 	w.off = 0;
 	if (write_all(h, sizeof(*h)) < 0 || write_all(cmdline, ncmd) < 0 ||
 	    write_all(exe, (size_t)nexe + 1) < 0 || (alloc && write_all(alloc, nalloc) < 0))

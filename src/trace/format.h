@@ -122,7 +122,10 @@ struct ht_file_header {
 	uint64_t writer_cpu_ns;   /* CPU time of the writer process that wrote the file
 				   * (the recorder's helper, a child of the program),
 				   * 0 if not one or not known (format 5; zero before) */
-	uint64_t reserved[3];     /* zero */
+	uint32_t stack_depth;     /* record --stacks: the most frames a stack keeps, 0 without
+				   * stacks or not known (format 5; zero before) */
+	uint32_t reserved32;      /* zero */
+	uint64_t reserved[2];     /* zero */
 	struct ht_section_ref sec[HT_SEC_NR];
 };
 

@@ -635,6 +635,7 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 	in->start_brk = r->hdr.start_brk;
 	in->sample_bytes = (r->hdr.flags & HT_FILE_F_SAMPLED) ? r->hdr.sample_bytes : 0;
 	in->writer_cpu_ns = r->hdr.writer_cpu_ns;
+	in->stack_depth = r->hdr.stack_depth;
 	in->sample_every = (r->hdr.flags & HT_FILE_F_SAMPLED) && (r->hdr.flags & HT_FILE_F_SAMPLE_EVERY)
 				   ? r->hdr.sample_every : 0;
 	in->flags = r->hdr.flags;

@@ -202,6 +202,8 @@ struct ht_trace_info {
 	uint64_t sample_bytes; /* record --sample-bytes (HT_FILE_F_SAMPLED in flags), else 0 */
 	uint32_t sample_every; /* attach --sample N (HT_FILE_F_SAMPLE_EVERY): 1 in N allocations, else 0 */
 	uint64_t writer_cpu_ns; /* CPU time of the recorder's writer process, 0 if not known */
+	uint32_t stack_depth;   /* record --stacks N: the most frames a stack keeps; 0 if none
+				 * or not known (traces before the field) */
 	struct ht_order_info order; /* ht_reader__order, set once the reader reached the end */
 };
 

@@ -7,6 +7,7 @@ alternate signal stack."""
 
 import json
 import re
+import struct
 
 from htlib import case, check, compile_c, eq
 
@@ -375,3 +376,63 @@ def test_stacks_first_on_alternate_stack(t):
     check(int(m.group(1)) >= 600, "the walk took %s stacks, not the thread's 600:\n%s"
           % (m.group(1), r.stderr))
     eq(int(m.group(2)), 0, "stacks that differ from libunwind's:\n" + r.stderr)
+
+
+# rec(N) recurses N deep and leaks 77 bytes at the bottom: N + 4 frames
+# (rec's, main, __libc_start_call_main, __libc_start_main, _start).
+DEEP_C = r"""
+#include <stdlib.h>
+void *volatile sink;
+__attribute__((noinline)) int rec(int d)
+{
+	if (d == 0) {
+		sink = malloc(77);
+		return 1;
+	}
+	int r = rec(d - 1);
+	sink = (void *)(long)r;
+	return r + 1;
+}
+int main(int argc, char **argv)
+{
+	(void)argc;
+	rec(atoi(argv[1]));
+	return 0;
+}
+"""
+
+
+@case(timeout=120, labels=("stacks", "analyzers"))
+def test_stacks_depth_reached_said(t):
+    """A stack cut at the --stacks depth is said: rec() 300 deep under
+    --stacks (64) and --stacks=16, leaks, top, flamegraph and report each
+    print one note naming the depth (before, the 64 frames of rec came
+    with no word, and a flame graph rooted them apart from main); 40
+    deep (44 frames) under the default, none; -q, none.  The trace's
+    header carries the depth (stack_depth)."""
+    exe = compile_c(t, "deep", DEEP_C, ("-O2",))
+    want = ("heaptrail: note: 1 stack reached the recorder's depth of %d frames: callers "
+            "beyond it, if any, were not recorded, so it may reach neither main nor a "
+            "thread's start (a flame graph shows it as a root of its own); record with a "
+            "larger --stacks (at most 256) for more")
+    for depth, opt in ((64, "--stacks"), (16, "--stacks=16")):
+        out = t.path("d%d.ht" % depth)
+        t.run([t.heaptrail, "record", "-q", opt, "-o", out, "--", exe, "300"], check_rc=0)
+        with open(out, "rb") as f:
+            hdr = f.read(280)
+        eq(struct.unpack_from("<I", hdr, 128)[0], depth, "the header's stack_depth")
+        for cmd in (["leaks"], ["top"], ["flamegraph", "--folded", "-o", t.path("f.txt")],
+                    ["report", "-o", t.path("r.html")]):
+            r = t.tool(cmd + [out])
+            eq(r.rc, 0, r.describe())
+            eq([l for l in r.stderr.splitlines() if "stack" in l and "note" in l],
+               [want % depth], "%s on --stacks=%d" % (cmd[0], depth))
+        folded = open(t.path("f.txt")).read().splitlines()
+        check(any(l.startswith("rec;") for l in folded), "a root of rec's own:\n%s" % folded[:5])
+        r = t.tool(["leaks", "-q", out])
+        eq([l for l in r.stderr.splitlines() if "note" in l], [], "leaks -q")
+    out = t.path("short.ht")
+    t.run([t.heaptrail, "record", "-q", "--stacks", "-o", out, "--", exe, "40"], check_rc=0)
+    r = t.tool(["leaks", out])
+    eq([l for l in r.stderr.splitlines() if "note" in l], [], "44 frames under 64: no note")
+    check(re.search(r"^\s+main ", r.stdout, re.M), "the short stack reaches main:\n" + r.stdout)
