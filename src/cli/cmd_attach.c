@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -143,6 +145,7 @@ struct attach {
 	uint64_t last_rss;             /* when the last RSS sample was written */
 	uint64_t end;                  /* when tracing stopped (0: not yet), monotonic ns */
 	uint64_t trace_end;            /* -o: the trace's end, at the first exec (0: none) */
+	int signal;                    /* -c: the signal the command died of, 0 if none */
 	uint64_t execs;                /* execs of the process seen */
 #ifdef HT_HAVE_BPF
 	struct ring_buffer *rb;        /* the events, once set up */
@@ -854,6 +857,10 @@ static void on_target_exit(void *ctx, pid_t pid)
 	if (a->rb)
 		ring_buffer__consume(a->rb);
 	ht_procsyms__load(a->syms, pid);
+	/* (-c's command, at its exit stop: how it ends, for the trace) */
+	unsigned long st = 0;
+	if (ptrace(PTRACE_GETEVENTMSG, pid, NULL, &st) == 0 && WIFSIGNALED((int)st))
+		a->signal = WTERMSIG((int)st);
 }
 #endif /* HT_HAVE_BPF */
 
@@ -1138,6 +1145,11 @@ int cmd_attach(int argc, char **argv)
 		 * at the end were live when tracing stopped, not at its exit */
 		if (!a.trace_end && kill(a.pid, 0) == 0 && running(a.pid))
 			ht_writer__flags(w, HT_FILE_F_DETACHED);
+		/* the calls the trace lacks (readers warn: it read as whole
+		 * with no word before), and a signal the command died of */
+		ht_writer__flags(w, HT_FILE_F_PROBED);
+		ht_writer__end_notes(w, st_v[HT_AS_LOST] + st_v[HT_AS_FULL],
+				     a.trace_end ? 0 : a.signal);
 		if (a.failed ||
 		    ht_writer__close(w, a.trace_end ? a.trace_end : a.end, err, sizeof(err)) < 0) {
 			ht_error("attach: %s", a.failed ? "writing the trace failed" : err);

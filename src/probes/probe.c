@@ -648,8 +648,13 @@ int ht_probe__end(struct ht_probe_session *s)
 		return 0;
 	if (s->child && !s->child_done) {
 		/* interrupted: the command ends with us (as with a Ctrl-C at a
-		 * terminal, which it got too) */
+		 * terminal, which it got too), and says so (after -d or COUNT
+		 * reports, it ended with no word, exit 137) */
 		kill(s->child, SIGKILL);
+		fprintf(stderr,
+			"heaptrail %s: ended the command (pid %d) with SIGKILL: tracing stopped "
+			"before it exited, and a command started with -c ends with the tracer\n",
+			s->cmd, (int)s->child);
 		int st;
 		while (waitpid(s->child, &st, __WALL) == s->child) {
 			if (WIFEXITED(st) || WIFSIGNALED(st)) {

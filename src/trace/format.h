@@ -97,6 +97,9 @@ struct ht_section_ref {
 				    * into a link-map namespace of its own, whose C
 				    * library served the calls made there: they are
 				    * not in the trace.  Readers warn */
+/* written by heaptrail attach (uprobes): its dropped calls are the ones it
+ * did not trace (--max-blocks, its ring buffer full) */
+#define HT_FILE_F_PROBED 0x4000
 
 struct ht_file_header {
 	char magic[8];            /* HT_MAGIC */

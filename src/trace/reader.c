@@ -460,7 +460,13 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 	if (r->hdr.flags & HT_FILE_F_OTHER_ALLOCATOR)
 		r->allocator = dup_section(r, HT_SEC_ALLOCATOR, 0);
 	r->info.closed = (r->hdr.flags & HT_FILE_F_CLOSED) != 0;
-	if (r->hdr.dropped) /* (said first: the figures are short of these calls) */
+	if (r->hdr.dropped && (r->hdr.flags & HT_FILE_F_PROBED))
+		ht_rd__warn(r,
+			    "heaptrail attach did not trace %llu calls of the program (more "
+			    "blocks live than its --max-blocks, or events its ring buffer had no "
+			    "room for: docs/attach.md): figures miss them",
+			    (unsigned long long)r->hdr.dropped);
+	else if (r->hdr.dropped) /* (said first: the figures are short of these calls) */
 		ht_rd__warn(r, "the recorder could not record %llu calls of the program (other "
 			       "threads' calls while it exited, signal handlers' calls beyond those "
 			       "it keeps for later, a thread's calls after an asynchronous "

@@ -439,6 +439,15 @@ void ht_writer__flags(struct ht_writer *w, uint64_t flags)
 	w->hdr.flags |= flags;
 }
 
+void ht_writer__end_notes(struct ht_writer *w, uint64_t dropped, int signal)
+{
+	w->hdr.dropped += dropped;
+	if (signal > 0) {
+		w->hdr.flags |= HT_FILE_F_SIGNALED;
+		w->hdr.signal = (uint32_t)signal;
+	}
+}
+
 int ht_writer__close(struct ht_writer *w, uint64_t end_mono_ns, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < w->nstreams; i++) {

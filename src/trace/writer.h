@@ -53,6 +53,11 @@ void ht_writer__clock(struct ht_writer *w, uint64_t mono_ns, uint64_t rss_kb);
 /* Adds HT_FILE_F_* flags to the header close writes (DETACHED). */
 void ht_writer__flags(struct ht_writer *w, uint64_t flags);
 
+/* What the header close writes says of the calls not in the trace (its
+ * dropped count: readers warn) and of the signal the program died of
+ * (HT_FILE_F_SIGNALED and signal; 0: none known). */
+void ht_writer__end_notes(struct ht_writer *w, uint64_t dropped, int signal);
+
 /* Flushes everything, writes the index and the closed header, renames
  * the temporary to PATH.  Returns 0, or -1 with a message in err (the temp file
  * is removed).  Frees w either way. */

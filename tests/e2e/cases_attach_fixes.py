@@ -540,3 +540,60 @@ def test_attach_sample_realloc_unbiased(t):
         # (and glibc's own few blocks)
         check(abs(est - kept) <= 5 * 600 + 10 * 5,
               "estimate %d, the program keeps %d (runs: %r)" % (est, kept, runs))
+
+
+# Keeps 5000 blocks of 32 bytes; with "segv", dies of SIGSEGV after them;
+# with "slow", makes a malloc/free pair every 50 ms, 100 times, first.
+ATTACH_END_C = r"""
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv)
+{
+	if (argc > 1 && !strcmp(argv[1], "slow"))
+		for (int i = 0; i < 100; i++) {
+			free(malloc(64));
+			usleep(50000);
+		}
+	void **k = malloc(5000 * sizeof(*k));
+	for (int i = 0; i < 5000; i++)
+		k[i] = malloc(32);
+	if (argc > 1 && !strcmp(argv[1], "segv"))
+		*(volatile int *)0 = 1;
+	return k[0] == NULL;
+}
+"""
+
+
+@case(timeout=120, labels=("probes",), locks=("bpf",))
+def test_attach_trace_end_said(t):
+    """What an attach -o trace lacks, and how its -c command ended, are in
+    the trace and said: past --max-blocks 1024, the blocks not traced are
+    the trace's dropped calls and stats warns of them (it read as whole,
+    988 of 26,665 blocks live, with no word); a command that dies of
+    SIGSEGV gives a trace that says so (it read "[finished]", "at exit");
+    a command that -d ends is killed, and attach says so (exit 137 with no
+    word before)."""
+    need_bpf(t, "attach")
+    exe = compile_c(t, "aend", ATTACH_END_C, ("-O2",))
+    out = t.path("mb.ht")
+    r = t.run([t.heaptrail, "attach", "-c", exe, "--max-blocks", "1024", "-o", out], timeout=90)
+    eq(r.rc, 0, r.describe())
+    m = re.search(r"(\d+) blocks not traced \(more than --max-blocks live\)", r.stderr)
+    check(m, "attach's own warning:\n" + r.stderr)
+    s = t.stats(out, dropped_ok=True)
+    eq(s["dropped"], int(m.group(1)), "the trace's dropped calls: attach's count")
+    r2 = t.tool(["stats", out])
+    check("heaptrail attach did not trace %s calls of the program" % m.group(1) in r2.stderr,
+          "stats' warning:\n" + r2.stderr)
+    out = t.path("segv.ht")
+    r = t.run([t.heaptrail, "attach", "-c", exe + " segv", "-o", out], timeout=90)
+    eq(r.rc, 128 + 11, r.describe())
+    s = t.stats(out)
+    eq(s.get("killed_by"), "SIGSEGV", "the trace: the signal the command died of")
+    r2 = t.tool(["leaks", out])
+    check("died of a signal" in r2.stdout, "leaks' first line:\n" + r2.stdout)
+    r = t.run([t.heaptrail, "attach", "-c", exe + " slow", "-d", "300ms"], timeout=90)
+    eq(r.rc, 128 + 9, r.describe())
+    check("ended the command (pid " in r.stderr and "with SIGKILL: tracing stopped before it "
+          "exited" in r.stderr, "attach says it killed the command:\n" + r.stderr)
