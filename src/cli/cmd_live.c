@@ -286,6 +286,18 @@ static inline void apply(struct live *L, const struct ht_event *e)
 	ht_livetop__event(L->lt, e, op);
 }
 
+/* Where a finished trace's events end: its duration, or as far as it
+ * could be read when it is cut short or damaged (the heap shown is the
+ * heap then: it read "[finished]" at the file's duration, with the heap
+ * of seconds before, and said why only on leaving). */
+static uint64_t read_end(const struct live *L)
+{
+	struct ht_damage d;
+	if (ht_reader__damage(L->r, &d))
+		return d.last_ns;
+	return ht_reader__info(L->r)->duration_ns;
+}
+
 /* Feeds events up to the cursor, for at most budget_ns of wall time (0:
  * no limit).  Returns 1 if it stopped because the budget ran out. */
 static uint64_t cpu_ns(void)
@@ -343,8 +355,7 @@ static int feed(struct live *L, uint64_t budget_ns)
 		/* read to the end, or to where the writer is: the time shown
 		 * is that, not the last event's (a program that allocates
 		 * nothing for a while still has time passing, at no rate) */
-		uint64_t end = L->finished ? ht_reader__info(L->r)->duration_ns
-					   : ht_reader__follow_ns(L->r);
+		uint64_t end = L->finished ? read_end(L) : ht_reader__follow_ns(L->r);
 		if (end > L->shown_ns) {
 			ht_livetop__advance(L->lt, end);
 			L->shown_ns = end;
@@ -421,10 +432,16 @@ static int draw_header(struct live *L, struct screen *s)
 	 * is said as stats says it, not as one that finished; the signal
 	 * when the trace names it (the recorder's handler, or record for a
 	 * SIGKILL): a crash read "finished" */
-	char died[64], sig[32];
+	char died[64], sig[32], cut[64], at[32];
 	snprintf(died, sizeof(died), "ended: died of %s",
 		 ht_signal_name(in->signal, sig));
+	struct ht_damage dmg;
+	int damaged = L->finished && !ht_reader__following(L->r) && ht_reader__damage(L->r, &dmg);
+	if (damaged)
+		snprintf(cut, sizeof(cut), "cut short or damaged: read to %s",
+			 secs(at, sizeof(at), dmg.last_ns));
 	const char *state = ht_reader__following(L->r) ? "running, still being written"
+			    : damaged				? cut
 			    : in->signal			? died
 			    : in->closed && in->orphaned && !(in->flags & HT_FILE_F_EXIT_SYSCALL)
 				    ? "ended, killed?"

@@ -99,3 +99,29 @@ def test_live_killed_said(t):
     eq(r.rc, 0, r.describe())
     check(r.stdout.splitlines()[0].endswith("[ended: died of SIGSEGV]"), "the header: " +
           r.stdout.splitlines()[0])
+
+
+@case(timeout=120, labels=("live",))
+def test_live_cut_trace_said(t):
+    """live --batch on a trace cut short (the first 60% of its bytes,
+    flushed every 100 ms, under --no-compact so that the chunks are in
+    time order): the header says it is cut and how far it was read, and
+    the time shown is that point, not the file's duration (it read
+    "[finished]" at 2 s with the heap of 1.2 s, and the error came only
+    on leaving)."""
+    full, cut = t.path("g.ht"), t.path("cut.ht")
+    t.run([t.heaptrail, "record", "-q", "--no-compact", "-o", full, "--", t.prog("grower"), "2"],
+          check_rc=0)
+    with open(full, "rb") as f:
+        data = f.read()
+    with open(cut, "wb") as f:
+        f.write(data[:len(data) * 6 // 10])
+    r = t.tool(["live", "--batch", cut])
+    lines = r.stdout.splitlines()
+    check(lines and "[cut short or damaged: read to " in lines[0], "the header:\n" + r.stdout)
+    to = lines[0].split("read to ")[1].rstrip("]")
+    check(len(lines) > 1 and lines[1].startswith("time %s " % to),
+          "the time shown is where reading stopped (%s):\n%s" % (to, r.stdout))
+    check(float(to.rstrip("s")) < 1.9, "read to %s of a 2 s run" % to)
+    r = t.tool(["live", "--batch", full])
+    check("[finished]" in r.stdout.splitlines()[0], "the whole trace:\n" + r.stdout)
