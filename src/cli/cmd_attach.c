@@ -4,6 +4,7 @@
  * docs/attach.md. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
@@ -976,8 +977,26 @@ int cmd_attach(int argc, char **argv)
 		}
 		a.is_glibc = 1;
 	} else {
-		if (ht_procsyms__load(a.syms, a.pid) < 0 && (no_memory(a.pid) || !cfg.lib))
-			goto cleanup;
+		if (ht_procsyms__load(a.syms, a.pid) < 0) {
+			char maps[64];
+			snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)a.pid);
+			int why = 0, fd = open(maps, O_RDONLY | O_CLOEXEC);
+			char c;
+			if (fd < 0 || read(fd, &c, 1) < 0)
+				why = errno;
+			if (fd >= 0)
+				close(fd);
+			if (no_memory(a.pid))
+				goto cleanup;
+			if (!cfg.lib) { /* (it ended with no word: exit 1) */
+				ht_error(
+				    "attach: cannot read %s%s%s: its modules are needed to find "
+				    "the allocator (another user's process, or one this user may "
+				    "not inspect?)",
+				    maps, why ? ": " : "", why ? strerror(why) : "");
+				goto cleanup;
+			}
+		}
 		size_t nm = 0;
 		const struct ht_module *mods = ht_procsyms__modules(a.syms, a.pid, &nm);
 		if (find_allocator(&a, mods, nm, lib, sizeof(lib)) < 0)

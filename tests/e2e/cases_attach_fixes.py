@@ -18,7 +18,7 @@ import time
 from cases_allocators import find_lib
 from cases_attach import Attach, attach_until_exit, read_line
 from cases_live import Term, table_rows
-from htlib import case, check, children, compile_c, eq, reap
+from htlib import case, check, children, compile_c, eq, reap, skip
 from htprobe import need_bpf
 
 # Threads of malloc(64)/free pairs as fast as they can, each counting its
@@ -597,3 +597,23 @@ def test_attach_trace_end_said(t):
     eq(r.rc, 128 + 9, r.describe())
     check("ended the command (pid " in r.stderr and "with SIGKILL: tracing stopped before it "
           "exited" in r.stderr, "attach says it killed the command:\n" + r.stderr)
+
+
+@case(timeout=60, labels=("probes",), locks=("bpf",))
+def test_attach_unreadable_maps_said(t):
+    """attach -p PID of a process whose /proc/PID/maps this user cannot
+    read (pid 1 where it is so, as on the machine of the tests: a
+    non-dumpable init): exit 1 with a line that says what could not be
+    read and why.  It exited 1 with no message (probe H)."""
+    need_bpf(t, "attach")
+    try:
+        with open("/proc/1/maps") as f:
+            f.read(1)
+        skip("/proc/1/maps is readable here: no process to try it on")
+    except OSError as e:
+        why = e.strerror
+    r = t.run([t.heaptrail, "attach", "-p", "1", "-d", "1s"], timeout=30)
+    eq(r.rc, 1, r.describe())
+    eq(r.heaptrail_lines(), ["heaptrail: error: attach: cannot read /proc/1/maps: %s: its modules "
+                             "are needed to find the allocator (another user's process, or one "
+                             "this user may not inspect?)" % why], "the error")
