@@ -41,10 +41,25 @@ const char *ht_proc__file(pid_t pid, const char *path, char *buf, size_t len)
 	return buf;
 }
 
-/* Looks name up in the symbol section of type sh_type; 0 and *vaddr set if
- * defined there as a function. */
-static int find_sym(Elf *e, Elf64_Word sh_type, const char *name, uint64_t *vaddr,
-		    uint64_t *size)
+/* What a symbol lookup takes: find_sym's rule (a function with an
+ * address: where a uprobe goes), or what the dynamic loader binds a
+ * preloaded library's name to (a function or an indirect one, not local). */
+enum sym_rule { SYM_PROBED, SYM_EXPORTED };
+
+static int sym_matches(const GElf_Sym *s, enum sym_rule rule)
+{
+	if (s->st_shndx == SHN_UNDEF)
+		return 0;
+	int type = GELF_ST_TYPE(s->st_info);
+	if (rule == SYM_PROBED)
+		return s->st_value && type == STT_FUNC;
+	return (type == STT_FUNC || type == STT_GNU_IFUNC) && GELF_ST_BIND(s->st_info) != STB_LOCAL;
+}
+
+/* Looks name up in the symbol section of type sh_type; 0 and *out set if
+ * it is defined there by rule, else -1. */
+static int lookup_sym(Elf *e, Elf64_Word sh_type, const char *name, enum sym_rule rule,
+		      GElf_Sym *out)
 {
 	Elf_Scn *scn = NULL;
 	while ((scn = elf_nextscn(e, scn))) {
@@ -55,18 +70,50 @@ static int find_sym(Elf *e, Elf64_Word sh_type, const char *name, uint64_t *vadd
 		size_t n = sh.sh_size / sh.sh_entsize;
 		for (size_t i = 0; d && i < n; i++) {
 			GElf_Sym s;
-			if (!gelf_getsym(d, (int)i, &s) || s.st_shndx == SHN_UNDEF || !s.st_value ||
-			    GELF_ST_TYPE(s.st_info) != STT_FUNC)
+			if (!gelf_getsym(d, (int)i, &s) || !sym_matches(&s, rule))
 				continue;
 			const char *sn = elf_strptr(e, sh.sh_link, s.st_name);
 			if (sn && !strcmp(sn, name)) {
-				*vaddr = s.st_value;
-				*size = s.st_size;
+				*out = s;
 				return 0;
 			}
 		}
 	}
 	return -1;
+}
+
+/* Looks name up in the symbol section of type sh_type; 0 and *vaddr set if
+ * defined there as a function. */
+static int find_sym(Elf *e, Elf64_Word sh_type, const char *name, uint64_t *vaddr, uint64_t *size)
+{
+	GElf_Sym s;
+	if (lookup_sym(e, sh_type, name, SYM_PROBED, &s) < 0)
+		return -1;
+	*vaddr = s.st_value;
+	*size = s.st_size;
+	return 0;
+}
+
+/* Calls fn(e, the dynamic section's string table, entry, arg) for each
+ * entry of e's dynamic section until it returns non-zero; returns that,
+ * or 0. */
+static int each_dyn(Elf *e, int (*fn)(Elf *, size_t, const GElf_Dyn *, void *), void *arg)
+{
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(e, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC || !sh.sh_entsize)
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		size_t n = sh.sh_size / sh.sh_entsize;
+		for (size_t i = 0; d && i < n; i++) {
+			GElf_Dyn dyn;
+			int r;
+			if (gelf_getdyn(d, (int)i, &dyn) && (r = fn(e, sh.sh_link, &dyn, arg)) != 0)
+				return r;
+		}
+	}
+	return 0;
 }
 
 int ht_elf__func_offset(const char *path, const char *name, uint64_t *off, uint64_t *size)
@@ -177,32 +224,34 @@ out:
 	return ret;
 }
 
+struct needs {
+	const char *const *prefixes;
+	char *out;
+	size_t cap;
+};
+
+static int need_of(Elf *e, size_t strtab, const GElf_Dyn *dyn, void *arg)
+{
+	struct needs *nd = arg;
+	if (dyn->d_tag != DT_NEEDED)
+		return 0;
+	const char *lib = elf_strptr(e, strtab, dyn->d_un.d_val);
+	for (size_t k = 0; lib && nd->prefixes[k]; k++)
+		if (!strncmp(lib, nd->prefixes[k], strlen(nd->prefixes[k]))) {
+			snprintf(nd->out, nd->cap, "%s", lib);
+			return 1;
+		}
+	return 0;
+}
+
 int ht_elf__needs(const char *path, const char *const *prefixes, char *out, size_t cap)
 {
-	int fd, ret = -1;
+	int fd;
 	Elf *e = elf_open(path, &fd);
 	if (!e)
 		return -1;
-	Elf_Scn *scn = NULL;
-	while (ret < 0 && (scn = elf_nextscn(e, scn))) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC || !sh.sh_entsize)
-			continue;
-		Elf_Data *d = elf_getdata(scn, NULL);
-		size_t n = sh.sh_size / sh.sh_entsize;
-		for (size_t i = 0; d && ret < 0 && i < n; i++) {
-			GElf_Dyn dyn;
-			if (!gelf_getdyn(d, (int)i, &dyn) || dyn.d_tag != DT_NEEDED)
-				continue;
-			const char *lib = elf_strptr(e, sh.sh_link, dyn.d_un.d_val);
-			for (size_t k = 0; lib && prefixes[k]; k++)
-				if (!strncmp(lib, prefixes[k], strlen(prefixes[k]))) {
-					snprintf(out, cap, "%s", lib);
-					ret = 0;
-					break;
-				}
-		}
-	}
+	struct needs nd = {prefixes, out, cap};
+	int ret = each_dyn(e, need_of, &nd) ? 0 : -1;
 	elf_end(e);
 	close(fd);
 	return ret;
@@ -227,49 +276,14 @@ int ht_elf__interp(const char *path)
 	return ret;
 }
 
-/* Whether the dynamic symbols of e define name as a function (or an
- * indirect one). */
-static int defines_func(Elf *e, const char *name)
+/* DT_FLAGS_1 with DF_1_PIE (each_dyn): 1 a position-independent
+ * executable, -1 another DT_FLAGS_1 (the search ends there). */
+static int pie_flag(Elf *e, size_t strtab, const GElf_Dyn *dyn, void *arg)
 {
-	Elf_Scn *scn = NULL;
-	while ((scn = elf_nextscn(e, scn))) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || !sh.sh_entsize)
-			continue;
-		Elf_Data *d = elf_getdata(scn, NULL);
-		size_t n = sh.sh_size / sh.sh_entsize;
-		for (size_t i = 0; d && i < n; i++) {
-			GElf_Sym s;
-			if (!gelf_getsym(d, (int)i, &s) || s.st_shndx == SHN_UNDEF ||
-			    (GELF_ST_TYPE(s.st_info) != STT_FUNC &&
-			     GELF_ST_TYPE(s.st_info) != STT_GNU_IFUNC) ||
-			    GELF_ST_BIND(s.st_info) == STB_LOCAL)
-				continue;
-			const char *sn = elf_strptr(e, sh.sh_link, s.st_name);
-			if (sn && !strcmp(sn, name))
-				return 1;
-		}
-	}
-	return 0;
-}
-
-/* DT_FLAGS_1 of e has DF_1_PIE: a position-independent executable. */
-static int is_pie(Elf *e)
-{
-	Elf_Scn *scn = NULL;
-	while ((scn = elf_nextscn(e, scn))) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC || !sh.sh_entsize)
-			continue;
-		Elf_Data *d = elf_getdata(scn, NULL);
-		size_t n = sh.sh_size / sh.sh_entsize;
-		for (size_t i = 0; d && i < n; i++) {
-			GElf_Dyn dyn;
-			if (gelf_getdyn(d, (int)i, &dyn) && dyn.d_tag == DT_FLAGS_1)
-				return (dyn.d_un.d_val & DF_1_PIE) != 0;
-		}
-	}
-	return 0;
+	(void)e, (void)strtab, (void)arg;
+	if (dyn->d_tag != DT_FLAGS_1)
+		return 0;
+	return (dyn->d_un.d_val & DF_1_PIE) ? 1 : -1;
 }
 
 extern const ElfW(Ehdr) __ehdr_start; /* this program's own ELF header */
@@ -293,14 +307,15 @@ int ht_elf__preloadable(const char *path, const char *const *names, char *why, s
 			 "one's: %d, %d)",
 			 eh.e_ident[EI_CLASS], eh.e_machine, __ehdr_start.e_ident[EI_CLASS],
 			 __ehdr_start.e_machine);
-	} else if (eh.e_type != ET_DYN || is_pie(e)) {
+	} else if (eh.e_type != ET_DYN || each_dyn(e, pie_flag, NULL) == 1) {
 		snprintf(why, len, "%s, not a shared library",
 			 eh.e_type == ET_EXEC || eh.e_type == ET_DYN ? "a program"
 								     : "an object file");
 	} else {
+		GElf_Sym s;
 		ret = 0;
 		for (size_t i = 0; names[i]; i++)
-			if (!defines_func(e, names[i])) {
+			if (lookup_sym(e, SHT_DYNSYM, names[i], SYM_EXPORTED, &s) < 0) {
 				snprintf(why, len, "a shared library that does not define %s()",
 					 names[i]);
 				ret = -1;
