@@ -129,7 +129,11 @@ static void depth_note(struct ht_reader *r)
 {
 	const struct ht_trace_info *in = ht_reader__info(r);
 	size_t n = ht_reader__nnodes(r);
-	if (ht_quiet || !in->stack_depth || n < 2)
+	struct ht_order_info o;
+	ht_reader__order(r, &o);
+	/* (only once the trace is read to its end: a symbolizer made while
+	 * it is read, as events makes one, would count the stacks so far) */
+	if (ht_quiet || !in->stack_depth || n < 2 || !o.final)
 		return;
 	uint16_t *depth = calloc(n, sizeof(*depth));
 	if (!depth)
@@ -151,11 +155,12 @@ static void depth_note(struct ht_reader *r)
 	free(depth);
 	if (at_limit)
 		fprintf(stderr,
-			"heaptrail: note: %" PRIu64 " stack%s reached the recorder's depth of %u "
+			"heaptrail: note: %s: %" PRIu64
+			" stack%s reached the recorder's depth of %u "
 			"frames: callers beyond it, if any, were not recorded, so %s neither "
 			"main nor a thread's start (a flame graph shows %s); record with a larger "
 			"--stacks (at most 256) for more\n",
-			at_limit, at_limit == 1 ? "" : "s", in->stack_depth,
+			ht_reader__path(r), at_limit, at_limit == 1 ? "" : "s", in->stack_depth,
 			at_limit == 1 ? "it may reach" : "they may reach",
 			at_limit == 1 ? "it as a root of its own" : "them as roots of their own");
 }

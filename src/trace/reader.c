@@ -937,6 +937,11 @@ const struct ht_trace_info *ht_reader__info(const struct ht_reader *r)
 	return &r->info;
 }
 
+const char *ht_reader__path(const struct ht_reader *r)
+{
+	return r->path ? r->path : "the trace";
+}
+
 const char *ht_reader__error(const struct ht_reader *r)
 {
 	return r->err[0] ? r->err : NULL;

@@ -277,6 +277,8 @@ const struct ht_event *ht_reader__next_event(struct ht_reader *r);
 
 /* NULL if everything read cleanly, else "offset N: what is wrong". */
 const char *ht_reader__error(const struct ht_reader *r);
+/* The trace's path, as it was opened (for messages). */
+const char *ht_reader__path(const struct ht_reader *r);
 /* Warnings that do not stop reading (not closed cleanly, ...), or NULL. */
 const char *ht_reader__warning(const struct ht_reader *r);
 

@@ -406,12 +406,12 @@ int main(int argc, char **argv)
 def test_stacks_depth_reached_said(t):
     """A stack cut at the --stacks depth is said: rec() 300 deep under
     --stacks (64) and --stacks=16, leaks, top, flamegraph and report each
-    print one note naming the depth (before, the 64 frames of rec came
+    print one note naming the trace and the depth (diff one a trace; before, the 64 frames of rec came
     with no word, and a flame graph rooted them apart from main); 40
     deep (44 frames) under the default, none; -q, none.  The trace's
     header carries the depth (stack_depth)."""
     exe = compile_c(t, "deep", DEEP_C, ("-O2",))
-    want = ("heaptrail: note: 1 stack reached the recorder's depth of %d frames: callers "
+    want = ("heaptrail: note: %s: 1 stack reached the recorder's depth of %d frames: callers "
             "beyond it, if any, were not recorded, so it may reach neither main nor a "
             "thread's start (a flame graph shows it as a root of its own); record with a "
             "larger --stacks (at most 256) for more")
@@ -426,7 +426,7 @@ def test_stacks_depth_reached_said(t):
             r = t.tool(cmd + [out])
             eq(r.rc, 0, r.describe())
             eq([l for l in r.stderr.splitlines() if "stack" in l and "note" in l],
-               [want % depth], "%s on --stacks=%d" % (cmd[0], depth))
+               [want % (out, depth)], "%s on --stacks=%d" % (cmd[0], depth))
         folded = open(t.path("f.txt")).read().splitlines()
         check(any(l.startswith("rec;") for l in folded), "a root of rec's own:\n%s" % folded[:5])
         r = t.tool(["leaks", "-q", out])
