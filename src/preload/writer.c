@@ -1146,6 +1146,15 @@ static int busy_threads(uint64_t now)
 	return n;
 }
 
+/* The helper's judgement, for the program's threads (self_write_now). */
+static void publish_judgement(int ok, uint64_t now)
+{
+	if (!in_helper)
+		return;
+	atomic_store_explicit(&w.cpu_busy, !ok, memory_order_relaxed);
+	atomic_store_explicit(&w.cpu_judged_at, now, memory_order_relaxed);
+}
+
 /* Whether a CPU is free for compressing, judged over the last 20 ms or
  * more: the program's threads used less than all CPUs but 0.9 of one (its
  * CPU-time clock, clock_getcpuclockid, readable from the helper), and the
@@ -1173,10 +1182,7 @@ static int cpu_free(void)
 		/* the first window, not judged yet: the threads that write */
 		if (!judged) {
 			ok = busy_threads(now) < ncpus;
-			if (in_helper) {
-				atomic_store_explicit(&w.cpu_busy, !ok, memory_order_relaxed);
-				atomic_store_explicit(&w.cpu_judged_at, now, memory_order_relaxed);
-			}
+			publish_judgement(ok, now);
 		}
 		return ok;
 	}
@@ -1197,10 +1203,7 @@ static int cpu_free(void)
 	run0 = run;
 	wait0 = wait;
 	have_sched = sched;
-	if (in_helper) {
-		atomic_store_explicit(&w.cpu_busy, !ok, memory_order_relaxed);
-		atomic_store_explicit(&w.cpu_judged_at, now, memory_order_relaxed);
-	}
+	publish_judgement(ok, now);
 	return ok;
 }
 
