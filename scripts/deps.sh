@@ -9,7 +9,8 @@ pkgs=(gcc g++ make cmake pkg-config libzstd-dev libunwind-dev libdw-dev libelf-d
 case "$what" in
   test) pkgs+=(python3 libpython3.11-testsuite perl clang libclang-rt-14-dev valgrind sqlite3 git zstd xz-utils coreutils util-linux bsdutils libjemalloc2 libtcmalloc-minimal4
         libc6-dev libcap2-bin
-        libmimalloc2.0 chromium golang-go procps tmux strace nodejs) ;;
+        libmimalloc2.0 chromium golang-go procps tmux strace nodejs
+        heaptrack) ;;  # heaptrack: top_temporary_heaptrack_rule compares with heaptrack_print
   bench) pkgs+=(python3 heaptrack bpftrace time strace nodejs) ;;
 esac
 missing=()
