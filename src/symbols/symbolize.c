@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include <elfutils/libdwelf.h>
+#include <gelf.h>
 
 #include "common/util.h"
 #include "perfmap.h"
@@ -624,6 +625,39 @@ static const char *elf_symbol(struct mod_ref *m, Dwfl_Module *dm, uint64_t addr)
 	return ht_symindex__lookup(m->syms, dm, addr, &off);
 }
 
+/* Whether the code at addr (in the Dwfl's addresses) of module dm is the
+ * x86-64 signal trampoline, `mov $15, %rax; syscall` (rt_sigreturn): the
+ * frame a signal handler returns to, named so where no symbol table names
+ * it (glibc's __restore_rt is a local symbol, in .symtab only, which a
+ * stripped libc without its debug file lacks). */
+static int is_sigreturn(Dwfl_Module *dm, uint64_t addr)
+{
+#if defined(__x86_64__)
+	static const unsigned char code[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+	Dwarf_Addr bias = 0;
+	Elf *e = dwfl_module_getelf(dm, &bias);
+	if (!e || addr < bias)
+		return 0;
+	uint64_t va = addr - bias;
+	Elf_Scn *scn = NULL;
+	while ((scn = elf_nextscn(e, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
+		    !(sh.sh_flags & SHF_EXECINSTR) || va < sh.sh_addr ||
+		    va - sh.sh_addr > sh.sh_size || sh.sh_size - (va - sh.sh_addr) < sizeof(code))
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		uint64_t o = va - sh.sh_addr;
+		return d && d->d_buf && d->d_size >= o + sizeof(code) &&
+		       !memcmp((const unsigned char *)d->d_buf + o, code, sizeof(code));
+	}
+#else
+	(void)dm;
+	(void)addr;
+#endif
+	return 0;
+}
+
 static void resolve_into(struct ht_symbolizer *s, uint64_t ip, struct mod_ref *m)
 {
 	if (m && !m->name)
@@ -710,7 +744,16 @@ static void resolve_into(struct ht_symbolizer *s, uint64_t ip, struct mod_ref *m
 		 * another function, in another file. */
 		int covered = cu && dwarf_haspc(cu, addr - bias) > 0;
 		struct ht_frame *f = new_frame(s, ip, m);
-		f->function = demangled(s, elf_symbol(m, dm, addr));
+		const char *e = elf_symbol(m, dm, addr);
+		/* A frame a signal handler returns to is the signal trampoline
+		 * (__restore_rt), whose first byte is the address itself, not a
+		 * return address after a call: ip - 1 lies in the padding before
+		 * it, in no symbol.  The address itself names it. */
+		if (!e && ip)
+			e = elf_symbol(m, dm, addr + 1);
+		if (!e && ip && is_sigreturn(dm, addr + 1))
+			e = "__restore_rt";
+		f->function = demangled(s, e);
 		f->file = covered ? file : NULL;
 		f->line = covered ? line : 0;
 	}

@@ -6,7 +6,9 @@ rows, `flamegraph --title`, and a thread's first stack taken on an
 alternate signal stack."""
 
 import json
+import os
 import re
+import shutil
 import struct
 
 from htlib import case, check, compile_c, eq
@@ -185,11 +187,41 @@ def test_stacks_caller_of_interrupted_frame(t):
                   "%s: the handler's stack: %s" % (what, names))
             check(names.index("signalled") >= names.index("handler") + 3,
                   "%s: the trampoline and pthread_kill between: %s" % (what, names))
+            # the trampoline is named: the frame's address is its first
+            # byte, not a return address (it was libc.so.6+0x...)
+            eq(names[names.index("handler") + 1], "__restore_rt",
+               "%s: the frame under the handler" % what)
             eq(fr[names.index("signalled")].get("line"), lines["KILL"],
                "%s: the line of pthread_kill's caller" % what)
             # (the next line's call, for comparison)
             eq([(f["function"], f.get("line")) for f in stacks[222][:2]][1],
                ("signalled", lines["NEXT"]), "%s: the line of after()'s caller" % what)
+    # A libc with no symbol table but .dynsym and no debug file to be
+    # found (Debian's, without libc6-dbg): the trampoline's code names it.
+    trace = t.path("sig-own-auto.ht")
+    libc_path = None
+    with open("/proc/self/maps") as f:
+        for line in f:
+            if "/libc.so.6" in line:
+                libc_path = line.split()[-1]
+                break
+    check(libc_path, "libc.so.6 in this process's maps")
+    root = t.path("root")
+    # (the trace names it /lib/... or /usr/lib/..., one a link to the other)
+    plain = libc_path[4:] if libc_path.startswith("/usr/") else libc_path
+    for where in (plain, "/usr" + plain):
+        os.makedirs(root + os.path.dirname(where))
+        r = t.run(["objcopy", "--strip-all", "--remove-section=.note.gnu.build-id",
+                   "--remove-section=.gnu_debuglink", libc_path, root + where])
+        eq(r.rc, 0, "objcopy of libc:\n%s" % r.describe())
+    os.makedirs(root + os.path.dirname(exe))
+    shutil.copy(exe, root + exe)
+    r = t.tool(["leaks", "--json", "--sysroot", root, trace])
+    eq(r.rc, 0, "leaks --sysroot:\n%s" % r.describe())
+    lk = json.loads(r.stdout)
+    names = [f["function"] for g in lk["groups"] if g["bytes"] == 111 for f in g["stack"]]
+    eq(names[names.index("handler") + 1], "__restore_rt",
+       "a stripped libc: the frame under the handler: %s" % names)
 
 
 @case(labels=("analyzers",))
