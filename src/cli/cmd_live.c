@@ -425,6 +425,10 @@ static uint64_t rss_at(struct live *L, uint64_t t, uint64_t *max_kb)
 
 static int draw_header(struct live *L, struct screen *s)
 {
+	/* (record notes a SIGKILL once the writer has closed the trace: the
+	 * header is read again while it says no more than "killed?") */
+	if (L->finished)
+		ht_reader__recheck_end(L->r);
 	const struct ht_trace_info *in = ht_reader__info(L->r);
 	const struct ht_lt_totals *t = ht_livetop__totals(L->lt);
 	char a[32], b[32], c[32], d[32], e[32], f[32];
@@ -1045,6 +1049,16 @@ static int run_batch(struct live *L)
 		if (!switched)
 			break;
 	}
+	/* A program that died without shutting the tracer down: record notes
+	 * how (SIGKILL) once the writer is done, which a follower reaches
+	 * first.  Waited for, 1 s at most (with LD_PRELOAD alone nothing
+	 * notes it). */
+	const struct ht_trace_info *fin = ht_reader__info(L->r);
+	for (int k = 0;
+	     L->followed && L->finished && fin->closed && fin->orphaned && !fin->signal &&
+	     !fin->exit_syscall && !ht_reader__recheck_end(L->r) && k < 50;
+	     k++)
+		usleep(20000);
 	uint64_t end = ht_reader__info(L->r)->duration_ns;
 	if (L->cfg.at_given && L->finished && L->cfg.at_ns > end) {
 		/* nothing happens after the trace: say when it ends, and show

@@ -850,6 +850,46 @@ int ht_reader__poll(struct ht_reader *r)
 	return r->nchunks != before || r->nclocks != nclocks || r->writer_gone;
 }
 
+/* The notes of how the program ended in the header h, for the trace r
+ * reads (the same magic, pid and start): a signal in *sig, or the
+ * exit_group system call; 1 if h has one. */
+static int end_noted(const struct ht_reader *r, const struct ht_file_header *h, int *sig)
+{
+	if (memcmp(h->magic, r->hdr.magic, 8) || h->pid != r->hdr.pid ||
+	    h->start_mono_ns != r->hdr.start_mono_ns)
+		return 0;
+	*sig =
+	    (h->flags & HT_FILE_F_SIGNALED) && h->signal > 0 && h->signal < 65 ? (int)h->signal : 0;
+	return *sig || (h->flags & HT_FILE_F_EXIT_SYSCALL);
+}
+
+int ht_reader__recheck_end(struct ht_reader *r)
+{
+	struct ht_file_header h;
+	int sig = 0;
+	if (!r->follow || !r->writer_gone || !r->info.closed || !r->info.orphaned ||
+	    r->info.signal || r->info.exit_syscall)
+		return 0;
+	int noted = ht_pread_full(r->fd, &h, sizeof(h), 0) == 0 && end_noted(r, &h, &sig);
+	if (!noted && r->path) {
+		/* record's end step may have put a rewritten trace in its place
+		 * (compressed what the writer left raw): that file is noted */
+		int fd = open(r->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+		noted =
+		    fd >= 0 && ht_pread_full(fd, &h, sizeof(h), 0) == 0 && end_noted(r, &h, &sig);
+		if (fd >= 0)
+			close(fd);
+	}
+	if (!noted)
+		return 0;
+	r->hdr.flags |= h.flags & (HT_FILE_F_SIGNALED | HT_FILE_F_EXIT_SYSCALL);
+	r->hdr.signal = h.signal;
+	r->info.flags = r->hdr.flags;
+	r->info.signal = sig;
+	r->info.exit_syscall = (h.flags & HT_FILE_F_EXIT_SYSCALL) != 0;
+	return 1;
+}
+
 int ht_reader__following(const struct ht_reader *r)
 {
 	return r->follow && !r->writer_gone;

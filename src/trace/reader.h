@@ -261,6 +261,12 @@ struct ht_reader *ht_reader__open_follow(const char *path, char *err, size_t err
 int ht_reader__poll(struct ht_reader *r);
 /* A followed trace whose writer still runs: the end is not the end. */
 int ht_reader__following(const struct ht_reader *r);
+/* A followed trace its writer closed as an orphan (the program died
+ * without shutting the tracer down): `record` notes in the header how the
+ * program ended (a signal, or the exit_group system call) once the writer
+ * is done, after a follower may have read the header.  Reads those notes
+ * again into the info; 1 if they changed it. */
+int ht_reader__recheck_end(struct ht_reader *r);
 /* While following: the time (ns since the start) up to which every event
  * is out once ht_reader__next has returned 0, though the last may be
  * older (a program that allocates nothing for a while); 0 before the

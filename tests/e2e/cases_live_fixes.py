@@ -9,7 +9,7 @@ import time
 
 from cases_live import wait_file
 from htformat import CHUNK, CHUNK_MAGIC, HEADER, SEC_CHUNKS
-from htlib import case, check, eq
+from htlib import case, check, children, eq
 
 CHUNK_EVENTS = 1
 
@@ -82,7 +82,6 @@ def test_live_killed_said(t):
                            cwd=t.dir)
     wait_file(out)
     time.sleep(1.0)
-    from htlib import children
     for pid in children(rec.pid):
         os.kill(pid, 9)
     rec.communicate(timeout=60)
@@ -92,6 +91,29 @@ def test_live_killed_said(t):
           r.stdout.splitlines()[0])
     s = t.run([t.heaptrail, "stats", out])
     check("without shutting the tracer down" in s.stderr, "stats: " + s.stderr)
+    # Followed while it is written: the follower reaches the end (the
+    # writer's close) before record notes the signal; it said `[ended,
+    # killed?]` (probe H).  Twice: with the writer keeping up, and with
+    # the trace recorded raw and compacted by record's end step, which
+    # puts a rewritten file in its place.
+    for k, opts in enumerate(([], ["--zstd-level=0"])):
+        out = t.path("f%d.ht" % k)
+        rec = subprocess.Popen([t.heaptrail, "record", "-q"] + opts +
+                               ["-o", out, "--", t.prog("grower"), "20"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               env=t.base_env(), cwd=t.dir)
+        wait_file(out)
+        live = subprocess.Popen([t.heaptrail, "live", "--batch", out], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=t.base_env(), cwd=t.dir,
+                                universal_newlines=True)
+        time.sleep(1.0)
+        for pid in children(rec.pid):
+            os.kill(pid, 9)
+        rec.communicate(timeout=60)
+        lo, le = live.communicate(timeout=60)
+        eq(live.returncode, 0, "live, followed:\n" + le)
+        check(lo.splitlines()[0].endswith("[ended: died of SIGKILL]"),
+              "run %d, followed: the header: %s" % (k, lo.splitlines()[0]))
     seg = t.path("s.ht")
     r = t.run([t.heaptrail, "record", "-q", "-o", seg, "--", t.prog("crash"), "segv"])
     eq(r.rc, 128 + signal.SIGSEGV, r.describe())
