@@ -148,6 +148,7 @@ struct attach {
 	uint64_t trace_end;            /* -o: the trace's end, at the first exec (0: none) */
 	int signal;                    /* -c: the signal the command died of, 0 if none */
 	uint64_t execs;                /* execs of the process seen */
+	const char *lib;               /* the file probed */
 #ifdef HT_HAVE_BPF
 	struct ring_buffer *rb;        /* the events, once set up */
 #endif
@@ -395,6 +396,37 @@ static uint64_t size_of(const struct ht_attach_event *e)
 
 static void trace_modules(struct attach *a);
 
+/* After an exec: what the probes in a->lib will see of the new image, a
+ * clause for on_exec's line.  They go on in any process that maps that
+ * file: the same file run again (a static program), or a dynamic one that
+ * needs it (its libraries are not mapped yet when the exec is reported:
+ * its DT_NEEDED entries say); a static program of another file maps none. */
+static void new_image(const struct attach *a, char *buf, size_t len)
+{
+	char exe[64];
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)a->pid);
+	const char *base = strrchr(a->lib, '/');
+	base = base ? base + 1 : a->lib;
+	struct stat se, sl;
+	snprintf(buf, len, "tracing goes on in the new image");
+	if (stat(exe, &se) < 0 || (stat(a->lib, &sl) == 0 && se.st_dev == sl.st_dev &&
+				   se.st_ino == sl.st_ino))
+		return; /* (gone already: nothing to say of it) */
+	int interp = ht_elf__interp(exe);
+	const char *pre[] = {base, NULL};
+	char got[256];
+	if (interp == 0)
+		snprintf(buf, len,
+			 "the new image is linked statically and does not map %s: the probes see "
+			 "none of its calls (attach goes on until it ends)",
+			 base);
+	else if (interp == 1 && ht_elf__needs(exe, pre, got, sizeof(got)) < 0)
+		snprintf(buf, len,
+			 "the new image does not link %s: its calls are seen only if it loads that "
+			 "file",
+			 base);
+}
+
 /* The process exec'd: its blocks went with the old image, and its code is
  * another one.  The old image's blocks are dropped, its modules forgotten
  * (the -o trace ends at the exec, with them), and a line says so; the
@@ -418,13 +450,14 @@ static void on_exec(struct attach *a, const struct ht_attach_event *e)
 	snprintf(link, sizeof(link), "/proc/%d/exe", (int)a->pid);
 	ssize_t n = readlink(link, exe, sizeof(exe) - 1);
 	exe[n > 0 ? n : 0] = 0;
+	char then[PATH_MAX + 200];
+	new_image(a, then, sizeof(then));
 	fprintf(stderr,
 		"heaptrail attach: pid %d exec'd %s: the %s in %" PRIu64 " blocks outstanding in "
-		"the image before are dropped (they went with it)%s; tracing goes on in the new "
-		"image\n",
+		"the image before are dropped (they went with it)%s; %s\n",
 		(int)a->pid, n > 0 ? exe : "a new program", ht_fmt_bytes(b1, bytes),
 		blocks * a->cfg->sample,
-		a->w && a->execs == 1 ? "; the -o trace ends at the exec" : "");
+		a->w && a->execs == 1 ? "; the -o trace ends at the exec" : "", then);
 }
 
 static int on_event(void *ctx, void *data, size_t len)
@@ -1032,6 +1065,7 @@ int cmd_attach(int argc, char **argv)
 		[HT_EV_VALLOC] = skel->progs.valloc_enter,
 		[HT_EV_PVALLOC] = skel->progs.pvalloc_enter,
 	};
+	a.lib = lib;
 	links = ht_xrealloc(NULL, (2 * NPROBE_FNS + 1) * sizeof(*links));
 	char probed[512] = "";
 	for (size_t i = 0; i < NPROBE_FNS; i++) {

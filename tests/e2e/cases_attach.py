@@ -504,6 +504,60 @@ def test_attach_exec(t):
     check("leak_after" not in got, "the trace goes past the exec: %r" % got)
 
 
+# Execs the program its first argument names once told to.
+EXEC_OTHER_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+static void *volatile keep[5];
+int main(int argc, char **argv)
+{
+	char line[16];
+	if (argc < 2)
+		return 2;
+	puts("ready");
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		return 2;
+	for (int i = 0; i < 5; i++)
+		keep[i] = malloc(1000);
+	execl(argv[1], argv[1], (char *)NULL);
+	return 1;
+}
+"""
+
+STATIC_ALLOC_C = r"""
+#include <stdlib.h>
+#include <unistd.h>
+static void *volatile keep[3];
+int main(void)
+{
+	for (int i = 0; i < 3; i++)
+		keep[i] = malloc(777);
+	usleep(300000);
+	return 0;
+}
+"""
+
+
+@case(timeout=120, labels=("probes",), locks=("bpf",))
+def test_attach_exec_static_said(t):
+    """attach -p of a process that execs a statically linked program: the
+    probes are in libc.so.6, which the new image never maps, and attach
+    says so (it said "tracing goes on in the new image" and then saw
+    nothing, probe H)."""
+    need_bpf(t, "attach")
+    exe = compile_c(t, "execother", EXEC_OTHER_C)
+    st = compile_c(t, "staticalloc", STATIC_ALLOC_C, ("-static",))
+    pid, out, err = attach_until_exit(t, [exe, st], "execother", ["--json", "--top", "100"])
+    err = err.decode()
+    check("heaptrail attach: pid %d exec'd %s: the 4.9 KiB in 5 blocks outstanding in the image "
+          "before are dropped (they went with it); the new image is linked statically and "
+          "does not map libc.so.6: the probes see none of its calls (attach goes on until it "
+          "ends)" % (pid, st) in err, "the exec line:\n" + err)
+    eq(json.loads(out)["entries"], [], "nothing outstanding")
+
+
 @case(timeout=120, labels=("probes", "analyzers"), locks=("bpf",))
 def test_attach_end_time(t):
     """-d 3s: the final report's ages, its elapsed_ns and the -o trace's
