@@ -216,6 +216,40 @@ static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct tim
 
 /* ---- the file ------------------------------------------------------------ */
 
+static __thread int draining_in_program; /* self_drain: check the descriptor per buffer */
+
+/* The program closed or replaced (through close, dup2, dup3, close_range,
+ * closefrom: hooks.c) the number of the trace's descriptor in the table
+ * its threads share: they no longer write through it (self_drain), the
+ * helper, whose table is its own, writes everything.  Set before the
+ * program's call is made, and that call waits for a write under way
+ * (round_busy held by RB_PROGRAM): with fd_is_ours alone, checked before
+ * each buffer, a dup2() between the check and the write put trace bytes
+ * into the program's file.  Process-local: each process its own table. */
+static _Atomic int fd_taken;
+
+/* A thread of the program found the trace's number taken from it behind
+ * the wrapped calls (a raw system call: syscall(SYS_dup2, ...)) after or
+ * in a write of its own: the chunk it was writing is left half-done, with
+ * its buffer in flight, for the helper to cut off the file and write again
+ * from the buffer (tx_recover), as after a helper killed in a write; the
+ * thread writes nothing more, not even to cut it (the number is not the
+ * trace's: a cut there truncates the program's file). */
+static __thread int self_abandoned;
+
+static int fd_is_ours(int fd);
+
+/* In self_drain: the trace's number is still the trace's, else the
+ * program replaced it behind the wrapped calls, and its threads stop
+ * writing through it for good. */
+static int self_fd_ours(void)
+{
+	if (fd_is_ours(w.fd))
+		return 1;
+	atomic_store(&fd_taken, 1);
+	return 0;
+}
+
 static int write_all(const void *buf, size_t n)
 {
 	const uint8_t *p = buf;
@@ -226,6 +260,14 @@ static int write_all(const void *buf, size_t n)
 		ssize_t r = ht_sys_pwrite(w.fd, p, n, (off_t)w.off);
 		if (r < 0 && errno == EINTR)
 			continue;
+		/* (checked after each write too: it may have gone to the file
+		 * put there meanwhile, and then the trace lacks it) */
+		if (draining_in_program && (r <= 0 || !fd_is_ours(w.fd))) {
+			atomic_store(&fd_taken, 1);
+			self_abandoned = 1;
+			errno = EBADF;
+			return -1;
+		}
 		if (r <= 0)
 			return -1;
 		p += r;
@@ -838,6 +880,8 @@ static void write_chunk(struct ht_chunk_header *c, const void *payload, size_t n
 	c->comp_size = (uint32_t)len;
 	uint64_t at = w.off;
 	if (write_all(c, sizeof(*c)) < 0 || write_all(data, len) < 0) {
+		if (self_abandoned)
+			return; /* (the helper cuts it: tx_recover) */
 		/* the chunk begun is cut off the file (shrinking it works on a
 		 * full disk): the trace ends at its last whole chunk, and reads
 		 * as stopped, not as cut short */
@@ -883,6 +927,8 @@ static void drain_buf(struct ht_buf *b, int compress)
 	if (tx)
 		tx_begin(b, bytes, nev);
 	write_chunk(&h, b->data + b->taken, bytes - b->taken, compress);
+	if (self_abandoned)
+		return; /* (tx left begun, b in flight: the helper's) */
 	w.events += h.nevents;
 	note_tid(b->tid);
 	if (tx)
@@ -1207,18 +1253,6 @@ static int cpu_free(void)
 	return ok;
 }
 
-static __thread int draining_in_program; /* self_drain: check the descriptor per buffer */
-
-/* The program closed or replaced (through close, dup2, dup3, close_range,
- * closefrom: hooks.c) the number of the trace's descriptor in the table
- * its threads share: they no longer write through it (self_drain), the
- * helper, whose table is its own, writes everything.  Set before the
- * program's call is made, and that call waits for a write under way
- * (round_busy held by RB_PROGRAM): with fd_is_ours alone, checked before
- * each buffer, a dup2() between the check and the write put trace bytes
- * into the program's file.  Process-local: each process its own table. */
-static _Atomic int fd_taken;
-
 /* Writes the full buffers handed over, oldest first, each given back as
  * soon as it is written.  How many wait is the count of hand-overs
  * (w.queued) less the buffers this writer has written. */
@@ -1226,12 +1260,11 @@ static void drain_queue(void)
 {
 	int64_t limit = HT_BACKLOG_BYTES / (ht_opt.buffer_size ? ht_opt.buffer_size : 65536);
 	struct ht_buf *b;
-	/* (a thread of the program checks the descriptor before each buffer:
-	 * the program may dup2() a file of its own onto the number meanwhile,
-	 * and what was checked once went into that file, for the whole queue;
-	 * still a race, of a few microseconds: HEAPTRAIL_SELF_WRITE is off by
-	 * default) */
-	while ((!draining_in_program || (!atomic_load(&fd_taken) && fd_is_ours(w.fd))) &&
+	/* (a thread of the program checks the descriptor before each buffer,
+	 * and write_all after each write: a raw dup2() of the program's onto
+	 * the number, which fd_taken's wrappers do not see, and what was
+	 * checked once went into that file, for the whole queue) */
+	while ((!draining_in_program || (!atomic_load(&fd_taken) && self_fd_ours())) &&
 	       (b = ht_queue__pop()) != NULL) {
 		w.drained++;
 		if (in_helper && ncpus > 0)
@@ -1241,6 +1274,8 @@ static void drain_queue(void)
 		int64_t waiting = behind > 0 ? (int64_t)behind + 1 : 1;
 		atomic_store(&w.inflight, b);
 		drain_buf(b, waiting <= limit && zc && cpu_free());
+		if (self_abandoned)
+			break; /* (b stays in flight, for the helper) */
 		atomic_store(&w.inflight, NULL); /* (killed here: b is lost to the pool only) */
 		ht_buf__put(b);
 	}
@@ -1881,12 +1916,16 @@ static int self_drain(void)
 	 * other) */
 	if (!atomic_load(&fd_taken) && !w.closed && !w.failed &&
 	    !(w.hdr.flags & HT_FILE_F_CLOSED) && !atomic_load(&w.tx) && !atomic_load(&w.inflight) &&
-	    fd_is_ours(w.fd)) {
+	    self_fd_ours()) {
 		uint64_t t0 = ht_mono_ns();
 		ht_tls.guard += HT_GUARD_OWN;
 		draining_in_program = 1;
 		drain_queue();
 		draining_in_program = 0;
+		if (self_abandoned) {
+			self_abandoned = 0;
+			ht_writer__wake(); /* (its round puts the chunk right) */
+		}
 		ht_tls.guard -= HT_GUARD_OWN;
 		uint64_t t1 = ht_mono_ns();
 		/* a write that waited (the kernel throttling dirty pages, a

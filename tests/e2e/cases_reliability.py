@@ -799,6 +799,50 @@ def test_trace_fd_juggled_no_clobber(t):
         eq(s["calls"]["malloc"], 900001, "run %d: the trace's mallocs" % run)
 
 
+@case(timeout=240, labels=("reliability",))
+def test_trace_fd_juggled_raw_said(t):
+    """fdjuggle with raw dup2 system calls, a swap every microsecond or
+    so, which the recorder's wrappers of dup2 and close never see, under
+    record with 4 KiB buffers.  The threads writing their own buffers
+    (HEAPTRAIL_SELF_WRITE=2, then the default) cannot be kept from every
+    such swap: what they lose is never silent (the trace is whole and has
+    every call, or record says it is damaged, exit 125), and once a
+    thread sees the number taken it hands its chunk back to the writer
+    process (which cuts it off and writes it again from the buffer) and
+    the threads write nothing more.  With HEAPTRAIL_SELF_WRITE=0 (the
+    writer process writes everything, through its own descriptor table)
+    the program's file stays empty and the trace exact.  The same with
+    a pipe in place of the program's file.  Before: record
+    exited 0 with "recording stopped" when the swap put a pipe there
+    ("Illegal seek"), and the threads' writes went on into the program's
+    file (1.5 MB in 2 runs of 4 in probe I)."""
+    runs = [({"HEAPTRAIL_SELF_WRITE": "2"}, "raw")] * 2 + [({}, "raw")] * 2 + \
+        [({"HEAPTRAIL_SELF_WRITE": "2"}, "rawpipe")] * 2 + [({}, "rawpipe")] + \
+        [({"HEAPTRAIL_SELF_WRITE": "0"}, "raw")] * 2
+    for run, (env, how) in enumerate(runs):
+        trace, own = t.path("r%d.ht" % run), t.path("rown%d" % run)
+        r = t.run([t.heaptrail, "record", "-q", "--buffer-size", "4096", "-o", trace, "--",
+                   t.prog("fdjuggle"), "3", "300000", "200000", own, how], env=env,
+                  timeout=90)
+        said = dict(l.split(" ", 1) for l in r.stderr.splitlines()
+                    if l.split(" ", 1)[0] in ("pairs", "juggled", "data", "foreign"))
+        eq((said.get("pairs"), said.get("juggled")), ("900000", "200000"),
+           "run %d (%s): the program's own counts:\n%s" % (run, env, r.describe()))
+        check("recording stopped" not in r.stderr, "run %d: %s" % (run, r.stderr))
+        if r.rc == 125:
+            check("is damaged" in r.stderr and env.get("HEAPTRAIL_SELF_WRITE") != "0",
+                  "run %d (%s): exit 125:\n%s" % (run, env, r.describe()))
+            continue
+        eq(r.rc, 0, "run %d: record's exit status:\n%s" % (run, r.describe()))
+        s = t.stats(trace)
+        check(s["complete"] and s["closed"], "run %d: the trace is not whole" % run)
+        eq(s["calls"]["malloc"], 900001, "run %d (%s): the trace's mallocs" % (run, env))
+        if env.get("HEAPTRAIL_SELF_WRITE") == "0":
+            eq(said.get("data"), "0", "run %d: bytes of records in the program's file" % run)
+        if how == "rawpipe":
+            eq(said.get("foreign"), "0", "run %d: the file (the pipe was juggled)" % run)
+
+
 # Two threads allocating as fast as they can; after 20 ms main execs a
 # path that does not exist (the exec fails), then /bin/true.
 EXEC_BUSY_C = r"""
