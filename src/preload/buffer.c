@@ -26,6 +26,7 @@ __thread struct ht_tls ht_tls __attribute__((tls_model("initial-exec")));
  * of them runs ht_init(), which sets the real state. */
 _Atomic int ht_on = 1;
 _Atomic int ht_closing;
+_Atomic int ht_exec_hold;
 _Atomic int ht_multithreaded;
 static _Atomic uint32_t epoch_before_pool;
 _Atomic uint32_t *ht_epoch_p = &epoch_before_pool;

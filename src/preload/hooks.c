@@ -137,11 +137,14 @@ static inline int tracing(const struct ht_tls *t)
  * exit stopped the recording to close the trace, and other threads go on
  * until the process ends): not in the trace, they are said with the calls
  * not recorded.  (A clean exit while three threads allocated lost 2.5 to
- * 4.5% of their calls and said nothing.) */
+ * 4.5% of their calls and said nothing.)  While the process execs, the
+ * other threads wait here (ht_exec_hold). */
 static inline int nested(const struct ht_tls *t)
 {
 	if (HT_UNLIKELY(atomic_load_explicit(&ht_closing, memory_order_relaxed)) && !t->guard)
 		atomic_fetch_add_explicit(ht_dropped_p, 1, memory_order_relaxed);
+	if (HT_UNLIKELY(atomic_load_explicit(&ht_exec_hold, memory_order_relaxed)) && !t->guard)
+		ht_writer__exec_hold_wait();
 	return HT_UNLIKELY(t->guard == HT_GUARD_REC);
 }
 

@@ -215,6 +215,13 @@ extern _Atomic int ht_on;
 /* Set while the process exits (ht_writer__shutdown): the calls that come
  * with recording off then are counted in *ht_dropped_p (hooks.c). */
 extern _Atomic int ht_closing;
+/* The thread id of the thread whose exec is under way (0: none): the
+ * process's other threads wait in their next heap call
+ * (ht_writer__exec_hold_wait) until the exec fails, or the exec ends them,
+ * so that none makes a call the finalized trace misses (writer.c,
+ * ht_writer__before_exec). */
+extern _Atomic int ht_exec_hold;
+void ht_writer__exec_hold_wait(void);
 /* Set for good by the first pthread_create(): releases need ordered
  * timestamps from then on (ht_now_release). */
 extern _Atomic int ht_multithreaded;

@@ -2107,10 +2107,32 @@ static int move_aside_for_exec(void)
 	return 0;
 }
 
+/* ht_on before an exec held the other threads (restored if it fails). */
+static int exec_saved_on;
+
+void ht_writer__exec_hold_wait(void)
+{
+	int tid = (int)syscall(SYS_gettid), h;
+	while ((h = atomic_load(&ht_exec_hold)) != 0 && h != tid)
+		syscall(SYS_futex, &ht_exec_hold, FUTEX_WAIT_PRIVATE, h, NULL, NULL, 0);
+}
+
 void ht_writer__before_exec(void)
 {
 	if (ht_foreign_process() || !ws)
 		return;
+	/* The other threads stop making calls until the exec is through:
+	 * they went on while the trace was finalized, and their calls from
+	 * then until the exec ended them were neither in the trace nor
+	 * counted (a chain of execs with two threads allocating: 4 to 8% of
+	 * the calls, every trace "complete", probe I).  Recording stops here
+	 * for all (the exec event is in); a thread already in a record ends
+	 * it.  A failed exec lets them go (ht_writer__exec_failed); a
+	 * successful one ends them where they wait, in a heap call whose
+	 * return the program never saw. */
+	exec_saved_on = atomic_load(&ht_on);
+	atomic_store(&ht_exec_hold, (int)syscall(SYS_gettid));
+	atomic_store(&ht_on, 0);
 	ht_tls.guard += HT_GUARD_OWN;
 	/* A helper ends after finalizing: the new image has a writer of its
 	 * own, and if the exec fails a new helper takes over. */
@@ -2136,6 +2158,12 @@ void ht_writer__exec_failed(void)
 	exec_pid = 0;
 	request(REQ_REOPEN, 5000);
 	ht_tls.guard -= HT_GUARD_OWN;
+	if (atomic_load(&ht_exec_hold) == (int)syscall(SYS_gettid)) {
+		if (!w.closed && !w.failed)
+			atomic_store(&ht_on, exec_saved_on);
+		atomic_store(&ht_exec_hold, 0);
+		syscall(SYS_futex, &ht_exec_hold, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+	}
 }
 
 /* In the forked child (atfork handler, before buffer.c drops the shared
