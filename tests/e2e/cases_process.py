@@ -98,6 +98,69 @@ def wait_for_file(path, timeout=30):
     fail("%s: not written within %ds" % (path, timeout))
 
 
+# A daemon by two forks: the parent exits at once; its child makes no heap
+# call, starts a session, waits 50 ms and forks the daemon, which
+# allocates for a second and writes "ok PID" to DONE.
+DOUBLE_FORK_C = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static void *volatile sink;
+
+int main(int argc, char **argv)
+{
+	if (argc != 2)
+		return 2;
+	if (fork() != 0)
+		return 0;
+	setsid();
+	int fd = open("/dev/null", O_RDWR);
+	dup2(fd, 0);
+	dup2(fd, 1);
+	dup2(fd, 2);
+	usleep(50000);
+	if (fork() != 0)
+		_exit(0);
+	for (int i = 0; i < 1000; i++) {
+		sink = malloc(100);
+		free(sink);
+		usleep(1000);
+	}
+	char line[32];
+	int n = snprintf(line, sizeof(line), "ok %d\n", (int)getpid());
+	int out = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (write(out, line, (size_t)n) != n)
+		return 3;
+	close(out);
+	return 0;
+}
+"""
+
+
+@case(timeout=120)
+def test_daemon_second_generation_said(t):
+    """A daemon made by two forks, its first child gone only after record's
+    first look at the children: record says the daemon still runs and
+    writes its trace.  It said nothing, and listed the growing trace as a
+    finished one, when the second fork came after that look (13 runs of 24
+    on a loaded machine, probe I): the children are looked for again while
+    new ones turn up."""
+    from htlib import compile_c
+    exe = compile_c(t, "doublefork", DOUBLE_FORK_C)
+    for run in range(2):
+        out, done = t.path("df%d.ht" % run), t.path("dfdone%d.txt" % run)
+        r = t.run([t.heaptrail, "record", "-o", out, "--", exe, done])
+        eq(r.rc, 0, "run %d: record's exit status:\n%s" % (run, r.describe()))
+        said = wait_for_file(done)
+        check(said.startswith("ok "), "run %d: the daemon said %r" % (run, said))
+        kid = int(said.split()[1])
+        check("the program writing %s.%d (pid %d) still runs after the traced program "
+              "ended" % (out, kid, kid) in r.stderr,
+              "run %d: no note of the daemon still writing:\n%s" % (run, r.stderr))
+
+
 @case(timeout=120)
 def test_daemon(t):
     """daemon(3): glibc's forks and leaves the parent by calls of its own
