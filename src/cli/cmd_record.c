@@ -1614,8 +1614,15 @@ static int trace_gone(enum ht_dirwatch_fate fate, const char *how, const char *c
 							 "file put in its place"
 			   : fate == HT_FATE_MOVED_OUT ? "which was moved out of its directory"
 						       : "whose directory was removed or moved";
-	fprintf(stderr, "heaptrail: %s%s wrote its trace to %s, %s while it ran: nothing to report\n",
-		how, cmd, shown, what);
+	/* (moved, it is whole where it went: record cannot follow it there,
+	 * and said only "nothing to report", probe I) */
+	int moved = fate != HT_FATE_REMOVED && fate != HT_FATE_REPLACED;
+	fprintf(stderr,
+		"heaptrail: %s%s wrote its trace to %s, %s while it ran: nothing to report%s\n",
+		how, cmd, shown, what,
+		moved ? " (if it was moved, the trace where it went is whole; 'heaptrail compact "
+			"--fast' on it compresses what is left raw)"
+		      : "");
 	return RECORD_EXIT_DAMAGED;
 }
 

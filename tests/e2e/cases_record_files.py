@@ -357,6 +357,11 @@ def test_trace_taken_away_while_recording(t):
                                       "nothing to report" % (t.prog("paced"), trace, gone)),
                   "%s: the line: %s" % (what, lines[0]))
             eq(p.returncode, 125, "%s: record's status" % what)
+            if what == "mvdir":
+                check("if it was moved, the trace where it went is whole" in lines[0],
+                      "mvdir: the line: %s" % lines[0])
+                moved = os.path.join(d + "-moved", os.path.basename(trace))
+                eq(t.stats(moved)["calls"]["malloc"], 101, "mvdir: the trace where it went")
             if what == "replace":
                 with open(trace) as f:
                     eq(f.read(), "not a trace\n", "replace: the file put in the trace's place")
