@@ -1693,13 +1693,17 @@ int ht_writer__start(void)
 	}
 	atomic_store(&w.running, 1);
 	/* The buffer a thread of the program writes a raw chunk from (a
-	 * stored frame: self_drain), mapped now and not at its first such
+	 * stored frame: self_drain, or all writes once the helper died; a
+	 * writer thread's chunks), mapped now and not at its first such
 	 * write, in the middle of the program's run: a program that unmaps
 	 * a range of its own around a hole it made (munmap(p + 1M, 1M), then
 	 * munmap(p, 3M)) unmapped it when it had landed in the hole, and the
 	 * next write faulted (e2e.mmap_ranges_in_slices, once). */
-	if (ht_opt.self_write)
-		zbuf_reserve(ht_zstored_size(ht_opt.buffer_size ? ht_opt.buffer_size : 65536));
+	{
+		size_t bs = ht_opt.buffer_size ? (size_t)ht_opt.buffer_size : 65536;
+		size_t zb = ZSTD_compressBound(bs), st = ht_zstored_size(bs);
+		zbuf_reserve(zb > st ? zb : st); /* (a writer thread compresses in it) */
+	}
 	if (ht_opt.writer_process && start_helper() == 0)
 		return 0;
 	pthread_attr_t attr;
