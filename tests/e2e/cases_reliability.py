@@ -1009,8 +1009,9 @@ def test_exec_chain_threads_counted(t):
                 continue
             eq(s["dropped"], 0, "run %d: image %d, calls not recorded" % (run, n))
             # (a call a thread was recording when the exec began can land
-            # after the final round: a few at most)
-            check(all(0 <= o - g <= 2 for g, o in zip(got, own[n])),
+            # after the final round, and one recorded can be ended by the
+            # exec before the thread counts it: a call a thread at most)
+            check(all(abs(o - g) <= 2 for g, o in zip(got, own[n])),
                   "run %d: image %d (%s): trace %r, its own count %r" % (run, n, f, got, own[n]))
 
 
