@@ -257,6 +257,10 @@ void ht_stats__event(struct ht_stats *s, const struct ht_event *e, const struct 
 		break;
 	}
 	case HT_EV_HEAP_BREAK:
+		/* (an sbrk(0), or one that failed: the break where it was, no
+		 * move; "grew +0 bytes in 1 moves" was said of two sbrk(0)) */
+		if (s->brk_events && e->v[0] == s->brk_final)
+			return;
 		if (!s->brk_events++)
 			s->brk_initial = e->v[0];
 		s->brk_final = e->v[0];
@@ -554,10 +558,11 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_reader *r
 		fprintf(f, "mmapped chunks   %llu allocations served by mmap, %s\n",
 		       (unsigned long long)s->mmc_allocs, ht_fmt_bytes(b1, s->mmc_bytes));
 	if (s->brk_events)
-		fprintf(f, "heap break       grew %+lld bytes in %llu moves (max %s above start)\n",
-		       (long long)(s->brk_final - s->brk_initial),
-		       (unsigned long long)(s->brk_events - 1),
-		       ht_fmt_bytes(b1, s->brk_max - s->brk_initial));
+		fprintf(f,
+			"heap break       grew %+lld bytes in %llu move%s (max %s above start)\n",
+			(long long)(s->brk_final - s->brk_initial),
+			(unsigned long long)(s->brk_events - 1), s->brk_events == 2 ? "" : "s",
+			ht_fmt_bytes(b1, s->brk_max - s->brk_initial));
 	if (s->mm_calls) {
 		char none[96] = "";
 		if (s->mm_prot_none) /* (a JVM's 8 GiB heap reservation is no memory yet) */
@@ -846,12 +851,15 @@ int ht_stats__slice_add(struct ht_stats *s, struct ht_livemap *carry, struct ht_
 	s->mmc_allocs += k->mmc_allocs;
 	s->mmc_bytes += k->mmc_bytes;
 	if (k->brk_events) {
+		/* (the slice's first break, where the slices before left it:
+		 * no move, as serially) */
+		uint64_t same = s->brk_events && k->brk_initial == s->brk_final;
 		if (!s->brk_events)
 			s->brk_initial = k->brk_initial;
 		s->brk_final = k->brk_final;
 		if (k->brk_max > s->brk_max)
 			s->brk_max = k->brk_max;
-		s->brk_events += k->brk_events;
+		s->brk_events += k->brk_events - same;
 	}
 	for (int i = 0; i < HT_STATS_SIZE_BUCKETS; i++)
 		s->size_hist[i] += k->size_hist[i];

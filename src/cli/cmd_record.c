@@ -244,6 +244,29 @@ static int read_header(const char *path, struct ht_file_header *h)
 	return ok ? 0 : -1;
 }
 
+/* The program name (argv[0]) of the image that wrote the trace at path,
+ * as one shell word in buf; NULL if it cannot be read. */
+static const char *trace_argv0(const char *path, char *buf, size_t len)
+{
+	struct ht_file_header h;
+	if (read_header(path, &h) < 0 || !h.sec[HT_SEC_CMDLINE].size)
+		return NULL;
+	char arg[PATH_MAX];
+	size_t n = h.sec[HT_SEC_CMDLINE].size < sizeof(arg) - 1 ? h.sec[HT_SEC_CMDLINE].size
+								: sizeof(arg) - 1;
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	ssize_t r = fd >= 0 ? pread(fd, arg, n, (off_t)h.sec[HT_SEC_CMDLINE].offset) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (r <= 0)
+		return NULL;
+	arg[r] = 0; /* (the first argument ends at its NUL) */
+	if (!arg[0])
+		return NULL;
+	ht_shell_word(buf, len, arg);
+	return buf;
+}
+
 /* Whether path is a trace of this run's program: written by pid (any of
  * its images) and begun after record started it (t0, CLOCK_MONOTONIC, the
  * clock of the header's start_mono_ns): not an older trace of the same
@@ -2148,10 +2171,20 @@ int cmd_record(int argc, char **argv)
 			bad = damaged(path, ended_ok, what, sizeof(what), &events, &threads) ==
 			      TRACE_DAMAGED;
 	}
-	static char how[PATH_MAX * 2 + 100] = "";
-	if (WIFSIGNALED(status))
-		snprintf(how, sizeof(how), "%s was killed by signal %d (%s); ", cmdw,
-			 WTERMSIG(status), strsignal(WTERMSIG(status)));
+	static char how[PATH_MAX * 4 + 100] = "";
+	if (WIFSIGNALED(status)) {
+		/* the image that died: the command record started may have
+		 * exec'd another (env, a wrapper script), whose trace says */
+		static char died[PATH_MAX * 2];
+		if (have && !gone_late && trace_argv0(path, died, sizeof(died)) &&
+		    strcmp(died, cmdw))
+			snprintf(how, sizeof(how),
+				 "%s (which %s exec'd) was killed by signal %d (%s); ", died, cmdw,
+				 WTERMSIG(status), strsignal(WTERMSIG(status)));
+		else
+			snprintf(how, sizeof(how), "%s was killed by signal %d (%s); ", cmdw,
+				 WTERMSIG(status), strsignal(WTERMSIG(status)));
+	}
 	ret = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 	struct kids_check kids = {path, shown, 0};
 	static struct first_exec first_exec;

@@ -349,3 +349,31 @@ def test_record_paths_quoted(t):
                  r.heaptrail_lines()[0])
     check(m, "the refusal:\n" + r.describe())
     eq(shell_words(t, m.group(1)), [gone], "the command in: " + m.group(0))
+
+
+ABORTS_C = r"""
+#include <stdlib.h>
+int main(void)
+{
+	void *volatile p = malloc(10);
+	(void)p;
+	abort();
+}
+"""
+
+
+@case(labels=("record",))
+def test_record_killed_names_last_image(t):
+    """record -- env X=1 PROG, PROG aborting: record names PROG, the image
+    the signal killed, and the command it started that exec'd it.  It
+    named env (probe P: `env was killed by signal 6`, where stats said
+    ./cxx died of SIGABRT)."""
+    exe = compile_c(t, "aborts", ABORTS_C)
+    out = t.path("a.ht")
+    r = t.run([t.heaptrail, "record", "-o", out, "--", "env", "X=1", exe])
+    eq(r.rc, 128 + 6, "record's status:\n" + r.describe())
+    check(r.stderr.startswith("heaptrail: %s (which env exec'd) was killed by signal 6 (Aborted); "
+                              "wrote " % exe), "the line:\n" + r.stderr)
+    r = t.run([t.heaptrail, "record", "-o", t.path("b.ht"), "--", exe])
+    check(r.stderr.startswith("heaptrail: %s was killed by signal 6 (Aborted); wrote " % exe),
+          "without an exec:\n" + r.stderr)

@@ -7,7 +7,7 @@ only."""
 
 import json
 
-from htlib import case, compile_c, eq
+from htlib import case, check, compile_c, eq
 
 # Five reallocs, each in one category: as malloc, failed twice (a
 # realloc(NULL, huge) and a reallocarray(NULL, ...) whose product
@@ -94,3 +94,35 @@ def test_stats_reuse_while_live_said(t):
     eq(line, ["reused live      1 addresses handed out while the trace held them live "
               "(their frees were not recorded: made while recording was off, or hidden "
               "from the tracer)"], "the text's line:\n" + text)
+
+
+# sbrk(0) twice, an sbrk that fails, sbrk(0): the break never moves.
+SBRK_STILL_C = r"""
+#include <stdint.h>
+#include <unistd.h>
+int main(void)
+{
+	sbrk(0);
+	sbrk(0);
+	if (sbrk((intptr_t)1 << 60) != (void *)-1)
+		return 1;
+	sbrk(0);
+	return 0;
+}
+"""
+
+
+@case(labels=("analyzers",))
+def test_stats_break_still_no_move(t):
+    """A program whose break never moves (sbrk(0), a failed sbrk): stats
+    says 0 moves, heap_break.changes 0.  It said "grew +0 bytes in 1
+    moves" of a heap_break event at the break where it was (probe P, a
+    program under jemalloc); a single move is "1 move" now."""
+    exe = compile_c(t, "sbrkstill", SBRK_STILL_C)
+    out = t.path("b.ht")
+    t.record(out, [exe])
+    s = t.stats(out)
+    eq((s["heap_break"]["changes"], s["heap_break"]["growth_bytes"]), (0, 0),
+       "heap_break: %r" % s["heap_break"])
+    txt = t.tool(["stats", out]).stdout
+    check("grew +0 bytes in 0 moves" in txt, "stats' text:\n" + txt)
