@@ -289,8 +289,22 @@ static int ref_order(const void *a, const void *b)
 	return x->off < y->off ? -1 : x->off > y->off;
 }
 
-int ht_trace__compact(const char *path, int level, struct ht_compact_result *res, char *err,
-		      size_t errlen)
+#define REWRITTEN_MEANWHILE (-2) /* (another process replaced the trace while we waited) */
+
+/* Whether path still names fd, once its lock is ours: another compact that
+ * held it replaced it meanwhile (the rename of its rewrite), and a rewrite
+ * of the file it replaced would do all the work for nothing, then fail at
+ * its own rename (two `compact` at once: the second read 20 M events and
+ * said "moved or replaced", probe O). */
+static int named_still(int fd, const char *path)
+{
+	struct stat a, b;
+	return fstat(fd, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
+static int compact_once(const char *path, int level, struct ht_compact_result *res, char *err,
+			size_t errlen)
 {
 	struct compactor c;
 	memset(&c, 0, sizeof(c));
@@ -330,6 +344,10 @@ int ht_trace__compact(const char *path, int level, struct ht_compact_result *res
 	}
 	if (hold_input(c.in, path, err, errlen) < 0)
 		goto cleanup;
+	if (!named_still(c.in, path)) {
+		ret = REWRITTEN_MEANWHILE;
+		goto cleanup;
+	}
 	/* The writer may have finished meanwhile: the header and size now. */
 	if (fstat(c.in, &st) < 0 || ht_pread_full(c.in, &hdr, sizeof(hdr), 0) < 0) {
 		snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
@@ -681,8 +699,32 @@ static int finish_threads(void)
 	return n < 1 ? 1 : n > FINISH_THREADS ? FINISH_THREADS : n;
 }
 
-int ht_trace__finish(const char *path, int level, struct ht_compact_result *res, char *err,
-		     size_t errlen)
+typedef int rewrite_fn(const char *, int, struct ht_compact_result *, char *, size_t);
+
+/* once(), again on the trace another compact put there meanwhile (at
+ * most a few times: each time another process's rewrite). */
+static int rewrite(rewrite_fn *once, const char *path, int level, struct ht_compact_result *res,
+		   char *err, size_t errlen)
+{
+	int ret = REWRITTEN_MEANWHILE;
+	for (int k = 0; k < 5 && ret == REWRITTEN_MEANWHILE; k++)
+		ret = once(path, level, res, err, errlen);
+	if (ret == REWRITTEN_MEANWHILE) {
+		snprintf(err, errlen, "%s: other processes kept rewriting the trace: left to them",
+			 path);
+		ret = -1;
+	}
+	return ret;
+}
+
+int ht_trace__compact(const char *path, int level, struct ht_compact_result *res, char *err,
+		      size_t errlen)
+{
+	return rewrite(compact_once, path, level, res, err, errlen);
+}
+
+static int finish_once(const char *path, int level, struct ht_compact_result *res, char *err,
+		       size_t errlen)
 {
 	int ret = -1, in = -1, out = -1;
 	struct ht_out o = {.fd = -1, .slot = -1};
@@ -713,6 +755,10 @@ int ht_trace__finish(const char *path, int level, struct ht_compact_result *res,
 	}
 	if (hold_input(in, path, err, errlen) < 0)
 		goto cleanup;
+	if (!named_still(in, path)) {
+		ret = REWRITTEN_MEANWHILE;
+		goto cleanup;
+	}
 	if (fstat(in, &st) < 0 || ht_pread_full(in, &hdr, sizeof(hdr), 0) < 0) {
 		snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
 		goto cleanup;
@@ -890,4 +936,10 @@ cleanup:
 	free(ch);
 	free(c.index);
 	return ret;
+}
+
+int ht_trace__finish(const char *path, int level, struct ht_compact_result *res, char *err,
+		     size_t errlen)
+{
+	return rewrite(finish_once, path, level, res, err, errlen);
 }

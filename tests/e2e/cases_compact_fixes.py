@@ -8,6 +8,7 @@ lines), and counts the events of a damaged trace as the reader reads
 them, naming the chunk that does not decompress."""
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -290,3 +291,30 @@ def test_record_damaged_count(t):
     eq(int(readable[3]), s["threads"], "threads record says can be read, and stats reads")
     check("; and before it, offset %d: chunk of thread " % first in s["_run"].stderr,
           "stats names the chunk that does not decompress:\n" + s["_run"].describe())
+
+
+@case(timeout=180, labels=("compact",))
+def test_compact_twice_at_once(t):
+    """Two `heaptrail compact` of one raw trace, the second started while
+    the first rewrites it: both exit 0 and the trace is whole, with every
+    event.  The second waited for the first's lock, then rewrote the file
+    the first had replaced, all of it, and failed at its rename ("moved or
+    replaced", exit 1, probe O); it now compacts the trace that is there."""
+    raw = t.path("raw.ht")
+    t.run([t.heaptrail, "record", "-q", "--no-compact", "--zstd-level=0", "-o", raw, "--",
+           t.prog("prodcons"), "500000"], check_rc=0)
+    events = t.stats(raw)["events"]
+    for run in range(2):
+        tr = t.path("c%d.ht" % run)
+        shutil.copy(raw, tr)
+        first = subprocess.Popen([t.heaptrail, "compact", tr], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, env=t.base_env(), cwd=t.dir,
+                                 universal_newlines=True)
+        time.sleep(0.1)
+        r = t.run([t.heaptrail, "compact", tr], timeout=120)
+        out, err = first.communicate(timeout=120)
+        eq(first.returncode, 0, "run %d: the first compact:\n%s" % (run, err))
+        eq(r.rc, 0, "run %d: the second compact:\n%s" % (run, r.describe()))
+        s = t.stats(tr)
+        check(s["complete"] and s["closed"], "run %d: the trace is not whole" % run)
+        eq(s["events"], events, "run %d: the trace's events" % run)
