@@ -42,6 +42,7 @@ void ht_out__unlink_live(void)
 static void on_signal(int sig)
 {
 	ht_out__unlink_live();
+	ht_progress_clear_sig();
 	/* Then the default action, raised and unblocked: the process ends as
 	 * it would have (status 128+sig in a shell).  Not SA_RESETHAND: a
 	 * second signal (timeout(1) sends one to the process and one to its
@@ -88,6 +89,11 @@ static void set_handlers(void)
 		sa.sa_flags = SA_RESTART;
 		sigaction(sigs[i], &sa, NULL);
 	}
+}
+
+void ht_out__catch_signals(void)
+{
+	set_handlers();
 }
 
 static int reg_add(char *tmp)

@@ -75,6 +75,10 @@ void ht_out__abort(struct ht_out *o);
  * the command's own (async-signal-safe): the registry's handler does it
  * for commands that have none. */
 void ht_out__unlink_live(void);
+/* Catches SIGINT, SIGTERM and SIGHUP where their action is still the
+ * default: the handler removes the temporaries, clears a progress line
+ * (ht_progress_clear_sig) and ends the process with the signal. */
+void ht_out__catch_signals(void);
 /* Whether o writes to standard output. */
 static inline int ht_out__is_stdout(const struct ht_out *o)
 {

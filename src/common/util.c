@@ -17,6 +17,10 @@
 #include <time.h>
 #include <unistd.h>
 
+/* outfile.c's, where it is linked (not in the fuzz targets): a Ctrl-C
+ * that ends the command clears the progress line too */
+void ht_out__catch_signals(void) __attribute__((weak));
+
 void ht_error(const char *fmt, ...)
 {
 	va_list ap;
@@ -314,7 +318,7 @@ int ht_parse_threads(const char *s, int *out)
 	*out = (int)v;
 	return 0;
 }
-static int progress_shown;
+static volatile sig_atomic_t progress_shown;
 static struct timespec progress_start, progress_last;
 static long progress_after_ms = -1;
 
@@ -363,6 +367,8 @@ void ht_progress(const char *what, uint64_t done, uint64_t total, uint64_t items
 	if (progress_shown && ms_between(&progress_last, &now) < 100)
 		return;
 	progress_last = now;
+	if (!progress_shown && ht_out__catch_signals)
+		ht_out__catch_signals(); /* (a Ctrl-C clears the line too) */
 	progress_shown = 1;
 	/* (to the nanosecond: with no delay the first line comes within a
 	 * millisecond of the start, and its rate said 0.0) */
@@ -377,6 +383,15 @@ void ht_progress(const char *what, uint64_t done, uint64_t total, uint64_t items
 		fprintf(stderr, ", %s %s, %.1f M/s", fmt_count(n, items), unit,
 			secs > 0 ? (double)items / secs / 1e6 : 0.0);
 	fflush(stderr);
+}
+
+void ht_progress_clear_sig(void)
+{
+	if (progress_shown) {
+		ssize_t r = write(2, "\r\033[K", 4);
+		(void)r;
+		progress_shown = 0;
+	}
 }
 
 void ht_progress_done(void)

@@ -106,6 +106,10 @@ void ht_progress_start(void);
 void ht_progress(const char *what, uint64_t done, uint64_t total, uint64_t items,
 		 const char *unit);
 void ht_progress_done(void);
+/* From a signal handler that ends the process: clears the progress line
+ * if one is shown (async-signal-safe), so that the shell's next output
+ * does not run on after it. */
+void ht_progress_clear_sig(void);
 
 /* Reads a whole file of at most max bytes, NUL-terminated (*len without
  * the NUL); NULL after a one-line error naming the file. */

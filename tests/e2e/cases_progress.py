@@ -82,3 +82,23 @@ def test_progress_of_end_steps(t):
                   "compact %s: the line is not cleared: %r" % (opt, seen[-120:]))
             r = t.run([t.heaptrail, "stats", "--json", copy], check_rc=0)
             check(b'"events"' in r.out, "compact %s: the trace does not read: %s" % (opt, r.describe()))
+
+
+@case(timeout=180, labels=("analyzers",))
+def test_progress_cleared_on_interrupt(t):
+    """An analysis interrupted (SIGINT) while it shows its progress on a
+    terminal clears the line before it ends (exit 130): the shell's next
+    output ran on after the progress text (probe O: compact, export,
+    leaks, report, stats)."""
+    out = t.path("big.ht")
+    t.run([t.heaptrail, "record", "-q", "--no-compact", "--zstd-level=0", "-o", out, "--",
+           t.prog("prodcons"), "3000000"], check_rc=0)
+    for c in ("leaks", "report -o %s" % t.path("r.html")):
+        seen = on_tty(t, "set -m; %s %s %s > /dev/null & p=$!; sleep 0.3; kill -INT $p; "
+                      "wait $p; echo rc=$?" % (t.heaptrail, c, out), 0)
+        check("rc=130" in seen, "%s: not interrupted: %r" % (c, seen[-300:]))
+        last = seen[:seen.index("rc=130")]
+        check("reading:" in last, "%s: no progress shown before the interrupt: %r"
+              % (c, last[-300:]))
+        tail = last[last.rindex("reading:"):]
+        check("\x1b[K" in tail, "%s: the line is not cleared: %r" % (c, tail[-120:]))
