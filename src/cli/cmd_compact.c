@@ -76,7 +76,15 @@ int cmd_compact(int argc, char **argv)
 				 "readers stop that thread there, as before)",
 				 (unsigned long long)res.bad_chunks, res.bad_chunks == 1 ? "" : "s",
 				 res.bad_tid, res.bad_chunks == 1 ? "it is" : "they are");
-		if (!cfg.quiet)
+		if (!cfg.quiet && cfg.fast && !res.rewritten)
+			/* (it printed "78.4 MiB -> 78.4 MiB" as if it had
+			 * rewritten it, probe O) */
+			fprintf(
+			    stderr,
+			    "heaptrail: %s: nothing to compress (no chunk was written raw): left "
+			    "as it is, %s, %llu events\n",
+			    argv[i], ht_fmt_bytes(a, res.in_bytes), (unsigned long long)res.events);
+		else if (!cfg.quiet)
 			fprintf(stderr, "heaptrail: %s: %s -> %s, %llu events%s%s\n", argv[i],
 				ht_fmt_bytes(a, res.in_bytes), ht_fmt_bytes(b, res.out_bytes),
 				(unsigned long long)res.events,

@@ -746,7 +746,13 @@ static int finish_once(const char *path, int level, struct ht_compact_result *re
 	in = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (in < 0 || fstat(in, &st) < 0 || (uint64_t)st.st_size < sizeof(hdr) ||
 	    ht_pread_full(in, &hdr, sizeof(hdr), 0) < 0 || memcmp(hdr.magic, HT_MAGIC, 8)) {
-		snprintf(err, errlen, "%s: not a heaptrail trace", path);
+		/* the reader says what it is: empty, a directory, a FIFO, a
+		 * workload (it said "not a heaptrail trace" of all, probe O) */
+		struct ht_reader *why = ht_reader__open_info(path, err, errlen);
+		if (why) {
+			ht_reader__close(why);
+			snprintf(err, errlen, "%s: not a heaptrail trace", path);
+		}
 		goto cleanup;
 	}
 	if (ht_trace__wait_writer(in, hdr.pid, HT_WAIT_WRITER_MS) != 0) {

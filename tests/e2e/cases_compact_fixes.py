@@ -318,3 +318,36 @@ def test_compact_twice_at_once(t):
         s = t.stats(tr)
         check(s["complete"] and s["closed"], "run %d: the trace is not whole" % run)
         eq(s["events"], events, "run %d: the trace's events" % run)
+
+
+@case(labels=("compact",))
+def test_compact_fast_nothing_raw_said(t):
+    """compact --fast of a trace with no chunk written raw (the writer kept
+    up) leaves it as it is and says so: it printed "X MiB -> X MiB" as if
+    it had rewritten it (probe O)."""
+    tr = t.path("k.ht")
+    t.record(tr, [t.prog("threads"), "2", "1000"])
+    with open(tr, "rb") as f:
+        before = f.read()
+    r = t.tool(["compact", "--fast", tr])
+    eq(r.rc, 0, r.describe())
+    check(r.stderr.startswith("heaptrail: %s: nothing to compress (no chunk was written raw): "
+                              "left as it is, " % tr), "the line:\n" + r.stderr)
+    with open(tr, "rb") as f:
+        check(f.read() == before, "the trace was changed")
+
+
+@case(labels=("compact", "badinput"))
+def test_compact_fast_bad_files_said(t):
+    """compact --fast of an empty file, a directory and a FIFO says what
+    each is, as plain compact does: it said "not a heaptrail trace" of all
+    (probe O).  Exit 1, the FIFO not waited on."""
+    empty, d, fifo = t.path("empty.ht"), t.path("adir"), t.path("fifo")
+    open(empty, "w").close()
+    os.mkdir(d)
+    os.mkfifo(fifo)
+    for path, what in ((empty, "empty file"), (d, "is a directory"), (fifo, "is a FIFO")):
+        r = t.tool(["compact", "--fast", path], timeout=30)
+        eq(r.rc, 1, "%s: %s" % (what, r.describe()))
+        check(r.stderr.startswith("heaptrail: error: %s: %s, not a heaptrail trace" % (path, what)),
+              "%s: the line:\n%s" % (what, r.stderr))
