@@ -374,6 +374,14 @@ int ht_trace__wait_writer(int fd, int32_t pid, int timeout_ms)
 	return 1;
 }
 
+/* The signal a header notes the program died of (HT_FILE_F_SIGNALED, a
+ * valid number), else 0. */
+static int header_signal(const struct ht_file_header *h)
+{
+	return (h->flags & HT_FILE_F_SIGNALED) && h->signal > 0 && h->signal < 65 ? (int)h->signal
+										  : 0;
+}
+
 static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, int follow,
 				    int serial)
 {
@@ -511,10 +519,7 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 	}
 	r->info.orphaned = (r->hdr.flags & HT_FILE_F_ORPHANED) != 0;
 	r->info.detached = r->info.closed && (r->hdr.flags & HT_FILE_F_DETACHED);
-	r->info.signal = r->info.closed && (r->hdr.flags & HT_FILE_F_SIGNALED) && r->hdr.signal > 0 &&
-				 r->hdr.signal < 65
-			     ? (int)r->hdr.signal
-			     : 0;
+	r->info.signal = r->info.closed ? header_signal(&r->hdr) : 0;
 	r->info.exit_syscall = r->info.orphaned && (r->hdr.flags & HT_FILE_F_EXIT_SYSCALL);
 	/* (a program that ended by the exit_group system call, as record saw
 	 * it exit with a status, lost nothing: no warning; one record saw
@@ -858,8 +863,7 @@ static int end_noted(const struct ht_reader *r, const struct ht_file_header *h, 
 	if (memcmp(h->magic, r->hdr.magic, 8) || h->pid != r->hdr.pid ||
 	    h->start_mono_ns != r->hdr.start_mono_ns)
 		return 0;
-	*sig =
-	    (h->flags & HT_FILE_F_SIGNALED) && h->signal > 0 && h->signal < 65 ? (int)h->signal : 0;
+	*sig = header_signal(h);
 	return *sig || (h->flags & HT_FILE_F_EXIT_SYSCALL);
 }
 
