@@ -19,9 +19,10 @@ int cmd_compact(int argc, char **argv)
 {
 	struct compact_config cfg = {.level = INT_MIN}; /* (unset: 0 is a level, refused) */
 	const struct ht_option opts[] = {
-		{'l', "level", HT_OPT_INT, &cfg.level, "N", "zstd level, 1..19 (3; with --fast: -7..19, 1)"},
+		{'l', "level", HT_OPT_INT, &cfg.level, "N",
+		 "zstd level, 1..19 (3); with --fast, -7..19: zstd at that level in place of Huffman coding alone"},
 		{0, "fast", HT_OPT_FLAG, &cfg.fast, NULL,
-		 "only compress the chunks the recorder wrote raw, on every CPU (what record does at the end)"},
+		 "only code the chunks the recorder wrote raw, Huffman alone, on every CPU (what record does at the end)"},
 		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no size report"},
 		{0},
 	};
@@ -43,6 +44,7 @@ int cmd_compact(int argc, char **argv)
 		ht_error("no trace given; usage: heaptrail compact [--level N] TRACE...");
 		goto cleanup;
 	}
+	int huffman = cfg.fast && cfg.level == INT_MIN; /* record's end step */
 	if (cfg.level == INT_MIN)
 		cfg.level = cfg.fast ? 1 : 3;
 	if (cfg.level < (cfg.fast ? -7 : 1) || cfg.level > 19 || (cfg.fast && cfg.level == 0)) {
@@ -53,8 +55,10 @@ int cmd_compact(int argc, char **argv)
 	for (int i = 0; i < nargs; i++) {
 		char err[512], a[32], b[32];
 		struct ht_compact_result res;
-		int r = cfg.fast ? ht_trace__finish(argv[i], cfg.level, &res, err, sizeof(err))
-				 : ht_trace__compact(argv[i], cfg.level, &res, err, sizeof(err));
+		int r = cfg.fast
+			    ? ht_trace__finish(argv[i], huffman ? HT_FINISH_HUFFMAN : cfg.level,
+					       &res, err, sizeof(err))
+			    : ht_trace__compact(argv[i], cfg.level, &res, err, sizeof(err));
 		if (r < 0) {
 			ht_error("%s", err);
 			ret = HT_EXIT_DATA;

@@ -191,7 +191,9 @@ static inline int chunk_flags(const void *p, uint64_t *usable)
 	size_t h = ((const size_t *)p)[-1];
 	int mm = (h & 2) != 0;
 	*usable = (h & ~(size_t)7) - (mm ? 2 * sizeof(size_t) : sizeof(size_t));
-	return (mm ? HT_F_MMAPPED : 0) | ((h & 4) ? HT_F_NONMAIN : 0);
+	/* (never both: glibc marks no mmapped chunk as an arena's, and the
+	 * pair of bits is a short record's in the format, format.h) */
+	return mm ? HT_F_MMAPPED : (h & 4) ? HT_F_NONMAIN : 0;
 }
 
 /* chunk_flags() for any allocator: another one's blocks have no such
@@ -345,7 +347,9 @@ rec_malloc_with(struct ht_tls *t, size_t size, void *p, int stacked, int timed, 
 		 c3 = ht_len_bytes(f3);
 	uint32_t tag = c0 | c1 << 4 | c2 << 8 | c3 << 12;
 	uint8_t *o = t->pos;
-	if (stacked && stack) {
+	if (!(stacked && stack) && ht_short_malloc_ok((unsigned)flags, c0, c1, f2, f3)) {
+		o = ht_put_short_malloc(o, (unsigned)flags, f0, c0, f1, c1);
+	} else if (stacked && stack) {
 		unsigned c4 = ht_len_bytes(stack);
 		o[0] = (uint8_t)(HT_EV_MALLOC | flags | HT_F_STACK);
 		o[1] = (uint8_t)tag;
@@ -391,10 +395,14 @@ static inline __attribute__((always_inline)) void rec_free_with(struct ht_tls *t
 		      : HT_UNLIKELY(ts_due_on(t, flags, p)) ? ts_field(t, ht_now_release()) : 0;
 	unsigned c0 = ht_len_bytes(f0), c1 = ht_len_bytes(f1);
 	uint8_t *o = t->pos;
-	o[0] = (uint8_t)(HT_EV_FREE | flags);
-	o[1] = (uint8_t)(c0 | c1 << 4);
-	o = ht_put_field(o + 2, f0, c0);
-	o = ht_put_field(o, f1, c1);
+	if (ht_short_free_ok((unsigned)flags, c0, f1)) {
+		o = ht_put_short_free(o, (unsigned)flags, f0, c0);
+	} else {
+		o[0] = (uint8_t)(HT_EV_FREE | flags);
+		o[1] = (uint8_t)(c0 | c1 << 4);
+		o = ht_put_field(o + 2, f0, c0);
+		o = ht_put_field(o, f1, c1);
+	}
 	rec_done(t, o, p);
 out:
 	t->guard = 0;
@@ -531,8 +539,12 @@ static __attribute__((noinline)) void *malloc_rec(size_t size, void *p)
 	uint64_t f1 = ht_zigzag((int64_t)((uintptr_t)p - t->last_ptr));
 	uint64_t f2 = ht_zigzag((int64_t)(usable - ht_glibc_usable(size)));
 	unsigned c0 = len_fast(f0), c1 = len_fast(f1), c2 = len_fast(f2);
-	uint32_t tag = c0 | c1 << 4 | c2 << 8;
-	o = put_malloc(o, flags, tag, f0, c0, f1, c1, f2, c2);
+	if (HT_LIKELY(ht_short_malloc_ok((unsigned)flags, c0, c1, f2, 0))) {
+		o = ht_put_short_malloc(o, (unsigned)flags, f0, c0, f1, c1);
+	} else {
+		uint32_t tag = c0 | c1 << 4 | c2 << 8;
+		o = put_malloc(o, flags, tag, f0, c0, f1, c1, f2, c2);
+	}
 	rec_done(t, o, p);
 	atomic_signal_fence(memory_order_seq_cst);
 	t->guard = 0;
@@ -643,9 +655,13 @@ HT_EXPORT void free(void *p)
 	t->ts_left--;
 	uint64_t f0 = ht_zigzag((int64_t)((uintptr_t)p - t->last_ptr));
 	unsigned c0 = len_fast(f0);
-	o[0] = (uint8_t)(HT_EV_FREE | flags);
-	o[1] = (uint8_t)c0;
-	o = ht_put_field(o + 2, f0, c0);
+	if (HT_LIKELY(c0 <= 7)) { /* (a user-space delta always) */
+		o = ht_put_short_free(o, (unsigned)flags, f0, c0);
+	} else {
+		o[0] = (uint8_t)(HT_EV_FREE | flags);
+		o[1] = (uint8_t)c0;
+		o = ht_put_field(o + 2, f0, c0);
+	}
 	rec_done(t, o, p);
 	atomic_signal_fence(memory_order_seq_cst);
 	t->guard = 0;

@@ -548,7 +548,7 @@ size_t ht_columns__encode(const uint8_t *recs, size_t n, uint32_t version, uint8
 	for (const uint8_t *p = recs, *end = recs + n; p < end; nrec++) {
 		struct ht_rec rec;
 		const char *why;
-		size_t used = ht_rec__parse(&rec, p, end, &why);
+		size_t used = ht_rec__parse(&rec, p, end, version, &why);
 		if (!used)
 			goto cleanup;
 		p += used;
@@ -770,8 +770,13 @@ int ht_coldec__next(struct ht_coldec *d, struct ht_rec *rec, const char **why)
 			return -1;
 		f[1] = ht_zigzag((int64_t)(v - m->last_ptr));
 		ptr_seen(m, 1, usable, v);
-		len += 2 + field_bytes(f[0]) + field_bytes(f[1]) + field_bytes(f[2]) +
-		       field_bytes(f[3]);
+		if (m->version >= HT_VERSION_SHORT &&
+		    ht_short_malloc_ok(rec->kb & ~HT_KIND_MASK, field_bytes(f[0]),
+				       field_bytes(f[1]), f[2], f[3]))
+			len += field_bytes(f[0]) + field_bytes(f[1]); /* a short record */
+		else
+			len += 2 + field_bytes(f[0]) + field_bytes(f[1]) + field_bytes(f[2]) +
+			       field_bytes(f[3]);
 		goto done;
 	}
 	if (kind == HT_EV_FREE && !rec->has_stack) {
@@ -783,7 +788,11 @@ int ht_coldec__next(struct ht_coldec *d, struct ht_rec *rec, const char **why)
 		f[0] = ht_zigzag((int64_t)(v - m->last_ptr));
 		m->last_ptr = v;
 		release(m, v);
-		len += 1 + field_bytes(f[0]) + field_bytes(f[1]);
+		if (m->version >= HT_VERSION_SHORT &&
+		    ht_short_free_ok(rec->kb & ~HT_KIND_MASK, field_bytes(f[0]), f[1]))
+			len += field_bytes(f[0]); /* a short record */
+		else
+			len += 1 + field_bytes(f[0]) + field_bytes(f[1]);
 		goto done;
 	}
 	const struct ht_kind_desc *kd = &ht_kind_descs[kind];
@@ -896,7 +905,7 @@ HOT int events_loop(struct ht_coldec *d, struct ht_coldec_thread *t, struct ht_e
 	const uint8_t *kp = d->col[HT_COL_KIND].p, *up = d->col[HT_COL_UINT].p,
 		      *pp = d->col[HT_COL_PTR].p, *tp = d->col[HT_COL_TIME].p,
 		      *sp = d->col[HT_COL_SLACK].p;
-	const int v2 = m->version >= 2;
+	const int v2 = m->version >= 2, v6 = m->version >= HT_VERSION_SHORT;
 	/* the reader's pointers: the model's plus what the two differed by
 	 * when the payload started (nothing, after its SYNC record) */
 	const uint64_t off = t->last_ptr - m->last_ptr;
@@ -944,9 +953,14 @@ HOT int events_loop(struct ht_coldec *d, struct ht_coldec_thread *t, struct ht_e
 			uint64_t usable = ht_usable_of(m->version, kb & ~HT_KIND_MASK, size, slack);
 			if (ptr_decode(m, 1, usable, code, &v) < 0)
 				goto bad;
-			len = 1 + ht_tag_bytes(3 + has_stack) + rec_bytes_of(size, lz) +
-			      rec_bytes_of(ht_zigzag((int64_t)(v - m->last_ptr)), lz) +
-			      rec_bytes_of(slack, lz);
+			unsigned cs = rec_bytes_of(size, lz),
+				 cp = rec_bytes_of(ht_zigzag((int64_t)(v - m->last_ptr)), lz);
+			/* a short record (version 6) has no tag, and no timestamp
+			 * or stack to add below (both 0) */
+			len = v6 && ht_short_malloc_ok(kb & ~HT_KIND_MASK, cs, cp, slack, tf)
+				  ? 1 + cs + cp
+				  : 1 + ht_tag_bytes(3 + has_stack) + cs + cp +
+					rec_bytes_of(slack, lz);
 			ptr_seen(m, 1, usable, v);
 			uint64_t p = v + off;
 			e->v[0] = size;
@@ -1016,8 +1030,10 @@ HOT int events_loop(struct ht_coldec *d, struct ht_coldec_thread *t, struct ht_e
 		} else {
 			if (ptr_decode(m, 0, 0, code, &v) < 0)
 				goto bad;
-			len = 1 + ht_tag_bytes(1 + has_stack) +
-			      rec_bytes_of(ht_zigzag((int64_t)(v - m->last_ptr)), lz);
+			unsigned cp = rec_bytes_of(ht_zigzag((int64_t)(v - m->last_ptr)), lz);
+			len = v6 && ht_short_free_ok(kb & ~HT_KIND_MASK, cp, tf)
+				  ? 1 + cp
+				  : 1 + ht_tag_bytes(1 + has_stack) + cp;
 			m->last_ptr = v;
 			release(m, v);
 			e->v[0] = v + off;
@@ -1121,7 +1137,7 @@ size_t ht_columns__decode(const uint8_t *in, size_t n, uint32_t version, uint8_t
 	while ((k = ht_coldec__next(d, &rec, why)) > 0) {
 		/* ht_coldec__next checked that the record fits in rec_bytes */
 		uint8_t tmp[HT_MAX_RECORD];
-		size_t len = ht_rec__encode(&rec, tmp);
+		size_t len = ht_rec__encode(&rec, tmp, version);
 		memcpy(out + at, tmp, len);
 		at += len;
 	}

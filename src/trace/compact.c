@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_compressSequences: literals only */
 #include <zstd.h>
 
 #include "columns.h"
@@ -360,11 +361,14 @@ static int compact_once(const char *path, int level, struct ht_compact_result *r
 		goto cleanup;
 	c.out = o.fd;
 	/* Column coding needs version 2's timestamps and usable sizes; the
-	 * output says version 3, which readers need to know the columns. */
+	 * output says version 3 at least, which readers need to know the
+	 * columns.  A later version stays as it is: the records the columns
+	 * decode to are that version's (a version 5 record whose kind byte has
+	 * both glibc bits would be a short record in version 6). */
 	c.version = hdr.version;
 	c.columns = hdr.version >= 2;
-	if (c.columns)
-		hdr.version = HT_VERSION;
+	if (c.columns && hdr.version < 3)
+		hdr.version = 3;
 	c.zc = ZSTD_createCCtx();
 	c.dc = ZSTD_createDCtx();
 	/* Header and the strings that follow it, unchanged for now. */
@@ -560,7 +564,7 @@ struct finisher {
 	size_t n;                  /* how many */
 	_Atomic size_t next;       /* the next one to take */
 	_Atomic size_t written;    /* chunks written (the first not written) */
-	int level;                 /* zstd level */
+	int level;                 /* zstd level, or HT_FINISH_HUFFMAN */
 	_Atomic int stop;          /* out of memory, or the writing failed */
 	pthread_mutex_t mu;        /* with cv: waits for a chunk done or written */
 	pthread_cond_t cv;
@@ -613,7 +617,11 @@ static int finish_one(struct finisher *f, ZSTD_CCtx *zc, ZSTD_DCtx *dc, size_t i
 		if (!z && n) {
 			ret = -1;
 		} else if (n) {
-			size_t r = ZSTD_compress2(zc, z, cap, src, n);
+			/* Huffman alone: every byte a literal, no sequence (no
+			 * match search), still one zstd frame with its checksum */
+			size_t r = f->level == HT_FINISH_HUFFMAN
+				       ? ZSTD_compressSequences(zc, z, cap, NULL, 0, src, n)
+				       : ZSTD_compress2(zc, z, cap, src, n);
 			if (ZSTD_isError(r) || r >= cap) {
 				free(z); /* stays as it is */
 			} else {
@@ -666,8 +674,13 @@ static ZSTD_CCtx *finish_cctx(int level)
 {
 	ZSTD_CCtx *zc = ZSTD_createCCtx();
 	if (zc) {
-		ZSTD_CCtx_setParameter(zc, ZSTD_c_compressionLevel, level);
+		/* (a negative level would turn the Huffman coding of literals off) */
+		ZSTD_CCtx_setParameter(zc, ZSTD_c_compressionLevel,
+				       level == HT_FINISH_HUFFMAN ? 1 : level);
 		ZSTD_CCtx_setParameter(zc, ZSTD_c_checksumFlag, 1);
+		if (level == HT_FINISH_HUFFMAN)
+			ZSTD_CCtx_setParameter(zc, ZSTD_c_blockDelimiters,
+					       ZSTD_sf_noBlockDelimiters);
 	}
 	return zc;
 }

@@ -32,9 +32,14 @@ struct ht_compact_result {
 int ht_trace__compact(const char *path, int level, struct ht_compact_result *res, char *err,
 		      size_t errlen);
 
+/* ht_trace__finish's level for Huffman coding alone: each chunk one zstd
+ * frame whose blocks hold only Huffman-coded literals (no match search:
+ * ~3.5x zstd level 1's speed here, bench/RESULTS.md), record's default. */
+#define HT_FINISH_HUFFMAN 1000
+
 /* The cheap end step of `heaptrail record`: rewrites path (through a
  * temporary file and rename) with the event chunks the recorder wrote raw
- * compressed at zstd level, using every CPU, and every other chunk copied
+ * compressed at zstd level (or HT_FINISH_HUFFMAN), using every CPU, and every other chunk copied
  * as it is (no merging, no column coding: see ht_trace__compact for
  * those).  Leaves the file alone if no chunk is raw, or if it was not
  * closed cleanly or is damaged (res->untouched says which; the file is

@@ -33,7 +33,7 @@ static inline int ht_file_is_trace(int fd, uint64_t size)
 	return size == 0 || (ht_pread_full(fd, magic, sizeof(magic), 0) == 0 &&
 			     memcmp(magic, HT_MAGIC, sizeof(magic)) == 0);
 }
-#define HT_VERSION 5               /* bumped on any incompatible change */
+#define HT_VERSION 6               /* bumped on any incompatible change */
 #define HT_VERSION_MIN 1           /* oldest version readers still decode */
 
 /* The recorder's writer thread ticks an epoch this often; a thread's first
@@ -346,6 +346,56 @@ static inline int ht_kind_is_event(unsigned kind)
 #define HT_F_MMAPPED 0x20  /* glibc chunk header: block was mmapped */
 #define HT_F_NONMAIN 0x40  /* glibc chunk header: block is in a non-main arena */
 #define HT_F_STACK 0x80    /* (version 4) a stack node id follows the timestamp field */
+
+/* Short records (version 6): a kind byte with both HT_F_MMAPPED and
+ * HT_F_NONMAIN set, which no recorder writes for a record of its own (an
+ * mmapped block is in no arena), is a malloc or free record of the
+ * commonest shape in one byte, without tag or timestamp field: no stack,
+ * not mmapped, no clock read, and for malloc a slack of 0 (docs/FORMAT.md,
+ * "Short records").
+ *   malloc: 0x60 | N << 3 | (size bytes - 1) << 2 | ptr bytes (0..3),
+ *           then size (1..2 bytes) and the pointer delta;
+ *   free:   0x70 | N << 3 | ptr bytes (0..7), then the pointer delta;
+ * N is HT_F_NONMAIN.  0xe0..0xff (HT_F_STACK with both) are invalid. */
+#define HT_SHORT 0x60           /* kb & HT_SHORT == HT_SHORT: a short record */
+#define HT_SHORT_FREE 0x10      /* free, else malloc */
+#define HT_SHORT_NONMAIN 0x08   /* HT_F_NONMAIN of the long form */
+#define HT_VERSION_SHORT 6      /* first version with short records */
+
+/* Whether a malloc record of these stored values is written short:
+ * flags (HT_F_*), size and pointer-delta lengths, slack and timestamp
+ * fields.  The recorder and ht_rec__encode both follow this one rule, so
+ * that a record decoded and encoded again is the same bytes. */
+static inline int ht_short_malloc_ok(unsigned flags, unsigned csize, unsigned cptr, uint64_t slack,
+				     uint64_t tsf)
+{
+	return !(flags & (HT_F_MMAPPED | HT_F_STACK)) && csize - 1u < 2u && cptr <= 3 &&
+	       (slack | tsf) == 0;
+}
+
+static inline int ht_short_free_ok(unsigned flags, unsigned cptr, uint64_t tsf)
+{
+	return !(flags & (HT_F_MMAPPED | HT_F_STACK)) && cptr <= 7 && tsf == 0;
+}
+
+/* The one byte of a short record, its values after it (8-byte stores:
+ * the caller's buffer has the slack of HT_MAX_RECORD); returns the end. */
+static inline uint8_t *ht_put_short_malloc(uint8_t *o, unsigned flags, uint64_t size,
+					   unsigned csize, uint64_t pd, unsigned cptr)
+{
+	o[0] = (uint8_t)(HT_SHORT | (flags & HT_F_NONMAIN) >> 3 | (csize - 1) << 2 | cptr);
+	memcpy(o + 1, &size, 8);
+	o += 1 + csize;
+	memcpy(o, &pd, 8);
+	return o + cptr;
+}
+
+static inline uint8_t *ht_put_short_free(uint8_t *o, unsigned flags, uint64_t pd, unsigned cptr)
+{
+	o[0] = (uint8_t)(HT_SHORT | HT_SHORT_FREE | (flags & HT_F_NONMAIN) >> 3 | cptr);
+	memcpy(o + 1, &pd, 8);
+	return o + 1 + cptr;
+}
 
 enum ht_control_op {
 	HT_CTL_START = 1,  /* heaptrail_start() */

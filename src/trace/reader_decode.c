@@ -259,7 +259,7 @@ static int decode_next(struct ht_reader *r, struct stream *s, struct ht_event *e
 				s->pos = s->end = NULL;
 			continue; /* an empty chunk ends here too */
 		}
-		size_t used = ht_rec__parse(&rec, s->pos, s->end, &why);
+		size_t used = ht_rec__parse(&rec, s->pos, s->end, r->hdr.version, &why);
 		if (!used)
 			return ht_rd__corrupt(r, s, why);
 		p = s->pos + used;
@@ -443,6 +443,7 @@ HOT unsigned row_loop(struct ht_reader *r, struct stream *s, struct ht_event *ev
 	const uint8_t *p = s->pos, *lim = s->end - HT_RD_ROW_SAFE; /* end - pos >= HT_RD_ROW_SAFE */
 	uint64_t last_ts = s->last_ts, last_ptr = s->last_ptr, seq = s->seq, dur = s->dur;
 	const uint32_t version = r->hdr.version;
+	const int v6 = version >= HT_VERSION_SHORT;
 	const uint32_t tid = s->tid;
 	const uint32_t weight = r->hdr.sample_every ? r->hdr.sample_every : 1;
 	const uint64_t sample_bytes = r->hdr.sample_bytes;
@@ -453,7 +454,43 @@ HOT unsigned row_loop(struct ht_reader *r, struct stream *s, struct ht_event *ev
 		unsigned kb = p[0], kind = kb & HT_KIND_MASK, st = kb >> 7; /* HT_F_STACK */
 		uint64_t tf, node;
 		const uint8_t *q;
-		if (kind == HT_EV_MALLOC) {
+		if (v6 && (kb & HT_SHORT) == HT_SHORT) {
+			/* a short record (format.h): malloc or free, no tag,
+			 * undated, no stack; kb becomes its long form's */
+			if (kb & HT_F_STACK)
+				break; /* (invalid: decode_next says so) */
+			unsigned nonmain = (kb & HT_SHORT_NONMAIN) << 3;
+			tf = 0;
+			node = 0;
+			if (kb & HT_SHORT_FREE) {
+				unsigned cp = kb & 7;
+				uint64_t ptr =
+				    last_ptr + (uint64_t)ht_unzigzag(ht_rec__value(p + 1, cp));
+				q = p + 1 + cp;
+				last_ptr = ptr;
+				kind = HT_EV_FREE;
+				kb = kind | nonmain;
+				e->v[0] = ptr;
+				e->nv = 1;
+				e->usable = 0;
+				e->weight = 1;
+			} else {
+				unsigned cs = ((kb >> 2) & 1) + 1, cp = kb & 3;
+				uint64_t size = ht_rec__value(p + 1, cs);
+				uint64_t ptr =
+				    last_ptr + (uint64_t)ht_unzigzag(ht_rec__value(p + 1 + cs, cp));
+				q = p + 1 + cs + cp;
+				last_ptr = ptr;
+				kind = HT_EV_MALLOC;
+				kb = kind | nonmain;
+				e->v[0] = size;
+				e->v[1] = ptr;
+				e->v[2] = 0;
+				e->nv = 3;
+				row_alloc(e, version, kb, size, ptr, 0, sampled, weight,
+					  ht_weight_salt(tid, seq), sample_bytes);
+			}
+		} else if (kind == HT_EV_MALLOC) {
 			/* size, ptr, slack, timestamp, stack */
 			uint32_t tag;
 			if (!row_tag(p, 4 + st, &tag, &q))

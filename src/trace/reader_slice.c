@@ -44,8 +44,8 @@ static int open_chunk(struct ht_reader *r, struct stream *s, const struct chunk_
 
 /* The next record of chunk c that open_chunk opened: 1, 0 at its end, -1
  * if it does not parse. */
-static int next_rec(struct stream *s, const struct chunk_ref *c, const uint8_t **pos,
-		    struct ht_rec *rec)
+static int next_rec(const struct ht_reader *r, struct stream *s, const struct chunk_ref *c,
+		    const uint8_t **pos, struct ht_rec *rec)
 {
 	const char *why = NULL;
 	if (c->flags & HT_CHUNK_F_COLUMNS)
@@ -53,7 +53,7 @@ static int next_rec(struct stream *s, const struct chunk_ref *c, const uint8_t *
 	const uint8_t *end = s->buf + c->raw_size;
 	if (*pos >= end)
 		return 0;
-	size_t used = ht_rec__parse(rec, *pos, end, &why);
+	size_t used = ht_rec__parse(rec, *pos, end, r->hdr.version, &why);
 	if (!used)
 		return -1;
 	*pos += used;
@@ -67,7 +67,8 @@ static int sync_ts(struct ht_reader *r, struct stream *s, const struct chunk_ref
 	const uint8_t *pos;
 	struct ht_rec rec;
 	if (!(c->flags & HT_CHUNK_F_SYNC) || open_chunk(r, s, c, &pos) < 0 ||
-	    next_rec(s, c, &pos, &rec) != 1 || rec.kind != HT_EV_SYNC || rec.f[0] != c->first_seq)
+	    next_rec(r, s, c, &pos, &rec) != 1 || rec.kind != HT_EV_SYNC ||
+	    rec.f[0] != c->first_seq)
 		return -1;
 	*ts = rec.f[1];
 	return 0;
@@ -86,7 +87,7 @@ int ht_reader__stacks_seen(struct ht_reader *r)
 		int k;
 		if (!s->nchunks || open_chunk(r, s, c, &pos) < 0)
 			return -1;
-		while ((k = next_rec(s, c, &pos, &rec)) == 1)
+		while ((k = next_rec(r, s, c, &pos, &rec)) == 1)
 			if (rec.kind >= 32 || rec.has_stack)
 				return 1;
 		if (k < 0)

@@ -47,6 +47,49 @@ const uint64_t ht_rec_len_mask[9] = {
 	0xffffffffffffffull, ~0ull,
 };
 
+/* A short record (version 6, format.h) at p, taken as its long form: the
+ * kind byte with its flags, every value, slack and timestamp field 0. */
+static size_t parse_short(struct ht_rec *rec, const uint8_t *p, const uint8_t *end,
+			  const char **why)
+{
+	unsigned kb = p[0];
+	if (kb & HT_F_STACK) {
+		*why = "unknown event kind";
+		return 0;
+	}
+	unsigned nonmain = (kb & HT_SHORT_NONMAIN) << 3, cs = 0, cp;
+	if (kb & HT_SHORT_FREE) {
+		cp = kb & 7;
+		rec->kind = HT_EV_FREE;
+		rec->nf = 1;
+	} else {
+		cs = ((kb >> 2) & 1) + 1;
+		cp = kb & 3;
+		rec->kind = HT_EV_MALLOC;
+		rec->nf = 3;
+	}
+	if ((size_t)(end - p) < 1 + cs + cp) {
+		*why = "truncated record";
+		return 0;
+	}
+	rec->kb = (uint8_t)(rec->kind | nonmain);
+	rec->has_stack = 0;
+	rec->str = NULL;
+	uint64_t size = 0, pd = 0;
+	memcpy(&size, p + 1, cs); /* little endian host */
+	memcpy(&pd, p + 1 + cs, cp);
+	if (cs) {
+		rec->f[0] = size;
+		rec->f[1] = pd;
+		rec->f[2] = 0;
+		rec->f[3] = 0;
+	} else {
+		rec->f[0] = pd;
+		rec->f[1] = 0;
+	}
+	return 1 + cs + cp;
+}
+
 /* ht_rec__parse with PARSE_SAFE bytes left at least: no read needs a
  * bound, and the values are read without a branch each (a masked 8-byte
  * load).  The same results and messages: no record can be cut short here,
@@ -88,8 +131,11 @@ static size_t parse_fixed(struct ht_rec *rec, const uint8_t *p, const uint8_t *e
 	return (size_t)(p - start);
 }
 
-size_t ht_rec__parse(struct ht_rec *rec, const uint8_t *p, const uint8_t *end, const char **why)
+size_t ht_rec__parse(struct ht_rec *rec, const uint8_t *p, const uint8_t *end, uint32_t version,
+		     const char **why)
 {
+	if (p < end && (p[0] & HT_SHORT) == HT_SHORT && version >= HT_VERSION_SHORT)
+		return parse_short(rec, p, end, why);
 	if (p < end && end - p >= PARSE_SAFE)
 		return parse_fixed(rec, p, end, why);
 	const uint8_t *start = p;
@@ -155,10 +201,23 @@ static unsigned len_bytes(uint64_t v)
 	return n;
 }
 
-size_t ht_rec__encode(const struct ht_rec *rec, uint8_t *out)
+size_t ht_rec__encode(const struct ht_rec *rec, uint8_t *out, uint32_t version)
 {
 	const struct ht_kind_desc *d = &ht_kind_descs[rec->kind];
 	unsigned nf = rec->nf;
+	if (version >= HT_VERSION_SHORT && !rec->has_stack) {
+		unsigned fl = rec->kb & ~HT_KIND_MASK, c0 = len_bytes(rec->f[0]);
+		uint8_t *end = NULL;
+		if (rec->kind == HT_EV_MALLOC) {
+			unsigned c1 = len_bytes(rec->f[1]);
+			if (ht_short_malloc_ok(fl, c0, c1, rec->f[2], rec->f[3]))
+				end = ht_put_short_malloc(out, fl, rec->f[0], c0, rec->f[1], c1);
+		} else if (rec->kind == HT_EV_FREE && ht_short_free_ok(fl, c0, rec->f[1])) {
+			end = ht_put_short_free(out, fl, rec->f[0], c0);
+		}
+		if (end)
+			return (size_t)(end - out);
+	}
 	unsigned nv = nf + 1 + (rec->has_stack != 0);
 	unsigned tb = (nv + 1) / 2;
 	uint8_t *p = out;

@@ -49,14 +49,18 @@ static inline uint64_t ht_rec__bad_lengths(uint64_t tag)
 	return (tag >> 3) & (tag | tag >> 1 | tag >> 2) & 0x1111111111111111ull;
 }
 
-/* Takes apart the record at p (at most end - p bytes).  Returns the bytes
- * it takes, or 0 with *why set to what is wrong ("truncated record", ...). */
-size_t ht_rec__parse(struct ht_rec *rec, const uint8_t *p, const uint8_t *end, const char **why);
+/* Takes apart the record at p (at most end - p bytes) of a trace of this
+ * format version (a short record, version 6, comes out as its long form).
+ * Returns the bytes it takes, or 0 with *why set to what is wrong
+ * ("truncated record", ...). */
+size_t ht_rec__parse(struct ht_rec *rec, const uint8_t *p, const uint8_t *end, uint32_t version,
+		     const char **why);
 
-/* Writes rec in the recorder's layout (field lengths as short as the values
- * allow, which is what the recorder writes); returns the bytes written.
- * out needs HT_MAX_RECORD bytes. */
-size_t ht_rec__encode(const struct ht_rec *rec, uint8_t *out);
+/* Writes rec in the recorder's layout for this format version (field
+ * lengths as short as the values allow, a short record wherever the
+ * recorder writes one: which is what the recorder writes); returns the
+ * bytes written.  out needs HT_MAX_RECORD bytes. */
+size_t ht_rec__encode(const struct ht_rec *rec, uint8_t *out, uint32_t version);
 
 
 #endif

@@ -132,7 +132,7 @@ static void write_chunk(struct ht_writer *w, struct ht_chunk_header *c, const vo
 static void put_rec(struct stream *s, struct ht_rec *rec)
 {
 	rec->nf = (uint8_t)ht_kind_nf(rec->kind);
-	s->len += ht_rec__encode(rec, s->buf + s->len);
+	s->len += ht_rec__encode(rec, s->buf + s->len, HT_VERSION);
 }
 
 /* Starts a buffer: the SYNC record (absolute timestamp, seq of the next
@@ -254,7 +254,7 @@ static size_t encode_meta(uint8_t *out, unsigned kind, const uint64_t *v, const 
 		rec.f[i] = v[i];
 	rec.f[rec.nf] = 0;
 	rec.str = str;
-	return ht_rec__encode(&rec, out);
+	return ht_rec__encode(&rec, out, HT_VERSION);
 }
 
 void ht_writer__module(struct ht_writer *w, uint64_t base, uint64_t lo, uint64_t hi,

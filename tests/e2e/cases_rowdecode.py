@@ -93,13 +93,20 @@ def test_read_fast_path_same(t):
 
 
 def row_records(payload):
-    """(offset, kind, tag offset, tag bytes) of each record of a row payload,
-    as far as it parses."""
+    """(offset, kind, tag offset, tag bytes) of each record of a row payload
+    of format 6, as far as it parses (a short record has no tag: 0 bytes)."""
     out = []
     p = 0
     while p < len(payload):
         kb = payload[p]
         kind, q = kb & 0x1f, p + 1
+        if kb & 0x60 == 0x60:  # a short malloc or free
+            if kb & htformat.F_STACK:
+                break
+            cs, cp = (0, kb & 7) if kb & 0x10 else (((kb >> 2) & 1) + 1, kb & 3)
+            out.append((p, 2 if kb & 0x10 else 1, q, 0))
+            p = q + cs + cp
+            continue
         if kind == htformat.EXT:
             if q >= len(payload):
                 break
@@ -164,12 +171,24 @@ def damaged_chunk(t, prog, argv, kinds):
     payload = data[start:start + h[6]]
     recs = kind_records((off, h))
     check(len(recs) > 100, "%s: records of kinds %s in the chunk: %d" % (prog, kinds, len(recs)))
-    # a record of each kind mid-chunk, and the last ones before the end
-    picks = []
+    # a record of each kind with a tag mid-chunk, and the last ones before
+    # the end; and the same of the short records (format 6: most mallocs
+    # and frees, without a tag; the mallocs dated every 64th call have one,
+    # and no free here: the 64th call of a thread is always a malloc)
+    picks, short_picks = [], []
+    longs, shorts = [r for r in recs if r[3]], [r for r in recs if not r[3]]
     for kind in kinds:
-        of = [r for r in recs if r[1] == kind]
-        check(len(of) > 10, "%s: records of kind %d in the chunk: %d" % (prog, kind, len(of)))
-        picks += [("mid%d" % kind, of[len(of) // 2]), ("late%d" % kind, of[-2])]
+        of = [r for r in longs if r[1] == kind]
+        sh = [r for r in shorts if r[1] == kind]
+        check(len(of) > 3 or len(sh) > 100, "%s: records of kind %d in the chunk: %d with a "
+              "tag, %d short" % (prog, kind, len(of), len(sh)))
+        if len(of) > 3:
+            picks += [("mid%d" % kind, of[len(of) // 2]), ("late%d" % kind, of[-2])]
+        if len(sh) > 3:
+            short_picks += [("mid%d" % kind, sh[len(sh) // 2]), ("late%d" % kind, sh[-2])]
+    if kinds == (1, 2):
+        check(len(short_picks) == 4, "%s: short mallocs and frees in the chunk: %d"
+              % (prog, len(shorts)))
 
     def variant(name, edits):
         b = bytearray(data)
@@ -190,9 +209,14 @@ def damaged_chunk(t, prog, argv, kinds):
         damaged.append(("badlen-last-%s" % where,
                         [(start + q + tb - 1, payload[q + tb - 1] | 0xf0)]))
         damaged.append(("kind-%s" % where, [(start + p, 31), (start + p + 1, 200)]))
+    # a short record's byte with HT_F_STACK too (0xe0..0xff: invalid)
+    for where, rec in short_picks:
+        damaged.append(("short-stack-%s" % where, [(start + rec[0], payload[rec[0]] | 0x80)]))
     # a record cut short by the chunk's end: the last one's lengths all 8
+    # (a short one: its pointer delta the longest, 7 bytes)
     p, kind, q, tb = recs[-1]
-    damaged.append(("truncated", [(start + q + i, 0x88) for i in range(tb)]))
+    damaged.append(("truncated", [(start + q + i, 0x88) for i in range(tb)] if tb
+                    else [(start + p, 0x7f)]))
     rng = random.Random(7)
     for i in range(12):
         pos = start + rng.randrange(len(payload))

@@ -259,6 +259,24 @@ class Trace:
             kb = buf[pos]
             pos += 1
             kind = kb & 0x1F
+            if self.version >= 6 and kb & 0x60 == 0x60:
+                # a short record (format 6): malloc or free in one byte,
+                # then its values; undated, slack 0, no stack
+                if kb & F_STACK:
+                    raise FormatError("unknown kind byte 0x%02x" % kb)
+                flags = (kb & 0x08) << 3
+                cs, cp = (0, kb & 7) if kb & 0x10 else (((kb >> 2) & 1) + 1, kb & 3)
+                if pos + cs + cp > len(buf):
+                    raise FormatError("bad or truncated field")
+                size = int.from_bytes(buf[pos:pos + cs], "little")
+                p = (st[1] + _unzigzag(int.from_bytes(buf[pos + cs:pos + cs + cp], "little"))) & MASK64
+                pos += cs + cp
+                st[1] = p
+                kind, vals = (2, [p]) if kb & 0x10 else (1, [size, p, 0])
+                self.events.append(Event(kind, flags, tid, st[2], st[0], vals, None))
+                st[2] += 1
+                n += 1
+                continue
             if kind == EXT:
                 if pos >= len(buf):
                     raise FormatError("truncated record")
@@ -469,7 +487,20 @@ def columns_to_records(payload, version):
                 freed = old
         if freed in live:
             lifo.setdefault(live.pop(freed), []).append(freed)
-        # back to the recorder's layout
+        # back to the recorder's layout: a short record where format 6
+        # has one (no stack, not mmapped, undated, slack 0)
+        short = version >= 6 and not kb & (F_STACK | 0x20) and kind in (1, 2) and f[-1] == 0
+        if short and kind == 1 and f[2] == 0 and 1 <= len(_field_bytes(f[0])) <= 2 \
+                and len(_field_bytes(f[1])) <= 3:
+            a, b = _field_bytes(f[0]), _field_bytes(f[1])
+            out.append(0x60 | (kb & 0x40) >> 3 | (len(a) - 1) << 2 | len(b))
+            out += a + b
+            continue
+        if short and kind == 2 and len(_field_bytes(f[0])) <= 7:
+            b = _field_bytes(f[0])
+            out.append(0x70 | (kb & 0x40) >> 3 | len(b))
+            out += b
+            continue
         tag = 0
         body = bytearray()
         for i, v in enumerate(f):

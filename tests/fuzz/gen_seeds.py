@@ -16,7 +16,9 @@ Three kinds of seeds, each small (a few KiB at most):
   TICK records, continuation chunks, a chunk lost from the middle of a
   thread, merged chunks with several SYNC records, more than 64 threads
   (the reader's parking path; unclosed, to stay small), moving reallocs (split in time), a
-  monotonic-clock trace, an index listing a chunk twice.
+  monotonic-clock trace, an index listing a chunk twice, format 6's short
+  malloc and free records (well formed, with the invalid stack bit, and
+  cut by the chunk's end).
 
 The output is deterministic for given inputs.
 """
@@ -108,6 +110,23 @@ class Stream:
         fields.append((ts - self.last_ts) & ((1 << 64) - 1))
         self.last_ts = ts
         self.raw(kind, flags, fields, sb)
+        self.nev += 1
+
+    def short(self, name, ptr, size=0, nonmain=False):
+        """A short malloc or free record (format 6): undated, slack 0."""
+        pd = zigzag(ptr - self.last_ptr)
+        self.last_ptr = ptr & ((1 << 64) - 1)
+        n = 0x08 if nonmain else 0
+        if name == "malloc" and (nbytes(pd) > 3 or not 1 <= nbytes(size) <= 2):
+            self.raw(1, n << 3, [size, pd, 0, 0])  # (no short form: undated long)
+            self.nev += 1
+            return
+        if name == "free":
+            self.buf += bytes([0x70 | n | nbytes(pd)])
+        else:
+            self.buf += bytes([0x60 | n | (nbytes(size) - 1) << 2 | nbytes(pd)])
+            self.buf += size.to_bytes(nbytes(size), "little")
+        self.buf += pd.to_bytes(8, "little")[: nbytes(pd)]
         self.nev += 1
 
 
@@ -269,6 +288,74 @@ def synth_handoff_mono():
                  flags=F_CLOSED, start_ts=10_000, start_mono=10_000, end=(20_000, 20_000))
 
 
+def synth_short_records(bad=None):
+    """Format 6: two threads of short mallocs and frees (1- and 2-byte
+    sizes, pointer deltas of 0..3 bytes, both arenas' flag) between long
+    records, the second thread's chunk a continuation.  bad: "stack" (a
+    short byte with HT_F_STACK, invalid), "cut" (the last record cut)."""
+    chunks = [clock_chunk(1_000_000, 5_000_000_000, 100)]
+    for tid in (11, 12):
+        st = Stream()
+        st.sync(0, 1_000_100)
+        st.ev("thread_start", 1_000_100, 0)
+        base = 0x555555560000 + tid * 0x100000
+        for i in range(24):
+            p = base + (i % 5) * 0x40 + (0x12345 if i % 7 == 6 else 0)
+            size = 16 + i * 37 % 300 if i % 3 else 2000 + i
+            if i % 8 == 7:
+                st.ev("malloc", 1_000_200 + i, size, p, 0, flags=0x40)
+            else:
+                st.short("malloc", p, size, nonmain=bool(i & 1))
+            st.short("free", p, nonmain=bool(i & 1))
+        st.short("free", 0)
+        payload = bytes(st.buf)
+        if tid == 12:
+            cut = len(payload) // 2
+            while cut < len(payload) and payload[cut] & 0x60 != 0x60:
+                cut += 1
+            # (a cut on a record boundary: the events before it counted)
+            chunks.append(ev_chunk_raw(payload[:cut], tid, 0, count_events(payload[:cut])))
+            chunks.append(ev_chunk_raw(payload[cut:], tid, count_events(payload[:cut]),
+                                       st.nev - count_events(payload[:cut]), flags=0))
+            continue
+        starts = record_starts(payload)
+        if bad == "stack":
+            i = [o for o in starts if payload[o] & 0x60 == 0x60][len(starts) // 3]
+            payload = payload[:i] + bytes([payload[i] | 0x80]) + payload[i + 1:]
+        elif bad == "cut":
+            # the last record, a short free, made one with 7 bytes of delta
+            payload = payload[:starts[-1]] + bytes([0x77]) + payload[starts[-1] + 1:]
+        chunks.append(ev_chunk_raw(payload, tid, 0, st.nev))
+    return trace(chunks, version=6)
+
+
+def record_starts(payload):
+    """Offsets of the records synth_short_records writes: short ones, and
+    long SYNC, thread_start and malloc records."""
+    out, p = [], 0
+    while p < len(payload):
+        out.append(p)
+        kb = payload[p]
+        if kb & 0x60 == 0x60:
+            cs, cp = (0, kb & 7) if kb & 0x10 else (((kb >> 2) & 1) + 1, kb & 3)
+            p += 1 + cs + cp
+            continue
+        nf = len(KINDS[[k for k, v in KINDS.items() if v[0] == kb & 0x1f][0]][1]) + 1
+        tb = (nf + 1) // 2
+        lens = [(payload[p + 1 + i // 2] >> (4 * (i % 2))) & 15 for i in range(nf)]
+        p += 1 + tb + sum(lens)
+    return out
+
+
+def count_events(payload):
+    """Events in such a payload (SYNC records are none)."""
+    return sum(1 for o in record_starts(payload) if payload[o] != 0)
+
+
+def ev_chunk_raw(payload, tid, seq, nev, flags=CF_SYNC):
+    return (chunk(C_EVENTS, payload, tid, nev, seq, flags), C_EVENTS, tid, nev, seq, flags)
+
+
 def synth_index_dup():
     st = Stream()
     st.sync(0, 1_000_010)
@@ -363,6 +450,9 @@ def main():
         "synth-merged.ht": synth_continuation(merged=True),
         "synth-handoff-mono.ht": synth_handoff_mono(),
         "synth-index-dup.ht": synth_index_dup(),
+        "synth-v6-short.ht": synth_short_records(),
+        "synth-v6-short-stackbit.ht": synth_short_records("stack"),
+        "synth-v6-short-cut.ht": synth_short_records("cut"),
     }
     for path in sys.argv[2:]:
         base = os.path.basename(path)
