@@ -174,7 +174,9 @@ int cmd_timeline(int argc, char **argv)
 	}
 	if (to_stdout) {
 		if (werr || fflush(stdout)) {
-			ht_error("cannot write to standard output");
+			/* (says why when it can: ENOSPC of /dev/full, EBADF) */
+			if (ht_stdout_done(HT_EXIT_OK) == HT_EXIT_OK)
+				ht_error("cannot write to standard output");
 			goto cleanup;
 		}
 		f = NULL;

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -558,6 +559,25 @@ void ht_shell_word_inplace(char *s, size_t cap)
 	free(copy);
 }
 
+/* Why writes to standard output failed, when errno is gone: 0 if unknown. */
+static int stdout_guess_errno(void)
+{
+	struct statvfs vfs;
+	struct stat st;
+	if (fcntl(1, F_GETFD) < 0)
+		return EBADF;
+	if (fstat(1, &st) < 0)
+		return 0;
+	/* a full file system, for a file only: a pipe's or a socket's
+	 * (pipefs, sockfs) always says no space free */
+	if (S_ISREG(st.st_mode) && fstatvfs(1, &vfs) == 0 && vfs.f_bavail == 0)
+		return ENOSPC;
+	/* /dev/full (character device 1,7) fails every write so */
+	if (S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 && minor(st.st_rdev) == 7)
+		return ENOSPC;
+	return 0;
+}
+
 int ht_stdout_done(int rc)
 {
 	errno = 0;
@@ -565,16 +585,8 @@ int ht_stdout_done(int rc)
 	if (rc != 0 || (flushed && !ferror(stdout)))
 		return rc;
 	int e = errno;
-	struct statvfs vfs;
-	struct stat st;
 	if (flushed || !e) /* (failed earlier: the likely why) */
-		e = fcntl(1, F_GETFD) < 0 ? EBADF
-		    /* a full file system, for a file only: a pipe's or a
-		     * socket's (pipefs, sockfs) always says no space free */
-		    : fstat(1, &st) == 0 && S_ISREG(st.st_mode) && fstatvfs(1, &vfs) == 0 &&
-				  vfs.f_bavail == 0
-			    ? ENOSPC
-			    : 0;
+		e = stdout_guess_errno();
 	if (e)
 		ht_error("cannot write to standard output: %s", strerror(e));
 	else
