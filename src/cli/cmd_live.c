@@ -84,6 +84,7 @@ struct live {
 	struct ht_event pend;    /* read, beyond the cursor: applied when it moves on */
 	int has_pend;
 	int finished;            /* the writer is gone and every event was read */
+	uint64_t finished_ns;    /* since when (CLOCK_MONOTONIC) */
 	int followed;            /* the writer was alive when the trace was opened */
 	int exec_seen;           /* the program exec'd (its trace then ends) */
 	dev_t dev;               /* the file read, as its name found it */
@@ -110,6 +111,14 @@ struct live {
 	int table_y, table_h;    /* where the rows are drawn */
 	int snap_failed;         /* a snapshot (w) could not be written (--batch's exit status) */
 };
+
+/* CLOCK_MONOTONIC in ns. */
+static uint64_t live_mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* ---- the screen ---------------------------------------------------------- */
 
@@ -330,6 +339,8 @@ static int feed(struct live *L, uint64_t budget_ns)
 					break;
 				continue;
 			}
+			if (!L->finished)
+				L->finished_ns = live_mono_ns();
 			L->finished = 1;
 			break;
 		}
@@ -426,8 +437,9 @@ static uint64_t rss_at(struct live *L, uint64_t t, uint64_t *max_kb)
 static int draw_header(struct live *L, struct screen *s)
 {
 	/* (record notes a SIGKILL once the writer has closed the trace: the
-	 * header is read again while it says no more than "killed?") */
-	if (L->finished)
+	 * header is read again while it says no more than "killed?", for 5 s:
+	 * with LD_PRELOAD alone nothing ever notes it) */
+	if (L->finished && live_mono_ns() - L->finished_ns < 5000000000ull)
 		ht_reader__recheck_end(L->r);
 	const struct ht_trace_info *in = ht_reader__info(L->r);
 	const struct ht_lt_totals *t = ht_livetop__totals(L->lt);
