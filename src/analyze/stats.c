@@ -469,7 +469,8 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_reader *r
 	fprintf(f, "trace      %s\ncommand    %s (pid %d)\n", path, in->cmdline, in->pid);
 	if (in->allocator)
 		fprintf(f, "allocator  %s (not glibc's: usable sizes are its own)\n", in->allocator);
-	fprintf(f, "duration   %s, %llu events, %zu thread%s%s\n", ht_fmt_ns(b1, in->duration_ns),
+	uint64_t dur = ht_stats__duration(s, in); /* (the last event's, past the last clock) */
+	fprintf(f, "duration   %s, %llu events, %zu thread%s%s\n", ht_fmt_ns(b1, dur),
 	       (unsigned long long)s->events, s->nthreads, s->nthreads == 1 ? "" : "s",
 	       in->signal             ? died
 	       : in->detached         ? " (tracing stopped; the program ran on)"

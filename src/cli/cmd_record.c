@@ -47,7 +47,7 @@ struct record_config {
 	uint64_t buffer_size;    /* --buffer-size (64K) */
 	int toggle_signal;       /* --toggle-signal */
 	int zstd_level;          /* --zstd-level (1; 0: raw) */
-	const char *finish;      /* --finish (huffman) */
+	const char *finish;      /* --finish (NULL: huffman) */
 	const char *clock;       /* --clock (tsc) */
 	const char *writer;      /* --writer (process) */
 	int stacks;              /* --stacks[=DEPTH] (off; 64 when given without DEPTH) */
@@ -1095,10 +1095,10 @@ static int end_step_on(const char *path, const struct record_config *cfg, int st
 		return 0;
 	set_late_msg(path, cfg);
 	int compact = cfg->compact || cfg->zstd_level == 0;
+	int level =
+	    cfg->finish && !strcmp(cfg->finish, "zstd") ? cfg->zstd_level : HT_FINISH_HUFFMAN;
 	if ((compact ? ht_trace__compact(path, cfg->compact_level, NULL, err, sizeof(err))
-		     : ht_trace__finish(
-			   path, strcmp(cfg->finish, "zstd") ? HT_FINISH_HUFFMAN : cfg->zstd_level,
-			   NULL, err, sizeof(err))) == 0)
+		     : ht_trace__finish(path, level, NULL, err, sizeof(err))) == 0)
 		return 0;
 	/* (taken away meanwhile: the caller says so in place of a warning
 	 * about a rewrite and of a "damaged" for the file there now) */
@@ -1751,7 +1751,6 @@ int cmd_record(int argc, char **argv)
 		.rss_interval = 10000000ull,
 		.buffer_size = 65536,
 		.zstd_level = 1,
-		.finish = "huffman",
 		.clock = "tsc",
 		.writer = "process",
 		.unwind = "auto",
@@ -1866,8 +1865,15 @@ int cmd_record(int argc, char **argv)
 		ht_error("--no-compact and --compact (or --compact-level) contradict each other");
 		goto cleanup;
 	}
-	if (strcmp(cfg.finish, "huffman") && strcmp(cfg.finish, "zstd")) {
+	if (cfg.finish && strcmp(cfg.finish, "huffman") && strcmp(cfg.finish, "zstd")) {
 		ht_error("--finish takes huffman or zstd, not '%s'", cfg.finish);
+		goto cleanup;
+	}
+	if (cfg.finish && (cfg.no_compact || cfg.compact || cfg.zstd_level == 0)) {
+		ht_error("--finish and %s contradict each other (%s)",
+			 cfg.no_compact ? "--no-compact" : cfg.compact ? "--compact" : "--zstd-level=0",
+			 cfg.no_compact ? "no end step: the chunks written raw stay so"
+					: "the end step compacts the whole trace");
 		goto cleanup;
 	}
 	if (cfg.timestamp_every < 1 || cfg.timestamp_every > 65536) {

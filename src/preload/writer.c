@@ -1602,6 +1602,35 @@ static void *writer_main(void *arg)
  * waited for longer: what its threads call after that stays uncounted
  * (the program does not wait for the helper: it would wait for itself). */
 #define HT_LINGER_MS 100
+
+/* Events of b its thread committed and the writer did not write. */
+static uint64_t unwritten(const struct ht_buf *b)
+{
+	uint64_t c = atomic_load_explicit(&b->commit, memory_order_acquire);
+	uint32_t nev = (uint32_t)(c >> HT_COMMIT_SHIFT);
+	return (c & HT_COMMIT_MASK) > b->taken && nev > b->taken_events ? nev - b->taken_events : 0;
+}
+
+/* Calls recorded after the close wrote the threads' buffers: a thread
+ * that found the recording on just before the exit turned it off wrote
+ * its record after the writer's last look (one call in 10 to 20 runs of
+ * tests/progs/exitbusy, missing from the trace and from the count).  Not
+ * in the trace, they are counted with the calls not recorded.  The
+ * program is gone: nothing moves in its buffers any more. */
+static uint64_t committed_late(void)
+{
+	uint64_t n = 0;
+	for (struct ht_thread *r = ht_thread__first(); r; r = r->next) {
+		int st = atomic_load_explicit(&r->state, memory_order_acquire);
+		struct ht_buf *cur = atomic_load_explicit(&r->cur, memory_order_acquire);
+		if (st != HT_THR_FREE && st != HT_THR_CLAIMING && cur)
+			n += unwritten(cur);
+	}
+	for (struct ht_buf *b; (b = ht_queue__pop());) /* (full ones handed over meanwhile) */
+		n += unwritten(b);
+	return n;
+}
+
 static void count_to_the_end(int fd)
 {
 	uint64_t deadline = ht_mono_ns() + (uint64_t)HT_LINGER_MS * 1000000u;
@@ -1626,7 +1655,7 @@ static void count_to_the_end(int fd)
 		ht_sys_close(pfd);
 	/* (w.hdr.dropped: what the header says, the program's own update
 	 * included; the descriptor is write-only) */
-	uint64_t d = atomic_load(ht_dropped_p);
+	uint64_t d = atomic_load(ht_dropped_p) + committed_late();
 	if (d > w.hdr.dropped &&
 	    ht_sys_pwrite(fd, &d, sizeof(d), (off_t)offsetof(struct ht_file_header, dropped)) ==
 		    (ssize_t)sizeof(d))

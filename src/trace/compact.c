@@ -19,6 +19,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_compressSequences: literals only */
 #include <zstd.h>
@@ -233,12 +234,24 @@ static int read_back(const char *tmp, const char *path, uint64_t events, int ind
  * 0, or -1 with the reason in err if another process holds it now. */
 static int hold_input(int fd, const char *path, char *err, size_t errlen)
 {
-	if (flock(fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK)
-		return 0; /* (no locks here: the name is checked before the rename) */
+	/* Another process may hold it a while: a second compact that passed
+	 * ht_trace__wait_writer at the same moment as this one (it rewrites
+	 * the file and lets go; named_still then sends this one to the file
+	 * it put there), a reader looking for a writer.  Waited for as long
+	 * as a finishing writer is.  Before, this one gave up at once: of two
+	 * `compact --fast` started together, one failed in 4 runs of 21. */
+	for (int waited = 0;; waited += 5) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK)
+			return 0; /* (no locks here: the name is checked before the rename) */
+		if (waited >= HT_WAIT_WRITER_MS)
+			break;
+		struct timespec ts = {0, 5000000};
+		nanosleep(&ts, NULL);
+	}
 	snprintf(err, errlen,
-		 "%s: another heaptrail process took the trace while it was to be rewritten "
-		 "(a recording starting on the same path?): left as it is",
-		 path);
+		 "%s: another process held the trace for %d s while it was to be rewritten (a "
+		 "recording on the same path, or a stopped heaptrail?): left as it is",
+		 path, HT_WAIT_WRITER_MS / 1000);
 	return -1;
 }
 
@@ -789,6 +802,13 @@ static int finish_once(const char *path, int level, struct ht_compact_result *re
 	 * for the reader to report, or for `heaptrail compact` to repair
 	 * (res->untouched says why, for the command to say). */
 	const char *why = NULL;
+	if (memcmp(hdr.magic, HT_MAGIC, 8) == 0 && hdr.version > HT_VERSION) {
+		/* (as the reader says it: it called that a damaged header) */
+		snprintf(err, errlen, "%s: trace format version %u is newer than this heaptrail "
+				      "reads (%d): use a newer heaptrail",
+			 path, hdr.version, HT_VERSION);
+		goto cleanup;
+	}
 	if (hdr.version < HT_VERSION_MIN || hdr.version > HT_VERSION || start < sizeof(hdr) ||
 	    start > size)
 		why = "it is damaged (its header does not fit the file)";

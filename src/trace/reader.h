@@ -170,7 +170,8 @@ struct ht_trace_info {
 	int32_t pid, ppid;     /* traced process and its parent */
 	uint64_t flags;        /* HT_FILE_F_* */
 	uint64_t start_realtime_ns; /* wall clock at start */
-	uint64_t duration_ns;  /* from the header (closed) or the last clock sample */
+	uint64_t duration_ns;  /* from the header (closed) or the last clock sample; once
+				* every event is read, at least the last one's time */
 	double ts_per_ns;      /* fitted timestamp rate */
 	uint64_t events_hdr;   /* event count from the header, 0 if not closed */
 	uint64_t events_chunks; /* events announced by the chunks found */

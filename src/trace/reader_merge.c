@@ -438,6 +438,10 @@ static __attribute__((noinline)) const struct ht_event *next_event_general(struc
 				return NULL; /* for now: ht_reader__poll brings more */
 			r->at_end = 1;
 			ht_reader__order(r, &r->info.order);
+			/* a trace not closed cleanly ends at its last CLOCK sample,
+			 * which its last events may have come after */
+			if (r->last_out_ns > r->info.duration_ns)
+				r->info.duration_ns = r->last_out_ns;
 			return NULL;
 		}
 		s = r->heap[0];

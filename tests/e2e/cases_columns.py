@@ -473,7 +473,8 @@ def test_end_step_huffman_only(t):
     only (no sequence: no match search), under 2 bytes an event on the
     benchmark loop's records; `--finish=zstd` (and `compact --fast
     --level 1`) compresses them with zstd's matches instead, a little
-    smaller; the events are the same every way; a bad --finish is refused."""
+    smaller; the events are the same every way; a bad --finish is refused,
+    and so is one with --no-compact, --compact or --zstd-level=0."""
     argv = [t.prog("threads"), "2", "200000"]
     env = {"HEAPTRAIL_RSS_INTERVAL": "0"}
     raw = t.path("raw.ht")
@@ -530,3 +531,11 @@ def test_end_step_huffman_only(t):
     eq(r.rc, 2, "record --finish=fast: exit status\n" + r.describe())
     eq(r.stderr.strip(), "heaptrail: error: --finish takes huffman or zstd, not 'fast'",
        "record --finish=fast: the message")
+    # with no end step of that kind, --finish is refused, not ignored (probe Q)
+    for other, why in (("--no-compact", "no end step: the chunks written raw stay so"),
+                       ("--compact", "the end step compacts the whole trace"),
+                       ("--zstd-level=0", "the end step compacts the whole trace")):
+        r = t.run([t.heaptrail, "record", "--finish=zstd", other, "-o", t.path("x.ht"), "--",
+                   "true"])
+        eq((r.rc, r.stderr.strip()), (2, "heaptrail: error: --finish and %s contradict each "
+                                         "other (%s)" % (other, why)), "--finish " + other)

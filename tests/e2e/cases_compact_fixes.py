@@ -10,6 +10,7 @@ them, naming the chunk that does not decompress."""
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import time
 
@@ -341,7 +342,8 @@ def test_compact_fast_nothing_raw_said(t):
 def test_compact_fast_bad_files_said(t):
     """compact --fast of an empty file, a directory and a FIFO says what
     each is, as plain compact does: it said "not a heaptrail trace" of all
-    (probe O).  Exit 1, the FIFO not waited on."""
+    (probe O).  Exit 1, the FIFO not waited on.  A trace of a newer format
+    version is said so, as the other commands say it (probe Q)."""
     empty, d, fifo = t.path("empty.ht"), t.path("adir"), t.path("fifo")
     open(empty, "w").close()
     os.mkdir(d)
@@ -351,6 +353,19 @@ def test_compact_fast_bad_files_said(t):
         eq(r.rc, 1, "%s: %s" % (what, r.describe()))
         check(r.stderr.startswith("heaptrail: error: %s: %s, not a heaptrail trace" % (path, what)),
               "%s: the line:\n%s" % (what, r.stderr))
+    # a trace of a newer format version: said as every command says it
+    # (it was "left as it was: it is damaged (its header does not fit the
+    # file)", and the suggested `compact` refused it too)
+    newer = t.path("newer.ht")
+    t.record(newer, [t.prog("threads"), "1", "100"])
+    with open(newer, "r+b") as f:
+        f.seek(8)
+        f.write(struct.pack("<I", F.VERSION + 1))
+    for args in (["compact", "--fast", newer], ["compact", newer], ["stats", newer]):
+        r = t.tool(args)
+        eq((r.rc, r.stderr.strip()), (1, "heaptrail: error: %s: trace format version %d is newer "
+                                         "than this heaptrail reads (%d): use a newer heaptrail"
+                                      % (newer, F.VERSION + 1, F.VERSION)), " ".join(args[:-1]))
 
 
 @case(timeout=120, labels=("compact", "analyzers"))
@@ -372,3 +387,36 @@ def test_compacted_cut_trace_order_cause(t):
     r = t.tool(["stats", cut])
     check("across threads is not exact (events missing from a trace that is cut" in r.stderr,
           "the order warning:\n" + r.stderr)
+
+
+@case(labels=("compact",), timeout=300)
+def test_compact_started_together(t):
+    """Two `compact --fast` (and two plain `compact`) started at the same
+    moment on one raw trace: both exit 0 and the trace is whole.  Both
+    found no writer's lock, and the one that did not get the trace's lock
+    first gave up at once ("another heaptrail process took the trace ...
+    a recording starting on the same path?", exit 1: 4 runs of 21 with
+    --fast, probe Q); it now waits for the lock as it waits for a writer,
+    then finds the trace the other put there."""
+    raw = t.path("raw.ht")
+    t.run([t.heaptrail, "record", "-q", "--no-compact", "--zstd-level=0", "-o", raw, "--",
+           t.prog("threads"), "2", "2000000"], check_rc=0)
+    events = t.stats(raw)["events"]
+    failed = []
+    for run in range(12):
+        opts = ["--fast"] if run % 3 else []
+        tr = t.path("c%d.ht" % run)
+        shutil.copy(raw, tr)
+        procs = [subprocess.Popen([t.heaptrail, "compact", "-q"] + opts + [tr],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  env=t.base_env(), cwd=t.dir, universal_newlines=True)
+                 for _ in range(2)]
+        for p in procs:
+            out, err = p.communicate(timeout=120)
+            if p.returncode != 0:
+                failed.append("run %d (%s): exit %d: %s" % (run, " ".join(opts) or "plain",
+                                                             p.returncode, err.strip()))
+        s = t.stats(tr)
+        check(s["complete"] and s["closed"], "run %d: the trace is not whole" % run)
+        eq(s["events"], events, "run %d: the trace's events" % run)
+    check(not failed, "compacts that failed:\n" + "\n".join(failed))

@@ -490,6 +490,18 @@ def test_disk_full(t):
                   and "error" not in r2.stderr,
                   "the warning names the failed write, not a kill:\n" + r2.describe())
             eq(s["unknown_frees"], 0, "frees of blocks the trace never handed out")
+            # its duration reaches its last event, in the text as in the
+            # JSON (the text said the last CLOCK sample's, 1.4 ms where the
+            # events went on to 49.6 ms: probe Q)
+            last = t.tool(["dump", "-q", trace]).stdout.strip().splitlines()[-1]
+            last_ns = round(float(last.split()[0]) * 1e9)
+            check(s["duration_ns"] >= last_ns, "%s: duration %d ns, last event at %d ns"
+                  % (writer, s["duration_ns"], last_ns))
+            line = [l for l in r2.stdout.splitlines() if l.startswith("duration ")][0]
+            val, unit = line.split()[1:3]
+            ns = float(val) * {"ns,": 1, "us,": 1e3, "ms,": 1e6, "s,": 1e9}[unit]
+            check(abs(ns - s["duration_ns"]) <= 0.001 * s["duration_ns"] + 1000,
+                  "%s: stats says %r, --json %d ns" % (writer, line, s["duration_ns"]))
         # without record: the recorder's own one warning
         os.unlink(trace)
         r = t.traced(trace, [t.prog("stress"), "1", "2"])

@@ -15,6 +15,7 @@ import struct
 import subprocess
 
 MAGIC = b"HEAPTRL\0"
+VERSION = 6  # what the recorder writes (src/trace/format.h HT_VERSION)
 HEADER = struct.Struct("<8sIIQiiQQQQQQQQIIQ5Q16Q")  # (the 5Q: sample_every+signal, writer_cpu_ns, reserved[3])
 CHUNK = struct.Struct("<IHHIIIIQ")
 CHUNK_MAGIC = 0x4B435448
