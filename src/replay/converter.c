@@ -502,10 +502,19 @@ static void on_realloc(struct conv *c, uint32_t t, const struct ht_event *e)
 			c->skipped_reallocs++;
 			return;
 		}
+		if (!res && size) {
+			/* failed in the trace (the block stays): made anyway on
+			 * no block, its result freed at once (new 0, old 0), as a
+			 * failed malloc is.  Written as in place, the replay kept
+			 * the size the trace never had: a failed 300 MiB realloc
+			 * replayed a 300 MiB heap (probe R). */
+			emit(c, t, op, a);
+			return;
+		}
 		olds = block_slot(b) + 1;
 		need(c, t, c->owner[olds - 1], c->at[olds - 1]);
 		if (!ht_event__frees_old(e) || res == old) {
-			/* failed (the block stays) or in place: same slot */
+			/* in place: same slot */
 			uint64_t was = b->size;
 			if (res && size > was)
 				sync_frees(c, t, c->live_bytes - was + size);

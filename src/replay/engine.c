@@ -667,8 +667,13 @@ static inline __attribute__((always_inline)) int run_ops_t(struct engine *g, str
 			account(&fn[op == HT_WL_REALLOC ? HT_FN_REALLOC : HT_FN_REALLOCARRAY], t1 - t0);
 			int overflow = __builtin_mul_overflow(m, n, &n);
 			uint64_t bytes = n, was = o ? size[o - 1] : 0;
-			if (!r && (n || overflow))
-				r = old, bytes = was; /* failed here: the old block stays */
+			if (!r && (n || overflow)) {
+				/* failed here: the old block stays; a call that
+				 * succeeded in the trace (it has a result slot)
+				 * was not made (it went uncounted, probe R) */
+				serr += s != 0;
+				r = old, bytes = was;
+			}
 			if (o && o != s) {
 				slots[o - 1] = NULL;
 				me->pending -= (int64_t)was;
@@ -1063,7 +1068,15 @@ static void *sampler_main(void *arg)
 		sample(sp);
 		next += sp->interval_ns;
 		struct timespec ts = {(time_t)(next / 1000000000ull), (long)(next % 1000000000ull)};
-		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		/* until the next sample or the end of the run, whichever comes
+		 * first (sampler_set wakes the word): a sleep to the next sample
+		 * kept replay waiting that long after the run, an hour with
+		 * --rss-interval=1h (probe R).  An absolute CLOCK_MONOTONIC
+		 * time, as FUTEX_WAIT_BITSET takes it. */
+		while (atomic_load_explicit(&sp->go, memory_order_acquire) == SP_RUN &&
+		       !(syscall(SYS_futex, &sp->go, FUTEX_WAIT_BITSET_PRIVATE, SP_RUN, &ts, NULL,
+				 FUTEX_BITSET_MATCH_ANY) < 0 &&
+			 errno == ETIMEDOUT))
 			;
 	}
 	sampler_set(sp, SP_STOPPED);

@@ -698,7 +698,8 @@ def test_replay_max_rss_covers_samples(t):
 @case(timeout=60, labels=("analyzers",))
 def test_replay_rss_interval_zero(t):
     """--rss-interval 0 is a usage error (exit 2, nothing run) in replay and
-    compare; before, replay took it and sampled every 10 ms."""
+    compare; before, replay took it and sampled every 10 ms.  A long one
+    (1h) does not keep replay or compare waiting after the run."""
     wl = write_workload(t.path("one.wl"), [[("malloc", 1, 100), ("free", 1)]], 1, 100)
     for args in (["replay", "--rss-interval", "0", wl],
                  ["compare", "-n", "1", "--rss-interval", "0", "-o", t.path("c.svg"), wl]):
@@ -706,6 +707,13 @@ def test_replay_rss_interval_zero(t):
     check(not os.path.exists(t.path("c.svg")), "compare wrote its chart")
     j = replay(t, wl, ["--rss-interval", "1ms"])
     eq(j["rss"]["interval_us"], 1000, "--rss-interval 1ms")
+    # a long interval ends with the run: the sampler slept to its next
+    # sample, and replay waited for it, an hour with 1h (probe R; the 20 s
+    # bound is no timing: the run itself takes milliseconds)
+    for args in (["replay", "--rss-interval", "1h", wl],
+                 ["compare", "-n", "1", "--rss-interval", "1h", "-o", t.path("c.svg"), wl]):
+        r = t.tool(args, timeout=20)
+        eq(r.rc, 0, " ".join(args[:-1]) + ":\n" + r.describe())
 
 
 @case(timeout=120, labels=("replay",))
@@ -1006,3 +1014,94 @@ def test_convert_refuses_non_workload(t):
     eq(c["threads"], 4, "convert --force")
     with open(notes, "rb") as f:
         eq(f.read(8), b"HTWLOAD\n", "the notes replaced by --force")
+
+
+REALLOC_FAILS_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+static void *volatile sink;
+int main(void)
+{
+	void *q = malloc(100), *r;
+	sink = q;
+	r = realloc(q, 300u << 20); /* fails under the recording's address-space limit */
+	sink = r;
+	printf("%s\n", r ? "moved" : "failed");
+	free(r ? r : q);
+	return 0;
+}
+"""
+
+GROW_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+static void *volatile sink;
+int main(void)
+{
+	void *p = NULL;
+	for (int i = 1; i <= 40; i++) { /* to 10 MiB */
+		p = realloc(p, (size_t)i * 262144);
+		sink = p;
+	}
+	free(p);
+	return 0;
+}
+"""
+
+# glibc's allocator, but realloc above 1 MiB fails
+FAIL_REALLOC_C = r"""
+#define _GNU_SOURCE
+#include <stddef.h>
+extern void *__libc_malloc(size_t), *__libc_realloc(void *, size_t),
+	*__libc_calloc(size_t, size_t), *__libc_memalign(size_t, size_t);
+extern void __libc_free(void *);
+void *malloc(size_t n) { return __libc_malloc(n); }
+void free(void *p) { __libc_free(p); }
+void *calloc(size_t a, size_t b) { return __libc_calloc(a, b); }
+void *memalign(size_t a, size_t n) { return __libc_memalign(a, n); }
+void *realloc(void *p, size_t n) { return n > (1u << 20) ? NULL : __libc_realloc(p, n); }
+"""
+
+
+@case(timeout=120, labels=("replay",))
+def test_replay_failed_realloc(t):
+    """A realloc that failed in the trace (the block stays) is made anyway
+    on no block and its result freed at once, as a failed malloc is: the
+    replay's heap stays the trace's 100 bytes.  It was written as a realloc
+    in place, and replayed as one that succeeded: a 300 MiB heap, RSS
+    300 MiB higher, a warning that blamed the threads' order (probe R).
+    And a realloc that fails in the replay where the trace's succeeded
+    counts as a slot error (compare's `*`), not as a smaller heap blamed
+    on the threads' timing: it went uncounted."""
+    prog = compile_c(t, "reallocfails", REALLOC_FAILS_C)
+    trace = t.path("rf.ht")
+    r = t.run(["sh", "-c", 'ulimit -v 256000 && exec "$@"', "sh", t.heaptrail, "record", "-q",
+               "-o", trace, "--", prog], check_rc=0)
+    eq(r.stdout.strip(), "failed", "the program's realloc under the limit")
+    s = t.stats(trace)
+    eq((s["calls"]["realloc"], s["failed"]["realloc"]), (1, 1), "stats: the failed realloc")
+    wl = t.path("rf.wl")
+    convert(t, wl, trace)
+    j = replay(t, wl)
+    eq(j["slot_errors"], 0, "replay: slot errors")
+    eq(j["live_peak_bytes"], j["max_ideal_rss_bytes"], "replay: live peak against the trace's")
+    check(j["live_peak_bytes"] < 1 << 20, "replay: a live peak of %d bytes (the failed realloc's "
+          "300 MiB kept)" % j["live_peak_bytes"])
+    check(j["max_rss_kb"] - j["max_rss_start_kb"] < 100 << 10, "replay: Max RSS grew from %d "
+          "to %d KiB (the failed block kept)" % (j["max_rss_start_kb"], j["max_rss_kb"]))
+    eq(j["calls"]["realloc"], 1, "replay: realloc calls")
+    # failing in the replay only
+    grow = compile_c(t, "grow", GROW_C)
+    so = compile_c(t, "failrealloc.so", FAIL_REALLOC_C, ("-shared", "-fPIC"))
+    gt = t.path("grow.ht")
+    t.run([t.heaptrail, "record", "-q", "-o", gt, "--", grow], check_rc=0)
+    gw = t.path("grow.wl")
+    convert(t, gw, gt)
+    j = replay(t, gw, ["--allocator", so])
+    check(j["slot_errors"] > 30, "replay under an allocator whose realloc fails: %d slot "
+          "errors (36 of its 40 reallocs fail)" % j["slot_errors"])
+    r = t.tool(["compare", "-n", "1", "-a", "glibc," + so, "-o", t.path("c.svg"), gw])
+    eq(r.rc, 0, "compare:\n" + r.describe())
+    check("failrealloc.so *" in r.stdout and "did not replay the workload as traced" in r.stdout,
+          "compare: no `*` line:\n" + r.stdout)
+    check("timing" not in r.stdout, "compare blames the threads' timing:\n" + r.stdout)
