@@ -60,11 +60,20 @@ static void print_summary(const struct ht_convert_summary *c, const char *out, c
 	       " slots, ideal peak %s\n",
 	       out, c->threads, c->threads == 1 ? "" : "s", nops, ncalls, c->waits, c->slots,
 	       ht_fmt_bytes(b1, c->peak));
+	/* (of a trace still being written, or cut, the allocations are more
+	 * likely missing from it: it blamed the recording's start, probe R) */
+	const char *cause =
+	    info->being_written ? "the trace is still being written: their allocations may not be "
+				  "in it yet; convert it when the program has ended"
+	    : !info->closed || info->events_chunks < info->events_hdr
+		? "the trace is cut short or was not closed cleanly: their allocations may be "
+		  "missing from it, or came before recording began"
+		: "blocks allocated before recording began";
 	if (c->skipped_frees || c->skipped_reallocs)
-		printf("skipped %" PRIu64 " free%s and %" PRIu64 " realloc%s of addresses not live (blocks "
-		       "allocated before recording began)\n",
+		printf("skipped %" PRIu64 " free%s and %" PRIu64
+		       " realloc%s of addresses not live (%s)\n",
 		       c->skipped_frees, c->skipped_frees == 1 ? "" : "s", c->skipped_reallocs,
-		       c->skipped_reallocs == 1 ? "" : "s");
+		       c->skipped_reallocs == 1 ? "" : "s", cause);
 	if (c->skipped_maps)
 		printf("skipped %" PRIu64 " mmap/munmap/mremap call%s on file, shared or foreign maps\n",
 		       c->skipped_maps, c->skipped_maps == 1 ? "" : "s");

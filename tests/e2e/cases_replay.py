@@ -1105,3 +1105,32 @@ def test_replay_failed_realloc(t):
     check("failrealloc.so *" in r.stdout and "did not replay the workload as traced" in r.stdout,
           "compare: no `*` line:\n" + r.stdout)
     check("timing" not in r.stdout, "compare blames the threads' timing:\n" + r.stdout)
+
+
+@case(timeout=120, labels=("replay",))
+def test_convert_trace_being_written_cause(t):
+    """convert of a trace its program is still writing: frees whose
+    allocations are not in the trace yet are skipped, and the line says
+    that the trace is still being written, not that the blocks were
+    allocated before recording began (probe R: it blamed the recording's
+    start)."""
+    trace = t.path("live.ht")
+    rec = subprocess.Popen([t.heaptrail, "record", "-q", "--no-compact", "-o", trace, "--",
+                            t.prog("prodcons"), "20000000"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, env=t.base_env(), cwd=t.dir,
+                           start_new_session=True)
+    try:
+        seen = []
+        for k in range(6):
+            time.sleep(0.4)
+            r = t.tool(["convert", t.path("live%d.wl" % k), trace])
+            lines = [l for l in r.stdout.splitlines() if l.startswith("skipped ")]
+            seen += lines
+            for l in lines:
+                check("(the trace is still being written: their allocations may not be in it "
+                      "yet; convert it when the program has ended)" in l,
+                      "convert %d: the cause:\n%s" % (k, r.describe()))
+        check(seen, "no convert of the trace being written skipped a free (the case untested)")
+    finally:
+        os.killpg(rec.pid, signal.SIGKILL)  # (record and the program)
+        rec.wait()
