@@ -112,14 +112,6 @@ struct live {
 	int snap_failed;         /* a snapshot (w) could not be written (--batch's exit status) */
 };
 
-/* CLOCK_MONOTONIC in ns. */
-static uint64_t live_mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- the screen ---------------------------------------------------------- */
 
 static void screen_init(struct screen *s, int w, int h)
@@ -340,7 +332,7 @@ static int feed(struct live *L, uint64_t budget_ns)
 				continue;
 			}
 			if (!L->finished)
-				L->finished_ns = live_mono_ns();
+				L->finished_ns = ht_clock_ns();
 			L->finished = 1;
 			break;
 		}
@@ -439,7 +431,7 @@ static int draw_header(struct live *L, struct screen *s)
 	/* (record notes a SIGKILL once the writer has closed the trace: the
 	 * header is read again while it says no more than "killed?", for 5 s:
 	 * with LD_PRELOAD alone nothing ever notes it) */
-	if (L->finished && live_mono_ns() - L->finished_ns < 5000000000ull)
+	if (L->finished && ht_clock_ns() - L->finished_ns < 5000000000ull)
 		ht_reader__recheck_end(L->r);
 	const struct ht_trace_info *in = ht_reader__info(L->r);
 	const struct ht_lt_totals *t = ht_livetop__totals(L->lt);

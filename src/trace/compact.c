@@ -255,13 +255,23 @@ static int hold_input(int fd, const char *path, char *err, size_t errlen)
 	return -1;
 }
 
+/* Whether path still names fd, once its lock is ours: another compact that
+ * held it replaced it meanwhile (the rename of its rewrite), and a rewrite
+ * of the file it replaced would do all the work for nothing, then fail at
+ * its own rename (two `compact` at once: the second read 20 M events and
+ * said "moved or replaced", probe O). */
+static int named_still(int fd, const char *path)
+{
+	struct stat a, b;
+	return fstat(fd, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
 /* Whether path still names the input fd, before the rewrite is renamed
  * over it: -1 with the reason in err if something else is there now. */
 static int still_named(int fd, const char *path, char *err, size_t errlen)
 {
-	struct stat a, b;
-	if (fstat(fd, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev &&
-	    a.st_ino == b.st_ino)
+	if (named_still(fd, path))
 		return 0;
 	snprintf(err, errlen,
 		 "%s: the trace was moved or replaced while it was rewritten: the file there now "
@@ -304,18 +314,6 @@ static int ref_order(const void *a, const void *b)
 }
 
 #define REWRITTEN_MEANWHILE (-2) /* (another process replaced the trace while we waited) */
-
-/* Whether path still names fd, once its lock is ours: another compact that
- * held it replaced it meanwhile (the rename of its rewrite), and a rewrite
- * of the file it replaced would do all the work for nothing, then fail at
- * its own rename (two `compact` at once: the second read 20 M events and
- * said "moved or replaced", probe O). */
-static int named_still(int fd, const char *path)
-{
-	struct stat a, b;
-	return fstat(fd, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev &&
-	       a.st_ino == b.st_ino;
-}
 
 static int compact_once(const char *path, int level, struct ht_compact_result *res, char *err,
 			size_t errlen)
