@@ -599,6 +599,33 @@ static int sim_slot(struct src *s, struct ht_workload *w, struct simslots *m, ui
 /* Runs the workload once without calling anything: every thread as far
  * as its waits allow, until all are done.  Checks the rules the engine
  * relies on. */
+/* The bytes an op asks for (saturating): the workload's ideal peak, the
+ * live requested bytes at the trace's peak, cannot exceed their sum. */
+static uint64_t op_request(int op, const uint64_t *a)
+{
+	uint64_t n = 0, sz = 0;
+	switch (op) {
+	case HT_WL_MALLOC: case HT_WL_VALLOC: case HT_WL_PVALLOC: case HT_WL_MMAP:
+		return a[1];
+	case HT_WL_CALLOC:
+		n = a[1], sz = a[2];
+		break;
+	case HT_WL_REALLOC:
+		return a[2];
+	case HT_WL_REALLOCARRAY:
+		n = a[2], sz = a[3];
+		break;
+	case HT_WL_MEMALIGN: case HT_WL_POSIX_MEMALIGN: case HT_WL_ALIGNED_ALLOC:
+		return a[2];
+	case HT_WL_MREMAP:
+		return a[3];
+	default:
+		return 0;
+	}
+	uint64_t p;
+	return __builtin_mul_overflow(n, sz, &p) ? UINT64_MAX : p;
+}
+
 static int simulate(struct src *s, struct ht_workload *w)
 {
 	int ret = -1;
@@ -626,6 +653,7 @@ static int simulate(struct src *s, struct ht_workload *w)
 		t[i].end = t[i].p + w->threads[i].nbytes;
 	}
 	size_t nready = 0, finished = 0;
+	uint64_t requested = 0;
 	t[0].started = 1;
 	ready[nready++] = 0;
 	while (nready) {
@@ -684,6 +712,8 @@ static int simulate(struct src *s, struct ht_workload *w)
 			} else if (ht_wl_op_fn(op) >= 0) {
 				w->fn_ops[ht_wl_op_fn(op)]++;
 			}
+			uint64_t q = op_request(op, a);
+			requested = requested + q < requested ? UINT64_MAX : requested + q;
 			c->done++;
 		}
 		/* i stopped: wake the threads it has satisfied */
@@ -720,6 +750,12 @@ static int simulate(struct src *s, struct ht_workload *w)
 			     (unsigned long long)t[i].done, (unsigned long long)w->threads[i].nops);
 			goto out;
 		}
+	}
+	if (w->ideal_peak_bytes > requested) {
+		fail(s, "corrupt: its header's ideal peak, %llu bytes, is more than its ops request "
+			"in all (%llu bytes)", (unsigned long long)w->ideal_peak_bytes,
+		     (unsigned long long)requested);
+		goto out;
 	}
 	ret = 0;
 out:

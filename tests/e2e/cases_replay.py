@@ -460,8 +460,11 @@ def test_replay_bad_input(t):
     ops = bytearray(data)
     ops[128 + 16] = 0x7f
     bad(t, ["replay", write("badop.wl", bytes(ops))], 1, "badop.wl", "malformed op")
-    # a wait that can never be met: thread 1 waits for more ops than
-    # thread 0 has (patch the first WAIT's count)
+    # one bit of the header's ideal peak flipped (it replayed with an
+    # ideal of 17 TB): more than all the ops ask for
+    ideal = bytearray(data)
+    ideal[48 + 5] ^= 0x10
+    bad(t, ["replay", write("ideal.wl", bytes(ideal))], 1, "ideal.wl", "ideal peak")
     bad(t, ["replay"], 2, "no workload given")
     bad(t, ["replay", "--touch", "some", wl], 2, "--touch")
     bad(t, ["replay", "--mallopt", "M_BOGUS=1", wl], 2, "M_BOGUS")

@@ -51,13 +51,15 @@ def test_replay_live_peak_after_fast_free(t):
 @case(timeout=120, labels=("replay",))
 def test_compare_less_live_and_baseline_said(t):
     """A replay that held far less live than the trace (here a workload
-    written with an ideal of 1,000,000 whose ops hold 1,000 bytes) has a
+    written with an ideal of 1,000,000 whose ops hold 1,000 bytes at a
+    time, a thousand times over: the loader refuses an ideal above all the
+    ops ask for) has a
     Max RSS of a smaller heap: compare says so under its table, and its
     JSON gives rss_live_ratio (Max RSS over the run's own live peak) and
     max_rss_growth_kb; the replay process with its workload, more than
     the ideal before the first op, is said in a note.  Before: no word, and
     RSS/ideal read as an allocator below the ideal."""
-    ops = [("malloc", 1, 1000), ("free", 1)]
+    ops = [("malloc", 1, 1000), ("free", 1)] * 1000
     path = write_workload(t.path("less.wl"), [ops], 1, ideal=1000000)
     r = t.tool(["compare", "-q", "-n", "1", "--threads-as-one", "-o", t.path("l.svg"), path])
     eq(r.rc, 0, r.describe())
