@@ -161,9 +161,14 @@ int cmd_convert(int argc, char **argv)
 	if (!ht_reader__info(r)->order.exact && !cfg.quiet)
 		ht_warning("%s: the workload follows that order: %" PRIu64 " frees or reallocs of "
 			   "addresses not live skipped, %" PRIu64 " addresses handed out while live; "
-			   "for an exact workload record the program again with this heaptrail, or "
-			   "with --timestamp-every=1 (docs/FORMAT.md, \"Ordering guarantee\")",
-			   in, sum.skipped_frees + sum.skipped_reallocs, sum.inversions);
+			   "%s",
+			   in, sum.skipped_frees + sum.skipped_reallocs, sum.inversions,
+			   ht_reader__info(r)->being_written
+				   ? "the trace is still being written: convert it again once the "
+				     "recording has ended"
+				   : "for an exact workload record the program again with this "
+				     "heaptrail, or with --timestamp-every=1 (docs/FORMAT.md, "
+				     "\"Ordering guarantee\")");
 cleanup:
 	ht_reader__close(r);
 	return ret;

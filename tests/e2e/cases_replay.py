@@ -1133,6 +1133,13 @@ def test_convert_trace_being_written_cause(t):
                 check("(the trace is still being written: their allocations may not be in it "
                       "yet; convert it when the program has ended)" in l,
                       "convert %d: the cause:\n%s" % (k, r.describe()))
+            # the order's warning, when there is one, gives the same
+            # advice, not a new recording
+            for l in r.stderr.splitlines():
+                if "the workload follows that order" in l:
+                    check("convert it again once the recording has ended" in l and
+                          "record the program again" not in l,
+                          "convert %d: the order's advice:\n%s" % (k, r.describe()))
         check(seen, "no convert of the trace being written skipped a free (the case untested)")
     finally:
         os.killpg(rec.pid, signal.SIGKILL)  # (record and the program)
