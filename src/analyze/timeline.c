@@ -80,6 +80,8 @@ struct ht_timeline {
 	 * one thread's events are missing (ht_reader__damage; a cut trace:
 	 * readto.h). */
 	int damaged;               /* the range is not all read */
+	int open_end;              /* not closed (OPEN_*): nothing read past the last event,
+				    * where the range, widened as events came, goes on */
 	struct ht_damage dmg;      /* the reader's account */
 	char *error;               /* its error */
 	uint64_t read_to_ns;       /* events read up to here (the range's end if all were) */
@@ -90,6 +92,8 @@ struct ht_timeline {
 	size_t nthr, capthr;       /* used / allocated */
 	unsigned bins_read;        /* bins [0, bins_read) hold events read, the rest none */
 };
+
+enum { OPEN_WRITTEN = 1, OPEN_UNCLOSED = 2 }; /* ht_timeline.open_end */
 
 static inline __attribute__((always_inline)) void
 on_release(void *ctx, const struct ht_event *e, const struct ht_block *b)
@@ -137,6 +141,7 @@ void ht_timeline__opts_init(struct ht_timeline_opts *o, const struct ht_trace_in
 	if (in) {
 		o->duration_ns = in->duration_ns;
 		o->duration_exact = in->closed;
+		o->being_written = in->being_written;
 		o->start_brk = in->start_brk;
 		o->trace_flags = in->flags;
 		o->sample_bytes = in->sample_bytes;
@@ -457,28 +462,9 @@ void ht_timeline__event(struct ht_timeline *tl, const struct ht_event *e,
 		event_slow(tl, e, op);
 }
 
-/* Where a cut or damaged trace's events stop within the range: the bins
- * past the last event read hold no data, only the values before carried
- * on (a plateau the program never drew), and are shown as not read. */
-static void find_damage(struct ht_timeline *tl, struct ht_reader *r)
+/* The bins up to read_to_ns hold events read; the rest none. */
+static void set_bins_read(struct ht_timeline *tl)
 {
-	tl->read_to_ns = tl->exact_to_ns = tl->end_ns;
-	tl->bins_read = tl->o.bins;
-	uint64_t end = tl->o.to_ns > tl->o.from_ns ? tl->o.to_ns : tl->end_ns;
-	if (!r || !ht_reader__damage(r, &tl->dmg))
-		return;
-	/* (readto.h: where every thread's stream stops, which the reader's
-	 * last event does not tell) */
-	uint64_t read_to, exact_to;
-	uint32_t short_tid;
-	if (ht_readto__bounds(&tl->dmg, tl->thr, tl->nthr, tl->end_ns, &read_to, &exact_to,
-			      &short_tid) >= end)
-		return; /* (with --to: the damage lies past the range) */
-	tl->damaged = 1;
-	tl->error = ht_xstrdup(ht_reader__error(r));
-	tl->read_to_ns = read_to;
-	tl->exact_to_ns = exact_to;
-	tl->short_tid = short_tid;
 	if (tl->read_to_ns < tl->o.from_ns) {
 		tl->bins_read = 0;
 	} else {
@@ -486,6 +472,48 @@ static void find_damage(struct ht_timeline *tl, struct ht_reader *r)
 		if (n < tl->bins_read)
 			tl->bins_read = (unsigned)n;
 	}
+}
+
+/* Where a cut or damaged trace's events stop within the range, or a trace
+ * not closed (still being written, or its recorder killed): the bins past
+ * the last event read hold no data, only the values before carried on (a
+ * plateau the program never drew), and are shown as not read.  (A trace
+ * not closed has no duration: its range doubled as the events came, and
+ * ends up to twice as late as its last event.) */
+static void find_damage(struct ht_timeline *tl, struct ht_reader *r)
+{
+	tl->read_to_ns = tl->exact_to_ns = tl->end_ns;
+	tl->bins_read = tl->o.bins;
+	uint64_t end = tl->o.to_ns > tl->o.from_ns ? tl->o.to_ns : tl->end_ns;
+	if (!tl->o.duration_exact && tl->last_ns + 1 < tl->end_ns) {
+		tl->open_end = tl->o.being_written ? OPEN_WRITTEN : OPEN_UNCLOSED;
+		tl->read_to_ns = tl->exact_to_ns = tl->last_ns + 1;
+		set_bins_read(tl);
+	}
+	if (!r || !ht_reader__damage(r, &tl->dmg))
+		return;
+	/* (readto.h: where every thread's stream stops, which the reader's
+	 * last event does not tell) */
+	uint64_t read_to, exact_to;
+	uint32_t short_tid;
+	if (ht_readto__bounds(&tl->dmg, tl->thr, tl->nthr, tl->read_to_ns, &read_to, &exact_to,
+			      &short_tid) >= end)
+		return; /* (with --to: the damage lies past the range) */
+	tl->damaged = 1;
+	tl->error = ht_xstrdup(ht_reader__error(r));
+	tl->read_to_ns = read_to;
+	tl->exact_to_ns = exact_to;
+	tl->short_tid = short_tid;
+	set_bins_read(tl);
+}
+
+/* Why the bins past read_to_ns were not read, for the SVG's notes. */
+static const char *unread_why(const struct ht_timeline *tl)
+{
+	if (tl->damaged)
+		return "the trace is cut short or damaged";
+	return tl->open_end == OPEN_WRITTEN ? "the trace is still being written"
+					    : "the trace was not closed: its recorder was killed?";
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -677,7 +705,9 @@ void ht_timeline__json(const struct ht_timeline *tl, struct ht_json *j, const ch
 	ht_json__u64(j, "bins_count", tl->o.bins);
 	ht_json__u64(j, "events", tl->events);
 	/* a cut or damaged trace: where its events stop in the range */
-	ht_json__bool(j, "complete", !tl->damaged);
+	ht_json__bool(j, "complete", !tl->damaged && !tl->open_end);
+	ht_json__bool(j, "closed", tl->o.duration_exact);
+	ht_json__bool(j, "being_written", tl->o.being_written);
 	ht_json__u64(j, "read_to_ns", tl->read_to_ns);
 	ht_json__u64(j, "exact_to_ns", tl->exact_to_ns);
 	if (tl->damaged && tl->short_tid)
@@ -896,8 +926,8 @@ static void bin_tooltip(FILE *f, const struct ht_timeline *tl, unsigned i0, unsi
 	/* the bins read: the events' figures come from them alone */
 	unsigned r1 = i1 < tl->bins_read ? i1 : tl->bins_read;
 	if (r1 < i1)
-		ht_fputf(f, "\nnot read%s%s: the trace is cut short or damaged before it",
-			 r1 > i0 ? " from " : "", r1 > i0 ? ht_fmt_ns(a, bin_start(tl, r1)) : "");
+		ht_fputf(f, "\nnot read%s%s: %s before it", r1 > i0 ? " from " : "",
+			 r1 > i0 ? ht_fmt_ns(a, bin_start(tl, r1)) : "", unread_why(tl));
 	const struct bin *last = &tl->bins[(r1 > i0 ? r1 : i1) - 1];
 	for (int s = 0; s < NSER; s++) {
 		uint64_t mn = UINT64_MAX, mx = 0;
@@ -974,8 +1004,8 @@ static void draw_damage(const struct plot *p, const struct ht_timeline *tl)
 		if (xend - xr >= 60) /* (the label where it fits; the note says it anyway) */
 			fprintf(p->f, "<text x=\"%.1f\" y=\"%.1f\" style=\"fill:#b00000\">not read"
 				      "</text>", xr + 4, top + 14);
-		fprintf(p->f, "<title>after %s: not read (the trace is cut short or "
-			      "damaged)</title></g>\n", ht_fmt_ns(a, tl->read_to_ns));
+		fprintf(p->f, "<title>after %s: not read (%s)</title></g>\n",
+			ht_fmt_ns(a, tl->read_to_ns), unread_why(tl));
 	}
 }
 
@@ -985,8 +1015,8 @@ int ht_timeline__svg(const struct ht_timeline *tl, FILE *f, unsigned width, unsi
 		width = 300;
 	if (height < 200)
 		height = 200;
-	/* a damaged trace's note takes a line under the title */
-	double dy = tl->damaged ? 14 : 0;
+	/* a damaged or open trace's note takes a line under the title */
+	double dy = tl->damaged || tl->open_end ? 14 : 0;
 	struct plot p = {f, 80, width - 100.0, 64 + dy, 0, 0, 0, 0, 0};
 	double avail = height - p.y0 - 52;
 	p.ph = avail * 0.74;
@@ -1016,10 +1046,14 @@ int ht_timeline__svg(const struct ht_timeline *tl, FILE *f, unsigned width, unsi
 	ht_markup__text(f, tl->o.title ? tl->o.title : "heap over time", HT_MARKUP_ALL);
 	fprintf(f, "</text>\n");
 	char pk[32], pt[32];
-	if (tl->damaged) {
+	if (tl->damaged || tl->open_end) {
 		fprintf(f, "<text id=\"damage\" x=\"%.1f\" y=\"36\" text-anchor=\"middle\" "
 			   "style=\"fill:#b00000\">", width / 2.0);
-		damage_note(f, tl);
+		if (tl->damaged)
+			damage_note(f, tl);
+		else
+			fprintf(f, "incomplete: %s; its events were read up to %s (shaded after)",
+				unread_why(tl), ht_fmt_ns(pk, tl->read_to_ns));
 		fprintf(f, "</text>\n");
 	}
 	char sb[128] = "";
@@ -1045,7 +1079,7 @@ int ht_timeline__svg(const struct ht_timeline *tl, FILE *f, unsigned width, unsi
 		lx += 15 + 7.0 * strlen(label) + 14;
 	}
 	fprintf(f, "</g>\n");
-	if (tl->damaged)
+	if (tl->damaged || tl->open_end)
 		draw_damage(&p, tl);
 	/* paused ranges under everything */
 	for (size_t i = 0; i < tl->npaused; i++) {

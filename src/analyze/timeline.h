@@ -39,7 +39,9 @@ struct ht_timeline_opts {
 	uint64_t to_ns;       /* --to: end of the range, 0 = the end of the trace */
 	uint64_t duration_ns; /* how long the trace lasts, if known; 0 = unknown */
 	int duration_exact;   /* duration_ns is final (closed trace): events past it go to
-			       * the last bin; else bins merge pairwise when time runs past */
+			       * the last bin; else bins merge pairwise when time runs past,
+			       * and the bins past the last event read are not read */
+	int being_written;    /* a recorder still writes the trace (not closed yet) */
 	uint64_t start_brk;   /* where the heap starts (ht_trace_info), 0 = first break seen */
 	const char *title;    /* the SVG's title, NULL = "heap over time" */
 	uint64_t trace_flags; /* the trace's HT_FILE_F_* (sampled: its JSON says so) */

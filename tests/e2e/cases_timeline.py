@@ -588,3 +588,65 @@ def test_timeline_csv_marks_escaped(t):
                 "--from", "%dns" % (j["marks"][-1]["time_ns"] + 1), out])
     rows = list(csv.DictReader(io.StringIO(r.out.decode("utf-8"))))
     eq([x["marks"] for x in rows], ["", ""], "bins without marks: empty cells")
+
+
+@case(timeout=120)
+def test_timeline_trace_being_written(t):
+    """timeline of a trace its program still writes (probe S): the range,
+    which doubles as the events come when the trace has no duration, goes
+    past the last event read; those bins are not read (null in the JSON,
+    empty in the CSV, shaded in the SVG with the reason), and the JSON says
+    complete false, closed false, being_written true.  Before: the bins
+    past the last event carried its live bytes on, a plateau the program
+    never drew, and the JSON called the figures complete.  Once the
+    program has ended, the same trace reads as closed and complete."""
+    from htlib import mallocs_in, reap
+    trace = t.path("live.ht")
+    p = subprocess.Popen([t.heaptrail, "record", "-o", trace, "--", t.prog("paced"), "1000",
+                          "hold"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=t.base_env(), cwd=t.dir)
+    try:
+        eq(p.stdout.readline(), b"ready\n", "the program started")
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        eq(p.stdout.readline(), b"done\n", "the program made its pairs")
+        deadline = time.time() + 60
+        while time.time() < deadline and mallocs_in(t, trace) < 1001:
+            time.sleep(0.05)
+        time.sleep(0.3)  # (the program waits: its clock samples go on)
+        js = t.path("live.json")
+        t.run([t.heaptrail, "timeline", "--json", "-q", "-o", js, trace], check_rc=0)
+        svg = t.path("live.svg")
+        t.run([t.heaptrail, "timeline", "-q", "-o", svg, trace], check_rc=0)
+        csvp = t.path("live.csv")
+        t.run([t.heaptrail, "timeline", "-q", "--csv", "-o", csvp, trace], check_rc=0)
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        p.communicate(timeout=60)
+    finally:
+        reap(p)
+    with open(js) as f:
+        j = json.load(f)
+    tl = j.get("timeline", j)
+    eq((tl["complete"], tl["closed"], tl["being_written"]), (False, False, True),
+       "complete, closed, being_written")
+    n, read = tl["bins_count"], tl["bins_read"]
+    check(0 < read < n, "bins read %d of %d: the range goes past the last event" % (read, n))
+    check(tl["read_to_ns"] < tl["to_ns"], "read_to_ns %d, to_ns %d" % (tl["read_to_ns"],
+                                                                       tl["to_ns"]))
+    bins = tl["bins"]
+    eq(sum(b["alloc_calls"] for b in bins[:read]), 1001, "allocations in the bins read")
+    check(all(b["live_bytes"] is None for b in bins[read:]),
+          "bins past the last event read hold no live bytes")
+    with open(csvp) as f:
+        rows = list(csv.DictReader(f))
+    check(all(r["live_bytes"] == "" for r in rows[read:]) and rows[read - 1]["live_bytes"],
+          "CSV: empty cells past the last event read")
+    with open(svg) as f:
+        s = f.read()
+    check("incomplete: the trace is still being written; its events were read up to" in s and
+          "not read (the trace is still being written)" in s, "the SVG's note and shading")
+    j2 = json.loads(t.run([t.heaptrail, "timeline", "--json", "-q", "-o", "-", trace], check_rc=0).stdout)
+    tl2 = j2.get("timeline", j2)
+    eq((tl2["complete"], tl2["closed"], tl2["being_written"], tl2["bins_read"]),
+       (True, True, False, tl2["bins_count"]), "the finished trace")
