@@ -438,9 +438,25 @@ void ht_tls__room(struct ht_tls *t, uint64_t ts)
 static void encode(struct ht_tls *t, int kind, int flags, uint64_t ts, const uint64_t *vals,
 		   const char *str, uint32_t stack, const uint64_t *dur);
 
-static uint32_t sys_gettid(void)
+static _Atomic uint32_t synth_tid_next; /* ids handed out where gettid() failed */
+
+uint32_t ht_self_tid(void)
 {
-	return (uint32_t)syscall(SYS_gettid);
+	long r = syscall(SYS_gettid);
+	if (HT_LIKELY(r > 0))
+		return (uint32_t)r;
+	/* a seccomp filter that fails gettid(): every thread would be
+	 * (uint32_t)-1, their streams one, and their events lost in it
+	 * (probe T): a number of the recorder's own, kept for the thread's
+	 * life in its ht_tls.tid */
+	if (ht_tls.tid >= HT_SYNTH_TID)
+		return ht_tls.tid;
+	uint32_t n = HT_SYNTH_TID + atomic_fetch_add(&synth_tid_next, 1);
+	if (n == HT_SYNTH_TID)
+		ht_msg("gettid() fails in this process (a seccomp filter?): its threads are "
+		       "numbered from %u in the trace, not by their thread ids", HT_SYNTH_TID);
+	ht_tls.tid = n;
+	return n;
 }
 
 
@@ -459,7 +475,7 @@ static int prepare_own(struct ht_tls *t, uint64_t *ts)
 	if (!region && ht_buf__pool_init() < 0)
 		return 0;
 	int fresh = t->state == 0;
-	t->tid = sys_gettid();
+	t->tid = ht_self_tid();
 	if (fresh) {
 		ht_order__thread(t);
 		/* a thread the program made without pthread_create (clone) */

@@ -1179,7 +1179,7 @@ HT_EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*
 		return real.pthread_create(th, attr, fn, arg);
 	s->fn = fn;
 	s->arg = arg;
-	s->creator = ht_tls.tid ? ht_tls.tid : (uint32_t)syscall(SYS_gettid);
+	s->creator = ht_tls.tid ? ht_tls.tid : ht_self_tid();
 	int r = real.pthread_create(th, attr, trampoline, s);
 	if (r != 0)
 		start_arg_put(s);
@@ -1961,7 +1961,7 @@ HT_EXPORT void exit(int status)
 {
 	if (!real.exit)
 		ht_hooks__resolve();
-	uint64_t me = (uint64_t)(uint32_t)syscall(SYS_getpid) << 32 | (uint32_t)syscall(SYS_gettid);
+	uint64_t me = (uint64_t)(uint32_t)syscall(SYS_getpid) << 32 | ht_self_tid();
 	uint64_t first = 0;
 	if (!atomic_compare_exchange_strong(&exiting, &first, me) && first != me &&
 	    first >> 32 == me >> 32) {

@@ -182,7 +182,7 @@ struct ht_tls {
 	uint64_t nev;           /* events in the current buffer */
 	struct ht_buf *buf;     /* current buffer, NULL before the first event */
 	struct ht_thread *rec;  /* shared record of this thread */
-	uint32_t tid;           /* cached gettid() */
+	uint32_t tid;           /* cached gettid() (ht_self_tid) */
 	int guard;              /* >0 while inside the tracer: do not record */
 	int state;              /* 0 new, 1 active, 2 exited (key destructor ran) */
 	int exit_said;          /* its THREAD_EXIT is recorded (once, even if it calls
@@ -287,6 +287,11 @@ void ht_queue__push(struct ht_buf *b);
 struct ht_buf *ht_queue__pop(void);
 struct ht_thread *ht_thread__first(void);
 struct ht_thread *ht_thread__get(uint32_t tid);
+/* This thread's id: gettid(), or where a seccomp filter fails gettid, a
+ * number of the recorder's own from HT_SYNTH_TID up (above any pid_max),
+ * the thread's for its life (said once on stderr). */
+#define HT_SYNTH_TID 0x40000000u
+uint32_t ht_self_tid(void);
 
 /* Starts a fresh buffer for the calling thread (first event, or full);
  * 0 if a thread without one found none (then t->buf and t->end are NULL). */

@@ -1042,6 +1042,11 @@ static void clock_chunk(void)
 
 static int thread_gone(uint32_t tid)
 {
+	/* (a number of the recorder's own, where gettid() failed, names no
+	 * thread of the kernel: ESRCH would take a live thread's buffer; such
+	 * a thread's record ends with its exit destructor, or the process) */
+	if (tid >= HT_SYNTH_TID)
+		return 0;
 	return syscall(SYS_tgkill, (pid_t)w.hdr.pid, (pid_t)tid, 0) < 0 && errno == ESRCH;
 }
 
@@ -2153,7 +2158,7 @@ static int exec_saved_on;
 
 void ht_writer__exec_hold_wait(void)
 {
-	int tid = (int)syscall(SYS_gettid), h;
+	int tid = (int)ht_self_tid(), h;
 	while ((h = atomic_load(&ht_exec_hold)) != 0 && h != tid)
 		syscall(SYS_futex, &ht_exec_hold, FUTEX_WAIT_PRIVATE, h, NULL, NULL, 0);
 }
@@ -2172,7 +2177,7 @@ void ht_writer__before_exec(void)
 	 * successful one ends them where they wait, in a heap call whose
 	 * return the program never saw. */
 	exec_saved_on = atomic_load(&ht_on);
-	atomic_store(&ht_exec_hold, (int)syscall(SYS_gettid));
+	atomic_store(&ht_exec_hold, (int)ht_self_tid());
 	atomic_store(&ht_on, 0);
 	ht_tls.guard += HT_GUARD_OWN;
 	/* A helper ends after finalizing: the new image has a writer of its
@@ -2199,7 +2204,7 @@ void ht_writer__exec_failed(void)
 	exec_pid = 0;
 	request(REQ_REOPEN, 5000);
 	ht_tls.guard -= HT_GUARD_OWN;
-	if (atomic_load(&ht_exec_hold) == (int)syscall(SYS_gettid)) {
+	if (atomic_load(&ht_exec_hold) == (int)ht_self_tid()) {
 		if (!w.closed && !w.failed)
 			atomic_store(&ht_on, exec_saved_on);
 		atomic_store(&ht_exec_hold, 0);

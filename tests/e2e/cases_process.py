@@ -1305,6 +1305,37 @@ def test_getpid_refused(t):
 
 
 @case(timeout=120)
+def test_gettid_refused(t):
+    """A sandbox that refuses gettid (seccomp, EPERM) before it starts 3
+    threads, each of which and main make 100,000 malloc/free pairs
+    (nogetpid N gettid): every thread has a stream of its own, numbered
+    by the recorder from 0x40000000 up and said so once on stderr, and
+    every call is in the trace.  Before (probe T): every thread was
+    (uint32_t)-1, their streams ran into one, some 6,000 of each call
+    were lost, and the only sign was a thread 4294967295 missing events
+    "18446744073709551615" on stats' stderr."""
+    n = 100000
+    for args in ([], ["--writer=thread"]):
+        out = t.path("g%d.ht" % len(args))
+        r = t.run([t.heaptrail, "record", "-o", out] + args +
+                  ["--", t.prog("nogetpid"), n, "gettid"])
+        eq((r.rc, r.stdout), (0, "nogetpid: ok\n"), "%s:\n%s" % (args, r.describe()))
+        check("gettid() fails in this process (a seccomp filter?): its threads are numbered "
+              "from 1073741824 in the trace" in r.stderr, "%s: the line:\n%s" % (args, r.stderr))
+        st = t.tool(["stats", "--json", out])
+        eq(st.rc, 0, st.describe())
+        check("missing" not in st.stderr, "%s: stats' warnings:\n%s" % (args, st.stderr))
+        s = json.loads(st.stdout)
+        expect(s, complete=True, closed=True, dropped=0)
+        check(4 * n <= s["calls"]["malloc"] <= 4 * n + 8 and
+              4 * n <= s["calls"]["free"] <= 4 * n + 16, "%s: calls %s" % (args, s["calls"]))
+        # (main's first heap call may come before the filter, or after)
+        tids = sorted(x["tid"] for x in s["per_thread"])
+        synth = [x for x in tids if x >= 0x40000000]
+        check(len(tids) == 4 and len(synth) >= 3, "%s: threads %s" % (args, tids))
+
+
+@case(timeout=120)
 def test_exit_while_threads_allocate_counted(t):
     """main calls exit(3) while three threads loop on malloc/free
     (tests/progs/exitbusy.c), which count every call that returned in a

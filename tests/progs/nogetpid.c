@@ -2,36 +2,59 @@
  * (cases_process.py, getpid_refused): nogetpid N makes N malloc/free
  * pairs after the filter is on and prints "nogetpid: ok".  The recorder
  * tells itself from a fork child by its pid: a getpid that fails must not
- * make it leave the trace unclosed. */
+ * make it leave the trace unclosed.
+ *
+ * nogetpid N gettid refuses gettid instead, then starts 3 threads and
+ * each of them and main make N pairs (gettid_refused): the recorder named
+ * every thread (uint32_t)-1, their streams ran into one and most of their
+ * events were lost, with no word. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "tp.h"
 
+static long pairs;
+
+static void *work(void *arg)
+{
+	(void)arg;
+	for (long i = 0; i < pairs; i++)
+		free(tp_keep(malloc((size_t)(i % 4096 + 1))));
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
-	TP_CHECK(argc == 2);
-	long n = atol(argv[1]);
+	TP_CHECK(argc == 2 || (argc == 3 && !strcmp(argv[2], "gettid")));
+	pairs = atol(argv[1]);
+	long nr = argc == 3 ? SYS_gettid : SYS_getpid;
 	struct sock_filter f[] = {
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_getpid, 0, 1),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, 0, 1),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
 	struct sock_fprog prog = {sizeof(f) / sizeof(f[0]), f};
 	TP_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0);
 	TP_CHECK(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0);
-	TP_CHECK(syscall(SYS_getpid) == -1 && errno == EPERM);
-	for (long i = 0; i < n; i++)
-		free(tp_keep(malloc((size_t)(i % 4096 + 1))));
+	TP_CHECK(syscall(nr) == -1 && errno == EPERM);
+	pthread_t th[3];
+	int nth = argc == 3 ? 3 : 0;
+	for (int i = 0; i < nth; i++)
+		TP_CHECK(pthread_create(&th[i], NULL, work, NULL) == 0);
+	work(NULL);
+	for (int i = 0; i < nth; i++)
+		TP_CHECK(pthread_join(th[i], NULL) == 0);
 	printf("nogetpid: ok\n");
 	return 0;
 }
