@@ -544,11 +544,13 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_reader *r
 			s->pauses.count ? "made while recording was off, or hidden from the tracer"
 					: "hidden from the tracer");
 	if (in->dropped)
-		fprintf(f, "not recorded     %llu calls (of other threads while the program exited, "
-			   "of signal handlers while the recorder was busy, of threads after an "
-			   "asynchronous cancel cut a call short, or of threads beyond its buffers: "
-			   "not in the figures above)\n",
-		       (unsigned long long)in->dropped);
+		fprintf(f,
+			"not recorded     %llu calls (of other threads while the program exited, "
+			"of signal handlers while the recorder was busy, of threads after an "
+			"asynchronous cancel cut a call short or in seccomp's strict mode, or of "
+			"threads beyond its buffers: "
+			"not in the figures above)\n",
+			(unsigned long long)in->dropped);
 	if (s->re_calls)
 		fprintf(f, "realloc          %llu calls: %llu moved, %llu in place, %llu as malloc, %llu as "
 		       "free, %llu failed\n", (unsigned long long)s->re_calls,

@@ -21,7 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ipc.h>
+#include <linux/seccomp.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/shm.h>
@@ -141,6 +143,10 @@ static inline int tracing(const struct ht_tls *t)
  * other threads wait here (ht_exec_hold). */
 static inline int nested(const struct ht_tls *t)
 {
+	if (HT_UNLIKELY(t->guard >= HT_GUARD_STRICT)) { /* (a memory write: all it may do) */
+		atomic_fetch_add_explicit(ht_dropped_p, 1, memory_order_relaxed);
+		return 0;
+	}
 	if (HT_UNLIKELY(atomic_load_explicit(&ht_closing, memory_order_relaxed)) && !t->guard)
 		atomic_fetch_add_explicit(ht_dropped_p, 1, memory_order_relaxed);
 	if (HT_UNLIKELY(atomic_load_explicit(&ht_exec_hold, memory_order_relaxed)) && !t->guard)
@@ -1185,6 +1191,67 @@ HT_EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*
 		start_arg_put(s);
 	return r;
 }
+
+/* prctl and syscall: two requests take from the thread what the recorder
+ * needs (probe T).  PR_SET_TSC with PR_TSC_SIGSEGV makes the timestamp
+ * counter fault: the clock moves to the kernel's first (clock.c), else
+ * the next timestamp killed the program with SIGSEGV.  Seccomp's strict
+ * mode (prctl PR_SET_SECCOMP, or the seccomp system call through
+ * syscall()) leaves the thread read, write, exit and sigreturn, and the
+ * counter off: its stream ends first, as at its exit, and its later calls
+ * are counted as not recorded; the recorder's next timestamp there killed
+ * the thread, and the program went on without its work, in silence. */
+static void before_tsc_off(int strict)
+{
+	ht_clock__tsc_off();
+	struct ht_tls *t = &ht_tls;
+	if (!strict || t->guard >= HT_GUARD_STRICT)
+		return;
+	if (ht_initialized && t->state == 1 && tracing(t)) {
+		t->guard += HT_GUARD_OWN;
+		ht_tls__exit(t);
+		t->guard -= HT_GUARD_OWN;
+	}
+	t->guard += HT_GUARD_STRICT;
+}
+
+static long after_tsc_off(int strict, long r)
+{
+	if (r < 0 && strict && ht_tls.guard >= HT_GUARD_STRICT) /* (refused: as it was) */
+		ht_tls.guard -= HT_GUARD_STRICT;
+	return r;
+}
+
+HT_EXPORT int prctl(int option, ...)
+{
+	va_list ap;
+	va_start(ap, option);
+	unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long);
+	unsigned long a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
+	va_end(ap);
+	int strict = option == PR_SET_SECCOMP && a2 == SECCOMP_MODE_STRICT;
+	if ((option == PR_SET_TSC && a2 == PR_TSC_SIGSEGV) || strict)
+		before_tsc_off(strict);
+	return (int)after_tsc_off(strict, ht_raw_syscall(SYS_prctl, option, a2, a3, a4, a5, 0));
+}
+
+#if defined(__x86_64__)
+HT_EXPORT long syscall(long nr, ...)
+{
+	va_list ap;
+	va_start(ap, nr);
+	long a[6];
+	for (int i = 0; i < 6; i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	int strict = (nr == SYS_seccomp && a[0] == SECCOMP_SET_MODE_STRICT) ||
+		     (nr == SYS_prctl && a[0] == PR_SET_SECCOMP && a[1] == SECCOMP_MODE_STRICT);
+	if (HT_UNLIKELY(strict ||
+			(nr == SYS_prctl && a[0] == PR_SET_TSC && a[1] == PR_TSC_SIGSEGV)))
+		before_tsc_off(strict);
+	return after_tsc_off(strict, ht_raw_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]));
+}
+#endif
 
 HT_EXPORT int pthread_setname_np(pthread_t th, const char *name)
 {

@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <errno.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -83,7 +84,8 @@ struct ht_options {
 	long buffer_size;      /* HEAPTRAIL_BUFFER_SIZE: per-thread buffer bytes */
 	int toggle_signal;     /* HEAPTRAIL_TOGGLE_SIGNAL: SIGUSR2 pauses/resumes */
 	int zstd_level;        /* HEAPTRAIL_ZSTD_LEVEL: compress while recording (0 = raw) */
-	int use_tsc;           /* HEAPTRAIL_CLOCK: 1 = tsc, 0 = monotonic */
+	int use_tsc;	       /* HEAPTRAIL_CLOCK: 1 = tsc, 0 = monotonic; HT_TSC_EMULATED
+				* once the program turned the counter off (clock.c) */
 	int ts_every;          /* HEAPTRAIL_TIMESTAMP_EVERY: malloc/free take the clock every Nth call */
 	int quiet;             /* HEAPTRAIL_QUIET: no messages on stderr */
 	int writer_process;    /* HEAPTRAIL_WRITER: 1 = helper process, 0 = thread */
@@ -163,6 +165,9 @@ enum { HT_THR_FREE = 0, HT_THR_LIVE = 1, HT_THR_EXITED = 2, HT_THR_CLAIMING = 3 
  * of the tracer's own work, whose calls are never recorded. */
 #define HT_GUARD_REC 1
 #define HT_GUARD_OWN 2
+/* A thread in seccomp's strict mode (read, write, exit, sigreturn): it
+ * records nothing more, its calls counted as not recorded (hooks.c). */
+#define HT_GUARD_STRICT 0x100000
 
 /* A heap call a signal handler made while its thread was recording
  * (nested.c): the event's values as ht_record() takes them. */
@@ -364,6 +369,40 @@ void ht_stack__after_fork_child(struct ht_tls *t);
 void ht_stack__after_dlclose(void);
 
 /* ---- clock (inline: hot path) ------------------------------------------- */
+/* ht_opt.use_tsc once the program made RDTSC fault (prctl PR_SET_TSC, or
+ * seccomp's strict mode): timestamp-counter ticks worked out from the
+ * kernel's monotonic clock (clock.c), so the trace's times go on in one
+ * unit. */
+#define HT_TSC_EMULATED 2
+uint64_t ht_tsc_emulated(void);
+/* Before the program's prctl(PR_SET_TSC, PR_TSC_SIGSEGV): every thread
+ * takes its timestamps from the kernel's clock from now on (clock.c). */
+void ht_clock__tsc_off(void);
+
+/* A system call as glibc's syscall() makes it (-1 and errno on failure),
+ * for the interposed syscall() and prctl() (hooks.c). */
+static inline long ht_raw_syscall(long nr, long a1, long a2, long a3, long a4, long a5, long a6)
+{
+#if defined(__x86_64__)
+	register long r10 __asm__("r10") = a4;
+	register long r8 __asm__("r8") = a5;
+	register long r9 __asm__("r9") = a6;
+	long r;
+	__asm__ volatile("syscall"
+			 : "=a"(r)
+			 : "0"(nr), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	if ((unsigned long)r > -4096ul) {
+		errno = (int)-r;
+		return -1;
+	}
+	return r;
+#else
+	extern long syscall(long, ...);
+	return syscall(nr, a1, a2, a3, a4, a5, a6);
+#endif
+}
+
 static inline uint64_t ht_now(void)
 {
 #ifdef HT_FAKE_CLOCK
@@ -371,7 +410,8 @@ static inline uint64_t ht_now(void)
 	return fake += 100;
 #endif
 #if defined(__x86_64__) || defined(__i386__)
-	if (HT_LIKELY(ht_opt.use_tsc)) {
+	int tsc = __atomic_load_n(&ht_opt.use_tsc, __ATOMIC_RELAXED);
+	if (HT_LIKELY(tsc == 1)) {
 		uint32_t lo, hi;
 #if defined(HT_CLOCK_RDTSCP)
 		uint32_t aux;
@@ -385,6 +425,8 @@ static inline uint64_t ht_now(void)
 #endif
 		return ((uint64_t)hi << 32) | lo;
 	}
+	if (tsc == HT_TSC_EMULATED)
+		return ht_tsc_emulated();
 #endif
 	extern uint64_t ht_mono_ns(void);
 	return ht_mono_ns();
@@ -400,7 +442,7 @@ uint64_t ht_mono_ns(void);
 static inline uint64_t ht_now_release(void)
 {
 #if (defined(__x86_64__) || defined(__i386__)) && !defined(HT_NO_RELEASE_FENCE)
-	if (HT_LIKELY(ht_opt.use_tsc) &&
+	if (HT_LIKELY(__atomic_load_n(&ht_opt.use_tsc, __ATOMIC_RELAXED) == 1) &&
 	    atomic_load_explicit(&ht_multithreaded, memory_order_relaxed)) {
 		uint32_t lo, hi;
 		__asm__ volatile("lfence; rdtsc" : "=a"(lo), "=d"(hi)::"memory");

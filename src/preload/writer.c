@@ -201,13 +201,6 @@ static const char *errstr(int e)
 	return d ? d : "unknown error";
 }
 
-uint64_t ht_mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Shared (not _PRIVATE) futexes: the waiter may be another process. */
 static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts)
 {

@@ -475,11 +475,13 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 			    "room for: docs/attach.md): figures miss them",
 			    (unsigned long long)r->hdr.dropped);
 	else if (r->hdr.dropped) /* (said first: the figures are short of these calls) */
-		ht_rd__warn(r, "the recorder could not record %llu calls of the program (other "
-			       "threads' calls while it exited, signal handlers' calls beyond those "
-			       "it keeps for later, a thread's calls after an asynchronous "
-			       "pthread_cancel cut one short, or threads beyond its buffers: "
-			       "docs/record.md): figures miss them",
+		ht_rd__warn(r,
+			    "the recorder could not record %llu calls of the program (other "
+			    "threads' calls while it exited, signal handlers' calls beyond those "
+			    "it keeps for later, a thread's calls after an asynchronous "
+			    "pthread_cancel cut one short or in seccomp's strict mode, or "
+			    "threads beyond its buffers: "
+			    "docs/record.md): figures miss them",
 			    (unsigned long long)r->hdr.dropped);
 	/* (a closed trace whose header gives its index neither place nor
 	 * size was closed without one: no room left on the disk for it, or

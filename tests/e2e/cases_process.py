@@ -1336,6 +1336,36 @@ def test_gettid_refused(t):
 
 
 @case(timeout=120)
+def test_tsc_turned_off(t):
+    """A program that turns the timestamp counter off (tests/progs/tscoff.c,
+    probe T).  prctl(PR_SET_TSC, PR_TSC_SIGSEGV), through prctl() or
+    syscall(): the program ran its second half into SIGSEGV at the
+    recorder's next timestamp (exit 139, --clock monotonic too: the vDSO
+    reads the counter); now every call is in the trace, and its times go
+    on (the 50 ms asleep after the prctl are in the duration).  A thread
+    that enters seccomp's strict mode (the seccomp system call, or prctl):
+    it died at its first call after, and the program went on without its
+    work; now its calls after are counted as not recorded, exactly, and
+    said."""
+    n = 20000
+    for mode in ("prctl", "syscall", "strict", "pstrict"):
+        out = t.path("%s.ht" % mode)
+        r = t.run([t.heaptrail, "record", "-q", "-o", out, "--", t.prog("tscoff"), n, mode])
+        eq((r.rc, r.stdout), (0, "tscoff: ok\n"), "%s:\n%s" % (mode, r.describe()))
+        st = t.tool(["stats", "--json", out])
+        eq(st.rc, 0, st.describe())
+        s = json.loads(st.stdout)
+        if mode in ("prctl", "syscall"):
+            expect(s, complete=True, closed=True, dropped=0, order_exact=True)
+            check(2 * n <= s["calls"]["malloc"] <= 2 * n + 2, "%s: calls %s" % (mode, s["calls"]))
+            check(50e6 <= s["duration_ns"] < 10e9, "%s: duration %d ns" % (mode, s["duration_ns"]))
+        else:
+            expect(s, complete=True, closed=True, dropped=2 * n, order_exact=True)
+            check(2 * n <= s["calls"]["malloc"] <= 2 * n + 2, "%s: calls %s" % (mode, s["calls"]))
+            check("in seccomp's strict mode" in st.stderr, "%s: the warning:\n%s" % (mode, st.stderr))
+
+
+@case(timeout=120)
 def test_exit_while_threads_allocate_counted(t):
     """main calls exit(3) while three threads loop on malloc/free
     (tests/progs/exitbusy.c), which count every call that returned in a
