@@ -243,6 +243,22 @@ static int self_fd_ours(void)
 	return 0;
 }
 
+/* pwrite, but a write at or past RLIMIT_FSIZE fails with EFBIG as the
+ * kernel's would, without the SIGXFSZ the kernel sends the writing thread:
+ * that may be the program's (self_drain, the close at its exit), and its
+ * own SIGXFSZ handler ran for the trace's file (probe T).  (A write that
+ * crosses the limit is cut short there by the kernel, with no signal.) */
+static ssize_t pwrite_at(int fd, const void *p, size_t n, off_t off)
+{
+	struct rlimit rl;
+	if (ht_raw_syscall(SYS_prlimit64, 0, RLIMIT_FSIZE, 0, (long)&rl, 0, 0) == 0 &&
+	    rl.rlim_cur != RLIM_INFINITY && (uint64_t)off >= rl.rlim_cur) {
+		errno = EFBIG;
+		return -1;
+	}
+	return ht_sys_pwrite(fd, p, n, off);
+}
+
 static int write_all(const void *buf, size_t n)
 {
 	const uint8_t *p = buf;
@@ -250,7 +266,7 @@ static int write_all(const void *buf, size_t n)
 		/* at w.off, not the descriptor's offset: the helper and the
 		 * program's threads both write (self_drain), and the helper
 		 * may have reopened the file for itself (check_fd) */
-		ssize_t r = ht_sys_pwrite(w.fd, p, n, (off_t)w.off);
+		ssize_t r = pwrite_at(w.fd, p, n, (off_t)w.off);
 		if (r < 0 && errno == EINTR)
 			continue;
 		/* (checked after each write too: it may have gone to the file
@@ -284,7 +300,7 @@ static void fail(const char *what)
 	atomic_store(&ht_on, 0);
 	w.hdr.flags |= HT_FILE_F_DISK_FULL;
 	if (w.fd >= 0) {
-		ssize_t r = ht_sys_pwrite(w.fd, &w.hdr, sizeof(w.hdr), 0); /* best effort */
+		ssize_t r = pwrite_at(w.fd, &w.hdr, sizeof(w.hdr), 0); /* best effort */
 		(void)r;
 	}
 	if (!in_helper && !in_writer_thread)
@@ -1087,7 +1103,7 @@ static void finalize(int orphan)
 	struct timespec cpu;
 	if (in_helper && clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu) == 0)
 		w.hdr.writer_cpu_ns = (uint64_t)cpu.tv_sec * 1000000000u + (uint64_t)cpu.tv_nsec;
-	if (ht_sys_pwrite(w.fd, &w.hdr, sizeof(w.hdr), 0) != (ssize_t)sizeof(w.hdr))
+	if (pwrite_at(w.fd, &w.hdr, sizeof(w.hdr), 0) != (ssize_t)sizeof(w.hdr))
 		fail("header");
 	tx_set(0);
 }
@@ -1102,7 +1118,7 @@ static void unfinalize(void)
 	w.hdr.sec[HT_SEC_INDEX].size = 0;
 	w.hdr.sec[HT_SEC_INDEX].offset = 0;
 	w.hdr.sec[HT_SEC_CHUNKS].size = 0;
-	if (ht_sys_pwrite(w.fd, &w.hdr, sizeof(w.hdr), 0) != (ssize_t)sizeof(w.hdr))
+	if (pwrite_at(w.fd, &w.hdr, sizeof(w.hdr), 0) != (ssize_t)sizeof(w.hdr))
 		fail("header");
 }
 
@@ -1655,7 +1671,7 @@ static void count_to_the_end(int fd)
 	 * included; the descriptor is write-only) */
 	uint64_t d = atomic_load(ht_dropped_p) + committed_late();
 	if (d > w.hdr.dropped &&
-	    ht_sys_pwrite(fd, &d, sizeof(d), (off_t)offsetof(struct ht_file_header, dropped)) ==
+	    pwrite_at(fd, &d, sizeof(d), (off_t)offsetof(struct ht_file_header, dropped)) ==
 		    (ssize_t)sizeof(d))
 		w.hdr.dropped = d; /* (else nothing to say it with: no stderr here) */
 	ht_sys_close(fd);
@@ -2102,7 +2118,7 @@ void ht_writer__shutdown(int sig)
 		 * are a few microseconds' worth). */
 		uint64_t d = atomic_load(ht_dropped_p);
 		if (d != w.hdr.dropped && proc_fd >= 0 && fd_is_ours(proc_fd) &&
-		    ht_sys_pwrite(proc_fd, &d, sizeof(d), offsetof(struct ht_file_header, dropped)) ==
+		    pwrite_at(proc_fd, &d, sizeof(d), offsetof(struct ht_file_header, dropped)) ==
 			    (ssize_t)sizeof(d))
 			w.hdr.dropped = d;
 		close_proc_fd();

@@ -377,3 +377,30 @@ def test_record_killed_names_last_image(t):
     r = t.run([t.heaptrail, "record", "-o", t.path("b.ht"), "--", exe])
     check(r.stderr.startswith("heaptrail: %s was killed by signal 6 (Aborted); wrote " % exe),
           "without an exec:\n" + r.stderr)
+
+
+@case(timeout=120)
+def test_file_size_limit_no_signal(t):
+    """Under RLIMIT_FSIZE of 256 KiB, a program with its own SIGXFSZ
+    handler (tests/progs/fsizesig.c; it writes no file) sees no SIGXFSZ:
+    the trace's writes stop with EFBIG, said as documented, and the
+    program ends normally, with the program's threads writing their own
+    full buffers (HEAPTRAIL_SELF_WRITE=2) or the writer thread in the
+    program's process.  Before (probe T): the kernel sent SIGXFSZ to the
+    program's thread that wrote the trace, and its handler ran for a file
+    it never wrote."""
+    import resource
+    import subprocess
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 10, 256 << 10))
+
+    for args, env in (([], {"HEAPTRAIL_SELF_WRITE": "2"}), (["--writer=thread"], {})):
+        out = t.path("fs%d.ht" % len(args))
+        p = subprocess.run([t.heaptrail, "record", "--buffer-size", "4096", "-o", out] + args +
+                           ["--", t.prog("fsizesig"), "100000"], capture_output=True, text=True,
+                           env=t.base_env(env), cwd=t.dir, preexec_fn=limit, timeout=100)
+        eq((p.returncode, p.stdout), (0, "fsizesig: 0 SIGXFSZ\n"),
+           "%s %s:\n%s" % (args, env, p.stderr))
+        check("(write: File too large); recording stopped, the program goes on" in p.stderr and
+              "until a write failed" in p.stderr, "%s: the lines:\n%s" % (args, p.stderr))
