@@ -1600,6 +1600,20 @@ static const char *no_trace_reason(const char *cmd, const char *out)
 	ht_split_path(out, dir, sizeof(dir));
 	if (statvfs(dir, &vfs) == 0 && vfs.f_blocks && (uint64_t)vfs.f_bavail * vfs.f_frsize < 65536)
 		return "the file system it was to be written to is full: free some space (df)";
+	/* an address-space limit the program inherited: the recorder takes
+	 * at most an eighth of it for its buffers, and needs some 12 MiB at
+	 * the least (src/preload/buffer.c; it said so on the program's
+	 * stderr).  Record's guess contradicted its line (probe T). */
+	struct rlimit rl;
+	static char as_why[160];
+	if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur / 8 < (16ull << 20)) {
+		snprintf(as_why, sizeof(as_why),
+			 "the address-space limit of %llu MiB (ulimit -v) leaves the recorder no "
+			 "room for its buffers, which take an eighth of it at most: raise it",
+			 (unsigned long long)(rl.rlim_cur >> 20));
+		return as_why;
+	}
 	return "statically linked, or setuid, or the path is not writable?";
 }
 

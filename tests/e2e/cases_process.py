@@ -347,7 +347,8 @@ def test_address_space_limit(t):
     Before: the whole ~340 MiB was taken from the program's share (under
     `ulimit -v 1200000` tests/progs/huge.c's 1 GiB malloc failed, traced
     only, and the program with it) or, when it did not fit, the program
-    ran untraced in silence and record blamed a static binary."""
+    ran untraced in silence and record blamed a static binary (and until
+    probe T, record's own line still did: it names the limit now)."""
     out = t.path("huge.ht")
     r = t.run(limited(1200000, [t.heaptrail, "record", "-q", "-o", out, "--", t.prog("huge")]))
     eq(r.rc, 0, "huge under ulimit -v 1200000: exit status (%s)" % r.stderr.strip())
@@ -384,6 +385,15 @@ def test_address_space_limit(t):
         said += 1
     check(traced and said, "between 160000 and 2000 KiB: %d limits traced, %d untraced with "
           "the recorder's line: want both" % (traced, said))
+    # record's own line then names the limit, as the recorder's does
+    # (probe T: it guessed "statically linked, or setuid, or the path is
+    # not writable?", which record.md says it no longer does)
+    r = t.run(limited(100000, [t.heaptrail, "record", "-o", t.path("low.ht"), "--",
+                               t.prog("randloop"), "2000"]))
+    eq(r.rc, 0, "record under ulimit -v 100000: %s" % r.stderr.strip())
+    check("wrote no trace" in r.stderr and "the address-space limit of 97 MiB (ulimit -v) "
+          "leaves the recorder no room for its buffers" in r.stderr and
+          "statically linked" not in r.stderr, "record's line:\n%s" % r.stderr)
 
 
 @case(timeout=120)
