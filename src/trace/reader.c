@@ -188,6 +188,10 @@ static int check_chunk_header(struct ht_reader *r, const struct ht_chunk_header 
  * or at a truncated chunk (what came before stays usable).  In follow mode
  * while the writer lives, a chunk cut by the end of the file is one being
  * written: the scan stops before it, and goes on from there next time.
+ * So it is in a trace opened while being written (its writer held the
+ * lock): the writer puts a chunk's header and its payload in with two
+ * writes, and the size taken at the open may fall between them (1 report
+ * in 60 on a running pipeline called the trace truncated, probe S).
  * new_chunk, if set, takes the event chunks instead of add_chunk. */
 static void scan_chunks_from(struct ht_reader *r,
 			     void (*new_chunk)(struct ht_reader *, const struct ht_chunk_header *,
@@ -195,7 +199,7 @@ static void scan_chunks_from(struct ht_reader *r,
 {
 	uint64_t off = r->scan_off;
 	uint64_t size = r->info.file_size;
-	int growing = r->follow && !r->writer_gone;
+	int growing = (r->follow && !r->writer_gone) || (!r->follow && r->info.being_written);
 	while (off < size) {
 		struct ht_chunk_header h;
 		size_t got = read_at_most(r, &h, sizeof(h), off);

@@ -1096,3 +1096,62 @@ def test_cancel_async_no_orphan(t):
         check(0 < d["dropped"] <= 3 * 3 * rounds, "run %d: %d calls not recorded"
               % (run, d["dropped"]))
         os.unlink(out)
+
+
+@case(timeout=120)
+def test_read_while_chunk_half_written(t):
+    """A trace read while its writer is between a chunk's header and its
+    payload (two writes; probe S saw `report` call a running pipeline's
+    trace truncated once in 60): the file ends inside that chunk, its
+    writer holds the lock, its program runs.  Made here from the raw trace
+    of a program that waits, cut a few bytes into its last event chunk,
+    with this test holding the lock in the writer's place and named as the
+    program: stats reads the chunks before the cut and says the trace is
+    being written; it called it truncated (exit 1)."""
+    import fcntl
+    import htformat
+    trace = t.path("raw.ht")
+    p = subprocess.Popen([t.heaptrail, "record", "--no-compact", "--buffer-size", "4096", "-o",
+                          trace, "--", t.prog("paced"), "1000", "hold"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=t.base_env(),
+                         cwd=t.dir)
+    try:
+        eq(p.stdout.readline(), b"ready\n", "the program started")
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        eq(p.stdout.readline(), b"done\n", "the program made its pairs")
+        deadline = time.time() + 60
+        while time.time() < deadline and mallocs_in(t, trace) < 1001:
+            time.sleep(0.05)
+        with open(trace, "rb") as f:
+            data = bytearray(f.read())
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        p.communicate(timeout=60)
+    finally:
+        reap(p)
+    pos = struct.unpack_from("<Q", data, htformat.HEADER.size - 16 * 8 + 16 * htformat.SEC_CHUNKS)[0]
+    last = None
+    while pos + htformat.CHUNK.size <= len(data):
+        f = htformat.CHUNK.unpack_from(data, pos)
+        if f[1] == htformat.CHUNK_EVENTS and f[5] > 16:
+            last = pos
+        pos += htformat.CHUNK.size + f[5]
+    check(last is not None, "no event chunk in the raw trace")
+    cut = data[:last + htformat.CHUNK.size + 10]
+    struct.pack_into("<i", cut, 24, os.getpid())  # (the header's pid: a live process)
+    half = t.path("half.ht")
+    with open(half, "wb") as f:
+        f.write(cut)
+    fd = os.open(half, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        r = t.tool(["stats", "--json", half])
+    finally:
+        os.close(fd)
+    eq(r.rc, 0, r.describe())
+    check("truncated" not in r.stderr and "still being written" in r.stderr,
+          "the warnings:\n" + r.stderr)
+    s = json.loads(r.stdout)
+    check(s["being_written"] and s["calls"]["malloc"] >= 1, "being_written %r, mallocs %d" % (
+        s["being_written"], s["calls"]["malloc"]))
