@@ -430,6 +430,10 @@ void ht_heapinfo__json(const struct ht_heapinfo *h, struct ht_json *j)
 	ht_json__u64(j, "free", h->calls[HT_EV_FREE]);
 	ht_json__u64(j, "calloc", h->calls[HT_EV_CALLOC]);
 	ht_json__u64(j, "realloc", h->calls[HT_EV_REALLOC] + h->calls[HT_EV_REALLOCARRAY]);
+	ht_json__u64(j, "memalign_family",
+		     h->calls[HT_EV_MEMALIGN] + h->calls[HT_EV_POSIX_MEMALIGN] +
+			     h->calls[HT_EV_ALIGNED_ALLOC] + h->calls[HT_EV_VALLOC] +
+			     h->calls[HT_EV_PVALLOC]);
 	ht_json__u64(j, "mallopt", h->calls[HT_EV_MALLOPT]);
 	ht_json__u64(j, "malloc_trim", h->calls[HT_EV_MALLOC_TRIM]);
 	ht_json__u64(j, "arenas", h->narenas);

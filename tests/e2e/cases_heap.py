@@ -391,3 +391,16 @@ def test_heap_bad_input(t):
     eq(r.rc, 1, "exit status on a truncated trace:\n" + r.describe())
     check("cut.ht" in r.stderr, "the error names the file:\n" + r.stderr)
     json.loads(r.stdout)  # the report of what was read is still whole JSON
+
+
+@case(timeout=120, labels=("analyzers",))
+def test_heap_json_memalign_family(t):
+    """heap --json's summary counts the memalign family as its text does
+    (probe S: the text said "memalign family 78435", the JSON had no such
+    count): tests/progs/api_all.c makes memalign 1, posix_memalign 2,
+    aligned_alloc 1, valloc 1, pvalloc 1."""
+    out, _ = record(t, "api", [t.prog("api_all")])
+    s = heap_json(t, out)["summary"]
+    eq(s["memalign_family"], 6, "memalign family")
+    text = t.tool(["heap", out]).stdout
+    check("memalign family 6," in text, "the text:\n" + text)
