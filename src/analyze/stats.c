@@ -524,7 +524,10 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_reader *r
 	 * recording (which starts before main). */
 	int lost = ht_reader__error(r) || (in->closed && in->events_hdr > in->events_chunks);
 	if (s->unknown_frees)
-		fprintf(f, "unknown frees    %llu (blocks allocated %s%s%s%s)\n",
+		/* (hidden calls: in a trace from the program's start, its own
+		 * __libc_malloc and the like, probe S) */
+		fprintf(f, "unknown frees    %llu (blocks allocated %s%s%s, or by calls hidden "
+			   "from the tracer%s)\n",
 		       (unsigned long long)s->unknown_frees,
 		       lost ? "in the part of the trace that is cut off or damaged, most likely; "
 			      "or "

@@ -184,6 +184,13 @@ def test_order_hidden_calls_counted(t):
                 total = 2 * n if cmd == "diff" and where == "." else n
                 eq((exact, count), (False, total), "%s: %s order" % (cmd, where))
         check("the order of %d events" % n in html, "report: no order note with %d" % n)
+        # the hidden malloc's free: an unknown free, which stats put down
+        # to "before recording started" alone (probe S)
+        text = t.tool(["stats", "-q", trace]).stdout
+        check(re.search(r"^unknown frees +\d+ \(blocks allocated before recording started, "
+                        r"or while it was off, or by calls hidden from the tracer\)$", text,
+                        re.M),
+              "stats' unknown frees line:\n" + text)
 
 
 @case(timeout=240, labels=("analyzers",))
