@@ -1175,7 +1175,7 @@ static pid_t still_written(const char *path)
 		return 0;
 	/* (a writer finishing for a program that has ended is waited for) */
 	if (pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) && h.pid > 0 &&
-	    ht_trace__wait_writer(fd, h.pid, HT_WAIT_WRITER_MS) && ht_proc_exists(h.pid))
+	    ht_trace__wait_writer(fd, h.pid, HT_WAIT_WRITER_MS) && ht_proc_alive(h.pid))
 		pid = h.pid;
 	close(fd);
 	return pid;
@@ -1418,7 +1418,7 @@ static int kid_done(struct kids_end *k, const void *arg)
 	const pid_t *kid = arg;
 	char name[24];
 	snprintf(name, sizeof(name), "%d", (int)*kid);
-	if (kill(*kid, 0) != 0 && errno != EPERM)
+	if (!ht_proc_alive(*kid))
 		return 1;
 	return !environ_has(name, k->word);
 }
@@ -1475,7 +1475,7 @@ static void settle_unstarted(struct kids_end *k, const char *path)
 				end_step(name, k);
 			continue;
 		}
-		if (ht_proc_exists(kid))
+		if (ht_proc_alive(kid))
 			still_running(k, name, kid);
 	}
 }

@@ -43,4 +43,16 @@ static inline int ht_proc_exists(long pid)
 	return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
 }
 
+/* Whether process pid exists and has not ended: a zombie (dead, not yet
+ * reaped: record reaps its orphans as a subreaper, when it gets to them)
+ * exists for kill() but runs no more. */
+static inline int ht_proc_alive(long pid)
+{
+	if (!ht_proc_exists(pid))
+		return 0;
+	char buf[512];
+	const char *f = ht_procstat_read(pid, buf, sizeof(buf));
+	return !f || (f[1] ? f[2] != 'Z' && f[2] != 'X' : 1);
+}
+
 #endif
