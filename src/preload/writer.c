@@ -628,8 +628,15 @@ void ht_writer__add_flag(uint64_t flag)
 static int write_header(void)
 {
 	static char cmdline[8192];
+	static size_t ncmd_before; /* what the process's first header read */
 	static char exe[PATH_MAX];
+	/* (a fork child at its limit of descriptors cannot open it: the
+	 * parent's, read before the fork, is its own command too; its trace
+	 * named none, probe T) */
 	size_t ncmd = ht_read_small("/proc/self/cmdline", cmdline, sizeof(cmdline));
+	if (!ncmd)
+		ncmd = ncmd_before;
+	ncmd_before = ncmd;
 	ssize_t nexe = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (nexe < 0)
 		nexe = 0;

@@ -101,6 +101,52 @@ def test_low_fd_limit_children_named(t):
         eq(t.stats("%s.%d" % (out, child))["calls"]["malloc"], 7, "the child's trace")
 
 
+FULL_FDS_C = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static void *volatile sink;
+int main(void)
+{
+	sink = malloc(10);
+	free(sink);
+	while (open("/dev/null", O_RDONLY) >= 0)
+		;
+	pid_t p = fork();
+	if (p == 0) {
+		for (int i = 0; i < 5; i++) {
+			sink = malloc(100);
+			free(sink);
+		}
+		_exit(0);
+	}
+	int st;
+	waitpid(p, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+"""
+
+
+@case(timeout=120)
+def test_fork_child_at_fd_limit_named(t):
+    """A program that uses every descriptor its limit allows, then forks:
+    the child, at its first call, cannot open /proc/self/cmdline for its
+    trace's header, which named no command (probe T: `command     (pid
+    N)`); the parent's command, read before the fork, is the child's."""
+    exe = compile_c(t, "fullfds", FULL_FDS_C)
+    out = t.path("full.ht")
+    r = t.run(["bash", "-c", 'ulimit -n 32; exec "$@"', "sh", t.heaptrail, "record", "-q", "-o",
+               out, "--", exe])
+    eq(r.rc, 0, r.describe())
+    kids = [f for f in os.listdir(t.dir) if f.startswith("full.ht.")]
+    eq(len(kids), 1, "the child's trace: %s" % kids)
+    cs = t.stats(t.path(kids[0]))
+    eq(cs["calls"]["malloc"], 5, "the child's mallocs")
+    eq(cs["command"], exe, "the child's command")
+
+
 LOOP_C = r"""
 #include <stdlib.h>
 static void *volatile sink;
