@@ -1107,8 +1107,16 @@ static int end_step_on(const char *path, const struct record_config *cfg, int st
 	char word[PATH_MAX + 64], see[PATH_MAX + 96];
 	ht_shell_word(word, sizeof(word), path);
 	see_cmd(see, sizeof(see), compact ? "compact" : "compact --fast", word, "");
-	ht_warning("could not %s: %s (readable as it is, only larger: %s does it later)",
-		   compact ? "compact the trace" : "compress the chunks recorded raw", err, see);
+	/* (at a limit of descriptors of 5: the input, the rewrite, and its
+	 * read-back need three; said with the limit, as record's other
+	 * lines at the limit are: probe T) */
+	char lim[96] = "";
+	struct rlimit nf;
+	if (strstr(err, strerror(EMFILE)) && getrlimit(RLIMIT_NOFILE, &nf) == 0)
+		snprintf(lim, sizeof(lim), "; the limit of open files (ulimit -n) is %llu",
+			 (unsigned long long)nf.rlim_cur);
+	ht_warning("could not %s: %s%s (readable as it is, only larger: %s does it later)",
+		   compact ? "compact the trace" : "compress the chunks recorded raw", err, lim, see);
 	return 0;
 }
 

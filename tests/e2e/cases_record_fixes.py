@@ -101,6 +101,23 @@ def test_low_fd_limit_children_named(t):
         eq(t.stats("%s.%d" % (out, child))["calls"]["malloc"], 7, "the child's trace")
 
 
+@case(timeout=120)
+def test_low_fd_limit_end_step_says_limit(t):
+    """At `ulimit -n 5` the end step of `record --compact` has no
+    descriptor left to read its rewrite back (the input, the rewrite and
+    the read-back take three): its warning names the limit, as record's
+    other lines at the limit do (probe T: "cannot open: Too many open
+    files" alone), and the traces are left as they were, readable."""
+    out = t.path("c5.ht")
+    r = t.run(["bash", "-c", 'ulimit -n 5; exec "$@"', "sh", t.heaptrail, "record", "--compact",
+               "-o", out, "--", t.prog("forker")])
+    eq(r.rc, 0, r.describe())
+    warn = [l for l in r.heaptrail_lines() if "could not compact the trace" in l]
+    check(warn and all("the limit of open files (ulimit -n) is 5" in l for l in warn),
+          "the end step's warnings:\n%s" % r.stderr)
+    eq(t.stats(out)["calls"]["malloc"], 15, "the program's trace, left as it was")
+
+
 FULL_FDS_C = r"""
 #include <fcntl.h>
 #include <stdio.h>
