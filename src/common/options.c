@@ -82,8 +82,15 @@ static int set_value(const struct ht_option *o, const char *arg, const char *sho
 			return -1;
 		}
 		if (errno == ERANGE || v > INT_MAX || v < -INT_MAX) {
-			ht_error("%s: '%s' is out of range (%d to %d)", shown, arg,
-				 opt ? 0 : -INT_MAX, INT_MAX);
+			/* (the option's own bounds are checked by its command:
+			 * a range here named numbers it refuses, as --repeat's
+			 * -2147483647 to 2147483647 for counts of 1 and up) */
+			if (v > 0)
+				ht_error("%s: '%s' is out of range (at most %d)", shown, arg,
+					 INT_MAX);
+			else
+				ht_error("%s: '%s' is out of range (at least %d)", shown, arg,
+					 opt ? 0 : -INT_MAX);
 			return -1;
 		}
 		*(int *)o->value = (int)v;
