@@ -141,8 +141,9 @@ static int find_preload(char *out, size_t len)
  * (the program's pid: what its next images would be told, and what tells
  * this run's processes from another's, see unstarted_children), then
  * out=PATH, which takes the rest of the word.  HEAPTRAIL_QUIET,
- * HEAPTRAIL_FAST_PATH and HEAPTRAIL_SELF_WRITE, which have no flag, are
- * taken from record's own environment.  malloc'd; NULL without memory. */
+ * HEAPTRAIL_FAST_PATH, HEAPTRAIL_SELF_WRITE and HEAPTRAIL_SCAN_DELAY_US
+ * (the tests'), which have no flag, are taken from record's own
+ * environment.  malloc'd; NULL without memory. */
 static char *options_word(const struct record_config *cfg, pid_t pid, const char *out)
 {
 	char *w = NULL;
@@ -188,6 +189,9 @@ static char *options_word(const struct record_config *cfg, pid_t pid, const char
 	const char *sw = getenv("HEAPTRAIL_SELF_WRITE");
 	if (sw && *sw && !strchr(sw, ','))
 		fprintf(f, "self_write=%s,", sw);
+	const char *sd = getenv("HEAPTRAIL_SCAN_DELAY_US");
+	if (sd && *sd && !strchr(sd, ','))
+		fprintf(f, "scan_delay_us=%s,", sd);
 	fprintf(f, "root=%d,out=%s", (int)pid, out);
 	if (fclose(f) != 0) {
 		free(w);

@@ -70,6 +70,7 @@ static const struct opt_desc descs[] = {
 	{"HEAPTRAIL_DURATIONS", OPT_BOOL, &ht_opt.durations, 0, 1},
 	{"HEAPTRAIL_FAST_PATH", OPT_BOOL, &ht_opt.fast_path, 0, 1},
 	{"HEAPTRAIL_SELF_WRITE", OPT_INT, &ht_opt.self_write, 0, 2},
+	{"HEAPTRAIL_SCAN_DELAY_US", OPT_INT, &ht_opt.scan_delay_us, 0, 1000000},
 };
 
 /* stderr without stdio: stdio may allocate, and may be locked by the

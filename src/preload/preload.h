@@ -98,6 +98,9 @@ struct ht_options {
 	int self_write;        /* HEAPTRAIL_SELF_WRITE: the threads write full buffers themselves
 				* when no CPU is free for the helper (1, the default),
 				* never (0), always (2) */
+	int scan_delay_us;     /* HEAPTRAIL_SCAN_DELAY_US (tests): the first read of the
+				* modules for stacks takes this much longer, so that
+				* other threads' first stacks come during it */
 	int slow_malloc;       /* malloc leaves the fast path: stacks, sampling, durations,
 				* HEAPTRAIL_FAST_PATH=0, no LZCNT or PREFETCHW (derived) */
 	int slow_free;         /* free leaves the fast path: sampling, durations,

@@ -412,6 +412,49 @@ static uint32_t maps_path(uint64_t addr, char *out, size_t cap)
 	return (uint32_t)len;
 }
 
+/* The extent of module info's PT_LOAD segments: 0 if it has none. */
+static int module_extent(const struct dl_phdr_info *info, uint64_t *lo_out, uint64_t *hi_out)
+{
+	uint64_t lo = UINT64_MAX, hi = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD)
+			continue;
+		uint64_t a = info->dlpi_addr + ph->p_vaddr;
+		if (a < lo)
+			lo = a;
+		if (a + ph->p_memsz > hi)
+			hi = a + ph->p_memsz;
+	}
+	*lo_out = lo;
+	*hi_out = hi;
+	return lo < hi;
+}
+
+static int on_self(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	(void)arg;
+	uint64_t lo, hi, self = (uint64_t)(uintptr_t)&on_self;
+	if (!module_extent(info, &lo, &hi) || self < lo || self >= hi)
+		return 0;
+	__atomic_store_n(&self_lo, lo, __ATOMIC_RELAXED);
+	__atomic_store_n(&self_hi, hi, __ATOMIC_RELEASE);
+	return 1;
+}
+
+/* This library's extent, for the walk to skip its own frames: before a
+ * thread's first stack, not with the module list, which one thread at a
+ * time reads.  A thread whose first stack came while another read it
+ * took the library's own return address for the program's, and its
+ * stacks at that call site, kept by the walk's log, lost their frames
+ * (probe V: sampled stacks of 4 threads cut to one frame, 1 run in 15). */
+static void self_bounds(void)
+{
+	if (!__atomic_load_n(&self_hi, __ATOMIC_ACQUIRE))
+		dl_iterate_phdr(on_self, NULL);
+}
+
 static int on_module(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
@@ -432,11 +475,6 @@ static int on_module(struct dl_phdr_info *info, size_t size, void *arg)
 	if (sc->next->n == sc->cap) {
 		sc->full = 1;
 		return 1;
-	}
-	uint64_t self = (uint64_t)(uintptr_t)&on_module;
-	if (self >= lo && self < hi) {
-		self_lo = lo;
-		self_hi = hi;
 	}
 	/* insert sorted */
 	size_t k = sc->next->n++;
@@ -545,19 +583,28 @@ static void modules_announce(struct ht_tls *t, const struct mod_list *old,
 /* Generation 0: refreshes the shared list, with MODULE records for the
  * modules mapped since the last look and MODULE_GONE for those unmapped.
  * One thread at a time; the others go on without (their addresses resolve
- * once the module is written). */
-static void modules_refresh(struct ht_tls *t)
+ * once the module is written).  Returns 0 if another thread was at it (it
+ * is never waited for: it may wait for the loader's lock, which this
+ * thread may hold, in a dlopen that allocates). */
+static int modules_refresh(struct ht_tls *t)
 {
 	int expect = 0;
 	if (!atomic_compare_exchange_strong(&mods_busy, &expect, 1))
-		return;
+		return 0;
 	struct mod_list *old = atomic_load(&mods);
+	if (HT_UNLIKELY(ht_opt.scan_delay_us) && !old) {
+		/* (the tests' window for other threads' first stacks) */
+		struct timespec ts = {ht_opt.scan_delay_us / 1000000,
+				      ht_opt.scan_delay_us % 1000000 * 1000L};
+		ht_raw_syscall(SYS_nanosleep, (long)&ts, 0, 0, 0, 0, 0);
+	}
 	struct mod_list *l = modules_scan();
 	if (l) {
 		modules_announce(t, old, l);
 		atomic_store_explicit(&mods, l, memory_order_release);
 	}
 	atomic_store(&mods_busy, 0);
+	return 1;
 }
 
 /* After an unmapping: the thread's own list, brought up to date, with the
@@ -757,6 +804,8 @@ struct walk_cache {
 	struct ht_stacks *owner;            /* the thread's tables (its modules: view_of) */
 	struct ht_tls *t;                   /* and its stream, for MODULE records */
 	unsigned long long adds;            /* the loader's load count when a miss last rescanned */
+	int unsure;                         /* this walk met a pc of no module while another
+					     * thread read the modules: taken again by libunwind */
 };
 
 static int read_adds(struct dl_phdr_info *info, size_t size, void *arg)
@@ -796,8 +845,8 @@ static inline __attribute__((always_inline)) struct ht_cfi rule_of(struct walk_c
 		r = set[2].r;
 	else if (set[3].pc == pc)
 		r = set[3].r;
-	else
-		r = rule_slow(wc, pc, set);
+	else if (r = rule_slow(wc, pc, set), HT_UNLIKELY(wc->unsure))
+		return r; /* (not known yet: kept nowhere, rule_slow) */
 	wc->rules0[k0].pc = pc;
 	wc->rules0[k0].r = r;
 	return r;
@@ -871,18 +920,30 @@ static __attribute__((noinline)) struct ht_cfi rule_slow(struct walk_cache *wc, 
 							 struct rule_slot *set)
 {
 	const struct mod *m = module_of(view_of(wc->owner), pc);
+	int unsure = 0;
 	if (!m) {
 		/* a library loaded since the modules were read: read them
 		 * again, once per load the loader counts */
 		unsigned long long adds = 0;
 		dl_iterate_phdr(read_adds, &adds);
 		if (adds != wc->adds) {
-			wc->adds = adds;
+			int fresh = 1;
 			if (wc->owner->own)
 				modules_own(wc->t, wc->owner);
 			else
-				modules_refresh(wc->t);
+				fresh = modules_refresh(wc->t);
 			m = module_of(view_of(wc->owner), pc);
+			/* Another thread was reading them (the process's first
+			 * stacks, taken in several threads at once): not known
+			 * yet is not "no module".  Its guess, kept for this pc,
+			 * cut every later stack of the thread through it to one
+			 * frame (probe V: sampled stacks of 4 threads, 1 run in
+			 * 15).  Neither the rule nor the load count is kept, and
+			 * the walk is taken again by libunwind (capture). */
+			if (fresh)
+				wc->adds = adds;
+			else if (!m)
+				unsure = wc->unsure = 1;
 		}
 	}
 	struct ht_cfi r = {0, 0, HT_CFI_GUESS, 0};
@@ -890,6 +951,8 @@ static __attribute__((noinline)) struct ht_cfi rule_slow(struct walk_cache *wc, 
 		r = ht_cfi__find(m->eh_hdr, m->nfde, (uintptr_t)m->eh_lo, (uintptr_t)m->eh_hi, pc);
 	if (r.kind == HT_CFI_NOFDE)
 		r = rule_nofde(pc);
+	if (unsure)
+		return r;
 	/* the set's newest: the oldest leaves */
 	memmove(set + 1, set, ((1u << RULE_WAYS_LG) - 1) * sizeof(*set));
 	set[0].pc = pc;
@@ -1511,6 +1574,7 @@ uint32_t ht_stack__capture(struct ht_tls *t)
 {
 	struct ht_stacks *s = t->stacks;
 	if (!s) {
+		self_bounds();
 		s = map(sizeof(*s));
 		if (!s || grow_nodes(s) < 0 || grow_leaves(s) < 0)
 			return 0;
@@ -1541,8 +1605,17 @@ uint32_t ht_stack__capture(struct ht_tls *t)
 	uintptr_t here = (uintptr_t)__builtin_frame_address(0);
 	int on_own = s->stack_hi && here >= s->stack_lo && here < s->stack_hi;
 	if (on_own && s->walk) {
+		s->walk->unsure = 0;
 		n = cfi_walk(s, ips, depth, &in_log);
-		if (HT_UNLIKELY(ht_opt.unwind_fp == 2)) {
+		if (HT_UNLIKELY(s->walk->unsure)) {
+			/* (a module another thread was reading: rule_slow) */
+			struct walk_log *L = &s->walk->log;
+			L->n = L->nhash = 0;
+			in_log = 0;
+			ht_tls.guard += HT_GUARD_OWN; /* (libunwind maps memory) */
+			n = libunwind_walk(s, ips, depth);
+			ht_tls.guard -= HT_GUARD_OWN;
+		} else if (HT_UNLIKELY(ht_opt.unwind_fp == 2)) {
 			if (in_log)
 				log_ips(&s->walk->log, ips, n);
 			in_log = 0;

@@ -473,3 +473,28 @@ def test_stacks_depth_reached_said(t):
     r = t.tool(["leaks", out])
     eq([l for l in r.stderr.splitlines() if "note" in l], [], "44 frames under 64: no note")
     check(re.search(r"^\s+main ", r.stdout, re.M), "the short stack reaches main:\n" + r.stdout)
+
+
+@case(timeout=120)
+def test_stacks_first_in_many_threads(t):
+    """The process's first stacks taken in several threads at once
+    (tests/progs/stackrace.c, 4 threads from a barrier, sampled so that
+    main's few blocks are not; HEAPTRAIL_SCAN_DELAY_US holds the first
+    read of the modules open 30 ms, as a slow one would be): every stack of
+    site() is whole, __clone3;start_thread;worker;site.  Before (probe V,
+    1 run in 15 without the delay, every run with it): a thread whose
+    first stack came while another thread read the modules had no module
+    for a return address, kept the frame-chain guess it made for it, and
+    every later stack of the thread through it ended there; and a thread
+    could take the library's own frames for the program's, the library's
+    extent being read with the modules."""
+    for run in range(2):
+        out = t.path("race%d.ht" % run)
+        r = t.run([t.heaptrail, "record", "-q", "--stacks", "--sample-bytes", "1M", "-o", out,
+                   "--", t.prog("stackrace"), "4"], env={"HEAPTRAIL_SCAN_DELAY_US": "30000"})
+        eq(r.rc, 0, r.describe())
+        fg = t.tool(["flamegraph", "-q", "--folded", out])
+        eq(fg.rc, 0, fg.describe())
+        stacks = [l.rsplit(" ", 1)[0] for l in fg.stdout.splitlines() if "site" in l]
+        check(stacks and all(s == "__clone3;start_thread;worker;site" for s in stacks),
+              "run %d: site's stacks:\n%s" % (run, fg.stdout))
