@@ -275,6 +275,7 @@ void ht_init(void)
 	ht_alloc__resolve(); /* (before the options: it sets the slow paths) */
 	ht_tls.guard += HT_GUARD_OWN;
 	ht_options__load();
+	ht_clock__init();
 #if defined(__x86_64__)
 	__builtin_cpu_init();
 	ht_lzcnt = __builtin_cpu_supports("abm") || __builtin_cpu_supports("lzcnt");

@@ -381,6 +381,11 @@ uint64_t ht_tsc_emulated(void);
 /* Before the program's prctl(PR_SET_TSC, PR_TSC_SIGSEGV): every thread
  * takes its timestamps from the kernel's clock from now on (clock.c). */
 void ht_clock__tsc_off(void);
+/* At start, after the options: a process whose counter is off already (an
+ * exec after the prctl) takes its times from the kernel's clock. */
+void ht_clock__init(void);
+/* clock_gettime, by system call once the counter is off (clock.c). */
+int ht_clock_gettime(clockid_t id, struct timespec *ts);
 
 /* A system call as glibc's syscall() makes it (-1 and errno on failure),
  * for the interposed syscall() and prctl() (hooks.c). */

@@ -656,7 +656,7 @@ static int write_header(void)
 		ht_file_header__add(h, HT_SEC_ALLOCATOR, nalloc);
 	h->sample_bytes = (uint32_t)ht_opt.sample_bytes;
 	struct timespec rt;
-	clock_gettime(CLOCK_REALTIME, &rt);
+	ht_clock_gettime(CLOCK_REALTIME, &rt);
 	h->start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
 	h->start_mono_ns = ht_mono_ns();
 	h->start_ts = ht_now();
@@ -1718,7 +1718,9 @@ static int start_helper(void)
 	sigset_t all, old;
 	sigfillset(&all);
 	syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &old, sizeof(long));
-	long pid = syscall(SYS_clone, 0L, NULL, NULL, NULL, NULL);
+	/* (not syscall(), which the library interposes: a program's clone
+	 * without CLONE_VM through it is a fork, hooks.c) */
+	long pid = ht_raw_syscall(SYS_clone, 0, 0, 0, 0, 0, 0);
 	if (pid == 0)
 		helper_main();
 	int e = errno;

@@ -501,14 +501,17 @@ def test_fork_not_followed(t):
 def test_clone_child_traced(t):
     """A child made without glibc's atfork handlers, by clone() without
     CLONE_VM, by _Fork(), or by _Fork() in a signal handler, is followed
-    as a fork child: its trace OUTPUT.<pid> holds its own calls exactly and
+    as a fork child, and so is one made by the system call through
+    syscall() (fork, clone with SIGCHLD and no stack, clone3 without
+    CLONE_VM: probe U found its calls lost in silence, the parent's trace
+    unharmed): its trace OUTPUT.<pid> holds its own calls exactly and
     is closed; the parent's holds its own exactly, with the fork; not
     followed, the child is untraced and the parent's trace is the same.
     (Before: the child's calls went into the parent's trace as the
     parent's, or were lost, the parent's later calls were lost, and the
     trace was sometimes corrupt; record said nothing.)"""
     n = 50000
-    for how in ("clone", "_Fork", "sigfork"):
+    for how in ("clone", "_Fork", "sigfork", "sysfork", "sysclone", "sysclone3"):
         out = t.path("cl-%s.ht" % how)
         r = t.record(out, [t.prog("clonefork"), str(n), how])
         pid = int(dict(l.split(": ") for l in r.stdout.splitlines())["child"])
@@ -1357,7 +1360,9 @@ def test_tsc_turned_off(t):
     that enters seccomp's strict mode (the seccomp system call, or prctl):
     it died at its first call after, and the program went on without its
     work; now its calls after are counted as not recorded, exactly, and
-    said."""
+    said.  And (probe U) four threads turning the counter off at once, a
+    fork child after it, and a seccomp filter that also refuses
+    clock_gettime: the program lives, every call in the traces."""
     n = 20000
     for mode in ("prctl", "syscall", "strict", "pstrict"):
         out = t.path("%s.ht" % mode)
@@ -1374,6 +1379,28 @@ def test_tsc_turned_off(t):
             expect(s, complete=True, closed=True, dropped=2 * n, order_exact=True)
             check(2 * n <= s["calls"]["malloc"] <= 2 * n + 2, "%s: calls %s" % (mode, s["calls"]))
             check("in seccomp's strict mode" in st.stderr, "%s: the warning:\n%s" % (mode, st.stderr))
+    # probe U: 4 threads turning it off at once (the second went on with
+    # the counter and died of SIGSEGV); a fork child after (its header read
+    # the vDSO's clock: SIGSEGV); clock_gettime refused too (the rate's
+    # measure never ended: the program hung)
+    for mode in ("race", "fork", "noclock"):
+        out = t.path("%s.ht" % mode)
+        r = t.run([t.heaptrail, "record", "-o", out, "--", t.prog("tscoff"), n, mode],
+                  timeout=60)
+        eq((r.rc, r.stdout), (0, "tscoff: ok\n"), "%s:\n%s" % (mode, r.describe()))
+        s = t.stats(out)
+        expect(s, complete=True, closed=True, dropped=0)
+        want = 4 * n if mode == "race" else n if mode == "noclock" else 2 * n
+        if mode == "fork":
+            child = [f for f in os.listdir(t.dir) if f.startswith("fork.ht.")]
+            eq(len(child), 1, "fork: the child's trace: %s" % child)
+            eq(t.stats(t.path(child[0]))["calls"]["malloc"], n, "fork: the child's mallocs")
+            want = n
+        check(want <= s["calls"]["malloc"] <= want + 8, "%s: calls %s" % (mode, s["calls"]))
+        if mode == "noclock":
+            check("clock_gettime fails (a seccomp filter?): the trace's times from now on count "
+                  "the calls, they are not real times" in r.stderr, "noclock: the line:\n" +
+                  r.stderr)
 
 
 @case(timeout=120)

@@ -467,3 +467,45 @@ def test_file_size_limit_no_signal(t):
            "%s %s:\n%s" % (args, env, p.stderr))
         check("(write: File too large); recording stopped, the program goes on" in p.stderr and
               "until a write failed" in p.stderr, "%s: the lines:\n%s" % (args, p.stderr))
+
+
+PRCTL_NAME_C = r"""
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+static void *volatile sink;
+static void *by_syscall(void *arg)
+{
+	(void)arg;
+	syscall(SYS_prctl, PR_SET_NAME, "raw-named", 0, 0, 0);
+	sink = malloc(20);
+	free(sink);
+	return NULL;
+}
+int main(void)
+{
+	prctl(PR_SET_NAME, "prctl-named-thread", 0, 0, 0);
+	sink = malloc(10);
+	free(sink);
+	pthread_t t;
+	pthread_create(&t, NULL, by_syscall, NULL);
+	pthread_join(t, NULL);
+	return 0;
+}
+"""
+
+
+@case(timeout=120)
+def test_thread_named_by_prctl(t):
+    """A thread named with prctl(PR_SET_NAME), or with the same through
+    syscall(), is named in the trace as one named by pthread_setname_np,
+    as the kernel keeps it (15 bytes): stats showed "-" (probe U)."""
+    import json
+    exe = compile_c(t, "pname", PRCTL_NAME_C, ("-pthread",))
+    out = t.path("pname.ht")
+    t.run([t.heaptrail, "record", "-q", "-o", out, "--", exe], check_rc=0)
+    s = t.stats(out)
+    names = sorted(x["name"] for x in s["per_thread"])
+    eq(names, ["prctl-named-thr", "raw-named"], "the threads' names")

@@ -164,6 +164,7 @@ BAD_OPTIONS = [
     ("HEAPTRAIL_DURATIONS", "always", "1/true/yes/on, 0/false/no/off"),
     ("HEAPTRAIL_FAST_PATH", "fastest", "1/true/yes/on, 0/false/no/off"),
     ("HEAPTRAIL_SELF_WRITE", "3", "from 0 to 2"),
+    ("HEAPTRAIL_SCAN_DELAY_US", "2000000", "from 0 to 1000000"),
 ]
 
 

@@ -1,7 +1,10 @@
 /* A child made without glibc's atfork handlers: by clone() without
  * CLONE_VM (a new process, as fork's: sandboxes and zygotes do this), by
- * _Fork(), or by _Fork() in a signal handler (crash reporters).
- * Usage: clonefork N [clone|_Fork|sigfork] (clone).  The parent makes 10
+ * _Fork(), or by _Fork() in a signal handler (crash reporters); or by the
+ * system call itself through syscall(): SYS_fork, SYS_clone with SIGCHLD
+ * and no stack, SYS_clone3 without CLONE_VM.
+ * Usage: clonefork N [clone|_Fork|sigfork|sysfork|sysclone|sysclone3]
+ * (clone).  The parent makes 10
  * malloc/free pairs of 10 bytes, allocates a 64 KiB block (the clone's
  * stack, kept), makes the child, waits for it (it exits 7), then makes 20
  * pairs of 20 bytes: malloc 31, free 30, 65536 bytes live at exit.  The
@@ -9,8 +12,10 @@
  * malloc N + 10, free N, 5550 bytes live.  Exits 0 when the child exited
  * 7.  Checked by tests/e2e/cases_process.py (clone_child_traced). */
 #define _GNU_SOURCE
+#include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -54,6 +59,18 @@ int main(int argc, char **argv)
 		pid = clone(child, stack + (1 << 16), SIGCHLD, NULL);
 	} else if (!strcmp(how, "_Fork")) {
 		pid = _Fork();
+		if (pid == 0)
+			exit(child(NULL));
+	} else if (!strncmp(how, "sys", 3)) {
+		struct clone_args ca;
+		memset(&ca, 0, sizeof(ca));
+		ca.exit_signal = SIGCHLD;
+		if (!strcmp(how, "sysfork"))
+			pid = (pid_t)syscall(SYS_fork);
+		else if (!strcmp(how, "sysclone"))
+			pid = (pid_t)syscall(SYS_clone, SIGCHLD, 0, NULL, NULL, 0);
+		else
+			pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
 		if (pid == 0)
 			exit(child(NULL));
 	} else {
