@@ -2062,10 +2062,18 @@ int cmd_record(int argc, char **argv)
 			unlink(name);
 		}
 		/* (quoted as before when the name needs no quoting) */
+		/* a number for a command: `--stacks 8 -- prog` gives --stacks
+		 * its default and runs 8, as getopt reads an optional value
+		 * (probe V): said, with the form that works */
+		int number = e == ENOENT && argv[0][0] && strspn(argv[0], "0123456789") ==
+								  strlen(argv[0]);
 		dprintf(err_fd >= 0 ? err_fd : 2,
-			strcmp(cmdw, argv[0]) ? "heaptrail: cannot run %s: %s\n"
-					      : "heaptrail: cannot run '%s': %s\n",
-			cmdw, strerror(e));
+			strcmp(cmdw, argv[0]) ? "heaptrail: cannot run %s: %s%s\n"
+					      : "heaptrail: cannot run '%s': %s%s\n",
+			cmdw, strerror(e),
+			number ? " (a value of --stacks goes with '=': --stacks=DEPTH; given apart, "
+				 "it is taken for the command)"
+			       : "");
 		ssize_t wr = write(refused[1], "e", 1);
 		(void)wr;
 		_exit(e == ENOENT ? 127 : 126);

@@ -296,3 +296,19 @@ def test_cli_record_live_cannot_run(t):
           "on the terminal: %r" % seen[-400:])
     check("rc=127" in seen, "exit status: %r" % seen[-200:])
     eq(sorted(f for f in os.listdir(t.dir) if f.startswith("nx.ht")), [], "files left")
+
+
+@case()
+def test_cli_record_stacks_value_apart(t):
+    """`record --stacks 8 -- prog`: getopt gives --stacks its default and
+    takes 8 for the command; the error says how to give the value (probe
+    V: "cannot run '8'" alone, which a perf or valgrind user does not
+    expect).  A command that is not a number gets no such hint."""
+    r = t.run([t.heaptrail, "record", "--stacks", "8", "-o", t.path("s.ht"), "--", "/bin/true"])
+    eq(r.rc, 127, r.describe())
+    eq(r.heaptrail_lines(), ["heaptrail: cannot run '8': No such file or directory (a value of "
+                             "--stacks goes with '=': --stacks=DEPTH; given apart, it is taken "
+                             "for the command)"], "the line")
+    r = t.run([t.heaptrail, "record", "-o", t.path("n.ht"), "--", t.path("nonexist")])
+    eq(r.rc, 127, r.describe())
+    check("--stacks" not in r.stderr, "a command that is not a number:\n" + r.stderr)
