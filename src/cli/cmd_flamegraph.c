@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "analyze/analyze.h"
 #include "analyze/blocks.h"
@@ -75,7 +76,7 @@ int cmd_flamegraph(int argc, char **argv)
 {
 	struct fg_config cfg = {.metric = "allocated", .width = 1200};
 	const struct ht_option opts[] = {
-		{'o', "output", HT_OPT_STRING, &cfg.out, "FILE", "write here, - for standard output (standard output)"},
+		{'o', "output", HT_OPT_STRING, &cfg.out, "FILE", "write here, - for standard output (standard output); NAME.folded or NAME.txt: folded stacks"},
 		{0, "folded", HT_OPT_FLAG, &cfg.folded, NULL, "folded stacks, one 'a;b;c VALUE' line each, not SVG"},
 		{'m', "metric", HT_OPT_STRING, &cfg.metric, "METRIC", "allocated, allocations, leaked, peak or temporary (allocated)"},
 		{0, "reverse", HT_OPT_FLAG, &cfg.reverse, NULL, "the allocating functions at the root, their callers above"},
@@ -118,6 +119,12 @@ int cmd_flamegraph(int argc, char **argv)
 		goto cleanup;
 	}
 	int to_stdout = !cfg.out || !strcmp(cfg.out, "-");
+	/* -o NAME.folded or NAME.txt: folded stacks, as the name says (an
+	 * SVG went into app.folded, probe V) */
+	size_t olen = cfg.out ? strlen(cfg.out) : 0;
+	if ((olen > 7 && !strcasecmp(cfg.out + olen - 7, ".folded")) ||
+	    (olen > 4 && !strcasecmp(cfg.out + olen - 4, ".txt")))
+		cfg.folded = 1;
 	/* a directory or a symlink at the output, or a directory where no
 	 * file can be made, is said now, not after the whole trace is read */
 	if (!to_stdout && ht_out__check(cfg.out, err, sizeof(err))) {

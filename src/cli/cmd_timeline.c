@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "analyze/analyze.h"
@@ -63,7 +64,7 @@ int cmd_timeline(int argc, char **argv)
 	struct timeline_config cfg = {.bins = 1000, .width = 1200, .height = 600};
 	const char *from_s = NULL, *to_s = NULL;
 	const struct ht_option opts[] = {
-		{'o', "output", HT_OPT_STRING, &cfg.out, "FILE", "write here; - = standard output (TRACE-timeline.svg/.csv/.json)"},
+		{'o', "output", HT_OPT_STRING, &cfg.out, "FILE", "write here; - = standard output (TRACE-timeline.svg/.csv/.json); NAME.csv or NAME.json alone chooses that format"},
 		{0, "csv", HT_OPT_FLAG, &cfg.csv, NULL, "CSV: a header, then one row per bin"},
 		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "JSON: the bins, markers, paused ranges, the peak, whether complete"},
 		{0, "bins", HT_OPT_U64, &cfg.bins, "N", "time bins (1000), 1..1000000"},
@@ -109,6 +110,13 @@ int cmd_timeline(int argc, char **argv)
 		ht_error("--csv and --json: choose one");
 		goto cleanup;
 	}
+	/* -o NAME.csv or NAME.json without a format: that format, as diff's
+	 * -o NAME.svg (an SVG went into heap.csv, probe V) */
+	size_t olen = cfg.out ? strlen(cfg.out) : 0;
+	if (!cfg.csv && !cfg.json && olen > 4 && !strcasecmp(cfg.out + olen - 4, ".csv"))
+		cfg.csv = 1;
+	if (!cfg.csv && !cfg.json && olen > 5 && !strcasecmp(cfg.out + olen - 5, ".json"))
+		cfg.json = 1;
 	if (cfg.width < 300 || cfg.width > 100000 || cfg.height < 200 || cfg.height > 100000) {
 		ht_error("--width takes 300 to 100000 pixels, --height 200 to 100000");
 		goto cleanup;

@@ -312,3 +312,30 @@ def test_cli_record_stacks_value_apart(t):
     r = t.run([t.heaptrail, "record", "-o", t.path("n.ht"), "--", t.path("nonexist")])
     eq(r.rc, 127, r.describe())
     check("--stacks" not in r.stderr, "a command that is not a number:\n" + r.stderr)
+
+
+@case()
+def test_cli_output_name_chooses_format(t):
+    """`timeline -o heap.csv` writes CSV and `-o heap.json` JSON, and
+    `flamegraph -o app.folded` (or .txt) folded stacks, as diff's -o
+    NAME.svg chooses its SVG (probe V: an SVG went into each, with no
+    word); an explicit format flag still wins."""
+    trace = t.path("s.ht")
+    t.run([t.heaptrail, "record", "-q", "--stacks", "-o", trace, "--", t.prog("leaky")],
+          check_rc=0)
+    t.run([t.heaptrail, "timeline", "-q", "-o", t.path("h.csv"), trace], check_rc=0)
+    with open(t.path("h.csv")) as f:
+        check(f.readline().startswith("bin,start_ns,end_ns"), "h.csv is not CSV")
+    t.run([t.heaptrail, "timeline", "-q", "-o", t.path("h.json"), trace], check_rc=0)
+    with open(t.path("h.json")) as f:
+        json.load(f)
+    t.run([t.heaptrail, "timeline", "-q", "--json", "-o", t.path("j.csv"), trace], check_rc=0)
+    with open(t.path("j.csv")) as f:
+        json.load(f)  # (the flag wins)
+    for name in ("a.folded", "a.txt"):
+        t.run([t.heaptrail, "flamegraph", "-q", "-o", t.path(name), trace], check_rc=0)
+        with open(t.path(name)) as f:
+            text = f.read()
+        check(text and not text.startswith("<") and all(
+            l.rsplit(" ", 1)[1].isdigit() for l in text.splitlines()),
+            "%s is not folded stacks:\n%s" % (name, text[:300]))
