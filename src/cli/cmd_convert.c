@@ -82,7 +82,10 @@ static void print_summary(const struct ht_convert_summary *c, const char *out, c
 int cmd_convert(int argc, char **argv)
 {
 	struct convert_config cfg = {0};
+	const char *out_opt = NULL;
 	const struct ht_option opts[] = {
+		{'o', "output", HT_OPT_STRING, &out_opt, "OUT.wl",
+		 "the workload to write (or as the first argument)"},
 		{0, "mmap", HT_OPT_FLAG, &cfg.mmap, NULL,
 		 "also replay the program's own anonymous mmap/munmap/mremap calls"},
 		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "print the summary as JSON"},
@@ -95,6 +98,7 @@ int cmd_convert(int argc, char **argv)
 	};
 	static const char usage_text[] =
 		"usage: heaptrail convert [options] OUT.wl TRACE\n"
+		"       heaptrail convert [options] -o OUT.wl TRACE\n"
 		"       trace2wl OUT.wl TRACE\n"
 		"\n"
 		"Turns a trace into a workload for 'heaptrail replay': one op stream per\n"
@@ -111,12 +115,22 @@ int cmd_convert(int argc, char **argv)
 	struct ht_convert_summary sum;
 	char err[1024];
 	int nargs = ht_parse_options(argc, argv, opts, usage_text, 0);
-	if (nargs != 2) {
+	/* -o OUT.wl, as every other command that writes a file takes it
+	 * (probe V: "unknown option '-o'") */
+	int want = out_opt ? 1 : 2;
+	if (nargs != want) {
 		ht_error("%s; usage: heaptrail convert [options] OUT.wl TRACE",
-			 nargs < 2 ? "need an output workload and a trace" : "too many arguments");
+			 nargs < want ? (out_opt ? "need a trace" : "need an output workload and a trace")
+				      : "too many arguments");
 		goto cleanup;
 	}
-	const char *out = argv[0], *in = argv[1];
+	const char *out = out_opt ? out_opt : argv[0], *in = argv[nargs - 1];
+	if (!strcmp(out, "-")) {
+		/* (it was written to a file named "-": probe V) */
+		ht_error("convert writes its workload to a file, not to standard output: name one "
+			 "(OUT.wl)");
+		goto cleanup;
+	}
 	/* what is at the output's path: a trace (the arguments swapped?) is
 	 * never replaced; another file that is not a workload (a typo for some
 	 * other name) only with --force */

@@ -339,3 +339,25 @@ def test_cli_output_name_chooses_format(t):
         check(text and not text.startswith("<") and all(
             l.rsplit(" ", 1)[1].isdigit() for l in text.splitlines()),
             "%s is not folded stacks:\n%s" % (name, text[:300]))
+
+
+@case()
+def test_cli_convert_output_option(t):
+    """convert takes -o OUT.wl as every command that writes a file does
+    (probe V: "unknown option '-o'"), and refuses "-" for its output, which
+    it wrote as a file named "-"."""
+    trace = t.path("p.ht")
+    t.run([t.heaptrail, "record", "-q", "-o", trace, "--", t.prog("prodcons"), "100"],
+          check_rc=0)
+    r = t.run([t.heaptrail, "convert", "-q", "-o", t.path("o.wl"), trace])
+    eq(r.rc, 0, r.describe())
+    with open(t.path("o.wl"), "rb") as f:
+        eq(f.read(8), b"HTWLOAD\n", "the workload's magic")
+    r = t.run([t.heaptrail, "convert", "-q", "-o", t.path("o2.wl"), t.path("x.wl"), trace])
+    eq((r.rc, r.heaptrail_lines()[:1]), (2, ["heaptrail: error: too many arguments; usage: "
+                                              "heaptrail convert [options] OUT.wl TRACE"]),
+       "-o and OUT.wl both")
+    r = t.run([t.heaptrail, "convert", "-", trace], cwd=t.dir)
+    eq(r.rc, 2, r.describe())
+    check("not to standard output" in r.stderr, "convert -:\n" + r.stderr)
+    check(not os.path.exists(t.path("-")), "a file named '-' was written")
