@@ -26,6 +26,12 @@ struct ht_reader *ht_analyze__open(const char *path)
 uint64_t ht_analyze__nread;
 void (*ht_analyze__tick)(struct ht_reader *r);
 
+void ht_analyze__progress_restart(void)
+{
+	ht_analyze__nread = 0;
+	ht_progress_start();
+}
+
 void ht_analyze__progress(struct ht_reader *r, int end)
 {
 	if (end) {

@@ -16,6 +16,9 @@ int ht_analyze__next(struct ht_reader *r, struct ht_event *ev);
  * call, NULL at the end.  Inline: the loops of the hot commands call it
  * for every event. */
 void ht_analyze__progress(struct ht_reader *r, int end);
+/* A new pass over a trace read before (export massif's second): its
+ * progress line counts from zero again. */
+void ht_analyze__progress_restart(void);
 /* If set, called with the reader at each progress tick (every 65,536
  * events read; ht_blocks__symbols_ahead sets it). */
 extern void (*ht_analyze__tick)(struct ht_reader *r);

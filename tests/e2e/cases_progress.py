@@ -102,3 +102,29 @@ def test_progress_cleared_on_interrupt(t):
               % (c, last[-300:]))
         tail = last[last.rindex("reading:"):]
         check("\x1b[K" in tail, "%s: the line is not cleared: %r" % (c, tail[-120:]))
+
+
+@case(labels=("analyzers",))
+def test_progress_massif_second_pass(t):
+    """export -f massif reads the trace twice: each pass's progress line
+    counts its own events, never more than the trace holds (probe V: the
+    second pass counted on from the first's, "32.9 M events" of 20 M)."""
+    out = t.path("m.ht")
+    t.run([t.heaptrail, "record", "-q", "-o", out, "--", t.prog("threads"), "3", "200000"],
+          check_rc=0)
+    events = t.stats(out)["events"]
+    seen = on_tty(t, "%s export -f massif -o %s %s" % (t.heaptrail, t.path("m.ms"), out), 0)
+    lines = 0
+    for l in seen.replace("\r", "\n").splitlines():
+        m = re.search(r"reading: +([\d.]+)% .*, ([\d.,]+)( [kMG])? events", l)
+        if not m:
+            continue
+        lines += 1
+        pct = float(m.group(1))
+        n = float(m.group(2).replace(",", "")) * {" k": 1e3, " M": 1e6, " G": 1e9}.get(
+            m.group(3), 1)
+        # (the percent is of the file's bytes, the events' share near it;
+        # a line comes every 65,536 events)
+        check(n <= events * min(1.0, pct / 100 + 0.25) + 131072,
+              "%r: %d events counted at %.1f%% of a trace of %d" % (l, n, pct, events))
+    check(lines, "no progress line: %r" % seen[-300:])
