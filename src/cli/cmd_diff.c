@@ -123,7 +123,7 @@ int cmd_diff(int argc, char **argv)
 		{0, "width", HT_OPT_U64, &cfg.width, "PIXELS", "the SVG's width (1200)"},
 		{0, "sysroot", HT_OPT_STRING, &cfg.sysroot, "DIR", "find the traced modules under DIR"},
 		{0, "debug-dir", HT_OPT_STRING, &cfg.debug_dir, "DIR", "also look for separate debug files in DIR"},
-		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no progress line, no warning for traces not closed cleanly or not in exact order"},
+		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no progress line, no \"wrote\" line, no warning for traces not closed cleanly or not in exact order"},
 		HT_OPT_THREADS,
 		{0},
 	};
@@ -238,7 +238,7 @@ int cmd_diff(int argc, char **argv)
 		if (cfg.negate)
 			strncat(title, " (widths: before)", sizeof(title) - strlen(title) - 1);
 		int drawn = ht_diff__svg(d, out, cfg.title ? cfg.title : title, cfg.width, cfg.negate);
-		if (cfg.out)
+		if (cfg.out && !cfg.quiet) /* (as flamegraph -q and timeline -q: probe V) */
 			fprintf(stderr, "heaptrail: wrote %s: %d frames from %zu %s\n", cfg.out, drawn,
 				ht_diff__count(d), o.by_function ? "functions" : "stacks");
 	} else {

@@ -266,6 +266,12 @@ def test_diff_folded_svg(t):
     names = [g.find("s:title", ns).text for g in root.findall(".//s:g[@class='f']", ns)]
     check(any(n.startswith("site_a (before 10, after 50 allocations, +40") for n in names),
           "--by function --sort count: %s" % names)
+    # -q takes the "wrote" line away, as flamegraph's and timeline's
+    # (probe V: diff -q still printed it)
+    r = t.tool(["diff", "-q", "--svg", "-o", t.path("q.svg"), r1, r2])
+    eq((r.rc, r.stderr), (0, ""), "diff -q --svg -o:\n" + r.describe())
+    r = t.tool(["diff", "--svg", "-o", t.path("w.svg"), r1, r2])
+    check("heaptrail: wrote %s: " % t.path("w.svg") in r.stderr, "without -q:\n" + r.stderr)
 
 
 @case(timeout=120, labels=("analyzers",))
