@@ -440,6 +440,28 @@ static void encode(struct ht_tls *t, int kind, int flags, uint64_t ts, const uin
 
 static _Atomic uint32_t synth_tid_next; /* ids handed out where gettid() failed */
 
+pid_t ht_self_pid(void)
+{
+	long r = syscall(SYS_getpid);
+	if (HT_LIKELY(r > 0))
+		return (pid_t)r;
+	/* refused (probe U: a fork child's trace was named OUTPUT.-1, its
+	 * header said pid -1, and record's summary left it out) */
+	char link[32];
+	ssize_t n = ht_raw_syscall(SYS_readlinkat, AT_FDCWD, (long)"/proc/self", (long)link,
+				   sizeof(link) - 1, 0, 0);
+	if (n <= 0)
+		return -1;
+	link[n] = 0;
+	long v = 0;
+	for (ssize_t i = 0; i < n; i++) {
+		if (link[i] < '0' || link[i] > '9')
+			return -1;
+		v = v * 10 + (link[i] - '0');
+	}
+	return v > 0 ? (pid_t)v : -1;
+}
+
 uint32_t ht_self_tid(void)
 {
 	long r = syscall(SYS_gettid);

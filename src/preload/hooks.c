@@ -2084,7 +2084,7 @@ HT_EXPORT void exit(int status)
 {
 	if (!real.exit)
 		ht_hooks__resolve();
-	uint64_t me = (uint64_t)(uint32_t)syscall(SYS_getpid) << 32 | ht_self_tid();
+	uint64_t me = (uint64_t)(uint32_t)ht_self_pid() << 32 | ht_self_tid();
 	uint64_t first = 0;
 	if (!atomic_compare_exchange_strong(&exiting, &first, me) && first != me &&
 	    first >> 32 == me >> 32) {

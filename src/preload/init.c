@@ -174,7 +174,7 @@ int ht_foreign_process(void)
 	/* (a getpid that fails, refused by a seccomp filter, says nothing:
 	 * taken as foreign, the trace was never closed and the writer thread's
 	 * events were lost) */
-	pid_t pid = (pid_t)syscall(SYS_getpid);
+	pid_t pid = ht_self_pid();
 	return traced_pid && pid > 0 && pid != traced_pid;
 }
 
@@ -286,7 +286,7 @@ void ht_init(void)
 	if (!ht_lzcnt || !prfchw)
 		ht_opt.slow_malloc = ht_opt.slow_free = 1;
 #endif
-	traced_pid = (pid_t)syscall(SYS_getpid);
+	traced_pid = ht_self_pid();
 	start_euid = geteuid();
 	start_egid = getegid();
 	if (getauxval(AT_SECURE)) {
@@ -309,7 +309,7 @@ void ht_init__after_fork_child(void)
 {
 	struct ht_tls *t = &ht_tls;
 	t->guard += HT_GUARD_OWN;
-	traced_pid = (pid_t)syscall(SYS_getpid);
+	traced_pid = ht_self_pid();
 	/* the child's identity is the one it was forked with: a process that
 	 * dropped privileges before it forks its workers (a daemon) has them
 	 * traced; a child that switches user after the fork does not

@@ -300,6 +300,9 @@ struct ht_thread *ht_thread__get(uint32_t tid);
  * the thread's for its life (said once on stderr). */
 #define HT_SYNTH_TID 0x40000000u
 uint32_t ht_self_tid(void);
+/* This process's id: getpid(), or where a seccomp filter fails it, the
+ * one /proc/self names; -1 if neither can be had. */
+pid_t ht_self_pid(void);
 
 /* Starts a fresh buffer for the calling thread (first event, or full);
  * 0 if a thread without one found none (then t->buf and t->end are NULL). */

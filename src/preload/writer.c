@@ -474,7 +474,7 @@ static int create_named(const char *path, int unnamed)
  * descriptor returned is unnamed's if it got the name). */
 static int open_output(int unnamed)
 {
-	pid_t pid = (pid_t)syscall(SYS_getpid);
+	pid_t pid = ht_self_pid();
 	char base[4096], word[MSG_WORD];
 	int had_pid = ht_pidpath_expand(base, sizeof(base), ht_opt.out, pid);
 	if (had_pid < 0) {
@@ -650,7 +650,7 @@ static int write_header(void)
 	size_t nalloc = alloc ? strlen(alloc) + 1 : 0;
 	if (alloc)
 		flags |= HT_FILE_F_OTHER_ALLOCATOR;
-	ht_file_header__init(h, flags, (int32_t)syscall(SYS_getpid), (int32_t)getppid(), ncmd,
+	ht_file_header__init(h, flags, (int32_t)ht_self_pid(), (int32_t)getppid(), ncmd,
 			     (uint64_t)nexe + 1);
 	if (alloc)
 		ht_file_header__add(h, HT_SEC_ALLOCATOR, nalloc);
@@ -722,7 +722,7 @@ static int open_file(void)
 	/* the header first, in an unnamed file of the trace's directory */
 	char base[4096];
 	int unnamed = -1; /* (a path too long: open_output says so) */
-	if (ht_pidpath_expand(base, sizeof(base), ht_opt.out, (pid_t)syscall(SYS_getpid)) >= 0)
+	if (ht_pidpath_expand(base, sizeof(base), ht_opt.out, ht_self_pid()) >= 0)
 		unnamed = open_unnamed(base);
 	if (unnamed >= 0) {
 		/* locked before it has a name: a reader that finds the name
@@ -1711,7 +1711,7 @@ static __attribute__((noreturn)) void helper_main(void)
  * out of the program's wait() and SIGCHLD. */
 static int start_helper(void)
 {
-	parent_pid = (pid_t)syscall(SYS_getpid);
+	parent_pid = ht_self_pid();
 	/* Blocked before the clone, so that the helper never runs a moment
 	 * with signals open (a signal for the process group right after
 	 * start would end it). */
@@ -1800,7 +1800,7 @@ static pid_t exec_pid;
 
 static int exec_under_way(void)
 {
-	return exec_pid && exec_pid == (pid_t)syscall(SYS_getpid);
+	return exec_pid && exec_pid == ht_self_pid();
 }
 
 /* The helper is gone (reaped here, or by a wait of the program's that
@@ -2201,7 +2201,7 @@ void ht_writer__before_exec(void)
 	/* A helper ends after finalizing: the new image has a writer of its
 	 * own, and if the exec fails a new helper takes over. */
 	if (helper_pid > 0)
-		exec_pid = (pid_t)syscall(SYS_getpid);
+		exec_pid = ht_self_pid();
 	request(REQ_FINALIZE | (helper_pid > 0 ? REQ_EXIT : 0), 5000);
 	reap_helper(1000);
 	exec_path[0] = 0;

@@ -1319,6 +1319,25 @@ def test_getpid_refused(t):
 
 
 @case(timeout=120)
+def test_getpid_refused_fork_child(t):
+    """getpid refused (seccomp, EPERM), then a fork child makes 1000 pairs
+    (nogetpid N fork): its trace is OUTPUT.<its pid>, its header names that
+    pid, and record's summary names it.  Before (probe U): OUTPUT.-1, pid
+    -1, and left out of the summary."""
+    out = t.path("gf.ht")
+    r = t.run([t.heaptrail, "record", "-o", out, "--", t.prog("nogetpid"), 1000, "fork"])
+    eq(r.rc, 0, r.describe())
+    child = int(r.stdout.split("child: ")[1].split()[0])
+    name = os.path.basename(out)
+    eq(sorted(f for f in os.listdir(t.dir) if f.startswith(name)),
+       [name, "%s.%d" % (name, child)], "the traces")
+    c = t.stats("%s.%d" % (out, child))
+    eq(c["pid"], child, "the child's trace: its pid")
+    check(c["calls"]["malloc"] >= 1000, "the child's mallocs: %s" % c["calls"])
+    check("%s.%d" % (out, child) in r.stderr, "the summary names it:\n" + r.stderr)
+
+
+@case(timeout=120)
 def test_gettid_refused(t):
     """A sandbox that refuses gettid (seccomp, EPERM) before it starts 3
     threads, each of which and main make 100,000 malloc/free pairs

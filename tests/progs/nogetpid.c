@@ -7,7 +7,12 @@
  * nogetpid N gettid refuses gettid instead, then starts 3 threads and
  * each of them and main make N pairs (gettid_refused): the recorder named
  * every thread (uint32_t)-1, their streams ran into one and most of their
- * events were lost, with no word. */
+ * events were lost, with no word.
+ *
+ * nogetpid N fork refuses getpid, then forks a child that makes N pairs
+ * and prints "child: PID" (its pid as the parent's fork returned it):
+ * its trace was named OUTPUT.-1, its header said pid -1, and record's
+ * summary left it out (probe U). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/filter.h>
@@ -19,6 +24,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tp.h"
@@ -35,9 +41,10 @@ static void *work(void *arg)
 
 int main(int argc, char **argv)
 {
-	TP_CHECK(argc == 2 || (argc == 3 && !strcmp(argv[2], "gettid")));
+	TP_CHECK(argc == 2 || (argc == 3 && (!strcmp(argv[2], "gettid") || !strcmp(argv[2], "fork"))));
 	pairs = atol(argv[1]);
-	long nr = argc == 3 ? SYS_gettid : SYS_getpid;
+	int gettid_mode = argc == 3 && !strcmp(argv[2], "gettid");
+	long nr = gettid_mode ? SYS_gettid : SYS_getpid;
 	struct sock_filter f[] = {
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
 		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, 0, 1),
@@ -48,8 +55,19 @@ int main(int argc, char **argv)
 	TP_CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0);
 	TP_CHECK(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0);
 	TP_CHECK(syscall(nr) == -1 && errno == EPERM);
+	if (argc == 3 && !strcmp(argv[2], "fork")) {
+		pid_t p = fork();
+		TP_CHECK(p >= 0);
+		if (p == 0) {
+			work(NULL);
+			_exit(0);
+		}
+		int st;
+		TP_CHECK(waitpid(p, &st, 0) == p && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		printf("child: %d\n", (int)p);
+	}
 	pthread_t th[3];
-	int nth = argc == 3 ? 3 : 0;
+	int nth = gettid_mode ? 3 : 0;
 	for (int i = 0; i < nth; i++)
 		TP_CHECK(pthread_create(&th[i], NULL, work, NULL) == 0);
 	work(NULL);
