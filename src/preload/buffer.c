@@ -98,11 +98,21 @@ int ht_buf__pool_init(void)
 		static int said;
 		if (said++)
 			return -1;
+		/* (in a fork child: that child alone, its parent's trace goes
+		 * on; "the program" read as the whole run, probe U) */
+		int kid = ht_writer__forked_child();
+		int pid = kid ? (int)ht_self_pid() : 0;
 		if (cap != SIZE_MAX)
 			ht_msg("the address-space limit of %llu MiB (ulimit -v) leaves no room for the "
 			       "recorder's buffers (%zu MiB at the least, an eighth of the limit at "
-			       "the most): the program runs untraced",
-			       (unsigned long long)(rl.rlim_cur >> 20), bytes >> 20);
+			       "the most): %s",
+			       (unsigned long long)(rl.rlim_cur >> 20), bytes >> 20,
+			       kid ? "a fork child runs untraced, its parent's trace goes on"
+				   : "the program runs untraced");
+		else if (kid)
+			ht_msg("cannot map the recorder's buffers (%zu MiB of address space): this "
+			       "fork child (pid %d) runs untraced, its parent's trace goes on",
+			       bytes >> 20, pid);
 		else
 			ht_msg("cannot map the recorder's buffers (%zu MiB of address space): the "
 			       "program runs untraced", bytes >> 20);

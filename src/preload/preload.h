@@ -300,6 +300,8 @@ struct ht_thread *ht_thread__get(uint32_t tid);
  * the thread's for its life (said once on stderr). */
 #define HT_SYNTH_TID 0x40000000u
 uint32_t ht_self_tid(void);
+/* 1 in a fork child of the traced process (writer.c). */
+int ht_writer__forked_child(void);
 /* This process's id: getpid(), or where a seccomp filter fails it, the
  * one /proc/self names; -1 if neither can be had. */
 pid_t ht_self_pid(void);

@@ -614,6 +614,11 @@ static uint64_t start_brk(void)
 /* This process is a fork child of the traced program (its trace says so). */
 static int forked_child;
 
+int ht_writer__forked_child(void)
+{
+	return forked_child;
+}
+
 /* Header flags noted before the file's header was made (and for a fork
  * child's file, what the parent noted): ht_writer__add_flag. */
 static _Atomic uint64_t noted_flags;

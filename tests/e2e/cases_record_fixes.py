@@ -509,3 +509,59 @@ def test_thread_named_by_prctl(t):
     s = t.stats(out)
     names = sorted(x["name"] for x in s["per_thread"])
     eq(names, ["prctl-named-thr", "raw-named"], "the threads' names")
+
+
+NOMMAP_FORK_C = r"""
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static void *volatile sink;
+int main(void)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mmap, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {sizeof(f) / sizeof(f[0]), f};
+	sink = malloc(10);
+	free(sink);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
+		return 3;
+	pid_t p = fork();
+	if (p == 0) {
+		sink = malloc(20);
+		free(sink);
+		_exit(0);
+	}
+	int st;
+	waitpid(p, &st, 0);
+	printf("child: %d\n", (int)p);
+	return 0;
+}
+"""
+
+
+@case(timeout=120)
+def test_fork_child_untraced_said_as_child(t):
+    """mmap refused by a seccomp filter, then a fork: the child cannot map
+    the recorder's buffers and runs untraced, and its line says so of
+    itself, with its pid, not of "the program" (probe U: it read as if
+    the whole run went untraced, while the parent's trace is whole)."""
+    exe = compile_c(t, "nommap", NOMMAP_FORK_C)
+    out = t.path("nm.ht")
+    r = t.run([t.heaptrail, "record", "-o", out, "--", exe])
+    eq(r.rc, 0, r.describe())
+    child = int(r.stdout.split("child: ")[1].split()[0])
+    check("this fork child (pid %d) runs untraced, its parent's trace goes on" % child
+          in r.stderr and
+          "the program runs untraced" not in r.stderr, "the line:\n" + r.stderr)
+    check(t.stats(out)["calls"]["malloc"] >= 1, "the parent's trace")
