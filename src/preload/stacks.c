@@ -459,18 +459,8 @@ static int on_module(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
 	struct scan *sc = arg;
-	uint64_t lo = UINT64_MAX, hi = 0;
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type != PT_LOAD)
-			continue;
-		uint64_t a = info->dlpi_addr + ph->p_vaddr;
-		if (a < lo)
-			lo = a;
-		if (a + ph->p_memsz > hi)
-			hi = a + ph->p_memsz;
-	}
-	if (lo >= hi)
+	uint64_t lo, hi;
+	if (!module_extent(info, &lo, &hi))
 		return 0;
 	if (sc->next->n == sc->cap) {
 		sc->full = 1;

@@ -1110,19 +1110,11 @@ def test_read_while_chunk_half_written(t):
     being written; it called it truncated (exit 1)."""
     import fcntl
     import htformat
+    from htlib import paced_held
     trace = t.path("raw.ht")
-    p = subprocess.Popen([t.heaptrail, "record", "--no-compact", "--buffer-size", "4096", "-o",
-                          trace, "--", t.prog("paced"), "1000", "hold"], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=t.base_env(),
-                         cwd=t.dir)
+    p = None
     try:
-        eq(p.stdout.readline(), b"ready\n", "the program started")
-        p.stdin.write(b"go\n")
-        p.stdin.flush()
-        eq(p.stdout.readline(), b"done\n", "the program made its pairs")
-        deadline = time.time() + 60
-        while time.time() < deadline and mallocs_in(t, trace) < 1001:
-            time.sleep(0.05)
+        p = paced_held(t, trace, ("--no-compact", "--buffer-size", "4096"))
         with open(trace, "rb") as f:
             data = bytearray(f.read())
         p.stdin.write(b"go\n")

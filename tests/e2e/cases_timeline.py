@@ -600,19 +600,11 @@ def test_timeline_trace_being_written(t):
     past the last event carried its live bytes on, a plateau the program
     never drew, and the JSON called the figures complete.  Once the
     program has ended, the same trace reads as closed and complete."""
-    from htlib import mallocs_in, reap
+    from htlib import paced_held, reap
     trace = t.path("live.ht")
-    p = subprocess.Popen([t.heaptrail, "record", "-o", trace, "--", t.prog("paced"), "1000",
-                          "hold"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, env=t.base_env(), cwd=t.dir)
+    p = None
     try:
-        eq(p.stdout.readline(), b"ready\n", "the program started")
-        p.stdin.write(b"go\n")
-        p.stdin.flush()
-        eq(p.stdout.readline(), b"done\n", "the program made its pairs")
-        deadline = time.time() + 60
-        while time.time() < deadline and mallocs_in(t, trace) < 1001:
-            time.sleep(0.05)
+        p = paced_held(t, trace)
         time.sleep(0.3)  # (the program waits: its clock samples go on)
         js = t.path("live.json")
         t.run([t.heaptrail, "timeline", "--json", "-q", "-o", js, trace], check_rc=0)

@@ -590,6 +590,29 @@ def comm(pid):
         return ""
 
 
+def paced_held(t, trace, opts=()):
+    """`record OPTS -o trace -- paced 1000 hold`, once the program made its
+    pairs and holds (its 1001 mallocs in the trace, still being written):
+    the process, to be let go with a line on its stdin (then communicate,
+    and reap)."""
+    p = subprocess.Popen([t.heaptrail, "record"] + list(opts) + ["-o", trace, "--",
+                          t.prog("paced"), "1000", "hold"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=t.base_env(),
+                         cwd=t.dir)
+    try:
+        eq(p.stdout.readline(), b"ready\n", "the program started")
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        eq(p.stdout.readline(), b"done\n", "the program made its pairs")
+        deadline = time.time() + 60
+        while time.time() < deadline and mallocs_in(t, trace) < 1001:
+            time.sleep(0.05)
+    except BaseException:
+        reap(p)
+        raise
+    return p
+
+
 def mallocs_in(t, path):
     """The mallocs the trace at path (maybe still being written) holds so
     far; 0 while it has no readable header."""
@@ -694,7 +717,7 @@ def compile_c(t, name, source, flags=(), cxx=False):
 def reap(p):
     """Kills the subprocess p if it still runs, and waits for it (the end
     of a test's try: nothing left running, whatever failed)."""
-    if p.poll() is None:
+    if p is not None and p.poll() is None:
         p.kill()
         p.wait()
 

@@ -23,8 +23,7 @@ static void on_xfsz(int sig)
 static void *work(void *arg)
 {
 	(void)arg;
-	for (long i = 0; i < pairs; i++)
-		free(tp_keep(malloc((size_t)(i % 4096 + 1))));
+	tp_turn_pairs(pairs);
 	return NULL;
 }
 

@@ -106,6 +106,14 @@ static inline void tp_pairs(int n, size_t size)
 /* n malloc/free pairs of sizes uniform in 16..4096 from a fixed-seed
  * xorshift64 generator (the benchmark's loop, small), each block written
  * once and freed at once. */
+/* n malloc/free pairs of 1 to 4096 bytes, in turn (a thread's body in
+ * the programs that count pairs per thread). */
+static inline void tp_turn_pairs(long n)
+{
+	for (long i = 0; i < n; i++)
+		free(tp_keep(malloc((size_t)(i % 4096 + 1))));
+}
+
 static inline void tp_rand_pairs(unsigned long n)
 {
 	uint64_t x = 88172645463325252ull;
