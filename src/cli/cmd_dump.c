@@ -289,7 +289,7 @@ int cmd_dump(int argc, char **argv)
 		goto cleanup;
 	}
 	if (cfg.to < cfg.from) { /* (--to 0 too: a time, the default is UINT64_MAX) */
-		ht_error("--to is before --from");
+		ht_error("--to must come after --from"); /* (one wording for all: probe V) */
 		goto cleanup;
 	}
 	if (!cfg.limit) {

@@ -508,7 +508,7 @@ int cmd_events(int argc, char **argv)
 		goto cleanup;
 	}
 	if (cfg.to < cfg.from) {
-		ht_error("--to is before --from");
+		ht_error("--to must come after --from"); /* (one wording for all: probe V) */
 		goto cleanup;
 	}
 	uint64_t kinds = shown_kinds;
@@ -535,6 +535,11 @@ int cmd_events(int argc, char **argv)
 	if (!r)
 		goto cleanup;
 	const struct ht_trace_info *in = ht_reader__info(r);
+	/* (as dump, heap and timeline: it said no calls matched, exit 0) */
+	if (ht_analyze__from_past_end(in, cfg.from, argv[0])) {
+		ret = HT_EXIT_USAGE;
+		goto cleanup;
+	}
 	const char *exe = in->exe && *in->exe ? in->exe : in->cmdline ? in->cmdline : "?";
 	const char *base = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
 	snprintf(st.comm, sizeof(st.comm), "%s", base); /* 15 characters, like the kernel's */

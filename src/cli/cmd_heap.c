@@ -69,7 +69,7 @@ int cmd_heap(int argc, char **argv)
 		goto cleanup;
 	}
 	if (cfg.to < cfg.from) {
-		ht_error("--to is before --from");
+		ht_error("--to must come after --from"); /* (one wording for all: probe V) */
 		goto cleanup;
 	}
 	/* (as events and timeline: --to 0 was taken for no --to, the whole

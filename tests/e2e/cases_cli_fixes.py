@@ -86,7 +86,15 @@ def test_cli_to_zero(t):
     r = t.tool(["dump", "--to", "0", tr])
     eq((r.rc, r.stdout), (0, ""), "dump --to 0:\n" + r.describe())
     one_error(t, ["dump", "--from", "1ms", "--to", "0", tr], 2,
-              "heaptrail: error: --to is before --from")
+              "heaptrail: error: --to must come after --from")
+    # a --from past the end of a finished trace: a usage error naming how
+    # long it lasts, from events as from dump, heap and timeline (probe V:
+    # events said "no calls matched the filters", exit 0)
+    for cmd in ("events", "dump"):
+        r = t.tool([cmd, "--from", "1h", tr])
+        eq(r.rc, 2, "%s --from 1h:\n%s" % (cmd, r.describe()))
+        check(re.match(r"heaptrail: error: --from=3600\.000 s: the trace .* lasts ", r.stderr),
+              "%s --from 1h: %r" % (cmd, r.stderr))
     # a --to that is a time after the start still works, with its window
     r = t.tool(["heap", "--to", "1h", tr])
     eq(r.rc, 0, "heap --to 1h:\n" + r.describe())

@@ -381,7 +381,7 @@ def test_heap_bad_input(t):
     bad([empty], 1, "empty file")
     out, _ = record(t, "thresholds", [t.prog("thresholds")])
     bad(["--json", "--html", out], 2, "choose one")
-    bad(["--from", "2s", "--to", "1s", out], 2, "before --from")
+    bad(["--from", "2s", "--to", "1s", out], 2, "--to must come after --from")
     bad(["--from", "soon", out], 2, "soon")
     data = open(out, "rb").read()
     cut = t.path("cut.ht")
