@@ -162,8 +162,7 @@ int cmd_diff(int argc, char **argv)
 	}
 	if (cfg.out && !strcmp(cfg.out, "-"))
 		cfg.out = NULL; /* standard output, as every command's -o - */
-	size_t olen = cfg.out ? strlen(cfg.out) : 0;
-	if (olen > 4 && !strcmp(cfg.out + olen - 4, ".svg") && !cfg.json && !cfg.folded)
+	if (ht_out__named(cfg.out, ".svg") && !cfg.json && !cfg.folded)
 		cfg.svg = 1;
 	/* a directory at the output (-o .) failed the rename only after both
 	 * traces were read: said now, in the words of the others */

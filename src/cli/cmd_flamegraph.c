@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "analyze/analyze.h"
 #include "analyze/blocks.h"
@@ -121,9 +120,7 @@ int cmd_flamegraph(int argc, char **argv)
 	int to_stdout = !cfg.out || !strcmp(cfg.out, "-");
 	/* -o NAME.folded or NAME.txt: folded stacks, as the name says (an
 	 * SVG went into app.folded, probe V) */
-	size_t olen = cfg.out ? strlen(cfg.out) : 0;
-	if ((olen > 7 && !strcasecmp(cfg.out + olen - 7, ".folded")) ||
-	    (olen > 4 && !strcasecmp(cfg.out + olen - 4, ".txt")))
+	if (ht_out__named(cfg.out, ".folded") || ht_out__named(cfg.out, ".txt"))
 		cfg.folded = 1;
 	/* a directory or a symlink at the output, or a directory where no
 	 * file can be made, is said now, not after the whole trace is read */

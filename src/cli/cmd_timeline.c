@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include "analyze/analyze.h"
@@ -112,11 +111,10 @@ int cmd_timeline(int argc, char **argv)
 	}
 	/* -o NAME.csv or NAME.json without a format: that format, as diff's
 	 * -o NAME.svg (an SVG went into heap.csv, probe V) */
-	size_t olen = cfg.out ? strlen(cfg.out) : 0;
-	if (!cfg.csv && !cfg.json && olen > 4 && !strcasecmp(cfg.out + olen - 4, ".csv"))
-		cfg.csv = 1;
-	if (!cfg.csv && !cfg.json && olen > 5 && !strcasecmp(cfg.out + olen - 5, ".json"))
-		cfg.json = 1;
+	if (!cfg.csv && !cfg.json) {
+		cfg.csv = ht_out__named(cfg.out, ".csv");
+		cfg.json = ht_out__named(cfg.out, ".json");
+	}
 	if (cfg.width < 300 || cfg.width > 100000 || cfg.height < 200 || cfg.height > 100000) {
 		ht_error("--width takes 300 to 100000 pixels, --height 200 to 100000");
 		goto cleanup;

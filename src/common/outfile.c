@@ -230,6 +230,12 @@ static int check_path(const char *path, int data, char *err, size_t errlen)
 	return 0;
 }
 
+int ht_out__named(const char *path, const char *ext)
+{
+	size_t n = path ? strlen(path) : 0, e = strlen(ext);
+	return n > e && !strcmp(path + n - e, ext);
+}
+
 int ht_out__check(const char *path, char *err, size_t errlen)
 {
 	return check_path(path, 0, err, errlen);

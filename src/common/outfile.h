@@ -62,6 +62,10 @@ int ht_out__open(struct ht_out *o, const char *path, mode_t mode, unsigned flags
  * FIFO needs neither: it is written to itself); for commands that open
  * their output only at the end, to refuse at the start. */
 int ht_out__check(const char *path, char *err, size_t errlen);
+/* Whether the output path (NULL: none) names a file NAME.ext (ext with its
+ * dot): the commands that write several formats take the one the name
+ * says when no flag chose (diff -o NAME.svg, timeline -o NAME.csv...). */
+int ht_out__named(const char *path, const char *ext);
 /* ht_out__check for a command that writes a trace or a workload
  * (HT_OUT_DATA), which may replace one (attach -o). */
 int ht_out__check_data(const char *path, char *err, size_t errlen);

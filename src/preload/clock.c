@@ -65,7 +65,7 @@ uint64_t ht_mono_ns(void)
 		said_no_clock();
 		return emu_ns0 + atomic_fetch_add(&emu_calls, 1);
 	}
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return ht_ts_ns(&ts);
 }
 
 uint64_t ht_tsc_emulated(void)
@@ -75,19 +75,8 @@ uint64_t ht_tsc_emulated(void)
 		said_no_clock();
 		return emu_tsc0 + atomic_fetch_add(&emu_calls, 1);
 	}
-	uint64_t ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	uint64_t ns = ht_ts_ns(&ts);
 	return emu_tsc0 + (uint64_t)((double)(ns > emu_ns0 ? ns - emu_ns0 : 0) * emu_ticks_per_ns);
-}
-
-static inline uint64_t rdtsc(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	uint32_t lo, hi;
-	__asm__ volatile("lfence; rdtsc" : "=a"(lo), "=d"(hi)::"memory");
-	return ((uint64_t)hi << 32) | lo;
-#else
-	return 0;
-#endif
 }
 
 void ht_clock__tsc_off(void)
@@ -110,15 +99,15 @@ void ht_clock__tsc_off(void)
 	}
 	/* (this thread can still read the counter: its prctl comes after) */
 	struct timespec ts;
-	uint64_t ns_a = 0, ns_b = 0, tsc_a = rdtsc(), tsc_b = tsc_a;
+	uint64_t ns_a = 0, ns_b = 0, tsc_a = ht_rdtsc_fenced(), tsc_b = tsc_a;
 	if (sys_clock(CLOCK_MONOTONIC, &ts) == 0) {
-		ns_a = ns_b = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+		ns_a = ns_b = ht_ts_ns(&ts);
 		/* (bounded: a clock that does not move, a VM's, ends it too) */
 		for (long i = 0; i < 10000000 && ns_b - ns_a < 2000000; i++) {
-			tsc_b = rdtsc();
+			tsc_b = ht_rdtsc_fenced();
 			if (sys_clock(CLOCK_MONOTONIC, &ts) != 0)
 				break;
-			ns_b = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+			ns_b = ht_ts_ns(&ts);
 		}
 	}
 	emu_ticks_per_ns = ns_b > ns_a ? (double)(tsc_b - tsc_a) / (double)(ns_b - ns_a) : 0;

@@ -1193,6 +1193,23 @@ HT_EXPORT int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*
 	return r;
 }
 
+/* After a fork the program made without glibc's atfork handlers (_Fork,
+ * or the system call through syscall()): the child gets fork's reset
+ * (system calls only, no lock, no malloc: async-signal-safe), the parent
+ * records the fork. */
+static long forked(long r)
+{
+	if (r == 0) {
+		int e = errno;
+		ht_init__after_fork_child();
+		errno = e;
+	} else if (r > 0 && tracing(&ht_tls)) {
+		uint64_t v[1] = {(uint64_t)r};
+		ht_record(HT_EV_FORK, 0, ht_now(), v, NULL);
+	}
+	return r;
+}
+
 /* prctl and syscall: two requests take from the thread what the recorder
  * needs (probe T).  PR_SET_TSC with PR_TSC_SIGSEGV makes the timestamp
  * counter fault: the clock moves to the kernel's first (clock.c), else
@@ -1237,19 +1254,25 @@ static void named_by_prctl(long option, long name, long r)
 	ht_record(HT_EV_THREAD_NAME, 0, ht_now(), NULL, buf);
 }
 
-HT_EXPORT int prctl(int option, ...)
+/* The program's prctl, by prctl() or by syscall(SYS_prctl, ...). */
+static long prctl_call(long option, long a2, long a3, long a4, long a5)
 {
-	va_list ap;
-	va_start(ap, option);
-	unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long);
-	unsigned long a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
-	va_end(ap);
 	int strict = option == PR_SET_SECCOMP && a2 == SECCOMP_MODE_STRICT;
 	if ((option == PR_SET_TSC && a2 == PR_TSC_SIGSEGV) || strict)
 		before_tsc_off(strict);
 	long r = after_tsc_off(strict, ht_raw_syscall(SYS_prctl, option, a2, a3, a4, a5, 0));
-	named_by_prctl(option, (long)a2, r);
-	return (int)r;
+	named_by_prctl(option, a2, r);
+	return r;
+}
+
+HT_EXPORT int prctl(int option, ...)
+{
+	va_list ap;
+	va_start(ap, option);
+	long a2 = va_arg(ap, long), a3 = va_arg(ap, long);
+	long a4 = va_arg(ap, long), a5 = va_arg(ap, long);
+	va_end(ap);
+	return (int)prctl_call(option, a2, a3, a4, a5);
 }
 
 #if defined(__x86_64__)
@@ -1272,21 +1295,6 @@ static int forkish(long nr, const long *a)
 	return 0;
 }
 
-/* After a forkish call: the child gets fork's reset (system calls only,
- * as _Fork's), the parent records the fork. */
-static long forked(long r)
-{
-	if (r == 0) {
-		int e = errno;
-		ht_init__after_fork_child();
-		errno = e;
-	} else if (r > 0 && tracing(&ht_tls)) {
-		uint64_t v[1] = {(uint64_t)r};
-		ht_record(HT_EV_FORK, 0, ht_now(), v, NULL);
-	}
-	return r;
-}
-
 HT_EXPORT long syscall(long nr, ...)
 {
 	va_list ap;
@@ -1295,17 +1303,14 @@ HT_EXPORT long syscall(long nr, ...)
 	for (int i = 0; i < 6; i++)
 		a[i] = va_arg(ap, long);
 	va_end(ap);
-	int strict = (nr == SYS_seccomp && a[0] == SECCOMP_SET_MODE_STRICT) ||
-		     (nr == SYS_prctl && a[0] == PR_SET_SECCOMP && a[1] == SECCOMP_MODE_STRICT);
-	if (HT_UNLIKELY(strict ||
-			(nr == SYS_prctl && a[0] == PR_SET_TSC && a[1] == PR_TSC_SIGSEGV)))
+	if (HT_UNLIKELY(nr == SYS_prctl))
+		return prctl_call(a[0], a[1], a[2], a[3], a[4]);
+	int strict = nr == SYS_seccomp && a[0] == SECCOMP_SET_MODE_STRICT;
+	if (HT_UNLIKELY(strict))
 		before_tsc_off(strict);
 	if (HT_UNLIKELY(forkish(nr, a)) && !ht_tls.guard)
 		return forked(ht_raw_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]));
-	long r = after_tsc_off(strict, ht_raw_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]));
-	if (nr == SYS_prctl)
-		named_by_prctl(a[0], a[1], r);
-	return r;
+	return after_tsc_off(strict, ht_raw_syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]));
 }
 #endif
 
@@ -1391,16 +1396,9 @@ HT_EXPORT pid_t _Fork(void)
 {
 	if (!real._Fork)
 		ht_hooks__resolve();
-	pid_t r = real._Fork ? real._Fork() : (pid_t)syscall(SYS_fork);
-	if (r == 0) {
-		int e = errno;
-		ht_init__after_fork_child();
-		errno = e;
-	} else if (r > 0 && tracing(&ht_tls)) {
-		uint64_t v[1] = {(uint64_t)(int64_t)r};
-		ht_record(HT_EV_FORK, 0, ht_now(), v, NULL);
-	}
-	return r;
+	/* (not syscall(), which the library interposes and would take for a
+	 * fork of the program's as well: the child reset twice) */
+	return (pid_t)forked(real._Fork ? real._Fork() : ht_raw_syscall(SYS_fork, 0, 0, 0, 0, 0, 0));
 }
 
 /* clone() without CLONE_VM makes a new process, as fork() does, but glibc

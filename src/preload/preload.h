@@ -377,6 +377,27 @@ void ht_stack__after_fork_child(struct ht_tls *t);
 void ht_stack__after_dlclose(void);
 
 /* ---- clock (inline: hot path) ------------------------------------------- */
+/* A timespec in nanoseconds. */
+static inline uint64_t ht_ts_ns(const struct timespec *ts)
+{
+	return (uint64_t)ts->tv_sec * 1000000000u + (uint64_t)ts->tv_nsec;
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+/* The timestamp counter, read only after every earlier load completed. */
+static inline uint64_t ht_rdtsc_fenced(void)
+{
+	uint32_t lo, hi;
+	__asm__ volatile("lfence; rdtsc" : "=a"(lo), "=d"(hi)::"memory");
+	return ((uint64_t)hi << 32) | lo;
+}
+#else
+static inline uint64_t ht_rdtsc_fenced(void)
+{
+	return 0; /* (no counter: the monotonic clock, ht_opt.use_tsc 0) */
+}
+#endif
+
 /* ht_opt.use_tsc once the program made RDTSC fault (prctl PR_SET_TSC, or
  * seccomp's strict mode): timestamp-counter ticks worked out from the
  * kernel's monotonic clock (clock.c), so the trace's times go on in one
@@ -456,11 +477,8 @@ static inline uint64_t ht_now_release(void)
 {
 #if (defined(__x86_64__) || defined(__i386__)) && !defined(HT_NO_RELEASE_FENCE)
 	if (HT_LIKELY(__atomic_load_n(&ht_opt.use_tsc, __ATOMIC_RELAXED) == 1) &&
-	    atomic_load_explicit(&ht_multithreaded, memory_order_relaxed)) {
-		uint32_t lo, hi;
-		__asm__ volatile("lfence; rdtsc" : "=a"(lo), "=d"(hi)::"memory");
-		return ((uint64_t)hi << 32) | lo;
-	}
+	    atomic_load_explicit(&ht_multithreaded, memory_order_relaxed))
+		return ht_rdtsc_fenced();
 #endif
 	return ht_now();
 }

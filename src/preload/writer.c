@@ -662,7 +662,7 @@ static int write_header(void)
 	h->sample_bytes = (uint32_t)ht_opt.sample_bytes;
 	struct timespec rt;
 	ht_clock_gettime(CLOCK_REALTIME, &rt);
-	h->start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
+	h->start_realtime_ns = ht_ts_ns(&rt);
 	h->start_mono_ns = ht_mono_ns();
 	h->start_ts = ht_now();
 	h->ts_hz = ht_opt.use_tsc ? 0 : 1000000000u; /* TSC: fitted by readers */
