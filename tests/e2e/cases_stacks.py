@@ -1032,7 +1032,10 @@ def test_symbols_relative_paths(t):
     shutil.copy(os.path.join(data, "libleaklib.so"), os.path.join(ran, "libleaklib.so"))
     f, err = lib_site(os.path.join(data, "relative-module.ht"), ran)
     eq(f["function"], "leaklib_inner", "older trace, from the program's directory")
-    check("relative" not in err and "not the file" not in err, "a warning:\n" + err)
+    # (about the library: the system's own libraries that trace names may
+    # have been updated since it was recorded, which leaks says too)
+    said = [ln for ln in err.splitlines() if "relative" in ln or "libleaklib" in ln]
+    eq(said, [], "a warning about the library")
 
 
 @case(timeout=120)
