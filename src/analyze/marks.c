@@ -24,6 +24,18 @@ void ht_marks__add(struct ht_marks *m, const struct ht_event *e)
 	k->label = memcpy(ht_xrealloc(NULL, len + 1), text, len + 1);
 }
 
+void ht_marks__append(struct ht_marks *m, const struct ht_marks *from)
+{
+	for (size_t i = 0; i < from->n; i++) {
+		struct ht_event e = {.kind = HT_EV_MARK,
+				     .time_ns = from->v[i].time_ns,
+				     .tid = from->v[i].tid,
+				     .str = from->v[i].label};
+		ht_marks__add(m, &e);
+	}
+	m->dropped += from->dropped;
+}
+
 void ht_marks__json(const struct ht_marks *m, struct ht_json *j)
 {
 	ht_json__arr_begin(j, "marks");

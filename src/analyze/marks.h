@@ -28,6 +28,9 @@ struct ht_marks {
 
 /* Keeps the MARK event e (or counts it as dropped past max). */
 void ht_marks__add(struct ht_marks *m, const struct ht_event *e);
+/* Keeps the marks of from after those of m (time slices added in order),
+ * counting those past max and those from dropped as dropped. */
+void ht_marks__append(struct ht_marks *m, const struct ht_marks *from);
 /* The "marks" array: time_ns, tid and label of each kept mark. */
 void ht_marks__json(const struct ht_marks *m, struct ht_json *j);
 void ht_marks__free(struct ht_marks *m);

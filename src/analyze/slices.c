@@ -12,13 +12,17 @@
 
 #include "analyze/analyze.h"
 #include "analyze/pass.h"
+#include "analyze/slicerel.h"
+#include "analyze/timeline.h"
 #include "common/util.h"
 #include "trace/reader_slice.h"
 
 #define MAX_SLICES 64
 /* Releases a slice may keep for the slices before it to tell (32 bytes
- * each), with the program's own mapping calls it keeps to replay on their
- * mappings (40 bytes each): past this, the trace is read serially. */
+ * each, and what each model keeps for them: 56 bytes for stats, 80 for a
+ * timeline), with the program's own mapping calls it keeps to replay on
+ * their mappings (40 bytes each, per model): past this, the trace is read
+ * serially. */
 #define MAX_DEFERRED (1u << 22)
 
 /* The addresses a slice handed out: per 512-byte region of the address
@@ -85,11 +89,6 @@ static inline int addrset_has(const struct addrset *a, uint64_t p)
 	return a->e[j].key && (a->e[j].bits >> ((p >> 3) & 63) & 1);
 }
 
-static int handed_out(void *ctx, uint64_t ptr)
-{
-	return addrset_has(ctx, ptr);
-}
-
 struct slice {
 	const char *path;
 	const struct ht_trace_info *in; /* the whole trace's (its reader's) */
@@ -97,7 +96,11 @@ struct slice {
 	int first;			/* the slice that starts the trace */
 	struct ht_reader *r;		/* its reader */
 	struct ht_pass *pass;
-	struct ht_stats_slice *st;
+	const struct ht_slices_want *want;
+	struct ht_stats_slice *st;     /* the models it feeds (NULL: not wanted) */
+	struct ht_timeline_slice *tl;
+	struct ht_slice_release *rel;  /* the releases it could not place, in order */
+	size_t nrel, caprel;
 	struct addrset handed;	 /* what it handed out (not kept for the first) */
 	_Atomic uint64_t events; /* read so far (progress) */
 	_Atomic uint64_t done_bytes;
@@ -124,7 +127,13 @@ static void read_slice(struct slice *sl)
 	}
 	sl->pass = ht_pass__new();
 	ht_pass__check_order(sl->pass, sl->r); /* (its counts: ht_reader__slices_done) */
-	sl->st = ht_stats__slice_new(sl->in, sl->first);
+	if (sl->want->stats)
+		sl->st = ht_stats__slice_new(sl->in, sl->first);
+	if (sl->want->timeline &&
+	    !(sl->tl = ht_timeline__slice_new(sl->want->timeline, sl->first))) {
+		sl->why = "out of memory";
+		return;
+	}
 	if (!sl->first)
 		addrset_init(&sl->handed);
 	uint64_t n = 0;
@@ -139,14 +148,30 @@ static void read_slice(struct slice *sl)
 			return;
 		}
 		const struct ht_blockop *op = ht_pass__event(sl->pass, e);
-		int reused = 0;
+		int deferred = 0;
 		if (!sl->first) {
-			if (op->releases && !op->released && op->released_ptr)
-				reused = addrset_has(&sl->handed, op->released_ptr);
+			if (op->releases && !op->released) {
+				/* a block from before, or an unknown free: told
+				 * when the slices are added */
+				deferred = 1;
+				uint64_t p = op->released_ptr;
+				sl->rel =
+				    ht_grow(sl->rel, &sl->caprel, sl->nrel + 1, sizeof(*sl->rel));
+				sl->rel[sl->nrel++] = (struct ht_slice_release){
+				    .ptr = p,
+				    .time_ns = e->time_ns,
+				    .tid = e->tid,
+				    .thread = op->thread,
+				    .is_free = e->kind == HT_EV_FREE,
+				    .reused = p && addrset_has(&sl->handed, p)};
+			}
 			if (op->acquired)
 				addrset_add(&sl->handed, op->acquired->ptr);
 		}
-		ht_stats__slice_event(sl->st, e, op, reused);
+		if (sl->st)
+			ht_stats__slice_event(sl->st, e, op, deferred);
+		if (sl->tl)
+			ht_timeline__slice_event(sl->tl, e, op, deferred);
 		if (__builtin_expect((++n & 0xffff) == 0, 0)) {
 			uint64_t done, total;
 			ht_reader__progress(sl->r, &done, &total);
@@ -154,7 +179,9 @@ static void read_slice(struct slice *sl)
 			atomic_store_explicit(&sl->done_bytes, done, memory_order_relaxed);
 			if (atomic_load(&stop_all))
 				return;
-			if (ht_stats__slice_deferred(sl->st) > MAX_DEFERRED) {
+			size_t kept = sl->nrel + (sl->st ? ht_stats__slice_deferred(sl->st) : 0) +
+				      (sl->tl ? ht_timeline__slice_kept(sl->tl) : 0);
+			if (kept > MAX_DEFERRED) {
 				sl->why = "too many releases of blocks from before it, or "
 					  "mapping calls";
 				return;
@@ -188,6 +215,8 @@ static void slice_free(struct slice *sl)
 	ht_pass__delete(sl->pass); /* (before its reader: pass.h) */
 	ht_reader__close(sl->r);
 	ht_stats__slice_delete(sl->st);
+	ht_timeline__slice_delete(sl->tl);
+	free(sl->rel);
 	if (!sl->first && sl->handed.e)
 		addrset_free(&sl->handed);
 }
@@ -204,9 +233,9 @@ static uint64_t min_events(void)
 	return HT_SLICE_MIN_EVENTS;
 }
 
-/* Adds the slices, in order, into the model of the first; NULL if one
- * cannot be placed. */
-static struct ht_stats *add_up(struct slice *sv, unsigned k, struct ht_reader *r)
+/* Adds the slices, in order, into the models of the first (into g); -1
+ * if one cannot be placed. */
+static int add_up(struct slice *sv, unsigned k, struct ht_reader *r, struct ht_slices_got *g)
 {
 	struct ht_livemap carry;
 	ht_livemap__init(&carry);
@@ -216,21 +245,55 @@ static struct ht_stats *add_up(struct slice *sv, unsigned k, struct ht_reader *r
 			ht_livemap__put(&carry, &l0->slots[i]);
 	struct ht_order_info sum = {0};
 	uint64_t released_live = 0;
-	struct ht_stats *s = ht_stats__slice_take(sv[0].st);
-	for (unsigned i = 0; i < k; i++) {
-		if (i && ht_stats__slice_add(s, &carry, sv[i].st, ht_pass__live(sv[i].pass),
-					     handed_out, &sv[i].handed, &released_live) < 0) {
-			ht_stats__delete(s);
-			ht_livemap__free(&carry);
-			return NULL;
-		}
+	int ret = 0;
+	g->stats = sv[0].st ? ht_stats__slice_take(sv[0].st) : NULL;
+	g->timeline = sv[0].tl ? ht_timeline__slice_take(sv[0].tl) : NULL;
+	for (unsigned i = 0; i < k && !ret; i++) {
 		struct ht_order_info o;
 		ht_reader__order(sv[i].r, &o);
 		sum.anomalies += o.anomalies;
+		if (!i)
+			continue;
+		/* what its releases released: blocks live at the end of the
+		 * slices before, taken out of the carried ones */
+		struct slice *sl = &sv[i];
+		struct ht_block *b = ht_xcalloc(sl->nrel ? sl->nrel : 1, sizeof(*b));
+		for (size_t j = 0; j < sl->nrel && !ret; j++) {
+			const struct ht_slice_release *d = &sl->rel[j];
+			if (!d->ptr || !ht_livemap__del(&carry, d->ptr, &b[j]))
+				continue; /* unknown in the serial pass too */
+			if (d->reused)
+				ret = -1; /* handed out while live, then freed: not placed here */
+			released_live++;
+		}
+		/* a block from before that the slice handed out again without
+		 * freeing it first: the serial pass replaced it there (an
+		 * address handed out while live), which the slices cannot place */
+		for (size_t j = 0; j < carry.cap && !ret; j++)
+			if (carry.slots[j].ptr && addrset_has(&sl->handed, carry.slots[j].ptr))
+				ret = -1;
+		if (!ret) {
+			const struct ht_livemap *live = ht_pass__live(sl->pass);
+			for (size_t j = 0; j < live->cap; j++)
+				if (live->slots[j].ptr)
+					ht_livemap__put(&carry, &live->slots[j]);
+			struct ht_slice_releases rs = {sl->rel, b, sl->nrel};
+			if (g->stats)
+				ht_stats__slice_add(g->stats, sl->st, &rs);
+			if (g->timeline)
+				ht_timeline__slice_add(g->timeline, sl->tl, &rs);
+		}
+		free(b);
 	}
 	ht_livemap__free(&carry);
+	if (ret) {
+		ht_stats__delete(g->stats);
+		ht_timeline__delete(g->timeline);
+		*g = (struct ht_slices_got){0};
+		return -1;
+	}
 	ht_reader__slices_done(r, &sum, released_live);
-	return s;
+	return 0;
 }
 
 unsigned ht_slices__wanted(void)
@@ -240,34 +303,38 @@ unsigned ht_slices__wanted(void)
 	return ht_reader__threads_given() ? ht_reader__threads_wanted() : ht_reader__cpus();
 }
 
-/* HEAPTRAIL_SLICE_NOTE=1 (the tests): how the trace was read; NULL
+/* HEAPTRAIL_SLICE_NOTE=1 (the tests): how the trace was read; -1
  * returned for the caller to read it serially when why is given. */
-static struct ht_stats *note(struct ht_stats *s, unsigned k, const char *why)
+static int note(int ok, unsigned k, const char *why)
 {
 	if (getenv("HEAPTRAIL_SLICE_NOTE")) {
-		if (s)
+		if (ok)
 			fprintf(stderr, "heaptrail: note: read in %u time slices\n", k);
 		else
 			fprintf(stderr, "heaptrail: note: read serially: %s\n", why);
 	}
-	return s;
+	return ok ? 0 : -1;
 }
 
-struct ht_stats *ht_slices__stats(const char *path, struct ht_reader *r)
+int ht_slices__read(const char *path, struct ht_reader *r, const struct ht_slices_want *w,
+		    struct ht_slices_got *g)
 {
+	*g = (struct ht_slices_got){0};
 	unsigned k = ht_slices__wanted();
 	if (k > MAX_SLICES)
 		k = MAX_SLICES;
 	if (k < 2)
-		return NULL;
+		return -1;
 	if (!ht_reader__sliceable(r, min_events()))
-		return note(NULL, k, "the trace does not suit");
+		return note(0, k, "the trace does not suit");
 	if (ht_reader__stacks_seen(r) != 0)
-		return note(NULL, k, "a trace with stacks");
+		return note(0, k, "a trace with stacks");
+	if (w->timeline && !ht_timeline__sliceable(w->timeline))
+		return note(0, k, "a part of the trace (--from, --to)");
 	uint64_t cut[MAX_SLICES];
 	unsigned ncut = ht_reader__cut_times(r, k, cut);
 	if (!ncut)
-		return note(NULL, k, "no chunk to cut at");
+		return note(0, k, "no chunk to cut at");
 	k = ncut + 1;
 
 	struct slice *sv = ht_xcalloc(k, sizeof(*sv));
@@ -279,7 +346,8 @@ struct ht_stats *ht_slices__stats(const char *path, struct ht_reader *r)
 				       .in = ht_reader__info(r),
 				       .lo = i ? cut[i - 1] : 0,
 				       .hi = i + 1 < k ? cut[i] : 0,
-				       .first = i == 0};
+				       .first = i == 0,
+				       .want = w};
 		if (pthread_create(&sv[i].th, NULL, slice_main, &sv[i]) != 0)
 			break;
 		started++;
@@ -321,9 +389,16 @@ struct ht_stats *ht_slices__stats(const char *path, struct ht_reader *r)
 	for (unsigned i = 0; i < started; i++)
 		if (sv[i].why)
 			why = sv[i].why;
-	struct ht_stats *s = note(ok ? add_up(sv, k, r) : NULL, k, why);
+	int ret = note(ok && add_up(sv, k, r, g) == 0, k, why);
 	for (unsigned i = 0; i < started; i++)
 		slice_free(&sv[i]);
 	free(sv);
-	return s;
+	return ret;
+}
+
+struct ht_stats *ht_slices__stats(const char *path, struct ht_reader *r)
+{
+	struct ht_slices_want w = {.stats = 1};
+	struct ht_slices_got g;
+	return ht_slices__read(path, r, &w, &g) == 0 ? g.stats : NULL;
 }

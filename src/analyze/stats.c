@@ -6,6 +6,7 @@
 
 #include "analyze/analyze.h"
 #include "analyze/pass.h"
+#include "analyze/slicerel.h"
 #include "analyze/stats.h"
 #include "common/json.h"
 #include "common/util.h"
@@ -628,18 +629,6 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_reader *r
 
 /* ---- time slices (analyze/slices.c) ----------------------------------------- */
 
-/* A release of a block the slice did not hand out: a block of the slices
- * before it, or not live at all (an unknown free), told when they are
- * added.  ptr 0 stays unknown. */
-struct defer {
-	uint64_t ptr, time_ns;
-	uint32_t tid;
-	uint32_t thread;   /* the releasing thread's index in the slice's table */
-	uint8_t is_free;   /* a free() (a sampled block's weight counts as calls) */
-	uint8_t reused;    /* the slice handed ptr out before: if it was live from
-			    * before, the serial pass had replaced it there */
-};
-
 /* The highest live figures between two deferred releases (the live bytes
  * the slice knows are off from the true ones by what the releases before
  * them free, known only once the slices before are added).  Local values:
@@ -654,9 +643,8 @@ struct seg {
 struct ht_stats_slice {
 	struct ht_stats *s;     /* the slice's model: counts add; live figures are its own */
 	int first;              /* the first slice: its figures are the true ones */
-	struct defer *def;      /* in order */
-	size_t ndef, capdef;
-	struct seg *seg;        /* ndef + 1: before the first deferred release, ... */
+	size_t ndef;            /* releases it could not place (slicerel.h) */
+	struct seg *seg;        /* ndef + 1: before the first such release, ... */
 	size_t capseg;
 	struct ht_mmcall *mm;   /* the program's own mapping calls, in order (not the first's) */
 	size_t nmm, capmm;
@@ -680,7 +668,6 @@ void ht_stats__slice_delete(struct ht_stats_slice *sl)
 	if (!sl)
 		return;
 	ht_stats__delete(sl->s);
-	free(sl->def);
 	free(sl->seg);
 	free(sl->mm);
 	free(sl->named);
@@ -689,7 +676,7 @@ void ht_stats__slice_delete(struct ht_stats_slice *sl)
 
 size_t ht_stats__slice_deferred(const struct ht_stats_slice *sl)
 {
-	return sl->ndef + sl->nmm;
+	return sl->nmm;
 }
 
 /* The model's highest figures so far, as those of segment j (note_peak
@@ -706,24 +693,18 @@ static void seg_close(struct ht_stats_slice *sl, size_t j)
 }
 
 void ht_stats__slice_event(struct ht_stats_slice *sl, const struct ht_event *e,
-			   const struct ht_blockop *op, int reused)
+			   const struct ht_blockop *op, int deferred)
 {
 	struct ht_stats *s = sl->s;
-	if (op->releases && !op->released && !sl->first) {
+	if (deferred) {
 		/* a block from before, or an unknown free: it ends a segment
 		 * (an allocation the event also makes is the next one's) */
-		if (sl->ndef == sl->capdef) {
-			sl->capdef = sl->capdef ? 2 * sl->capdef : 1024;
-			sl->def = ht_xrealloc(sl->def, sl->capdef * sizeof(*sl->def));
-		}
 		if (sl->ndef + 2 > sl->capseg) {
 			size_t cap = 2 * sl->capseg;
 			sl->seg = ht_xrealloc(sl->seg, cap * sizeof(*sl->seg));
 			sl->capseg = cap;
 		}
-		seg_close(sl, sl->ndef);
-		sl->def[sl->ndef++] = (struct defer){op->released_ptr, e->time_ns, e->tid, op->thread,
-						     e->kind == HT_EV_FREE, (uint8_t)reused};
+		seg_close(sl, sl->ndef++);
 	}
 	ht_stats__event(s, e, op);
 	switch (e->kind) {
@@ -757,10 +738,8 @@ void ht_stats__slice_event(struct ht_stats_slice *sl, const struct ht_event *e,
 	}
 }
 
-int ht_stats__slice_add(struct ht_stats *s, struct ht_livemap *carry, struct ht_stats_slice *sl,
-			const struct ht_livemap *live,
-			int (*handed_out)(void *ctx, uint64_t ptr), void *ctx,
-			uint64_t *released_live)
+void ht_stats__slice_add(struct ht_stats *s, struct ht_stats_slice *sl,
+			 const struct ht_slice_releases *rs)
 {
 	struct ht_stats *k = sl->s;
 	/* the blocks of the slices before that its deferred releases free, in
@@ -788,12 +767,10 @@ int ht_stats__slice_add(struct ht_stats *s, struct ht_livemap *carry, struct ht_
 		}
 		if (j == sl->ndef)
 			break;
-		const struct defer *d = &sl->def[j];
-		struct ht_block b;
-		if (!d->ptr || !ht_livemap__del(carry, d->ptr, &b))
+		const struct ht_slice_release *d = &rs->rel[j];
+		const struct ht_block b = rs->b[j];
+		if (!b.ptr)
 			continue; /* unknown in the serial pass too */
-		if (d->reused)
-			return -1; /* handed out while live, then freed: not placed here */
 		/* what release() does with a block it knows, where the slice
 		 * counted an unknown free */
 		uint64_t w = b.weight;
@@ -808,17 +785,7 @@ int ht_stats__slice_add(struct ht_stats *s, struct ht_livemap *carry, struct ht_
 			k->cross_thread_frees += w;
 		uint64_t life = d->time_ns > b.time_ns ? d->time_ns - b.time_ns : 0;
 		k->life_hist[life_bucket(life)] += w;
-		(*released_live)++;
 	}
-	/* a block from before that the slice handed out again without
-	 * freeing it first: the serial pass replaced it there (an address
-	 * handed out while live), which the slices cannot place */
-	for (size_t i = 0; i < carry->cap; i++)
-		if (carry->slots[i].ptr && handed_out(ctx, carry->slots[i].ptr))
-			return -1;
-	for (size_t i = 0; i < live->cap; i++)
-		if (live->slots[i].ptr)
-			ht_livemap__put(carry, &live->slots[i]);
 	s->live_bytes = base_bytes + k->live_bytes - ub;
 	s->live_blocks = base_blocks + k->live_blocks - ubl;
 	s->live_usable = base_usable + k->live_usable - uu;
@@ -887,15 +854,7 @@ int ht_stats__slice_add(struct ht_stats *s, struct ht_livemap *carry, struct ht_
 		if (i < sl->capnamed && sl->named[i])
 			memcpy(c->name, t->name, sizeof(c->name));
 	}
-	for (size_t i = 0; i < k->marks.n; i++) {
-		struct ht_event m = {.kind = HT_EV_MARK,
-				     .time_ns = k->marks.v[i].time_ns,
-				     .tid = k->marks.v[i].tid,
-				     .str = k->marks.v[i].label};
-		ht_marks__add(&s->marks, &m);
-	}
-	s->marks.dropped += k->marks.dropped;
-	return 0;
+	ht_marks__append(&s->marks, &k->marks);
 }
 
 struct ht_stats *ht_stats__slice_take(struct ht_stats_slice *sl)

@@ -91,25 +91,19 @@ struct ht_stats_slice;
 /* first: the slice that starts the trace (its figures are true as they
  * are: ht_stats__slice_take gives them). */
 struct ht_stats_slice *ht_stats__slice_new(const struct ht_trace_info *in, int first);
-/* One event of the slice and what it did to the slice's pass; reused:
- * the event releases an address (not live in the slice) that the slice
- * handed out before. */
+/* One event of the slice and what it did to the slice's pass; deferred:
+ * it releases an address the slice did not hand out (slicerel.h), which
+ * ends a segment of its live figures. */
 void ht_stats__slice_event(struct ht_stats_slice *sl, const struct ht_event *e,
-			   const struct ht_blockop *op, int reused);
-/* Releases and mapping calls kept so far (to bound the memory of a slice). */
+			   const struct ht_blockop *op, int deferred);
+/* Mapping calls kept so far (to bound the memory of a slice). */
 size_t ht_stats__slice_deferred(const struct ht_stats_slice *sl);
-/* Adds the next slice sl to s, the model of the slices before it, whose
- * blocks live at the end are carry; then carry holds those live at the
- * end of sl too (live: the blocks live in sl's pass at its end).
- * handed_out(ctx, ptr) says whether sl handed ptr out.  *released_live
- * counts the releases sl did not know that a block of carry explains.
- * Returns -1 if an address live from before was handed out again in sl
- * before it was freed (in the trace's order: an address handed out while
- * live), whose effect the slices cannot place: read serially then. */
-int ht_stats__slice_add(struct ht_stats *s, struct ht_livemap *carry, struct ht_stats_slice *sl,
-			const struct ht_livemap *live,
-			int (*handed_out)(void *ctx, uint64_t ptr), void *ctx,
-			uint64_t *released_live);
+/* Adds the next slice sl to s, the model of the slices before it: rs
+ * tells what each release it could not place released (ht_slice_releases,
+ * in order, one per deferred event). */
+struct ht_slice_releases;
+void ht_stats__slice_add(struct ht_stats *s, struct ht_stats_slice *sl,
+			 const struct ht_slice_releases *rs);
 /* The slice's model, which the caller then owns (the first slice's: the
  * start of the combined one). */
 struct ht_stats *ht_stats__slice_take(struct ht_stats_slice *sl);

@@ -13,6 +13,7 @@
 #include "analyze/mmranges.h"
 #include "analyze/pass.h"
 #include "analyze/readto.h"
+#include "analyze/slicerel.h"
 #include "common/json.h"
 #include "common/markup.h"
 #include "common/util.h"
@@ -91,7 +92,12 @@ struct ht_timeline {
 				       * read (a cut trace: find_damage) */
 	size_t nthr, capthr;       /* used / allocated */
 	unsigned bins_read;        /* bins [0, bins_read) hold events read, the rest none */
+	struct ht_timeline_slice *slice; /* a time slice's part, not the first (NULL: serial) */
 };
+
+static void slice_filled(struct ht_timeline_slice *sl, unsigned bin);
+static void slice_brk(struct ht_timeline_slice *sl, struct bin *bn, unsigned bin, uint64_t v);
+static void slice_mmcall(struct ht_timeline_slice *sl, const struct ht_event *e, unsigned bin);
 
 enum { OPEN_WRITTEN = 1, OPEN_UNCLOSED = 2 }; /* ht_timeline.open_end */
 
@@ -205,6 +211,8 @@ static void fill_to(struct ht_timeline *tl, unsigned upto)
 		for (int s = 0; s < NSER; s++)
 			if (s != S_RSS)
 				b->min[s] = b->max[s] = b->last[s] = tl->cur[s];
+		if (tl->slice)
+			slice_filled(tl->slice, tl->filled);
 	}
 }
 
@@ -350,8 +358,16 @@ static __attribute__((noinline)) void event_slow(struct ht_timeline *tl,
 	case HT_EV_MUNMAP:
 	case HT_EV_MREMAP:
 		mmap_call(tl, e);
+		if (tl->slice && b >= 0)
+			slice_mmcall(tl->slice, e, (unsigned)b);
 		break;
 	case HT_EV_HEAP_BREAK:
+		if (tl->slice && b >= 0) {
+			slice_brk(tl->slice, &tl->bins[b], (unsigned)b, e->v[0]);
+			tl->cur[S_BRK] = e->v[0]; /* (the break itself: slice_brk) */
+			tl->dirty |= 1u << S_BRK;
+			break;
+		}
 		if (!tl->brk_base)
 			tl->brk_base = e->v[0];
 		tl->cur[S_BRK] = e->v[0] > tl->brk_base ? e->v[0] - tl->brk_base : 0;
@@ -591,6 +607,286 @@ void ht_timeline__delete(struct ht_timeline *tl)
 	free(tl->paused);
 	free(tl->bins);
 	free(tl);
+}
+
+/* ---- time slices (analyze/slices.c) ------------------------------------------- */
+
+/* The series a slice knows only up to the blocks from before it that its
+ * releases free: what its own events add, off from the true level by what
+ * was live at its start less what those releases freed so far. */
+enum { R_LIVE, R_USABLE, R_MMC, NREL };
+static const int rel_series[NREL] = {S_LIVE, S_USABLE, S_MMC};
+
+/* Segment k of a slice: its events from its k-th release of an address it
+ * did not hand out (deferred, slicerel.h) to the next.  Closed by release
+ * k, in the bin where that came; the part of the segment in that bin, and
+ * the slice's highest figures so far (a highest before, where fewer
+ * blocks from before were off, wins where it was reached: stats.c,
+ * seg_close).  The next segment starts in that bin at the figures after
+ * the release's event: what the serial timeline noted there (the level
+ * after the event only: a realloc in place releases and acquires in one;
+ * where it released nothing known, the level before, noted already). */
+struct tseg {
+	unsigned bin;
+	uint64_t min[NREL], max[NREL];
+	uint64_t peak, peak_ns, peak_usable;
+};
+
+struct tmm {
+	struct ht_mmcall c;
+	unsigned bin;
+};
+
+struct ht_timeline_slice {
+	struct ht_timeline *tl; /* its model: bins from bin0 on, series as said above */
+	int first;              /* the first slice: its figures are the true ones */
+	int started;            /* an event came */
+	unsigned bin0;          /* the first bin it fills (that of its first event: those
+				 * before hold the level at its start, which the slices
+				 * before give) */
+	uint32_t *seg;          /* per bin: the segment whose part its figures hold */
+	struct tseg *segs;      /* one per deferred release, in order */
+	size_t nseg, capseg;
+	struct tmm *mm;         /* the program's own mapping calls, in order */
+	size_t nmm, capmm;
+	int brk_seen;           /* a break came: from brk_bin on, S_BRK holds it raw */
+	unsigned brk_bin;
+	uint64_t brk_first;     /* the first one */
+};
+
+int ht_timeline__sliceable(const struct ht_timeline_opts *o)
+{
+	return o->duration_exact && o->duration_ns > 0 && o->from_ns == 0 && o->to_ns == 0;
+}
+
+struct ht_timeline_slice *ht_timeline__slice_new(const struct ht_timeline_opts *o, int first)
+{
+	struct ht_timeline_slice *sl = ht_xcalloc(1, sizeof(*sl));
+	sl->first = first;
+	sl->tl = ht_timeline__new(o);
+	if (!sl->tl) {
+		free(sl);
+		return NULL;
+	}
+	if (!first) {
+		sl->seg = ht_xcalloc(o->bins, sizeof(*sl->seg));
+		sl->tl->slice = sl;
+	}
+	return sl;
+}
+
+void ht_timeline__slice_delete(struct ht_timeline_slice *sl)
+{
+	if (!sl)
+		return;
+	ht_timeline__delete(sl->tl);
+	free(sl->seg);
+	free(sl->segs);
+	free(sl->mm);
+	free(sl);
+}
+
+size_t ht_timeline__slice_kept(const struct ht_timeline_slice *sl)
+{
+	return sl->nmm;
+}
+
+struct ht_timeline *ht_timeline__slice_take(struct ht_timeline_slice *sl)
+{
+	struct ht_timeline *tl = sl->tl;
+	sl->tl = NULL;
+	tl->slice = NULL;
+	return tl;
+}
+
+static void slice_filled(struct ht_timeline_slice *sl, unsigned bin)
+{
+	sl->seg[bin] = (uint32_t)sl->nseg;
+}
+
+/* A break: S_BRK holds breaks as they are (the start of the heap may be
+ * the first break of a slice before); before the first one it holds
+ * nothing yet, so the bin of the first starts from it. */
+static void slice_brk(struct ht_timeline_slice *sl, struct bin *bn, unsigned bin, uint64_t v)
+{
+	if (sl->brk_seen)
+		return;
+	sl->brk_seen = 1;
+	sl->brk_bin = bin;
+	sl->brk_first = v;
+	bn->min[S_BRK] = bn->max[S_BRK] = bn->last[S_BRK] = v;
+}
+
+static void slice_mmcall(struct ht_timeline_slice *sl, const struct ht_event *e, unsigned bin)
+{
+	struct ht_mmcall c;
+	if (!ht_mmcall__of(e, &c))
+		return;
+	sl->mm = ht_grow(sl->mm, &sl->capmm, sl->nmm + 1, sizeof(*sl->mm));
+	sl->mm[sl->nmm++] = (struct tmm){c, bin};
+}
+
+void ht_timeline__slice_event(struct ht_timeline_slice *sl, const struct ht_event *e,
+			      const struct ht_blockop *op, int deferred)
+{
+	struct ht_timeline *tl = sl->tl;
+	if (!sl->started && !sl->first) {
+		/* its bins start at that of its first event (times go on) */
+		uint64_t b = e->time_ns / tl->width_ns;
+		sl->bin0 = tl->filled = b < tl->o.bins ? (unsigned)b : tl->o.bins - 1;
+		sl->started = 1;
+	}
+	if (deferred && !tl->finished) {
+		/* the release closes a segment in the bin where it comes (from
+		 * which the true level drops by what it frees, once known) */
+		int b = bin_of(tl, e->time_ns, 1);
+		if (b >= 0) {
+			fill_to(tl, (unsigned)b);
+			struct bin *bn = &tl->bins[b];
+			sl->segs = ht_grow(sl->segs, &sl->capseg, sl->nseg + 1, sizeof(*sl->segs));
+			struct tseg *g = &sl->segs[sl->nseg++];
+			g->bin = (unsigned)b;
+			for (int i = 0; i < NREL; i++) {
+				g->min[i] = bn->min[rel_series[i]];
+				g->max[i] = bn->max[rel_series[i]];
+			}
+			g->peak = tl->peak;
+			g->peak_ns = tl->peak_ns;
+			g->peak_usable = tl->peak_usable;
+			sl->seg[b] = (uint32_t)sl->nseg;
+			ht_timeline__event(tl, e, op);
+			for (int i = 0; i < NREL; i++) {
+				int s = rel_series[i];
+				bn->min[s] = bn->max[s] = bn->last[s] = tl->cur[s];
+			}
+			return;
+		}
+	}
+	ht_timeline__event(tl, e, op);
+}
+
+static inline void note_min_max(struct bin *bn, int s, uint64_t lo, uint64_t hi)
+{
+	if (lo < bn->min[s])
+		bn->min[s] = lo;
+	if (hi > bn->max[s])
+		bn->max[s] = hi;
+}
+
+/* A break as brk_bytes: above the start of the heap. */
+static inline uint64_t above(uint64_t brk, uint64_t base)
+{
+	return brk > base ? brk - base : 0;
+}
+
+/* The bins of sl as they truly were, into tl's (tl: the slices before). */
+void ht_timeline__slice_add(struct ht_timeline *tl, struct ht_timeline_slice *sl,
+			    const struct ht_slice_releases *rs)
+{
+	struct ht_timeline *k = sl->tl;
+	size_t nseg = sl->nseg;
+
+	/* what the releases free of the blocks from before, so far: d[j] for
+	 * segment j (level = the start's + the slice's own - d[j]) */
+	uint64_t(*d)[NREL] = ht_xcalloc(nseg + 1, sizeof(*d));
+	for (size_t j = 0; j < nseg && j < rs->n; j++) {
+		const struct ht_block *b = &rs->b[j];
+		uint64_t w = b->weight;
+		memcpy(d[j + 1], d[j], sizeof(d[j]));
+		if (!b->ptr)
+			continue;
+		d[j + 1][R_LIVE] += b->size * w;
+		d[j + 1][R_USABLE] += b->usable * w;
+		if (b->pad & HT_BLOCK_MMAPPED)
+			d[j + 1][R_MMC] += b->size * w;
+	}
+	for (size_t j = rs->n; j < nseg; j++)
+		memcpy(d[j + 1], d[j], sizeof(d[j]));
+	uint64_t c[NREL];
+	for (int i = 0; i < NREL; i++)
+		c[i] = tl->cur[rel_series[i]];
+	/* the peak: the first highest (segments in time order) */
+	for (size_t j = 0; j <= nseg; j++) {
+		uint64_t peak = j < nseg ? sl->segs[j].peak : k->peak;
+		uint64_t peak_ns = j < nseg ? sl->segs[j].peak_ns : k->peak_ns;
+		uint64_t usable = j < nseg ? sl->segs[j].peak_usable : k->peak_usable;
+		uint64_t v = c[R_LIVE] - d[j][R_LIVE] + peak;
+		if (v > tl->peak) {
+			tl->peak = v;
+			tl->peak_ns = peak_ns;
+		}
+		v = c[R_USABLE] - d[j][R_USABLE] + usable;
+		if (v > tl->peak_usable)
+			tl->peak_usable = v;
+	}
+	/* the bins before the slice's: the level at its start */
+	if (!sl->started) {
+		free(d);
+		return; /* (no event: nothing changed) */
+	}
+	if (sl->bin0 > 0)
+		fill_to(tl, sl->bin0 - 1);
+	uint64_t brk_at = tl->cur[S_BRK], brk_base = tl->brk_base;
+	if (sl->brk_seen && !brk_base)
+		brk_base = tl->brk_base = sl->brk_first;
+	uint64_t mmap = tl->cur[S_MMAP];
+	size_t p = 0, q = 0; /* segments, mapping calls */
+	for (unsigned b = sl->bin0; b < k->filled; b++) {
+		struct bin nb = k->bins[b];
+		uint32_t g = sl->seg[b];
+		for (int i = 0; i < NREL; i++) {
+			int s = rel_series[i];
+			uint64_t base = c[i] - d[g][i];
+			nb.min[s] += base;
+			nb.max[s] += base;
+			nb.last[s] += base;
+		}
+		for (; p < nseg && sl->segs[p].bin == b; p++)
+			for (int i = 0; i < NREL; i++) {
+				uint64_t base = c[i] - d[p][i];
+				note_min_max(&nb, rel_series[i], base + sl->segs[p].min[i],
+					     base + sl->segs[p].max[i]);
+			}
+		if (!sl->brk_seen || b < sl->brk_bin) {
+			nb.min[S_BRK] = nb.max[S_BRK] = nb.last[S_BRK] = brk_at;
+		} else {
+			nb.min[S_BRK] = above(nb.min[S_BRK], brk_base);
+			nb.max[S_BRK] = above(nb.max[S_BRK], brk_base);
+			nb.last[S_BRK] = above(nb.last[S_BRK], brk_base);
+			if (b == sl->brk_bin)
+				note_min_max(&nb, S_BRK, brk_at, brk_at);
+		}
+		nb.min[S_MMAP] = nb.max[S_MMAP] = nb.last[S_MMAP] = mmap;
+		for (; q < sl->nmm && sl->mm[q].bin == b; q++) {
+			ht_mmranges__apply(&tl->mm, &sl->mm[q].c);
+			mmap = tl->mm.bytes;
+			bin_note(&nb, S_MMAP, mmap);
+		}
+		struct bin *t = &tl->bins[b];
+		if (b < tl->filled) { /* its start was the slice before's */
+			for (int s = 0; s < NSER; s++)
+				if (s != S_RSS) {
+					note_min_max(t, s, nb.min[s], nb.max[s]);
+					t->last[s] = nb.last[s];
+				}
+			t->calls += nb.calls;
+			t->bytes += nb.bytes;
+		} else {
+			*t = nb;
+		}
+	}
+	if (k->filled > tl->filled)
+		tl->filled = k->filled;
+	for (int i = 0; i < NREL; i++)
+		tl->cur[rel_series[i]] = c[i] - d[nseg][i] + k->cur[rel_series[i]];
+	if (sl->brk_seen)
+		tl->cur[S_BRK] = above(k->cur[S_BRK], brk_base);
+	tl->cur[S_MMAP] = mmap;
+	tl->events += k->events;
+	if (k->events && k->last_ns > tl->last_ns)
+		tl->last_ns = k->last_ns;
+	ht_marks__append(&tl->marks, &k->marks);
+	free(d);
 }
 
 /* ---- CSV and JSON ---------------------------------------------------------- */

@@ -88,4 +88,33 @@ uint64_t ht_timeline__peak(const struct ht_timeline *tl, uint64_t *time_ns);
 uint64_t ht_timeline__exact_to(const struct ht_timeline *tl, uint32_t *tid);
 void ht_timeline__delete(struct ht_timeline *tl);
 
+/* Time slices (analyze/slices.c): the trace read in parts, each into a
+ * timeline of its own over the same bins, added in time order.  A slice
+ * knows the live figures only up to the blocks from before it that it
+ * releases: at each such release it keeps its bin's figures so far and
+ * its highest ones, which ht_timeline__slice_add tells once the slices
+ * before are known; it keeps the program's own mapping calls, to replay
+ * them on the mappings before it, and the breaks as they are.  Only over
+ * the whole of a closed trace (no --from or --to). */
+int ht_timeline__sliceable(const struct ht_timeline_opts *o);
+struct ht_timeline_slice;
+/* A slice (the first: the trace's start, its figures the true ones).
+ * NULL if out of memory. */
+struct ht_timeline_slice *ht_timeline__slice_new(const struct ht_timeline_opts *o, int first);
+/* One event of the slice; deferred: it releases an address the slice did
+ * not hand out (slicerel.h). */
+void ht_timeline__slice_event(struct ht_timeline_slice *sl, const struct ht_event *ev,
+			      const struct ht_blockop *op, int deferred);
+/* Mapping calls kept so far (to bound a slice's memory). */
+size_t ht_timeline__slice_kept(const struct ht_timeline_slice *sl);
+/* Adds the next slice sl to tl, the timeline of the slices before it; rs:
+ * what each of its deferred releases released. */
+struct ht_slice_releases;
+void ht_timeline__slice_add(struct ht_timeline *tl, struct ht_timeline_slice *sl,
+			    const struct ht_slice_releases *rs);
+/* The first slice's timeline, which the caller then owns (the slices are
+ * added into it, then ht_timeline__finish with the trace's reader). */
+struct ht_timeline *ht_timeline__slice_take(struct ht_timeline_slice *sl);
+void ht_timeline__slice_delete(struct ht_timeline_slice *sl);
+
 #endif

@@ -24,9 +24,7 @@ int cmd_stats(int argc, char **argv)
 	const struct ht_option opts[] = {
 		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "print JSON (for scripts)"},
 		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no warning for traces not closed cleanly or not in exact order"},
-		{'j', "threads", HT_OPT_NTHREADS, &ht_threads, "N",
-		 "read a long trace in N time slices at once, one thread each (HEAPTRAIL_THREADS; "
-		 "default and 0: one per CPU; 1: serially)"},
+		HT_OPT_SLICES,
 		{0},
 	};
 	static const char usage_text[] =

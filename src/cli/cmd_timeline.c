@@ -9,6 +9,7 @@
 
 #include "analyze/analyze.h"
 #include "analyze/pass.h"
+#include "analyze/slices.h"
 #include "analyze/timeline.h"
 #include "cli/builtin.h"
 #include "common/json.h"
@@ -72,7 +73,7 @@ int cmd_timeline(int argc, char **argv)
 		{0, "width", HT_OPT_U64, &cfg.width, "PIXELS", "the SVG's width (1200)"},
 		{0, "height", HT_OPT_U64, &cfg.height, "PIXELS", "the SVG's height (600)"},
 		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no progress line, no \"wrote\" line, no warning for traces not closed cleanly or not in exact order"},
-		HT_OPT_THREADS,
+		HT_OPT_SLICES,
 		{0},
 	};
 	int ret = HT_EXIT_USAGE;
@@ -126,37 +127,66 @@ int cmd_timeline(int argc, char **argv)
 		ht_error("%s", err);
 		goto cleanup;
 	}
-	r = ht_analyze__open(argv[0]);
+	/* with threads to spare, in time slices (analyze/slices.h), as stats;
+	 * else, or where the slices cannot give the serial answer, serially */
+	int sliced = 0;
+	char title[512];
+	if (ht_slices__wanted() > 1 && (r = ht_reader__open_info(argv[0], err, sizeof(err)))) {
+		/* (a trace that cannot be opened: said when opened serially) */
+		struct ht_timeline_opts o;
+		ht_timeline__opts_init(&o, ht_reader__info(r));
+		o.bins = (unsigned)cfg.bins;
+		o.from_ns = cfg.from;
+		o.to_ns = cfg.to;
+		snprintf(title, sizeof(title), "heap over time: %s (pid %d)",
+			 ht_reader__info(r)->cmdline, ht_reader__info(r)->pid);
+		o.title = title;
+		const struct ht_slices_want w = {.timeline = &o};
+		struct ht_slices_got g;
+		if (ht_slices__read(argv[0], r, &w, &g) == 0) {
+			tl = g.timeline;
+			sliced = 1;
+		} else {
+			ht_reader__close(r);
+			r = NULL;
+		}
+	}
+	if (!r)
+		r = ht_analyze__open(argv[0]);
 	if (!r)
 		goto cleanup;
 	const struct ht_trace_info *in = ht_reader__info(r);
-	struct ht_timeline_opts o;
-	ht_timeline__opts_init(&o, in);
-	o.bins = (unsigned)cfg.bins;
-	o.from_ns = cfg.from;
-	o.to_ns = cfg.to;
-	char title[512];
 	snprintf(title, sizeof(title), "heap over time: %s (pid %d)", in->cmdline, in->pid);
-	o.title = title;
 	if (!to_s && ht_analyze__from_past_end(in, cfg.from, argv[0])) {
 		ret = HT_EXIT_USAGE;
 		goto cleanup;
 	}
-	tl = ht_timeline__new(&o);
-	if (!tl) {
-		ht_error("out of memory for %llu bins", (unsigned long long)cfg.bins);
-		goto cleanup;
-	}
-	pass = ht_pass__new();
-	ht_pass__check_order(pass, r);
-	const struct ht_event *ev;
-	while ((ev = ht_analyze__next_event(r))) {
-		if (cfg.to && ev->time_ns > cfg.to)
-			break; /* the rest cannot show */
-		ht_timeline__event(tl, ev, ht_pass__event(pass, ev));
+	static const struct ht_pauses no_pauses;
+	const struct ht_pauses *pauses = &no_pauses;
+	if (!sliced) {
+		struct ht_timeline_opts o;
+		ht_timeline__opts_init(&o, in);
+		o.bins = (unsigned)cfg.bins;
+		o.from_ns = cfg.from;
+		o.to_ns = cfg.to;
+		o.title = title;
+		tl = ht_timeline__new(&o);
+		if (!tl) {
+			ht_error("out of memory for %llu bins", (unsigned long long)cfg.bins);
+			goto cleanup;
+		}
+		pass = ht_pass__new();
+		ht_pass__check_order(pass, r);
+		const struct ht_event *ev;
+		while ((ev = ht_analyze__next_event(r))) {
+			if (cfg.to && ev->time_ns > cfg.to)
+				break; /* the rest cannot show */
+			ht_timeline__event(tl, ev, ht_pass__event(pass, ev));
+		}
+		pauses = ht_pass__pauses(pass);
 	}
 	ht_timeline__finish(tl, r);
-	int read_ret = ht_analyze__finish_pass(r, argv[0], cfg.quiet, ht_pass__pauses(pass));
+	int read_ret = ht_analyze__finish_pass(r, argv[0], cfg.quiet, pauses);
 
 	const char *ext = cfg.csv ? "csv" : cfg.json ? "json" : "svg";
 	out = cfg.out ? strdup(cfg.out) : default_output(argv[0], ext);

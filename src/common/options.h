@@ -44,6 +44,14 @@ struct ht_option {
 	 "read the trace with N threads, N-1 of them decoding ahead "                                 \
 	 "(HEAPTRAIL_THREADS; default 1: serial; 0: one per CPU)"}
 
+/* -j N of the commands that read a long trace in time slices
+ * (analyze/slices.h), serially where the slices cannot give the same
+ * answer. */
+#define HT_OPT_SLICES                                                                              \
+	{'j', "threads", HT_OPT_NTHREADS, &ht_threads, "N",                                        \
+	 "read a long trace in N time slices at once, one thread each (HEAPTRAIL_THREADS; "         \
+	 "default and 0: one per CPU; 1: serially)"}
+
 #define HT_OPT_STOP_AT_NONOPT 1 /* first non-option ends parsing (record) */
 
 /* Parses argv[1..] (argv[0] is the command name).  Non-option arguments are

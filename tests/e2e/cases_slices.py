@@ -231,3 +231,163 @@ def test_slices_not_below_threshold(t):
               "without -j on %d CPUs: %r" % (cpus, r.stderr))
     else:
         check(NOTE + "read " not in r.stderr, "one CPU: %r" % r.stderr)
+
+
+# ---- timeline in time slices ------------------------------------------------
+
+def timeline_both(t, trace, j, args):
+    """timeline ARGS -o - at -j 1 and at -j J with slices allowed: the same
+    stdout, stderr (but for the note) and exit status.  Returns the note of
+    the sliced run."""
+    serial = t.run([t.heaptrail, "timeline"] + list(args) + ["-o", "-", "-j", "1", trace],
+                   env=SLICE_ENV, timeout=120)
+    sliced = t.run([t.heaptrail, "timeline"] + list(args) + ["-o", "-", "-j", str(j), trace],
+                   env=SLICE_ENV, timeout=120)
+    what = "timeline %s -j %d %s" % (" ".join(args), j, trace)
+    check(sliced.rc < 128, "%s crashed: %s" % (what, sliced.describe()))
+    eq(sliced.rc, serial.rc, what + ": exit status")
+    if sliced.out != serial.out:
+        a, b = serial.stdout.splitlines(), sliced.stdout.splitlines()
+        diff = [(i, x, y) for i, (x, y) in enumerate(zip(a, b)) if x != y][:3]
+        check(False, "%s: stdout differs from -j 1 (%d and %d lines), first lines that "
+              "differ (line, -j 1, -j %d): %r" % (what, len(a), len(b), j, diff))
+    lines = sliced.stderr.splitlines()
+    own = [ln for ln in lines if ln.startswith(NOTE + "read ")]
+    rest = [ln for ln in lines if not ln.startswith(NOTE + "read ")]
+    check(len(own) == 1, "%s: expected one note on how it was read, got %r" % (what, own))
+    eq("\n".join(rest), serial.stderr.rstrip("\n"), what + ": stderr (but the note)")
+    return own[0][len(NOTE):] if own else ""
+
+
+# Blocks glibc mmaps (200 KiB and more, the threshold pinned at 128 KiB)
+# that live ten rounds of small pairs each: freed in a later slice than
+# the one that allocated them, so that the slices' mmapped-chunk series
+# drops by blocks from before.  Prints the most bytes of them live at once.
+BIG_BLOCKS = r"""
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+static void *volatile sink;
+int main(void)
+{
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+	void *big[40];
+	unsigned long live = 0, most = 0;
+	for (int r = 0; r < 40; r++) {
+		big[r] = malloc(200000 + r * 4096);
+		live += 200000 + r * 4096;
+		if (live > most)
+			most = live;
+		for (int i = 0; i < 3000; i++) {
+			sink = malloc(16 + i % 200);
+			free(sink);
+		}
+		if (r >= 10) {
+			free(big[r - 10]);
+			live -= 200000 + (r - 10) * 4096;
+		}
+	}
+	for (int r = 30; r < 40; r++)
+		free(big[r]);
+	printf("%lu\n", most);
+	return 0;
+}
+"""
+
+
+@case(timeout=900, labels=("analyzers",))
+def test_timeline_slices_same_as_serial(t):
+    """timeline in time slices: pipelines of 4 and 16 threads, a pool,
+    slicemix (maps, breaks, marks, blocks live across cuts) and glibc
+    mmapped blocks freed slices after they were allocated, at 2, 3 and 8
+    slices, CSV, JSON and SVG: the serial reader's bytes, read in slices;
+    and with 1, 7 and 100000 bins (every bin cut, or many bins a slice)."""
+    exe = compile_c(t, "bigblocks", BIG_BLOCKS)
+    traces = {
+        "slicemix": record_small(t, "slicemix", [t.prog("slicemix"), "plain", 60000]),
+        "pipeline4": record_small(t, "pipeline4", [t.prog("pipeline"), 4, 30000]),
+        "pipeline16": record_small(t, "pipeline16", [t.prog("pipeline"), 16, 8000]),
+        "pool": record_small(t, "pool", [t.prog("pool"), 6, 20000]),
+        "bigblocks": record_small(t, "bigblocks", [exe]),
+    }
+    for name, trace in traces.items():
+        for j in (2, 3, 8):
+            for fmt in ("--csv", "--json", "--width=1200"):
+                with t.soft():
+                    note = timeline_both(t, trace, j, [fmt])
+                    eq(note, "read in %d time slices" % j,
+                       "%s %s -j %d: how it was read" % (name, fmt, j))
+    for name in ("slicemix", "pipeline4", "bigblocks"):
+        for bins in (1, 7, 100000):
+            with t.soft():
+                note = timeline_both(t, traces[name], 3, ["--csv", "--bins=%d" % bins])
+                eq(note, "read in 3 time slices", "%s --bins=%d: how it was read" % (name, bins))
+
+
+@case(timeout=300, labels=("analyzers",))
+def test_timeline_slices_program_count(t):
+    """timeline in 3 slices against the programs' own counts: slicemix's
+    live bytes at exit (its blocks and glibc's DTVs), its peak (stats'),
+    its marks in order and its own mappings at most at once (128 KiB);
+    glibc's mmapped blocks of bigblocks, the most live at once to the byte
+    and none at the end."""
+    trace = record_small(t, "slicemix", [t.prog("slicemix"), "plain", 40000,
+                                        t.path("count.json")])
+    with open(t.path("count.json")) as f:
+        prog = json.load(f)
+    r = t.run([t.heaptrail, "stats", "--json", "-j", "1", trace], timeout=120)
+    s = json.loads(r.stdout)
+    g = Glibc(t, trace, s)
+    r = t.run([t.heaptrail, "timeline", "--json", "-o", "-", "-j", "3", trace], env=SLICE_ENV,
+              timeout=120)
+    eq(r.rc, 0, "timeline: exit status (%s)" % r.describe())
+    check(NOTE + "read in 3 time slices" in r.stderr, "not read in slices: %r" % r.stderr)
+    tl = json.loads(r.stdout)
+    with t.soft():
+        eq(tl["bins"][-1]["live_bytes"]["last"], prog["live_bytes_at_exit"] + g.live_bytes,
+           "live bytes at exit (the last bin)")
+        eq(tl["peak_live_bytes"], s["peak_live_bytes"], "the peak, as stats")
+        eq([m["label"] for m in tl["marks"]], ["phase %d" % (k * 2501) for k in range(1, 16)],
+           "marks, in order")
+        eq(max(b["mmap_bytes"]["max"] for b in tl["bins"]), 131072,
+           "the program's own mappings at most at once")
+        eq(tl["bins"][-1]["mmap_bytes"]["last"], 0, "the program's own mappings at the end")
+    exe = compile_c(t, "bigblocks", BIG_BLOCKS)
+    most = int(t.run([exe]).stdout)
+    trace = record_small(t, "bigblocks", [exe])
+    r = t.run([t.heaptrail, "timeline", "--json", "-o", "-", "-j", "3", trace], env=SLICE_ENV,
+              timeout=120)
+    check(NOTE + "read in 3 time slices" in r.stderr, "not read in slices: %r" % r.stderr)
+    tl = json.loads(r.stdout)
+    with t.soft():
+        eq(max(b["mmapped_chunk_bytes"]["max"] for b in tl["bins"]), most,
+           "glibc's mmapped blocks at most at once (the program's count)")
+        eq(tl["bins"][-1]["mmapped_chunk_bytes"]["last"], 0, "mmapped blocks at the end")
+
+
+@case(timeout=300, labels=("analyzers",))
+def test_timeline_slices_fall_back(t):
+    """timeline reads serially where slices cannot give its answer, and
+    says the same: a range (--from, --to), an address handed out while
+    live across a cut (slicemix hide), a pause; a short trace without
+    HEAPTRAIL_SLICE_MIN_EVENTS."""
+    plain = record_small(t, "plain", [t.prog("slicemix"), "plain", 30000])
+    r = t.run([t.heaptrail, "stats", "--json", plain])
+    half = "%dus" % (json.loads(r.stdout)["duration_ns"] // 2000)
+    for args in (["--from", half], ["--to", half]):
+        with t.soft():
+            note = timeline_both(t, plain, 3, ["--csv"] + args)
+            eq(note, "read serially: a part of the trace (--from, --to)", " ".join(args))
+    hide = record_small(t, "hide", [t.prog("slicemix"), "hide", 60000])
+    with t.soft():
+        note = timeline_both(t, hide, 8, ["--csv"])
+        eq(note, "read serially: an address was handed out while live across a cut",
+           "slicemix hide, 8 slices")
+    pause = record_small(t, "pause", [t.prog("slicemix"), "pause", 30000])
+    with t.soft():
+        note = timeline_both(t, pause, 3, ["--json"])
+        eq(note, "read serially: a control event (pause, reset...)", "slicemix pause")
+    r = t.run([t.heaptrail, "timeline", "--csv", "-o", "-", "-j", "4", plain],
+              env={"HEAPTRAIL_SLICE_NOTE": "1"})
+    check(NOTE + "read serially: the trace does not suit" in r.stderr,
+          "a short trace: %r" % r.stderr)
