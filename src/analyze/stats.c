@@ -509,12 +509,13 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_reader *r
 	}
 	fprintf(f, "\nallocated        %s requested, %s usable\n", ht_fmt_bytes(b1, s->bytes_allocated),
 	       ht_fmt_bytes(b2, s->usable_allocated));
-	fprintf(f, "peak live heap   %s requested (%s usable) in %llu blocks, at %s\n",
+	fprintf(f, "peak live heap   %s requested (%s usable) in %llu block%s, at %s\n",
 	       ht_fmt_bytes(b1, s->peak_bytes), ht_fmt_bytes(b2, s->peak_usable_at),
-	       (unsigned long long)s->peak_blocks, ht_fmt_ns(b3, s->peak_time));
+	       (unsigned long long)s->peak_blocks, ht_s(s->peak_blocks), ht_fmt_ns(b3, s->peak_time));
 	fprintf(f, "most live blocks %llu\n", (unsigned long long)s->max_blocks);
-	fprintf(f, "%-16s %s in %llu blocks\n", ht_analyze__end_label(ht_analyze__trace_end(r)),
-	       ht_fmt_bytes(b1, s->live_bytes), (unsigned long long)s->live_blocks);
+	fprintf(f, "%-16s %s in %llu block%s\n", ht_analyze__end_label(ht_analyze__trace_end(r)),
+	       ht_fmt_bytes(b1, s->live_bytes), (unsigned long long)s->live_blocks,
+	       ht_s(s->live_blocks));
 	fprintf(f, "free(NULL)       %llu\nfrees elsewhere  %llu blocks freed by another thread than "
 	       "their allocator\n", (unsigned long long)s->free_null,
 	       (unsigned long long)s->cross_thread_frees);

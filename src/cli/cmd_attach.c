@@ -453,10 +453,10 @@ static void on_exec(struct attach *a, const struct ht_attach_event *e)
 	char then[PATH_MAX + 200];
 	new_image(a, then, sizeof(then));
 	fprintf(stderr,
-		"heaptrail attach: pid %d exec'd %s: the %s in %" PRIu64 " blocks outstanding in "
+		"heaptrail attach: pid %d exec'd %s: the %s in %" PRIu64 " block%s outstanding in "
 		"the image before are dropped (they went with it)%s; %s\n",
 		(int)a->pid, n > 0 ? exe : "a new program", ht_fmt_bytes(b1, bytes),
-		blocks * a->cfg->sample,
+		blocks * a->cfg->sample, ht_s(blocks * a->cfg->sample),
 		a->w && a->execs == 1 ? "; the -o trace ends at the exec" : "", then);
 }
 
@@ -616,13 +616,14 @@ static void report(struct attach *a, struct ht_probe_session *ps, int final)
 		time_t t = time(NULL);
 		struct tm tm;
 		localtime_r(&t, &tm);
-		printf("[%02d:%02d:%02d] pid %d: %s in %" PRIu64 " blocks outstanding%s%s", tm.tm_hour,
-		       tm.tm_min, tm.tm_sec, (int)a->pid, ht_fmt_bytes(b1, bytes), blocks,
+		printf("[%02d:%02d:%02d] pid %d: %s in %" PRIu64 " block%s outstanding%s%s",
+		       tm.tm_hour, tm.tm_min, tm.tm_sec, (int)a->pid, ht_fmt_bytes(b1, bytes), blocks,
+		       ht_s(blocks),
 		       a->cfg->older ? " older than " : "",
 		       a->cfg->older ? ht_fmt_ns(b2, a->cfg->older) : "");
 		if (a->cfg->sample > 1)
 			printf(" (estimated from 1 in %" PRIu64 " allocations)", a->cfg->sample);
-		printf(", %zu stacks%s\n", n, shown < n ? ", the largest:" : "");
+		printf(", %zu stack%s%s\n", n, ht_s(n), shown < n ? ", the largest:" : "");
 		for (size_t i = 0; i < shown; i++) {
 			printf("%12s in %6" PRIu64 " blocks, oldest %9s  ", ht_fmt_bytes(b1, v[i]->bytes),
 			       v[i]->blocks, ht_fmt_ns(b2, now > v[i]->oldest ? now - v[i]->oldest : 0));

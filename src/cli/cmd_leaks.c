@@ -303,9 +303,9 @@ static void report_intervals(struct leaks *l, struct ht_reader *r, struct ht_sym
 			json_groups(j, l, r, sym, cfg->top);
 			ht_json__obj_end(j);
 		} else {
-			printf("at %s: %s in %llu blocks live, from %zu stacks\n",
+			printf("at %s: %s in %llu block%s live, from %zu stack%s\n",
 			       ht_fmt_ns(b1, l->snaps[s].at), ht_fmt_bytes(b2, t.bytes),
-			       (unsigned long long)t.blocks, t.kept);
+			       (unsigned long long)t.blocks, ht_s(t.blocks), t.kept, ht_s(t.kept));
 			size_t shown = 0;
 			for (size_t i = 0; i < l->ngroups && shown < cfg->top; i++) {
 				const struct group *g = &l->groups[i];
@@ -410,18 +410,18 @@ static int report(struct leaks *l, struct ht_reader *r, const struct leaks_confi
 	} else {
 		if (l->nsnaps)
 			report_intervals(l, r, sym, cfg, NULL);
-		printf("%s (pid %d): %s in %llu blocks not freed", in->cmdline, in->pid,
-		       ht_fmt_bytes(b1, bytes), (unsigned long long)blocks);
+		printf("%s (pid %d): %s in %llu block%s not freed", in->cmdline, in->pid,
+		       ht_fmt_bytes(b1, bytes), (unsigned long long)blocks, ht_s(blocks));
 		if (cfg->at != UINT64_MAX)
 			print_at(l);
 		else
 			fputs(ht_analyze__end_not_freed(ht_analyze__trace_end(r)), stdout);
 		if (cfg->older)
 			printf(", allocated at least %s before", ht_fmt_ns(b1, cfg->older));
-		printf(", from %zu stacks", kept);
+		printf(", from %zu stack%s", kept, ht_s(kept));
 		if (sup_blocks)
-			printf(" (%llu blocks, %s suppressed)", (unsigned long long)sup_blocks,
-			       ht_fmt_bytes(b1, sup_bytes));
+			printf(" (%llu block%s, %s suppressed)", (unsigned long long)sup_blocks,
+			       ht_s(sup_blocks), ht_fmt_bytes(b1, sup_bytes));
 		const struct ht_pauses *ps = ht_pass__pauses(l->blocks);
 		if (ps->count)
 			printf("; recording was off %llu time%s: %s in %llu of these blocks were live "

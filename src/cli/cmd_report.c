@@ -202,8 +202,8 @@ static void section_summary(struct page *pg)
 	ht_html__card(f, "peak live heap", ht_fmt_bytes(b1, s->peak_bytes), "requested, at %s (%s usable)",
 		      ht_fmt_ns(b2, s->peak_time), ht_fmt_bytes((char[32]){0}, s->peak_usable_at));
 	ht_html__card(f, ht_analyze__end_label(ht_analyze__trace_end(pg->r)),
-		      ht_fmt_bytes(b1, s->live_bytes), "in %llu blocks never freed",
-		      (unsigned long long)s->live_blocks);
+		      ht_fmt_bytes(b1, s->live_bytes), "in %llu block%s never freed",
+		      (unsigned long long)s->live_blocks, ht_s(s->live_blocks));
 	ht_html__card(f, "allocated", ht_fmt_bytes(b1, s->bytes_allocated), "in %llu allocations",
 		      (unsigned long long)allocs);
 	ht_html__card(f, "calls", ht_html__count(b1, calls), "%llu events, %s timestamps taken",

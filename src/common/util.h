@@ -45,6 +45,11 @@ uint64_t ht_clock_ns(void);
 
 /* "12.3 MiB" style; buf needs 32 bytes. */
 const char *ht_fmt_bytes(char *buf, uint64_t bytes);
+/* "s" after a count of n but one ("%llu block%s"). */
+static inline const char *ht_s(uint64_t n)
+{
+	return n == 1 ? "" : "s";
+}
 /* "1.234 s", "56.7 ms"; buf needs 32 bytes. */
 const char *ht_fmt_ns(char *buf, uint64_t ns);
 /* printf's "%.<prec>f" of v (prec 0..6), the same bytes at a fraction of

@@ -170,7 +170,7 @@ def test_stats_usable_at_peak(t):
     text = t.tool(["stats", out]).stdout
     line = [l for l in text.splitlines() if l.startswith("peak live heap")]
     eq(len(line), 1, "the peak line:\n" + text)
-    check(re.search(r"1000 B requested \(%d B usable\) in 1 blocks" % own["usable_at_peak"],
+    check(re.search(r"1000 B requested \(%d B usable\) in 1 block, at" % own["usable_at_peak"],
                     line[0]), "the peak line: %r" % line[0])
     html = t.path("u.html")
     t.run([t.heaptrail, "report", "-q", "-o", html, out], check_rc=0)

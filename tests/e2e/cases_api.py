@@ -230,7 +230,7 @@ def test_api_paused_said(t):
     check("unknown frees    1 (blocks allocated before recording started, or while it was off, "
           "or by calls hidden from the tracer)" in text, "stats: unknown frees not explained:\n" + text)
     lk = t.tool(["leaks", out]).stdout
-    check("1000 B in 1 blocks not freed at exit, from 1 stacks; recording was off 1 time: "
+    check("1000 B in 1 block not freed at exit, from 1 stack; recording was off 1 time: "
           "1000 B in 1 of these blocks were live then, and may have been freed meanwhile" in lk,
           "leaks: no word of the pause:\n" + lk)
     check("1000 bytes in 1 allocations from stack (1000 bytes in 1 of them allocated before "
@@ -586,7 +586,7 @@ def test_api_reset(t):
     r = t.tool(["report", "-q", "-o", html, out])
     eq(r.rc, 0, "report:\n" + r.describe())
     page = open(html).read()
-    check("in 1 blocks never freed" in page, "report: live at exit is not the one block")
+    check("in 1 block never freed" in page, "report: live at exit is not the one block")
     check(">400 B<" in page, "report: 400 B live at exit not shown")
 
 

@@ -88,14 +88,14 @@ def test_leaks_older_interval_to_trace_end(t):
     eq((o["leaked_bytes"], o["leaked_blocks"], o["at_ns"]), (1000, 1, dur),
        "--older 1s: leaked bytes, blocks, at_ns (the trace's duration)")
     first = t.tool(["leaks", "--older", "1s", out]).stdout.splitlines()[0]
-    check("1000 B in 1 blocks not freed at exit, allocated at least 1.000 s before" in first,
+    check("1000 B in 1 block not freed at exit, allocated at least 1.000 s before" in first,
           "--older 1s, the first line: %r" % first)
     iv, _ = json_of(t, ["leaks", "--json", "--interval", "250ms", out], 0)
     steps = [(x["at_ns"], x["leaked_bytes"], x["leaked_blocks"]) for x in iv.get("intervals", [])]
     want = [(k * 250 * 1000 * 1000, 1000, 1) for k in range(1, dur // (250 * 1000 * 1000) + 1)]
     eq(steps, want, "--interval 250ms: the steps (time, bytes, blocks) up to the trace's end")
     text = t.tool(["leaks", "-q", "--interval", "250ms", out]).stdout
-    eq(text.count("1000 B in 1 blocks live"), len(want), "steps in the text:\n" + text)
+    eq(text.count("1000 B in 1 block live"), len(want), "steps in the text:\n" + text)
 
 
 def cut_plateau(t):
