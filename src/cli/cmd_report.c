@@ -805,9 +805,14 @@ int cmd_report(int argc, char **argv)
 	if (!cfg.quiet && !to_stdout) {
 		struct stat st;
 		char b1[32];
-		stat(out, &st);
-		fprintf(stderr, "heaptrail: wrote %s (%s) from %llu events; open it in a browser\n",
-			out, ht_fmt_bytes(b1, (uint64_t)st.st_size), (unsigned long long)c.stats->events);
+		if (stat(out, &st) == 0 && S_ISREG(st.st_mode))
+			fprintf(stderr,
+				"heaptrail: wrote %s (%s) from %llu events; open it in a browser\n", out,
+				ht_fmt_bytes(b1, (uint64_t)st.st_size),
+				(unsigned long long)c.stats->events);
+		else /* (-o /dev/null, a pipe: no page to open) */
+			fprintf(stderr, "heaptrail: wrote %s from %llu events\n", out,
+				(unsigned long long)c.stats->events);
 	}
 cleanup:
 	ht_html__abort(&hf);

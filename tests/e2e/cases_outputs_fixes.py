@@ -197,6 +197,23 @@ def test_flamegraph_wrote_line(t):
     check(os.path.getsize(out) > 0, "flamegraph -q -o wrote nothing")
 
 
+@case(timeout=120, labels=("analyzers",))
+def test_report_wrote_line_device(t):
+    """report -o FILE says how big the page is and to open it in a
+    browser; -o /dev/null (a device, no page to open) says only what it
+    wrote, with no size (it gave /dev/null's 0 B and the browser hint)."""
+    trace = record(t, "exit", "exit")
+    out = t.path("r.html")
+    r = t.tool(["report", "-o", out, trace])
+    eq(r.rc, 0, "report -o:\n" + r.describe())
+    check(re.fullmatch(r"heaptrail: wrote %s \([0-9.]+ KiB\) from \d+ events; open it in a "
+                       r"browser\n" % re.escape(out), r.stderr), "report -o: stderr\n" + r.describe())
+    null = t.tool(["report", "-o", "/dev/null", trace])
+    eq(null.rc, 0, "report -o /dev/null:\n" + null.describe())
+    check(re.fullmatch(r"heaptrail: wrote /dev/null from \d+ events\n", null.stderr),
+          "report -o /dev/null: stderr\n" + null.describe())
+
+
 @case(timeout=180, labels=("analyzers",))
 def test_outputs_directory_refused_first(t):
     """A directory at -o (`.`, a named one) in report, export, flamegraph,
