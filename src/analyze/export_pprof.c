@@ -354,7 +354,7 @@ int ht_export__pprof(const struct ht_export_opts *o, FILE *f)
 		ht_pb__msg(&p.samples, 2, &p.sub);
 		samples++;
 	}
-	if (samples && stackless == samples)
+	if (samples && stackless == samples && !ht_quiet) /* (-q: export and flamegraph) */
 		ht_warning("%s has no stacks: one sample at \"%s\" (record with --stacks to see "
 			   "where memory is allocated)",
 			   o->trace, NO_STACK);

@@ -70,7 +70,7 @@ int cmd_export(int argc, char **argv)
 		{0, "depth", HT_OPT_U64, &cfg.o.depth, "N", "massif: frames per tree, 1 or more (30)"},
 		{0, "sysroot", HT_OPT_STRING, &cfg.o.sysroot, "DIR", "find the traced modules under DIR"},
 		{0, "debug-dir", HT_OPT_STRING, &cfg.o.debug_dir, "DIR", "also look for separate debug files in DIR"},
-		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no progress line, no warning for traces not closed cleanly or not in exact order"},
+		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no progress line, no warning for traces not closed cleanly, not in exact order or without stacks"},
 		HT_OPT_THREADS,
 		{0},
 	};

@@ -84,7 +84,7 @@ int cmd_flamegraph(int argc, char **argv)
 		{0, "width", HT_OPT_U64, &cfg.width, "PIXELS", "the SVG's width (1200)"},
 		{0, "sysroot", HT_OPT_STRING, &cfg.sysroot, "DIR", "find the traced modules under DIR"},
 		{0, "debug-dir", HT_OPT_STRING, &cfg.debug_dir, "DIR", "also look for separate debug files in DIR"},
-		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no progress line, no warning for traces not closed cleanly or not in exact order"},
+		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no progress line, no warning for traces not closed cleanly, not in exact order or without stacks"},
 		HT_OPT_THREADS,
 		{0},
 	};
@@ -181,7 +181,7 @@ int cmd_flamegraph(int argc, char **argv)
 		snprintf(why, sizeof(why), " (the trace has no allocation)");
 	if (!nfl)
 		ht_warning("%s: nothing to show for --metric=%s%s", argv[0], metrics[m].name, why);
-	else if (!ht_reader__nnodes(r)) /* (as export -f pprof says it) */
+	else if (!ht_reader__nnodes(r) && !ht_quiet) /* (as export -f pprof says it) */
 		ht_warning("%s has no stacks: one frame \"[no stack]\" (record with --stacks to see "
 			   "where memory is allocated)",
 			   argv[0]);
@@ -192,8 +192,8 @@ int cmd_flamegraph(int argc, char **argv)
 		ret = HT_EXIT_DATA;
 	} else if (drawn >= 0 && !to_stdout && !cfg.quiet) {
 		/* (only once the file is in place: a failed commit wrote nothing) */
-		fprintf(stderr, "heaptrail: wrote %s: %d frames from %zu stacks\n", cfg.out, drawn,
-			nfl);
+		fprintf(stderr, "heaptrail: wrote %s: %d frame%s from %zu stack%s\n", cfg.out, drawn,
+			ht_s((uint64_t)drawn), nfl, ht_s(nfl));
 	}
 cleanup:
 	ht_out__abort(&of);

@@ -320,6 +320,11 @@ def test_flamegraph_without_stacks(t):
     lines = t.tool(["flamegraph", "--folded", out]).stdout.splitlines()
     eq(len(lines), 1, "folded lines: %r" % lines[:3])
     check(lines[0].startswith("[no stack] "), "the frame: %r" % lines)
+    # -q keeps the advice to itself, as for export -f pprof (it was said)
+    for args in (["flamegraph", "-q", "-o", t.path("q.svg")],
+                 ["export", "-q", "-f", "pprof", "-o", t.path("q.pb")]):
+        r = t.tool(args + [out])
+        eq((r.rc, r.stderr), (0, ""), "%s -q: exit status and stderr" % args[0])
 
 
 @case(timeout=120, labels=("analyzers",))
