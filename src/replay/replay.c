@@ -254,14 +254,21 @@ int ht_tunables_check(const char *spec, const char *opt, char *err, size_t errle
 	size_t nknown;
 	struct tunable *known = list_tunables(&interp, &nknown);
 	int bad = 0;
-	for (const char *it = spec; *it && !bad;) {
+	/* every item refused, one after the other (it stopped at the first:
+	 * a second typo came only once the first was mended) */
+	size_t o = (size_t)snprintf(err, errlen, "%s %s: ", opt, spec);
+#define SAY(...)                                                                                   \
+	do {                                                                                       \
+		if (bad++ && o + 2 < errlen)                                                        \
+			o += (size_t)snprintf(err + o, errlen - o, "; ");                           \
+		if (o < errlen)                                                                     \
+			o += (size_t)snprintf(err + o, errlen - o, __VA_ARGS__);                     \
+	} while (0)
+	for (const char *it = spec; *it;) {
 		size_t n = strcspn(it, ":");
 		const char *eq = memchr(it, '=', n);
 		if (!eq || eq == it || eq + 1 == it + n) {
-			snprintf(err, errlen,
-				 "%s %s: expected NAME=VALUE, several joined by ':' (%.*s)", opt,
-				 spec, (int)n, it);
-			bad = 1;
+			SAY("expected NAME=VALUE, several joined by ':' (%.*s)", (int)n, it);
 		} else if (known) {
 			int nl = (int)(eq - it);
 			const char *val = eq + 1;
@@ -272,37 +279,28 @@ int ht_tunables_check(const char *spec, const char *opt, char *err, size_t errle
 				    !memcmp(known[i].name, it, (size_t)nl))
 					k = &known[i];
 			uint64_t v, cap = k ? setter_cap(it, (size_t)nl) : UINT64_MAX;
-			if (!k) {
-				snprintf(err, errlen,
-					 "%s %s: this glibc has no tunable %.*s ('%s "
-					 "--list-tunables' lists them)",
-					 opt, spec, nl, it, interp);
-				bad = 1;
-			} else if (k->ranged && tunable_number(val, vl, &v)) {
-				snprintf(err, errlen,
-					 "%s %s: %.*s=%.*s is not a number as glibc reads one "
-					 "(a decimal without a leading 0, or 0x and hexadecimal "
-					 "digits; no sign, no K/M/G: glibc would read the start "
-					 "of it and ignore the rest): give a number from %s to %s",
-					 opt, spec, nl, it, (int)vl, val, k->smin, k->smax);
-				bad = 1;
-			} else if (k->ranged && (v < k->min || v > k->max)) {
-				snprintf(err, errlen,
-					 "%s %s: %.*s=%.*s is out of its range, %s to %s ('%s "
-					 "--list-tunables'): glibc would ignore it",
-					 opt, spec, nl, it, (int)vl, val, k->smin, k->smax, interp);
-				bad = 1;
-			} else if (k->ranged && v > cap) {
-				snprintf(err, errlen,
-					 "%s %s: %.*s=%.*s is above %llu, the most glibc's malloc "
-					 "takes (its loader lists the type's range, but the "
-					 "setter ignores a larger value, silently)",
-					 opt, spec, nl, it, (int)vl, val, (unsigned long long)cap);
-				bad = 1;
-			}
+			if (!k)
+				SAY("this glibc has no tunable %.*s ('%s --list-tunables' lists them)", nl,
+				    it, interp);
+			else if (k->ranged && tunable_number(val, vl, &v))
+				SAY("%.*s=%.*s is not a number as glibc reads one (a decimal without a "
+				    "leading 0, or 0x and hexadecimal digits; no sign, no K/M/G: glibc "
+				    "would read the start of it and ignore the rest): give a number from "
+				    "%s to %s",
+				    nl, it, (int)vl, val, k->smin, k->smax);
+			else if (k->ranged && (v < k->min || v > k->max))
+				SAY("%.*s=%.*s is out of its range, %s to %s ('%s --list-tunables'): glibc "
+				    "would ignore it",
+				    nl, it, (int)vl, val, k->smin, k->smax, interp);
+			else if (k->ranged && v > cap)
+				SAY("%.*s=%.*s is above %llu, the most glibc's malloc takes (its loader "
+				    "lists the type's range, but the setter ignores a larger value, "
+				    "silently)",
+				    nl, it, (int)vl, val, (unsigned long long)cap);
 		}
 		it += n + (it[n] == ':');
 	}
+#undef SAY
 	free(known);
 	return bad ? -1 : 0;
 }

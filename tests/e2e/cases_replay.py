@@ -298,6 +298,15 @@ def test_replay_allocators(t):
         with t.soft():
             eq((r.rc, r.stdout), (2, ""), "--tunable %s:\n%s" % (bad, r.describe()))
             check(said in r.stderr, "--tunable %s: the line:\n%s" % (bad, r.stderr))
+    # every item refused is named, in one line (it stopped at the first)
+    r = t.tool(["replay", "--tunable", "glibc.malloc.arena_mx=1:glibc.malloc.mmap_threshold=64K:"
+                "glibc.malloc.tcache_cnt=0", wl])
+    with t.soft():
+        eq(r.rc, 2, "three bad items:\n" + r.describe())
+        for said in ("no tunable glibc.malloc.arena_mx ", "mmap_threshold=64K is not a number",
+                     "no tunable glibc.malloc.tcache_cnt "):
+            check(said in r.stderr, "three bad items: %r not said:\n%s" % (said, r.stderr))
+        eq(r.stderr.count("\n"), 1, "one line:\n" + r.stderr)
     # a library that is no allocator
     lib = t.preload  # libheaptrail.so: defines malloc, but is a tracer
     r = t.tool(["replay", "--allocator", "/etc/hostname", wl])
