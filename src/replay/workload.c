@@ -783,7 +783,13 @@ static struct ht_workload *load(struct src *s)
 		return NULL;
 	}
 	if (!s->len) {
-		fail(s, "empty file, not a workload");
+		char head[8];
+		if (s->fd >= 0 && pread(s->fd, head, sizeof(head), 0) > 0) /* (a /proc file says
+									      * 0 bytes, but reads) */
+			fail(s, "not a heaptrail workload (bad magic); workloads come from heaptrail "
+				"convert");
+		else
+			fail(s, "empty file, not a workload");
 		goto bad;
 	}
 	memset(h, 0, sizeof(h));

@@ -414,7 +414,9 @@ static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, 
 	r->fd = fd;
 	r->path = strdup(path);
 	r->info.file_size = (uint64_t)st.st_size;
-	if (st.st_size == 0) {
+	char head[8];
+	if (st.st_size == 0 && pread(fd, head, sizeof(head), 0) <= 0) {
+		/* (a /proc file says 0 bytes too, but reads: bad magic below) */
 		snprintf(err, errlen, "%s: empty file, not a heaptrail trace (was the program "
 				      "killed before it started?)", path);
 		goto fail;

@@ -1,7 +1,8 @@
 """Bad input for every command that reads a file: one table, every command
 times every kind of bad file (issue 7, item 4).
 
-Each command is given a missing file, an empty file, /dev/zero, a FIFO
+Each command is given a missing file, an empty file, a /proc file (its size
+says 0 bytes, but it reads), /dev/zero, a FIFO
 (not maps, which reads pipes), a file of another kind
 (a workload to an analyzer, a trace to replay), a truncated file, a file
 from a newer format version, a directory, a trace cut inside a chunk (whose
@@ -25,6 +26,8 @@ from htlib import Failure, case, check, eq, skip
 PROBLEM = {
     "missing": r"no such file|does not exist|not found",
     "empty": r"empty",
+    # a /proc file: its size says 0 bytes, but it reads (it was called empty)
+    "proc": r"bad magic",
     # by the type the command reads: an analyzer given a workload, replay a
     # trace, maps a trace
     "other": {"trace": r"workload", "workload": r"is a trace", "smaps": r"not an smaps"},
@@ -110,6 +113,8 @@ def build_inputs(t):
             os.mkfifo(kinds["fifo"])
         if newer is not None:
             kinds["newer"] = put("newer-%s" % typ, newer)
+        if typ != "smaps":  # (maps reads /proc files)
+            kinds["proc"] = "/proc/self/status"
         if typ == "trace":
             kinds["cut"] = put("cut-trace", good[:len(good) * 6 // 10])
         inputs[typ] = kinds
@@ -232,11 +237,13 @@ def test_bad_input_every_command(t):
     # as they were); the others get the shared inputs
     problems, ran, skipped = [], 0, []
     for name, typ, argv_of, outs in commands(good_trace):
-        for kind in ("missing", "empty", "other", "truncated", "cut", "newer", "directory",
-                     "unreadable"):
+        for kind in ("missing", "empty", "proc", "other", "truncated", "cut", "newer",
+                     "directory", "unreadable"):
             path = inputs[typ].get(kind)
             if kind == "cut" and typ != "trace":
                 continue  # a workload or smaps cut anywhere: "truncated" above
+            if kind == "proc" and typ == "smaps":
+                continue
             if path is None:
                 skipped.append("%s/%s (no format version in a smaps file)" % (name, kind))
                 continue
@@ -253,7 +260,7 @@ def test_bad_input_every_command(t):
                 shutil.copyfile(path, copy)
                 os.chmod(copy, os.stat(path).st_mode & 0o777)
                 path = copy
-            if os.path.isfile(path):
+            if os.path.isfile(path) and kind != "proc":  # (a /proc file changes)
                 with open(path, "rb") as f:
                     before = f.read()
             argv = [t.heaptrail] + argv_of(path, o)
