@@ -222,6 +222,12 @@ const struct ht_livemap *ht_pass__live(const struct ht_pass *p)
 	return &p->live;
 }
 
+void ht_pass__take_live(struct ht_pass *p, struct ht_livemap *to)
+{
+	*to = p->live;
+	ht_livemap__init(&p->live);
+}
+
 const struct ht_block *ht_pass__get(const struct ht_livemap *live, uint64_t ptr, int forgotten)
 {
 	const struct ht_block *b = ht_livemap__get((struct ht_livemap *)live, ptr);

@@ -114,6 +114,9 @@ void ht_pass__check_order(struct ht_pass *p, struct ht_reader *r);
 const struct ht_blockop *ht_pass__event(struct ht_pass *p, const struct ht_event *e);
 /* Every live block (forgotten ones included: ht_block__forgotten). */
 const struct ht_livemap *ht_pass__live(const struct ht_pass *p);
+/* Moves the live blocks to *to (which must not hold any: it is
+ * overwritten); the pass is left with none (the end of a time slice). */
+void ht_pass__take_live(struct ht_pass *p, struct ht_livemap *to);
 /* The times recording was off, so far. */
 const struct ht_pauses *ht_pass__pauses(const struct ht_pass *p);
 /* Whether b was allocated before a heaptrail_reset() (then it is in the

@@ -48,6 +48,8 @@ int ht_slices__read(const char *path, struct ht_reader *r, const struct ht_slice
  * that could not be placed): r is as it was, and the caller reads
  * serially. */
 struct ht_stats *ht_slices__stats(const char *path, struct ht_reader *r);
+/* HT_SLICE_MIN_EVENTS, or HEAPTRAIL_SLICE_MIN_EVENTS. */
+uint64_t ht_slices__min_events(void);
 /* The slices -j asks for (not given: one per CPU); below 2, none. */
 unsigned ht_slices__wanted(void);
 

@@ -4,6 +4,7 @@
  * (never raw events), so its size does not grow with the trace. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include "analyze/heapinfo.h"
 #include "analyze/htmlout.h"
 #include "analyze/pass.h"
+#include "analyze/slices.h"
 #include "analyze/stackstats.h"
 #include "analyze/stats.h"
 #include "analyze/suppressions.h"
@@ -27,6 +29,7 @@
 #include "common/options.h"
 #include "common/outfile.h"
 #include "common/util.h"
+#include "trace/reader_slice.h"
 
 #define MAX_FRAMES 256
 
@@ -66,12 +69,59 @@ struct collectors {
 	struct ht_stackstats stacks; /* per stack: peak, calls, temporary, leaks */
 	struct ht_timeline *timeline; /* the heap over time */
 	struct ht_heapinfo *heap;    /* glibc's arenas, heaps, thresholds */
+	struct ht_reader *heap_r;    /* heap's own reader (read beside), or NULL */
 };
+
+/* glibc's heap model on a thread of its own, with a reader and a pass of
+ * its own, beside the other three (docs/FORMAT.md, "What report in slices
+ * still needs"): the same events in the same order, so the same model. */
+struct heap_side {
+	const char *path;
+	struct ht_reader *r;
+	struct ht_heapinfo *h;
+	int ok;
+};
+
+static void *heap_side_main(void *arg)
+{
+	struct heap_side *hs = arg;
+	char err[1024];
+	hs->r = ht_reader__open_info(hs->path, err, sizeof(err));
+	if (!hs->r || !(hs->h = ht_heapinfo__new(hs->r)))
+		return NULL;
+	struct ht_pass *pass = ht_pass__new();
+	const struct ht_event *e;
+	while ((e = ht_reader__next_event(hs->r)))
+		ht_heapinfo__event(hs->h, e, ht_pass__event(pass, e));
+	ht_pass__delete(pass);
+	ht_heapinfo__finish(hs->h, hs->r);
+	hs->ok = !ht_reader__error(hs->r) && !ht_reader__warning(hs->r);
+	return NULL;
+}
+
+/* The main reader, and whether the heap model may be read beside it: with
+ * threads to spare (-j, else one per CPU), a long trace that is whole and
+ * closed (the second reader must read what the first does). */
+static struct ht_reader *open_main(const char *path, int *beside)
+{
+	*beside = 0;
+	if (ht_slices__wanted() > 1) {
+		char err[1024];
+		struct ht_reader *r = ht_reader__open_info(path, err, sizeof(err));
+		if (r && ht_reader__sliceable(r, ht_slices__min_events())) {
+			*beside = 1;
+			return r;
+		}
+		ht_reader__close(r);
+	}
+	return ht_analyze__open(path);
+}
 
 static int read_trace(const char *path, uint64_t top, struct collectors *c,
 		      struct ht_reader **rp)
 {
-	*rp = ht_analyze__open(path);
+	int beside;
+	*rp = open_main(path, &beside);
 	if (!*rp)
 		return HT_EXIT_DATA;
 	const struct ht_trace_info *in = ht_reader__info(*rp);
@@ -85,26 +135,52 @@ static int read_trace(const char *path, uint64_t top, struct collectors *c,
 		ht_error("out of memory");
 		exit(HT_EXIT_DATA);
 	}
-	c->heap = ht_heapinfo__new(*rp);
-	if (!c->heap) {
+	struct heap_side hs = {.path = path};
+	pthread_t th;
+	if (beside && pthread_create(&th, NULL, heap_side_main, &hs) != 0)
+		beside = 0;
+	if (!beside && !(c->heap = ht_heapinfo__new(*rp))) {
 		ht_error("out of memory");
 		exit(HT_EXIT_DATA);
 	}
 	struct ht_pass *pass = ht_pass__new(); /* the live blocks, once for all four */
 	ht_pass__check_order(pass, *rp);
 	const struct ht_event *e;
-	while ((e = ht_analyze__next_event(*rp))) {
-		const struct ht_blockop *op = ht_pass__event(pass, e);
-		ht_stats__event(c->stats, e, op);
-		ht_stackstats__event(&c->stacks, e, op);
-		ht_timeline__event(c->timeline, e, op);
-		ht_heapinfo__event(c->heap, e, op);
+	if (beside) {
+		while ((e = ht_analyze__next_event(*rp))) {
+			const struct ht_blockop *op = ht_pass__event(pass, e);
+			ht_stats__event(c->stats, e, op);
+			ht_stackstats__event(&c->stacks, e, op);
+			ht_timeline__event(c->timeline, e, op);
+		}
+	} else {
+		while ((e = ht_analyze__next_event(*rp))) {
+			const struct ht_blockop *op = ht_pass__event(pass, e);
+			ht_stats__event(c->stats, e, op);
+			ht_stackstats__event(&c->stacks, e, op);
+			ht_timeline__event(c->timeline, e, op);
+			ht_heapinfo__event(c->heap, e, op);
+		}
 	}
 	struct ht_pauses pauses = *ht_pass__pauses(pass);
 	ht_pass__delete(pass);
 	ht_stackstats__finish(&c->stacks);
 	ht_timeline__finish(c->timeline, *rp);
-	ht_heapinfo__finish(c->heap, *rp);
+	if (beside) {
+		pthread_join(th, NULL);
+		c->heap_r = hs.r;
+		c->heap = hs.h;
+		/* (the main reader read the same file whole: a second that did
+		 * not is a file changed meanwhile; its model is not shown) */
+		if (!hs.ok || !c->heap) {
+			ht_error("%s changed while it was read", path);
+			exit(HT_EXIT_DATA);
+		}
+		if (getenv("HEAPTRAIL_SLICE_NOTE"))
+			fprintf(stderr, "heaptrail: note: glibc's heap model read beside the rest\n");
+	} else {
+		ht_heapinfo__finish(c->heap, *rp);
+	}
 	return ht_analyze__finish_pass(*rp, path, 0, &pauses);
 }
 
@@ -732,13 +808,13 @@ int cmd_report(int argc, char **argv)
 		{0, "sysroot", HT_OPT_STRING, &cfg.sysroot, "DIR", "find the traced modules under DIR"},
 		{0, "debug-dir", HT_OPT_STRING, &cfg.debug_dir, "DIR", "also look for separate debug files in DIR"},
 		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no line saying what was written"},
-		HT_OPT_THREADS,
+		HT_OPT_REPORT_THREADS,
 		{0},
 	};
 	int ret = HT_EXIT_USAGE;
 	struct ht_reader *r = NULL;
 	struct ht_symbolizer *sym = NULL;
-	struct collectors c;
+	struct collectors c = {0};
 	struct ht_jvalue *cmp[8] = {0};
 	char *out = NULL, *cmp_list = NULL;
 	struct ht_html_file hf = {0};
@@ -829,5 +905,6 @@ cleanup:
 		ht_timeline__delete(c.timeline);
 	if (c.heap)
 		ht_heapinfo__delete(c.heap);
+	ht_reader__close(c.heap_r); /* (after the model: it keeps the reader's info) */
 	return ret;
 }

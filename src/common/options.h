@@ -52,6 +52,13 @@ struct ht_option {
 	 "read a long trace in N time slices at once, one thread each (HEAPTRAIL_THREADS; "         \
 	 "default and 0: one per CPU; 1: serially)"}
 
+/* -j N of report: a long trace's glibc heap model read on a thread of its
+ * own beside the rest (cmd_report.c, heap_side). */
+#define HT_OPT_REPORT_THREADS                                                                      \
+	{'j', "threads", HT_OPT_NTHREADS, &ht_threads, "N",                                        \
+	 "with 2 or more (HEAPTRAIL_THREADS; default and 0: one per CPU), read a long trace's "     \
+	 "glibc heap model on a thread of its own; 1: serially"}
+
 #define HT_OPT_STOP_AT_NONOPT 1 /* first non-option ends parsing (record) */
 
 /* Parses argv[1..] (argv[0] is the command name).  Non-option arguments are

@@ -76,9 +76,13 @@ static int sync_ts(struct ht_reader *r, struct stream *s, const struct chunk_ref
 
 int ht_reader__stacks_seen(struct ht_reader *r)
 {
-	/* a trace recorded with stacks has frame records in every thread's
-	 * first chunk that allocates: the first chunk of each of (at most 8)
-	 * streams is scanned */
+	/* a trace recorded with stacks says so in its header (a thread's first
+	 * chunk may hold no allocation: marks alone, probe W); one whose
+	 * header does not (attach's, an older recorder's) has frame records
+	 * in every thread's first chunk that allocates: the first chunk of
+	 * each of (at most 8) streams is scanned */
+	if (r->hdr.stack_depth)
+		return 1;
 	for (size_t i = 0; i < r->nstreams && i < 8; i++) {
 		struct stream *s = &r->streams[i];
 		const struct chunk_ref *c = &s->chunks[0];

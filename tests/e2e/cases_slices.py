@@ -391,3 +391,107 @@ def test_timeline_slices_fall_back(t):
               env={"HEAPTRAIL_SLICE_NOTE": "1"})
     check(NOTE + "read serially: the trace does not suit" in r.stderr,
           "a short trace: %r" % r.stderr)
+
+
+@case(timeout=600, labels=("analyzers",))
+def test_report_heap_beside_same(t):
+    """report with threads to spare reads glibc's heap model on a thread
+    of its own, with a reader and a pass of its own: the page is the
+    serial one, byte for byte, on pipelines of 4 and 16 threads, a pool,
+    slicemix and bigblocks; -j 1 and a short trace read it in one pass."""
+    exe = compile_c(t, "bigblocks", BIG_BLOCKS)
+    traces = {
+        "slicemix": record_small(t, "slicemix", [t.prog("slicemix"), "plain", 60000]),
+        "pipeline4": record_small(t, "pipeline4", [t.prog("pipeline"), 4, 30000]),
+        "pipeline16": record_small(t, "pipeline16", [t.prog("pipeline"), 16, 8000]),
+        "pool": record_small(t, "pool", [t.prog("pool"), 6, 20000]),
+        "bigblocks": record_small(t, "bigblocks", [exe]),
+    }
+    beside = NOTE + "glibc's heap model read beside the rest"
+    for name, trace in traces.items():
+        pages = {}
+        for j in (1, 2, 3):
+            out = t.path("%s-%d.html" % (name, j))
+            r = t.run([t.heaptrail, "report", "-q", "-j", str(j), "-o", out, trace],
+                      env=SLICE_ENV, timeout=120)
+            with t.soft():
+                eq(r.rc, 0, "report -j %d %s: exit status (%s)" % (j, name, r.describe()))
+                eq(beside in r.stderr, j > 1, "report -j %d %s: read beside (%r)" % (
+                    j, name, r.stderr))
+            with open(out, "rb") as f:
+                pages[j] = f.read()
+        with t.soft():
+            check(pages[2] == pages[1] and pages[3] == pages[1],
+                  "%s: the page differs from -j 1's (%d, %d and %d bytes)" % (
+                      name, len(pages[1]), len(pages[2]), len(pages[3])))
+    r = t.run([t.heaptrail, "report", "-q", "-j", "2", "-o", t.path("short.html"),
+               traces["pool"]], env={"HEAPTRAIL_SLICE_NOTE": "1"}, timeout=120)
+    eq(r.rc, 0, "report of a short trace: exit status")
+    check(beside not in r.stderr, "a short trace read beside: %r" % r.stderr)
+
+
+# Marks before the first allocation (the first chunk of the thread holds
+# no frame record), then pairs: a --stacks trace whose first chunk does not
+# show its stacks.
+MARKS_FIRST = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <heaptrail.h>
+static void *volatile sink;
+int main(int argc, char **argv)
+{
+	int marks = atoi(argv[1]), pairs = atoi(argv[2]);
+	char label[32];
+	for (int i = 0; i < marks; i++) {
+		snprintf(label, sizeof(label), "m%d", i);
+		if (heaptrail_mark)
+			heaptrail_mark(label);
+	}
+	for (int i = 0; i < pairs; i++) {
+		sink = malloc(16 + i % 100);
+		free(sink);
+	}
+	return 0;
+}
+"""
+
+# Every block allocated first, then every one freed: the whole live set
+# crosses every cut, each later slice keeps a release for each.
+ALL_THEN_FREE = r"""
+#include <stdlib.h>
+int main(int argc, char **argv)
+{
+	int n = atoi(argv[1]);
+	void **v = calloc((size_t)n, sizeof(*v));
+	for (int i = 0; i < n; i++)
+		v[i] = malloc(16 + i % 64);
+	for (int i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+	return 0;
+}
+"""
+
+
+@case(timeout=300, labels=("analyzers",))
+def test_slices_what_they_keep(t):
+    """stats and timeline read serially, the same bytes, where slices would
+    keep too much or cannot read the trace: a --stacks trace whose threads
+    set 3000 marks before their first allocation (its header says stacks;
+    the first chunk alone did not, and it was read in slices), and 700,000
+    blocks allocated and then freed (the releases the later slices keep,
+    past what they may keep all together: 8.7 s and 940 MB in slices
+    against 1.0 s and 300 MB serially for 3 M blocks)."""
+    exe = compile_c(t, "marksfirst", MARKS_FIRST)
+    stacks = record_small(t, "marksfirst", [exe, 3000, 100000], ("--stacks",))
+    exe = compile_c(t, "allthenfree", ALL_THEN_FREE)
+    allfree = record_small(t, "allthenfree", [exe, 700000])
+    for trace, why in ((stacks, "a trace with stacks"),
+                       (allfree, "too many releases of blocks from before a cut, or mapping "
+                                 "calls, to keep")):
+        with t.soft():
+            note = stats_both(t, trace, 2)
+            eq(note, "read serially: " + why, "stats of %s" % os.path.basename(trace))
+        with t.soft():
+            note = timeline_both(t, trace, 2, ["--csv"])
+            eq(note, "read serially: " + why, "timeline of %s" % os.path.basename(trace))
