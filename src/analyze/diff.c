@@ -264,8 +264,9 @@ static int read_trace(struct ht_diff *d, const char *path, const struct ht_diff_
 			goto out;
 		}
 		if (q->time_ns != UINT64_MAX && q->time_ns > end) {
-			ht_error("%s: %s is past the end of the trace (%s)", path,
-				 ht_fmt_ns(b1, q->time_ns), ht_fmt_ns(b2, end));
+			/* (as dump, events, heap and timeline say it) */
+			ht_error("%s=%s: the trace %s lasts %s", q->opt ? q->opt : "--at",
+				 ht_fmt_ns(b1, q->time_ns), path, ht_fmt_ns(b2, end));
 			ret = HT_EXIT_USAGE;
 			goto out;
 		}
@@ -396,7 +397,7 @@ static int done(struct ht_diff *d, int ok, int ret, struct ht_diff **out)
 int ht_diff__traces(const char *before, const char *after, const struct ht_diff_opts *o,
 		    struct ht_diff **out)
 {
-	static const struct ht_diff_point end = {UINT64_MAX, NULL};
+	static const struct ht_diff_point end = {UINT64_MAX, NULL, NULL};
 	struct ht_diff *d = diff_new(o);
 	int ok0 = 0, ok1 = 0;
 	int ret = read_trace(d, before, &end, 1, 0, 0, &ok0);

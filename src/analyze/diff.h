@@ -44,6 +44,7 @@ struct ht_diff_point {
 	uint64_t time_ns; /* after the events up to this time; 0: the start, before
 			   * any event; UINT64_MAX: the end */
 	const char *mark; /* or right after the first heaptrail_mark(mark), if set */
+	const char *opt;  /* the option that gave it (--at, --from, --to), for messages */
 };
 
 struct ht_diff_opts {

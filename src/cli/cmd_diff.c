@@ -60,6 +60,7 @@ static const char usage_text[] =
 static int parse_point(const char *s, const char *opt, struct ht_diff_point *p)
 {
 	p->mark = NULL;
+	p->opt = opt;
 	if (!strncmp(s, "mark:", 5) && s[5]) {
 		p->mark = s + 5;
 		p->time_ns = 0;

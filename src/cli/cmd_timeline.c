@@ -95,11 +95,13 @@ int cmd_timeline(int argc, char **argv)
 		goto cleanup;
 	}
 	if (from_s && ht_parse_duration(from_s, &cfg.from)) {
-		ht_error("--from=%s: expected a time such as 1.5s, 200ms, 30us", from_s);
+		ht_error("--from: '%s' is not a duration like 1.5s, 200ms or 30us (under 292 years)",
+			 from_s);
 		goto cleanup;
 	}
 	if (to_s && ht_parse_duration(to_s, &cfg.to)) {
-		ht_error("--to=%s: expected a time such as 1.5s, 200ms, 30us", to_s);
+		ht_error("--to: '%s' is not a duration like 1.5s, 200ms or 30us (under 292 years)",
+			 to_s);
 		goto cleanup;
 	}
 	if (to_s && cfg.to <= cfg.from) {

@@ -95,6 +95,16 @@ def test_cli_to_zero(t):
         eq(r.rc, 2, "%s --from 1h:\n%s" % (cmd, r.describe()))
         check(re.match(r"heaptrail: error: --from=3600\.000 s: the trace .* lasts ", r.stderr),
               "%s --from 1h: %r" % (cmd, r.stderr))
+    # and diff, in the same words (it said "T: 3600.000 s is past the end of
+    # the trace (D)"), naming the option that gave the time
+    for args, opt in ((["--from", "1h"], "--from"), (["--at", "start", "--at", "1h"], "--at")):
+        r = t.tool(["diff"] + args + [tr])
+        eq(r.rc, 2, "diff %s:\n%s" % (args, r.describe()))
+        check(re.match(r"heaptrail: error: %s=3600\.000 s: the trace .* lasts " % opt, r.stderr),
+              "diff %s: %r" % (args, r.stderr))
+    # a time that is no duration: timeline's words are every command's
+    one_error(t, ["timeline", "--from", "1x", tr], 2, "heaptrail: error: --from: '1x' is not a "
+              "duration like 1.5s, 200ms or 30us (under 292 years)")
     # a --to that is a time after the start still works, with its window
     r = t.tool(["heap", "--to", "1h", tr])
     eq(r.rc, 0, "heap --to 1h:\n" + r.describe())
