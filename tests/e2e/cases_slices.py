@@ -295,6 +295,19 @@ int main(void)
 """
 
 
+def threaded_traces(t):
+    """The traces the timeline and report cases read: pipelines of 4 and 16
+    threads, a pool, slicemix and bigblocks, recorded with small buffers."""
+    exe = compile_c(t, "bigblocks", BIG_BLOCKS)
+    return {
+        "slicemix": record_small(t, "slicemix", [t.prog("slicemix"), "plain", 60000]),
+        "pipeline4": record_small(t, "pipeline4", [t.prog("pipeline"), 4, 30000]),
+        "pipeline16": record_small(t, "pipeline16", [t.prog("pipeline"), 16, 8000]),
+        "pool": record_small(t, "pool", [t.prog("pool"), 6, 20000]),
+        "bigblocks": record_small(t, "bigblocks", [exe]),
+    }
+
+
 @case(timeout=900, labels=("analyzers",))
 def test_timeline_slices_same_as_serial(t):
     """timeline in time slices: pipelines of 4 and 16 threads, a pool,
@@ -302,14 +315,7 @@ def test_timeline_slices_same_as_serial(t):
     mmapped blocks freed slices after they were allocated, at 2, 3 and 8
     slices, CSV, JSON and SVG: the serial reader's bytes, read in slices;
     and with 1, 7 and 100000 bins (every bin cut, or many bins a slice)."""
-    exe = compile_c(t, "bigblocks", BIG_BLOCKS)
-    traces = {
-        "slicemix": record_small(t, "slicemix", [t.prog("slicemix"), "plain", 60000]),
-        "pipeline4": record_small(t, "pipeline4", [t.prog("pipeline"), 4, 30000]),
-        "pipeline16": record_small(t, "pipeline16", [t.prog("pipeline"), 16, 8000]),
-        "pool": record_small(t, "pool", [t.prog("pool"), 6, 20000]),
-        "bigblocks": record_small(t, "bigblocks", [exe]),
-    }
+    traces = threaded_traces(t)
     for name, trace in traces.items():
         for j in (2, 3, 8):
             for fmt in ("--csv", "--json", "--width=1200"):
@@ -399,14 +405,7 @@ def test_report_heap_beside_same(t):
     of its own, with a reader and a pass of its own: the page is the
     serial one, byte for byte, on pipelines of 4 and 16 threads, a pool,
     slicemix and bigblocks; -j 1 and a short trace read it in one pass."""
-    exe = compile_c(t, "bigblocks", BIG_BLOCKS)
-    traces = {
-        "slicemix": record_small(t, "slicemix", [t.prog("slicemix"), "plain", 60000]),
-        "pipeline4": record_small(t, "pipeline4", [t.prog("pipeline"), 4, 30000]),
-        "pipeline16": record_small(t, "pipeline16", [t.prog("pipeline"), 16, 8000]),
-        "pool": record_small(t, "pool", [t.prog("pool"), 6, 20000]),
-        "bigblocks": record_small(t, "bigblocks", [exe]),
-    }
+    traces = threaded_traces(t)
     beside = NOTE + "glibc's heap model read beside the rest"
     for name, trace in traces.items():
         pages = {}
