@@ -80,22 +80,31 @@ struct heap_side {
 	struct ht_reader *r;
 	struct ht_heapinfo *h;
 	int ok;
+	char err[1024]; /* why not */
 };
 
 static void *heap_side_main(void *arg)
 {
 	struct heap_side *hs = arg;
-	char err[1024];
-	hs->r = ht_reader__open_info(hs->path, err, sizeof(err));
-	if (!hs->r || !(hs->h = ht_heapinfo__new(hs->r)))
+	hs->r = ht_reader__open_info(hs->path, hs->err, sizeof(hs->err));
+	if (!hs->r)
 		return NULL;
+	if (!(hs->h = ht_heapinfo__new(hs->r))) {
+		snprintf(hs->err, sizeof(hs->err), "out of memory");
+		return NULL;
+	}
 	struct ht_pass *pass = ht_pass__new();
 	const struct ht_event *e;
 	while ((e = ht_reader__next_event(hs->r)))
 		ht_heapinfo__event(hs->h, e, ht_pass__event(pass, e));
 	ht_pass__delete(pass);
 	ht_heapinfo__finish(hs->h, hs->r);
-	hs->ok = !ht_reader__error(hs->r) && !ht_reader__warning(hs->r);
+	const char *why =
+	    ht_reader__error(hs->r) ? ht_reader__error(hs->r) : ht_reader__warning(hs->r);
+	if (why)
+		snprintf(hs->err, sizeof(hs->err), "%s changed while it was read: %s", hs->path,
+			 why);
+	hs->ok = !why;
 	return NULL;
 }
 
@@ -171,9 +180,10 @@ static int read_trace(const char *path, uint64_t top, struct collectors *c,
 		c->heap_r = hs.r;
 		c->heap = hs.h;
 		/* (the main reader read the same file whole: a second that did
-		 * not is a file changed meanwhile; its model is not shown) */
-		if (!hs.ok || !c->heap) {
-			ht_error("%s changed while it was read", path);
+		 * not is a file changed meanwhile, or one that could not be
+		 * opened again; its model is not shown) */
+		if (!hs.ok) {
+			ht_error("%s", hs.err);
 			exit(HT_EXIT_DATA);
 		}
 		if (getenv("HEAPTRAIL_SLICE_NOTE"))
