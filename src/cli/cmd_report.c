@@ -76,45 +76,41 @@ struct collectors {
  * its own, beside the other three (docs/FORMAT.md, "What report in slices
  * still needs"): the same events in the same order, so the same model. */
 struct heap_side {
-	const char *path;
-	struct ht_reader *r;
+	struct ht_reader *r; /* a second reader of the main reader's file */
 	struct ht_heapinfo *h;
-	int ok;
-	char err[1024]; /* why not */
 };
 
 static void *heap_side_main(void *arg)
 {
 	struct heap_side *hs = arg;
-	hs->r = ht_reader__open_info(hs->path, hs->err, sizeof(hs->err));
-	if (!hs->r)
-		return NULL;
-	if (!(hs->h = ht_heapinfo__new(hs->r))) {
-		snprintf(hs->err, sizeof(hs->err), "out of memory");
-		return NULL;
-	}
 	struct ht_pass *pass = ht_pass__new();
+	ht_pass__check_order(pass, hs->r); /* (as the main pass: the reader keeps no set) */
 	const struct ht_event *e;
 	while ((e = ht_reader__next_event(hs->r)))
 		ht_heapinfo__event(hs->h, e, ht_pass__event(pass, e));
 	ht_pass__delete(pass);
 	ht_heapinfo__finish(hs->h, hs->r);
-	const char *why =
-	    ht_reader__error(hs->r) ? ht_reader__error(hs->r) : ht_reader__warning(hs->r);
-	if (why)
-		snprintf(hs->err, sizeof(hs->err), "%s changed while it was read: %s", hs->path,
-			 why);
-	hs->ok = !why;
 	return NULL;
 }
 
-/* The main reader, and whether the heap model may be read beside it: with
- * threads to spare (-j, else one per CPU), a long trace that is whole and
- * closed (the second reader must read what the first does). */
+/* Whether two readers of one file met the same trouble (none, or the same
+ * damage at the same place: then they read the same events). */
+static int same_end(const struct ht_reader *a, const struct ht_reader *b)
+{
+	const char *ea = ht_reader__error(a), *eb = ht_reader__error(b);
+	const char *wa = ht_reader__warning(a), *wb = ht_reader__warning(b);
+	return !ea == !eb && (!ea || !strcmp(ea, eb)) && !wa == !wb && (!wa || !strcmp(wa, wb));
+}
+
+/* The main reader, and whether the heap model may be read beside it: asked
+ * for (-j N, N > 1, or 0 with several CPUs: not by default, since a second
+ * pass over a large live set costs more than it gives, docs/report.md), a
+ * long trace that is whole and closed (the second reader must read what
+ * the first does). */
 static struct ht_reader *open_main(const char *path, int *beside)
 {
 	*beside = 0;
-	if (ht_slices__wanted() > 1) {
+	if (ht_reader__threads_given() && ht_slices__wanted() > 1) {
 		char err[1024];
 		struct ht_reader *r = ht_reader__open_info(path, err, sizeof(err));
 		if (r && ht_reader__sliceable(r, ht_slices__min_events())) {
@@ -144,10 +140,21 @@ static int read_trace(const char *path, uint64_t top, struct collectors *c,
 		ht_error("out of memory");
 		exit(HT_EXIT_DATA);
 	}
-	struct heap_side hs = {.path = path};
+	struct heap_side hs = {0};
 	pthread_t th;
-	if (beside && pthread_create(&th, NULL, heap_side_main, &hs) != 0)
-		beside = 0;
+	if (beside) {
+		/* (the same file, even if another is renamed over it meanwhile:
+		 * the page was half one trace, half the other, probe X) */
+		char err[1024];
+		hs.r = ht_reader__open_again(*rp, err, sizeof(err));
+		if (!hs.r || !(hs.h = ht_heapinfo__new(hs.r)) ||
+		    pthread_create(&th, NULL, heap_side_main, &hs) != 0) {
+			ht_heapinfo__delete(hs.h);
+			ht_reader__close(hs.r);
+			hs = (struct heap_side){0};
+			beside = 0;
+		}
+	}
 	if (!beside && !(c->heap = ht_heapinfo__new(*rp))) {
 		ht_error("out of memory");
 		exit(HT_EXIT_DATA);
@@ -179,11 +186,10 @@ static int read_trace(const char *path, uint64_t top, struct collectors *c,
 		pthread_join(th, NULL);
 		c->heap_r = hs.r;
 		c->heap = hs.h;
-		/* (the main reader read the same file whole: a second that did
-		 * not is a file changed meanwhile, or one that could not be
-		 * opened again; its model is not shown) */
-		if (!hs.ok) {
-			ht_error("%s", hs.err);
+		/* (a damaged trace stops both readers at one place, with one
+		 * message: anything else is a file written over meanwhile) */
+		if (!same_end(*rp, hs.r)) {
+			ht_error("%s changed while it was read", path);
 			exit(HT_EXIT_DATA);
 		}
 		if (getenv("HEAPTRAIL_SLICE_NOTE"))

@@ -386,12 +386,14 @@ static int header_signal(const struct ht_file_header *h)
 										  : 0;
 }
 
-static struct ht_reader *open_trace(const char *path, char *err, size_t errlen, int follow,
-				    int serial)
+/* fd: the file already open (a descriptor the reader then owns), else -1. */
+static struct ht_reader *open_trace(const char *path, int fd, char *err, size_t errlen,
+				    int follow, int serial)
 {
 	struct stat st;
 	/* O_NONBLOCK: a FIFO must not block the open (regular files ignore it) */
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		ht_open_error(err, errlen, path, errno, "trace");
 		return NULL;
@@ -685,17 +687,27 @@ fail:
 
 struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen)
 {
-	return open_trace(path, err, errlen, 0, 0);
+	return open_trace(path, -1, err, errlen, 0, 0);
 }
 
 struct ht_reader *ht_reader__open_info(const char *path, char *err, size_t errlen)
 {
-	return open_trace(path, err, errlen, 0, 1);
+	return open_trace(path, -1, err, errlen, 0, 1);
+}
+
+struct ht_reader *ht_reader__open_again(const struct ht_reader *r, char *err, size_t errlen)
+{
+	int fd = fcntl(r->fd, F_DUPFD_CLOEXEC, 0); /* (read with pread only: one offset is fine) */
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: cannot read it twice: %s", r->path, strerror(errno));
+		return NULL;
+	}
+	return open_trace(r->path, fd, err, errlen, 0, 1);
 }
 
 struct ht_reader *ht_reader__open_follow(const char *path, char *err, size_t errlen)
 {
-	return open_trace(path, err, errlen, 1, 0);
+	return open_trace(path, -1, err, errlen, 1, 0);
 }
 
 /* ---- follow mode --------------------------------------------------------- */

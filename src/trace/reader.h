@@ -236,6 +236,10 @@ struct ht_reader *ht_reader__open(const char *path, char *err, size_t errlen);
  * trace read back): the serial reader, with no decoding threads started
  * (ht_reader__open starts them at once, and they decode ahead). */
 struct ht_reader *ht_reader__open_info(const char *path, char *err, size_t errlen);
+/* A second serial reader of the file r reads (the same file, whatever is
+ * at its path now: report's heap model read beside the rest), its
+ * messages naming r's path. */
+struct ht_reader *ht_reader__open_again(const struct ht_reader *r, char *err, size_t errlen);
 void ht_reader__close(struct ht_reader *r);
 
 /* Follow mode: reads a trace that a recorder may still be writing, and
