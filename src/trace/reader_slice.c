@@ -92,8 +92,9 @@ int ht_reader__stacks_seen(struct ht_reader *r)
 		if (!s->nchunks || open_chunk(r, s, c, &pos) < 0)
 			return -1;
 		while ((k = next_rec(r, s, c, &pos, &rec)) == 1)
-			if (rec.kind >= 32 || rec.has_stack)
-				return 1;
+			if (rec.kind == HT_EV_FRAME || rec.has_stack)
+				return 1; /* (not any kind from 32 on: a DURATION record of
+					   * --durations is none, probe X) */
 		if (k < 0)
 			return -1;
 	}

@@ -564,3 +564,16 @@ def test_report_heap_beside_one_file(t):
         stop.set()
         th.join()
     eq(mixed, 0, "pages of neither trace, of 60, while the path changed")
+
+
+@case(timeout=300, labels=("analyzers",))
+def test_slices_durations_trace(t):
+    """A trace of record --durations (a DURATION record after each call)
+    is read in slices, the serial bytes: its records were taken for stacks
+    (any kind from 32 on), and it was read serially, saying "a trace with
+    stacks"."""
+    trace = record_small(t, "durations", [t.prog("pipeline"), 3, 20000], ("--durations",))
+    with t.soft():
+        eq(stats_both(t, trace, 3), "read in 3 time slices", "stats")
+    with t.soft():
+        eq(timeline_both(t, trace, 3, ["--json"]), "read in 3 time slices", "timeline")
