@@ -597,7 +597,7 @@ void ht_diff__text(const struct ht_diff *d, FILE *f, size_t top, size_t depth)
 	const char *unit = d->o.by_function ? "functions" : "stacks";
 	const char *unit1 = d->o.by_function ? "function" : "stack";
 	if (!nchanged) {
-		fprintf(f, "\nno change in any of %zu %s\n", d->n, unit);
+		fprintf(f, "\nno change in any of %zu %s%s\n", d->n, unit1, ht_s(d->n));
 		return;
 	}
 	char h0[40];

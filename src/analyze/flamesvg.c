@@ -175,9 +175,10 @@ static void value_details(void *ctx, FILE *f, const struct ht_flame_frame *fr, u
 	const char *unit = ctx;
 	char amount[32];
 	if (!strcmp(unit, "bytes"))
-		ht_fputf(f, " (%llu bytes, %s, %llu allocations, %.2f%%)",
+		ht_fputf(f, " (%llu bytes, %s, %llu allocation%s, %.2f%%)",
 			(unsigned long long)fr->value, ht_fmt_bytes(amount, fr->value),
-			(unsigned long long)fr->count, 100.0 * (double)fr->value / (double)total);
+			(unsigned long long)fr->count, ht_s(fr->count),
+			100.0 * (double)fr->value / (double)total);
 	else
 		ht_fputf(f, " (%llu %s, %.2f%%)", (unsigned long long)fr->value, unit,
 			100.0 * (double)fr->value / (double)total);

@@ -140,9 +140,10 @@ void ht_heapinfo__text(const struct ht_heapinfo *h, FILE *f)
 	} else {
 		fprintf(f, "  start 0x%" PRIx64 "%s, now 0x%" PRIx64 "\n", h->brk_first,
 			h->start_brk == h->brk_first ? " (start_brk)" : " (first break seen)", h->brk);
-		fprintf(f, "  sbrk total: %" PRIu64 " bytes raised in %" PRIu64 " steps, %" PRIu64
-			   " bytes trimmed in %" PRIu64 " steps\n",
-			h->grown, h->grow_steps, h->shrunk, h->shrink_steps);
+		fprintf(f, "  sbrk total: %" PRIu64 " bytes raised in %" PRIu64 " step%s, %" PRIu64
+			   " bytes trimmed in %" PRIu64 " step%s\n",
+			h->grown, h->grow_steps, ht_s(h->grow_steps), h->shrunk, h->shrink_steps,
+			ht_s(h->shrink_steps));
 		fprintf(f, "  size at the end %s, peak %s at %s%s\n",
 			ht_fmt_bytes(b1, h->brk > h->brk_first ? h->brk - h->brk_first : 0),
 			ht_fmt_bytes(b2, h->brk_peak), ht_fmt_ns(b3, h->brk_peak_ns),
@@ -246,8 +247,8 @@ void ht_heapinfo__text(const struct ht_heapinfo *h, FILE *f)
 			ht_fmt_bytes(b3, h->rss_live_use),
 			h->rss_live_use ? (double)h->rss_peak_kb * 1024 / (double)h->rss_live_use : 0.0);
 	if (h->unknown_frees)
-		fprintf(f, "  %" PRIu64 " frees of blocks the trace did not see allocated%s\n",
-			h->unknown_frees,
+		fprintf(f, "  %" PRIu64 " free%s of blocks the trace did not see allocated%s\n",
+			h->unknown_frees, ht_s(h->unknown_frees),
 			h->mmapped_free_unknown ? " (mmapped ones among them could have moved the threshold)"
 						: "");
 }

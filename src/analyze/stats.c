@@ -516,9 +516,9 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_reader *r
 	fprintf(f, "%-16s %s in %llu block%s\n", ht_analyze__end_label(ht_analyze__trace_end(r)),
 	       ht_fmt_bytes(b1, s->live_bytes), (unsigned long long)s->live_blocks,
 	       ht_s(s->live_blocks));
-	fprintf(f, "free(NULL)       %llu\nfrees elsewhere  %llu blocks freed by another thread than "
+	fprintf(f, "free(NULL)       %llu\nfrees elsewhere  %llu block%s freed by another thread than "
 	       "their allocator\n", (unsigned long long)s->free_null,
-	       (unsigned long long)s->cross_thread_frees);
+	       (unsigned long long)s->cross_thread_frees, ht_s(s->cross_thread_frees));
 	/* A trace cut short or damaged lost the chunks that held some blocks'
 	 * allocations (the reader's error; or a cut file salvaged by compact,
 	 * whose chunks hold fewer events than its header counts): most frees
@@ -557,14 +557,14 @@ void ht_stats__text(const struct ht_stats *s, FILE *f, const struct ht_reader *r
 			"not in the figures above)\n",
 			(unsigned long long)in->dropped);
 	if (s->re_calls)
-		fprintf(f, "realloc          %llu calls: %llu moved, %llu in place, %llu as malloc, %llu as "
-		       "free, %llu failed\n", (unsigned long long)s->re_calls,
+		fprintf(f, "realloc          %llu call%s: %llu moved, %llu in place, %llu as malloc, %llu "
+		       "as free, %llu failed\n", (unsigned long long)s->re_calls, ht_s(s->re_calls),
 		       (unsigned long long)s->re_moved, (unsigned long long)s->re_inplace,
 		       (unsigned long long)s->re_as_malloc, (unsigned long long)s->re_as_free,
 		       (unsigned long long)s->re_failed);
 	if (!in->allocator) /* (glibc's chunk flag: another allocator's blocks have none) */
-		fprintf(f, "mmapped chunks   %llu allocations served by mmap, %s\n",
-		       (unsigned long long)s->mmc_allocs, ht_fmt_bytes(b1, s->mmc_bytes));
+		fprintf(f, "mmapped chunks   %llu allocation%s served by mmap, %s\n",
+		       (unsigned long long)s->mmc_allocs, ht_s(s->mmc_allocs), ht_fmt_bytes(b1, s->mmc_bytes));
 	if (s->brk_events)
 		fprintf(f,
 			"heap break       grew %+lld bytes in %llu move%s (max %s above start)\n",

@@ -56,10 +56,10 @@ static void print_summary(const struct ht_convert_summary *c, const char *out, c
 		return;
 	}
 	char b1[32];
-	printf("%s: %u thread%s, %" PRIu64 " ops (%" PRIu64 " calls, %" PRIu64 " waits), %" PRIu64
-	       " slots, ideal peak %s\n",
-	       out, c->threads, c->threads == 1 ? "" : "s", nops, ncalls, c->waits, c->slots,
-	       ht_fmt_bytes(b1, c->peak));
+	printf("%s: %u thread%s, %" PRIu64 " op%s (%" PRIu64 " call%s, %" PRIu64 " wait%s), %" PRIu64
+	       " slot%s, ideal peak %s\n",
+	       out, c->threads, ht_s(c->threads), nops, ht_s(nops), ncalls, ht_s(ncalls), c->waits,
+	       ht_s(c->waits), c->slots, ht_s(c->slots), ht_fmt_bytes(b1, c->peak));
 	/* (of a trace still being written, or cut, the allocations are more
 	 * likely missing from it: it blamed the recording's start, probe R) */
 	const char *cause =

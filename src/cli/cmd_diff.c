@@ -239,8 +239,9 @@ int cmd_diff(int argc, char **argv)
 			strncat(title, " (widths: before)", sizeof(title) - strlen(title) - 1);
 		int drawn = ht_diff__svg(d, out, cfg.title ? cfg.title : title, cfg.width, cfg.negate);
 		if (cfg.out && !cfg.quiet) /* (as flamegraph -q and timeline -q: probe V) */
-			fprintf(stderr, "heaptrail: wrote %s: %d frames from %zu %s\n", cfg.out, drawn,
-				ht_diff__count(d), o.by_function ? "functions" : "stacks");
+			fprintf(stderr, "heaptrail: wrote %s: %d frame%s from %zu %s%s\n", cfg.out,
+				drawn, ht_s((uint64_t)drawn), ht_diff__count(d),
+				o.by_function ? "function" : "stack", ht_s(ht_diff__count(d)));
 	} else {
 		ht_diff__text(d, out, cfg.top, cfg.depth);
 	}

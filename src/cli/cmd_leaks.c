@@ -435,8 +435,9 @@ static int report(struct leaks *l, struct ht_reader *r, const struct leaks_confi
 			if (g->suppressed)
 				continue;
 			shown++;
-			printf("\n%llu bytes in %llu allocations from stack",
-			       (unsigned long long)g->bytes, (unsigned long long)g->blocks);
+			printf("\n%llu bytes in %llu allocation%s from stack",
+			       (unsigned long long)g->bytes, (unsigned long long)g->blocks,
+			       ht_s(g->blocks));
 			if (g->off_blocks)
 				printf(" (%llu bytes in %llu of them allocated before recording went "
 				       "off: maybe freed meanwhile)",

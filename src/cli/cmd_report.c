@@ -296,8 +296,8 @@ static void section_summary(struct page *pg)
 	ht_html__card(f, ht_analyze__end_label(ht_analyze__trace_end(pg->r)),
 		      ht_fmt_bytes(b1, s->live_bytes), "in %llu block%s never freed",
 		      (unsigned long long)s->live_blocks, ht_s(s->live_blocks));
-	ht_html__card(f, "allocated", ht_fmt_bytes(b1, s->bytes_allocated), "in %llu allocations",
-		      (unsigned long long)allocs);
+	ht_html__card(f, "allocated", ht_fmt_bytes(b1, s->bytes_allocated), "in %llu allocation%s",
+		      (unsigned long long)allocs, ht_s(allocs));
 	ht_html__card(f, "calls", ht_html__count(b1, calls), "%llu events, %s timestamps taken",
 		      (unsigned long long)s->events, ht_html__count(b2, s->ts_taken));
 	ht_html__card(f, "threads", ht_html__count(b1, s->nthreads), "%llu cross-thread frees",
@@ -524,11 +524,12 @@ static void section_stacks(struct page *pg)
 		if (t == ST_LEAKED && sup_blocks)
 			fprintf(f,
 				"<p id=\"leaks-suppressed\">Not listed, as <code>heaptrail "
-				"leaks</code> leaves them out (%llu blocks, %s suppressed): glibc's "
+				"leaks</code> leaves them out (%llu block%s, %s suppressed): glibc's "
 				"and ld.so's own blocks, kept for the process's lifetime (the thread "
 				"vectors); <code>heaptrail leaks --no-default-suppressions</code> "
 				"lists them.</p>\n",
-				(unsigned long long)sup_blocks, ht_fmt_bytes(b1, sup_bytes));
+				(unsigned long long)sup_blocks, ht_s(sup_blocks),
+				ht_fmt_bytes(b1, sup_bytes));
 		if (!total) {
 			fputs("<p>None.</p>\n", f);
 			continue;

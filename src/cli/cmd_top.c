@@ -338,12 +338,13 @@ int cmd_top(int argc, char **argv)
 				continue;
 			}
 			if (t == T_PEAK)
-				printf("  %10s in %6llu blocks  ", ht_fmt_bytes(b1, e[i].value[t]),
-				       (unsigned long long)e[i].blocks);
+				printf("  %10s in %6llu %-6s  ", ht_fmt_bytes(b1, e[i].value[t]),
+				       (unsigned long long)e[i].blocks,
+				       e[i].blocks == 1 ? "block" : "blocks");
 			else /* (of temporaries: their own bytes, not all the stack's) */
-				printf(
-				    "  %10llu calls, %9s  ", (unsigned long long)e[i].value[t],
-				    ht_fmt_bytes(b1, t == T_TEMP ? e[i].temp_bytes : e[i].bytes));
+				printf("  %10llu %-6s %9s  ", (unsigned long long)e[i].value[t],
+				       e[i].value[t] == 1 ? "call," : "calls,",
+				       ht_fmt_bytes(b1, t == T_TEMP ? e[i].temp_bytes : e[i].bytes));
 			print_where(r, sym, e[i].node, by_function ? 1 : depths[i],
 				    by_function ? &e[i].site : NULL);
 		}

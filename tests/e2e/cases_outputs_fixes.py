@@ -284,14 +284,14 @@ def test_report_leaks_suppressed(t):
 def test_report_temporary_own_figures(t):
     """The report's temporary-allocations row of `site` (five blocks of
     1000 B freed after later allocations, one of 304 B freed at once)
-    shows 1 call, 1 block and 304 B, as top's "1 calls, 304 B", not the
+    shows 1 call, 1 block and 304 B, as top's "1 call, 304 B", not the
     stack's 6 allocations and 5.2 KiB."""
     trace = record(t, "exit", "exit")
     top = t.tool(["top", trace])
     eq(top.rc, 0, "top:\n" + top.describe())
     temp = top.stdout.split("most temporary allocations")[1]
-    check(re.search(r"^\s+1 calls,\s+304 B\s+site\b", temp, re.M),
-          "top's temporaries have no '1 calls, 304 B site':\n" + temp)
+    check(re.search(r"^\s+1 call,\s+304 B\s+site\b", temp, re.M),
+          "top's temporaries have no '1 call, 304 B site':\n" + temp)
     html = report(t, trace)
     tab = section(html, "temporary")
     found = [tr for tr in re.findall(r"<tr><td>.*?</tr>", tab, re.S)

@@ -555,7 +555,7 @@ def test_top_temporary_bytes(t):
     rows = top_rows(text, "most temporary allocations")
     hold = [l for l in rows if "<- hold (" in l]
     eq(len(hold), 1, "hold()'s row:\n" + text)
-    check(re.match(r"^ +1 calls, +32 B  mk \(", hold[0]), "hold()'s row: %r" % hold[0])
+    check(re.match(r"^ +1 call, +32 B  mk \(", hold[0]), "hold()'s row: %r" % hold[0])
     calls = [l for l in top_rows(text, "most allocation calls") if "<- hold (" in l]
     check(len(calls) == 1 and re.match(r"^ +500 calls, +15\.6 KiB  mk \(", calls[0]),
           "hold()'s row of calls keeps the bytes allocated: %r" % calls)
