@@ -233,7 +233,7 @@ def test_api_paused_said(t):
     check("1000 B in 1 block not freed at exit, from 1 stack; recording was off 1 time: "
           "1000 B in 1 of these blocks were live then, and may have been freed meanwhile" in lk,
           "leaks: no word of the pause:\n" + lk)
-    check("1000 bytes in 1 allocations from stack (1000 bytes in 1 of them allocated before "
+    check("1000 bytes in 1 allocation from stack (1000 bytes in 1 of them allocated before "
           "recording went off: maybe freed meanwhile)" in lk, "leaks: the group:\n" + lk)
     j = json.loads(t.tool(["leaks", "--json", out]).stdout)
     eq((j["leaked_bytes"], j["paused_count"], j["live_when_paused_bytes"],
