@@ -6,6 +6,9 @@
 #      one thread x 50M pairs), timing the recording and the compaction
 #      separately (record --no-compact, then heaptrail compact);
 #   2. runs every analyzer command of the list REPS times on each trace,
+#      with -j 1 (one thread: the figures per core are those of one core;
+#      by default stats and timeline read in time slices and report reads
+#      glibc's heap model beside the rest, which step 4 times),
 #      output to a scratch directory, and reports wall time, CPU time
 #      (user+sys of the child), Max RSS, and events per second per core
 #      (events / CPU seconds);
@@ -36,7 +39,8 @@
 #   TARGET_EPS=[20000000]     events per second per core a command must reach
 #   RSS_SLACK_KB=[2048]       Max RSS growth from the tenth trace to the full
 #                             one that still counts as bounded (plus 10%)
-#   PAR_CMDS=[stats report]   commands timed on one core against all of them
+#   PAR_CMDS=[stats timeline report]
+#                             commands timed on one core against all of them
 #   TARGET_SPEEDUP=[1.7]      wall time on one core / on all, at least
 #   CC=[gcc]                  compiler for malloc_loop
 # --write puts the results in bench/RESULTS.md, between the "analyze"
@@ -58,7 +62,7 @@ REPS=${REPS:-3}
 SEED=${SEED:-1}
 TARGET_EPS=${TARGET_EPS:-20000000}
 RSS_SLACK_KB=${RSS_SLACK_KB:-2048}
-PAR_CMDS=${PAR_CMDS:-stats report}
+PAR_CMDS=${PAR_CMDS:-stats timeline report}
 TARGET_SPEEDUP=${TARGET_SPEEDUP:-1.7}
 NCPU=$(nproc)
 CC=${CC:-gcc}
@@ -140,7 +144,7 @@ for w in $WORKLOADS; do
 		for c in "${CMDS[@]}"; do
 			note "$w: $c (run $rep of $REPS)"
 			# shellcheck disable=SC2086
-			timed "$WORK/run" "$HT" $c "$WORK/$w.ht"
+			timed "$WORK/run" "$HT" $c -j 1 "$WORK/$w.ht"
 			read -r wall user sys rss rc <"$WORK/run"
 			if ((rc != 0)); then
 				note "$c failed on $w (exit $rc):"
@@ -156,7 +160,7 @@ for w in $WORKLOADS; do
 	done
 	for c in "${CMDS[@]}"; do
 		# shellcheck disable=SC2086
-		timed "$WORK/run" "$HT" $c "$WORK/$w-tenth.ht"
+		timed "$WORK/run" "$HT" $c -j 1 "$WORK/$w-tenth.ht"
 		read -r _ _ _ rss rc <"$WORK/run"
 		((rc == 0)) && add "$w,$c,rss10" "$rss"
 		rm -f "$WORK"/scratch/* "$WORK"/*-timeline.* "$WORK"/*.html 2>/dev/null || true
@@ -324,7 +328,7 @@ if ((WRITE)); then
 	SECTION=$WORK/section
 	{
 		results_head analyze "analyzers: events per second per core and Max RSS on 100M-event traces" "$cmd"
-		echo "- each command run $REPS time(s) on each trace, output to a scratch directory; medians. CPU time and Max RSS are"
+		echo "- each command run $REPS time(s) on each trace with \`-j 1\` (one thread), output to a scratch directory; medians. CPU time and Max RSS are"
 		echo "  the child's (GNU time: user+sys, ru_maxrss); events/s per core = the trace's events / CPU seconds"
 		echo
 		echo "### Traces"
@@ -338,9 +342,10 @@ if ((WRITE)); then
 		echo "### One core against all of them"
 		echo
 		echo "- one core: \`taskset -c 0 heaptrail CMD\` (the reader sees one CPU and decodes serially, as with -j 1);"
-		echo "  all CPUs: \`heaptrail CMD -j 0\`: \`stats\` reads the trace in $NCPU time slices, one thread each, and adds them up"
-		echo "  (docs/FORMAT.md \"Time slices\"); the others merge and analyse on the caller's thread while $((NCPU - 1)) decoding"
-		echo "  thread(s) decode the trace's streams ahead. The last column is the ceiling any split of the work can reach here:"
+		echo "  all CPUs: \`heaptrail CMD -j 0\`: \`stats\` and \`timeline\` read the trace in $NCPU time slices, one thread each, and add"
+		echo "  them up (docs/FORMAT.md \"Time slices\"); \`report\` reads glibc's heap model on a thread of its own, with a reader"
+		echo "  of its own, beside the rest (docs/FORMAT.md \"What report in slices still needs\"); other commands merge and analyse"
+		echo "  on the caller's thread while $((NCPU - 1)) decoding thread(s) decode ahead. The last column is the ceiling any split of the work can reach here:"
 		echo "  two independent \`stats -j 1\` on the trace at once, their throughput against one alone"
 		echo
 		cat "$PARTABLE"
