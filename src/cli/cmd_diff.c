@@ -124,7 +124,7 @@ int cmd_diff(int argc, char **argv)
 		{0, "width", HT_OPT_U64, &cfg.width, "PIXELS", "the SVG's width (1200)"},
 		{0, "sysroot", HT_OPT_STRING, &cfg.sysroot, "DIR", "find the traced modules under DIR"},
 		{0, "debug-dir", HT_OPT_STRING, &cfg.debug_dir, "DIR", "also look for separate debug files in DIR"},
-		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no progress line, no \"wrote\" line, no warning for traces not closed cleanly or not in exact order"},
+		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no progress line, no \"wrote\" line, no warning for traces not closed cleanly, not in exact order or without stacks"},
 		HT_OPT_THREADS,
 		{0},
 	};
@@ -208,7 +208,8 @@ int cmd_diff(int argc, char **argv)
 	/* (a trace with no allocation has no stacks either, whatever it
 	 * was recorded with: nothing to say of it) */
 	for (int s = 0; s < 2 - (npts ? 1 : 0); s++)
-		if (!ht_diff__side(d, s)->has_stacks && ht_diff__side(d, s)->total.alloc_blocks)
+		if (!ht_diff__side(d, s)->has_stacks && ht_diff__side(d, s)->total.alloc_blocks &&
+		    !cfg.quiet) /* (-q: as flamegraph and export) */
 			ht_warning("%s has no stacks: its blocks are compared as one \"[no stack]\" "
 				   "entry; record with --stacks to compare by stack",
 				   ht_diff__side(d, s)->path);

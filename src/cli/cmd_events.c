@@ -492,7 +492,7 @@ int cmd_events(int argc, char **argv)
 		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "one JSON object per line"},
 		{0, "sysroot", HT_OPT_STRING, &cfg.sysroot, "DIR", "find the traced modules under DIR"},
 		{0, "debug-dir", HT_OPT_STRING, &cfg.debug_dir, "DIR", "also look for separate debug files in DIR"},
-		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no warnings about traces not closed cleanly or not in exact order"},
+		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no warnings about traces not closed cleanly, not in exact order or without stacks (--stacks)"},
 		HT_OPT_THREADS,
 		{0},
 	};
@@ -596,7 +596,7 @@ int cmd_events(int argc, char **argv)
 		fprintf(stderr, "heaptrail: %s: no %s calls%s\n", argv[0],
 			cfg.kinds ? cfg.kinds : "mmap, brk or shm",
 			filtered ? " matched the filters" : " in the trace");
-	if (cfg.stacks && !ht_reader__nnodes(r) && shown)
+	if (cfg.stacks && !ht_reader__nnodes(r) && shown && !cfg.quiet)
 		ht_warning("%s has no stacks: record with --stacks", argv[0]);
 cleanup:
 	ht_symbolizer__free(y.sym);
