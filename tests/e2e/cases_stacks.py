@@ -323,7 +323,7 @@ def test_flamegraph_without_stacks(t):
     # -q keeps the advice to itself, as for export -f pprof (it was said)
     for args in (["flamegraph", "-q", "-o", t.path("q.svg")],
                  ["export", "-q", "-f", "pprof", "-o", t.path("q.pb")],
-                 ["diff", "-q", "-o", t.path("q-diff.svg"), out, out],
+                 ["diff", "-q", "-o", t.path("q-diff.svg"), out],
                  ["events", "-q", "--stacks"]):
         r = t.tool(args + [out])
         eq((r.rc, r.stderr), (0, ""), "%s -q: exit status and stderr" % args[0])
