@@ -23,8 +23,9 @@ cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHEAPTRAIL_WERROR=ON
 cmake --build build-tsan -j"$jobs" --target heaptrail
 python3 tests/sanitize/replay_tsan.py build build-tsan
 # ... and on the trace reader's decoding threads (src/trace/reader_par.c):
-# stats, dump, leaks, flamegraph and report with 2, 3 and 8 threads, the
-# same output as the serial reader; tests/sanitize/reader_tsan.py
+# stats, dump, leaks, flamegraph, timeline and report with 2, 3 and 8
+# threads, stats and timeline in time slices, report with its heap model
+# beside, the same output as the serial reader; tests/sanitize/reader_tsan.py
 python3 tests/sanitize/reader_tsan.py build build-tsan
 # libFuzzer (clang): a bounded run of each target, HT_FUZZ_SECONDS each (a
 # crash fails the run and lands in tests/fuzz/regressions*/); the longer

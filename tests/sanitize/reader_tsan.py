@@ -9,7 +9,10 @@ traces); TSAN_BUILD a tree configured with -DHEAPTRAIL_TSAN=ON in which the
 target `heaptrail` is built.  Multi-threaded programs are recorded (with
 stacks, raw and compacted), a copy is cut in the middle, and the TSan
 heaptrail reads each with 2, 3 and 8 threads (stats, dump, leaks,
-flamegraph, the HTML report), and stats in 2 and 3 time slices.  Then record's end step, `compact --fast`,
+flamegraph, the timeline, the HTML report), stats and timeline in 2 and 3
+time slices and the report with its heap model beside (one trace recorded
+with small buffers, without stacks, has chunks to cut at).  Then record's
+end step, `compact --fast`,
 whose workers compress a raw trace of 3 threads (more than twice what
 they may run ahead of the writing) while the calling thread writes: the
 TSan build's file must be the normal build's, byte for byte.
@@ -29,6 +32,9 @@ TRACES = [
     ("handoff", ["handoff", "20000"], ["--stacks", "--no-compact"]),
     ("prodcons", ["prodcons", "3000"], []),
     ("churn", ["churn", "40"], []),  # 40 short threads: streams that end early
+    # small buffers: chunks to cut at, for the time slices (stats, timeline)
+    # and report's heap model beside (no stacks: slices read none)
+    ("pipeline", ["pipeline", "4", "20000"], ["--buffer-size=4K"]),
 ]
 
 
@@ -101,14 +107,16 @@ def main():
             html = os.path.join(d, "r.html")
             for args in (["stats", "--json"], ["dump"], ["leaks", "--sysroot", sysroot],
                          ["flamegraph", "--folded", "--sysroot", sysroot],
+                         ["timeline", "--csv", "-o", "-"],
                          ["report", "-q", "--sysroot", sysroot, "-o", html]):
                 what = "%s: %s" % (name, " ".join(args[:2]))
                 want = run([ht] + args[:1] + ["-j", "1"] + args[1:] + [trace], cwd=d)
                 want_html = open(html, "rb").read() if args[0] == "report" else None
-                # stats also in time slices (analyze/slices.c), small as
-                # these traces are: a thread each, the same bytes
+                # stats and timeline also in time slices (analyze/slices.c),
+                # small as these traces are: a thread each, the same bytes;
+                # report with its heap model on a thread of its own
                 runs = [(j, tsan_env) for j in ("2", "3", "8")]
-                if args[0] == "stats":
+                if args[0] in ("stats", "timeline", "report"):
                     runs += [(j + " (slices)", dict(tsan_env, HEAPTRAIL_SLICE_MIN_EVENTS="0"))
                              for j in ("2", "3")]
                 for j, env in runs:
