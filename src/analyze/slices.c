@@ -185,7 +185,7 @@ static void read_slice(struct slice *sl)
 			atomic_store_explicit(&sl->done_bytes, done, memory_order_relaxed);
 			if (atomic_load(&stop_all))
 				return;
-			size_t kept = sl->nrel + (sl->st ? ht_stats__slice_deferred(sl->st) : 0) +
+			size_t kept = sl->nrel + (sl->st ? ht_stats__slice_kept(sl->st) : 0) +
 				      (sl->tl ? ht_timeline__slice_kept(sl->tl) : 0);
 			size_t all = atomic_fetch_add(&kept_all, kept - sl->kept) + kept - sl->kept;
 			sl->kept = kept;

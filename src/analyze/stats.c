@@ -675,7 +675,7 @@ void ht_stats__slice_delete(struct ht_stats_slice *sl)
 	free(sl);
 }
 
-size_t ht_stats__slice_deferred(const struct ht_stats_slice *sl)
+size_t ht_stats__slice_kept(const struct ht_stats_slice *sl)
 {
 	return sl->nmm;
 }

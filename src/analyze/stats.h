@@ -97,7 +97,7 @@ struct ht_stats_slice *ht_stats__slice_new(const struct ht_trace_info *in, int f
 void ht_stats__slice_event(struct ht_stats_slice *sl, const struct ht_event *e,
 			   const struct ht_blockop *op, int deferred);
 /* Mapping calls kept so far (to bound the memory of a slice). */
-size_t ht_stats__slice_deferred(const struct ht_stats_slice *sl);
+size_t ht_stats__slice_kept(const struct ht_stats_slice *sl);
 /* Adds the next slice sl to s, the model of the slices before it: rs
  * tells what each release it could not place released (ht_slice_releases,
  * in order, one per deferred event). */

@@ -789,19 +789,17 @@ void ht_timeline__slice_add(struct ht_timeline *tl, struct ht_timeline_slice *sl
 	/* what the releases free of the blocks from before, so far: d[j] for
 	 * segment j (level = the start's + the slice's own - d[j]) */
 	uint64_t(*d)[NREL] = ht_xcalloc(nseg + 1, sizeof(*d));
-	for (size_t j = 0; j < nseg && j < rs->n; j++) {
-		const struct ht_block *b = &rs->b[j];
-		uint64_t w = b->weight;
+	for (size_t j = 0; j < nseg; j++) {
+		const struct ht_block *b = j < rs->n ? &rs->b[j] : NULL; /* (one each) */
 		memcpy(d[j + 1], d[j], sizeof(d[j]));
-		if (!b->ptr)
+		if (!b || !b->ptr)
 			continue;
+		uint64_t w = b->weight;
 		d[j + 1][R_LIVE] += b->size * w;
 		d[j + 1][R_USABLE] += b->usable * w;
 		if (b->pad & HT_BLOCK_MMAPPED)
 			d[j + 1][R_MMC] += b->size * w;
 	}
-	for (size_t j = rs->n; j < nseg; j++)
-		memcpy(d[j + 1], d[j], sizeof(d[j]));
 	uint64_t c[NREL];
 	for (int i = 0; i < NREL; i++)
 		c[i] = tl->cur[rel_series[i]];

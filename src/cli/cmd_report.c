@@ -162,21 +162,13 @@ static int read_trace(const char *path, uint64_t top, struct collectors *c,
 	struct ht_pass *pass = ht_pass__new(); /* the live blocks, once for all four */
 	ht_pass__check_order(pass, *rp);
 	const struct ht_event *e;
-	if (beside) {
-		while ((e = ht_analyze__next_event(*rp))) {
-			const struct ht_blockop *op = ht_pass__event(pass, e);
-			ht_stats__event(c->stats, e, op);
-			ht_stackstats__event(&c->stacks, e, op);
-			ht_timeline__event(c->timeline, e, op);
-		}
-	} else {
-		while ((e = ht_analyze__next_event(*rp))) {
-			const struct ht_blockop *op = ht_pass__event(pass, e);
-			ht_stats__event(c->stats, e, op);
-			ht_stackstats__event(&c->stacks, e, op);
-			ht_timeline__event(c->timeline, e, op);
+	while ((e = ht_analyze__next_event(*rp))) {
+		const struct ht_blockop *op = ht_pass__event(pass, e);
+		ht_stats__event(c->stats, e, op);
+		ht_stackstats__event(&c->stacks, e, op);
+		ht_timeline__event(c->timeline, e, op);
+		if (!beside) /* (else heap_side's) */
 			ht_heapinfo__event(c->heap, e, op);
-		}
 	}
 	struct ht_pauses pauses = *ht_pass__pauses(pass);
 	ht_pass__delete(pass);

@@ -59,6 +59,19 @@ static char *default_output(const char *trace, const char *ext)
 	return s;
 }
 
+/* The timeline's options: the trace's, and the command's bins and range;
+ * the SVG's title into title. */
+static void timeline_opts(struct ht_timeline_opts *o, const struct timeline_config *cfg,
+			  const struct ht_trace_info *in, char *title, size_t titlelen)
+{
+	ht_timeline__opts_init(o, in);
+	o->bins = (unsigned)cfg->bins;
+	o->from_ns = cfg->from;
+	o->to_ns = cfg->to;
+	snprintf(title, titlelen, "heap over time: %s (pid %d)", in->cmdline, in->pid);
+	o->title = title;
+}
+
 int cmd_timeline(int argc, char **argv)
 {
 	struct timeline_config cfg = {.bins = 1000, .width = 1200, .height = 600};
@@ -136,13 +149,7 @@ int cmd_timeline(int argc, char **argv)
 	if (ht_slices__wanted() > 1 && (r = ht_reader__open_info(argv[0], err, sizeof(err)))) {
 		/* (a trace that cannot be opened: said when opened serially) */
 		struct ht_timeline_opts o;
-		ht_timeline__opts_init(&o, ht_reader__info(r));
-		o.bins = (unsigned)cfg.bins;
-		o.from_ns = cfg.from;
-		o.to_ns = cfg.to;
-		snprintf(title, sizeof(title), "heap over time: %s (pid %d)",
-			 ht_reader__info(r)->cmdline, ht_reader__info(r)->pid);
-		o.title = title;
+		timeline_opts(&o, &cfg, ht_reader__info(r), title, sizeof(title));
 		const struct ht_slices_want w = {.timeline = &o};
 		struct ht_slices_got g;
 		if (ht_slices__read(argv[0], r, &w, &g) == 0) {
@@ -158,7 +165,6 @@ int cmd_timeline(int argc, char **argv)
 	if (!r)
 		goto cleanup;
 	const struct ht_trace_info *in = ht_reader__info(r);
-	snprintf(title, sizeof(title), "heap over time: %s (pid %d)", in->cmdline, in->pid);
 	if (!to_s && ht_analyze__from_past_end(in, cfg.from, argv[0])) {
 		ret = HT_EXIT_USAGE;
 		goto cleanup;
@@ -167,11 +173,7 @@ int cmd_timeline(int argc, char **argv)
 	const struct ht_pauses *pauses = &no_pauses;
 	if (!sliced) {
 		struct ht_timeline_opts o;
-		ht_timeline__opts_init(&o, in);
-		o.bins = (unsigned)cfg.bins;
-		o.from_ns = cfg.from;
-		o.to_ns = cfg.to;
-		o.title = title;
+		timeline_opts(&o, &cfg, in, title, sizeof(title));
 		tl = ht_timeline__new(&o);
 		if (!tl) {
 			ht_error("out of memory for %llu bins", (unsigned long long)cfg.bins);

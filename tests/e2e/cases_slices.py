@@ -34,6 +34,18 @@ def record_small(t, name, argv, opts=()):
     return out
 
 
+def damaged_copy(t, data, n):
+    """A copy of the trace bytes data with n bytes inverted from the middle
+    on (a chunk that does not decompress); returns its path."""
+    bad = bytearray(data)
+    for i in range(len(data) // 2, len(data) // 2 + n):
+        bad[i] ^= 0xff
+    path = t.path("damaged.ht")
+    with open(path, "wb") as f:
+        f.write(bytes(bad))
+    return path
+
+
 def stats_both(t, trace, j, extra=()):
     """stats (text, then --json) at -j 1 and at -j J with slices allowed:
     the same stdout, stderr (but for the note) and exit status.  Returns
@@ -198,12 +210,7 @@ def test_slices_fall_back(t):
     with t.soft():
         note = stats_both(t, cut, 3)
         eq(note, "read serially: the trace does not suit", "a trace cut short")
-    bad = bytearray(data)
-    for i in range(len(data) // 2, len(data) // 2 + 64):
-        bad[i] ^= 0xff
-    damaged = t.path("damaged.ht")
-    with open(damaged, "wb") as f:
-        f.write(bytes(bad))
+    damaged = damaged_copy(t, data, 64)
     with t.soft():
         note = stats_both(t, damaged, 3)
         check(note.startswith("read serially: "), "a damaged trace: %r" % note)
@@ -510,12 +517,7 @@ def test_report_heap_beside_one_file(t):
     b = record_small(t, "b", [t.prog("pool"), 3, 6000])
     with open(a, "rb") as f:
         data = f.read()
-    bad = bytearray(data)
-    for i in range(len(data) // 2, len(data) // 2 + 8):
-        bad[i] ^= 0xff
-    damaged = t.path("damaged.ht")
-    with open(damaged, "wb") as f:
-        f.write(bytes(bad))
+    damaged = damaged_copy(t, data, 8)
     pages = {}
     for name, trace in (("a", a), ("b", b), ("damaged", damaged)):
         runs = []
