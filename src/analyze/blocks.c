@@ -240,6 +240,11 @@ uint64_t ht_blocks__stack_key(struct ht_reader *r, struct ht_symbolizer *sym, ui
 	return memo[node];
 }
 
+const char *ht_blocks__no_stack_why(const struct ht_reader *r)
+{
+	return ht_reader__nnodes(r) ? "not taken when they were recorded" : "record with --stacks";
+}
+
 size_t ht_blocks__frames(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t node,
 			 struct ht_frame *out, size_t max)
 {

@@ -39,6 +39,13 @@ void ht_blocks__symbols_ahead(const char *sysroot, const char *debug_dir);
 size_t ht_blocks__frames(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t node,
 			 struct ht_frame *out, size_t max);
 
+/* Why blocks show without a stack, to follow "no stack: ": the trace has
+ * no stacks ("record with --stacks"), or it has, and these blocks' was not
+ * taken when they were recorded (attach's kernel walk that could not read
+ * a page of the stack, an unwind that failed): advising --stacks there
+ * sent users to record again what they had recorded. */
+const char *ht_blocks__no_stack_why(const struct ht_reader *r);
+
 /* A key of what a reader sees of node's stack (function, file, line,
  * module, and the offset where there is neither function nor file, of
  * every frame ht_blocks__frames gives), folded from the outermost one in

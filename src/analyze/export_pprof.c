@@ -30,6 +30,7 @@
 
 #define MAX_DEPTH 256 /* return addresses per stack */
 #define NO_STACK "[no stacks: record with --stacks]"
+#define NOT_TAKEN "[no stack: not taken when they were recorded]" /* in a trace with stacks */
 
 /* An open-addressing map from a 64-bit key to a value (0 = absent). */
 struct u64map {
@@ -340,7 +341,8 @@ int ht_export__pprof(const struct ht_export_opts *o, FILE *f)
 		}
 		if (!nl) {
 			if (!no_stack) {
-				uint64_t fn = function_of(&p, NO_STACK, NULL);
+				uint64_t fn = function_of(
+				    &p, ht_reader__nnodes(r) ? NOT_TAKEN : NO_STACK, NULL);
 				int line = 0;
 				no_stack = add_location(&p, 0, 0, &fn, &line, 1);
 			}

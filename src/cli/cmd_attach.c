@@ -107,15 +107,23 @@ static const struct probe_fn probe_fns[] = {
 static const char *const alt_allocators[] = {"libjemalloc", "libtcmalloc", "libmimalloc"};
 #endif
 
-/* A stack seen, by stack map id. */
+/* A stack seen (one or more keys of the stack map: stacks equal up to
+ * their cut are one). */
 struct stack {
-	int32_t id;       /* stack map id, -1 = none */
+	int32_t seq;      /* stacks seen before it (the order of rows of equal bytes), -1 = none */
 	uint32_t n;       /* frames */
 	uint64_t *ips;    /* return addresses, innermost first */
 	uint64_t bytes;   /* outstanding (scratch, per report) */
 	uint64_t blocks;  /* outstanding blocks (scratch) */
 	uint64_t oldest;  /* ts of the oldest outstanding block (scratch) */
 	int cut;          /* ends at a frame that was not code (the frames past it dropped) */
+};
+
+/* A key of the stack map (the BPF side's hash of a stack's addresses) and
+ * the stack it is. */
+struct stack_ref {
+	uint64_t key;
+	uint32_t stack; /* index in stacks */
 };
 
 /* A traced block still live. */
@@ -134,8 +142,9 @@ struct attach {
 	size_t nblocks, used, cap;     /* live, slots used (live + deleted), slots */
 	struct stack *stacks;          /* every stack seen */
 	size_t nstacks;                /* how many */
-	uint32_t *byid;                /* stack map id -> index in stacks + 1, 0 = not seen */
-	uint32_t nbyid;                /* entries in byid */
+	struct stack_ref *refs;        /* every key of the stack map seen */
+	size_t nrefs;                  /* how many */
+	struct ht_keyindex byref;      /* refs by key */
 	struct ht_keyindex bykey;      /* stacks by their frames' hash (stack_key) */
 	int stack_fd;                  /* the stack map */
 	struct ht_writer *w;           /* -o, or NULL */
@@ -257,15 +266,24 @@ static uint32_t stack_find(struct attach *a, const uint64_t *ips, uint32_t n, in
 	return UINT32_MAX;
 }
 
-static uint32_t stack_of(struct attach *a, int32_t id)
+static uint64_t ref_key(const void *arr, size_t i)
 {
-	if (id < 0)
+	return ((const struct stack_ref *)arr)[i].key;
+}
+
+/* The stack of event e (an index in a->stacks), or UINT32_MAX if it has
+ * none: read from the stack map the first time its key comes. */
+static uint32_t stack_of(struct attach *a, const struct ht_attach_event *e)
+{
+	if (e->kind == HT_EV_FREE || e->stack_error)
 		return UINT32_MAX;
-	if ((uint32_t)id < a->nbyid && a->byid[id])
-		return a->byid[id] - 1;
+	ht_keyindex__reserve(&a->byref, a->nrefs, a->refs, ref_key);
+	size_t ref = ht_keyindex__find(&a->byref, e->stack, a->refs, ref_key);
+	if (a->byref.slot[ref])
+		return a->refs[a->byref.slot[ref] - 1].stack;
 	uint64_t ips[HT_ATTACH_MAX_DEPTH];
 	memset(ips, 0, sizeof(ips));
-	if (bpf_map_lookup_elem(a->stack_fd, &id, ips) != 0)
+	if (bpf_map_lookup_elem(a->stack_fd, &e->stack, ips) != 0)
 		return UINT32_MAX;
 	uint32_t n = 0;
 	while (n < HT_ATTACH_MAX_DEPTH && ips[n])
@@ -284,29 +302,24 @@ static uint32_t stack_of(struct attach *a, int32_t id)
 			cut = 1;
 			break;
 		}
-	if ((uint32_t)id >= a->nbyid) {
-		uint32_t n2 = (uint32_t)id + 1024;
-		a->byid = ht_xrealloc(a->byid, n2 * sizeof(*a->byid));
-		memset(a->byid + a->nbyid, 0, (n2 - a->nbyid) * sizeof(*a->byid));
-		a->nbyid = n2;
-	}
 	size_t slot = 0;
 	uint32_t k = stack_find(a, ips, n, cut, &slot);
-	if (k != UINT32_MAX) {
-		a->byid[id] = k + 1;
-		return k;
+	if (k == UINT32_MAX) {
+		a->stacks = ht_xrealloc(a->stacks, (a->nstacks + 1) * sizeof(*a->stacks));
+		struct stack *s = &a->stacks[a->nstacks];
+		memset(s, 0, sizeof(*s));
+		s->seq = (int32_t)a->nstacks;
+		s->n = n;
+		s->cut = cut;
+		s->ips = ht_xrealloc(NULL, (n ? n : 1) * sizeof(uint64_t));
+		memcpy(s->ips, ips, n * sizeof(uint64_t));
+		a->bykey.slot[slot] = (uint32_t)a->nstacks + 1;
+		k = (uint32_t)a->nstacks++;
 	}
-	a->stacks = ht_xrealloc(a->stacks, (a->nstacks + 1) * sizeof(*a->stacks));
-	struct stack *s = &a->stacks[a->nstacks];
-	memset(s, 0, sizeof(*s));
-	s->id = id;
-	s->n = n;
-	s->cut = cut;
-	s->ips = ht_xrealloc(NULL, (n ? n : 1) * sizeof(uint64_t));
-	memcpy(s->ips, ips, n * sizeof(uint64_t));
-	a->bykey.slot[slot] = (uint32_t)a->nstacks + 1;
-	a->byid[id] = (uint32_t)a->nstacks + 1;
-	return (uint32_t)a->nstacks++;
+	a->refs = ht_xrealloc(a->refs, (a->nrefs + 1) * sizeof(*a->refs));
+	a->refs[a->nrefs] = (struct stack_ref){e->stack, k};
+	a->byref.slot[ref] = (uint32_t)++a->nrefs;
+	return k;
 }
 
 /* ---- the trace (-o) --------------------------------------------------------- */
@@ -473,7 +486,7 @@ static int on_event(void *ctx, void *data, size_t len)
 		return 0;
 	}
 	a->events++;
-	uint32_t st = e->kind == HT_EV_FREE ? UINT32_MAX : stack_of(a, e->stackid);
+	uint32_t st = stack_of(a, e);
 	if (e->kind == HT_EV_FREE) {
 		a->frees++;
 		block_del(a, e->ptr);
@@ -498,8 +511,11 @@ static int on_event(void *ctx, void *data, size_t len)
 			 * another thread's malloc may return the address a
 			 * realloc freed before the realloc returns, which the
 			 * reader puts in order.) */
-			struct ht_attach_event f = {.ts = e->ts, .ptr = e->ptr, .tid = e->tid,
-						    .kind = HT_EV_FREE, .stackid = -1};
+			struct ht_attach_event f = {.ts = e->ts,
+						    .ptr = e->ptr,
+						    .tid = e->tid,
+						    .kind = HT_EV_FREE,
+						    .stack_error = -ENOENT};
 			trace_event(a, &f, UINT32_MAX);
 		}
 		if (e->ptr)
@@ -517,7 +533,7 @@ static int by_bytes(const void *x, const void *y)
 	const struct stack *a = *(struct stack *const *)x, *b = *(struct stack *const *)y;
 	if (a->bytes != b->bytes)
 		return a->bytes < b->bytes ? 1 : -1;
-	return a->id < b->id ? -1 : a->id > b->id;
+	return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
 /* Sums the live blocks by stack (older than --older at now); returns the
@@ -528,7 +544,7 @@ static size_t tally(struct attach *a, uint64_t now, struct stack ***out, uint64_
 	for (size_t i = 0; i < a->nstacks; i++)
 		a->stacks[i].bytes = a->stacks[i].blocks = 0, a->stacks[i].oldest = UINT64_MAX;
 	memset(nostack, 0, sizeof(*nostack));
-	nostack->id = -1;
+	nostack->seq = -1;
 	nostack->oldest = UINT64_MAX;
 	*bytes = *blocks = 0;
 	uint64_t w = a->cfg->sample;
@@ -1181,8 +1197,15 @@ int cmd_attach(int argc, char **argv)
 			   "its address was reused",
 			   st_v[HT_AS_REUSED]);
 	if (st_v[HT_AS_NOSTACK])
-		ht_warning("attach: %" PRIu64 " stacks not taken (stack map full or unwinding failed)",
+		ht_warning("attach: %" PRIu64
+			   " stacks not taken: the kernel could not walk them (a "
+			   "page of the stack not in memory); their blocks are counted without a "
+			   "stack",
 			   st_v[HT_AS_NOSTACK]);
+	if (st_v[HT_AS_STACKS_FULL])
+		ht_warning("attach: %" PRIu64 " stacks not kept: more than %u distinct stacks; "
+			   "their blocks are counted without a stack",
+			   st_v[HT_AS_STACKS_FULL], HT_ATTACH_STACKS);
 	fprintf(stderr, "heaptrail attach: detached from pid %d (%s): %" PRIu64 " allocation calls, "
 		"%" PRIu64 " traced, %" PRIu64 " frees of traced blocks\n",
 		(int)a.pid, ht_probe__reason(ps) ? ht_probe__reason(ps) : "stopped",
@@ -1227,7 +1250,8 @@ cleanup:
 	for (size_t i = 0; i < a.nstacks; i++)
 		free(a.stacks[i].ips);
 	free(a.stacks);
-	free(a.byid);
+	free(a.refs);
+	free(a.byref.slot);
 	free(a.bykey.slot);
 	free(a.blocks);
 	if (a.syms)

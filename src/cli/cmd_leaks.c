@@ -447,9 +447,11 @@ static int report(struct leaks *l, struct ht_reader *r, const struct leaks_confi
 			size_t n = ht_blocks__frames(r, sym, g->stack, frames, MAX_FRAMES);
 			for (size_t k = 0; k < n; k++)
 				print_frame_text(&frames[k]);
-			if (!g->stack)
+			if (!g->stack && !ht_reader__nnodes(r))
 				printf("\t(no stack: record with --stacks to see where these were "
 				       "allocated)\n");
+			else if (!g->stack)
+				printf("\t(no stack: %s)\n", ht_blocks__no_stack_why(r));
 		}
 		if (kept > shown)
 			printf("\n... and %zu more stacks (--top to see more)\n", kept - shown);

@@ -399,7 +399,8 @@ static void stack_cell(struct page *pg, uint32_t node)
 	FILE *f = pg->f;
 	size_t n = node ? ht_blocks__frames(pg->r, pg->sym, node, fr, MAX_FRAMES) : 0;
 	if (!n) {
-		fputs("<td class=\"stack\">[no stack: record with --stacks]</td>", f);
+		fprintf(f, "<td class=\"stack\">[no stack: %s]</td>",
+			ht_blocks__no_stack_why(pg->r));
 		return;
 	}
 	char name[1024];

@@ -95,7 +95,7 @@ static void print_where(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t
 	static struct ht_frame f[MAX_FRAMES];
 	size_t n = node ? ht_blocks__frames(r, sym, node, f, MAX_FRAMES) : 0;
 	if (!n) {
-		printf("[no stack: record with --stacks]\n");
+		printf("[no stack: %s]\n", ht_blocks__no_stack_why(r));
 		return;
 	}
 	if (site) { /* --by function: the place its stacks share */

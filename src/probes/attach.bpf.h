@@ -4,7 +4,8 @@
 #ifndef HEAPTRAIL_PROBES_ATTACH_BPF_H
 #define HEAPTRAIL_PROBES_ATTACH_BPF_H
 
-#define HT_ATTACH_MAX_DEPTH 127 /* frames kept per stack (the stack map's value) */
+#define HT_ATTACH_MAX_DEPTH 127     /* frames kept per stack (the stack map's value) */
+#define HT_ATTACH_STACKS (1u << 16) /* distinct stacks the stack map holds */
 
 /* The kind of the event that says the process exec'd (not a trace kind). */
 #define HT_ATTACH_EXEC 0xfe
@@ -19,8 +20,10 @@ struct ht_attach_event {
 	__u64 a0, a1;  /* the call's size arguments (see attach.c, vals_of) */
 	__u64 usable;  /* glibc: the usable size from the chunk header, else 0 */
 	__s64 ret;     /* posix_memalign's return value */
+	__u64 stack;   /* key of the stack map: the hash of the stack's addresses */
 	__u32 tid;     /* thread */
-	__s32 stackid; /* in the stack map, < 0 if the stack was not taken */
+	__s32 stack_error; /* 0, or why the stack was not taken (-errno; -ENOSPC: the
+			    * stack map is full) */
 	__u8 kind;     /* enum ht_kind: malloc .. pvalloc, free */
 	__u8 flags;    /* HT_F_MMAPPED / HT_F_NONMAIN from glibc's chunk header */
 	__u8 old_traced; /* realloc: the input block was a traced one */
@@ -34,7 +37,9 @@ enum ht_attach_stat {
 			   * but not sampled: they stay traced) */
 	HT_AS_LOST,       /* events the ring buffer had no room for */
 	HT_AS_FULL,       /* traced blocks not kept: the table of live blocks was full */
-	HT_AS_NOSTACK,    /* stacks not taken (stack map full, or unwinding failed) */
+	HT_AS_NOSTACK,    /* stacks the kernel could not take (a page of the stack not
+			   * in memory) */
+	HT_AS_STACKS_FULL, /* stacks not kept: the stack map was full */
 	HT_AS_REUSED,     /* traced blocks freed unseen: their address was handed out again */
 	HT_AS_NR,
 };
