@@ -39,6 +39,8 @@ struct addrent {
 struct addrset {
 	struct addrent *e;
 	size_t cap, n;
+	size_t last; /* the entry of the last region added (allocators hand out
+		      * neighbours, and a freed block's address again) */
 };
 
 static void addrset_init(struct addrset *a)
@@ -46,6 +48,7 @@ static void addrset_init(struct addrset *a)
 	a->cap = 1024;
 	a->n = 0;
 	a->e = ht_xzalloc(a->cap, sizeof(*a->e));
+	a->last = 0;
 }
 
 static void addrset_free(struct addrset *a)
@@ -64,7 +67,7 @@ static inline size_t addrset_slot(const struct addrset *a, uint64_t k)
 
 static void addrset_grow(struct addrset *a)
 {
-	struct addrset b = {ht_xzalloc(2 * a->cap, sizeof(*b.e)), 2 * a->cap, a->n};
+	struct addrset b = {ht_xzalloc(2 * a->cap, sizeof(*b.e)), 2 * a->cap, a->n, 0};
 	for (size_t i = 0; i < a->cap; i++)
 		if (a->e[i].key)
 			b.e[addrset_slot(&b, a->e[i].key)] = a->e[i];
@@ -75,6 +78,10 @@ static void addrset_grow(struct addrset *a)
 static inline void addrset_add(struct addrset *a, uint64_t p)
 {
 	uint64_t k = (p >> 9) + 1;
+	if (a->e[a->last].key == k) {
+		a->e[a->last].bits |= 1ull << ((p >> 3) & 63);
+		return;
+	}
 	size_t j = addrset_slot(a, k);
 	if (!a->e[j].key) {
 		if (2 * (a->n + 1) > a->cap) {
@@ -85,6 +92,7 @@ static inline void addrset_add(struct addrset *a, uint64_t p)
 		a->n++;
 	}
 	a->e[j].bits |= 1ull << ((p >> 3) & 63);
+	a->last = j;
 }
 
 static inline int addrset_has(const struct addrset *a, uint64_t p)
@@ -196,6 +204,7 @@ static void read_slice(struct slice *sl)
 			}
 		}
 	}
+	atomic_store_explicit(&sl->events, n, memory_order_relaxed);
 	/* the serial order is a sort by time only where no thread's times go
 	 * back: a timestamp the reader raised says they did (those of the
 	 * events before lo count too) */
@@ -322,13 +331,21 @@ unsigned ht_slices__wanted(void)
 
 /* HEAPTRAIL_SLICE_NOTE=1 (the tests): how the trace was read; -1
  * returned for the caller to read it serially when why is given. */
-static int note(int ok, unsigned k, const char *why)
+/* HEAPTRAIL_SLICE_NOTE=1: how the trace was read, on stderr (with the
+ * events each slice read, sv, when it was read in slices). */
+static int note(int ok, unsigned k, const char *why, struct slice *sv)
 {
 	if (getenv("HEAPTRAIL_SLICE_NOTE")) {
-		if (ok)
-			fprintf(stderr, "heaptrail: note: read in %u time slices\n", k);
-		else
+		if (!ok) {
 			fprintf(stderr, "heaptrail: note: read serially: %s\n", why);
+			return -1;
+		}
+		fprintf(stderr, "heaptrail: note: read in %u time slices (records read:", k);
+		for (unsigned i = 0; i < k; i++)
+			fprintf(stderr, " %llu",
+				(unsigned long long)atomic_load_explicit(&sv[i].events,
+									 memory_order_relaxed));
+		fprintf(stderr, ")\n");
 	}
 	return ok ? 0 : -1;
 }
@@ -343,15 +360,15 @@ int ht_slices__read(const char *path, struct ht_reader *r, const struct ht_slice
 	if (k < 2)
 		return -1;
 	if (!ht_reader__sliceable(r, ht_slices__min_events()))
-		return note(0, k, "the trace does not suit");
+		return note(0, k, "the trace does not suit", NULL);
 	if (ht_reader__stacks_seen(r) != 0)
-		return note(0, k, "a trace with stacks");
+		return note(0, k, "a trace with stacks", NULL);
 	if (w->timeline && !ht_timeline__sliceable(w->timeline))
-		return note(0, k, "a part of the trace (--from, --to)");
+		return note(0, k, "a part of the trace (--from, --to)", NULL);
 	uint64_t cut[MAX_SLICES];
 	unsigned ncut = ht_reader__cut_times(r, k, cut);
 	if (!ncut)
-		return note(0, k, "no chunk to cut at");
+		return note(0, k, "no chunk to cut at", NULL);
 	k = ncut + 1;
 
 	struct slice *sv = ht_xcalloc(k, sizeof(*sv));
@@ -407,7 +424,7 @@ int ht_slices__read(const char *path, struct ht_reader *r, const struct ht_slice
 	for (unsigned i = 0; i < started; i++)
 		if (sv[i].why)
 			why = sv[i].why;
-	int ret = note(ok && add_up(sv, k, r, g) == 0, k, why);
+	int ret = note(ok && add_up(sv, k, r, g) == 0, k, why, sv);
 	for (unsigned i = 0; i < started; i++)
 		slice_free(&sv[i]);
 	free(sv);

@@ -16,12 +16,23 @@ it pauses the recording (control events)."""
 
 import json
 import os
+import re
 
 from cases_order import Glibc
 from htlib import GLIBC_THREAD_EXIT_FREE_NULLS, case, check, compile_c, eq, expect_calls
 
 SLICE_ENV = {"HEAPTRAIL_SLICE_MIN_EVENTS": "0", "HEAPTRAIL_SLICE_NOTE": "1"}
 NOTE = "heaptrail: note: "
+
+
+# (trace, options) -> the records its slices read: the same for every -j
+SLICES_READ = {}
+
+
+def without_counts(note):
+    """The note without the events each slice read ("read in 2 time
+    slices (records read: 9994529 10005490)"): how the trace was read."""
+    return re.sub(r" \(records read:[ 0-9]*\)$", "", note)
 
 
 def record_small(t, name, argv, opts=()):
@@ -68,7 +79,20 @@ def stats_both(t, trace, j, extra=()):
         eq("\n".join(rest), serial.stderr.rstrip("\n"), what + ": stderr (but the note)")
         check(NOTE + "read " not in serial.stderr, "-j 1 said how it read: %r" % serial.stderr)
         notes.append(own[0][len(NOTE):])
+        if args and sliced.rc == 0 and own[0].startswith(NOTE + "read in "):
+            # each record read by one slice: what the slices read adds up
+            # to the same whatever their number, and to the events at
+            # least (a --durations trace's durations are records too)
+            m = re.search(r" \(records read:([ 0-9]*)\)$", own[0])
+            check(m, "%s: the note gives no events per slice: %r" % (what, own[0]))
+            read = sum(int(x) for x in m.group(1).split())
+            check(read >= json.loads(sliced.stdout)["events"],
+                  "%s: the slices read %s, fewer than the events" % (what, m.group(1)))
+            key = (trace, tuple(extra))
+            eq(read, SLICES_READ.setdefault(key, read),
+               "%s: the slices read (%s) against another -j" % (what, m.group(1).strip()))
     eq(notes[1], notes[0], "the note of --json and of the text")
+    notes = [without_counts(n) for n in notes]
     return notes[0]
 
 
@@ -263,7 +287,7 @@ def timeline_both(t, trace, j, args):
     rest = [ln for ln in lines if not ln.startswith(NOTE + "read ")]
     check(len(own) == 1, "%s: expected one note on how it was read, got %r" % (what, own))
     eq("\n".join(rest), serial.stderr.rstrip("\n"), what + ": stderr (but the note)")
-    return own[0][len(NOTE):] if own else ""
+    return without_counts(own[0][len(NOTE):]) if own else ""
 
 
 # Blocks glibc mmaps (200 KiB and more, the threshold pinned at 128 KiB)
