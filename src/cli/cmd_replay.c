@@ -56,29 +56,84 @@ static int same_file(const char *a, const char *b)
  * heap, and the block later reaches the library's free or realloc, which
  * does not own it: jemalloc has no pvalloc, and replaying a pvalloc under
  * it crashed in jemalloc's free (as the program itself would).
- * reallocarray (glibc's calls realloc), mallopt and malloc_trim (glibc's
- * act on glibc's heap only) are not among them. */
-static const int heap_fns[] = {HT_FN_MALLOC,	    HT_FN_CALLOC,   HT_FN_REALLOC,
-			       HT_FN_FREE,	    HT_FN_MEMALIGN, HT_FN_POSIX_MEMALIGN,
-			       HT_FN_ALIGNED_ALLOC, HT_FN_VALLOC,   HT_FN_PVALLOC};
+ * reallocarray may come from glibc too (glibc's calls realloc), not from a
+ * third library; mallopt and malloc_trim (glibc's act on glibc's heap
+ * only) are not among them. */
+static const int heap_fns[] = {
+    HT_FN_MALLOC,	  HT_FN_CALLOC,	       HT_FN_REALLOC, HT_FN_FREE,    HT_FN_MEMALIGN,
+    HT_FN_POSIX_MEMALIGN, HT_FN_ALIGNED_ALLOC, HT_FN_VALLOC,  HT_FN_PVALLOC, HT_FN_REALLOCARRAY};
+
+/* Whether owner may serve a heap function of a glibc run although it is
+ * not libc: this program itself or a sanitizer's runtime (the test builds,
+ * whose allocator is the sanitizer's), or heaptrail's recorder, which
+ * passes every call on (a replay recorded by heaptrail record). */
+static int passes_to_glibc(const char *owner)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0) {
+		self[n] = 0;
+		if (same_file(owner, self))
+			return 1;
+	}
+	const char *base = strrchr(owner, '/');
+	base = base ? base + 1 : owner;
+	static const char *const ok[] = {"libheaptrail", "libasan", "libtsan", "libubsan",
+					 "liblsan"};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+		if (!strncmp(base, ok[i], strlen(ok[i])))
+			return 1;
+	return 0;
+}
 
 /* Every heap function the workload calls (and free, which frees what it
- * leaves) comes from lib, the allocator asked for; 0, or -1 said. */
+ * leaves) comes from lib, the allocator asked for (NULL: glibc); 0, or -1
+ * said.  Another library in LD_PRELOAD from the environment can take any
+ * of them: under -a glibc an inherited jemalloc served the run (and
+ * compare labelled its figures glibc's), and with a workload that calls
+ * pvalloc, or under -a jemalloc with mimalloc inherited, whose
+ * reallocarray got jemalloc's blocks, the replay died of SIGSEGV with no
+ * word (probe Y). */
 static int check_functions(const struct ht_workload *w, const char *allocator, const char *lib)
 {
+	const char *libc = fn_owner("gnu_get_libc_version"), *pre = getenv("LD_PRELOAD");
+	const char *m = malloc_owner();
+	if (!lib && !same_file(m, libc) && !passes_to_glibc(m)) {
+		ht_error("replay: this process's malloc comes from %s, not from glibc's %s "
+			 "(LD_PRELOAD=%s): the run would not be glibc's; unset LD_PRELOAD, or "
+			 "replay it with --allocator %s",
+			 m, libc, pre ? pre : "", m);
+		return -1;
+	}
 	for (size_t i = 0; i < sizeof(heap_fns) / sizeof(heap_fns[0]); i++) {
 		int fn = heap_fns[i];
 		if (!w->fn_ops[fn] && fn != HT_FN_FREE)
 			continue;
-		const char *owner = fn_owner(ht_wl_fn_names[fn]);
-		if (same_file(owner, lib))
+		const char *name = ht_wl_fn_names[fn], *owner = fn_owner(name);
+		unsigned long long n = (unsigned long long)w->fn_ops[fn];
+		if (lib ? same_file(owner, lib) ||
+			      (fn == HT_FN_REALLOCARRAY && same_file(owner, libc))
+			: same_file(owner, libc) || passes_to_glibc(owner))
 			continue;
-		ht_error("replay: the workload calls %s (%llu times), which %s (%s) does not "
-			 "define: %s's %s would serve it from its own heap and give %s's free a "
-			 "block it does not own (a crash, as in the program itself under it); "
-			 "replay this workload under an allocator that has %s",
-			 ht_wl_fn_names[fn], (unsigned long long)w->fn_ops[fn], allocator, lib,
-			 owner, ht_wl_fn_names[fn], allocator, ht_wl_fn_names[fn]);
+		if (!lib)
+			ht_error(
+			    "replay: the workload calls %s (%llu time%s), and this process's %s "
+			    "comes from %s, not from glibc's %s (LD_PRELOAD=%s): the run would "
+			    "not be glibc's; unset LD_PRELOAD, or replay it with --allocator %s",
+			    name, n, ht_s(n), name, owner, libc, pre ? pre : "", owner);
+		else if (same_file(owner, libc))
+			ht_error(
+			    "replay: the workload calls %s (%llu time%s), which %s (%s) does not "
+			    "define: %s's %s would serve it from its own heap and give %s's free "
+			    "a block it does not own (a crash, as in the program itself under "
+			    "it); replay this workload under an allocator that has %s",
+			    name, n, ht_s(n), allocator, lib, owner, name, allocator, name);
+		else
+			ht_error(
+			    "replay: the workload calls %s (%llu time%s), and this process's %s "
+			    "comes from %s, not from %s (%s) (LD_PRELOAD=%s): it would be given "
+			    "blocks it does not own; unset LD_PRELOAD in the environment",
+			    name, n, ht_s(n), name, owner, allocator, lib, pre ? pre : "");
 		return -1;
 	}
 	return 0;
@@ -317,7 +372,7 @@ int cmd_replay(int argc, char **argv)
 		ht_error("%s", err);
 		goto cleanup;
 	}
-	if (child && strcmp(child, "glibc") && check_functions(w, cfg.allocator, child))
+	if (check_functions(w, cfg.allocator, child && strcmp(child, "glibc") ? child : NULL))
 		goto cleanup;
 	if (cfg.mallopts)
 		apply_mallopts(cfg.mallopts, 0);

@@ -6,7 +6,7 @@ LD_PRELOAD cannot hold, and outputs refused only after the run."""
 import json
 import os
 
-from cases_replay import find_lib, write_workload
+from cases_replay import OP, find_lib, write_workload
 from cases_replay_fixes import jrun, workload
 from htlib import case, check, eq, fail, skip
 
@@ -195,3 +195,42 @@ def test_replay_first_trims_together(t):
         ran += 1
     if not ran:
         skip("neither jemalloc nor mimalloc is installed (scripts/deps.sh)")
+
+
+@case(timeout=120, labels=("replay",))
+def test_replay_inherited_preload(t):
+    """An allocator in LD_PRELOAD from the environment: under -a glibc
+    (the default) jemalloc's malloc served the run, which said glibc (and
+    compare labelled jemalloc's figures glibc's); a workload that calls
+    pvalloc died of SIGSEGV with no word; under -a jemalloc an inherited
+    mimalloc's reallocarray got jemalloc's blocks: SIGSEGV (probe Y).
+    Each is refused before the run, exit 1, with the library and what to
+    do.  Under heaptrail record (its recorder passes every call on to
+    glibc) the glibc replay runs."""
+    je, mi = find_lib("jemalloc"), find_lib("mimalloc")
+    if not je or not mi:
+        skip("jemalloc and mimalloc are needed (scripts/deps.sh)")
+    OP.setdefault("reallocarray", 4)
+    plain = write_workload(t.path("plain.wl"), [[("malloc", 1, 16), ("free", 1)]], 1, ideal=16)
+    pv = write_workload(t.path("pv.wl"), [[("pvalloc", 1, 100), ("free", 1)]], 1, ideal=100)
+    ra = write_workload(t.path("ra.wl"), [[("malloc", 1, 16), ("reallocarray", 1, 1, 4, 8),
+                                           ("free", 1)]], 1, ideal=32)
+    for wl in (plain, pv):
+        r = t.run([t.heaptrail, "replay", wl], env={"LD_PRELOAD": je})
+        eq((r.rc, r.stdout), (1, ""), "LD_PRELOAD=jemalloc, replay %s:\n%s" % (wl, r.describe()))
+        check("heaptrail: error: replay: this process's malloc comes from %s, not from glibc's "
+              % je in r.stderr and "(LD_PRELOAD=%s): the run would not be glibc's; unset "
+              "LD_PRELOAD, or replay it with --allocator %s\n" % (je, je) in r.stderr,
+              "the error:\n" + r.stderr)
+    r = t.run([t.heaptrail, "replay", "-a", "jemalloc", ra], env={"LD_PRELOAD": mi})
+    eq((r.rc, r.stdout), (1, ""), "LD_PRELOAD=mimalloc, replay -a jemalloc:\n" + r.describe())
+    check("the workload calls reallocarray (1 time), and this process's reallocarray comes from "
+          "%s, not from jemalloc (" % mi in r.stderr and "unset LD_PRELOAD in the environment"
+          in r.stderr, "the error:\n" + r.stderr)
+    for wl in (ra, pv):  # without the inherited library: runs
+        r = t.tool(["replay", "-a", "mimalloc", wl])
+        eq(r.rc, 0, r.describe())
+    r = t.run([t.heaptrail, "record", "-q", "-o", t.path("r.ht"), "--", t.heaptrail, "replay",
+               "--json", ra])
+    eq(r.rc, 0, "replay under heaptrail record:\n" + r.describe())
+    eq(json.loads(r.stdout)["calls"]["reallocarray"], 1, "the replay's calls:\n" + r.stdout)
