@@ -13,6 +13,7 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -124,6 +125,23 @@ static void shell_word(FILE *f, const char *s)
 			fputc(*s, f);
 	}
 	fputc('\'', f);
+}
+
+/* Each replay child reads the workload by its path: one replaced or
+ * rewritten meanwhile gave medians of two workloads, with no word, and the
+ * calls and ideal of the first (probe Y).  Whether wl is no longer the
+ * file first read (st), said as an error. */
+static int workload_changed(const char *wl, const struct stat *st)
+{
+	struct stat now;
+	if (stat(wl, &now) == 0 && now.st_dev == st->st_dev && now.st_ino == st->st_ino &&
+	    now.st_size == st->st_size && now.st_mtim.tv_sec == st->st_mtim.tv_sec &&
+	    now.st_mtim.tv_nsec == st->st_mtim.tv_nsec)
+		return 0;
+	ht_error("compare: %s was %s while compare ran: its runs would mix two workloads; run "
+		 "compare again on a workload that stays as it is",
+		 wl, stat(wl, &now) ? "removed" : "replaced or rewritten");
+	return 1;
 }
 
 /* Runs one replay child; 0 with its result, or -1 with the error said and
@@ -755,11 +773,16 @@ int cmd_compare(int argc, char **argv)
 	ht_tunables_warn_inherited();
 	ret = HT_EXIT_DATA;
 	const char *wl = argv[0];
+	struct stat wl_st;
+	if (stat(wl, &wl_st))
+		memset(&wl_st, 0, sizeof(wl_st)); /* (the loader says why) */
 	w = ht_workload__load(wl, err, sizeof(err)); /* a clear error before any run */
 	if (!w) {
 		ht_error("%s", err);
 		goto cleanup;
 	}
+	if (workload_changed(wl, &wl_st))
+		goto cleanup;
 	if (cfg.out) {
 		svg = ht_xstrdup(cfg.out);
 	} else {
@@ -792,11 +815,20 @@ int cmd_compare(int argc, char **argv)
 			if (v->failed)
 				continue; /* (reported once; the others go on) */
 			ht_progress("compare: runs", (uint64_t)done, (uint64_t)total, 0, NULL);
+			if (workload_changed(wl, &wl_st)) {
+				ht_progress_done();
+				goto cleanup;
+			}
 			if (run_one(&cfg, v, wl, &v->res[v->nres], &v->rss[v->nres])) {
 				ht_progress_done();
 				failed++;
 				total -= cfg.reps - rep;
 				continue;
+			}
+			if (workload_changed(wl, &wl_st)) { /* (the run may have read the new one) */
+				ht_progress_done();
+				free(v->rss[v->nres]);
+				goto cleanup;
 			}
 			if (v->res[v->nres].slot_errors > v->slot_errors)
 				v->slot_errors = v->res[v->nres].slot_errors;

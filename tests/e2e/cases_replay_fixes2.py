@@ -5,10 +5,12 @@ the ideal, tunable values glibc's setters ignore, allocator paths
 LD_PRELOAD cannot hold, and outputs refused only after the run."""
 import json
 import os
+import subprocess
+import time
 
 from cases_replay import OP, find_lib, write_workload
 from cases_replay_fixes import jrun, workload
-from htlib import case, check, eq, fail, skip
+from htlib import case, check, eq, fail, reap, skip
 
 # One thread: a block of 1,000,000 freed, then calloc and malloc of as many
 # into the slots it left, ten times: 2,000,000 live at the most.
@@ -234,3 +236,31 @@ def test_replay_inherited_preload(t):
                "--json", ra])
     eq(r.rc, 0, "replay under heaptrail record:\n" + r.describe())
     eq(json.loads(r.stdout)["calls"]["reallocarray"], 1, "the replay's calls:\n" + r.stdout)
+
+
+@case(timeout=120, labels=("replay",))
+def test_compare_workload_replaced(t):
+    """compare's replays read the workload by its path, one run after the
+    other: a workload replaced meanwhile (mv of another over it) gave
+    medians of two workloads (wall 5 ms to 484 ms) with the first one's
+    calls and ideal, exit 0 and no word (probe Y).  Now compare checks
+    the file before and after each run and stops, exit 1, with no table
+    and no chart."""
+    one = write_workload(t.path("one.wl"), [[("malloc", 1, 16), ("free", 1)] * 100], 1, ideal=16)
+    other = write_workload(t.path("other.wl"), [[("malloc", 1, 64), ("free", 1)] * 5000], 1,
+                           ideal=64)
+    p = subprocess.Popen([t.heaptrail, "compare", "-n", "400", "-a", "glibc,glibc",
+                          "-o", t.path("c.svg"), one], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=t.base_env(), cwd=t.dir)
+    try:
+        time.sleep(0.5)
+        os.rename(other, one)
+        out, err = p.communicate(timeout=100)
+    finally:
+        reap(p)
+    err = err.decode()
+    eq((p.returncode, out.decode()), (1, ""), "compare with its workload replaced:\n" + err)
+    check("heaptrail: error: compare: %s was replaced or rewritten while compare ran: its runs "
+          "would mix two workloads; run compare again on a workload that stays as it is\n"
+          % one in err, "the error:\n" + err)
+    check(not os.path.exists(t.path("c.svg")), "a chart was written")
