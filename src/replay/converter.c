@@ -50,6 +50,8 @@ struct cthread {
 	uint64_t pending;    /* slot + 1 of a moving realloc between its two parts;
 			      * UINT64_MAX: its block was unknown */
 	uint64_t pending_size; /* that block's size */
+	uint64_t mr_pending;   /* slot + 1 of the map a moving mremap takes between its two
+				* parts (--mmap); UINT64_MAX: a map not replayed */
 	uint64_t fresh, fresh_end; /* new slots reserved for this thread: [fresh, fresh_end) */
 	/* the live bound (sync_frees) */
 	uint64_t front;       /* every free numbered up to this is done before its next op */
@@ -655,30 +657,55 @@ static void on_munmap(struct conv *c, uint32_t t, const struct ht_event *e)
 		c->skipped_maps++; /* not one of the maps replayed */
 }
 
+/* mremap: whole, or in two parts when it moved (reader.h).  The kernel
+ * frees the old range within the call, and another thread's mmap can get
+ * it before the call returns: the map leaves the table at the release
+ * part, and its move is written at the acquire part.  Handled whole at
+ * its end, such an mmap took the old range for a fixed map over the
+ * mremap's live one: the workload unmapped it in the other thread, and
+ * lost the mremap and its munmaps (9 of 20,000 on two threads, said as
+ * maps "on file, shared or foreign"; probe Y). */
 static void on_mremap(struct conv *c, uint32_t t, const struct ht_event *e)
 {
-	if (e->part == HT_PART_RELEASE)
-		return; /* handled whole, at its end */
+	struct cthread *ct = &c->th[t];
 	uint64_t old = e->v[0], oldlen = PAGE_UP(e->v[1]), newlen = PAGE_UP(e->v[2]);
 	uint64_t flags = e->v[3], res = e->v[5];
-	if (res == (uint64_t)-1) {
-		c->failed_maps++;
-		return;
+	uint64_t s;
+	if (e->part == HT_PART_ACQUIRE) {
+		uint64_t p = ct->mr_pending;
+		ct->mr_pending = 0;
+		if (!p || p == UINT64_MAX) {
+			c->skipped_maps++;
+			return;
+		}
+		s = p - 1;
+	} else {
+		if (res == (uint64_t)-1) {
+			c->failed_maps++;
+			return;
+		}
+		size_t i = rg_find(c, old);
+		if (i >= c->nrg || c->rg[i].start != old || c->rg[i].base != old ||
+		    c->rg[i].end != old + oldlen || c->mbytes[c->rg[i].slot] != oldlen ||
+		    c->mlen[c->rg[i].slot] != oldlen || (flags & ~1ull)) {
+			/* only whole maps never partly unmapped (a map whose
+			 * tail went is one region still, but the replay's map
+			 * has a hole there), without MREMAP_FIXED */
+			if (e->part == HT_PART_RELEASE)
+				ct->mr_pending = UINT64_MAX;
+			else
+				c->skipped_maps++;
+			return;
+		}
+		s = c->rg[i].slot;
+		rg_remove(c, i);
+		if (e->part == HT_PART_RELEASE) {
+			ct->mr_pending = s + 1;
+			return;
+		}
 	}
-	size_t i = rg_find(c, old);
-	if (i >= c->nrg || c->rg[i].start != old || c->rg[i].base != old ||
-	    c->rg[i].end != old + oldlen || c->mbytes[c->rg[i].slot] != oldlen ||
-	    c->mlen[c->rg[i].slot] != oldlen || (flags & ~1ull)) {
-		/* only whole maps never partly unmapped (a map whose tail went
-		 * is one region still, but the replay's map has a hole there),
-		 * without MREMAP_FIXED */
-		c->skipped_maps++;
-		return;
-	}
-	uint64_t s = c->rg[i].slot;
 	need(c, t, c->owner[s], c->at[s]);
 	uint64_t a[5] = {s + 1, s + 1, oldlen, newlen, flags};
-	rg_remove(c, i);
 	/* the range it grows into (in place) or moves to was free in the
 	 * program: maps the converter still has there were unmapped without
 	 * the tracer seeing it (a raw syscall), and go now, so that no two
