@@ -1197,15 +1197,17 @@ int cmd_attach(int argc, char **argv)
 			   "its address was reused",
 			   st_v[HT_AS_REUSED]);
 	if (st_v[HT_AS_NOSTACK])
-		ht_warning("attach: %" PRIu64
-			   " stacks not taken: the kernel could not walk them (a "
-			   "page of the stack not in memory); their blocks are counted without a "
-			   "stack",
-			   st_v[HT_AS_NOSTACK]);
+		ht_warning("attach: the stacks of %" PRIu64
+			   " allocation%s not taken: the kernel could not walk them (a page of "
+			   "the stack not in memory); their blocks are counted without a stack",
+			   st_v[HT_AS_NOSTACK], ht_s(st_v[HT_AS_NOSTACK]));
 	if (st_v[HT_AS_STACKS_FULL])
-		ht_warning("attach: %" PRIu64 " stacks not kept: more than %u distinct stacks; "
-			   "their blocks are counted without a stack",
-			   st_v[HT_AS_STACKS_FULL], HT_ATTACH_STACKS);
+		ht_warning("attach: the stacks of %" PRIu64
+			   " allocation%s not kept: the stack map holds %u distinct stacks as "
+			   "the kernel walked them (through code without frame pointers, "
+			   "often one a call); their blocks are counted without a stack",
+			   st_v[HT_AS_STACKS_FULL], ht_s(st_v[HT_AS_STACKS_FULL]),
+			   HT_ATTACH_STACKS);
 	fprintf(stderr, "heaptrail attach: detached from pid %d (%s): %" PRIu64 " allocation calls, "
 		"%" PRIu64 " traced, %" PRIu64 " frees of traced blocks\n",
 		(int)a.pid, ht_probe__reason(ps) ? ht_probe__reason(ps) : "stopped",

@@ -146,6 +146,11 @@ static __always_inline void count(__u32 which)
  * right after). */
 static __always_inline int take_stack(void *ctx, struct ht_attach_event *e)
 {
+	/* (every field set: the ring's record is not zeroed, and kept a
+	 * free's stack_error, so that once the ring had wrapped, half the
+	 * stacks were dropped with no word; probe Z) */
+	e->stack = 0;
+	e->stack_error = 0;
 	__u32 zero_index = 0;
 	__u64 *ips = bpf_map_lookup_elem(&stack_scratch, &zero_index);
 	long got =

@@ -37,9 +37,9 @@ enum ht_attach_stat {
 			   * but not sampled: they stay traced) */
 	HT_AS_LOST,       /* events the ring buffer had no room for */
 	HT_AS_FULL,       /* traced blocks not kept: the table of live blocks was full */
-	HT_AS_NOSTACK,    /* stacks the kernel could not take (a page of the stack not
-			   * in memory) */
-	HT_AS_STACKS_FULL, /* stacks not kept: the stack map was full */
+	HT_AS_NOSTACK,    /* allocations whose stack the kernel could not take (a page
+			   * of the stack not in memory) */
+	HT_AS_STACKS_FULL, /* allocations whose stack was not kept: the map was full */
 	HT_AS_REUSED,     /* traced blocks freed unseen: their address was handed out again */
 	HT_AS_NR,
 };

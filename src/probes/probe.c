@@ -268,9 +268,10 @@ struct ht_probe_session {
 	struct sigaction old_int;       /* restored by ht_probe__end */
 	struct sigaction old_term;      /* same */
 	struct sigaction old_chld;      /* same */
+	struct sigaction old_pipe;      /* same */
 };
 
-static volatile sig_atomic_t probe_signal; /* SIGINT or SIGTERM received */
+static volatile sig_atomic_t probe_signal; /* SIGINT, SIGTERM or SIGPIPE received */
 
 /* The state letter of /proc/PID/stat or /proc/PID/task/TID/stat (path), 0
  * if it cannot be read; *flags gets its flags field (PF_*). */
@@ -440,6 +441,10 @@ int ht_probe__start(struct ht_probe_session **out, const struct ht_probe_opts *p
 	sigaction(SIGINT, &sa, &s->old_int);
 	sigaction(SIGTERM, &sa, &s->old_term);
 	sigaction(SIGCHLD, &sa, &s->old_chld);
+	/* stdout's reader gone (`attach -o t.ht 1 | head`): a stop as an
+	 * interrupt is, the -o trace made; SIGPIPE killed attach, which left
+	 * only its temporary (probe Z) */
+	sigaction(SIGPIPE, &sa, &s->old_pipe);
 	if (po->command) {
 		int rc = start_child(s, po->command);
 		if (rc) {
@@ -668,6 +673,7 @@ int ht_probe__end(struct ht_probe_session *s)
 	sigaction(SIGINT, &s->old_int, NULL);
 	sigaction(SIGTERM, &s->old_term, NULL);
 	sigaction(SIGCHLD, &s->old_chld, NULL);
+	sigaction(SIGPIPE, &s->old_pipe, NULL);
 	int status = s->status;
 	free(s);
 	return status;

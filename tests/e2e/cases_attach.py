@@ -148,7 +148,7 @@ def run_attach(t, args, sig=signal.SIGINT, env=None):
     """Runs the target with attach -p ARGS through its first phase; returns
     (the target's own count, attach's stdout, its stderr).  The kernel's
     walk of a user stack cannot fault pages in: a stack it could not take
-    is said ("N stacks not taken") and its blocks show without one, which
+    is said ("the stacks of N allocations not taken") and its blocks show without one, which
     happened in CI (e2e.attach_trace: five callocs); up to three runs for
     one where every stack was taken."""
     return until_stacks_taken(t, lambda: run_attach_once(t, args, sig, env))
@@ -156,13 +156,13 @@ def run_attach(t, args, sig=signal.SIGINT, env=None):
 
 def until_stacks_taken(t, once):
     """once() (whose last item is attach's stderr) run again while attach
-    says "N stacks not taken", up to three runs: the kernel's walk of a
+    says "the stacks of N allocations not taken", up to three runs: the kernel's walk of a
     user stack cannot fault pages in, and a site's blocks then show
     without their stack (CI: e2e.attach_trace's five callocs, and
     e2e.attach_end_time's leak_realloc under "?")."""
     for attempt in range(3):
         got = once()
-        if "stacks not taken" not in got[-1]:
+        if " not taken: the kernel could not walk them" not in got[-1]:
             break
         t.note("attempt %d: %s" % (attempt + 1, got[-1]))
     return got
@@ -944,15 +944,16 @@ def test_attach_matches_record(t):
     r = t.run([t.heaptrail, "record", "--stacks", "-q", "-o", t.path("rec.ht"), "--", leaky, lib])
     eq(r.rc, 0, "record:\n" + r.describe())
     # The kernel's walk of a user stack cannot fault pages in: a stack it
-    # could not take is said ("N stacks not taken") and its block shows as
+    # could not take is said ("the stacks of N allocations not taken") and its block shows as
     # [no stack]; that happened once in CI.  Up to three runs for one
     # where every stack was taken.
     for attempt in range(3):
         r = t.run([t.heaptrail, "attach", "-o", t.path("att.ht"), "-c", "%s %s" % (leaky, lib)])
         eq(r.rc, 0, "attach -c:\n" + r.describe())
-        if "stacks not taken" not in r.stderr:
+        if " not taken: the kernel could not walk them" not in r.stderr:
             break
-    check("stacks not taken" not in r.stderr, "three runs with stacks not taken:\n" + r.stderr)
+    check(" not taken: the kernel could not walk them" not in r.stderr,
+          "three runs with stacks not taken:\n" + r.stderr)
     rec, att = leaks_by_function(t, t.path("rec.ht")), leaks_by_function(t, t.path("att.ht"))
     eq(set(att), set(rec), "leaking functions")
     for k in rec:
