@@ -649,6 +649,28 @@ static void print_json(const struct compare_config *cfg, struct variant *vs, int
 	ht_json__finish(&j);
 }
 
+/* An empty item in LIST (split at sep: "glibc,,jemalloc", "glibc,"), said
+ * as an error; they were dropped with no word (probe Y). */
+static int empty_item(const char *list, char sep, const char *opt)
+{
+	const char *p = list;
+	for (;;) {
+		const char *e = strchr(p, sep);
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+		size_t k = 0;
+		while (k < n && p[k] == ' ')
+			k++;
+		if (k == n) {
+			ht_error("%s '%s': an empty item; give names separated by '%c'", opt, list,
+				 sep);
+			return 1;
+		}
+		if (!e)
+			return 0;
+		p = e + 1;
+	}
+}
+
 /* Splits LIST at sep into the variants.  inherited: GLIBC_TUNABLES from
  * the environment, which every run has; a glibc variant's label shows them
  * (before, "glibc" was shown for a run with the environment's tunables). */
@@ -658,6 +680,8 @@ static void add_variants(struct variant **vs, int *nv, const char *list, char se
 	char *copy = ht_xstrdup(list), *save = NULL;
 	char seps[2] = {sep, 0};
 	for (char *tok = strtok_r(copy, seps, &save); tok; tok = strtok_r(NULL, seps, &save)) {
+		if (!tok[strspn(tok, " ")])
+			continue; /* (empty items: refused by empty_item first) */
 		*vs = ht_xrealloc(*vs, (size_t)(*nv + 1) * sizeof(**vs));
 		struct variant *v = &(*vs)[(*nv)++];
 		memset(v, 0, sizeof(*v));
@@ -724,6 +748,11 @@ int cmd_compare(int argc, char **argv)
 			 cfg.reps < 1 ? cfg.reps : cfg.repeat);
 		goto cleanup;
 	}
+	if (cfg.rss_interval < HT_RSS_INTERVAL_MIN) {
+		ht_error(
+		    "--rss-interval: at least 100us (a reading of the RSS takes microseconds)");
+		goto cleanup;
+	}
 	if (cfg.reps > COMPARE_MAX_REPS) { /* (each run's results are kept, for the medians) */
 		ht_error("--reps %d: at most %d runs of each", cfg.reps, COMPARE_MAX_REPS);
 		goto cleanup;
@@ -734,6 +763,14 @@ int cmd_compare(int argc, char **argv)
 	}
 	if (getenv("GLIBC_TUNABLES") && getenv("GLIBC_TUNABLES")[0])
 		cfg.inherited = getenv("GLIBC_TUNABLES");
+	if (empty_item(cfg.allocators, ',', "--allocators") ||
+	    (cfg.tunables && empty_item(cfg.tunables, ';', "--tunables")))
+		goto cleanup;
+	if (cfg.out && !strcmp(cfg.out, "-")) {
+		ht_error("-o -: compare writes its chart, an SVG, to a file: name one (the "
+			 "figures go to stdout)");
+		goto cleanup;
+	}
 	add_variants(&vs, &nv, cfg.allocators, ',', 0, cfg.inherited);
 	if (cfg.tunables)
 		add_variants(&vs, &nv, cfg.tunables, ';', 1, cfg.inherited);

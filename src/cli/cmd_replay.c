@@ -178,13 +178,16 @@ static int apply_mallopts(const char *list, int dry)
 				param = (int)v, found = 1;
 		}
 		uint64_t val;
-		int neg = eq[1] == '-';
-		if (!found || ht_parse_size(eq + 1 + neg, &val) || val > INT32_MAX) {
-			ht_error("--mallopt %s=%s: %s", tok, eq + 1,
-				 found ? "the value must be a number (K/M/G allowed)"
-				       : "unknown parameter; use M_MXFAST, M_TRIM_THRESHOLD, M_TOP_PAD, "
-					 "M_MMAP_THRESHOLD, M_MMAP_MAX, M_PERTURB, M_ARENA_TEST, "
-					 "M_ARENA_MAX or a number");
+		int neg = eq[1] == '-', num = !ht_parse_size(eq + 1 + neg, &val);
+		if (!found || !num || val > INT32_MAX) {
+			ht_error(
+			    "--mallopt %s=%s: %s", tok, eq + 1,
+			    found && num ? "mallopt takes an int: at most 2147483647"
+			    : found
+				? "the value must be a number (K/M/G allowed)"
+				: "unknown parameter; use M_MXFAST, M_TRIM_THRESHOLD, M_TOP_PAD, "
+				  "M_MMAP_THRESHOLD, M_MMAP_MAX, M_PERTURB, M_ARENA_TEST, "
+				  "M_ARENA_MAX or a number");
 			ret = -1;
 			break;
 		}
@@ -239,6 +242,8 @@ int cmd_replay(int argc, char **argv)
 				       .rss_interval_ns = 10000000, .result_fd = -1};
 	uint64_t trim = 0;
 	int repeat = 1, result_fd = -1;
+	struct ht_out csv; /* --rss-csv, opened before the run */
+	int csv_open = 0;
 	const struct ht_option opts[] = {
 		{'a', "allocator", HT_OPT_STRING, &cfg.allocator, "NAME|PATH",
 		 "glibc, jemalloc, tcmalloc, mimalloc, or a preloadable .so (glibc)"},
@@ -309,6 +314,12 @@ int cmd_replay(int argc, char **argv)
 		ht_error("--repeat %d: give a count of 1 or more", repeat);
 		goto cleanup;
 	}
+	if (cfg.rss_interval_ns < HT_RSS_INTERVAL_MIN) {
+		/* (1ns was taken, and said as "interval_us": 0) */
+		ht_error(
+		    "--rss-interval: at least 100us (a reading of the RSS takes microseconds)");
+		goto cleanup;
+	}
 	/* where the results go, refused before the run, not after it (a
 	 * workload may replay for minutes) */
 	if (cfg.rss_csv && !getenv(CHILD_ENV) && ht_out__check(cfg.rss_csv, err, sizeof(err))) {
@@ -374,6 +385,16 @@ int cmd_replay(int argc, char **argv)
 	}
 	if (check_functions(w, cfg.allocator, child && strcmp(child, "glibc") ? child : NULL))
 		goto cleanup;
+	/* --rss-csv's file made before the run: root passes the check of its
+	 * directory's access even in /proc, where no file can be made, and
+	 * the run was lost at its end (probe Y) */
+	if (cfg.rss_csv) {
+		if (ht_out__open(&csv, cfg.rss_csv, HT_OUT_PUBLIC, 0, err, sizeof(err))) {
+			ht_error("--rss-csv: %s", err);
+			goto cleanup;
+		}
+		csv_open = 1;
+	}
 	if (cfg.mallopts)
 		apply_mallopts(cfg.mallopts, 0);
 	struct ht_replay_result res;
@@ -393,23 +414,21 @@ int cmd_replay(int argc, char **argv)
 	} else {
 		ht_replay__print_text(stdout, &res, w);
 	}
-	if (cfg.rss_csv) {
-		struct ht_out out;
-		if (ht_out__open(&out, cfg.rss_csv, HT_OUT_PUBLIC, 0, err, sizeof(err))) {
-			ht_error("%s", err);
-			goto cleanup;
-		}
-		fprintf(out.f, "ms,rss_kb\n");
+	if (csv_open) {
+		fprintf(csv.f, "ms,rss_kb\n");
 		for (uint32_t i = 0; i < res.nrss; i++)
-			fprintf(out.f, "%u,%u\n", rss[i].ms, rss[i].kb);
-		if (ht_out__commit(&out, err, sizeof(err))) {
-			ht_error("%s", err);
+			fprintf(csv.f, "%u,%u\n", rss[i].ms, rss[i].kb);
+		csv_open = 0;
+		if (ht_out__commit(&csv, err, sizeof(err))) {
+			ht_error("--rss-csv: %s", err);
 			goto cleanup;
 		}
 	}
 	fflush(stdout);
 	ret = HT_EXIT_OK;
 cleanup:
+	if (csv_open)
+		ht_out__abort(&csv);
 	free(saved);
 	free(rss);
 	ht_workload__free(w);

@@ -267,7 +267,9 @@ int ht_tunables_check(const char *spec, const char *opt, char *err, size_t errle
 	for (const char *it = spec; *it;) {
 		size_t n = strcspn(it, ":");
 		const char *eq = memchr(it, '=', n);
-		if (!eq || eq == it || eq + 1 == it + n) {
+		if (!n) {
+			SAY("an empty item (a ':' too many)");
+		} else if (!eq || eq == it || eq + 1 == it + n) {
 			SAY("expected NAME=VALUE, several joined by ':' (%.*s)", (int)n, it);
 		} else if (known) {
 			int nl = (int)(eq - it);

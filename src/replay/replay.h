@@ -59,6 +59,8 @@ struct ht_rss_sample {
 	uint32_t kb; /* resident set */
 };
 
+#define HT_RSS_INTERVAL_MIN 100000 /* ns: --rss-interval below is refused */
+
 /* Options of a replay, labelled by their flag. */
 struct ht_replay_config {
 	const char *allocator;     /* --allocator (glibc) */
@@ -68,7 +70,7 @@ struct ht_replay_config {
 	int threads_as_one;        /* --threads-as-one */
 	int repeat;                /* --repeat K (1) */
 	const char *touch;         /* --touch none|page|all (page) */
-	uint64_t rss_interval_ns;  /* --rss-interval (10ms) */
+	uint64_t rss_interval_ns;  /* --rss-interval (10ms), HT_RSS_INTERVAL_MIN at least */
 	int no_mlock;              /* --no-mlock */
 	int json;                  /* --json */
 	const char *rss_csv;       /* --rss-csv FILE */

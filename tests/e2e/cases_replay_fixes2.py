@@ -125,7 +125,9 @@ def test_replay_compare_refused_early(t):
             check("its path holds a space or ':', which LD_PRELOAD takes as separators" in r.stderr,
                   r.stderr)
     os.symlink("/etc/hostname", t.path("link.csv"))
-    for csv in ("link.csv", t.path("nodir", "r.csv")):
+    # (/proc: root passes access(), and no file can be made there; it was
+    # refused only after the run, probe Y)
+    for csv in ("link.csv", t.path("nodir", "r.csv"), "/proc/r.csv"):
         r = t.tool(["replay", "--rss-csv", csv, path])
         eq((r.rc, r.stdout), (1, ""), "--rss-csv %s: refused before the run: %s" % (csv, r.describe()))
         check("--rss-csv: cannot write" in r.stderr, r.stderr)
@@ -330,3 +332,36 @@ def test_convert_mremap_race(t):
     j = jrun(t, ["replay", "--json", wl])
     eq(({k: j["calls"][k] for k in ("mmap", "mremap", "munmap")}, j["slot_errors"]),
        ({"mmap": 40000, "mremap": 20000, "munmap": 40000}, 0), "the replay's map calls")
+
+
+@case(timeout=60, labels=("replay",))
+def test_replay_compare_items_refused(t):
+    """Usage errors (exit 2, before anything runs) that were taken (probe
+    Y): an empty item in compare's -a or -t lists (dropped with no word),
+    compare -o - (it wrote a file named '-'), an empty item in a tunable
+    set (said as "()"), a --mallopt value above an int (said as "not a
+    number"), an --rss-interval below 100us (1ns was taken and said as
+    "interval_us": 0)."""
+    wl = write_workload(t.path("w.wl"), [[("malloc", 1, 16), ("free", 1)]], 1, ideal=16)
+    for args, said in (
+            (["compare", "-a", "glibc,,glibc", wl],
+             "--allocators 'glibc,,glibc': an empty item; give names separated by ','"),
+            (["compare", "-a", "glibc,", wl],
+             "--allocators 'glibc,': an empty item; give names separated by ','"),
+            (["compare", "-t", "glibc.malloc.arena_max=1;", wl],
+             "--tunables 'glibc.malloc.arena_max=1;': an empty item; give names separated by ';'"),
+            (["compare", "-o", "-", wl],
+             "-o -: compare writes its chart, an SVG, to a file: name one"),
+            (["replay", "-t", ":glibc.malloc.arena_max=1", wl],
+             "--tunable :glibc.malloc.arena_max=1: an empty item (a ':' too many)"),
+            (["replay", "--mallopt", "M_MMAP_THRESHOLD=2G", wl],
+             "--mallopt M_MMAP_THRESHOLD=2G: mallopt takes an int: at most 2147483647"),
+            (["replay", "--rss-interval", "1ns", wl],
+             "--rss-interval: at least 100us"),
+            (["compare", "--rss-interval", "50us", wl],
+             "--rss-interval: at least 100us")):
+        r = t.tool(args)
+        with t.soft():
+            eq((r.rc, r.stdout), (2, ""), "%s:\n%s" % (" ".join(args), r.describe()))
+            check("heaptrail: error: " + said in r.stderr, "%s: %r" % (" ".join(args), r.stderr))
+    check(not os.path.exists(t.path("-")) and not os.path.exists("-"), "a file named '-'")
