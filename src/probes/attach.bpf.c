@@ -26,6 +26,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "attach.bpf.h"
+#include "stackhash.bpf.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -41,12 +42,7 @@ char LICENSE[] SEC("license") = "GPL";
 #define K_PVALLOC 10
 #define F_MMAPPED 0x20
 #define F_NONMAIN 0x40
-/* (errno.h, which vmlinux.h does not have) */
-#define ENOENT 2
-#define ENOMEM 12
-#define EFAULT 14
-#define EEXIST 17
-#define ENOSPC 28
+#define ENOENT 2 /* (errno.h, which vmlinux.h does not have; stackhash.bpf.h: the others) */
 
 const volatile __u32 target_tgid = 0;  /* the traced process */
 const volatile __u32 sample_every = 1; /* trace 1 in N allocation calls */
@@ -97,12 +93,10 @@ struct {
 __u32 image_gen = 0;
 
 /* The stacks: the hash of a stack's addresses -> the addresses
- * (HT_ATTACH_MAX_DEPTH, zero-filled).  Not the kernel's stack-trace map:
- * that one hashes with a fixed seed into as many buckets as it has
- * entries and refuses (EEXIST) a stack whose bucket holds another one, so
- * that 137 of 2048 distinct stacks, and 1786 of 8192, were lost (the
- * blocks shown without a stack), and now and then one of the test
- * program's dozen.  Not preallocated: memory follows the stacks seen. */
+ * (HT_ATTACH_MAX_DEPTH, zero-filled; stackhash.bpf.h).  The kernel's
+ * stack-trace map lost 137 of 2048 distinct stacks, 1786 of 8192, and
+ * now and then one of the test program's dozen.  Not preallocated:
+ * memory follows the stacks seen. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -140,7 +134,7 @@ static __always_inline void count(__u32 which)
 
 /* Takes the user stack of ctx into e (stack, or stack_error and a
  * count): the hash of its addresses, the addresses kept in `stacks` under
- * it.  1 when the stack is new: its event wakes the reader at once, so
+ * it (stackhash.bpf.h).  1 when the stack is new: its event wakes the reader at once, so
  * that it reads the process's map while the code of that stack is still
  * mapped (a library dlopened, used, then closed, or a process that exits
  * right after). */
@@ -151,34 +145,12 @@ static __always_inline int take_stack(void *ctx, struct ht_attach_event *e)
 	 * stacks were dropped with no word; probe Z) */
 	e->stack = 0;
 	e->stack_error = 0;
-	__u32 zero_index = 0;
-	__u64 *ips = bpf_map_lookup_elem(&stack_scratch, &zero_index);
-	long got =
-	    ips ? bpf_get_stack(ctx, ips, HT_ATTACH_MAX_DEPTH * sizeof(__u64), BPF_F_USER_STACK)
-		: -ENOMEM;
-	if (got <= 0) {
-		e->stack_error = got ? (__s32)got : -EFAULT;
-		count(HT_AS_NOSTACK);
-		return 0;
+	long rc = ht_stack_keep(ctx, &stacks, &stack_scratch, HT_ATTACH_MAX_DEPTH, &e->stack);
+	if (rc < 0) {
+		e->stack_error = (__s32)rc;
+		count(rc == -ENOSPC ? HT_AS_STACKS_FULL : HT_AS_NOSTACK);
 	}
-	/* FNV-1a over the addresses taken (got bytes; bpf_get_stack zeroes
-	 * the rest of the buffer, which the map keeps too), the depth in the
-	 * seed: two stacks alike in 64 bits, among the 65536 kept, are one
-	 * chance in 2^33 */
-	__u64 h = 0xcbf29ce484222325ULL ^ (__u64)got;
-	for (int i = 0; i < HT_ATTACH_MAX_DEPTH && i * 8 < got; i++) {
-		h ^= ips[i];
-		h *= 0x100000001b3ULL;
-	}
-	e->stack = h;
-	long rc = bpf_map_update_elem(&stacks, &h, ips, BPF_NOEXIST);
-	if (rc == 0)
-		return 1;
-	if (rc != -EEXIST) {
-		e->stack_error = -ENOSPC;
-		count(HT_AS_STACKS_FULL);
-	}
-	return 0;
+	return rc == 1;
 }
 
 /* An event of thread tid in the ring, zeroed, dated now, without a stack;

@@ -5,17 +5,8 @@
 #define HEAPTRAIL_PROBES_STACKS_BPF_H
 
 #include "probe.bpf.h"
+#include "stackhash.bpf.h"
 #include "stacks.h"
-
-#ifndef EFAULT
-#define EFAULT 14
-#endif
-#ifndef EEXIST
-#define EEXIST 17
-#endif
-#ifndef ENOMEM
-#define ENOMEM 12
-#endif
 
 /* hash of the addresses -> the addresses (HT_STACK_DEPTH, zero-filled) */
 struct {
@@ -57,26 +48,9 @@ struct {
 static __always_inline void ht_count_stack(void *ctx, __u32 tgid, __u64 bytes)
 {
 	struct ht_stack_key k = {.pid = tgid};
-	__u32 zero_index = 0;
-	__u64 *ips = bpf_map_lookup_elem(&stack_scratch, &zero_index);
-	long got = ips ? bpf_get_stack(ctx, ips, HT_STACK_DEPTH * sizeof(__u64), BPF_F_USER_STACK)
-		       : -ENOMEM;
-	if (got <= 0) {
-		k.error = got ? (__s32)got : -EFAULT;
-	} else {
-		/* FNV-1a over the addresses taken (got bytes; bpf_get_stack
-		 * zeroes the rest of the buffer, which the map keeps too), with
-		 * the depth in the seed */
-		__u64 h = 0xcbf29ce484222325ULL ^ (__u64)got;
-		for (int i = 0; i < HT_STACK_DEPTH && i * 8 < got; i++) {
-			h ^= ips[i];
-			h *= 0x100000001b3ULL;
-		}
-		k.stack = h;
-		long rc = bpf_map_update_elem(&stacks, &h, ips, BPF_NOEXIST);
-		if (rc && rc != -EEXIST)
-			k.error = -ENOMEM; /* the stack map is full */
-	}
+	long rc = ht_stack_keep(ctx, &stacks, &stack_scratch, HT_STACK_DEPTH, &k.stack);
+	if (rc < 0) /* (the stack map full: -ENOMEM, as stackcount.c reads it) */
+		k.error = rc == -ENOSPC ? -ENOMEM : (__s32)rc;
 	struct ht_stack_val *v = bpf_map_lookup_elem(&counts, &k);
 	if (!v) {
 		struct ht_stack_val zero = {};
