@@ -245,6 +245,12 @@ const char *ht_blocks__no_stack_why(const struct ht_reader *r)
 	return ht_reader__nnodes(r) ? "not taken when they were recorded" : "record with --stacks";
 }
 
+const char *ht_blocks__no_stack_frame(const struct ht_reader *r)
+{
+	return ht_reader__nnodes(r) ? "[no stack: not taken when they were recorded]"
+				    : "[no stacks: record with --stacks]";
+}
+
 size_t ht_blocks__frames(struct ht_reader *r, struct ht_symbolizer *sym, uint32_t node,
 			 struct ht_frame *out, size_t max)
 {

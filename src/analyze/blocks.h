@@ -45,6 +45,10 @@ size_t ht_blocks__frames(struct ht_reader *r, struct ht_symbolizer *sym, uint32_
  * a page of the stack, an unwind that failed): advising --stacks there
  * sent users to record again what they had recorded. */
 const char *ht_blocks__no_stack_why(const struct ht_reader *r);
+/* The frame such blocks go under in a tree or a profile (export): "[no
+ * stacks: record with --stacks]", or "[no stack: not taken when they were
+ * recorded]" in a trace with stacks. */
+const char *ht_blocks__no_stack_frame(const struct ht_reader *r);
 
 /* A key of what a reader sees of node's stack (function, file, line,
  * module, and the offset where there is neither function nor file, of

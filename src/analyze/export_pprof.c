@@ -29,8 +29,6 @@
 #include "common/util.h"
 
 #define MAX_DEPTH 256 /* return addresses per stack */
-#define NO_STACK "[no stacks: record with --stacks]"
-#define NOT_TAKEN "[no stack: not taken when they were recorded]" /* in a trace with stacks */
 
 /* An open-addressing map from a 64-bit key to a value (0 = absent). */
 struct u64map {
@@ -341,8 +339,7 @@ int ht_export__pprof(const struct ht_export_opts *o, FILE *f)
 		}
 		if (!nl) {
 			if (!no_stack) {
-				uint64_t fn = function_of(
-				    &p, ht_reader__nnodes(r) ? NOT_TAKEN : NO_STACK, NULL);
+				uint64_t fn = function_of(&p, ht_blocks__no_stack_frame(r), NULL);
 				int line = 0;
 				no_stack = add_location(&p, 0, 0, &fn, &line, 1);
 			}
@@ -359,7 +356,7 @@ int ht_export__pprof(const struct ht_export_opts *o, FILE *f)
 	if (samples && stackless == samples && !ht_quiet) /* (-q: export and flamegraph) */
 		ht_warning("%s has no stacks: one sample at \"%s\" (record with --stacks to see "
 			   "where memory is allocated)",
-			   o->trace, NO_STACK);
+			   o->trace, ht_blocks__no_stack_frame(r));
 	char comment[1024];
 	snprintf(comment, sizeof(comment), "heaptrail export of %s: %s (pid %d); in-use at %s",
 		 o->trace, in->cmdline ? in->cmdline : "", in->pid,

@@ -112,10 +112,7 @@ void ht_sitetree__build(struct ht_sitetree *t, const struct ht_livemap *live,
 		size_t n = one.node ? ht_blocks__frames(r, sym, one.node, frames, t->max_depth) : 0;
 		struct ht_site *s = &t->root;
 		if (!n) {
-			s = child(t, s, 0,
-				  ht_reader__nnodes(r)
-				      ? "[no stack: not taken when they were recorded]"
-				      : "[no stacks: record with --stacks]");
+			s = child(t, s, 0, ht_blocks__no_stack_frame(r));
 			s->bytes += one.bytes;
 			s->blocks += one.blocks;
 		}

@@ -329,25 +329,24 @@ unsigned ht_slices__wanted(void)
 	return ht_reader__threads_given() ? ht_reader__threads_wanted() : ht_reader__cpus();
 }
 
-/* HEAPTRAIL_SLICE_NOTE=1 (the tests): how the trace was read; -1
- * returned for the caller to read it serially when why is given. */
-/* HEAPTRAIL_SLICE_NOTE=1: how the trace was read, on stderr (with the
- * events each slice read, sv, when it was read in slices). */
+/* HEAPTRAIL_SLICE_NOTE=1 (the tests): how the trace was read, on stderr
+ * (in slices: the records each of sv read; else why not); -1 returned for
+ * the caller to read it serially when not ok. */
 static int note(int ok, unsigned k, const char *why, struct slice *sv)
 {
-	if (getenv("HEAPTRAIL_SLICE_NOTE")) {
-		if (!ok) {
-			fprintf(stderr, "heaptrail: note: read serially: %s\n", why);
-			return -1;
-		}
-		fprintf(stderr, "heaptrail: note: read in %u time slices (records read:", k);
-		for (unsigned i = 0; i < k; i++)
-			fprintf(stderr, " %llu",
-				(unsigned long long)atomic_load_explicit(&sv[i].events,
-									 memory_order_relaxed));
-		fprintf(stderr, ")\n");
+	if (!getenv("HEAPTRAIL_SLICE_NOTE"))
+		return ok ? 0 : -1;
+	if (!ok) {
+		fprintf(stderr, "heaptrail: note: read serially: %s\n", why);
+		return -1;
 	}
-	return ok ? 0 : -1;
+	fprintf(stderr, "heaptrail: note: read in %u time slices (records read:", k);
+	for (unsigned i = 0; i < k; i++)
+		fprintf(stderr, " %llu",
+			(unsigned long long)atomic_load_explicit(&sv[i].events,
+								 memory_order_relaxed));
+	fprintf(stderr, ")\n");
+	return 0;
 }
 
 int ht_slices__read(const char *path, struct ht_reader *r, const struct ht_slices_want *w,

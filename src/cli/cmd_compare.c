@@ -715,7 +715,7 @@ int cmd_compare(int argc, char **argv)
 		{0, "trim-interval", HT_OPT_U64, &cfg.trim_interval, "N", "as for replay (0)"},
 		{0, "repeat", HT_OPT_INT, &cfg.repeat, "K", "as for replay (1)"},
 		{0, "rss-interval", HT_OPT_DURATION_POS, &cfg.rss_interval, "TIME",
-		 "as for replay (10ms)"},
+		 "as for replay: 100us at least (10ms)"},
 		{'q', "quiet", HT_OPT_FLAG, &cfg.quiet, NULL, "no progress line"},
 		{0},
 	};
@@ -852,17 +852,15 @@ int cmd_compare(int argc, char **argv)
 			if (v->failed)
 				continue; /* (reported once; the others go on) */
 			ht_progress("compare: runs", (uint64_t)done, (uint64_t)total, 0, NULL);
-			if (workload_changed(wl, &wl_st)) {
-				ht_progress_done();
-				goto cleanup;
-			}
 			if (run_one(&cfg, v, wl, &v->res[v->nres], &v->rss[v->nres])) {
 				ht_progress_done();
 				failed++;
 				total -= cfg.reps - rep;
 				continue;
 			}
-			if (workload_changed(wl, &wl_st)) { /* (the run may have read the new one) */
+			/* (after each run, which may have read a new one: the
+			 * check after the load covers the first) */
+			if (workload_changed(wl, &wl_st)) {
 				ht_progress_done();
 				free(v->rss[v->nres]);
 				goto cleanup;

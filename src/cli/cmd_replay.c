@@ -260,7 +260,7 @@ int cmd_replay(int argc, char **argv)
 		{0, "touch", HT_OPT_STRING, &cfg.touch, "none|page|all",
 		 "write to the memory obtained: not at all, a byte per page, every byte (page)"},
 		{0, "rss-interval", HT_OPT_DURATION_POS, &cfg.rss_interval_ns, "TIME",
-		 "RSS sampling interval (10ms)"},
+		 "RSS sampling interval, 100us at least (10ms)"},
 		{0, "rss-csv", HT_OPT_STRING, &cfg.rss_csv, "FILE", "write the RSS samples as CSV"},
 		{0, "no-mlock", HT_OPT_FLAG, &cfg.no_mlock, NULL, "do not lock the workload in memory"},
 		{0, "json", HT_OPT_FLAG, &cfg.json, NULL, "print JSON (for scripts)"},

@@ -884,7 +884,7 @@ static void *worker_main(void *arg)
  * in a half-made arena.  Under glibc's allocator the main thread's first
  * malloc sets it up; under jemalloc or mimalloc (neither has malloc_trim)
  * or a sanitizer's allocator nothing does until a worker trims.  A trace's
- * threads trimming together crashed 1 replay in 50 under mimalloc.  So the
+ * threads trimming together crashed 1 replay in 50 to 300 under mimalloc.  So the
  * main thread sets it up before any worker runs: mallinfo2 does, and only
  * reads. */
 static void glibc_malloc_setup(void)

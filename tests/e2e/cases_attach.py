@@ -154,6 +154,28 @@ def run_attach(t, args, sig=signal.SIGINT, env=None):
     return until_stacks_taken(t, lambda: run_attach_once(t, args, sig, env))
 
 
+def attach_ends_itself(t, args, finish_first):
+    """attach -p ARGS on a new Target through its phase 1, waited for until
+    it ends by itself: after -d, or after the target, which finish_first
+    lets end first.  (The target's pid, attach's stdout, its stderr.)"""
+    target = Target(t)
+    a = None
+    try:
+        a = Attach(t, target.p.pid, args)
+        eq(target.phase1(), SITES, "the program's accounting")
+        if finish_first:
+            target.finish()
+        out, err = a.p.communicate(timeout=60)
+        eq(a.p.returncode, 0, "attach's exit status (stderr %r)" % err)
+        if not finish_first:
+            target.finish()
+        return target.p.pid, out, err.decode()
+    finally:
+        if a:
+            a.kill()
+        target.kill()
+
+
 def until_stacks_taken(t, once):
     """once() (whose last item is attach's stderr) run again while attach
     says "the stacks of N allocations not taken", up to three runs: the kernel's walk of a
@@ -576,22 +598,8 @@ def test_attach_end_time(t):
     trace's duration as long."""
     need_bpf(t, "attach")
     d = 3 * 10**9
-
-    def once():
-        target = Target(t)
-        a = None
-        try:
-            a = Attach(t, target.p.pid, ["--json", "--top", "100", "-d", "3s", "-o", t.path("d.ht")])
-            eq(target.phase1(), SITES, "the program's accounting")
-            out, err = a.p.communicate(timeout=60)
-            eq(a.p.returncode, 0, "attach's exit status (stderr %r)" % err)
-            target.finish()
-            return out, err.decode()
-        finally:
-            if a:
-                a.kill()
-            target.kill()
-    out, err = until_stacks_taken(t, once)
+    _, out, err = until_stacks_taken(t, lambda: attach_ends_itself(
+        t, ["--json", "--top", "100", "-d", "3s", "-o", t.path("d.ht")], finish_first=False))
     j = json.loads(out)
     eq(by_site(j["entries"]), SITES, "outstanding by site")
     check(d <= j["elapsed_ns"] < d + 2 * 10**8, "elapsed_ns %d for -d 3s" % j["elapsed_ns"])
@@ -647,23 +655,9 @@ def test_attach_target_exits(t):
     left outstanding (phase 2 leaks 10 more blocks of leak_small) and
     exits 0 by itself; -o's trace has RSS samples for timeline."""
     need_bpf(t, "attach")
-
-    def once():
-        target = Target(t)
-        a = None
-        try:
-            a = Attach(t, target.p.pid, ["--json", "--top", "100", "-o", t.path("x.ht")])
-            eq(target.phase1(), SITES, "the program's accounting")
-            target.finish()
-            out, err = a.p.communicate(timeout=60)
-            eq(a.p.returncode, 0, "attach's exit status (stderr %r)" % err)
-            check("PID %d exited" % target.p.pid in err.decode(), "the reason: %r" % err)
-            return out, err.decode()
-        finally:
-            if a:
-                a.kill()
-            target.kill()
-    out, err = until_stacks_taken(t, once)
+    pid, out, err = until_stacks_taken(t, lambda: attach_ends_itself(
+        t, ["--json", "--top", "100", "-o", t.path("x.ht")], finish_first=True))
+    check("PID %d exited" % pid in err, "the reason: %r" % err)
     want = dict(SITES)
     want["leak_small"] = (2000, 20)
     eq(by_site(json.loads(out)["entries"]), want, "outstanding at the end of the process")
